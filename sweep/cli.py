@@ -1,0 +1,107 @@
+"""Command line: parse arguments, call the API, map errors to messages and exit codes.
+
+    python -m sweep CONFIG [key=value ...] [--plan [--json]] [--dry-run | --fake] ...
+    python -m sweep bench --url URL ...
+    python -m sweep report DIR [--vs OTHER]
+    python -m sweep query DIR "SQL"
+    python -m sweep hosts
+
+Exit codes: 0 success; 1 a point failed (the sweep finished); 2 bad config; 3 invalid points;
+4 no cluster or no hosts; 5 unusable results directory; 6 benchmark could not start; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+from rich.console import Console
+
+from sweep.errors import SweepError
+
+SUBCOMMANDS = ("bench", "report", "query", "hosts")
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m sweep",
+        description="Launch, benchmark and record an SGLang server for every grid point of an experiment. "
+                    f"Other commands: {', '.join(SUBCOMMANDS)} (python -m sweep COMMAND --help).")
+    p.add_argument("config", help="experiment file, e.g. experiments/k26_eagle.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="override any key of the file, e.g. benchmark.single_stream.runs=3")
+    p.add_argument("--plan", action="store_true", help="print the validated plan and exit; nothing is launched")
+    p.add_argument("--json", action="store_true", help="with --plan: print the plan as one JSON object")
+    p.add_argument("--dry-run", action="store_true",
+                   help="local Ray, simulated hosts and the fake SGLang server; results in results/<name>-dryrun")
+    p.add_argument("--fake", action="store_true", help="use the fake SGLang server on the real cluster's hosts")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="record points that break SGLang's rules as invalid and run the rest")
+    p.add_argument("--retry-failed", action="store_true", help="run failed points again (ok points are kept)")
+    p.add_argument("--force", action="store_true", help="run every point again, even those with an ok result")
+    p.add_argument("--only", action="append", metavar="LABEL-GLOB", default=[],
+                   help="run only points whose label matches, e.g. 'drafter=none*' (repeatable)")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or auto)")
+    return p
+
+
+def _print_error(e: SweepError) -> None:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/bold red] {e.message}")
+    if e.fix:
+        err.print(f"[bold]fix:[/bold] {e.fix}")
+
+
+def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
+    if name == "bench":
+        from sweep.bench import cli as bench_cli
+
+        return bench_cli.add_arguments, bench_cli.run_cli
+    if name == "report":
+        from sweep.analysis import cli as a
+
+        return a.add_report_arguments, a.run_report
+    if name == "query":
+        from sweep.analysis import cli as a
+
+        return a.add_query_arguments, a.run_query
+    from sweep.orchestrate import hosts_cli
+
+    return hosts_cli.add_arguments, hosts_cli.run_cli
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from sweep import config, plan as planning
+    from sweep.render import print_plan
+
+    exp = config.load(args.config, args.overrides)
+    plan = planning.build(exp)
+    if args.plan:
+        if args.json:
+            print(json.dumps(plan.to_json(), indent=2))
+        else:
+            print_plan(plan, Console(highlight=False))
+        return 3 if plan.invalid else 0
+    plan.require_valid(skip_invalid=args.skip_invalid)
+    from sweep.orchestrate.sweep import run_sweep
+
+    return run_sweep(plan, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            add, run = _subcommand(argv[0])
+            parser = argparse.ArgumentParser(prog=f"python -m sweep {argv[0]}")
+            add(parser)
+            return run(parser.parse_args(argv[1:]))
+        return run_command(_run_parser().parse_intermixed_args(argv))
+    except SweepError as e:
+        _print_error(e)
+        return e.exit_code
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted")
+        return 130

@@ -1,0 +1,256 @@
+"""The experiment file: a typed schema, loaded and merged with command-line overrides by omegaconf.
+
+``load(path, overrides)`` returns an ``Experiment`` (a plain dataclass tree). Every mistake (unknown
+or misspelt key, wrong type, bad YAML, missing file, bad interpolation) becomes a ``ConfigError`` that
+names the key, the file (with the line where we can find it) and the closest valid key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from sweep.bench.settings import BenchSettings
+from sweep.errors import ConfigError
+
+
+@dataclass
+class ClusterConfig:
+    host_resource: str = "gpu_host"  # the custom Ray resource every GPU host advertises (1 per host)
+    gpus_per_host: int = 8
+    max_host_failures: int = 2  # retries of a point whose host died under it (not of crashes)
+    retry_failed_points: int = 0  # retries of a point that failed on its own (crash, timeout)
+
+
+@dataclass
+class Timeouts:
+    """Seconds. A phase that passes its limit, or a log that stops growing for ``stall_s``, is a hang."""
+
+    preflight_s: float = 60.0
+    load_s: float = 1800.0  # launch to weights loaded (target and drafter)
+    capture_s: float = 1200.0  # weights loaded to all CUDA graphs captured
+    ready_s: float = 600.0  # graphs captured to ready (HTTP up, warmup generate answered)
+    total_s: float = 3600.0  # launch to ready
+    stall_s: float = 600.0  # no new log line for this long while starting
+    stop_grace_s: float = 30.0  # SIGTERM to SIGKILL
+    benchmark_s: float = 7200.0
+
+
+@dataclass
+class ReapConfig:
+    kill_foreign_gpu_processes: bool = False  # GPU processes that are not ours: report, or kill
+    gpu_mem_free_mib: int = 2048  # memory per GPU under which a GPU counts as free
+    wait_s: float = 60.0  # how long to wait for GPU memory and the port to come back
+
+
+@dataclass
+class ServerConfig:
+    launcher: list[str] = field(default_factory=lambda: ["python", "-m", "sglang.launch_server"])
+    model_path: str = "???"
+    tp_size: int = 8
+    host: str = "127.0.0.1"
+    port: int = 30000
+    flags: dict[str, Any] = field(default_factory=dict)  # base SGLang flags, without the leading --
+    env: dict[str, str] = field(default_factory=dict)  # base env of the server process
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    reap: ReapConfig = field(default_factory=ReapConfig)
+
+
+@dataclass
+class AxisConfig:
+    """One grid axis.
+
+    Either ``flag`` + a list of scalar ``values`` (``null`` leaves the flag out), or ``values`` as a
+    map of named bundles ``{name: {flags: {...}, env: {...}}}`` (a drafter, an NCCL profile).
+    ``role`` is inferred from the flags when not given: drafter, steps, topk, draft_tokens, env, other.
+    """
+
+    flag: Optional[str] = None
+    values: Any = None
+    role: Optional[str] = None
+
+
+@dataclass
+class GridConfig:
+    axes: dict[str, AxisConfig] = field(default_factory=dict)
+    zip: list[list[str]] = field(default_factory=list)  # axes that vary together, not as a product
+    exclude: list[dict[str, Any]] = field(default_factory=list)  # {axis: value name or glob}
+    # flags computed per point with interpolation over the axis values, e.g.
+    # speculative-num-draft-tokens: "${add:${steps},1}"; speculative-* ones are left out of baselines
+    derived: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DryRunConfig:
+    """How ``--dry-run`` fits the real plan on a laptop: every point, phase and level is kept; only
+    token counts, requests and the fake's speed are scaled, and the scale is recorded."""
+
+    hosts: int = 3
+    fake_speed: float = 4.0  # the fake server's serving speed (1 = the real system's)
+    fake_startup_speed: float = 300.0  # startup phases run this much faster than real
+    max_tokens_scale: float = 0.125
+    min_max_tokens: int = 32
+    rounds: int = 1  # requests per level = rounds * concurrency
+    single_stream_runs: int = 3
+    single_stream_warmup: int = 1
+    fake_args: list[str] = field(default_factory=list)  # extra --fake-* flags for every point
+
+
+@dataclass
+class Experiment:
+    name: str = "???"
+    description: str = ""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
+    benchmark: BenchSettings = field(default_factory=BenchSettings)
+    dry_run: DryRunConfig = field(default_factory=DryRunConfig)
+    results_dir: Optional[str] = None  # default: results/<name>, or results/<name>-dryrun
+    source: str = ""  # the file it was loaded from (set by load)
+
+
+def _register_resolvers() -> None:
+    """Resolvers for derived values: ``${add:${steps},1}``, ``${mul:...}``, ``${max:...}``, ``${min:...}``."""
+    for name, fn in {
+        "add": lambda *a: sum(a),
+        "mul": lambda a, b: a * b,
+        "max": lambda *a: max(a),
+        "min": lambda *a: min(a),
+    }.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_resolver(name, fn, annotation_validation="off")
+
+
+_register_resolvers()
+
+
+def _line_of(path: Path, dotted_key: str | None) -> int | None:
+    """Best-effort line number of the last component of ``dotted_key`` in the YAML file."""
+    if not dotted_key:
+        return None
+    leaf = str(dotted_key).split(".")[-1]
+    try:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(rf"\s*-?\s*['\"]?{re.escape(leaf)}['\"]?\s*:", line):
+                return i
+    except OSError:
+        return None
+    return None
+
+
+def _schema_keys(object_type: Any) -> list[str]:
+    fields = getattr(object_type, "__dataclass_fields__", None)
+    return sorted(fields) if fields else []
+
+
+def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigError:
+    key = getattr(e, "full_key", None) or getattr(e, "key", None)
+    first = str(getattr(e, "msg", e)).splitlines()[0]
+    first = re.sub(r"\s*Did you mean: .*$", "", first)
+    where = f"{path}" if origin == "file" else f"command-line override ({origin})"
+    line = _line_of(path, key) if origin == "file" else None
+    if line:
+        where += f", line {line}"
+    fix = None
+    valid = _schema_keys(getattr(e, "object_type", None))
+    leaf = str(getattr(e, "key", "") or "")
+    if "not in" in first and valid:
+        close = difflib.get_close_matches(leaf, valid, n=1, cutoff=0.5)
+        fix = (f"did you mean {close[0]!r}? " if close else "") + f"valid keys here: {', '.join(valid)}"
+    elif "converted" in first or "Value" in first:
+        fix = f"give {key!r} a value of the type the schema expects (see sweep/config.py)"
+    return ConfigError(f"{where}: key {key!r}: {first}", fix=fix)
+
+
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Experiment:
+    """Load an experiment file, apply ``key=value`` overrides, resolve interpolations, check types."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"experiment file {str(path)!r} not found",
+                          fix="pass the path of a YAML file, e.g. experiments/k26_eagle.yaml")
+    text = path.read_text()
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML: {problem}",
+                          fix="check the indentation and quoting around that line") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the file must be a YAML mapping (name:, server:, grid:, ...)",
+                          fix="see experiments/k26_eagle.yaml for the layout")
+    base = OmegaConf.structured(Experiment)
+    try:
+        cfg = OmegaConf.merge(base, OmegaConf.create(raw))
+    except OmegaConfBaseException as e:
+        raise _config_error(e, path, "file") from None
+    for ov in overrides:
+        if "=" not in ov:
+            raise ConfigError(f"override {ov!r} is not key=value",
+                              fix="write overrides as dotted keys, e.g. benchmark.seed=3")
+        try:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
+        except OmegaConfBaseException as e:
+            raise _config_error(e, path, ov) from None
+    # grid.derived is interpolated per point over the axis values (sweep.grid), not here
+    derived = OmegaConf.to_container(cfg.grid.derived, resolve=False)
+    cfg.grid.derived = {}
+    try:
+        OmegaConf.resolve(cfg)
+        missing = sorted(OmegaConf.missing_keys(cfg))
+    except OmegaConfBaseException as e:
+        raise _config_error(e, path, "file") from None
+    if missing:
+        raise ConfigError(f"{path}: required key(s) {', '.join(missing)} not set",
+                          fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...")
+    cfg.source = str(path)
+    exp: Experiment = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    exp.grid.derived = derived  # type: ignore[assignment]
+    _check_values(exp, path)
+    return exp
+
+
+def _check_values(exp: Experiment, path: Path) -> None:
+    """Checks the types cannot express: positive sizes, non-empty lists, a sane name."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", exp.name):
+        raise ConfigError(f"{path}: name {exp.name!r} must be letters, digits, '_', '-' or '.'",
+                          fix="it names the results directory; e.g. name: k26_eagle")
+    checks = [
+        ("server.tp_size", exp.server.tp_size >= 1),
+        ("server.port", 1 <= exp.server.port <= 65535),
+        ("cluster.gpus_per_host", exp.cluster.gpus_per_host >= 1),
+        ("benchmark.single_stream.runs", exp.benchmark.single_stream.runs >= 0),
+        ("benchmark.single_stream.max_tokens", exp.benchmark.single_stream.max_tokens >= 1),
+        ("benchmark.concurrency.max_tokens", exp.benchmark.concurrency.max_tokens >= 1),
+        ("benchmark.concurrency.levels", all(c >= 1 for c in exp.benchmark.concurrency.levels)),
+        ("benchmark.concurrency.rounds", exp.benchmark.concurrency.rounds >= 1),
+        ("dry_run.hosts", exp.dry_run.hosts >= 1),
+        ("dry_run.fake_speed", exp.dry_run.fake_speed > 0),
+    ]
+    for key, ok in checks:
+        if not ok:
+            raise ConfigError(f"{path}, line {_line_of(path, key) or '?'}: {key} is out of range",
+                              fix="sizes, counts and levels must be positive; ports 1-65535")
+    if not exp.server.launcher:
+        raise ConfigError(f"{path}: server.launcher is empty",
+                          fix="leave it out for python -m sglang.launch_server")
+    if exp.benchmark.api not in ("generate", "completions", "chat"):
+        raise ConfigError(f"{path}: benchmark.api {exp.benchmark.api!r} is not generate, completions or chat",
+                          fix="use generate (SGLang's native route, the default)")
+
+
+def to_yaml(exp: Experiment) -> str:
+    """The resolved experiment as YAML (written beside the results)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(exp))
+
+
+def as_dictconfig(exp: Experiment) -> DictConfig:
+    return OmegaConf.structured(exp)

@@ -1,0 +1,178 @@
+"""The plan: every grid point as the exact argv and env of its SGLang server, validated. Pure.
+
+Each point gets a stable id: a hash of everything that changes its result (model, tp, launcher,
+flags other than host and port, env, benchmark settings), independent of axis order, labels and
+file layout. Each speculative point is matched with the baseline it is compared against (same model,
+tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
+lost its NCCL settings between restarts and dropped from 88.8 to 62.9 tok/s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sweep.config import Experiment
+from sweep.errors import PlanError
+from sweep.grid import build_axes, expand
+from sweep.sglang import rules
+from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, normalize_flag
+
+# Flags that place a server, not what it computes: left out of the point id and baseline matching.
+PLACEMENT_FLAGS = frozenset({"host", "port"})
+
+
+@dataclass
+class PlannedPoint:
+    id: str
+    label: str
+    params: dict[str, str]
+    roles: dict[str, str]
+    baseline: bool
+    flags: dict[str, Any]  # every flag, model-path/tp-size/host/port included
+    env: dict[str, str]  # the server's env on top of the host's (base env + the point's)
+    launcher: list[str]
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    baseline_id: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "invalid" if self.errors else "ok"
+
+    @property
+    def argv(self) -> list[str]:
+        return self.argv_for()
+
+    def argv_for(self, *, launcher: list[str] | None = None, port: int | None = None,
+                 extra: list[str] | None = None) -> list[str]:
+        """The argv, optionally with another launcher (the fake), port (a simulated host) or flags."""
+        flags = dict(self.flags)
+        if port is not None:
+            flags["port"] = port
+        return list(launcher or self.launcher) + flag_args(flags) + list(extra or [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "params": self.params,
+            "argv": self.argv,
+            "env": self.env,
+            "status": self.status,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "baseline": self.baseline,
+            "baseline_id": self.baseline_id,
+        }
+
+
+@dataclass
+class Plan:
+    experiment: Experiment
+    points: list[PlannedPoint]
+    warnings: list[str] = field(default_factory=list)  # about the plan as a whole
+
+    @property
+    def invalid(self) -> list[PlannedPoint]:
+        return [p for p in self.points if p.errors]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"experiment": self.experiment.name, "points": [p.to_json() for p in self.points],
+                "warnings": self.warnings}
+
+    def require_valid(self, skip_invalid: bool = False) -> None:
+        """Raise PlanError listing every invalid point, unless they are to be recorded as invalid."""
+        bad = self.invalid
+        if bad and not skip_invalid:
+            lines = [f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors]
+            raise PlanError(f"{len(bad)} of {len(self.points)} points would fail in SGLang; nothing was launched:\n"
+                            + "\n".join(lines),
+                            fix="fix the experiment file, or pass --skip-invalid to record these points as invalid and run the rest")
+
+
+def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str:
+    """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON."""
+    identity = {
+        "launcher": list(exp.server.launcher),
+        "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},
+        "env": {k: env[k] for k in sorted(env)},
+        "benchmark": asdict(exp.benchmark),
+    }
+    blob = json.dumps(identity, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _server_flags(exp: Experiment) -> dict[str, Any]:
+    base = {normalize_flag(k): v for k, v in exp.server.flags.items()}
+    clash = sorted(set(base) & RESERVED_FLAGS)
+    if clash:
+        from sweep.errors import ConfigError
+
+        raise ConfigError(f"server.flags sets --{clash[0]}, which comes from the server section",
+                          fix="use server.model_path, server.tp_size, server.host and server.port instead")
+    flags = {"model-path": exp.server.model_path, "tp-size": exp.server.tp_size,
+             "host": exp.server.host, "port": exp.server.port}
+    flags.update(base)
+    return flags
+
+
+def _comparable(p: PlannedPoint) -> dict[str, Any]:
+    """What must be equal for a baseline to be a fair comparison: flags without speculation, and env."""
+    flags = {k: v for k, v in p.flags.items() if not k.startswith(SPECULATIVE_PREFIX) and k not in PLACEMENT_FLAGS}
+    return {**{f"--{k}": v for k, v in flags.items()}, **{f"env {k}": v for k, v in p.env.items()}}
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [f"{k}: {a.get(k, '<unset>')} vs {b.get(k, '<unset>')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _match_baselines(points: list[PlannedPoint]) -> list[str]:
+    baselines = [p for p in points if p.baseline]
+    spec = [p for p in points if not p.baseline]
+    if spec and not baselines:
+        return ["no baseline in the grid: speedups cannot be computed "
+                "(add a drafter value with no speculative flags, e.g. none: {})"]
+    keyed = [(b, _comparable(b)) for b in baselines]
+    for p in spec:
+        mine = _comparable(p)
+        diffs = sorted(((len(_diff(mine, k)), b.id, b, _diff(mine, k)) for b, k in keyed), key=lambda t: t[:2])
+        n, _, best, d = diffs[0]
+        p.baseline_id = best.id
+        if n:
+            p.warnings.append(str(rules.Finding(
+                rules.WARNING, "baseline-differs",
+                f"no baseline runs with the same settings; compared with {best.label} [{best.id}], which differs in "
+                + "; ".join(d),
+                "add a baseline with the same env (NCCL settings) and flags, e.g. cross the baseline with the same env axis")))
+    return []
+
+
+def build(exp: Experiment) -> Plan:
+    """Expand the grid and validate every point; never raises for a point's errors (see require_valid)."""
+    axes = build_axes(exp)
+    roles = {a.name: a.role for a in axes}
+    base_flags = _server_flags(exp)
+    points: list[PlannedPoint] = []
+    for gp in expand(exp):
+        flags = {**base_flags, **gp.flags}
+        env = {**{str(k): str(v) for k, v in exp.server.env.items()}, **gp.env}
+        pp = PlannedPoint(
+            id=point_id(exp, flags, env), label=gp.label, params=gp.params,
+            roles={k: roles[k] for k in gp.params}, baseline=gp.baseline, flags=flags, env=env,
+            launcher=list(exp.server.launcher))
+        for f in rules.check(flags, exp.benchmark):
+            (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
+        points.append(pp)
+    ids: dict[str, str] = {}
+    for p in points:
+        if p.id in ids:
+            raise PlanError(f"points {ids[p.id]} and {p.label} launch the same server (id {p.id})",
+                            fix="two axis values set the same flags; remove one or exclude the duplicate")
+        ids[p.id] = p.label
+    plan_warnings = _match_baselines(points)
+    # Baselines first, so that speedups can be read as soon as the first speculative point ends.
+    points.sort(key=lambda p: not p.baseline)
+    return Plan(exp, points, plan_warnings)

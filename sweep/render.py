@@ -1,0 +1,42 @@
+"""Terminal rendering of a plan (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from sweep.plan import Plan
+
+
+def plan_table(plan: Plan) -> Table:
+    exp = plan.experiment
+    t = Table(title=f"{exp.name}: {len(plan.points)} points "
+                    f"({sum(p.baseline for p in plan.points)} baselines, {len(plan.invalid)} invalid)",
+              title_justify="left")
+    axes = list(exp.grid.axes)
+    t.add_column("id", style="dim")
+    for a in axes:
+        t.add_column(a)
+    t.add_column("status")
+    t.add_column("baseline", style="dim")
+    t.add_column("notes")
+    for p in plan.points:
+        status = "[red]invalid[/red]" if p.errors else ("[yellow]ok*[/yellow]" if p.warnings else "[green]ok[/green]")
+        base = "(baseline)" if p.baseline else (p.baseline_id or "none")
+        notes = f"{len(p.errors)} errors" if p.errors else (f"{len(p.warnings)} warnings" if p.warnings else "")
+        t.add_row(p.id, *[p.params.get(a, "·") for a in axes], status, base, notes)
+    return t
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    console.print(plan_table(plan))
+    for p in plan.points:
+        for e in p.errors:
+            console.print(f"[red]error[/red] {p.label} [{p.id}]: {e}", highlight=False)
+        for w in p.warnings:
+            console.print(f"[yellow]warning[/yellow] {p.label} [{p.id}]: {w}", highlight=False)
+    for w in plan.warnings:
+        console.print(f"[yellow]warning[/yellow] plan: {w}", highlight=False)
+    if plan.points:
+        console.print(f"[dim]example argv ({plan.points[-1].label}):[/dim] {' '.join(plan.points[-1].argv)}",
+                      highlight=False, soft_wrap=True)

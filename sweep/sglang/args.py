@@ -1,0 +1,82 @@
+"""Building an SGLang server's argv from a map of flags, and what we know of its flag names.
+
+Flags are kept as an ordered ``{name: value}`` map with names in SGLang's spelling without the
+leading dashes (``speculative-num-steps``). ``True`` is a bare switch, ``False``/``None`` leaves the
+flag out, a list gives several values. The authoritative check of flag names happens on the host,
+against the launcher's ``--help`` of the installed version; this list catches typos in a second.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Iterable, Mapping
+
+# Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
+# shared/sglang-surface.md), plus common ones users put in base flags.
+KNOWN_FLAGS: frozenset[str] = frozenset(
+    """
+    model-path tokenizer-path tp-size tensor-parallel-size dp-size data-parallel-size pp-size
+    pipeline-parallel-size host port trust-remote-code mem-fraction-static disable-custom-all-reduce
+    enable-metrics max-running-requests max-total-tokens max-prefill-tokens chunked-prefill-size
+    attention-backend sampling-backend page-size context-length dtype kv-cache-dtype quantization
+    load-format served-model-name chat-template log-level log-requests decode-log-interval
+    enable-dp-attention enable-torch-compile cuda-graph-max-bs disable-cuda-graph cuda-graph-bs
+    cuda-graph-max-bs-decode cuda-graph-max-bs-prefill cuda-graph-backend-decode
+    speculative-algorithm speculative-draft-model-path speculative-draft-model-revision
+    speculative-num-steps speculative-eagle-topk speculative-num-draft-tokens
+    speculative-accept-threshold-single speculative-accept-threshold-acc speculative-token-map
+    speculative-attention-mode speculative-ngram-min-match-window-size
+    speculative-ngram-max-match-window-size speculative-ngram-max-bfs-breadth
+    incremental-streaming-output enable-mixed-chunk random-seed schedule-policy schedule-conservativeness
+    tool-call-parser reasoning-parser watchdog-timeout nnodes node-rank dist-init-addr
+    disable-radix-cache enable-cache-report api-key moe-runner-backend ep-size enable-ep-moe
+    """.split()
+)
+
+# Flags the plan sets itself from the experiment's server section.
+RESERVED_FLAGS = frozenset({"model-path", "tp-size", "tensor-parallel-size", "host", "port"})
+
+SPECULATIVE_PREFIX = "speculative-"
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+def normalize_flag(name: str) -> str:
+    """``--speculative_num_steps`` and ``speculative-num-steps`` are the same flag."""
+    return str(name).lstrip("-").replace("_", "-")
+
+
+def closest_flag(name: str, known: Iterable[str] = KNOWN_FLAGS) -> str | None:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def flag_args(flags: Mapping[str, Any]) -> list[str]:
+    """``{"tp-size": 8, "trust-remote-code": True, "x": False}`` -> ``["--tp-size", "8", "--trust-remote-code"]``."""
+    out: list[str] = []
+    for name, value in flags.items():
+        if value is None or value is False:
+            continue
+        out.append(f"--{name}")
+        if value is True:
+            continue
+        if isinstance(value, (list, tuple)):
+            out.extend(_fmt(v) for v in value)
+        else:
+            out.append(_fmt(value))
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v)) if abs(v) >= 1 else str(v)
+    return str(v)
+
+
+def flags_in_argv(argv: Iterable[str]) -> list[str]:
+    """The flag names (without dashes) an argv passes, e.g. for checking against ``--help``."""
+    return [a[2:].split("=", 1)[0] for a in argv if a.startswith("--")]
+
+
+def is_speculative(flags: Mapping[str, Any]) -> bool:
+    return bool(flags.get("speculative-algorithm"))
