@@ -1,0 +1,38 @@
+"""Project-wide test set-up: Ray and anything else a test starts must not touch the user's HOME."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_ray_home(tmp_path_factory):
+    # ray.init() writes ~/.ray/auth_token and turns token auth on; keep tests out of the real HOME
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    yield
+
+
+@pytest.fixture
+def write_yaml(tmp_path):
+    """Write an experiment file from text and return its path."""
+
+    def _write(text: str, name: str = "exp.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return _write
+
+
+def run_sweep_cli(*args: str, cwd: Path = REPO, timeout: float = 120, env: dict | None = None):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})

@@ -1,0 +1,108 @@
+import pytest
+
+from sweep import config
+from sweep.errors import ConfigError
+
+MINIMAL = """
+name: t
+server:
+  model_path: /m
+  tp_size: 8
+grid:
+  axes:
+    drafter:
+      values:
+        none: {}
+"""
+
+
+def test_minimal_loads_with_defaults(write_yaml):
+    exp = config.load(write_yaml(MINIMAL))
+    assert exp.name == "t"
+    assert exp.server.launcher == ["python", "-m", "sglang.launch_server"]
+    assert exp.benchmark.concurrency.levels[-1] == 250
+    assert exp.source.endswith("exp.yaml")
+
+
+def test_unknown_key_names_key_file_line_and_suggestion(write_yaml):
+    path = write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  mdoel_path: /x"))
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    msg = str(e.value)
+    assert "server.mdoel_path" in msg and str(path) in msg and "line 6" in msg
+    assert "did you mean 'model_path'" in msg
+
+
+def test_misspelt_nested_key_in_benchmark(write_yaml):
+    path = write_yaml(MINIMAL + "benchmark:\n  single_stream:\n    runz: 3\n")
+    with pytest.raises(ConfigError, match="did you mean 'runs'"):
+        config.load(path)
+
+
+def test_wrong_type(write_yaml):
+    path = write_yaml(MINIMAL.replace("tp_size: 8", "tp_size: eight"))
+    with pytest.raises(ConfigError, match=r"server.tp_size.*could not be converted"):
+        config.load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        config.load(tmp_path / "nope.yaml")
+
+
+def test_bad_yaml_names_line(write_yaml):
+    path = write_yaml("name: t\nserver: {model_path: /m\n  tp: [1,\n")
+    with pytest.raises(ConfigError, match=r"line \d+: not valid YAML"):
+        config.load(path)
+
+
+def test_not_a_mapping(write_yaml):
+    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+        config.load(write_yaml("- a\n- b\n"))
+
+
+def test_required_key_missing(write_yaml):
+    with pytest.raises(ConfigError, match="server.model_path"):
+        config.load(write_yaml(MINIMAL.replace("  model_path: /m\n", "")))
+
+
+def test_overrides_dotlist_and_errors(write_yaml):
+    path = write_yaml(MINIMAL)
+    exp = config.load(path, ["benchmark.seed=7", "server.flags.page-size=16", "benchmark.concurrency.levels=[1,4]"])
+    assert exp.benchmark.seed == 7
+    assert exp.server.flags["page-size"] == 16
+    assert exp.benchmark.concurrency.levels == [1, 4]
+    with pytest.raises(ConfigError, match=r"(?s)override \(benchmark.sed=1\).*did you mean 'seed'"):
+        config.load(path, ["benchmark.sed=1"])
+    with pytest.raises(ConfigError, match="not key=value"):
+        config.load(path, ["benchmark.seed"])
+
+
+def test_interpolation_and_resolvers(write_yaml):
+    exp = config.load(write_yaml(MINIMAL + "benchmark:\n  seed: ${add:${server.tp_size},1}\n"))
+    assert exp.benchmark.seed == 9
+
+
+def test_derived_kept_raw_for_per_point_resolution(write_yaml):
+    exp = config.load(write_yaml(MINIMAL + "  derived:\n    speculative-num-draft-tokens: ${add:${steps},1}\n"))
+    assert exp.grid.derived["speculative-num-draft-tokens"] == "${add:${steps},1}"
+
+
+@pytest.mark.parametrize("override,key", [("server.tp_size=0", "server.tp_size"),
+                                          ("benchmark.concurrency.levels=[0]", "levels"),
+                                          ("server.port=70000", "server.port")])
+def test_out_of_range(write_yaml, override, key):
+    with pytest.raises(ConfigError, match=key):
+        config.load(write_yaml(MINIMAL), [override])
+
+
+def test_bad_api_and_name(write_yaml):
+    with pytest.raises(ConfigError, match="benchmark.api"):
+        config.load(write_yaml(MINIMAL), ["benchmark.api=grpc"])
+    with pytest.raises(ConfigError, match="name"):
+        config.load(write_yaml(MINIMAL.replace("name: t", "name: 'a b'")))
+
+
+def test_shipped_experiments_load():
+    for f in ("experiments/k26_eagle.yaml", "experiments/glm5_eagle_tree.yaml"):
+        assert config.load(f).name
