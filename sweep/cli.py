@@ -77,6 +77,11 @@ def run_command(args: argparse.Namespace) -> int:
     from sweep.render import print_plan
 
     exp = config.load(args.config, args.overrides)
+    scale: dict = {}
+    if args.dry_run or args.fake:
+        from sweep.dryrun import scaled
+
+        exp, scale = scaled(exp)
     plan = planning.build(exp)
     if args.plan:
         if args.json:
@@ -87,7 +92,7 @@ def run_command(args: argparse.Namespace) -> int:
     plan.require_valid(skip_invalid=args.skip_invalid)
     from sweep.orchestrate.sweep import run_sweep
 
-    return run_sweep(plan, args)
+    return run_sweep(plan, args, scale)
 
 
 def main(argv: list[str] | None = None) -> int:

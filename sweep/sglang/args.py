@@ -80,3 +80,13 @@ def flags_in_argv(argv: Iterable[str]) -> list[str]:
 
 def is_speculative(flags: Mapping[str, Any]) -> bool:
     return bool(flags.get("speculative-algorithm"))
+
+
+def with_port(argv: list[str], port: int) -> list[str]:
+    """The argv with its ``--port`` value replaced (added when absent)."""
+    out = list(argv)
+    if "--port" in out:
+        i = out.index("--port")
+        out[i + 1] = str(port)
+        return out
+    return out + ["--port", str(port)]

@@ -1,0 +1,55 @@
+"""Fitting the real plan on a laptop: ``--dry-run`` keeps every point, phase and concurrency level,
+and scales only token counts, requests per level and single-stream runs; the fake server runs its
+startup much faster and serves at ``dry_run.fake_speed`` times the real system. The scale is
+recorded with every point and shown in the report. Pure."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import asdict
+
+from sweep.config import Experiment
+
+FAKE_LAUNCHER_MODULE = "sweep.fake_sglang"
+
+
+def fake_launcher() -> list[str]:
+    return [sys.executable, "-m", FAKE_LAUNCHER_MODULE]
+
+
+def fake_args(exp: Experiment) -> list[str]:
+    d = exp.dry_run
+    return ["--fake-speed", str(d.fake_speed), "--fake-startup-speed", str(d.fake_startup_speed), *d.fake_args]
+
+
+def scaled(exp: Experiment) -> tuple[Experiment, dict]:
+    """A copy of ``exp`` with the benchmark scaled for a dry run, and the record of the scale."""
+    d = exp.dry_run
+    out = copy.deepcopy(exp)
+    b = out.benchmark
+    before = asdict(exp.benchmark)
+
+    def tokens(n: int) -> int:
+        return max(d.min_max_tokens, int(round(n * d.max_tokens_scale)))
+
+    b.single_stream.max_tokens = tokens(b.single_stream.max_tokens)
+    b.single_stream.runs = min(b.single_stream.runs, d.single_stream_runs)
+    b.single_stream.warmup = min(b.single_stream.warmup, d.single_stream_warmup)
+    b.concurrency.max_tokens = tokens(b.concurrency.max_tokens)
+    b.concurrency.rounds = min(b.concurrency.rounds, d.rounds)
+    if b.concurrency.requests_per_level is not None:
+        b.concurrency.requests_per_level = max(max(b.concurrency.levels),
+                                               int(b.concurrency.requests_per_level * d.rounds / max(exp.benchmark.concurrency.rounds, 1)))
+    b.request_timeout_s = min(b.request_timeout_s, 120.0)
+    scale = {
+        "fake_speed": d.fake_speed,
+        "fake_startup_speed": d.fake_startup_speed,
+        "max_tokens_scale": d.max_tokens_scale,
+        "single_stream": [before["single_stream"]["max_tokens"], b.single_stream.max_tokens],
+        "concurrency_max_tokens": [before["concurrency"]["max_tokens"], b.concurrency.max_tokens],
+        "rounds": [before["concurrency"]["rounds"], b.concurrency.rounds],
+        "single_stream_runs": [before["single_stream"]["runs"], b.single_stream.runs],
+        "levels": list(b.concurrency.levels),
+    }
+    return out, scale

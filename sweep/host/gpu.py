@@ -1,0 +1,114 @@
+"""What a host's GPUs hold: through NVML on a real host, through the fake server's ledger in dry runs.
+
+Both probes answer the same two questions the host layer asks: which GPUs are there (name, memory
+total and used), and which processes hold memory on them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    mem_total_mib: int
+    mem_used_mib: int
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    gpu_index: int
+    mem_mib: int
+
+
+class GpuProbe(Protocol):
+    def gpus(self) -> list[Gpu]: ...
+
+    def processes(self) -> list[GpuProcess]: ...
+
+
+class NoGpus:
+    """A host with no GPU visible (no NVML): reported, so pre-flight can fail with a reason."""
+
+    reason = "no GPU found: NVML is not available (install nvidia-ml-py and the NVIDIA driver)"
+
+    def gpus(self) -> list[Gpu]:
+        return []
+
+    def processes(self) -> list[GpuProcess]:
+        return []
+
+
+class NvmlProbe:
+    """Real GPUs through NVML (``nvidia-ml-py``, in the ``gpu`` extra)."""
+
+    def __init__(self) -> None:
+        import pynvml  # type: ignore[import-not-found]
+
+        self._nv = pynvml
+        pynvml.nvmlInit()
+
+    def _handles(self):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        count = self._nv.nvmlDeviceGetCount()
+        indices = range(count)
+        if visible and all(v.strip().isdigit() for v in visible.split(",")):
+            indices = [int(v) for v in visible.split(",") if int(v) < count]
+        return [(i, self._nv.nvmlDeviceGetHandleByIndex(i)) for i in indices]
+
+    def gpus(self) -> list[Gpu]:
+        out = []
+        for i, h in self._handles():
+            mem = self._nv.nvmlDeviceGetMemoryInfo(h)
+            name = self._nv.nvmlDeviceGetName(h)
+            out.append(Gpu(i, name.decode() if isinstance(name, bytes) else name,
+                           mem.total // 2**20, mem.used // 2**20))
+        return out
+
+    def processes(self) -> list[GpuProcess]:
+        out = []
+        for i, h in self._handles():
+            for p in self._nv.nvmlDeviceGetComputeRunningProcesses(h):
+                out.append(GpuProcess(p.pid, i, (p.usedGpuMemory or 0) // 2**20))
+        return out
+
+
+class FakeGpus:
+    """Simulated GPUs of a dry-run host: memory used is what live processes recorded in the fake
+    server's ledger (``sweep.sglang.fake.ledger``)."""
+
+    def __init__(self, ledger_dir: str | Path, count: int = 8, name: str = "NVIDIA H200 (simulated)",
+                 mem_total_mib: int = 143_771, baseline_used_mib: int = 500):
+        self.ledger_dir = Path(ledger_dir)
+        self.count = count
+        self.name = name
+        self.mem_total_mib = mem_total_mib
+        self.baseline_used_mib = baseline_used_mib  # what an idle driver shows
+
+    def processes(self) -> list[GpuProcess]:
+        if not self.ledger_dir.is_dir():
+            return []
+        from sweep.sglang.fake import ledger
+
+        return [GpuProcess(e.pid, e.gpu_index, e.mem_mib) for e in ledger.read(self.ledger_dir)]
+
+    def gpus(self) -> list[Gpu]:
+        used = [self.baseline_used_mib] * self.count
+        for p in self.processes():
+            if 0 <= p.gpu_index < self.count:
+                used[p.gpu_index] += p.mem_mib
+        return [Gpu(i, self.name, self.mem_total_mib, used[i]) for i in range(self.count)]
+
+
+def real_probe() -> GpuProbe:
+    """NVML where it works, else a probe that reports no GPU (pre-flight then says why)."""
+    try:
+        return NvmlProbe()
+    except Exception:  # ImportError, NVMLError_LibraryNotFound, driver not loaded...
+        return NoGpus()

@@ -1,0 +1,142 @@
+"""One grid point on one host: pre-flight, reap, launch, wait through the phases, benchmark, stop,
+reap. The unit of work a Ray task runs; it imports no Ray.
+
+``run_point`` never raises past itself except for a bug: every failure becomes a ``PointResult``
+with the phase it happened in, the reason (from the server's log where there is one) and the tail
+of the log. What was measured before a failure is kept.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from sweep.bench.settings import BenchSettings
+from sweep.config import ReapConfig, Timeouts
+from sweep.errors import PointFailure, SweepError
+from sweep.host import preflight as pf
+from sweep.host import reaper
+from sweep.host.gpu import GpuProbe
+from sweep.host.server import ServerProcess
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class PointSpec:
+    """Everything a host needs to run one point (picklable: it travels to the Ray task)."""
+
+    sweep: str  # names the sweep in the process marker
+    point_id: str
+    label: str
+    argv: list[str]  # complete, launcher first
+    launcher: list[str]  # the launcher part of argv (for --help and the version)
+    env: dict[str, str]
+    port: int
+    log_path: str
+    tp_size: int
+    bench: BenchSettings
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    reap: ReapConfig = field(default_factory=ReapConfig)
+    paths: dict[str, str] = field(default_factory=dict)  # {"model": ..., "drafter": ...} to check
+    real_paths: bool = True  # False on simulated hosts: path checks are reported as skipped
+    bind_host: str = "127.0.0.1"  # where the benchmark reaches the server
+
+
+@dataclass
+class HostContext:
+    name: str
+    probe: GpuProbe
+    node_id: str = ""
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. the fake GPU ledger of a simulated host
+
+
+@dataclass
+class PointResult:
+    point_id: str
+    host: str
+    node_id: str
+    status: str  # ok | failed
+    failure_phase: str | None = None
+    failure_reason: str | None = None
+    log_tail: str = ""
+    phases: dict[str, float | None] = field(default_factory=dict)
+    sglang_version: str = "unknown"
+    gpu_name: str = ""
+    gpu_count: int = 0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    checks: list[str] = field(default_factory=list)
+    reaped: dict[str, Any] = field(default_factory=dict)
+    requests: pa.Table | None = None
+    single_stream: pa.Table | None = None
+    levels: pa.Table | None = None
+
+
+def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
+    return reaper.reap(reaper.Marker(spec.sweep, host.name), host.probe, port=spec.port,
+                       grace_s=min(spec.timeouts.stop_grace_s, 10.0), gpu_free_mib=spec.reap.gpu_mem_free_mib,
+                       kill_foreign=spec.reap.kill_foreign_gpu_processes, wait_s=spec.reap.wait_s, why=why)
+
+
+def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = None) -> PointResult:
+    """Run one point start to finish; the result says what happened, whatever happened."""
+    emit = progress or (lambda e: None)
+    res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
+    report = pf.PreflightReport()
+    server: ServerProcess | None = None
+    reaped = reaper.ReapReport()
+    phase = "preflight"
+    try:
+        emit({"stage": "preflight"})
+        report.sglang_version = pf.sglang_version(spec.launcher)
+        pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
+        pf.check_paths(spec.paths, spec.real_paths, report)
+        # a crashed earlier run must not poison this one
+        reaped.merge(_reap(spec, host, "before launch"))
+        pf.check_gpus(host.probe, spec.tp_size, spec.reap.gpu_mem_free_mib, report)
+        pf.check_port(spec.port, spec.bind_host, report)
+
+        phase = "load"
+        emit({"stage": "load"})
+        env = {**spec.env, **host.extra_env, **reaper.Marker(spec.sweep, host.name).env(spec.point_id)}
+        server = ServerProcess(spec.argv, env, Path(spec.log_path), port=spec.port, host=spec.bind_host)
+        server.start()
+        try:
+            server.wait_ready(spec.timeouts, emit)
+        finally:
+            res.phases = server.startup.durations()
+        phase = "benchmark"
+        emit({"stage": "benchmark"})
+        from sweep.bench.runner import run as run_bench
+
+        bench = run_bench(server.url, spec.bench, point_id=spec.point_id, progress=emit)
+        res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
+        if not server.alive():
+            raise server.died("benchmark")
+        res.status = "ok"
+    except PointFailure as e:
+        res.failure_phase, res.failure_reason = e.phase, e.reason
+    except SweepError as e:  # e.g. the benchmark could not reach the server at all
+        res.failure_phase, res.failure_reason = phase, e.message
+    except Exception as e:  # a bug: still recorded, never lost
+        res.failure_phase = phase
+        res.failure_reason = f"internal error: {type(e).__name__}: {e}"
+        res.log_tail = traceback.format_exc()[-2000:]
+    finally:
+        emit({"stage": "stop"})
+        if server is not None:
+            reaped.killed += server.stop(spec.timeouts.stop_grace_s)
+            res.log_tail = (res.log_tail + "\n" if res.log_tail else "") + server.log.tail_text()
+        if phase != "preflight" or reaped.killed:
+            reaped.merge(_reap(spec, host, "after the point"))
+        res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
+        res.checks = report.checks
+        res.reaped = reaped.as_dict()
+        res.ended_at = time.time()
+    return res

@@ -1,0 +1,143 @@
+"""Pre-flight on the host, in seconds, before ten minutes of weight loading: SGLang's version, every
+flag of the argv known to that version, model and drafter paths, GPUs and their free memory, the port.
+
+The same checks run against the fake server in dry runs (it answers ``--help`` and reports a
+version); paths that exist only on real hosts are then reported as skipped, not failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sweep.errors import PointFailure
+from sweep.host import reaper
+from sweep.host.gpu import Gpu, GpuProbe
+from sweep.sglang.args import flags_in_argv
+
+HELP_TIMEOUT_S = 120.0  # the real launcher imports torch before printing --help
+
+
+@dataclass
+class PreflightReport:
+    sglang_version: str = "unknown"
+    gpu_name: str = ""
+    gpu_count: int = 0
+    checks: list[str] = field(default_factory=list)  # "ok: ...", "skipped: ..."
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("SWEEP_CACHE_DIR", Path.home() / ".cache" / "sweep"))
+
+
+def _version_probe(launcher: list[str]) -> list[str] | None:
+    """How to ask the launcher's package for its version: ``python -m pkg.mod`` -> ``python -c ...``."""
+    if len(launcher) >= 3 and launcher[1] == "-m":
+        pkg = launcher[2].split(".")[0]
+        if pkg == "sglang":
+            return [launcher[0], "-c", "import sglang; print(sglang.__version__)"]
+        if launcher[2] == "sweep.fake_sglang":
+            return [launcher[0], "-c", "from sweep.sglang.fake import SGLANG_VERSION; print(SGLANG_VERSION)"]
+    return None
+
+
+def sglang_version(launcher: list[str], timeout: float = 60.0) -> str:
+    cmd = _version_probe(launcher)
+    if cmd is None:
+        return "unknown"
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PointFailure("preflight", f"cannot run {cmd[0]!r} to read the SGLang version: {e}",
+                           fix="install sglang on the host (pip install 'sweep[gpu]') or fix server.launcher") from None
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PointFailure("preflight", f"SGLang is not importable with {cmd[0]}: {last}",
+                           fix="install sglang in the interpreter server.launcher names")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
+    """The flags the launcher's ``--help`` lists, cached per host, launcher and version."""
+    key = hashlib.sha256(json.dumps([host, launcher, version]).encode()).hexdigest()[:16]
+    cache = _cache_dir() / "help" / f"{key}.json"
+    if cache.is_file():
+        try:
+            return set(json.loads(cache.read_text()))
+        except (OSError, ValueError):
+            pass
+    try:
+        out = subprocess.run([*launcher, "--help"], capture_output=True, text=True, timeout=HELP_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PointFailure("preflight", f"{' '.join(launcher)} --help failed: {e}",
+                           fix="check server.launcher on this host") from None
+    flags = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9_-]*)", out.stdout + out.stderr))
+    if out.returncode != 0 or not flags:
+        raise PointFailure("preflight", f"{' '.join(launcher)} --help listed no flags (exit {out.returncode})",
+                           fix="check that server.launcher starts an SGLang server")
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted(flags)))
+        tmp.replace(cache)
+    except OSError:
+        pass  # a read-only home only costs the next point another --help
+    return flags
+
+
+def check_flags(argv: list[str], launcher: list[str], version: str, host: str) -> None:
+    known = accepted_flags(launcher, version, host)
+    unknown = [f for f in flags_in_argv(argv[len(launcher):]) if f not in known and f.replace("_", "-") not in known]
+    if unknown:
+        raise PointFailure("preflight", f"SGLang {version} on {host} does not accept "
+                                        f"{', '.join('--' + f for f in unknown)}",
+                           fix="remove or rename the flag (SGLang renames flags between versions, "
+                               "e.g. --cuda-graph-max-bs became --cuda-graph-max-bs-decode in 0.5.23)")
+
+
+def check_paths(paths: dict[str, str], real: bool, report: PreflightReport) -> None:
+    for what, path in paths.items():
+        if not path:
+            continue
+        if not real:
+            report.checks.append(f"skipped: {what} {path} (simulated host)")
+        elif os.path.exists(path):
+            report.checks.append(f"ok: {what} {path}")
+        elif not path.startswith(("/", ".", "~")) and path.count("/") == 1:
+            report.checks.append(f"skipped: {what} {path} looks like a Hugging Face id")
+        else:
+            raise PointFailure("preflight", f"{what} {path} does not exist on this host",
+                               fix=f"copy the checkpoint to {path} on every host, or fix the path in the experiment")
+
+
+def check_gpus(probe: GpuProbe, tp_size: int, free_mib: int, report: PreflightReport) -> list[Gpu]:
+    gpus = probe.gpus()
+    if len(gpus) < tp_size:
+        why = getattr(probe, "reason", "")
+        raise PointFailure("preflight", f"{len(gpus)} GPUs visible, tp size {tp_size} needs {tp_size}"
+                                        + (f" ({why})" if why else ""),
+                           fix="run on a host with enough GPUs, or lower server.tp_size")
+    busy = [g for g in gpus[:tp_size] if g.mem_used_mib > free_mib]
+    if busy:
+        holders = {}
+        for p in probe.processes():
+            holders.setdefault(p.gpu_index, []).append(str(p.pid))
+        desc = "; ".join(f"GPU {g.index}: {g.mem_used_mib} MiB used by pid {','.join(holders.get(g.index, ['?']))}"
+                         for g in busy)
+        raise PointFailure("preflight", f"GPUs are not free: {desc}",
+                           fix="stop those processes, or set server.reap.kill_foreign_gpu_processes: true")
+    report.gpu_name, report.gpu_count = gpus[0].name, len(gpus)
+    report.checks.append(f"ok: {len(gpus)} x {gpus[0].name}, {tp_size} free")
+    return gpus
+
+
+def check_port(port: int, host: str, report: PreflightReport) -> None:
+    if not reaper.port_free(port, host):
+        raise PointFailure("preflight", f"port {port} on {host} is in use by a process that is not this sweep's",
+                           fix="stop that process, or set server.port to a free port")
+    report.checks.append(f"ok: port {port} free")

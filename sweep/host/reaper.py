@@ -1,0 +1,192 @@
+"""Finding and killing what a server left behind: process trees, marked processes, GPU holders.
+
+A process is *ours* when its environment carries this sweep's marker for this host
+(``SWEEP_SWEEP`` and ``SWEEP_HOST``, set on every server we launch and inherited by its children).
+Only ours are killed. A process holding a GPU that is not ours is reported, and killed only when
+the experiment allows it (``server.reap.kill_foreign_gpu_processes``). Every kill is recorded with
+its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+
+import psutil
+
+from sweep.host.gpu import GpuProbe
+
+MARK_SWEEP = "SWEEP_SWEEP"
+MARK_HOST = "SWEEP_HOST"
+MARK_POINT = "SWEEP_POINT"
+
+
+@dataclass
+class Marker:
+    sweep: str
+    host: str
+
+    def env(self, point_id: str) -> dict[str, str]:
+        return {MARK_SWEEP: self.sweep, MARK_HOST: self.host, MARK_POINT: point_id}
+
+    def owns(self, proc: psutil.Process) -> bool:
+        try:
+            env = proc.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, OSError):
+            return False
+        return env.get(MARK_SWEEP) == self.sweep and env.get(MARK_HOST) == self.host
+
+
+@dataclass
+class ReapReport:
+    killed: list[dict] = field(default_factory=list)  # {pid, name, cmdline, reason}
+    foreign: list[dict] = field(default_factory=list)  # GPU processes not ours, left alone
+    gpu_free: bool = True
+    port_free: bool = True
+    waited_s: float = 0.0
+
+    def merge(self, other: "ReapReport") -> None:
+        self.killed += other.killed
+        self.foreign += other.foreign
+        self.gpu_free, self.port_free = other.gpu_free, other.port_free
+        self.waited_s += other.waited_s
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _describe(p: psutil.Process, reason: str) -> dict:
+    try:
+        return {"pid": p.pid, "name": p.name(), "cmdline": " ".join(p.cmdline())[:300], "reason": reason}
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return {"pid": p.pid, "name": "?", "cmdline": "", "reason": reason}
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """A process and all its descendants (empty when it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def kill_processes(procs: list[psutil.Process], grace_s: float, reason: str) -> list[dict]:
+    """SIGTERM, wait up to ``grace_s``, SIGKILL the rest, and wait until every one is gone."""
+    procs = [p for p in procs if p.pid != os.getpid()]
+    if not procs:
+        return []
+    described = [_describe(p, reason) for p in procs]
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        try:
+            p.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    _, still = psutil.wait_procs(alive, timeout=10)
+    for d in described:
+        if any(p.pid == d["pid"] for p in alive):
+            d["reason"] += " (SIGKILL after grace)"
+        if any(p.pid == d["pid"] for p in still):
+            d["reason"] += " (still alive after SIGKILL)"
+    return described
+
+
+def kill_group(pid: int, grace_s: float, reason: str) -> list[dict]:
+    """Stop a server started in its own process group: SIGTERM the group, then SIGKILL, and wait
+    for the whole tree, including children that left the group."""
+    procs = tree(pid)
+    if not procs:
+        return []
+    described = [_describe(p, reason) for p in procs]
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    if alive:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in alive:  # children that moved to another group or session
+            try:
+                p.kill()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        psutil.wait_procs(alive, timeout=10)
+        alive_pids = {p.pid for p in alive}
+        for d in described:
+            if d["pid"] in alive_pids:
+                d["reason"] += " (SIGKILL after grace)"
+    return described
+
+
+def marked(marker: Marker) -> list[psutil.Process]:
+    """Live processes of this sweep on this host (never this process)."""
+    me = os.getpid()
+    out = []
+    for p in psutil.process_iter():
+        if p.pid != me and marker.owns(p):
+            out.append(p)
+    return out
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def gpus_free(probe: GpuProbe, threshold_mib: int) -> bool:
+    return all(g.mem_used_mib <= threshold_mib for g in probe.gpus())
+
+
+def reap(marker: Marker, probe: GpuProbe, *, port: int | None, grace_s: float = 5.0,
+         gpu_free_mib: int = 2048, kill_foreign: bool = False, wait_s: float = 60.0,
+         why: str = "left over") -> ReapReport:
+    """Kill what this sweep left on this host, deal with GPU holders, then wait (bounded) until
+    GPU memory is back under ``gpu_free_mib`` on every GPU and ``port`` can be bound."""
+    report = ReapReport()
+    ours = marked(marker)
+    if ours:
+        report.killed += kill_processes(ours, grace_s, f"{why}: carries this sweep's marker")
+    for gp in probe.processes():
+        try:
+            proc = psutil.Process(gp.pid)
+        except psutil.NoSuchProcess:
+            continue
+        entry = {**_describe(proc, f"holds {gp.mem_mib} MiB on GPU {gp.gpu_index}"), "gpu": gp.gpu_index}
+        if marker.owns(proc):
+            report.killed += kill_processes([proc], grace_s, f"{why}: ours, holds GPU {gp.gpu_index}")
+        elif kill_foreign:
+            report.killed += kill_processes([proc], grace_s,
+                                            f"not ours, holds GPU {gp.gpu_index}; kill_foreign_gpu_processes is on")
+        else:
+            report.foreign.append(entry)
+    # memory held by a process we may not kill will not come back: check it once, don't wait for it
+    wait_gpu = not report.foreign
+    start = time.monotonic()
+    while True:
+        report.gpu_free = gpus_free(probe, gpu_free_mib)
+        if not wait_gpu and not report.gpu_free:
+            report.port_free = port is None or port_free(port)
+            break
+        report.port_free = port is None or port_free(port)
+        if (report.gpu_free and report.port_free) or time.monotonic() - start >= wait_s:
+            break
+        time.sleep(0.2)
+    report.waited_s = round(time.monotonic() - start, 3)
+    return report

@@ -1,0 +1,73 @@
+"""Reaping kills what carries this sweep's marker for this host, and never anything else."""
+
+import os
+import subprocess
+import sys
+import uuid
+
+import psutil
+import pytest
+
+from sweep.host import reaper
+from sweep.host.gpu import FakeGpus
+
+SLEEPER = [sys.executable, "-c", "import time, subprocess, sys; "
+           "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
+
+
+def spawn(env_extra):
+    p = subprocess.Popen(SLEEPER, env={**os.environ, **env_extra}, start_new_session=True)
+    # wait until the child exists so the tree is complete
+    for _ in range(100):
+        if psutil.Process(p.pid).children():
+            break
+        psutil.wait_procs([], timeout=0.05)
+    return p
+
+
+@pytest.fixture
+def marker():
+    return reaper.Marker(f"test-{uuid.uuid4().hex[:8]}", "host-a")
+
+
+def test_reap_kills_ours_and_spares_others(marker, tmp_path):
+    ours = spawn(marker.env("p1"))
+    other_host = spawn(reaper.Marker(marker.sweep, "host-b").env("p2"))
+    other_sweep = spawn(reaper.Marker("another-sweep", "host-a").env("p3"))
+    unmarked = spawn({})
+    ours_tree = [ours.pid] + [c.pid for c in psutil.Process(ours.pid).children()]
+    try:
+        rep = reaper.reap(marker, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
+        ours.wait(timeout=5)
+        assert {k["pid"] for k in rep.killed} == set(ours_tree)
+        assert all("marker" in k["reason"] for k in rep.killed)
+        assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in ours_tree)
+        for p in (other_host, other_sweep, unmarked):
+            assert p.poll() is None, "reaping touched a process that is not ours"
+    finally:
+        for p in (ours, other_host, other_sweep, unmarked):
+            for c in reaper.tree(p.pid):
+                c.kill()
+            p.wait(timeout=5)
+
+
+def test_kill_group_escalates_to_sigkill():
+    p = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
+    assert p.stdout.readline().strip() == b"ready"
+    killed = reaper.kill_group(p.pid, 0.5, "stop")
+    assert not psutil.pid_exists(p.pid) or psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE
+    assert "SIGKILL after grace" in killed[0]["reason"]
+    p.wait(timeout=5)
+
+
+def test_port_free():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    assert not reaper.port_free(port)
+    s.close()
+    assert reaper.port_free(port)
