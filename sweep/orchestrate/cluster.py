@@ -1,0 +1,89 @@
+"""Joining the Ray cluster and finding its GPU hosts, or starting simulated ones for a dry run.
+
+A GPU host is a Ray node that advertises the experiment's host resource (``gpu_host: 1``, see
+cluster/). Hosts are keyed by node id: in a dry run every simulated host shares one IP.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import ray
+
+from sweep.errors import ClusterError
+
+SIM_PREFIX = "sim_host_"
+
+
+@dataclass(frozen=True)
+class Host:
+    node_id: str
+    name: str
+    index: int  # position in the sorted host list: dry runs give each host its own port
+    gpus: int
+    resources: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def connect(address: str | None) -> None:
+    """Join a running cluster (``address``, ``RAY_ADDRESS`` or ``auto``)."""
+    addr = address or os.environ.get("RAY_ADDRESS") or "auto"
+    try:
+        ray.init(address=addr, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise ClusterError(f"no Ray cluster to join at {addr}: {str(e).splitlines()[0]}",
+                           fix="start one (see cluster/README.md), set RAY_ADDRESS, or try the experiment "
+                               "with --dry-run on this machine") from None
+
+
+def hosts(resource: str) -> list[Host]:
+    """The live nodes advertising ``resource``, in a stable order."""
+    found = []
+    for n in ray.nodes():
+        res = n.get("Resources", {})
+        if not n.get("Alive") or res.get(resource, 0) < 1:
+            continue
+        sim = sorted(k for k in res if k.startswith(SIM_PREFIX))
+        name = sim[0].replace("_", "-") if sim else n.get("NodeManagerHostname") or n.get("NodeManagerAddress")
+        found.append((name, n["NodeID"], int(res.get("GPU", 0)), res))
+    found.sort()
+    return [Host(node_id, name, i, gpus, res) for i, (name, node_id, gpus, res) in enumerate(found)]
+
+
+def require_hosts(resource: str, gpus_per_host: int) -> list[Host]:
+    hs = hosts(resource)
+    if not hs:
+        seen = sorted({k for n in ray.nodes() if n.get("Alive") for k in n.get("Resources", {})
+                       if not k.startswith("node:") and k not in ("CPU", "memory", "object_store_memory")})
+        raise ClusterError(f"no node of the cluster advertises the host resource {resource!r} "
+                           f"(resources seen: {', '.join(seen) or 'none'})",
+                           fix=f"start each GPU host with ray start --resources='{{\"{resource}\": 1}}' "
+                               "(cluster/host-bootstrap.sh), or set cluster.host_resource to the one you use")
+    short = [h for h in hs if h.gpus < gpus_per_host]
+    if short:
+        raise ClusterError(f"host(s) {', '.join(h.name for h in short)} advertise fewer than "
+                           f"cluster.gpus_per_host={gpus_per_host} GPUs",
+                           fix="set cluster.gpus_per_host to what the hosts have, or fix their ray start --num-gpus")
+    return hs
+
+
+class SimulatedCluster:
+    """A local multi-node Ray cluster: one head and ``n`` simulated GPU hosts, each with fake GPUs."""
+
+    def __init__(self, n: int, resource: str, gpus_per_host: int):
+        from ray.cluster_utils import Cluster
+
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self.cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "object_store_memory": 150 * 2**20, "include_dashboard": False})
+        for i in range(n):
+            self.cluster.add_node(num_cpus=2, num_gpus=gpus_per_host, object_store_memory=100 * 2**20,
+                                  resources={resource: 1, f"{SIM_PREFIX}{i}": 1})
+        ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
+        self.cluster.wait_for_nodes()
+
+    def shutdown(self) -> None:
+        try:
+            ray.shutdown()
+        finally:
+            self.cluster.shutdown()

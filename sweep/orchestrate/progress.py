@@ -1,0 +1,119 @@
+"""The live view of a sweep: one line per host (its point, stage and elapsed time) and a bar for the
+sweep (done, failed, remaining, ETA learned from finished points). Plain log lines when the output
+is not a terminal (CI, ``ray job submit``, a pipe)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+@dataclass
+class HostLine:
+    label: str = "idle"
+    stage: str = ""
+    since: float = field(default_factory=time.monotonic)
+    detail: str = ""
+
+
+def _detail(ev: dict) -> str:
+    if ev.get("stage") == "single" and "run" in ev:
+        return f"run {ev['run']}/{ev.get('of', '?')}"
+    if ev.get("stage") == "level" and "concurrency" in ev:
+        done = f" {ev['done']}/{ev['of']}" if "done" in ev and "of" in ev else ""
+        return f"C={ev['concurrency']}{done}"
+    return ""
+
+
+class SweepProgress:
+    def __init__(self, total: int, hosts: int, console: Console | None = None):
+        self.console = console or Console(stderr=False)
+        self.live_mode = self.console.is_terminal
+        self.total = total
+        self.hosts_n = max(hosts, 1)
+        self.done = self.failed = 0
+        self.durations: list[float] = []
+        self.hosts: dict[str, HostLine] = {}
+        self._bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[summary]}"), TimeElapsedColumn(), console=self.console)
+        self._task = self._bar.add_task("sweep", total=total, summary="")
+        self._live: Live | None = None
+        self._last_stage: dict[str, str] = {}
+
+    def __enter__(self) -> "SweepProgress":
+        if self.live_mode:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live:
+            self._live.update(self._render())
+            self._live.__exit__(*exc)
+
+    def eta_s(self) -> float | None:
+        remaining = self.total - self.done - self.failed
+        if not self.durations or remaining <= 0:
+            return None
+        return sum(self.durations) / len(self.durations) * remaining / self.hosts_n
+
+    def _summary(self) -> str:
+        eta = self.eta_s()
+        rem = self.total - self.done - self.failed
+        return (f"{self.done} ok, {self.failed} failed, {rem} to go"
+                + (f", ETA {int(eta // 60)}m{int(eta % 60):02d}s" if eta is not None else ""))
+
+    def _render(self) -> Group:
+        t = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+        for c in ("host", "point", "stage", "elapsed"):
+            t.add_column(c)
+        now = time.monotonic()
+        for name in sorted(self.hosts):
+            h = self.hosts[name]
+            t.add_row(name, h.label, f"{h.stage} {h.detail}".strip(), f"{now - h.since:5.0f}s" if h.stage else "")
+        self._bar.update(self._task, completed=self.done + self.failed, summary=self._summary())
+        return Group(t, self._bar)
+
+    def _log(self, text: str) -> None:
+        if not self.live_mode:
+            self.console.print(f"[{time.strftime('%H:%M:%S')}] {text}", highlight=False, soft_wrap=True)
+
+    def host_event(self, host: str, label: str, ev: dict) -> None:
+        h = self.hosts.setdefault(host, HostLine())
+        stage = ev.get("stage", "")
+        if h.label != label:
+            h.label, h.since = label, time.monotonic()
+        h.stage, h.detail = stage, _detail(ev)
+        key = f"{host}:{label}"
+        if self._last_stage.get(key) != stage:
+            self._last_stage[key] = stage
+            self._log(f"{host}: {label}: {stage}")
+        self.refresh()
+
+    def point_finished(self, host: str | None, label: str, status: str, seconds: float, reason: str = "") -> None:
+        if status == "ok":
+            self.done += 1
+        else:
+            self.failed += 1
+        self.durations.append(seconds)
+        if host and host in self.hosts and self.hosts[host].label == label:
+            self.hosts[host] = HostLine()
+        self._log(f"{label}: {status} in {seconds:.0f}s" + (f" ({reason})" if reason else "") + f" | {self._summary()}")
+        self.refresh()
+
+    def message(self, text: str) -> None:
+        self.console.print(text, highlight=False, soft_wrap=True)
+
+    def refresh(self) -> None:
+        if self._live:
+            self._live.update(self._render())
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()

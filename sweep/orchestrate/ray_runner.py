@@ -1,0 +1,173 @@
+"""Running points on Ray: one task per point, each owning one whole host through the host resource.
+
+- The driver submits every point at once (baselines first) and takes results as they come.
+- A task runs ``sweep.host.point.run_point`` on whichever host Ray gives it; the host's identity
+  (name, port, simulated GPUs) is looked up by node id.
+- Tasks are never retried by Ray (``max_retries=0``): the driver resubmits a point whose host died
+  under it (bounded by ``cluster.max_host_failures``) and knows its attempt count. A point that failed
+  on its own (crash, hang) is a result like any other.
+- Each task runs in a fresh worker (``max_calls=1``); the server it starts is leashed to that worker.
+- Ctrl-C: running tasks are cancelled (their ``finally`` stops the server), then force-killed after
+  a grace period (the leash kills the server then); finished points are already on disk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from sweep.host.point import HostContext, PointResult, PointSpec
+from sweep.orchestrate.cluster import Host
+from sweep.sglang.args import with_port
+
+RunFn = Callable[[PointSpec, HostContext, Callable[[dict], None]], PointResult]
+
+
+@dataclass(frozen=True)
+class HostSetup:
+    """How a task sets itself up on a host: its name, the port its server uses, and for simulated
+    hosts the fake GPU ledger (also handed to the fake server through its env)."""
+
+    host: Host
+    port: int
+    ledger_dir: str | None = None
+    gpus: int = 8
+
+    def context(self) -> HostContext:
+        from sweep.host.gpu import FakeGpus, real_probe
+
+        if self.ledger_dir:
+            return HostContext(self.host.name, FakeGpus(self.ledger_dir, count=self.gpus), self.host.node_id,
+                               {"SWEEP_FAKE_GPU_LEDGER": self.ledger_dir})
+        return HostContext(self.host.name, real_probe(), self.host.node_id)
+
+
+@ray.remote(num_cpus=0)
+class ProgressBoard:
+    """Where tasks post what they are doing; the driver reads it to draw the live view."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict]] = []
+
+    def post(self, point_id: str, host: str, event: dict) -> None:
+        self.events.append((point_id, host, event))
+
+    def drain(self) -> list[tuple[str, str, dict]]:
+        out, self.events = self.events, []
+        return out
+
+
+def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
+    node = ray.get_runtime_context().get_node_id()
+    setup = setups.get(node)
+    if setup is None:  # a host that joined after the sweep started
+        setup = HostSetup(Host(node, node[:12], -1, 0), spec.port)
+    spec = replace(spec, port=setup.port, argv=with_port(spec.argv, setup.port))
+    ctx = setup.context()
+
+    def progress(ev: dict) -> None:
+        board.post.remote(spec.point_id, ctx.name, ev)
+
+    progress({"stage": "start"})
+    if run_fn is None:
+        from sweep.host.point import run_point as run_fn  # noqa: N806 (imported where it runs)
+    return run_fn(spec, ctx, progress)
+
+
+@dataclass
+class Outcome:
+    """What the driver learns of a point: a result, or a host failure that used up its retries."""
+
+    spec: PointSpec
+    result: PointResult
+    attempts: int
+
+
+@dataclass
+class Runner:
+    resource: str
+    gpus_per_host: int
+    setups: dict[str, HostSetup]
+    max_host_failures: int = 2
+    run_fn: RunFn | None = None  # tests and benchmarks swap in a stand-in for run_point
+    cancel_grace_s: float = 45.0
+    _task: Any = None
+    _board: Any = None
+    _pending: dict[Any, tuple[PointSpec, int, float]] = field(default_factory=dict)
+    _where: dict[str, str] = field(default_factory=dict)  # point id -> host it last reported from
+
+    def __post_init__(self) -> None:
+        self._task = ray.remote(max_calls=1)(_run_on_host).options(
+            num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1},
+            max_retries=0, name="sweep-point")
+
+    def _submit(self, spec: PointSpec, attempt: int) -> None:
+        ref = self._task.remote(spec, self.setups, self._board, self.run_fn)
+        self._pending[ref] = (spec, attempt, time.monotonic())
+
+    def run(self, specs: list[PointSpec], on_event: Callable[[str, str, dict], None]) -> Iterator[Outcome]:
+        """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
+        receives the tasks' progress."""
+        self._board = ProgressBoard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)).remote()
+        for spec in specs:
+            self._submit(spec, 1)
+        while self._pending:
+            ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=0.25)
+            self._pump(on_event)
+            for ref in ready:
+                spec, attempt, t0 = self._pending.pop(ref)
+                outcome = self._collect(ref, spec, attempt, t0)
+                if outcome is not None:
+                    yield outcome
+        self._pump(on_event)
+
+    def _pump(self, on_event: Callable[[str, str, dict], None]) -> None:
+        try:
+            events = ray.get(self._board.drain.remote(), timeout=5)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+            return
+        for pid, host, ev in events:
+            self._where[pid] = host
+            on_event(pid, host, ev)
+
+    def _collect(self, ref: Any, spec: PointSpec, attempt: int, t0: float) -> Outcome | None:
+        try:
+            result: PointResult = ray.get(ref)
+            return Outcome(spec, result, attempt)
+        except ray.exceptions.TaskCancelledError:
+            raise KeyboardInterrupt from None
+        except ray.exceptions.RayTaskError as e:  # run_point raised: a bug, still recorded
+            return Outcome(spec, _failed(spec, self._where.get(spec.point_id), "internal",
+                                         f"internal error: {str(e).strip().splitlines()[-1]}", t0), attempt)
+        except ray.exceptions.RayError as e:  # the worker or its node died under the point
+            host = self._where.get(spec.point_id, "?")
+            reason = f"host {host} lost during attempt {attempt}: {type(e).__name__}"
+            if attempt <= self.max_host_failures:
+                self._submit(spec, attempt + 1)
+                return None
+            return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0),
+                           attempt)
+
+    def cancel_all(self) -> None:
+        """Cancel running points: politely first (their cleanup stops the servers), then by force."""
+        refs = list(self._pending)
+        for ref in refs:
+            ray.cancel(ref, force=False)
+        deadline = time.monotonic() + self.cancel_grace_s
+        remaining = refs
+        while remaining and time.monotonic() < deadline:
+            _, remaining = ray.wait(remaining, num_returns=len(remaining), timeout=0.5)
+        for ref in remaining:
+            ray.cancel(ref, force=True)
+        self._pending.clear()
+
+
+def _failed(spec: PointSpec, host: str | None, phase: str, reason: str, t0: float) -> PointResult:
+    now = time.time()
+    return PointResult(spec.point_id, host or "", "", "failed", failure_phase=phase, failure_reason=reason,
+                       started_at=now - (time.monotonic() - t0), ended_at=now)

@@ -1,0 +1,159 @@
+"""``python -m sweep CONFIG``: the whole sweep, from a validated plan to a results directory.
+
+Picks the results directory, decides which points still need running (resume), joins the cluster
+(or starts simulated hosts for ``--dry-run``), runs the points on Ray, writes each result as it
+arrives, and ends with a summary. Exit code 0 when every point is ok, 1 when any failed, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from sweep import config as config_mod
+from sweep.dryrun import fake_args, fake_launcher
+from sweep.errors import ClusterError, Interrupted
+from sweep.host.point import PointSpec
+from sweep.orchestrate.records import point_row
+from sweep.plan import Plan, PlannedPoint
+from sweep.results.writer import ResultsDir
+
+MODES = {"real": "", "dry-run": "-dryrun", "fake": "-fake"}
+
+
+def mode_of(args: argparse.Namespace) -> str:
+    return "dry-run" if args.dry_run else "fake" if getattr(args, "fake", False) else "real"
+
+
+def results_path(exp: config_mod.Experiment, mode: str) -> Path:
+    return Path(exp.results_dir) if exp.results_dir else Path("results") / f"{exp.name}{MODES[mode]}"
+
+
+def select(plan: Plan, statuses: dict[str, str], *, force: bool, retry_failed: bool,
+           only: list[str]) -> list[PlannedPoint]:
+    """The valid points to run now: those with no result yet, failed ones with --retry-failed,
+    all with --force; --only keeps labels matching any glob."""
+    out = []
+    for p in plan.points:
+        if p.errors or (only and not any(fnmatch.fnmatchcase(p.label, g) for g in only)):
+            continue
+        status = statuses.get(p.id)
+        if force or status is None or status == "invalid" or (status == "failed" and retry_failed):
+            out.append(p)
+    return out
+
+
+def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: str, sweep_name: str) -> PointSpec:
+    if mode == "real":
+        launcher, extra = list(exp.server.launcher), []
+    else:
+        launcher = fake_launcher() if mode == "dry-run" else ["python", "-m", "sweep.fake_sglang"]
+        extra = fake_args(exp)
+    return PointSpec(
+        sweep=sweep_name, point_id=pp.id, label=pp.label,
+        argv=pp.argv_for(launcher=launcher, extra=extra), launcher=launcher, env=dict(pp.env),
+        port=exp.server.port, log_path=str(rd.log_path(pp.id).resolve()), tp_size=exp.server.tp_size,
+        bench=exp.benchmark, timeouts=exp.server.timeouts, reap=exp.server.reap,
+        paths={"model_path": str(pp.flags.get("model-path") or ""),
+               "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
+        real_paths=mode == "real")
+
+
+def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = None,
+              console: Console | None = None, run_fn=None) -> int:
+    import ray
+
+    from sweep.orchestrate import cluster
+    from sweep.orchestrate.progress import SweepProgress
+    from sweep.orchestrate.ray_runner import HostSetup, Runner
+
+    console = console or Console(highlight=False)
+    exp = plan.experiment
+    mode = mode_of(args)
+    scale = bench_scale or {}
+    rd = ResultsDir(results_path(exp, mode), exp.name, mode).open()
+    rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
+    rd.write_text("plan.json", json.dumps(plan.to_json(), indent=2))
+    axes = list(exp.grid.axes)
+
+    def row(pp: PlannedPoint, argv: list[str], result, attempts: int):
+        return point_row(pp, exp.name, axes=axes, argv=argv, result=result, attempts=attempts, mode=mode,
+                         bench_scale=scale)
+
+    for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
+        rd.write_point(pp.id, row(pp, pp.argv, None, 0), {})
+    todo = select(plan, rd.statuses(), force=args.force, retry_failed=args.retry_failed, only=args.only)
+    skipped = len([p for p in plan.points if not p.errors]) - len(todo)
+    console.print(f"[bold]{exp.name}[/bold] ({mode}): {len(plan.points)} points, {len(todo)} to run"
+                  + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
+                  + f" -> {rd.path}")
+    if not todo:
+        return 0
+    if exp.server.tp_size > exp.cluster.gpus_per_host:
+        raise ClusterError(f"server.tp_size={exp.server.tp_size} spans more than one host "
+                           f"(cluster.gpus_per_host={exp.cluster.gpus_per_host}); multi-host points are not supported yet",
+                           fix="lower tp_size to fit one host")
+
+    sim = None
+    if mode == "dry-run":
+        console.print(f"starting a local Ray cluster with {exp.dry_run.hosts} simulated hosts...")
+        sim = cluster.SimulatedCluster(exp.dry_run.hosts, exp.cluster.host_resource, exp.cluster.gpus_per_host)
+    else:
+        cluster.connect(args.address)
+    failed = 0
+    try:
+        hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
+        console.print("hosts: " + ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts))
+        setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if sim else 0),
+                                       str((rd.path / ".sim" / h.name).resolve()) if sim else None,
+                                       exp.cluster.gpus_per_host)
+                  for h in hosts}
+        sweep_name = rd.path.resolve().name
+        specs = {p.id: _spec(p, exp, rd, mode, sweep_name) for p in todo}
+        planned = {p.id: p for p in todo}
+        runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
+                        exp.cluster.max_host_failures, run_fn=run_fn)
+        progress = SweepProgress(len(todo), len(hosts), console)
+        with progress:
+            def on_event(pid: str, host: str, ev: dict) -> None:
+                progress.host_event(host, planned[pid].label, ev)
+
+            try:
+                for out in runner.run(list(specs.values()), on_event):
+                    r = out.result
+                    rd.write_point(r.point_id, row(planned[r.point_id], out.spec.argv, r, out.attempts),
+                                   {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels})
+                    failed += r.status != "ok"
+                    progress.point_finished(r.host, planned[r.point_id].label, r.status,
+                                            r.ended_at - r.started_at,
+                                            f"{r.failure_phase}: {r.failure_reason}" if r.status != "ok" else "")
+            except BaseException:
+                runner.cancel_all()
+                raise
+    except KeyboardInterrupt:
+        done = rd.statuses()
+        raise Interrupted(f"interrupted: {sum(s == 'ok' for s in done.values())} points ok and "
+                          f"{sum(s == 'failed' for s in done.values())} failed are kept in {rd.path}; "
+                          "running points were cancelled and their servers stopped",
+                          fix="run the same command again to resume") from None
+    finally:
+        if sim is not None:
+            sim.shutdown()
+        elif ray.is_initialized():
+            ray.shutdown()
+    _summary(rd.path, console)
+    return 1 if failed else 0
+
+
+def _summary(path: Path, console: Console) -> None:
+    """The end-of-sweep table: the best configuration at C=1 and at saturation against its baseline."""
+    try:
+        from sweep.analysis.summary import summary_table
+    except ImportError:
+        return
+    console.print(summary_table(path))
+    console.print(f"report: python -m sweep report {path}")

@@ -1,0 +1,123 @@
+"""Writing a results directory: atomically, one Parquet file per point and table, resumable.
+
+A point's files are written to a temporary name and renamed, the ``points`` row last, so a reader
+never sees half a file and a point counts as finished only once its ``points`` row is there. A
+``sweep.json`` manifest ties the directory to one experiment and to real or fake runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import polars as pl
+
+from sweep import __version__
+from sweep.errors import ResultsError
+from sweep.results.schema import TABLES, check
+from sweep.results.store import TMP_SUFFIX, table_files
+
+MANIFEST = "sweep.json"
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _unwritable(path: Path, e: OSError) -> ResultsError:
+    return ResultsError(f"cannot write results to {path}: {e.strerror or e}",
+                        fix="free disk space or fix permissions; finished points are kept, and rerunning the "
+                            "same command resumes where it stopped")
+
+
+class ResultsDir:
+    def __init__(self, path: str | Path, experiment: str, mode: str):
+        """``mode`` is ``real``, ``dry-run`` or ``fake``: runs of different modes never share a directory."""
+        self.path = Path(path)
+        self.experiment = experiment
+        self.mode = mode
+
+    def open(self) -> "ResultsDir":
+        """Create or adopt the directory; refuse one that belongs to another experiment or mode."""
+        manifest = self.path / MANIFEST
+        if manifest.is_file():
+            try:
+                meta = json.loads(manifest.read_text())
+            except (OSError, ValueError) as e:
+                raise ResultsError(f"{manifest} is unreadable ({e})",
+                                   fix="restore it, or point results_dir=... at a new directory") from None
+            if meta.get("experiment") != self.experiment:
+                raise ResultsError(f"results directory {self.path} belongs to experiment {meta.get('experiment')!r}, "
+                                   f"not {self.experiment!r}",
+                                   fix=f"use results_dir=results/{self.experiment}, or rename one of the experiments")
+            if meta.get("mode") != self.mode:
+                raise ResultsError(f"results directory {self.path} holds {meta.get('mode')} results; this is a {self.mode} run",
+                                   fix="fake and real numbers never mix: give this run another results_dir=...")
+        elif self.path.exists() and any(self.path.iterdir()):
+            raise ResultsError(f"results directory {self.path} is not empty and was not written by a sweep",
+                               fix="point results_dir=... at a new or empty directory")
+        try:
+            for t in (*TABLES, "logs"):
+                (self.path / t).mkdir(parents=True, exist_ok=True)
+            if not manifest.is_file():
+                _atomic_bytes(manifest, json.dumps({"experiment": self.experiment, "mode": self.mode,
+                                                    "created_at": time.time(), "sweep_version": __version__},
+                                                   indent=2).encode())
+            self._clean_temporaries()
+        except OSError as e:
+            raise _unwritable(self.path, e) from None
+        return self
+
+    def _clean_temporaries(self) -> None:
+        """Half-written files of a crashed run: never read (only *.parquet is), removed here."""
+        for t in TABLES:
+            for tmp in (self.path / t).glob(f"*{TMP_SUFFIX}"):
+                tmp.unlink(missing_ok=True)
+
+    def log_path(self, point_id: str) -> Path:
+        return self.path / "logs" / f"{point_id}.log"
+
+    def write_text(self, name: str, text: str) -> None:
+        try:
+            _atomic_bytes(self.path / name, text.encode())
+        except OSError as e:
+            raise _unwritable(self.path / name, e) from None
+
+    def write_table(self, table_name: str, point_id: str, table: pa.Table) -> None:
+        table = check(table, table_name)
+        target = self.path / table_name / f"{point_id}.parquet"
+        tmp = target.with_name(target.name + TMP_SUFFIX)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, target)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise _unwritable(target, e) from None
+
+    def write_point(self, point_id: str, row: pa.Table, tables: dict[str, pa.Table | None]) -> None:
+        """The measurement tables first, the ``points`` row last: its presence marks the point done."""
+        for name, t in tables.items():
+            if t is not None:
+                self.write_table(name, point_id, t)
+        self.write_table("points", point_id, row)
+
+    def statuses(self) -> dict[str, str]:
+        """``{point_id: status}`` of every point recorded so far (a corrupt file counts as absent)."""
+        out: dict[str, str] = {}
+        for f in table_files(self.path, "points"):
+            try:
+                df = pl.read_parquet(f, columns=["point_id", "status"])
+            except Exception:  # a damaged file: the point is simply run again
+                continue
+            for pid, status in df.iter_rows():
+                out[pid] = status
+        return out
