@@ -1,0 +1,202 @@
+"""One grid point end to end against the fake server: every path of launch, wait, fail, stop, reap.
+
+After every test, no process carrying the test's marker is left (checked, not assumed)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.config import ReapConfig, Timeouts
+from sweep.host import reaper
+from sweep.host.gpu import FakeGpus
+from sweep.host.point import HostContext, PointSpec, run_point
+
+pytestmark = pytest.mark.slow
+
+FAKE = [sys.executable, "-m", "sweep.fake_sglang"]
+SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/drafters/d",
+              "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+TINY = BenchSettings(prompts="coding", server_metrics=False,
+                     single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=16),
+                     concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    ctx = HostContext(f"host-{uuid.uuid4().hex[:6]}", FakeGpus(ledger), "node", {"SWEEP_FAKE_GPU_LEDGER": str(ledger)})
+    yield ctx
+    marker = reaper.Marker(SWEEP, ctx.name)
+    left = reaper.marked(marker)
+    for p in left:
+        p.kill()
+    assert not left, f"processes left behind: {[p.pid for p in left]}"
+
+
+SWEEP = f"test-point-{uuid.uuid4().hex[:6]}"
+
+
+def make_spec(tmp_path, *extra, flags=(), timeouts=None, bench=TINY, **kw) -> PointSpec:
+    port = free_port()
+    argv = [*FAKE, "--model-path", "/models/m", "--tp-size", "2", "--port", str(port), *flags,
+            "--fake-speed", "20", "--fake-startup-speed", "400", *extra]
+    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, FAKE, {}, port, str(tmp_path / "server.log"),
+                     2, bench, timeouts or Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=30, total_s=60,
+                                                    stop_grace_s=2),
+                     ReapConfig(wait_s=5), real_paths=False, **kw)
+
+
+def test_ready_with_phase_timings_and_tables(tmp_path, host):
+    spec = make_spec(tmp_path, flags=SPEC_FLAGS)
+    stages = []
+    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
+    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
+    for k in ("load_s", "kv_cache_s", "capture_s", "draft_capture_s", "http_s", "ready_s", "startup_s"):
+        assert r.phases[k] is not None and r.phases[k] >= 0, k
+    assert r.phases["startup_s"] >= r.phases["load_s"]
+    assert r.sglang_version and r.gpu_count == 8 and "simulated" in r.gpu_name
+    assert r.levels.num_rows == 2 and r.single_stream.num_rows == 2
+    assert stages[:2] == ["preflight", "load"] and "capture" in stages and "benchmark" in stages
+    assert r.reaped["port_free"] and r.reaped["gpu_free"]
+    assert host.probe.processes() == []  # every rank gave its GPU memory back
+
+
+def test_capture_oom_found_within_a_second_of_exit(tmp_path, host):
+    spec = make_spec(tmp_path, "--fake-fail-at", "capture")
+    seen = {}
+    r = run_point(spec, host, lambda e: seen.setdefault(e["stage"], time.time()))
+    assert r.status == "failed" and r.failure_phase == "capture"
+    assert "CUDA out of memory" in r.failure_reason
+    last_write = os.path.getmtime(spec.log_path)
+    assert seen["stop"] - last_write < 1.0, "a dead server must be noticed within a second"
+    assert "Traceback" in r.log_tail
+
+
+def test_capture_hang_cut_by_stall_timeout(tmp_path, host):
+    t = Timeouts(stall_s=1.5, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=1)
+    spec = make_spec(tmp_path, "--fake-hang-at", "capture", timeouts=t)
+    t0 = time.monotonic()
+    r = run_point(spec, host)
+    assert r.status == "failed" and r.failure_phase == "capture"
+    assert r.failure_reason.startswith("hang: no log output for 2 s") or "no log output" in r.failure_reason
+    assert time.monotonic() - t0 < 15
+
+
+def test_zombie_children_reaped_and_port_freed(tmp_path, host):
+    spec = make_spec(tmp_path, "--fake-zombie")
+    r = run_point(spec, host)
+    assert r.status == "ok", r.failure_reason
+    assert len(r.reaped["killed"]) >= 3  # parent, TP ranks, detokenizer
+    assert reaper.port_free(spec.port)
+    assert host.probe.processes() == []
+
+
+def test_leftovers_of_a_crashed_run_reaped_before_launch(tmp_path, host):
+    spec = make_spec(tmp_path, "--fake-zombie")
+    env = {**os.environ, **host.extra_env, **reaper.Marker(SWEEP, host.name).env("old")}
+    old = subprocess.Popen(spec.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    deadline = time.time() + 20
+    while time.time() < deadline and not host.probe.processes():
+        time.sleep(0.1)
+    assert host.probe.processes(), "the old server never took its GPUs"
+    old.send_signal(signal.SIGKILL)  # the parent dies, the zombie children keep the GPUs
+    old.wait()
+    assert host.probe.processes()
+    r = run_point(make_spec(tmp_path), host)
+    assert r.status == "ok", r.failure_reason
+    assert any("before launch" in k["reason"] for k in r.reaped["killed"])
+
+
+def test_foreign_gpu_process_reported_not_killed(tmp_path, host):
+    ledger = host.extra_env["SWEEP_FAKE_GPU_LEDGER"]
+    foreign = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, time
+        from sweep.sglang.fake import ledger
+        ledger.record({ledger!r}, os.getpid(), 0, 60000)
+        time.sleep(60)""")], env={k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")})
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and not host.probe.processes():
+            time.sleep(0.1)
+        r = run_point(make_spec(tmp_path), host)
+        assert r.status == "failed" and r.failure_phase == "preflight"
+        assert "GPU 0" in r.failure_reason and str(foreign.pid) in r.failure_reason
+        assert foreign.poll() is None, "a process that is not ours was killed"
+        assert r.reaped["foreign"][0]["pid"] == foreign.pid
+    finally:
+        foreign.kill()
+        foreign.wait()
+
+
+def test_server_dies_with_the_launching_process(tmp_path, host):
+    spec = make_spec(tmp_path)
+    code = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from sweep.host.server import ServerProcess
+        s = ServerProcess({spec.argv!r}, {{**{host.extra_env!r}, "SWEEP_SWEEP": {SWEEP!r}, "SWEEP_HOST": {host.name!r}}},
+                          Path({spec.log_path!r}), port={spec.port})
+        s.start()
+        print(s.proc.pid, flush=True)
+        time.sleep(120)""")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    server_pid = int(launcher.stdout.readline())
+    deadline = time.time() + 20
+    while time.time() < deadline and len(reaper.tree(server_pid)) < 3:
+        time.sleep(0.1)
+    tree = reaper.tree(server_pid)
+    assert len(tree) >= 3, "the fake should have forked its ranks"
+    launcher.kill()  # kill -9: no cleanup code runs in the launcher
+    launcher.wait()
+    gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive, f"still alive after the launcher died: {[p.pid for p in alive]}"
+
+
+def test_preflight_missing_drafter_path_fast(tmp_path, host):
+    spec = make_spec(tmp_path, flags=SPEC_FLAGS)
+    spec = replace(spec, real_paths=True, paths={"model_path": str(tmp_path), "draft model path": "/nope/drafter"})
+    t0 = time.monotonic()
+    r = run_point(spec, host)
+    assert time.monotonic() - t0 < 2.0
+    assert r.status == "failed" and r.failure_phase == "preflight"
+    assert "/nope/drafter does not exist" in r.failure_reason
+
+
+def test_preflight_unknown_flag_fast(tmp_path, host):
+    spec = make_spec(tmp_path, "--speculative-num-stepz", "2")
+    t0 = time.monotonic()
+    r = run_point(spec, host)
+    assert time.monotonic() - t0 < 2.0
+    assert r.status == "failed" and r.failure_phase == "preflight" and "--speculative-num-stepz" in r.failure_reason
+
+
+def test_preflight_port_in_use(tmp_path, host):
+    import socket
+
+    spec = make_spec(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", spec.port))
+        s.listen()
+        r = run_point(replace(spec, reap=ReapConfig(wait_s=0.5)), host)
+    assert r.status == "failed" and r.failure_phase == "preflight" and f"port {spec.port}" in r.failure_reason
