@@ -150,10 +150,29 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
 
 
 def _summary(path: Path, console: Console) -> None:
-    """The end-of-sweep table: the best configuration at C=1 and at saturation against its baseline."""
+    """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
+    against its baseline. Everything is on disk already, so a failure here loses nothing."""
+    import polars as pl
+    from rich.table import Table
+
+    from sweep.analysis import analyze, headlines
+    from sweep.results import load
+
     try:
-        from sweep.analysis.summary import summary_table
-    except ImportError:
+        f = analyze(load(path))
+    except Exception as e:  # noqa: BLE001 - the report command will say more
+        console.print(f"(no summary: {type(e).__name__}: {e})")
         return
-    console.print(summary_table(path))
-    console.print(f"report: python -m sweep report {path}")
+    for line in headlines(f):
+        console.print(f"- {line}")
+    if f.best.height:
+        t = Table(title="best configuration", title_justify="left")
+        for c in ("concurrency", "configuration", "output tok/s", "vs its baseline"):
+            t.add_column(c)
+        levels = f.best["concurrency"].unique().sort()
+        for c in sorted({levels[0], levels[-1]}):
+            b = f.best.filter(pl.col("concurrency") == c).row(0, named=True)
+            vs = "(baseline)" if b["baseline"] else (f"{b['speedup']:.2f}x" if b["speedup"] is not None else "-")
+            t.add_row(str(c), b["label"], f"{b['value']:.1f}", vs)
+        console.print(t)
+    console.print(f"full report: python -m sweep report {path}")

@@ -1,0 +1,36 @@
+"""Reading a sweep's results: the report's building blocks as polars frames, SQL, comparisons.
+
+Depends on ``sweep.results`` only (plus polars, numpy, matplotlib, rich). Every function takes the
+tables of ``sweep.results.load(DIR)``::
+
+    from sweep.results import load
+    from sweep.analysis import speedup_table, best_per_level, crossover
+
+    tables = load("results/k26_eagle-dryrun")
+    speedup_table(tables).filter(pl.col("verdict") == "faster")   # single-stream speedups
+    best_per_level(tables)                                         # winner at each concurrency
+    crossover(tables)                                              # where speculation stops paying
+
+The report itself (``sweep.analysis.report``) and the plots import matplotlib; this package's
+top level does not.
+"""
+
+from sweep.analysis.compare import compare_table
+from sweep.analysis.findings import Findings, analyze, headlines
+from sweep.analysis.frames import configurations
+from sweep.analysis.health import failures, plan_warnings, request_failures, startup_phases, sweep_summary
+from sweep.analysis.query import run_sql
+from sweep.analysis.speedups import (
+    best_per_level,
+    crossover,
+    env_effect,
+    level_speedups,
+    single_stream_summary,
+    speedup_table,
+)
+
+__all__ = [
+    "Findings", "analyze", "best_per_level", "compare_table", "configurations", "crossover",
+    "env_effect", "failures", "headlines", "level_speedups", "plan_warnings", "request_failures",
+    "run_sql", "single_stream_summary", "speedup_table", "startup_phases", "sweep_summary",
+]

@@ -1,0 +1,68 @@
+"""Arguments and entry points of ``python -m sweep report`` and ``python -m sweep query``.
+
+The main command line (sweep/cli.py) adds these to its subparsers and calls ``run_*``; errors are
+raised as ``sweep.errors.SweepError`` subclasses (a missing directory is a ResultsError, exit 5)
+for it to print and map to an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from sweep.analysis import query, render
+
+PIPE_WIDTH = 160
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """``report DIR [--vs OTHER] [--out DIR] [--no-plots] [--nccl-reference PROFILE] [--quiet]``."""
+    parser.add_argument("directory", metavar="DIR", help="a results directory (e.g. results/k26_eagle-dryrun)")
+    parser.add_argument("--vs", metavar="OTHER_DIR", default=None,
+                        help="compare with another sweep: the same labels side by side, with the change")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="where report.md and the plots go (default: DIR/report)")
+    parser.add_argument("--no-plots", action="store_true", help="write report.md without PNG plots")
+    parser.add_argument("--nccl-reference", metavar="PROFILE", default=None, dest="env_reference",
+                        help="NCCL profile the others are compared with, as in the labels "
+                             "(e.g. nccl=default; default: the one named default/none/off)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="write the files and print only where they are")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Build the report, write DIR/report/report.md (plots beside it), print it; returns 0."""
+    from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
+
+    out = Path(args.out) if args.out else Path(args.directory) / "report"
+    built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
+                         env_reference=args.env_reference, vs=args.vs)
+    path = report.write(built, out)
+    # a pipe or a file has no width: give tables room instead of rich's 80 columns
+    console = Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)
+    if not args.quiet:
+        render.terminal(built.sections, console, image_dir=f"{out}/")
+    console.print(f"report written to {path} ({len(built.images)} plots)", highlight=False, soft_wrap=True)
+    return 0
+
+
+def add_query_arguments(parser: argparse.ArgumentParser) -> None:
+    """``query DIR "SQL" [--format table|csv|json|parquet] [--output FILE] [--max-rows N]``."""
+    parser.add_argument("directory", metavar="DIR", help="a results directory")
+    parser.add_argument("sql", metavar="SQL",
+                        help="a query over points, single_stream, levels, requests (and the views "
+                             "speedup, level_speedups, best_per_level, crossover)")
+    parser.add_argument("--format", choices=query.FORMATS, default="table", dest="fmt",
+                        help="output format (default: table)")
+    parser.add_argument("--output", "-o", metavar="FILE", default=None,
+                        help="write there instead of stdout (needed for parquet on a terminal)")
+    parser.add_argument("--max-rows", type=int, default=100, help="rows shown by --format table")
+
+
+def run_query(args: argparse.Namespace) -> int:
+    """Run the query and write its result; returns 0."""
+    query.query(args.directory, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    return 0

@@ -1,0 +1,100 @@
+"""Every table of the report computed once, and the headline sentences drawn from them.
+
+``analyze(tables)`` reads the request table a single time (through ``level_speedups``) and hands
+the frames to the report, the plots and ``--vs``; ``headlines`` turns them into the few sentences
+a reader wants first (does speculation pay at C=1, where does it stop, what did NCCL tuning do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from sweep.analysis import health, speedups
+from sweep.analysis.frames import Tables
+
+
+@dataclass(frozen=True)
+class Findings:
+    summary: dict
+    single: pl.DataFrame  # speedup_table
+    levels: pl.DataFrame  # level_speedups
+    best: pl.DataFrame  # best_per_level
+    crossover: pl.DataFrame
+    env: pl.DataFrame  # env_effect
+    startup: pl.DataFrame
+    failures: pl.DataFrame
+    request_failures: pl.DataFrame
+    warnings: pl.DataFrame
+
+
+def analyze(tables: Tables, *, env_reference: str | None = None) -> Findings:
+    """All the report's frames for one results directory."""
+    single = speedups.speedup_table(tables)
+    levels = speedups.level_speedups(tables)
+    return Findings(
+        summary=health.sweep_summary(tables),
+        single=single,
+        levels=levels,
+        best=speedups.best_per_level(levels),
+        crossover=speedups.crossover(levels),
+        env=speedups.env_effect(levels, reference=env_reference, single=single),
+        startup=health.startup_phases(tables),
+        failures=health.failures(tables),
+        request_failures=health.request_failures(tables),
+        warnings=health.plan_warnings(tables),
+    )
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def _span(levels: pl.Series) -> str:
+    lo, hi = levels.min(), levels.max()
+    return f"C={lo}" if lo == hi else f"between C={lo} and C={hi}"
+
+
+def headlines(f: Findings) -> list[str]:
+    """The sweep's story in a few sentences (empty when nothing has been measured yet)."""
+    lines: list[str] = []
+    spec = f.single.filter(pl.col("speedup").is_not_null())
+    if spec.height:
+        top = spec.sort("speedup", descending=True).row(0, named=True)
+        ahead = spec.filter(pl.col("verdict") == "faster").height
+        lines.append(
+            f"Single stream: {ahead} of {spec.height} speculative configurations are faster than "
+            f"their baseline beyond noise; the best is {top['label']} at {_x(top['speedup'])} "
+            f"over {top['baseline_label']} ({top['verdict']}).")
+    measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
+    if measured.height:
+        top_c = measured["concurrency"].max()
+        at_top = measured.filter(pl.col("concurrency") == top_c)
+        behind = at_top.filter(pl.col("throughput_ratio") < 1).height
+        best = f.best.filter(pl.col("concurrency") == top_c)
+        who = ""
+        if best.height:
+            b = best.row(0, named=True)
+            who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
+        lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of {at_top.height} "
+                     f"speculative configurations are slower than their baseline{who}.")
+    crossed = f.crossover.filter(pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null())
+    if crossed.height:
+        lines.append(f"Speculation stops paying {_span(crossed['crossover'])} ({crossed.height} "
+                     f"configurations that were ahead at low concurrency fall behind their baseline there).")
+    dips = measured.filter((pl.col("throughput_ratio") < 1)
+                           & ~pl.col("point_id").is_in(f.crossover.filter(pl.col("crossover").is_not_null())
+                                                       ["point_id"].implode()))
+    if dips.height:
+        lines.append(f"{dips['point_id'].n_unique()} configurations that end ahead of their baseline are "
+                     f"slower than it at some lower levels ({_span(dips['concurrency'])}).")
+    for (profile, reference), g in f.env.group_by(["profile", "reference"], maintain_order=True):
+        ratios = g["geomean_ratio"].drop_nulls()
+        if not ratios.len():
+            continue
+        lifted = g.filter(pl.col("min_ratio") > 1).height
+        verb = "lifts every curve" if lifted == g.height else f"lifts {lifted} of {g.height} curves"
+        lines.append(f"{profile} against {reference} {verb}: output throughput "
+                     f"{_x(ratios.min())} to {_x(ratios.max())} (geometric mean over levels, per configuration).")
+    return lines

@@ -1,0 +1,109 @@
+"""Is a ratio real or run-to-run noise? Confidence intervals for the ratio of two samples.
+
+Every speedup in the report is a ratio ``stat(a) / stat(b)`` of two independent samples (a point's
+single-stream runs against its baseline's; a level's per-request tok/s against the baseline's at
+the same concurrency). Its interval is:
+
+- a percentile bootstrap: resample each side with replacement, ``resamples`` times, and take the
+  central ``confidence`` quantiles of the resampled ratios. Used whenever a side is small (single
+  stream has a handful of runs) and always for the median;
+- for the mean with at least ``normal_from`` observations on both sides, the normal approximation
+  the bootstrap converges to (delta method on the log ratio:
+  se^2 = sd_a^2 / (n_a mean_a^2) + sd_b^2 / (n_b mean_b^2)), which needs only per-group
+  count/mean/sd, so a million request rows never leave polars.
+
+A side with fewer than two observations has no spread, hence no interval (null).
+The bootstrap is seeded per pair, so the report is reproducible and independent of row order.
+"""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+Stat = Literal["mean", "median"]
+
+METHOD = ("{pct:g}% interval of the ratio: percentile bootstrap ({resamples} resamples of each "
+          "side, seed {seed}); for means with at least {normal_from} observations on both sides, "
+          "the normal approximation on the log ratio (delta method). Fewer than 2 observations on "
+          "a side: no interval.")
+
+
+def describe(confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
+             normal_from: int = 30) -> str:
+    """The method in one sentence, for the report's footer."""
+    return METHOD.format(pct=confidence * 100, resamples=resamples, seed=seed, normal_from=normal_from)
+
+
+def bootstrap_ratio(a: np.ndarray, b: np.ndarray, stat: Stat, *, confidence: float = 0.95,
+                    resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of ``stat(a) / stat(b)``."""
+    rng = np.random.default_rng(seed)
+    fn = np.median if stat == "median" else np.mean
+    sa = fn(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    sb = fn(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(sa / sb, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
+def ratio_intervals(pairs: pl.DataFrame, samples: pl.LazyFrame, *, stat: Stat,
+                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
+                    normal_from: int = 30) -> pl.DataFrame:
+    """``pairs`` (columns ``key``, ``base_key``) with ``ci_low`` and ``ci_high`` added.
+
+    ``samples`` holds the observations as (``key``, ``value``) rows; non-positive values are
+    ignored (a ratio of tok/s is only defined for positive ones).
+    """
+    wanted = pl.concat([pairs["key"], pairs["base_key"]]).drop_nulls().unique()
+    kept = samples.filter(pl.col("key").is_in(wanted.implode()) & (pl.col("value") > 0))
+    stats = kept.group_by("key").agg(n=pl.len(), mean=pl.col("value").mean(),
+                                     sd=pl.col("value").std()).collect()
+    joined = (pairs.with_row_index("_row")
+              .join(stats, on="key", how="left")
+              .join(stats.rename(lambda c: c if c == "key" else f"base_{c}"),
+                    left_on="base_key", right_on="key", how="left", suffix="_b"))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    se = ((pl.col("sd") ** 2 / (pl.col("n") * pl.col("mean") ** 2))
+          + (pl.col("base_sd") ** 2 / (pl.col("base_n") * pl.col("base_mean") ** 2))).sqrt()
+    ratio = pl.col("mean") / pl.col("base_mean")
+    normal = (pl.lit(stat == "mean") & (pl.col("n") >= normal_from)
+              & (pl.col("base_n") >= normal_from))
+    joined = joined.with_columns(
+        ci_low=pl.when(normal).then(ratio * (-z * se).exp()),
+        ci_high=pl.when(normal).then(ratio * (z * se).exp()),
+        _boot=~normal.fill_null(False) & (pl.col("n") >= 2) & (pl.col("base_n") >= 2),
+    )
+    boot = joined.filter("_boot")
+    if boot.height:
+        keys = pl.concat([boot["key"], boot["base_key"]]).unique()
+        values = dict(kept.filter(pl.col("key").is_in(keys.implode()))
+                      .group_by("key").agg(pl.col("value")).collect().iter_rows())
+        bounds = [bootstrap_ratio(np.asarray(values[k]), np.asarray(values[b]), stat,
+                                  confidence=confidence, resamples=resamples, seed=seed)
+                  for k, b in boot.select("key", "base_key").iter_rows()]
+        filled = boot.select("_row").with_columns(
+            _lo=pl.Series([lo for lo, _ in bounds], dtype=pl.Float64),
+            _hi=pl.Series([hi for _, hi in bounds], dtype=pl.Float64))
+        joined = joined.join(filled, on="_row", how="left").with_columns(
+            ci_low=pl.coalesce("ci_low", "_lo"), ci_high=pl.coalesce("ci_high", "_hi"))
+    return joined.sort("_row").select(*pairs.columns, "ci_low", "ci_high")
+
+
+def within_noise() -> pl.Expr:
+    """True when the interval [ci_low, ci_high] contains 1; null when there is no interval."""
+    return pl.when(pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null()).then(
+        (pl.col("ci_low") <= 1) & (pl.col("ci_high") >= 1))
+
+
+def verdict(ratio: str) -> pl.Expr:
+    """faster | slower | within noise | no interval, for a ratio column against a baseline."""
+    noisy = within_noise()
+    return (pl.when(pl.col(ratio).is_null()).then(None)
+            .when(noisy.is_null()).then(pl.lit("no interval"))
+            .when(noisy).then(pl.lit("within noise"))
+            .when(pl.col(ratio) > 1).then(pl.lit("faster"))
+            .otherwise(pl.lit("slower")))

@@ -1,0 +1,85 @@
+"""``python -m sweep query DIR "SQL"``: SQL over a results directory, through polars.
+
+The tables are ``points``, ``single_stream``, ``levels`` and ``requests`` (columns: see
+sweep/results/schema.py). The report's building blocks are there too, as ``speedup``,
+``level_speedups``, ``best_per_level`` and ``crossover``; each is computed only when the query
+names it. Everything stays lazy, so a query over a million request rows reads only the columns
+and rows it needs.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+import polars as pl
+
+from sweep.analysis import speedups
+from sweep.analysis.frames import Tables
+from sweep.errors import SweepError
+from sweep.results import load
+
+VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {
+    "speedup": speedups.speedup_table,
+    "level_speedups": speedups.level_speedups,
+    "best_per_level": speedups.best_per_level,
+    "crossover": speedups.crossover,
+}
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
+    """Run ``sql`` over the tables (and the views it names); raise SweepError on a bad query."""
+    context = pl.SQLContext(frames=dict(tables))
+    for name, view in VIEWS.items():
+        if re.search(rf"\b{name}\b", sql, re.IGNORECASE):
+            context.register(name, view(tables).lazy())
+    try:
+        return context.execute(sql).collect()
+    except pl.exceptions.PolarsError as e:
+        names = ", ".join([*tables, *VIEWS])
+        raise SweepError(f"the query failed: {str(e).strip().splitlines()[0]}",
+                         fix=f"tables are {names}; list a table's columns with "
+                             "\"SELECT * FROM points LIMIT 1\"") from e
+
+
+def _flat(frame: pl.DataFrame) -> pl.DataFrame:
+    """Nested columns (lists, structs) as JSON text, for CSV, which cannot hold them."""
+    nested = [c for c, t in frame.schema.items() if t.is_nested()]
+    return frame.with_columns(
+        pl.struct(v=pl.col(c)).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested)
+
+
+def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) -> None:
+    """Write the result in ``fmt`` (table | csv | json | parquet) to a binary stream."""
+    if fmt == "table":
+        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80):
+            out.write(f"{frame}\n".encode())
+    elif fmt == "csv":
+        _flat(frame).write_csv(out)
+    elif fmt == "json":
+        frame.write_json(out)
+        out.write(b"\n")
+    elif fmt == "parquet":
+        frame.write_parquet(out)
+    else:
+        raise SweepError(f"unknown output format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+
+
+def query(directory: str | Path, sql: str, fmt: str = "table", output: str | Path | None = None,
+          *, max_rows: int = 100) -> pl.DataFrame:
+    """Run ``sql`` on a results directory and write the result to ``output`` (default stdout)."""
+    frame = run_sql(load(directory), sql)
+    if output is not None:
+        with open(output, "wb") as fh:
+            write(frame, fmt, fh, max_rows=max_rows)
+        return frame
+    if fmt == "parquet" and sys.stdout.isatty():
+        raise SweepError("parquet output is binary and stdout is a terminal",
+                         fix="pass --output FILE.parquet, or redirect stdout to a file")
+    write(frame, fmt, sys.stdout.buffer, max_rows=max_rows)
+    sys.stdout.buffer.flush()
+    return frame

@@ -1,0 +1,325 @@
+"""``python -m sweep report DIR``: the sweep's answers, as DIR/report/report.md with PNG plots
+beside it, and the same sections on the terminal.
+
+Works on whatever the directory holds: a finished sweep, one still running (points not written
+yet are listed from plan.json when it names them), failed points, missing baselines, dry runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from sweep.analysis import noise, plots, render
+from sweep.analysis.compare import compare_sections
+from sweep.analysis.findings import Findings, analyze, headlines
+from sweep.analysis.frames import natural_key
+from sweep.analysis.health import PHASES
+from sweep.analysis.render import Section
+from sweep.results import load
+
+@dataclass
+class Report:
+    sections: list[Section]
+    markdown: str
+    images: list[Path]
+
+
+def read_plan(directory: Path) -> dict:
+    """plan.json as written by the sweep ({experiment, points: [{id, label, ...}], warnings}),
+    or {} when it is absent or unreadable (a directory written by ``bench`` alone has none)."""
+    try:
+        plan = json.loads((directory / "plan.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return plan if isinstance(plan, dict) else {}
+
+
+def planned_points(plan: dict) -> list[dict]:
+    """The plan's points as {point_id, label} (empty when the plan does not list them)."""
+    points = plan.get("points")
+    if not isinstance(points, list):
+        return []
+    return [{"point_id": p.get("id") or p.get("point_id"), "label": p.get("label") or ""}
+            for p in points if isinstance(p, dict) and (p.get("id") or p.get("point_id"))]
+
+
+def _when(epoch: float | None) -> str:
+    return render.MISSING if epoch is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+def header(directory: Path, f: Findings, plan: dict) -> Section:
+    s = f.summary
+    title = f"Sweep report: {', '.join(s['experiments']) or directory.name}"
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(s["status"].items()))
+    lines = [f"Directory: {directory}",
+             f"Points written: {s['points']} ({counts or 'none yet'}), of which {s['baselines']} baselines."]
+    planned = planned_points(plan)
+    written = set(f.single["point_id"].to_list())
+    if planned:
+        pending = [p for p in planned if p["point_id"] not in written]
+        if pending:
+            names = ", ".join(p["label"] or p["point_id"] for p in pending[:10])
+            more = f" and {len(pending) - 10} more" if len(pending) > 10 else ""
+            lines.append(f"Partial sweep: {len(pending)} of {len(planned)} planned points not written "
+                         f"yet ({names}{more}).")
+    if s["dry_run"]:
+        lines.append("DRY RUN: every number below comes from the fake server's performance model, "
+                     "not from a GPU.")
+    for scale in s["bench_scale"]:
+        lines.append(f"Benchmark scaled down for this run: {scale}")
+    lines.append(f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
+                 f"SGLang {', '.join(s['sglang_versions']) or render.MISSING}; GPU "
+                 f"{', '.join(s['gpus']) or render.MISSING}; {len(s['hosts'])} host(s); "
+                 f"{_when(s['started_at'])} to {_when(s['ended_at'])}.")
+    return Section(title, lines, level=1)
+
+
+def summary_section(f: Findings) -> Section:
+    lines = headlines(f) or ["Nothing measured yet: no point has finished its benchmark."]
+    return Section("Summary", [f"- {line}" for line in lines])
+
+
+def _n(digits: int):
+    return lambda v: render.num(v, digits)
+
+
+def single_stream_section(f: Findings, images: list[str]) -> Section:
+    table = f.single.select(
+        point="label",
+        baseline=pl.when("baseline").then(pl.lit("(is a baseline)")).otherwise("baseline_label"),
+        runs=render.cell(lambda ok, failed: f"{ok} ({failed} failed)" if failed else str(ok),
+                         "runs", "failed_runs"),
+        **{"tok/s": render.cell(_n(1), "tok_s"),
+           "min-max": render.cell(lambda lo, hi: f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
+           "speedup": render.cell(render.marked, "speedup", "within_noise"),
+           "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
+           "verdict": "verdict",
+           "accept len": render.cell(_n(2), "accept_length"),
+           "note": "note"})
+    return Section("Single stream", [
+        "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
+        "speedup of the median over the matched baseline's (same model, tp and NCCL profile). "
+        f"'{render.NOISE_MARK}' marks a speedup whose interval contains 1 (within run-to-run noise)."],
+        table, images)
+
+
+def _level_pivot(levels: pl.DataFrame, cell: pl.Expr) -> pl.DataFrame:
+    """Rows: points in report order; columns: C=<level>; cells: ``cell``."""
+    if levels.is_empty():
+        return pl.DataFrame()
+    concurrencies = sorted(levels["concurrency"].unique().to_list())
+    wide = (levels.with_columns(cell=cell, c=pl.format("C={}", "concurrency"))
+            .pivot(on="c", index=["order", "label"], values="cell").sort("order"))
+    return wide.select(pl.col("label").alias("point"), *[f"C={c}" for c in concurrencies])
+
+
+def _throughput_cell(value: float | None, ratio: float | None, noisy: bool | None) -> str:
+    """'1,234 (0.93x)': throughput, and its ratio to the baseline when there is one."""
+    return render.num(value, 0) + ("" if ratio is None else f" ({render.marked(ratio, noisy)})")
+
+
+def concurrency_section(f: Findings, images: list[str]) -> Section:
+    cell = render.cell(_throughput_cell, "output_throughput", "throughput_ratio", "within_noise")
+    return Section("Concurrency", [
+        "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
+        "its ratio to the matched baseline at the same level. "
+        f"'{render.NOISE_MARK}' marks a ratio within noise (interval from the level's per-request tok/s)."],
+        _level_pivot(f.levels, cell), images)
+
+
+def best_section(f: Findings) -> Section:
+    table = f.best.select(
+        C="concurrency",
+        best=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
+        **{"tok/s": render.cell(_n(0), "value"),
+           "vs its baseline": render.cell(render.ratio, "speedup"),
+           "verdict": "verdict", "runner-up": "runner_up",
+           "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
+           "margin": render.cell(render.change, "margin")})
+    return Section("Best configuration per concurrency level", [
+        "Highest output throughput at each level, baselines included."], table)
+
+
+def crossover_section(f: Findings, images: list[str]) -> Section:
+    table = f.crossover.select(
+        point="label", baseline="baseline_label",
+        **{"ahead up to C": "ahead_up_to", "slower from C": "crossover",
+           "crosses 1 near C": render.cell(_n(0), "crossover_est"),
+           "at lowest C": render.cell(render.ratio, "ratio_at_min"),
+           "at highest C": render.cell(render.ratio, "ratio_at_max")})
+    return Section("Where speculation stops paying", [
+        "For each speculative point, the concurrency from which its output throughput stays below "
+        "its baseline's at every higher level measured ('slower from'), the last level before it, "
+        "and where the ratio crosses 1 (interpolated in log concurrency). No 'slower from': ahead "
+        "up to the highest level measured; no 'ahead up to': slower everywhere."], table, images)
+
+
+def grid_sections(f: Findings, images: list[str]) -> list[Section]:
+    """The speedup grid: drafter (rows) by speculative shape (columns), a table per NCCL profile,
+    at single stream and at the highest concurrency level."""
+    sources = [("single stream (C=1)", f.single.filter(~pl.col("baseline"))
+                .with_columns(value=render.cell(render.marked, "speedup", "within_noise")))]
+    measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
+    if measured.height:
+        top = measured["concurrency"].max()
+        sources.append((f"C={top}, output throughput",
+                        f.levels.filter(~pl.col("baseline") & (pl.col("concurrency") == top))
+                        .with_columns(value=render.cell(render.marked, "throughput_ratio", "within_noise"))))
+    out = [Section("Speedup grid", [
+        "Speedup over the matched baseline, drafter (rows) by speculative shape (columns), one "
+        f"table per NCCL profile; '{render.NOISE_MARK}' marks a speedup within noise, a word says why a "
+        "cell has none."], images=images)]
+    for title, frame in sources:
+        frame = frame.with_columns(
+            value=pl.when(pl.col("value") == render.MISSING)
+            .then(pl.coalesce(pl.col("note").str.replace("point ", ""), pl.lit(render.MISSING)))
+            .otherwise("value"),
+            drafter=pl.col("drafter").fill_null(render.MISSING))
+        for (group, profile), panel in frame.group_by(["group", "profile"], maintain_order=True):
+            specs = sorted(panel["spec"].unique().to_list(), key=natural_key)
+            wide = panel.pivot(on="spec", index="drafter", values="value", aggregate_function="first")
+            rank = {d: i for i, d in enumerate(sorted(wide["drafter"].to_list(), key=natural_key))}
+            name = " ".join(x for x in (group, profile) if x) or "all points"
+            out.append(Section(f"{name}, {title}", [], wide.sort(pl.col("drafter").replace_strict(rank))
+                               .select("drafter", *specs), level=3))
+    return out
+
+
+def env_section(f: Findings, images: list[str]) -> Section:
+    table = f.env.select(
+        configuration=pl.when("baseline").then(pl.col("config") + " (baseline)").otherwise("config"),
+        profile="profile", against="reference",
+        **{"single stream": render.cell(render.ratio, "single_stream_ratio"),
+           "lowest C": render.cell(render.ratio, "ratio_min_level"),
+           "highest C": render.cell(render.ratio, "ratio_max_level"),
+           "geomean over C": render.cell(render.ratio, "geomean_ratio"),
+           "range": render.cell(lambda lo, hi: f"{render.ratio(lo)}-{render.ratio(hi)}",
+                                "min_ratio", "max_ratio")})
+    return Section("NCCL profiles", [
+        "Each configuration under an NCCL profile, relative to the same configuration under the "
+        "reference profile (output throughput per level; median tok/s for single stream)."],
+        table, images)
+
+
+def startup_section(f: Findings, images: list[str]) -> Section:
+    s = f.startup
+    cols = [*PHASES, "other_s", "startup_s"]
+    table = s.select(point="label", status="status",
+                     **{c.removesuffix("_s"): render.cell(_n(1), c) for c in cols})
+    mean = s.select(pl.col(cols).mean())
+    paragraphs = ["Seconds from launch to ready, by phase; 'other' is the launch overhead and the gaps "
+                  "between logged phases."]
+    if s.height and mean["startup_s"][0]:
+        total = mean["startup_s"][0]
+        shares = ", ".join(f"{c.removesuffix('_s')} {mean[c][0] / total:.0%}"
+                           for c in cols[:-1] if mean[c][0])
+        paragraphs.append(f"Mean startup {total:.0f} s over {s['startup_s'].drop_nulls().len()} points: {shares}.")
+    return Section("Startup phases", paragraphs, table, images)
+
+
+def _last_line(text: str | None, width: int = 120) -> str:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return render.MISSING if not lines else lines[-1].strip()[:width]
+
+
+def failures_section(f: Findings, plan: dict) -> list[Section]:
+    out: list[Section] = []
+    if f.failures.height:
+        out.append(Section("Failed and invalid points", [
+            "Where each point stopped and why; the last line of its server log, the full log "
+            "being in DIR/logs/<point_id>.log."], f.failures.select(
+            point="label", status="status", phase="failure_phase", reason="failure_reason",
+            errors="errors", attempts="attempts",
+            **{"last log line": render.cell(_last_line, "log_tail")})))
+    else:
+        out.append(Section("Failed and invalid points", ["None."]))
+    if f.request_failures.height:
+        out.append(Section("Lost requests", ["Points that finished but lost requests."],
+                           f.request_failures.select(
+                               point="label", **{"failed single": "failed_single",
+                                                 "failed in levels": "failed_levels",
+                                                 "most frequent error": "first_error",
+                                                 "times": "error_count"}), level=3))
+    overall = [w for w in plan.get("warnings") or [] if isinstance(w, str)]
+    if f.warnings.height or overall:
+        out.append(Section("Plan warnings", [f"- {w}" for w in overall],
+                           f.warnings.select("warning", "points", "labels"), level=3))
+    return out
+
+
+def method_section(f: Findings) -> Section:
+    return Section("Method", [
+        "- Matching: each speculative point is compared with the baseline the plan matched it to "
+        "(baseline_id: same model, tp and NCCL profile); tables name it.",
+        "- Single-stream speedup: ratio of median tok/s over the ok runs.",
+        f"- Noise: {noise.describe()} A speedup whose interval contains 1 is marked '{render.NOISE_MARK}' "
+        "(within noise). At a concurrency level the interval is for the mean per-request tok/s ratio, "
+        "from the level's request rows.",
+        "- Crossover: the lowest measured level from which the point is slower than its baseline at "
+        "every higher level; the crossing is interpolated linearly in log concurrency.",
+        "- NCCL profiles are compared with one reference profile"
+        + (f" ({f.env['reference'][0]})" if f.env.height else "")
+        + ": --nccl-reference when given, else the one named default/none/off, else the first.",
+        "- Every figure is recomputable from the Parquet tables: `python -m sweep query DIR \"SQL\"`.",
+    ])
+
+
+PLOTS = {
+    "single_stream.png": lambda f, p: plots.plot_single_stream(f.single, p),
+    "concurrency.png": lambda f, p: plots.plot_concurrency(f.levels, p),
+    "speedup_vs_concurrency.png": lambda f, p: plots.plot_speedup_curves(f.levels, f.crossover, p),
+    "speedup_grid.png": lambda f, p: plots.plot_speedup_grid(f.single, f.levels, p),
+    "nccl_effect.png": lambda f, p: plots.plot_env_effect(f.levels, p, f.env["reference"].first()
+                                                          if f.env.height else None),
+    "startup.png": lambda f, p: plots.plot_startup(f.startup, p),
+}
+
+
+def draw(f: Findings, out_dir: Path) -> dict[str, Path]:
+    """Write every plot there is data for; returns {file name: path}."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drawn = {name: fn(f, out_dir / name) for name, fn in PLOTS.items()}
+    return {name: path for name, path in drawn.items() if path is not None}
+
+
+def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plots: bool = True,
+          env_reference: str | None = None, vs: str | Path | None = None) -> Report:
+    """Analyse ``directory`` and return the report's sections and Markdown; plots are written to
+    ``out_dir`` (default DIR/report) when ``with_plots``."""
+    directory = Path(directory)
+    tables = load(directory)
+    f = analyze(tables, env_reference=env_reference)
+    out = Path(out_dir) if out_dir else directory / "report"
+    drawn = draw(f, out) if with_plots else {}
+    img = lambda *names: [n for n in names if n in drawn]  # noqa: E731
+    plan = read_plan(directory)
+    sections = [header(directory, f, plan), summary_section(f),
+                single_stream_section(f, img("single_stream.png")),
+                concurrency_section(f, img("concurrency.png")),
+                best_section(f),
+                crossover_section(f, img("speedup_vs_concurrency.png")),
+                *grid_sections(f, img("speedup_grid.png")),
+                env_section(f, img("nccl_effect.png")),
+                startup_section(f, img("startup.png")),
+                *failures_section(f, plan)]
+    if vs is not None:
+        other, other_tables = Path(vs), load(vs)
+        sections += compare_sections(f, analyze(other_tables, env_reference=env_reference),
+                                     tables, other_tables, directory, other)
+    sections.append(method_section(f))
+    return Report(sections, render.markdown(sections), list(drawn.values()))
+
+
+def write(report: Report, out_dir: Path) -> Path:
+    """Write report.md into ``out_dir`` (the plots are already there) and return its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.md"
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(report.markdown)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,263 @@
+"""The report's building blocks about speed: each a function returning a polars DataFrame.
+
+They take the tables of ``sweep.results.load(DIR)``. The level-based ones (``best_per_level``,
+``crossover``, ``env_effect``) also accept the frame ``level_speedups`` returned, so that a caller
+needing several of them reads the request table once.
+
+A speedup is always against the baseline the plan matched the point with (``baseline_id``: same
+model, tp and NCCL profile); ``baseline_label`` names it in every table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from sweep.analysis import noise
+from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
+from sweep.errors import SweepError
+
+ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "profile", "group",
+              "drafter", "spec", "order"]
+LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
+
+
+def single_stream_summary(tables: Tables) -> pl.DataFrame:
+    """Per point: ok runs, median/min/max tok/s, median accept length and TTFT over ok runs."""
+    ok = pl.col("ok").fill_null(False)
+    return (tables["single_stream"]
+            .group_by("point_id")
+            .agg(runs=ok.sum().cast(pl.Int64), failed_runs=(~ok).sum().cast(pl.Int64),
+                 tok_s=pl.col("tok_per_s").filter(ok).median(),
+                 tok_s_min=pl.col("tok_per_s").filter(ok).min(),
+                 tok_s_max=pl.col("tok_per_s").filter(ok).max(),
+                 accept_length=pl.col("accept_length").filter(ok).median(),
+                 ttft_s=pl.col("ttft_s").filter(ok).median())
+            .collect())
+
+
+def single_samples(tables: Tables) -> pl.LazyFrame:
+    """Single-stream tok/s of each ok run, keyed by point id (the noise model's observations)."""
+    return tables["single_stream"].filter(pl.col("ok").fill_null(False)).select(
+        key="point_id", value="tok_per_s")
+
+
+def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 2000,
+                  seed: int = 0) -> pl.DataFrame:
+    """Single-stream tok/s of every point and its speedup over its matched baseline.
+
+    One row per point (baselines included, with null speedup). ``speedup`` is the ratio of median
+    tok/s over the runs; ``ci_low``/``ci_high`` its bootstrap interval (see ``noise``);
+    ``verdict`` is faster | slower | within noise | no interval; ``note`` says why a speculative
+    point has no speedup (point failed, baseline missing or failed, no runs yet).
+    """
+    conf = configurations(tables).with_columns(note=note_expr())
+    summary = single_stream_summary(tables)
+    base = summary.select(baseline_id="point_id", baseline_tok_s="tok_s", baseline_runs="runs")
+    frame = (conf.join(summary, on="point_id", how="left")
+             .join(base, on="baseline_id", how="left")
+             .with_columns(speedup=pl.when(~pl.col("baseline"))
+                           .then(pl.col("tok_s") / pl.col("baseline_tok_s"))))
+    pairs = frame.filter(pl.col("speedup").is_not_null()).select(key="point_id", base_key="baseline_id")
+    cis = noise.ratio_intervals(pairs, single_samples(tables), stat="median",
+                                confidence=confidence, resamples=resamples, seed=seed)
+    frame = (frame.join(cis.select(point_id="key", ci_low="ci_low", ci_high="ci_high"),
+                        on="point_id", how="left")
+             .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("speedup"))
+             .with_columns(note=pl.coalesce(
+                 "note", pl.when(~pl.col("baseline") & pl.col("speedup").is_null())
+                 .then(pl.lit("no single-stream runs yet")))))
+    return frame.sort("order").select(
+        *ID_COLUMNS, "status", "baseline_id", "runs", "failed_runs", "tok_s", "tok_s_min",
+        "tok_s_max", "baseline_tok_s", "baseline_runs", "speedup", "ci_low", "ci_high",
+        "within_noise", "verdict", "accept_length", "ttft_s", "note")
+
+
+def level_samples(tables: Tables) -> pl.LazyFrame:
+    """Per-request tok/s at each concurrency level, keyed "point_id@concurrency"."""
+    return (tables["requests"]
+            .filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False)
+                    & (pl.col("latency_s") > 0))
+            .select(key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
+                    value=pl.col("completion_tokens") / pl.col("latency_s")))
+
+
+def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int = 2000,
+                   seed: int = 0) -> pl.DataFrame:
+    """One row per (point, concurrency level): throughputs, the matched baseline's, and ratios.
+
+    ``throughput_ratio`` compares output throughput (tok/s of the whole server) and
+    ``per_request_ratio`` the mean per-request tok/s at the same concurrency. The interval
+    (``ci_low``/``ci_high``) and ``verdict`` are for the per-request ratio, computed from the
+    level's request rows (in a closed loop at fixed concurrency the two ratios move together).
+    """
+    conf = configurations(tables).with_columns(note=note_expr())
+    levels = tables["levels"].select(
+        "point_id", "concurrency", "requests", "failed", "output_throughput", "per_request_tok_s",
+        "achieved_concurrency", "latency_p50_s", "ttft_p50_s",
+        accept_length=pl.coalesce("accept_length_server", "accept_length_requests"),
+    ).collect().unique(["point_id", "concurrency"], keep="last")
+    base = levels.select(baseline_id="point_id", concurrency="concurrency",
+                         baseline_output_throughput="output_throughput",
+                         baseline_per_request_tok_s="per_request_tok_s")
+    frame = (conf.join(levels, on="point_id", how="inner")
+             .join(base, on=["baseline_id", "concurrency"], how="left")
+             .with_columns(
+                 throughput_ratio=pl.col("output_throughput") / pl.col("baseline_output_throughput"),
+                 per_request_ratio=pl.col("per_request_tok_s") / pl.col("baseline_per_request_tok_s"),
+                 key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
+                 base_key=pl.col("baseline_id") + "@" + pl.col("concurrency").cast(pl.String)))
+    pairs = frame.filter(pl.col("per_request_ratio").is_not_null()).select("key", "base_key")
+    cis = noise.ratio_intervals(pairs, level_samples(tables), stat="mean",
+                                confidence=confidence, resamples=resamples, seed=seed)
+    frame = (frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
+             .with_columns(within_noise=noise.within_noise(),
+                           verdict=noise.verdict("per_request_ratio")))
+    return frame.sort("order", "concurrency").select(
+        *ID_COLUMNS, "status", "baseline_id", "concurrency", "requests", "failed",
+        "output_throughput", "per_request_tok_s", "baseline_output_throughput",
+        "baseline_per_request_tok_s", "throughput_ratio", "per_request_ratio", "ci_low",
+        "ci_high", "within_noise", "verdict", "accept_length", "achieved_concurrency",
+        "latency_p50_s", "ttft_p50_s", "note")
+
+
+def _levels(source: Tables | pl.DataFrame) -> pl.DataFrame:
+    return source if isinstance(source, pl.DataFrame) else level_speedups(source)
+
+
+def _check_metric(metric: str) -> str:
+    if metric not in LEVEL_METRICS:
+        raise SweepError(f"unknown level metric {metric!r}", fix=f"use one of {', '.join(LEVEL_METRICS)}")
+    return metric
+
+
+def _ratio_of(metric: str) -> str:
+    return "throughput_ratio" if metric == "output_throughput" else "per_request_ratio"
+
+
+def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throughput",
+                   by: list[str] | None = None) -> pl.DataFrame:
+    """The best configuration (baselines included) at each concurrency level.
+
+    Columns: [by...], concurrency, label, baseline (is the winner a baseline), value (the metric),
+    speedup (winner against its own baseline), verdict, runner_up, runner_up_value, margin
+    (value / runner_up_value - 1), configurations (how many were measured at that level).
+    ``by`` groups further, e.g. ``["profile"]`` for the best under each NCCL profile.
+    """
+    metric = _check_metric(metric)
+    keys = [*(by or []), "concurrency"]
+    ranked = (_levels(source).filter(pl.col(metric).is_not_null())
+              .sort([*keys, metric], descending=[False] * len(keys) + [True]))
+    return (ranked.group_by(keys, maintain_order=True).agg(
+                label=pl.col("label").first(), baseline=pl.col("baseline").first(),
+                value=pl.col(metric).first(), speedup=pl.col(_ratio_of(metric)).first(),
+                verdict=pl.col("verdict").first(),
+                runner_up=pl.col("label").get(1, null_on_oob=True),
+                runner_up_value=pl.col(metric).get(1, null_on_oob=True),
+                configurations=pl.len().cast(pl.Int64))
+            .with_columns(margin=pl.col("value") / pl.col("runner_up_value") - 1)
+            .sort(keys))
+
+
+def _crossing(levels: list[int], ratios: list[float]) -> dict:
+    """Where a ratio curve goes below 1 for good (see ``crossover``)."""
+    behind_from = len(ratios)
+    while behind_from > 0 and ratios[behind_from - 1] < 1:
+        behind_from -= 1
+    if behind_from == len(ratios):
+        return {"crossover": None, "crossover_est": None, "ahead_up_to": levels[-1],
+                "outcome": f"ahead or level at every concurrency up to {levels[-1]}"}
+    if behind_from == 0:
+        return {"crossover": levels[0], "crossover_est": None, "ahead_up_to": None,
+                "outcome": f"slower at every concurrency from {levels[0]}"}
+    c0, c1 = levels[behind_from - 1], levels[behind_from]
+    r0, r1 = ratios[behind_from - 1], ratios[behind_from]
+    frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
+    est = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+    return {"crossover": c1, "crossover_est": est, "ahead_up_to": c0,
+            "outcome": f"slower from concurrency {c1} on (crosses 1 near {est:.0f})"}
+
+
+def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput") -> pl.DataFrame:
+    """For each speculative point: the concurrency beyond which it is slower than its baseline.
+
+    ``crossover`` is the lowest measured level from which the point is slower at every higher
+    level too (null if it is not slower at the highest level measured); ``ahead_up_to`` the level
+    before it; ``crossover_est`` where the ratio crosses 1, interpolated linearly in log
+    concurrency between those two levels. Only levels measured for both point and baseline count.
+    """
+    ratio = _ratio_of(_check_metric(metric))
+    levels = (_levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null())
+              .sort("order", "concurrency"))
+    curves = levels.group_by(["point_id", "label", "baseline_label", "order"], maintain_order=True).agg(
+        levels=pl.col("concurrency"), ratios=pl.col(ratio))
+    rows = [{"point_id": r["point_id"], "label": r["label"], "baseline_label": r["baseline_label"],
+             "levels_measured": len(r["levels"]), "max_level": max(r["levels"]),
+             "ratio_at_min": r["ratios"][0], "ratio_at_max": r["ratios"][-1],
+             **_crossing(r["levels"], r["ratios"])}
+            for r in curves.iter_rows(named=True)]
+    schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String,
+              "levels_measured": pl.Int64, "max_level": pl.Int64, "ratio_at_min": pl.Float64,
+              "ratio_at_max": pl.Float64, "crossover": pl.Int64, "crossover_est": pl.Float64,
+              "ahead_up_to": pl.Int64, "outcome": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+REFERENCE_NAMES = ("default", "none", "off", "baseline", "base", "stock", "vanilla")
+
+
+def reference_profile(profiles: list[str]) -> str | None:
+    """The NCCL profile others are compared with: one whose values are all "default"-like names,
+    else the first in natural order."""
+    candidates = sorted({p for p in profiles if p}, key=natural_key)
+    for p in candidates:
+        if all(pair.partition("=")[2].lower() in REFERENCE_NAMES for pair in p.split(",")):
+            return p
+    return candidates[0] if candidates else None
+
+
+def env_effect(source: Tables | pl.DataFrame, *, reference: str | None = None,
+               single: pl.DataFrame | None = None) -> pl.DataFrame:
+    """How much each NCCL profile moved every curve, against a reference profile.
+
+    One row per (config, profile != reference): the same configuration (the label without the
+    env axes) compared across profiles. Columns: config, group, baseline, profile, reference,
+    single_stream_ratio (median tok/s, when ``single`` = ``speedup_table(...)`` is given or
+    ``source`` is the tables), ratio_min_level / ratio_max_level (output throughput at the lowest
+    / highest common level), geomean_ratio (over all common levels), min_ratio, max_ratio.
+    ``reference`` is a profile string such as "nccl=default"; by default the profile whose
+    values are named default/none/off..., else the first.
+    """
+    levels = _levels(source)
+    if single is None and not isinstance(source, pl.DataFrame):
+        single = speedup_table(source)
+    profiles = levels["profile"].to_list() + (single["profile"].to_list() if single is not None else [])
+    reference = reference or reference_profile(profiles)
+    schema = {"config": pl.String, "group": pl.String, "baseline": pl.Boolean, "profile": pl.String,
+              "reference": pl.String, "single_stream_ratio": pl.Float64, "levels": pl.Int64,
+              "ratio_min_level": pl.Float64, "ratio_max_level": pl.Float64,
+              "geomean_ratio": pl.Float64, "min_ratio": pl.Float64, "max_ratio": pl.Float64}
+    if reference is None:
+        return pl.DataFrame(schema=schema)
+    keys = ["config", "group", "baseline"]
+    ref = levels.filter(pl.col("profile") == reference).select(
+        *keys, "concurrency", ref_throughput="output_throughput")
+    ratios = (levels.filter(pl.col("profile") != reference)
+              .join(ref, on=[*keys, "concurrency"], how="inner")
+              .with_columns(r=pl.col("output_throughput") / pl.col("ref_throughput"))
+              .sort("concurrency")
+              .group_by([*keys, "profile", "order"])
+              .agg(levels=pl.len().cast(pl.Int64), ratio_min_level=pl.col("r").first(),
+                   ratio_max_level=pl.col("r").last(), geomean_ratio=pl.col("r").log().mean().exp(),
+                   min_ratio=pl.col("r").min(), max_ratio=pl.col("r").max()))
+    if single is not None:
+        ss_ref = single.filter(pl.col("profile") == reference).select(*keys, ref_tok_s="tok_s")
+        ss = (single.filter(pl.col("profile") != reference).join(ss_ref, on=keys, how="inner")
+              .select(*keys, "profile", "order",
+                      single_stream_ratio=pl.col("tok_s") / pl.col("ref_tok_s"))
+              .filter(pl.col("single_stream_ratio").is_not_null()))
+        ratios = ratios.join(ss, on=[*keys, "profile", "order"], how="full", coalesce=True)
+    else:
+        ratios = ratios.with_columns(single_stream_ratio=pl.lit(None, pl.Float64))
+    return ratios.with_columns(reference=pl.lit(reference)).sort("order").select(list(schema))

@@ -1,0 +1,66 @@
+"""`report DIR --vs OTHER`: the same labels side by side, with the change and its noise."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import polars as pl
+import pytest
+
+from sweep.analysis import compare_table
+from sweep.analysis.cli import add_report_arguments, run_report
+from sweep.results import load
+from sweepdir import SweepDir
+
+
+def sweep(path, d1_tok_s, d1_levels, *, extra: str | None = None, d2_status: str = "ok"):
+    sd = SweepDir(path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99],
+                    levels={1: 100, 16: 1200})
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=d1_tok_s, levels=d1_levels)
+    sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, tok_s=[110, 111, 109],
+             status=d2_status)
+    if extra:
+        sd.point(drafter=extra, steps="1", nccl="default", baseline_of=base, tok_s=[120, 121, 119])
+    return sd.write()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    today = sweep(tmp_path / "today", [150, 151, 149], {1: 150, 16: 1320}, extra="d3")
+    last_week = sweep(tmp_path / "last_week", [120, 121, 119], {1: 120, 16: 1200}, d2_status="failed")
+    return today, last_week
+
+
+def test_compare_table(pair):
+    today, last_week = pair
+    table = compare_table(load(today), load(last_week))
+    row = lambda label, figure, c=None: table.filter(  # noqa: E731
+        (pl.col("label") == label) & (pl.col("figure") == figure)
+        & (pl.col("concurrency").is_null() if c is None else pl.col("concurrency") == c)).row(0, named=True)
+    d1 = row("drafter=d1,steps=2,nccl=default", "tok_s")
+    assert (d1["this"], d1["other"]) == (150, 120) and d1["change"] == pytest.approx(0.25)
+    assert d1["within_noise"] is False
+    base = row("drafter=none,nccl=default", "tok_s")
+    assert base["change"] == pytest.approx(0) and base["within_noise"] is True
+    level = row("drafter=d1,steps=2,nccl=default", "output_throughput", 16)
+    assert level["change"] == pytest.approx(0.1) and level["within_noise"] is False
+    assert row("drafter=d1,steps=2,nccl=default", "speedup")["change"] == pytest.approx(0.25)
+    only_here = row("drafter=d3,steps=1,nccl=default", "tok_s")
+    assert only_here["other"] is None and only_here["change"] is None
+
+
+def test_vs_in_the_report(pair, capsys):
+    today, last_week = pair
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    run_report(parser.parse_args([str(today), "--vs", str(last_week), "--no-plots", "--quiet"]))
+    md = (today / "report" / "report.md").read_text()
+    assert f"## Compared with {last_week}" in md
+    assert "2 in both" not in md and "3 in both, 1 only here, 0 only there" in md
+    assert "Only here: drafter=d3,steps=1,nccl=default" in md
+    assert "Status changed: drafter=d2,steps=2,nccl=default: failed -> ok" in md
+    assert re.search(r"\| drafter=d1,steps=2,nccl=default +\| 150\.0 +\| 120\.0 +\| \+25\.0% ", md)
+    assert re.search(r"\| drafter=none,nccl=default +\| ~\+0\.0% +\| ~\+0\.0% +\|", md)
+    assert re.search(r"\| drafter=d1,steps=2,nccl=default +\| \+25\.0% +\| \+10\.0% +\|", md)

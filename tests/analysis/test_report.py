@@ -1,0 +1,82 @@
+"""`report DIR`: the Markdown, the terminal output and the plots, on full, partial and empty sweeps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from sweep.analysis.cli import add_report_arguments, run_report
+from sweep.errors import ResultsError
+from sweepdir import SweepDir, story_sweep
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def report_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.mark.slow  # draws six plots (~3 s)
+def test_dry_run_report_tells_the_story(tmp_path, capsys):
+    directory = story_sweep(tmp_path / "k26_eagle-dryrun").write()
+    assert run_report(report_args(str(directory))) == 0
+    out = directory / "report"
+    md = (out / "report.md").read_text()
+    for name in ("single_stream", "concurrency", "speedup_vs_concurrency", "speedup_grid",
+                 "nccl_effect", "startup"):
+        assert (out / f"{name}.png").read_bytes().startswith(PNG)
+        assert f"]({name}.png)" in md
+    assert "DRY RUN" in md and '{"single_stream.runs": 3}' in md
+    assert "12 of 12 speculative configurations are faster than their baseline" in md  # C=1
+    assert "(C=250), 12 of 12 speculative configurations are slower" in md  # saturation
+    assert "the best there is drafter=none,nccl=tuned (a baseline)" in md
+    assert "nccl=tuned against nccl=default lifts every curve" in md
+    assert "Speculation stops paying between C=30 and C=70" in md
+    assert re.search(r"\| drafter=k26_300k,steps=4,nccl=tuned +\| failed +\| capture +\| torch", md)
+    assert "topk=1: num-draft-tokens forced to steps + 1" in md
+    assert "percentile bootstrap" in md  # the method footer
+    printed = capsys.readouterr().out
+    assert "Summary" in printed and "report written to" in printed
+
+
+def test_partial_sweep(tmp_path, capsys):
+    sd = SweepDir(tmp_path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], written=False)
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[120, 121])  # no levels yet
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, status="failed",
+             failure_phase="load", failure_reason="drafter path not found",
+             log_tail="Load weight begin.\nOSError: /models/d1 does not exist\n\n")
+    directory = sd.write()
+    plan = {"experiment": "test", "points": [{"id": p.point_id, "label": p.label} for p in sd.points],
+            "warnings": ["3 hosts for 3 points"]}
+    (directory / "plan.json").write_text(json.dumps(plan))
+    assert run_report(report_args(str(directory), "--no-plots", "--quiet")) == 0
+    md = (directory / "report" / "report.md").read_text()
+    assert "Partial sweep: 1 of 3 planned points not written yet (drafter=none,nccl=default)" in md
+    assert "baseline not written yet" in md and "drafter path not found" in md
+    assert "| OSError: /models/d1 does not exist |" in md  # the log's last line
+    assert "- 3 hosts for 3 points" in md  # a warning about the plan as a whole
+    assert not list((directory / "report").glob("*.png"))
+    assert "report written to" in capsys.readouterr().out
+
+
+def test_within_noise_is_marked(tmp_path):
+    sd = SweepDir(tmp_path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 102, 98])
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[99, 101, 103])
+    directory = sd.write()
+    run_report(report_args(str(directory), "--no-plots", "--quiet"))
+    md = (directory / "report" / "report.md").read_text()
+    assert re.search(r"\| ~1\.01x +\| \[0\.\d\d, 1\.\d\d\] +\| within noise", md)
+
+
+def test_empty_and_missing_directories(tmp_path):
+    run_report(report_args(str(tmp_path), "--no-plots", "--quiet", "--out", str(tmp_path / "r")))
+    assert "Nothing measured yet" in (tmp_path / "r" / "report.md").read_text()
+    with pytest.raises(ResultsError, match="does not exist"):
+        run_report(report_args(str(tmp_path / "nope"), "--quiet"))
