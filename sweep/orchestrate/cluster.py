@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import ray
 
@@ -28,6 +29,11 @@ class Host:
 def connect(address: str | None) -> None:
     """Join a running cluster (``address``, ``RAY_ADDRESS`` or ``auto``)."""
     addr = address or os.environ.get("RAY_ADDRESS") or "auto"
+    has_token = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                 or (Path.home() / ".ray" / "auth_token").is_file())
+    if has_token and "RAY_AUTH_MODE" not in os.environ:
+        # a driver that has the cluster's token but not the mode retries InvalidAuthToken forever
+        os.environ["RAY_AUTH_MODE"] = "token"
     try:
         ray.init(address=addr, log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -67,12 +73,47 @@ def require_hosts(resource: str, gpus_per_host: int) -> list[Host]:
     return hs
 
 
-class SimulatedCluster:
-    """A local multi-node Ray cluster: one head and ``n`` simulated GPU hosts, each with fake GPUs."""
+def reap_dead_simulation(state_file: Path) -> list[int]:
+    """Kill what a dry run whose driver was killed outright (``kill -9``) left running: Ray's agent
+    processes outlive the local cluster's driver. They are found by the dead driver's process group,
+    recorded in ``state_file``, and only if orphaned (parent is init) and Ray's own."""
+    import json
 
-    def __init__(self, n: int, resource: str, gpus_per_host: int):
+    import psutil
+
+    try:
+        old = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        return []
+    if psutil.pid_exists(int(old.get("pid", 0))):
+        return []  # that driver still runs
+    killed = []
+    for p in psutil.process_iter(["name", "ppid"]):
+        try:
+            if (os.getpgid(p.pid) == old.get("pgid") and p.info["ppid"] == 1
+                    and (p.info["name"] or "").startswith(("ray::", "raylet", "gcs_server"))):
+                p.kill()
+                killed.append(p.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+    return killed
+
+
+class SimulatedCluster:
+    """A local multi-node Ray cluster: one head and ``n`` simulated GPU hosts, each with fake GPUs.
+
+    The driver's pid and process group go to ``state_file``, so that the next dry run can remove
+    what a killed driver left behind."""
+
+    def __init__(self, n: int, resource: str, gpus_per_host: int, state_file: Path | None = None):
+        import json
+
         from ray.cluster_utils import Cluster
 
+        if state_file is not None:
+            reap_dead_simulation(state_file)
+            state_file.parent.mkdir(parents=True, exist_ok=True)
+            state_file.write_text(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0)}))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "object_store_memory": 150 * 2**20, "include_dashboard": False})

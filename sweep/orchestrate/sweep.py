@@ -92,7 +92,7 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {rd.path}")
     if not todo:
-        return 0
+        return _exit_code(rd)
     if exp.server.tp_size > exp.cluster.gpus_per_host:
         raise ClusterError(f"server.tp_size={exp.server.tp_size} spans more than one host "
                            f"(cluster.gpus_per_host={exp.cluster.gpus_per_host}); multi-host points are not supported yet",
@@ -101,10 +101,10 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
     sim = None
     if mode == "dry-run":
         console.print(f"starting a local Ray cluster with {exp.dry_run.hosts} simulated hosts...")
-        sim = cluster.SimulatedCluster(exp.dry_run.hosts, exp.cluster.host_resource, exp.cluster.gpus_per_host)
+        sim = cluster.SimulatedCluster(exp.dry_run.hosts, exp.cluster.host_resource, exp.cluster.gpus_per_host,
+                                       state_file=rd.path / ".sim" / "driver.json")
     else:
         cluster.connect(args.address)
-    failed = 0
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
         console.print("hosts: " + ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts))
@@ -127,7 +127,6 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                     r = out.result
                     rd.write_point(r.point_id, row(planned[r.point_id], out.spec.argv, r, out.attempts),
                                    {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels})
-                    failed += r.status != "ok"
                     progress.point_finished(r.host, planned[r.point_id].label, r.status,
                                             r.ended_at - r.started_at,
                                             f"{r.failure_phase}: {r.failure_reason}" if r.status != "ok" else "")
@@ -146,7 +145,12 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
         elif ray.is_initialized():
             ray.shutdown()
     _summary(rd.path, console)
-    return 1 if failed else 0
+    return _exit_code(rd)
+
+
+def _exit_code(rd: ResultsDir) -> int:
+    """1 while any recorded point has failed (the failure is in the points table), else 0."""
+    return 1 if any(s == "failed" for s in rd.statuses().values()) else 0
 
 
 def _summary(path: Path, console: Console) -> None:
