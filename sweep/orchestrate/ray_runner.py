@@ -6,7 +6,8 @@
 - Tasks are never retried by Ray (``max_retries=0``): the driver resubmits a point whose host died
   under it (bounded by ``cluster.max_host_failures``) and knows its attempt count. A point that failed
   on its own (crash, hang) is a result like any other.
-- Each task runs in a fresh worker (``max_calls=1``); the server it starts is leashed to that worker.
+- The server a task starts is leashed to that task's worker process: if the worker dies, so does
+  the server.
 - Ctrl-C: running tasks are cancelled (their ``finally`` stops the server), then force-killed after
   a grace period (the leash kills the server then); finished points are already on disk.
 """
@@ -94,6 +95,9 @@ class Runner:
     setups: dict[str, HostSetup]
     max_host_failures: int = 2
     run_fn: RunFn | None = None  # tests and benchmarks swap in a stand-in for run_point
+    # A new worker process per point (max_calls=1) costs ~0.8 s more per point on 2 cores
+    # (tests/perf/scheduling.py); run_point keeps no state between points, so workers are reused.
+    fresh_workers: bool = False
     cancel_grace_s: float = 45.0
     _task: Any = None
     _board: Any = None
@@ -101,7 +105,7 @@ class Runner:
     _where: dict[str, str] = field(default_factory=dict)  # point id -> host it last reported from
 
     def __post_init__(self) -> None:
-        self._task = ray.remote(max_calls=1)(_run_on_host).options(
+        self._task = ray.remote(max_calls=1 if self.fresh_workers else 0)(_run_on_host).options(
             num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1},
             max_retries=0, name="sweep-point")
 
