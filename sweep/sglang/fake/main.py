@@ -1,0 +1,200 @@
+"""``python -m sweep.fake_sglang``: the fake server's launch, in SGLang's order.
+
+Parse flags -> ServerArgs rules (a rejected argv dies here, traceback, exit 1) -> ``server_args=`` line
+-> fork the TP ranks and the detokenizer -> wait for every rank's ready message (a rank failing sends
+SIGQUIT: the parent logs it, kills the tree and itself) -> HTTP server, warmup, serve until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import os
+import select
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from sweep.sglang.fake import args as fake_args
+from sweep.sglang.fake import ledger, model, procs, rules, startup, tracebacks
+from sweep.sglang.fake.log import Log
+
+LOOPBACK = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def accept_rate(resolved: rules.Resolved, ns: argparse.Namespace) -> float:
+    """The drafter's acceptance: the longest --fake-accept-map key found in its path (``ngram`` for
+    NGRAM), else --fake-accept-rate, else the model's default."""
+    a = resolved.args
+    ngram = a.get("speculative_algorithm") == "NGRAM"
+    key = "ngram" if ngram else str(a.get("speculative_draft_model_path") or "")
+    matches = sorted(((len(k), v) for k, v in (ns.fake_accept_map or {}).items() if k.lower() in key.lower()),
+                     reverse=True)
+    if matches:
+        return matches[0][1]
+    if ns.fake_accept_rate is not None:
+        return ns.fake_accept_rate
+    return model.DEFAULT_NGRAM_ACCEPT_RATE if ngram else model.DEFAULT_ACCEPT_RATE
+
+
+def speculative_config(resolved: rules.Resolved, ns: argparse.Namespace) -> Optional[model.Spec]:
+    a = resolved.args
+    if not a.get("speculative_algorithm") or resolved.deferred is not None:
+        return None  # a deferred failure ends the startup before anything is served
+    return model.Spec(int(a["speculative_num_steps"]), int(a["speculative_eagle_topk"]),
+                      int(a["speculative_num_draft_tokens"]), accept_rate(resolved, ns),
+                      ngram=a["speculative_algorithm"] == "NGRAM")
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How a fake launched with some argv serves, for computing the figures it should produce."""
+
+    spec: Optional[model.Spec]
+    max_running: Optional[int]  # None: no cap from the flags (the KV pool's own, thousands, applies)
+    speed: float
+
+
+def serving_for(argv: Sequence[str]) -> Serving:
+    """The speculative config, running cap and speed a fake started with ``argv`` will serve with
+    (SGLang's rules applied), e.g. ``model.closed_loop_throughput_tok_s(C, T, s.spec, env, s.max_running, s.speed)``."""
+    parsed = fake_args.parse(argv)
+    resolved = rules.resolve(parsed.ns, parsed.version)
+    cap = resolved.args.get("max_running_requests")
+    return Serving(speculative_config(resolved, parsed.ns), int(cap) if cap else None, parsed.ns.fake_speed)
+
+
+def nccl_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+
+
+def wait_ready(children: list[procs.Child], log: Log) -> Optional[list[dict[str, Any]]]:
+    """Each rank's ready message, or None after logging which rank died first (like SGLang)."""
+    pending = {c.ready_fd: c for c in children if c.ready_fd is not None}
+    buffers: dict[int, bytes] = {fd: b"" for fd in pending}
+    ready: dict[int, dict[str, Any]] = {}
+    while pending:
+        readable, _, _ = select.select(list(pending), [], [])
+        for fd in readable:
+            data = os.read(fd, 65536)
+            child = pending[fd]
+            if data:
+                buffers[fd] += data
+                if b"\n" in buffers[fd]:
+                    ready[child.rank] = json.loads(buffers[fd].split(b"\n", 1)[0])
+                    os.close(fd)
+                    del pending[fd]
+                continue
+            code = procs.exit_code(child.pid)
+            log.error(f"Rank {child.rank} scheduler died during initialization (exit code: {code})")
+            return None
+    return [ready[r] for r in sorted(ready)]
+
+
+def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.StartupPlan:
+    ns = parsed.ns
+    return startup.StartupPlan(
+        args=resolved.args, architecture=resolved.architecture, version=parsed.version,
+        speed=ns.fake_startup_speed or ns.fake_speed, weights_gb=ns.fake_weights_gb, gpu_mem_gb=ns.fake_gpu_mem_gb,
+        fail_at=ns.fake_fail_at if ns.fake_fail_at in ("load", "capture") else None, hang_at=ns.fake_hang_at,
+        check_paths=ns.fake_check_paths, deferred=resolved.deferred, ledger_dir=ledger.ledger_dir(ns.fake_ledger),
+        context_len=ns.context_length or rules.DEFAULT_CONTEXT_LENGTH)
+
+
+def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, tp_size: int) -> list[procs.Child]:
+    """Fork one scheduler per TP rank (each walks the startup) and the detokenizer."""
+
+    def hold() -> None:
+        """A rank's life after startup (or in a hang): hold on; drop its ledger entry when it exits."""
+
+        def forget() -> None:
+            if plan.ledger_dir is not None:
+                ledger.remove(plan.ledger_dir, os.getpid())
+
+        procs.idle(life, on_exit=forget)
+
+    children = [procs.fork_child("scheduler", rank, f"sglang::scheduler_TP{rank}", life,
+                                 lambda fd, rank=rank: startup.run_rank(plan, rank, life.parent_pid, fd, hold),
+                                 with_pipe=True)
+                for rank in range(max(1, tp_size))]
+    children.append(procs.fork_child("detokenizer", 0, "sglang::detokenizer", life, lambda fd: procs.idle(life),
+                                     with_pipe=False))
+    return children
+
+
+def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.StartupPlan, host: str,
+          ready: dict[str, Any], die: Callable[[], None], reap: Callable[[], None]) -> int:
+    """Run the HTTP server and the scheduler in one event loop until SIGTERM (or a crash)."""
+    from sweep.sglang.fake import engine, server  # aiohttp only once serving
+
+    ns = parsed.ns
+    spec = speculative_config(resolved, ns)
+    max_running = int(ready["max_running_requests"])
+    eng = engine.Engine(engine.EngineConfig(
+        spec=spec, nccl_env=nccl_env(), speed=ns.fake_speed, max_running=max_running,
+        max_prefill_tokens=int(ns.max_prefill_tokens), max_total_tokens=int(ready["max_total_num_tokens"]),
+        cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
+        decode_log_interval=int(ns.decode_log_interval), stream_interval=max(1, int(ns.stream_interval))),
+        Log(" TP0"))
+    cfg = server.ServerConfig(
+        host=host, port=int(ns.port), served_model_name=resolved.args["served_model_name"],
+        model_path=ns.model_path, architecture=resolved.architecture, version=parsed.version,
+        server_args=resolved.args, context_len=plan.context_len, spec=spec, enable_metrics=bool(ns.enable_metrics),
+        incremental=bool(ns.incremental_streaming_output), stream_output=bool(ns.stream_output), api_key=ns.api_key,
+        warmup_s=plan.durations.warmup / plan.speed, fail_at_serve=ns.fake_fail_at == "serve",
+        crash_after_requests=ns.fake_crash_after_requests)
+    return asyncio.run(server.serve(cfg, eng, on_crash=die, reap=reap))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parsed = fake_args.parse(sys.argv[1:] if argv is None else argv)
+    ns = parsed.ns
+    log = Log()
+    for flag in parsed.unknown:
+        log.warning(f"Unrecognized argument {flag}: not used by this fake SGLang server, ignored.")
+    host = ns.host
+    if not is_loopback(host):
+        log.warning(f"--host {host} is not a loopback address; this fake server binds {LOOPBACK} only.")
+        host = LOOPBACK
+
+    try:
+        resolved = rules.resolve(ns, parsed.version, warn=Log.bare)
+    except rules.ArgsRejected as exc:
+        Log.bare(tracebacks.server_args_error(exc.exception, exc.source))
+        return 1
+    resolved.args["host"] = host
+    log.info("server_args=" + rules.server_args_repr(resolved.args))
+
+    plan = startup_plan(parsed, resolved)
+    life = procs.Lifecycle(os.getpid(), ns.fake_zombie, ns.fake_zombie_lifetime)
+    children: list[procs.Child] = []
+
+    def die() -> None:
+        procs.kill_children(children, life)
+        procs.kill_self()
+
+    def on_sigquit(signum: int, frame: Any) -> None:
+        log.error("Received sigquit from a child process. It usually means the child failed.")
+        die()
+
+    signal.signal(signal.SIGQUIT, on_sigquit)  # before forking: a rank may fail at once
+    children.extend(launch_children(plan, life, int(ns.tp_size)))
+    ready = wait_ready(children, log)
+    if ready is None:
+        procs.kill_children(children, life)
+        return 1
+    code = serve(parsed, resolved, plan, host, ready[0], die, reap=lambda: procs.reap(children))
+    procs.kill_children(children, life)
+    return code

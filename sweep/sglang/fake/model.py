@@ -1,0 +1,316 @@
+"""The fake server's performance model: how long a forward pass takes, and how many tokens it yields.
+
+Pure functions, so the server and the benchmark tests compute the very same figures. Every time is in
+seconds at ``--fake-speed 1``; the server divides by its speed factor.
+
+The model stands for one 8-GPU tensor-parallel host serving a large MoE model (Kimi-K2-like: 384
+experts, 8 active per token), calibrated to the published shape of the real system:
+
+==============================================  ==========  ==============
+figure (single stream = decode rate at batch 1)  target      model
+==============================================  ==========  ==============
+baseline, single stream, tuned NCCL              89 tok/s    89.0
+baseline, single stream, default NCCL            63 tok/s    63.0
+EAGLE-3 (2 steps, topk 1), single stream         94 tok/s    94.0
+baseline, C=250 closed loop, 512 tokens          770 tok/s   ~770
+EAGLE-3 (5 steps, topk 4, 16 draft), C=250       350 tok/s   ~300 (-14%)
+==============================================  ==========  ==============
+
+and to the real findings: at C=1 two steps (94) beat one (88.6), three (92.3), five (82.1) and
+sixteen (42.1); a chain drafter that is ahead at C=1 is behind its baseline from C~5 and at
+saturation (2 steps: 0.86x at C=250); tuned NCCL lifts every curve, most at low concurrency
+(1.41x at C=1, 1.01x at C=250). The tree lands 14% under its target because the same curve must
+also keep chain drafters behind at saturation.
+
+(``tests/perf/fake_calibration.py`` prints these next to what the server really does.)
+
+Decode step (one forward of the running batch; with speculation, one verify round)::
+
+    n      = batch * verify_tokens            # verify_tokens = num_draft_tokens, or 1 without speculation
+    target = T_FIXED + max(T_EXPERT * experts(n), T_TOKEN * n^T_TOKEN_EXPONENT) + allreduce(n, nccl)
+    draft  = D_EXTEND + (steps - 1) * D_STEP + steps * D_TOKEN * batch * topk   # EAGLE; 0 for NGRAM
+    experts(n) = E * (1 - (1 - k/E)^n)        # distinct experts whose weights the step must read
+
+The target is a roofline: a small batch is bound by reading expert weights (verifying 3 tokens
+instead of 1 reads ~3x the experts, which a good drafter's accepted tokens pay for), a large batch
+by compute, which grows with every verified token, so speculation that wins at C=1 loses at
+saturation. The exponent below 1 stands for grouped expert GEMMs growing more efficient as each
+expert gets more tokens (which is why a 16-token tree still reaches ~300 tok/s at C=250). The draft
+round is one extend forward over the accepted tokens plus one decode forward per further step.
+
+All-reduce: ``allreduce(n) = latency + AR_TOKEN * n``. The latency goes from ``AR_LATENCY_DEFAULT``
+(stock NCCL) down to ``AR_LATENCY_TUNED`` as the server's environment matches the tuned settings
+(:data:`TUNED_NCCL`). Partial settings count by weight (:data:`NCCL_WEIGHTS`, summing to 1): each
+variable set exactly to its tuned value earns its weight, anything else (unset, or another value)
+earns nothing. So ``NCCL_PROTO=LL`` alone recovers 40% of the gap.
+
+Acceptance: ``p`` is the per-token chain acceptance of the drafter (``--fake-accept-rate``, or by
+draft-model path with ``--fake-accept-map``). A tree (topk > 1) accepts more per depth::
+
+    b      = min(topk, (num_draft_tokens - 1) / steps)     # branching the draft budget allows
+    p_eff  = p + (1 - p) * TREE_GAIN * (1 - 1/b)
+    depth  = min(steps, num_draft_tokens - 1)
+    accept_length = 1 + p_eff + p_eff^2 + ... + p_eff^depth  # tokens per request per verify step
+
+Each request turns that mean into whole tokens with an error-diffusion accumulator (:class:`Acceptor`),
+so over any run its measured accept length equals the model's value to within one token.
+
+Prefill: a request's prompt is processed in prefill forwards of at most ``max_prefill_tokens``
+tokens (SGLang's budget, 16384 by default), each costing ``P_FIXED + P_TOKEN * tokens + allreduce``;
+the prefill yields the request's first token. SGLang runs waiting prefills before decoding.
+
+Without CUDA graphs (``--disable-cuda-graph``, or a batch above ``cuda_graph_max_bs``) every step
+pays ``EAGER_OVERHEAD`` more, for kernel launches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+# --- target model (seconds) ---
+NUM_EXPERTS = 384
+EXPERTS_PER_TOKEN = 8
+T_FIXED = 7.20004e-3  # attention, dense layers, sampling: paid once per forward
+T_EXPERT = 0.3e-3  # reading one expert's weights (all layers, all ranks in parallel)
+T_TOKEN = 2.82695e-3  # compute of the forward: T_TOKEN * n^T_TOKEN_EXPONENT for n tokens
+T_TOKEN_EXPONENT = 0.85
+EAGER_OVERHEAD = 6.0e-3  # kernel-launch cost of a step that runs without a CUDA graph
+
+# --- all-reduce (seconds) ---
+AR_LATENCY_TUNED = 1.2e-3
+AR_LATENCY_DEFAULT = AR_LATENCY_TUNED + (1 / 63 - 1 / 89)  # the 89 vs 63 tok/s single-stream gap
+AR_TOKEN = 0.009e-3  # bandwidth term, the same for both settings
+
+TUNED_NCCL: Mapping[str, str] = {
+    "NCCL_PROTO": "LL",
+    "NCCL_ALGO": "Ring",
+    "NCCL_P2P_LEVEL": "SYS",
+    "NCCL_MAX_NCHANNELS": "16",
+    "NCCL_BUFFSIZE": "16777216",
+    "NCCL_NTHREADS": "512",
+}
+NCCL_WEIGHTS: Mapping[str, float] = {
+    "NCCL_PROTO": 0.40,  # the low-latency protocol is most of the win for small messages
+    "NCCL_ALGO": 0.15,
+    "NCCL_NTHREADS": 0.15,
+    "NCCL_P2P_LEVEL": 0.10,
+    "NCCL_MAX_NCHANNELS": 0.10,
+    "NCCL_BUFFSIZE": 0.10,
+}
+
+# --- drafter (seconds) ---
+D_EXTEND = 5.65857e-3  # the draft extend forward after each verify (the first draft step)
+D_STEP = 2.0e-3  # each further EAGLE draft forward (one small layer + head)
+D_TOKEN = 0.01e-3  # per drafted token in those forwards
+
+# --- acceptance ---
+DEFAULT_ACCEPT_RATE = 0.7  # per-token chain acceptance of a drafter nobody configured
+DEFAULT_NGRAM_ACCEPT_RATE = 0.35  # n-gram lookup guesses far worse than a trained drafter
+TREE_GAIN = 0.8
+
+# --- prefill (seconds) ---
+P_FIXED = 20e-3
+P_TOKEN = 0.05e-3
+DEFAULT_MAX_PREFILL_TOKENS = 16384
+DEFAULT_PROMPT_TOKENS = 200  # what the closed-loop formulas assume when not told
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A speculative configuration as the scheduler runs it (after SGLang's rules applied)."""
+
+    steps: int
+    topk: int
+    draft_tokens: int
+    accept_rate: float = DEFAULT_ACCEPT_RATE
+    ngram: bool = False  # NGRAM drafts by lookup: no drafter forward
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.topk < 1 or self.draft_tokens < 1:
+            raise ValueError(f"speculative steps/topk/draft tokens must be >= 1, got {self}")
+        if not 0.0 <= self.accept_rate <= 1.0:
+            raise ValueError(f"accept rate must be within [0, 1], got {self.accept_rate}")
+
+
+def nccl_tuning(nccl_env: Optional[Mapping[str, str]]) -> float:
+    """How much of the tuned all-reduce latency saving an environment earns, 0..1 (see module doc)."""
+    if not nccl_env:
+        return 0.0
+    score = 0.0
+    for name, tuned in TUNED_NCCL.items():
+        value = str(nccl_env.get(name, "")).strip()
+        if value.upper() == tuned.upper():
+            score += NCCL_WEIGHTS[name]
+    return min(score, 1.0)
+
+
+def allreduce_s(tokens: int, nccl_env: Optional[Mapping[str, str]]) -> float:
+    """All-reduce time of one forward over ``tokens`` tokens (every layer's reductions together)."""
+    latency = AR_LATENCY_DEFAULT - (AR_LATENCY_DEFAULT - AR_LATENCY_TUNED) * nccl_tuning(nccl_env)
+    return latency + AR_TOKEN * tokens
+
+
+def experts_touched(tokens: int) -> float:
+    """Expected distinct experts a forward over ``tokens`` tokens reads (uniform routing)."""
+    return NUM_EXPERTS * (1.0 - (1.0 - EXPERTS_PER_TOKEN / NUM_EXPERTS) ** max(tokens, 0))
+
+
+def verify_tokens(spec: Optional[Spec]) -> int:
+    """Tokens the target processes per request per decode step."""
+    return spec.draft_tokens if spec else 1
+
+
+def step_time_s(batch: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]],
+                *, cuda_graph: bool = True) -> float:
+    """Time of one decode step (one verify round with speculation) over ``batch`` running requests."""
+    if batch <= 0:
+        return 0.0
+    n = batch * verify_tokens(spec)
+    t = T_FIXED + max(T_EXPERT * experts_touched(n), T_TOKEN * n ** T_TOKEN_EXPONENT) + allreduce_s(n, nccl_env)
+    if spec and not spec.ngram:
+        t += D_EXTEND + (spec.steps - 1) * D_STEP + spec.steps * D_TOKEN * batch * spec.topk
+    if not cuda_graph:
+        t += EAGER_OVERHEAD
+    return t
+
+
+def prefill_time_s(tokens: int, nccl_env: Optional[Mapping[str, str]]) -> float:
+    """Time of one prefill forward over ``tokens`` prompt tokens (one chunk, <= max_prefill_tokens)."""
+    return P_FIXED + P_TOKEN * tokens + allreduce_s(tokens, nccl_env)
+
+
+def effective_accept_rate(spec: Spec) -> float:
+    """Per-depth acceptance after the tree bonus (= the chain rate for topk 1)."""
+    p = spec.accept_rate
+    if spec.topk <= 1 or spec.ngram:
+        return p
+    branching = min(float(spec.topk), max(1.0, (spec.draft_tokens - 1) / spec.steps))
+    return p + (1.0 - p) * TREE_GAIN * (1.0 - 1.0 / branching)
+
+
+def max_accepted(spec: Spec) -> int:
+    """Most draft tokens one verify step can accept (the depth of the draft)."""
+    return max(0, min(spec.steps, spec.draft_tokens - 1)) if not spec.ngram else max(0, spec.draft_tokens - 1)
+
+
+def expected_accept_length(spec: Optional[Spec]) -> float:
+    """Mean tokens per request per decode step: 1 + expected accepted draft tokens (1 without spec)."""
+    if spec is None:
+        return 1.0
+    p = effective_accept_rate(spec)
+    return sum(p ** i for i in range(max_accepted(spec) + 1))
+
+
+tokens_per_step = expected_accept_length  # the name the scheduler reads it by
+
+
+def expected_accept_rate(spec: Optional[Spec]) -> float:
+    """SGLang's ``accept rate``: accepted draft tokens over the drafted depth, per step."""
+    if spec is None or max_accepted(spec) == 0:
+        return 0.0
+    return (expected_accept_length(spec) - 1.0) / max_accepted(spec)
+
+
+class Acceptor:
+    """Whole accepted-token counts per step whose running mean is exactly the model's.
+
+    Error diffusion: each step adds the expected accepted count to an accumulator and accepts its
+    integer part. Starting at 0.5 rounds to nearest, so after k steps the total accepted differs
+    from k * (accept_length - 1) by at most 0.5.
+    """
+
+    __slots__ = ("_mean", "_cap", "_acc")
+
+    def __init__(self, spec: Optional[Spec]):
+        self._mean = expected_accept_length(spec) - 1.0
+        self._cap = max_accepted(spec) if spec else 0
+        self._acc = 0.5
+
+    def next(self) -> int:
+        """Draft tokens accepted in the next step (the step yields this + 1 tokens)."""
+        self._acc += self._mean
+        k = min(int(self._acc), self._cap)
+        self._acc -= k
+        return k
+
+
+def decode_steps(max_tokens: int, spec: Optional[Spec]) -> int:
+    """Decode steps a request needs for ``max_tokens`` output tokens (its first comes from prefill)."""
+    acceptor = Acceptor(spec)
+    produced, steps = 1, 0
+    while produced < max_tokens:
+        produced += 1 + acceptor.next()
+        steps += 1
+    return steps
+
+
+def prefill_chunks(requests: int, prompt_tokens: int, budget: int = DEFAULT_MAX_PREFILL_TOKENS) -> list[int]:
+    """Token counts of the prefill forwards for ``requests`` equal prompts arriving together,
+    admitted as SGLang does: whole requests while they fit the budget, always at least one."""
+    chunks: list[int] = []
+    left = requests
+    per_chunk = max(1, budget // max(prompt_tokens, 1))
+    while left > 0:
+        k = min(per_chunk, left)
+        chunks.append(k * prompt_tokens)
+        left -= k
+    return chunks
+
+
+def single_stream_tok_s(spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]],
+                        speed: float = 1.0) -> float:
+    """Decode rate of one request alone: accept length / step time (prefill excluded)."""
+    return expected_accept_length(spec) / step_time_s(1, spec, nccl_env) * speed
+
+
+@dataclass(frozen=True)
+class ClosedLoopRun:
+    """What a closed-loop benchmark of ``requests`` requests at ``concurrency`` takes, per the model."""
+
+    requests: int
+    wave_size: int  # requests running together (min of concurrency and the running cap)
+    duration_s: float
+    output_tokens: int
+
+    @property
+    def throughput_tok_s(self) -> float:
+        return self.output_tokens / self.duration_s if self.duration_s > 0 else 0.0
+
+
+def _wave_time_s(size: int, max_tokens: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]],
+                 prompt_tokens: int, max_prefill_tokens: int, cuda_graph_max_bs: Optional[int]) -> float:
+    prefill = sum(prefill_time_s(t, nccl_env) for t in prefill_chunks(size, prompt_tokens, max_prefill_tokens))
+    graph = cuda_graph_max_bs is None or size <= cuda_graph_max_bs
+    return prefill + decode_steps(max_tokens, spec) * step_time_s(size, spec, nccl_env, cuda_graph=graph)
+
+
+def closed_loop_run(requests: int, concurrency: int, max_tokens: int, spec: Optional[Spec],
+                    nccl_env: Optional[Mapping[str, str]], max_running: Optional[int], speed: float = 1.0,
+                    *, prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+                    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
+                    cuda_graph_max_bs: Optional[int] = None) -> ClosedLoopRun:
+    """A closed loop (each finished request replaced at once) with every request ``max_tokens`` long
+    (ignore_eos) and ``prompt_tokens`` of prompt. Requests then run in lock-step waves of
+    ``min(concurrency, max_running)``, the last wave holding what is left over."""
+    cap = concurrency if max_running is None else max(1, min(concurrency, max_running))
+    full, rest = divmod(requests, cap)
+    duration = full * _wave_time_s(cap, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens,
+                                   cuda_graph_max_bs)
+    if rest:
+        duration += _wave_time_s(rest, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens,
+                                 cuda_graph_max_bs)
+    return ClosedLoopRun(requests, cap, duration / speed, requests * max_tokens)
+
+
+def closed_loop_throughput_tok_s(concurrency: int, max_tokens: int, spec: Optional[Spec],
+                                 nccl_env: Optional[Mapping[str, str]], max_running: Optional[int],
+                                 speed: float = 1.0, *, prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+                                 max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
+                                 cuda_graph_max_bs: Optional[int] = None) -> float:
+    """Steady-state output throughput of a closed loop at ``concurrency`` (whole waves only); the
+    running cap (48 with speculation unless --max-running-requests) queues the rest."""
+    wave = concurrency if max_running is None else max(1, min(concurrency, max_running))
+    return closed_loop_run(wave, concurrency, max_tokens, spec, nccl_env, max_running, speed,
+                           prompt_tokens=prompt_tokens, max_prefill_tokens=max_prefill_tokens,
+                           cuda_graph_max_bs=cuda_graph_max_bs).throughput_tok_s

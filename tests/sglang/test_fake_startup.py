@@ -1,0 +1,204 @@
+"""The fake server's startup as seen from outside: phases and log lines, the port, health during the
+warmup, the process tree and its ledger, ServerArgs failures, versions, flags it only warns about."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+
+from sweep.sglang.fake import ledger
+
+pytestmark = pytest.mark.slow
+
+TS = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( TP\d+)?\] "
+
+
+def _probe_health(port: int, seen: list, stop: threading.Event) -> None:
+    """Record what /health answers, as fast as it can: 'refused', 503, 200 ..."""
+    with httpx.Client(timeout=2.0) as client:
+        while not stop.is_set():
+            try:
+                status = client.get(f"http://127.0.0.1:{port}/health").status_code
+            except httpx.TransportError:
+                status = "refused"
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            if status == 200:
+                return
+            time.sleep(0.002)
+
+
+def test_phases_in_order_port_refused_then_503_then_200(start_fake):
+    # startup at 60x: ~6 s in all, the warmup (503 window) ~0.1 s
+    server = start_fake("--fake-speed", "50", "--fake-startup-speed", "60", fast=False)
+    seen: list = []
+    stop = threading.Event()
+    probe = threading.Thread(target=_probe_health, args=(server.port, seen, stop), daemon=True)
+    probe.start()
+    try:
+        server.wait_ready(timeout=60)
+        probe.join(timeout=10)
+    finally:
+        stop.set()
+    assert seen[0] == "refused" and seen[-1] == 200 and 503 in seen, seen
+    assert seen.index("refused") < seen.index(503) < seen.index(200)
+
+    log = server.log()
+    order = ["server_args=ServerArgs(", "Init torch distributed begin.", "Load weight begin. avail mem=",
+             "Load weight end. elapsed=", "KV Cache is allocated. #tokens: ", "Capture cuda graph begin. This can take up "
+             "to several minutes. avail mem=", "Capture cuda graph end. Time elapsed: ", "max_total_num_tokens=",
+             "Uvicorn running on http://127.0.0.1:", "The server is fired up and ready to roll!"]
+    positions = [log.index(s) for s in order]
+    assert positions == sorted(positions)
+    for line in log.splitlines():
+        if any(s in line for s in order[1:]):
+            assert re.match(TS, line), line
+    assert "Capture draft" not in log  # no speculation, no drafter
+    # relative durations: weights load longest, then graph capture
+    stamps = {m.group(2): m.group(1) for m in re.finditer(r"elapsed=([\d.]+) s|Time elapsed: ([\d.]+) s", log)}
+    load = float(re.search(r"Load weight end\. elapsed=([\d.]+) s", log).group(1))
+    capture = float(re.search(r"Capture cuda graph end\. Time elapsed: ([\d.]+) s", log).group(1))
+    assert load > capture > 0.5, stamps
+
+
+def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
+    d = tmp_path / "ledger"
+    server = start_fake("--tp-size", "2", *fk.EAGLE3, env={ledger.ENV_VAR: str(d)})
+    server.wait_ready()
+    log = server.log()
+    for line in ["Max running requests is reset to 48 for speculative decoding.",
+                 "Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding."]:
+        assert line in log
+    for rank in (0, 1):
+        assert f"TP{rank}] Capture cuda graph end." in log
+        assert f"TP{rank}] Capture draft cuda graph begin." in log
+        assert f"TP{rank}] Capture draft extend cuda graph end." in log
+    assert log.count("Load weight begin.") == 4  # target + drafter, on each rank
+    assert "type=LlamaForCausalLMEagle3" in log
+
+    kids = server.children()
+    names = sorted(p.name() for p in kids)
+    assert names == ["sglang::detoken", "sglang::schedul", "sglang::schedul"]
+    for p in kids:  # children inherit the environment (the sweep finds them by marker)
+        assert p.environ()[fk.MARKER_ENV] == server.marker
+    entries = ledger.read(d)
+    assert sorted(e.gpu_index for e in entries) == [0, 1]
+    assert {e.pid for e in entries} <= {p.pid for p in kids}
+    assert all(e.mem_mib > 70 * 1024 for e in entries)
+
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    assert "Shutting down" in server.log()
+    psutil.wait_procs(kids, timeout=10)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in kids)
+    assert ledger.read(d) == []
+
+
+def test_cuda_visible_devices_map_ranks_to_gpus(start_fake, tmp_path):
+    server = start_fake("--tp-size", "2", "--fake-ledger", str(tmp_path), env={"CUDA_VISIBLE_DEVICES": "4,6"})
+    server.wait_ready()
+    assert sorted(e.gpu_index for e in ledger.read(tmp_path)) == [4, 6]
+
+
+def test_rejected_args_die_at_once_with_a_bare_traceback(start_fake, fk):
+    t0 = time.monotonic()
+    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "4")
+    assert server.wait_exit() != 0
+    assert time.monotonic() - t0 < 10
+    log = server.log()
+    assert "Traceback (most recent call last):" in log
+    assert log.rstrip().endswith("AssertionError")
+    assert "sglang/srt/server_args.py" in log
+    assert "Load weight begin" not in log
+
+
+def test_value_error_from_server_args(start_fake):
+    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                        "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
+                        "--page-size", "16", "--attention-backend", "triton")
+    assert server.wait_exit() == 1
+    assert "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable" in server.log()
+
+
+def test_topk_1_override_is_only_a_warning(start_fake):
+    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
+                        "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                        "--speculative-num-draft-tokens", "16")
+    server.wait_ready()
+    log = server.log()
+    warning = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+    assert re.search(r"^" + re.escape(warning) + "$", log, re.M)  # bare: logged before logging is set up
+    info = server.get("/server_info").json()
+    assert info["speculative_num_draft_tokens"] == 2 and info["max_running_requests"] == 48
+    assert "Capture draft cuda graph begin" not in log  # one step: no multi-step draft graph
+
+
+def test_steps_without_topk_fail_minutes_in(start_fake):
+    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
+                        "--speculative-num-steps", "3")
+    assert server.wait_exit() != 0
+    log = server.log()
+    assert log.index("Capture cuda graph end.") < log.index("Scheduler hit an exception: Traceback")
+    assert "TypeError: '>' not supported between instances of 'NoneType' and 'int'" in log
+    assert "Received sigquit from a child process. It usually means the child failed." in log
+
+
+def test_draft_tree_too_small_fails_at_draft_capture(start_fake):
+    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
+                        "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
+                        "--speculative-num-draft-tokens", "16")
+    assert server.wait_exit() != 0
+    log = server.log()
+    assert log.index("Capture draft cuda graph begin.") < log.index("RuntimeError: selected index k out of range")
+
+
+def test_mem_fraction_too_low_is_not_enough_memory(start_fake):
+    server = start_fake("--mem-fraction-static", "0.4")
+    assert server.wait_exit() != 0
+    assert "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." in server.log()
+
+
+def test_version_0_5_23_wording_and_flags(start_fake, fk):
+    server = start_fake("--fake-version", "0.5.23", *fk.EAGLE3, "--cuda-graph-max-bs-decode", "32")
+    server.wait_ready()
+    log = server.log()
+    assert "Capture target verify CUDA graph begin. backend=full, num_tokens_per_bs=3" in log
+    assert "Capture draft decode CUDA graph end. elapsed=" in log
+    assert "Capture cuda graph begin" not in log
+    assert server.get("/server_info").json()["version"] == "0.5.23"
+
+
+def test_unknown_flags_and_public_host_only_warn(start_fake):
+    server = start_fake("--host", "0.0.0.0", "--enable-something-new", "--some-size", "4")
+    server.wait_ready()
+    log = server.log()
+    assert "Unrecognized argument --enable-something-new" in log and "Unrecognized argument --some-size" in log
+    assert "--host 0.0.0.0 is not a loopback address" in log
+    assert f"Uvicorn running on http://127.0.0.1:{server.port}" in log
+    assert server.get("/health").status_code == 200
+
+
+def test_busy_port_fails_like_uvicorn(start_fake, fk):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        server = start_fake(port=s.getsockname()[1])
+        assert server.wait_exit() != 0
+    assert "error while attempting to bind on address" in server.log()
+
+
+def test_api_key_guards_everything_but_health(start_fake):
+    server = start_fake("--api-key", "sk-test")
+    server.wait_ready()
+    assert server.get("/v1/models").status_code == 401
+    assert server.get("/health").status_code == 200
+    ok = server.get("/v1/models", headers={"Authorization": "Bearer sk-test"})
+    assert ok.status_code == 200 and json.loads(ok.text)["data"][0]["id"] == "/models/Llama-3.1-8B-Instruct"
