@@ -34,12 +34,33 @@ def connect(address: str | None) -> None:
     if has_token and "RAY_AUTH_MODE" not in os.environ:
         # a driver that has the cluster's token but not the mode retries InvalidAuthToken forever
         os.environ["RAY_AUTH_MODE"] = "token"
+    if addr != "auto":
+        _require_reachable(addr)
     try:
         ray.init(address=addr, log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise ClusterError(f"no Ray cluster to join at {addr}: {str(e).splitlines()[0]}",
                            fix="start one (see cluster/README.md), set RAY_ADDRESS, or try the experiment "
                                "with --dry-run on this machine") from None
+
+
+def _require_reachable(addr: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, not minutes: ray.init retries an unreachable GCS for a long time."""
+    import socket
+
+    target = addr.removeprefix("ray://")
+    if "://" in target:  # e.g. a dashboard http:// address: let Ray judge it
+        return
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise ClusterError(f"no Ray cluster answers at {addr}: {e.strerror or e}",
+                           fix="check the head's address and port (ray status on the head), or try the "
+                               "experiment with --dry-run on this machine") from None
 
 
 def hosts(resource: str) -> list[Host]:

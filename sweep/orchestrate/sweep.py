@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
 
 from sweep import config as config_mod
 from sweep.dryrun import fake_args, fake_launcher
-from sweep.errors import ClusterError, Interrupted
+from sweep.errors import ClusterError, Interrupted, ResultsError
 from sweep.host.point import PointSpec
 from sweep.orchestrate.records import point_row
 from sweep.plan import Plan, PlannedPoint
@@ -75,7 +76,19 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
     exp = plan.experiment
     mode = mode_of(args)
     scale = bench_scale or {}
-    rd = ResultsDir(results_path(exp, mode), exp.name, mode).open()
+    rd = ResultsDir(results_path(exp, mode), exp.name, mode).check()
+    todo = select(plan, rd.statuses(), force=args.force, retry_failed=args.retry_failed, only=args.only)
+    skipped = len([p for p in plan.points if not p.errors]) - len(todo)
+    console.print(f"[bold]{exp.name}[/bold] ({mode}): {len(plan.points)} points, {len(todo)} to run"
+                  + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
+                  + f" -> {rd.path}")
+    if todo and exp.server.tp_size > exp.cluster.gpus_per_host:
+        raise ClusterError(f"server.tp_size={exp.server.tp_size} spans more than one host "
+                           f"(cluster.gpus_per_host={exp.cluster.gpus_per_host}); multi-host points are not supported yet",
+                           fix="lower tp_size to fit one host")
+    if todo and mode != "dry-run":
+        cluster.connect(args.address)  # fails fast, before anything is written
+    rd.open()
     rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
     rd.write_text("plan.json", json.dumps(plan.to_json(), indent=2))
     axes = list(exp.grid.axes)
@@ -84,35 +97,28 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
         return point_row(pp, exp.name, axes=axes, argv=argv, result=result, attempts=attempts, mode=mode,
                          bench_scale=scale)
 
+    for f in rd.set_aside:
+        console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {f}.corrupt")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
         rd.write_point(pp.id, row(pp, pp.argv, None, 0), {})
-    todo = select(plan, rd.statuses(), force=args.force, retry_failed=args.retry_failed, only=args.only)
-    skipped = len([p for p in plan.points if not p.errors]) - len(todo)
-    console.print(f"[bold]{exp.name}[/bold] ({mode}): {len(plan.points)} points, {len(todo)} to run"
-                  + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
-                  + f" -> {rd.path}")
     if not todo:
         return _exit_code(rd)
-    if exp.server.tp_size > exp.cluster.gpus_per_host:
-        raise ClusterError(f"server.tp_size={exp.server.tp_size} spans more than one host "
-                           f"(cluster.gpus_per_host={exp.cluster.gpus_per_host}); multi-host points are not supported yet",
-                           fix="lower tp_size to fit one host")
 
     sim = None
     if mode == "dry-run":
         console.print(f"starting a local Ray cluster with {exp.dry_run.hosts} simulated hosts...")
         sim = cluster.SimulatedCluster(exp.dry_run.hosts, exp.cluster.host_resource, exp.cluster.gpus_per_host,
                                        state_file=rd.path / ".sim" / "driver.json")
-    else:
-        cluster.connect(args.address)
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
         console.print("hosts: " + ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts))
+        sweep_name = rd.path.resolve().name
+        # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
+        ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
         setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if sim else 0),
-                                       str((rd.path / ".sim" / h.name).resolve()) if sim else None,
+                                       str(ledger_root / h.name) if mode != "real" else None,
                                        exp.cluster.gpus_per_host)
                   for h in hosts}
-        sweep_name = rd.path.resolve().name
         specs = {p.id: _spec(p, exp, rd, mode, sweep_name) for p in todo}
         planned = {p.id: p for p in todo}
         runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
@@ -125,8 +131,14 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
             try:
                 for out in runner.run(list(specs.values()), on_event):
                     r = out.result
-                    rd.write_point(r.point_id, row(planned[r.point_id], out.spec.argv, r, out.attempts),
-                                   {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels})
+                    tables = {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels}
+                    point_table = row(planned[r.point_id], out.spec.argv, r, out.attempts)
+                    try:
+                        rd.write_point(r.point_id, point_table, tables)
+                    except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
+                        where = rd.rescue(r.point_id, {**tables, "points": point_table})
+                        raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
+                                           f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
                     progress.point_finished(r.host, planned[r.point_id].label, r.status,
                                             r.ended_at - r.started_at,
                                             f"{r.failure_phase}: {r.failure_reason}" if r.status != "ok" else "")

@@ -45,9 +45,10 @@ class ResultsDir:
         self.path = Path(path)
         self.experiment = experiment
         self.mode = mode
+        self.set_aside: list[str] = []  # unreadable files of an earlier run, renamed *.corrupt
 
-    def open(self) -> "ResultsDir":
-        """Create or adopt the directory; refuse one that belongs to another experiment or mode."""
+    def check(self) -> "ResultsDir":
+        """Refuse a directory that belongs to another experiment or mode (writes nothing)."""
         manifest = self.path / MANIFEST
         if manifest.is_file():
             try:
@@ -65,6 +66,12 @@ class ResultsDir:
         elif self.path.exists() and any(self.path.iterdir()):
             raise ResultsError(f"results directory {self.path} is not empty and was not written by a sweep",
                                fix="point results_dir=... at a new or empty directory")
+        return self
+
+    def open(self) -> "ResultsDir":
+        """Create or adopt the directory (after ``check``), and set aside what a crash left."""
+        self.check()
+        manifest = self.path / MANIFEST
         try:
             for t in (*TABLES, "logs"):
                 (self.path / t).mkdir(parents=True, exist_ok=True)
@@ -78,10 +85,18 @@ class ResultsDir:
         return self
 
     def _clean_temporaries(self) -> None:
-        """Half-written files of a crashed run: never read (only *.parquet is), removed here."""
+        """Half-written files of a crashed run: temporaries (never read) are removed, and a Parquet
+        file that does not read back (a crash mid-copy, a full disk) is set aside as ``*.corrupt``,
+        so its point runs again and readers never trip on it."""
         for t in TABLES:
             for tmp in (self.path / t).glob(f"*{TMP_SUFFIX}"):
                 tmp.unlink(missing_ok=True)
+            for f in table_files(self.path, t):
+                try:
+                    pq.read_metadata(f)
+                except Exception:  # ArrowInvalid, OSError: any file that does not read back
+                    f.rename(f.with_name(f.name + ".corrupt"))
+                    self.set_aside.append(str(f))
 
     def log_path(self, point_id: str) -> Path:
         return self.path / "logs" / f"{point_id}.log"
@@ -109,6 +124,17 @@ class ResultsDir:
             if t is not None:
                 self.write_table(name, point_id, t)
         self.write_table("points", point_id, row)
+
+    def rescue(self, point_id: str, tables: dict[str, pa.Table | None]) -> Path:
+        """Write a point that could not be written here to a directory in the system's temp dir."""
+        import tempfile
+
+        where = Path(tempfile.gettempdir()) / "sweep-rescue" / self.path.resolve().name / point_id
+        where.mkdir(parents=True, exist_ok=True)
+        for name, t in tables.items():
+            if t is not None:
+                pq.write_table(t, where / f"{name}.parquet")
+        return where
 
     def statuses(self) -> dict[str, str]:
         """``{point_id: status}`` of every point recorded so far (a corrupt file counts as absent)."""

@@ -16,8 +16,8 @@ EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kv_cache", re.compile(r"KV Cache is allocated|Memory pool end")),
     ("draft_capture_begin", re.compile(r"Capture (draft|draft decode|draft extend) (cuda|CUDA) graph begin", re.I)),
     ("draft_capture_end", re.compile(r"Capture (draft|draft decode|draft extend) (cuda|CUDA) graph end", re.I)),
-    ("capture_begin", re.compile(r"Capture (target verify )?(cuda|CUDA) graph begin")),
-    ("capture_end", re.compile(r"Capture (target verify )?(cuda|CUDA) graph end")),
+    ("capture_begin", re.compile(r"Capture (target (verify|decode) )?(cuda|CUDA) graph begin")),
+    ("capture_end", re.compile(r"Capture (target (verify|decode) )?(cuda|CUDA) graph end")),
     ("http_up", re.compile(r"Uvicorn running on")),
     ("fired_up", re.compile(r"The server is fired up and ready to roll")),
 )

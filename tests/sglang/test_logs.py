@@ -10,6 +10,7 @@ def test_events_in_both_versions():
     assert logs.event_of(TS + "Capture cuda graph begin. This can take up to several minutes. avail mem=30 GB") == "capture_begin"
     assert logs.event_of(TS + "Capture cuda graph end. Time elapsed: 95.1 s. mem usage=3 GB. avail mem=27 GB.") == "capture_end"
     assert logs.event_of(TS + "Capture target verify CUDA graph begin. avail mem=30 GB") == "capture_begin"
+    assert logs.event_of(TS + "Capture target decode CUDA graph end. Time elapsed: 9 s.") == "capture_end"
     assert logs.event_of(TS + "Capture draft cuda graph begin. This can take up to several minutes.") == "draft_capture_begin"
     assert logs.event_of(TS + "Capture draft extend cuda graph end. Time elapsed: 3 s.") == "draft_capture_end"
     assert logs.event_of(TS + "Capture draft decode CUDA graph end. Time elapsed: 3 s.") == "draft_capture_end"
