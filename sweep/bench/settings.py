@@ -28,6 +28,7 @@ class ConcurrencySettings:
 class BenchSettings:
     prompts: str = "coding"  # built-in set name (coding, encyclopedic) or a JSONL file path
     api: str = "generate"  # generate (SGLang's native /generate), completions, chat
+    model: str = ""  # "model" of OpenAI-route requests; empty = the server's served_model_name
     seed: int = 0  # seeds the prompt choice
     temperature: float = 0.0
     ignore_eos: bool = True  # every request then produces exactly max_tokens

@@ -24,7 +24,7 @@ import httpx
 from sweep.config import Timeouts
 from sweep.errors import PointFailure
 from sweep.host import reaper
-from sweep.sglang.logs import event_of, find_failure
+from sweep.sglang.logs import event_of, find_failure, rank_of
 
 POLL_S = 0.1
 TAIL_LINES = 60
@@ -67,9 +67,12 @@ class Startup:
 
     events: dict[str, list[float]] = field(default_factory=dict)
     ready: float | None = None
+    by_rank: dict[str, set[str]] = field(default_factory=dict)  # events seen per TP rank
 
-    def see(self, event: str, t: float) -> None:
+    def see(self, event: str, t: float, rank: str | None = None) -> None:
         self.events.setdefault(event, []).append(t)
+        if rank is not None:
+            self.by_rank.setdefault(rank, set()).add(event)
 
     def first(self, event: str) -> float | None:
         return self.events[event][0] if event in self.events else None
@@ -79,12 +82,16 @@ class Startup:
 
     @property
     def phase(self) -> str:
-        """load (weights), capture (KV cache, CUDA graphs, drafter), ready (HTTP up, warmup)."""
+        """load (weights), capture (KV cache, CUDA graphs, drafter), ready (HTTP up, warmup).
+
+        The server is only as far as its slowest rank: a rank that dies allocating its KV cache
+        while another already captures graphs failed in ``load``."""
         if "http_up" in self.events:
             return "ready"
-        if {"kv_cache", "capture_begin", "capture_end"} & set(self.events):
-            return "capture"
-        return "load"
+        past_load = {"kv_cache", "capture_begin", "capture_end"}
+        if self.by_rank:
+            return "capture" if all(past_load & seen for seen in self.by_rank.values()) else "load"
+        return "capture" if past_load & set(self.events) else "load"
 
     def phase_started(self) -> float:
         if self.phase == "ready":
@@ -168,7 +175,7 @@ class ServerProcess:
                     ev = event_of(line)
                     if ev:
                         before = self.startup.phase
-                        self.startup.see(ev, now)
+                        self.startup.see(ev, now, rank_of(line))
                         if progress and self.startup.phase != before:
                             progress({"stage": self.startup.phase, "elapsed_s": round(now, 1)})
                 phase = self.startup.phase
@@ -196,14 +203,15 @@ class ServerProcess:
                 time.sleep(POLL_S)
 
     def _ready(self, client: httpx.Client, prompt: str) -> bool:
+        """``/health`` answers 200 and one real generate request is answered."""
+        from sweep.bench.client import send_one
+
         try:
             if client.get(f"{self.url}/health").status_code != 200:
                 return False
-            r = client.post(f"{self.url}/generate", json={
-                "text": prompt, "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
-            return r.status_code == 200 and "text" in r.json()
-        except (httpx.HTTPError, ValueError):
+        except httpx.HTTPError:
             return False
+        return send_one(self.url, prompt, api="generate", max_tokens=8, timeout_s=10.0).ok
 
     def stop(self, grace_s: float) -> list[dict]:
         """SIGTERM the group, SIGKILL after the grace period, wait until the whole tree is gone."""

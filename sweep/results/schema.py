@@ -90,7 +90,7 @@ LEVELS = pa.schema(
         ("itl_p99_s", pa.float64()),
         ("achieved_concurrency", pa.float64()),  # time-weighted requests in flight
         ("accept_length_server", pa.float64()),  # /server_info after a flush; null if unknown
-        ("accept_length_requests", pa.float64()),  # token-weighted mean of per-request values
+        ("accept_length_requests", pa.float64()),  # from the requests: tokens / verify steps, summed
         ("flushed", pa.bool_()),  # the server's counters were reset before the level
         ("server_metrics", pa.string()),  # JSON: Prometheus deltas over the level, {} if none
     ]

@@ -115,7 +115,10 @@ class ResultsDir:
             pq.write_table(table, tmp)
             os.replace(tmp, target)
         except OSError as e:
-            tmp.unlink(missing_ok=True)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass  # the folder itself may be what broke
             raise _unwritable(target, e) from None
 
     def write_point(self, point_id: str, row: pa.Table, tables: dict[str, pa.Table | None]) -> None:

@@ -42,6 +42,15 @@ _EXCEPTION_LINE = re.compile(
 _LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[^\]]*)?\]\s*")
 
 
+_RANK = re.compile(r"^\[[^\]]*\b(TP\d+)\b[^\]]*\]")
+
+
+def rank_of(line: str) -> str | None:
+    """The tensor-parallel rank a log line comes from (``[2026-11-29 10:00:00 TP3] ...`` -> ``TP3``)."""
+    m = _RANK.match(line)
+    return m.group(1) if m else None
+
+
 def event_of(line: str) -> str | None:
     """The startup event a log line marks, or None."""
     for name, pattern in EVENTS:

@@ -52,3 +52,9 @@ def test_decode_stats():
     s = logs.decode_stats(TS + "Decode batch, #running-req: 48, #token: 9000, token usage: 0.10, accept len: 2.41, "
                                "accept rate: 0.70, cuda graph: True, gen throughput (token/s): 812.5, #queue-req: 2")
     assert s == {"running": 48, "tokens": 9000, "accept_length": 2.41, "gen_throughput": 812.5, "queued": 2}
+
+
+def test_rank_of():
+    assert logs.rank_of("[2026-11-29 10:00:00 TP3] Load weight end.") == "TP3"
+    assert logs.rank_of("[2026-11-29 10:00:00 DP1 TP12 EP4] KV Cache") == "TP12"
+    assert logs.rank_of("[2026-11-29 10:00:00] Uvicorn running") is None

@@ -1,0 +1,110 @@
+"""``python -m sweep bench --url URL ...``: benchmark a server that is already running.
+
+Every option defaults to ``BenchSettings``' default (the same as an experiment file's
+``benchmark`` section), prints the tables, and with ``--out DIR`` writes ``requests.parquet``,
+``single_stream.parquet`` and ``levels.parquet`` there. Errors are ``SweepError``s, mapped to a
+message and exit code by ``sweep.cli`` (exit 6 when the server cannot be reached).
+"""
+
+from __future__ import annotations
+
+import argparse
+from rich.console import Console
+
+from sweep.bench.client import APIS
+from sweep.bench.prompts import BUILTIN
+from sweep.bench.settings import BenchSettings
+from sweep.errors import BenchError
+
+_D = BenchSettings()
+
+
+def _levels(text: str) -> list[int]:
+    """``"1,2,5"`` -> [1, 2, 5]; ``""``/``"none"`` -> [] (no concurrency sweep)."""
+    if text.strip().lower() in ("", "none"):
+        return []
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, e.g. 1,8,64")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m sweep bench``."""
+    parser.description = "Benchmark a running SGLang (or OpenAI-compatible) server: single stream, then a concurrency sweep."
+    parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:30000")
+    g = parser.add_argument_group("single stream")
+    g.add_argument("--runs", type=int, help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips)")
+    g.add_argument("--warmup", type=int, help=f"warmup runs before them, left out of the figures (default {_D.single_stream.warmup})")
+    g.add_argument("--single-max-tokens", type=int, help=f"tokens per single-stream request (default {_D.single_stream.max_tokens})")
+    g = parser.add_argument_group("concurrency sweep")
+    g.add_argument("--levels", type=_levels,
+                   help="concurrency levels, comma-separated (default "
+                        f"{','.join(map(str, _D.concurrency.levels))}; 'none' skips the sweep)")
+    g.add_argument("--requests-per-level", type=int,
+                   help="requests sent at each level (default: rounds x concurrency)")
+    g.add_argument("--rounds", type=int, help=f"with no --requests-per-level: requests = rounds x C (default {_D.concurrency.rounds})")
+    g.add_argument("--max-tokens", type=int, help=f"tokens per request in the sweep (default {_D.concurrency.max_tokens})")
+    g = parser.add_argument_group("requests")
+    g.add_argument("--prompts", help=f"built-in set ({', '.join(BUILTIN)}) or a JSONL file of {{\"prompt\": ...}} lines (default {_D.prompts})")
+    g.add_argument("--api", choices=APIS, help="route: generate = SGLang's /generate (default), completions, chat")
+    g.add_argument("--model", help="'model' of OpenAI-route requests (default: the server's served_model_name)")
+    g.add_argument("--seed", type=int, help=f"seeds the prompt choice (default {_D.seed})")
+    g.add_argument("--temperature", type=float, help=f"sampling temperature (default {_D.temperature})")
+    g.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS (default: exactly max tokens)")
+    g.add_argument("--timeout", type=float, help=f"seconds per request (default {_D.request_timeout_s:g})")
+    g.add_argument("--no-flush", action="store_true", help="do not POST /flush_cache before each level")
+    g.add_argument("--no-server-metrics", action="store_true", help="do not scrape /metrics around each level")
+    parser.add_argument("--out", metavar="DIR", help="write requests/single_stream/levels .parquet into DIR")
+    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+
+
+def settings_from_args(args: argparse.Namespace) -> BenchSettings:
+    """``BenchSettings`` with every option the user gave, defaults for the rest."""
+    s = BenchSettings()
+    ss, cc = s.single_stream, s.concurrency
+    for obj, attr, value in (
+        (ss, "runs", args.runs), (ss, "warmup", args.warmup), (ss, "max_tokens", args.single_max_tokens),
+        (cc, "levels", args.levels), (cc, "requests_per_level", args.requests_per_level),
+        (cc, "rounds", args.rounds), (cc, "max_tokens", args.max_tokens),
+        (s, "prompts", args.prompts), (s, "api", args.api), (s, "model", args.model), (s, "seed", args.seed),
+        (s, "temperature", args.temperature), (s, "request_timeout_s", args.timeout),
+    ):
+        if value is not None:
+            setattr(obj, attr, value)
+    s.ignore_eos = not args.no_ignore_eos
+    s.flush_between_levels = not args.no_flush
+    s.server_metrics = not args.no_server_metrics
+    return s
+
+
+def _describe(info: dict) -> str:
+    stage = info.get("stage")
+    if stage == "level":
+        return f"C={info['concurrency']}: {info['done']}/{info['of']} requests"
+    return f"{stage} run {info.get('run')}/{info.get('of')}"
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise."""
+    from sweep.bench.report import print_report
+    from sweep.bench.runner import run
+
+    settings = settings_from_args(args)
+    console = Console(highlight=False)
+    if args.quiet or not console.is_terminal:
+        result = run(args.url, settings)
+    else:
+        with console.status(f"benchmarking {args.url}") as status:
+            result = run(args.url, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
+    print_report(result, console)
+    if args.out:
+        try:
+            paths = result.write(args.out)
+        except OSError as e:
+            raise BenchError(f"cannot write results to {args.out!r}: {e}",
+                             fix="pass a writable directory to --out") from e
+        console.print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    failed = result.requests.num_rows - sum(result.requests.column("ok").to_pylist())
+    return 1 if failed else 0
+

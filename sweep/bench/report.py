@@ -1,0 +1,101 @@
+"""Terminal tables of a benchmark result (rich), the way an engineer reads them.
+
+Built from the result tables themselves, so what is printed is exactly what was written.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+
+
+def _f(value: Optional[float], digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _ms(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value * 1000:,.1f}"
+
+
+def single_stream_table(single: pa.Table, summary: Optional[dict] = None) -> Table:
+    """One row per run (tokens, seconds, tok/s, prompt tokens, TTFT, accept length) + overall."""
+    t = Table(title="Single stream", title_justify="left")
+    for col in ("run", "tokens", "seconds", "tok/s", "prompt tok", "TTFT ms", "accept len", "status"):
+        t.add_column(col, justify="left" if col == "status" else "right")
+    for r in single.to_pylist():
+        t.add_row(str(r["run"]), str(r["completion_tokens"] or 0), _f(r["latency_s"], 2), _f(r["tok_per_s"]),
+                  "-" if r["prompt_tokens"] is None else str(r["prompt_tokens"]), _ms(r["ttft_s"]),
+                  _f(r["accept_length"], 2), "ok" if r["ok"] else str(r["error"]))
+    if summary and summary.get("runs"):
+        t.add_section()
+        t.add_row("all", f"{summary['completion_tokens']:,}", _f(summary["seconds"], 2), _f(summary["tok_per_s"]),
+                  "", "", _f(summary["accept_length"], 2), f"{summary['ok']}/{summary['runs']} ok", style="bold")
+    return t
+
+
+def levels_table(levels: pa.Table) -> Table:
+    """One row per concurrency level."""
+    t = Table(title="Concurrency levels (latencies in ms)", title_justify="left")
+    cols = ("C", "ok/total", "tok/s", "req/s", "tok/s/req", "lat avg", "lat p50", "lat p99",
+            "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "achieved C", "accept srv", "accept req")
+    for col in cols:
+        t.add_column(col, justify="right")
+    for r in levels.to_pylist():
+        style = "red" if r["failed"] else None
+        t.add_row(str(r["concurrency"]), f"{r['ok']}/{r['requests']}", _f(r["output_throughput"]),
+                  _f(r["request_throughput"], 2), _f(r["per_request_tok_s"]), _ms(r["latency_mean_s"]),
+                  _ms(r["latency_p50_s"]), _ms(r["latency_p99_s"]), _ms(r["ttft_p50_s"]), _ms(r["ttft_p99_s"]),
+                  _ms(r["tpot_p50_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]), _f(r["achieved_concurrency"]),
+                  _f(r["accept_length_server"], 2), _f(r["accept_length_requests"], 2), style=style)
+    return t
+
+
+def errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
+    """The most frequent request errors with their counts, or None when every request was ok."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in requests.select(["phase", "concurrency", "error", "ok"]).to_pylist():
+        if not r["ok"]:
+            where = r["phase"] if r["phase"] != "level" else f"C={r['concurrency']}"
+            key = (where, (r["error"] or "?").split(":")[0])
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None
+    t = Table(title="Failed requests", title_justify="left")
+    for col in ("where", "error", "count"):
+        t.add_column(col, justify="right" if col == "count" else "left")
+    for (where, err), n in sorted(counts.items(), key=lambda kv: -kv[1])[:limit]:
+        t.add_row(where, err, str(n))
+    return t
+
+
+def server_line(info: Optional[dict]) -> Optional[str]:
+    """One line naming what was benchmarked (version, model, speculative settings)."""
+    if not info:
+        return None
+    parts = [f"SGLang {info['version']}" if info.get("version") else "server",
+             str(info.get("served_model_name") or info.get("model_path") or "?")]
+    algo = info.get("speculative_algorithm")
+    if algo:
+        parts.append(f"{algo} steps={info.get('speculative_num_steps')} topk={info.get('speculative_eagle_topk')} "
+                     f"draft={info.get('speculative_num_draft_tokens')}")
+    if info.get("tp_size"):
+        parts.append(f"tp={info['tp_size']}")
+    return "  ".join(parts)
+
+
+def print_report(result, console: Optional[Console] = None) -> None:
+    """Print the server line and every table of a ``BenchResult`` that has rows."""
+    console = console or Console()
+    line = server_line(result.server_info)
+    if line:
+        console.print(line, style="bold")
+    if result.single_stream.num_rows:
+        console.print(single_stream_table(result.single_stream, result.single_summary))
+    if result.levels.num_rows:
+        console.print(levels_table(result.levels))
+    errors = errors_table(result.requests)
+    if errors is not None:
+        console.print(errors)

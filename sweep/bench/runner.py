@@ -1,0 +1,174 @@
+"""The whole benchmark against one running server: single stream, then every concurrency level.
+
+This is what ``python -m sweep bench`` runs and what the sweep runs on every grid point. Sequence:
+
+1. probe ``/server_info`` (the only step that can raise: ``BenchError`` if nothing answers);
+2. flush the cache, warmup runs, single-stream runs;
+3. per level: flush the cache (resets the server's accept-length average), scrape ``/metrics``,
+   run the closed loop, scrape again, read ``/server_info``;
+4. build the three tables with ``sweep.results.schema.from_rows``.
+
+Every request's failure is a row with ``ok=False``; a server that dies mid-level gives a level
+full of failures that still finishes, and the next levels fail fast on connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sweep.bench import server_metrics as sm
+from sweep.bench import stats
+from sweep.bench.client import APIS, Clients
+from sweep.bench.load import Notifier, RequestOptions, Sent, closed_loop, single_stream
+from sweep.bench.prompts import PromptSet, load_prompts
+from sweep.bench.settings import BenchSettings
+from sweep.errors import BenchError
+from sweep.results.schema import from_rows
+
+TABLE_NAMES = ("requests", "single_stream", "levels")
+
+
+@dataclass
+class BenchResult:
+    """The three result tables of one benchmark (schemas in ``sweep.results.schema``)."""
+
+    requests: pa.Table
+    single_stream: pa.Table
+    levels: pa.Table
+    server_info: Optional[dict] = None  # /server_info as read before the benchmark
+    single_summary: dict = field(default_factory=dict)  # overall single-stream figures
+
+    def write(self, directory: str | Path) -> dict[str, Path]:
+        """Write ``requests.parquet``, ``single_stream.parquet``, ``levels.parquet`` into
+        ``directory``, each to a temporary name then renamed, so a reader never sees half a file."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        out = {}
+        for name in TABLE_NAMES:
+            final = d / f"{name}.parquet"
+            tmp = d / f".{name}.parquet.tmp"
+            pq.write_table(getattr(self, name), tmp)
+            os.replace(tmp, final)
+            out[name] = final
+        return out
+
+
+def check_url(url: str) -> str:
+    """``url`` without a trailing slash; BenchError unless it is http(s)://HOST[:PORT]."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BenchError(f"--url {url!r} is not an http(s) server address",
+                         fix="pass the server's base address, e.g. http://127.0.0.1:30000")
+    return url.rstrip("/")
+
+
+def check_settings(s: BenchSettings) -> None:
+    """Reject settings that cannot run, naming the field."""
+    def bad(name: str, value: object, want: str) -> BenchError:
+        return BenchError(f"benchmark setting {name} = {value!r} is invalid", fix=f"use {want}")
+    if s.api not in APIS:
+        raise bad("api", s.api, "one of " + ", ".join(APIS))
+    if s.single_stream.runs < 0 or s.single_stream.warmup < 0:
+        raise bad("single_stream.runs/warmup", (s.single_stream.runs, s.single_stream.warmup), "counts >= 0")
+    if s.single_stream.max_tokens < 1 or s.concurrency.max_tokens < 1:
+        raise bad("max_tokens", (s.single_stream.max_tokens, s.concurrency.max_tokens), "at least 1 token")
+    bad_levels = [c for c in s.concurrency.levels if not isinstance(c, int) or c < 1]
+    if bad_levels:
+        raise bad("concurrency.levels", list(s.concurrency.levels), "positive integers, e.g. [1, 8, 64]")
+    if s.concurrency.levels and min(s.requests_at(c) for c in s.concurrency.levels) < 1:
+        raise bad("concurrency.requests_per_level/rounds",
+                  (s.concurrency.requests_per_level, s.concurrency.rounds), "at least 1 request per level")
+    if not s.request_timeout_s > 0:
+        raise bad("request_timeout_s", s.request_timeout_s, "a positive number of seconds")
+
+
+def request_row(point_id: str, prompts: PromptSet, api: str, s: Sent) -> dict:
+    r = s.record
+    return {
+        "point_id": point_id, "phase": s.phase, "concurrency": s.concurrency, "seq": s.seq,
+        "prompt_set": prompts.name, "prompt_index": s.prompt_index, "api": api, "max_tokens": s.max_tokens,
+        "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None, "latency_s": r.latency_s,
+        "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "chunks": r.chunks,
+        **stats.request_figures(r),
+        "chunk_times_s": r.chunk_times_s, "chunk_tokens": r.chunk_tokens,
+        "accept_length": r.accept_length, "spec_verify_ct": r.spec_verify_ct,
+        "finish_reason": r.finish_reason, "ok": r.ok, "error": r.error, "http_status": r.http_status,
+    }
+
+
+def single_row(point_id: str, s: Sent) -> dict:
+    r = s.record
+    return {
+        "point_id": point_id, "run": s.seq + 1, "max_tokens": s.max_tokens, "prompt_index": s.prompt_index,
+        "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+        "latency_s": r.latency_s, "ttft_s": r.ttft_s if r.ok else None,
+        "tok_per_s": stats.tok_per_s(r.completion_tokens, r.latency_s) if r.ok else None,
+        "accept_length": r.accept_length, "ok": r.ok, "error": r.error,
+    }
+
+
+async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = "",
+                        progress: Callable[[dict], None] | None = None) -> BenchResult:
+    """Benchmark the server at ``url`` as ``settings`` say; see the module docstring.
+
+    ``progress`` gets small dicts as the benchmark goes: ``{"stage": "warmup"|"single", "run": i,
+    "of": n}`` as each run starts (1-based), and ``{"stage": "level", "concurrency": c, "done": k,
+    "of": n}`` when a level starts (k=0) and as each of its requests ends.
+    """
+    url = check_url(url)
+    check_settings(settings)
+    prompts = load_prompts(settings.prompts)
+    notify = Notifier(progress)
+    levels = list(settings.concurrency.levels)
+    sent: list[Sent] = []
+    level_rows: list[dict] = []
+    async with Clients(settings.request_timeout_s) as clients:
+        side = clients.side
+        info = await sm.probe(side, url)
+        opts = RequestOptions(url=url, api=settings.api, prompts=prompts, seed=settings.seed,
+                              temperature=settings.temperature, ignore_eos=settings.ignore_eos,
+                              model=settings.model or sm.model_name_of(info), timeout_s=settings.request_timeout_s)
+        ss = settings.single_stream
+        if ss.runs + ss.warmup > 0:
+            if settings.flush_between_levels:
+                await sm.flush_cache(side, url)
+            sent += await single_stream(clients, opts, runs=ss.runs, warmup=ss.warmup,
+                                        max_tokens=ss.max_tokens, notify=notify)
+        for c in levels:
+            flushed = await sm.flush_cache(side, url) if settings.flush_between_levels else False
+            before = await sm.scrape(side, url) if settings.server_metrics else None
+            level = await closed_loop(clients, opts, concurrency=c, requests=settings.requests_at(c),
+                                      max_tokens=settings.concurrency.max_tokens, notify=notify)
+            after = await sm.scrape(side, url) if before is not None else None
+            after_info = await sm.server_info(side, url) if flushed else None
+            sent += level
+            level_rows.append({
+                "point_id": point_id, "concurrency": c, "max_tokens": settings.concurrency.max_tokens,
+                **stats.level_figures([s.record for s in level]),
+                "accept_length_server": sm.accept_length_of(after_info),
+                "flushed": flushed,
+                "server_metrics": sm.deltas_json(before, after),
+            })
+    singles = [s for s in sent if s.phase == "single"]
+    return BenchResult(
+        requests=from_rows([request_row(point_id, prompts, settings.api, s) for s in sent], "requests"),
+        single_stream=from_rows([single_row(point_id, s) for s in singles], "single_stream"),
+        levels=from_rows(level_rows, "levels"),
+        server_info=info,
+        single_summary=stats.single_overall([s.record for s in singles]),
+    )
+
+
+def run(url: str, settings: BenchSettings, *, point_id: str = "",
+        progress: Callable[[dict], None] | None = None) -> BenchResult:
+    """``run_benchmark`` from synchronous code (its own event loop)."""
+    return asyncio.run(run_benchmark(url, settings, point_id=point_id, progress=progress))

@@ -1,0 +1,94 @@
+"""Options -> settings, settings checks, tables and the Parquet files, without a server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from sweep.bench import cli, report
+from sweep.bench.client import RequestRecord
+from sweep.bench.load import Sent
+from sweep.bench.prompts import load_prompts
+from sweep.bench.runner import BenchResult, check_settings, check_url, request_row, run_benchmark, single_row
+from sweep.bench.settings import BenchSettings
+from sweep.errors import BenchError
+from sweep.results.schema import from_rows
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_options_override_only_what_was_given():
+    s = cli.settings_from_args(parse("--url", "http://x:1", "--runs", "3", "--levels", "1,8, 64", "--max-tokens", "32",
+                                     "--api", "chat", "--no-flush"))
+    d = BenchSettings()
+    assert s.single_stream.runs == 3 and s.single_stream.warmup == d.single_stream.warmup
+    assert s.concurrency.levels == [1, 8, 64] and s.concurrency.max_tokens == 32
+    assert s.api == "chat" and not s.flush_between_levels and s.server_metrics and s.ignore_eos
+    assert cli.settings_from_args(parse("--url", "u", "--levels", "none")).concurrency.levels == []
+    with pytest.raises(SystemExit):
+        parse("--url", "u", "--levels", "1,x")
+
+
+def test_bad_settings_and_urls_are_named():
+    s = BenchSettings()
+    s.concurrency.levels = [4, 0]
+    with pytest.raises(BenchError, match="concurrency.levels"):
+        check_settings(s)
+    s = BenchSettings(api="grpc")
+    with pytest.raises(BenchError, match="api") as e:
+        check_settings(s)
+    assert "generate" in e.value.fix
+    with pytest.raises(BenchError, match="not an http"):
+        check_url("127.0.0.1:30000")
+    assert check_url("http://127.0.0.1:30000/") == "http://127.0.0.1:30000"
+
+
+def test_unreachable_server_raises_bench_error_before_anything_runs():
+    with pytest.raises(BenchError, match="cannot reach the server at http://127.0.0.1:9") as e:
+        asyncio.run(run_benchmark("http://127.0.0.1:9", BenchSettings()))
+    assert e.value.exit_code == 6 and "--url" in e.value.fix
+
+
+def _result() -> BenchResult:
+    prompts = load_prompts("coding")
+    good = RequestRecord(start_at=1.7e9, start_mono=0.0, latency_s=1.0, ttft_s=0.1, prompt_tokens=20,
+                         completion_tokens=10, chunk_times_s=[0.1, 0.5, 1.0], chunk_tokens=[1, 5, 4],
+                         accept_length=3.3, spec_verify_ct=3, finish_reason="length", ok=True, http_status=200)
+    bad = RequestRecord(start_at=1.7e9, start_mono=0.0, latency_s=0.2, ok=False, error="http 503: busy",
+                        http_status=503)
+    sent = [Sent("single", 1, 0, 3, 10, good), Sent("level", 4, 0, 5, 10, bad)]
+    level = {"point_id": "", "concurrency": 4, "max_tokens": 10, "requests": 1, "ok": 0, "failed": 1,
+             "wall_s": 0.2, "flushed": False, "server_metrics": "{}"}
+    return BenchResult(
+        requests=from_rows([request_row("", prompts, "generate", s) for s in sent], "requests"),
+        single_stream=from_rows([single_row("", sent[0])], "single_stream"),
+        levels=from_rows([level], "levels"),
+        single_summary={"runs": 1, "ok": 1, "completion_tokens": 10, "seconds": 1.0, "tok_per_s": 10.0,
+                        "accept_length": 3.3})
+
+
+def test_tables_print_runs_levels_and_errors():
+    buf = io.StringIO()
+    report.print_report(_result(), Console(file=buf, width=200))
+    out = buf.getvalue()
+    assert "Single stream" in out and "Concurrency levels" in out and "Failed requests" in out
+    assert "http 503" in out and "0/1" in out and "3.30" in out
+
+
+def test_write_is_atomic_and_readable_by_the_store(tmp_path):
+    paths = _result().write(tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["levels.parquet", "requests.parquet",
+                                                                   "single_stream.parquet"]
+    req = pq.read_table(paths["requests"]).to_pylist()
+    assert req[0]["chunk_tokens"] == [1, 5, 4] and req[0]["tpot_s"] == pytest.approx(0.1)
+    assert req[1]["ok"] is False and req[1]["ttft_s"] is None
+    assert pq.read_table(paths["single_stream"]).column("tok_per_s").to_pylist() == [10.0]

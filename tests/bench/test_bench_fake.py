@@ -1,0 +1,141 @@
+"""The benchmark against the fake SGLang server, checked against the fake's own performance model
+(``sweep.sglang.fake.model``): tok/s and throughput within 3%, accept length within 2%."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from sweep.bench.runner import run
+from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.sglang.fake import model
+
+from bench_fake_server import REPO, kill_tree
+
+pytestmark = pytest.mark.slow
+
+ACCEPT_RATE = 0.7
+SPEC = model.Spec(steps=3, topk=1, draft_tokens=4, accept_rate=ACCEPT_RATE)
+SPEC_ARGS = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "fake/eagle3",
+             "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+             "--fake-accept-rate", str(ACCEPT_RATE), "--enable-metrics")
+# Fast enough for a ~10 s test, slow enough that a decode step (4-26 ms here) dwarfs the event-loop
+# overheads of a loaded 2-core machine. 256-token requests: a closed loop's later waves arrive
+# staggered, and a request that misses its wave's prefill slips one decode step (~1% of 101 steps)
+# against the model's lock-step waves.
+SPEED = 8.0
+SINGLE_TOKENS, LEVEL_TOKENS = 128, 256
+
+
+def settings(**kw) -> BenchSettings:
+    s = BenchSettings(single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=SINGLE_TOKENS),
+                      concurrency=ConcurrencySettings(levels=[4, 16], rounds=2, max_tokens=LEVEL_TOKENS))
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+def close(measured: float, expected: float, tol: float) -> bool:
+    return abs(measured - expected) <= tol * expected
+
+
+def test_figures_agree_with_the_fake_model(fake_sglang):
+    server = fake_sglang(*SPEC_ARGS, speed=SPEED)
+    seen: list[dict] = []
+    result = run(server.url, settings(), point_id="p1", progress=seen.append)
+
+    req = result.requests.to_pylist()
+    assert all(r["ok"] for r in req), [r["error"] for r in req if not r["ok"]][:3]
+    assert all(r["completion_tokens"] == r["max_tokens"] for r in req)  # ignore_eos: exactly max tokens
+    assert all(r["point_id"] == "p1" for r in req)
+    # speculation: chunks carry several tokens, and the parser counted every one
+    assert max(max(r["chunk_tokens"]) for r in req) > 1
+    assert all(sum(r["chunk_tokens"]) == r["completion_tokens"] for r in req)
+    assert {"stage": "single", "run": 2, "of": 2} in seen
+    assert {"stage": "level", "concurrency": 16, "done": 32, "of": 32} in seen
+
+    # single stream, over its runs: end-to-end tok/s vs the model's prefill + decode time, and the
+    # decode rate (tokens after the first over the time after the first) vs single_stream_tok_s
+    ss = result.single_stream.to_pylist()
+    assert len(ss) == 2 and all(r["ok"] for r in ss)
+    expected_s = sum(model.prefill_time_s(r["prompt_tokens"], None)
+                     + model.decode_steps(SINGLE_TOKENS, SPEC) * model.step_time_s(1, SPEC, None) for r in ss) / SPEED
+    expected_tok_s = len(ss) * SINGLE_TOKENS / expected_s
+    assert close(result.single_summary["tok_per_s"], expected_tok_s, 0.03), (result.single_summary, expected_tok_s)
+    decode_rate = sum(r["completion_tokens"] - 1 for r in ss) / sum(r["latency_s"] - r["ttft_s"] for r in ss)
+    assert close(decode_rate, model.single_stream_tok_s(SPEC, None, SPEED), 0.03), decode_rate
+
+    # each level: output throughput vs the model's closed loop of the same requests
+    prompt_tokens = [r["prompt_tokens"] for r in req if r["phase"] == "level"]
+    mean_prompt = round(sum(prompt_tokens) / len(prompt_tokens))
+    expected_accept = model.expected_accept_length(SPEC)
+    for lv in result.levels.to_pylist():
+        c = lv["concurrency"]
+        expected = model.closed_loop_run(2 * c, c, LEVEL_TOKENS, SPEC, None, None, SPEED, prompt_tokens=mean_prompt)
+        assert (lv["requests"], lv["ok"], lv["failed"]) == (2 * c, 2 * c, 0)
+        assert close(lv["output_throughput"], expected.throughput_tok_s, 0.03), (c, lv["output_throughput"],
+                                                                                  expected.throughput_tok_s)
+        assert lv["flushed"] is True
+        assert close(lv["accept_length_server"], expected_accept, 0.02), lv["accept_length_server"]
+        assert close(lv["accept_length_requests"], expected_accept, 0.02), lv["accept_length_requests"]
+        assert 0.9 * c <= lv["achieved_concurrency"] <= c + 1e-9
+        assert lv["ttft_p50_s"] < lv["latency_p50_s"] and lv["tpot_p50_s"] > 0 and lv["itl_p50_s"] > 0
+        metrics = json.loads(lv["server_metrics"])
+        generated = [v for k, v in metrics.get("delta", {}).items() if k.startswith("sglang:generation_tokens_total")]
+        assert generated and sum(generated) == 2 * c * LEVEL_TOKENS, metrics
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_openai_routes_count_every_token_of_a_multi_token_chunk(fake_sglang, api):
+    server = fake_sglang(*SPEC_ARGS, speed=20.0)
+    s = settings(api=api)
+    s.single_stream = SingleStreamSettings(runs=1, warmup=0, max_tokens=32)
+    s.concurrency = ConcurrencySettings(levels=[4], rounds=1, max_tokens=32)
+    req = run(server.url, s).requests.to_pylist()
+    assert all(r["ok"] and r["api"] == api for r in req), [r["error"] for r in req]
+    assert all(r["completion_tokens"] == 32 and sum(r["chunk_tokens"]) == 32 for r in req)
+    assert max(max(r["chunk_tokens"]) for r in req) > 1  # counted from usage, not one per chunk
+    assert all(r["chunks"] < 32 for r in req)
+
+
+def test_a_server_killed_mid_level_gives_failures_not_an_exception(fake_sglang):
+    server = fake_sglang(*SPEC_ARGS, speed=SPEED)
+    s = settings(flush_between_levels=True)
+    s.single_stream = SingleStreamSettings(runs=0, warmup=0)
+    s.concurrency = ConcurrencySettings(levels=[8, 4], rounds=3, max_tokens=64)
+
+    def progress(info: dict) -> None:
+        if info.get("stage") == "level" and info["concurrency"] == 8 and info["done"] == 4:
+            kill_tree(server.proc.pid)  # the server dies with requests in flight
+
+    result = run(server.url, s, progress=progress)
+    first, second = result.levels.to_pylist()
+    assert first["requests"] == 24 and first["ok"] >= 4 and first["failed"] > 0
+    assert first["ok"] + first["failed"] == 24
+    assert second["ok"] == 0 and second["failed"] == 12 and second["flushed"] is False
+    errors = {r["error"].split(":")[0] for r in result.requests.to_pylist() if not r["ok"]}
+    assert errors <= {"disconnect", "connect"}, errors
+
+
+def test_command_line_prints_tables_and_writes_parquet(fake_sglang, tmp_path):
+    server = fake_sglang(*SPEC_ARGS, speed=20.0)
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url, "--runs", "2", "--warmup", "0",
+                           "--single-max-tokens", "16", "--levels", "1,4", "--max-tokens", "16", "--prompts",
+                           "encyclopedic", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Single stream" in proc.stdout and "Concurrency levels" in proc.stdout
+    assert pq.read_table(out / "requests.parquet").num_rows == 2 + 2 * 1 + 2 * 4
+    assert pq.read_table(out / "single_stream.parquet").num_rows == 2
+    levels = pq.read_table(out / "levels.parquet").to_pylist()
+    assert [lv["concurrency"] for lv in levels] == [1, 4]
+    assert all(r["prompt_set"] == "encyclopedic" for r in pq.read_table(out / "requests.parquet").to_pylist())
+
+    server.kill()
+    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 6 and "cannot reach the server" in proc.stderr

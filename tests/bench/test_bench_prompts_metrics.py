@@ -1,0 +1,77 @@
+"""Prompt sets and the server-side metrics helpers (pure parts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweep.bench import server_metrics as sm
+from sweep.bench.prompts import BUILTIN, load_prompts
+from sweep.errors import BenchError
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_sets_have_at_least_20_distinct_prompts(name):
+    ps = load_prompts(name)
+    assert ps.name == name and len(set(ps.prompts)) >= 20
+
+
+def test_choice_is_seeded_spread_and_keyed():
+    ps = load_prompts("coding")
+    a = ps.choose(60, seed=1, key="level-8")
+    assert a == ps.choose(60, seed=1, key="level-8")
+    assert a != ps.choose(60, seed=2, key="level-8") and a != ps.choose(60, seed=1, key="level-9")
+    n = len(ps.prompts)
+    assert sorted(a[:n]) == list(range(n))  # every prompt once before any repeats
+
+
+def test_jsonl_file_and_its_errors(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps({"prompt": "a", "id": 1}) + "\n\n" + json.dumps({"prompt": "b"}) + "\n")
+    assert load_prompts(str(f)).prompts == ("a", "b")
+    f.write_text('{"prompt": "a"}\n{"text": "b"}\n')
+    with pytest.raises(BenchError, match="line 2"):
+        load_prompts(str(f))
+    with pytest.raises(BenchError, match="neither a built-in set nor a file") as e:
+        load_prompts("codng")
+    assert "coding" in e.value.fix
+
+
+METRICS_1 = """# HELP sglang:generation_tokens_total Number of generation tokens processed.
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m"} 100.0
+# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 0.0
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 3.0
+sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4.0
+sglang:time_to_first_token_seconds_sum{model_name="m"} 0.5
+sglang:time_to_first_token_seconds_count{model_name="m"} 4.0
+"""
+METRICS_2 = (METRICS_1.replace("} 100.0", "} 612.0").replace('running_reqs{model_name="m"} 0.0', 'running_reqs{model_name="m"} 2.0')
+             .replace("_count{model_name=\"m\"} 4.0", "_count{model_name=\"m\"} 9.0")
+             + "# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name=\"m\"} 3.2\n")
+
+
+def test_prometheus_deltas_difference_counters_and_keep_gauges():
+    d = sm.metric_deltas(sm.parse_prometheus(METRICS_1), sm.parse_prometheus(METRICS_2))
+    assert d["delta"]['sglang:generation_tokens_total{model_name="m"}'] == 512.0
+    assert d["delta"]['sglang:time_to_first_token_seconds_count{model_name="m"}'] == 5.0
+    assert d["delta"]['sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"}'] == 0.0
+    assert d["gauge"]['sglang:num_running_reqs{model_name="m"}'] == 2.0
+    assert d["gauge"]['sglang:spec_accept_length{model_name="m"}'] == 3.2
+    assert sm.metric_deltas(None, sm.parse_prometheus(METRICS_2)) == {}
+    assert json.loads(sm.deltas_json(None, None)) == {}
+
+
+def test_accept_length_and_model_name_from_server_info():
+    info = {"internal_states": [{"avg_spec_accept_length": 3.0}, {"avg_spec_accept_length": 3.4}],
+            "served_model_name": "kimi", "model_path": "/models/k"}
+    assert sm.accept_length_of(info) == pytest.approx(3.2)
+    assert sm.accept_length_of({"avg_spec_accept_length": 2.5}) == 2.5  # older layout
+    assert sm.accept_length_of({"internal_states": [{"last_gen_throughput": 1.0}]}) is None
+    assert sm.accept_length_of(None) is None
+    assert sm.model_name_of(info) == "kimi" and sm.model_name_of({"model_path": "/m"}) == "/m"
+    assert sm.model_name_of(None) == "default"
