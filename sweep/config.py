@@ -93,13 +93,16 @@ class DryRunConfig:
     token counts, requests and the fake's speed are scaled, and the scale is recorded."""
 
     hosts: int = 3
-    fake_speed: float = 4.0  # the fake server's serving speed (1 = the real system's)
+    fake_speed: float = 5.0  # the fake server's serving speed (1 = the real system's)
     fake_startup_speed: float = 300.0  # startup phases run this much faster than real
     max_tokens_scale: float = 0.125
     min_max_tokens: int = 32
     rounds: int = 1  # requests per level = rounds * concurrency
     single_stream_runs: int = 3
     single_stream_warmup: int = 1
+    # SGLang's --stream-interval for the fake: a chunk every N decode steps keeps three simulated
+    # hosts at C=250 within two cores; token counts stay exact (the server counts them)
+    stream_interval: int = 8
     fake_args: list[str] = field(default_factory=list)  # extra --fake-* flags for every point
 
 

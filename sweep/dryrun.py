@@ -20,7 +20,8 @@ def fake_launcher() -> list[str]:
 
 def fake_args(exp: Experiment) -> list[str]:
     d = exp.dry_run
-    return ["--fake-speed", str(d.fake_speed), "--fake-startup-speed", str(d.fake_startup_speed), *d.fake_args]
+    return ["--fake-speed", str(d.fake_speed), "--fake-startup-speed", str(d.fake_startup_speed),
+            "--stream-interval", str(d.stream_interval), *d.fake_args]
 
 
 def scaled(exp: Experiment) -> tuple[Experiment, dict]:
@@ -45,6 +46,7 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
     scale = {
         "fake_speed": d.fake_speed,
         "fake_startup_speed": d.fake_startup_speed,
+        "stream_interval": d.stream_interval,
         "max_tokens_scale": d.max_tokens_scale,
         "single_stream": [before["single_stream"]["max_tokens"], b.single_stream.max_tokens],
         "concurrency_max_tokens": [before["concurrency"]["max_tokens"], b.concurrency.max_tokens],
