@@ -52,6 +52,7 @@ class ReapConfig:
 
 @dataclass
 class ServerConfig:
+    # "python" means the interpreter of the Ray worker on the host (the venv it was started from)
     launcher: list[str] = field(default_factory=lambda: ["python", "-m", "sglang.launch_server"])
     model_path: str = "???"
     tp_size: int = 8

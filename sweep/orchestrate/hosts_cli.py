@@ -7,6 +7,7 @@ and the SGLang version importable there. The quickest check that a new cluster i
 from __future__ import annotations
 
 import argparse
+import sys
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -24,7 +25,7 @@ def _probe_host() -> dict:
     probe = real_probe()
     gpus = probe.gpus()
     try:
-        version = sglang_version(["python", "-m", "sglang.launch_server"])
+        version = sglang_version([sys.executable, "-m", "sglang.launch_server"])
     except PointFailure as e:
         version = f"not importable ({e.reason[:60]})"
     return {"gpus": f"{len(gpus)} x {gpus[0].name}" if gpus else getattr(probe, "reason", "none"),

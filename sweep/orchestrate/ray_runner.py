@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
@@ -67,7 +68,10 @@ def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_
     setup = setups.get(node)
     if setup is None:  # a host that joined after the sweep started
         setup = HostSetup(Host(node, node[:12], -1, 0), spec.port)
-    spec = replace(spec, port=setup.port, argv=with_port(spec.argv, setup.port))
+    argv, launcher = with_port(spec.argv, setup.port), list(spec.launcher)
+    if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
+        launcher[0] = argv[0] = sys.executable
+    spec = replace(spec, port=setup.port, argv=argv, launcher=launcher)
     ctx = setup.context()
 
     def progress(ev: dict) -> None:
