@@ -7,6 +7,8 @@ even children that outlive their parent (``--fake-zombie``) never survive a test
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import re
 import signal
@@ -135,32 +137,9 @@ def _start(directory: Path, markers: list[str], args: tuple[str, ...] | list[str
     return FakeProc(proc, port, log_path, marker, argv)
 
 
-@pytest.fixture
-def start_fake(tmp_path: Path) -> Iterator[Starter]:
-    """``start_fake(*flags, fast=True, env=None)`` -> a running FakeProc, killed (tree and zombies) after."""
-    markers: list[str] = []
-    procs: list[FakeProc] = []
-
-    def start(*args: str, **kw) -> FakeProc:
-        fp = _start(tmp_path, markers, list(args), **kw)
-        procs.append(fp)
-        return fp
-
-    try:
-        yield start
-    finally:
-        for fp in procs:
-            if fp.proc.poll() is None:
-                fp.proc.kill()
-                fp.proc.wait()
-        for marker in markers:
-            kill_marked(marker)
-
-
-@pytest.fixture(scope="module")
-def module_starter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Starter]:
-    """The same, shared by a test module (one server for many endpoint tests)."""
-    directory = tmp_path_factory.mktemp("fake")
+@contextlib.contextmanager
+def _starter(directory: Path) -> Iterator[Starter]:
+    """A ``start(*flags, fast=True, env=None)`` whose servers are killed (tree and zombies) on exit."""
     markers: list[str] = []
     procs: list[FakeProc] = []
 
@@ -178,6 +157,20 @@ def module_starter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Starter
                 fp.proc.wait()
         for marker in markers:
             kill_marked(marker)
+
+
+@pytest.fixture
+def start_fake(tmp_path: Path) -> Iterator[Starter]:
+    """``start_fake(*flags, fast=True, env=None)`` -> a running FakeProc, killed (tree and zombies) after."""
+    with _starter(tmp_path) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def module_starter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Starter]:
+    """The same, shared by a test module (one server for many endpoint tests)."""
+    with _starter(tmp_path_factory.mktemp("fake")) as start:
+        yield start
 
 
 def sse_events(body: str) -> list[str]:

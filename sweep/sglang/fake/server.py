@@ -10,12 +10,13 @@ the health routes answer 503; then the log says ``The server is fired up and rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
 import aiohttp
 from aiohttp import web
@@ -306,6 +307,17 @@ class FakeServer:
         results = [self._result(r) for r in reqs]
         return json_response(results if batch else results[0])
 
+    @contextlib.contextmanager
+    def _abort_on_disconnect(self, req: Req) -> Iterator[None]:
+        """The client went away mid-stream: SGLang aborts the request."""
+        try:
+            yield
+        except ConnectionResetError:
+            self.engine.abort(req)
+        except asyncio.CancelledError:
+            self.engine.abort(req)
+            raise
+
     async def _open_stream(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
                                                        "Cache-Control": "no-cache"})
@@ -315,7 +327,7 @@ class FakeServer:
     async def _stream_generate(self, request: web.Request, req: Req) -> web.StreamResponse:
         resp = await self._open_stream(request)
         emitted, so_far, ids = 0, "", []
-        try:
+        with self._abort_on_disconnect(req):
             async for tokens, last in self.follow(req):
                 delta = text.token_text(req.seed, emitted, tokens)
                 new_ids = text.token_ids(req.seed, emitted, tokens)
@@ -327,11 +339,6 @@ class FakeServer:
                          "meta_info": self._meta(req, tokens, last)}
                 await resp.write(f"data: {dumps(chunk)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
-        except ConnectionResetError:  # the client went away: SGLang aborts the request
-            self.engine.abort(req)
-        except asyncio.CancelledError:
-            self.engine.abort(req)
-            raise
         return resp
 
     # --- OpenAI routes ---
@@ -366,7 +373,7 @@ class FakeServer:
         created = int(time.time())
         emitted = 0
         first = o.chat
-        try:
+        with self._abort_on_disconnect(req):
             if first:
                 await resp.write(f"data: {dumps(openai_api.chunk(req.rid, o.model, created, '', None, True, role=True))}\n\n".encode())
             async for tokens, last in self.follow(req):
@@ -380,11 +387,6 @@ class FakeServer:
                 body = openai_api.usage_chunk(req.rid, o.model, created, req.prompt_tokens, req.produced, o.chat)
                 await resp.write(f"data: {dumps(body)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
-        except ConnectionResetError:  # the client went away: SGLang aborts the request
-            self.engine.abort(req)
-        except asyncio.CancelledError:
-            self.engine.abort(req)
-            raise
         return resp
 
     async def models(self, request: web.Request) -> web.Response:
