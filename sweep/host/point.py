@@ -46,6 +46,11 @@ class PointSpec:
     paths: dict[str, str] = field(default_factory=dict)  # {"model": ..., "drafter": ...} to check
     real_paths: bool = True  # False on simulated hosts: path checks are reported as skipped
     bind_host: str = "127.0.0.1"  # where the benchmark reaches the server
+    nnodes: int = 1  # hosts one server spans (tp_size > GPUs of a host); this host runs tp_size/nnodes ranks
+
+    @property
+    def local_gpus(self) -> int:
+        return max(1, self.tp_size // self.nnodes)
 
 
 @dataclass
@@ -99,7 +104,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
         pf.check_paths(spec.paths, spec.real_paths, report)
         # a crashed earlier run must not poison this one
         reaped.merge(_reap(spec, host, "before launch"))
-        pf.check_gpus(host.probe, spec.tp_size, spec.reap.gpu_mem_free_mib, report)
+        pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
         pf.check_port(spec.port, spec.bind_host, report)
 
         phase = "load"
@@ -139,4 +144,42 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
         res.checks = report.checks
         res.reaped = reaped.as_dict()
         res.ended_at = time.time()
+    return res
+
+
+def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: Progress | None = None) -> PointResult:
+    """Node ``node_rank`` > 0 of a server that spans several hosts: pre-flight, reap, launch its ranks,
+    and keep them up until the point ends (the orchestrator cancels this call: the ``finally`` stops
+    and reaps) or they die (a failed result, with the reason from this node's log)."""
+    emit = progress or (lambda e: None)
+    res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
+    report = pf.PreflightReport()
+    server: ServerProcess | None = None
+    reaped = reaper.ReapReport()
+    phase = "preflight"
+    try:
+        report.sglang_version = pf.sglang_version(spec.launcher)
+        pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
+        pf.check_paths(spec.paths, spec.real_paths, report)
+        reaped.merge(_reap(spec, host, "before launch"))
+        pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
+        phase = "load"
+        emit({"stage": f"node {node_rank}"})
+        env = {**spec.env, **host.extra_env, **reaper.Marker(spec.sweep, host.name).env(spec.point_id)}
+        log = Path(spec.log_path).with_suffix(f".node{node_rank}.log")
+        server = ServerProcess(spec.argv, env, log, port=spec.port, host=spec.bind_host)
+        server.start()
+        while server.alive():
+            server.poll_log()
+            time.sleep(0.2)
+        raise server.died(server.startup.phase)
+    except PointFailure as e:
+        res.failure_phase, res.failure_reason = e.phase, f"node {node_rank} on {host.name}: {e.reason}"
+    finally:
+        if server is not None:
+            reaped.killed += server.stop(spec.timeouts.stop_grace_s)
+            res.log_tail = server.log.tail_text()
+        reaped.merge(_reap(spec, host, "after the point"))
+        res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
+        res.reaped, res.ended_at = reaped.as_dict(), time.time()
     return res

@@ -158,6 +158,19 @@ class ServerProcess:
         f = find_failure(self.log.tail, self.proc.returncode if self.proc else None)
         return PointFailure(phase, f"{f.reason}", fix=f.fix)
 
+    def poll_log(self, progress: Callable[[dict], None] | None = None) -> bool:
+        """Read the new log lines and time the startup events in them; True when a line arrived."""
+        now = self.elapsed()
+        lines = self.log.read()
+        for line in lines:
+            ev = event_of(line)
+            if ev:
+                before = self.startup.phase
+                self.startup.see(ev, now, rank_of(line))
+                if progress and self.startup.phase != before:
+                    progress({"stage": self.startup.phase, "elapsed_s": round(now, 1)})
+        return bool(lines)
+
     def wait_ready(self, timeouts: Timeouts, progress: Callable[[dict], None] | None = None,
                    ready_prompt: str = "Say hello.") -> Startup:
         """Block until the server is ready (``/health`` 200 and one generate answered); raise
@@ -168,16 +181,8 @@ class ServerProcess:
         with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0)) as client:
             while True:
                 now = self.elapsed()
-                lines = self.log.read()
-                if lines:
+                if self.poll_log(progress):
                     last_line_at = now
-                for line in lines:
-                    ev = event_of(line)
-                    if ev:
-                        before = self.startup.phase
-                        self.startup.see(ev, now, rank_of(line))
-                        if progress and self.startup.phase != before:
-                            progress({"stage": self.startup.phase, "elapsed_s": round(now, 1)})
                 phase = self.startup.phase
                 if self.proc.poll() is not None:
                     raise self.died(phase)

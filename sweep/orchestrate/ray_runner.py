@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from sweep.host.point import HostContext, PointResult, PointSpec
 from sweep.orchestrate.cluster import Host
@@ -63,7 +64,8 @@ class ProgressBoard:
         return out
 
 
-def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
+def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple[PointSpec, HostContext, Callable]:
+    """This host's identity, the spec adapted to it (port, interpreter), and a progress poster."""
     node = ray.get_runtime_context().get_node_id()
     setup = setups.get(node)
     if setup is None:  # a host that joined after the sweep started
@@ -77,10 +79,22 @@ def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_
     def progress(ev: dict) -> None:
         board.post.remote(spec.point_id, ctx.name, ev)
 
+    return spec, ctx, progress
+
+
+def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
+    spec, ctx, progress = _on_host(spec, setups, board)
     progress({"stage": "start"})
     if run_fn is None:
         from sweep.host.point import run_point as run_fn  # noqa: N806 (imported where it runs)
     return run_fn(spec, ctx, progress)
+
+
+def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, node_rank: int) -> PointResult:
+    from sweep.host.point import run_follower
+
+    spec, ctx, progress = _on_host(spec, setups, board)
+    return run_follower(spec, ctx, node_rank, progress)
 
 
 @dataclass
@@ -90,6 +104,28 @@ class Outcome:
     spec: PointSpec
     result: PointResult
     attempts: int
+
+
+@dataclass
+class Group:
+    """A point whose server spans several hosts: a placement group of one bundle per host, the
+    leader (node rank 0: serves and benchmarks) and the followers (the other node ranks)."""
+
+    pg: Any
+    leader: Any = None
+    followers: list = field(default_factory=list)
+    failure: PointResult | None = None  # a follower's server died first
+    host_lost: bool = False
+
+
+@dataclass
+class Pending:
+    kind: str  # point | group-ready | leader | follower
+    spec: PointSpec
+    attempt: int
+    t0: float
+    group: Group | None = None
+    rank: int = 0
 
 
 @dataclass
@@ -103,19 +139,58 @@ class Runner:
     # (tests/perf/scheduling.py); run_point keeps no state between points, so workers are reused.
     fresh_workers: bool = False
     cancel_grace_s: float = 45.0
+    dist_port_offset: int = 1000  # multi-host servers: --dist-init-addr port = the leader's port + this
     _task: Any = None
+    _follower: Any = None
+    _opts: dict = field(default_factory=dict)
     _board: Any = None
-    _pending: dict[Any, tuple[PointSpec, int, float]] = field(default_factory=dict)
+    _pending: dict[Any, Pending] = field(default_factory=dict)
     _where: dict[str, str] = field(default_factory=dict)  # point id -> host it last reported from
 
     def __post_init__(self) -> None:
-        self._task = ray.remote(max_calls=1 if self.fresh_workers else 0)(_run_on_host).options(
-            num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1},
-            max_retries=0, name="sweep-point")
+        self._opts = dict(num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1}, max_retries=0)
+        self._task = ray.remote(max_calls=1 if self.fresh_workers else 0)(_run_on_host)
+        self._follower = ray.remote(_follow_on_host)
+
+    def _on(self, fn: Any, name: str, bundle: tuple[Any, int] | None = None) -> Any:
+        """``fn`` with the host's resources, optionally on one bundle of a placement group."""
+        extra = {}
+        if bundle is not None:
+            extra["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=bundle[0], placement_group_bundle_index=bundle[1])
+        return fn.options(name=name, **self._opts, **extra)
 
     def _submit(self, spec: PointSpec, attempt: int) -> None:
-        ref = self._task.remote(spec, self.setups, self._board, self.run_fn)
-        self._pending[ref] = (spec, attempt, time.monotonic())
+        t0 = time.monotonic()
+        if spec.nnodes <= 1:
+            ref = self._on(self._task, "sweep-point").remote(spec, self.setups, self._board, self.run_fn)
+            self._pending[ref] = Pending("point", spec, attempt, t0)
+            return
+        bundle = {self.resource: 1, "GPU": self.gpus_per_host}
+        pg = placement_group([dict(bundle) for _ in range(spec.nnodes)], strategy="STRICT_SPREAD")
+        self._pending[pg.ready()] = Pending("group-ready", spec, attempt, t0, Group(pg))
+
+    def _start_group(self, p: Pending) -> None:
+        """The hosts are held: start the leader and the followers, each on its bundle's host."""
+        g = p.group
+        nodes = placement_group_table(g.pg)["bundles_to_node_id"]
+        leader_node = nodes[0]
+        ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == leader_node), "127.0.0.1")
+        setup = self.setups.get(leader_node)
+        dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
+
+        def rank_spec(r: int) -> PointSpec:
+            extra = ["--nnodes", str(p.spec.nnodes), "--node-rank", str(r), "--dist-init-addr", dist]
+            return replace(p.spec, argv=p.spec.argv + extra)
+
+        g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
+            rank_spec(0), self.setups, self._board, self.run_fn)
+        self._pending[g.leader] = Pending("leader", rank_spec(0), p.attempt, p.t0, g)
+        for r in range(1, p.spec.nnodes):
+            ref = self._on(self._follower, "sweep-point-node", (g.pg, r)).remote(
+                rank_spec(r), self.setups, self._board, r)
+            g.followers.append(ref)
+            self._pending[ref] = Pending("follower", p.spec, p.attempt, p.t0, g, r)
 
     def run(self, specs: list[PointSpec], on_event: Callable[[str, str, dict], None]) -> Iterator[Outcome]:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
@@ -128,11 +203,48 @@ class Runner:
             ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=0.25)
             self._pump(on_event)
             for ref in ready:
-                spec, attempt, t0 = self._pending.pop(ref)
-                outcome = self._collect(ref, spec, attempt, t0)
+                p = self._pending.pop(ref)
+                outcome = self._handle(ref, p)
                 if outcome is not None:
                     yield outcome
         self._pump(on_event)
+
+    def _handle(self, ref: Any, p: Pending) -> Outcome | None:
+        if p.kind == "point":
+            return self._collect(ref, p.spec, p.attempt, p.t0)
+        if p.kind == "group-ready":
+            self._start_group(p)
+            return None
+        g = p.group
+        if p.kind == "follower":
+            if g.leader not in self._pending:
+                return None  # the point is over; this is the follower we cancelled
+            try:
+                result: PointResult = ray.get(ref)
+                g.failure = result  # its server died while the leader still ran
+            except ray.exceptions.TaskCancelledError:
+                return None
+            except ray.exceptions.RayError:
+                g.host_lost = True
+            ray.cancel(g.leader, force=False)  # the leader's cleanup stops its server
+            return None
+        # the leader is done: stop the followers, release the hosts
+        self._stop_group(g)
+        if g.failure is not None:
+            return Outcome(p.spec, g.failure, p.attempt)
+        if g.host_lost:
+            return self._retry_or_fail(p.spec, p.attempt, p.t0, "a host of the group")
+        return self._collect(ref, p.spec, p.attempt, p.t0)
+
+    def _stop_group(self, g: Group) -> None:
+        live = [f for f in g.followers if f in self._pending]
+        for f in live:
+            ray.cancel(f, force=False)
+        if live:
+            ray.wait(live, num_returns=len(live), timeout=self.cancel_grace_s)
+        for f in live:
+            self._pending.pop(f, None)
+        remove_placement_group(g.pg)
 
     def _pump(self, on_event: Callable[[str, str, dict], None]) -> None:
         try:
@@ -142,6 +254,14 @@ class Runner:
         for pid, host, ev in events:
             self._where[pid] = host
             on_event(pid, host, ev)
+
+    def _retry_or_fail(self, spec: PointSpec, attempt: int, t0: float, host: str) -> Outcome | None:
+        reason = f"host {host} lost during attempt {attempt}"
+        if attempt <= self.max_host_failures:
+            self._submit(spec, attempt + 1)
+            return None
+        return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0),
+                       attempt)
 
     def _collect(self, ref: Any, spec: PointSpec, attempt: int, t0: float) -> Outcome | None:
         try:
@@ -153,17 +273,12 @@ class Runner:
             return Outcome(spec, _failed(spec, self._where.get(spec.point_id), "internal",
                                          f"internal error: {str(e).strip().splitlines()[-1]}", t0), attempt)
         except ray.exceptions.RayError as e:  # the worker or its node died under the point
-            host = self._where.get(spec.point_id, "?")
-            reason = f"host {host} lost during attempt {attempt}: {type(e).__name__}"
-            if attempt <= self.max_host_failures:
-                self._submit(spec, attempt + 1)
-                return None
-            return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0),
-                           attempt)
+            return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.point_id, '?')} "
+                                                          f"({type(e).__name__})")
 
     def cancel_all(self) -> None:
         """Cancel running points: politely first (their cleanup stops the servers), then by force."""
-        refs = list(self._pending)
+        refs = [r for r, p in self._pending.items() if p.kind != "group-ready"]
         for ref in refs:
             ray.cancel(ref, force=False)
         deadline = time.monotonic() + self.cancel_grace_s
@@ -172,6 +287,9 @@ class Runner:
             _, remaining = ray.wait(remaining, num_returns=len(remaining), timeout=0.5)
         for ref in remaining:
             ray.cancel(ref, force=True)
+        groups = {id(p.group): p.group for p in self._pending.values() if p.group is not None}
+        for g in groups.values():
+            remove_placement_group(g.pg)
         self._pending.clear()
 
 

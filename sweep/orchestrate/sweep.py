@@ -11,6 +11,7 @@ import argparse
 import fnmatch
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +33,16 @@ def mode_of(args: argparse.Namespace) -> str:
 
 def results_path(exp: config_mod.Experiment, mode: str) -> Path:
     return Path(exp.results_dir) if exp.results_dir else Path("results") / f"{exp.name}{MODES[mode]}"
+
+
+def hosts_per_point(exp: config_mod.Experiment) -> int:
+    """How many hosts one server spans: tp_size over the GPUs of a host, rounded up."""
+    g = exp.cluster.gpus_per_host
+    n = -(-exp.server.tp_size // g)
+    if n > 1 and exp.server.tp_size % g:
+        raise ClusterError(f"server.tp_size={exp.server.tp_size} does not split evenly over hosts of {g} GPUs",
+                           fix="use a multiple of cluster.gpus_per_host, or a tp_size that fits one host")
+    return n
 
 
 def select(plan: Plan, statuses: dict[str, str], *, force: bool, retry_failed: bool,
@@ -82,10 +93,7 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
     console.print(f"[bold]{exp.name}[/bold] ({mode}): {len(plan.points)} points, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {rd.path}")
-    if todo and exp.server.tp_size > exp.cluster.gpus_per_host:
-        raise ClusterError(f"server.tp_size={exp.server.tp_size} spans more than one host "
-                           f"(cluster.gpus_per_host={exp.cluster.gpus_per_host}); multi-host points are not supported yet",
-                           fix="lower tp_size to fit one host")
+    nnodes = hosts_per_point(exp)
     if todo and mode != "dry-run":
         cluster.connect(args.address)  # fails fast, before anything is written
     rd.open()
@@ -111,6 +119,11 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                                        state_file=rd.path / ".sim" / "driver.json")
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
+        if nnodes > len(hosts):
+            raise ClusterError(f"server.tp_size={exp.server.tp_size} needs {nnodes} hosts of "
+                               f"{exp.cluster.gpus_per_host} GPUs; the cluster has {len(hosts)}",
+                               fix="add hosts, or lower server.tp_size"
+                                   + (" (dry_run.hosts for a dry run)" if sim else ""))
         console.print("hosts: " + ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts))
         sweep_name = rd.path.resolve().name
         # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
@@ -119,7 +132,7 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                                        str(ledger_root / h.name) if mode != "real" else None,
                                        exp.cluster.gpus_per_host)
                   for h in hosts}
-        specs = {p.id: _spec(p, exp, rd, mode, sweep_name) for p in todo}
+        specs = {p.id: replace(_spec(p, exp, rd, mode, sweep_name), nnodes=nnodes) for p in todo}
         planned = {p.id: p for p in todo}
         runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
                         exp.cluster.max_host_failures, run_fn=run_fn)

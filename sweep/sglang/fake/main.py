@@ -113,8 +113,15 @@ def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.
         context_len=ns.context_length or rules.DEFAULT_CONTEXT_LENGTH)
 
 
-def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, tp_size: int) -> list[procs.Child]:
-    """Fork one scheduler per TP rank (each walks the startup) and the detokenizer."""
+def node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
+    """The TP ranks this node runs: a multi-node server splits them evenly, node by node."""
+    per_node = max(1, tp_size // max(1, nnodes))
+    return range(node_rank * per_node, (node_rank + 1) * per_node)
+
+
+def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: range,
+                    detokenizer: bool = True) -> list[procs.Child]:
+    """Fork one scheduler per TP rank of this node (each walks the startup) and the detokenizer."""
 
     def hold() -> None:
         """A rank's life after startup (or in a hang): hold on; drop its ledger entry when it exits."""
@@ -128,9 +135,10 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, tp_size: i
     children = [procs.fork_child("scheduler", rank, f"sglang::scheduler_TP{rank}", life,
                                  lambda fd, rank=rank: startup.run_rank(plan, rank, life.parent_pid, fd, hold),
                                  with_pipe=True)
-                for rank in range(max(1, tp_size))]
-    children.append(procs.fork_child("detokenizer", 0, "sglang::detokenizer", life, lambda fd: procs.idle(life),
-                                     with_pipe=False))
+                for rank in ranks]
+    if detokenizer:
+        children.append(procs.fork_child("detokenizer", 0, "sglang::detokenizer", life,
+                                         lambda fd: procs.idle(life), with_pipe=False))
     return children
 
 
@@ -156,6 +164,19 @@ def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.Star
         warmup_s=plan.durations.warmup / plan.speed, fail_at_serve=ns.fake_fail_at == "serve",
         crash_after_requests=ns.fake_crash_after_requests)
     return asyncio.run(server.serve(cfg, eng, on_crash=die, reap=reap))
+
+
+def follow(children: list[procs.Child], life: procs.Lifecycle, log: Log, node_rank: int) -> int:
+    """A node of rank > 0: its schedulers are up; wait for SIGTERM (or a rank's failure, SIGQUIT)."""
+    log.info(f"Node {node_rank} is ready; node 0 serves the HTTP API.")
+
+    def on_term(signum: int, frame: Any) -> None:
+        procs.kill_children(children, life)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    while True:
+        signal.pause()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -190,11 +211,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         die()
 
     signal.signal(signal.SIGQUIT, on_sigquit)  # before forking: a rank may fail at once
-    children.extend(launch_children(plan, life, int(ns.tp_size)))
+    node_rank = int(ns.node_rank or 0)
+    children.extend(launch_children(plan, life, node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank),
+                                    detokenizer=node_rank == 0))
     ready = wait_ready(children, log)
     if ready is None:
         procs.kill_children(children, life)
         return 1
+    if node_rank > 0:  # SGLang's other nodes run their ranks and no HTTP server, until stopped
+        return follow(children, life, log, node_rank)
     code = serve(parsed, resolved, plan, host, ready[0], die, reap=lambda: procs.reap(children))
     procs.kill_children(children, life)
     return code

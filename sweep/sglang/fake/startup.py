@@ -117,7 +117,9 @@ class StartupPlan:
 
 def gpu_index(rank: int, args: dict[str, Any]) -> int:
     """The physical GPU a rank uses: base_gpu_id + rank * gpu_id_step, through CUDA_VISIBLE_DEVICES."""
-    logical = int(args.get("base_gpu_id") or 0) + rank * int(args.get("gpu_id_step") or 1)
+    per_node = max(1, int(args.get("tp_size") or 1) // max(1, int(args.get("nnodes") or 1)))
+    local = rank % per_node  # on a multi-node server each node numbers its GPUs from 0
+    logical = int(args.get("base_gpu_id") or 0) + local * int(args.get("gpu_id_step") or 1)
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if logical < len(visible) and visible[logical].isdigit():
         return int(visible[logical])

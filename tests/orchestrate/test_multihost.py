@@ -1,0 +1,72 @@
+"""A server that spans two hosts (tp_size 16 on hosts of 8 GPUs): a placement group of two bundles,
+the leader (node rank 0) serves and is benchmarked, the follower runs its ranks until the point
+ends. End to end on a local two-host cluster with the fake server."""
+
+import json
+
+import polars as pl
+import pytest
+
+from sweep.results import load
+from tests.conftest import run_sweep_cli
+from tests.orchestrate.test_sweep_e2e import our_processes
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENT = """
+name: multihost
+server:
+  model_path: /models/m
+  tp_size: 16
+  port: 32800
+  flags: {{max-running-requests: 64}}
+  timeouts: {{stall_s: 20, load_s: 30, capture_s: 30, ready_s: 30, total_s: 60, stop_grace_s: 2}}
+  reap: {{wait_s: 5}}
+grid:
+  axes:
+    fault:
+      values:
+        none: {{}}
+        capture_oom: {{flags: {{fake-fail-at: capture}}}}
+benchmark:
+  server_metrics: false
+  single_stream: {{runs: 2, warmup: 1, max_tokens: 32}}
+  concurrency: {{levels: [1, 4], rounds: 1, max_tokens: 32}}
+dry_run: {{hosts: 2, fake_speed: 4, fake_startup_speed: 100, max_tokens_scale: 1.0, min_max_tokens: 16}}
+results_dir: {results}
+"""
+
+
+def test_point_spanning_two_hosts(tmp_path):
+    exp = tmp_path / "mh.yaml"
+    exp.write_text(EXPERIMENT.format(results=tmp_path / "res"))
+    r = run_sweep_cli(str(exp), "--dry-run", timeout=240)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    pts = {row["axis_fault"]: row for row in load(tmp_path / "res")["points"].collect().iter_rows(named=True)}
+    ok = pts["none"]
+    assert ok["status"] == "ok", ok["failure_reason"]
+    argv = ok["argv"]
+    assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--node-rank") + 1] == "0"
+    assert "--dist-init-addr" in argv
+    assert (tmp_path / "res" / "logs" / f"{ok['point_id']}.node1.log").is_file(), "the follower never ran"
+    assert ok["gpu_count"] == 8
+    levels = load(tmp_path / "res")["levels"].filter(pl.col("point_id") == ok["point_id"]).collect()
+    assert levels.height == 2 and (levels["failed"] == 0).all()
+    bad = pts["capture_oom"]
+    assert bad["status"] == "failed" and "CUDA out of memory" in bad["failure_reason"]
+    assert not our_processes(tmp_path / "res")
+    assert json.loads(ok["reaped"])["gpu_free"]
+
+
+def test_more_hosts_than_the_cluster_has(tmp_path):
+    exp = tmp_path / "mh.yaml"
+    exp.write_text(EXPERIMENT.format(results=tmp_path / "res").replace("tp_size: 16", "tp_size: 24"))
+    r = run_sweep_cli(str(exp), "--dry-run", timeout=120)
+    assert r.returncode == 4 and "needs 3 hosts" in r.stderr and "dry_run.hosts" in r.stderr
+
+
+def test_tp_size_that_does_not_split(tmp_path):
+    exp = tmp_path / "mh.yaml"
+    exp.write_text(EXPERIMENT.format(results=tmp_path / "res").replace("tp_size: 16", "tp_size: 12"))
+    r = run_sweep_cli(str(exp), "--dry-run", timeout=60)
+    assert r.returncode == 4 and "does not split evenly" in r.stderr
