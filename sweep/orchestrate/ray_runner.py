@@ -135,8 +135,8 @@ class Runner:
     setups: dict[str, HostSetup]
     max_host_failures: int = 2
     run_fn: RunFn | None = None  # tests and benchmarks swap in a stand-in for run_point
-    # A new worker process per point (max_calls=1) costs ~0.8 s more per point on 2 cores
-    # (tests/perf/scheduling.py); run_point keeps no state between points, so workers are reused.
+    # A new worker process per point (max_calls=1) costs a worker start per point (0.6-1.6 s on
+    # 2 cores, tests/perf/scheduling.py); run_point keeps no state between points, so workers are reused.
     fresh_workers: bool = False
     cancel_grace_s: float = 45.0
     dist_port_offset: int = 1000  # multi-host servers: --dist-init-addr port = the leader's port + this
