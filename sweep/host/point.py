@@ -89,6 +89,40 @@ def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
                        kill_foreign=spec.reap.kill_foreign_gpu_processes, wait_s=spec.reap.wait_s, why=why)
 
 
+def _preflight(spec: PointSpec, host: HostContext, report: pf.PreflightReport, reaped: reaper.ReapReport,
+               *, serves_http: bool) -> None:
+    """Cheap checks first; then reap (a crashed earlier run must not poison this one); then the
+    checks that the reaping can change: GPUs free, the port free."""
+    report.sglang_version = pf.sglang_version(spec.launcher)
+    pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
+    pf.check_paths(spec.paths, spec.real_paths, report)
+    reaped.merge(_reap(spec, host, "before launch"))
+    pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
+    if serves_http:
+        pf.check_port(spec.port, spec.bind_host, report)
+
+
+def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
+    env = {**spec.env, **host.extra_env, **reaper.Marker(spec.sweep, host.name).env(spec.point_id)}
+    server = ServerProcess(spec.argv, env, log_path, port=spec.port, host=spec.bind_host)
+    server.start()
+    return server
+
+
+def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, host: HostContext,
+            report: pf.PreflightReport, reaped: reaper.ReapReport, *, reap_after: bool) -> None:
+    """Stop the server (whole tree), reap, and fill in what every result carries."""
+    if server is not None:
+        reaped.killed += server.stop(spec.timeouts.stop_grace_s)
+        res.log_tail = (res.log_tail + "\n" if res.log_tail else "") + server.log.tail_text()
+    if reap_after:
+        reaped.merge(_reap(spec, host, "after the point"))
+    res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
+    res.checks = report.checks
+    res.reaped = reaped.as_dict()
+    res.ended_at = time.time()
+
+
 def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = None) -> PointResult:
     """Run one point start to finish; the result says what happened, whatever happened."""
     emit = progress or (lambda e: None)
@@ -99,19 +133,10 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
     phase = "preflight"
     try:
         emit({"stage": "preflight"})
-        report.sglang_version = pf.sglang_version(spec.launcher)
-        pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
-        pf.check_paths(spec.paths, spec.real_paths, report)
-        # a crashed earlier run must not poison this one
-        reaped.merge(_reap(spec, host, "before launch"))
-        pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
-        pf.check_port(spec.port, spec.bind_host, report)
-
+        _preflight(spec, host, report, reaped, serves_http=True)
         phase = "load"
         emit({"stage": "load"})
-        env = {**spec.env, **host.extra_env, **reaper.Marker(spec.sweep, host.name).env(spec.point_id)}
-        server = ServerProcess(spec.argv, env, Path(spec.log_path), port=spec.port, host=spec.bind_host)
-        server.start()
+        server = _launch(spec, host, Path(spec.log_path))
         try:
             server.wait_ready(spec.timeouts, emit)
         finally:
@@ -135,15 +160,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
         res.log_tail = traceback.format_exc()[-2000:]
     finally:
         emit({"stage": "stop"})
-        if server is not None:
-            reaped.killed += server.stop(spec.timeouts.stop_grace_s)
-            res.log_tail = (res.log_tail + "\n" if res.log_tail else "") + server.log.tail_text()
-        if phase != "preflight" or reaped.killed:
-            reaped.merge(_reap(spec, host, "after the point"))
-        res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
-        res.checks = report.checks
-        res.reaped = reaped.as_dict()
-        res.ended_at = time.time()
+        _finish(res, server, spec, host, report, reaped, reap_after=phase != "preflight" or bool(reaped.killed))
     return res
 
 
@@ -156,19 +173,10 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: P
     report = pf.PreflightReport()
     server: ServerProcess | None = None
     reaped = reaper.ReapReport()
-    phase = "preflight"
     try:
-        report.sglang_version = pf.sglang_version(spec.launcher)
-        pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
-        pf.check_paths(spec.paths, spec.real_paths, report)
-        reaped.merge(_reap(spec, host, "before launch"))
-        pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
-        phase = "load"
+        _preflight(spec, host, report, reaped, serves_http=False)  # only node rank 0 listens
         emit({"stage": f"node {node_rank}"})
-        env = {**spec.env, **host.extra_env, **reaper.Marker(spec.sweep, host.name).env(spec.point_id)}
-        log = Path(spec.log_path).with_suffix(f".node{node_rank}.log")
-        server = ServerProcess(spec.argv, env, log, port=spec.port, host=spec.bind_host)
-        server.start()
+        server = _launch(spec, host, Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
         while server.alive():
             server.poll_log()
             time.sleep(0.2)
@@ -176,10 +184,5 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: P
     except PointFailure as e:
         res.failure_phase, res.failure_reason = e.phase, f"node {node_rank} on {host.name}: {e.reason}"
     finally:
-        if server is not None:
-            reaped.killed += server.stop(spec.timeouts.stop_grace_s)
-            res.log_tail = server.log.tail_text()
-        reaped.merge(_reap(spec, host, "after the point"))
-        res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
-        res.reaped, res.ended_at = reaped.as_dict(), time.time()
+        _finish(res, server, spec, host, report, reaped, reap_after=True)
     return res

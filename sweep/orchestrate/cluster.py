@@ -6,6 +6,7 @@ cluster/). Hosts are keyed by node id: in a dry run every simulated host shares 
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,7 @@ class SimulatedCluster:
             state_file.parent.mkdir(parents=True, exist_ok=True)
             state_file.write_text(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0)}))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        logging.getLogger("ray").setLevel(logging.WARNING)  # not "Overwriting previous Ray address"
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "object_store_memory": 150 * 2**20, "include_dashboard": False})
         for i in range(n):

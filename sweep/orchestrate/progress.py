@@ -4,7 +4,6 @@ is not a terminal (CI, ``ray job submit``, a pipe)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -113,7 +112,3 @@ class SweepProgress:
     def refresh(self) -> None:
         if self._live:
             self._live.update(self._render())
-
-
-def is_terminal() -> bool:
-    return sys.stdout.isatty()
