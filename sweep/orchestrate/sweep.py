@@ -197,7 +197,7 @@ def _summary(path: Path, console: Console) -> None:
     if f.best.height:
         t = Table(title="best configuration", title_justify="left")
         for c in ("concurrency", "configuration", "output tok/s", "vs its baseline"):
-            t.add_column(c)
+            t.add_column(c, overflow="fold")
         levels = f.best["concurrency"].unique().sort()
         for c in sorted({levels[0], levels[-1]}):
             b = f.best.filter(pl.col("concurrency") == c).row(0, named=True)
