@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep.bench.settings import BenchSettings
@@ -254,7 +254,3 @@ def _check_values(exp: Experiment, path: Path) -> None:
 def to_yaml(exp: Experiment) -> str:
     """The resolved experiment as YAML (written beside the results)."""
     return OmegaConf.to_yaml(OmegaConf.structured(exp))
-
-
-def as_dictconfig(exp: Experiment) -> DictConfig:
-    return OmegaConf.structured(exp)

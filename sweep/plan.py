@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweep.config import Experiment
-from sweep.errors import PlanError
+from sweep.errors import ConfigError, PlanError
 from sweep.grid import build_axes, expand
 from sweep.sglang import rules
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, normalize_flag
@@ -109,8 +109,6 @@ def _server_flags(exp: Experiment) -> dict[str, Any]:
     base = {normalize_flag(k): v for k, v in exp.server.flags.items()}
     clash = sorted(set(base) & RESERVED_FLAGS)
     if clash:
-        from sweep.errors import ConfigError
-
         raise ConfigError(f"server.flags sets --{clash[0]}, which comes from the server section",
                           fix="use server.model_path, server.tp_size, server.host and server.port instead")
     flags = {"model-path": exp.server.model_path, "tp-size": exp.server.tp_size,

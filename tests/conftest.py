@@ -19,6 +19,15 @@ def _isolated_ray_home(tmp_path_factory):
     yield
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
 def write_yaml(tmp_path):
     """Write an experiment file from text and return its path."""

@@ -106,9 +106,6 @@ class SweepProgress:
         self._log(f"{label}: {status} in {seconds:.0f}s" + (f" ({reason})" if reason else "") + f" | {self._summary()}")
         self.refresh()
 
-    def message(self, text: str) -> None:
-        self.console.print(text, highlight=False, soft_wrap=True)
-
     def refresh(self) -> None:
         if self._live:
             self._live.update(self._render())

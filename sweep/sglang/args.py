@@ -78,10 +78,6 @@ def flags_in_argv(argv: Iterable[str]) -> list[str]:
     return [a[2:].split("=", 1)[0] for a in argv if a.startswith("--")]
 
 
-def is_speculative(flags: Mapping[str, Any]) -> bool:
-    return bool(flags.get("speculative-algorithm"))
-
-
 def with_port(argv: list[str], port: int) -> list[str]:
     """The argv with its ``--port`` value replaced (added when absent)."""
     out = list(argv)

@@ -20,6 +20,7 @@ from sweep.config import ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.gpu import FakeGpus
 from sweep.host.point import HostContext, PointSpec, run_point
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +30,6 @@ SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-pa
 TINY = BenchSettings(prompts="coding", server_metrics=False,
                      single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=16),
                      concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

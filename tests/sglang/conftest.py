@@ -12,7 +12,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,18 +25,14 @@ import httpx
 import psutil
 import pytest
 
+from tests.conftest import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 MARKER_ENV = "SWEEP_FAKE_TEST_MARKER"
 # startup in ~0.2 s, serving 50x faster than a real host: a 32-token request takes well under a second
 FAST = ("--fake-speed", "50", "--fake-startup-speed", "3000")
 EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3-drafter",
           "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:
