@@ -1,7 +1,7 @@
 """``python -m sweep query DIR "SQL"``: SQL over a results directory, through polars.
 
-The tables are ``points``, ``single_stream``, ``levels`` and ``requests`` (columns: see
-sweep/results/schema.py). The report's building blocks are there too, as ``speedup``,
+The tables are ``points``, ``single_stream``, ``levels``, ``requests`` and ``metrics`` (the
+server's raw Prometheus samples around each level; columns: see sweep/results/schema.py). The report's building blocks are there too, as ``speedup``,
 ``level_speedups``, ``best_per_level`` and ``crossover``; each is computed only when the query
 names it. Everything stays lazy, so a query over a million request rows reads only the columns
 and rows it needs.

@@ -96,7 +96,7 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     levels = tables["levels"].select(
         "point_id", "concurrency", "requests", "failed", "output_throughput", "per_request_tok_s",
         "achieved_concurrency", "latency_p50_s", "ttft_p50_s",
-        accept_length=pl.coalesce("accept_length_server", "accept_length_requests"),
+        accept_length=pl.coalesce("accept_length_server", "accept_length_requests", "accept_length_metrics"),
     ).collect().unique(["point_id", "concurrency"], keep="last")
     base = levels.select(baseline_id="point_id", concurrency="concurrency",
                          baseline_output_throughput="output_throughput",

@@ -2,7 +2,8 @@
 
 Every option defaults to ``BenchSettings``' default (the same as an experiment file's
 ``benchmark`` section), prints the tables, and with ``--out DIR`` writes ``requests.parquet``,
-``single_stream.parquet`` and ``levels.parquet`` there. Errors are ``SweepError``s, mapped to a
+``single_stream.parquet``, ``levels.parquet`` and ``metrics.parquet`` (the server's raw
+``/metrics`` around each level) there. Errors are ``SweepError``s, mapped to a
 message and exit code by ``sweep.cli`` (exit 6 when the server cannot be reached).
 """
 
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, help=f"seconds per request (default {_D.request_timeout_s:g})")
     g.add_argument("--no-flush", action="store_true", help="do not POST /flush_cache before each level")
     g.add_argument("--no-server-metrics", action="store_true", help="do not scrape /metrics around each level")
-    parser.add_argument("--out", metavar="DIR", help="write requests/single_stream/levels .parquet into DIR")
+    parser.add_argument("--out", metavar="DIR", help="write requests/single_stream/levels/metrics .parquet into DIR")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
 
 

@@ -53,6 +53,30 @@ def levels_table(levels: pa.Table) -> Table:
     return t
 
 
+def _n(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def server_metrics_table(levels: pa.Table) -> Optional[Table]:
+    """What the server's /metrics said per level, or None when no level has metrics."""
+    rows = [r for r in levels.to_pylist() if r["metrics_scrapes"] is not None]
+    if not rows:
+        return None
+    t = Table(title="Server /metrics per level (gauges: mean over the scrapes during the level)",
+              title_justify="left")
+    for col in ("C", "scrapes", "running", "run max", "queued", "gen tok/s", "KV used", "cache hit",
+                "accept len", "accept rate", "accept counted", "gen tokens", "prompt tokens"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(str(r["concurrency"]), str(r["metrics_scrapes"]), _f(r["metrics_running_reqs"]),
+                  _n(r["metrics_running_reqs_max"]), _f(r["metrics_queue_reqs"]), _f(r["metrics_gen_throughput"]),
+                  _f(r["metrics_token_usage"], 2), _f(r["metrics_cache_hit_rate"], 2),
+                  _f(r["metrics_spec_accept_length"], 2), _f(r["metrics_spec_accept_rate"], 2),
+                  _f(r["accept_length_metrics"], 2), _n(r["metrics_generation_tokens"]),
+                  _n(r["metrics_prompt_tokens"]))
+    return t
+
+
 def errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
     """The most frequent request errors with their counts, or None when every request was ok."""
     counts: dict[tuple[str, str], int] = {}
@@ -96,6 +120,9 @@ def print_report(result, console: Optional[Console] = None) -> None:
         console.print(single_stream_table(result.single_stream, result.single_summary))
     if result.levels.num_rows:
         console.print(levels_table(result.levels))
+        metrics = server_metrics_table(result.levels)
+        if metrics is not None:
+            console.print(metrics)
     errors = errors_table(result.requests)
     if errors is not None:
         console.print(errors)

@@ -5,8 +5,10 @@ This is what ``python -m sweep bench`` runs and what the sweep runs on every gri
 1. probe ``/server_info`` (the only step that can raise: ``BenchError`` if nothing answers);
 2. flush the cache, warmup runs, single-stream runs;
 3. per level: flush the cache (resets the server's accept-length average), scrape ``/metrics``,
-   run the closed loop, scrape again, read ``/server_info``;
-4. build the three tables with ``sweep.results.schema.from_rows``.
+   run the closed loop while ``server_metrics.Sampler`` scrapes every ``metrics_every_s``, scrape
+   again, read ``/server_info``; then ``level_metrics`` turns the scrapes into the level's
+   ``metrics_*`` columns and its rows of the ``metrics`` table;
+4. build the four tables with ``sweep.results.schema.from_rows``.
 
 Every request's failure is a row with ``ok=False``; a server that dies mid-level gives a level
 full of failures that still finishes, and the next levels fail fast on connect.
@@ -25,6 +27,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
 from sweep.bench.client import APIS, Clients
@@ -32,24 +35,27 @@ from sweep.bench.load import Notifier, RequestOptions, Sent, closed_loop, single
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.bench.settings import BenchSettings
 from sweep.errors import BenchError
-from sweep.results.schema import from_rows
+from sweep.results.schema import METRICS, from_rows
 
-TABLE_NAMES = ("requests", "single_stream", "levels")
+TABLE_NAMES = ("requests", "single_stream", "levels", "metrics")
+METRICS_EVERY_S = 2.0  # /metrics scrapes during a level: at 1 s, then every 2 s (SGLang renders one in ~15 ms)
 
 
 @dataclass
 class BenchResult:
-    """The three result tables of one benchmark (schemas in ``sweep.results.schema``)."""
+    """The four result tables of one benchmark (schemas in ``sweep.results.schema``)."""
 
     requests: pa.Table
     single_stream: pa.Table
     levels: pa.Table
     server_info: Optional[dict] = None  # /server_info as read before the benchmark
     single_summary: dict = field(default_factory=dict)  # overall single-stream figures
+    metrics: pa.Table = field(default_factory=METRICS.empty_table)  # the raw /metrics around each level
 
     def write(self, directory: str | Path) -> dict[str, Path]:
-        """Write ``requests.parquet``, ``single_stream.parquet``, ``levels.parquet`` into
-        ``directory``, each to a temporary name then renamed, so a reader never sees half a file."""
+        """Write ``requests.parquet``, ``single_stream.parquet``, ``levels.parquet`` and
+        ``metrics.parquet`` into ``directory``, each to a temporary name then renamed, so a reader
+        never sees half a file."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         out = {}
@@ -116,13 +122,24 @@ def single_row(point_id: str, s: Sent) -> dict:
     }
 
 
+async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional[str],
+                         during: list[str]) -> tuple[dict, list[dict]]:
+    """After a level: its last scrape, and every scrape parsed into columns and metrics rows."""
+    after = await sm.scrape_text(side, url) if before is not None else None
+    b, a = lm.index(sm.samples_of(before)), lm.index(sm.samples_of(after))
+    d = [s for s in (lm.index(sm.samples_of(t)) for t in during) if s is not None]
+    return lm.columns(b, d, a), lm.rows(point_id, c, b, d, a)
+
+
 async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = "",
-                        progress: Callable[[dict], None] | None = None) -> BenchResult:
+                        progress: Callable[[dict], None] | None = None,
+                        metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
     """Benchmark the server at ``url`` as ``settings`` say; see the module docstring.
 
     ``progress`` gets small dicts as the benchmark goes: ``{"stage": "warmup"|"single", "run": i,
     "of": n}`` as each run starts (1-based), and ``{"stage": "level", "concurrency": c, "done": k,
-    "of": n}`` when a level starts (k=0) and as each of its requests ends.
+    "of": n}`` when a level starts (k=0) and as each of its requests ends. ``metrics_every_s`` is
+    the period of the ``/metrics`` scrapes during a level (the first at half of it).
     """
     url = check_url(url)
     check_settings(settings)
@@ -131,6 +148,7 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
     levels = list(settings.concurrency.levels)
     sent: list[Sent] = []
     level_rows: list[dict] = []
+    metric_rows: list[dict] = []
     async with Clients(settings.request_timeout_s) as clients:
         side = clients.side
         info = await sm.probe(side, url)
@@ -145,30 +163,37 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
                                         max_tokens=ss.max_tokens, notify=notify)
         for c in levels:
             flushed = await sm.flush_cache(side, url) if settings.flush_between_levels else False
-            before = await sm.scrape(side, url) if settings.server_metrics else None
-            level = await closed_loop(clients, opts, concurrency=c, requests=settings.requests_at(c),
-                                      max_tokens=settings.concurrency.max_tokens, notify=notify)
-            after = await sm.scrape(side, url) if before is not None else None
+            before = await sm.scrape_text(side, url) if settings.server_metrics else None
+            sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
+            try:
+                level = await closed_loop(clients, opts, concurrency=c, requests=settings.requests_at(c),
+                                          max_tokens=settings.concurrency.max_tokens, notify=notify)
+            finally:
+                during = await sampler.stop() if sampler is not None else []
+            columns, rows = await _level_metrics(side, url, point_id, c, before, during)
             after_info = await sm.server_info(side, url) if flushed else None
             sent += level
+            metric_rows += rows
             level_rows.append({
                 "point_id": point_id, "concurrency": c, "max_tokens": settings.concurrency.max_tokens,
                 **stats.level_figures([s.record for s in level]),
                 "accept_length_server": sm.accept_length_of(after_info),
                 "flushed": flushed,
-                "server_metrics": sm.deltas_json(before, after),
+                **columns,
             })
     singles = [s for s in sent if s.phase == "single"]
     return BenchResult(
         requests=from_rows([request_row(point_id, prompts, settings.api, s) for s in sent], "requests"),
         single_stream=from_rows([single_row(point_id, s) for s in singles], "single_stream"),
         levels=from_rows(level_rows, "levels"),
+        metrics=from_rows(metric_rows, "metrics"),
         server_info=info,
         single_summary=stats.single_overall([s.record for s in singles]),
     )
 
 
 def run(url: str, settings: BenchSettings, *, point_id: str = "",
-        progress: Callable[[dict], None] | None = None) -> BenchResult:
+        progress: Callable[[dict], None] | None = None, metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
-    return asyncio.run(run_benchmark(url, settings, point_id=point_id, progress=progress))
+    return asyncio.run(run_benchmark(url, settings, point_id=point_id, progress=progress,
+                                     metrics_every_s=metrics_every_s))

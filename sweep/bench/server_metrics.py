@@ -9,8 +9,7 @@ reached at all.
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any, Optional
+from typing import NamedTuple, Optional
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from sweep.errors import BenchError
 
 INFO_ROUTES = ("/server_info", "/get_server_info")  # new name first, then the pre-0.5 one
-MONOTONIC_TYPES = {"counter", "histogram", "summary", "gaugehistogram"}
 SIDE_TIMEOUT_S = 30.0  # side requests must not wait as long as a generation may
 
 
@@ -103,48 +101,102 @@ async def flush_cache(client: httpx.AsyncClient, url: str, *, tries: int = 3, wa
     return False
 
 
+class Sample(NamedTuple):
+    """One Prometheus sample: ``name{labels} value`` of a family of type ``kind``."""
+
+    name: str  # the sample's name, e.g. sglang:time_to_first_token_seconds_bucket
+    labels: tuple[tuple[str, str], ...]  # sorted by label name
+    family: str  # the family's name, e.g. sglang:time_to_first_token_seconds
+    kind: str  # counter | gauge | histogram | summary | gaugehistogram | info | stateset | unknown
+    value: float
+
+    @property
+    def labels_text(self) -> str:
+        """``le="0.1",model_name="m"``, as in the exposition format ("" without labels)."""
+        return ",".join(f'{k}="{_escape(v)}"' for k, v in self.labels)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def parse_samples(text: str) -> list[Sample]:
+    """Prometheus exposition text -> its samples (ValueError if it is not that format)."""
+    return [Sample(s.name, tuple(sorted(s.labels.items())), family.name, family.type, float(s.value))
+            for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def _keyed(samples: list[Sample]) -> dict[str, tuple[str, float]]:
+    return {f"{s.name}{{{s.labels_text}}}" if s.labels else s.name: (s.kind, s.value) for s in samples}
+
+
 def parse_prometheus(text: str) -> dict[str, tuple[str, float]]:
     """Prometheus text -> ``{'name{label="v",...}': (family type, value)}``."""
-    out: dict[str, tuple[str, float]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-            out[f"{s.name}{{{labels}}}" if labels else s.name] = (family.type, float(s.value))
-    return out
+    return _keyed(parse_samples(text))
 
 
-async def scrape(client: httpx.AsyncClient, url: str) -> Optional[dict[str, tuple[str, float]]]:
-    """The server's ``/metrics`` parsed, or None (no metrics enabled, unreachable, unparsable)."""
+async def scrape_text(client: httpx.AsyncClient, url: str) -> Optional[str]:
+    """The server's ``/metrics`` text, or None (no metrics enabled, unreachable)."""
     try:
         resp = await client.get(url.rstrip("/") + "/metrics", timeout=SIDE_TIMEOUT_S)
     except httpx.HTTPError:
         return None
-    if resp.status_code != 200:
+    return resp.text if resp.status_code == 200 else None
+
+
+def samples_of(text: Optional[str]) -> Optional[list[Sample]]:
+    """``parse_samples``, None for no text or text that does not parse."""
+    if text is None:
         return None
     try:
-        return parse_prometheus(resp.text)
+        return parse_samples(text)
     except ValueError:
         return None
 
 
-def metric_deltas(before: Optional[dict], after: Optional[dict]) -> dict[str, Any]:
-    """What changed over a level: ``{"delta": {...}, "gauge": {...}}``, ``{}`` without metrics.
+async def scrape(client: httpx.AsyncClient, url: str) -> Optional[dict[str, tuple[str, float]]]:
+    """The server's ``/metrics`` parsed by ``parse_prometheus``, or None (no metrics, unparsable)."""
+    samples = samples_of(await scrape_text(client, url))
+    return None if samples is None else _keyed(samples)
 
-    Counters, histogram buckets/sums/counts and summaries are differenced (after - before; a
-    sample missing before counts from 0). Gauges (running requests, accept length...) are a
-    state, not an amount, so their value after the level is kept.
+
+class Sampler:
+    """Scrapes ``/metrics`` while a level runs: at ``every_s`` / 2, then every ``every_s``.
+
+    Only the text is kept; parsing (about 30 ms for SGLang's 70 KB) waits until the level is over,
+    so the event loop that times the requests does no more than one HTTP read per scrape. Past
+    ``keep`` scrapes every other one is dropped and the period doubles, so a long level stays
+    evenly sampled with at most ``keep`` scrapes.
     """
-    if not before or not after:
-        return {}
-    delta: dict[str, float] = {}
-    gauge: dict[str, float] = {}
-    for key, (kind, value) in after.items():
-        if kind in MONOTONIC_TYPES:
-            delta[key] = value - before.get(key, (kind, 0.0))[1]
-        else:
-            gauge[key] = value
-    return {"delta": delta, "gauge": gauge}
 
+    def __init__(self, client: httpx.AsyncClient, url: str, every_s: float, keep: int = 32):
+        self.texts: list[str] = []
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._run(client, url, max(every_s, 0.001), max(2, keep)))
 
-def deltas_json(before: Optional[dict], after: Optional[dict]) -> str:
-    return json.dumps(metric_deltas(before, after), sort_keys=True)
+    async def _run(self, client: httpx.AsyncClient, url: str, every_s: float, keep: int) -> None:
+        wait = every_s / 2
+        while not await self._stopped_within(wait):
+            text = await scrape_text(client, url)
+            if text is not None:
+                self.texts.append(text)
+            if len(self.texts) >= keep:
+                self.texts = self.texts[::-2][::-1]  # the latest, and every other one before it
+                every_s *= 2
+            wait = every_s
+
+    async def _stopped_within(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def stop(self, wait_s: float = 2.0) -> list[str]:
+        """Stop sampling (a scrape still in flight after ``wait_s`` is dropped); the texts taken."""
+        self._stop.set()
+        try:
+            await asyncio.wait_for(self._task, wait_s)
+        except asyncio.TimeoutError:
+            pass
+        return self.texts

@@ -34,7 +34,7 @@ class BenchSettings:
     ignore_eos: bool = True  # every request then produces exactly max_tokens
     request_timeout_s: float = 600.0
     flush_between_levels: bool = True  # POST /flush_cache before each level (resets accept length)
-    server_metrics: bool = True  # scrape /metrics before and after each level when the server has it
+    server_metrics: bool = True  # scrape /metrics around and during each level when the server has it
     single_stream: SingleStreamSettings = field(default_factory=SingleStreamSettings)
     concurrency: ConcurrencySettings = field(default_factory=ConcurrencySettings)
 

@@ -9,6 +9,7 @@ Tables:
 - ``requests``: one row per request sent (warmup, single stream and every concurrency level).
 - ``single_stream``: one row per single-stream run (warmups excluded).
 - ``levels``: one row per concurrency level.
+- ``metrics``: one row per Prometheus sample and level: the server's raw ``/metrics`` around it.
 - ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` string column
   per grid axis, holding the value's name; those vary per experiment and are checked by prefix).
 """
@@ -91,10 +92,98 @@ LEVELS = pa.schema(
         ("achieved_concurrency", pa.float64()),  # time-weighted requests in flight
         ("accept_length_server", pa.float64()),  # /server_info after a flush; null if unknown
         ("accept_length_requests", pa.float64()),  # from the requests: tokens / verify steps, summed
+        # from /metrics counters: generation tokens / verify calls over the level (the same definition
+        # as accept_length_requests, on any route); null without speculation or spec_verify_calls_total
+        ("accept_length_metrics", pa.float64()),
         ("flushed", pa.bool_()),  # the server's counters were reset before the level
-        ("server_metrics", pa.string()),  # JSON: Prometheus deltas over the level, {} if none
+        # --- the server's Prometheus /metrics (sweep/bench/level_metrics.py): all null when the server
+        # has no /metrics (or benchmark.server_metrics is off), each null when the server lacks its metric.
+        # Ranks: one series per DP rank (the lowest TP/PP rank's; the others repeat it), then counts
+        # summed and ratios averaged over DP ranks. Counters: after - before the level. Gauges: the
+        # mean over the scrapes taken while the level ran (after a level SGLang reads idle: 0 running).
+        ("metrics_scrapes", pa.int32()),  # scrapes taken during the level (0: shorter than the first)
+        ("metrics_prompt_tokens", pa.int64()),  # sglang:prompt_tokens_total delta (finished requests)
+        ("metrics_generation_tokens", pa.int64()),  # sglang:generation_tokens_total delta
+        ("metrics_requests", pa.int64()),  # sglang:num_requests_total delta: requests finished
+        # prefix-cache hits / prefill tokens: sglang:prefill_effective_tokens_total deltas (*_hit modes over
+        # all modes), else cached_tokens_total / prompt_tokens_total (the cache_hit_rate gauge is only
+        # the last prefill batch's, and 0 after every decode log)
+        ("metrics_cache_hit_rate", pa.float64()),
+        ("metrics_spec_accept_length", pa.float64()),  # sglang:spec_accept_length (SGLang's last log
+        # window), DP ranks averaged, 0 (nothing verified) left out; null without speculation
+        ("metrics_spec_accept_rate", pa.float64()),  # sglang:spec_accept_rate, same scrapes
+        ("metrics_running_reqs", pa.float64()),  # sglang:num_running_reqs, summed over DP ranks
+        ("metrics_running_reqs_max", pa.float64()),  # its largest value in those scrapes (a cap shows)
+        ("metrics_queue_reqs", pa.float64()),  # sglang:num_queue_reqs (waiting), summed over DP ranks
+        ("metrics_gen_throughput", pa.float64()),  # sglang:gen_throughput tok/s, summed over DP ranks
+        ("metrics_token_usage", pa.float64()),  # sglang:token_usage (KV pool fraction), DP averaged
     ]
 )
+
+# The raw /metrics of each level, one row per sample (name + labels), in metrics/<point_id>.parquet;
+# what the levels' metrics_* columns are computed from, and everything else the server exports.
+METRICS = pa.schema(
+    [
+        ("point_id", pa.string()),
+        ("concurrency", pa.int32()),
+        ("name", pa.string()),  # the sample, e.g. sglang:time_to_first_token_seconds_bucket
+        ("labels", pa.string()),  # as in the exposition format, sorted: le="0.5",model_name="m"; "" if none
+        ("family", pa.string()),  # its metric family, e.g. sglang:time_to_first_token_seconds
+        ("kind", pa.string()),  # the family's type: counter | gauge | histogram | summary | ...
+        ("before", pa.float64()),  # in the scrape before the level (after its flush); null if absent
+        ("after", pa.float64()),  # in the scrape after the level; null if absent
+        ("delta", pa.float64()),  # counters, histogram and summary sums/counts: after - before (absent
+        # before counts as 0); null for gauges
+        # gauges: the mean over the scrapes taken during the level (NaN left out), and the largest;
+        # null for counters, or when no scrape fell within the level
+        ("during_mean", pa.float64()),
+        ("during_max", pa.float64()),
+    ]
+)
+
+# SGLang's "Engine startup timings (s): load_weight=..., kv_cache_allocation=..., scheduler_e2e=...,
+# cuda_graph={prefill=..., ...}, tokenizer_e2e=..." line (0.5.23-era; sweep/sglang/logs.py parses it):
+# SGLang's key -> what it measures. Each is SGLang's own critical path: the maximum over the
+# scheduler ranks. One points column each, ``engine_<key>_s`` (``cuda_graph.decode`` ->
+# ``engine_cuda_graph_decode_s``), in seconds, beside the phases the sweep times from log lines
+# (load_s ... startup_s, which include waiting on the slowest rank and logging delays).
+ENGINE_TIMINGS: dict[str, str] = {
+    "load_weight": "weights loaded: target plus drafter",
+    "kv_cache_allocation": "KV cache pools allocated (target and drafter; plus a resize after capture, if any)",
+    "scheduler_e2e": "a scheduler process's whole init: models, KV cache, attention backends, graphs",
+    "cuda_graph.prefill": "target prefill graph capture",
+    "cuda_graph.decode": "target decode graph capture (a baseline)",
+    "cuda_graph.target_verify": "target verify graph capture (a speculative server)",
+    "cuda_graph.draft_prefill": "drafter prefill graph capture",
+    "cuda_graph.draft_decode": "drafter decode graph capture (steps > 1)",
+    "cuda_graph.draft_extend": "drafter extend graph capture",
+    "tokenizer_e2e": "the engine's launch to every scheduler ready, in the HTTP server process (before uvicorn)",
+}
+
+
+def engine_column(key: str) -> str:
+    """The points column of one of SGLang's startup timings: ``cuda_graph.decode`` -> ``engine_cuda_graph_decode_s``."""
+    return "engine_" + key.replace(".", "_") + "_s"
+
+
+ENGINE_COLUMNS: tuple[str, ...] = tuple(engine_column(k) for k in ENGINE_TIMINGS)
+
+# The last update of each kind of progress bar seen during startup (sweep/sglang/logs.py Progress):
+# kind load (weight shards) | capture (graph batch sizes / token counts) | other; desc is tqdm's
+# description; n of total done after elapsed_s, eta_s left, at rate items/s (null where tqdm printed
+# "?"); seen_s is when it was seen (seconds since launch); summary as the live view showed it. For a
+# point that hung, it says how far it got: "load 27/64 shards, 5.1 s/it, ETA 02:30".
+STARTUP_PROGRESS = pa.list_(pa.struct([
+    ("kind", pa.string()),
+    ("desc", pa.string()),
+    ("n", pa.int64()),
+    ("total", pa.int64()),
+    ("elapsed_s", pa.float64()),
+    ("eta_s", pa.float64()),
+    ("rate", pa.float64()),
+    ("seen_s", pa.float64()),
+    ("summary", pa.string()),
+]))
 
 POINTS = pa.schema(
     [
@@ -118,13 +207,18 @@ POINTS = pa.schema(
         ("gpu_name", pa.string()),
         ("gpu_count", pa.int32()),
         ("sglang_version", pa.string()),
-        ("load_s", pa.float64()),  # weights loaded (target and drafter)
-        ("kv_cache_s", pa.float64()),
-        ("capture_s", pa.float64()),  # target CUDA graph capture
-        ("draft_capture_s", pa.float64()),
-        ("http_s", pa.float64()),  # from graphs captured to HTTP listening
+        # startup phases the sweep times from the log lines (sweep/host/server.py Startup.durations)
+        ("load_s", pa.float64()),  # launch to the weights loaded before the KV cache: target and drafter
+        # (0.5.23); 0.5.10 loads its drafter after the target's graphs, counted in draft_capture_s
+        ("kv_cache_s", pa.float64()),  # KV cache pools (target and drafter)
+        ("capture_s", pa.float64()),  # target graph capture; null without graphs (CPU, --disable-cuda-graph)
+        ("draft_capture_s", pa.float64()),  # drafter graph capture (0.5.10: its weight load included)
+        ("http_s", pa.float64()),  # last startup step logged (graphs, or the KV cache) to HTTP listening
         ("ready_s", pa.float64()),  # from HTTP listening to ready (warmup generate answered)
         ("startup_s", pa.float64()),  # launch to ready
+        # SGLang's own numbers (0.5.23-era "Engine startup timings (s): ..."), null when not printed
+        *((engine_column(key), pa.float64()) for key in ENGINE_TIMINGS),
+        ("startup_progress", STARTUP_PROGRESS),  # last progress-bar update of each kind seen in startup
         ("started_at", pa.float64()),
         ("ended_at", pa.float64()),
         ("attempts", pa.int32()),
@@ -140,6 +234,7 @@ TABLES: dict[str, pa.Schema] = {
     "single_stream": SINGLE_STREAM,
     "levels": LEVELS,
     "requests": REQUESTS,
+    "metrics": METRICS,
 }
 
 AXIS_PREFIX = "axis_"

@@ -24,6 +24,7 @@ from sweep.results.schema import from_rows
 
 ROLES = {"drafter": "drafter", "steps": "steps", "nccl": "env"}
 TOKENS = 100
+RUNNING_CAP = 48  # the metrics table's num_running_reqs: min(C, 48), as with speculation's default cap
 
 
 @dataclass
@@ -99,7 +100,7 @@ class SweepDir:
                        accept_length=p.accept_length, ok=True) for i, v in enumerate(p.tok_s)]
         requests = [dict(ids, phase="single", concurrency=1, seq=i, completion_tokens=TOKENS,
                          latency_s=TOKENS / v, ttft_s=0.05, ok=True) for i, v in enumerate(p.tok_s)]
-        levels = []
+        levels, metrics = [], []
         for c, throughput in sorted(p.levels.items()):
             rates = spread(throughput / c, 2 * c, p.jitter)
             requests += [dict(ids, phase="level", concurrency=c, seq=i, completion_tokens=TOKENS,
@@ -107,11 +108,19 @@ class SweepDir:
             levels.append(dict(ids, concurrency=c, max_tokens=TOKENS, requests=len(rates),
                                ok=len(rates), failed=0, wall_s=TOKENS * len(rates) / throughput,
                                output_throughput=throughput, per_request_tok_s=sum(rates) / len(rates),
-                               accept_length_server=p.accept_length, server_metrics="{}",
-                               flushed=True))
+                               accept_length_server=p.accept_length, flushed=True,
+                               metrics_scrapes=3, metrics_generation_tokens=TOKENS * len(rates),
+                               metrics_running_reqs_max=float(min(c, RUNNING_CAP)),
+                               metrics_spec_accept_length=p.accept_length))
+            metrics += [dict(ids, concurrency=c, name="sglang:generation_tokens_total", labels='model_name="m"',
+                             family="sglang:generation_tokens", kind="counter", before=0.0,
+                             after=float(TOKENS * len(rates)), delta=float(TOKENS * len(rates))),
+                        dict(ids, concurrency=c, name="sglang:num_running_reqs", labels='model_name="m",tp_rank="0"',
+                             family="sglang:num_running_reqs", kind="gauge", before=0.0, after=0.0,
+                             during_mean=float(min(c, RUNNING_CAP)), during_max=float(min(c, RUNNING_CAP)))]
         requests += [dict(ids, phase=phase, concurrency=c, seq=1000 + i, ok=False, error=error,
                           latency_s=1.0) for i, (phase, c, error) in enumerate(p.lost)]
-        return {"single_stream": single, "requests": requests, "levels": levels}
+        return {"single_stream": single, "requests": requests, "levels": levels, "metrics": metrics}
 
     def write(self) -> Path:
         """Write every point marked ``written`` (one Parquet file per point and table)."""

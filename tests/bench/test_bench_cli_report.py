@@ -67,7 +67,7 @@ def _result() -> BenchResult:
                         http_status=503)
     sent = [Sent("single", 1, 0, 3, 10, good), Sent("level", 4, 0, 5, 10, bad)]
     level = {"point_id": "", "concurrency": 4, "max_tokens": 10, "requests": 1, "ok": 0, "failed": 1,
-             "wall_s": 0.2, "flushed": False, "server_metrics": "{}"}
+             "wall_s": 0.2, "flushed": False}
     return BenchResult(
         requests=from_rows([request_row("", prompts, "generate", s) for s in sent], "requests"),
         single_stream=from_rows([single_row("", sent[0])], "single_stream"),
@@ -82,12 +82,25 @@ def test_tables_print_runs_levels_and_errors():
     out = buf.getvalue()
     assert "Single stream" in out and "Concurrency levels" in out and "Failed requests" in out
     assert "http 503" in out and "0/1" in out and "3.30" in out
+    assert "Server /metrics" not in out  # no level had metrics
+
+
+def test_server_metrics_table_shows_what_the_server_said():
+    level = {"point_id": "", "concurrency": 64, "requests": 128, "ok": 128, "failed": 0, "metrics_scrapes": 9,
+             "metrics_running_reqs": 47.5, "metrics_running_reqs_max": 48, "metrics_queue_reqs": 16.25,
+             "metrics_spec_accept_length": 2.71, "accept_length_metrics": 2.69, "metrics_generation_tokens": 65536}
+    table = report.server_metrics_table(from_rows([level], "levels"))
+    buf = io.StringIO()
+    Console(file=buf, width=250).print(table)
+    out = buf.getvalue()
+    assert "64" in out and "47.5" in out and "48" in out and "16.2" in out and "2.71" in out and "65,536" in out
+    assert report.server_metrics_table(from_rows([{"concurrency": 1}], "levels")) is None
 
 
 def test_write_is_atomic_and_readable_by_the_store(tmp_path):
     paths = _result().write(tmp_path / "out")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["levels.parquet", "requests.parquet",
-                                                                   "single_stream.parquet"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["levels.parquet", "metrics.parquet",
+                                                                   "requests.parquet", "single_stream.parquet"]
     req = pq.read_table(paths["requests"]).to_pylist()
     assert req[0]["chunk_tokens"] == [1, 5, 4] and req[0]["tpot_s"] == pytest.approx(0.1)
     assert req[1]["ok"] is False and req[1]["ttft_s"] is None

@@ -1,9 +1,9 @@
 """The benchmark against the fake SGLang server, checked against the fake's own performance model
-(``sweep.sglang.fake.model``): tok/s and throughput within 3%, accept length within 2%."""
+(``sweep.sglang.fake.model``): tok/s and throughput within 3%, accept length within 2%; and the
+server's /metrics as the levels' metrics_* columns and the metrics table."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -29,6 +29,10 @@ SPEC_ARGS = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-pat
 # against the model's lock-step waves.
 SPEED = 8.0
 SINGLE_TOKENS, LEVEL_TOKENS = 128, 256
+# the /metrics tests scrape often, so that these seconds-long levels get several scrapes; the fake
+# renders /metrics in its scheduler's process (real SGLang: in the tokenizer manager's), so scraping
+# that often slows it by a few %: the throughput test keeps the default period (first scrape at 1 s)
+METRICS_EVERY_S = 0.2
 
 
 def settings(**kw) -> BenchSettings:
@@ -84,9 +88,61 @@ def test_figures_agree_with_the_fake_model(fake_sglang):
         assert close(lv["accept_length_requests"], expected_accept, 0.02), lv["accept_length_requests"]
         assert 0.9 * c <= lv["achieved_concurrency"] <= c + 1e-9
         assert lv["ttft_p50_s"] < lv["latency_p50_s"] and lv["tpot_p50_s"] > 0 and lv["itl_p50_s"] > 0
-        metrics = json.loads(lv["server_metrics"])
-        generated = [v for k, v in metrics.get("delta", {}).items() if k.startswith("sglang:generation_tokens_total")]
-        assert generated and sum(generated) == 2 * c * LEVEL_TOKENS, metrics
+        # the server's own counts over the level (exact)
+        level_req = [r for r in req if r["phase"] == "level" and r["concurrency"] == c]
+        assert lv["metrics_generation_tokens"] == 2 * c * LEVEL_TOKENS
+        assert lv["metrics_requests"] == 2 * c
+        assert lv["metrics_prompt_tokens"] == sum(r["prompt_tokens"] for r in level_req)
+        assert lv["metrics_cache_hit_rate"] == 0.0  # the fake caches nothing
+        assert lv["accept_length_metrics"] is None or close(lv["accept_length_metrics"], expected_accept, 0.02)
+        assert lv["metrics_scrapes"] is not None
+        rows = [m for m in result.metrics.to_pylist() if m["concurrency"] == c]
+        assert rows and all(m["point_id"] == "p1" for m in rows)
+        gen = [m for m in rows if m["name"] == "sglang:generation_tokens_total"]
+        assert sum(m["delta"] for m in gen) == 2 * c * LEVEL_TOKENS
+        assert any(m["kind"] == "histogram" and m["name"].endswith("_bucket") for m in rows)
+
+
+def test_gauges_are_read_while_the_level_runs(fake_sglang):
+    server = fake_sglang(*SPEC_ARGS, speed=SPEED)
+    s = settings()
+    s.single_stream = SingleStreamSettings(runs=0, warmup=0)
+    s.concurrency = ConcurrencySettings(levels=[8], rounds=3, max_tokens=LEVEL_TOKENS)
+    result = run(server.url, s, metrics_every_s=METRICS_EVERY_S)
+    (lv,) = result.levels.to_pylist()
+    c = 8
+    assert lv["ok"] == 3 * c and lv["metrics_scrapes"] >= 3, lv
+    assert lv["metrics_running_reqs_max"] == c and 0.5 * c <= lv["metrics_running_reqs"] <= c, lv
+    assert lv["metrics_queue_reqs"] < 0.5 * c  # under the fake's cap of 48: nothing waits for long
+    expected_accept = model.expected_accept_length(SPEC)
+    assert close(lv["metrics_spec_accept_length"], expected_accept, 0.1), lv["metrics_spec_accept_length"]
+    assert 0.5 * lv["output_throughput"] <= lv["metrics_gen_throughput"] <= 1.5 * lv["output_throughput"], lv
+    assert 0 <= lv["metrics_token_usage"] < 1
+    (running,) = [m for m in result.metrics.to_pylist() if m["name"] == "sglang:num_running_reqs"]
+    # during the level it ran C; the scrape after the level reads the server idle
+    assert running["during_max"] == c and running["after"] == 0 and running["delta"] is None
+
+
+def test_a_running_cap_shows_as_running_requests_at_the_cap_and_the_rest_queued(fake_sglang):
+    server = fake_sglang(*SPEC_ARGS, "--max-running-requests", "4", speed=SPEED)
+    s = settings()
+    s.single_stream = SingleStreamSettings(runs=0, warmup=0)
+    s.concurrency = ConcurrencySettings(levels=[12], rounds=1, max_tokens=128)
+    (lv,) = run(server.url, s, metrics_every_s=METRICS_EVERY_S).levels.to_pylist()
+    assert lv["ok"] == 12 and lv["achieved_concurrency"] > 6  # the client kept 12 in flight...
+    assert lv["metrics_running_reqs_max"] == 4  # ...the server ran 4 at a time, the rest waited
+    assert lv["metrics_queue_reqs"] >= 2, lv
+
+
+def test_a_server_without_metrics_gives_null_columns_and_no_metrics_rows(fake_sglang):
+    server = fake_sglang(*(a for a in SPEC_ARGS if a != "--enable-metrics"), speed=20.0)
+    s = settings()
+    s.single_stream = SingleStreamSettings(runs=0, warmup=0)
+    s.concurrency = ConcurrencySettings(levels=[2], rounds=1, max_tokens=16)
+    result = run(server.url, s, metrics_every_s=METRICS_EVERY_S)
+    (lv,) = result.levels.to_pylist()
+    assert lv["ok"] == 2 and result.metrics.num_rows == 0
+    assert all(v is None for k, v in lv.items() if k.startswith("metrics_") or k == "accept_length_metrics"), lv
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
@@ -129,11 +185,16 @@ def test_command_line_prints_tables_and_writes_parquet(fake_sglang, tmp_path):
                            "encyclopedic", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Single stream" in proc.stdout and "Concurrency levels" in proc.stdout
+    assert "Server /metrics per level" in proc.stdout
     assert pq.read_table(out / "requests.parquet").num_rows == 2 + 2 * 1 + 2 * 4
     assert pq.read_table(out / "single_stream.parquet").num_rows == 2
     levels = pq.read_table(out / "levels.parquet").to_pylist()
     assert [lv["concurrency"] for lv in levels] == [1, 4]
     assert all(r["prompt_set"] == "encyclopedic" for r in pq.read_table(out / "requests.parquet").to_pylist())
+    metrics = pq.read_table(out / "metrics.parquet").to_pylist()
+    assert {m["concurrency"] for m in metrics} == {1, 4}
+    assert sum(m["delta"] for m in metrics if m["concurrency"] == 4
+               and m["name"] == "sglang:generation_tokens_total") == 2 * 4 * 16
 
     server.kill()
     proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url], cwd=REPO,

@@ -1,4 +1,4 @@
-"""Prompt sets and the server-side metrics helpers (pure parts)."""
+"""Prompt sets and the /server_info helpers (pure parts); /metrics: test_level_metrics.py."""
 
 from __future__ import annotations
 
@@ -36,34 +36,6 @@ def test_jsonl_file_and_its_errors(tmp_path):
     with pytest.raises(BenchError, match="neither a built-in set nor a file") as e:
         load_prompts("codng")
     assert "coding" in e.value.fix
-
-
-METRICS_1 = """# HELP sglang:generation_tokens_total Number of generation tokens processed.
-# TYPE sglang:generation_tokens_total counter
-sglang:generation_tokens_total{model_name="m"} 100.0
-# HELP sglang:num_running_reqs The number of running requests.
-# TYPE sglang:num_running_reqs gauge
-sglang:num_running_reqs{model_name="m"} 0.0
-# TYPE sglang:time_to_first_token_seconds histogram
-sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 3.0
-sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4.0
-sglang:time_to_first_token_seconds_sum{model_name="m"} 0.5
-sglang:time_to_first_token_seconds_count{model_name="m"} 4.0
-"""
-METRICS_2 = (METRICS_1.replace("} 100.0", "} 612.0").replace('running_reqs{model_name="m"} 0.0', 'running_reqs{model_name="m"} 2.0')
-             .replace("_count{model_name=\"m\"} 4.0", "_count{model_name=\"m\"} 9.0")
-             + "# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name=\"m\"} 3.2\n")
-
-
-def test_prometheus_deltas_difference_counters_and_keep_gauges():
-    d = sm.metric_deltas(sm.parse_prometheus(METRICS_1), sm.parse_prometheus(METRICS_2))
-    assert d["delta"]['sglang:generation_tokens_total{model_name="m"}'] == 512.0
-    assert d["delta"]['sglang:time_to_first_token_seconds_count{model_name="m"}'] == 5.0
-    assert d["delta"]['sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"}'] == 0.0
-    assert d["gauge"]['sglang:num_running_reqs{model_name="m"}'] == 2.0
-    assert d["gauge"]['sglang:spec_accept_length{model_name="m"}'] == 3.2
-    assert sm.metric_deltas(None, sm.parse_prometheus(METRICS_2)) == {}
-    assert json.loads(sm.deltas_json(None, None)) == {}
 
 
 def test_accept_length_and_model_name_from_server_info():
