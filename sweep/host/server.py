@@ -6,7 +6,9 @@ the launching process (``die_with_parent``), so that a killed Ray worker takes i
 
 Waiting: the log is read as it grows and each startup event is timed; the process is polled every
 ``POLL_S`` so a dead server is noticed within a second and explained from its log, never waited
-out. A hang is a log that stops growing for ``stall_s``, or a phase past its limit.
+out. Progress bars (tqdm's ``\\r`` updates while weights load and graphs are captured) are parsed as
+they are drawn and reported as progress events. A hang is a log that gains not one byte for
+``stall_s`` (a bar's update counts), or a phase past its limit.
 """
 
 from __future__ import annotations
@@ -24,55 +26,133 @@ import httpx
 from sweep.config import Timeouts
 from sweep.errors import PointFailure
 from sweep.host import reaper
-from sweep.sglang.logs import event_of, find_failure, rank_of
+from sweep.results.schema import ENGINE_COLUMNS, engine_column
+from sweep.sglang.logs import EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of, split_progress
 
 POLL_S = 0.1
 TAIL_LINES = 60
+PARTIAL_MAX = 64 * 1024  # bytes kept of a line that never ends (no newline and no \r)
+PROGRESS_EVERY_S = 1.0  # at most one progress event a second (each is a message to the driver)
+
+
+@dataclass
+class LogRead:
+    """What one read of the log brought, in order: complete log lines (``str``, bar updates taken
+    out) and progress-bar updates (``Progress``); and how many bytes arrived (any byte is a sign of
+    life)."""
+
+    items: list[Progress | str] = field(default_factory=list)
+    nbytes: int = 0
+
+    @property
+    def lines(self) -> list[str]:
+        return [i for i in self.items if isinstance(i, str)]
+
+    @property
+    def progress(self) -> list[Progress]:
+        return [i for i in self.items if isinstance(i, Progress)]
 
 
 class LogFollower:
-    """Reads complete new lines from a growing log file."""
+    """Reads a growing log file: complete lines for the startup events, and tqdm's ``\\r`` updates
+    (which have no newline until the bar closes) as they come. The tail kept for failures holds
+    each bar's last update only, never the thousands before it."""
 
     def __init__(self, path: Path):
         self.path = path
         self._offset = 0
         self._partial = b""
+        self._last_bar = ""  # raw text of the last update reported (a bar still drawing is seen once)
+        self._tail_bar: dict[str, str] = {}  # kind -> the update of that bar now in the tail
         self.tail: list[str] = []
 
-    def read(self) -> list[str]:
+    def read(self) -> LogRead:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
                 data = f.read()
         except FileNotFoundError:
-            return []
+            return LogRead()
         if not data:
-            return []
+            return LogRead()
         self._offset += len(data)
-        data = self._partial + data
-        *complete, self._partial = data.split(b"\n")
-        lines = [c.decode("utf-8", "replace").rstrip("\r") for c in complete]
-        self.tail = (self.tail + lines)[-TAIL_LINES:]
-        return lines
+        out = LogRead(nbytes=len(data))
+        *complete, rest = (self._partial + data).split(b"\n")
+        for c in complete:
+            self._take(split_progress(c.decode("utf-8", "replace").rstrip("\r")), out, line_ends=True)
+        if b"\r" in rest:  # a bar still drawing: its finished updates now, the one being drawn kept
+            head, _, rest = rest.rpartition(b"\r")
+            self._take(split_progress(head.decode("utf-8", "replace") + "\r"), out, line_ends=False)
+            rest = b"\r" + rest
+            drawn = split_progress(rest.decode("utf-8", "replace"))
+            if drawn and isinstance(drawn[0], Progress) and drawn[0].raw != self._last_bar:
+                out.items.append(drawn[0])
+                self._last_bar = drawn[0].raw
+        self._partial = rest[-PARTIAL_MAX:]
+        return out
+
+    def _take(self, pieces: list[Progress | str], out: LogRead, *, line_ends: bool) -> None:
+        bar: Progress | None = None
+        for piece in pieces:
+            if isinstance(piece, Progress):
+                if piece.raw != self._last_bar:
+                    out.items.append(piece)
+                    self._last_bar = piece.raw
+                bar = piece
+                continue
+            if bar is not None:  # text after a bar: that bar's last update goes to the tail first
+                self._keep_bar(bar)
+                bar = None
+            out.items.append(piece)
+            self._keep(piece)
+        if bar is not None and line_ends:  # the bar closed with its newline
+            self._keep_bar(bar)
+
+    def _keep(self, line: str) -> None:
+        self.tail.append(line)
+        if len(self.tail) > TAIL_LINES:
+            del self.tail[:-TAIL_LINES]
+
+    def _keep_bar(self, bar: Progress) -> None:
+        """A bar's update replaces its earlier one in the tail (other ranks' lines between updates
+        would otherwise leave one copy of the bar per line)."""
+        before = self._tail_bar.get(bar.kind)
+        if before is not None and before in self.tail:
+            del self.tail[len(self.tail) - 1 - self.tail[::-1].index(before)]
+        self._tail_bar[bar.kind] = bar.raw
+        self._keep(bar.raw)
 
     def tail_text(self) -> str:
-        rest = [self._partial.decode("utf-8", "replace")] if self._partial else []
-        return "\n".join(self.tail + rest)
+        """The last lines, then the bar still drawing (its last update) or the line still being written."""
+        rest = [p.raw if isinstance(p, Progress) else p
+                for p in split_progress(self._partial.decode("utf-8", "replace"))][-1:] if self._partial else []
+        return "\n".join(self.tail + [r for r in rest if r.strip()])
 
 
 @dataclass
 class Startup:
-    """When each startup event was seen (seconds since launch). Events can repeat: the drafter
-    loads its weights and captures its graphs after the target."""
+    """When each startup event was seen (seconds since launch). Events repeat: a speculative server
+    loads two models and allocates two KV caches, and each TP rank logs its own lines."""
 
     events: dict[str, list[float]] = field(default_factory=dict)
+    order: list[tuple[str, float]] = field(default_factory=list)  # every event, as it came
     ready: float | None = None
     by_rank: dict[str, set[str]] = field(default_factory=dict)  # events seen per TP rank
+    progress: dict[str, tuple[float, Progress]] = field(default_factory=dict)  # kind -> (seen at, last update)
+    engine: EngineTimings | None = None  # SGLang's own "Engine startup timings (s): ..." (0.5.23-era)
 
     def see(self, event: str, t: float, rank: str | None = None) -> None:
         self.events.setdefault(event, []).append(t)
+        self.order.append((event, t))
         if rank is not None:
             self.by_rank.setdefault(rank, set()).add(event)
+
+    def see_progress(self, p: Progress, t: float) -> bool:
+        """Keep the last update of each kind; False for a bar's unnamed first frame (no news)."""
+        if not p.desc and p.n == 0:
+            return False
+        self.progress[p.kind] = (t, p)
+        return True
 
     def first(self, event: str) -> float | None:
         return self.events[event][0] if event in self.events else None
@@ -101,21 +181,53 @@ class Startup:
                        if t is not None)
         return 0.0
 
+    def last_progress(self) -> str:
+        """The latest progress update of any kind, as a summary ('' when none)."""
+        if not self.progress:
+            return ""
+        return max(self.progress.values(), key=lambda tp: tp[0])[1].summary()
+
+    def progress_records(self) -> list[dict]:
+        """The last update of each kind, for the points table (``startup_progress``)."""
+        return [{"kind": p.kind, "desc": p.desc, "n": p.n, "total": p.total, "elapsed_s": p.elapsed_s,
+                 "eta_s": p.eta_s, "rate": p.rate, "seen_s": round(t, 3), "summary": p.summary()}
+                for t, p in sorted(self.progress.values(), key=lambda tp: tp[0])]
+
     def durations(self) -> dict[str, float | None]:
-        """Phase durations in seconds, for the points table (None for a phase not seen)."""
+        """Phase durations in seconds, for the points table (None for a phase not seen), and SGLang's
+        own startup timings where it printed them (``engine_*_s``, see ENGINE_TIMINGS).
+
+        Order-aware, because versions differ: 0.5.23 loads target and drafter, then allocates both
+        KV caches, then captures the target's graphs and the drafter's; 0.5.10 loads the drafter
+        after the target's graphs (its load then counts in ``draft_capture_s``). A server without
+        graphs (CPU) has no capture: ``http_s`` runs from its KV cache."""
 
         def span(start: float | None, end: float | None) -> float | None:
             return round(end - start, 3) if start is not None and end is not None else None
 
-        graphs_end = self.last("draft_capture_end") or self.first("capture_end")
+        kv_at = self.first("kv_cache")
+        loads = [t for ev, t in self.order if ev == "load_end" and (kv_at is None or t <= kv_at)]
+        kv_end = None  # the end of the first run of KV-cache lines (target and, 0.5.23, drafter)
+        for ev, t in self.order:
+            if ev == "kv_cache":
+                kv_end = t
+            elif kv_end is not None:  # graphs begin, or (0.5.10) the drafter's load
+                break
+        up = self.first("http_up")
+        before_http = [t for ev, t in self.order if ev not in ("http_up", "fired_up") and (up is None or t <= up)]
+        capture_end = self.last("capture_end")
+        engine = {engine_column(k): v for k, v in (self.engine.flat() if self.engine else {}).items()
+                  if engine_column(k) in ENGINE_COLUMNS}
         return {
-            "load_s": span(0.0, self.first("load_end")),
-            "kv_cache_s": span(self.first("load_end"), self.first("kv_cache")),
-            "capture_s": span(self.first("capture_begin"), self.first("capture_end")),
-            "draft_capture_s": span(self.first("capture_end"), self.last("draft_capture_end")),  # drafter load included
-            "http_s": span(graphs_end, self.first("http_up")),
-            "ready_s": span(self.first("http_up"), self.ready),
+            "load_s": span(0.0, loads[-1] if loads else None),
+            "kv_cache_s": span(loads[-1] if loads else None, kv_end),
+            "capture_s": span(self.first("capture_begin"), capture_end),
+            "draft_capture_s": span(capture_end if capture_end is not None else kv_end,
+                                    self.last("draft_capture_end")),  # 0.5.10: drafter load included
+            "http_s": span(before_http[-1] if before_http and up is not None else None, up),
+            "ready_s": span(up, self.ready),
             "startup_s": span(0.0, self.ready),
+            **{c: engine.get(c) for c in ENGINE_COLUMNS},
         }
 
 
@@ -131,6 +243,9 @@ class ServerProcess:
         self.started: float = 0.0
         self.log = LogFollower(self.log_path)
         self.startup = Startup()
+        self._progress_pending: tuple[Progress, str] | None = None  # (update, its phase) not reported yet
+        self._progress_sent = float("-inf")
+        self._progress_kind = ""
 
     @property
     def url(self) -> str:
@@ -159,45 +274,79 @@ class ServerProcess:
         return PointFailure(phase, f"{f.reason}", fix=f.fix)
 
     def poll_log(self, progress: Callable[[dict], None] | None = None) -> bool:
-        """Read the new log lines and time the startup events in them; True when a line arrived."""
+        """Read what the log gained: time the startup events, keep SGLang's startup timings, follow
+        the progress bars (reported at most every PROGRESS_EVERY_S; a new kind, a finished bar, or
+        the last update before a phase change at once). True when any byte arrived: a bar's ``\\r``
+        update is as much a sign of life as a line."""
         now = self.elapsed()
-        lines = self.log.read()
-        for line in lines:
-            ev = event_of(line)
+        got = self.log.read()
+        for item in got.items:
+            if isinstance(item, Progress):
+                if self.startup.see_progress(item, now):
+                    self._progress_pending = (item, self.startup.phase)
+                    if item.done:  # a finished bar is news at once
+                        self._progress_sent = float("-inf")
+                continue
+            timings = engine_timings(item)
+            if timings is not None:
+                self.startup.engine = timings
+            ev = event_of(item)
             if ev:
                 before = self.startup.phase
-                self.startup.see(ev, now, rank_of(line))
-                if progress and self.startup.phase != before:
-                    progress({"stage": self.startup.phase, "elapsed_s": round(now, 1)})
-        return bool(lines)
+                self.startup.see(ev, now, rank_of(item))
+                if self.startup.phase != before:
+                    self._send_progress(progress, now, force=True)
+                    if progress:
+                        progress({"stage": self.startup.phase, "elapsed_s": round(now, 1)})
+        self._send_progress(progress, now)
+        return got.nbytes > 0
+
+    def _send_progress(self, progress: Callable[[dict], None] | None, now: float, force: bool = False) -> None:
+        if self._progress_pending is None:
+            return
+        p, stage = self._progress_pending
+        if force or now - self._progress_sent >= PROGRESS_EVERY_S or p.kind != self._progress_kind:
+            self._progress_pending, self._progress_sent, self._progress_kind = None, now, p.kind
+            if progress:
+                progress({"stage": stage, "elapsed_s": round(now, 1), "progress": p.summary(), "progress_kind": p.kind})
+
+    def last_output(self) -> str:
+        """The last thing the log says (a bar's last update counts), for hang reasons."""
+        text = self.log.tail_text().rstrip()
+        return text.rsplit("\n", 1)[-1] if text else "(none)"
+
+    def _hang_context(self) -> str:
+        last = self.startup.last_progress()
+        return f"last log line: {self.last_output()}" + (f"; last progress: {last}" if last else "")
 
     def wait_ready(self, timeouts: Timeouts, progress: Callable[[dict], None] | None = None,
                    ready_prompt: str = "Say hello.") -> Startup:
         """Block until the server is ready (``/health`` 200 and one generate answered); raise
-        PointFailure with the phase and the reason when it dies or hangs."""
+        PointFailure with the phase and the reason when it dies or hangs. A hang is no output at
+        all (not one byte: a progress bar's update counts) for ``stall_s``, or a phase past its limit."""
         assert self.proc is not None, "start() first"
-        last_line_at = 0.0
+        last_output_at = 0.0
         next_http_try = 0.0
         with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0)) as client:
             while True:
                 now = self.elapsed()
                 if self.poll_log(progress):
-                    last_line_at = now
+                    last_output_at = now
                 phase = self.startup.phase
                 if self.proc.poll() is not None:
                     raise self.died(phase)
                 limit = {"load": timeouts.load_s, "capture": timeouts.capture_s, "ready": timeouts.ready_s}[phase]
                 if now - self.startup.phase_started() > limit:
                     raise PointFailure(phase, f"hang: still in {phase} after {limit:.0f} s (limit server.timeouts.{phase}_s); "
-                                              f"last log line: {self.log.tail[-1] if self.log.tail else '(none)'}",
+                                              f"{self._hang_context()}",
                                        fix=f"raise server.timeouts.{phase}_s if this phase is just slow")
                 if now > timeouts.total_s:
                     raise PointFailure(phase, f"hang: not ready after {timeouts.total_s:.0f} s (server.timeouts.total_s)")
-                if now - last_line_at > timeouts.stall_s and phase != "ready":
+                if now - last_output_at > timeouts.stall_s and phase != "ready":
                     raise PointFailure(phase, f"hang: no log output for {timeouts.stall_s:.0f} s in {phase} "
-                                              f"(server.timeouts.stall_s); last log line: "
-                                              f"{self.log.tail[-1] if self.log.tail else '(none)'}",
-                                       fix="look at the log for a stuck rank; raise stall_s if capture is just slow")
+                                              f"(server.timeouts.stall_s); {self._hang_context()}",
+                                       fix="look at the log for a stuck rank; raise stall_s if one step "
+                                           "(a shard, a batch size) can take longer than that")
                 if (phase == "ready" or now >= next_http_try) and self._ready(client, ready_prompt):
                     if "http_up" not in self.startup.events:
                         self.startup.see("http_up", now)

@@ -21,7 +21,13 @@ class HostLine:
     detail: str = ""
 
 
+PLAIN_PROGRESS_EVERY_S = 30.0  # plain output: a host's progress-bar line at most this often per kind
+
+
 def _detail(ev: dict) -> str:
+    if ev.get("progress"):  # a startup progress bar: "load 27/64 shards, 5.1 s/it, ETA 02:30"
+        text, stage = str(ev["progress"]), str(ev.get("stage", ""))
+        return text[len(stage) + 1:] if stage and text.startswith(stage + " ") else text  # stage shown beside
     if ev.get("stage") == "single" and "run" in ev:
         return f"run {ev['run']}/{ev.get('of', '?')}"
     if ev.get("stage") == "level" and "concurrency" in ev:
@@ -44,6 +50,7 @@ class SweepProgress:
         self._task = self._bar.add_task("sweep", total=total, summary="")
         self._live: Live | None = None
         self._last_stage: dict[str, str] = {}
+        self._last_progress_log: dict[str, tuple[str, float]] = {}  # host:label -> (kind, when logged)
 
     def __enter__(self) -> "SweepProgress":
         if self.live_mode:
@@ -93,7 +100,17 @@ class SweepProgress:
         if self._last_stage.get(key) != stage:
             self._last_stage[key] = stage
             self._log(f"{host}: {label}: {stage}")
+        if ev.get("progress"):
+            self._log_progress(key, f"{host}: {label}: {stage} {h.detail}", ev.get("progress_kind", ""))
         self.refresh()
+
+    def _log_progress(self, key: str, text: str, kind: str) -> None:
+        """Plain output gets a bar's first update of each kind, then one every PLAIN_PROGRESS_EVERY_S."""
+        now = time.monotonic()
+        last = self._last_progress_log.get(key)
+        if last is None or last[0] != kind or now - last[1] >= PLAIN_PROGRESS_EVERY_S:
+            self._last_progress_log[key] = (kind, now)
+            self._log(text)
 
     def point_finished(self, host: str | None, label: str, status: str, seconds: float, reason: str = "") -> None:
         if status == "ok":

@@ -48,7 +48,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
         "baseline_id": pp.baseline_id, "params": json.dumps(pp.params), "param_roles": json.dumps(pp.roles),
         "argv": redact_argv(argv), "env": json.dumps(redact_env(pp.env), sort_keys=True),
         "errors": pp.errors, "warnings": pp.warnings, "attempts": attempts,
-        "dry_run": mode != "real", "bench_scale": json.dumps(bench_scale), "sweep_version": __version__,
+        "dry_run": mode in ("dry-run", "fake"), "bench_scale": json.dumps(bench_scale), "sweep_version": __version__,
         **{f"{AXIS_PREFIX}{axis}": pp.params.get(axis) for axis in axes},
     }
     if result is None:  # invalid: never launched
@@ -58,6 +58,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
                    log_tail=result.log_tail[-4000:] if result.log_tail else None, host=result.host,
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
                    sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
-                   reaped=json.dumps(result.reaped), **result.phases)
+                   reaped=json.dumps(result.reaped), startup_progress=list(result.startup_progress),
+                   **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
     return from_rows([row], "points")
 

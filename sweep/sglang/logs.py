@@ -1,7 +1,9 @@
-"""Reading SGLang's log: which startup phase a line marks, and why a dead server died. Pure.
+"""Reading SGLang's log: which startup phase a line marks, what its progress bars say, its own
+startup timings, and why a dead server died. Pure.
 
-The wording is SGLang's own (0.5.10, and 0.5.23 where it differs; see shared/sglang-surface.md).
-The host layer feeds lines as they appear; this module never does I/O.
+The wording is SGLang's own (0.5.10, and 0.5.23 where it differs; see shared/sglang-surface.md and
+the real server's output in shared/sglang-cpu/transcripts/). The host layer feeds lines as they
+appear; this module never does I/O.
 """
 
 from __future__ import annotations
@@ -9,15 +11,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Startup events in the order a speculative server logs them. A baseline logs no draft events.
+# Startup events. Checked against real SGLang (shared/sglang-cpu/transcripts, 0.5.23-era main on CPU)
+# and its source: a speculative server logs ``Load weight begin/end`` twice (target, then drafter:
+# ``type=LlamaForCausalLMEagle3``) and ``KV Cache is allocated`` + ``Memory pool end`` twice (target,
+# then drafter); 0.5.23 loads both models before either KV cache and captures after both, 0.5.10
+# loads the drafter after the target's graphs. A server without graphs (CPU, --disable-cuda-graph)
+# logs no capture at all. Capture lines name the role, the graph and the device:
+# ``Capture cuda graph begin`` (0.5.10), ``Capture target {decode,verify,prefill} CUDA graph begin``,
+# ``Capture draft {decode,extend,prefill} CUDA graph begin``, ``Capture target decode CPU graph
+# begin`` (CPU with torch.compile), ``Capture Frozen-KV MTP draft cuda graph begin``. A failed
+# capture (``Capture cuda graph failed: ...``) is no event, it is a failure (below).
+_GRAPH = r"\w+ graph"  # cuda / CUDA / CPU / NPU / XPU, whatever the platform calls its graphs
 EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("load_begin", re.compile(r"Load weight begin")),
     ("load_end", re.compile(r"Load weight end")),
     ("kv_cache", re.compile(r"KV Cache is allocated|Memory pool end")),
-    ("draft_capture_begin", re.compile(r"Capture (draft|draft decode|draft extend) (cuda|CUDA) graph begin", re.I)),
-    ("draft_capture_end", re.compile(r"Capture (draft|draft decode|draft extend) (cuda|CUDA) graph end", re.I)),
-    ("capture_begin", re.compile(r"Capture (target (verify|decode) )?(cuda|CUDA) graph begin")),
-    ("capture_end", re.compile(r"Capture (target (verify|decode) )?(cuda|CUDA) graph end")),
+    ("draft_capture_begin", re.compile(r"Capture (?:[\w-]+ )*draft (?:\w+ )?" + _GRAPH + r" begin")),
+    ("draft_capture_end", re.compile(r"Capture (?:[\w-]+ )*draft (?:\w+ )?" + _GRAPH + r" end")),
+    ("capture_begin", re.compile(r"Capture (?:target (?:\w+ )?)?" + _GRAPH + r" begin")),
+    ("capture_end", re.compile(r"Capture (?:target (?:\w+ )?)?" + _GRAPH + r" end")),
     ("http_up", re.compile(r"Uvicorn running on")),
     ("fired_up", re.compile(r"The server is fired up and ready to roll")),
 )
@@ -102,3 +114,200 @@ def decode_stats(line: str) -> dict[str, float] | None:
         if m:
             out[name] = float(m.group(1))
     return out
+
+
+# --- progress bars ---------------------------------------------------------------------------------
+# Rank 0 draws tqdm bars while it loads weights and captures graphs: each update is ``\r`` + the bar,
+# with no newline until the bar closes, for minutes on a big model. Real lines (see the transcripts
+# and SGLang's BAR_FORMAT, ``{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [...]``):
+#   Multi-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]
+#   Loading safetensors checkpoint shards:  42% Completed | 27/64 [02:10<02:30, 5.1s/it]
+#   Capturing batches (bs=256 avail_mem=20.51 GB):   3%|▎ | 1/36 [00:01<00:45,  1.3s/it]
+#   Capturing num tokens (num_tokens=8192 avail_mem=20.51 GB):  10%|█ | 2/20 [...]  (prefill graphs)
+# A capture bar's first frame has no description yet (SGLang names it inside the loop).
+
+_NUM = r"[\d.]+[kMGTPEZY]?"
+_BAR = re.compile(  # tqdm with a total: l_bar, the bar (or SGLang's " Completed |"), r_bar
+    r"(?:(?P<desc>.*?): ?)?\s*(?P<pct>\d{1,3})%(?:\|[^|]*\|| Completed \|)\s*"
+    r"(?P<n>" + _NUM + r")/(?P<total>" + _NUM + r")\s*"
+    r"\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:]+|\?),\s*(?P<rate>\?|" + _NUM + r")(?P<unit>[^\],]*)"
+    r"(?P<postfix>[^\]]*)\]")
+_BAR_NO_TOTAL = re.compile(  # tqdm without a total: "desc: 27it [02:10, 5.10s/it]"
+    r"(?:(?P<desc>.*?): )?(?P<n>" + _NUM + r")[a-zA-Z]* "
+    r"\[(?P<elapsed>[\d:]+),\s*(?P<rate>\?|" + _NUM + r")(?P<unit>[^\],]*)(?P<postfix>[^\]]*)\]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_DESC_VALUES = re.compile(r"(\w+)=([\d.]+)")
+_SI = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
+PROGRESS_KINDS = ("load", "capture", "other")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One update of a progress bar, as tqdm printed it."""
+
+    kind: str  # load (weight shards) | capture (graph batch sizes or token counts) | other
+    desc: str  # tqdm's description: "Loading safetensors checkpoint shards", "Capturing batches (bs=256 ...)"
+    n: int  # items done
+    total: int | None  # items in all; None when tqdm does not know
+    elapsed_s: float | None
+    eta_s: float | None  # tqdm's remaining time; None before the first item ("?")
+    rate: float | None  # items per second (tqdm prints seconds per item below 1/s); None before the first
+    raw: str  # the update itself, as printed (without the \r and the padding)
+
+    @property
+    def done(self) -> bool:
+        return self.total is not None and self.n >= self.total
+
+    @property
+    def values(self) -> dict[str, float]:
+        """``name=number`` pairs of the description: ``{"bs": 256, "avail_mem": 20.51}``."""
+        return {k: float(v) for k, v in _DESC_VALUES.findall(self.desc)}
+
+    @property
+    def unit(self) -> str:
+        if self.kind == "load":
+            return "shards"
+        if self.kind == "capture":
+            return "token counts" if "num_tokens" in self.values else "batch sizes"
+        return "steps"
+
+    def summary(self) -> str:
+        """``load 27/64 shards, 5.1 s/it, ETA 02:30``; ``capture 1/36 batch sizes (bs=256, 20.51 GB
+        free), 1.3 s/it, ETA 00:45``."""
+        count = f"{self.n}/{self.total}" if self.total is not None else f"{self.n}"
+        head = f"{self.kind} {count} {self.unit}" if self.kind != "other" else f"{self.desc or 'progress'} {count}"
+        v = self.values
+        if self.kind == "capture" and v:
+            size = next((f"{k}={v[k]:g}" for k in ("bs", "num_tokens") if k in v), None)
+            extra = [x for x in (size, f"{v['avail_mem']:g} GB free" if "avail_mem" in v else None) if x]
+            head += f" ({', '.join(extra)})" if extra else ""
+        parts = [head]
+        if self.rate:
+            parts.append(f"{self.rate:.3g} it/s" if self.rate >= 1 else f"{1 / self.rate:.3g} s/it")
+        if self.eta_s is not None and not self.done:
+            parts.append(f"ETA {_clock(self.eta_s)}")
+        return ", ".join(parts)
+
+
+def _clock(s: float) -> str:
+    s = int(round(s))
+    h, m, sec = s // 3600, s % 3600 // 60, s % 60
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}"
+
+
+def _seconds(clock: str) -> float | None:
+    try:
+        parts = [float(x) for x in clock.split(":")]
+    except ValueError:
+        return None
+    out = 0.0
+    for x in parts:
+        out = out * 60 + x
+    return out
+
+
+def _number(text: str) -> float:
+    if text[-1] in _SI:
+        return float(text[:-1]) * _SI[text[-1]]
+    return float(text)
+
+
+def progress_kind(desc: str) -> str:
+    """What a bar counts, from its description."""
+    if re.search(r"shards|Loading safetensors|Loading pt checkpoint|Loading np_cache|weights", desc, re.I):
+        return "load"
+    if desc.startswith("Capturing"):
+        return "capture"
+    return "other"
+
+
+def parse_progress(segment: str) -> tuple[Progress, str] | None:
+    """One ``\\r``-separated piece of a log line -> (the bar update, the text after it), or None when
+    it is no bar. The text after it is a log line another process wrote while the bar had no newline:
+    ``Capturing batches ...: 3%|▎ | 1/36 [00:01<00:45, 1.3s/it][2026-11-29 10:00:00 TP3] ...``."""
+    seg = _ANSI.sub("", segment)
+    m = _BAR.match(seg) or _BAR_NO_TOTAL.match(seg)
+    if m is None:
+        return None
+    g = m.groupdict()
+    try:
+        n = int(round(_number(g["n"])))
+        total = int(round(_number(g["total"]))) if g.get("total") else None
+        rate = None if g["rate"] == "?" else _number(g["rate"])
+    except (ValueError, IndexError):
+        return None
+    if rate is not None and g["unit"].strip().startswith("s/"):  # "5.10s/it": seconds per item
+        rate = 1 / rate if rate > 0 else None
+    remaining = g.get("remaining")
+    desc = (g.get("desc") or "").strip()
+    p = Progress(kind=progress_kind(desc), desc=desc, n=n, total=total, elapsed_s=_seconds(g["elapsed"]),
+                 eta_s=None if not remaining or remaining == "?" else _seconds(remaining), rate=rate,
+                 raw=seg[:m.end()].strip())
+    return p, seg[m.end():]
+
+
+def split_progress(line: str) -> list[Progress | str]:
+    """A log line as its pieces, in order: bar updates (``Progress``) and text (``str``, each a log
+    line or a part of one). A line without ``\\r`` is itself; tqdm starts every update with ``\\r``, so
+    only the pieces after a ``\\r`` can be bars, and the text before the first ``\\r`` is text."""
+    if "\r" not in line:
+        return [line]
+    first, *segments = _ANSI.sub("", line).split("\r")  # without tqdm's cursor moves (nested bars)
+    out: list[Progress | str] = [first] if first.strip() else []
+    for seg in segments:
+        found = parse_progress(seg)
+        if found is None:
+            if seg.strip():
+                out.append(seg.rstrip())
+            continue
+        bar, rest = found
+        out.append(bar)
+        if rest.strip():
+            out.append(rest.rstrip())
+    return out
+
+
+# --- SGLang's own startup timings ------------------------------------------------------------------
+# 0.5.23-era servers print, once, just before uvicorn starts (seconds; each the max over the
+# scheduler ranks; see sweep/results/schema.py ENGINE_TIMINGS for what each one covers):
+#   Engine startup timings (s): load_weight=0.08, kv_cache_allocation=0.53, scheduler_e2e=2.19,
+#   cuda_graph={prefill=0.00, decode=0.00, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00,
+#   draft_extend=0.00}, tokenizer_e2e=20.51
+_ENGINE_TIMINGS = re.compile(r"Engine startup timings \(s\):\s*(?P<body>.*)$")
+_PAIR = re.compile(r"(\w+)=(-?[\d.]+(?:[eE][-+]?\d+)?)")
+_NESTED = re.compile(r"(\w+)=\{([^}]*)\}")
+
+
+@dataclass(frozen=True)
+class EngineTimings:
+    load_weight: float | None = None
+    kv_cache_allocation: float | None = None
+    scheduler_e2e: float | None = None
+    tokenizer_e2e: float | None = None
+    cuda_graph: dict[str, float] | None = None  # phase -> capture seconds (prefill, decode, target_verify, draft_*)
+    other: dict[str, float] | None = None  # keys a later SGLang adds ("group.key" when nested)
+
+    def flat(self) -> dict[str, float]:
+        """``{"load_weight": ..., "cuda_graph.decode": ..., ...}`` (keys as SGLang names them)."""
+        out = {k: v for k, v in (("load_weight", self.load_weight), ("kv_cache_allocation", self.kv_cache_allocation),
+                                 ("scheduler_e2e", self.scheduler_e2e), ("tokenizer_e2e", self.tokenizer_e2e))
+               if v is not None}
+        out.update({f"cuda_graph.{k}": v for k, v in (self.cuda_graph or {}).items()})
+        out.update(self.other or {})
+        return out
+
+
+def engine_timings(line: str) -> EngineTimings | None:
+    """The numbers of an ``Engine startup timings (s): ...`` line, or None for any other line."""
+    m = _ENGINE_TIMINGS.search(line)
+    if m is None:
+        return None
+    body = m.group("body")
+    values: dict[str, float] = {}
+    for group, inner in _NESTED.findall(body):
+        values.update({f"{group}.{k}": float(v) for k, v in _PAIR.findall(inner)})
+    values.update({k: float(v) for k, v in _PAIR.findall(_NESTED.sub("", body))})
+    top = ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
+    graphs = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("cuda_graph.")}
+    other = {k: v for k, v in values.items() if k not in top and not k.startswith("cuda_graph.")}
+    return EngineTimings(**{k: values.get(k) for k in top}, cuda_graph=graphs or None, other=other or None)

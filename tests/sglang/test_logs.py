@@ -1,3 +1,7 @@
+from pathlib import Path
+
+import pytest
+
 from sweep.sglang import logs
 
 TS = "[2026-11-29 10:00:00 TP0] "
@@ -58,3 +62,143 @@ def test_rank_of():
     assert logs.rank_of("[2026-11-29 10:00:00 TP3] Load weight end.") == "TP3"
     assert logs.rank_of("[2026-11-29 10:00:00 DP1 TP12 EP4] KV Cache") == "TP12"
     assert logs.rank_of("[2026-11-29 10:00:00] Uvicorn running") is None
+
+
+# --- against real SGLang's own lines (shared/sglang-cpu/transcripts, 0.5.23-era main on CPU; the
+# GPU wordings from its source at the same commit) ------------------------------------------------
+REAL_BASELINE = [  # startup.log, the startup lines in order
+    "[2026-12-01 07:20:58] Init torch distributed begin.",
+    "[2026-12-01 07:20:59] Load weight begin. avail mem=21.35 GB",
+    "\rMulti-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
+    "\rMulti-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 559.32it/s]",
+    "[2026-12-01 07:20:59] Load weight end. elapsed=0.03 s, type=LlamaForCausalLM, avail mem=21.35 GB, mem usage=0.00 GB.",
+    "[2026-12-01 07:20:59] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 32768, K size: 0.02 GB, V size: 0.02 GB",
+    "[2026-12-01 07:20:59] Memory pool end. avail mem=21.28 GB",
+    "[2026-12-01 07:20:59] Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
+    "(e.g. via --cuda-graph-backend-prefill=disabled or auto-disable rules).",
+    "[2026-12-01 07:20:59] max_total_num_tokens=32768, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+    "max_running_requests=4096, context_len=2048, available_cpu_mem=21.28 GB",
+    "[2026-12-01 07:20:59] Engine startup timings (s): load_weight=0.03, kv_cache_allocation=0.03, scheduler_e2e=1.04, "
+    "cuda_graph={prefill=0.00, decode=0.00, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, "
+    "draft_extend=0.00}, tokenizer_e2e=9.79",
+    "[2026-12-01 07:20:59] INFO:     Uvicorn running on http://127.0.0.1:31000 (Press CTRL+C to quit)",
+    "[2026-12-01 07:21:01] The server is fired up and ready to roll!",
+]
+REAL_EAGLE3_DRAFTER = [  # spec_eagle3.log, after the target's Load weight end
+    "[2026-12-01 07:28:40] Using draft model load_format: 'dummy'",
+    "[2026-12-01 07:28:40] Init torch distributed begin.",
+    "[2026-12-01 07:28:40] Load weight begin. avail mem=21.37 GB",
+    "[2026-12-01 07:28:40] Load weight end. elapsed=0.04 s, type=LlamaForCausalLMEagle3, avail mem=21.37 GB, mem usage=0.00 GB.",
+    "[2026-12-01 07:28:40] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 32768, K size: 0.02 GB, V size: 0.02 GB",
+    "[2026-12-01 07:28:40] Memory pool end. avail mem=21.33 GB",
+    "[2026-12-01 07:28:40] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 32768, K size: 0.01 GB, V size: 0.01 GB",
+    "[2026-12-01 07:28:40] Memory pool end. avail mem=21.32 GB",
+]
+
+
+def events(lines):
+    return [e for e in (logs.event_of(line) for line in lines) if e]
+
+
+def test_real_startup_events_baseline_cpu():
+    """No capture on CPU; the KV cache is two lines; the bar line is no event."""
+    assert events(REAL_BASELINE) == ["load_begin", "load_end", "kv_cache", "kv_cache", "http_up", "fired_up"]
+    assert logs.rank_of(REAL_BASELINE[1]) is None  # tp 1: no rank in the prefix
+
+
+def test_real_drafter_loads_before_both_kv_caches():
+    """0.5.23: the drafter's own Load weight begin/end, then two KV caches (target, drafter)."""
+    assert events(REAL_EAGLE3_DRAFTER) == ["load_begin", "load_end"] + ["kv_cache"] * 4
+
+
+def test_capture_wordings_of_the_real_source():
+    gpu = {  # model_runner_components/cuda_graph_setup.py, speculative/eagle_worker_v2.py, frozen_kv_mtp_worker_v2.py
+        "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2, 4], avail mem=30.00 GB": "capture_begin",
+        "Capture target verify CUDA graph end. elapsed=28.80 s, mem usage=2.10 GB, avail mem=27.90 GB.": "capture_end",
+        "Capture target prefill CUDA graph begin. backend=full, num_tokens=[512, 1024], avail mem=30.00 GB": "capture_begin",
+        "Capture target decode CPU graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2], avail mem=20.00 GB": "capture_begin",
+        "Capture draft prefill CUDA graph end. elapsed=1.00 s, mem usage=0.10 GB, avail mem=27.00 GB.": "draft_capture_end",
+        "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=2, bs=[1, 2], avail mem=27.00 GB": "draft_capture_begin",
+        "Capture draft extend CUDA graph end. elapsed=3.00 s, mem usage=0.20 GB, avail mem=26.00 GB.": "draft_capture_end",
+        "Capture draft verify CUDA graph begin. backend=full, num_tokens_per_req=4, bs=[1], avail mem=27.00 GB": "draft_capture_begin",
+        "Capture Frozen-KV MTP draft cuda graph begin.": "draft_capture_begin",
+        "Capture cuda graph bs [1, 2, 4, 8]": None,  # 0.5.10's list of sizes: no event
+        "Exception: Capture cuda graph failed: CUDA out of memory.": None,  # a failure, not an end
+    }
+    for line, want in gpu.items():
+        assert logs.event_of(TS + line) == want, line
+
+
+def test_real_tqdm_bar_of_the_weight_load():
+    bars = logs.split_progress(REAL_BASELINE[2])
+    assert len(bars) == 2 and all(isinstance(b, logs.Progress) for b in bars)
+    first, last = bars
+    assert (first.kind, first.desc, first.n, first.total, first.rate, first.eta_s) == (
+        "load", "Multi-thread loading shards", 0, 1, None, None)
+    assert (last.n, last.total, last.rate, last.eta_s, last.elapsed_s, last.done) == (1, 1, 559.32, 0.0, 0.0, True)
+    assert last.raw == "Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 559.32it/s]"
+    assert last.summary() == "load 1/1 shards, 559 it/s"
+
+
+def test_gpu_bars_load_and_capture():
+    load, rest = logs.parse_progress("Loading safetensors checkpoint shards:  42% Completed | 27/64 [02:10<02:30, 5.1s/it]")
+    assert rest == "" and (load.kind, load.n, load.total, load.elapsed_s, load.eta_s) == ("load", 27, 64, 130.0, 150.0)
+    assert load.rate == pytest.approx(1 / 5.1) and load.summary() == "load 27/64 shards, 5.1 s/it, ETA 02:30"
+    cap, _ = logs.parse_progress("Capturing batches (bs=256 avail_mem=20.51 GB):   3%|▎         | 1/36 [00:01<00:45,  1.3s/it]")
+    assert (cap.kind, cap.n, cap.total, cap.values) == ("capture", 1, 36, {"bs": 256, "avail_mem": 20.51})
+    assert cap.summary() == "capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45"
+    pre, _ = logs.parse_progress("Capturing num tokens (num_tokens=8192 avail_mem=20.51 GB):  10%|█         | 2/20 [00:04<00:36,  2.0s/it]")
+    assert pre.kind == "capture" and pre.unit == "token counts"
+    unnamed, _ = logs.parse_progress("  0%|          | 0/36 [00:00<?, ?it/s]")  # before SGLang names the bar
+    assert (unnamed.kind, unnamed.desc, unnamed.n, unnamed.total) == ("other", "", 0, 36)
+    other, _ = logs.parse_progress("Compiling num tokens (num_tokens=512): 27it [1:02:10, 5.10s/it]")  # no total
+    assert (other.kind, other.n, other.total, other.elapsed_s) == ("other", 27, None, 3730.0)
+    assert logs.parse_progress(REAL_BASELINE[3]) is None  # a log line is no bar
+
+
+def test_split_progress_keeps_log_text_glued_to_a_bar():
+    line = ("\rCapturing batches (bs=8 avail_mem=20.51 GB):  50%|#####     | 1/2 [00:01<00:01,  1.3s/it]"
+            "[2026-11-29 10:00:00 TP3] Capture cuda graph end. Time elapsed: 3 s.")
+    bar, text = logs.split_progress(line)
+    assert isinstance(bar, logs.Progress) and bar.n == 1
+    assert text == "[2026-11-29 10:00:00 TP3] Capture cuda graph end. Time elapsed: 3 s."
+    assert logs.split_progress(REAL_BASELINE[1]) == [REAL_BASELINE[1]]  # no \r: the line itself
+    assert logs.split_progress("\x1b[A\rLoading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01, 1.00s/it]"
+                               "\x1b[B")[0].n == 1  # tqdm's cursor moves for a nested bar are dropped
+
+
+def test_real_engine_startup_timings():
+    t = logs.engine_timings(REAL_BASELINE[8])
+    assert (t.load_weight, t.kv_cache_allocation, t.scheduler_e2e, t.tokenizer_e2e) == (0.03, 0.03, 1.04, 9.79)
+    assert t.cuda_graph == dict.fromkeys(["prefill", "decode", "target_verify", "draft_prefill", "draft_decode",
+                                          "draft_extend"], 0.0)
+    assert t.flat()["cuda_graph.target_verify"] == 0.0 and t.other is None
+    eagle = logs.engine_timings("[2026-12-01 07:27:08] Engine startup timings (s): load_weight=0.08, "
+                                "kv_cache_allocation=0.53, scheduler_e2e=2.19, cuda_graph={prefill=0.00, decode=0.00, "
+                                "target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, draft_extend=0.00}, "
+                                "tokenizer_e2e=20.51")
+    assert eagle.load_weight == 0.08 and eagle.tokenizer_e2e == 20.51  # target + drafter weights
+    later = logs.engine_timings(TS + "Engine startup timings (s): load_weight=312.40, kv_cache_allocation=4.00, "
+                                "scheduler_e2e=420.00, cuda_graph={decode=95.10, new_phase=1.00}, tokenizer_e2e=431.20, "
+                                "warmup=3.00")
+    assert later.cuda_graph == {"decode": 95.1, "new_phase": 1.0} and later.other == {"warmup": 3.0}
+    assert logs.engine_timings(REAL_BASELINE[7]) is None
+
+
+TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "sglang-cpu" / "transcripts"
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="no shared/sglang-cpu/transcripts here")
+@pytest.mark.parametrize("name,drafter", [("startup.log", False), ("spec_ngram.log", False),
+                                          ("spec_eagle.log", True), ("spec_eagle3.log", True)])
+def test_whole_real_transcripts(name, drafter):
+    """Every real log: its events in order, one bar, one timings line, no false failure signature."""
+    lines = (TRANSCRIPTS / name).read_bytes().decode().split("\n")
+    pieces = [p for line in lines for p in logs.split_progress(line)]
+    text = [p for p in pieces if isinstance(p, str)]
+    loads = ["load_begin", "load_end"] * (2 if drafter else 1)
+    assert events(text)[:len(loads) + 2 * (2 if drafter else 1) + 2] == (
+        loads + ["kv_cache", "kv_cache"] * (2 if drafter else 1) + ["http_up", "fired_up"])
+    bars = [p for p in pieces if isinstance(p, logs.Progress)]
+    assert [(b.kind, b.n, b.total) for b in bars] == [("load", 0, 1), ("load", 1, 1)]
+    assert sum(logs.engine_timings(t) is not None for t in text) == 1
