@@ -1,6 +1,6 @@
 """Command line: parse arguments, call the API, map errors to messages and exit codes.
 
-    python -m sweep CONFIG [key=value ...] [--plan [--json]] [--dry-run | --fake] ...
+    python -m sweep CONFIG [key=value ...] [--plan [--json]] [--dry-run | --local | --fake] ...
     python -m sweep bench --url URL ...
     python -m sweep report DIR [--vs OTHER]
     python -m sweep query DIR "SQL"
@@ -19,7 +19,7 @@ from typing import Callable
 
 from rich.console import Console
 
-from sweep.errors import SweepError
+from sweep.errors import ConfigError, SweepError
 
 SUBCOMMANDS = ("bench", "report", "query", "hosts")
 
@@ -36,6 +36,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --plan: print the plan as one JSON object")
     p.add_argument("--dry-run", action="store_true",
                    help="local Ray, simulated hosts and the fake SGLang server; results in results/<name>-dryrun")
+    p.add_argument("--local", action="store_true",
+                   help="a real sweep on this machine: local Ray, local.hosts hosts, the experiment's own launcher "
+                        "(real SGLang), nothing scaled; results in results/<name>-local")
     p.add_argument("--fake", action="store_true", help="use the fake SGLang server on the real cluster's hosts")
     p.add_argument("--skip-invalid", action="store_true",
                    help="record points that break SGLang's rules as invalid and run the rest")
@@ -77,6 +80,11 @@ def run_command(args: argparse.Namespace) -> int:
     from sweep.render import print_plan
 
     exp = config.load(args.config, args.overrides)
+    modes = [f for f, on in (("--dry-run", args.dry_run), ("--local", args.local), ("--fake", args.fake)) if on]
+    if len(modes) > 1:
+        raise ConfigError(f"{' and '.join(modes)} cannot be combined",
+                          fix="--dry-run: fake server, simulated hosts; --local: real server here; "
+                              "--fake: fake server on the cluster")
     scale: dict = {}
     if args.dry_run or args.fake:
         from sweep.dryrun import scaled

@@ -23,8 +23,8 @@ from sweep.errors import ConfigError
 
 @dataclass
 class ClusterConfig:
-    host_resource: str = "gpu_host"  # the custom Ray resource every GPU host advertises (1 per host)
-    gpus_per_host: int = 8
+    host_resource: str = "gpu_host"  # the custom Ray resource every host advertises (1 per host)
+    gpus_per_host: int = 8  # 0 for CPU hosts (a server with device: cpu in server.flags)
     max_host_failures: int = 2  # retries of a point whose host died under it (not of crashes)
     retry_failed_points: int = 0  # retries of a point that failed on its own (crash, timeout)
 
@@ -38,7 +38,7 @@ class Timeouts:
     capture_s: float = 1200.0  # weights loaded to all CUDA graphs captured
     ready_s: float = 600.0  # graphs captured to ready (HTTP up, warmup generate answered)
     total_s: float = 3600.0  # launch to ready
-    stall_s: float = 600.0  # no new log line for this long while starting
+    stall_s: float = 600.0  # no log output at all (a progress bar's \r update counts) this long while starting
     stop_grace_s: float = 30.0  # SIGTERM to SIGKILL
     benchmark_s: float = 7200.0
 
@@ -51,6 +51,15 @@ class ReapConfig:
 
 
 @dataclass
+class CpuConfig:
+    """CPU hosts (``device: cpu`` in server.flags): what pre-flight checks instead of GPUs."""
+
+    min_free_mem_gib: float = 2.0  # memory that must be free before launch
+    required_flags: list[str] = field(default_factory=list)  # CPU flags beyond what the backend needs
+    check_kernels: bool = True  # import SGLang's CPU kernels first (kernels built for another CPU: SIGILL)
+
+
+@dataclass
 class ServerConfig:
     # "python" means the interpreter of the Ray worker on the host (the venv it was started from)
     launcher: list[str] = field(default_factory=lambda: ["python", "-m", "sglang.launch_server"])
@@ -60,8 +69,13 @@ class ServerConfig:
     port: int = 30000
     flags: dict[str, Any] = field(default_factory=dict)  # base SGLang flags, without the leading --
     env: dict[str, str] = field(default_factory=dict)  # base env of the server process
+    # what the plan checks SGLang's rules against (the host's pre-flight knows the real ones):
+    sglang_version: Optional[str] = None  # e.g. "0.5.10"; None: the newest version the rules know
+    architecture: Optional[str] = None  # the target's HF architecture, when model_path has no config.json here
+    gpu: Optional[str] = None  # the hosts' GPU (H200, B200, A100, hopper...); None: unknown
     timeouts: Timeouts = field(default_factory=Timeouts)
     reap: ReapConfig = field(default_factory=ReapConfig)
+    cpu: CpuConfig = field(default_factory=CpuConfig)
 
 
 @dataclass
@@ -108,6 +122,17 @@ class DryRunConfig:
 
 
 @dataclass
+class LocalConfig:
+    """How ``--local`` runs the real plan on this machine: a local Ray cluster whose hosts share this
+    machine, each point launching the experiment's own launcher (real SGLang), nothing scaled."""
+
+    hosts: int = 1  # servers that run at once on this machine
+    # run once on this machine before the sweep, e.g. to create the models it needs; "python" is the
+    # sweep's interpreter, and the sweep package is importable (PYTHONPATH) under any interpreter
+    setup: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Experiment:
     name: str = "???"
     description: str = ""
@@ -116,7 +141,8 @@ class Experiment:
     grid: GridConfig = field(default_factory=GridConfig)
     benchmark: BenchSettings = field(default_factory=BenchSettings)
     dry_run: DryRunConfig = field(default_factory=DryRunConfig)
-    results_dir: Optional[str] = None  # default: results/<name>, or results/<name>-dryrun
+    local: LocalConfig = field(default_factory=LocalConfig)
+    results_dir: Optional[str] = None  # default: results/<name> (-dryrun, -local or -fake by mode)
     source: str = ""  # the file it was loaded from (set by load)
 
 
@@ -230,7 +256,7 @@ def _check_values(exp: Experiment, path: Path) -> None:
     checks = [
         ("server.tp_size", exp.server.tp_size >= 1),
         ("server.port", 1 <= exp.server.port <= 65535),
-        ("cluster.gpus_per_host", exp.cluster.gpus_per_host >= 1),
+        ("cluster.gpus_per_host", exp.cluster.gpus_per_host >= (0 if is_cpu(exp) else 1)),
         ("benchmark.single_stream.runs", exp.benchmark.single_stream.runs >= 0),
         ("benchmark.single_stream.max_tokens", exp.benchmark.single_stream.max_tokens >= 1),
         ("benchmark.concurrency.max_tokens", exp.benchmark.concurrency.max_tokens >= 1),
@@ -238,6 +264,7 @@ def _check_values(exp: Experiment, path: Path) -> None:
         ("benchmark.concurrency.rounds", exp.benchmark.concurrency.rounds >= 1),
         ("dry_run.hosts", exp.dry_run.hosts >= 1),
         ("dry_run.fake_speed", exp.dry_run.fake_speed > 0),
+        ("local.hosts", exp.local.hosts >= 1),
     ]
     for key, ok in checks:
         if not ok:
@@ -249,6 +276,15 @@ def _check_values(exp: Experiment, path: Path) -> None:
     if exp.benchmark.api not in ("generate", "completions", "chat"):
         raise ConfigError(f"{path}: benchmark.api {exp.benchmark.api!r} is not generate, completions or chat",
                           fix="use generate (SGLang's native route, the default)")
+
+
+def device_of(exp: Experiment) -> str:
+    """Where the server computes: SGLang's own ``--device`` flag (``cuda`` when not given)."""
+    return str(exp.server.flags.get("device") or "cuda").lower()
+
+
+def is_cpu(exp: Experiment) -> bool:
+    return device_of(exp) == "cpu"
 
 
 def to_yaml(exp: Experiment) -> str:

@@ -17,8 +17,9 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from sweep.bench.settings import BenchSettings
-from sweep.config import ReapConfig, Timeouts
+from sweep.config import CpuConfig, ReapConfig, Timeouts
 from sweep.errors import PointFailure, SweepError
+from sweep.host import cpu as cpu_host
 from sweep.host import preflight as pf
 from sweep.host import reaper
 from sweep.host.gpu import GpuProbe
@@ -47,6 +48,9 @@ class PointSpec:
     real_paths: bool = True  # False on simulated hosts: path checks are reported as skipped
     bind_host: str = "127.0.0.1"  # where the benchmark reaches the server
     nnodes: int = 1  # hosts one server spans (tp_size > GPUs of a host); this host runs tp_size/nnodes ranks
+    device: str = "cuda"  # SGLang's --device: cpu hosts are checked for memory and CPU flags, not GPUs
+    cpu: CpuConfig = field(default_factory=CpuConfig)
+    cpu_flags_needed: list[str] = field(default_factory=list)  # from the server's flags (attention backend)
 
     @property
     def local_gpus(self) -> int:
@@ -71,6 +75,7 @@ class PointResult:
     failure_reason: str | None = None
     log_tail: str = ""
     phases: dict[str, float | None] = field(default_factory=dict)
+    startup_progress: list[dict] = field(default_factory=list)  # last progress-bar update of each kind
     sglang_version: str = "unknown"
     gpu_name: str = ""
     gpu_count: int = 0
@@ -81,6 +86,7 @@ class PointResult:
     requests: pa.Table | None = None
     single_stream: pa.Table | None = None
     levels: pa.Table | None = None
+    metrics: pa.Table | None = None  # the raw /metrics of each level (sweep.results.schema.METRICS)
 
 
 def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
@@ -94,18 +100,30 @@ def _preflight(spec: PointSpec, host: HostContext, report: pf.PreflightReport, r
     """Cheap checks first; then reap (a crashed earlier run must not poison this one); then the
     checks that the reaping can change: GPUs free, the port free."""
     report.sglang_version = pf.sglang_version(spec.launcher)
+    if spec.device == "cpu":  # before --help, which imports the kernels too
+        cpu_host.check_cpu_flags(spec.cpu_flags_needed, report.checks)
+        cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), report.checks)
+        if spec.cpu.check_kernels:
+            cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
     pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
     pf.check_paths(spec.paths, spec.real_paths, report)
     reaped.merge(_reap(spec, host, "before launch"))
-    pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
+    if spec.device == "cpu":
+        cpu_host.check_memory(spec.cpu.min_free_mem_gib, report.checks)
+        report.gpu_name, report.gpu_count = "cpu", 0
+    else:
+        pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
     if serves_http:
         pf.check_port(spec.port, spec.bind_host, report)
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
-    env = {**spec.env, **host.extra_env, **reaper.Marker(spec.sweep, host.name).env(spec.point_id)}
+    marker = reaper.Marker(spec.sweep, host.name)
+    env = {**spec.env, **host.extra_env, **marker.env(spec.point_id)}
     server = ServerProcess(spec.argv, env, log_path, port=spec.port, host=spec.bind_host)
     server.start()
+    if server.proc is not None:
+        reaper.remember(marker, server.proc.pid)  # its own session: found again even if it is orphaned
     return server
 
 
@@ -141,12 +159,14 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
             server.wait_ready(spec.timeouts, emit)
         finally:
             res.phases = server.startup.durations()
+            res.startup_progress = server.startup.progress_records()
         phase = "benchmark"
         emit({"stage": "benchmark"})
         from sweep.bench.runner import run as run_bench
 
         bench = run_bench(server.url, spec.bench, point_id=spec.point_id, progress=emit)
         res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
+        res.metrics = bench.metrics
         if not server.alive():
             raise server.died("benchmark")
         res.status = "ok"

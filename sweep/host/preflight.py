@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sweep.errors import PointFailure
 from sweep.host import reaper
@@ -31,8 +30,7 @@ class PreflightReport:
     checks: list[str] = field(default_factory=list)  # "ok: ...", "skipped: ..."
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("SWEEP_CACHE_DIR", Path.home() / ".cache" / "sweep"))
+_cache_dir = reaper.cache_dir
 
 
 def _version_probe(launcher: list[str]) -> list[str] | None:

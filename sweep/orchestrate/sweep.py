@@ -18,17 +18,24 @@ from rich.console import Console
 
 from sweep import config as config_mod
 from sweep.dryrun import fake_args, fake_launcher
-from sweep.errors import ClusterError, Interrupted, ResultsError
+from sweep.errors import ClusterError, ConfigError, Interrupted, ResultsError
+from sweep.host import cpu as cpu_host
 from sweep.host.point import PointSpec
 from sweep.orchestrate.records import point_row
 from sweep.plan import Plan, PlannedPoint
 from sweep.results.writer import ResultsDir
 
-MODES = {"real": "", "dry-run": "-dryrun", "fake": "-fake"}
+# mode -> suffix of the results directory: dry-run, local and fake results never mix with real ones
+MODES = {"real": "", "dry-run": "-dryrun", "local": "-local", "fake": "-fake"}
+LOCAL_MODES = ("dry-run", "local")  # a Ray cluster started here, with simulated hosts
 
 
 def mode_of(args: argparse.Namespace) -> str:
-    return "dry-run" if args.dry_run else "fake" if getattr(args, "fake", False) else "real"
+    if args.dry_run:
+        return "dry-run"
+    if getattr(args, "local", False):
+        return "local"
+    return "fake" if getattr(args, "fake", False) else "real"
 
 
 def results_path(exp: config_mod.Experiment, mode: str) -> Path:
@@ -36,8 +43,11 @@ def results_path(exp: config_mod.Experiment, mode: str) -> Path:
 
 
 def hosts_per_point(exp: config_mod.Experiment) -> int:
-    """How many hosts one server spans: tp_size over the GPUs of a host, rounded up."""
+    """How many hosts one server spans: tp_size over the GPUs of a host, rounded up (CPU hosts: its
+    ``nnodes`` flag)."""
     g = exp.cluster.gpus_per_host
+    if config_mod.is_cpu(exp) or g == 0:
+        return int(exp.server.flags.get("nnodes") or 1)
     n = -(-exp.server.tp_size // g)
     if n > 1 and exp.server.tp_size % g:
         raise ClusterError(f"server.tp_size={exp.server.tp_size} does not split evenly over hosts of {g} GPUs",
@@ -60,7 +70,7 @@ def select(plan: Plan, statuses: dict[str, str], *, force: bool, retry_failed: b
 
 
 def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: str, sweep_name: str) -> PointSpec:
-    if mode == "real":
+    if mode in ("real", "local"):
         launcher, extra = list(exp.server.launcher), []
     else:
         launcher = fake_launcher() if mode == "dry-run" else ["python", "-m", "sweep.fake_sglang"]
@@ -72,7 +82,8 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: st
         bench=exp.benchmark, timeouts=exp.server.timeouts, reap=exp.server.reap,
         paths={"model_path": str(pp.flags.get("model-path") or ""),
                "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
-        real_paths=mode == "real")
+        real_paths=mode in ("real", "local"), device=str(pp.flags.get("device") or "cuda").lower(),
+        cpu=exp.server.cpu, cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags))
 
 
 def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = None,
@@ -94,7 +105,7 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {rd.path}")
     nnodes = hosts_per_point(exp)
-    if todo and mode != "dry-run":
+    if todo and mode not in LOCAL_MODES:
         cluster.connect(args.address)  # fails fast, before anything is written
     rd.open()
     rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
@@ -113,9 +124,12 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
         return _exit_code(rd)
 
     sim = None
-    if mode == "dry-run":
-        console.print(f"starting a local Ray cluster with {exp.dry_run.hosts} simulated hosts...")
-        sim = cluster.SimulatedCluster(exp.dry_run.hosts, exp.cluster.host_resource, exp.cluster.gpus_per_host,
+    if mode == "local" and exp.local.setup:
+        run_setup(exp.local.setup, console)
+    if mode in LOCAL_MODES:
+        n = exp.dry_run.hosts if mode == "dry-run" else exp.local.hosts
+        console.print(f"starting a local Ray cluster with {n} simulated host{'s' if n > 1 else ''}...")
+        sim = cluster.SimulatedCluster(n, exp.cluster.host_resource, exp.cluster.gpus_per_host,
                                        state_file=rd.path / ".sim" / "driver.json")
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
@@ -129,7 +143,7 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
         # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
         ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
         setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if sim else 0),
-                                       str(ledger_root / h.name) if mode != "real" else None,
+                                       str(ledger_root / h.name) if mode in ("dry-run", "fake") else None,
                                        exp.cluster.gpus_per_host)
                   for h in hosts}
         specs = {p.id: replace(_spec(p, exp, rd, mode, sweep_name), nnodes=nnodes) for p in todo}
@@ -144,7 +158,8 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
             try:
                 for out in runner.run(list(specs.values()), on_event):
                     r = out.result
-                    tables = {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels}
+                    tables = {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels,
+                              "metrics": r.metrics}
                     point_table = row(planned[r.point_id], out.spec.argv, r, out.attempts)
                     try:
                         rd.write_point(r.point_id, point_table, tables)
@@ -171,6 +186,31 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
             ray.shutdown()
     _summary(rd.path, console)
     return _exit_code(rd)
+
+
+def run_setup(argv: list[str], console: Console) -> None:
+    """``local.setup``: run once before a local sweep (e.g. create its models). "python" is this
+    interpreter; the sweep package is importable under any interpreter. A failure stops the sweep
+    before anything is launched."""
+    import os
+    import subprocess
+    import sys
+
+    import sweep
+
+    argv = [sys.executable if a in ("python", "python3") and i == 0 else a for i, a in enumerate(argv)]
+    root = str(Path(sweep.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    console.print(f"setup: {' '.join(argv)}")
+    try:
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"local.setup {argv[0]!r} could not run: {e}",
+                          fix="fix local.setup in the experiment (an argv list)") from None
+    if out.returncode != 0:
+        tail = "\n".join((out.stderr or out.stdout).strip().splitlines()[-8:])
+        raise ConfigError(f"local.setup failed with exit {out.returncode}:\n{tail}",
+                          fix="run the command by hand to see why; the sweep launched nothing")
 
 
 def _exit_code(rd: ResultsDir) -> int:

@@ -1,0 +1,162 @@
+"""One point on a CPU host against real SGLang, start to finish, and the ways a real server fails:
+each recorded with the real reason and phase, and nothing left running afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+
+import psutil
+import pytest
+
+from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.config import CpuConfig, ReapConfig, Timeouts
+from sweep.host import reaper
+from sweep.host.cpu import required_flags
+from sweep.host.gpu import NoGpus
+from sweep.host.point import HostContext, PointSpec, run_point
+from tests.conftest import free_port
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
+
+SWEEP = f"real-{uuid.uuid4().hex[:6]}"
+BENCH = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=1, max_tokens=24),
+                      concurrency=ConcurrencySettings(levels=[1, 2], rounds=1, max_tokens=16), request_timeout_s=120)
+TIMEOUTS = Timeouts(load_s=300, capture_s=300, ready_s=180, total_s=420, stall_s=180, stop_grace_s=20)
+
+
+@pytest.fixture
+def host():
+    ctx = HostContext(f"cpu-{uuid.uuid4().hex[:6]}", NoGpus(), "node")
+    yield ctx
+    left = reaper.marked(reaper.Marker(SWEEP, ctx.name))
+    for p in left:
+        p.kill()
+    assert not left, f"processes left behind: {[(p.pid, p.name()) for p in left]}"
+
+
+def spec_for(real, tmp_path, *flags: str, bench: BenchSettings = BENCH, paths: dict | None = None) -> PointSpec:
+    port = free_port()
+    argv = [*real.launcher, *real.base_flags(port), *flags]
+    flag_map = {"attention-backend": real.attention_backend}
+    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, real.launcher, dict(real.env), port,
+                     str(tmp_path / "server.log"), 1, bench, TIMEOUTS, ReapConfig(wait_s=20),
+                     paths=paths or {"model_path": str(real.models / "target")}, device="cpu",
+                     cpu=CpuConfig(min_free_mem_gib=1.0), cpu_flags_needed=required_flags(flag_map))
+
+
+def test_baseline_start_to_finish(real_sglang, tmp_path, host):
+    spec = spec_for(real_sglang, tmp_path)
+    stages = []
+    r = run_point(spec, host, lambda e: stages.append(e.get("stage")))
+    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-3000:])
+    # every startup event the real log prints is timed; CPU servers capture no CUDA graphs
+    for k in ("load_s", "kv_cache_s", "http_s", "ready_s", "startup_s"):
+        assert r.phases[k] is not None and r.phases[k] >= 0, (k, r.phases)
+    assert r.phases["capture_s"] is None
+    assert r.phases["startup_s"] >= r.phases["load_s"]
+    assert r.gpu_name == "cpu" and r.gpu_count == 0
+    assert any(c.startswith("ok: CPU kernels load") for c in r.checks), r.checks
+    assert any("memory free" in c for c in r.checks), r.checks
+    assert r.levels.num_rows == 2 and r.single_stream.num_rows == 1
+    assert stages[:2] == ["preflight", "load"] and "benchmark" in stages
+    assert r.reaped["port_free"]
+    assert reaper.port_free(spec.port)
+
+
+@pytest.fixture
+def no_speculation_check(monkeypatch):
+    """Let a speculative server launch on a CPU without AMX, to see what real SGLang does there."""
+    from sweep.host import cpu
+
+    monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)
+
+
+def test_topk_without_steps_dies_with_a_bare_assertion(real_sglang, tmp_path, host, no_speculation_check):
+    t0 = time.monotonic()
+    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                    str(real_sglang.models / "eagle3"), "--speculative-eagle-topk", "4")
+    r = run_point(spec, host)
+    assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
+    assert "AssertionError" in r.failure_reason
+    assert time.monotonic() - t0 < 120
+
+
+def test_speculation_without_amx(real_sglang, tmp_path, host, monkeypatch):
+    """What real SGLang does with a speculative server on a CPU without AMX, and how fast the sweep says so."""
+    if real_sglang.amx:
+        pytest.skip("this CPU has AMX: speculative decoding serves here")
+    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
+    t0 = time.monotonic()
+    r = run_point(spec, host)
+    caught_in = time.monotonic() - t0
+    assert r.status == "failed" and r.failure_phase == "preflight", (r.failure_phase, r.failure_reason)
+    assert "torch_native" in r.failure_reason
+    from sweep.host import cpu
+
+    monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)
+    t0 = time.monotonic()
+    r = run_point(spec, host)
+    died_in = time.monotonic() - t0
+    assert r.status == "failed", r.failure_reason
+    assert "NoneType" in r.failure_reason and "shape" in r.failure_reason, (r.failure_reason, r.log_tail[-2000:])
+    print(f"speculation without AMX: pre-flight says so in {caught_in:.1f} s; the server dies after {died_in:.1f} s")
+
+
+def test_missing_drafter_is_caught_in_preflight(real_sglang, tmp_path, host, no_speculation_check):
+    missing = str(tmp_path / "no-such-drafter")
+    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                    missing, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+                    "--speculative-num-draft-tokens", "3",
+                    paths={"model_path": str(real_sglang.models / "target"), "draft model path": missing})
+    r = run_point(spec, host)
+    assert r.status == "failed" and r.failure_phase == "preflight"
+    assert missing in r.failure_reason and "does not exist" in r.failure_reason
+
+
+def test_missing_drafter_unchecked_fails_with_the_servers_reason(real_sglang, tmp_path, host, no_speculation_check):
+    """Without the path check (a path only the server resolves), the real server's own error is kept."""
+    missing = str(tmp_path / "no-such-drafter")
+    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                    missing, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+                    "--speculative-num-draft-tokens", "3")
+    r = run_point(spec, host)
+    assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
+    assert r.failure_reason and "exit code" not in r.failure_reason, r.log_tail[-3000:]
+
+
+def test_scheduler_killed_mid_benchmark(real_sglang, tmp_path, host):
+    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=0, warmup=0),
+                          concurrency=ConcurrencySettings(levels=[2], rounds=40, max_tokens=64), request_timeout_s=60)
+    spec = spec_for(real_sglang, tmp_path, bench=bench)
+    killed = []
+
+    def kill_scheduler(ev: dict) -> None:
+        if ev.get("stage") == "benchmark" and not killed:
+            threading.Thread(target=_kill_scheduler_soon, args=(host.name, killed), daemon=True).start()
+
+    r = run_point(spec, host, kill_scheduler)
+    assert killed, "the scheduler was never found"
+    assert r.status == "failed" and r.failure_phase == "benchmark", (r.failure_phase, r.failure_reason)
+    assert r.failure_reason
+    assert reaper.port_free(spec.port)
+
+
+def _kill_scheduler_soon(host_name: str, killed: list) -> None:
+    """SIGKILL the point's scheduler. Its environ no longer shows the marker (setproctitle), so it
+    is found the way the reaper finds it: by the server's session."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for p in reaper.marked(reaper.Marker(SWEEP, host_name)):
+            try:
+                if p.name() == "sglang::scheduler":
+                    time.sleep(1.0)  # let a few requests get under way
+                    os.kill(p.pid, signal.SIGKILL)
+                    killed.append(p.pid)
+                    return
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.2)

@@ -1,0 +1,134 @@
+"""Against real SGLang (CPU backend): one server (NGRAM where the CPU has AMX, else the baseline: see
+conftest) serves the benchmark's checks, the bench CLI on all three APIs, and then its own SIGTERM
+sequence is watched to the end.
+
+The numbers asserted are the server's own: the benchmark's token counts against the
+``sglang:generation_tokens_total`` delta over each level, its accept length against ``/server_info``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import polars as pl
+import psutil
+import pytest
+
+from sweep.bench.runner import run as run_bench
+from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.host import reaper
+from tests.conftest import REPO, free_port
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
+
+NGRAM = ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"]
+REPETITIVE = [{"prompt": "count: one two three one two three one two three one two three one two three"}]
+
+
+def _wait(cond, timeout_s: float, what: str, interval_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = cond()
+        if out:
+            return out
+        time.sleep(interval_s)
+    raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(real_sglang, tmp_path_factory):
+    """A real server in its own process group, its log in a file: NGRAM where SGLang can speculate here."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    spec = NGRAM if real_sglang.amx else []
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([*real_sglang.launcher, *real_sglang.base_flags(port), *spec],
+                                env={**os.environ, **real_sglang.env}, stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: proc.poll() is not None or _healthy(url), 300, "the server is ready")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        yield proc, url, log, port, bool(spec)
+    finally:
+        if proc.poll() is None:
+            reaper.kill_group(proc.pid, 20, "test teardown")
+
+
+def test_token_counts_and_accept_length_are_the_servers(server, tmp_path):
+    url, speculative = server[1], server[4]
+    prompts = tmp_path / "rep.jsonl"
+    prompts.write_text("\n".join(json.dumps(p) for p in REPETITIVE) + "\n")
+    settings = BenchSettings(prompts=str(prompts), single_stream=SingleStreamSettings(runs=0, warmup=0),
+                             concurrency=ConcurrencySettings(levels=[1, 3], rounds=2, max_tokens=48))
+    res = run_bench(url, settings, point_id="real")
+    req = pl.from_arrow(res.requests).filter(pl.col("phase") == "level")
+    levels = pl.from_arrow(res.levels).sort("concurrency")
+    for lv in levels.iter_rows(named=True):
+        c = lv["concurrency"]
+        assert lv["ok"] == 2 * c and lv["failed"] == 0
+        ours = int(req.filter(pl.col("concurrency") == c)["completion_tokens"].sum())
+        assert ours == 2 * c * 48
+        # the server's own count over the level (sglang:generation_tokens_total delta), exactly
+        assert lv["metrics_generation_tokens"] == ours
+        assert lv["metrics_requests"] == 2 * c
+        assert lv["flushed"]
+        if not speculative:
+            assert lv["accept_length_server"] is None and lv["metrics_spec_accept_length"] is None
+            continue
+        # accept length: the benchmark's (from the requests) equals the server's, both ways it says it
+        assert lv["accept_length_server"] is not None
+        assert lv["accept_length_requests"] == pytest.approx(lv["accept_length_server"], rel=0.02)
+        assert lv["accept_length_metrics"] == pytest.approx(lv["accept_length_requests"], rel=0.02)
+        assert lv["accept_length_server"] > 1.0  # NGRAM accepts what a repetitive prompt repeats
+
+
+@pytest.mark.parametrize("api", ["generate", "completions", "chat"])
+def test_bench_cli_on_every_api(server, tmp_path, api):
+    url = server[1]
+    out = tmp_path / api
+    r = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", url, "--api", api, "--runs", "1",
+                        "--warmup", "0", "--single-max-tokens", "24", "--levels", "2", "--rounds", "1",
+                        "--max-tokens", "16", "--out", str(out), "--quiet"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    req = pl.read_parquet(out / "requests.parquet")
+    assert req.height == 3 and req["ok"].all()
+    assert req.filter(pl.col("max_tokens") == 16)["completion_tokens"].to_list() == [16, 16]
+    assert req.filter(pl.col("max_tokens") == 24)["completion_tokens"].to_list() == [24]
+    assert (req["ttft_s"] > 0).all() and (req["latency_s"] >= req["ttft_s"]).all()
+
+
+def test_sigterm_drains_and_leaves_nothing(server):
+    """Last in this module: SGLang's own shutdown, watched (the SIGTERM sequence of the transcripts)."""
+    proc, url, log, port, _ = server
+    tree = [proc, *psutil.Process(proc.pid).children(recursive=True)]
+    names = {p.name() for p in tree[1:]}
+    assert {"sglang::scheduler", "sglang::detokenizer"} <= names, names
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    took = time.monotonic() - t0
+    _, alive = psutil.wait_procs([p for p in tree[1:] if p.is_running()], timeout=10)
+    assert not alive, [p.pid for p in alive]
+    text = log.read_text(errors="replace")
+    assert "SIGTERM received" in text
+    assert re.search(r"scheduler_0 \(pid=\d+\) crashed with exit code -15", text), text[-2000:]
+    assert "Sleeping 5 seconds before crash diagnostics" in text
+    assert code in (137, -9, 0, -15), code  # the transcripts: the launcher kills itself (137)
+    assert took >= 5.0  # it sleeps 5 s before its diagnostics
+    assert reaper.port_free(port)
