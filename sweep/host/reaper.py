@@ -1,19 +1,26 @@
 """Finding and killing what a server left behind: process trees, marked processes, GPU holders.
 
 A process is *ours* when its environment carries this sweep's marker for this host
-(``SWEEP_SWEEP`` and ``SWEEP_HOST``, set on every server we launch and inherited by its children).
-Only ours are killed. A process holding a GPU that is not ours is reported, and killed only when
+(``SWEEP_SWEEP`` and ``SWEEP_HOST``, set on every server we launch and inherited by its children), or
+when it runs in the session of a server we launched. The session matters because real SGLang names
+its children with setproctitle (``sglang::scheduler``, ``sglang::detokenizer``), which overwrites
+their ``/proc/<pid>/environ``: the marker cannot be read back from exactly the processes that hold
+the GPUs. Every server starts in a session of its own, recorded on the host (``remember``), so its
+children are found by session id even after the launcher died. Only ours are killed. A process holding a GPU that is not ours is reported, and killed only when
 the experiment allows it (``server.reap.kill_foreign_gpu_processes``). Every kill is recorded with
 its reason.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import socket
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -130,13 +137,72 @@ def kill_group(pid: int, grace_s: float, reason: str) -> list[dict]:
     return described
 
 
+def cache_dir() -> Path:
+    """Where a host keeps what the sweep learns about it (``SWEEP_CACHE_DIR``, else ~/.cache/sweep)."""
+    return Path(os.environ.get("SWEEP_CACHE_DIR", Path.home() / ".cache" / "sweep"))
+
+
+def _sessions_file(marker: Marker) -> Path:
+    key = hashlib.sha256(json.dumps([marker.sweep, marker.host]).encode()).hexdigest()[:16]
+    return cache_dir() / "sessions" / f"{key}.jsonl"
+
+
+def remember(marker: Marker, session_leader: int) -> None:
+    """Record the session of a server just started (its leader's pid is the session id)."""
+    try:
+        f = _sessions_file(marker)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        with open(f, "a") as out:
+            out.write(json.dumps({"sid": session_leader, "at": time.time()}) + "\n")
+    except OSError:
+        pass  # a read-only home only loses the orphan search; the marker scan still works
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError, OSError):
+        return None
+
+
+def _remembered_sessions(marker: Marker) -> set[int]:
+    f = _sessions_file(marker)
+    try:
+        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return set()
+    return {int(r["sid"]) for r in rows if isinstance(r, dict) and "sid" in r}
+
+
+def _forget_empty(marker: Marker, alive: set[int]) -> None:
+    f = _sessions_file(marker)
+    try:
+        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        keep = [r for r in rows if int(r.get("sid", -1)) in alive]
+        if len(keep) != len(rows):
+            tmp = f.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+            tmp.replace(f)
+    except (OSError, ValueError):
+        pass
+
+
 def marked(marker: Marker) -> list[psutil.Process]:
-    """Live processes of this sweep on this host (never this process)."""
-    me = os.getpid()
-    out = []
-    for p in psutil.process_iter():
-        if p.pid != me and marker.owns(p):
+    """Live processes of this sweep on this host (never this process, nor its own session): those
+    carrying the marker, and every process in the session of one of them or of a remembered server."""
+    me, my_sid = os.getpid(), _sid(os.getpid())
+    procs = [p for p in psutil.process_iter() if p.pid != me]
+    direct = {p.pid for p in procs if marker.owns(p)}
+    sids = {_sid(pid) for pid in direct} | _remembered_sessions(marker)
+    sids -= {None, my_sid, 0, 1}
+    out, live_sids = [], set()
+    for p in procs:
+        sid = _sid(p.pid) if sids else None
+        if sid in sids:
+            live_sids.add(sid)
+        if p.pid in direct or sid in sids:
             out.append(p)
+    _forget_empty(marker, live_sids)
     return out
 
 

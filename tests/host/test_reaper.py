@@ -71,3 +71,38 @@ def test_port_free():
     assert not reaper.port_free(port)
     s.close()
     assert reaper.port_free(port)
+
+
+# A server launcher whose child loses the marker from its environment, as SGLang's scheduler does
+# (setproctitle overwrites /proc/<pid>/environ), and is then orphaned when the launcher is killed.
+RETITLED = [sys.executable, "-c", "import os, subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env={'PATH': os.environ['PATH']}); "
+            "time.sleep(60)"]
+
+
+def test_a_child_without_the_marker_is_found_by_its_session(marker, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    launcher = subprocess.Popen(RETITLED, env={**os.environ, **marker.env("p1")}, start_new_session=True)
+    reaper.remember(marker, launcher.pid)
+    unrelated = spawn({})  # a session of its own, never remembered
+    try:
+        child = None
+        for _ in range(200):
+            kids = psutil.Process(launcher.pid).children()
+            if kids:
+                child = kids[0]
+                break
+            psutil.wait_procs([], timeout=0.05)
+        assert child is not None and "SWEEP_SWEEP" not in child.environ()
+        assert {p.pid for p in reaper.marked(marker)} == {launcher.pid, child.pid}
+        launcher.kill()
+        launcher.wait()  # the child is an orphan now: no process with the marker is left
+        assert [p.pid for p in reaper.marked(marker)] == [child.pid]
+        rep = reaper.reap(marker, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
+        assert child.pid in {k["pid"] for k in rep.killed}
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+        assert reaper.marked(marker) == []
+        assert psutil.Process(unrelated.pid).is_running()
+    finally:
+        for p in (launcher, unrelated):
+            reaper.kill_group(p.pid, 1, "test cleanup")
