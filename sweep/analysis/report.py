@@ -80,7 +80,10 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
 
 
 def summary_section(f: Findings) -> Section:
-    lines = headlines(f) or ["Nothing measured yet: no point has finished its benchmark."]
+    measured = f.levels.height > 0 or f.single.filter(pl.col("tok_s").is_not_null()).height > 0
+    lines = headlines(f) or [
+        "Only baselines were measured: no speculative point finished its benchmark (see Failures)." if measured
+        else "Nothing measured yet: no point has finished its benchmark."]
     return Section("Summary", [f"- {line}" for line in lines])
 
 

@@ -99,10 +99,11 @@ def _preflight(spec: PointSpec, host: HostContext, report: pf.PreflightReport, r
                *, serves_http: bool) -> None:
     """Cheap checks first; then reap (a crashed earlier run must not poison this one); then the
     checks that the reaping can change: GPUs free, the port free."""
-    report.sglang_version = pf.sglang_version(spec.launcher)
-    if spec.device == "cpu":  # before --help, which imports the kernels too
+    if spec.device == "cpu":  # the CPU's flags first (instant), then the kernels before --help imports them
         cpu_host.check_cpu_flags(spec.cpu_flags_needed, report.checks)
         cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), report.checks)
+    report.sglang_version = pf.sglang_version(spec.launcher)
+    if spec.device == "cpu":
         if spec.cpu.check_kernels:
             cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
     pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)

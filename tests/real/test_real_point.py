@@ -57,6 +57,12 @@ def test_baseline_start_to_finish(real_sglang, tmp_path, host):
     for k in ("load_s", "kv_cache_s", "http_s", "ready_s", "startup_s"):
         assert r.phases[k] is not None and r.phases[k] >= 0, (k, r.phases)
     assert r.phases["capture_s"] is None
+    # SGLang's own "Engine startup timings (s): ..." line, recorded beside the sweep's timings
+    assert r.phases["engine_load_weight_s"] is not None and r.phases["engine_scheduler_e2e_s"] > 0
+    assert r.phases["engine_cuda_graph_decode_s"] == 0.0  # CPU: no graphs
+    assert r.phases["engine_tokenizer_e2e_s"] <= r.phases["startup_s"]
+    # the real weight-loading bar ("Multi-thread loading shards: 100% Completed | 1/1") was seen
+    assert any(p["kind"] == "load" and p["n"] == p["total"] == 1 for p in r.startup_progress), r.startup_progress
     assert r.phases["startup_s"] >= r.phases["load_s"]
     assert r.gpu_name == "cpu" and r.gpu_count == 0
     assert any(c.startswith("ok: CPU kernels load") for c in r.checks), r.checks
