@@ -13,7 +13,8 @@
 #                             entrypoint and `python -m sglang.launch_server` all run in it
 #                             (default: the repository's .venv)
 #   SWEEP_HOST_RESOURCE       the host resource (default gpu_host; must equal cluster.host_resource)
-#   SWEEP_GPUS_PER_HOST       GPUs a GPU host declares (default 8; must be >= cluster.gpus_per_host)
+#   SWEEP_GPUS_PER_HOST       GPUs a GPU host declares (default 8; must be >= cluster.gpus_per_host;
+#                             0 for a CPU host, with SWEEP_HOST_RESOURCE=cpu_host)
 #   SWEEP_HEAD_IS_GPU_HOST    1: the head is itself a GPU host (default 0: a CPU-only head)
 #   SWEEP_OBJECT_STORE_BYTES  Ray object store size (default 2 GiB; unset, Ray takes 30% of RAM)
 #   SWEEP_RAY_PORT            the head's GCS port (default 6379)
@@ -76,8 +77,8 @@ is_port() { [[ "$1" =~ ^[0-9]{1,5}$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; 
 
 [[ "$resource" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] ||
   die "SWEEP_HOST_RESOURCE='$resource' is not a resource name" "letters, digits and _, e.g. gpu_host (= cluster.host_resource)"
-[[ "$gpus" =~ ^[1-9][0-9]{0,2}$ ]] ||
-  die "SWEEP_GPUS_PER_HOST='$gpus' is not a positive integer" "e.g. SWEEP_GPUS_PER_HOST=8 (= cluster.gpus_per_host)"
+[[ "$gpus" =~ ^(0|[1-9][0-9]{0,2})$ ]] ||
+  die "SWEEP_GPUS_PER_HOST='$gpus' is not a whole number" "e.g. SWEEP_GPUS_PER_HOST=8 (= cluster.gpus_per_host; 0 for CPU hosts)"
 [[ "$head_is_gpu_host" =~ ^[01]$ ]] ||
   die "SWEEP_HEAD_IS_GPU_HOST='$head_is_gpu_host' must be 0 or 1" "1 when the head also serves grid points"
 if ! [[ "$object_store" =~ ^[0-9]{8,15}$ ]] || [ "$object_store" -lt 78643200 ]; then

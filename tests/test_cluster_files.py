@@ -42,10 +42,12 @@ def _load(path: Path) -> dict:
 
 
 def _cluster_settings() -> tuple[str, int]:
-    """The host resource and GPUs per host every experiment (and the schema default) uses."""
+    """The host resource and GPUs per host every GPU experiment (and the schema default) uses; CPU
+    experiments run on CPU hosts (cpu_host, no GPUs), which the GPU cluster files do not start."""
     default = config.ClusterConfig()
     settings = {(default.host_resource, default.gpus_per_host)}
-    settings |= {(e.cluster.host_resource, e.cluster.gpus_per_host) for e in map(config.load, EXPERIMENTS)}
+    settings |= {(e.cluster.host_resource, e.cluster.gpus_per_host) for e in map(config.load, EXPERIMENTS)
+                 if not config.is_cpu(e)}
     assert len(settings) == 1, f"experiments disagree on the cluster they need: {settings}"
     return settings.pop()
 
