@@ -1,4 +1,6 @@
-"""The plan: every grid point as the exact argv and env of its SGLang server, validated. Pure.
+"""The plan: every grid point as the exact argv and env of its SGLang server, validated. Pure, but for
+reading the ``config.json`` of the model paths it names, where this machine has them (the target's
+architecture decides some of SGLang's rules; see ``sweep.sglang.serverargs``).
 
 Each point gets a stable id: a hash of everything that changes its result (model, tp, launcher,
 flags other than host and port, env, benchmark settings), independent of axis order, labels and
@@ -17,7 +19,7 @@ from typing import Any
 from sweep.config import Experiment
 from sweep.errors import ConfigError, PlanError
 from sweep.grid import build_axes, expand
-from sweep.sglang import rules
+from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, normalize_flag
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
@@ -37,6 +39,10 @@ class PlannedPoint:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     baseline_id: str | None = None
+    # what SGLang would run with, by its rules (verdict ok/adjusted/error, final steps, topk, draft
+    # tokens, running-request cap, attention backend, page size; the version, architecture and GPU
+    # assumed); None for a baseline
+    resolved: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -66,6 +72,7 @@ class PlannedPoint:
             "warnings": self.warnings,
             "baseline": self.baseline,
             "baseline_id": self.baseline_id,
+            "resolved": self.resolved,
         }
 
 
@@ -148,21 +155,64 @@ def _match_baselines(points: list[PlannedPoint]) -> list[str]:
     return []
 
 
+def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rules.Target, list[str]]:
+    """What the rules are checked against: the SGLang version (``server.sglang_version``, else the
+    newest known), the target's architecture (its config.json here, else ``server.architecture``,
+    else unknown) and the GPU (``server.gpu``; cpu with ``device: cpu``); and the plan's warnings."""
+    warnings: list[str] = []
+    configs: dict[str, dict[str, Any]] = {}
+    paths = {str(exp.server.model_path)} | {str(f["speculative-draft-model-path"]) for f in points_flags
+                                            if f.get("speculative-draft-model-path")}
+    for path in sorted(paths):
+        config = serverargs.read_config(path)
+        if config is not None:
+            configs[path] = config
+    arch = serverargs.config_architecture(configs.get(str(exp.server.model_path)))
+    if arch and exp.server.architecture and arch != exp.server.architecture:
+        warnings.append(f"architecture-mismatch: {exp.server.model_path}/config.json says {arch}, server.architecture "
+                        f"says {exp.server.architecture}; the rules use {arch} (fix: drop or correct server.architecture)")
+    arch = arch or exp.server.architecture
+    spec = any(f.get("speculative-algorithm") for f in points_flags)
+    if not arch and spec:
+        warnings.append(f"architecture-unknown: no config.json in {exp.server.model_path} here and no "
+                        "server.architecture: rules that depend on the target (automatic steps/topk, the drafter "
+                        "SGLang defaults to, the attention backend) are checked for every likely architecture, "
+                        "and on the host (fix: set server.architecture, e.g. DeepseekV3ForCausalLM)")
+    gpu = exp.server.gpu
+    if str(exp.server.flags.get("device") or "").startswith("cpu"):
+        gpu = "cpu"
+    elif gpu and serverargs.gpu_info(gpu) is None:
+        warnings.append(f"gpu-unknown: server.gpu {gpu!r} is not a GPU these rules know (one of "
+                        f"{', '.join(g.name for g in serverargs.GPUS.values())}, or hopper, blackwell, ampere); "
+                        "treated as unknown")
+        gpu = None
+    version = exp.server.sglang_version
+    if version and serverargs.rules_version(version)[1]:
+        warnings.append(f"sglang-version: {serverargs.rules_version(version)[1]}")
+    return rules.Target(version=version, architecture=arch, gpu=gpu, configs=configs,
+                        version_given=bool(version)), warnings
+
+
 def build(exp: Experiment) -> Plan:
     """Expand the grid and validate every point; never raises for a point's errors (see require_valid)."""
     axes = build_axes(exp)
     roles = {a.name: a.role for a in axes}
     base_flags = _server_flags(exp)
+    grid = list(expand(exp))
+    target, target_warnings = target_of(exp, [{**base_flags, **gp.flags} for gp in grid])
     points: list[PlannedPoint] = []
-    for gp in expand(exp):
+    for gp in grid:
         flags = {**base_flags, **gp.flags}
         env = {**{str(k): str(v) for k, v in exp.server.env.items()}, **gp.env}
         pp = PlannedPoint(
             id=point_id(exp, flags, env), label=gp.label, params=gp.params,
             roles={k: roles[k] for k in gp.params}, baseline=gp.baseline, flags=flags, env=env,
             launcher=list(exp.server.launcher))
-        for f in rules.check(flags, exp.benchmark):
+        ev = rules.evaluate(flags, exp.benchmark, target)
+        for f in ev.findings:
             (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
+        if ev.outcome is not None:
+            pp.resolved = ev.outcome.summary()
         points.append(pp)
     ids: dict[str, str] = {}
     for p in points:
@@ -170,7 +220,7 @@ def build(exp: Experiment) -> Plan:
             raise PlanError(f"points {ids[p.id]} and {p.label} launch the same server (id {p.id})",
                             fix="two axis values set the same flags; remove one or exclude the duplicate")
         ids[p.id] = p.label
-    plan_warnings = _match_baselines(points)
+    plan_warnings = target_warnings + _match_baselines(points)
     # Baselines first, so that speedups can be read as soon as the first speculative point ends.
     points.sort(key=lambda p: not p.baseline)
     return Plan(exp, points, plan_warnings)

@@ -99,5 +99,65 @@ def test_shipped_experiments_plan_clean():
     for f, n in (("experiments/k26_eagle.yaml", 18), ("experiments/glm5_eagle_tree.yaml", 4)):
         p = plan.build(config.load(f))
         assert len(p.points) == n
-        assert not p.invalid and not p.warnings
+        assert not p.invalid
+        # no config.json for /models/... here: the experiments name the architecture and the GPU
+        assert p.warnings == [], p.warnings
         assert not [w for x in p.points for w in x.warnings], f
+        assert all(x.resolved["verdict"] == "ok" for x in p.points if not x.baseline), f
+
+
+TREE = """
+name: t
+server: {model_path: MODEL, tp_size: 8, flags: {page-size: 16, max-running-requests: 64}}
+grid:
+  axes:
+    drafter:
+      values:
+        none: {}
+        tree: {flags: {speculative-algorithm: EAGLE3, speculative-draft-model-path: /d, speculative-eagle-topk: 4,
+                       speculative-num-draft-tokens: 8}}
+    steps: {flag: speculative-num-steps, values: [2]}
+"""
+
+
+def _tree(write_yaml, tmp_path, arch=None, *overrides):
+    model = tmp_path / "target"
+    model.mkdir(exist_ok=True)
+    if arch:
+        (model / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    p = build(write_yaml, TREE.replace("MODEL", str(model)), *overrides)
+    return [x for x in p.points if not x.baseline][0], p
+
+
+def test_architecture_from_config_json_and_gpu_from_the_experiment(write_yaml, tmp_path):
+    # a tree with page size 16 and no backend: SGLang picks fa3 for DeepSeek-V3 on Hopper (fine) but
+    # trtllm_mla (page 64, no trees) on Blackwell
+    pt, p = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", "server.gpu=H200")
+    assert not pt.errors and not p.warnings
+    assert pt.resolved["attention_backend"] == "fa3" and pt.resolved["architecture"] == "DeepseekV3ForCausalLM"
+    assert (pt.resolved["steps"], pt.resolved["topk"], pt.resolved["draft_tokens"],
+            pt.resolved["max_running_requests"], pt.resolved["verdict"]) == (2, 4, 8, 64, "ok")
+    pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", "server.gpu=B200")
+    assert any(e.startswith("topk-page-size-backend") and "trtllm_mla" in e for e in pt.errors)
+    # the GPU unknown: the verdict depends on it, so the host checks it
+    pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM")
+    assert not pt.errors and any(w.startswith("checked-on-host") and "gpu" in w for w in pt.warnings)
+
+
+def test_architecture_from_the_experiment_and_unknown(write_yaml, tmp_path):
+    pt, p = _tree(write_yaml, tmp_path, None, "server.architecture=LlamaForCausalLM", "server.gpu=hopper")
+    assert not pt.errors and not p.warnings and pt.resolved["attention_backend"] == "flashinfer"
+    pt, p = _tree(write_yaml, tmp_path, None)
+    assert any(w.startswith("architecture-unknown") for w in p.warnings) and pt.resolved["architecture"] is None
+    _, p = _tree(write_yaml, tmp_path, "LlamaForCausalLM", "server.architecture=DeepseekV3ForCausalLM")
+    assert any(w.startswith("architecture-mismatch") for w in p.warnings)
+
+
+def test_version_from_the_experiment(write_yaml, tmp_path):
+    tri = ["server.flags.attention-backend=triton", "server.gpu=H200", "server.architecture=LlamaForCausalLM"]
+    pt, _ = _tree(write_yaml, tmp_path, None, *tri)  # the newest known (0.5.23) takes triton
+    assert not pt.errors and pt.resolved["version"] == "0.5.23"
+    pt, _ = _tree(write_yaml, tmp_path, None, *tri, "server.sglang_version=0.5.10")
+    assert any(e.startswith("topk-page-size-backend") for e in pt.errors) and pt.resolved["verdict"] == "error"
+    doc = json.loads(json.dumps(build(write_yaml, TREE.replace("MODEL", "/m")).to_json()))
+    assert {p["resolved"] is None for p in doc["points"]} == {True, False}  # baselines have none

@@ -9,7 +9,7 @@ against the launcher's ``--help`` of the installed version; this list catches ty
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
@@ -39,6 +39,32 @@ RESERVED_FLAGS = frozenset({"model-path", "tp-size", "tensor-parallel-size", "ho
 SPECULATIVE_PREFIX = "speculative-"
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+def version_flags(version: Optional[str]) -> Optional[frozenset[str]]:
+    """Every flag of that SGLang version's launch_server (sweep.sglang.flagnames), None if unknown."""
+    from sweep.sglang.flagnames import FLAGS
+    from sweep.sglang.serverargs import KNOWN_BUILDS, rules_version
+
+    if not version:
+        return None
+    for commit in KNOWN_BUILDS:
+        if commit in version and commit in FLAGS:
+            return FLAGS[commit]
+    if version in FLAGS:
+        return FLAGS[version]
+    release, note = rules_version(version)
+    return FLAGS.get(release) if note is None else None
+
+
+def argparse_name(name: str, known: Iterable[str]) -> tuple[Optional[str], list[str]]:
+    """What argparse makes of ``--name`` among ``known`` flags: the exact flag, else the one flag it is
+    a unique prefix of (``allow_abbrev``), else None with the candidates (several: ambiguous)."""
+    known = set(known)
+    if name in known:
+        return name, [name]
+    matches = sorted(k for k in known if k.startswith(name))
+    return (matches[0] if len(matches) == 1 else None), matches
 
 
 def normalize_flag(name: str) -> str:

@@ -1,27 +1,31 @@
 """SGLang's speculative-decoding rules, checked on a point's flags before anything is launched.
 
 SGLang checks these in ``ServerArgs`` at startup, minutes into a launch, or not at all (a silent
-override). Here each rule is a pure function of one point's flags and benchmark settings that returns
-findings: an **error** for what would crash the server, a **warning** for what SGLang would silently
-change or what would spoil the measurement. Each finding names the rule and the fix; the plan adds
-the point. Rules that need several points (baseline env) live in ``sweep.plan``.
+override). Here each rule is a pure function of one point's flags, what is known of its server
+(:class:`Target`: the SGLang version, the target's architecture, the GPU) and the benchmark
+settings, returning findings: an **error** for what would crash the server, a **warning** for what
+SGLang would silently change or what would spoil the measurement. Each finding names the rule and
+the fix; the plan adds the point. What SGLang itself does is modelled once, in
+``sweep.sglang.serverargs`` (shared with the fake server and checked against real SGLang by
+``tests/real/test_rules_differential.py``); this module turns its outcome into findings. Rules that
+need several points (baseline env) live in ``sweep.plan``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
 
 from sweep.bench.settings import BenchSettings
-from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, closest_flag
+from sweep.sglang import serverargs as sa
+from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, argparse_name, closest_flag, version_flags
 
 ERROR = "error"
 WARNING = "warning"
 
 # Running requests SGLang allows when speculating and --max-running-requests is not given.
-SPEC_DEFAULT_MAX_RUNNING = 48
+SPEC_DEFAULT_MAX_RUNNING = sa.SPEC_RUNNING_CAP
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-TOPK_PAGED_BACKENDS = ("flashinfer", "fa3")  # 0.5.23 adds triton
 
 
 @dataclass(frozen=True)
@@ -35,13 +39,53 @@ class Finding:
         return f"{self.rule}: {self.message} (fix: {self.fix})"
 
 
+@dataclass(frozen=True)
+class Target:
+    """What the plan knows of the server a point launches, besides its flags.
+
+    ``version``: the SGLang version checked against (None: the newest the rules know, an assumption
+    the host's pre-flight replaces with the real one). ``architecture``: the target's HF architecture
+    (config.json, else the experiment's ``server.architecture``; None: unknown). ``gpu``: the hosts'
+    GPU (``server.gpu``, or cpu for ``device: cpu``; None: unknown). ``configs``: the config.json of
+    each model path the plan could read (target and drafters), by path.
+    """
+
+    version: Optional[str] = None
+    architecture: Optional[str] = None
+    gpu: Optional[str] = None
+    configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False, compare=False)
+    version_given: bool = False  # from the experiment or the host, not assumed
+
+    @property
+    def checked_version(self) -> str:
+        return self.version or sa.NEWEST
+
+    def context(self, flags: Mapping[str, Any]) -> sa.Context:
+        draft = flags.get("speculative-draft-model-path")
+        return sa.Context(version=self.checked_version, architecture=self.architecture, gpu=self.gpu,
+                          target_config=self.configs.get(str(flags.get("model-path"))),
+                          draft_config=self.configs.get(str(draft)) if draft else None)
+
+
+@dataclass
+class Evaluation:
+    findings: list[Finding]
+    outcome: Optional[sa.Outcome]  # SGLang's verdict and final values; None without speculation
+    flags: dict[str, Any]  # the flags as argparse reads them (unique prefixes expanded)
+
+
 Flags = Mapping[str, Any]
 Rule = Callable[[Flags, BenchSettings], list[Finding]]
 
 
 def _int(flags: Flags, name: str) -> int | None:
     v = flags.get(name)
-    return None if v is None or v is False else int(v)
+    if v is None or v is False:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def _algo(flags: Flags) -> str | None:
@@ -49,135 +93,116 @@ def _algo(flags: Flags) -> str | None:
     return str(v) if v else None
 
 
-def _eagle(flags: Flags) -> bool:
-    return _algo(flags) in EAGLE_FAMILY
+# --- flag names: what argparse makes of them ---
 
-
-def rule_unknown_flag(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    out = []
-    for name in flags:
-        if name in KNOWN_FLAGS:
+def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Finding]]:
+    """The flags under the names argparse gives them (SGLang's parser takes a unique prefix of a
+    flag), and the findings about names: typos, ambiguous prefixes, flags the version lacks."""
+    version = target.checked_version
+    mine = version_flags(version) if target.version_given else None
+    every = set(KNOWN_FLAGS).union(*(version_flags(v) or () for v in sa.KNOWN_VERSIONS))
+    known = mine if mine is not None else every
+    out: dict[str, Any] = {}
+    findings: list[Finding] = []
+    for name, value in flags.items():
+        full, matches = argparse_name(name, known)
+        if full == name:
+            out[name] = value
             continue
-        close = closest_flag(name)
-        if close:
-            out.append(Finding(ERROR, "unknown-flag", f"--{name} is not an SGLang flag",
-                               f"did you mean --{close}?"))
+        if full is not None:
+            out[full] = value
+            findings.append(Finding(WARNING, "flag-abbreviation",
+                                    f"--{name} is not a flag; SGLang's argparse reads it as --{full} (a unique prefix)",
+                                    f"write --{full}"))
+            continue
+        if len(matches) > 1:
+            elsewhere = [v for v in sa.KNOWN_VERSIONS if name in (version_flags(v) or ())]
+            old = f" (a flag of SGLang {', '.join(elsewhere)}, not of {version})" if elsewhere else ""
+            findings.append(Finding(ERROR, "ambiguous-flag",
+                                    f"--{name}{old} is ambiguous to SGLang's argparse: it could be "
+                                    + ", ".join("--" + m for m in matches[:4]) + (" ..." if len(matches) > 4 else ""),
+                                    f"did you mean --{closest_flag(name, matches) or matches[0]}? write the whole "
+                                    "flag name"))
+            continue
+        out[name] = value
+        elsewhere = [v for v in sa.KNOWN_VERSIONS if name in (version_flags(v) or ())]
+        close = closest_flag(name, known)
+        if mine is not None and elsewhere:
+            findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version} has no --{name} "
+                                    f"(SGLang {', '.join(elsewhere)} has it)",
+                                    f"use --{close}" if close else f"drop it, or run SGLang {elsewhere[-1]}"))
+        elif close:
+            findings.append(Finding(ERROR, "unknown-flag", f"--{name} is not an SGLang flag", f"did you mean --{close}?"))
+        elif mine is not None:
+            findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version} has no --{name}: argparse dies",
+                                    "drop it, or check the version (server.sglang_version)"))
         else:
-            out.append(Finding(WARNING, "unchecked-flag", f"--{name} is not a flag this tool knows",
-                               "nothing to do if your SGLang has it: the host pre-flight checks it against --help"))
+            findings.append(Finding(WARNING, "unchecked-flag", f"--{name} is not a flag this tool knows",
+                                    "nothing to do if your SGLang has it: the host pre-flight checks it against --help"))
+    return out, findings
+
+
+# --- the speculative rules, from SGLang's modelled resolution ---
+
+def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Finding]:
+    version = o.version
+    out: list[Finding] = []
+    if "gpu" in o.depends_on or "architecture" in o.depends_on or "algorithm" in o.depends_on:
+        unknown = [w for w in ("gpu", "architecture", "algorithm") if w in o.depends_on]
+        keys = {"gpu": "server.gpu", "architecture": "server.architecture (or a config.json in model_path)"}
+        differing = sorted(set(o.alternatives.values()))
+        detail = "; ".join(f"{k}: {v}" for k, v in o.alternatives.items()) if len(o.alternatives) <= 4 else \
+            "; ".join(differing)
+        errors = [v for v in o.alternatives.values() if v.startswith("error") or "fails" in v]
+        all_fail = bool(o.alternatives) and len(errors) == len(o.alternatives)
+        if not all_fail:
+            out.append(Finding(WARNING, "checked-on-host",
+                               f"the verdict depends on the {' and the '.join(unknown)}, unknown here ({detail})",
+                               "the host's pre-flight checks it with the real GPU and config.json; or set "
+                               + " and ".join(keys.get(u, u) for u in unknown if u in keys)))
+            if o.error or o.later:
+                return out  # an error on some hosts only: not an error of the plan
+    if o.error:
+        f = o.error
+        what = f"{f.what}: " if f.what else ""
+        out.append(Finding(ERROR, f.rule, f"{what}SGLang {version} dies {f.stage_words} ({f.exception})", f.fix))
+        return out
+    if o.later:
+        f = o.later
+        what = f"{f.what}: " if f.what else ""
+        out.append(Finding(ERROR, f.rule, f"{what}SGLang {version} accepts the arguments, then dies {f.stage_words} "
+                           f"({f.exception})", f.fix))
+    for a in o.adjustments:
+        if a.rule == "topk1-draft-tokens-overridden":
+            steps = o.steps if o.steps is not None else 0
+            out.append(Finding(WARNING, a.rule, a.message,
+                               f"set speculative-num-draft-tokens to {steps + 1} (grid.derived: \"${{add:${{steps}},1}}\")"))
+        elif a.rule == "auto-speculative-params":
+            out.append(Finding(WARNING, a.rule, a.message + " (the values recorded with the point)",
+                               "give speculative-num-steps, -eagle-topk and -num-draft-tokens to choose them"))
+        elif a.rule == "page-size-forced":
+            out.append(Finding(WARNING, a.rule, f"{a.message} (SGLang {version})",
+                               f"set page-size {o.page_size} yourself, or another attention backend"))
+        elif a.rule == "ngram-topk-overridden":
+            out.append(Finding(WARNING, a.rule, a.message, "drop speculative-eagle-topk for NGRAM "
+                               "(speculative-ngram-max-bfs-breadth sets it)"))
+        elif a.rule == "drafter-is-target":
+            out.append(Finding(WARNING, a.rule, a.message, "add speculative-draft-model-path to the drafter's bundle"))
     return out
 
 
-def rule_algorithm(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    algo = _algo(flags)
-    if algo is None:
+def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> list[Finding]:
+    if _algo(flags) is None:
         spec = [n for n in flags if n.startswith("speculative-") and flags[n] not in (None, False)]
         if spec:
             return [Finding(WARNING, "spec-flags-without-algorithm",
                             f"{', '.join('--' + s for s in spec)} given without --speculative-algorithm: SGLang ignores them",
                             "set speculative-algorithm, or drop these flags from the baseline")]
-        return []
-    if algo not in SPEC_ALGORITHMS:
-        close = [a for a in SPEC_ALGORITHMS if a == algo.upper()]
-        return [Finding(ERROR, "unknown-algorithm", f"--speculative-algorithm {algo} is not one of {', '.join(SPEC_ALGORITHMS)}",
-                        f"use {close[0]}" if close else "pick one of those (EAGLE3 for EAGLE-3 drafters)")]
     return []
 
 
-def rule_draft_model(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    if _algo(flags) in ("EAGLE", "EAGLE3", "STANDALONE") and not flags.get("speculative-draft-model-path"):
-        return [Finding(ERROR, "draft-model-missing",
-                        f"--speculative-algorithm {_algo(flags)} needs --speculative-draft-model-path (found only at model load)",
-                        "add speculative-draft-model-path to the drafter's bundle")]
-    return []
-
-
-def rule_steps_required(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    """SGLang asserts that topk and draft tokens come only with steps (bare AssertionError)."""
-    if not _eagle(flags) or _int(flags, "speculative-num-steps") is not None:
-        return []
-    given = [n for n in ("speculative-eagle-topk", "speculative-num-draft-tokens") if _int(flags, n) is not None]
-    if given:
-        return [Finding(ERROR, "topk-or-draft-without-steps",
-                        f"{' and '.join('--' + g for g in given)} given without --speculative-num-steps: SGLang dies on an AssertionError",
-                        "give speculative-num-steps too, or none of the three (SGLang then picks (3, 1, 4) for non-Llama targets)")]
-    return []
-
-
-def rule_topk_required(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    if _eagle(flags) and _int(flags, "speculative-num-steps") is not None and _int(flags, "speculative-eagle-topk") is None:
-        return [Finding(ERROR, "steps-without-topk",
-                        "--speculative-num-steps given without --speculative-eagle-topk: SGLang fails with a TypeError comparing None to 1",
-                        "add speculative-eagle-topk (1 for a chain drafter)")]
-    return []
-
-
-def rule_topk1_draft_tokens(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
-    draft = _int(flags, "speculative-num-draft-tokens")
-    if not _eagle(flags) or steps is None or topk is None:
-        return []
-    if topk == 1 and draft != steps + 1:
-        asked = f"{draft} draft tokens" if draft is not None else "no draft-token count"
-        return [Finding(WARNING, "topk1-draft-tokens-overridden",
-                        f"topk=1 with {asked}: SGLang silently uses steps+1 = {steps + 1}",
-                        f"set speculative-num-draft-tokens to {steps + 1} (grid.derived: \"${{add:${{steps}},1}}\")")]
-    if topk > 1 and draft is None:
-        return [Finding(ERROR, "tree-without-draft-tokens",
-                        f"topk={topk} without --speculative-num-draft-tokens",
-                        "set speculative-num-draft-tokens for a tree drafter")]
-    return []
-
-
-def rule_draft_tree_capacity(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
-    draft = _int(flags, "speculative-num-draft-tokens")
-    if not _eagle(flags) or None in (steps, topk, draft) or topk == 1:
-        return []
-    capacity = topk + (steps - 1) * topk * topk
-    if draft - 1 > capacity:
-        return [Finding(ERROR, "draft-tree-too-small",
-                        f"{draft} draft tokens do not fit a tree of steps={steps}, topk={topk} "
-                        f"(at most {capacity + 1}: num_draft_tokens - 1 <= topk + (steps-1)*topk^2)",
-                        f"lower speculative-num-draft-tokens to <= {capacity + 1} or raise steps/topk")]
-    if draft < 2:
-        return [Finding(ERROR, "draft-tokens-too-few", f"{draft} draft tokens", "use at least 2")]
-    return []
-
-
-def rule_topk_backend(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    topk = _int(flags, "speculative-eagle-topk")
-    if not _eagle(flags) or topk is None or topk <= 1:
-        return []
-    backend = flags.get("attention-backend")
-    out = []
-    if str(backend) == "trtllm_mha":
-        out.append(Finding(ERROR, "topk-trtllm-mha", f"topk={topk} with attention backend trtllm_mha: SGLang raises ValueError",
-                           "use topk 1, or attention-backend fa3/flashinfer"))
-    page = _int(flags, "page-size") or 1
-    if page > 1 and str(backend) not in TOPK_PAGED_BACKENDS:
-        out.append(Finding(ERROR, "topk-page-size-backend",
-                           f"topk={topk} with page-size {page} needs attention backend flashinfer or fa3, got {backend or 'the default'}",
-                           "set attention-backend: fa3 (or flashinfer), or page-size: 1"))
-    return out
-
-
-def rule_parallelism(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    algo = _algo(flags)
-    if algo is None:
-        return []
-    out = []
-    if (_int(flags, "pp-size") or _int(flags, "pipeline-parallel-size") or 1) > 1:
-        out.append(Finding(ERROR, "spec-with-pipeline-parallel", "speculative decoding with pipeline parallel > 1 is not allowed",
-                           "drop pp-size, or run without speculation"))
-    if algo in ("STANDALONE", "NGRAM") and flags.get("enable-dp-attention"):
-        out.append(Finding(ERROR, "dp-attention-unsupported", f"{algo} with --enable-dp-attention: SGLang raises ValueError",
-                           "drop enable-dp-attention for this drafter"))
-    return out
-
-
-def rule_running_cap(flags: Flags, bench: BenchSettings) -> list[Finding]:
-    if not _algo(flags) or _int(flags, "max-running-requests") is not None:
+def _running_cap(o: Optional[sa.Outcome], flags: Flags, bench: BenchSettings) -> list[Finding]:
+    if o is None or _int(flags, "max-running-requests") is not None or o.max_running_requests != SPEC_DEFAULT_MAX_RUNNING:
         return []
     over = [c for c in bench.concurrency.levels if c > SPEC_DEFAULT_MAX_RUNNING]
     if over:
@@ -205,22 +230,37 @@ def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Finding]:
     return []
 
 
-RULES: tuple[Rule, ...] = (
-    rule_unknown_flag,
-    rule_algorithm,
-    rule_draft_model,
-    rule_steps_required,
-    rule_topk_required,
-    rule_topk1_draft_tokens,
-    rule_draft_tree_capacity,
-    rule_topk_backend,
-    rule_parallelism,
-    rule_running_cap,
-    rule_requests_per_level,
-    rule_metrics,
-)
+# Rules of flags and benchmark settings alone; the speculative ones come from serverargs.resolve.
+RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_level, rule_metrics)
 
 
-def check(flags: Flags, bench: BenchSettings) -> list[Finding]:
+def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None) -> Evaluation:
+    """Every finding for one point's flags (names normalized, reserved flags included), and SGLang's
+    outcome (its verdict and the steps, topk, draft tokens and running cap it would run with)."""
+    target = target or Target()
+    named, findings = read_names(flags, target)
+    outcome = None
+    if _algo(named) is not None:
+        outcome = sa.resolve(named, target.context(named))
+        findings += _from_outcome(outcome, named, target)
+    findings += _running_cap(outcome, named, bench)
+    for rule in RULES:
+        findings += rule(named, bench)
+    return Evaluation(findings, outcome, named)
+
+
+def check(flags: Flags, bench: BenchSettings, target: Optional[Target] = None) -> list[Finding]:
     """Every finding for one point's flags (names normalized, reserved flags included)."""
-    return [f for rule in RULES for f in rule(flags, bench)]
+    return evaluate(flags, bench, target).findings
+
+
+def host_check(flags: Flags, bench: BenchSettings, *, version: str, gpu: Optional[str],
+               architecture: Optional[str], configs: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
+    """The same rules with what only the host knows (for pre-flight, in seconds): its SGLang version,
+    its GPU (``nvidia-smi``'s name) and the target's architecture from the config.json it has."""
+    return check(flags, bench, Target(version=version, architecture=architecture, gpu=gpu,
+                                      configs=configs or {}, version_given=True))
+
+
+__all__ = ["ERROR", "WARNING", "Finding", "Target", "Evaluation", "evaluate", "check", "host_check",
+           "SPEC_DEFAULT_MAX_RUNNING", "SPEC_ALGORITHMS", "EAGLE_FAMILY"]

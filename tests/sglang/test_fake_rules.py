@@ -108,9 +108,9 @@ def test_topk_or_draft_tokens_without_steps_is_a_bare_assertion():
     assert rejected(*MODEL, *EAGLE3, "--speculative-num-draft-tokens", "4").exception == "AssertionError"
 
 
-def test_steps_without_topk_fails_later_with_type_error():
-    r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "3")
-    assert r.deferred == rules.Deferred("draft_init", "TypeError: '>' not supported between instances of 'NoneType' and 'int'")
+def test_steps_without_topk_is_a_type_error_while_resolving():
+    exc = rejected(*MODEL, *EAGLE3, "--speculative-num-steps", "3")  # real SGLang: in ServerArgs, exit 1
+    assert exc.exception == "TypeError: '>' not supported between instances of 'NoneType' and 'int'"
 
 
 def test_tree_with_pages_needs_flashinfer_or_fa3():
@@ -119,31 +119,67 @@ def test_tree_with_pages_needs_flashinfer_or_fa3():
     assert exc.exception.startswith("ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable")
     resolve(*MODEL, *EAGLE3, *tree, "--page-size", "64", "--attention-backend", "flashinfer")
     resolve(*MODEL, *EAGLE3, *tree, "--page-size", "64", "--attention-backend", "triton", version="0.5.23")
-    exc = rejected(*MODEL, *EAGLE3, *tree, "--attention-backend", "trtllm_mha")
+    # on an H200 0.5.10 refuses trtllm_mha for prefill (Blackwell only); 0.5.23 takes it, not with a tree
+    assert "Blackwell" in rejected(*MODEL, *EAGLE3, *tree, "--attention-backend", "trtllm_mha").exception
+    exc = rejected(*MODEL, *EAGLE3, *tree, "--attention-backend", "trtllm_mha", version="0.5.23")
     assert exc.exception == "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding."
+    # flashmla forces page size 64: no tree with it
+    assert rejected(*MODEL, *EAGLE3, *tree, "--attention-backend", "flashmla").exception.startswith("ValueError")
+
+
+def test_the_backend_is_chosen_before_the_tree_check():
+    tree = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
+            "--page-size", "16"]
+    assert resolve(*LLAMA, *EAGLE3, *tree).args["attention_backend"] == "flashinfer"
+    assert resolve(*MODEL, *EAGLE3, *tree).args["attention_backend"] == "fa3"  # DeepSeek-V3 family on Hopper
+    assert rejected(*MODEL, *EAGLE3, *tree, "--fake-gpu", "B200").exception.startswith("ValueError")  # trtllm_mla
+    # NGRAM sets topk 10 itself: page 16 fails on the fa3 SGLang picks on Hopper
+    assert "topk(10)" in rejected(*LLAMA, "--speculative-algorithm", "NGRAM", "--page-size", "16").exception
 
 
 def test_tree_too_small_for_its_draft_tokens_fails_at_draft_capture():
     r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "1", "--speculative-eagle-topk", "2",
                 "--speculative-num-draft-tokens", "8")
     assert r.deferred == rules.Deferred("draft_capture", "RuntimeError: selected index k out of range")
+    r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "0", "--speculative-eagle-topk", "1")
+    assert r.deferred is not None and r.args["speculative_num_draft_tokens"] == 1  # steps 0 passes the checks
 
 
 def test_other_speculative_rules():
-    assert "standalone" in rejected(*MODEL, "--speculative-algorithm", "STANDALONE", "--enable-dp-attention").exception
-    assert rejected(*MODEL, *EAGLE3, "--pp-size", "2").exception.startswith("ValueError")
+    standalone = [*MODEL, "--speculative-algorithm", "STANDALONE", "--enable-dp-attention"]
+    resolve(*standalone)  # dp attention needs dp > 1 to be on at all
+    assert "standalone" in rejected(*standalone, "--dp-size", "2").exception
+    assert rejected(*MODEL, *EAGLE3, "--pp-size", "2").exception.startswith("AssertionError")
     assert resolve(*MODEL, "--speculative-algorithm", "NEXTN").args["speculative_algorithm"] == "EAGLE"
     ngram = resolve(*MODEL, "--speculative-algorithm", "NGRAM").args
     assert ngram["speculative_num_draft_tokens"] == 12 and ngram["max_running_requests"] == 48
-    # MTP architectures default the drafter to the target itself
+    assert ngram["speculative_eagle_topk"] == 10
+    # MTP architectures default the drafter to the target itself; others load the target too
     assert resolve(*MODEL, "--speculative-algorithm", "EAGLE").args["speculative_draft_model_path"] == MODEL[1]
+    assert resolve(*LLAMA, "--speculative-algorithm", "EAGLE").deferred is None
+    assert resolve(*LLAMA, "--speculative-algorithm", "EAGLE3").deferred.where == "draft_load"  # no hot_token_id
+    assert rejected(*MODEL, "--speculative-algorithm", "foo", version="0.5.23").exception == \
+        "ValueError: Unknown speculative algorithm name: FOO"
+
+
+def test_cpu_device():
+    assert rejected(*LLAMA, "--device", "cpu", "--speculative-algorithm", "NGRAM").exception == \
+        "ValueError: Ngram speculative decoding only supports CUDA device."
+    assert resolve(*LLAMA, "--device", "cpu", "--speculative-algorithm", "NGRAM", version="0.5.23").speculative
 
 
 def test_architecture_from_config_json(tmp_path):
     (tmp_path / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')
     assert rules.architecture(str(tmp_path)) == "Qwen2ForCausalLM"
+    assert rules.architecture(str(tmp_path), override="LlamaForCausalLM") == "Qwen2ForCausalLM"  # the file wins
     assert rules.architecture("/nowhere/kimi-k2") == "DeepseekV3ForCausalLM"
     assert rules.architecture("/nowhere/x", override="GptOssForCausalLM") == "GptOssForCausalLM"
+    # a Llama config under a DeepSeek-looking name: the config decides the automatic defaults
+    llama = tmp_path / "deepseek-named"
+    llama.mkdir()
+    (llama / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    a = resolve("--model-path", str(llama), *EAGLE3).args
+    assert (a["speculative_num_steps"], a["speculative_eagle_topk"], a["speculative_num_draft_tokens"]) == (5, 4, 8)
 
 
 def test_serving_for_gives_what_the_server_runs():

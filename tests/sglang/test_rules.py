@@ -1,48 +1,70 @@
-"""Every speculative rule, each with a case that passes and one that fails."""
+"""Every speculative rule, each with a case that passes and one that fails; and what a rule's verdict
+depends on: the SGLang version, the target's architecture and the GPU (the differential test in
+tests/real/ checks the same model against real SGLang)."""
 
 import pytest
 
 from sweep.bench.settings import BenchSettings, ConcurrencySettings
-from sweep.sglang import rules
+from sweep.sglang import rules, serverargs
 
 E3 = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d"}
 OK_BENCH = BenchSettings(server_metrics=False, concurrency=ConcurrencySettings(levels=[1, 8]))
+H200_LLAMA = rules.Target(version="0.5.23", architecture="LlamaForCausalLM", gpu="H200", version_given=True)
+TREE = {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}
 
 
-def found(flags, bench=OK_BENCH):
-    return {(f.level, f.rule) for f in rules.check({"model-path": "/m", "tp-size": 8, **flags}, bench)}
+def found(flags, bench=OK_BENCH, target=None):
+    return {(f.level, f.rule) for f in rules.check({"model-path": "/m", "tp-size": 8, **flags}, bench, target)}
+
+
+def outcome(flags, version="0.5.23", architecture="LlamaForCausalLM", gpu="H200"):
+    return serverargs.resolve({"model-path": "/m", **flags}, serverargs.Context(version, architecture, gpu))
 
 
 CASES = [
     # (rule, level, failing flags, passing flags)
-    ("unknown-flag", "error", {"speculative-num-step": 2}, {"speculative-num-steps": 2, "speculative-eagle-topk": 1, **E3}),
-    ("unchecked-flag", "warning", {"my-custom-thing": 1}, {"trust-remote-code": True}),
+    ("unknown-flag", "error", {"speculative-num-stpes": 2}, {"speculative-num-steps": 2, "speculative-eagle-topk": 1, **E3}),
+    ("ambiguous-flag", "error", {**E3, "speculative-num": 2}, {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 1}),
+    ("flag-abbreviation", "warning", {**E3, "speculative-num-step": 2, "speculative-eagle-topk": 1},
+     {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 1}),
     ("unknown-algorithm", "error", {**E3, "speculative-algorithm": "eagle4"}, E3),
     ("spec-flags-without-algorithm", "warning", {"speculative-num-steps": 2}, {}),
     ("draft-model-missing", "error", {"speculative-algorithm": "EAGLE3"}, {"speculative-algorithm": "NEXTN"}),
     ("topk-or-draft-without-steps", "error", {**E3, "speculative-eagle-topk": 1}, E3),
     ("topk-or-draft-without-steps", "error", {**E3, "speculative-num-draft-tokens": 4}, E3),
     ("steps-without-topk", "error", {**E3, "speculative-num-steps": 2}, {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}),
+    ("steps-zero", "error", {**E3, "speculative-num-steps": 0, "speculative-eagle-topk": 1},
+     {**E3, "speculative-num-steps": 1, "speculative-eagle-topk": 1}),
     ("topk1-draft-tokens-overridden", "warning", {**E3, "speculative-num-steps": 1, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 16},
      {**E3, "speculative-num-steps": 1, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 2}),
     ("tree-without-draft-tokens", "error", {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4},
      {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}),
     ("draft-tree-too-small", "error", {**E3, "speculative-num-steps": 1, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 16},
      {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 16}),
-    ("topk-page-size-backend", "error", {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8, "page-size": 64},
-     {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8, "page-size": 64, "attention-backend": "fa3"}),
-    ("topk-trtllm-mha", "error", {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8, "attention-backend": "trtllm_mha"},
+    # flashmla forces page size 64, so a tree fails with it even at page size 1
+    ("topk-page-size-backend", "error", {**TREE, "attention-backend": "flashmla"}, {**TREE, "attention-backend": "fa3", "page-size": 64}),
+    ("topk-page-size-backend", "error", {**TREE, "page-size": 64, "attention-backend": "torch_native"},
+     {**TREE, "page-size": 64, "attention-backend": "flashinfer"}),
+    ("topk-trtllm-mha", "error", {**TREE, "attention-backend": "trtllm_mha"},
      {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3, "attention-backend": "trtllm_mha"}),
     ("spec-with-pipeline-parallel", "error", {**E3, "pp-size": 2}, {"pp-size": 2}),
-    ("dp-attention-unsupported", "error", {**E3, "speculative-algorithm": "STANDALONE", "enable-dp-attention": True},
-     {**E3, "enable-dp-attention": True}),
+    ("dp-attention-unsupported", "error", {**E3, "speculative-algorithm": "STANDALONE", "enable-dp-attention": True, "dp-size": 2},
+     {**E3, "speculative-algorithm": "STANDALONE", "enable-dp-attention": True}),  # dp 1: no dp attention at all
+    ("ngram-topk-overridden", "warning", {"speculative-algorithm": "NGRAM", "speculative-eagle-topk": 4},
+     {"speculative-algorithm": "NGRAM"}),
 ]
 
 
 @pytest.mark.parametrize("rule,level,bad,good", CASES, ids=[c[0] for c in CASES])
 def test_rule(rule, level, bad, good):
-    assert (level, rule) in found(bad)
-    assert not any(r == rule for _, r in found(good))
+    assert (level, rule) in found(bad, target=H200_LLAMA)
+    assert not any(r == rule for _, r in found(good, target=H200_LLAMA))
+
+
+def test_unknown_flag_is_an_error_only_for_a_known_version():
+    assert ("warning", "unchecked-flag") in found({"my-custom-thing": 1})  # version assumed: the host's --help decides
+    assert ("error", "unknown-flag") in found({"my-custom-thing": 1}, target=H200_LLAMA)
+    assert not any(r in ("unchecked-flag", "unknown-flag") for _, r in found({"trust-remote-code": True}, target=H200_LLAMA))
 
 
 def test_running_cap():
@@ -68,3 +90,106 @@ def test_messages_name_rule_and_fix():
     f = [x for x in rules.check({**E3, "speculative-num-steps": 1, "speculative-eagle-topk": 1,
                                  "speculative-num-draft-tokens": 16}, OK_BENCH)][0]
     assert "steps+1 = 2" in f.message and "2" in f.fix and str(f).startswith("topk1-draft-tokens-overridden:")
+
+
+# --- the final values SGLang runs with ---
+
+def test_outcome_carries_the_final_values():
+    o = outcome({**E3, "speculative-num-steps": 1, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 16})
+    assert (o.verdict, o.final) == ("adjusted", (1, 1, 2, 48))
+    o = outcome({**E3, "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4,
+                 "max-running-requests": 256})
+    assert (o.verdict, o.final) == ("ok", (3, 1, 4, 256))
+    assert outcome({**E3, "speculative-eagle-topk": 4}).verdict == "error"
+
+
+def test_automatic_defaults_by_architecture_are_checked_after_they_apply():
+    assert outcome(E3).final == (5, 4, 8, 48)  # Llama: a tree
+    assert outcome(E3, architecture="DeepseekV3ForCausalLM").final == (3, 1, 4, 48)
+    assert outcome({**E3, "speculative-algorithm": "STANDALONE"}).final == (3, 1, 4, 48)
+    # the automatic tree of a Llama target meets the paged-KV check: flashmla forces page size 64
+    assert outcome({**E3, "attention-backend": "flashmla"}).verdict == "error"
+    assert outcome({**E3, "attention-backend": "flashmla"}, architecture="DeepseekV3ForCausalLM").verdict == "adjusted"
+
+
+# --- what a verdict depends on ---
+
+def test_tree_with_pages_and_no_backend_depends_on_the_gpu_and_target():
+    tree = {**TREE, "page-size": 16}
+    # SGLang picks the backend first: flashinfer for a Llama tree, fa3 for DeepSeek on Hopper: both fine
+    assert outcome(tree).attention_backend == "flashinfer" and outcome(tree).verdict == "adjusted"  # only the cap
+    assert outcome(tree, architecture="DeepseekV3ForCausalLM").attention_backend == "fa3"
+    # DeepSeek-V3 on Blackwell gets trtllm_mla (page 64): a tree fails
+    assert outcome(tree, architecture="DeepseekV3ForCausalLM", gpu="B200").verdict == "error"
+    # on an A100 DeepSeek gets triton: fine since 0.5.23, not in 0.5.10
+    assert outcome(tree, architecture="DeepseekV3ForCausalLM", gpu="A100").verdict == "adjusted"
+    assert outcome(tree, "0.5.10", architecture="DeepseekV3ForCausalLM", gpu="A100").verdict == "error"
+    # nothing known: a warning that the host checks it, not an error
+    assert ("warning", "checked-on-host") in found(tree)
+    assert not any(level == "error" for level, _ in found(tree))
+    assert not any(level == "error" for level, _ in found(tree, target=H200_LLAMA))
+
+
+def test_triton_takes_a_tree_with_pages_since_0_5_23():
+    tree = {**TREE, "page-size": 16, "attention-backend": "triton", "max-running-requests": 64}
+    assert outcome(tree, "0.5.23").verdict == "ok"
+    assert outcome(tree, "0.5.10").verdict == "error"
+    assert ("error", "topk-page-size-backend") in found(tree, target=rules.Target(version="0.5.10", version_given=True))
+
+
+def test_ngram_sets_topk_itself_and_fails_with_pages_off_flashinfer():
+    ngram = {"speculative-algorithm": "NGRAM", "page-size": 16}
+    assert outcome(ngram).verdict == "error"  # fa3 on Hopper (no topk given)
+    assert outcome({**ngram, "attention-backend": "flashinfer"}).final == (1, 10, 12, 48)
+    assert outcome({**ngram, "attention-backend": "flashinfer"}, "0.5.10").final == (None, 10, 12, 48)
+    assert outcome({"speculative-algorithm": "NGRAM", "device": "cpu"}, "0.5.10").verdict == "error"
+    assert outcome({"speculative-algorithm": "NGRAM", "device": "cpu"}, "0.5.23").verdict == "adjusted"
+
+
+def test_mtp_targets_draft_for_themselves():
+    o = outcome({"speculative-algorithm": "NEXTN"}, architecture="DeepseekV3ForCausalLM")
+    assert o.draft_model_path == "/m" and o.later is None and o.algorithm == "EAGLE"
+    o = outcome({"speculative-algorithm": "EAGLE"})  # a Llama target: its own path, with a warning
+    assert o.later is None and any(a.rule == "drafter-is-target" for a in o.adjustments)
+    assert outcome({"speculative-algorithm": "EAGLE3"}).later.rule == "draft-model-missing"
+
+
+def test_algorithm_spelling_follows_the_version():
+    assert outcome({**E3, "speculative-algorithm": "eagle3"}, "0.5.23").algorithm == "EAGLE3"
+    assert outcome({**E3, "speculative-algorithm": "eagle3"}, "0.5.10").verdict == "error"
+
+
+def test_drafter_config_json_checks(tmp_path):
+    target = tmp_path / "target"
+    drafter = tmp_path / "drafter"
+    for d, arch, extra in ((target, "DeepseekV3ForCausalLM", {"num_nextn_predict_layers": 2}),
+                           (drafter, "LlamaForCausalLM", {})):
+        d.mkdir()
+        (d / "config.json").write_text(__import__("json").dumps({"architectures": [arch], **extra}))
+    t = rules.Target(version="0.5.23", architecture="DeepseekV3ForCausalLM", gpu="H200",
+                     configs={str(target): serverargs.read_config(str(target)),
+                              str(drafter): serverargs.read_config(str(drafter))})
+    flags = {"model-path": str(target), "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": str(drafter),
+             "speculative-num-steps": 2, "speculative-eagle-topk": 1}
+    assert "drafter-not-eagle3" in {f.rule for f in rules.check(flags, OK_BENCH, t) if f.level == "error"}
+    nextn = {"model-path": str(target), "speculative-algorithm": "NEXTN"}
+    assert "nextn-layers" in {f.rule for f in rules.check(nextn, OK_BENCH, t) if f.level == "error"}
+
+
+def test_version_specific_flags():
+    old = rules.Target(version="0.5.10", version_given=True)
+    new = rules.Target(version="0.5.23", version_given=True)
+    # 0.5.23 has --cuda-graph-max-bs-decode and -prefill: argparse finds the old name ambiguous
+    assert ("error", "ambiguous-flag") in found({"cuda-graph-max-bs": 256}, target=new)
+    assert ("error", "unknown-flag") in found({"stream-output": True}, target=new)
+    assert not any(r == "unknown-flag" for _, r in found({"cuda-graph-max-bs": 256}, target=old))
+    assert not any(r == "unknown-flag" for _, r in found({"cuda-graph-max-bs": 256}))  # version assumed: the host checks
+
+
+def test_versions_and_gpus_are_read_leniently():
+    assert serverargs.rules_version("0.5.23")[0] == "0.5.23"
+    assert serverargs.rules_version("0.0.0.dev0+g7f8f030") == ("0.5.23", None)
+    assert serverargs.rules_version("0.5.12")[0] == "0.5.10"
+    assert serverargs.rules_version(None)[0] == serverargs.NEWEST
+    assert serverargs.gpu_info("NVIDIA H200").sm == 90 and serverargs.gpu_info("hopper").sm == 90
+    assert serverargs.gpu_info("B200").sm == 100 and serverargs.gpu_info("nonsense") is None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 DEFAULT_VERSION = "0.5.10"
+DEFAULT_GPU = "H200"  # the GPU the fake's hosts have, for SGLang's GPU-dependent choices
 SUPPORTED_VERSIONS = ("0.5.10", "0.5.23")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 FAULT_PHASES_FAIL = ("load", "capture", "serve")
@@ -111,6 +112,7 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("dist-init-addr", str, None, "The host address for initializing distributed backend."),
     _f("base-gpu-id", int, 0, "The base GPU ID to start allocating GPUs from."),
     _f("gpu-id-step", int, 1, "The delta between consecutive GPU IDs that are used."),
+    _f("device", str, None, "The device to use ('cuda', 'cpu', ...). Default: detected."),
     # kernels
     _f("attention-backend", str, None, "Choose the kernels for attention layers."),
     _f("prefill-attention-backend", str, None, "Choose the kernels for prefill attention layers."),
@@ -213,6 +215,9 @@ FAKE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
                                          help="The scheduler crashes once N requests have finished.")),
     ("--fake-architecture", dict(default=None, help="HF architecture of the target (default: config.json "
                                                     "in --model-path, else guessed from its name).")),
+    ("--fake-gpu", dict(default=DEFAULT_GPU, help="The GPU the fake host has (H200, B200, A100, ...): "
+                                                  "SGLang's attention backend and the rules that follow from it "
+                                                  "depend on it (--device cpu: none).")),
     ("--fake-weights-gb", dict(type=_positive_float, default=72.5,
                                help="GPU memory the target's weights take on each rank, GB.")),
     ("--fake-gpu-mem-gb", dict(type=_positive_float, default=139.81, help="Memory of each fake GPU, GB.")),
@@ -238,7 +243,8 @@ def pick_version(argv: Sequence[str]) -> str:
 
 
 def _algorithm_type(version: str) -> Callable[[str], str]:
-    # 0.5.23 upper-cases the algorithm before checking it; 0.5.10 takes it as written
+    # 0.5.23 upper-cases the algorithm and checks it while resolving (ValueError: Unknown speculative
+    # algorithm name); 0.5.10 takes it as written, and argparse checks the choices
     return str.upper if version_tuple(version) >= (0, 5, 23) else str
 
 
@@ -256,7 +262,7 @@ def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
             continue
         kind = _algorithm_type(version) if flag.name == "speculative-algorithm" else flag.kind
         kw: dict[str, Any] = dict(type=kind, default=flag.default, help=flag.help)
-        if flag.choices:
+        if flag.choices and not (flag.name == "speculative-algorithm" and version_tuple(version) >= (0, 5, 23)):
             kw["choices"] = flag.choices
         if flag.nargs:
             kw["nargs"] = flag.nargs

@@ -1,0 +1,603 @@
+"""What SGLang's argument resolution does to a server's speculative flags, per version, target and GPU.
+
+One pure model, used by the plan's rule checker (``sweep.sglang.rules``) and by the fake server
+(``sweep.sglang.fake.rules``), and checked against real SGLang by
+``tests/real/test_rules_differential.py`` (``ServerArgs`` of 0.5.10 and 0.5.23 and the CPU build at
+commit 7f8f030, with the hardware probes answering for an H200, B200, A100 or no GPU).
+
+``resolve(flags, Context(...))`` walks what ``launch_server`` runs before it starts a scheduler
+(``prepare_server_args``: argparse and ``ServerArgs.__post_init__``; ``resolve_once`` in newer
+releases; ``check_server_args``), in SGLang's order, for the part that speculation touches:
+
+1. argparse: the algorithm's spelling (0.5.10 takes only upper case; newer releases upper-case it);
+2. the attention backend, chosen *before* any speculative check when none is given: on Hopper fa3
+   (for MHA targets such as Llama only without a tree: topk given > 1 or page size > 1 picks
+   flashinfer), on Blackwell trtllm_mha for MHA chains and trtllm_mla for DeepSeek-V3, else
+   flashinfer (MHA) or triton (MLA); backends that need their own page size set it (flashmla 64,
+   trtllm_mla 32/64, trtllm_mha 16/32/64, cutlass_mla 128);
+3. EAGLE / EAGLE3 / STANDALONE (NEXTN is EAGLE): the 48-request cap, the target as its own drafter
+   for DeepSeek-V3-family targets, the automatic (steps, topk, draft tokens) per architecture, the
+   bare ``AssertionError`` for topk or draft tokens without steps, the silent draft tokens = steps+1
+   with topk 1, the ``TypeError`` of steps without topk, topk > 1 with paged KV only on flashinfer /
+   fa3 (0.5.23 also triton) *as resolved*;
+4. NGRAM: topk from its BFS breadth (10), 12 draft tokens, (0.5.23) steps = draft // topk, the
+   same paged-KV check (flashinfer only), CUDA only in 0.5.10;
+5. ``check_server_args``: speculation with pipeline parallelism.
+
+Failures SGLang only meets after the arguments (at model load, CUDA-graph capture or the first
+request) are returned apart, as ``later``: the plan reports them, the fake raises them there.
+Where the verdict needs what is not known here (the GPU, the target's architecture), ``resolve``
+tries every candidate and says which unknown it depends on; the host's pre-flight knows both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+# --- versions ---
+
+KNOWN_VERSIONS = ("0.5.10", "0.5.23")
+NEWEST = KNOWN_VERSIONS[-1]
+# development builds whose rules are a release's (measured by the differential test)
+KNOWN_BUILDS = {"7f8f030": "0.5.23"}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def rules_version(version: Optional[str]) -> tuple[str, Optional[str]]:
+    """The known version whose rules apply to ``version``, and a note when that is a guess."""
+    if not version or version == "unknown":
+        return NEWEST, f"SGLang version unknown: checked against {NEWEST}, the newest this tool knows"
+    for commit, release in KNOWN_BUILDS.items():
+        if commit in version:
+            return release, None
+    if version in KNOWN_VERSIONS:
+        return version, None
+    v = version_tuple(version)
+    if not v or not any(v):  # 0.0.0.dev0+g<commit>: a development build
+        return NEWEST, f"SGLang {version} is a build this tool does not know: checked against {NEWEST}"
+    older = [k for k in KNOWN_VERSIONS if version_tuple(k) <= v]
+    best = older[-1] if older else KNOWN_VERSIONS[0]
+    return best, f"SGLang {version}: checked against the rules of {best}"
+
+
+def at_least(version: str, release: str) -> bool:
+    return version_tuple(rules_version(version)[0]) >= version_tuple(release)
+
+
+# --- GPUs ---
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    sm: int  # compute capability x 10; 0 for no GPU (device cpu)
+    mem_gib: float = 0.0
+
+    @property
+    def generation(self) -> str:
+        return {0: "cpu", 80: "Ampere", 86: "Ampere", 89: "Ada", 90: "Hopper", 100: "Blackwell",
+                103: "Blackwell", 120: "Blackwell (SM120)"}.get(self.sm, f"SM{self.sm}")
+
+
+GPUS = {g.name.lower(): g for g in (
+    Gpu("H200", 90, 141), Gpu("H100", 90, 80), Gpu("H20", 90, 96), Gpu("H800", 90, 80), Gpu("GH200", 90, 96),
+    Gpu("B200", 100, 180), Gpu("GB200", 100, 186), Gpu("B300", 103, 288), Gpu("GB300", 103, 288),
+    Gpu("RTX PRO 6000", 120, 96), Gpu("A100", 80, 80), Gpu("A800", 80, 80), Gpu("A10", 86, 24),
+    Gpu("L40S", 89, 48), Gpu("L4", 89, 24), Gpu("cpu", 0))}
+GENERATIONS = {"hopper": Gpu("Hopper", 90), "blackwell": Gpu("Blackwell", 100), "ampere": Gpu("Ampere", 80),
+               "ada": Gpu("Ada", 89), "cpu": GPUS["cpu"], "sm90": Gpu("SM90", 90), "sm100": Gpu("SM100", 100),
+               "sm80": Gpu("SM80", 80)}
+# what an unknown GPU could be, for the verdicts that depend on it
+CANDIDATE_GPUS = (GPUS["h200"], GPUS["b200"], GPUS["a100"])
+
+
+def gpu_info(name: Optional[str]) -> Optional[Gpu]:
+    """``H200``, ``NVIDIA H200``, ``hopper``, ``sm90``, ``cpu`` -> a Gpu; None for unknown or unset."""
+    if not name:
+        return None
+    key = str(name).strip().lower().replace("nvidia ", "").replace("-", " ")
+    if key in GENERATIONS:
+        return GENERATIONS[key]
+    for known in sorted(GPUS, key=len, reverse=True):
+        if key == known or key.startswith(known + " ") or key.startswith(known):
+            return GPUS[known]
+    return None
+
+
+# --- architectures ---
+
+LLAMA_LIKE_AUTO = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")  # auto (5, 4, 8)
+MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                     "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM", "GlmMoeDsaForCausalLM",
+                     "Glm4MoeLiteForCausalLM", "KimiVLForConditionalGeneration")
+# targets whose checkpoint carries its MTP drafter: no draft path -> the target's own
+_MTP_SELF_DRAFT = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM",
+                   "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM",
+                   "BailingMoeV2ForCausalLM", "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM",
+                   "PixtralForConditionalGeneration")
+_MTP_SELF_DRAFT_0523 = ("DeepseekV4ForCausalLM", "HYV3ForCausalLM", "HYV4ForCausalLM",
+                        "Qwen4ExpForConditionalGeneration")
+# trtllm_mla is DeepSeek-V3's default on Blackwell when no backend is given
+_BLACKWELL_TRTLLM_MLA = ("DeepseekV3ForCausalLM",)
+# candidates for an unknown target: one MHA (Llama), one MLA + MTP (DeepSeek-V3), one other MHA
+CANDIDATE_ARCHITECTURES = ("LlamaForCausalLM", "DeepseekV3ForCausalLM", "Qwen3MoeForCausalLM")
+
+
+def mtp_self_draft(architecture: str, version: str) -> bool:
+    extra = _MTP_SELF_DRAFT_0523 if at_least(version, "0.5.23") else ()
+    return architecture in _MTP_SELF_DRAFT + extra
+
+
+def is_mla(architecture: str) -> bool:
+    return architecture in MLA_ARCHITECTURES
+
+
+def auto_params(algorithm: str, architecture: str) -> tuple[int, int, int]:
+    """SGLang's auto_choose_speculative_params: (steps, topk, draft tokens)."""
+    if algorithm != "STANDALONE" and architecture in LLAMA_LIKE_AUTO:
+        return 5, 4, 8
+    return 3, 1, 4
+
+
+def read_config(model_path: Optional[str]) -> Optional[dict[str, Any]]:
+    """The model's ``config.json`` as a dict, or None where there is none to read (the only I/O here)."""
+    if not model_path:
+        return None
+    try:
+        with open(os.path.join(str(model_path), "config.json")) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def config_architecture(config: Optional[Mapping[str, Any]]) -> Optional[str]:
+    archs = (config or {}).get("architectures") or []
+    return str(archs[0]) if isinstance(archs, list) and archs else None
+
+
+# --- algorithms ---
+
+ALGORITHMS_0510 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+ALGORITHMS_0523 = ALGORITHMS_0510 + ("DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP")
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")  # after NEXTN -> EAGLE
+SPEC_RUNNING_CAP = 48
+NGRAM_BFS_BREADTH = 10
+NGRAM_DRAFT_TOKENS = 12
+
+
+def paged_tree_backends(version: str) -> tuple[str, ...]:
+    return ("flashinfer", "fa3", "triton") if at_least(version, "0.5.23") else ("flashinfer", "fa3")
+
+
+# --- the resolution ---
+
+@dataclass(frozen=True)
+class Context:
+    """What the verdict depends on besides the flags. None: unknown (every candidate is tried)."""
+
+    version: Optional[str] = NEWEST
+    architecture: Optional[str] = None  # the target's HF architecture (config.json architectures[0])
+    gpu: Optional[str] = None  # a name (H200), a generation (hopper) or cpu
+    target_config: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
+    draft_config: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Failure:
+    rule: str  # the plan's rule name
+    exception: str  # what SGLang raises, ``ValueError: ...`` (the traceback's last line)
+    fix: str
+    what: str = ""  # what is wrong, in words (else the exception says it)
+    stage: str = "args"  # args (before anything starts) | load | draft_init | draft_load | draft_capture | serve
+    source: str = "raise ValueError("  # the line that raises, for the fake's traceback
+
+    @property
+    def message(self) -> str:
+        return self.exception
+
+    @property
+    def stage_words(self) -> str:
+        return STAGE_WORDS.get(self.stage, self.stage)
+
+
+STAGE_WORDS = {"args": "while checking its arguments", "load": "at model load", "draft_init": "while starting the drafter",
+               "draft_load": "when it loads the drafter", "draft_capture": "in the drafter's CUDA-graph capture",
+               "serve": "on the first request"}
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    rule: str
+    message: str
+
+
+@dataclass
+class Outcome:
+    """SGLang's verdict on one server's speculative flags, and the values it runs with."""
+
+    verdict: str  # ok | adjusted | error
+    steps: Optional[int] = None
+    topk: Optional[int] = None
+    draft_tokens: Optional[int] = None
+    max_running_requests: Optional[int] = None
+    algorithm: Optional[str] = None
+    attention_backend: Optional[str] = None
+    page_size: Optional[int] = None
+    draft_model_path: Optional[str] = None
+    error: Optional[Failure] = None  # what SGLang raises while resolving the arguments
+    later: Optional[Failure] = None  # what it raises after them (load, capture, first request)
+    adjustments: list[Adjustment] = field(default_factory=list)  # what it changes silently
+    warnings: list[str] = field(default_factory=list)  # what SGLang logs while resolving (its wording)
+    depends_on: list[str] = field(default_factory=list)  # unknowns that change the verdict: gpu, architecture
+    alternatives: dict[str, str] = field(default_factory=dict)
+    backend_given: bool = False  # --attention-backend given (else SGLang chose it)  # "B200/DeepseekV3ForCausalLM" -> its verdict
+    notes: list[str] = field(default_factory=list)  # what was assumed
+    version: str = NEWEST
+    architecture: Optional[str] = None
+    gpu: Optional[str] = None
+
+    @property
+    def final(self) -> tuple[Optional[int], Optional[int], Optional[int], Optional[int]]:
+        return self.steps, self.topk, self.draft_tokens, self.max_running_requests
+
+    def summary(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "steps": self.steps, "topk": self.topk, "draft_tokens": self.draft_tokens,
+                "max_running_requests": self.max_running_requests, "algorithm": self.algorithm,
+                "attention_backend": self.attention_backend, "page_size": self.page_size,
+                "error": self.error.exception if self.error else None,
+                "later": f"{self.later.stage}: {self.later.exception}" if self.later else None,
+                "depends_on": list(self.depends_on), "version": self.version, "architecture": self.architecture,
+                "gpu": self.gpu}
+
+
+class _Raise(Exception):
+    def __init__(self, failure: Failure):
+        self.failure = failure
+
+
+def _int(flags: Mapping[str, Any], name: str) -> Optional[int]:
+    v = flags.get(name)
+    if v is None or v is False:
+        return None
+    if v is True:
+        return 1
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        raise _Raise(Failure("bad-value", f"argument --{name}: invalid int value: '{v}'",
+                             f"give --{name} an integer", source="argparse")) from None
+
+
+def _type_error_none() -> Failure:
+    return Failure("steps-without-topk", "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+                   "add speculative-eagle-topk (1 for a chain drafter)", source="if self.speculative_eagle_topk > 1:",
+                   what="--speculative-num-steps given without --speculative-eagle-topk")
+
+
+def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
+    """SGLang's verdict on ``flags`` (names without dashes, as the sweep spells them) in ``ctx``.
+
+    With the GPU or the architecture unknown, every candidate is resolved; the outcome is the first
+    candidate's (Hopper; the architecture's most common case) and ``depends_on`` names what changes
+    the verdict or the final values between candidates."""
+    version, vnote = rules_version(ctx.version)
+    gpus = [gpu_info(ctx.gpu)] if gpu_info(ctx.gpu) else None
+    if str(flags.get("device") or "").startswith("cpu"):
+        gpus = [GPUS["cpu"]]
+    archs = [ctx.architecture] if ctx.architecture else None
+    outcomes: list[tuple[str, str, Outcome]] = []
+    for gpu in gpus or CANDIDATE_GPUS:
+        for arch in archs or CANDIDATE_ARCHITECTURES:
+            outcomes.append((gpu.name, arch, _resolve_one(flags, version, arch, gpu, ctx)))
+    out = outcomes[0][2]
+    key = lambda o: (o.verdict, o.final, o.later is not None)  # noqa: E731
+    if len(outcomes) > 1:
+        out.alternatives = {f"{g}/{a}": _brief(o) for g, a, o in outcomes}
+    if gpus is None:
+        out.gpu = None
+        if any(len({key(o) for g, a, o in outcomes if a == arch}) > 1 for arch in {a for _, a, _ in outcomes}):
+            out.depends_on.append("gpu")
+        out.notes.append(f"GPU unknown: assumed {outcomes[0][0]} (Hopper)")
+    if archs is None:
+        out.architecture = None
+        if any(len({key(o) for g, a, o in outcomes if g == gpu}) > 1 for gpu in {g for g, _, _ in outcomes}):
+            out.depends_on.append("architecture")
+        out.notes.append(f"target architecture unknown: assumed {outcomes[0][1]}")
+    if vnote:
+        out.notes.append(vnote)
+    return out
+
+
+def _brief(o: Outcome) -> str:
+    if o.error:
+        return f"error ({o.error.exception.split(':')[0]})"
+    text = f"{o.verdict} (steps {o.steps}, topk {o.topk}, draft tokens {o.draft_tokens})" if o.algorithm else o.verdict
+    return text + (f", fails {o.later.stage_words}" if o.later else "")
+
+
+def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: Context) -> Outcome:
+    out = Outcome("ok", version=version, architecture=arch, gpu=gpu.name)
+    try:
+        _pipeline(flags, version, arch, gpu, ctx, out)
+    except _Raise as exc:
+        out.error = exc.failure
+        out.verdict = "error"
+        return out
+    given = (_int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk"),
+             _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests"))
+    if out.algorithm and out.final != given:
+        out.verdict = "adjusted"
+    return out
+
+
+def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: Context, out: Outcome) -> None:
+    new = at_least(version, "0.5.23")
+    # 1. argparse
+    raw_algo = flags.get("speculative-algorithm")
+    algo = str(raw_algo) if raw_algo not in (None, False, "") else None
+    if algo is not None:
+        if not new and algo not in ALGORITHMS_0510:
+            choices = ", ".join(f"'{a}'" for a in ALGORITHMS_0510)
+            raise _Raise(Failure("unknown-algorithm", f"argument --speculative-algorithm: invalid choice: '{algo}' "
+                                 f"(choose from {choices})",
+                                 f"use {algo.upper()}" if algo.upper() in ALGORITHMS_0510 else
+                                 "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM", source="argparse"))
+        if new:
+            algo = algo.upper()
+            if algo not in ALGORITHMS_0523:
+                raise _Raise(Failure("unknown-algorithm", f"ValueError: Unknown speculative algorithm name: {algo}",
+                                     "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM"))
+    steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
+    draft, cap = _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests")
+    page = _int(flags, "page-size")
+    pp = _int(flags, "pp-size") or _int(flags, "pipeline-parallel-size") or 1
+    dp = _int(flags, "dp-size") or _int(flags, "data-parallel-size") or 1
+    dp_attention = bool(flags.get("enable-dp-attention")) and dp > 1
+    draft_path = flags.get("speculative-draft-model-path") or None
+    device = "cpu" if gpu.sm == 0 else "cuda"
+
+    # 2. the attention backend (before any speculative check) and the page size it needs
+    backend = flags.get("attention-backend") or None
+    decode_backend = flags.get("decode-attention-backend") or None
+    prefill_backend = flags.get("prefill-attention-backend") or None
+    if prefill_backend and prefill_backend == decode_backend:
+        backend = prefill_backend
+    given_backend = backend is not None or decode_backend is not None or prefill_backend is not None
+    if backend is None:
+        backend = _default_backend(arch, gpu, algo, topk, page, given_backend)
+        out.warnings.append(f"Attention backend not specified. Use {backend} backend by default.")
+    backends = {b for b in (backend, decode_backend, prefill_backend) if b}
+    if "flashmla" in (backend, decode_backend):
+        page = _forced_page(out, page, 64, "FlashMLA only supports a page_size of 64, change page_size to 64.")
+    if "cutlass_mla" in (backend, decode_backend):
+        page = _forced_page(out, page, 128, "Cutlass MLA only supports a page_size of 128, change page_size to 128.")
+    if "trtllm_mla" in (backend, decode_backend):
+        if gpu.sm not in (100, 103, 120):
+            raise _Raise(Failure("backend-gpu", "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs "
+                                 "(SM100/SM12x). Please use a different backend.", "use fa3 (Hopper) or flashinfer"))
+        if page not in (32, 64):
+            page = _forced_page(out, page, 64, f"TensorRT-LLM MLA only supports page_size of 32 or 64, changing "
+                                               f"page_size from {page} to 64.")
+    if "trtllm_mha" in backends:
+        prefill = prefill_backend or backend
+        if prefill == "trtllm_mha" and (gpu.sm not in (100, 103) if not new else gpu.sm not in (90, 100, 103, 120)):
+            where = "Blackwell GPUs (SM100)" if not new else "Hopper (SM90), Blackwell (SM100), or SM120 GPUs"
+            raise _Raise(Failure("backend-gpu", f"ValueError: TRTLLM MHA backend for prefill is only supported on "
+                                 f"{where}. Please use a different prefill backend.",
+                                 "use attention-backend fa3 or flashinfer on this GPU"))
+        if page not in (16, 32, 64):
+            page = _forced_page(out, page, 64, f"TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing "
+                                               f"page_size from {page} to 64.")
+    page = page or 1
+    out.attention_backend, out.page_size, out.backend_given = backend, page, given_backend
+    out.algorithm = algo
+
+    # 3./4. speculative decoding
+    if algo == "NEXTN":
+        algo = out.algorithm = "EAGLE"
+    if algo in EAGLE_FAMILY:
+        out.draft_model_path = draft_path
+        _eagle_family(out, version, arch, gpu, ctx, algo, steps, topk, draft, cap, page, backends, dp_attention,
+                      flags.get("model-path"))
+    elif algo == "NGRAM":
+        _ngram(out, new, device, steps, topk, draft, cap, page, backend, dp_attention,
+               _int(flags, "speculative-ngram-max-bfs-breadth"))
+    elif algo is not None:  # 0.5.23's DFLASH, DSPARK, UNO, FROZEN_KV_MTP: not modelled here
+        out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
+        out.depends_on.append("algorithm")
+        out.notes.append(f"{algo}'s own rules are not modelled here: the host's SGLang checks them")
+    else:
+        out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
+
+    # 5. check_server_args
+    if algo is not None and pp > 1:
+        if not new:
+            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism is not compatible "
+                                 "with overlap schedule, speculative decoding, mixed chunked prefill.",
+                                 "drop pp-size, or run without speculation", source="assert ("))
+        if algo != "EAGLE":
+            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism currently only "
+                                 "supports EAGLE (non-multi-layer) speculative decoding",
+                                 "drop pp-size, or use EAGLE / NEXTN", source="assert ("))
+
+
+def _forced_page(out: Outcome, page: Optional[int], to: int, message: str) -> int:
+    if (page or 1) != to:
+        out.adjustments.append(Adjustment("page-size-forced", message))
+    out.warnings.append(message)
+    return to
+
+
+def _default_backend(arch: str, gpu: Gpu, algo: Optional[str], topk: Optional[int], page: Optional[int],
+                     any_given: bool) -> str:
+    if gpu.sm == 0:
+        return "intel_amx"  # SGLang's CPU backend; torch_native on a CPU without AMX (the same verdicts)
+    chain_or_none = topk is None or (topk == 1 and page in (None, 1))
+    if arch in _BLACKWELL_TRTLLM_MLA and gpu.sm in (100, 103) and not any_given:
+        return "trtllm_mla"
+    if is_mla(arch):
+        return "fa3" if gpu.sm == 90 else "flashinfer" if gpu.sm in (100, 103) else "triton"
+    if gpu.sm == 90 and chain_or_none:
+        return "fa3"
+    if gpu.sm in (100, 103) and chain_or_none and (algo is None or topk is not None):
+        return "trtllm_mha"
+    return "flashinfer"
+
+
+def _eagle_family(out: Outcome, version: str, arch: str, gpu: Gpu, ctx: Context, algo: str, steps: Optional[int],
+                  topk: Optional[int], draft: Optional[int], cap: Optional[int], page: int, backends: set[str],
+                  dp_attention: bool, model_path: Any) -> None:
+    if algo == "STANDALONE" and dp_attention:
+        raise _Raise(Failure("dp-attention-unsupported", "ValueError: Currently standalone speculative decoding does not "
+                             "support dp attention.", "drop enable-dp-attention for this drafter"))
+    if cap is None:
+        cap = SPEC_RUNNING_CAP
+        out.adjustments.append(Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative "
+                                          "decoding."))
+        out.warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this "
+                            "by explicitly setting --max-running-requests.")
+    self_draft = mtp_self_draft(arch, version)
+    if self_draft and out.draft_model_path is None:
+        out.draft_model_path = str(model_path) if model_path else None
+    elif self_draft and arch not in ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"):
+        out.warnings.append("DeepSeek MTP does not require setting speculative_draft_model_path.")
+    if steps is None:
+        if topk is not None or draft is not None:
+            given = " and ".join(n for n, v in (("--speculative-eagle-topk", topk),
+                                                ("--speculative-num-draft-tokens", draft)) if v is not None)
+            raise _Raise(Failure("topk-or-draft-without-steps", "AssertionError",
+                                 "give speculative-num-steps too, or none of the three (SGLang then picks them: "
+                                 f"{auto_params(algo, arch)} for {arch})", source="assert (",
+                                 what=f"{given} given without --speculative-num-steps"))
+        steps, topk, draft = auto_params(algo, arch)
+        out.adjustments.append(Adjustment("auto-speculative-params",
+                                          f"no steps, topk or draft tokens given: SGLang picks ({steps}, {topk}, {draft}) "
+                                          f"for {algo} on {arch}"))
+    out.max_running_requests = cap
+    if "trtllm_mha" in backends:
+        if topk is None:
+            raise _Raise(_type_error_none())
+        if topk > 1:
+            raise _Raise(Failure("topk-trtllm-mha", "ValueError: trtllm_mha backend only supports topk = 1 for "
+                                 "speculative decoding.", "use topk 1, or attention-backend fa3/flashinfer"))
+    if topk == 1 and draft != steps + 1:
+        out.adjustments.append(Adjustment("topk1-draft-tokens-overridden",
+                                          f"topk=1 with {draft if draft is not None else 'no'} draft tokens: SGLang "
+                                          f"silently uses steps+1 = {steps + 1}"))
+        out.warnings.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                            "speculative_eagle_topk == 1")
+        draft = steps + 1
+    out.steps, out.topk, out.draft_tokens = steps, topk, draft
+    if topk is None:
+        raise _Raise(_type_error_none())
+    ok = paged_tree_backends(version)
+    if topk > 1 and page > 1 and out.attention_backend not in ok:
+        chosen = str(out.attention_backend) if out.backend_given else \
+            f"{out.attention_backend} (SGLang's choice on {gpu.name} for {arch}: none given)"
+        raise _Raise(Failure("topk-page-size-backend",
+                             "ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+                             f"{ok}; got attention_backend={out.attention_backend!r}" if at_least(version, "0.5.23") else
+                             "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable and produces "
+                             "incorrect results for paged attention backends. This combination is only supported for "
+                             "the 'flashinfer' backend.",
+                             f"set attention-backend to one of {', '.join(ok)}, or page-size 1",
+                             what=f"topk={topk} with page size {page} on attention backend {chosen}"))
+    _later_eagle(out, version, arch, ctx, algo, steps, topk, draft, model_path)
+
+
+def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str, steps: int, topk: int,
+                 draft: Optional[int], model_path: Any) -> None:
+    """Failures past the arguments: SGLang accepts these, then dies at load, capture or the first request."""
+    if steps < 1:
+        out.later = Failure("steps-zero", "RuntimeError: the drafter runs no step",
+                            "use speculative-num-steps >= 1", stage="draft_capture",
+                            what=f"speculative-num-steps {steps}: SGLang's argument checks let it pass")
+        return
+    if topk > 1 and draft is None:
+        out.later = Failure("tree-without-draft-tokens",
+                            "TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
+                            "set speculative-num-draft-tokens for a tree drafter", stage="draft_capture",
+                            what=f"topk={topk} without --speculative-num-draft-tokens")
+        return
+    if draft is not None and topk > 1:
+        capacity = topk + (steps - 1) * topk * topk
+        if draft - 1 > capacity:
+            out.later = Failure("draft-tree-too-small", "RuntimeError: selected index k out of range",
+                                f"lower speculative-num-draft-tokens to <= {capacity + 1} or raise steps/topk",
+                                stage="draft_capture",
+                                what=f"{draft} draft tokens do not fit a tree of steps={steps}, topk={topk} (at most "
+                                     f"{capacity + 1}: num_draft_tokens - 1 <= topk + (steps-1)*topk^2)")
+            return
+        if draft < 2:
+            out.later = Failure("draft-tokens-too-few", "RuntimeError: the draft tree has no token to verify",
+                                "use at least 2", stage="draft_capture", what=f"{draft} draft tokens")
+            return
+    drafter_arch = config_architecture(ctx.draft_config) if ctx.draft_config is not None else None
+    if out.draft_model_path is None:
+        # no draft path, and a target without its own MTP layers: the drafter loads the target's path
+        if algo == "EAGLE3":
+            out.later = Failure("draft-model-missing", "AttributeError: the drafter defines no hot_token_id",
+                                "add speculative-draft-model-path (an EAGLE-3 drafter)", stage="draft_load",
+                                what=f"EAGLE3 without --speculative-draft-model-path loads the target ({arch}) "
+                                     "as its drafter, which is no EAGLE-3 drafter")
+        else:
+            out.adjustments.append(Adjustment("drafter-is-target", f"no --speculative-draft-model-path: {algo} "
+                                              f"loads the target ({arch}) as its own drafter"))
+        return
+    if model_path and out.draft_model_path == str(model_path) and drafter_arch is None:
+        drafter_arch = arch if algo == "EAGLE3" else None
+    if algo == "EAGLE3" and drafter_arch and "eagle3" not in drafter_arch.lower():
+        out.later = Failure("drafter-not-eagle3", "AttributeError: the drafter defines no hot_token_id",
+                            "use an EAGLE-3 drafter, or the algorithm that fits this one", stage="draft_load",
+                            what=f"the EAGLE3 drafter's architecture is {drafter_arch}, not an EAGLE-3 one")
+        return
+    if algo == "EAGLE" and arch.startswith("Deepseek") and mtp_self_draft(arch, version):
+        config = ctx.draft_config if ctx.draft_config is not None else ctx.target_config
+        layers = (config or {}).get("num_nextn_predict_layers")
+        if layers is not None and int(layers) != 1:
+            out.later = Failure("nextn-layers", "AssertionError: Only 1 nextn layer is supported",
+                                "use a NextN drafter with exactly one MTP layer", stage="draft_load",
+                                what=f"the DeepSeek NextN drafter has num_nextn_predict_layers={layers}")
+
+
+def _ngram(out: Outcome, new: bool, device: str, steps: Optional[int], topk: Optional[int], draft: Optional[int],
+           cap: Optional[int], page: int, backend: Optional[str], dp_attention: bool, breadth: Optional[int]) -> None:
+    if not new and device != "cuda":
+        raise _Raise(Failure("ngram-device", "ValueError: Ngram speculative decoding only supports CUDA device.",
+                             "NGRAM needs SGLang 0.5.23 or newer on CPU"))
+    if cap is None:
+        cap = SPEC_RUNNING_CAP
+        out.adjustments.append(Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative "
+                                          "decoding."))
+        out.warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this "
+                            "by explicitly setting --max-running-requests.")
+    new_topk = breadth if breadth is not None else NGRAM_BFS_BREADTH
+    if topk is not None and topk != new_topk:
+        out.adjustments.append(Adjustment("ngram-topk-overridden", f"NGRAM sets topk to its BFS breadth {new_topk} "
+                                          f"(--speculative-eagle-topk {topk} is ignored)"))
+    topk = new_topk
+    if draft is None:
+        draft = NGRAM_DRAFT_TOKENS
+        out.warnings.append("speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+                            "You can override this by explicitly setting --speculative-num-draft-tokens.")
+    if steps is None and new:
+        steps = draft // topk
+    out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
+    if topk > 1 and page > 1 and backend != "flashinfer":
+        raise _Raise(Failure("topk-page-size-backend",
+                             f"ValueError: speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable "
+                             "and produces incorrect results for paged attention backends. This combination is only "
+                             "supported for the 'flashinfer' backend.",
+                             "set attention-backend flashinfer, or page-size 1",
+                             what=f"NGRAM sets topk={topk} itself; with page size {page} that needs flashinfer, "
+                                  f"and the backend is {backend}"))
+    if dp_attention:
+        raise _Raise(Failure("dp-attention-unsupported", "ValueError: Currently ngram speculative decoding does not "
+                             "support dp attention.", "drop enable-dp-attention for NGRAM"))

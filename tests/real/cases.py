@@ -1,0 +1,159 @@
+"""The speculative flag combinations the differential test runs through real SGLang, and their models.
+
+Pure and deterministic: the same cases, with the same ids, on every run. A case is a point's flags
+(the sweep's ``{flag: value}`` map, ``--model-path`` added from the target) plus the GPU its host
+has. ``write_models`` writes the tiny ``config.json`` folders the cases name (no weights: argument
+checking reads only the configs).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+         "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+         "vocab_size": 1024, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16",
+         "bos_token_id": 1, "eos_token_id": 2, "rope_theta": 10000.0}
+DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 256,
+               "intermediate_size": 512, "moe_intermediate_size": 128, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 4, "n_routed_experts": 8, "n_shared_experts": 1,
+               "num_experts_per_tok": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1, "kv_lora_rank": 64,
+               "q_lora_rank": 128, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "n_group": 1,
+               "topk_group": 1, "num_nextn_predict_layers": 1, "vocab_size": 1024, "max_position_embeddings": 4096,
+               "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "torch_dtype": "bfloat16", "bos_token_id": 0,
+               "eos_token_id": 1, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+               "norm_topk_prob": True}
+
+MODELS: dict[str, dict[str, Any]] = {
+    "llama": LLAMA,
+    "dsv3": DEEPSEEK_V3,
+    "llama-eagle3": {**LLAMA, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
+                     "draft_vocab_size": 512},
+    "llama-eagle": {**LLAMA, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
+    "llama-small": {**LLAMA, "num_hidden_layers": 1},
+    "dsv3-nextn": {**DEEPSEEK_V3, "architectures": ["DeepseekV3ForCausalLMNextN"], "num_hidden_layers": 1},
+}
+TARGETS = ("llama", "dsv3")
+# drafters each algorithm is given per target (None: no --speculative-draft-model-path)
+DRAFTERS = {
+    ("llama", "EAGLE3"): ("llama-eagle3", None), ("dsv3", "EAGLE3"): ("llama-eagle3", None),
+    ("llama", "EAGLE"): ("llama-eagle", None), ("dsv3", "EAGLE"): (None, "dsv3-nextn"),
+    ("llama", "NEXTN"): (None, "llama-eagle"), ("dsv3", "NEXTN"): (None, "dsv3-nextn"),
+    ("llama", "STANDALONE"): ("llama-small", None), ("dsv3", "STANDALONE"): ("llama-small", None),
+    ("llama", "NGRAM"): (None,), ("dsv3", "NGRAM"): (None,),
+}
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+STEPS = (None, 0, 1, 3)
+TOPK = (None, 1, 4)
+DRAFT = (None, 2, 4, 16)
+PAGE = (None, 16, 64)
+BACKENDS = (None, "fa3", "flashinfer", "triton", "flashmla", "trtllm_mha")
+CAP = (None, 256)
+GPUS = ("H200",) * 8 + ("B200", "A100")
+N_RANDOM = 240
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    gpu: str  # a key of sglang_argcheck.GPUS; "cpu" means --device cpu
+    target: str  # a key of MODELS
+    flags: dict[str, Any] = field(hash=False)  # without model-path (added by argv())
+
+    def all_flags(self, models: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {"model-path": str(models / self.target)}
+        for k, v in self.flags.items():
+            out[k] = str(models / v) if k == "speculative-draft-model-path" and v else v
+        return out
+
+
+def _label(gpu: str, target: str, flags: dict[str, Any]) -> str:
+    short = {"speculative-algorithm": "", "speculative-num-steps": "s", "speculative-eagle-topk": "k",
+             "speculative-num-draft-tokens": "d", "page-size": "p", "attention-backend": "",
+             "max-running-requests": "cap", "speculative-draft-model-path": "drafter=", "device": "device="}
+    parts = [gpu, target]
+    for k, v in flags.items():
+        parts.append(f"{short[k]}{v}" if k in short else f"{k}={v}")
+    return "/".join(parts)
+
+
+def _case(gpu: str, target: str, **given: Any) -> Case:
+    names = {"algo": "speculative-algorithm", "drafter": "speculative-draft-model-path",
+             "steps": "speculative-num-steps", "topk": "speculative-eagle-topk",
+             "draft": "speculative-num-draft-tokens", "page": "page-size", "backend": "attention-backend",
+             "cap": "max-running-requests", "device": "device"}
+    flags = {names.get(k, k): v for k, v in given.items() if v is not None}
+    return Case(_label(gpu, target, flags), gpu, target, flags)
+
+
+# Combinations the issue names, kept whatever the random draw gives.
+NAMED = [
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16),
+    _case("H200", "dsv3", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16, backend="triton"),
+    _case("H200", "dsv3", algo="EAGLE", steps=3, topk=4, draft=8, backend="flashmla"),
+    _case("H200", "dsv3", algo="EAGLE", steps=3, topk=1, draft=4, backend="flashmla"),
+    _case("H200", "dsv3", algo="NEXTN"),
+    _case("H200", "dsv3", algo="EAGLE"),
+    _case("H200", "llama", algo="EAGLE"),
+    _case("H200", "llama", algo="EAGLE3"),
+    _case("H200", "llama", algo="STANDALONE"),
+    _case("H200", "llama", algo="NEXTN"),
+    _case("H200", "llama", algo="NGRAM", page=16),
+    _case("H200", "llama", algo="NGRAM", page=16, backend="flashinfer"),
+    _case("H200", "dsv3", algo="NGRAM", page=64),
+    _case("H200", "llama", algo="NGRAM"),
+    _case("H200", "llama", algo="eagle3", drafter="llama-eagle3", steps=2, topk=1, draft=3),
+    _case("H200", "llama", algo="ngram"),
+    _case("H200", "llama", algo="FOO"),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=0, topk=1, draft=1),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=1, topk=1, draft=16),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", topk=4),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", draft=4),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=1, topk=4, draft=16),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, backend="trtllm_mha"),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=1, draft=4, backend="trtllm_mha"),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=1, draft=4, cap=256),
+    _case("H200", "llama", algo="STANDALONE", drafter="llama-small", steps=3, topk=1, draft=4,
+          **{"enable-dp-attention": True}),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=1, draft=4, **{"pp-size": 2}),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", **{"speculative-num-step": 3,
+                                                                     "speculative-eagle-topk": 1}),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", **{"speculative-num": 3}),
+    _case("B200", "dsv3", algo="EAGLE", steps=3, topk=4, draft=8),
+    _case("B200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16),
+    _case("B200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=1, draft=4),
+    _case("A100", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16),
+    _case("A100", "dsv3", algo="EAGLE", steps=3, topk=4, draft=8, page=16),
+    _case("cpu", "llama", algo="NGRAM", device="cpu"),
+    _case("cpu", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=1, draft=4, device="cpu"),
+    _case("cpu", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16, device="cpu"),
+]
+
+
+def generate(n_random: int = N_RANDOM, seed: int = 12) -> list[Case]:
+    """The named cases plus ``n_random`` drawn from the product (the same every run)."""
+    rng = random.Random(seed)
+    out = {c.id: c for c in NAMED}
+    while len(out) < len(NAMED) + n_random:
+        target = rng.choice(TARGETS)
+        algo = rng.choice(ALGORITHMS)
+        c = _case(rng.choice(GPUS), target, algo=algo, drafter=rng.choice(DRAFTERS[(target, algo)]),
+                  steps=rng.choice(STEPS), topk=rng.choice(TOPK), draft=rng.choice(DRAFT), page=rng.choice(PAGE),
+                  backend=rng.choice(BACKENDS), cap=rng.choice(CAP))
+        out.setdefault(c.id, c)
+    return list(out.values())
+
+
+def write_models(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, config in MODELS.items():
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "config.json").write_text(json.dumps(config, indent=1))
+    return root
