@@ -51,6 +51,8 @@ class PointSpec:
     device: str = "cuda"  # SGLang's --device: cpu hosts are checked for memory and CPU flags, not GPUs
     cpu: CpuConfig = field(default_factory=CpuConfig)
     cpu_flags_needed: list[str] = field(default_factory=list)  # from the server's flags (attention backend)
+    flags: dict[str, Any] = field(default_factory=dict)  # the planned flags: SGLang's rules checked again here
+    architecture: str | None = None  # the experiment's server.architecture, where the host has no config.json
 
     @property
     def local_gpus(self) -> int:
@@ -82,11 +84,19 @@ class PointResult:
     started_at: float = 0.0
     ended_at: float = 0.0
     checks: list[str] = field(default_factory=list)
+    drafter_aux_layers: list[int] | None = None  # target layers the EAGLE-3 drafter reads (sweep/drafter.py)
+    drafter_checks: list[str] = field(default_factory=list)  # the drafter pre-flight's findings
     reaped: dict[str, Any] = field(default_factory=dict)
     requests: pa.Table | None = None
     single_stream: pa.Table | None = None
     levels: pa.Table | None = None
     metrics: pa.Table | None = None  # the raw /metrics of each level (sweep.results.schema.METRICS)
+
+
+@dataclass
+class _Preflight(pf.PreflightReport):
+    drafter_aux_layers: list[int] | None = None
+    drafter_checks: list[str] = field(default_factory=list)
 
 
 def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
@@ -95,7 +105,7 @@ def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
                        kill_foreign=spec.reap.kill_foreign_gpu_processes, wait_s=spec.reap.wait_s, why=why)
 
 
-def _preflight(spec: PointSpec, host: HostContext, report: pf.PreflightReport, reaped: reaper.ReapReport,
+def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: reaper.ReapReport,
                *, serves_http: bool) -> None:
     """Cheap checks first; then reap (a crashed earlier run must not poison this one); then the
     checks that the reaping can change: GPUs free, the port free."""
@@ -108,14 +118,34 @@ def _preflight(spec: PointSpec, host: HostContext, report: pf.PreflightReport, r
             cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
     pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
     pf.check_paths(spec.paths, spec.real_paths, report)
+    if spec.real_paths:
+        _check_drafter(spec, report)
     reaped.merge(_reap(spec, host, "before launch"))
     if spec.device == "cpu":
         cpu_host.check_memory(spec.cpu.min_free_mem_gib, report.checks)
         report.gpu_name, report.gpu_count = "cpu", 0
     else:
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
+    if spec.flags:
+        pf.check_rules(spec.flags, spec.bench, report, spec.architecture)
     if serves_http:
         pf.check_port(spec.port, spec.bind_host, report)
+
+
+def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
+    """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
+    from sweep import drafter
+
+    found = drafter.check_argv(spec.argv)
+    if found is None:  # no drafter, or its folders are not here (a hub id)
+        return
+    report.drafter_aux_layers, report.drafter_checks = found.aux_layers, [str(f) for f in found.findings]
+    report.checks += [f"warning: drafter: {f.message} (fix: {f.fix})" for f in found.warnings]
+    if found.errors:
+        first = found.errors[0]
+        more = f" (and {len(found.errors) - 1} more drafter error(s))" if len(found.errors) > 1 else ""
+        raise PointFailure("preflight", f"drafter {found.drafter}: [{first.check}] {first.message}{more}", fix=first.fix)
+    report.checks.append(f"ok: drafter {found.summary()}")
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
@@ -129,7 +159,7 @@ def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess
 
 
 def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, host: HostContext,
-            report: pf.PreflightReport, reaped: reaper.ReapReport, *, reap_after: bool) -> None:
+            report: _Preflight, reaped: reaper.ReapReport, *, reap_after: bool) -> None:
     """Stop the server (whole tree), reap, and fill in what every result carries."""
     if server is not None:
         reaped.killed += server.stop(spec.timeouts.stop_grace_s)
@@ -138,6 +168,7 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
         reaped.merge(_reap(spec, host, "after the point"))
     res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
     res.checks = report.checks
+    res.drafter_aux_layers, res.drafter_checks = report.drafter_aux_layers, report.drafter_checks
     res.reaped = reaped.as_dict()
     res.ended_at = time.time()
 
@@ -146,7 +177,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
     """Run one point start to finish; the result says what happened, whatever happened."""
     emit = progress or (lambda e: None)
     res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
-    report = pf.PreflightReport()
+    report = _Preflight()
     server: ServerProcess | None = None
     reaped = reaper.ReapReport()
     phase = "preflight"
@@ -191,7 +222,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: P
     and reaps) or they die (a failed result, with the reason from this node's log)."""
     emit = progress or (lambda e: None)
     res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
-    report = pf.PreflightReport()
+    report = _Preflight()
     server: ServerProcess | None = None
     reaped = reaper.ReapReport()
     try:

@@ -139,3 +139,27 @@ def check_port(port: int, host: str, report: PreflightReport) -> None:
         raise PointFailure("preflight", f"port {port} on {host} is in use by a process that is not this sweep's",
                            fix="stop that process, or set server.port to a free port")
     report.checks.append(f"ok: port {port} free")
+
+
+def check_rules(flags: dict, bench, report: PreflightReport, architecture: str | None = None) -> None:
+    """SGLang's speculative rules again, with what only the host knows: its SGLang version, its GPU and
+    the target's (and drafter's) config.json as this host has them. An error here is one SGLang
+    would hit after minutes of loading; warnings are kept with the checks."""
+    from sweep.sglang import rules, serverargs
+
+    configs = {}
+    for key in ("model-path", "speculative-draft-model-path"):
+        path = flags.get(key)
+        cfg = serverargs.read_config(str(path)) if path else None
+        if cfg is not None:
+            configs[str(path)] = cfg
+    arch = serverargs.config_architecture(configs.get(str(flags.get("model-path")))) or architecture
+    findings = rules.host_check(flags, bench, version=report.sglang_version, gpu=report.gpu_name or None,
+                                architecture=arch, configs=configs)
+    errors = [f for f in findings if f.level == rules.ERROR]
+    if errors:
+        raise PointFailure("preflight", "; ".join(f"{f.rule}: {f.message}" for f in errors),
+                           fix="; ".join(dict.fromkeys(f.fix for f in errors)))
+    report.checks += [f"warning: {f}" for f in findings] or [f"ok: SGLang {report.sglang_version}'s rules "
+                                                             f"on {report.gpu_name or 'this host'}"]
+

@@ -83,7 +83,8 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: st
         paths={"model_path": str(pp.flags.get("model-path") or ""),
                "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
         real_paths=mode in ("real", "local"), device=str(pp.flags.get("device") or "cuda").lower(),
-        cpu=exp.server.cpu, cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags))
+        cpu=exp.server.cpu, cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
+        flags=dict(pp.flags), architecture=exp.server.architecture)
 
 
 def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = None,
