@@ -67,7 +67,8 @@ class FakeProc:
         return f"http://127.0.0.1:{self.port}"
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        """The log as written: tqdm's carriage returns kept (no newline translation)."""
+        return self.log_path.read_bytes().decode("utf-8", "replace")
 
     def wait_for_log(self, pattern: str, timeout: float = 15.0) -> re.Match:
         deadline = time.monotonic() + timeout
@@ -117,7 +118,7 @@ Starter = Callable[..., FakeProc]
 
 def _start(directory: Path, markers: list[str], args: tuple[str, ...] | list[str], *, fast: bool = True,
            env: Optional[dict[str, str]] = None, port: Optional[int] = None,
-           model: str = "/models/Llama-3.1-8B-Instruct") -> FakeProc:
+           model: str = "/models/Llama-3.1-8B-Instruct", new_session: bool = False) -> FakeProc:
     marker = uuid.uuid4().hex
     markers.append(marker)
     port = port or free_port()
@@ -128,13 +129,15 @@ def _start(directory: Path, markers: list[str], args: tuple[str, ...] | list[str
     log_path = directory / f"fake-{port}.log"
     with open(log_path, "wb") as fh:
         proc = subprocess.Popen(argv, cwd=REPO, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, start_new_session=new_session)
     return FakeProc(proc, port, log_path, marker, argv)
 
 
 @contextlib.contextmanager
 def _starter(directory: Path) -> Iterator[Starter]:
-    """A ``start(*flags, fast=True, env=None)`` whose servers are killed (tree and zombies) on exit."""
+    """A ``start(*flags, fast=True, env=None, model=..., new_session=False)`` whose servers are killed
+    (tree and zombies) on exit. ``new_session``: the server leads its own process group, so a test
+    can signal the group as the sweep's host does."""
     markers: list[str] = []
     procs: list[FakeProc] = []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -172,7 +173,9 @@ def test_flush_cache_refused_while_requests_run(base):
     worker.start()
     try:
         deadline = time.monotonic() + 20
-        while 'sglang:num_running_reqs{model_name="/models/Llama-3.1-8B-Instruct"} 1.0' not in base.get("/metrics").text:
+        # real SGLang's label layout: engine_type, model_name, and the reporting rank's moe_ep/pp/tp ranks
+        running = re.compile(r'^sglang:num_running_reqs\{[^}]*model_name="/models/Llama-3\.1-8B-Instruct"[^}]*\} 1\.0$', re.M)
+        while not running.search(base.get("/metrics").text):
             assert time.monotonic() < deadline
             time.sleep(0.01)
         r = base.post("/flush_cache")

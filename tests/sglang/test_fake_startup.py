@@ -85,8 +85,10 @@ def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
     assert "type=LlamaForCausalLMEagle3" in log
 
     kids = server.children()
-    names = sorted(p.name() for p in kids)
-    assert names == ["sglang::detoken", "sglang::schedul", "sglang::schedul"]
+    names = sorted(p.name() for p in kids if p.name().startswith("sglang::"))
+    # SGLang's setproctitle titles, whole (psutil reads them from the cmdline); 0.5.10 titles every rank TPn
+    assert names == ["sglang::detokenizer", "sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+    assert len(kids) == 4  # and multiprocessing's resource tracker, as the real launcher
     for p in kids:  # children inherit the environment (the sweep finds them by marker)
         assert p.environ()[fk.MARKER_ENV] == server.marker
     entries = ledger.read(d)
@@ -95,8 +97,9 @@ def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
     assert all(e.mem_mib > 70 * 1024 for e in entries)
 
     server.proc.send_signal(signal.SIGTERM)
-    assert server.wait_exit() == 0
-    assert "Shutting down" in server.log()
+    # the real launcher: drain, then kill_process_tree, which SIGKILLs itself last (exit status 137)
+    assert server.wait_exit() == -signal.SIGKILL
+    assert "Gracefully exiting... Remaining number of requests 0." in server.log()
     psutil.wait_procs(kids, timeout=10)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in kids)
     assert ledger.read(d) == []
@@ -141,14 +144,15 @@ def test_topk_1_override_is_only_a_warning(start_fake):
     assert "Capture draft cuda graph begin" not in log  # one step: no multi-step draft graph
 
 
-def test_steps_without_topk_fail_minutes_in(start_fake):
+def test_steps_without_topk_fail_at_argument_resolution(start_fake):
+    # the real server (shared/sglang-cpu/transcripts/badargs_summary.txt): a TypeError while ServerArgs
+    # resolves, exit 1, before any server_args= line (it was believed to fail minutes in, at the drafter)
     server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
                         "--speculative-num-steps", "3")
-    assert server.wait_exit() != 0
+    assert server.wait_exit() == 1
     log = server.log()
-    assert log.index("Capture cuda graph end.") < log.index("Scheduler hit an exception: Traceback")
-    assert "TypeError: '>' not supported between instances of 'NoneType' and 'int'" in log
-    assert "Received sigquit from a child process. It usually means the child failed." in log
+    assert log.rstrip().endswith("TypeError: '>' not supported between instances of 'NoneType' and 'int'")
+    assert "Load weight begin" not in log and "server_args=" not in log
 
 
 def test_draft_tree_too_small_fails_at_draft_capture(start_fake):
@@ -170,7 +174,8 @@ def test_version_0_5_23_wording_and_flags(start_fake, fk):
     server = start_fake("--fake-version", "0.5.23", *fk.EAGLE3, "--cuda-graph-max-bs-decode", "32")
     server.wait_ready()
     log = server.log()
-    assert "Capture target verify CUDA graph begin. backend=full, num_tokens_per_bs=3" in log
+    # num_tokens_per_req: SGLang's wording at the commit of shared/sglang-cpu (0.5.23 era)
+    assert "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=3" in log
     assert "Capture draft decode CUDA graph end. elapsed=" in log
     assert "Capture cuda graph begin" not in log
     assert server.get("/server_info").json()["version"] == "0.5.23"
@@ -202,3 +207,66 @@ def test_api_key_guards_everything_but_health(start_fake):
     assert server.get("/health").status_code == 200
     ok = server.get("/v1/models", headers={"Authorization": "Bearer sk-test"})
     assert ok.status_code == 200 and json.loads(ok.text)["data"][0]["id"] == "/models/Llama-3.1-8B-Instruct"
+
+
+# --- tqdm bars and the engine timings (issue 12: as real SGLang's rank 0 draws them) ---
+
+BAR = re.compile(r"^(?P<desc>[^:\r]+): +(?P<pct>\d+)% Completed \| (?P<n>\d+)/(?P<total>\d+) "
+                 r"\[(?P<elapsed>\d\d:\d\d)<(?:\d\d:\d\d|\?), +(?:[\d.]+(?:it/s|s/it)|\?it/s)\] *$")
+
+
+def _bar_lines(log: str) -> list[list[str]]:
+    return [line.split("\r")[1:] for line in log.split("\n") if line.startswith("\r")]
+
+
+def test_weight_bar_counts_shards_at_the_phase_s_pace(start_fake):
+    # 20 GB of weights: 4 shards of 5 GB; at 160x the load takes 1.5 s, 0.375 s a shard (> tqdm's 0.1 s)
+    server = start_fake("--fake-version", "0.5.23", "--fake-weights-gb", "20", "--fake-speed", "50",
+                        "--fake-startup-speed", "160", fast=False)
+    server.wait_ready(timeout=60)
+    log = server.log()
+    (bar,) = [b for b in _bar_lines(log) if "shards" in b[0]]
+    updates = [BAR.match(u) for u in bar]
+    assert all(updates), bar
+    assert [int(u["n"]) for u in updates] == [0, 1, 2, 3, 4, 4]  # each shard, then the closing redraw
+    assert {u["total"] for u in updates} == {"4"} and updates[0]["desc"] == "Multi-thread loading shards"
+    load = float(re.search(r"Load weight end\. elapsed=([\d.]+) s", log).group(1))
+    assert 1.0 < load < 3.0 and updates[-1]["elapsed"] == f"00:{int(load):02d}"
+    assert "\n" not in log[log.index("\rMulti-thread"):log.index("Load weight end.")].rstrip("\n[0123456789-: ]")
+
+
+def test_shards_from_the_model_size():
+    from sweep.sglang.fake.startup import StartupPlan
+
+    def shards(weights_gb: float, tp: int) -> int:
+        return StartupPlan(args={"tp_size": tp}, architecture="X", weights_gb=weights_gb).shards()
+
+    assert shards(72.5, 8) == 64  # a 580 GB target: the big ones ship 64 shards
+    assert shards(16, 1) == 4 and shards(141, 1) == 29 and shards(0.01, 1) == 1
+
+
+def test_0_5_10_bars_and_no_engine_timings(start_fake):
+    server = start_fake("--tp-size", "2", "--cuda-graph-max-bs", "16")
+    server.wait_ready()
+    log = server.log()
+    bars = _bar_lines(log)
+    assert len(bars) == 2  # rank 0 only: its weights and its graphs
+    assert bars[0][0].startswith("Loading safetensors checkpoint shards:   0% Completed | 0/29 ")
+    bs = json.loads(re.search(r"TP0\] Capture cuda graph bs (\[[\d, ]+\])", log).group(1))
+    sizes = list(dict.fromkeys(int(m) for m in re.findall(r"Capturing batches \(bs=(\d+) ", "\r".join(bars[1]))))
+    assert sizes == sorted(bs, reverse=True) and bars[1][-1].split("| ")[1].startswith(f"{len(bs)}/{len(bs)} ")
+    assert "Engine startup timings" not in log  # 0.5.10 predates the line
+
+
+def test_engine_timings_line_carries_the_capture_times(start_fake):
+    server = start_fake("--fake-version", "0.5.23")
+    server.wait_ready()
+    log = server.log()
+    m = re.search(r"^\[[^\]]+\] Engine startup timings \(s\): load_weight=([\d.]+), kv_cache_allocation=[\d.]+, "
+                  r"scheduler_e2e=([\d.]+), cuda_graph=\{prefill=0\.00, decode=([\d.]+), target_verify=0\.00, "
+                  r"draft_prefill=0\.00, draft_decode=0\.00, draft_extend=0\.00\}, tokenizer_e2e=([\d.]+)$", log, re.M)
+    assert m, log[-3000:]
+    assert m.group(3) == re.search(r"Capture target decode CUDA graph end\. elapsed=([\d.]+) s", log).group(1)
+    assert m.group(1) == re.search(r"Load weight end\. elapsed=([\d.]+) s", log).group(1)
+    assert float(m.group(4)) >= float(m.group(2))
+    assert log.index("Engine startup timings") < log.index("Uvicorn running on")

@@ -3,8 +3,12 @@ lines, HTTP API, process tree, batching and speculative speed-up, and failures; 
 
 Run it as ``python -m sweep.fake_sglang <launch_server flags> [--fake-* flags]``. Modules:
 ``args`` (flags), ``rules`` (ServerArgs semantics), ``model`` (the performance model), ``startup``
-(phases), ``procs`` (process tree), ``ledger`` (fake GPU memory), ``engine`` (scheduler), ``server``
-and ``openai_api`` (HTTP), ``main`` (the launch).
+(phases), ``progress`` (rank 0's tqdm bars), ``procs`` (process tree), ``ledger`` (fake GPU memory),
+``engine`` (scheduler), ``server``, ``openai_api`` and ``metrics`` (HTTP), ``main`` (the launch).
+
+Real SGLang is the arbiter: tests/sglang/test_fake_vs_real.py compares the fake with what the real
+server printed and answered (shared/sglang-cpu/transcripts) and lists the GPU-only differences the
+fake keeps (CUDA graph capture, TP-rank prefixes and titles with tp > 1).
 """
 
 from sweep.sglang.fake.args import DEFAULT_VERSION, SUPPORTED_VERSIONS

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from sweep.sglang.fake import model
+from sweep.sglang.fake import metrics, model
 from sweep.sglang.fake.log import Log
 
 MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
@@ -32,6 +32,7 @@ class EngineConfig:
     cuda_graph_max_bs: Optional[int] = 256  # None: CUDA graphs disabled
     decode_log_interval: int = 40
     stream_interval: int = 1
+    real_wording: bool = False  # the 0.5.23 prefill log line (``#pending-token``, graph, input throughput)
 
 
 class Req:
@@ -40,10 +41,12 @@ class Req:
 
     __slots__ = ("rid", "prompt_tokens", "max_new_tokens", "stop_len", "seed", "created", "acceptor",
                  "produced", "verify_ct", "accepted", "marks", "finished", "finish_reason", "first_token_at",
-                 "finished_at", "event", "external")
+                 "finished_at", "event", "external", "streaming", "accept_hist", "received_ts", "entry_time",
+                 "prefilled_time", "last_token_at", "log_metrics")
 
     def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, stop_len: int, seed: int,
-                 spec: Optional[model.Spec], external: bool = True):
+                 spec: Optional[model.Spec], external: bool = True, streaming: bool = False,
+                 log_metrics: bool = True):
         self.rid = rid
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max_new_tokens
@@ -61,6 +64,13 @@ class Req:
         self.finished_at: Optional[float] = None
         self.event = asyncio.Event()
         self.external = external  # False for the server's own warmup / health probes
+        self.streaming = streaming  # the is_streaming label of its metrics
+        self.log_metrics = log_metrics  # False for health checks: no request metrics (SGLang's log_metrics)
+        self.accept_hist: list[int] = []  # verify steps by draft tokens accepted (0, 1, 2...)
+        self.received_ts = time.time()  # wall clock, for meta_info's *_ts / *_time fields
+        self.entry_time: Optional[float] = None
+        self.prefilled_time: Optional[float] = None
+        self.last_token_at: Optional[float] = None
 
     @property
     def limit(self) -> int:
@@ -72,34 +82,14 @@ class Req:
         return marks
 
 
-class Histogram:
-    """A Prometheus histogram (cumulative buckets, sum, count) for the /metrics text."""
-
-    def __init__(self, buckets: tuple[float, ...]):
-        self.buckets = buckets
-        self.counts = [0] * len(buckets)
-        self.total = 0.0
-        self.n = 0
-
-    def observe(self, value: float) -> None:
-        self.total += value
-        self.n += 1
-        for i, b in enumerate(self.buckets):
-            if value <= b:
-                self.counts[i] += 1
-
-    def lines(self, name: str, labels: str) -> list[str]:
-        out = [f"# TYPE {name} histogram"]
-        for b, c in zip(self.buckets, self.counts):
-            out.append(f'{name}_bucket{{{labels},le="{b}"}} {float(c)}')
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(self.n)}')
-        out.append(f"{name}_sum{{{labels}}} {self.total}")
-        out.append(f"{name}_count{{{labels}}} {float(self.n)}")
-        return out
-
-
+Histogram = metrics.Histogram
+_SINK = {"prompt": 0, "generation": 0, "requests": 0}  # where a health check's counts go
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0)
-
+_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
+                0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
+_LENGTH_BUCKETS = (100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000,
+                   15000, 20000, 30000, 40000, 50000, 60000, 70000, 80000, 90000, 100000, 150000, 200000, 300000,
+                   400000, 500000, 600000, 700000, 800000, 900000, 1000000)
 
 @dataclass
 class Stats:
@@ -117,8 +107,18 @@ class Stats:
     last_gen_throughput: float = 0.0
     last_accept_length: float = 0.0
     last_accept_rate: float = 0.0
-    ttft: Histogram = field(default_factory=lambda: Histogram(_LATENCY_BUCKETS))
-    e2e: Histogram = field(default_factory=lambda: Histogram(_LATENCY_BUCKETS))
+    spec_verify_calls: int = 0  # request-verifies, lifetime (sglang:spec_verify_calls_total)
+    decode_passes: int = 0
+    decode_graph_passes: int = 0
+    prefill_passes: int = 0
+    by_streaming: dict = field(default_factory=lambda: {k: {"prompt": 0, "generation": 0, "requests": 0}
+                                                         for k in ("false", "true")})
+    ttft: dict = field(default_factory=lambda: {k: Histogram(_LATENCY_BUCKETS) for k in ("false", "true")})
+    e2e: dict = field(default_factory=lambda: {k: Histogram(_LATENCY_BUCKETS) for k in ("false", "true")})
+    itl: Histogram = field(default_factory=lambda: Histogram(_ITL_BUCKETS))
+    queue_time: Histogram = field(default_factory=lambda: Histogram(_LATENCY_BUCKETS))
+    prompt_hist: Histogram = field(default_factory=lambda: Histogram(_LENGTH_BUCKETS))
+    generation_hist: Histogram = field(default_factory=lambda: Histogram(_LENGTH_BUCKETS))
 
 
 class Engine:
@@ -133,6 +133,7 @@ class Engine:
         self.stats = Stats()
         self._wake = asyncio.Event()
         self._decode_steps = 0
+        self.last_output_at = 0.0  # perf_counter of the last step that produced tokens (health checks)
         self._depth = model.max_accepted(cfg.spec) if cfg.spec else 0
 
     # --- requests ---
@@ -179,8 +180,12 @@ class Engine:
                 batch, tokens = self._admit()
                 if self.on_batch:
                     self.on_batch(batch)
+                t0 = time.perf_counter()
+                for req in batch:
+                    req.entry_time = time.time()
+                    self.stats.queue_time.observe(t0 - req.created)
                 deadline = await self._sleep_until(loop, deadline + model.prefill_time_s(tokens, self.cfg.nccl_env) / speed)
-                self._log_prefill(batch, tokens)
+                self._log_prefill(batch, tokens, time.perf_counter() - t0)
                 self._after_prefill(batch)
             else:
                 n = len(self.running)
@@ -212,19 +217,27 @@ class Engine:
         return batch, tokens
 
     def _after_prefill(self, batch: list[Req]) -> None:
-        now = time.perf_counter()
+        now = self.last_output_at = time.perf_counter()
+        stats = self.stats
+        stats.prefill_passes += 1
         for req in batch:
             if req.finished:  # aborted meanwhile
                 continue
-            self.stats.prompt_tokens_total += req.prompt_tokens
-            req.first_token_at = now
-            self.stats.ttft.observe(now - req.created)
+            kind = stats.by_streaming["true" if req.streaming else "false"] if req.log_metrics else _SINK.copy()
+            stats.prompt_tokens_total += req.prompt_tokens
+            kind["prompt"] += req.prompt_tokens
+            req.first_token_at = req.last_token_at = now
+            req.prefilled_time = time.time()
+            if req.log_metrics:
+                stats.prompt_hist.observe(req.prompt_tokens)
+                stats.ttft["true" if req.streaming else "false"].observe(now - req.created)
             if req.limit <= 0:
                 self._finish(req, "length" if req.max_new_tokens <= req.stop_len else "stop")
                 continue
             req.produced = 1  # the prefill samples the first token
-            self.stats.generation_tokens_total += 1
-            self.stats.interval_tokens += 1
+            stats.generation_tokens_total += 1
+            kind["generation"] += 1
+            stats.interval_tokens += 1
             req.marks.append(1)
             if req.produced >= req.limit:
                 self._finish(req, self._reason(req))
@@ -236,14 +249,27 @@ class Engine:
         stats = self.stats
         interval = self.cfg.stream_interval
         still: list[Req] = []
+        now = self.last_output_at = time.perf_counter()
+        stats.decode_passes += 1
+        stats.decode_graph_passes += int(graph)
         for req in self.running:
             if req.finished:
                 continue
             a = req.acceptor.next()
             req.verify_ct += 1
             req.accepted += a
+            if self.cfg.spec:
+                stats.spec_verify_calls += 1  # per request, as the real counter (the sum of spec_verify_ct)
+                while len(req.accept_hist) <= a:
+                    req.accept_hist.append(0)
+                req.accept_hist[a] += 1
             got = min(1 + a, req.limit - req.produced)
             req.produced += got
+            if req.log_metrics:
+                if req.last_token_at is not None and got:
+                    stats.itl.observe((now - req.last_token_at) / got)
+                stats.by_streaming["true" if req.streaming else "false"]["generation"] += got
+            req.last_token_at = now
             stats.generation_tokens_total += got
             stats.interval_tokens += got
             stats.spec_tokens += 1 + a
@@ -274,7 +300,11 @@ class Engine:
         req.finished_at = time.perf_counter()
         if reason != "abort":
             self.stats.requests_total += 1
-            self.stats.e2e.observe(req.finished_at - req.created)
+            if req.log_metrics:
+                kind = "true" if req.streaming else "false"
+                self.stats.by_streaming[kind]["requests"] += 1
+                self.stats.e2e[kind].observe(req.finished_at - req.created)
+                self.stats.generation_hist.observe(req.produced)
         req.event.set()
         if self.on_finished and reason != "abort":
             self.on_finished(req)
@@ -288,10 +318,18 @@ class Engine:
         s = self.stats
         return s.spec_tokens / s.spec_steps if self.cfg.spec and s.spec_steps else None
 
-    def _log_prefill(self, batch: list[Req], tokens: int) -> None:
-        self.log.info(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: 0, "
-                      f"token usage: {self.token_usage():.2f}, #running-req: {len(self.running)}, "
-                      f"#queue-req: {len(self.waiting)}")
+    def proposed_per_verify(self) -> int:
+        """Draft tokens each verify proposes, as SGLang counts them: num_draft_tokens - 1."""
+        return max(self.cfg.spec.draft_tokens - 1, 0) if self.cfg.spec else 0
+
+    def _log_prefill(self, batch: list[Req], tokens: int, elapsed: float) -> None:
+        msg = (f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: 0, "
+               f"token usage: {self.token_usage():.2f}, #running-req: {len(self.running)}, "
+               f"#queue-req: {len(self.waiting)}")
+        if self.cfg.real_wording:  # GPU wording of the CPU transcripts' "cpu graph: False"
+            msg += (f", #pending-token: 0, cuda graph: False, "
+                    f"input throughput (token/s): {tokens / max(elapsed, 1e-9):.2f}")
+        self.log.info(msg)
 
     def _log_decode(self, running: int, graph: bool) -> None:
         s = self.stats
@@ -302,7 +340,8 @@ class Engine:
                f"token usage: {tokens / max(self.cfg.max_total_tokens, 1):.2f}, ")
         if self.cfg.spec:
             s.last_accept_length = s.interval_spec_tokens / max(s.interval_spec_steps, 1)
-            s.last_accept_rate = (s.last_accept_length - 1) / self._depth if self._depth else 0.0
+            proposed = self.proposed_per_verify()  # accepted drafts / proposed drafts, as SGLang
+            s.last_accept_rate = (s.last_accept_length - 1) / proposed if proposed else 0.0
             msg += f"accept len: {s.last_accept_length:.2f}, accept rate: {s.last_accept_rate:.2f}, "
         msg += (f"cuda graph: {graph}, gen throughput (token/s): {s.last_gen_throughput:.2f}, "
                 f"#queue-req: {len(self.waiting)}")
@@ -311,42 +350,52 @@ class Engine:
         s.interval_start = now
 
     def internal_state(self) -> dict:
+        """The scheduler's part of ``internal_states[i]`` (the server adds its args and memory)."""
         state: dict = {"last_gen_throughput": self.stats.last_gen_throughput,
-                       "effective_max_running_requests_per_dp": self.cfg.max_running,
-                       "memory_usage": {"token_capacity": self.cfg.max_total_tokens}}
+                       "effective_max_running_requests_per_dp": self.cfg.max_running}
         avg = self.avg_spec_accept_length()
         if avg is not None:
             state["avg_spec_accept_length"] = avg
         return state
 
-    def metrics_text(self, model_name: str) -> str:
-        """Prometheus exposition text with SGLang's metric names."""
+    def metric_values(self) -> dict:
+        """Values of the /metrics families the fake models (see :mod:`metrics`)."""
         s = self.stats
-        labels = f'model_name="{model_name}"'
-        lines: list[str] = []
-
-        def gauge(name: str, value: float, help_: str) -> None:
-            lines.extend([f"# HELP sglang:{name} {help_}", f"# TYPE sglang:{name} gauge",
-                          f"sglang:{name}{{{labels}}} {float(value)}"])
-
-        def counter(name: str, value: float, help_: str) -> None:
-            lines.extend([f"# HELP sglang:{name}_total {help_}", f"# TYPE sglang:{name}_total counter",
-                          f"sglang:{name}_total{{{labels}}} {float(value)}"])
-
-        gauge("num_running_reqs", len(self.running), "The number of running requests.")
-        gauge("num_used_tokens", sum(r.prompt_tokens + r.produced for r in self.running), "The number of used tokens.")
-        gauge("token_usage", self.token_usage(), "The token usage.")
-        gauge("gen_throughput", s.last_gen_throughput, "The generation throughput (token/s).")
-        gauge("num_queue_reqs", len(self.waiting), "The number of requests in the waiting queue.")
-        gauge("cache_hit_rate", 0.0, "The prefix cache hit rate.")
-        gauge("spec_accept_length", s.last_accept_length, "The average acceptance length of speculative decoding.")
-        gauge("spec_accept_rate", s.last_accept_rate, "The average acceptance rate of speculative decoding.")
-        counter("prompt_tokens", s.prompt_tokens_total, "Number of prefill tokens processed.")
-        counter("generation_tokens", s.generation_tokens_total, "Number of generation tokens processed.")
-        counter("num_requests", s.requests_total, "Number of requests processed.")
-        counter("cached_tokens", 0, "Number of cached prompt tokens.")
-        lines.append("# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.")
-        lines.extend(s.ttft.lines("sglang:time_to_first_token_seconds", labels))
-        lines.append("# HELP sglang:e2e_request_latency_seconds Histogram of End-to-end request latency in seconds")
-        lines.extend(s.e2e.lines("sglang:e2e_request_latency_seconds", labels))
-        return "\n".join(lines) + "\n"
+        used = sum(r.prompt_tokens + r.produced for r in self.running)
+        total = max(self.cfg.max_total_tokens, 1)
+        streaming = ("false", "true")
+        values: dict = {
+            "num_running_reqs": float(len(self.running)), "num_queue_reqs": float(len(self.waiting)),
+            "num_used_tokens": float(used), "kv_used_tokens": float(used),
+            "kv_available_tokens": float(max(self.cfg.max_total_tokens - used, 0)),
+            "token_usage": used / total, "full_token_usage": used / total,
+            "gen_throughput": s.last_gen_throughput, "max_total_num_tokens": float(self.cfg.max_total_tokens),
+            "num_pages": float(self.cfg.max_total_tokens), "page_size": 1.0,
+            "decode_sum_seq_lens": float(used), "utilization": min(len(self.running) / max(self.cfg.max_running, 1), 1.0),
+            "is_cuda_graph": float(self.cfg.cuda_graph_max_bs is not None and 0 < len(self.running) <= self.cfg.cuda_graph_max_bs),
+            "spec_accept_length": s.last_accept_length, "spec_accept_rate": s.last_accept_rate,
+            "spec_num_steps": float(self.cfg.spec.steps if self.cfg.spec else 0),
+            "spec_num_draft_tokens": float(self.cfg.spec.draft_tokens if self.cfg.spec else 0),
+            "prompt_tokens_total": metrics.series("is_streaming", {k: s.by_streaming[k]["prompt"] for k in streaming}),
+            "generation_tokens_total": metrics.series("is_streaming",
+                                                      {k: s.by_streaming[k]["generation"] for k in streaming}),
+            "num_requests_total": metrics.series("is_streaming", {k: s.by_streaming[k]["requests"] for k in streaming}),
+            "cached_tokens_total": metrics.series("cache_source", {"device": 0.0}),
+            "prefill_effective_tokens_total": metrics.series("mode", {"input": s.prompt_tokens_total, "device_hit": 0.0,
+                                                                       "host_hit": 0.0, "storage_hit": 0.0}),
+            "realtime_tokens_total": metrics.series("mode", {"prefill_compute": s.prompt_tokens_total, "decode":
+                                                             s.generation_tokens_total, "prefill_cache": 0.0}),
+            "cuda_graph_passes_total": metrics.series("mode", {"prefill_none": s.prefill_passes,
+                                                               "decode_none": s.decode_passes - s.decode_graph_passes,
+                                                               "decode_cuda_graph": s.decode_graph_passes}),
+            "time_to_first_token_seconds": [({"is_streaming": k}, s.ttft[k]) for k in streaming if s.ttft[k].n],
+            "e2e_request_latency_seconds": [({"is_streaming": k}, s.e2e[k]) for k in streaming if s.e2e[k].n],
+            "inter_token_latency_seconds": [({}, s.itl)] if s.itl.n else [],
+            "queue_time_seconds": [({}, s.queue_time)],
+            "prompt_tokens_histogram": [({}, s.prompt_hist)],
+            "uncached_prompt_tokens_histogram": [({}, s.prompt_hist)],
+            "generation_tokens_histogram": [({}, s.generation_hist)],
+        }
+        if self.cfg.spec:
+            values["spec_verify_calls_total"] = float(s.spec_verify_calls)
+        return values

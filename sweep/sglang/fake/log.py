@@ -1,9 +1,10 @@
 """Log lines in SGLang's format, written the way several processes can share one file.
 
-SGLang configures ``logging`` with ``[%(asctime)s{prefix}] %(message)s`` (prefix `` TP0`` in the
-scheduler of rank 0) on stderr; uvicorn adds ``INFO:     `` and writes access lines to stdout;
-tracebacks and the warnings ServerArgs logs before logging is configured come out bare. Each record
-goes out in one ``os.write`` so lines of the parent and its children never interleave mid-line.
+SGLang configures ``logging`` with ``[%(asctime)s{prefix}] %(message)s`` on stderr, the prefix naming
+the scheduler's rank (:func:`rank_prefix`); uvicorn adds ``INFO:     `` and writes access lines to
+stdout; tracebacks come out bare (and, in 0.5.10, the warnings ServerArgs logs before logging is
+configured). Each record goes out in one ``os.write`` so lines of the parent and its children never
+interleave mid-line (tqdm bars, see :mod:`progress`, are the exception, as in SGLang).
 """
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ STDOUT, STDERR = 1, 2
 
 def timestamp() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def rank_prefix(rank: int, tp_size: int, real_wording: bool) -> str:
+    """A scheduler's log prefix. The real server (shared/sglang-cpu, newer than 0.5.23) adds ``TP{rank}``
+    only when tp > 1 (``[2026-12-01 07:20:59] Load weight begin.``); 0.5.10 always did (`` TP0``)."""
+    return f" TP{rank}" if tp_size > 1 or not real_wording else ""
+
+
+def write_stderr(text: str) -> None:
+    """Raw text on stderr (a tqdm redraw: no newline, no timestamp)."""
+    _write(STDERR, text)
 
 
 def _write(fd: int, text: str) -> None:

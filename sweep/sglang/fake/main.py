@@ -1,8 +1,10 @@
 """``python -m sweep.fake_sglang``: the fake server's launch, in SGLang's order.
 
 Parse flags -> ServerArgs rules (a rejected argv dies here, traceback, exit 1) -> ``server_args=`` line
--> fork the TP ranks and the detokenizer -> wait for every rank's ready message (a rank failing sends
-SIGQUIT: the parent logs it, kills the tree and itself) -> HTTP server, warmup, serve until SIGTERM.
+-> fork the TP ranks and the detokenizer (and multiprocessing's resource tracker) -> wait for every
+rank's ready message (a rank failing sends SIGQUIT: the parent logs it, ``kill_process_tree`` kills
+the tree and itself) -> ``Engine startup timings`` -> HTTP server, warmup, serve until SIGTERM (the
+shutdown sequence is :func:`server.serve`'s).
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import os
 import select
 import signal
 import sys
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from sweep.sglang.fake import args as fake_args
 from sweep.sglang.fake import ledger, model, procs, rules, startup, tracebacks
-from sweep.sglang.fake.log import Log
+from sweep.sglang.fake.log import Log, rank_prefix
 
 LOOPBACK = "127.0.0.1"
 
@@ -97,7 +100,7 @@ def wait_ready(children: list[procs.Child], log: Log) -> Optional[list[dict[str,
                     os.close(fd)
                     del pending[fd]
                 continue
-            code = procs.exit_code(child.pid)
+            code = child.exitcode = procs.exit_code(child.pid)
             log.error(f"Rank {child.rank} scheduler died during initialization (exit code: {code})")
             return None
     return [ready[r] for r in sorted(ready)]
@@ -122,6 +125,8 @@ def node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
 def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: range,
                     detokenizer: bool = True) -> list[procs.Child]:
     """Fork one scheduler per TP rank of this node (each walks the startup) and the detokenizer."""
+    # the ranks meet around rank 0's bars (a node without rank 0 draws none)
+    plan.sync = startup.RankSync(ranks) if len(ranks) > 1 and ranks[0] == 0 else None
 
     def hold() -> None:
         """A rank's life after startup (or in a hang): hold on; drop its ledger entry when it exits."""
@@ -132,7 +137,10 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: ran
 
         procs.idle(life, on_exit=forget)
 
-    children = [procs.fork_child("scheduler", rank, f"sglang::scheduler_TP{rank}", life,
+    def title(rank: int) -> str:  # SGLang's setproctitle: "sglang::scheduler" + the log prefix, "_" for " "
+        return "sglang::scheduler" + rank_prefix(rank, plan.tp_size, plan.real_wording).replace(" ", "_")
+
+    children = [procs.fork_child("scheduler", rank, title(rank), life,
                                  lambda fd, rank=rank: startup.run_rank(plan, rank, life.parent_pid, fd, hold),
                                  with_pipe=True)
                 for rank in ranks]
@@ -143,7 +151,7 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: ran
 
 
 def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.StartupPlan, host: str,
-          ready: dict[str, Any], die: Callable[[], None], reap: Callable[[], None]) -> int:
+          ready: dict[str, Any], tree: procs.Tree, tokenizer_e2e: float) -> int:
     """Run the HTTP server and the scheduler in one event loop until SIGTERM (or a crash)."""
     from sweep.sglang.fake import engine, server  # aiohttp only once serving
 
@@ -154,16 +162,20 @@ def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.Star
         spec=spec, nccl_env=nccl_env(), speed=ns.fake_speed, max_running=max_running,
         max_prefill_tokens=int(ns.max_prefill_tokens), max_total_tokens=int(ready["max_total_num_tokens"]),
         cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
-        decode_log_interval=int(ns.decode_log_interval), stream_interval=max(1, int(ns.stream_interval))),
-        Log(" TP0"))
+        decode_log_interval=int(ns.decode_log_interval), stream_interval=max(1, int(ns.stream_interval)),
+        real_wording=plan.real_wording),
+        Log(rank_prefix(0, plan.tp_size, plan.real_wording)))
     cfg = server.ServerConfig(
         host=host, port=int(ns.port), served_model_name=resolved.args["served_model_name"],
         model_path=ns.model_path, architecture=resolved.architecture, version=parsed.version,
         server_args=resolved.args, context_len=plan.context_len, spec=spec, enable_metrics=bool(ns.enable_metrics),
         incremental=bool(ns.incremental_streaming_output), stream_output=bool(ns.stream_output), api_key=ns.api_key,
         warmup_s=plan.durations.warmup / plan.speed, fail_at_serve=ns.fake_fail_at == "serve",
-        crash_after_requests=ns.fake_crash_after_requests)
-    return asyncio.run(server.serve(cfg, eng, on_crash=die, reap=reap))
+        crash_after_requests=ns.fake_crash_after_requests, startup_speed=plan.speed, speed=ns.fake_speed,
+        rank_prefix=rank_prefix(0, plan.tp_size, plan.real_wording),
+        startup_time={**ready.get("timings", {}), "tokenizer_e2e": tokenizer_e2e},
+        memory_usage=ready.get("memory_usage", {}))
+    return asyncio.run(server.serve(cfg, eng, tree))
 
 
 def follow(children: list[procs.Child], life: procs.Lifecycle, log: Log, node_rank: int) -> int:
@@ -180,9 +192,11 @@ def follow(children: list[procs.Child], life: procs.Lifecycle, log: Log, node_ra
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    launched = time.monotonic()
     parsed = fake_args.parse(sys.argv[1:] if argv is None else argv)
     ns = parsed.ns
     log = Log()
+    real = startup.real_wording(parsed.version)
     for flag in parsed.unknown:
         log.warning(f"Unrecognized argument {flag}: not used by this fake SGLang server, ignored.")
     host = ns.host
@@ -191,7 +205,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         host = LOOPBACK
 
     try:
-        resolved = rules.resolve(ns, parsed.version, warn=Log.bare)
+        # 0.5.10 logged these before logging was set up (bare); the real build timestamps them
+        resolved = rules.resolve(ns, parsed.version, warn=log.warning if real else Log.bare)
     except rules.ArgsRejected as exc:
         Log.bare(tracebacks.server_args_error(exc.exception, exc.source))
         return 1
@@ -200,26 +215,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     plan = startup_plan(parsed, resolved)
     life = procs.Lifecycle(os.getpid(), ns.fake_zombie, ns.fake_zombie_lifetime)
-    children: list[procs.Child] = []
+    tree = procs.Tree([], life)
 
-    def die() -> None:
-        procs.kill_children(children, life)
-        procs.kill_self()
-
-    def on_sigquit(signum: int, frame: Any) -> None:
+    def on_sigquit(signum: int, frame: Any) -> None:  # SGLang's launch-phase handler
         log.error("Received sigquit from a child process. It usually means the child failed.")
-        die()
+        tree.kill_process_tree(log.info)
 
     signal.signal(signal.SIGQUIT, on_sigquit)  # before forking: a rank may fail at once
     node_rank = int(ns.node_rank or 0)
-    children.extend(launch_children(plan, life, node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank),
-                                    detokenizer=node_rank == 0))
-    ready = wait_ready(children, log)
+    tree.children.extend(launch_children(plan, life, node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank),
+                                         detokenizer=node_rank == 0))
+    tree.tracker_pid = procs.start_resource_tracker()  # after the fork: no rank holds its pipe
+    ready = wait_ready(tree.children, log)
     if ready is None:
-        procs.kill_children(children, life)
+        tree.kill()
         return 1
     if node_rank > 0:  # SGLang's other nodes run their ranks and no HTTP server, until stopped
-        return follow(children, life, log, node_rank)
-    code = serve(parsed, resolved, plan, host, ready[0], die, reap=lambda: procs.reap(children))
-    procs.kill_children(children, life)
+        return follow(tree.children, life, log, node_rank)
+    tokenizer_e2e = time.monotonic() - launched
+    if real and "timings" in ready[0]:
+        log.info(startup.engine_timings_line(ready[0]["timings"], tokenizer_e2e))
+    code = serve(parsed, resolved, plan, host, ready[0], tree, tokenizer_e2e)
+    tree.kill()
     return code

@@ -1,5 +1,6 @@
 """The OpenAI-compatible side of the API: reading ``/v1/completions`` and ``/v1/chat/completions``
-bodies and building their responses and stream chunks in SGLang's shapes. Pure: no I/O."""
+bodies and building their responses and stream chunks in SGLang's shapes (the real server's, from
+shared/sglang-cpu/transcripts/api_samples*.txt). Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class OpenAIRequest:
     model: str
     chat: bool
     sampling: dict[str, Any]
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats: usage in every chunk
 
 
 def error_body(message: str, code: int = 400, type_: str = "BadRequestError") -> dict[str, Any]:
@@ -66,18 +68,24 @@ def parse(body: Any, chat: bool, served_model: str) -> OpenAIRequest:
     if stream and len(prompts) > 1:
         raise ValueError("Streaming a batch of prompts is not supported by the fake server; send one prompt.")
     options = body.get("stream_options") or {}
+    options = options if isinstance(options, dict) else {}
     return OpenAIRequest(prompts, max_tokens, bool(body.get("ignore_eos", False)), stream,
-                         bool(isinstance(options, dict) and options.get("include_usage")),
-                         str(body.get("model") or served_model), chat, sampling)
+                         bool(options.get("include_usage")), str(body.get("model") or served_model), chat, sampling,
+                         continuous_usage=bool(options.get("continuous_usage_stats")))
 
 
 def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens, "prompt_tokens_details": None}
+def usage(prompt_tokens: int, completion_tokens: int, details: bool = True) -> dict[str, Any]:
+    """SGLang's usage object (the completions stream's final usage chunk has no prompt_tokens_details)."""
+    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
+                           "completion_tokens": completion_tokens}
+    if details:
+        out["prompt_tokens_details"] = None
+    out["reasoning_tokens"] = 0
+    return out
 
 
 def completion(rid: str, model: str, choices: list[tuple[str, str]], prompt_tokens: int,
@@ -94,7 +102,7 @@ def completion(rid: str, model: str, choices: list[tuple[str, str]], prompt_toke
                  for i, (t, f) in enumerate(choices)]
         obj = "text_completion"
     return {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": items,
-            "usage": usage(prompt_tokens, completion_tokens)}
+            "usage": usage(prompt_tokens, completion_tokens), "metadata": {"weight_version": "default"}}
 
 
 def _matched(finish_reason: Optional[str]) -> Optional[int]:
@@ -102,22 +110,32 @@ def _matched(finish_reason: Optional[str]) -> Optional[int]:
 
 
 def chunk(rid: str, model: str, created: int, delta: Optional[str], finish_reason: Optional[str], chat: bool,
-          role: bool = False) -> dict[str, Any]:
-    """One stream chunk; ``role`` marks a chat stream's first chunk (delta.role = assistant)."""
+          role: bool = False, usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """One stream chunk, as SGLang sends it. Chat: the first chunk carries ``delta.role`` and empty
+    content, content chunks ``delta.content``, the finish chunk an empty delta; ``usage`` only when
+    given (continuous usage stats), else no such key. Completions: ``text`` is the new text,
+    ``usage`` is null unless given."""
     if chat:
-        d: dict[str, Any] = {"role": "assistant", "content": delta or ""} if role else (
-            {"content": delta} if delta else {})
+        d: dict[str, Any] = {"reasoning_content": None}
+        if role:
+            d.update(role="assistant", content="")
+        elif delta is not None:
+            d["content"] = delta
         choice = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish_reason,
                   "matched_stop": _matched(finish_reason)}
-        obj = "chat.completion.chunk"
-    else:
-        choice = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish_reason,
-                  "matched_stop": _matched(finish_reason)}
-        obj = "text_completion"
-    return {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice], "usage": None}
+        out: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                               "choices": [choice]}
+        if usage is not None:
+            out["usage"] = usage
+        return out
+    choice = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish_reason,
+              "matched_stop": _matched(finish_reason)}
+    return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [choice],
+            "usage": usage}
 
 
 def usage_chunk(rid: str, model: str, created: int, prompt_tokens: int, completion_tokens: int,
                 chat: bool) -> dict[str, Any]:
+    """The ``choices: []`` chunk before ``[DONE]`` (stream_options.include_usage)."""
     return {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-            "model": model, "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+            "model": model, "choices": [], "usage": usage(prompt_tokens, completion_tokens, details=chat)}

@@ -1,10 +1,29 @@
 """The fake server's HTTP side (aiohttp, in the scheduler's event loop): SGLang's routes, status codes,
 response shapes and uvicorn's log lines, from "Uvicorn running on" through the warmup to shutdown.
+Shapes are the real server's (shared/sglang-cpu/transcripts/api_samples*.txt; checked by
+tests/sglang/test_fake_vs_real.py).
 
 Routes: ``/generate``, ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``, ``/health``,
 ``/health_generate``, ``/model_info`` (``/get_model_info``), ``/server_info`` (``/get_server_info``),
-``/flush_cache``, and ``/metrics`` with ``--enable-metrics``. Until the warmup request has gone through,
-the health routes answer 503; then the log says ``The server is fired up and ready to roll!``.
+``/flush_cache``, ``/freeze_gc``, and ``/metrics`` with ``--enable-metrics``. Until the warmup request
+has gone through, the health routes answer 503 with an empty body; then the log says ``The server is
+fired up and ready to roll!``. From 0.5.23 ``/health`` runs a one-token generation as
+``/health_generate`` does (the answer comes after SGLang's one-second poll, scaled by the speed).
+
+Shutdown (:func:`serve`), as the real launcher does it:
+
+- SIGTERM: ``SIGTERM received. signum=None frame=None. Draining requests and shutting down...``.
+  Sent to the whole group (what the sweep's host does), the schedulers die of it too: the subprocess
+  watchdog (a poll every second) logs ``Subprocess scheduler_0 (pid=...) crashed with exit code -15.
+  Triggering SIGQUIT for cleanup...`` and the SIGQUIT path below runs. Sent to the launcher alone,
+  the drain watchdog (every five seconds) logs ``Gracefully exiting... Remaining number of requests
+  N. ...`` until none is left, then ``kill_process_tree``.
+- SIGQUIT (a crashed scheduler): ``SIGQUIT received. signum=None, frame=None. It usually means one
+  child failed.``, ``Sleeping 5 seconds before crash diagnostics to let GPU activity settle.``, the
+  sleep, ``No live scheduler processes found; skipping py-spy and CUDA coredump.``, then
+  ``kill_process_tree``: every child SIGKILLed and the launcher itself (exit status 137, -9).
+
+All these waits are the real ones divided by the startup speed.
 """
 
 from __future__ import annotations
@@ -15,16 +34,17 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
 import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from sweep.sglang.fake import model, openai_api, text, tracebacks
+from sweep.sglang.fake import metrics, model, openai_api, procs, text, tracebacks
 from sweep.sglang.fake.engine import Engine, Req
 from sweep.sglang.fake.log import Log
+from sweep.sglang.fake.startup import GRAPH_PHASES, real_wording
 
 SAMPLING_KEYS = frozenset(
     "max_new_tokens min_new_tokens temperature top_p top_k min_p frequency_penalty presence_penalty "
@@ -33,6 +53,32 @@ SAMPLING_KEYS = frozenset(
     "sampling_seed".split())
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
 WARMUP_PROMPT = "The capital city of France is"
+HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLang's HEALTH_CHECK_TIMEOUT
+WATCHDOG_INTERVAL_S = 1.0  # SGLang's SubprocessWatchdog poll
+DRAIN_INTERVAL_S = 5.0  # SGLang's sigterm_watchdog poll
+CRASH_DIAGNOSTICS_S = 5.0  # "Sleeping 5 seconds before crash diagnostics"
+MIN_POLL_S = 0.02  # the fastest the fake polls, whatever its speed
+# /model_info's "embedding" block, as the real server answers it for a generation model
+MODEL_INFO_EMBEDDING = {
+    "family": "none", "task": "none", "execution": "none", "attention": "none", "pooling": "model_defined",
+    "normalize": False, "postprocessor": "none", "tokenizer_special_tokens": "model_default",
+    "supports_dimensions": False, "supports_token_embeddings": False, "supports_multimodal": False,
+    "requires_embedding_flag": False, "auto_enable_embedding": False, "bcg_eligibility": "disabled",
+    "safe_disable_kv_cache": False, "safe_disable_radix_cache": False, "safe_disable_chunked_prefill": False,
+    "enabled": False, "matryoshka_dimensions": [],
+    "bcg": {"prefill_backend": "disabled", "enabled": False, "capture_token_budget": 2048,
+            "capture_batch_sizes": [4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
+                                    208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704,
+                                    768, 832, 896, 960, 1024, 1280, 1536, 1792, 2048]},
+    "cache": {"kv_cache_disabled": False, "radix_cache_disabled": False, "chunked_prefill_disabled": False}}
+# the scheduler's internal state keys beside its server args (``internal_states[i]``)
+INTERNAL_STATE_EXTRAS = {"_resolved_overrides": [], "grpc_worker_threads": 4, "_quantization_explicitly_unset": False,
+                         "_cuda_graph_config_locked": [], "_declarations_materialized": True, "_mx_config_cache": {}}
+# model_type of the HF configs of the architectures the fake meets (else derived from the name)
+MODEL_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3",
+               "DeepseekV32ForCausalLM": "deepseek_v32", "Qwen3MoeForCausalLM": "qwen3_moe",
+               "Glm4MoeForCausalLM": "glm4_moe", "MistralForCausalLM": "mistral", "Grok1ForCausalLM": "grok-1",
+               "KimiK25ForConditionalGeneration": "kimi_k25"}
 
 
 def dumps(obj: Any) -> str:
@@ -104,32 +150,115 @@ class ServerConfig:
     warmup_s: float = 6.0  # already divided by the startup speed
     fail_at_serve: bool = False
     crash_after_requests: Optional[int] = None
+    startup_speed: float = 1.0  # divides the launcher's own waits (watchdogs, crash diagnostics)
+    speed: float = 1.0  # divides the health check's poll
+    rank_prefix: str = " TP0"  # the rank-0 scheduler's log prefix
+    startup_time: dict[str, Any] = field(default_factory=dict)  # rank 0's phase timings + tokenizer_e2e
+    memory_usage: dict[str, Any] = field(default_factory=dict)  # rank 0's memory_usage block
+
+    @property
+    def real_wording(self) -> bool:
+        return real_wording(self.version)
+
+
+def model_type(architecture: str) -> str:
+    """The HF ``model_type`` of an architecture (``LlamaForCausalLM`` -> ``llama``)."""
+    if architecture in MODEL_TYPES:
+        return MODEL_TYPES[architecture]
+    stem = architecture
+    for suffix in ("ForCausalLM", "ForConditionalGeneration"):
+        stem = stem.removesuffix(suffix)
+    out = ""
+    for i, ch in enumerate(stem):
+        out += ("_" if ch.isupper() and i and not stem[i - 1].isupper() else "") + ch.lower()
+    return out or "llama"
 
 
 class FakeServer:
-    def __init__(self, cfg: ServerConfig, engine: Engine, on_crash: Callable[[], None]):
+    def __init__(self, cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = None):
         self.cfg = cfg
         self.engine = engine
-        self.on_crash = on_crash  # logs nothing: kills the tree and this process
+        self.tree = tree  # the launcher's children (None in tests that run a server in-process)
         self.ready = False  # the warmup went through; health answers 200
+        self.gracefully_exit = False  # SIGTERM seen: draining
         self.finished_external = 0
         self._crashing = False
         self.log = Log()
-        self.tp0 = Log(" TP0")
+        self.tp0 = Log(cfg.rank_prefix)
+        self.http_requests: dict[tuple[str, str], int] = {}
+        self.http_responses: dict[tuple[str, str, str], int] = {}
+        self.http_active: dict[tuple[str, str], int] = {}
+        self.routes: set[str] = set()
+        self.started = time.time()
         engine.on_finished = self._request_finished
         engine.on_batch = self._batch_starting
         self.depth = model.max_accepted(cfg.spec) if cfg.spec else 0
 
+    @property
+    def poll_s(self) -> float:
+        """The launcher's watchdog poll (SGLang: 1 s), at the startup speed."""
+        return max(WATCHDOG_INTERVAL_S / self.cfg.startup_speed, MIN_POLL_S)
+
     # --- faults ---
     def crash(self) -> None:
-        """The scheduler dies mid-serve: its traceback, the parent's SIGQUIT line, the tree killed."""
+        """The scheduler dies mid-serve: its traceback; the scheduler processes end and SIGQUIT the
+        launcher, whose handler runs SGLang's crash path (diagnostics sleep, kill_process_tree)."""
         if self._crashing:
             return
         self._crashing = True
         self.tp0.error("Scheduler hit an exception: "
                        + tracebacks.scheduler_exception("serve", tracebacks.ILLEGAL_ACCESS))
-        self.log.error("Received sigquit from a child process. It usually means the child failed.")
-        self.on_crash()
+        if self.tree is not None:
+            self.tree.kill_schedulers()
+        os.kill(os.getpid(), signal.SIGQUIT)
+
+    def on_sigquit(self) -> None:
+        """SGLang's running-phase SIGQUIT handler (tokenizer manager). Never returns."""
+        self.log.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+        self.log.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+        time.sleep(CRASH_DIAGNOSTICS_S / self.cfg.startup_speed)  # blocking, as SGLang's handler
+        if self.tree is None or not self.tree.live_schedulers():
+            self.log.info("No live scheduler processes found; skipping py-spy and CUDA coredump.")
+        self.kill_process_tree()
+
+    def kill_process_tree(self) -> None:
+        if self.tree is not None:
+            self.tree.kill_process_tree(self.log.info)
+        procs.kill_self()
+
+    def on_sigterm(self) -> None:
+        if self.gracefully_exit:
+            return
+        self.log.warning("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        self.gracefully_exit = True
+        asyncio.get_running_loop().create_task(self.drain())
+
+    def check_children(self) -> bool:
+        """SGLang's SubprocessWatchdog: a child that died triggers SIGQUIT. True once triggered."""
+        dead = self.tree.crashed() if self.tree is not None else None
+        if dead is None:
+            return False
+        self.log.error(f"Subprocess {dead.name} (pid={dead.pid}) crashed with exit code {dead.exitcode}. "
+                       "Triggering SIGQUIT for cleanup...")
+        os.kill(os.getpid(), signal.SIGQUIT)
+        return True
+
+    async def watchdog(self) -> None:
+        while not self.check_children():
+            await asyncio.sleep(self.poll_s)
+
+    async def drain(self) -> None:
+        """SGLang's sigterm_watchdog: wait for the running requests, then kill the tree."""
+        while True:
+            await asyncio.sleep(DRAIN_INTERVAL_S * self.poll_s)
+            if self.check_children():  # the schedulers died too (SIGTERM to the group)
+                return
+            rids = [r.rid for r in [*self.engine.running, *self.engine.waiting] if r.external and not r.finished]
+            self.log.info(f"Gracefully exiting... Remaining number of requests {len(rids)}. "
+                          f"Remaining requests remaining_rids={rids!r}.")
+            if not rids:
+                break
+        self.kill_process_tree()
 
     def _batch_starting(self, batch: list[Req]) -> None:
         if self.cfg.fail_at_serve and any(r.external for r in batch):
@@ -160,12 +289,31 @@ class FakeServer:
             r.add_get(path, self.server_info)
         r.add_route("GET", "/flush_cache", self.flush_cache)
         r.add_route("POST", "/flush_cache", self.flush_cache)
+        r.add_post("/freeze_gc", self.freeze_gc)
         if self.cfg.enable_metrics:
             r.add_get("/metrics", self.metrics)
+        self.routes = {res.canonical for res in r.resources()}
         return app
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+        key = (request.path, request.method)
+        counted = request.path in self.routes
+        if counted:
+            self.http_requests[key] = self.http_requests.get(key, 0) + 1
+            self.http_active[key] = self.http_active.get(key, 0) + 1
+        status = 500
+        try:
+            resp = await self._handle(request, handler)
+            status = resp.status
+            return resp
+        finally:
+            if counted:
+                self.http_active[key] -= 1
+                rkey = (request.path, request.method, str(status))
+                self.http_responses[rkey] = self.http_responses.get(rkey, 0) + 1
+
+    async def _handle(self, request: web.Request, handler: Callable) -> web.StreamResponse:
         key = self.cfg.api_key
         if key and not request.path.startswith(("/health", "/metrics")):
             if request.headers.get("Authorization", "") != f"Bearer {key}":
@@ -179,23 +327,37 @@ class FakeServer:
 
     # --- health ---
     async def health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200 if self.ready else 503)
+        # 0.5.10's /health answered at once; the real build's runs the health generation too
+        return await self._health(generate=self.cfg.real_wording)
 
     async def health_generate(self, request: web.Request) -> web.Response:
+        return await self._health(generate=True)
+
+    async def _health(self, generate: bool) -> web.Response:
+        """SGLang's health_generate: 503 while starting or shutting down; else one token generated
+        (``input_ids=[0]``), 200 as soon as the scheduler has answered anything since the check began,
+        looked at every second (scaled by the speed), 503 after 20 s without."""
+        if self.gracefully_exit:
+            self.log.info("Health check request received during shutdown. Returning 503.")
+            return web.Response(status=503)
         if not self.ready:
             return web.Response(status=503)
-        req = self._new_req(WARMUP_PROMPT, 1, ignore_eos=True, external=False)
+        if not generate:
+            return web.Response(status=200)
+        tic = time.perf_counter()
+        req = self._new_req([0], 1, ignore_eos=True, external=False, log_metrics=False)
         self.engine.submit(req)
-        try:
-            await asyncio.wait_for(self._wait(req), timeout=20.0)
-        except asyncio.TimeoutError:
-            self.engine.abort(req)
-            return web.Response(status=503)
-        return web.Response(status=200)
+        while time.perf_counter() < tic + HEALTH_CHECK_TIMEOUT_S:
+            await asyncio.sleep(max(1.0 / self.cfg.speed, 0.001))
+            if self.engine.last_output_at > tic:
+                self.engine.abort(req)
+                return web.Response(status=200)
+        self.engine.abort(req)
+        return web.Response(status=503)
 
     # --- requests ---
     def _new_req(self, prompt: text.PromptLike, max_new: Optional[int], ignore_eos: bool,
-                 external: Optional[bool] = None) -> Req:
+                 external: Optional[bool] = None, streaming: bool = False, log_metrics: bool = True) -> Req:
         n = text.prompt_tokens(prompt)
         ctx = self.cfg.context_len
         if n >= ctx:
@@ -211,7 +373,8 @@ class FakeServer:
         seed = text.seed_of(prompt)
         stop_len = max_new if ignore_eos else text.natural_length(seed)
         return Req(openai_api.new_id(), n, max_new, stop_len, seed, self.cfg.spec,
-                   external=self.ready if external is None else external)
+                   external=self.ready if external is None else external, streaming=streaming,
+                   log_metrics=log_metrics)
 
     @staticmethod
     async def _wait(req: Req) -> None:
@@ -244,21 +407,53 @@ class FakeServer:
             return {"type": "abort", "message": "Abort before prefill" if not req.produced else "Abort in waiting queue"}
         return None
 
-    def _meta(self, req: Req, tokens: int, final: bool) -> dict[str, Any]:
-        meta: dict[str, Any] = {"id": req.rid, "finish_reason": self._finish_reason(req) if final else None,
-                                "prompt_tokens": req.prompt_tokens, "weight_version": "default",
-                                "completion_tokens": tokens, "cached_tokens": 0}
-        if final and req.finished_at is not None:
-            meta["e2e_latency"] = req.finished_at - req.created
-        if self.cfg.spec:
-            verify_ct = req.verify_ct
-            meta["spec_verify_ct"] = verify_ct
-            if verify_ct > 0:
-                accepted = max(tokens - 1 - verify_ct, 0)
-                meta["spec_accept_length"] = tokens / verify_ct
-                meta["spec_accept_rate"] = accepted / (verify_ct * self.depth) if self.depth else 0.0
-                meta["spec_accept_token_num"] = accepted
-                meta["spec_draft_token_num"] = verify_ct * self.depth
+    def _spec_meta(self, req: Req, tokens: int) -> dict[str, Any]:
+        """SGLang's per-request speculative figures (final chunk only, once something was verified):
+        proposed = verify_ct x (num_draft_tokens - 1); accept length = completion_tokens / verify_ct."""
+        verify_ct = req.verify_ct
+        if not self.cfg.spec or verify_ct <= 0:
+            return {}
+        proposed = verify_ct * self.engine.proposed_per_verify()
+        if proposed <= 0:
+            return {}
+        correct = req.accepted
+        out: dict[str, Any] = {"spec_accept_rate": correct / proposed, "spec_accept_length": tokens / verify_ct,
+                               "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed,
+                               "spec_verify_ct": verify_ct, "spec_accepted_drafts": correct,
+                               "spec_proposed_drafts": proposed}
+        if req.accept_hist:
+            out["spec_correct_drafts_histogram"] = list(req.accept_hist)
+            out["spec_accept_histogram"] = list(req.accept_hist)
+        return out
+
+    def _meta(self, req: Req, tokens: int, final: bool, first: bool = False, stream: bool = False) -> dict[str, Any]:
+        """``meta_info`` in the real server's key order: the common part in every chunk, the send time
+        in a stream's first chunk, latency, speculative figures and timestamps in the final one."""
+        meta: dict[str, Any] = {
+            "id": req.rid, "finish_reason": self._finish_reason(req) if final else None,
+            "prompt_tokens": req.prompt_tokens, "weight_version": "default", "num_retractions": 0,
+            "forward_entry_time": req.entry_time, "prefill_finished_time": req.prefilled_time,
+            "queue_time": (req.first_token_at or req.created) - req.created, "reasoning_tokens": 0,
+            "completion_tokens": tokens, "cached_tokens": 0, "cached_tokens_details": {"device": 0, "host": 0},
+            "dp_rank": None}
+        now = time.time()
+        if not final:
+            if first:
+                meta["response_sent_to_client_ts"] = now
+            return meta
+        e2e = (req.finished_at or time.perf_counter()) - req.created
+        meta["e2e_latency"] = e2e
+        meta.update(self._spec_meta(req, tokens))
+        decode_s = (req.finished_at or 0.0) - (req.first_token_at or 0.0)
+        timestamps = {"request_received_ts": req.received_ts, "api_server_dispatch_finish_ts": req.received_ts,
+                      "request_finished_ts": req.received_ts + e2e}
+        throughput = {"decode_throughput": (tokens - 1) / decode_s if decode_s > 0 and tokens > 1 else 0.0}
+        if stream:
+            meta.update({**timestamps, "response_sent_to_client_ts": now})
+            meta["request_finished_ts"] = meta.pop("request_finished_ts")
+            meta.update(throughput)
+        else:
+            meta.update({**timestamps, **throughput, "response_sent_to_client_ts": now})
         return meta
 
     def _result(self, req: Req) -> dict[str, Any]:
@@ -273,10 +468,11 @@ class FakeServer:
             prompt = body.get("input_ids")
         if prompt is None:
             raise ValueError("Either text, input_ids or input_embeds should be provided.")
+        streaming = bool(body.get("stream"))
         if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
-            return [self._new_req(prompt, max_new, ignore_eos)], False
+            return [self._new_req(prompt, max_new, ignore_eos, streaming=streaming)], False
         if isinstance(prompt, list) and prompt and all(isinstance(p, (str, list)) for p in prompt):
-            return [self._new_req(p, max_new, ignore_eos) for p in prompt], True
+            return [self._new_req(p, max_new, ignore_eos, streaming=streaming) for p in prompt], True
         raise ValueError("text must be a string or a list of strings; input_ids a list of ints or of lists of ints.")
 
     async def _read_json(self, request: web.Request) -> Any:
@@ -319,7 +515,7 @@ class FakeServer:
             raise
 
     async def _open_stream(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream; charset=utf-8",
                                                        "Cache-Control": "no-cache"})
         await resp.prepare(request)
         return resp
@@ -327,6 +523,7 @@ class FakeServer:
     async def _stream_generate(self, request: web.Request, req: Req) -> web.StreamResponse:
         resp = await self._open_stream(request)
         emitted, so_far, ids = 0, "", []
+        first = True
         with self._abort_on_disconnect(req):
             async for tokens, last in self.follow(req):
                 delta = text.token_text(req.seed, emitted, tokens)
@@ -335,8 +532,9 @@ class FakeServer:
                 ids.extend(new_ids)
                 emitted = tokens
                 chunk = {"text": delta if self.cfg.incremental else so_far,
-                         "output_ids": new_ids if self.cfg.stream_output else ids,
-                         "meta_info": self._meta(req, tokens, last)}
+                         "output_ids": new_ids if self.cfg.stream_output else list(ids),
+                         "meta_info": self._meta(req, tokens, last, first=first, stream=True)}
+                first = False
                 await resp.write(f"data: {dumps(chunk)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
         return resp
@@ -356,7 +554,7 @@ class FakeServer:
         try:
             o = openai_api.parse(body, chat, self.cfg.served_model_name)
             check_sampling(o.sampling)
-            reqs = [self._new_req(p, o.max_tokens, o.ignore_eos) for p in o.prompts]
+            reqs = [self._new_req(p, o.max_tokens, o.ignore_eos, streaming=o.stream) for p in o.prompts]
         except ValueError as exc:
             return json_response(openai_api.error_body(str(exc)), 400)
         for req in reqs:
@@ -369,19 +567,30 @@ class FakeServer:
             reqs[0].rid, o.model, choices, sum(r.prompt_tokens for r in reqs), sum(r.produced for r in reqs), chat))
 
     async def _stream_openai(self, request: web.Request, req: Req, o: openai_api.OpenAIRequest) -> web.StreamResponse:
+        """SGLang's OpenAI stream: one chunk per step (``usage`` in each with continuous_usage_stats);
+        chat opens with the role chunk and closes with a finish chunk of its own, completions carry
+        the finish reason on the last text chunk; with include_usage a ``choices: []`` usage chunk,
+        then ``[DONE]``."""
         resp = await self._open_stream(request)
         created = int(time.time())
         emitted = 0
-        first = o.chat
         with self._abort_on_disconnect(req):
-            if first:
+            if o.chat:
                 await resp.write(f"data: {dumps(openai_api.chunk(req.rid, o.model, created, '', None, True, role=True))}\n\n".encode())
             async for tokens, last in self.follow(req):
                 delta = text.token_text(req.seed, emitted, tokens)
                 emitted = tokens
+                usage = openai_api.usage(req.prompt_tokens, tokens) if o.continuous_usage else None
                 finish = (req.finish_reason or "length") if last else None
-                if delta or finish:
-                    body = openai_api.chunk(req.rid, o.model, created, delta, finish, o.chat)
+                if o.chat:
+                    if tokens:
+                        body = openai_api.chunk(req.rid, o.model, created, delta, None, True, usage=usage)
+                        await resp.write(f"data: {dumps(body)}\n\n".encode())
+                    if finish:
+                        body = openai_api.chunk(req.rid, o.model, created, None, finish, True)
+                        await resp.write(f"data: {dumps(body)}\n\n".encode())
+                else:
+                    body = openai_api.chunk(req.rid, o.model, created, delta, finish, False, usage=usage)
                     await resp.write(f"data: {dumps(body)}\n\n".encode())
             if o.include_usage:
                 body = openai_api.usage_chunk(req.rid, o.model, created, req.prompt_tokens, req.produced, o.chat)
@@ -396,14 +605,35 @@ class FakeServer:
 
     # --- introspection ---
     async def model_info(self, request: web.Request) -> web.Response:
-        return json_response({"model_path": self.cfg.model_path, "tokenizer_path": self.cfg.server_args.get("tokenizer_path"),
-                              "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
-                              "has_image_understanding": False, "has_audio_understanding": False,
-                              "model_type": self.cfg.architecture, "architectures": [self.cfg.architecture]})
+        a = self.cfg.server_args
+        return json_response({
+            "model_path": self.cfg.model_path, "served_model_name": self.cfg.served_model_name,
+            "tokenizer_path": a.get("tokenizer_path"), "is_generation": True, "preferred_sampling_params": None,
+            "weight_version": "default", "load_format": a.get("load_format", "auto"),
+            "reasoning_parser": a.get("reasoning_parser"), "tool_call_parser": a.get("tool_call_parser"),
+            "has_image_understanding": False, "has_audio_understanding": False,
+            "model_type": model_type(self.cfg.architecture), "architectures": [self.cfg.architecture],
+            "embedding": MODEL_INFO_EMBEDDING})
+
+    def _startup_time(self, with_tokenizer: bool) -> dict[str, Any]:
+        st = self.cfg.startup_time
+        out: dict[str, Any] = {k: st.get(k, 0.0) for k in ("load_weight", "kv_cache_allocation", "scheduler_e2e")}
+        out["cuda_graph"] = {phase: st.get("cuda_graph", {}).get(phase, 0.0) for phase in GRAPH_PHASES}
+        if with_tokenizer:
+            out["tokenizer_e2e"] = st.get("tokenizer_e2e", 0.0)
+        return out
 
     async def server_info(self, request: web.Request) -> web.Response:
-        return json_response({**self.cfg.server_args, "max_total_num_tokens": self.engine.cfg.max_total_tokens,
-                              "internal_states": [self.engine.internal_state()], "version": self.cfg.version})
+        """Flat server args, then the launcher's figures and ``internal_states`` (per DP rank: the
+        scheduler's copy of the args, its memory, startup time and live state), as the real server."""
+        args = self.cfg.server_args
+        state = {**args, **INTERNAL_STATE_EXTRAS, "last_gen_throughput": self.engine.stats.last_gen_throughput,
+                 "memory_usage": {**self.cfg.memory_usage, "token_capacity": self.engine.cfg.max_total_tokens},
+                 "startup_time": self._startup_time(False), **self.engine.internal_state()}
+        return json_response({**args, "custom_sigquit_handler": None, "startup_time": self._startup_time(True),
+                              "max_total_num_tokens": self.engine.cfg.max_total_tokens,
+                              "max_req_input_len": self.cfg.context_len - 6, "status": "ready" if self.ready else "starting",
+                              "internal_states": [state], "version": self.cfg.version, "kv_events": None})
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         ok = self.engine.flush()
@@ -411,35 +641,69 @@ class FakeServer:
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n"))
 
+    async def freeze_gc(self, request: web.Request) -> web.Response:
+        """The warmup's last call: each process freezes its garbage collector."""
+        for who in ("Scheduler", "Tokenizer Manager"):
+            (self.tp0 if who == "Scheduler" else self.log).info(f"Freezing GC in {who} process. gen0: 0->0, "
+                                                                 "gen1: 0->0, gen2: 0->0")
+        return web.Response(status=200)
+
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.engine.metrics_text(self.cfg.served_model_name),
-                            content_type="text/plain", charset="utf-8")
+        values = self.engine.metric_values()
+        st = self._startup_time(True)
+        values["startup_time_seconds"] = metrics.series("phase", {k: v for k, v in st.items() if k != "cuda_graph"})
+        values["startup_cuda_graph_time_seconds"] = metrics.series("phase", st["cuda_graph"])
+        mem = self.cfg.memory_usage
+        values["weight_memory_usage_gb"] = float(mem.get("weight", 0.0))
+        values["kv_cache_memory_usage_gb"] = float(mem.get("kvcache", 0.0))
+        values["startup_available_gpu_memory_gb"] = float(mem.get("startup_available", 0.0))
+        values["graph_memory_usage_gb"] = metrics.series("phase", {p: mem.get("graph", {}).get(p, 0.0)
+                                                                   for p in GRAPH_PHASES})
+        values["context_len"] = float(self.cfg.context_len)
+        cpu = os.times()
+        values["process_cpu_seconds_total"] = metrics.series("component", {"detokenizer": 0.0,
+                                                                           "tokenizer": cpu.user + cpu.system})
+        values["http_requests_total"] = [({"endpoint": p, "method": m}, float(n))
+                                         for (p, m), n in self.http_requests.items()]
+        values["http_responses_total"] = [({"endpoint": p, "method": m, "status_code": c}, float(n))
+                                          for (p, m, c), n in self.http_responses.items()]
+        values["http_requests_active"] = [({"endpoint": p, "method": m}, float(n))
+                                          for (p, m), n in self.http_active.items()]
+        text_ = metrics.render(self.cfg.served_model_name, values, self.cfg.spec is not None, os.getpid())
+        resp = web.Response(body=text_.encode(), status=200)
+        resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+        return resp
 
     # --- lifecycle ---
     async def warmup(self) -> None:
-        """SGLang's warmup: wait, ask /get_model_info, run one short /generate, then declare ready."""
-        await asyncio.sleep(self.cfg.warmup_s)
+        """SGLang's warmup: ask /model_info (0.5.10: /get_model_info), run one short /generate (the
+        first forward is slow), POST /freeze_gc (0.5.23), then declare ready."""
         base = f"http://{self.cfg.host}:{self.cfg.port}"
         headers = {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
         async with aiohttp.ClientSession(headers=headers) as session:
-            async with session.get(f"{base}/get_model_info") as r:
+            info = "/model_info" if self.cfg.real_wording else "/get_model_info"
+            async with session.get(f"{base}{info}") as r:
                 r.raise_for_status()
+            await asyncio.sleep(self.cfg.warmup_s)
             payload = {"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
             async with session.post(f"{base}/generate", json=payload) as r:
                 r.raise_for_status()
                 await r.read()
+            if self.cfg.real_wording:
+                async with session.post(f"{base}/freeze_gc") as r:
+                    r.raise_for_status()
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")
 
 
-async def serve(cfg: ServerConfig, engine: Engine, on_crash: Callable[[], None],
-                reap: Callable[[], None]) -> int:
-    """Run until SIGTERM/SIGINT (exit 0) or until the port cannot be bound (exit 1)."""
+async def serve(cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = None) -> int:
+    """Serve until the launcher kills itself (SIGTERM, a crash: see the module doc); returns 1 only
+    when the port cannot be bound."""
     loop = asyncio.get_running_loop()
-    server = FakeServer(cfg, engine, on_crash)
-    stop = asyncio.Event()
+    server = FakeServer(cfg, engine, tree)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, server.on_sigterm)
+    loop.add_signal_handler(signal.SIGQUIT, server.on_sigquit)  # the running-phase handler
     pid = os.getpid()
     Log.uvicorn(f"Started server process [{pid}]")
     Log.uvicorn("Waiting for application startup.")
@@ -454,27 +718,15 @@ async def serve(cfg: ServerConfig, engine: Engine, on_crash: Callable[[], None],
                     f"{(exc.strerror or str(exc)).lower()}", level="ERROR")
         return 1
     Log.uvicorn(f"Uvicorn running on http://{cfg.host}:{cfg.port} (Press CTRL+C to quit)")
-    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(_reaper(reap))]
+    tasks = [asyncio.create_task(engine.run()), asyncio.create_task(server.watchdog())]
 
     async def warm() -> None:
         try:
             await server.warmup()
         except Exception as exc:  # noqa: BLE001 - SGLang kills itself when its warmup fails
             server.log.error(f"Initialization failed. warmup error: {exc!r}")
-            on_crash()
+            server.kill_process_tree()
 
     tasks.append(asyncio.create_task(warm()))
-    await stop.wait()
-    Log.uvicorn("Shutting down")
-    Log.uvicorn("Waiting for application shutdown.")
-    Log.uvicorn("Application shutdown complete.")
-    Log.uvicorn(f"Finished server process [{pid}]")
-    for t in tasks:
-        t.cancel()
+    await asyncio.Event().wait()  # forever: the launcher ends by killing itself
     return 0
-
-
-async def _reaper(reap: Callable[[], None]) -> None:
-    while True:
-        await asyncio.sleep(1.0)
-        reap()
