@@ -87,13 +87,13 @@ def test_a_child_without_the_marker_is_found_by_its_session(marker, tmp_path, mo
     unrelated = spawn({})  # a session of its own, never remembered
     try:
         child = None
-        for _ in range(200):
+        for _ in range(200):  # until the child exists and has exec'd with its own environment
             kids = psutil.Process(launcher.pid).children()
-            if kids:
+            if kids and "SWEEP_SWEEP" not in kids[0].environ():
                 child = kids[0]
                 break
             psutil.wait_procs([], timeout=0.05)
-        assert child is not None and "SWEEP_SWEEP" not in child.environ()
+        assert child is not None, "the child never ran without the marker"
         assert {p.pid for p in reaper.marked(marker)} == {launcher.pid, child.pid}
         launcher.kill()
         launcher.wait()  # the child is an orphan now: no process with the marker is left
