@@ -192,7 +192,7 @@ def test_client_records_success_and_every_kind_of_failure_as_data():
     assert ok.ok and ok.error is None and ok.http_status == 200
     assert ok.completion_tokens == 6 and ok.chunk_tokens == [2, 3, 1] and ok.chunks == 3
     assert 0 < ok.ttft_s < ok.latency_s and ok.accept_length == 3.0
-    assert ok.chunk_times_s[-1] - ok.chunk_times_s[0] >= 0.015  # the stub spaced the chunks
+    assert ok.chunk_times_s == sorted(ok.chunk_times_s) and ok.chunk_times_s[-1] > ok.chunk_times_s[0]  # spaced chunks
     assert not r["busy"].ok and r["busy"].http_status == 503 and r["busy"].error.startswith("http 503: ")
     assert "overloaded" in r["busy"].error
     assert not r["cut"].ok and r["cut"].error.startswith("disconnect"), r["cut"].error
