@@ -145,7 +145,7 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
         first = found.errors[0]
         more = f" (and {len(found.errors) - 1} more drafter error(s))" if len(found.errors) > 1 else ""
         raise PointFailure("preflight", f"drafter {found.drafter}: [{first.check}] {first.message}{more}", fix=first.fix)
-    report.checks.append(f"ok: drafter {found.summary()}")
+    report.checks.append(("ok: drafter " if not found.findings else "drafter: ") + found.summary())
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:

@@ -1,0 +1,183 @@
+"""Each drafter mistake of tests/test_drafter.py served with the real SGLang: what it does with the
+checkpoint equals the pre-flight's verdict (error: SGLang stops; warning or ok: it loads).
+
+On a CPU without AMX SGLang cannot serve speculative decoding: its torch_native attention backend
+stops right after the drafter is loaded and set up ("EAGLE is not supported in decode attention
+backend torch_native"). Getting that far means SGLang accepted the checkpoint; what it does at the
+first forward pass (aux layers, hidden size, vocabulary: see each mistake's ``after``) is from its
+code. With AMX the server comes up, which means the same. Run with ``-s`` to see the timings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sweep import drafter as dr
+from tests.conftest import free_port
+from tests.test_drafter import MISTAKES, build, eagle3_config, eagle3_tensors, verdict
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+DRAFTER_LOADED = re.compile(r"Load weight end\..*type=(\w+(?:Eagle3?|NextN|MTP)\w*)")
+EXCEPTION = re.compile(r"^([\w.]+(?:Error|Exception|Interrupt)): (.*)$", re.M)
+NOT_SERVABLE_HERE = "not supported in decode attention backend torch_native"  # SGLang got past the drafter
+READY = "The server is fired up and ready to roll"
+PARALLEL = 3
+
+
+@dataclass
+class Served:
+    kind: str  # load-error | startup-error | loads
+    exception: str  # the last exception line of the log ("" when there is none)
+    drafter_class: str | None  # from the drafter's "Load weight end ... type=..." line
+    seconds: float  # launch to SGLang's verdict
+    log: str
+    load_section: str  # the drafter's Load weight begin .. end (or the traceback) lines
+
+
+def serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float = 600) -> Served:
+    """``_serve``, again on other ports when the server lost a race for one (servers run side by side
+    here; SGLang picks its internal ports near the HTTP port)."""
+    for _ in range(3):
+        s = _serve(real, drafter, algorithm, log_path, timeout_s)
+        if not re.search(r"EADDRINUSE|Address already in use", s.log):
+            return s
+    return s
+
+
+def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float) -> Served:
+    """Launch the real server with this drafter and follow its log until SGLang has made up its mind
+    about the checkpoint: a traceback, or (AMX) ready. The server's whole process group is killed."""
+    port = free_port()
+    argv = [*real.launcher, *real.base_flags(port), "--speculative-algorithm", algorithm,
+            "--speculative-draft-model-path", str(drafter), "--speculative-num-steps", "2",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+    t0 = time.monotonic()
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **real.env},
+                                cwd="/", start_new_session=True)
+    try:
+        while time.monotonic() - t0 < timeout_s:
+            text = log_path.read_text(errors="replace")
+            if proc.poll() is not None or "Traceback" in text and EXCEPTION.search(text) or READY in text:
+                time.sleep(0.5 if proc.poll() is None else 0)
+                break
+            time.sleep(0.5)
+        seconds = time.monotonic() - t0
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=60)
+    text = log_path.read_text(errors="replace")
+    lines = text.splitlines()
+    begins = [i for i, line in enumerate(lines) if "Load weight begin" in line]
+    section = "\n".join(lines[begins[1]:] if len(begins) > 1 else lines[-40:])[:6000]
+    exc = EXCEPTION.findall(text)
+    exception = f"{exc[-1][0]}: {exc[-1][1]}" if exc else ""
+    m = DRAFTER_LOADED.search(text)
+    if READY in text or NOT_SERVABLE_HERE in exception:
+        kind = "loads"
+    elif m is None:
+        kind = "load-error"
+    else:
+        kind = "startup-error"
+    return Served(kind, exception, m.group(1) if m else None, seconds, text, section)
+
+
+@pytest.fixture(scope="session")
+def served(real_sglang, tmp_path_factory, request) -> dict[str, tuple[Served, dr.DrafterReport]]:
+    """The mistakes this session tests (all, or those -k selects), built, checked by the pre-flight and
+    served by real SGLang, a few at a time."""
+    names = [n for n in MISTAKES if any(getattr(item, "callspec", None) and item.callspec.params.get("name") == n
+                                        for item in request.session.items)]
+    root = tmp_path_factory.mktemp("drafters")
+    target = real_sglang.models / "target"
+
+    def one(name: str):
+        m = MISTAKES[name]
+        folder = build(root / name, m)
+        report = dr.check(target, folder, m.algorithm)
+        return name, (serve(real_sglang, folder, m.algorithm, root / f"{name}.log"), report)
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        out = dict(pool.map(one, names))
+    print("\nmistake                  pre-flight  (ms)   real SGLang      after (s)  says")
+    for name, (s, r) in out.items():
+        print(f"{name:24} {verdict(r):10} {r.seconds * 1000:5.1f}   {s.kind:15} {s.seconds:8.1f}   "
+              f"{(s.exception if s.kind != 'loads' else MISTAKES[name].after or 'loads, no message')[:90]}")
+    return out
+
+
+def test_the_hand_made_drafter_is_the_tiny_one(real_sglang):
+    """tests/test_drafter.py's checkpoints are sweep.tinymodels' drafter, tensor for tensor."""
+    disk = real_sglang.models / "eagle3"
+    header = {k: (t.dtype, t.shape) for k, t in dr.read_header(disk / "model.safetensors").items()}
+    assert header == {k: (d, tuple(s)) for k, (d, s) in eagle3_tensors().items()}
+    cfg = dr.read_config(disk)
+    mine = eagle3_config()
+    assert {k: cfg.get(k) for k in mine} == mine
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_sglang_does_what_the_check_says(served, name):
+    m = MISTAKES[name]
+    s, report = served[name]
+    assert verdict(report) == m.verdict, [str(f) for f in report.findings]
+    assert s.kind == m.sglang, (s.kind, s.exception, s.log[s.log.rfind("Traceback") - 2000:][:6000])
+    if m.sglang_says:
+        assert m.sglang_says in s.exception, (s.exception, s.load_section[-3000:])
+    # the check's level follows SGLang: an error where it stops, never where it loads; a checkpoint it
+    # loads with weights dropped, without a word in its log
+    if s.kind != "loads":
+        assert verdict(report) == "error"
+    elif verdict(report) != "error":
+        drafter_load = s.load_section.split("Load weight end")[0]
+        assert not re.search(r"(?i)not found in params_dict|skipping unexpected weight|missing", drafter_load), \
+            drafter_load
+    if s.kind != "load-error":
+        assert s.drafter_class == report.architecture
+    assert report.seconds < 0.5 and report.seconds * 20 < s.seconds
+
+
+def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch):
+    """On the host: a drafter whose aux layers the target never reaches fails in pre-flight, named."""
+    from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+    from sweep.config import CpuConfig, ReapConfig, Timeouts
+    from sweep.host import cpu
+    from sweep.host.cpu import required_flags
+    from sweep.host.gpu import NoGpus
+    from sweep.host.point import HostContext, PointSpec, run_point
+
+    monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)  # let it get to the drafter on no-AMX
+    folder = build(tmp_path / "aux", MISTAKES["aux-out-of-range"])
+    port = free_port()
+    argv = [*real_sglang.launcher, *real_sglang.base_flags(port), "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", str(folder), "--speculative-num-steps", "2",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
+                          concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8))
+    spec = PointSpec(f"real-{uuid.uuid4().hex[:6]}", "p1", "aux", argv, real_sglang.launcher, dict(real_sglang.env),
+                     port, str(tmp_path / "server.log"), 1, bench, Timeouts(), ReapConfig(wait_s=10),
+                     paths={"model_path": str(real_sglang.models / "target"), "draft model path": str(folder)},
+                     device="cpu", cpu=CpuConfig(min_free_mem_gib=1.0),
+                     cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}))
+    t0 = time.monotonic()
+    r = run_point(spec, HostContext("cpu-drafter", NoGpus(), "node"))
+    took = time.monotonic() - t0
+    assert r.status == "failed" and r.failure_phase == "preflight", (r.failure_phase, r.failure_reason)
+    assert "[aux-layers]" in r.failure_reason and "never reaches" in r.failure_reason
+    assert r.drafter_aux_layers == [0, 1, 3] and r.drafter_checks and r.drafter_checks[0].startswith("error")
+    assert not Path(spec.log_path).exists()  # nothing was launched
+    print(f"\npre-flight failed the point in {took:.1f} s (SGLang version and --help probes included)")
