@@ -5,6 +5,7 @@
     python -m sweep report DIR [--vs OTHER]
     python -m sweep query DIR "SQL"
     python -m sweep hosts
+    python -m sweep check-drafter TARGET DRAFTER [--algorithm EAGLE3]
 
 Exit codes: 0 success; 1 a point failed (the sweep finished); 2 bad config; 3 invalid points;
 4 no cluster or no hosts; 5 unusable results directory; 6 benchmark could not start; 130 interrupted.
@@ -21,7 +22,7 @@ from rich.console import Console
 
 from sweep.errors import ConfigError, SweepError
 
-SUBCOMMANDS = ("bench", "report", "query", "hosts")
+SUBCOMMANDS = ("bench", "report", "query", "hosts", "check-drafter")
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -70,6 +71,10 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
         from sweep.analysis import cli as a
 
         return a.add_query_arguments, a.run_query
+    if name == "check-drafter":
+        from sweep import drafter_cli
+
+        return drafter_cli.add_arguments, drafter_cli.run_cli
     from sweep.orchestrate import hosts_cli
 
     return hosts_cli.add_arguments, hosts_cli.run_cli
@@ -92,11 +97,25 @@ def run_command(args: argparse.Namespace) -> int:
         exp, scale = scaled(exp)
     plan = planning.build(exp)
     if args.plan:
+        from sweep.drafter import check_argv
+
+        drafters = {p.id: r for p in plan.points if (r := check_argv(p.argv)) is not None}  # files readable here
         if args.json:
-            print(json.dumps(plan.to_json(), indent=2))
+            out = plan.to_json()
+            for p in out["points"]:
+                if p["id"] in drafters:
+                    p["drafter_checks"] = [str(f) for f in drafters[p["id"]].findings]
+            print(json.dumps(out, indent=2))
         else:
             print_plan(plan, Console(highlight=False))
-        return 3 if plan.invalid else 0
+            from sweep.estimate import plan_lines
+
+            for line in plan_lines(plan, mode=modes[0].removeprefix("--") if modes else "real", scale=scale):
+                print(line)
+            for p in plan.points:
+                for f in drafters[p.id].findings if p.id in drafters else ():
+                    print(f"drafter {f.level} {p.label} [{p.id}]: {f.message} (fix: {f.fix})")
+        return 3 if plan.invalid or any(r.errors for r in drafters.values()) else 0
     plan.require_valid(skip_invalid=args.skip_invalid)
     from sweep.orchestrate.sweep import run_sweep
 

@@ -19,7 +19,8 @@ PIPE_WIDTH = 160
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    """``report DIR [--vs OTHER] [--out DIR] [--no-plots] [--nccl-reference PROFILE] [--quiet]``."""
+    """``report DIR [--vs OTHER] [--out DIR] [--no-plots] [--nccl-reference PROFILE] [--slo SLO]...
+    [--frontier-by AXIS] [--quiet]``."""
     parser.add_argument("directory", metavar="DIR", help="a results directory (e.g. results/k26_eagle-dryrun)")
     parser.add_argument("--vs", metavar="OTHER_DIR", default=None,
                         help="compare with another sweep: the same labels side by side, with the change")
@@ -29,6 +30,13 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nccl-reference", metavar="PROFILE", default=None, dest="env_reference",
                         help="NCCL profile the others are compared with, as in the labels "
                              "(e.g. nccl=default; default: the one named default/none/off)")
+    parser.add_argument("--slo", metavar="SLO", action="append", default=None,
+                        help="judge every configuration by this SLO instead of the experiment's benchmark.slo "
+                             "(repeatable): '[NAME:] LIMIT,...' with limits such as ttft_p90<=2s, tpot_p90<=50ms, "
+                             "latency_p99<=30s, tok_s_p10>=20 (90%% of requests at 20 tok/s or more)")
+    parser.add_argument("--frontier-by", metavar="AXIS", default=None,
+                        help="the frontier's panels: one per value of this grid axis, or 'all' for one "
+                             "(default: one per NCCL profile)")
     parser.add_argument("--quiet", action="store_true",
                         help="write the files and print only where they are")
 
@@ -36,10 +44,21 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def run_report(args: argparse.Namespace) -> int:
     """Build the report, write DIR/report/report.md (plots beside it), print it; returns 0."""
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
+    from sweep.analysis.slo import parse_slo
 
+    slos = None if not args.slo else [parse_slo(text) for text in args.slo]
+    if slos:
+        names = [s.name for s in slos]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            from sweep.errors import ConfigError
+
+            raise ConfigError(f"--slo names {', '.join(map(repr, dupes))} more than once",
+                              fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
     out = Path(args.out) if args.out else Path(args.directory) / "report"
     built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
-                         env_reference=args.env_reference, vs=args.vs)
+                         env_reference=args.env_reference, vs=args.vs, slos=slos,
+                         frontier_by=args.frontier_by)
     path = report.write(built, out)
     # a pipe or a file has no width: give tables room instead of rich's 80 columns
     console = Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)

@@ -7,11 +7,11 @@ a reader wants first (does speculation pay at C=1, where does it stop, what did 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from sweep.analysis import health, speedups
+from sweep.analysis import acceptance, frontier, health, slo as slo_mod, speedups
 from sweep.analysis.frames import Tables
 
 
@@ -27,12 +27,26 @@ class Findings:
     failures: pl.DataFrame
     request_failures: pl.DataFrame
     warnings: pl.DataFrame
+    acceptance: pl.DataFrame = field(default_factory=lambda: acceptance.empty())  # per drafter point: verdicts
+    frontier: pl.DataFrame = field(default_factory=pl.DataFrame)  # frontier.frontier_table
+    frontier_by: str | None = None
+    slos: list = field(default_factory=list)  # the SLOs as given (sweep.analysis.slo.SLO)
+    slo_speed: float = 1.0  # a dry run's fake speed: the SLOs were applied scaled by it
+    slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo (scaled SLOs)
+    slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table
 
 
-def analyze(tables: Tables, *, env_reference: str | None = None) -> Findings:
-    """All the report's frames for one results directory."""
+def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
+            frontier_by: str | None = None) -> Findings:
+    """All the report's frames for one results directory. ``slos``: the SLOs to judge by
+    (``sweep.analysis.slo.SLO``; in a dry run they are applied scaled to the fake's speed);
+    ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
+    slos = list(slos or [])
+    speed = slo_mod.dry_run_speed(tables)
+    applied = [s.scaled(speed) for s in slos] if speed != 1 else slos
+    slo_levels = slo_mod.level_slo(tables, applied)
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
@@ -44,6 +58,13 @@ def analyze(tables: Tables, *, env_reference: str | None = None) -> Findings:
         failures=health.failures(tables),
         request_failures=health.request_failures(tables),
         warnings=health.plan_warnings(tables),
+        acceptance=acceptance.acceptance(tables),
+        frontier=frontier.frontier_table(tables, levels, by=frontier_by),
+        frontier_by=frontier_by,
+        slos=slos,
+        slo_speed=speed,
+        slo_levels=slo_levels,
+        slo_table=slo_mod.slo_table(tables, applied, slo_levels),
     )
 
 
@@ -56,9 +77,40 @@ def _span(levels: pl.Series) -> str:
     return f"C={lo}" if lo == hi else f"between C={lo} and C={hi}"
 
 
+def _per(value: float, per: str) -> str:
+    return f"{value:,.0f} output tok/s per {per}"
+
+
+def slo_headlines(f: Findings) -> list[str]:
+    """One sentence per SLO: the setup to deploy, where it holds, and its margins."""
+    lines = []
+    for rec in slo_mod.recommendations(f.slo_table, f.slos):
+        slo = rec["slo"]
+        head = f"SLO {slo.name} ({slo.describe()})"
+        if rec["best"] is None:
+            lines.append(f"{head}: {rec['reason']}.")
+            continue
+        b, r = rec["best"], rec["runner_up"]
+        where = (f"up to C{b['c_text']}" if b["bound"] == "=" else
+                 f"at every level measured (C{b['c_text']})")
+        text = (f"{head}: deploy {b['label']}" + (" (a baseline)" if b["baseline"] else "")
+                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
+        if r is not None and r["tok_s_gpu"]:
+            text += f", {b['margin'] * 100:+.0f}% over the runner-up {r['label']} ({_per(r['tok_s_gpu'], r['per'])})"
+        elif r is not None:
+            text += ", the only configuration that meets it"
+        if not b["baseline"]:
+            if b["vs_baseline"] is not None:
+                text += f", {b['vs_baseline'] * 100:+.0f}% over its baseline {b['baseline_label']}"
+            elif b["baseline_label"]:
+                text += f"; its baseline {b['baseline_label']} meets it at no level"
+        lines.append(text + ".")
+    return lines
+
+
 def headlines(f: Findings) -> list[str]:
     """The sweep's story in a few sentences (empty when nothing has been measured yet)."""
-    lines: list[str] = []
+    lines: list[str] = slo_headlines(f) if not f.slo_table.is_empty() else []
     spec = f.single.filter(pl.col("speedup").is_not_null())
     if spec.height:
         top = spec.sort("speedup", descending=True).row(0, named=True)
@@ -89,6 +141,11 @@ def headlines(f: Findings) -> list[str]:
     if dips.height:
         lines.append(f"{dips['point_id'].n_unique()} configurations that end ahead of their baseline are "
                      f"slower than it at some lower levels ({_span(dips['concurrency'])}).")
+    broken = f.acceptance.filter(pl.col("verdict").is_in(["broken", "low"]))
+    if broken.height:
+        lines.append(f"{broken.height} speculative point(s) accept far less than a working drafter would "
+                     f"({', '.join(broken['label'].head(3))}{' ...' if broken.height > 3 else ''}): see Drafter "
+                     "acceptance for the likely causes.")
     for (profile, reference), g in f.env.group_by(["profile", "reference"], maintain_order=True):
         ratios = g["geomean_ratio"].drop_nulls()
         if not ratios.len():

@@ -317,3 +317,48 @@ def plot_startup(startup: pl.DataFrame, path: Path) -> Path | None:
     ax.set_title("Startup phases per point", fontsize=12)
     fig.savefig(path)
     return path
+
+
+def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
+    """Output tok/s per GPU against per-user speed, every configuration and level, a panel per
+    NCCL profile (or axis); the Pareto frontier drawn over them, each point on it labelled with its
+    configuration and concurrency."""
+    data = frontier.filter(pl.col("user_tok_s") > 0)
+    if data.is_empty():
+        return None
+    panels = sorted(data["panel"].unique().to_list(), key=natural_key)
+    style = styles(data)
+    fig = Figure(figsize=(_width(len(panels), 6.5), 6.2), layout="constrained", dpi=DPI)
+    axes = fig.subplots(1, len(panels), squeeze=False, sharex=True, sharey=True)[0]
+    per = "host" if (data["per"] == "host").all() else "GPU"
+    for ax, key in zip(axes, panels):
+        panel = data.filter(pl.col("panel") == key)
+        for config, curve in panel.sort("concurrency").group_by("config", maintain_order=True):
+            s = dict(style[config[0]])
+            s.update(alpha=0.45, linewidth=1.0, markersize=4, zorder=2)
+            ax.plot(curve["user_tok_s"], curve["tok_s_gpu"], **s)
+        front = panel.filter("on_frontier").sort("user_tok_s")
+        ax.plot(front["user_tok_s"], front["tok_s_gpu"], color="crimson", linewidth=2.2, alpha=0.8, zorder=3)
+        for i, r in enumerate(front.iter_rows(named=True)):
+            ax.plot([r["user_tok_s"]], [r["tok_s_gpu"]], marker=style[r["config"]]["marker"], markersize=8,
+                    color=style[r["config"]]["color"], markeredgecolor="crimson", markeredgewidth=1.5, zorder=4)
+            name = r["config"] + (" (baseline)" if r["baseline"] else "")
+            group = set(r["group"].split(",")) if r["group"] else set()
+            short = ",".join(p for p in name.split(",") if p not in group)
+            ax.annotate(f"{short} C={r['concurrency']}", (r["user_tok_s"], r["tok_s_gpu"]),
+                        xytext=(6, -10 if i % 2 else 5), textcoords="offset points", fontsize=7,
+                        color="crimson", zorder=5)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("per-user speed, tok/s per request (output tokens / latency; log scale)")
+        ax.grid(True, alpha=0.3)
+        ax.set_title(key or "all points", fontsize=10)
+    axes[0].set_ylabel(f"output tok/s per {per} (completion tokens only)")
+    axes[0].set_ylim(bottom=0)
+    _legend(fig, data, style)
+    fig.suptitle("Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier "
+                 "(labelled)", fontsize=12)
+    fig.savefig(path)
+    return path

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sweep.analysis import noise, plots, render
+from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -91,6 +91,103 @@ def _n(digits: int):
     return lambda v: render.num(v, digits)
 
 
+COUNTED = ("Tokens counted: output (completion) tokens only, prompt tokens not; per GPU = the level's "
+           "output tok/s divided by the GPUs of the point's host(s) (gpu_count in the points table)")
+
+
+def _per_note(frame: pl.DataFrame) -> str:
+    hosts = frame.filter(pl.col("per") == "host")["label"].unique().to_list() if frame.height else []
+    if not hosts:
+        return COUNTED + "."
+    return (COUNTED + f"; points with no GPU (CPU hosts: {', '.join(sorted(hosts)[:4])}"
+            + (" ..." if len(hosts) > 4 else "") + ") are counted per host instead.")
+
+
+def frontier_section(f: Findings, images: list[str]) -> list[Section]:
+    fr = f.frontier
+    if fr.is_empty():
+        return []
+    by = f.frontier_by
+    panels = ("one panel per NCCL profile" if by in (None, "profile") else
+              "one panel for all points" if by.lower() in frontier_mod.ALL else f"one panel per value of {by}")
+    paragraphs = [
+        "Every configuration at every concurrency level: per-user speed (x: output tokens / latency of "
+        "each request, TTFT included, mean over the level) against output tokens per second per GPU (y), "
+        f"{panels}. A point is on the frontier when no other point is at least as fast per user and serves "
+        "more per GPU: read along it, it names the configuration to run for the per-user speed wanted. "
+        + _per_note(fr)]
+    spans = frontier_mod.frontier_spans(fr)
+    for panel, g in spans.group_by("panel", maintain_order=True):
+        parts = [f"{r['label']}{' (baseline)' if r['baseline'] else ''} "
+                 + (f"from {render.num(r['user_tok_s_max'], 0)} to {render.num(r['user_tok_s_min'], 0)} "
+                    f"tok/s per user (C={r['c_from']}-{r['c_to']})" if r["c_to"] != r["c_from"] else
+                    f"at {render.num(r['user_tok_s_max'], 0)} tok/s per user (C={r['c_from']})")
+                 for r in g.iter_rows(named=True)]
+        paragraphs.append(f"- {panel[0] or 'all points'}: " + "; then ".join(parts) + ".")
+    on = frontier_mod.frontier_only(fr)
+    table = on.select(
+        panel=pl.when(pl.col("panel") == "").then(pl.lit("all")).otherwise("panel"),
+        configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
+        C="concurrency",
+        **{"per-user tok/s": render.cell(_n(1), "user_tok_s"),
+           "output tok/s per GPU": render.cell(lambda v, per: render.num(v, 1) + ("" if per == "GPU" else " (per host)"),
+                                                "tok_s_gpu", "per")})
+    return [Section("Throughput-interactivity frontier", paragraphs, table, images)]
+
+
+def _margin_cell(margin: float | None, rank: int, tok: float) -> str:
+    if not tok:
+        return render.MISSING
+    return render.change(margin) if margin is not None else ("only one" if rank == 1 else render.MISSING)
+
+
+def slo_sections(f: Findings) -> list[Section]:
+    if not f.slos:
+        return [Section("SLOs and goodput", [
+            "No SLO given: set benchmark.slo in the experiment, or try some with "
+            "`python -m sweep report DIR --slo 'ttft_p90<=2s,tpot_p90<=50ms'` (metrics ttft, tpot, "
+            "latency, tok_s; any percentile; several --slo for several SLOs)."])]
+    paragraphs = [
+        "Per configuration, the highest concurrency at which every limit of the SLO holds at its "
+        "percentile (interpolated in log concurrency between the last level that meets it and the first "
+        "that does not; '>=' when even the highest level measured meets it, '<' the lowest when none "
+        "does), the output tok/s per GPU there (the throughput under the SLO, ranked), and the margin over "
+        "the next configuration and over its own matched baseline. Goodput is the rate of requests that "
+        "meet their SLO (DistServe): per level, the requests that met every limit, their output tok/s per "
+        "GPU. A failed request meets no limit. " + _per_note(f.slo_table)]
+    if f.slo_speed != 1:
+        paragraphs.append(
+            f"DRY RUN: the fake served {f.slo_speed:g}x faster than the real system it models, so each SLO is "
+            f"applied scaled to it (times divided by {f.slo_speed:g}, speeds multiplied): it then means for "
+            "the fake what it says for the real system. The tables show the fake's own numbers.")
+    out = [Section("SLOs and goodput", paragraphs)]
+    applied = {s.name: (s.scaled(f.slo_speed) if f.slo_speed != 1 else s) for s in f.slos}
+    for slo in f.slos:
+        t = f.slo_table.filter(pl.col("slo") == slo.name).sort("rank")
+        scaled = applied[slo.name]
+        text = [f"{slo.describe()}." + (f" Applied as {scaled.text()}." if f.slo_speed != 1 else "")]
+        table = t.select(
+            rank="rank",
+            configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
+            **{"highest C meeting it": "c_text",
+               "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
+               "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu"),
+               "vs its baseline": render.cell(lambda v, b: "(is one)" if b else render.change(v), "vs_baseline", "baseline"),
+               "binding limit": "binding"})
+        out.append(Section(f"SLO {slo.name}", text, table, level=3))
+        good = f.slo_levels.filter(pl.col("slo") == slo.name)
+        if good.height:
+            conf = t.select("point_id", "label", order="rank")
+            cells = good.join(conf, on="point_id", how="inner").with_columns(
+                cell=render.cell(lambda g, a, met: f"{render.num(g, 1)} ({a:.0%})" + ("" if met else " x"),
+                                 "goodput_tok_s_gpu", "attainment", "met"))
+            out.append(Section(f"Goodput under {slo.name}", [
+                "Output tok/s per GPU of the requests that met every limit, at each level; in brackets the "
+                "share of requests that did; 'x' marks a level that misses the SLO at its percentiles."],
+                _level_pivot(cells, pl.col("cell")), level=3))
+    return out
+
+
 def single_stream_section(f: Findings, images: list[str]) -> Section:
     table = f.single.select(
         point="label",
@@ -126,13 +223,26 @@ def _throughput_cell(value: float | None, ratio: float | None, noisy: bool | Non
     return render.num(value, 0) + ("" if ratio is None else f" ({render.marked(ratio, noisy)})")
 
 
-def concurrency_section(f: Findings, images: list[str]) -> Section:
+def stop_note(tables) -> list[str]:
+    """How the levels ended, when a stop rule ended some early (empty otherwise)."""
+    lv = tables["levels"].select("stopped_early", "requests", "planned_requests", "throughput_precision").collect()
+    stopped = lv.filter(pl.col("stopped_early").fill_null(False))
+    if not stopped.height:
+        return []
+    sent, planned = lv["requests"].sum(), lv["planned_requests"].drop_nulls().sum()
+    share = f"{sent / planned:.0%} of the {planned:,} requests the fixed rounds would have sent" if planned else ""
+    return [f"Stop rule (benchmark.concurrency.stop): {stopped.height} of {lv.height} levels ended once their "
+            f"throughput was known well enough (median precision +-{stopped['throughput_precision'].median():.1%}); "
+            f"the levels sent {share}. Levels table: stopped_early, planned_requests, throughput_precision."]
+
+
+def concurrency_section(f: Findings, images: list[str], notes: list[str] = ()) -> Section:
     cell = render.cell(_throughput_cell, "output_throughput", "throughput_ratio", "within_noise")
     return Section("Concurrency", [
         "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
         "its ratio to the matched baseline at the same level. "
-        f"'{render.NOISE_MARK}' marks a ratio within noise (interval from the level's per-request tok/s)."],
-        _level_pivot(f.levels, cell), images)
+        f"'{render.NOISE_MARK}' marks a ratio within noise (interval from the level's per-request tok/s).",
+        *notes], _level_pivot(f.levels, cell), images)
 
 
 def best_section(f: Findings) -> Section:
@@ -209,6 +319,29 @@ def env_section(f: Findings, images: list[str]) -> Section:
         table, images)
 
 
+def acceptance_section(f: Findings) -> Section:
+    a = f.acceptance
+    if not a.height:
+        return Section("Drafter acceptance", ["No speculative point with a drafter."])
+    rates = lambda v: render.MISSING if not v else " ".join(render.MISSING if x is None else f"{x:.0%}" for x in v)  # noqa: E731
+    pct = lambda v: render.MISSING if v is None else f"{v:.0%}"  # noqa: E731
+    table = a.select(point="label", steps="steps", positions="positions",
+                     **{"accept len": render.cell(_n(2), "accept_length"),
+                        "accept rate": render.cell(pct, "accept_rate"),
+                        "per position": render.cell(rates, "position_rates"),
+                        "1st position": render.cell(pct, "first_rate"),
+                        "predicted len": render.cell(_n(2), "predicted_length"),
+                        "verdict": pl.col("verdict").fill_null(render.MISSING)})
+    flagged = acceptance.flagged_lines(a)
+    return Section("Drafter acceptance", [
+        "Tokens per verify step (accept len, the bonus token included), accepted / proposed drafts (accept "
+        "rate), per draft position where the server's accept histogram was recorded, and what a chain whose "
+        "positions accept like its first would reach (predicted len; the first position from the histogram "
+        "or from the same drafter's steps=1 point). 'broken': accept rate under "
+        f"{acceptance.NEAR_ZERO:.0%}; 'low': under {acceptance.FAR_BELOW:.0%} of the predicted gain.",
+        *[f"- {line}" for line in flagged]], table)
+
+
 def startup_section(f: Findings, images: list[str]) -> Section:
     s = f.startup
     cols = [*PHASES, "other_s", "startup_s"]
@@ -268,6 +401,12 @@ def method_section(f: Findings) -> Section:
         "- NCCL profiles are compared with one reference profile"
         + (f" ({f.env['reference'][0]})" if f.env.height else "")
         + ": --nccl-reference when given, else the one named default/none/off, else the first.",
+        "- Frontier: per-user speed = a request's output tokens / its latency (TTFT included), mean over "
+        "the level's ok requests; output tok/s per GPU = the level's completion tokens / wall time / "
+        "gpu_count; Pareto frontier within each panel.",
+        "- SLOs: each limit at its percentile over the level's requests (failed ones meet none); highest "
+        "concurrency meeting it interpolated linearly in log concurrency; goodput counts the requests that "
+        "met every limit themselves.",
         "- Every figure is recomputable from the Parquet tables: `python -m sweep query DIR \"SQL\"`.",
     ])
 
@@ -280,6 +419,7 @@ PLOTS = {
     "nccl_effect.png": lambda f, p: plots.plot_env_effect(f.levels, p, f.env["reference"].first()
                                                           if f.env.height else None),
     "startup.png": lambda f, p: plots.plot_startup(f.startup, p),
+    "frontier.png": lambda f, p: plots.plot_frontier(f.frontier, p),
 }
 
 
@@ -291,28 +431,35 @@ def draw(f: Findings, out_dir: Path) -> dict[str, Path]:
 
 
 def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plots: bool = True,
-          env_reference: str | None = None, vs: str | Path | None = None) -> Report:
+          env_reference: str | None = None, vs: str | Path | None = None,
+          slos: list | None = None, frontier_by: str | None = None) -> Report:
     """Analyse ``directory`` and return the report's sections and Markdown; plots are written to
-    ``out_dir`` (default DIR/report) when ``with_plots``."""
+    ``out_dir`` (default DIR/report) when ``with_plots``. ``slos``: the SLOs to judge by
+    (``sweep.analysis.slo.SLO``; default: the experiment's ``benchmark.slo``, from
+    DIR/experiment.yaml); ``frontier_by``: the frontier's panels (an axis name, or 'all')."""
     directory = Path(directory)
     tables = load(directory)
-    f = analyze(tables, env_reference=env_reference)
+    slos = slo_mod.from_experiment(directory) if slos is None else slos
+    f = analyze(tables, env_reference=env_reference, slos=slos, frontier_by=frontier_by)
     out = Path(out_dir) if out_dir else directory / "report"
     drawn = draw(f, out) if with_plots else {}
     img = lambda *names: [n for n in names if n in drawn]  # noqa: E731
     plan = read_plan(directory)
     sections = [header(directory, f, plan), summary_section(f),
+                *frontier_section(f, img("frontier.png")),
+                *slo_sections(f),
                 single_stream_section(f, img("single_stream.png")),
-                concurrency_section(f, img("concurrency.png")),
+                concurrency_section(f, img("concurrency.png"), stop_note(tables)),
                 best_section(f),
                 crossover_section(f, img("speedup_vs_concurrency.png")),
                 *grid_sections(f, img("speedup_grid.png")),
                 env_section(f, img("nccl_effect.png")),
+                acceptance_section(f),
                 startup_section(f, img("startup.png")),
                 *failures_section(f, plan)]
     if vs is not None:
         other, other_tables = Path(vs), load(vs)
-        sections += compare_sections(f, analyze(other_tables, env_reference=env_reference),
+        sections += compare_sections(f, analyze(other_tables, env_reference=env_reference, frontier_by=frontier_by),
                                      tables, other_tables, directory, other)
     sections.append(method_section(f))
     return Report(sections, render.markdown(sections), list(drawn.values()))

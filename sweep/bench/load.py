@@ -1,21 +1,29 @@
 """The two load shapes: single stream (one request at a time) and a closed loop of C in flight.
 
 Both run on the caller's event loop; in-flight slot i always uses ``clients.slot(i)`` (its own
-keep-alive connection, see ``client.Clients``). They only send and record. Figures are computed afterwards by ``stats`` from the records, so the hot path does no
-more than parse chunks.
+keep-alive connection, see ``client.Clients``). They only send and record. Figures are computed
+afterwards by ``stats`` from the records, so the hot path does no more than parse chunks.
+
+A closed loop with a stop rule (``benchmark.concurrency.stop``) also tells a
+``stop.LevelMonitor`` what it sent and what completed; once the monitor says the throughput is
+known to the precision asked for, no further request is sent and the requests still in flight are
+cancelled (their connections closed, so SGLang aborts them). They are not recorded: the level is
+what completed before the stop, and ``LevelRun`` says how many were cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
-
 
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
+from sweep.bench.settings import StopSettings
+from sweep.bench.stop import LevelMonitor, Precision
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +92,17 @@ async def single_stream(clients: Clients, opts: RequestOptions, *, runs: int, wa
     return out
 
 
+@dataclass
+class LevelRun:
+    """One closed-loop level: the requests that completed, and how the level ended."""
+
+    sent: list[Sent]
+    planned: int  # the fixed request count
+    stopped_early: bool = False  # the stop rule ended it before the fixed count
+    cancelled: int = 0  # requests in flight at the stop, cancelled and not recorded
+    precision: Precision = field(default_factory=lambda: Precision(None, None, 0, 0))
+
+
 async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: int, requests: int,
                       max_tokens: int, notify: Notifier) -> list[Sent]:
     """``requests`` requests with exactly ``concurrency`` in flight until the last ones drain.
@@ -91,20 +110,65 @@ async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: in
     C workers pull the next request number from one shared iterator as soon as their previous
     request ends (closed loop): the server always sees C requests, never a burst or a trickle.
     """
+    run = await closed_loop_until(clients, opts, concurrency=concurrency, requests=requests,
+                                  max_tokens=max_tokens, notify=notify)
+    return run.sent
+
+
+async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurrency: int, requests: int,
+                            max_tokens: int, notify: Notifier, stop: Optional[StopSettings] = None,
+                            confidence: float = 0.95) -> LevelRun:
+    """``closed_loop``, ended early by ``stop`` when it is given (see the module docstring); the
+    precision of the level's throughput is estimated either way (at ``stop.confidence``, else
+    ``confidence``)."""
     indices = opts.prompts.choose(requests, opts.seed, f"level-{concurrency}")
     results: list[Optional[Sent]] = [None] * requests
     numbers = iter(range(requests))
+    monitor = LevelMonitor(concurrency, requests, confidence=stop.confidence if stop else confidence,
+                           precision_goal=stop.precision if stop else None,
+                           min_requests=stop.min_requests if stop else None)
+    in_flight: dict[int, asyncio.Task] = {}
+    cancelled = 0
     done = 0
     notify({"stage": "level", "concurrency": concurrency, "done": 0, "of": requests})
 
     async def worker(slot: int) -> None:
-        nonlocal done
+        nonlocal done, cancelled
         client = clients.slot(slot)
         for seq in numbers:
-            rec = await _one(client, opts, indices[seq], max_tokens)
+            if monitor.decision is not None:
+                return
+            monitor.sent(seq, time.perf_counter())
+            task = asyncio.ensure_future(_one(client, opts, indices[seq], max_tokens))
+            in_flight[seq] = task
+            try:
+                rec = await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if monitor.decision is None or (current is not None and current.cancelling()):
+                    raise  # cancelled from outside (Ctrl-C, the point's deadline): not ours to swallow
+                cancelled += 1
+                return
+            finally:
+                in_flight.pop(seq, None)
             results[seq] = Sent("level", concurrency, seq, indices[seq], max_tokens, rec)
+            monitor.completed(seq, rec)
             done += 1
             notify({"stage": "level", "concurrency": concurrency, "done": done, "of": requests})
+            if monitor.should_stop():
+                for other in list(in_flight.values()):
+                    other.cancel()
+                return
 
-    await asyncio.gather(*(worker(i) for i in range(min(concurrency, requests))))
-    return [s for s in results if s is not None]
+    workers = [asyncio.ensure_future(worker(i)) for i in range(min(concurrency, requests))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for t in [*workers, *in_flight.values()]:
+            t.cancel()
+        raise
+    sent = [s for s in results if s is not None]
+    stopped = monitor.decision is not None and len(sent) < requests
+    if stopped:
+        notify({"stage": "level", "concurrency": concurrency, "done": done, "of": requests, "stopped": True})
+    return LevelRun(sent, requests, stopped_early=stopped, cancelled=cancelled, precision=monitor.final())

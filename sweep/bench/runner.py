@@ -5,7 +5,8 @@ This is what ``python -m sweep bench`` runs and what the sweep runs on every gri
 1. probe ``/server_info`` (the only step that can raise: ``BenchError`` if nothing answers);
 2. flush the cache, warmup runs, single-stream runs;
 3. per level: flush the cache (resets the server's accept-length average), scrape ``/metrics``,
-   run the closed loop while ``server_metrics.Sampler`` scrapes every ``metrics_every_s``, scrape
+   run the closed loop while ``server_metrics.Sampler`` scrapes every ``metrics_every_s`` (with
+   ``concurrency.stop``, until the throughput is known well enough: ``sweep.bench.stop``), scrape
    again, read ``/server_info``; then ``level_metrics`` turns the scrapes into the level's
    ``metrics_*`` columns and its rows of the ``metrics`` table;
 4. build the four tables with ``sweep.results.schema.from_rows``.
@@ -31,7 +32,7 @@ from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
 from sweep.bench.client import APIS, Clients
-from sweep.bench.load import Notifier, RequestOptions, Sent, closed_loop, single_stream
+from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.bench.settings import BenchSettings
 from sweep.errors import BenchError
@@ -122,6 +123,14 @@ def single_row(point_id: str, s: Sent) -> dict:
     }
 
 
+def stop_columns(run: LevelRun) -> dict:
+    """The levels columns that say how a level ended and how precisely it measured throughput."""
+    p = run.precision
+    return {"planned_requests": run.planned, "stopped_early": run.stopped_early,
+            "stop_cancelled": run.cancelled, "steady_throughput": p.rate,
+            "throughput_precision": p.half_width, "precision_batches": p.batches}
+
+
 async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional[str],
                          during: list[str]) -> tuple[dict, list[dict]]:
     """After a level: its last scrape, and every scrape parsed into columns and metrics rows."""
@@ -166,19 +175,21 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
             try:
-                level = await closed_loop(clients, opts, concurrency=c, requests=settings.requests_at(c),
-                                          max_tokens=settings.concurrency.max_tokens, notify=notify)
+                run = await closed_loop_until(clients, opts, concurrency=c, requests=settings.requests_at(c),
+                                              max_tokens=settings.concurrency.max_tokens, notify=notify,
+                                              stop=settings.concurrency.stop)
             finally:
                 during = await sampler.stop() if sampler is not None else []
             columns, rows = await _level_metrics(side, url, point_id, c, before, during)
             after_info = await sm.server_info(side, url) if flushed else None
-            sent += level
+            sent += run.sent
             metric_rows += rows
             level_rows.append({
                 "point_id": point_id, "concurrency": c, "max_tokens": settings.concurrency.max_tokens,
-                **stats.level_figures([s.record for s in level]),
+                **stats.level_figures([s.record for s in run.sent]),
                 "accept_length_server": sm.accept_length_of(after_info),
                 "flushed": flushed,
+                **stop_columns(run),
                 **columns,
             })
     singles = [s for s in sent if s.phase == "single"]

@@ -1,10 +1,14 @@
 """What a benchmark run does: the ``benchmark`` section of an experiment file, and the options of
-``python -m sweep bench``. Plain dataclasses, so omegaconf can use them as a typed schema."""
+``python -m sweep bench``. Plain dataclasses, so omegaconf can use them as a typed schema; values
+the types cannot check (ranges) are checked in ``__post_init__``, which omegaconf runs when it
+builds the experiment, so a bad value is a ``ConfigError`` that names the key."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+
+from sweep.errors import ConfigError
 
 
 @dataclass
@@ -15,6 +19,30 @@ class SingleStreamSettings:
 
 
 @dataclass
+class StopSettings:
+    """``benchmark.concurrency.stop``: end a closed-loop level once its output throughput is known
+    to ``precision`` (relative half-width of the ``confidence`` interval), or at its fixed request
+    count, whichever comes first. How the interval is computed: ``sweep/bench/stop.py``."""
+
+    precision: float = 0.02  # 0.02: +-2 %
+    confidence: float = 0.95
+    # requests that must have completed before a level may stop; None: C (every in-flight slot
+    # completed one request) and at least 2 (a spread needs two)
+    min_requests: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.precision < 1:
+            raise ConfigError(f"benchmark.concurrency.stop.precision = {self.precision!r} is out of range",
+                              fix="a relative half-width between 0 and 1, e.g. 0.02 for +-2 %")
+        if not 0 < self.confidence < 1:
+            raise ConfigError(f"benchmark.concurrency.stop.confidence = {self.confidence!r} is out of range",
+                              fix="a probability between 0 and 1, e.g. 0.95")
+        if self.min_requests is not None and self.min_requests < 1:
+            raise ConfigError(f"benchmark.concurrency.stop.min_requests = {self.min_requests!r} is out of range",
+                              fix="at least 1, or leave it out (C, and at least 2)")
+
+
+@dataclass
 class ConcurrencySettings:
     levels: list[int] = field(default_factory=lambda: [1, 2, 5, 10, 30, 70, 100, 250])
     # requests sent at each level; None means rounds * concurrency, so every level keeps exactly
@@ -22,6 +50,34 @@ class ConcurrencySettings:
     requests_per_level: Optional[int] = None
     rounds: int = 2
     max_tokens: int = 512
+    stop: Optional[StopSettings] = None  # None: every level sends its fixed request count
+
+
+@dataclass
+class SLOSettings:
+    """One service-level objective of ``benchmark.slo``: at least ``percentile`` % of a level's
+    requests must meet every limit given (TTFT and TPOT at most, per-user tok/s at least). The
+    report finds, per configuration, the highest concurrency that meets it and its goodput; the
+    same SLOs can be given afterwards with ``python -m sweep report DIR --slo ...``."""
+
+    name: str = ""  # e.g. interactive; empty: named after its limits
+    percentile: float = 90.0  # share of requests that must meet each limit (90: p90 TTFT, p10 tok/s)
+    ttft_s: Optional[float] = None  # time to first token, at most (seconds)
+    tpot_s: Optional[float] = None  # time per output token after the first, at most (seconds)
+    tok_s: Optional[float] = None  # per-user speed (output tokens / latency), at least (tok/s)
+
+    def __post_init__(self) -> None:
+        who = f"benchmark.slo {self.name!r}" if self.name else "benchmark.slo"
+        if not 0 < self.percentile <= 100:
+            raise ConfigError(f"{who}: percentile = {self.percentile!r} is out of range",
+                              fix="a share of requests in (0, 100], e.g. 90")
+        limits = {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "tok_s": self.tok_s}
+        for key, value in limits.items():
+            if value is not None and not value > 0:
+                raise ConfigError(f"{who}: {key} = {value!r} must be positive",
+                                  fix="seconds for ttft_s and tpot_s, tokens per second for tok_s")
+        if all(v is None for v in limits.values()):
+            raise ConfigError(f"{who} sets no limit", fix="give at least one of ttft_s, tpot_s, tok_s")
 
 
 @dataclass
@@ -37,6 +93,16 @@ class BenchSettings:
     server_metrics: bool = True  # scrape /metrics around and during each level when the server has it
     single_stream: SingleStreamSettings = field(default_factory=SingleStreamSettings)
     concurrency: ConcurrencySettings = field(default_factory=ConcurrencySettings)
+    # the service-level objectives the report judges every configuration by (they change no
+    # measurement; the report reads them from the results directory's experiment.yaml)
+    slo: list[SLOSettings] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.slo if s.name]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"benchmark.slo names {', '.join(map(repr, dupes))} more than once",
+                              fix="give every SLO its own name")
 
     def requests_at(self, concurrency: int) -> int:
         c = self.concurrency

@@ -1,16 +1,25 @@
 """The live view of a sweep: one line per host (its point, stage and elapsed time) and a bar for the
-sweep (done, failed, remaining, ETA learned from finished points). Plain log lines when the output
-is not a terminal (CI, ``ray job submit``, a pipe)."""
+sweep (done, failed, remaining, ETA). Plain log lines when the output is not a terminal (CI,
+``ray job submit``, a pipe).
+
+The ETA is ``sweep.estimate``'s model, the one ``--plan`` prints: given each point's estimate
+(``estimates``: label -> seconds), the points still to run are scheduled on the hosts after the
+running ones finish, every estimate scaled by how long the finished points took against theirs.
+Without estimates it is the mean duration of the finished points times those left, over the hosts.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from sweep import estimate
 
 
 @dataclass
@@ -32,13 +41,17 @@ def _detail(ev: dict) -> str:
         return f"run {ev['run']}/{ev.get('of', '?')}"
     if ev.get("stage") == "level" and "concurrency" in ev:
         done = f" {ev['done']}/{ev['of']}" if "done" in ev and "of" in ev else ""
-        return f"C={ev['concurrency']}{done}"
+        return f"C={ev['concurrency']}{done}" + (" (measured enough: stopped)" if ev.get("stopped") else "")
     return ""
 
 
 class SweepProgress:
-    def __init__(self, total: int, hosts: int, console: Console | None = None):
+    def __init__(self, total: int, hosts: int, console: Console | None = None,
+                 estimates: Mapping[str, float] | None = None):
         self.console = console or Console(stderr=False)
+        self.estimates = dict(estimates or {})
+        self._started: dict[str, float] = {}  # label -> when it was first seen on a host
+        self._finished: list[tuple[float, float]] = []  # (estimated, actual) seconds
         self.live_mode = self.console.is_terminal
         self.total = total
         self.hosts_n = max(hosts, 1)
@@ -51,6 +64,7 @@ class SweepProgress:
         self._live: Live | None = None
         self._last_stage: dict[str, str] = {}
         self._last_progress_log: dict[str, tuple[str, float]] = {}  # host:label -> (kind, when logged)
+        self._done_labels: list[tuple[str, float]] = []
 
     def __enter__(self) -> "SweepProgress":
         if self.live_mode:
@@ -65,7 +79,16 @@ class SweepProgress:
 
     def eta_s(self) -> float | None:
         remaining = self.total - self.done - self.failed
-        if not self.durations or remaining <= 0:
+        if remaining <= 0:
+            return None
+        if self.estimates:
+            now = time.monotonic()
+            finished = {label for label, _ in self._done_labels}
+            running = [(self.estimates.get(label, 0.0), now - t) for label, t in self._started.items()
+                       if label not in finished]
+            pending = [v for label, v in self.estimates.items() if label not in self._started and label not in finished]
+            return estimate.eta_s(pending, running, self.hosts_n, calibration=estimate.calibration(self._finished))
+        if not self.durations:
             return None
         return sum(self.durations) / len(self.durations) * remaining / self.hosts_n
 
@@ -93,6 +116,7 @@ class SweepProgress:
     def host_event(self, host: str, label: str, ev: dict) -> None:
         h = self.hosts.setdefault(host, HostLine())
         stage = ev.get("stage", "")
+        self._started.setdefault(label, time.monotonic())
         if h.label != label:
             h.label, h.since = label, time.monotonic()
         h.stage, h.detail = stage, _detail(ev)
@@ -118,6 +142,9 @@ class SweepProgress:
         else:
             self.failed += 1
         self.durations.append(seconds)
+        self._done_labels.append((label, seconds))
+        if label in self.estimates:
+            self._finished.append((self.estimates[label], seconds))
         if host and host in self.hosts and self.hosts[host].label == label:
             self.hosts[host] = HostLine()
         self._log(f"{label}: {status} in {seconds:.0f}s" + (f" ({reason})" if reason else "") + f" | {self._summary()}")

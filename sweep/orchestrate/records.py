@@ -59,6 +59,8 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
                    sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
                    reaped=json.dumps(result.reaped), startup_progress=list(result.startup_progress),
+                   drafter_aux_layers=result.drafter_aux_layers, drafter_checks=list(result.drafter_checks),
+                   preflight_checks=list(result.checks),
                    **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
     return from_rows([row], "points")
 

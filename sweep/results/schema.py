@@ -96,6 +96,18 @@ LEVELS = pa.schema(
         # as accept_length_requests, on any route); null without speculation or spec_verify_calls_total
         ("accept_length_metrics", pa.float64()),
         ("flushed", pa.bool_()),  # the server's counters were reset before the level
+        # --- how the level ended (sweep/bench/stop.py): with benchmark.concurrency.stop, a level ends once
+        # its throughput is known to the precision asked for, or at its fixed request count
+        ("planned_requests", pa.int32()),  # the fixed request count (rounds x C, or requests_per_level)
+        ("stopped_early", pa.bool_()),  # the stop rule ended it before planned_requests (false without one)
+        ("stop_cancelled", pa.int32()),  # requests in flight at the stop: cancelled, not in the requests table
+        # steady output tok/s: the token stream of the completed requests after the first wave's ramp, at
+        # full concurrency, as a batch mean over time windows; and the relative half-width of its interval
+        # (95 %, or the stop rule's confidence) counting both drift over time and the spread over requests:
+        # at the stop, else over the whole level; null when too little was measured (e.g. one round)
+        ("steady_throughput", pa.float64()),
+        ("throughput_precision", pa.float64()),
+        ("precision_batches", pa.int32()),  # time windows left in that estimate after merging
         # --- the server's Prometheus /metrics (sweep/bench/level_metrics.py): all null when the server
         # has no /metrics (or benchmark.server_metrics is off), each null when the server lacks its metric.
         # Ranks: one series per DP rank (the lowest TP/PP rank's; the others repeat it), then counts
@@ -201,6 +213,14 @@ POINTS = pa.schema(
         ("failure_reason", pa.string()),
         ("errors", pa.list_(pa.string())),  # plan errors (invalid points)
         ("warnings", pa.list_(pa.string())),  # plan warnings
+        # the drafter pre-flight (sweep/drafter.py): the 0-based target layers whose output the EAGLE-3
+        # drafter reads, as SGLang resolves them (config ids after the target's shift, or its default;
+        # -1 = the embeddings), null without one; and its findings, "warning: [check] message (fix: ...)"
+        ("drafter_aux_layers", pa.list_(pa.int32())),
+        ("drafter_checks", pa.list_(pa.string())),
+        # every pre-flight check on the host, "ok: ...", "skipped: ..." or "warning: ..." (the SGLang
+        # version's rules, CPU flags and memory or GPUs, paths, port), in the order they ran
+        ("preflight_checks", pa.list_(pa.string())),
         ("log_tail", pa.string()),
         ("host", pa.string()),
         ("node_id", pa.string()),

@@ -104,7 +104,8 @@ class SweepDir:
         for c, throughput in sorted(p.levels.items()):
             rates = spread(throughput / c, 2 * c, p.jitter)
             requests += [dict(ids, phase="level", concurrency=c, seq=i, completion_tokens=TOKENS,
-                              latency_s=TOKENS / v, ttft_s=0.05, ok=True) for i, v in enumerate(rates)]
+                              latency_s=TOKENS / v, ttft_s=0.05, tpot_s=(TOKENS / v - 0.05) / (TOKENS - 1),
+                              ok=True) for i, v in enumerate(rates)]
             levels.append(dict(ids, concurrency=c, max_tokens=TOKENS, requests=len(rates),
                                ok=len(rates), failed=0, wall_s=TOKENS * len(rates) / throughput,
                                output_throughput=throughput, per_request_tok_s=sum(rates) / len(rates),

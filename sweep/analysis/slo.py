@@ -1,0 +1,430 @@
+"""Service-level objectives, goodput, and the setup to deploy for each SLO.
+
+An SLO is a few limits, each at a percentile of a level's requests::
+
+    ttft_p90<=2s          90 % of requests get their first token within 2 s
+    tpot_p90<=50ms        90 % of requests stream at most 50 ms per token after the first
+    latency_p99<=30s      99 % of requests finish within 30 s
+    tok_s_p10>=20         90 % of requests run at 20 tok/s or more (output tokens / latency)
+
+written on the command line as ``[NAME:] LIMIT[,LIMIT...]`` (``report --slo 'chat: ttft_p90<=2s,
+tpot_p90<=50ms'``) or in the experiment as ``benchmark.slo`` (sweep/bench/settings.py). A failed
+request meets no limit. A level *meets* the SLO when every limit holds at its percentile.
+
+- **Goodput** (DistServe): the rate of requests that meet their SLO. Per level: the requests that
+  met every limit themselves, per second of the level's wall time, and their output tokens per
+  second per GPU.
+- **Highest concurrency that meets it**, per configuration: the levels are walked upwards from the
+  lowest one that meets the SLO; between the last level that meets it and the first that does not,
+  each broken limit's percentile is interpolated linearly against log concurrency to where it
+  crosses the limit, and the lowest crossing is taken. Marked ``>=`` when even the highest level
+  measured meets it, and ``<`` the lowest when none does.
+- **Throughput under the SLO**: output tok/s per GPU at that concurrency (interpolated the same
+  way between the two levels; at the highest level when it is ``>=``). The best configuration per
+  SLO has the highest; its margins are over the runner-up and over its own matched baseline.
+
+Pure functions over the results tables (``sweep.results.load``); the parser raises ``ConfigError``
+naming the culprit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from sweep.analysis.frames import Tables, configurations, json_obj, points_frame
+from sweep.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    title: str
+    upper: bool  # a limit is an upper bound (times) or a lower bound (speeds)
+    unit: str  # "s" or "tok/s"
+
+
+METRICS = {
+    "ttft": Metric("ttft", "TTFT", True, "s"),
+    "tpot": Metric("tpot", "TPOT", True, "s"),
+    "latency": Metric("latency", "latency", True, "s"),
+    "tok_s": Metric("tok_s", "per-user speed", False, "tok/s"),
+}
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
+
+
+@dataclass(frozen=True)
+class Limit:
+    metric: str  # a key of METRICS
+    percentile: float  # 0 < p <= 100
+    value: float  # seconds, or tok/s
+
+    @property
+    def upper(self) -> bool:
+        return METRICS[self.metric].upper
+
+    def text(self) -> str:
+        """In the command-line syntax: ``tpot_p90<=50ms``."""
+        op = "<=" if self.upper else ">="
+        return f"{self.metric}_p{self.percentile:g}{op}{_amount(self.value, METRICS[self.metric].unit, compact=True)}"
+
+    def describe(self) -> str:
+        """In words: ``90% of requests with TPOT <= 50 ms``."""
+        m = METRICS[self.metric]
+        share = self.percentile if self.upper else 100 - self.percentile
+        op = "<=" if self.upper else ">="
+        return f"{share:g}% of requests with {m.title} {op} {_amount(self.value, m.unit)}"
+
+    def scaled(self, speed: float) -> "Limit":
+        """The limit for a server ``speed`` times faster (a dry run's fake)."""
+        return replace(self, value=self.value * speed if not self.upper else self.value / speed)
+
+
+@dataclass(frozen=True)
+class SLO:
+    name: str
+    limits: tuple[Limit, ...]
+
+    def text(self) -> str:
+        return ",".join(limit.text() for limit in self.limits)
+
+    def describe(self) -> str:
+        return "; ".join(limit.describe() for limit in self.limits)
+
+    def scaled(self, speed: float) -> "SLO":
+        return SLO(self.name, tuple(limit.scaled(speed) for limit in self.limits))
+
+
+def _amount(value: float, unit: str, compact: bool = False) -> str:
+    if unit == "s":
+        if value < 1:
+            text, u = f"{value * 1000:.4g}", "ms"
+        else:
+            text, u = f"{value:.4g}", "s"
+    else:
+        text, u = f"{value:.4g}", "tok/s"
+    if compact:
+        return text + ("" if u == "tok/s" else u)
+    return f"{text} {u}"
+
+
+LIMIT_RE = re.compile(r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
+                      r"(?P<value>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(?P<unit>[a-zµ/]*)$")
+
+
+def parse_limit(text: str, *, where: str = "--slo") -> Limit:
+    """One limit, e.g. ``ttft_p90<=2s`` (see the module docstring)."""
+    raw = text.strip()
+    m = LIMIT_RE.match(raw.lower())
+    if not m:
+        raise ConfigError(f"{where}: {raw!r} is not a limit",
+                          fix="write METRIC_pPCT<=VALUE (or >= for tok_s), e.g. ttft_p90<=2s, tpot_p90<=50ms, "
+                              f"tok_s_p10>=20; metrics: {', '.join(METRICS)}")
+    name, op, unit = m["metric"], m["op"], m["unit"]
+    if name not in METRICS:
+        raise ConfigError(f"{where}: {raw!r}: unknown metric {name!r}", fix=f"use one of {', '.join(METRICS)}")
+    metric = METRICS[name]
+    pct = float(m["pct"])
+    if not 0 < pct <= 100:
+        raise ConfigError(f"{where}: {raw!r}: percentile p{m['pct']} is out of range", fix="use p1 to p100, e.g. p90")
+    if op == "=":
+        raise ConfigError(f"{where}: {raw!r}: '=' is not a limit", fix=f"use {'<=' if metric.upper else '>='}")
+    if metric.upper != op.startswith("<"):
+        want = "<=" if metric.upper else ">="
+        kind = "a time: its limit is an upper bound" if metric.upper else "a speed: its limit is a lower bound"
+        raise ConfigError(f"{where}: {raw!r}: {name} is {kind}", fix=f"write {name}_p{m['pct']}{want}{m['value']}{unit}")
+    units = TIME_UNITS if metric.upper else SPEED_UNITS
+    if metric.upper and not unit:
+        raise ConfigError(f"{where}: {raw!r}: {name} needs a unit", fix=f"e.g. {name}_p{m['pct']}<={m['value']}s or ...ms")
+    if unit not in units:
+        raise ConfigError(f"{where}: {raw!r}: unit {unit!r} of {name} is not {' or '.join(repr(u) for u in units if u)}",
+                          fix="times in s, ms or us (e.g. 50ms); speeds in tok/s or no unit")
+    value = float(m["value"]) * units[unit]
+    if value <= 0:
+        raise ConfigError(f"{where}: {raw!r}: the limit must be positive", fix="e.g. ttft_p90<=2s")
+    return Limit(name, pct, value)
+
+
+def parse_slo(text: str, *, where: str = "--slo") -> SLO:
+    """``[NAME:] LIMIT[,LIMIT...]`` -> SLO; the name defaults to the limits as written."""
+    body = text.strip()
+    name = ""
+    if ":" in body:
+        name, body = (part.strip() for part in body.split(":", 1))
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+            raise ConfigError(f"{where}: SLO name {name!r} must be letters, digits, '_', '-', '.' or '+'",
+                              fix="e.g. --slo 'chat: ttft_p90<=2s,tpot_p90<=50ms'")
+    parts = [p for p in (x.strip() for x in body.split(",")) if p]
+    if not parts:
+        raise ConfigError(f"{where}: {text!r} has no limit", fix="e.g. --slo 'ttft_p90<=2s,tpot_p90<=50ms'")
+    limits = tuple(parse_limit(p, where=where) for p in parts)
+    seen = [(limit.metric, limit.percentile) for limit in limits]
+    dupes = sorted({f"{m}_p{p:g}" for m, p in seen if seen.count((m, p)) > 1})
+    if dupes:
+        raise ConfigError(f"{where}: {text!r} limits {', '.join(dupes)} twice", fix="give each limit once")
+    slo = SLO(name, limits)
+    return slo if name else SLO(slo.text(), limits)
+
+
+def from_settings(s) -> SLO:
+    """An ``SLOSettings`` of the experiment -> SLO (its percentile applies to every limit; tok/s
+    at the mirrored percentile, so that ``percentile`` % of requests are at least that fast)."""
+    limits = []
+    for metric, value in (("ttft", s.ttft_s), ("tpot", s.tpot_s), ("tok_s", s.tok_s)):
+        if value is not None:
+            pct = s.percentile if METRICS[metric].upper else 100 - s.percentile
+            limits.append(Limit(metric, pct, float(value)))
+    slo = SLO(s.name, tuple(limits))
+    return slo if s.name else SLO(slo.text(), slo.limits)
+
+
+def from_experiment(directory) -> list[SLO]:
+    """The ``benchmark.slo`` of a results directory's experiment.yaml ([] if none or unreadable)."""
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        exp = yaml.safe_load((Path(directory) / "experiment.yaml").read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return []
+    items = ((exp or {}).get("benchmark") or {}).get("slo") or [] if isinstance(exp, dict) else []
+    from sweep.bench.settings import SLOSettings
+
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        fields = {k: item.get(k) for k in ("name", "percentile", "ttft_s", "tpot_s", "tok_s") if item.get(k) is not None}
+        try:
+            out.append(from_settings(SLOSettings(**fields)))
+        except (ConfigError, TypeError):
+            continue
+    return out
+
+
+# --- the data -------------------------------------------------------------------------------
+
+def dry_run_speed(tables: Tables) -> float:
+    """The fake's speed factor of a dry run (1 for real results): SLOs are applied scaled by it."""
+    points = points_frame(tables)
+    speeds = {json_obj(s).get("fake_speed") for s in points["bench_scale"].to_list()} if points.height else set()
+    speeds = {float(s) for s in speeds if isinstance(s, (int, float)) and s > 0}
+    return speeds.pop() if len(speeds) == 1 else 1.0
+
+
+def _value(metric: str) -> pl.Expr:
+    """A request's value of ``metric``: failed requests get the worst value (FAILED s, or 0
+    tok/s); an ok request where it is undefined (TPOT of a one-token answer) gets null, which the
+    percentiles skip and which breaks no limit."""
+    ok = pl.col("ok").fill_null(False)
+    raw = {"ttft": pl.col("ttft_s"), "tpot": pl.col("tpot_s"), "latency": pl.col("latency_s"),
+           "tok_s": pl.col("completion_tokens") / pl.col("latency_s")}[metric].cast(pl.Float64)
+    worst = 0.0 if metric == "tok_s" else FAILED
+    return (pl.when(~ok).then(pl.lit(worst))
+            .when(raw.is_not_null() & raw.is_finite()).then(raw)
+            .otherwise(pl.lit(None, pl.Float64)))
+
+
+FAILED = 1e18  # the time a failed request "took" (finite: percentiles interpolate through it)
+
+
+def failed_value(value: float | None) -> bool:
+    return value is not None and value >= FAILED / 10
+
+
+def _meets(limit: Limit) -> pl.Expr:
+    v = _value(limit.metric)
+    return (v <= limit.value if limit.upper else v >= limit.value).fill_null(True)
+
+
+def gpus_frame(tables: Tables) -> pl.DataFrame:
+    """point_id -> divisor for "per GPU" figures (gpu_count; 1 and per="host" for 0 or unknown)."""
+    points = points_frame(tables).select("point_id", "gpu_count")
+    return points.select(
+        "point_id",
+        gpus=pl.when(pl.col("gpu_count") > 0).then(pl.col("gpu_count").cast(pl.Float64)).otherwise(1.0),
+        per=pl.when(pl.col("gpu_count") > 0).then(pl.lit("GPU")).otherwise(pl.lit("host")))
+
+
+def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:
+    """One row per (SLO, point, level): each limit's percentile value (``v0``, ``v1``...), whether
+    the level meets the SLO, the share of requests that met every limit (attainment), and goodput.
+
+    Columns: slo, point_id, concurrency, requests, met, attainment, goodput_rps,
+    goodput_tok_s_gpu, throughput_tok_s_gpu, per, v0..vN (N = most limits of any SLO).
+    """
+    width = max((len(s.limits) for s in slos), default=0)
+    schema = {"slo": pl.String, "point_id": pl.String, "concurrency": pl.Int64, "requests": pl.Int64,
+              "met": pl.Boolean, "attainment": pl.Float64, "goodput_rps": pl.Float64,
+              "goodput_tok_s_gpu": pl.Float64, "throughput_tok_s_gpu": pl.Float64, "per": pl.String,
+              **{f"v{i}": pl.Float64 for i in range(width)}}
+    if not slos:
+        return pl.DataFrame(schema=schema)
+    requests = tables["requests"].filter(pl.col("phase") == "level")
+    walls = (tables["levels"].select("point_id", pl.col("concurrency").cast(pl.Int64), "wall_s", "output_throughput")
+             .collect().unique(["point_id", "concurrency"], keep="last"))
+    gpus = gpus_frame(tables)
+    frames = []
+    for slo in slos:
+        good = pl.all_horizontal([_meets(limit) for limit in slo.limits])
+        aggs = [pl.len().cast(pl.Int64).alias("requests"),
+                good.mean().alias("attainment"),
+                good.sum().cast(pl.Float64).alias("good"),
+                pl.col("completion_tokens").filter(good & pl.col("ok").fill_null(False)).sum().cast(pl.Float64).alias("good_tokens")]
+        aggs += [_value(limit.metric).quantile(limit.percentile / 100, "linear").alias(f"v{i}")
+                 for i, limit in enumerate(slo.limits)]
+        per_level = requests.group_by("point_id", pl.col("concurrency").cast(pl.Int64)).agg(aggs).collect()
+        met = pl.all_horizontal([((pl.col(f"v{i}") <= limit.value) if limit.upper else (pl.col(f"v{i}") >= limit.value))
+                                 .fill_null(True) for i, limit in enumerate(slo.limits)])  # null: undefined for all
+        frame = (per_level.join(walls, on=["point_id", "concurrency"], how="left")
+                 .join(gpus, on="point_id", how="left")
+                 .with_columns(slo=pl.lit(slo.name), met=met,
+                               goodput_rps=pl.col("good") / pl.col("wall_s"),
+                               goodput_tok_s_gpu=pl.col("good_tokens") / pl.col("wall_s") / pl.col("gpus"),
+                               throughput_tok_s_gpu=pl.col("output_throughput") / pl.col("gpus"))
+                 .with_columns([pl.lit(None, pl.Float64).alias(f"v{i}") for i in range(len(slo.limits), width)]))
+        frames.append(frame.select(list(schema)))
+    return pl.concat(frames).sort("slo", "point_id", "concurrency")
+
+
+def _crossing(limit: Limit, lo: float, hi: float) -> float:
+    """Where between two levels (0 at the one that meets, 1 at the one that does not) a limit's
+    value crosses it; 1 when it holds at both."""
+    if hi is None or lo is None:
+        return 1.0 if hi is None else 0.0
+    holds = (hi <= limit.value) if limit.upper else (hi >= limit.value)
+    if holds:
+        return 1.0
+    if failed_value(hi) or not math.isfinite(hi):  # failed requests past the percentile: no trend
+        return 0.0
+    if hi == lo:
+        return 0.0
+    return min(1.0, max(0.0, (limit.value - lo) / (hi - lo)))
+
+
+def highest_meeting(slo: SLO, levels: list[dict]) -> dict:
+    """The highest concurrency meeting ``slo`` along one configuration's levels (dicts of
+    level_slo rows, any order). Keys: c (float or None), bound ('=' interpolated, '>=' beyond the
+    highest level, '<' below the lowest), tok_s_gpu (throughput at c), binding (the limit that
+    stops it), last_met, first_missed (levels)."""
+    rows = sorted(levels, key=lambda r: r["concurrency"])
+    if not rows:
+        return {"c": None, "bound": None, "tok_s_gpu": None, "binding": None, "last_met": None, "first_missed": None}
+    first = next((i for i, r in enumerate(rows) if r["met"]), None)
+    if first is None:
+        r = rows[0]
+        broken = [lim.text() for i, lim in enumerate(slo.limits) if not _holds(lim, r.get(f"v{i}"))]
+        return {"c": float(r["concurrency"]), "bound": "<", "tok_s_gpu": None, "binding": ", ".join(broken),
+                "last_met": None, "first_missed": r["concurrency"]}
+    last = first
+    while last + 1 < len(rows) and rows[last + 1]["met"]:
+        last += 1
+    lo = rows[last]
+    if last + 1 == len(rows):
+        return {"c": float(lo["concurrency"]), "bound": ">=", "tok_s_gpu": lo["throughput_tok_s_gpu"],
+                "binding": None, "last_met": lo["concurrency"], "first_missed": None}
+    hi = rows[last + 1]
+    fracs = [(_crossing(lim, lo[f"v{i}"], hi[f"v{i}"]), lim.text()) for i, lim in enumerate(slo.limits)]
+    frac, binding = min(fracs)
+    c0, c1 = math.log(lo["concurrency"]), math.log(hi["concurrency"])
+    t0, t1 = lo["throughput_tok_s_gpu"], hi["throughput_tok_s_gpu"]
+    tok = None if t0 is None or t1 is None else t0 + frac * (t1 - t0)
+    return {"c": math.exp(c0 + frac * (c1 - c0)), "bound": "=", "tok_s_gpu": tok, "binding": binding,
+            "last_met": lo["concurrency"], "first_missed": hi["concurrency"]}
+
+
+def _holds(limit: Limit, value: float | None) -> bool:
+    if value is None:
+        return True  # undefined for every request of the level (see _value)
+    return value <= limit.value if limit.upper else value >= limit.value
+
+
+def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per (SLO, configuration): the highest concurrency meeting it and the throughput there,
+    ranked, with the margin over the runner-up and over the matched baseline.
+
+    Columns: slo, rank, point_id, label, baseline, baseline_id, baseline_label, profile, c, bound,
+    c_text ("≈12", ">=250", "<1"), tok_s_gpu (0 when no level meets it), per, binding, last_met,
+    first_missed, baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
+    winner's over the runner-up; on every row: over the next row).
+    """
+    schema = {"slo": pl.String, "rank": pl.Int64, "point_id": pl.String, "label": pl.String, "baseline": pl.Boolean,
+              "baseline_id": pl.String, "baseline_label": pl.String, "profile": pl.String, "c": pl.Float64,
+              "bound": pl.String, "c_text": pl.String, "tok_s_gpu": pl.Float64, "per": pl.String,
+              "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64,
+              "baseline_tok_s_gpu": pl.Float64, "vs_baseline": pl.Float64, "margin": pl.Float64}
+    per_level = level_slo(tables, slos) if per_level is None else per_level
+    if per_level.is_empty():
+        return pl.DataFrame(schema=schema)
+    conf = configurations(tables).filter(pl.col("status") == "ok").select(
+        "point_id", "label", "baseline", "baseline_id", "baseline_label", "profile", "order")
+    rows = []
+    for slo in slos:
+        mine = per_level.filter(pl.col("slo") == slo.name)
+        by_point = {pid: g.to_dicts() for (pid,), g in mine.group_by("point_id")}
+        found = {pid: highest_meeting(slo, levels) for pid, levels in by_point.items()}
+        for r in conf.iter_rows(named=True):
+            if r["point_id"] not in found:
+                continue
+            h = found[r["point_id"]]
+            per = by_point[r["point_id"]][0]["per"]
+            rows.append({"slo": slo.name, **{k: r[k] for k in ("point_id", "label", "baseline", "baseline_id",
+                                                                "baseline_label", "profile", "order")},
+                         "c": h["c"], "bound": h["bound"], "c_text": c_text(h["c"], h["bound"]),
+                         "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0, "per": per,
+                         "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"]})
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    frame = pl.DataFrame(rows, schema_overrides={"c": pl.Float64, "last_met": pl.Int64, "first_missed": pl.Int64,
+                                                 "baseline_id": pl.String, "baseline_label": pl.String,
+                                                 "binding": pl.String, "bound": pl.String})
+    base = frame.select("slo", baseline_id="point_id", baseline_tok_s_gpu="tok_s_gpu")
+    slo_order = {s.name: i for i, s in enumerate(slos)}
+    frame = (frame.join(base, on=["slo", "baseline_id"], how="left")
+             .with_columns(vs_baseline=pl.when(~pl.col("baseline") & (pl.col("baseline_tok_s_gpu") > 0))
+                           .then(pl.col("tok_s_gpu") / pl.col("baseline_tok_s_gpu") - 1),
+                           _slo=pl.col("slo").replace_strict(slo_order, return_dtype=pl.Int64),
+                           _c=pl.col("c").fill_null(0))
+             .sort(["_slo", "tok_s_gpu", "_c", "order"], descending=[False, True, True, False])
+             .with_columns(rank=pl.int_range(1, pl.len() + 1).over("slo").cast(pl.Int64),
+                           margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo") > 0)
+                           .then(pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo") - 1)))
+    return frame.select(list(schema))
+
+
+def c_text(c: float | None, bound: str | None) -> str:
+    if c is None or bound is None:
+        return "-"
+    if bound == "=":
+        return f"≈{c:.3g}" if c < 10 else f"≈{c:.0f}"
+    return f"{bound}{c:g}"
+
+
+def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
+    """Per SLO: the winner (rank 1) with its runner-up and baseline, or why there is none."""
+    out = []
+    for slo in slos:
+        mine = table.filter(pl.col("slo") == slo.name).sort("rank")
+        if mine.is_empty():
+            out.append({"slo": slo, "best": None, "runner_up": None, "reason": "no configuration measured yet"})
+            continue
+        best = mine.row(0, named=True)
+        if not best["tok_s_gpu"]:
+            lowest = mine.filter(pl.col("bound") == "<")["c"].min()
+            out.append({"slo": slo, "best": None, "runner_up": None,
+                        "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
+                        if lowest is not None else "no configuration meets it"})
+            continue
+        runner = mine.row(1, named=True) if mine.height > 1 else None
+        out.append({"slo": slo, "best": best, "runner_up": runner, "reason": None})
+    return out
+
+
+def describe_json(slos: list[SLO]) -> str:
+    return json.dumps([{"name": s.name, "limits": s.text()} for s in slos])
