@@ -141,6 +141,16 @@ def _margin_cell(margin: float | None, rank: int, tok: float) -> str:
     return render.change(margin) if margin is not None else ("only one" if rank == 1 else render.MISSING)
 
 
+def _vs_baseline_cell(vs: float | None, baseline: bool, tok: float, base_tok: float | None) -> str:
+    if baseline:
+        return "(is one)"
+    if not tok:
+        return render.MISSING
+    if base_tok is not None and not base_tok:
+        return "its baseline meets it nowhere"
+    return render.change(vs)
+
+
 def slo_sections(f: Findings) -> list[Section]:
     if not f.slos:
         return [Section("SLOs and goodput", [
@@ -172,7 +182,8 @@ def slo_sections(f: Findings) -> list[Section]:
             **{"highest C meeting it": "c_text",
                "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
                "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu"),
-               "vs its baseline": render.cell(lambda v, b: "(is one)" if b else render.change(v), "vs_baseline", "baseline"),
+               "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
+                                              "baseline_tok_s_gpu"),
                "binding limit": "binding"})
         out.append(Section(f"SLO {slo.name}", text, table, level=3))
         good = f.slo_levels.filter(pl.col("slo") == slo.name)

@@ -29,7 +29,6 @@ naming the culprit.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, replace
@@ -424,7 +423,3 @@ def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
         runner = mine.row(1, named=True) if mine.height > 1 else None
         out.append({"slo": slo, "best": best, "runner_up": runner, "reason": None})
     return out
-
-
-def describe_json(slos: list[SLO]) -> str:
-    return json.dumps([{"name": s.name, "limits": s.text()} for s in slos])
