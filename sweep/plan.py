@@ -102,11 +102,15 @@ class Plan:
 
 def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str:
     """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON."""
+    bench = asdict(exp.benchmark)
+    bench.pop("slo", None)  # an SLO judges the measurements, it changes none of them
+    if bench["concurrency"].get("stop") is None:  # no stop rule: the same levels as before it existed
+        bench["concurrency"].pop("stop", None)
     identity = {
         "launcher": list(exp.server.launcher),
         "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},
         "env": {k: env[k] for k in sorted(env)},
-        "benchmark": asdict(exp.benchmark),
+        "benchmark": bench,
     }
     blob = json.dumps(identity, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -151,7 +151,10 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
         planned = {p.id: p for p in todo}
         runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
                         exp.cluster.max_host_failures, run_fn=run_fn)
-        progress = SweepProgress(len(todo), len(hosts), console)
+        from sweep import estimate
+
+        progress = SweepProgress(len(todo), len(hosts), console,
+                                 estimates=estimate.point_estimates(exp, todo, mode=mode, scale=scale, hosts=len(hosts)))
         with progress:
             def on_event(pid: str, host: str, ev: dict) -> None:
                 progress.host_event(host, planned[pid].label, ev)
