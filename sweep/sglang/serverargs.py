@@ -457,12 +457,7 @@ def _eagle_family(out: Outcome, version: str, arch: str, gpu: Gpu, ctx: Context,
     if algo == "STANDALONE" and dp_attention:
         raise _Raise(Failure("dp-attention-unsupported", "ValueError: Currently standalone speculative decoding does not "
                              "support dp attention.", "drop enable-dp-attention for this drafter"))
-    if cap is None:
-        cap = SPEC_RUNNING_CAP
-        out.adjustments.append(Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative "
-                                          "decoding."))
-        out.warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this "
-                            "by explicitly setting --max-running-requests.")
+    cap = _running_cap(out, cap)
     self_draft = mtp_self_draft(arch, version)
     if self_draft and out.draft_model_path is None:
         out.draft_model_path = str(model_path) if model_path else None
@@ -567,17 +562,23 @@ def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str,
                                 what=f"the DeepSeek NextN drafter has num_nextn_predict_layers={layers}")
 
 
+def _running_cap(out: Outcome, cap: Optional[int]) -> int:
+    """Speculation without --max-running-requests: SGLang caps running requests at 48, and says so."""
+    if cap is not None:
+        return cap
+    out.adjustments.append(Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative "
+                                      "decoding."))
+    out.warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this "
+                        "by explicitly setting --max-running-requests.")
+    return SPEC_RUNNING_CAP
+
+
 def _ngram(out: Outcome, new: bool, device: str, steps: Optional[int], topk: Optional[int], draft: Optional[int],
            cap: Optional[int], page: int, backend: Optional[str], dp_attention: bool, breadth: Optional[int]) -> None:
     if not new and device != "cuda":
         raise _Raise(Failure("ngram-device", "ValueError: Ngram speculative decoding only supports CUDA device.",
                              "NGRAM needs SGLang 0.5.23 or newer on CPU"))
-    if cap is None:
-        cap = SPEC_RUNNING_CAP
-        out.adjustments.append(Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative "
-                                          "decoding."))
-        out.warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this "
-                            "by explicitly setting --max-running-requests.")
+    cap = _running_cap(out, cap)
     new_topk = breadth if breadth is not None else NGRAM_BFS_BREADTH
     if topk is not None and topk != new_topk:
         out.adjustments.append(Adjustment("ngram-topk-overridden", f"NGRAM sets topk to its BFS breadth {new_topk} "
