@@ -165,25 +165,25 @@ def _sid(pid: int) -> int | None:
         return None
 
 
-def _remembered_sessions(marker: Marker) -> set[int]:
-    f = _sessions_file(marker)
+def _remembered(marker: Marker) -> list[dict]:
+    """The sessions ``remember`` recorded for this sweep and host ([] when none or unreadable)."""
     try:
-        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in _sessions_file(marker).read_text().splitlines() if line.strip()]
     except (OSError, ValueError):
-        return set()
-    return {int(r["sid"]) for r in rows if isinstance(r, dict) and "sid" in r}
+        return []
+    return [r for r in rows if isinstance(r, dict) and "sid" in r]
 
 
-def _forget_empty(marker: Marker, alive: set[int]) -> None:
-    f = _sessions_file(marker)
+def _forget_empty(marker: Marker, rows: list[dict], alive: set[int]) -> None:
+    keep = [r for r in rows if int(r["sid"]) in alive]
+    if len(keep) == len(rows):
+        return
     try:
-        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-        keep = [r for r in rows if int(r.get("sid", -1)) in alive]
-        if len(keep) != len(rows):
-            tmp = f.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
-            tmp.replace(f)
-    except (OSError, ValueError):
+        f = _sessions_file(marker)
+        tmp = f.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+        tmp.replace(f)
+    except OSError:
         pass
 
 
@@ -193,7 +193,8 @@ def marked(marker: Marker) -> list[psutil.Process]:
     me, my_sid = os.getpid(), _sid(os.getpid())
     procs = [p for p in psutil.process_iter() if p.pid != me]
     direct = {p.pid for p in procs if marker.owns(p)}
-    sids = {_sid(pid) for pid in direct} | _remembered_sessions(marker)
+    rows = _remembered(marker)
+    sids = {_sid(pid) for pid in direct} | {int(r["sid"]) for r in rows}
     sids -= {None, my_sid, 0, 1}
     out, live_sids = [], set()
     for p in procs:
@@ -202,7 +203,7 @@ def marked(marker: Marker) -> list[psutil.Process]:
             live_sids.add(sid)
         if p.pid in direct or sid in sids:
             out.append(p)
-    _forget_empty(marker, live_sids)
+    _forget_empty(marker, rows, live_sids)
     return out
 
 
