@@ -17,7 +17,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.errors import ConfigError
 
 

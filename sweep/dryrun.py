@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from sweep.config import Experiment
 
-FAKE_LAUNCHER_MODULE = "sweep.fake_sglang"
+FAKE_LAUNCHER_MODULE = "sweep.fake"
 
 
 def fake_launcher() -> list[str]:

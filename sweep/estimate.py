@@ -15,7 +15,7 @@ One model, pure (the history is passed in; ``load_history`` is the only function
              interpolated in log-log between measured levels, the default curve's shape outside
              them); else the default curve, a closed loop that saturates at DEFAULT_CAPACITY_TOK_S
              with half of it reached at C = DEFAULT_HALF_C (the shape of the fake's model of
-             Kimi-K2 on TP8, sweep/sglang/fake/model.py), DEFAULT_SINGLE_TOK_S at C = 1
+             Kimi-K2 on TP8, sweep/fake/model.py), DEFAULT_SINGLE_TOK_S at C = 1
     overhead: DEFAULT_OVERHEAD_S (pre-flight, stop, reap)
 
 A dry run divides the defaults' times by its fake's speeds (startup by ``fake_startup_speed``,

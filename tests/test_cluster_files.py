@@ -315,7 +315,7 @@ def test_readme_names_only_files_and_settings_that_exist():
     script = SCRIPT.read_text()
     for var in set(re.findall(r"\bSWEEP_[A-Z_]+\b", text)):
         assert var in script, f"README names {var}, which host-bootstrap.sh does not read"
-    assert importlib.util.find_spec("sweep.fake_sglang") is not None  # what --fake launches
+    assert importlib.util.find_spec("sweep.fake") is not None  # what --fake launches
 
 
 def test_readme_quotes_the_real_error_messages():

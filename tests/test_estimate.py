@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from sweep import config, estimate as e, plan as planning
-from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings
+from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings
 from sweep.orchestrate.progress import SweepProgress
 
 sys.path.insert(0, str(Path(__file__).parent / "analysis"))

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.errors import BenchError
 
 _D = BenchSettings()

@@ -34,7 +34,7 @@ from sweep.bench import stats
 from sweep.bench.client import APIS, Clients
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.errors import BenchError
 from sweep.results.schema import METRICS, from_rows
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.config import CpuConfig, ReapConfig, Timeouts
 from sweep.errors import PointFailure, SweepError
 from sweep.host import cpu as cpu_host
@@ -112,7 +112,7 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
     if spec.device == "cpu":  # the CPU's flags first (instant), then the kernels before --help imports them
         cpu_host.check_cpu_flags(spec.cpu_flags_needed, report.checks)
         cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), report.checks)
-    report.sglang_version = pf.sglang_version(spec.launcher)
+    report.sglang_version = pf.sglang_version(spec.launcher, argv=spec.argv)
     if spec.device == "cpu":
         if spec.cpu.check_kernels:
             cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)

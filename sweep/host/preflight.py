@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sweep.errors import PointFailure
@@ -33,19 +34,22 @@ class PreflightReport:
 _cache_dir = reaper.cache_dir
 
 
-def _version_probe(launcher: list[str]) -> list[str] | None:
-    """How to ask the launcher's package for its version: ``python -m pkg.mod`` -> ``python -c ...``."""
+def _version_probe(launcher: list[str], argv: Sequence[str] = ()) -> list[str] | None:
+    """How to ask the launcher's package for its version: ``python -m sglang...`` -> ``python -c ...``;
+    the fake answers on its own command line (``--fake-print-version``, honouring ``--fake-version``)."""
     if len(launcher) >= 3 and launcher[1] == "-m":
         pkg = launcher[2].split(".")[0]
         if pkg == "sglang":
             return [launcher[0], "-c", "import sglang; print(sglang.__version__)"]
-        if launcher[2] == "sweep.fake_sglang":
-            return [launcher[0], "-c", "from sweep.sglang.fake import SGLANG_VERSION; print(SGLANG_VERSION)"]
+        if launcher[2] == "sweep.fake":
+            argv = list(argv)
+            pinned = argv[argv.index("--fake-version"):][:2] if "--fake-version" in argv else []
+            return [*launcher, *pinned, "--fake-print-version"]
     return None
 
 
-def sglang_version(launcher: list[str], timeout: float = 60.0) -> str:
-    cmd = _version_probe(launcher)
+def sglang_version(launcher: list[str], timeout: float = 60.0, argv: Sequence[str] = ()) -> str:
+    cmd = _version_probe(launcher, argv)
     if cmd is None:
         return "unknown"
     try:

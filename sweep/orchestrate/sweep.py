@@ -21,7 +21,7 @@ from sweep.dryrun import fake_args, fake_launcher
 from sweep.errors import ClusterError, ConfigError, Interrupted, ResultsError
 from sweep.host import cpu as cpu_host
 from sweep.host.point import PointSpec
-from sweep.orchestrate.records import point_row
+from sweep.results.records import point_row
 from sweep.plan import Plan, PlannedPoint
 from sweep.results.writer import ResultsDir
 
@@ -73,7 +73,7 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: st
     if mode in ("real", "local"):
         launcher, extra = list(exp.server.launcher), []
     else:
-        launcher = fake_launcher() if mode == "dry-run" else ["python", "-m", "sweep.fake_sglang"]
+        launcher = fake_launcher() if mode == "dry-run" else ["python", "-m", "sweep.fake"]
         extra = fake_args(exp)
     return PointSpec(
         sweep=sweep_name, point_id=pp.id, label=pp.label,

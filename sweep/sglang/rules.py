@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.sglang import serverargs as sa
 from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, argparse_name, closest_flag, version_flags
 

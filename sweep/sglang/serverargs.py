@@ -1,7 +1,7 @@
 """What SGLang's argument resolution does to a server's speculative flags, per version, target and GPU.
 
 One pure model, used by the plan's rule checker (``sweep.sglang.rules``) and by the fake server
-(``sweep.sglang.fake.rules``), and checked against real SGLang by
+(``sweep.fake.rules``), and checked against real SGLang by
 ``tests/real/test_rules_differential.py`` (``ServerArgs`` of 0.5.10 and 0.5.23 and the CPU build at
 commit 7f8f030, with the hardware probes answering for an H200, B200, A100 or no GPU).
 

@@ -12,7 +12,7 @@ import pytest
 from sweep.analysis.cli import add_report_arguments, run_report
 from sweep.analysis.slo import (Limit, SLO, from_experiment, from_settings, level_slo, parse_limit, parse_slo,
                                 recommendations, slo_table)
-from sweep.bench.settings import SLOSettings
+from sweep.settings import SLOSettings
 from sweep.errors import ConfigError
 from sweep.results import load
 from sweepdir import SweepDir, story_sweep

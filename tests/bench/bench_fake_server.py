@@ -1,4 +1,4 @@
-"""Start the fake SGLang server (``python -m sweep.fake_sglang``) on a free loopback port, wait for
+"""Start the fake SGLang server (``python -m sweep.fake``) on a free loopback port, wait for
 ``/health`` 200, and kill its whole process tree. Used by the bench tests and tests/perf/bench_client.py."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class FakeServer:
 def start_fake(log_dir: Path, *args: str, speed: float = 1.0, timeout_s: float = 60.0) -> FakeServer:
     port = free_port()
     log = log_dir / f"fake-{port}.log"
-    argv = [sys.executable, "-m", "sweep.fake_sglang", "--model-path", "fake/Kimi-K2", "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "sweep.fake", "--model-path", "fake/Kimi-K2", "--host", "127.0.0.1",
             "--port", str(port), "--fake-speed", str(speed), "--fake-startup-speed", "10000", *args]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)

@@ -15,7 +15,7 @@ from sweep.bench.client import RequestRecord
 from sweep.bench.load import Sent
 from sweep.bench.prompts import load_prompts
 from sweep.bench.runner import BenchResult, check_settings, check_url, request_row, run_benchmark, single_row
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.errors import BenchError
 from sweep.results.schema import from_rows
 

@@ -1,5 +1,5 @@
 """The benchmark against the fake SGLang server, checked against the fake's own performance model
-(``sweep.sglang.fake.model``): tok/s and throughput within 3%, accept length within 2%; and the
+(``sweep.fake.model``): tok/s and throughput within 3%, accept length within 2%; and the
 server's /metrics as the levels' metrics_* columns and the metrics table."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.bench.runner import run
-from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
-from sweep.sglang.fake import model
+from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.fake import model
 
 from bench_fake_server import REPO, kill_tree
 

@@ -17,7 +17,7 @@ from sweep.bench import stop as st
 from sweep.bench.client import Clients, RequestRecord
 from sweep.bench.load import Notifier, RequestOptions, closed_loop_until
 from sweep.bench.prompts import load_prompts
-from sweep.bench.settings import StopSettings
+from sweep.settings import StopSettings
 from sweep.errors import ConfigError
 
 
@@ -189,7 +189,7 @@ def test_without_a_rule_or_with_min_requests_above_the_count_every_request_is_se
 @pytest.mark.slow  # starts the fake SGLang server (~3 s)
 def test_the_levels_table_records_how_each_level_ended(fake_sglang):
     from sweep.bench.runner import run
-    from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+    from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 
     server = fake_sglang("--enable-metrics", speed=20.0)
 

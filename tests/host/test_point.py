@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.config import ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.gpu import FakeGpus
@@ -24,7 +24,7 @@ from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
 
-FAKE = [sys.executable, "-m", "sweep.fake_sglang"]
+FAKE = [sys.executable, "-m", "sweep.fake"]
 SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/drafters/d",
               "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
 TINY = BenchSettings(prompts="coding", server_metrics=False,
@@ -125,8 +125,8 @@ def test_foreign_gpu_process_reported_not_killed(tmp_path, host):
     ledger = host.extra_env["SWEEP_FAKE_GPU_LEDGER"]
     foreign = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os, time
-        from sweep.sglang.fake import ledger
-        ledger.record({ledger!r}, os.getpid(), 0, 60000)
+        from sweep.host.gpu import ledger_record
+        ledger_record({ledger!r}, os.getpid(), 0, 60000)
         time.sleep(60)""")], env={k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")})
     try:
         deadline = time.time() + 10

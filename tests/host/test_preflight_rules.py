@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.errors import PointFailure
 from sweep.host import preflight as pf
 

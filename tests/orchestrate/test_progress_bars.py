@@ -52,7 +52,7 @@ def test_plain_output_logs_a_bar_once_per_kind_then_every_30_s(monkeypatch):
 def test_points_row_takes_progress_and_engine_timings():
     from sweep.host.point import PointResult
     from sweep.host.server import Startup
-    from sweep.orchestrate.records import point_row
+    from sweep.results.records import point_row
     from sweep.plan import PlannedPoint
     from sweep.sglang.logs import engine_timings, parse_progress
 

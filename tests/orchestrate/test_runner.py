@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from sweep.bench.settings import BenchSettings
+from sweep.settings import BenchSettings
 from sweep.host.point import PointSpec
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner

@@ -48,7 +48,7 @@ from sweep.bench import server_metrics as sm  # noqa: E402
 from sweep.bench.client import Clients, make_client  # noqa: E402
 from sweep.bench.load import Notifier, RequestOptions, closed_loop  # noqa: E402
 from sweep.bench.prompts import load_prompts  # noqa: E402
-from sweep.sglang.fake import model  # noqa: E402
+from sweep.fake import model  # noqa: E402
 
 ACCEPT_RATE = 0.7
 SPEC = model.Spec(steps=3, topk=1, draft_tokens=4, accept_rate=ACCEPT_RATE)

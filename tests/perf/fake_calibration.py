@@ -38,7 +38,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from sweep.sglang.fake import model  # noqa: E402
+from sweep.fake import model  # noqa: E402
 
 TUNED = dict(model.TUNED_NCCL)
 EAGLE3_2 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/kimi-eagle3",
@@ -64,7 +64,7 @@ class Server:
         env.update(nccl or {})
         env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
         self.log_path = log_dir / f"fake-{self.port}.log"
-        argv = [sys.executable, "-m", "sweep.fake_sglang", "--model-path", "/models/Kimi-K2-Instruct", "--tp-size", "8",
+        argv = [sys.executable, "-m", "sweep.fake", "--model-path", "/models/Kimi-K2-Instruct", "--tp-size", "8",
                 "--port", str(self.port), "--fake-speed", str(speed), "--fake-startup-speed", "3000", *flags]
         with open(self.log_path, "wb") as fh:
             self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)

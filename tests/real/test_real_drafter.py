@@ -153,7 +153,7 @@ def test_sglang_does_what_the_check_says(served, name):
 
 def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch):
     """On the host: a drafter whose aux layers the target never reaches fails in pre-flight, named."""
-    from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+    from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
     from sweep.config import CpuConfig, ReapConfig, Timeouts
     from sweep.host import cpu
     from sweep.host.cpu import required_flags

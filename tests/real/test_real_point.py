@@ -12,7 +12,7 @@ import uuid
 import psutil
 import pytest
 
-from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.cpu import required_flags

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from sweep.bench.runner import run as run_bench
-from sweep.bench.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host import reaper
 from tests.conftest import REPO, free_port
 

@@ -7,7 +7,7 @@ GPU) goes through what ``launch_server`` runs before it starts a scheduler (``pr
 subprocess of an SGLang install whose hardware probes answer for the case's GPU. SGLang's verdict
 (error, adjusted, ok) and final (steps, topk, draft tokens, running-request cap) must equal the
 plan's (``sweep.sglang.rules`` with what the plan knows: the version, config.json, the GPU) and the
-fake's (``sweep.sglang.fake.rules`` on the same argv), or the case stands in ``KNOWN_DIFFERENCES``
+fake's (``sweep.fake.rules`` on the same argv), or the case stands in ``KNOWN_DIFFERENCES``
 with its reason.
 
 The installs: the CPU build at commit 7f8f030 (``SGLANG_CPU_PYTHON``, or the installer's env.sh at
@@ -206,8 +206,8 @@ def plan_verdict(case: C.Case, models: Path, version: str) -> tuple[Verdict, Opt
 
 
 def fake_verdict(case: C.Case, models: Path, version: str) -> Verdict:
-    from sweep.sglang.fake import args as fake_args
-    from sweep.sglang.fake import rules as fake_rules
+    from sweep.fake import args as fake_args
+    from sweep.fake import rules as fake_rules
 
     fake_version = serverargs.rules_version(version)[0]
     argv = flag_args(case.all_flags(models)) + ["--fake-version", fake_version, "--fake-gpu", case.gpu]
@@ -228,7 +228,7 @@ def fake_verdict(case: C.Case, models: Path, version: str) -> Verdict:
     return _verdict(False, final, given_values(case, version), bool(a.get("speculative_algorithm")))
 
 
-from sweep.bench.settings import BenchSettings, ConcurrencySettings  # noqa: E402
+from sweep.settings import BenchSettings, ConcurrencySettings  # noqa: E402
 
 _BENCH = BenchSettings(server_metrics=False, concurrency=ConcurrencySettings(levels=[1]))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from sweep.sglang.fake.log import write_stderr
+from sweep.fake.log import write_stderr
 
 SGLANG_BAR_FORMAT = "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
 DEFAULT_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"

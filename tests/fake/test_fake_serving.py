@@ -9,7 +9,7 @@ import re
 import httpx
 import pytest
 
-from sweep.sglang.fake import model
+from sweep.fake import model
 
 pytestmark = pytest.mark.slow
 

@@ -122,7 +122,7 @@ def _start(directory: Path, markers: list[str], args: tuple[str, ...] | list[str
     marker = uuid.uuid4().hex
     markers.append(marker)
     port = port or free_port()
-    argv = [sys.executable, "-m", "sweep.fake_sglang", "--model-path", model, "--port", str(port),
+    argv = [sys.executable, "-m", "sweep.fake", "--model-path", model, "--port", str(port),
             *(FAST if fast else ()), *args]
     full_env = {**os.environ, MARKER_ENV: marker, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                 **(env or {})}

@@ -4,7 +4,7 @@ their relative durations and the "GPU memory" each one takes, with the faults as
 Two orders, as the two SGLang generations the fake imitates run them:
 
 - 0.5.23 (:data:`REAL_WORDING` on; the real build in shared/sglang-cpu, whose transcripts
-  tests/sglang/test_fake_vs_real.py compares with): init distributed, load the target's weights;
+  tests/fake/test_fake_vs_real.py compares with): init distributed, load the target's weights;
   when speculating the drafter's init distributed and weights; the target's KV cache and memory pool,
   then the drafter's; then (GPU only) the target's CUDA graphs, the draft decode and draft extend
   graphs. No ``TP0`` prefix when tp is 1.
@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from sweep.sglang.fake import ledger, progress, rules, tracebacks
-from sweep.sglang.fake.args import version_tuple
-from sweep.sglang.fake.log import Log, rank_prefix
+from sweep.fake import progress, rules, tracebacks
+from sweep.host.gpu import ledger_record
+from sweep.fake.args import version_tuple
+from sweep.fake.log import Log, rank_prefix
 
 GB = 1e9
 CONTEXT_GB = 0.79  # CUDA context + NCCL buffers after init
@@ -255,7 +256,7 @@ class Rank:
     def hold(self, gb: float) -> None:
         self.used_gb += gb
         if self.plan.ledger_dir is not None:
-            ledger.record(self.plan.ledger_dir, os.getpid(), self.gpu, round(self.used_gb * 1024))
+            ledger_record(self.plan.ledger_dir, os.getpid(), self.gpu, round(self.used_gb * 1024))
 
     def pause(self, seconds: float) -> float:
         """Sleep a phase's scaled duration; returns the wall seconds it took."""

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from sweep import __version__
-from sweep.host.point import PointResult
-from sweep.plan import PlannedPoint
 from sweep.results.schema import AXIS_PREFIX, from_rows
+
+if TYPE_CHECKING:  # only the shapes: results sits below the layers that make these
+    from sweep.host.point import PointResult
+    from sweep.plan import PlannedPoint
 
 SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 REDACTED = "<redacted>"

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from sweep.sglang import fake
-from sweep.sglang.fake import args as fake_args
-from sweep.sglang.fake import rules
-from sweep.sglang.fake.main import Serving, serving_for
-from sweep.sglang.fake.model import Spec
+from sweep import fake
+from sweep.fake import args as fake_args
+from sweep.fake import rules
+from sweep.fake.main import Serving, serving_for
+from sweep.fake.model import Spec
 
 MODEL = ["--model-path", "/models/Kimi-K2-Instruct"]
 LLAMA = ["--model-path", "/models/Llama-3.1-8B-Instruct"]
@@ -33,7 +33,7 @@ def rejected(*argv: str, version: str = "0.5.10") -> rules.ArgsRejected:
 
 @pytest.mark.slow
 def test_help_lists_every_flag_the_sweep_uses():
-    out = subprocess.run([sys.executable, "-m", "sweep.fake_sglang", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "sweep.fake", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0
     from sweep.sglang.args import KNOWN_FLAGS  # the plan's list of SGLang flags

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.sglang.fake import model
-from sweep.sglang.fake.model import Spec
+from sweep.fake import model
+from sweep.fake.model import Spec
 
 TUNED = dict(model.TUNED_NCCL)
 EAGLE3_2 = Spec(steps=2, topk=1, draft_tokens=3)

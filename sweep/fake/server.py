@@ -1,7 +1,7 @@
 """The fake server's HTTP side (aiohttp, in the scheduler's event loop): SGLang's routes, status codes,
 response shapes and uvicorn's log lines, from "Uvicorn running on" through the warmup to shutdown.
 Shapes are the real server's (shared/sglang-cpu/transcripts/api_samples*.txt; checked by
-tests/sglang/test_fake_vs_real.py).
+tests/fake/test_fake_vs_real.py).
 
 Routes: ``/generate``, ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``, ``/health``,
 ``/health_generate``, ``/model_info`` (``/get_model_info``), ``/server_info`` (``/get_server_info``),
@@ -41,10 +41,10 @@ import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from sweep.sglang.fake import metrics, model, openai_api, procs, text, tracebacks
-from sweep.sglang.fake.engine import Engine, Req
-from sweep.sglang.fake.log import Log
-from sweep.sglang.fake.startup import GRAPH_PHASES, real_wording
+from sweep.fake import metrics, model, openai_api, procs, text, tracebacks
+from sweep.fake.engine import Engine, Req
+from sweep.fake.log import Log
+from sweep.fake.startup import GRAPH_PHASES, real_wording
 
 SAMPLING_KEYS = frozenset(
     "max_new_tokens min_new_tokens temperature top_p top_k min_p frequency_penalty presence_penalty "

@@ -250,7 +250,7 @@ def _algorithm_type(version: str) -> Callable[[str], str]:
 
 def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sweep.fake_sglang",
+        prog="python -m sweep.fake",
         description=f"A fake SGLang {version} server (no GPU): same command line, log, HTTP API and "
                     "process tree as `python -m sglang.launch_server`, timed by a performance model.")
     for flag in SGLANG_FLAGS:

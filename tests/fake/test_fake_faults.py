@@ -11,7 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from sweep.sglang.fake import ledger
+from sweep.host.gpu import ledger_read
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def test_fail_at_capture_cuda_oom(start_fake, fk, tmp_path):
     assert "Exception: Capture cuda graph failed: CUDA out of memory." in log
     assert "TP0] Capture cuda graph end" not in log
     assert _wait_gone([c.pid for c in server.children()]) == []
-    assert ledger.read(tmp_path) == []  # killed with the tree: its "GPU memory" is free again
+    assert ledger_read(tmp_path) == []  # killed with the tree: its "GPU memory" is free again
 
 
 def test_fail_at_serve_on_first_request(start_fake):
@@ -123,11 +123,11 @@ def test_parent_killed_children_follow(start_fake, tmp_path):
     server.wait_ready()
     kids = [c.pid for c in server.children()]
     # two ranks, the detokenizer and multiprocessing's resource tracker, as the real launcher has
-    assert len(kids) == 4 and len(ledger.read(tmp_path)) == 2
+    assert len(kids) == 4 and len(ledger_read(tmp_path)) == 2
     server.proc.kill()  # SIGKILL: no cleanup code runs in the parent
     server.proc.wait()
     assert _wait_gone(kids) == []
-    assert ledger.read(tmp_path) == []
+    assert ledger_read(tmp_path) == []
 
 
 def test_zombie_children_ignore_sigterm_and_outlive_the_parent(start_fake, tmp_path):
@@ -140,7 +140,7 @@ def test_zombie_children_ignore_sigterm_and_outlive_the_parent(start_fake, tmp_p
         os.kill(pid, signal.SIGTERM)
     time.sleep(1.5)  # past the children's parent-watch poll
     assert sorted(_alive(kids)) == sorted(kids)
-    held = ledger.read(tmp_path)
+    held = ledger_read(tmp_path)
     assert len(held) == 2 and all(e.mem_mib > 0 for e in held)  # still holding "GPU memory"
     # (the fixture SIGKILLs them by marker)
 
@@ -154,7 +154,7 @@ def test_zombie_lifetime_ends_them(start_fake, tmp_path):
     time.sleep(0.6)
     assert _alive(kids)
     assert _wait_gone(kids, timeout=10) == []
-    assert ledger.read(tmp_path) == []
+    assert ledger_read(tmp_path) == []
 
 
 def test_missing_model_path_fails_at_load(start_fake, tmp_path):

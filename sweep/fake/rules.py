@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from sweep.sglang import serverargs
-from sweep.sglang.fake import tracebacks
-from sweep.sglang.fake.args import DEFAULT_GPU
+from sweep.fake import tracebacks
+from sweep.fake.args import DEFAULT_GPU
 
 LLAMA_LIKE = serverargs.LLAMA_LIKE_AUTO
 EAGLE_FAMILY = serverargs.EAGLE_FAMILY

@@ -159,7 +159,7 @@ def test_server_info_accept_length_and_flush(spec):
     assert "avg_spec_accept_length" not in info["internal_states"][0]  # reset by the flush
     gen(spec, max_new_tokens=200, ignore_eos=True)
     state = spec.get("/get_server_info").json()["internal_states"][0]
-    from sweep.sglang.fake import model
+    from sweep.fake import model
 
     expected = model.expected_accept_length(model.Spec(3, 1, 4, accept_rate=0.8))
     assert state["avg_spec_accept_length"] == pytest.approx(expected, rel=0.02)

@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from sweep.sglang.fake import ledger
+from sweep.host.gpu import LEDGER_ENV_VAR, ledger_read
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_phases_in_order_port_refused_then_503_then_200(start_fake):
 
 def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
     d = tmp_path / "ledger"
-    server = start_fake("--tp-size", "2", *fk.EAGLE3, env={ledger.ENV_VAR: str(d)})
+    server = start_fake("--tp-size", "2", *fk.EAGLE3, env={LEDGER_ENV_VAR: str(d)})
     server.wait_ready()
     log = server.log()
     for line in ["Max running requests is reset to 48 for speculative decoding.",
@@ -91,7 +91,7 @@ def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
     assert len(kids) == 4  # and multiprocessing's resource tracker, as the real launcher
     for p in kids:  # children inherit the environment (the sweep finds them by marker)
         assert p.environ()[fk.MARKER_ENV] == server.marker
-    entries = ledger.read(d)
+    entries = ledger_read(d)
     assert sorted(e.gpu_index for e in entries) == [0, 1]
     assert {e.pid for e in entries} <= {p.pid for p in kids}
     assert all(e.mem_mib > 70 * 1024 for e in entries)
@@ -102,13 +102,13 @@ def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
     assert "Gracefully exiting... Remaining number of requests 0." in server.log()
     psutil.wait_procs(kids, timeout=10)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in kids)
-    assert ledger.read(d) == []
+    assert ledger_read(d) == []
 
 
 def test_cuda_visible_devices_map_ranks_to_gpus(start_fake, tmp_path):
     server = start_fake("--tp-size", "2", "--fake-ledger", str(tmp_path), env={"CUDA_VISIBLE_DEVICES": "4,6"})
     server.wait_ready()
-    assert sorted(e.gpu_index for e in ledger.read(tmp_path)) == [4, 6]
+    assert sorted(e.gpu_index for e in ledger_read(tmp_path)) == [4, 6]
 
 
 def test_rejected_args_die_at_once_with_a_bare_traceback(start_fake, fk):
@@ -236,7 +236,7 @@ def test_weight_bar_counts_shards_at_the_phase_s_pace(start_fake):
 
 
 def test_shards_from_the_model_size():
-    from sweep.sglang.fake.startup import StartupPlan
+    from sweep.fake.startup import StartupPlan
 
     def shards(weights_gb: float, tp: int) -> int:
         return StartupPlan(args={"tp_size": tp}, architecture="X", weights_gb=weights_gb).shards()

@@ -34,8 +34,8 @@ import httpx
 import psutil
 import pytest
 
-from sweep.sglang.fake import metrics, progress
-from sweep.sglang.fake.args import SUPPORTED_VERSIONS, version_tuple
+from sweep.fake import metrics, progress
+from sweep.fake.args import SUPPORTED_VERSIONS, version_tuple
 
 REPO = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = REPO.parent / "shared" / "sglang-cpu" / "transcripts"

@@ -15,8 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from sweep.sglang.fake import metrics, model
-from sweep.sglang.fake.log import Log
+from sweep.fake import metrics, model
+from sweep.fake.log import Log
 
 MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
 

@@ -1,4 +1,4 @@
-"""``python -m sweep.fake_sglang``: the fake server's launch, in SGLang's order.
+"""``python -m sweep.fake``: the fake server's launch, in SGLang's order.
 
 Parse flags -> ServerArgs rules (a rejected argv dies here, traceback, exit 1) -> ``server_args=`` line
 -> fork the TP ranks and the detokenizer (and multiprocessing's resource tracker) -> wait for every
@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from sweep.sglang.fake import args as fake_args
-from sweep.sglang.fake import ledger, model, procs, rules, startup, tracebacks
-from sweep.sglang.fake.log import Log, rank_prefix
+from sweep.fake import args as fake_args
+from sweep.fake import model, procs, rules, startup, tracebacks
+from sweep.host.gpu import ledger_dir, ledger_remove
+from sweep.fake.log import Log, rank_prefix
 
 LOOPBACK = "127.0.0.1"
 
@@ -112,7 +113,7 @@ def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.
         args=resolved.args, architecture=resolved.architecture, version=parsed.version,
         speed=ns.fake_startup_speed or ns.fake_speed, weights_gb=ns.fake_weights_gb, gpu_mem_gb=ns.fake_gpu_mem_gb,
         fail_at=ns.fake_fail_at if ns.fake_fail_at in ("load", "capture") else None, hang_at=ns.fake_hang_at,
-        check_paths=ns.fake_check_paths, deferred=resolved.deferred, ledger_dir=ledger.ledger_dir(ns.fake_ledger),
+        check_paths=ns.fake_check_paths, deferred=resolved.deferred, ledger_dir=ledger_dir(ns.fake_ledger),
         context_len=ns.context_length or rules.DEFAULT_CONTEXT_LENGTH)
 
 
@@ -133,7 +134,7 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: ran
 
         def forget() -> None:
             if plan.ledger_dir is not None:
-                ledger.remove(plan.ledger_dir, os.getpid())
+                ledger_remove(plan.ledger_dir, os.getpid())
 
         procs.idle(life, on_exit=forget)
 
@@ -153,7 +154,7 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: ran
 def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.StartupPlan, host: str,
           ready: dict[str, Any], tree: procs.Tree, tokenizer_e2e: float) -> int:
     """Run the HTTP server and the scheduler in one event loop until SIGTERM (or a crash)."""
-    from sweep.sglang.fake import engine, server  # aiohttp only once serving
+    from sweep.fake import engine, server  # aiohttp only once serving
 
     ns = parsed.ns
     spec = speculative_config(resolved, ns)
@@ -193,7 +194,11 @@ def follow(children: list[procs.Child], life: procs.Lifecycle, log: Log, node_ra
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     launched = time.monotonic()
-    parsed = fake_args.parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--fake-print-version" in argv:  # how pre-flight asks which SGLang this fake imitates
+        print(fake_args.pick_version(argv))
+        return 0
+    parsed = fake_args.parse(argv)
     ns = parsed.ns
     log = Log()
     real = startup.real_wording(parsed.version)

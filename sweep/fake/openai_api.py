@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from sweep.sglang.fake import text
+from sweep.fake import text
 
 Prompt = Union[str, list]
 
