@@ -257,11 +257,6 @@ def _check_values(exp: Experiment, path: Path) -> None:
         ("server.tp_size", exp.server.tp_size >= 1),
         ("server.port", 1 <= exp.server.port <= 65535),
         ("cluster.gpus_per_host", exp.cluster.gpus_per_host >= (0 if is_cpu(exp) else 1)),
-        ("benchmark.single_stream.runs", exp.benchmark.single_stream.runs >= 0),
-        ("benchmark.single_stream.max_tokens", exp.benchmark.single_stream.max_tokens >= 1),
-        ("benchmark.concurrency.max_tokens", exp.benchmark.concurrency.max_tokens >= 1),
-        ("benchmark.concurrency.levels", all(c >= 1 for c in exp.benchmark.concurrency.levels)),
-        ("benchmark.concurrency.rounds", exp.benchmark.concurrency.rounds >= 1),
         ("dry_run.hosts", exp.dry_run.hosts >= 1),
         ("dry_run.fake_speed", exp.dry_run.fake_speed > 0),
         ("local.hosts", exp.local.hosts >= 1),
@@ -270,12 +265,12 @@ def _check_values(exp: Experiment, path: Path) -> None:
         if not ok:
             raise ConfigError(f"{path}, line {_line_of(path, key) or '?'}: {key} is out of range",
                               fix="sizes, counts and levels must be positive; ports 1-65535")
+    for key, value, use in exp.benchmark.problems():
+        raise ConfigError(f"{path}, line {_line_of(path, 'benchmark.' + key) or '?'}: benchmark.{key} = {value!r} "
+                          "is out of range", fix=f"use {use}")
     if not exp.server.launcher:
         raise ConfigError(f"{path}: server.launcher is empty",
                           fix="leave it out for python -m sglang.launch_server")
-    if exp.benchmark.api not in ("generate", "completions", "chat"):
-        raise ConfigError(f"{path}: benchmark.api {exp.benchmark.api!r} is not generate, completions or chat",
-                          fix="use generate (SGLang's native route, the default)")
 
 
 def device_of(exp: Experiment) -> str:

@@ -10,6 +10,8 @@ from typing import Optional
 
 from sweep.errors import ConfigError
 
+API_NAMES = ("generate", "completions", "chat")  # SGLang's native /generate, /v1/completions, /v1/chat/completions
+
 
 @dataclass
 class SingleStreamSettings:
@@ -103,6 +105,31 @@ class BenchSettings:
         if dupes:
             raise ConfigError(f"benchmark.slo names {', '.join(map(repr, dupes))} more than once",
                               fix="give every SLO its own name")
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        """Every value the types cannot check that cannot run: ``(key under benchmark, value, what to
+        use instead)``. The one place these rules live: the experiment loader reports them with the
+        file's line, ``python -m sweep bench`` with its option, each in its own error class."""
+        ss, cc = self.single_stream, self.concurrency
+        out: list[tuple[str, object, str]] = []
+
+        def want(ok: bool, key: str, value: object, use: str) -> None:
+            if not ok:
+                out.append((key, value, use))
+
+        want(self.api in API_NAMES, "api", self.api, "one of " + ", ".join(API_NAMES))
+        want(ss.runs >= 0, "single_stream.runs", ss.runs, "a count >= 0 (0 skips the single stream)")
+        want(ss.warmup >= 0, "single_stream.warmup", ss.warmup, "a count >= 0")
+        want(ss.max_tokens >= 1, "single_stream.max_tokens", ss.max_tokens, "at least 1 token")
+        want(cc.max_tokens >= 1, "concurrency.max_tokens", cc.max_tokens, "at least 1 token")
+        want(all(isinstance(c, int) and c >= 1 for c in cc.levels), "concurrency.levels", list(cc.levels),
+             "positive integers, e.g. [1, 8, 64]")
+        want(cc.rounds >= 1, "concurrency.rounds", cc.rounds, "at least 1 round")
+        want(cc.requests_per_level is None or cc.requests_per_level >= 1, "concurrency.requests_per_level",
+             cc.requests_per_level, "at least 1 request per level, or leave it unset (rounds x concurrency)")
+        want(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s,
+             "a positive number of seconds")
+        return out
 
     def requests_at(self, concurrency: int) -> int:
         c = self.concurrency

@@ -18,7 +18,7 @@ SWEEP = Path(__file__).resolve().parents[1] / "sweep"
 # strictly lower. (``sweep`` itself is the package root: ``__version__`` and the public API.)
 RANK = {
     "errors": 0,
-    "settings": 1,
+    "settings": 1, "console": 1,
     "config": 2, "results": 2,
     "sglang": 3, "drafter": 3, "analysis": 3, "tinymodels": 3,
     "grid": 4,

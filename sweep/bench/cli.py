@@ -10,12 +10,12 @@ message and exit code by ``sweep.cli`` (exit 6 when the server cannot be reached
 from __future__ import annotations
 
 import argparse
-from rich.console import Console
 
 from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
-from sweep.settings import BenchSettings
+from sweep.console import output_console
 from sweep.errors import BenchError
+from sweep.settings import BenchSettings
 
 _D = BenchSettings()
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Benchmark a running SGLang (or OpenAI-compatible) server: single stream, then a concurrency sweep."
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:30000")
     g = parser.add_argument_group("single stream")
-    g.add_argument("--runs", type=int, help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips)")
+    g.add_argument("--runs", type=int, help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips them and their warmup)")
     g.add_argument("--warmup", type=int, help=f"warmup runs before them, left out of the figures (default {_D.single_stream.warmup})")
     g.add_argument("--single-max-tokens", type=int, help=f"tokens per single-stream request (default {_D.single_stream.max_tokens})")
     g = parser.add_argument_group("concurrency sweep")
@@ -73,6 +73,8 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     ):
         if value is not None:
             setattr(obj, attr, value)
+    if args.runs == 0 and args.warmup is None:
+        ss.warmup = 0  # no single stream: nothing to warm up for (an explicit --warmup still runs)
     s.ignore_eos = not args.no_ignore_eos
     s.flush_between_levels = not args.no_flush
     s.server_metrics = not args.no_server_metrics
@@ -92,7 +94,7 @@ def run_cli(args: argparse.Namespace) -> int:
     from sweep.bench.runner import run
 
     settings = settings_from_args(args)
-    console = Console(highlight=False)
+    console = output_console(highlight=False)
     if args.quiet or not console.is_terminal:
         result = run(args.url, settings)
     else:

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
-from sweep.bench.client import APIS, Clients
+from sweep.bench.client import Clients
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.settings import BenchSettings
@@ -79,23 +79,9 @@ def check_url(url: str) -> str:
 
 
 def check_settings(s: BenchSettings) -> None:
-    """Reject settings that cannot run, naming the field."""
-    def bad(name: str, value: object, want: str) -> BenchError:
-        return BenchError(f"benchmark setting {name} = {value!r} is invalid", fix=f"use {want}")
-    if s.api not in APIS:
-        raise bad("api", s.api, "one of " + ", ".join(APIS))
-    if s.single_stream.runs < 0 or s.single_stream.warmup < 0:
-        raise bad("single_stream.runs/warmup", (s.single_stream.runs, s.single_stream.warmup), "counts >= 0")
-    if s.single_stream.max_tokens < 1 or s.concurrency.max_tokens < 1:
-        raise bad("max_tokens", (s.single_stream.max_tokens, s.concurrency.max_tokens), "at least 1 token")
-    bad_levels = [c for c in s.concurrency.levels if not isinstance(c, int) or c < 1]
-    if bad_levels:
-        raise bad("concurrency.levels", list(s.concurrency.levels), "positive integers, e.g. [1, 8, 64]")
-    if s.concurrency.levels and min(s.requests_at(c) for c in s.concurrency.levels) < 1:
-        raise bad("concurrency.requests_per_level/rounds",
-                  (s.concurrency.requests_per_level, s.concurrency.rounds), "at least 1 request per level")
-    if not s.request_timeout_s > 0:
-        raise bad("request_timeout_s", s.request_timeout_s, "a positive number of seconds")
+    """Reject settings that cannot run, naming the field (the rules: ``BenchSettings.problems``)."""
+    for key, value, use in s.problems():
+        raise BenchError(f"benchmark setting {key} = {value!r} is invalid", fix=f"use {use}")
 
 
 def request_row(point_id: str, prompts: PromptSet, api: str, s: Sent) -> dict:
