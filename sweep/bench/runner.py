@@ -18,7 +18,6 @@ full of failures that still finishes, and the next levels fail fast on connect.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ import pyarrow.parquet as pq
 from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
+from sweep import atomic
 from sweep.bench.client import Clients
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
@@ -62,9 +62,8 @@ class BenchResult:
         out = {}
         for name in TABLE_NAMES:
             final = d / f"{name}.parquet"
-            tmp = d / f".{name}.parquet.tmp"
-            pq.write_table(getattr(self, name), tmp)
-            os.replace(tmp, final)
+            with atomic.atomic_path(final) as tmp:
+                pq.write_table(getattr(self, name), tmp)
             out[name] = final
         return out
 

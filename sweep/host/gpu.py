@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Protocol, Union
 
 import psutil
+
+from sweep import atomic
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,14 @@ class GpuProbe(Protocol):
 
 
 class NoGpus:
-    """A host with no GPU visible (no NVML): reported, so pre-flight can fail with a reason."""
+    """A host with no GPU visible (no NVML): reported, so pre-flight can fail with a reason, which
+    keeps what NVML itself said (``real_probe``)."""
 
     reason = "no GPU found: NVML is not available (install nvidia-ml-py and the NVIDIA driver)"
+
+    def __init__(self, reason: str | None = None) -> None:
+        if reason is not None:
+            self.reason = reason
 
     def gpus(self) -> list[Gpu]:
         return []
@@ -151,10 +157,7 @@ def ledger_record(directory: PathLike, pid: int, gpu_index: int, mem_mib: int) -
     path = _entry_path(directory, pid)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"pid": pid, "gpu_index": int(gpu_index), "mem_mib": int(mem_mib), "start_time": _start_time(pid)}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{pid}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)  # atomic: a reader never sees half an entry
+    atomic.write_text(path, json.dumps(data))  # a reader never sees half an entry
 
 
 def ledger_remove(directory: PathLike, pid: int) -> None:
@@ -187,8 +190,13 @@ def ledger_read(directory: PathLike) -> list[LedgerEntry]:
 
 
 def real_probe() -> GpuProbe:
-    """NVML where it works, else a probe that reports no GPU (pre-flight then says why)."""
+    """NVML where it works, else a probe that reports no GPU with NVML's own words (pre-flight then
+    says why: ``NVMLError_DriverNotLoaded: Driver Not Loaded`` is not ``nvidia-ml-py`` missing)."""
     try:
         return NvmlProbe()
-    except Exception:  # ImportError, NVMLError_LibraryNotFound, driver not loaded...
-        return NoGpus()
+    except ImportError as e:  # nvidia-ml-py (pynvml) is not installed
+        return NoGpus(f"no GPU found: NVML is not available ({e}; install nvidia-ml-py, the gpu extra)")
+    except Exception as e:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, NVMLError_NoPermission...
+        said = str(e).strip() or "no message"
+        return NoGpus(f"no GPU found: NVML failed to start: {type(e).__name__}: {said} "
+                      "(check the NVIDIA driver: nvidia-smi on this host)")

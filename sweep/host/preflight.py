@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sweep import atomic
 from sweep.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.gpu import Gpu, GpuProbe
@@ -84,9 +85,7 @@ def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
                            fix="check that server.launcher starts an SGLang server")
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(sorted(flags)))
-        tmp.replace(cache)
+        atomic.write_text(cache, json.dumps(sorted(flags)))
     except OSError:
         pass  # a read-only home only costs the next point another --help
     return flags

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from sweep import atomic
 from sweep.host.gpu import GpuProbe
 
 MARK_SWEEP = "SWEEP_SWEEP"
@@ -180,9 +181,7 @@ def _forget_empty(marker: Marker, rows: list[dict], alive: set[int]) -> None:
         return
     try:
         f = _sessions_file(marker)
-        tmp = f.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
-        tmp.replace(f)
+        atomic.write_text(f, "".join(json.dumps(r) + "\n" for r in keep))
     except OSError:
         pass
 

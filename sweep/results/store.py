@@ -14,21 +14,35 @@ Layout of a results directory::
 
 Each table is a folder of Parquet files with the same schema, so ``pl.scan_parquet(DIR/levels/*.parquet)``,
 DuckDB's ``read_parquet('DIR/levels/*.parquet')`` and ``pandas.read_parquet(DIR/levels)`` all read it.
+
+Files an older version wrote (a resumed sweep mixes both) read through ``load``: columns they lack
+are null, and the ``points`` columns once stored as JSON text (``params``, ``param_roles``,
+``env``, ``reaped``, ``bench_scale``) are converted to today's types as they are read (one small
+file per point: a JSON parse per value).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from sweep import atomic
 from sweep.errors import ResultsError
-from sweep.results.schema import TABLES
+from sweep.results.schema import AXIS_PREFIX, POINTS, TABLES
 
-TMP_SUFFIX = ".tmp"
+TMP_SUFFIX = atomic.TMP_SUFFIX
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns
 # also vary with the experiment)
 DRIFTING = ("points", "levels")
+# points columns that versions before the typed columns wrote as JSON text; ``params`` ({axis: value})
+# is gone: the axis values live in the axis_* columns only
+LEGACY_JSON = ("param_roles", "env", "reaped", "bench_scale")
+LEGACY_PARAMS = "params"
 
 
 def table_files(directory: str | Path, table: str) -> list[Path]:
@@ -56,10 +70,11 @@ def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
         files = table_files(d, name)
         if files:
             if name in DRIFTING:
-                frame = pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
+                scan = _points_file if name == "points" else pl.scan_parquet
+                frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
                 out[name] = _with_every_column(frame, schema)
             else:
-                out[name] = pl.scan_parquet(files)
+                out[name] = _scan_all(files, schema)
         else:
             out[name] = pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
     return out
@@ -71,3 +86,70 @@ def _with_every_column(frame: pl.LazyFrame, schema) -> pl.LazyFrame:
     types = pl.from_arrow(schema.empty_table()).schema
     missing = [pl.lit(None, dtype=types[n]).alias(n) for n in schema.names if n not in have]
     return frame.with_columns(missing) if missing else frame
+
+
+def _scan_all(files: list[Path], schema: pa.Schema) -> pl.LazyFrame:
+    """One lazy scan of a large table's files (requests, metrics...), in the schema of today: a file of
+    an older version lacks a column (e.g. requests' spec_accept_histogram): null there."""
+    types = pl.from_arrow(schema.empty_table()).schema
+    try:
+        return pl.scan_parquet(files, schema=types, missing_columns="insert", extra_columns="ignore")
+    except TypeError:  # a polars without these options: the files must agree
+        return pl.scan_parquet(files)
+
+
+def _points_file(path: Path) -> pl.LazyFrame:
+    """One points file; one written before the typed columns is converted (see ``upgrade_points``)."""
+    have = pl.read_parquet_schema(path)
+    if LEGACY_PARAMS not in have and not any(have.get(c) == pl.String for c in LEGACY_JSON):
+        return pl.scan_parquet(path)
+    try:
+        table = upgrade_points(pq.read_table(path))
+    except (ValueError, TypeError, pa.ArrowException) as e:
+        raise ResultsError(f"{path} was written by an older version and its JSON columns do not convert: {e}",
+                           fix="move that file aside (its point runs again when the sweep is resumed), or "
+                               "rerun the sweep into a new results_dir") from None
+    return pl.from_arrow(table).lazy()
+
+
+def upgrade_points(table: pa.Table) -> pa.Table:
+    """A points table of the JSON-text era in today's types: ``params`` becomes the axis_* columns it
+    lacks (then goes), and each JSON column its map or struct (``{}`` -> null for the structs)."""
+    if LEGACY_PARAMS in table.column_names:
+        params = [_json(v) or {} for v in table.column(LEGACY_PARAMS).to_pylist()]
+        axes = list(dict.fromkeys(a for p in params for a in p))
+        for axis in axes:
+            if f"{AXIS_PREFIX}{axis}" not in table.column_names:
+                values = [None if p.get(axis) is None else str(p[axis]) for p in params]
+                table = table.append_column(f"{AXIS_PREFIX}{axis}", pa.array(values, pa.string()))
+        table = table.drop_columns([LEGACY_PARAMS])
+    for name in LEGACY_JSON:
+        if name not in table.column_names or not pa.types.is_string(table.schema.field(name).type):
+            continue
+        kind = POINTS.field(name).type
+        values = [_fit(_json(v), kind) for v in table.column(name).to_pylist()]
+        table = table.set_column(table.column_names.index(name), name, pa.array(values, kind))
+    return table
+
+
+def _json(text: str | None) -> Any:
+    if not text:
+        return None
+    return json.loads(text)
+
+
+def _fit(value: Any, kind: pa.DataType) -> Any:
+    """A parsed JSON value in the shape of ``kind``: maps keep every key (values as text), structs only
+    the fields they declare (an empty object: null)."""
+    if value is None:
+        return None
+    if isinstance(kind, pa.MapType):
+        return {str(k): None if v is None else str(v) for k, v in dict(value).items()}
+    if isinstance(kind, pa.StructType):
+        if not value:
+            return None
+        fields = {kind.field(i).name: kind.field(i).type for i in range(kind.num_fields)}
+        return {k: _fit(v, fields[k]) for k, v in dict(value).items() if k in fields}
+    if isinstance(kind, pa.ListType):
+        return [_fit(v, kind.value_type) for v in value]
+    return value

@@ -8,7 +8,6 @@ never sees half a file and a point counts as finished only once its ``points`` r
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import polars as pl
 
-from sweep import __version__
+from sweep import __version__, atomic
 from sweep.errors import ResultsError
 from sweep.results.schema import TABLES, check
 from sweep.results.store import TMP_SUFFIX, table_files
@@ -25,12 +24,7 @@ MANIFEST = "sweep.json"
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic.write_bytes(path, data, fsync=True)
 
 
 def _unwritable(path: Path, e: OSError) -> ResultsError:
@@ -110,15 +104,10 @@ class ResultsDir:
     def write_table(self, table_name: str, point_id: str, table: pa.Table) -> None:
         table = check(table, table_name)
         target = self.path / table_name / f"{point_id}.parquet"
-        tmp = target.with_name(target.name + TMP_SUFFIX)
         try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, target)
+            with atomic.atomic_path(target) as tmp:
+                pq.write_table(table, tmp)
         except OSError as e:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass  # the folder itself may be what broke
             raise _unwritable(target, e) from None
 
     def write_point(self, point_id: str, row: pa.Table, tables: dict[str, pa.Table | None]) -> None:
