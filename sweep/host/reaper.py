@@ -82,60 +82,48 @@ def tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def kill_processes(procs: list[psutil.Process], grace_s: float, reason: str) -> list[dict]:
-    """SIGTERM, wait up to ``grace_s``, SIGKILL the rest, and wait until every one is gone."""
+def _signal(procs: list[psutil.Process], sig: int, group: int | None) -> None:
+    if group is not None:
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if group is None or sig == signal.SIGKILL:  # with a group, SIGKILL also those that left it
+        for p in procs:
+            try:
+                p.send_signal(sig)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+
+
+def kill_processes(procs: list[psutil.Process], grace_s: float, reason: str, *,
+                   group: int | None = None) -> list[dict]:
+    """SIGTERM, wait up to ``grace_s``, SIGKILL the rest, and wait until every one is gone. With
+    ``group``, SIGTERM goes to that process group (a server started in its own group shuts down
+    the way it would on Ctrl-C), and SIGKILL to the group and to each process that left it."""
     procs = [p for p in procs if p.pid != os.getpid()]
     if not procs:
         return []
     described = [_describe(p, reason) for p in procs]
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGTERM)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
+    _signal(procs, signal.SIGTERM, group)
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        try:
-            p.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    _, still = psutil.wait_procs(alive, timeout=10)
+    still: list[psutil.Process] = []
+    if alive:
+        _signal(alive, signal.SIGKILL, group)
+        _, still = psutil.wait_procs(alive, timeout=10)
+    alive_pids, still_pids = {p.pid for p in alive}, {p.pid for p in still}
     for d in described:
-        if any(p.pid == d["pid"] for p in alive):
+        if d["pid"] in alive_pids:
             d["reason"] += " (SIGKILL after grace)"
-        if any(p.pid == d["pid"] for p in still):
+        if d["pid"] in still_pids:
             d["reason"] += " (still alive after SIGKILL)"
     return described
 
 
 def kill_group(pid: int, grace_s: float, reason: str) -> list[dict]:
-    """Stop a server started in its own process group: SIGTERM the group, then SIGKILL, and wait
-    for the whole tree, including children that left the group."""
-    procs = tree(pid)
-    if not procs:
-        return []
-    described = [_describe(p, reason) for p in procs]
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    if alive:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for p in alive:  # children that moved to another group or session
-            try:
-                p.kill()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        psutil.wait_procs(alive, timeout=10)
-        alive_pids = {p.pid for p in alive}
-        for d in described:
-            if d["pid"] in alive_pids:
-                d["reason"] += " (SIGKILL after grace)"
-    return described
+    """Stop a server started in its own process group, and its whole tree (children that left the
+    group included)."""
+    return kill_processes(tree(pid), grace_s, reason, group=pid)
 
 
 def cache_dir() -> Path:
