@@ -244,8 +244,35 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     cfg.source = str(path)
     exp: Experiment = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     exp.grid.derived = derived  # type: ignore[assignment]
+    _normalize_flags(exp, path)
     _check_values(exp, path)
     return exp
+
+
+def normalize_flag(name: str) -> str:
+    """``--speculative_num_steps`` and ``speculative-num-steps`` are the same flag."""
+    return str(name).lstrip("-").replace("_", "-")
+
+
+def normalized_flags(flags: dict[str, Any], where: str) -> dict[str, Any]:
+    """``flags`` with every name as SGLang's ``--help`` writes it; one flag given twice (``tp_size``
+    and ``tp-size``) is an error, not a silent choice."""
+    out: dict[str, Any] = {}
+    for name, value in flags.items():
+        key = normalize_flag(name)
+        if key in out:
+            raise ConfigError(f"{where} sets --{key} twice (spelled differently)", fix="keep one of them")
+        out[key] = value
+    return out
+
+
+def _normalize_flags(exp: Experiment, path: Path) -> None:
+    """Flag names normalised once, here, for every layer above (the axes' bundles: sweep.grid)."""
+    exp.server.flags = normalized_flags(exp.server.flags, f"{path}: server.flags")
+    exp.grid.derived = normalized_flags(exp.grid.derived, f"{path}: grid.derived")  # type: ignore[assignment]
+    for axis in exp.grid.axes.values():
+        if axis.flag is not None:
+            axis.flag = normalize_flag(axis.flag)
 
 
 def _check_values(exp: Experiment, path: Path) -> None:
@@ -283,5 +310,38 @@ def is_cpu(exp: Experiment) -> bool:
 
 
 def to_yaml(exp: Experiment) -> str:
-    """The resolved experiment as YAML (written beside the results)."""
-    return OmegaConf.to_yaml(OmegaConf.structured(exp))
+    """The resolved experiment as YAML (written beside the results), secrets redacted: the value of a
+    secret-named key (``server.env.HF_TOKEN``, ``server.flags.api-key``, in a grid bundle too; see
+    sweep/redact.py) becomes ``<redacted>``, or stays the interpolation the experiment file wrote
+    there (``${oc.env:HF_TOKEN}``, a reference with no secret in it); a secret value anywhere else
+    (a launcher, ``local.setup``) is hidden too."""
+    from sweep import redact
+
+    tree = OmegaConf.to_container(OmegaConf.structured(exp), resolve=False)
+    tree = redact.redact_tree(tree)
+    _keep_references(tree, _source_tree(exp.source))
+    return OmegaConf.to_yaml(OmegaConf.create(tree))
+
+
+def _source_tree(source: str) -> Any:
+    """The experiment file as written (interpolations unresolved), or None."""
+    try:
+        return yaml.safe_load(Path(source).read_text()) if source else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _keep_references(tree: Any, raw: Any) -> None:
+    """Where a value was redacted and the file had an interpolation there, put the interpolation back."""
+    from sweep.redact import REDACTED
+
+    if isinstance(tree, dict) and isinstance(raw, dict):
+        for k, v in tree.items():
+            r = raw.get(k)
+            if v == REDACTED and isinstance(r, str) and "${" in r:
+                tree[k] = r
+            else:
+                _keep_references(v, r)
+    elif isinstance(tree, list) and isinstance(raw, list):
+        for v, r in zip(tree, raw):
+            _keep_references(v, r)

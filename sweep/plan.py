@@ -16,11 +16,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sweep import redact
 from sweep.config import Experiment
 from sweep.errors import ConfigError, PlanError
 from sweep.grid import build_axes, expand
 from sweep.sglang import rules, serverargs
-from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, normalize_flag
+from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
+from sweep.types import PlanStatus
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
 PLACEMENT_FLAGS = frozenset({"host", "port"})
@@ -45,7 +47,7 @@ class PlannedPoint:
     resolved: dict[str, Any] | None = None
 
     @property
-    def status(self) -> str:
+    def status(self) -> PlanStatus:
         return "invalid" if self.errors else "ok"
 
     @property
@@ -60,7 +62,17 @@ class PlannedPoint:
             flags["port"] = port
         return list(launcher or self.launcher) + flag_args(flags) + list(extra or [])
 
+    @property
+    def secrets(self) -> list[str]:
+        """The secret values of this point (of its secret-named flags and env; sweep/redact.py)."""
+        return redact.secret_values(self.argv, self.env, self.flags)
+
     def to_json(self) -> dict[str, Any]:
+        """The point as ``--plan --json`` and the results' plan.json show it: secrets redacted (the
+        values of secret-named env and flags, in argv, env and any text; the id is of the real values)."""
+        return redact.redact_tree(self._json(), self.secrets)
+
+    def _json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "label": self.label,
@@ -87,8 +99,10 @@ class Plan:
         return [p for p in self.points if p.errors]
 
     def to_json(self) -> dict[str, Any]:
+        """The plan as one JSON object, secrets redacted (``PlannedPoint.to_json``)."""
+        secrets = sorted({s for p in self.points for s in p.secrets})
         return {"experiment": self.experiment.name, "points": [p.to_json() for p in self.points],
-                "warnings": self.warnings}
+                "warnings": [redact.redact_text(w, secrets) for w in self.warnings]}
 
     def require_valid(self, skip_invalid: bool = False) -> None:
         """Raise PlanError listing every invalid point, unless they are to be recorded as invalid."""
@@ -117,7 +131,7 @@ def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str
 
 
 def _server_flags(exp: Experiment) -> dict[str, Any]:
-    base = {normalize_flag(k): v for k, v in exp.server.flags.items()}
+    base = dict(exp.server.flags)  # names normalised by config.load
     clash = sorted(set(base) & RESERVED_FLAGS)
     if clash:
         raise ConfigError(f"server.flags sets --{clash[0]}, which comes from the server section",
@@ -135,7 +149,10 @@ def _comparable(p: PlannedPoint) -> dict[str, Any]:
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {a.get(k, '<unset>')} vs {b.get(k, '<unset>')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    def shown(d: dict[str, Any], k: str) -> Any:  # a secret's value never goes into a warning
+        return "<unset>" if k not in d else (redact.REDACTED if redact.is_secret_name(k.split()[-1]) else d[k])
+
+    return [f"{k}: {shown(a, k)} vs {shown(b, k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
 def _match_baselines(points: list[PlannedPoint]) -> list[str]:

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.plan import Plan
+from sweep.redact import redact_argv
 
 
 def plan_table(plan: Plan) -> Table:
@@ -38,5 +39,6 @@ def print_plan(plan: Plan, console: Console) -> None:
     for w in plan.warnings:
         console.print(f"[yellow]warning[/yellow] plan: {w}", highlight=False)
     if plan.points:
-        console.print(f"[dim]example argv ({plan.points[-1].label}):[/dim] {' '.join(plan.points[-1].argv)}",
+        last = plan.points[-1]  # secrets redacted, as in --plan --json (sweep/redact.py)
+        console.print(f"[dim]example argv ({last.label}):[/dim] {' '.join(redact_argv(last.argv, last.secrets))}",
                       highlight=False, soft_wrap=True)

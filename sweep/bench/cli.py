@@ -10,6 +10,7 @@ message and exit code by ``sweep.cli`` (exit 6 when the server cannot be reached
 from __future__ import annotations
 
 import argparse
+import os
 
 from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
@@ -18,6 +19,7 @@ from sweep.errors import BenchError
 from sweep.settings import BenchSettings
 
 _D = BenchSettings()
+API_KEY_ENV = "SGLANG_API_KEY"  # SGLang itself reads no variable for its key; this one is the benchmark's
 
 
 def _levels(text: str) -> list[int]:
@@ -34,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m sweep bench``."""
     parser.description = "Benchmark a running SGLang (or OpenAI-compatible) server: single stream, then a concurrency sweep."
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:30000")
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help=f"the server's --api-key, sent as Authorization: Bearer KEY (default: ${API_KEY_ENV}; "
+                             "the variable keeps the key out of the process list)")
     g = parser.add_argument_group("single stream")
     g.add_argument("--runs", type=int, help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips them and their warmup)")
     g.add_argument("--warmup", type=int, help=f"warmup runs before them, left out of the figures (default {_D.single_stream.warmup})")
@@ -88,18 +93,42 @@ def _describe(info: dict) -> str:
     return f"{stage} run {info.get('run')}/{info.get('of')}"
 
 
+def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
+    """Fail at once, before any measurement, when the server refuses the key (or wants one):
+    ``GET /v1/models``, which SGLang guards with its ``--api-key``. Anything else (no such route,
+    not reachable) is left to the benchmark's own probe."""
+    import httpx
+
+    from sweep.bench.client import auth_headers
+
+    try:
+        r = httpx.get(url.rstrip("/") + "/v1/models", headers=auth_headers(key), timeout=timeout_s, trust_env=False)
+    except httpx.HTTPError:
+        return
+    if r.status_code in (401, 403):
+        what = "401 Unauthorized" if r.status_code == 401 else "403 Forbidden"
+        sent = "refuses the key given" if key else "wants an API key and none was given"
+        raise BenchError(f"the server at {url} answered {what} to GET /v1/models: it {sent}",
+                         fix=f"pass the server's --api-key with --api-key KEY or in ${API_KEY_ENV}")
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise."""
     from sweep.bench.report import print_report
     from sweep.bench.runner import run
 
+    from sweep.bench.client import api_key
+
     settings = settings_from_args(args)
     console = output_console(highlight=False)
-    if args.quiet or not console.is_terminal:
-        result = run(args.url, settings)
-    else:
-        with console.status(f"benchmarking {args.url}") as status:
-            result = run(args.url, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
+    key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
+    check_auth(args.url, key)
+    with api_key(key):  # every request of the benchmark sends it
+        if args.quiet or not console.is_terminal:
+            result = run(args.url, settings)
+        else:
+            with console.status(f"benchmarking {args.url}") as status:
+                result = run(args.url, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
     print_report(result, console)
     if args.out:
         try:

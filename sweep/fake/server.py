@@ -5,7 +5,10 @@ tests/fake/test_fake_vs_real.py).
 
 Routes: ``/generate``, ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``, ``/health``,
 ``/health_generate``, ``/model_info`` (``/get_model_info``), ``/server_info`` (``/get_server_info``),
-``/flush_cache``, ``/freeze_gc``, and ``/metrics`` with ``--enable-metrics``. Until the warmup request
+``/flush_cache``, ``/freeze_gc``, and ``/metrics`` with ``--enable-metrics``. With ``--api-key`` every
+route but ``/health*`` and ``/metrics*`` (0.5.23: ``/ready*`` too) and ``OPTIONS`` wants
+``Authorization: Bearer <key>`` (the scheme in any case), and answers 401 ``{"error":"Unauthorized"}``
+without it, as SGLang's middleware (``sglang/srt/utils/auth.py``) does. Until the warmup request
 has gone through, the health routes answer 503 with an empty body; then the log says ``The server is
 fired up and ready to roll!``. From 0.5.23 ``/health`` runs a one-token generation as
 ``/health_generate`` does (the answer comes after SGLang's one-second poll, scaled by the speed).
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import os
 import signal
@@ -87,6 +91,20 @@ def dumps(obj: Any) -> str:
 
 def json_response(obj: Any, status: int = 200) -> web.Response:
     return web.Response(text=dumps(obj), status=status, content_type="application/json")
+
+
+def authorized(method: str, path: str, authorization: Optional[str], api_key: Optional[str], version: str) -> bool:
+    """SGLang's ``decide_request_auth`` for a server with ``--api-key`` only (no admin key): OPTIONS
+    and the probe routes (``/health*``, ``/metrics*``; from 0.5.23 ``/ready*``) pass; any other path,
+    known or not, needs ``Authorization: Bearer <key>`` (scheme case-insensitive, compared in constant
+    time); no key configured: everything passes."""
+    if not api_key or method == "OPTIONS":
+        return True
+    open_prefixes = ("/health", "/metrics", "/ready") if real_wording(version) else ("/health", "/metrics")
+    if path.startswith(open_prefixes):
+        return True
+    parts = (authorization or "").split(" ", 1)
+    return len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1].encode(), api_key.encode())
 
 
 class UvicornAccessLogger(AbstractAccessLogger):
@@ -314,10 +332,9 @@ class FakeServer:
                 self.http_responses[rkey] = self.http_responses.get(rkey, 0) + 1
 
     async def _handle(self, request: web.Request, handler: Callable) -> web.StreamResponse:
-        key = self.cfg.api_key
-        if key and not request.path.startswith(("/health", "/metrics")):
-            if request.headers.get("Authorization", "") != f"Bearer {key}":
-                return json_response({"error": "Unauthorized"}, 401)
+        if not authorized(request.method, request.path, request.headers.get("Authorization"), self.cfg.api_key,
+                          self.cfg.version):
+            return json_response({"error": "Unauthorized"}, 401)
         try:
             return await handler(request)
         except web.HTTPNotFound:

@@ -26,6 +26,7 @@ import psutil
 
 from sweep import atomic
 from sweep.host.gpu import GpuProbe
+from sweep.redact import redact_argv, redact_text, redact_tree
 
 MARK_SWEEP = "SWEEP_SWEEP"
 MARK_HOST = "SWEEP_HOST"
@@ -62,13 +63,18 @@ class ReapReport:
         self.gpu_free, self.port_free = other.gpu_free, other.port_free
         self.waited_s += other.waited_s
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    def as_dict(self, secrets: list[str] | tuple[str, ...] = ()) -> dict:
+        """The report for the points table; ``secrets`` (the point's secret values) are hidden
+        wherever a command line or reason still has them (secret flags already are: ``_describe``)."""
+        return redact_tree(asdict(self), secrets)
 
 
 def _describe(p: psutil.Process, reason: str) -> dict:
+    """pid, name, command line (secrets redacted: ``--api-key X`` and any secret-named flag, and
+    ``--flag=X``; see sweep/redact.py; then cut to 300 characters) and the reason."""
     try:
-        return {"pid": p.pid, "name": p.name(), "cmdline": " ".join(p.cmdline())[:300], "reason": reason}
+        cmdline = redact_text(" ".join(redact_argv(p.cmdline())))
+        return {"pid": p.pid, "name": p.name(), "cmdline": cmdline[:300], "reason": reason}
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return {"pid": p.pid, "name": "?", "cmdline": "", "reason": reason}
 

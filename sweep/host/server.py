@@ -3,10 +3,15 @@
 Launch: an argv list (never a shell), the point's env plus the sweep's marker, stdout and stderr to
 the point's log file, in a session of its own (so stop can signal its whole group) and leashed to
 the launching process (``die_with_parent``), so that a killed Ray worker takes its server along.
+A point with secrets (``--api-key``, a secret-named env variable: sweep/redact.py) writes its log
+through a ``LogPump`` that hides them as the lines arrive (SGLang prints ``api_key='...'`` in its
+``server_args=`` line); other points' output goes to the file directly.
 
 Waiting: the log is read as it grows and each startup event is timed; the process is polled every
 ``POLL_S`` so a dead server is noticed within a second and explained from its log, never waited
-out. Progress bars (tqdm's ``\\r`` updates while weights load and graphs are captured) are parsed as
+out. Ready is ``/health`` 200 and one generate answered, both sent with the point's API key
+(``Authorization: Bearer``, as SGLang's own warmup does); a 401 or 403 fails the point at once.
+Progress bars (tqdm's ``\\r`` updates while weights load and graphs are captured) are parsed as
 they are drawn and reported as progress events. A hang is a log that gains not one byte for
 ``stall_s`` (a bar's update counts), or a phase past its limit.
 """
@@ -14,8 +19,10 @@ they are drawn and reported as progress events. A hang is a log that gains not o
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +32,7 @@ import httpx
 
 from sweep.config import Timeouts
 from sweep.errors import PointFailure
+from sweep import redact
 from sweep.host import reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
 from sweep.sglang.logs import EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of, split_progress
@@ -127,6 +135,91 @@ class LogFollower:
         rest = [p.raw if isinstance(p, Progress) else p
                 for p in split_progress(self._partial.decode("utf-8", "replace"))][-1:] if self._partial else []
         return "\n".join(self.tail + [r for r in rest if r.strip()])
+
+
+class LogPump(threading.Thread):
+    """Copies a server's output (stdout and stderr, one pipe) into its log file with its secrets
+    hidden (``redact.redact_text``: the known values, and ``api_key='...'``-like assignments),
+    every other byte as it came. Complete lines (``\\n``, and a progress bar's ``\\r`` updates) are
+    written at once; the line still being written is held until it ends or the pipe has been quiet
+    for ``HOLD_S`` (a secret is never cut in two by a read), then written as it is, so the log's
+    growth -- the sign of life the hang detection watches -- lags by at most that."""
+
+    HOLD_S = 0.1
+    CHUNK = 1 << 16
+
+    def __init__(self, fd: int, log_path: Path, secrets: list[str]):
+        super().__init__(name=f"log-pump {log_path.name}", daemon=True)
+        self.fd = fd
+        self.out = open(log_path, "ab", buffering=0)
+        self.secrets = list(secrets)
+        self._pending = b""
+        self._stopping = threading.Event()
+        self._stop_at = float("inf")  # close(): drain until then, even if a leftover child keeps writing
+        self._quiet = threading.Condition()
+        self._quiet_seq = 0  # counts the quiet moments (nothing to read, nothing held back)
+
+    def _write(self, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            text = redact.redact_text(data.decode("utf-8", "surrogateescape"), self.secrets)
+        except Exception as e:  # noqa: BLE001 - never write what could not be redacted, never stop reading
+            text = f"[sweep: {len(data)} bytes of server output dropped, redaction failed: {type(e).__name__}]\n"
+        self.out.write(text.encode("utf-8", "surrogateescape"))
+
+    def _feed(self, data: bytes) -> None:
+        buf = self._pending + data
+        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
+        if len(buf) - cut > PARTIAL_MAX:  # a line that never ends: written as it is
+            cut = len(buf)
+        self._write(buf[:cut])
+        self._pending = buf[cut:]
+
+    def _flush_pending(self) -> None:
+        self._write(self._pending)
+        self._pending = b""
+
+    def run(self) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([self.fd], [], [], self.HOLD_S)
+                if ready:
+                    data = os.read(self.fd, self.CHUNK)
+                    if not data:  # every writer is gone
+                        break
+                    self._feed(data)
+                    if time.monotonic() < self._stop_at:
+                        continue
+                    break
+                self._flush_pending()
+                with self._quiet:
+                    self._quiet_seq += 1
+                    self._quiet.notify_all()
+                if self._stopping.is_set():
+                    break
+        except OSError:
+            pass
+        finally:
+            try:
+                self._flush_pending()
+            finally:
+                self.out.close()
+                with self._quiet:
+                    self._quiet_seq += 1
+                    self._quiet.notify_all()
+
+    def settle(self, timeout: float = 1.0) -> None:
+        """Wait (bounded) until what the server wrote so far is in the file."""
+        with self._quiet:
+            seq = self._quiet_seq
+            self._quiet.wait_for(lambda: self._quiet_seq > seq or not self.is_alive(), timeout)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Write what is left and stop (children that outlived the server may keep the pipe open)."""
+        self._stop_at = time.monotonic() + timeout / 2
+        self._stopping.set()
+        self.join(timeout)
 
 
 @dataclass
@@ -233,9 +326,14 @@ class Startup:
 
 class ServerProcess:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, port: int,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", secrets: list[str] | None = None, api_key: str | None = None):
+        """``secrets``: what the log must not show (default: the values of the argv's secret flags
+        and the env's secret names); ``api_key``: what readiness sends (default: the argv's --api-key)."""
         self.argv = list(argv)
         self.env = dict(env)
+        self.secrets = redact.secret_values(argv, env) if secrets is None else list(secrets)
+        self.api_key = redact.argv_value(argv, "--api-key") if api_key is None else api_key
+        self._pump: LogPump | None = None
         self.log_path = Path(log_path)
         self.port = port
         self.host = host
@@ -254,10 +352,18 @@ class ServerProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         leash = [sys.executable, "-m", "sweep.host.die_with_parent", str(os.getpid()), "--"]
-        with open(self.log_path, "ab") as log:
+        if self.secrets:  # through the pump, which hides them (see LogPump)
             self.proc = subprocess.Popen(
                 leash + self.argv, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            assert self.proc.stdout is not None
+            self._pump = LogPump(self.proc.stdout.fileno(), self.log_path, self.secrets)
+            self._pump.start()
+        else:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    leash + self.argv, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         self.started = time.monotonic()
 
     def elapsed(self) -> float:
@@ -269,6 +375,8 @@ class ServerProcess:
     def died(self, phase: str) -> PointFailure:
         """The failure of a server that exited, explained from its log."""
         time.sleep(0.05)  # let the last lines reach the file
+        if self._pump is not None:
+            self._pump.settle(1.0)
         self.log.read()
         f = find_failure(self.log.tail, self.proc.returncode if self.proc else None)
         return PointFailure(phase, f"{f.reason}", fix=f.fix)
@@ -327,7 +435,7 @@ class ServerProcess:
         assert self.proc is not None, "start() first"
         last_output_at = 0.0
         next_http_try = 0.0
-        with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0)) as client:
+        with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0), headers=self._auth_headers()) as client:
             while True:
                 now = self.elapsed()
                 if self.poll_log(progress):
@@ -356,16 +464,37 @@ class ServerProcess:
                     next_http_try = now + 2.0  # the port only listens once uvicorn starts
                 time.sleep(POLL_S)
 
+    def _auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def _ready(self, client: httpx.Client, prompt: str) -> bool:
-        """``/health`` answers 200 and one real generate request is answered."""
+        """``/health`` answers 200 and one real generate request is answered, both with the API key
+        (SGLang leaves ``/health`` open and guards ``/generate``). A 401 or 403 raises at once: the
+        server will never take our requests, and waiting ``ready_s`` for it would only call it a hang."""
         from sweep.bench.client import send_one
 
         try:
-            if client.get(f"{self.url}/health").status_code != 200:
-                return False
+            health = client.get(f"{self.url}/health")
         except httpx.HTTPError:
             return False
-        return send_one(self.url, prompt, api="generate", max_tokens=8, timeout_s=10.0).ok
+        if health.status_code in (401, 403):
+            raise self._unauthorized("GET /health", health.status_code, health.text)
+        if health.status_code != 200:
+            return False
+        rec = send_one(self.url, prompt, api="generate", max_tokens=8, timeout_s=10.0, api_key=self.api_key)
+        if rec.http_status in (401, 403):
+            raise self._unauthorized("POST /generate", rec.http_status, rec.error or "")
+        return rec.ok
+
+    def _unauthorized(self, request: str, status: int, body: str) -> PointFailure:
+        what = "401 Unauthorized" if status == 401 else "403 Forbidden"
+        sent = ("with the key the sweep sends (server.flags.api-key, as Authorization: Bearer): it expects another"
+                if self.api_key else "without a key (the point sets no server.flags.api-key): it wants one")
+        said = redact.redact_text(" ".join(body.split())[:120], self.secrets)
+        return PointFailure("ready", f"the server answered {what} to {request} {sent} ({said}); set "
+                                     "server.flags.api-key to the key the server expects",
+                            fix="a launcher script or config file that sets its own API key must agree with "
+                                "server.flags.api-key")
 
     def stop(self, grace_s: float) -> list[dict]:
         """SIGTERM the group, SIGKILL after the grace period, wait until the whole tree is gone."""
@@ -376,4 +505,13 @@ class ServerProcess:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        self.close_log()
         return killed
+
+    def close_log(self) -> None:
+        """Stop the log pump (if any) once what the server wrote is in the file."""
+        if self._pump is None:
+            return
+        self._pump.close()
+        if not self._pump.is_alive() and self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
