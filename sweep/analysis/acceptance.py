@@ -5,8 +5,10 @@ What SGLang reports: ``spec_accept_length`` (tokens per verify step, the bonus t
 ``/metrics``, ``/server_info`` and every response's ``meta_info``; ``spec_accept_rate`` (accepted /
 proposed drafts) in ``/metrics`` and ``meta_info``; and only in each response's ``meta_info`` the
 per-position story, ``spec_accept_histogram`` (entry k: verify steps that accepted exactly k
-drafts). The levels table keeps the first two (``accept_length_*``, ``metrics_spec_accept_*``);
-a requests table with a ``spec_accept_histogram`` column gives the per-position rates too.
+drafts; ``spec_correct_drafts_histogram`` since 0.5.23). The levels table keeps the first two
+(``accept_length_*``, ``metrics_spec_accept_*``); the requests table keeps each request's histogram
+(``spec_accept_histogram``: /generate only, null on the OpenAI routes), and summed over a point's
+requests it gives the per-position rates.
 
 The first position's accept rate ``p1`` comes from that histogram, else from the same drafter's
 steps=1 point (its accepted drafts per verify *are* p1). A chain of ``s`` steps whose positions
@@ -62,15 +64,25 @@ def spec_shape(argv: list[str] | None) -> dict:
             "positions": positions, "drafter_path": _flag(argv, "--speculative-draft-model-path")}
 
 
-def position_rates(histogram: list[int] | None) -> list[float | None]:
+def position_rates(histogram: list[int] | None, depth: int | None = None) -> list[float | None]:
     """Accept rate at each draft position from SGLang's ``spec_accept_histogram`` (entry k: verify
     steps that accepted exactly k drafts): position k's rate is how many verifies got at least k
-    of those that got at least k-1."""
+    of those that got at least k-1. SGLang's histogram ends at the most drafts one verify accepted;
+    with ``depth`` (the most it can accept) the positions past that end are there too, at 0."""
     h = [int(x or 0) for x in (histogram or [])]
     if not h or sum(h) == 0:
         return []
+    if depth is not None and len(h) < depth + 1:
+        h += [0] * (depth + 1 - len(h))
     reached = [sum(h[k:]) for k in range(len(h))]
     return [reached[k] / reached[k - 1] if reached[k - 1] else None for k in range(1, len(h))]
+
+
+def _depth(shape: dict) -> int | None:
+    """The most drafts one verify can accept: the chain's (or tree's) depth."""
+    if shape["steps"] is None:
+        return shape["positions"]
+    return min(shape["steps"], shape["positions"]) if shape["positions"] else shape["steps"]
 
 
 def chain_prediction(p1: float | None, positions: int | None) -> float | None:
@@ -149,7 +161,7 @@ def acceptance(tables: Tables) -> pl.DataFrame:
                      "profile": m.get("profile"), "group": m.get("group"), "order": m.get("order"),
                      "status": p["status"], **{k: shape[k] for k in ("algorithm", "steps", "topk", "positions")},
                      "accept_length": length, "accepted": accepted, "accept_rate": rate,
-                     "position_rates": position_rates(hists.get(p["point_id"])),
+                     "position_rates": position_rates(hists.get(p["point_id"]), _depth(shape)),
                      "aux_layers": p.get("drafter_aux_layers") if "drafter_aux_layers" in cols else None,
                      "drafter_checks": list(p.get("drafter_checks") or []) if "drafter_checks" in cols else []})
     if not rows:

@@ -1,8 +1,9 @@
 """What each grid point *is*: its configuration, NCCL profile and matched baseline.
 
-Every other analysis table hangs on this one. The point table stores the grid as JSON
-(``params`` = {axis: value name}, ``param_roles`` = {axis: role}); here it becomes plain columns,
-so that "one panel per NCCL profile" or "drafter x steps" are a ``group_by`` away:
+Every other analysis table hangs on this one. The point table keeps the grid as one ``axis_<name>``
+column per axis (the value's name) and ``param_roles`` ({axis: role}, in the grid's order); here
+they become plain columns, so that "one panel per NCCL profile" or "drafter x steps" are a
+``group_by`` away:
 
 - ``drafter``  value of the drafter axis (the baseline's own name, e.g. "none", for baselines)
 - ``spec``     the speculative shape: steps/topk/draft_tokens axes as ``axis=value`` pairs
@@ -14,11 +15,12 @@ so that "one panel per NCCL profile" or "drafter x steps" are a ``group_by`` awa
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
 import polars as pl
+
+from sweep.results.schema import AXIS_PREFIX as AXIS
 
 Tables = Mapping[str, pl.LazyFrame]
 
@@ -40,14 +42,22 @@ def points_frame(tables: Tables) -> pl.DataFrame:
     return tables["points"].collect().unique("point_id", keep="last", maintain_order=True)
 
 
-def json_obj(text: str | None) -> dict:
-    """A JSON object column's value as a dict; {} for null, invalid JSON or a non-object (a
-    report should still render when one writer got a field wrong)."""
-    try:
-        value = json.loads(text) if text else {}
-    except (TypeError, ValueError):
+def as_dict(value) -> dict:
+    """A map column's value (``param_roles``, ``env``) as a dict: polars 2 gives a dict, polars 1 a list
+    of ``{"key", "value"}`` structs; {} for null."""
+    if not value:
         return {}
-    return value if isinstance(value, dict) else {}
+    if isinstance(value, dict):
+        return value
+    return {e["key"]: e["value"] for e in value}
+
+
+def axes_of(row: dict) -> dict[str, str | None]:
+    """``{axis: value name}`` of one points row, in the grid's order: the axes ``param_roles`` names,
+    then any other ``axis_*`` column; null where the axis collapsed (a baseline)."""
+    names = list(as_dict(row.get("param_roles")))
+    names += [k[len(AXIS):] for k in row if k.startswith(AXIS) and k[len(AXIS):] not in names]
+    return {a: row.get(f"{AXIS}{a}") for a in names}
 
 
 def _pairs(params: dict, axes: list[str]) -> str:
@@ -55,11 +65,9 @@ def _pairs(params: dict, axes: list[str]) -> str:
 
 
 def _describe(row: dict) -> dict:
-    """Split one point's params into drafter / spec / profile / group / config strings."""
-    params = json_obj(row["params"])
-    if not params:  # tolerate a writer that left params empty: the axis_* columns hold the same
-        params = {k[len("axis_"):]: v for k, v in row.items() if k.startswith("axis_")}
-    roles = json_obj(row["param_roles"])
+    """Split one point's axis values into drafter / spec / profile / group / config strings."""
+    params = axes_of(row)
+    roles = as_dict(row.get("param_roles"))
     axes = list(params)
 
     def by_role(*wanted: str) -> list[str]:

@@ -7,7 +7,7 @@ import json
 
 import polars as pl
 
-from sweep.analysis.frames import Tables, configurations, json_obj, points_frame
+from sweep.analysis.frames import Tables, configurations, points_frame
 
 PHASES = ["load_s", "kv_cache_s", "capture_s", "draft_capture_s", "http_s", "ready_s"]
 
@@ -82,8 +82,8 @@ def sweep_summary(tables: Tables) -> dict:
     SGLang versions, GPUs, hosts, and the time span covered."""
     points = points_frame(tables)
     statuses = dict(points.group_by("status").len().iter_rows()) if points.height else {}
-    scales = sorted({json.dumps(scale, sort_keys=True)
-                     for scale in map(json_obj, points["bench_scale"].to_list()) if scale})
+    scales = sorted({json.dumps({k: v for k, v in scale.items() if v is not None})
+                     for scale in points["bench_scale"].to_list() if scale})
     levels = tables["levels"].select(pl.col("concurrency").unique().sort()).collect()["concurrency"]
     span = points.select(pl.col("started_at").min(), pl.col("ended_at").max()).row(0) if points.height else (None, None)
     return {

@@ -16,7 +16,7 @@ import polars as pl
 
 from sweep.analysis import noise
 from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
-from sweep.errors import SweepError
+from sweep.errors import UnknownMetricError
 
 ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "profile", "group",
               "drafter", "spec", "order"]
@@ -128,7 +128,7 @@ def _levels(source: Tables | pl.DataFrame) -> pl.DataFrame:
 
 def _check_metric(metric: str) -> str:
     if metric not in LEVEL_METRICS:
-        raise SweepError(f"unknown level metric {metric!r}", fix=f"use one of {', '.join(LEVEL_METRICS)}")
+        raise UnknownMetricError(f"unknown level metric {metric!r}", fix=f"use one of {', '.join(LEVEL_METRICS)}")
     return metric
 
 

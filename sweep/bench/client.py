@@ -12,7 +12,15 @@ the accept length. Tokens are therefore counted from the server's own cumulative
   splits over chunks is unknown, so it is spread evenly over the chunks that carried text
   (``RequestRecord.tokens_exact`` is False, and ITL/TTFT-per-token figures are estimates). A
   server that sends no usage at all leaves one token per text chunk, a lower bound.
-- Accept length and verify count come from ``meta_info`` and so exist only on ``generate``.
+- Accept length, verify count and the accept histogram come from ``meta_info`` and so exist only
+  on ``generate``; SGLang puts them in the final chunk only (once the request finished), the
+  histogram as ``spec_accept_histogram`` (0.5.10) or ``spec_correct_drafts_histogram`` (0.5.23; the
+  builds between send both). The OpenAI routes carry them only in ``sglext.spec_tokens_details``,
+  and only for a request that asks (``return_spec_tokens_details``, 0.5.23), which these do not.
+
+A server started with ``--api-key`` gets it on every request (``Authorization: Bearer``): pass
+``api_key=`` to ``Clients``/``make_client``/``send_one``, or run the benchmark inside
+``with api_key(KEY):`` (the host's point and ``python -m sweep bench --api-key`` do).
 
 Errors of one request are data (``ok=False`` plus a short ``error``: ``http 503: ...``,
 ``timeout after 600s``, ``connect: ...``, ``disconnect: ...``, ``malformed: ...``,
@@ -22,10 +30,12 @@ Errors of one request are data (``ok=False`` plus a short ``error``: ``http 503:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import httpx
 
@@ -36,6 +46,25 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 ROUTES = {"generate": "/generate", "completions": "/v1/completions", "chat": "/v1/chat/completions"}
 APIS = tuple(ROUTES)
+
+# the key every client made inside ``with api_key(KEY):`` sends (asyncio.run copies the context)
+_API_KEY: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("sweep_bench_api_key", default=None)
+
+
+@contextlib.contextmanager
+def api_key(key: Optional[str]) -> Iterator[None]:
+    """Every client made inside sends ``Authorization: Bearer <key>`` (nothing with None)."""
+    token = _API_KEY.set(key or None)
+    try:
+        yield
+    finally:
+        _API_KEY.reset(token)
+
+
+def auth_headers(key: Optional[str] = None) -> dict[str, str]:
+    """``{"Authorization": "Bearer <key>"}`` for ``key`` (default: the ``api_key`` in effect), or {}."""
+    key = key if key is not None else _API_KEY.get()
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 class MalformedStream(Exception):
@@ -60,6 +89,7 @@ class RequestRecord:
     chunk_tokens: list[int] = field(default_factory=list)
     accept_length: Optional[float] = None
     spec_verify_ct: Optional[int] = None
+    accept_histogram: Optional[list[int]] = None  # entry k: verify steps that accepted exactly k drafts
     finish_reason: Optional[str] = None
     server_latency_s: Optional[float] = None  # meta_info e2e_latency, the server's own clock
     ok: bool = False
@@ -147,6 +177,7 @@ class StreamParser:
         self.finish_reason: Optional[str] = None
         self.accept_length: Optional[float] = None
         self.verify_ct: Optional[int] = None
+        self.accept_histogram: Optional[list[int]] = None
         self.server_latency: Optional[float] = None
         self.exact = api == "generate"
         self._usage_total: Optional[int] = None
@@ -205,6 +236,9 @@ class StreamParser:
             self.accept_length = float(meta["spec_accept_length"])
         if meta.get("spec_verify_ct") is not None:
             self.verify_ct = int(meta["spec_verify_ct"])
+        hist = meta.get("spec_correct_drafts_histogram", meta.get("spec_accept_histogram"))
+        if isinstance(hist, list) and all(isinstance(x, int) for x in hist):
+            self.accept_histogram = list(hist)
         if meta.get("e2e_latency") is not None:
             self.server_latency = float(meta["e2e_latency"])
         text = obj.get("text")
@@ -266,6 +300,7 @@ class StreamParser:
         rec.chunk_tokens = self.chunk_tokens
         rec.accept_length = self.accept_length
         rec.spec_verify_ct = self.verify_ct
+        rec.accept_histogram = self.accept_histogram
         rec.finish_reason = self.finish_reason
         rec.server_latency_s = self.server_latency
         rec.tokens_exact = self.exact
@@ -277,15 +312,18 @@ def _snippet(body: bytes, limit: int = 200) -> str:
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
-def make_client(timeout_s: float, *, connections: int = 1, ssl_context: Optional[ssl.SSLContext] = None) -> httpx.AsyncClient:
+def make_client(timeout_s: float, *, connections: int = 1, ssl_context: Optional[ssl.SSLContext] = None,
+                api_key: Optional[str] = None) -> httpx.AsyncClient:
     """An AsyncClient with keep-alive and no proxies from the environment.
 
     ``trust_env=False`` so an ``HTTP_PROXY`` in the environment never sits between the benchmark
     and the server. Idle connections are dropped after 4 s, before uvicorn's 5 s keep-alive
     timeout can close them under a request. The per-request deadline is enforced in ``send``;
-    httpx's own timeouts are the same value so a silent socket cannot outlive it.
+    httpx's own timeouts are the same value so a silent socket cannot outlive it. ``api_key``
+    (default: the ``api_key(...)`` in effect) goes on every request as ``Authorization: Bearer``.
     """
     return httpx.AsyncClient(
+        headers=auth_headers(api_key),
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
                             keepalive_expiry=4.0),
         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
@@ -307,16 +345,17 @@ class Clients:
     levels; all share one SSL context (building one costs ~15 ms).
     """
 
-    def __init__(self, timeout_s: float):
+    def __init__(self, timeout_s: float, api_key: Optional[str] = None):
         self.timeout_s = timeout_s
+        self.api_key = api_key if api_key is not None else _API_KEY.get()
         self._ssl = httpx.create_ssl_context()
         self._slots: list[httpx.AsyncClient] = []
-        self.side = make_client(timeout_s, connections=4, ssl_context=self._ssl)
+        self.side = make_client(timeout_s, connections=4, ssl_context=self._ssl, api_key=self.api_key)
 
     def slot(self, i: int) -> httpx.AsyncClient:
         """The client of in-flight slot ``i`` (0-based)."""
         while len(self._slots) <= i:
-            self._slots.append(make_client(self.timeout_s, ssl_context=self._ssl))
+            self._slots.append(make_client(self.timeout_s, ssl_context=self._ssl, api_key=self.api_key))
         return self._slots[i]
 
     async def aclose(self) -> None:
@@ -405,14 +444,15 @@ async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, ma
 
 def send_one(url: str, prompt: str = "Say hello.", *, api: str = "generate", max_tokens: int = 8,
              stream: bool = False, timeout_s: float = 60.0, temperature: float = 0.0,
-             ignore_eos: bool = False, model: str = "default") -> RequestRecord:
-    """One request on its own (e.g. the host's "ready" generate), from synchronous code.
+             ignore_eos: bool = False, model: str = "default", api_key: Optional[str] = None) -> RequestRecord:
+    """One request on its own (e.g. the host's "ready" generate), from synchronous code; ``api_key``
+    as in ``make_client``.
 
     Creates and closes its own client; must not be called from inside a running event loop
     (use ``send`` there).
     """
     async def go() -> RequestRecord:
-        async with make_client(timeout_s) as client:
+        async with make_client(timeout_s, api_key=api_key) as client:
             return await send(client, url, api, prompt, max_tokens=max_tokens, temperature=temperature,
                               ignore_eos=ignore_eos, model=model, stream=stream, timeout_s=timeout_s)
     return asyncio.run(go())

@@ -77,6 +77,36 @@ def server_metrics_table(levels: pa.Table) -> Optional[Table]:
     return t
 
 
+def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optional[Table]:
+    """Accept rate per draft position, single stream and per level, from the ok requests'
+    ``spec_accept_histogram`` (SGLang's meta_info: /generate only); None when no request has one.
+    ``steps`` (the server's speculative_num_steps) shows the positions no verify reached too."""
+    from sweep.analysis.acceptance import position_rates
+
+    sums: dict[str, list[int]] = {}
+    for r in requests.select(["phase", "concurrency", "ok", "spec_accept_histogram"]).to_pylist():
+        hist = r["spec_accept_histogram"]
+        if not r["ok"] or not hist or r["phase"] == "warmup":
+            continue
+        acc = sums.setdefault("single" if r["phase"] == "single" else f"C={r['concurrency']}", [])
+        acc += [0] * (len(hist) - len(acc))
+        for k, n in enumerate(hist):
+            acc[k] += n
+    sums = {k: h for k, h in sums.items() if sum(h)}
+    if not sums:
+        return None
+    depth = max([len(h) - 1 for h in sums.values()] + [steps if isinstance(steps, int) else 0])
+    t = Table(title="Accept rate per draft position", title_justify="left")
+    for col in ("where", "verifies", "accept len", *(f"pos {k}" for k in range(1, depth + 1))):
+        t.add_column(col, justify="left" if col == "where" else "right")
+    for where, hist in sums.items():
+        verifies = sum(hist)
+        rates = position_rates(hist, depth)
+        t.add_row(where, f"{verifies:,}", _f(1 + sum(k * n for k, n in enumerate(hist)) / verifies, 2),
+                  *("-" if x is None else f"{x:.0%}" for x in rates))
+    return t
+
+
 def errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
     """The most frequent request errors with their counts, or None when every request was ok."""
     counts: dict[tuple[str, str], int] = {}
@@ -123,6 +153,9 @@ def print_report(result, console: Optional[Console] = None) -> None:
         metrics = server_metrics_table(result.levels)
         if metrics is not None:
             console.print(metrics)
+    accepted = acceptance_table(result.requests, (result.server_info or {}).get("speculative_num_steps"))
+    if accepted is not None:
+        console.print(accepted)
     errors = errors_table(result.requests)
     if errors is not None:
         console.print(errors)

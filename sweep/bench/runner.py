@@ -93,6 +93,7 @@ def request_row(point_id: str, prompts: PromptSet, api: str, s: Sent) -> dict:
         **stats.request_figures(r),
         "chunk_times_s": r.chunk_times_s, "chunk_tokens": r.chunk_tokens,
         "accept_length": r.accept_length, "spec_verify_ct": r.spec_verify_ct,
+        "spec_accept_histogram": r.accept_histogram,
         "finish_reason": r.finish_reason, "ok": r.ok, "error": r.error, "http_status": r.http_status,
     }
 

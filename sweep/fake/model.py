@@ -22,6 +22,8 @@ saturation (2 steps: 0.86x at C=250); tuned NCCL lifts every curve, most at low 
 (1.41x at C=1, 1.01x at C=250). The tree lands 14% under its target because the same curve must
 also keep chain drafters behind at saturation.
 
+Each model figure of the table is within :data:`CALIBRATION_TOLERANCE` (15%) of its target, and no
+closer is claimed; ``tests/fake/test_fake_model.py`` holds the model to that constant.
 (``tests/perf/fake_calibration.py`` prints these next to what the server really does.)
 
 Decode step (one forward of the running batch; with speculation, one verify round)::
@@ -67,6 +69,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping, Optional
+
+# How closely the model reproduces its calibration targets (the module docstring's table), relative:
+# every "model" figure there is within this of its "target" (the tree, the farthest, lands 14% under).
+CALIBRATION_TOLERANCE = 0.15
 
 # --- target model (seconds) ---
 NUM_EXPERTS = 384
@@ -213,25 +219,32 @@ def expected_accept_rate(spec: Optional[Spec]) -> float:
 
 
 class Acceptor:
-    """Whole accepted-token counts per step whose running mean is exactly the model's.
+    """Whole accepted-token counts per step that accept like a real chain, position by position.
 
-    Error diffusion: each step adds the expected accepted count to an accumulator and accepts its
-    integer part. Starting at 0.5 rounds to nearest, so after k steps the total accepted differs
-    from k * (accept_length - 1) by at most 0.5.
+    The model's drafter accepts each draft position with probability ``p`` once the one before it
+    was accepted (``expected_accept_length`` = sum of p^k). Error diffusion per position, without
+    randomness: position k keeps an accumulator that gains ``p`` each time a step reaches k, and is
+    accepted when it holds a whole token. So among the steps that reach position k, the share that
+    accepts it tends to exactly ``p`` (the per-position rates SGLang's accept histogram shows), and
+    the running mean of accepted tokens to the model's, within one token per position in total.
     """
 
-    __slots__ = ("_mean", "_cap", "_acc")
+    __slots__ = ("_p", "_acc")
 
     def __init__(self, spec: Optional[Spec]):
-        self._mean = expected_accept_length(spec) - 1.0
-        self._cap = max_accepted(spec) if spec else 0
-        self._acc = 0.5
+        depth = max_accepted(spec) if spec else 0
+        self._p = effective_accept_rate(spec) if spec and depth else 0.0
+        self._acc = [0.5] * depth  # 0.5: round to nearest, from the first step on
 
     def next(self) -> int:
         """Draft tokens accepted in the next step (the step yields this + 1 tokens)."""
-        self._acc += self._mean
-        k = min(int(self._acc), self._cap)
-        self._acc -= k
+        k = 0
+        for k_acc in range(len(self._acc)):
+            self._acc[k_acc] += self._p
+            if self._acc[k_acc] < 1.0:
+                break
+            self._acc[k_acc] -= 1.0
+            k += 1
         return k
 
 

@@ -2,56 +2,41 @@
 
 from __future__ import annotations
 
-import json
-import re
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from sweep import __version__
-from sweep.results.schema import AXIS_PREFIX, from_rows
+from sweep.errors import ResultsError
+from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, from_rows
 
 if TYPE_CHECKING:  # only the shapes: results sits below the layers that make these
     from sweep.host.point import PointResult
     from sweep.plan import PlannedPoint
 
-SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
-REDACTED = "<redacted>"
-
-
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if SECRET.search(k) else v) for k, v in env.items()}
+from sweep.redact import REDACTED, is_secret_name, redact_env  # noqa: E402,F401 - the one place secrets are defined
+from sweep.redact import redact_argv as _redact_argv, secret_values  # noqa: E402
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """``--api-key X`` -> ``--api-key <redacted>`` (and ``--api-key=X``)."""
-    out: list[str] = []
-    hide_next = False
-    for a in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-        elif a.startswith("--") and SECRET.search(a.split("=", 1)[0]):
-            if "=" in a:
-                out.append(a.split("=", 1)[0] + "=" + REDACTED)
-            else:
-                out.append(a)
-                hide_next = True
-        else:
-            out.append(a)
-    return out
+    """``--api-key X`` -> ``--api-key <redacted>`` (and ``--api-key=X``, and any flag with a secret name,
+    see sweep/redact.py); the secret values found are hidden wherever else the argv has them."""
+    return _redact_argv(argv, secret_values(argv))
 
 
 def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[str],
               result: PointResult | None, attempts: int, mode: str, bench_scale: dict) -> pa.Table:
-    """One row; every axis of the experiment is a column (null where it collapsed for a baseline)."""
+    """One row; every axis of the experiment is a column, in the grid's order (null where it collapsed
+    for a baseline): the only place the axis values are kept. Nested values keep their Arrow types
+    (sweep/results/schema.py): roles and env as maps, ``reaped`` and ``bench_scale`` as structs."""
     row: dict[str, Any] = {
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
-        "baseline_id": pp.baseline_id, "params": json.dumps(pp.params), "param_roles": json.dumps(pp.roles),
-        "argv": redact_argv(argv), "env": json.dumps(redact_env(pp.env), sort_keys=True),
+        "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
+        "argv": redact_argv(argv), "env": dict(sorted(redact_env(pp.env).items())),
         "errors": pp.errors, "warnings": pp.warnings, "attempts": attempts,
-        "dry_run": mode in ("dry-run", "fake"), "bench_scale": json.dumps(bench_scale), "sweep_version": __version__,
-        **{f"{AXIS_PREFIX}{axis}": pp.params.get(axis) for axis in axes},
+        "dry_run": mode in ("dry-run", "fake"), "bench_scale": struct_value(bench_scale, BENCH_SCALE),
+        "sweep_version": __version__,
+        **{f"{AXIS_PREFIX}{axis}": _name(pp.params.get(axis)) for axis in axes},
     }
     if result is None:  # invalid: never launched
         row.update(status="invalid", failure_phase="plan", failure_reason="; ".join(pp.errors))
@@ -60,9 +45,37 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
                    log_tail=result.log_tail[-4000:] if result.log_tail else None, host=result.host,
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
                    sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
-                   reaped=json.dumps(result.reaped), startup_progress=list(result.startup_progress),
+                   reaped=struct_value(result.reaped, REAPED), startup_progress=list(result.startup_progress),
                    drafter_aux_layers=result.drafter_aux_layers, drafter_checks=list(result.drafter_checks),
                    preflight_checks=list(result.checks),
                    **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
     return from_rows([row], "points")
 
+
+
+def _name(value: Any) -> str | None:
+    """An axis value as the column holds it: its name (a string), null where the axis collapsed."""
+    return None if value is None else str(value)
+
+
+def struct_value(value: dict | None, kind: pa.DataType) -> dict | None:
+    """``value`` as a row value of the struct type ``kind``: null when empty; a key the type does not
+    declare is an error (Arrow would drop it without a word; the type in schema.py needs the field)."""
+    if not value:
+        return None
+    _check_keys(value, kind, "")
+    return value
+
+
+def _check_keys(value: Any, kind: pa.DataType, where: str) -> None:
+    if isinstance(kind, pa.StructType) and isinstance(value, dict):
+        fields = {kind.field(i).name: kind.field(i).type for i in range(kind.num_fields)}
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise ResultsError(f"points column {where or 'value'} has fields {unknown} its type does not declare",
+                               fix="this is a bug: add them to the struct in sweep/results/schema.py")
+        for k, v in value.items():
+            _check_keys(v, fields[k], f"{where}.{k}" if where else k)
+    elif isinstance(kind, pa.ListType) and isinstance(value, (list, tuple)):
+        for v in value:
+            _check_keys(v, kind.value_type, f"{where}[]")

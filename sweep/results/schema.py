@@ -12,6 +12,15 @@ Tables:
 - ``metrics``: one row per Prometheus sample and level: the server's raw ``/metrics`` around it.
 - ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` string column
   per grid axis, holding the value's name; those vary per experiment and are checked by prefix).
+  The axis values live only there; ``param_roles`` says what each axis is.
+
+Nested values are Arrow types, never JSON text: lists (``argv``, ``chunk_tokens``,
+``spec_accept_histogram``), maps where the keys vary (``env``, ``param_roles``: ``map<string,
+string>``) and structs where the shape is fixed (``reaped``, ``bench_scale``, ``startup_progress``).
+Polars reads a map as ``pl.Map`` (``pl.col("env").map.get("NCCL_ALGO")``) -- polars before 2.0 as a
+list of ``{key, value}`` structs --, DuckDB as ``MAP`` (``env['NCCL_ALGO']``). Results written
+before these types (JSON strings, and a ``params`` column) still load: ``sweep.results.store``
+converts them.
 """
 
 from __future__ import annotations
@@ -43,6 +52,12 @@ REQUESTS = pa.schema(
         ("chunk_tokens", pa.list_(pa.int32())),  # tokens carried by each chunk
         ("accept_length", pa.float64()),  # meta_info spec_accept_length; null without speculation
         ("spec_verify_ct", pa.int32()),
+        # SGLang's per-request accept histogram (entry k: verify steps that accepted exactly k drafts; as
+        # long as the most drafts one verify accepted, + 1), sent in the final chunk's meta_info of
+        # /generate only: ``spec_accept_histogram`` (0.5.10), ``spec_correct_drafts_histogram`` (0.5.23;
+        # both until it). Null without speculation, before anything was verified, on the OpenAI routes
+        # (they carry it only in sglext.spec_tokens_details when asked), and for failed requests
+        ("spec_accept_histogram", pa.list_(pa.int64())),
         ("finish_reason", pa.string()),
         ("ok", pa.bool_()),
         ("error", pa.string()),  # null when ok: "http 503: ...", "timeout", "disconnect", ...
@@ -197,6 +212,40 @@ STARTUP_PROGRESS = pa.list_(pa.struct([
     ("summary", pa.string()),
 ]))
 
+# {axis: role} of a point's axes, in the grid's order; roles: drafter steps topk draft_tokens env other
+PARAM_ROLES = pa.map_(pa.string(), pa.string())
+ENV = pa.map_(pa.string(), pa.string())  # {name: value} of the server's extra env, sorted, secrets redacted
+
+# A process the reaper killed (or found holding a GPU and left alone): sweep/host/reaper.py _describe
+PROCESS = pa.struct([
+    ("pid", pa.int64()),
+    ("name", pa.string()),
+    ("cmdline", pa.string()),  # the first 300 characters
+    ("reason", pa.string()),  # why it was killed, e.g. "left over: carries this sweep's marker (SIGKILL after grace)"
+    ("gpu", pa.int32()),  # the GPU it held (processes found through the GPU); null otherwise
+])
+# What the reaper did around a point (sweep/host/reaper.py ReapReport); null for a point never launched
+REAPED = pa.struct([
+    ("killed", pa.list_(PROCESS)),  # ours, or foreign with kill_foreign_gpu_processes
+    ("foreign", pa.list_(PROCESS)),  # GPU processes not ours, left alone
+    ("gpu_free", pa.bool_()),  # every GPU under the memory threshold at the end
+    ("port_free", pa.bool_()),  # the point's port could be bound at the end
+    ("waited_s", pa.float64()),  # waiting for GPU memory and the port
+])
+# How a dry run scaled the benchmark (sweep/dryrun.py scaled); null when nothing was scaled. Pairs are
+# [the experiment's value, this run's]
+BENCH_SCALE = pa.struct([
+    ("fake_speed", pa.float64()),  # the fake serves this many times faster than the real system
+    ("fake_startup_speed", pa.float64()),
+    ("stream_interval", pa.int64()),
+    ("max_tokens_scale", pa.float64()),
+    ("single_stream", pa.list_(pa.int64())),  # single-stream max_tokens pair
+    ("concurrency_max_tokens", pa.list_(pa.int64())),
+    ("rounds", pa.list_(pa.int64())),
+    ("single_stream_runs", pa.list_(pa.int64())),
+    ("levels", pa.list_(pa.int64())),  # the concurrency levels run
+])
+
 POINTS = pa.schema(
     [
         ("point_id", pa.string()),
@@ -204,10 +253,9 @@ POINTS = pa.schema(
         ("experiment", pa.string()),
         ("baseline", pa.bool_()),  # a no-speculation point
         ("baseline_id", pa.string()),  # the baseline this point is compared with (null if none)
-        ("params", pa.string()),  # JSON {axis: value name}
-        ("param_roles", pa.string()),  # JSON {axis: role}; roles: drafter steps topk draft_tokens env other
-        ("argv", pa.list_(pa.string())),
-        ("env", pa.string()),  # JSON of the server's extra env, secrets redacted
+        ("param_roles", PARAM_ROLES),  # {axis: role}; the values are the axis_* columns
+        ("argv", pa.list_(pa.string())),  # the server's command line, secrets redacted
+        ("env", ENV),  # the server's extra env, secrets redacted
         ("status", pa.string()),  # ok | failed | invalid
         ("failure_phase", pa.string()),
         ("failure_reason", pa.string()),
@@ -242,9 +290,9 @@ POINTS = pa.schema(
         ("started_at", pa.float64()),
         ("ended_at", pa.float64()),
         ("attempts", pa.int32()),
-        ("reaped", pa.string()),  # JSON: what the reaper killed or reported, and why
+        ("reaped", REAPED),  # what the reaper killed or reported, and why
         ("dry_run", pa.bool_()),
-        ("bench_scale", pa.string()),  # JSON: how a dry run scaled the benchmark ({} if unscaled)
+        ("bench_scale", BENCH_SCALE),  # how a dry run scaled the benchmark (null if unscaled)
         ("sweep_version", pa.string()),
     ]
 )
@@ -292,8 +340,8 @@ def from_rows(rows: list[dict], name: str) -> pa.Table:
     """Build a checked table from a list of row dicts (missing keys become nulls)."""
     schema = TABLES[name]
     names = list(schema.names)
-    if name == "points" and rows:
-        names += sorted({k for r in rows for k in r if k.startswith(AXIS_PREFIX)})
+    if name == "points" and rows:  # the axis columns in the order given (the grid's)
+        names += list(dict.fromkeys(k for r in rows for k in r if k.startswith(AXIS_PREFIX)))
     cols = {n: [r.get(n) for r in rows] for n in names}
     fields = [schema.field(n) if n in schema.names else pa.field(n, pa.string()) for n in names]
     return check(pa.table(cols, schema=pa.schema(fields)), name)

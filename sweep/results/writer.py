@@ -7,6 +7,7 @@ never sees half a file and a point counts as finished only once its ``points`` r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -21,6 +22,15 @@ from sweep.results.schema import TABLES, check
 from sweep.results.store import TMP_SUFFIX, table_files
 
 MANIFEST = "sweep.json"
+
+
+def sweep_id(path: str | Path) -> str:
+    """The sweep's name on its hosts (the reaper's process marker, the fake GPU ledger's folder):
+    the results directory's name and a hash of its full path. A rerun into the same directory is
+    the same sweep and reaps what the earlier run left; two sweeps whose directories merely share
+    a name (``res``) never touch each other's servers."""
+    resolved = Path(path).resolve()
+    return f"{resolved.name}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:

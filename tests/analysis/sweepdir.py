@@ -14,13 +14,13 @@ Each level sends ``2 * C`` requests of 100 tokens whose per-request tok/s spread
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from sweep.results.schema import from_rows
+from sweep.results.records import struct_value
+from sweep.results.schema import BENCH_SCALE, from_rows
 
 ROLES = {"drafter": "drafter", "steps": "steps", "nccl": "env"}
 TOKENS = 100
@@ -58,7 +58,7 @@ class SweepDir:
         self.roles = roles or dict(ROLES)
         self.experiment = experiment
         self.dry_run = dry_run
-        self.bench_scale = bench_scale or {}
+        self.bench_scale = bench_scale or None
         self.points: list[Point] = []
 
     def point(self, *, baseline: bool = False, baseline_of: str | None = None, status: str = "ok",
@@ -79,15 +79,15 @@ class SweepDir:
     def _point_row(self, p: Point) -> dict:
         row = {
             "point_id": p.point_id, "label": p.label, "experiment": self.experiment,
-            "baseline": p.baseline, "baseline_id": p.baseline_id, "params": json.dumps(p.params),
-            "param_roles": json.dumps({a: self.roles[a] for a in p.params}), "argv": ["python"],
-            "env": "{}", "status": p.status, "errors": [], "warnings": [], "host": "host-a",
+            "baseline": p.baseline, "baseline_id": p.baseline_id,
+            "param_roles": {a: self.roles[a] for a in p.params}, "argv": ["python"],
+            "env": {}, "status": p.status, "errors": [], "warnings": [], "host": "host-a",
             "gpu_name": "H200", "gpu_count": 8, "sglang_version": "0.5.10",
             "load_s": 60.0, "kv_cache_s": 5.0, "capture_s": 30.0,
             "draft_capture_s": None if p.baseline else 20.0, "http_s": 2.0, "ready_s": 3.0,
             "startup_s": 125.0 if p.baseline else 145.0, "started_at": 1000.0, "ended_at": 2000.0,
-            "attempts": 1, "reaped": "{}", "dry_run": self.dry_run,
-            "bench_scale": json.dumps(self.bench_scale), "sweep_version": "0.1.0",
+            "attempts": 1, "reaped": None, "dry_run": self.dry_run,
+            "bench_scale": struct_value(self.bench_scale, BENCH_SCALE), "sweep_version": "0.1.0",
             **{f"axis_{a}": v for a, v in p.params.items()},
         }
         row.update(p.extra)
@@ -148,7 +148,7 @@ def story_sweep(path: Path, *, levels: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 1
     with the draft tokens verified) and yields ``accept`` tokens per request; speculation caps the
     running batch at 48 (SGLang's default), so higher levels queue.
     """
-    sd = SweepDir(path, dry_run=dry_run, bench_scale={"single_stream.runs": 3} if dry_run else None)
+    sd = SweepDir(path, dry_run=dry_run, bench_scale={"single_stream_runs": [5, 3]} if dry_run else None)
     drafters = {"k26_100k": 0.7, "k26_300k": 0.8}  # acceptance per draft step
 
     def speed(c: int, fixed: float, per_seq: float, accept: float, cap: int = 1 << 30) -> float:

@@ -96,23 +96,28 @@ def test_spec_shape():
 
 
 def test_histogram_column_gives_per_position_rates(tmp_path):
-    """A requests table that keeps meta_info.spec_accept_histogram: per-position rates and p1 from it."""
+    """The requests table's spec_accept_histogram (meta_info's, per request): summed per point, the
+    per-position rates and p1 come from it; warmups, failed requests and nulls (baselines, the
+    OpenAI routes) are left out."""
     sd = sweep(tmp_path)
     frames = load(sd.path)
     pid = next(p.point_id for p in sd.points if p.label == "drafter=dead,steps=3,nccl=default")
-    # rewrite that point's requests with a histogram column (the schema check is the writer's, not load's)
-    table = from_rows([{"point_id": pid, "phase": "single", "concurrency": 1, "seq": 0, "ok": True}], "requests")
-    table = table.append_column("spec_accept_histogram", pa.array([[9, 1, 0, 0]], pa.list_(pa.int64())))
-    for f in (sd.path / "requests").glob("*.parquet"):
-        if f.stem != pid:
-            t = pq.read_table(f)
-            pq.write_table(t.append_column("spec_accept_histogram",
-                                           pa.array([None] * t.num_rows, pa.list_(pa.int64()))), f)
+    req = {"point_id": pid, "concurrency": 1, "ok": True}
+    table = from_rows([{**req, "phase": "single", "seq": 0, "spec_accept_histogram": [5, 1]},
+                       {**req, "phase": "single", "seq": 1, "spec_accept_histogram": [4]},
+                       {**req, "phase": "single", "seq": 2, "spec_accept_histogram": None},
+                       {**req, "phase": "warmup", "seq": 0, "spec_accept_histogram": [0, 0, 0, 7]},
+                       {**req, "phase": "level", "seq": 0, "ok": False, "spec_accept_histogram": [0, 9]}],
+                      "requests")
+    assert table.schema.field("spec_accept_histogram").type == pa.list_(pa.int64())
     pq.write_table(table, sd.path / "requests" / f"{pid}.parquet")
     frame = acc.acceptance(load(sd.path))
     dead = frame.filter(frame["point_id"] == pid).row(0, named=True)
+    # [9, 1] over 3 positions: SGLang's histogram ends at the most accepted (1); positions 2, 3 reached by none
     assert dead["position_rates"] == [pytest.approx(0.1), 0.0, None]
     assert dead["first_source"] == "histogram" and dead["first_rate"] == pytest.approx(0.1)
+    good = frame.filter(frame["label"] == "drafter=good,steps=3,nccl=default").row(0, named=True)
+    assert good["position_rates"] == [] and good["first_source"] == "steps=1 point"
     assert frames["points"].collect().height == 7
 
 

@@ -11,7 +11,7 @@ import pytest
 from sweep.analysis import compare_table
 from sweep.analysis.cli import add_report_arguments, run_report
 from sweep.results import load
-from sweepdir import SweepDir
+from tests.analysis.sweepdir import SweepDir
 
 
 def sweep(path, d1_tok_s, d1_levels, *, extra: str | None = None, d2_status: str = "ok"):

@@ -6,12 +6,12 @@ import pytest
 
 from sweep.analysis import failures, plan_warnings, request_failures, startup_phases, sweep_summary
 from sweep.results import load
-from sweepdir import SweepDir
+from tests.analysis.sweepdir import SweepDir
 
 
 @pytest.fixture
 def sweep(tmp_path):
-    sd = SweepDir(tmp_path, dry_run=True, bench_scale={"concurrency.levels": [1, 4]})
+    sd = SweepDir(tmp_path, dry_run=True, bench_scale={"levels": [1, 4]})
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100},
                     lost=[("level", 1, "timeout"), ("level", 1, "timeout"), ("single", 1, "http 503: busy")])
     sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, status="failed",
@@ -50,4 +50,4 @@ def test_summary_shows_dry_run_and_scaling(sweep):
     s = sweep_summary(sweep)
     assert s["dry_run"] is True and s["points"] == 3 and s["baselines"] == 1
     assert s["status"] == {"ok": 1, "failed": 1, "invalid": 1}
-    assert s["bench_scale"] == ['{"concurrency.levels": [1, 4]}'] and s["levels"] == [1]
+    assert s["bench_scale"] == ['{"levels": [1, 4]}'] and s["levels"] == [1]

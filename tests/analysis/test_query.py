@@ -12,7 +12,7 @@ import pytest
 from sweep.analysis.cli import add_query_arguments, run_query
 from sweep.errors import SweepError
 from sweep.results import load
-from sweepdir import SweepDir
+from tests.analysis.sweepdir import SweepDir
 
 
 @pytest.fixture

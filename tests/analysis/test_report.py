@@ -10,7 +10,7 @@ import pytest
 
 from sweep.analysis.cli import add_report_arguments, run_report
 from sweep.errors import ResultsError
-from sweepdir import SweepDir, story_sweep
+from tests.analysis.sweepdir import SweepDir, story_sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -31,7 +31,7 @@ def test_dry_run_report_tells_the_story(tmp_path, capsys):
                  "nccl_effect", "startup"):
         assert (out / f"{name}.png").read_bytes().startswith(PNG)
         assert f"]({name}.png)" in md
-    assert "DRY RUN" in md and '{"single_stream.runs": 3}' in md
+    assert "DRY RUN" in md and '{"single_stream_runs": [5, 3]}' in md
     assert "12 of 12 speculative configurations are faster than their baseline" in md  # C=1
     assert "(C=250), 12 of 12 speculative configurations are slower" in md  # saturation
     assert "the best there is drafter=none,nccl=tuned (a baseline)" in md

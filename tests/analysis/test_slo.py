@@ -15,7 +15,7 @@ from sweep.analysis.slo import (Limit, SLO, from_experiment, from_settings, leve
 from sweep.settings import SLOSettings
 from sweep.errors import ConfigError
 from sweep.results import load
-from sweepdir import SweepDir, story_sweep
+from tests.analysis.sweepdir import SweepDir, story_sweep
 
 
 # --- the syntax ---------------------------------------------------------------------------------
@@ -67,11 +67,6 @@ def test_an_slo_with_a_name_and_several_limits():
                          ("ttft_p90<=2s,ttft_p90<=3s", "ttft_p90 twice")):
         with pytest.raises(ConfigError, match=culprit):
             parse_slo(bad)
-
-
-def test_scaling_for_a_faster_server():
-    slo = parse_slo("x: ttft_p90<=2s,tok_s_p10>=20").scaled(5)
-    assert [lim.value for lim in slo.limits] == [0.4, 100.0]
 
 
 def test_the_experiments_settings_mirror_the_percentile_for_speeds():
@@ -144,15 +139,18 @@ def test_the_story_strict_slo_picks_a_drafter_and_a_loose_one_the_baseline(tmp_p
     assert spec.height == 12 and (spec["vs_baseline"] < 0).all()
 
 
-def test_a_dry_run_applies_the_slo_scaled_to_the_fakes_speed(tmp_path):
+def test_a_dry_run_is_judged_at_real_speed(tmp_path):
+    """The fake served 5x faster: its figures are divided back (500 tok/s -> 100) before any SLO."""
     sd = SweepDir(tmp_path, dry_run=True, bench_scale={"fake_speed": 5.0})
     sd.point(drafter="none", nccl="default", baseline=True, tok_s=[500], levels={1: 500, 2: 900, 4: 1600},
              jitter=0.0)
     directory = sd.write()
     assert run_report(report_args(str(directory), "--slo", "s: tok_s_p10>=85", "--no-plots", "--quiet")) == 0
     md = (directory / "report" / "report.md").read_text()
-    assert "Applied as tok_s_p10>=425." in md  # 85 x 5: half way between 450 and 400 again
-    assert "up to C≈2.83" in md and "DRY RUN: the fake served 5x faster" in md
+    # per user at real speed: 100 (C=1), 90 (C=2), 80 (C=4) tok/s: 85 is met half way between 2 and 4
+    assert "up to C≈2.83" in md and "DRY RUN at 5x" in md and "Applied as" not in md
+    single = md.split("## Single stream")[1].split("##")[0]
+    assert "100.0" in single and "500.0" not in single
 
 
 def report_args(*argv: str) -> argparse.Namespace:
@@ -190,4 +188,4 @@ def test_no_slo_says_how_to_give_one(tmp_path):
 
 def test_an_slo_object_is_plain_data():
     slo = SLO("a", (Limit("ttft", 90, 2.0),))
-    assert slo.text() == "ttft_p90<=2s" and slo.scaled(2).limits[0].value == 1.0
+    assert slo.text() == "ttft_p90<=2s"

@@ -10,7 +10,7 @@ import pytest
 from sweep.analysis import best_per_level, configurations, crossover, env_effect, level_speedups, speedup_table
 from sweep.errors import SweepError
 from sweep.results import load
-from sweepdir import SweepDir
+from tests.analysis.sweepdir import SweepDir
 
 
 def by_label(frame: pl.DataFrame) -> dict[str, dict]:

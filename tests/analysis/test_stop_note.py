@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweep.analysis.report import build
-from sweepdir import SweepDir
+from tests.analysis.sweepdir import SweepDir
 
 
 def test_the_report_says_which_levels_stopped_early(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench_fake_server import FakeServer, start_fake
+from tests.bench.bench_fake_server import FakeServer, start_fake
 
 
 @pytest.fixture

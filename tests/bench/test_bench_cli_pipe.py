@@ -15,7 +15,7 @@ from sweep.bench import cli
 from sweep.bench.report import levels_table
 from sweep.console import PIPE_WIDTH, output_console
 
-from bench_fake_server import REPO
+from tests.bench.bench_fake_server import REPO
 
 LEVEL_HEADERS = ("ok/total", "tok/s/req", "TTFT p50", "TPOT p50", "ITL p99", "achieved C", "accept srv", "accept req")
 

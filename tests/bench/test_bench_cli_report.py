@@ -62,7 +62,8 @@ def _result() -> BenchResult:
     prompts = load_prompts("coding")
     good = RequestRecord(start_at=1.7e9, start_mono=0.0, latency_s=1.0, ttft_s=0.1, prompt_tokens=20,
                          completion_tokens=10, chunk_times_s=[0.1, 0.5, 1.0], chunk_tokens=[1, 5, 4],
-                         accept_length=3.3, spec_verify_ct=3, finish_reason="length", ok=True, http_status=200)
+                         accept_length=3.3, spec_verify_ct=3, accept_histogram=[0, 1, 2], finish_reason="length",
+                         ok=True, http_status=200)
     bad = RequestRecord(start_at=1.7e9, start_mono=0.0, latency_s=0.2, ok=False, error="http 503: busy",
                         http_status=503)
     sent = [Sent("single", 1, 0, 3, 10, good), Sent("level", 4, 0, 5, 10, bad)]
@@ -83,6 +84,16 @@ def test_tables_print_runs_levels_and_errors():
     assert "Single stream" in out and "Concurrency levels" in out and "Failed requests" in out
     assert "http 503" in out and "0/1" in out and "3.30" in out
     assert "Server /metrics" not in out  # no level had metrics
+    # the accept histogram [0, 1, 2]: position 1 always, position 2 in 2 of 3 verifies
+    assert "Accept rate per draft position" in out
+    line = next(x for x in out.splitlines() if "single" in x and "100%" in x)
+    assert line.replace("│", " ").split() == ["single", "3", "2.67", "100%", "67%"]
+
+
+def test_no_acceptance_table_without_histograms():
+    result = _result()
+    rows = result.requests.to_pylist()
+    assert report.acceptance_table(from_rows([{**r, "spec_accept_histogram": None} for r in rows], "requests")) is None
 
 
 def test_server_metrics_table_shows_what_the_server_said():

@@ -9,7 +9,7 @@ import json
 import pytest
 from aiohttp import web
 
-from sweep.bench.client import (SSESplitter, StreamParser, MalformedStream, ServerStreamError,
+from sweep.bench.client import (SSESplitter, StreamParser, MalformedStream, RequestRecord, ServerStreamError,
                                 build_payload, make_client, send, send_one)
 
 
@@ -26,7 +26,8 @@ GENERATE = sse(
     {"text": "Hello wo", "meta_info": {"id": "a", "prompt_tokens": 7, "completion_tokens": 5, "finish_reason": None}},
     {"text": "Hello world", "meta_info": {"id": "a", "prompt_tokens": 7, "completion_tokens": 6,
                                           "finish_reason": {"type": "length", "length": 6},
-                                          "spec_accept_length": 3.0, "spec_verify_ct": 2, "e2e_latency": 0.25}},
+                                          "spec_accept_length": 3.0, "spec_verify_ct": 2, "e2e_latency": 0.25,
+                                          "spec_accept_histogram": [0, 0, 2]}},
     b"[DONE]",
 )
 
@@ -71,9 +72,26 @@ def test_generate_counts_tokens_from_meta_info_whatever_the_read_sizes(piece):
     assert p.completion_tokens == 6 and p.prompt_tokens == 7
     assert p.finish_reason == "length"
     assert p.accept_length == 3.0 and p.verify_ct == 2 and p.server_latency == 0.25
+    assert p.accept_histogram == [0, 0, 2]  # SGLang 0.5.10's name, in the final chunk
     assert p.text == "Hello world"  # cumulative text: the last chunk's
     assert p.exact
     assert p.chunk_times == sorted(p.chunk_times) and p.ttft_s == p.chunk_times[0]
+
+
+@pytest.mark.parametrize("meta, histogram", [
+    ({"spec_correct_drafts_histogram": [1, 4, 2]}, [1, 4, 2]),  # 0.5.23
+    ({"spec_correct_drafts_histogram": [1, 4], "spec_accept_histogram": [1, 4]}, [1, 4]),  # the builds between
+    ({"spec_accept_length": 1.0}, None),  # nothing verified yet, or no speculation
+    ({"spec_accept_histogram": [1, "x"]}, None),  # not the documented shape: left out, not an error
+])
+def test_the_accept_histogram_under_each_name(meta, histogram):
+    body = sse({"text": "a", "meta_info": {"prompt_tokens": 1, "completion_tokens": 1,
+                                           "finish_reason": {"type": "length"}, **meta}}, b"[DONE]")
+    p = parse("generate", body, 1000)
+    assert p.accept_histogram == histogram
+    rec = RequestRecord(start_at=0.0, start_mono=0.0)
+    p.fill(rec)
+    assert rec.accept_histogram == histogram
 
 
 def test_splitter_handles_crlf_comments_and_a_missing_final_newline():

@@ -14,7 +14,7 @@ from sweep.bench.runner import run
 from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.fake import model
 
-from bench_fake_server import REPO, kill_tree
+from tests.bench.bench_fake_server import REPO, kill_tree
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +61,19 @@ def test_figures_agree_with_the_fake_model(fake_sglang):
     assert all(sum(r["chunk_tokens"]) == r["completion_tokens"] for r in req)
     assert {"stage": "single", "run": 2, "of": 2} in seen
     assert {"stage": "level", "concurrency": 16, "done": 32, "of": 32} in seen
+
+    # the accept histogram of each request (meta_info's): one entry per verify step, accepting at most
+    # the chain's steps, and as many accepted drafts as the accept length says
+    for r in req:
+        hist = r["spec_accept_histogram"]
+        assert hist and len(hist) <= SPEC.steps + 1 and sum(hist) == r["spec_verify_ct"], (hist, r["spec_verify_ct"])
+        # accepted drafts + one token per verify = the tokens after prefill's first (the last verify may be cut
+        # at max_tokens)
+        tokens = sum(k * n for k, n in enumerate(hist)) + sum(hist)
+        assert 0 <= tokens - (r["completion_tokens"] - 1) <= SPEC.steps, (hist, r["completion_tokens"])
+    drafts = sum(k * n for r in req for k, n in enumerate(r["spec_accept_histogram"]))
+    verifies = sum(sum(r["spec_accept_histogram"]) for r in req)
+    assert close(1 + drafts / verifies, model.expected_accept_length(SPEC), 0.02)
 
     # single stream, over its runs: end-to-end tok/s vs the model's prefill + decode time, and the
     # decode rate (tokens after the first over the time after the first) vs single_stream_tok_s
@@ -156,6 +169,7 @@ def test_openai_routes_count_every_token_of_a_multi_token_chunk(fake_sglang, api
     assert all(r["completion_tokens"] == 32 and sum(r["chunk_tokens"]) == 32 for r in req)
     assert max(max(r["chunk_tokens"]) for r in req) > 1  # counted from usage, not one per chunk
     assert all(r["chunks"] < 32 for r in req)
+    assert all(r["spec_accept_histogram"] is None for r in req)  # meta_info is /generate's only
 
 
 def test_a_server_killed_mid_level_gives_failures_not_an_exception(fake_sglang):

@@ -38,9 +38,8 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "bench"))
 
-from bench_fake_server import start_fake  # noqa: E402
+from tests.bench.bench_fake_server import start_fake  # noqa: E402
 
 import httpx  # noqa: E402
 

@@ -40,9 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "bench"))
 
-from bench_fake_server import start_fake  # noqa: E402
+from tests.bench.bench_fake_server import start_fake  # noqa: E402
 
 from sweep.bench.runner import run  # noqa: E402
 from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings  # noqa: E402

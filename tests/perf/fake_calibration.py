@@ -156,8 +156,9 @@ async def closed_loop(url: str, concurrency: int, requests: int, max_tokens: int
 
 def row(name: str, target: float, model_value: float, measured: Optional[float], how: str) -> str:
     m = f"{measured:8.1f}" if measured is not None else "       -"
-    dev = f"{(model_value / target - 1) * 100:+5.1f}%"
-    return f"{name:<44} {target:>7.0f} {model_value:>9.1f} {dev:>7} {m}   {how}"
+    off = model_value / target - 1
+    dev = f"{off * 100:+5.1f}%" + ("!" if abs(off) > model.CALIBRATION_TOLERANCE else " ")
+    return f"{name:<44} {target:>7.0f} {model_value:>9.1f} {dev:>8} {m}   {how}"
 
 
 def main() -> None:
@@ -172,8 +173,10 @@ def main() -> None:
     tree = model.Spec(5, 4, 16)
     chain = model.Spec(2, 1, 3)
     log_dir = Path(tempfile.mkdtemp(prefix="fake-calibration-"))
-    print(f"fake SGLang calibration (server logs in {log_dir})\n")
-    print(f"{'figure':<44} {'target':>7} {'model@1x':>9} {'vs tgt':>7} {'measured':>8}   how measured")
+    print(f"fake SGLang calibration (server logs in {log_dir})")
+    print(f"the model claims each figure within {model.CALIBRATION_TOLERANCE:.0%} of its target "
+          "(sweep.fake.model.CALIBRATION_TOLERANCE); ! marks one outside it\n")
+    print(f"{'figure':<44} {'target':>7} {'model@1x':>9} {'vs tgt':>8} {'measured':>8}   how measured")
     lines = []
 
     singles = [("baseline, single stream, tuned NCCL", 89, [], TUNED, None),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import resource
 import shutil
@@ -80,9 +79,9 @@ def build(directory: Path, rows: int, seed: int = 0) -> dict:
         base_id = None if base else ids[f"drafter=none,nccl={p['nccl']}"]
         _write(directory, "points", pid, _table({
             "point_id": [pid], "label": [label], "experiment": ["perf"], "baseline": [base],
-            "baseline_id": [base_id], "params": [json.dumps(p)],
-            "param_roles": [json.dumps({"drafter": "drafter", "steps": "steps", "nccl": "env"})],
-            "status": ["ok"], "errors": [[]], "warnings": [[]], "dry_run": [True], "bench_scale": ["{}"],
+            "baseline_id": [base_id],
+            "param_roles": [{"drafter": "drafter", "steps": "steps", "nccl": "env"}],
+            "status": ["ok"], "errors": [[]], "warnings": [[]], "dry_run": [True], "bench_scale": [None],
             "load_s": [60.0], "capture_s": [30.0], "startup_s": [100.0],
             **{f"axis_{k}": [v] for k, v in p.items()}}, 1, "points"))
         single = (50 + 12 * steps) * lift * rng.normal(1, 0.02, RUNS)
