@@ -1,3 +1,30 @@
-"""sweep: find the best speculative-decoding setup for an SGLang server."""
+"""sweep: find the best speculative-decoding setup for an SGLang server.
+
+From Python: ``sweep.run(experiment, mode=...)`` returns a ``sweep.SweepResult`` (see ``sweep.api``).
+Both are imported on first use, so that ``import sweep`` stays cheap: the fake server and the hosts'
+processes import this package and need neither Ray nor the analysis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__all__ = ["SweepResult", "__version__", "run"]
+
+if TYPE_CHECKING:
+    from sweep.api import SweepResult, run
+
+_API = ("run", "SweepResult")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from sweep import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

@@ -8,7 +8,11 @@
     python -m sweep check-drafter TARGET DRAFTER [--algorithm EAGLE3]
 
 Exit codes: 0 success; 1 a point failed (the sweep finished); 2 bad config; 3 invalid points;
-4 no cluster or no hosts; 5 unusable results directory; 6 benchmark could not start; 130 interrupted.
+4 no cluster or no hosts; 5 unusable results directory; 6 benchmark could not start; 7 the analysis
+cannot answer (bad SQL, unknown metric or output format); 130 interrupted.
+
+The sweep itself is ``sweep.api`` (``sweep.run``); this module parses, prints what the API returns
+(the plan, the end-of-sweep summary) and maps the result to an exit code.
 """
 
 from __future__ import annotations
@@ -16,11 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from sweep.errors import ConfigError, SweepError
+
+if TYPE_CHECKING:
+    from sweep.api import Summary, SweepResult
 
 SUBCOMMANDS = ("bench", "report", "query", "hosts", "check-drafter")
 
@@ -80,46 +88,80 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
     return hosts_cli.add_arguments, hosts_cli.run_cli
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from sweep import config, plan as planning
-    from sweep.render import print_plan
-
-    exp = config.load(args.config, args.overrides)
+def _mode(args: argparse.Namespace) -> str:
+    """``sweep.run``'s mode from the flags (none: the cluster); two of them are an error."""
     modes = [f for f, on in (("--dry-run", args.dry_run), ("--local", args.local), ("--fake", args.fake)) if on]
     if len(modes) > 1:
         raise ConfigError(f"{' and '.join(modes)} cannot be combined",
                           fix="--dry-run: fake server, simulated hosts; --local: real server here; "
                               "--fake: fake server on the cluster")
-    scale: dict = {}
-    if args.dry_run or args.fake:
-        from sweep.dryrun import scaled
+    return modes[0].removeprefix("--") if modes else "cluster"
 
-        exp, scale = scaled(exp)
-    plan = planning.build(exp)
+
+def exit_code(result: SweepResult) -> int:
+    """0: a valid plan, or a sweep whose recorded points are all ok (or invalid and skipped);
+    3: a plan with points that break SGLang's rules (or a drafter error); 1: a point failed."""
+    if result.ok:
+        return 0
+    return 3 if result.mode == "plan" else 1
+
+
+def _print_plan(result: SweepResult, as_json: bool) -> None:
+    plan, drafters = result.plan, result.drafter_checks
+    if as_json:
+        out = plan.to_json()
+        for p in out["points"]:
+            if p["id"] in drafters:
+                p["drafter_checks"] = [str(f) for f in drafters[p["id"]].findings]
+        print(json.dumps(out, indent=2))
+        return
+    from sweep.estimate import plan_lines
+    from sweep.render import print_plan
+
+    print_plan(plan, Console(highlight=False))
+    for line in plan_lines(plan, mode=result.run_mode, scale=result.scale):
+        print(line)
+    for p in plan.points:
+        for f in drafters[p.id].findings if p.id in drafters else ():
+            print(f"drafter {f.level} {p.label} [{p.id}]: {f.message} (fix: {f.fix})")
+
+
+def print_summary(summary: Summary, console: Console) -> None:
+    """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
+    against its baseline."""
+    from rich.table import Table
+
+    if summary.error:
+        console.print(f"(no summary: {summary.error})")
+        return
+    for line in summary.headlines:
+        console.print(f"- {line}")
+    if summary.best:
+        t = Table(title="best configuration", title_justify="left")
+        for c in ("concurrency", "configuration", "output tok/s", "vs its baseline"):
+            t.add_column(c, overflow="fold")
+        for b in summary.best:
+            vs = "(baseline)" if b.baseline else (f"{b.speedup:.2f}x" if b.speedup is not None else "-")
+            t.add_row(str(b.concurrency), b.label, f"{b.value:.1f}", vs)
+        console.print(t)
+    console.print(f"full report: python -m sweep report {summary.path}")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from sweep import api, config
+
+    exp = config.load(args.config, args.overrides)
+    mode = _mode(args)
     if args.plan:
-        from sweep.drafter import check_argv
-
-        drafters = {p.id: r for p in plan.points if (r := check_argv(p.argv)) is not None}  # files readable here
-        if args.json:
-            out = plan.to_json()
-            for p in out["points"]:
-                if p["id"] in drafters:
-                    p["drafter_checks"] = [str(f) for f in drafters[p["id"]].findings]
-            print(json.dumps(out, indent=2))
-        else:
-            print_plan(plan, Console(highlight=False))
-            from sweep.estimate import plan_lines
-
-            for line in plan_lines(plan, mode=modes[0].removeprefix("--") if modes else "real", scale=scale):
-                print(line)
-            for p in plan.points:
-                for f in drafters[p.id].findings if p.id in drafters else ():
-                    print(f"drafter {f.level} {p.label} [{p.id}]: {f.message} (fix: {f.fix})")
-        return 3 if plan.invalid or any(r.errors for r in drafters.values()) else 0
-    plan.require_valid(skip_invalid=args.skip_invalid)
-    from sweep.orchestrate.sweep import run_sweep
-
-    return run_sweep(plan, args, scale)
+        result = api.plan_for(exp, mode)  # type: ignore[arg-type]
+        _print_plan(result, args.json)
+        return exit_code(result)
+    console = Console(highlight=False)
+    result = api.run(exp, mode, progress=True, force=args.force, retry_failed=args.retry_failed,  # type: ignore[arg-type]
+                     only=args.only, skip_invalid=args.skip_invalid, address=args.address, console=console)
+    if result.ran:
+        print_summary(result.summary(), console)
+    return exit_code(result)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,11 @@ Every error a user can cause carries a message that names the culprit and says h
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweep.types import FailurePhase
+
 
 class SweepError(Exception):
     """Base of every error the sweep raises on purpose."""
@@ -48,13 +53,33 @@ class BenchError(SweepError):
     exit_code = 6
 
 
+class AnalysisError(SweepError):
+    """The analysis cannot answer what was asked (``query``, ``report``, ``sweep.analysis``): its own
+    exit code, so that 1 keeps meaning "a point failed"."""
+
+    exit_code = 7
+
+
+class QueryError(AnalysisError):
+    """An SQL query over a results directory that polars cannot run (a typo, an unknown table or column)."""
+
+
+class UnknownMetricError(AnalysisError):
+    """A metric the analysis does not know (``best_per_level(metric=...)``, ``level_speedups``)."""
+
+
+class UnknownFormatError(AnalysisError):
+    """An output format ``query`` cannot write (or cannot write there: Parquet to a terminal)."""
+
+
 class PointFailure(SweepError):
     """A grid point failed on its host. Raised inside the host layer, recorded as data there.
 
-    ``phase`` is where it failed: preflight, launch, load, capture, ready, benchmark, stop.
+    ``phase`` is where it failed (``sweep.types.FailurePhase``): preflight, load, capture, ready,
+    benchmark on the host; ``reason`` says why, from the server's log where there is one.
     """
 
-    def __init__(self, phase: str, reason: str, *, fix: str | None = None):
+    def __init__(self, phase: FailurePhase, reason: str, *, fix: str | None = None):
         self.phase = phase
         self.reason = reason
         super().__init__(f"[{phase}] {reason}", fix=fix)
@@ -64,3 +89,8 @@ class Interrupted(SweepError):
     """The user pressed Ctrl-C; finished points are kept."""
 
     exit_code = 130
+
+
+class Cancelled(Interrupted):
+    """A running point was cancelled from outside the sweep (``ray cancel``, ``ray job stop``): the
+    sweep stops as on Ctrl-C, finished points are kept."""

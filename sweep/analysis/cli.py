@@ -1,21 +1,18 @@
 """Arguments and entry points of ``python -m sweep report`` and ``python -m sweep query``.
 
 The main command line (sweep/cli.py) adds these to its subparsers and calls ``run_*``; errors are
-raised as ``sweep.errors.SweepError`` subclasses (a missing directory is a ResultsError, exit 5)
-for it to print and map to an exit code.
+raised as ``sweep.errors.SweepError`` subclasses for it to print and map to an exit code: a missing
+directory is a ResultsError (exit 5), a bad --slo a ConfigError (exit 2), and what the analysis cannot
+answer an AnalysisError (exit 7: QueryError for bad SQL, UnknownFormatError, UnknownMetricError).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from sweep.analysis import query, render
-
-PIPE_WIDTH = 160
+from sweep.console import output_console
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +58,7 @@ def run_report(args: argparse.Namespace) -> int:
                          frontier_by=args.frontier_by)
     path = report.write(built, out)
     # a pipe or a file has no width: give tables room instead of rich's 80 columns
-    console = Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)
+    console = output_console()
     if not args.quiet:
         render.terminal(built.sections, console, image_dir=f"{out}/")
     console.print(f"report written to {path} ({len(built.images)} plots)", highlight=False, soft_wrap=True)

@@ -19,7 +19,7 @@ import polars as pl
 
 from sweep.analysis import speedups
 from sweep.analysis.frames import Tables
-from sweep.errors import SweepError
+from sweep.errors import QueryError, UnknownFormatError
 from sweep.results import load
 
 VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {
@@ -32,7 +32,7 @@ FORMATS = ("table", "csv", "json", "parquet")
 
 
 def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
-    """Run ``sql`` over the tables (and the views it names); raise SweepError on a bad query."""
+    """Run ``sql`` over the tables (and the views it names); raise QueryError (exit 7) on a bad query."""
     context = pl.SQLContext(frames=dict(tables))
     for name, view in VIEWS.items():
         if re.search(rf"\b{name}\b", sql, re.IGNORECASE):
@@ -41,7 +41,7 @@ def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
         return context.execute(sql).collect()
     except pl.exceptions.PolarsError as e:
         names = ", ".join([*tables, *VIEWS])
-        raise SweepError(f"the query failed: {str(e).strip().splitlines()[0]}",
+        raise QueryError(f"the query failed: {str(e).strip().splitlines()[0]}",
                          fix=f"tables are {names}; list a table's columns with "
                              "\"SELECT * FROM points LIMIT 1\"") from e
 
@@ -66,7 +66,7 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
     elif fmt == "parquet":
         frame.write_parquet(out)
     else:
-        raise SweepError(f"unknown output format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+        raise UnknownFormatError(f"unknown output format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
 
 
 def query(directory: str | Path, sql: str, fmt: str = "table", output: str | Path | None = None,
@@ -78,7 +78,7 @@ def query(directory: str | Path, sql: str, fmt: str = "table", output: str | Pat
             write(frame, fmt, fh, max_rows=max_rows)
         return frame
     if fmt == "parquet" and sys.stdout.isatty():
-        raise SweepError("parquet output is binary and stdout is a terminal",
+        raise UnknownFormatError("parquet output is binary and stdout is a terminal",
                          fix="pass --output FILE.parquet, or redirect stdout to a file")
     write(frame, fmt, sys.stdout.buffer, max_rows=max_rows)
     sys.stdout.buffer.flush()

@@ -196,7 +196,7 @@ def real_probe() -> GpuProbe:
         return NvmlProbe()
     except ImportError as e:  # nvidia-ml-py (pynvml) is not installed
         return NoGpus(f"no GPU found: NVML is not available ({e}; install nvidia-ml-py, the gpu extra)")
-    except Exception as e:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, NVMLError_NoPermission...
+    except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound, _DriverNotLoaded, _NoPermission...
         said = str(e).strip() or "no message"
         return NoGpus(f"no GPU found: NVML failed to start: {type(e).__name__}: {said} "
                       "(check the NVIDIA driver: nvidia-smi on this host)")

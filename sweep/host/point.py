@@ -21,9 +21,11 @@ from sweep.config import CpuConfig, ReapConfig, Timeouts
 from sweep.errors import PointFailure, SweepError
 from sweep.host import cpu as cpu_host
 from sweep.host import preflight as pf
+from sweep import redact
 from sweep.host import reaper
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
+from sweep.types import FailurePhase, PointStatus
 
 Progress = Callable[[dict], None]
 
@@ -72,8 +74,8 @@ class PointResult:
     point_id: str
     host: str
     node_id: str
-    status: str  # ok | failed
-    failure_phase: str | None = None
+    status: PointStatus  # ok | failed (invalid points never reach a host)
+    failure_phase: FailurePhase | None = None
     failure_reason: str | None = None
     log_tail: str = ""
     phases: dict[str, float | None] = field(default_factory=dict)
@@ -130,6 +132,7 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
         pf.check_rules(spec.flags, spec.bench, report, spec.architecture)
     if serves_http:
         pf.check_port(spec.port, spec.bind_host, report)
+        pf.check_dist_init(spec.argv, host.name, report)  # node rank 0 of a server over several hosts
 
 
 def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
@@ -169,7 +172,13 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
     res.checks = report.checks
     res.drafter_aux_layers, res.drafter_checks = report.drafter_aux_layers, report.drafter_checks
-    res.reaped = reaped.as_dict()
+    # secrets: the log pump hid them in the log (so in log_tail and reasons from it) and the reaper
+    # in command lines; these catch what any other path may still carry (sweep/redact.py)
+    secrets = redact.secret_values(spec.argv, spec.env)
+    res.reaped = reaped.as_dict(secrets)
+    if secrets:
+        res.failure_reason = redact.redact_text(res.failure_reason, secrets) if res.failure_reason else res.failure_reason
+        res.log_tail = redact.redact_text(res.log_tail, secrets)
     res.ended_at = time.time()
 
 
@@ -180,7 +189,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
     report = _Preflight()
     server: ServerProcess | None = None
     reaped = reaper.ReapReport()
-    phase = "preflight"
+    phase: FailurePhase = "preflight"
     try:
         emit({"stage": "preflight"})
         _preflight(spec, host, report, reaped, serves_http=True)
@@ -194,9 +203,11 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
             res.startup_progress = server.startup.progress_records()
         phase = "benchmark"
         emit({"stage": "benchmark"})
+        from sweep.bench.client import api_key
         from sweep.bench.runner import run as run_bench
 
-        bench = run_bench(server.url, spec.bench, point_id=spec.point_id, progress=emit)
+        with api_key(server.api_key):  # the server's --api-key, as Authorization: Bearer on every request
+            bench = run_bench(server.url, spec.bench, point_id=spec.point_id, progress=emit)
         res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
         res.metrics = bench.metrics
         if not server.alive():

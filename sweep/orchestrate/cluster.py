@@ -64,16 +64,37 @@ def _require_reachable(addr: str, timeout_s: float = 5.0) -> None:
                                "experiment with --dry-run on this machine") from None
 
 
+def node_names(nodes: list[dict]) -> dict[str, str]:
+    """Node id -> host name for live nodes: the simulated host's name, else the hostname. Hosts that
+    share a hostname (containers or network namespaces cloned from one image) are told apart by IP,
+    ``hostname@IP``, which also keeps a host's name when it rejoins with a new node id; nodes that
+    share the IP too (several raylets on one machine) get their node id's prefix as well."""
+    def base(n: dict) -> str:
+        sim = sorted(k for k in n.get("Resources", {}) if k.startswith(SIM_PREFIX))
+        return sim[0].replace("_", "-") if sim else n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or "?"
+
+    live = [n for n in nodes if n.get("Alive")]
+    names = {n["NodeID"]: base(n) for n in live}
+    for key in (lambda n: f"{names[n['NodeID']]}@{n.get('NodeManagerAddress')}",
+                lambda n: f"{names[n['NodeID']]}:{n['NodeID'][:8]}"):
+        counts: dict[str, int] = {}
+        for n in live:
+            counts[names[n["NodeID"]]] = counts.get(names[n["NodeID"]], 0) + 1
+        names.update({n["NodeID"]: key(n) for n in live
+                      if counts[names[n["NodeID"]]] > 1 and not names[n["NodeID"]].startswith("sim-host-")})
+    return names
+
+
 def hosts(resource: str) -> list[Host]:
     """The live nodes advertising ``resource``, in a stable order."""
     found = []
-    for n in ray.nodes():
+    nodes = ray.nodes()
+    names = node_names(nodes)
+    for n in nodes:
         res = n.get("Resources", {})
         if not n.get("Alive") or res.get(resource, 0) < 1:
             continue
-        sim = sorted(k for k in res if k.startswith(SIM_PREFIX))
-        name = sim[0].replace("_", "-") if sim else n.get("NodeManagerHostname") or n.get("NodeManagerAddress")
-        found.append((name, n["NodeID"], int(res.get("GPU", 0)), res))
+        found.append((names[n["NodeID"]], n["NodeID"], int(res.get("GPU", 0)), res))
     found.sort()
     return [Host(node_id, name, i, gpus, res) for i, (name, node_id, gpus, res) in enumerate(found)]
 

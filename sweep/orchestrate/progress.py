@@ -6,6 +6,9 @@ The ETA is ``sweep.estimate``'s model, the one ``--plan`` prints: given each poi
 (``estimates``: label -> seconds), the points still to run are scheduled on the hosts after the
 running ones finish, every estimate scaled by how long the finished points took against theirs.
 Without estimates it is the mean duration of the finished points times those left, over the hosts.
+
+It takes the typed events of ``sweep.types`` (``on(event)``: ``PointStage``, ``PointFinished``) or,
+as the hosts post them, their small dicts (``host_event``).
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ from dataclasses import dataclass, field
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from sweep import estimate
+from sweep.types import PointFinished, PointStage, PointStatus, SweepEvent
 
 
 @dataclass
@@ -33,7 +43,9 @@ class HostLine:
 PLAIN_PROGRESS_EVERY_S = 30.0  # plain output: a host's progress-bar line at most this often per kind
 
 
-def _detail(ev: dict) -> str:
+def _detail(ev: dict | PointStage) -> str:
+    if isinstance(ev, PointStage):
+        ev = ev.as_dict()
     if ev.get("progress"):  # a startup progress bar: "load 27/64 shards, 5.1 s/it, ETA 02:30"
         text, stage = str(ev["progress"]), str(ev.get("stage", ""))
         return text[len(stage) + 1:] if stage and text.startswith(stage + " ") else text  # stage shown beside
@@ -66,7 +78,7 @@ class SweepProgress:
         self._last_progress_log: dict[str, tuple[str, float]] = {}  # host:label -> (kind, when logged)
         self._done_labels: list[tuple[str, float]] = []
 
-    def __enter__(self) -> "SweepProgress":
+    def __enter__(self) -> SweepProgress:
         if self.live_mode:
             self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
             self._live.__enter__()
@@ -113,7 +125,16 @@ class SweepProgress:
         if not self.live_mode:
             self.console.print(f"[{time.strftime('%H:%M:%S')}] {text}", highlight=False, soft_wrap=True)
 
-    def host_event(self, host: str, label: str, ev: dict) -> None:
+    def on(self, event: SweepEvent) -> None:
+        """One typed event: a host's stage, or a finished point (others are not drawn)."""
+        if isinstance(event, PointStage):
+            self.host_event(event.host, event.label, event.as_dict())
+        elif isinstance(event, PointFinished):
+            self.point_finished(event.host, event.label, event.status, event.seconds, event.reason)
+
+    def host_event(self, host: str, label: str, ev: dict | PointStage) -> None:
+        if isinstance(ev, PointStage):
+            ev = ev.as_dict()
         h = self.hosts.setdefault(host, HostLine())
         stage = ev.get("stage", "")
         self._started.setdefault(label, time.monotonic())
@@ -136,7 +157,8 @@ class SweepProgress:
             self._last_progress_log[key] = (kind, now)
             self._log(text)
 
-    def point_finished(self, host: str | None, label: str, status: str, seconds: float, reason: str = "") -> None:
+    def point_finished(self, host: str | None, label: str, status: PointStatus, seconds: float,
+                       reason: str = "") -> None:
         if status == "ok":
             self.done += 1
         else:

@@ -17,17 +17,22 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from sweep.errors import Cancelled
 from sweep.host.point import HostContext, PointResult, PointSpec
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_port
+from sweep.types import FailurePhase
 
 RunFn = Callable[[PointSpec, HostContext, Callable[[dict], None]], PointResult]
+# what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
+# (node rank 0) or a follower of a point that spans hosts
+PendingKind = Literal["point", "group-ready", "leader", "follower"]
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,8 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     """This host's identity, the spec adapted to it (port, interpreter), and a progress poster."""
     node = ray.get_runtime_context().get_node_id()
     setup = setups.get(node)
-    if setup is None:  # a host that joined after the sweep started
-        setup = HostSetup(Host(node, node[:12], -1, 0), spec.port)
+    if setup is None:  # a host that joined after the sweep started (or rejoined with a new node id)
+        setup = _late_setup(node, spec, setups)
     argv, launcher = with_port(spec.argv, setup.port), list(spec.launcher)
     if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
         launcher[0] = argv[0] = sys.executable
@@ -82,9 +87,24 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     return spec, ctx, progress
 
 
+def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> HostSetup:
+    """A host the driver did not know when the sweep started (a host restarted mid-sweep comes back
+    with a new node id): named as the cluster names it, so a rejoined host keeps its name, with the
+    sweep's port, its GPU count and, for the fake server, a GPU ledger beside the other hosts'."""
+    from pathlib import Path
+
+    from sweep.orchestrate.cluster import node_names
+
+    name = node_names(ray.nodes()).get(node, node[:12])
+    like = next(iter(setups.values()), None)
+    ledger = str(Path(like.ledger_dir).parent / name) if like is not None and like.ledger_dir else None
+    gpus = like.gpus if like is not None else 8
+    return HostSetup(Host(node, name, -1, gpus), spec.port, ledger, gpus)
+
+
 def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress({"stage": "start"})
+    progress({"stage": "start", **_whereabouts(ctx)})
     if run_fn is None:
         from sweep.host.point import run_point as run_fn  # noqa: N806 (imported where it runs)
     return run_fn(spec, ctx, progress)
@@ -94,7 +114,13 @@ def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, n
     from sweep.host.point import run_follower
 
     spec, ctx, progress = _on_host(spec, setups, board)
+    progress({"stage": "start", **_whereabouts(ctx)})
     return run_follower(spec, ctx, node_rank, progress)
+
+
+def _whereabouts(ctx: HostContext) -> dict:
+    """Which node runs which task: the driver fails the task itself if the cluster declares that node dead."""
+    return {"node_id": ctx.node_id, "task_id": ray.get_runtime_context().get_task_id()}
 
 
 @dataclass
@@ -120,7 +146,7 @@ class Group:
 
 @dataclass
 class Pending:
-    kind: str  # point | group-ready | leader | follower
+    kind: PendingKind
     spec: PointSpec
     attempt: int
     t0: float
@@ -146,6 +172,10 @@ class Runner:
     _board: Any = None
     _pending: dict[Any, Pending] = field(default_factory=dict)
     _where: dict[str, str] = field(default_factory=dict)  # point id -> host it last reported from
+    node_check_s: float = 1.0  # how often the driver looks for nodes the cluster declared dead
+    _task_node: dict[str, str] = field(default_factory=dict)  # task id -> node id it reported from
+    _nodes_checked: float = 0.0
+    _on_event: Any = None
 
     def __post_init__(self) -> None:
         self._opts = dict(num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1}, max_retries=0)
@@ -181,7 +211,7 @@ class Runner:
 
         def rank_spec(r: int) -> PointSpec:
             extra = ["--nnodes", str(p.spec.nnodes), "--node-rank", str(r), "--dist-init-addr", dist]
-            return replace(p.spec, argv=p.spec.argv + extra)
+            return replace(p.spec, argv=_without_node_flags(p.spec.argv) + extra)  # a retry: new hosts, new IP
 
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
             rank_spec(0), self.setups, self._board, self.run_fn)
@@ -197,11 +227,13 @@ class Runner:
         receives the tasks' progress."""
         self._board = ProgressBoard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)).remote()
+        self._on_event = on_event
         for spec in specs:
             self._submit(spec, 1)
         while self._pending:
             ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=0.25)
             self._pump(on_event)
+            yield from self._lost_with_their_nodes()
             for ref in ready:
                 p = self._pending.pop(ref)
                 outcome = self._handle(ref, p)
@@ -253,12 +285,53 @@ class Runner:
             return
         for pid, host, ev in events:
             self._where[pid] = host
+            if "task_id" in ev:
+                self._task_node[ev["task_id"]] = ev["node_id"]
             on_event(pid, host, ev)
+
+    def _lost_with_their_nodes(self) -> list[Outcome]:
+        """Tasks on nodes the cluster has declared dead. A host cut off from the network is declared
+        dead by the GCS (health checks), yet the call to its worker never returns: no reset comes
+        over a dead link, and Ray fails the task only when gRPC gives up on the connection, many
+        minutes later. Such a task is treated here as the host loss it is; a late reply is ignored."""
+        now = time.monotonic()
+        if not self._task_node or now - self._nodes_checked < self.node_check_s:
+            return []
+        self._nodes_checked = now
+        try:
+            dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive")}
+        except Exception:  # noqa: BLE001 - the GCS busy or restarting: look again later
+            return []
+        out = []
+        for ref, p in list(self._pending.items()):
+            node = self._task_node.get(ref.task_id().hex())
+            if node not in dead or ref not in self._pending or p.kind == "group-ready":
+                continue
+            self._pending.pop(ref)
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - nothing to reach there
+                pass
+            host = next((s.host.name for s in self.setups.values() if s.host.node_id == node), node[:12])
+            if p.kind == "follower":
+                p.group.host_lost = True
+                if p.group.leader in self._pending:
+                    ray.cancel(p.group.leader, force=False)  # the leader's cleanup stops its server
+                continue
+            if p.kind == "leader":
+                self._stop_group(p.group)
+            outcome = self._retry_or_fail(p.spec, p.attempt, p.t0, f"{host} (declared dead by the cluster)")
+            if outcome is not None:
+                out.append(outcome)
+        return out
 
     def _retry_or_fail(self, spec: PointSpec, attempt: int, t0: float, host: str) -> Outcome | None:
         reason = f"host {host} lost during attempt {attempt}"
         if attempt <= self.max_host_failures:
             self._submit(spec, attempt + 1)
+            if self._on_event is not None:  # said where the point was: the live view and the log show it
+                self._on_event(spec.point_id, self._where.get(spec.point_id, host),
+                               {"stage": f"host lost, retrying (attempt {attempt + 1})"})
             return None
         return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0),
                        attempt)
@@ -267,8 +340,9 @@ class Runner:
         try:
             result: PointResult = ray.get(ref)
             return Outcome(spec, result, attempt)
-        except ray.exceptions.TaskCancelledError:
-            raise KeyboardInterrupt from None
+        except ray.exceptions.TaskCancelledError:  # not by this driver: it cancels only on its way out
+            raise Cancelled(f"point {spec.label} was cancelled outside the sweep (ray cancel, ray job stop)",
+                            fix="run the same command again to resume") from None
         except ray.exceptions.RayTaskError as e:  # run_point raised: a bug, still recorded
             return Outcome(spec, _failed(spec, self._where.get(spec.point_id), "internal",
                                          f"internal error: {str(e).strip().splitlines()[-1]}", t0), attempt)
@@ -293,7 +367,20 @@ class Runner:
         self._pending.clear()
 
 
-def _failed(spec: PointSpec, host: str | None, phase: str, reason: str, t0: float) -> PointResult:
+def _without_node_flags(argv: list[str]) -> list[str]:
+    """``argv`` without the flags an earlier attempt of a multi-host point added (its hosts are gone)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--nnodes", "--node-rank", "--dist-init-addr"):
+            skip = True
+        elif not a.startswith(("--nnodes=", "--node-rank=", "--dist-init-addr=")):
+            out.append(a)
+    return out
+
+
+def _failed(spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float) -> PointResult:
     now = time.time()
     return PointResult(spec.point_id, host or "", "", "failed", failure_phase=phase, failure_reason=reason,
                        started_at=now - (time.monotonic() - t0), ended_at=now)

@@ -1,17 +1,21 @@
-"""``python -m sweep CONFIG``: the whole sweep, from a validated plan to a results directory.
+"""``python -m sweep CONFIG`` and ``sweep.run``: the whole sweep, from a validated plan to a results directory.
 
 Picks the results directory, decides which points still need running (resume), joins the cluster
-(or starts simulated hosts for ``--dry-run``), runs the points on Ray, writes each result as it
-arrives, and ends with a summary. Exit code 0 when every point is ok, 1 when any failed, 130 on Ctrl-C.
+(or starts simulated hosts for ``--dry-run``), runs the points on Ray and writes each result as it
+arrives. ``run_sweep`` takes its options as a ``RunOptions`` (or keywords) and returns a ``SweepRun``:
+what ran and every recorded point's status. The caller (``sweep.api``, the command line over it)
+turns that into a summary and an exit code; Ctrl-C raises ``Interrupted`` (finished points kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import tempfile
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -21,16 +25,59 @@ from sweep.dryrun import fake_args, fake_launcher
 from sweep.errors import ClusterError, ConfigError, Interrupted, ResultsError
 from sweep.host import cpu as cpu_host
 from sweep.host.point import PointSpec
-from sweep.results.records import point_row
 from sweep.plan import Plan, PlannedPoint
-from sweep.results.writer import ResultsDir
+from sweep.redact import redact_argv
+from sweep.results.records import point_row
+from sweep.results.writer import ResultsDir, sweep_id
+from sweep.types import (
+    PointFinished,
+    PointStage,
+    PointStatus,
+    RunMode,
+    SweepEvent,
+    SweepStarted,
+)
 
 # mode -> suffix of the results directory: dry-run, local and fake results never mix with real ones
-MODES = {"real": "", "dry-run": "-dryrun", "local": "-local", "fake": "-fake"}
+MODES: dict[RunMode, str] = {"real": "", "dry-run": "-dryrun", "local": "-local", "fake": "-fake"}
 LOCAL_MODES = ("dry-run", "local")  # a Ray cluster started here, with simulated hosts
 
 
-def mode_of(args: argparse.Namespace) -> str:
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a plan: the mode, which points (resume: those without a result; ``retry_failed``,
+    ``force``, ``only`` label globs), where (``address`` of the cluster, ``results_dir``), and who
+    hears of it (``on_event``: the typed events of ``sweep.types``; ``live``: the live view or plain
+    progress lines on the console)."""
+
+    mode: RunMode = "real"
+    force: bool = False
+    retry_failed: bool = False
+    only: Sequence[str] = ()
+    address: str | None = None
+    results_dir: str | Path | None = None  # default: results_path(experiment, mode)
+    on_event: Callable[[SweepEvent], None] | None = None
+    live: bool = True
+
+
+@dataclass
+class SweepRun:
+    """What ``run_sweep`` did: the points it selected and those it recorded now (ids), and the status
+    of every point recorded in the directory afterwards (earlier runs' included)."""
+
+    path: Path
+    mode: RunMode
+    selected: list[str] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)
+    statuses: dict[str, PointStatus] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        return [pid for pid, s in self.statuses.items() if s == "failed"]
+
+
+def mode_of(args: argparse.Namespace) -> RunMode:
+    """The mode of the command line's flags (``--dry-run``, ``--local``, ``--fake``; none: real)."""
     if args.dry_run:
         return "dry-run"
     if getattr(args, "local", False):
@@ -56,7 +103,7 @@ def hosts_per_point(exp: config_mod.Experiment) -> int:
 
 
 def select(plan: Plan, statuses: dict[str, str], *, force: bool, retry_failed: bool,
-           only: list[str]) -> list[PlannedPoint]:
+           only: Sequence[str]) -> list[PlannedPoint]:
     """The valid points to run now: those with no result yet, failed ones with --retry-failed,
     all with --force; --only keeps labels matching any glob."""
     out = []
@@ -87,31 +134,39 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: st
         flags=dict(pp.flags), architecture=exp.server.architecture)
 
 
-def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = None,
-              console: Console | None = None, run_fn=None) -> int:
+def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dict | None = None,
+              console: Console | None = None, run_fn=None, **option_overrides) -> SweepRun:
+    """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
+    ``force``, ``retry_failed``, ``only``, ``address``, ``results_dir``, ``on_event``, ``live``) and
+    return what ran with every recorded status. Raises ``Interrupted`` on Ctrl-C (exit 130), and the
+    ``ClusterError`` / ``ResultsError`` / ``ConfigError`` that stop a sweep."""
     import ray
 
     from sweep.orchestrate import cluster
     from sweep.orchestrate.progress import SweepProgress
     from sweep.orchestrate.ray_runner import HostSetup, Runner
 
+    opts = replace(options or RunOptions(), **option_overrides)
     console = console or Console(highlight=False)
     exp = plan.experiment
-    mode = mode_of(args)
+    mode = opts.mode
+    emit = opts.on_event or (lambda event: None)
     scale = bench_scale or {}
-    rd = ResultsDir(results_path(exp, mode), exp.name, mode).check()
-    todo = select(plan, rd.statuses(), force=args.force, retry_failed=args.retry_failed, only=args.only)
+    rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
+    todo = select(plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
     console.print(f"[bold]{exp.name}[/bold] ({mode}): {len(plan.points)} points, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {rd.path}")
+    emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     nnodes = hosts_per_point(exp)
     if todo and mode not in LOCAL_MODES:
-        cluster.connect(args.address)  # fails fast, before anything is written
+        cluster.connect(opts.address)  # fails fast, before anything is written
     rd.open()
     rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
     rd.write_text("plan.json", json.dumps(plan.to_json(), indent=2))
     axes = list(exp.grid.axes)
+    run = SweepRun(rd.path, mode, selected=[p.id for p in todo])
 
     def row(pp: PlannedPoint, argv: list[str], result, attempts: int):
         return point_row(pp, exp.name, axes=axes, argv=argv, result=result, attempts=attempts, mode=mode,
@@ -122,7 +177,8 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
         rd.write_point(pp.id, row(pp, pp.argv, None, 0), {})
     if not todo:
-        return _exit_code(rd)
+        run.statuses = rd.statuses()  # type: ignore[assignment]
+        return run
 
     sim = None
     if mode == "local" and exp.local.setup:
@@ -140,7 +196,7 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                                fix="add hosts, or lower server.tp_size"
                                    + (" (dry_run.hosts for a dry run)" if sim else ""))
         console.print("hosts: " + ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts))
-        sweep_name = rd.path.resolve().name
+        sweep_name = sweep_id(rd.path)
         # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
         ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
         setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if sim else 0),
@@ -155,9 +211,15 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
 
         progress = SweepProgress(len(todo), len(hosts), console,
                                  estimates=estimate.point_estimates(exp, todo, mode=mode, scale=scale, hosts=len(hosts)))
-        with progress:
-            def on_event(pid: str, host: str, ev: dict) -> None:
-                progress.host_event(host, planned[pid].label, ev)
+
+        def tell(event: SweepEvent) -> None:
+            if opts.live:
+                progress.on(event)
+            emit(event)
+
+        with progress if opts.live else contextlib.nullcontext():
+            def on_event(pid: str, host: str, ev: dict) -> None:  # the hosts' dicts become typed events here
+                tell(PointStage.from_dict(pid, planned[pid].label, host, ev))
 
             try:
                 for out in runner.run(list(specs.values()), on_event):
@@ -171,15 +233,18 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
                         where = rd.rescue(r.point_id, {**tables, "points": point_table})
                         raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
                                            f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
-                    progress.point_finished(r.host, planned[r.point_id].label, r.status,
-                                            r.ended_at - r.started_at,
-                                            f"{r.failure_phase}: {r.failure_reason}" if r.status != "ok" else "")
+                    run.ran.append(r.point_id)
+                    ok = r.status == "ok"
+                    tell(PointFinished(r.point_id, planned[r.point_id].label, r.host, r.status,
+                                       r.ended_at - r.started_at, out.attempts,
+                                       None if ok else r.failure_phase, None if ok else r.failure_reason))
             except BaseException:
                 runner.cancel_all()
                 raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = rd.statuses()
-        raise Interrupted(f"interrupted: {sum(s == 'ok' for s in done.values())} points ok and "
+        why = e.message if isinstance(e, Interrupted) else "interrupted"
+        raise Interrupted(f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
                           f"{sum(s == 'failed' for s in done.values())} failed are kept in {rd.path}; "
                           "running points were cancelled and their servers stopped",
                           fix="run the same command again to resume") from None
@@ -188,8 +253,8 @@ def run_sweep(plan: Plan, args: argparse.Namespace, bench_scale: dict | None = N
             sim.shutdown()
         elif ray.is_initialized():
             ray.shutdown()
-    _summary(rd.path, console)
-    return _exit_code(rd)
+    run.statuses = rd.statuses()  # type: ignore[assignment]
+    return run
 
 
 def run_setup(argv: list[str], console: Console) -> None:
@@ -205,7 +270,7 @@ def run_setup(argv: list[str], console: Console) -> None:
     argv = [sys.executable if a in ("python", "python3") and i == 0 else a for i, a in enumerate(argv)]
     root = str(Path(sweep.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    console.print(f"setup: {' '.join(argv)}")
+    console.print(f"setup: {' '.join(redact_argv(argv))}")
     try:
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -215,37 +280,3 @@ def run_setup(argv: list[str], console: Console) -> None:
         tail = "\n".join((out.stderr or out.stdout).strip().splitlines()[-8:])
         raise ConfigError(f"local.setup failed with exit {out.returncode}:\n{tail}",
                           fix="run the command by hand to see why; the sweep launched nothing")
-
-
-def _exit_code(rd: ResultsDir) -> int:
-    """1 while any recorded point has failed (the failure is in the points table), else 0."""
-    return 1 if any(s == "failed" for s in rd.statuses().values()) else 0
-
-
-def _summary(path: Path, console: Console) -> None:
-    """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
-    against its baseline. Everything is on disk already, so a failure here loses nothing."""
-    import polars as pl
-    from rich.table import Table
-
-    from sweep.analysis import analyze, headlines
-    from sweep.results import load
-
-    try:
-        f = analyze(load(path))
-    except Exception as e:  # noqa: BLE001 - the report command will say more
-        console.print(f"(no summary: {type(e).__name__}: {e})")
-        return
-    for line in headlines(f):
-        console.print(f"- {line}")
-    if f.best.height:
-        t = Table(title="best configuration", title_justify="left")
-        for c in ("concurrency", "configuration", "output tok/s", "vs its baseline"):
-            t.add_column(c, overflow="fold")
-        levels = f.best["concurrency"].unique().sort()
-        for c in sorted({levels[0], levels[-1]}):
-            b = f.best.filter(pl.col("concurrency") == c).row(0, named=True)
-            vs = "(baseline)" if b["baseline"] else (f"{b['speedup']:.2f}x" if b["speedup"] is not None else "-")
-            t.add_row(str(c), b["label"], f"{b['value']:.1f}", vs)
-        console.print(t)
-    console.print(f"full report: python -m sweep report {path}")

@@ -1,6 +1,5 @@
 """Scheduling on a real local multi-node Ray cluster, with stand-ins of known duration for points."""
 
-import time
 
 import pytest
 

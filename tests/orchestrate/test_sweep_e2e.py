@@ -12,6 +12,7 @@ import polars as pl
 import psutil
 import pytest
 
+from sweep.results.writer import sweep_id
 from tests.conftest import REPO, run_sweep_cli
 
 pytestmark = pytest.mark.slow
@@ -66,7 +67,7 @@ def our_processes(results: Path) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter():
         try:
-            if p.environ().get("SWEEP_SWEEP") == results.name:
+            if p.environ().get("SWEEP_SWEEP") == sweep_id(results):
                 out.append(p)
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             pass

@@ -1,0 +1,353 @@
+"""The sweep from Python: ``sweep.run(experiment, mode=...)`` returns a ``SweepResult``.
+
+In the spirit of Ray Tune's ``Tuner.fit()`` and its ``ResultGrid``: every point with its status and,
+for a failed one, the phase and reason (failures are data, not exceptions); the results tables as
+polars LazyFrames; the best configuration at each concurrency level; the summary and the report::
+
+    import polars as pl
+    import sweep
+
+    result = sweep.run("experiments/k26_eagle.yaml", mode="dry-run", overrides=["dry_run.hosts=2"])
+    print(result.summary())
+    result.best.select("concurrency", "label", "value")
+    result.tables["levels"].filter(pl.col("concurrency") == 1).collect()
+
+The modes are the command line's: ``plan`` (``--plan``: nothing launched), ``dry-run``, ``local``,
+``fake`` and ``cluster`` (no flag). The command line (``sweep/cli.py``) is a thin shell over this
+module: it prints what this returns and maps it to an exit code. What stops a sweep as a whole is
+raised, as there: ``ConfigError`` (a bad file or override), ``PlanError`` (points that break
+SGLang's rules, unless ``skip_invalid``), ``ClusterError``, ``ResultsError``, ``Interrupted`` (Ctrl-C;
+finished points are kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
+
+from sweep import config as config_mod
+from sweep.errors import ConfigError
+from sweep.types import (
+    FailurePhase,
+    Mode,
+    PointState,
+    PointStatus,
+    RunMode,
+    SweepEvent,
+    run_mode,
+)
+
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console
+
+    from sweep.analysis import Findings
+    from sweep.drafter import DrafterReport
+    from sweep.plan import Plan
+
+@dataclass(frozen=True)
+class PointRecord:
+    """One point of the sweep as it stands: planned, recorded ok, failed (phase and reason), invalid."""
+
+    point_id: str
+    label: str
+    status: PointState
+    params: dict[str, str] = field(default_factory=dict)  # its value of each grid axis
+    baseline: bool = False
+    baseline_id: str | None = None  # the matched baseline of a speculative point
+    failure_phase: FailurePhase | None = None
+    failure_reason: str | None = None
+    ran: bool = False  # run by this call (not an earlier run's result)
+    in_plan: bool = True  # False: recorded by an earlier run of an experiment since changed
+
+
+@dataclass(frozen=True)
+class BestAt:
+    """The best configuration at one concurrency level, against its baseline."""
+
+    concurrency: int
+    label: str
+    value: float  # output tok/s
+    baseline: bool  # the winner is a baseline
+    speedup: float | None  # the winner against its own baseline
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
+    (the lowest and highest levels measured). ``error``: why there is none (the report says more)."""
+
+    path: Path
+    headlines: list[str] = field(default_factory=list)
+    best: list[BestAt] = field(default_factory=list)
+    error: str | None = None
+
+    def lines(self) -> list[str]:
+        if self.error:
+            return [f"(no summary: {self.error})"]
+        out = [f"- {line}" for line in self.headlines]
+        for b in self.best:
+            vs = "(baseline)" if b.baseline else (f"{b.speedup:.2f}x" if b.speedup is not None else "-")
+            out.append(f"best at C={b.concurrency}: {b.label}, {b.value:.1f} output tok/s, {vs} vs its baseline")
+        return out + [f"full report: python -m sweep report {self.path}"]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+@dataclass
+class SweepResult:
+    """What a sweep (or its plan) came to. ``points``: every point of the plan, with its status
+    (``ok``, ``failed``, ``invalid``, ``pending``: no result yet) and failure; ``tables``: the results
+    directory's tables as polars LazyFrames; ``best``: the best configuration per concurrency level;
+    ``summary()`` and ``report()``: the end-of-sweep summary and the full report's text."""
+
+    experiment: config_mod.Experiment
+    mode: Mode
+    path: Path  # the results directory (for a plan: where the run would write)
+    plan: Plan
+    points: list[PointRecord]
+    ran: list[str] = field(default_factory=list)  # ids of the points this call ran
+    scale: dict = field(default_factory=dict)  # the dry run's (or fake's) benchmark scale
+    drafter_checks: dict[str, DrafterReport] = field(default_factory=dict)  # plan: drafters readable here
+    run_mode: RunMode = "real"  # the results directory's mode (for a plan: the run's it plans)
+    _findings: Findings | None = field(default=None, repr=False, compare=False)
+
+    # --- the points ---------------------------------------------------------------------------
+    def by_status(self, *status: PointState) -> list[PointRecord]:
+        return [p for p in self.points if p.status in status]
+
+    @property
+    def failed(self) -> list[PointRecord]:
+        """Points whose recorded result is a failure (its phase and reason in the record)."""
+        return self.by_status("failed")
+
+    @property
+    def invalid(self) -> list[PointRecord]:
+        """Points that break SGLang's rules (never launched)."""
+        return self.by_status("invalid")
+
+    @property
+    def ok(self) -> bool:
+        """A plan: every point valid and no drafter error. A run: no recorded point failed (the
+        command line's exit 0)."""
+        if self.mode == "plan":
+            return not self.invalid and not any(r.errors for r in self.drafter_checks.values())
+        return not self.failed
+
+    def point(self, label_or_id: str) -> PointRecord:
+        for p in self.points:
+            if label_or_id in (p.point_id, p.label):
+                return p
+        raise KeyError(label_or_id)
+
+    @property
+    def points_frame(self) -> pl.DataFrame:
+        """The points as a polars DataFrame: point_id, label, status, failure_phase, failure_reason,
+        baseline, baseline_id, ran, and one ``axis_<name>`` column per grid axis."""
+        import polars as pl
+
+        axes = list(self.experiment.grid.axes)
+        rows = [{"point_id": p.point_id, "label": p.label, "status": p.status, "failure_phase": p.failure_phase,
+                 "failure_reason": p.failure_reason, "baseline": p.baseline, "baseline_id": p.baseline_id,
+                 "ran": p.ran, **{f"axis_{a}": p.params.get(a) for a in axes}} for p in self.points]
+        schema = {"point_id": pl.String, "label": pl.String, "status": pl.String, "failure_phase": pl.String,
+                  "failure_reason": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
+                  "ran": pl.Boolean, **{f"axis_{a}": pl.String for a in axes}}
+        return pl.DataFrame(rows, schema=schema)
+
+    # --- the measurements ---------------------------------------------------------------------
+    @property
+    def tables(self) -> dict[str, pl.LazyFrame]:
+        """``{"points", "single_stream", "levels", "requests", "metrics"}`` as polars LazyFrames
+        (``sweep.results.load``; read afresh on each access). A directory not written yet (a plan)
+        gives empty frames with every column."""
+        from sweep.results import load
+
+        if self.path.is_dir():
+            return load(self.path)
+        import polars as pl
+
+        from sweep.results.schema import TABLES
+
+        return {name: pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
+                for name, schema in TABLES.items()}
+
+    def findings(self) -> Findings:
+        """Every frame of the report (``sweep.analysis.analyze``: speedups, levels, best, crossover,
+        failures...; a dry run's at the real system's speed, as the report shows them). Computed
+        once per result."""
+        from sweep.analysis import analyze
+
+        if self._findings is None:
+            self._findings = analyze(self.tables)
+        return self._findings
+
+    @property
+    def best(self) -> pl.DataFrame:
+        """The best configuration (baselines included) at each concurrency level, as the report
+        and the summary give it (``sweep.analysis.best_per_level``: concurrency, label, baseline,
+        value = output tok/s, speedup over its baseline, verdict, runner_up, margin...); empty while
+        no level is measured."""
+        if not self.path.is_dir():
+            from sweep.analysis import best_per_level
+
+            return best_per_level(self.tables)  # no level yet: the empty frame, every column
+        return self.findings().best
+
+    def summary(self) -> Summary:
+        """The end-of-sweep summary (what the command line prints after a run)."""
+        import polars as pl
+
+        from sweep.analysis import headlines
+
+        if not self.path.is_dir():
+            return Summary(self.path, error="nothing recorded yet")
+        try:
+            f = self.findings()
+            lines = headlines(f)
+        except Exception as e:  # noqa: BLE001 - everything is on disk already; the report says more
+            return Summary(self.path, error=f"{type(e).__name__}: {e}")
+        best: list[BestAt] = []
+        if f.best.height:
+            levels = f.best["concurrency"].unique().sort()
+            for c in sorted({levels[0], levels[-1]}):
+                b = f.best.filter(pl.col("concurrency") == c).row(0, named=True)
+                best.append(BestAt(int(c), b["label"], float(b["value"]), bool(b["baseline"]),
+                                   None if b["speedup"] is None else float(b["speedup"])))
+        return Summary(self.path, lines, best)
+
+    def report(self, *, write: bool = False, plots: bool | None = None, out_dir: str | Path | None = None,
+               slos: Sequence[str] | None = None) -> str:
+        """The report as Markdown (``python -m sweep report DIR``'s sections). ``write``: also write
+        ``report.md`` into ``out_dir`` (default DIR/report), with the PNG plots unless ``plots=False``;
+        ``slos``: judge by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``) instead of the experiment's."""
+        from sweep.analysis import report as report_mod
+        from sweep.analysis.slo import parse_slo
+        from sweep.errors import ResultsError
+
+        if not self.path.is_dir():
+            raise ResultsError(f"nothing recorded in {self.path} yet (a {self.mode} result)",
+                               fix="run the sweep first: sweep.run(experiment, mode='dry-run')")
+        out = Path(out_dir) if out_dir else self.path / "report"
+        with_plots = write if plots is None else plots
+        built = report_mod.build(self.path, out_dir=out, with_plots=with_plots,
+                                 slos=None if slos is None else [parse_slo(s) for s in slos])
+        if write:
+            report_mod.write(built, out)
+        return built.markdown
+
+    def __repr__(self) -> str:
+        counts = {s: len(self.by_status(s)) for s in get_args(PointState)}
+        said = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        return f"SweepResult({self.experiment.name!r}, mode={self.mode!r}, {said}, path={str(self.path)!r})"
+
+
+def _experiment(experiment: str | Path | config_mod.Experiment, overrides: Sequence[str]) -> config_mod.Experiment:
+    if isinstance(experiment, config_mod.Experiment):
+        if overrides:
+            raise ConfigError("overrides apply to an experiment file, not to a loaded Experiment",
+                              fix="pass the file's path with overrides=[...], or change the Experiment's fields")
+        return experiment
+    return config_mod.load(experiment, list(overrides))
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in get_args(Mode):
+        raise ConfigError(f"unknown mode {mode!r}", fix=f"use one of {', '.join(get_args(Mode))}")
+
+
+def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster",
+             overrides: Sequence[str] = (), *, results_dir: str | Path | None = None,
+             drafter_checks: bool = True) -> SweepResult:
+    """The plan of a run in ``mode`` (a dry run's is scaled), launching nothing: a ``SweepResult``
+    whose points are ``pending`` or ``invalid`` (with the rule in ``failure_reason``). ``drafter_checks``:
+    check the drafters whose files are readable here (as ``--plan`` does)."""
+    from sweep import plan as planning
+    from sweep.orchestrate.sweep import results_path
+
+    _check_mode(mode)
+    target: Mode = "cluster" if mode == "plan" else mode
+    exp = _experiment(experiment, overrides)
+    scale: dict = {}
+    if target in ("dry-run", "fake"):
+        from sweep.dryrun import scaled
+
+        exp, scale = scaled(exp)
+    plan = planning.build(exp)
+    checks = {}
+    if drafter_checks:
+        from sweep.drafter import check_argv
+
+        checks = {p.id: r for p in plan.points if (r := check_argv(p.argv)) is not None}  # files readable here
+    path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
+    points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
+                          p.baseline_id, "plan" if p.errors else None, "; ".join(p.errors) or None)
+              for p in plan.points]
+    return SweepResult(exp, "plan", path, plan, points, scale=scale, drafter_checks=checks, run_mode=run_mode(target))
+
+
+def _recorded(path: Path) -> dict[str, dict[str, Any]]:
+    """``{point_id: {label, status, failure_phase, failure_reason}}`` of the points recorded in ``path``."""
+    from sweep.results import load
+
+    cols = ["point_id", "label", "status", "failure_phase", "failure_reason"]
+    frame = load(path)["points"].select(cols).collect()
+    return {r["point_id"]: r for r in frame.iter_rows(named=True)}
+
+
+def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", overrides: Sequence[str] = (),
+        progress: bool | Callable[[SweepEvent], None] = True, *, force: bool = False, retry_failed: bool = False,
+        only: Sequence[str] = (), skip_invalid: bool = False, address: str | None = None,
+        results_dir: str | Path | None = None, console: Console | None = None) -> SweepResult:
+    """Run the sweep of ``experiment`` (an experiment file, or a loaded ``sweep.config.Experiment``)
+    in ``mode`` and return what it came to; see ``SweepResult``.
+
+    - ``mode``: ``plan`` (nothing launched), ``dry-run``, ``local``, ``fake``, ``cluster``.
+    - ``overrides``: ``key=value`` strings, as on the command line (``benchmark.single_stream.runs=3``).
+    - ``progress``: ``True`` the live view (a terminal) or timestamped lines on the console; ``False``
+      nothing printed; a function: it gets every event (``sweep.types.SweepStarted``, ``PointStage``,
+      ``PointFinished``) and nothing is printed unless a ``console`` is given.
+    - ``force``, ``retry_failed``, ``only`` (label globs), ``skip_invalid``, ``address``: the command
+      line's ``--force``, ``--retry-failed``, ``--only``, ``--skip-invalid``, ``--address``.
+    - ``results_dir``: where the results go (default ``results/<name>`` plus ``-dryrun`` etc.).
+
+    The same call again resumes: points with a result are kept (``ran`` says what this call ran).
+    """
+    _check_mode(mode)
+    if mode == "plan":
+        return plan_for(experiment, "cluster", overrides, results_dir=results_dir)
+    planned = plan_for(experiment, mode, overrides, results_dir=results_dir, drafter_checks=False)
+    planned.plan.require_valid(skip_invalid=skip_invalid)
+    from rich.console import Console
+
+    from sweep.orchestrate.sweep import RunOptions, run_sweep
+
+    on_event = progress if callable(progress) else None
+    if console is None:
+        console = Console(highlight=False) if progress is True else Console(quiet=True)
+    rm: RunMode = run_mode(mode)
+    done = run_sweep(planned.plan, RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only),
+                                              address=address, results_dir=planned.path, on_event=on_event,
+                                              live=progress is True),
+                     bench_scale=planned.scale, console=console)
+    recorded = _recorded(done.path) if done.path.is_dir() else {}
+    ran = set(done.ran)
+    points: list[PointRecord] = []
+    for p in planned.points:
+        r = recorded.get(p.point_id)
+        if r is None:
+            points.append(p)
+            continue
+        status: PointStatus = r["status"]
+        failed = status != "ok"
+        points.append(replace(p, status=status, failure_phase=r["failure_phase"] if failed else None,
+                              failure_reason=r["failure_reason"] if failed else None, ran=p.point_id in ran))
+    in_plan = {p.point_id for p in planned.points}
+    for pid, r in recorded.items():  # an earlier run's points that this plan no longer has
+        if pid not in in_plan:
+            points.append(PointRecord(pid, r["label"], r["status"], failure_phase=r["failure_phase"],
+                                      failure_reason=r["failure_reason"], in_plan=False))
+    return replace(planned, mode=mode, path=done.path, points=points, ran=list(done.ran))

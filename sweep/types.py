@@ -1,0 +1,132 @@
+"""Typed state that crosses the layers: what a point's status and failure phase can be, the modes a
+sweep runs in, and the progress events a host's point sends up to the driver's live view and to
+``sweep.run(progress=...)``.
+
+Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may import this module.
+``get_args`` of a ``Literal`` gives its values at run time (``POINT_STATUSES``, ``FAILURE_PHASES``...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, get_args
+
+PointStatus = Literal["ok", "failed", "invalid"]
+"""A recorded point (``points.status``): ``ok``; ``failed`` (on its host: crash, hang, pre-flight...);
+``invalid`` (breaks SGLang's rules; recorded with ``--skip-invalid``, never launched)."""
+
+PointState = Literal["ok", "failed", "invalid", "pending"]
+"""A point as ``sweep.run`` reports it: its recorded status, or ``pending`` (planned, no result yet:
+a plan, or a point ``only=`` left out)."""
+
+PlanStatus = Literal["ok", "invalid"]
+"""A planned point (``PlannedPoint.status``, ``--plan --json``): valid, or breaking SGLang's rules."""
+
+FailurePhase = Literal["plan", "preflight", "load", "capture", "ready", "benchmark", "host", "internal"]
+"""Where a point failed (``points.failure_phase``): ``plan`` (an invalid point), ``preflight`` (the
+host's checks, seconds), ``load`` / ``capture`` / ``ready`` (the server's startup phases; launching
+counts as ``load``), ``benchmark``, ``host`` (its host was lost, no retries left), ``internal`` (a bug,
+still recorded)."""
+
+Mode = Literal["plan", "dry-run", "local", "fake", "cluster"]
+"""``sweep.run``'s modes: ``plan`` (launch nothing), ``dry-run`` (local Ray, simulated hosts, the fake
+server), ``local`` (local Ray, the real launcher), ``fake`` (the fake server on the cluster's hosts),
+``cluster`` (the real sweep on the Ray cluster)."""
+
+RunMode = Literal["real", "dry-run", "local", "fake"]
+"""The mode a results directory records (``sweep.json``; ``real`` is ``cluster``): modes never mix."""
+
+Stage = Literal["start", "preflight", "load", "capture", "ready", "benchmark", "warmup", "single", "level",
+                "stop", "node"]
+"""What a host is doing with a point: ``start`` (the task began), the point's own steps (``preflight``,
+``load``, ``capture``, ``ready``, ``benchmark``, ``stop``), the benchmark's (``warmup``, ``single``,
+``level``), and ``node`` (a follower node of a server that spans hosts)."""
+
+POINT_STATUSES: tuple[str, ...] = get_args(PointStatus)
+POINT_STATES: tuple[str, ...] = get_args(PointState)
+FAILURE_PHASES: tuple[str, ...] = get_args(FailurePhase)
+MODES: tuple[str, ...] = get_args(Mode)
+STAGES: tuple[str, ...] = get_args(Stage)
+
+
+def run_mode(mode: Mode) -> RunMode:
+    """The results directory's mode for a run mode (``cluster`` is recorded as ``real``)."""
+    return "real" if mode == "cluster" else mode  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class SweepStarted:
+    """The sweep knows what it will run: ``to_run`` of ``points`` (``recorded`` already have a result)."""
+
+    experiment: str
+    mode: RunMode
+    path: str
+    points: int
+    to_run: int
+    recorded: int
+
+
+@dataclass(frozen=True)
+class PointStage:
+    """A host's news about the point it runs: its stage, and where the stage has details, those (a
+    startup progress bar; the single-stream run; the concurrency level and its requests done)."""
+
+    point_id: str
+    label: str
+    host: str
+    stage: Stage
+    elapsed_s: float | None = None  # since the server's launch (startup stages)
+    progress: str | None = None  # a startup progress bar's summary: "load 27/64 shards, 5.1 s/it, ETA 02:30"
+    progress_kind: str | None = None  # load | capture | ... (one bar per kind)
+    run: int | None = None  # single / warmup: this run (1-based) ...
+    of: int | None = None  # ... of these; level: requests of the level
+    concurrency: int | None = None  # level: its concurrency
+    done: int | None = None  # level: requests finished
+    stopped: bool = False  # level: ended early, having measured enough
+    node_rank: int | None = None  # node: which node of a server that spans hosts
+
+    @classmethod
+    def from_dict(cls, point_id: str, label: str, host: str, event: dict[str, Any]) -> PointStage:
+        """From the small dict a host's point posts (the wire format of the host and bench layers)."""
+        stage = str(event.get("stage", ""))
+        node_rank = event.get("node_rank")
+        m = re.fullmatch(r"node (\d+)", stage)
+        if m:
+            stage, node_rank = "node", int(m.group(1))
+        known = {k: event[k] for k in ("elapsed_s", "progress", "progress_kind", "run", "of", "concurrency", "done")
+                 if event.get(k) is not None}
+        return cls(point_id, label, host, stage, stopped=bool(event.get("stopped", False)),  # type: ignore[arg-type]
+                   node_rank=None if node_rank is None else int(node_rank), **known)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Back to the wire format (``{"stage": ..., ...}``, the keys that are set)."""
+        d = {k: v for k, v in asdict(self).items()
+             if k not in ("point_id", "label", "host") and v is not None and v is not False}
+        if self.stage == "node" and self.node_rank is not None:
+            d["stage"] = f"node {d.pop('node_rank')}"
+        return d
+
+
+@dataclass(frozen=True)
+class PointFinished:
+    """A point's result is on disk."""
+
+    point_id: str
+    label: str
+    host: str | None
+    status: PointStatus
+    seconds: float
+    attempts: int = 1
+    failure_phase: FailurePhase | None = None
+    failure_reason: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """``phase: reason`` of a failed point, '' for an ok one."""
+        return "" if self.status == "ok" else f"{self.failure_phase}: {self.failure_reason}"
+
+
+SweepEvent = SweepStarted | PointStage | PointFinished
+"""What ``sweep.run(progress=callback)`` receives, in order: one ``SweepStarted``, then ``PointStage``
+and ``PointFinished`` events as the points go."""

@@ -1,0 +1,176 @@
+"""``sweep.run`` from Python: a plan, and a dry run on a real local Ray cluster with the real fake
+server (a point that fails in capture included), returning a ``SweepResult``: every point with its
+status and failure as data, the tables as LazyFrames, the best configuration per level, the summary
+and the report; the typed progress events; resume; the command line's exit code of each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+import sweep
+from sweep.cli import exit_code
+from sweep.errors import ConfigError, PlanError
+from sweep.types import STAGES, PointFinished, PointStage, SweepStarted
+from tests.conftest import REPO
+
+EXPERIMENT = """
+name: api
+server:
+  model_path: /models/m
+  tp_size: 8
+  port: {port}
+  flags: {{max-running-requests: 64}}
+  timeouts: {{stall_s: 20, load_s: 30, capture_s: 30, ready_s: 30, total_s: 60, stop_grace_s: 2}}
+  reap: {{wait_s: 5}}
+grid:
+  axes:
+    drafter:
+      values:
+        none: {{}}
+        d1: {{flags: {{speculative-algorithm: EAGLE3, speculative-draft-model-path: /d1, speculative-eagle-topk: 1}}}}
+    steps: {{flag: speculative-num-steps, values: [1]}}
+    fault:
+      values:
+        none: {{}}
+        oom: {{flags: {{fake-fail-at: capture}}}}
+  derived: {{speculative-num-draft-tokens: "${{add:${{steps}},1}}"}}
+  exclude: [{{drafter: none, fault: oom}}]
+benchmark:
+  single_stream: {{runs: 1, warmup: 1, max_tokens: 32}}
+  concurrency: {{levels: [1, 4], rounds: 1, max_tokens: 32}}
+dry_run: {{hosts: 2, fake_speed: 8, fake_startup_speed: 200, max_tokens_scale: 1.0, min_max_tokens: 16}}
+results_dir: {results}
+"""
+
+OOM = "drafter=d1,steps=1,fault=oom"
+
+
+def _experiment(tmp_path, port: int = 32600):
+    """The experiment, its results in ``tmp_path/api-res-<pid>``: the directory's name is the sweep's
+    name in its servers' marker, so that no other sweep on this machine reaps them as its own."""
+    p = tmp_path / "api.yaml"
+    p.write_text(EXPERIMENT.format(port=port, results=tmp_path / f"api-res-{os.getpid()}"))
+    return p
+
+
+def test_import_sweep_stays_cheap():
+    code = ("import sys, sweep; assert 'sweep.api' not in sys.modules and 'ray' not in sys.modules; "
+            "import sweep.fake.main; assert 'ray' not in sys.modules and 'sweep.api' not in sys.modules; "
+            "assert callable(sweep.run) and sweep.SweepResult.__name__ == 'SweepResult'")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
+
+def test_plan_mode_launches_nothing(tmp_path):
+    result = sweep.run(_experiment(tmp_path), mode="plan", overrides=["benchmark.single_stream.runs=2"])
+    assert result.mode == "plan" and result.ok and not result.ran and exit_code(result) == 0
+    assert [p.status for p in result.points] == ["pending"] * 3
+    assert result.plan.experiment.benchmark.single_stream.runs == 2  # the override applied
+    assert not result.path.exists() and result.path.name.startswith("api-res-")
+    tables = result.tables  # empty, with every column
+    assert isinstance(tables["levels"], pl.LazyFrame) and tables["levels"].collect().height == 0
+    assert "output_throughput" in tables["levels"].collect_schema().names()
+    assert result.best.height == 0 and "concurrency" in result.best.columns
+    frame = result.points_frame
+    assert frame.height == 3 and set(frame["status"]) == {"pending"}
+    assert set(frame["axis_fault"]) == {"none", "oom"}
+    assert "nothing recorded" in str(result.summary())
+
+
+def test_plan_mode_reports_invalid_points_as_data(tmp_path):
+    text = _experiment(tmp_path).read_text().replace(", speculative-eagle-topk: 1", "")  # steps without topk
+    exp = tmp_path / "bad.yaml"
+    exp.write_text(text)
+    result = sweep.run(exp, mode="plan")
+    invalid = result.invalid
+    assert len(invalid) == 2 and all(p.failure_phase == "plan" for p in invalid)
+    assert all("steps-without-topk" in p.failure_reason for p in invalid)
+    assert not result.ok and exit_code(result) == 3
+    with pytest.raises(PlanError) as e:  # a run stops before anything launches, as the CLI does
+        sweep.run(exp, mode="dry-run", progress=False)
+    assert e.value.exit_code == 3 and "steps-without-topk" in e.value.message
+
+
+def test_bad_mode_and_overrides_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="unknown mode 'dryrun'"):
+        sweep.run(_experiment(tmp_path), mode="dryrun")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as e:
+        sweep.run(_experiment(tmp_path), mode="plan", overrides=["server.tp_szie=8"])
+    assert e.value.exit_code == 2 and "tp_size" in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """One dry run of three points (one fails in capture), its events, then the same call again."""
+    tmp = tmp_path_factory.mktemp("api")
+    exp = _experiment(tmp)
+    events: list = []
+    first = sweep.run(exp, mode="dry-run", progress=events.append)
+    again = sweep.run(exp, mode="dry-run", progress=False)
+    return first, events, again
+
+
+@pytest.mark.slow
+def test_dry_run_points_with_status_and_failure(dry_run):
+    result, _, _ = dry_run
+    assert result.mode == "dry-run" and result.path.is_dir()
+    assert sorted(p.status for p in result.points) == ["failed", "ok", "ok"]
+    assert len(result.ran) == 3 and all(p.ran for p in result.points)
+    (failed,) = result.failed
+    assert failed.label == OOM and failed.failure_phase == "capture"
+    assert "CUDA out of memory" in failed.failure_reason
+    assert result.point(OOM) == failed
+    assert not result.ok and exit_code(result) == 1
+    frame = result.points_frame
+    assert frame.filter(pl.col("status") == "failed")["failure_phase"].to_list() == ["capture"]
+
+
+@pytest.mark.slow
+def test_dry_run_tables_best_summary_report(dry_run):
+    result, _, _ = dry_run
+    tables = result.tables
+    assert set(tables) == {"points", "single_stream", "levels", "requests", "metrics"}
+    assert all(isinstance(t, pl.LazyFrame) for t in tables.values())
+    levels = tables["levels"].select("point_id", "concurrency").collect()
+    ok_ids = {p.point_id for p in result.points if p.status == "ok"}
+    assert set(levels["point_id"]) == ok_ids and levels.height == 2 * 2
+    best = result.best
+    assert best["concurrency"].to_list() == [1, 4]
+    assert set(best["label"]) <= {p.label for p in result.points if p.status == "ok"}
+    summary = result.summary()
+    assert summary.error is None and [b.concurrency for b in summary.best] == [1, 4]
+    assert [b.value for b in summary.best] == pytest.approx(best["value"].to_list())  # one notion of best
+    assert [b.label for b in summary.best] == best["label"].to_list()
+    assert f"python -m sweep report {result.path}" in str(summary)
+    report = result.report()
+    assert report.startswith("#") and OOM in report  # the failure is in the report's failures section
+    assert not (result.path / "report").exists()  # not written unless asked
+
+
+@pytest.mark.slow
+def test_dry_run_progress_events_are_typed(dry_run):
+    _, events, _ = dry_run
+    assert isinstance(events[0], SweepStarted) and events[0].to_run == 3 and events[0].mode == "dry-run"
+    stages = [e for e in events if isinstance(e, PointStage)]
+    assert stages and {e.stage for e in stages} <= set(STAGES)
+    assert {"preflight", "load", "benchmark", "level"} <= {e.stage for e in stages}
+    levels = [e for e in stages if e.stage == "level"]
+    assert all(e.concurrency in (1, 4) for e in levels)
+    finished = [e for e in events if isinstance(e, PointFinished)]
+    assert sorted(e.status for e in finished) == ["failed", "ok", "ok"]
+    oom = next(e for e in finished if e.status == "failed")
+    assert oom.label == OOM and oom.failure_phase == "capture" and oom.reason.startswith("capture: ")
+    assert all(e.failure_phase is None for e in finished if e.status == "ok")
+
+
+@pytest.mark.slow
+def test_the_same_call_again_resumes(dry_run):
+    first, _, again = dry_run
+    assert again.ran == [] and exit_code(again) == 1  # nothing to run; the failure is still reported
+    assert {p.point_id: p.status for p in again.points} == {p.point_id: p.status for p in first.points}
+    assert not any(p.ran for p in again.points)
+    assert again.failed[0].failure_reason == first.failed[0].failure_reason

@@ -1,0 +1,202 @@
+"""The exception tree's exit codes (the analysis has its own: 1 means a point failed), errors that say
+what failed (NVML's own words, a point cancelled outside the sweep), and the typed state: every
+status and failure phase the code writes is one of the Literals, and the progress events round-trip
+the hosts' dicts."""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import types
+from pathlib import Path
+
+import polars as pl
+import pytest
+from rich.console import Console
+
+from sweep import errors
+from sweep.analysis import best_per_level, query
+from sweep.cli import main
+from sweep.results import load
+from sweep.types import (
+    FAILURE_PHASES,
+    POINT_STATUSES,
+    PointFinished,
+    PointStage,
+    SweepStarted,
+)
+
+SWEEP = Path(__file__).resolve().parents[1] / "sweep"
+
+
+def test_every_error_has_its_exit_code():
+    codes = {errors.ConfigError: 2, errors.PlanError: 3, errors.ClusterError: 4, errors.ResultsError: 5,
+             errors.BenchError: 6, errors.AnalysisError: 7, errors.QueryError: 7, errors.UnknownMetricError: 7,
+             errors.UnknownFormatError: 7, errors.Interrupted: 130, errors.Cancelled: 130}
+    for cls, code in codes.items():
+        assert issubclass(cls, errors.SweepError) and cls.exit_code == code, cls
+    assert issubclass(errors.QueryError, errors.AnalysisError) and issubclass(errors.Cancelled, errors.Interrupted)
+    e = errors.QueryError("the query failed: x", fix="list the columns")
+    assert e.message == "the query failed: x" and "fix: list the columns" in str(e)
+
+
+def test_bad_sql_exits_7_with_the_tables_named(tmp_path, capsys):
+    assert main(["query", str(tmp_path), "SELECT nope FROM points"]) == 7
+    err = capsys.readouterr().err
+    assert "the query failed" in err and "fix:" in err and "single_stream" in err and "Traceback" not in err
+
+
+def test_unknown_format_and_metric_are_analysis_errors(tmp_path):
+    with pytest.raises(errors.UnknownFormatError, match="unknown output format 'xml'") as e:
+        query.write(pl.DataFrame({"a": [1]}), "xml", io.BytesIO())
+    assert e.value.exit_code == 7 and "csv" in e.value.fix
+    with pytest.raises(errors.UnknownMetricError, match="unknown level metric 'tok_s'") as e:
+        best_per_level(load(tmp_path), metric="tok_s")
+    assert e.value.exit_code == 7 and "output_throughput" in e.value.fix
+    with pytest.raises(errors.QueryError):
+        query.run_sql(load(tmp_path), "SELEC 1")
+
+
+def test_a_missing_results_directory_is_still_exit_5(tmp_path):
+    assert main(["query", str(tmp_path / "nope"), "SELECT 1"]) == 5
+
+
+def _calls(name: str):
+    for path in sorted(SWEEP.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == name:
+                yield path, node
+
+
+def _written_by() -> list[Path]:
+    """Where points' statuses and phases are written: the host, the orchestration, the records (the
+    analysis's ``status=`` keywords are polars column names, and the fake has stages of its own)."""
+    return sorted(p for d in ("host", "orchestrate", "results") for p in (SWEEP / d).rglob("*.py"))
+
+
+def _const(node) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def test_no_keyboard_interrupt_raised_as_control_flow():
+    raised = [f"{p.relative_to(SWEEP.parent)}:{n.lineno}" for p in sorted(SWEEP.rglob("*.py"))
+              for n in ast.walk(ast.parse(p.read_text()))
+              if isinstance(n, ast.Raise) and n.exc is not None and "KeyboardInterrupt" in ast.unparse(n.exc)]
+    assert not raised, raised
+
+
+def test_every_failure_phase_written_is_a_failure_phase():
+    seen = set()
+    for _, call in _calls("PointFailure"):
+        if call.args and _const(call.args[0]):
+            seen.add(_const(call.args[0]))
+    for _, call in _calls("died"):  # a server that exited, explained from its log
+        if call.args and _const(call.args[0]):
+            seen.add(_const(call.args[0]))
+    for _, call in _calls("_failed"):
+        if len(call.args) > 2 and _const(call.args[2]):
+            seen.add(_const(call.args[2]))
+    for path in _written_by():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "failure_phase" and _const(node.value):
+                seen.add(_const(node.value))
+            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and _const(node.value)
+                    and any(getattr(t, "id", None) == "phase" for t in getattr(node, "targets", [getattr(node, "target", None)]))):
+                seen.add(_const(node.value))
+    assert {"preflight", "benchmark", "host", "internal", "plan"} <= seen
+    assert seen <= set(FAILURE_PHASES), seen - set(FAILURE_PHASES)
+    # and the startup phases a server dies or hangs in (sweep/host/server.py: Startup.phase)
+    from sweep.host.server import Startup
+
+    st = Startup()
+    phases = {st.phase}
+    st.see("kv_cache", 1.0)
+    phases.add(st.phase)
+    st.see("http_up", 2.0)
+    phases.add(st.phase)
+    assert phases == {"load", "capture", "ready"} and phases <= set(FAILURE_PHASES)
+
+
+def test_every_status_written_is_a_point_status():
+    seen = set()
+    for path in _written_by():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "status" and _const(node.value):
+                seen.add(_const(node.value))
+            if (isinstance(node, ast.Assign) and any(getattr(t, "attr", None) == "status" for t in node.targets)
+                    and _const(node.value)):
+                seen.add(_const(node.value))
+    for _, call in _calls("PointResult"):
+        if len(call.args) > 3 and _const(call.args[3]):
+            seen.add(_const(call.args[3]))
+    assert {"ok", "failed", "invalid"} <= seen <= set(POINT_STATUSES), seen
+
+
+def test_progress_events_round_trip_the_hosts_dicts():
+    level = {"stage": "level", "concurrency": 4, "done": 3, "of": 8, "stopped": True}
+    e = PointStage.from_dict("p1", "drafter=none", "gpu-1", level)
+    assert (e.stage, e.concurrency, e.done, e.of, e.stopped) == ("level", 4, 3, 8, True)
+    assert e.as_dict() == level
+    node = PointStage.from_dict("p1", "x", "gpu-2", {"stage": "node 2"})
+    assert node.stage == "node" and node.node_rank == 2 and node.as_dict() == {"stage": "node 2"}
+    bar = {"stage": "load", "elapsed_s": 3.5, "progress": "load 2/64 shards", "progress_kind": "load"}
+    assert PointStage.from_dict("p", "l", "h", bar).as_dict() == bar
+    assert PointFinished("p", "l", "h", "ok", 1.0).reason == ""
+    assert PointFinished("p", "l", "h", "failed", 1.0, 1, "capture", "CUDA out of memory").reason == \
+        "capture: CUDA out of memory"
+
+
+def test_the_live_view_takes_typed_events():
+    from sweep.orchestrate.progress import SweepProgress, _detail
+
+    bar = {"stage": "load", "progress": "load 27/64 shards", "progress_kind": "load"}
+    assert _detail(PointStage.from_dict("p", "l", "h", bar)) == _detail(bar) == "27/64 shards"
+    out = io.StringIO()
+    sp = SweepProgress(2, 1, Console(file=out, width=160, force_terminal=False))
+    sp.on(SweepStarted("e", "dry-run", "/r", 2, 2, 0))  # not drawn
+    sp.on(PointStage.from_dict("p1", "drafter=none", "gpu-1", bar))
+    assert sp.hosts["gpu-1"].label == "drafter=none" and sp.hosts["gpu-1"].detail == "27/64 shards"
+    sp.on(PointFinished("p1", "drafter=none", "gpu-1", "failed", 12.0, 1, "load", "oom"))
+    assert (sp.done, sp.failed) == (0, 1) and "failed in 12s (load: oom)" in out.getvalue()
+
+
+def test_nvml_own_error_text_is_kept(monkeypatch):
+    from sweep.host import gpu, preflight
+
+    class NVMLError_DriverNotLoaded(Exception):
+        def __str__(self) -> str:
+            return "Driver Not Loaded"
+
+    def init():
+        raise NVMLError_DriverNotLoaded()
+
+    monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=init))
+    probe = gpu.real_probe()
+    assert isinstance(probe, gpu.NoGpus) and probe.gpus() == []
+    assert "NVMLError_DriverNotLoaded: Driver Not Loaded" in probe.reason
+    with pytest.raises(errors.PointFailure) as e:
+        preflight.check_gpus(probe, 8, 2048, preflight.PreflightReport())
+    assert "Driver Not Loaded" in e.value.reason and e.value.phase == "preflight"
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    probe = gpu.real_probe()
+    assert "nvidia-ml-py" in probe.reason and "pynvml" in probe.reason
+    assert gpu.NoGpus().reason.startswith("no GPU found")  # the default stays
+
+
+def test_a_point_cancelled_outside_the_sweep_is_cancelled_not_a_keyboard_interrupt(monkeypatch):
+    import ray
+
+    from sweep.host.point import PointSpec
+    from sweep.orchestrate import ray_runner
+    from sweep.settings import BenchSettings
+
+    def cancelled(ref, **kw):
+        raise ray.exceptions.TaskCancelledError()
+
+    monkeypatch.setattr(ray_runner.ray, "get", cancelled)
+    spec = PointSpec("s", "p1", "drafter=none", ["python"], ["python"], {}, 30000, "/tmp/x.log", 8, BenchSettings())
+    runner = ray_runner.Runner("gpu_host", 8, {})
+    with pytest.raises(errors.Cancelled) as e:
+        runner._collect(object(), spec, 1, 0.0)
+    assert "drafter=none was cancelled outside the sweep" in e.value.message and e.value.exit_code == 130
