@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from sweep.analysis import acceptance, frontier, health, slo as slo_mod, speedups
+from sweep.analysis import acceptance, frontier, health, realspeed, slo as slo_mod, speedups
 from sweep.analysis.frames import Tables
 
 
@@ -31,22 +31,21 @@ class Findings:
     frontier: pl.DataFrame = field(default_factory=pl.DataFrame)  # frontier.frontier_table
     frontier_by: str | None = None
     slos: list = field(default_factory=list)  # the SLOs as given (sweep.analysis.slo.SLO)
-    slo_speed: float = 1.0  # a dry run's fake speed: the SLOs were applied scaled by it
-    slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo (scaled SLOs)
+    speed: realspeed.Speed = field(default_factory=realspeed.Speed)  # a dry run's figures, scaled back
+    slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
     slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table
 
 
 def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
             frontier_by: str | None = None) -> Findings:
-    """All the report's frames for one results directory. ``slos``: the SLOs to judge by
-    (``sweep.analysis.slo.SLO``; in a dry run they are applied scaled to the fake's speed);
+    """All the report's frames for one results directory, a dry run's at real speed
+    (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
+    tables, speed = realspeed.at_real_speed(tables)
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
     slos = list(slos or [])
-    speed = slo_mod.dry_run_speed(tables)
-    applied = [s.scaled(speed) for s in slos] if speed != 1 else slos
-    slo_levels = slo_mod.level_slo(tables, applied)
+    slo_levels = slo_mod.level_slo(tables, slos)
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
@@ -62,9 +61,9 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         frontier=frontier.frontier_table(tables, levels, by=frontier_by),
         frontier_by=frontier_by,
         slos=slos,
-        slo_speed=speed,
+        speed=speed,
         slo_levels=slo_levels,
-        slo_table=slo_mod.slo_table(tables, applied, slo_levels),
+        slo_table=slo_mod.slo_table(tables, slos, slo_levels),
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from sweep import atomic
 from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
@@ -70,6 +71,8 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
     if s["dry_run"]:
         lines.append("DRY RUN: every number below comes from the fake server's performance model, "
                      "not from a GPU.")
+    if f.speed.scaled:
+        lines.append(f.speed.note())
     for scale in s["bench_scale"]:
         lines.append(f"Benchmark scaled down for this run: {scale}")
     lines.append(f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
@@ -165,17 +168,12 @@ def slo_sections(f: Findings) -> list[Section]:
         "the next configuration and over its own matched baseline. Goodput is the rate of requests that "
         "meet their SLO (DistServe): per level, the requests that met every limit, their output tok/s per "
         "GPU. A failed request meets no limit. " + _per_note(f.slo_table)]
-    if f.slo_speed != 1:
-        paragraphs.append(
-            f"DRY RUN: the fake served {f.slo_speed:g}x faster than the real system it models, so each SLO is "
-            f"applied scaled to it (times divided by {f.slo_speed:g}, speeds multiplied): it then means for "
-            "the fake what it says for the real system. The tables show the fake's own numbers.")
+    if f.speed.scaled:
+        paragraphs.append("DRY RUN: the SLOs are judged on the figures at real speed (see the top of the report).")
     out = [Section("SLOs and goodput", paragraphs)]
-    applied = {s.name: (s.scaled(f.slo_speed) if f.slo_speed != 1 else s) for s in f.slos}
     for slo in f.slos:
         t = f.slo_table.filter(pl.col("slo") == slo.name).sort("rank")
-        scaled = applied[slo.name]
-        text = [f"{slo.describe()}." + (f" Applied as {scaled.text()}." if f.slo_speed != 1 else "")]
+        text = [f"{slo.describe()}."]
         table = t.select(
             rank="rank",
             configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
@@ -480,7 +478,5 @@ def write(report: Report, out_dir: Path) -> Path:
     """Write report.md into ``out_dir`` (the plots are already there) and return its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.md"
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(report.markdown)
-    tmp.replace(path)
+    atomic.write_text(path, report.markdown)
     return path

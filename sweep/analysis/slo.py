@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import polars as pl
 
-from sweep.analysis.frames import Tables, configurations, json_obj, points_frame
+from sweep.analysis.frames import Tables, configurations, points_frame
 from sweep.errors import ConfigError
 
 
@@ -79,10 +79,6 @@ class Limit:
         op = "<=" if self.upper else ">="
         return f"{share:g}% of requests with {m.title} {op} {_amount(self.value, m.unit)}"
 
-    def scaled(self, speed: float) -> "Limit":
-        """The limit for a server ``speed`` times faster (a dry run's fake)."""
-        return replace(self, value=self.value * speed if not self.upper else self.value / speed)
-
 
 @dataclass(frozen=True)
 class SLO:
@@ -94,9 +90,6 @@ class SLO:
 
     def describe(self) -> str:
         return "; ".join(limit.describe() for limit in self.limits)
-
-    def scaled(self, speed: float) -> "SLO":
-        return SLO(self.name, tuple(limit.scaled(speed) for limit in self.limits))
 
 
 def _amount(value: float, unit: str, compact: bool = False) -> str:
@@ -208,14 +201,6 @@ def from_experiment(directory) -> list[SLO]:
 
 
 # --- the data -------------------------------------------------------------------------------
-
-def dry_run_speed(tables: Tables) -> float:
-    """The fake's speed factor of a dry run (1 for real results): SLOs are applied scaled by it."""
-    points = points_frame(tables)
-    speeds = {json_obj(s).get("fake_speed") for s in points["bench_scale"].to_list()} if points.height else set()
-    speeds = {float(s) for s in speeds if isinstance(s, (int, float)) and s > 0}
-    return speeds.pop() if len(speeds) == 1 else 1.0
-
 
 def _value(metric: str) -> pl.Expr:
     """A request's value of ``metric``: failed requests get the worst value (FAILED s, or 0

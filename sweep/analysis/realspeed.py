@@ -1,0 +1,91 @@
+"""A dry run's figures at the speed of the system the fake models.
+
+The fake server serves ``dry_run.fake_speed`` times faster than the real 8-GPU host it models (so a
+dry run of the reference experiment takes minutes, not hours). Every time it measured is that many
+times shorter and every rate that many times higher; dividing them back gives what the real system
+would show (the baseline at about 63 tok/s with default NCCL, not 313). The report and the plots
+read the tables through :func:`at_real_speed` (``analysis.analyze``); the Parquet files keep what
+was measured, and ``sweep query`` reads those as they are. Startup phases are not scaled: the fake
+compresses its startup by ``fake_startup_speed`` on top of a real process launch, so no one factor
+gives the real figure back.
+
+Scaled per point, by the ``fake_speed`` in its own ``bench_scale`` (1, i.e. untouched, for points
+measured on a real server). Counts (tokens, requests, concurrency) and ratios (speedups, accept
+lengths, cache hit rates) do not depend on the speed and are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from sweep.analysis.frames import Tables, points_frame
+
+# per table: columns in seconds (multiplied by the speed) and in per-second rates (divided by it)
+TIMES = {
+    "single_stream": ("latency_s", "ttft_s"),
+    "levels": ("wall_s", "latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "ttft_p50_s",
+               "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"),
+    "requests": ("ttft_s", "latency_s", "tpot_s", "itl_p50_s", "itl_p99_s"),
+}
+RATES = {
+    "single_stream": ("tok_per_s",),
+    "levels": ("output_throughput", "request_throughput", "per_request_tok_s", "steady_throughput",
+               "metrics_gen_throughput"),
+    "requests": (),
+}
+TIME_LISTS = {"requests": ("chunk_times_s",)}
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How a results directory's figures were scaled back: the fake's speed factor (1.0: none, a
+    real run) and how many points were scaled."""
+
+    factor: float = 1.0
+    points: int = 0
+
+    @property
+    def scaled(self) -> bool:
+        return self.factor != 1.0 and self.points > 0
+
+    def note(self) -> str:
+        return (f"DRY RUN at {self.factor:g}x: the fake served {self.factor:g} times faster than the real system "
+                f"it models; every benchmark time and rate below is divided back by {self.factor:g} (real "
+                "speed). Startup times are the fake's own (its startup is compressed separately). The Parquet "
+                "files keep what was measured.") if self.scaled else ""
+
+
+def speeds(tables: Tables) -> pl.DataFrame:
+    """``point_id, speed`` of every point that ran on the fake at a speed other than 1."""
+    pts = points_frame(tables)
+    if not pts.height or "bench_scale" not in pts.columns:
+        return pl.DataFrame(schema={"point_id": pl.String, "speed": pl.Float64})
+    rows = []
+    for pid, scale in zip(pts["point_id"].to_list(), pts["bench_scale"].to_list()):
+        value = (scale or {}).get("fake_speed") if isinstance(scale, dict) else None
+        if isinstance(value, (int, float)) and value > 0 and value != 1:
+            rows.append({"point_id": pid, "speed": float(value)})
+    return pl.DataFrame(rows, schema={"point_id": pl.String, "speed": pl.Float64})
+
+
+def at_real_speed(tables: Tables) -> tuple[dict[str, pl.LazyFrame], Speed]:
+    """``tables`` with each dry-run point's times and rates scaled back to real speed, and how."""
+    per_point = speeds(tables)
+    out = dict(tables)
+    if not per_point.height:
+        return out, Speed()
+    factors = sorted(set(per_point["speed"].to_list()))
+    lazy = per_point.lazy()
+    for table in TIMES:
+        if table not in out:
+            continue
+        names = set(out[table].collect_schema().names())
+        k = pl.col("__speed").fill_null(1.0)
+        exprs = [pl.col(c) * k for c in TIMES[table] + TIME_LISTS.get(table, ()) if c in names]
+        exprs += [pl.col(c) / k for c in RATES[table] if c in names]
+        frame = out[table].join(lazy.rename({"speed": "__speed"}), on="point_id", how="left")
+        frame = frame.with_columns(exprs)
+        out[table] = frame.drop("__speed")
+    return out, Speed(factors[0] if len(factors) == 1 else max(factors), per_point.height)
