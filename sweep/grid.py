@@ -17,9 +17,9 @@ from typing import Any, Mapping
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.config import AxisConfig, Experiment
+from sweep.config import AxisConfig, Experiment, normalized_flags
 from sweep.errors import ConfigError
-from sweep.sglang.args import SPECULATIVE_PREFIX, normalize_flag
+from sweep.sglang.args import SPECULATIVE_PREFIX
 
 ROLES = ("drafter", "steps", "topk", "draft_tokens", "env", "other")
 _ROLE_OF_FLAG = {
@@ -80,7 +80,7 @@ def _bundle(axis: str, name: str, spec: Any) -> AxisValue:
     if unknown:
         raise _bad(f"grid.axes.{axis}.values.{name}: unknown key {unknown[0]!r}",
                    "a bundle holds only 'flags' and 'env'")
-    flags = {normalize_flag(k): v for k, v in (spec.get("flags") or {}).items()}
+    flags = normalized_flags(dict(spec.get("flags") or {}), f"grid.axes.{axis}.values.{name}.flags")
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
     return AxisValue(str(name), flags, env, str(name))
 
@@ -103,7 +103,7 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
         raise _bad(f"{where} has no values", "give values: a list (with flag:) or a map of named bundles")
     values_cfg = OmegaConf.to_container(cfg.values) if OmegaConf.is_config(cfg.values) else cfg.values
     if cfg.flag is not None:
-        flag = normalize_flag(cfg.flag)
+        flag = cfg.flag  # normalised by config.load
         if not isinstance(values_cfg, list):
             raise _bad(f"{where}: with flag: {cfg.flag}, values must be a list of scalars",
                        "drop 'flag' to use named bundles instead")
@@ -116,7 +116,7 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
     else:
         if not isinstance(values_cfg, Mapping):
             raise _bad(f"{where}: without flag:, values must be a map of named bundles",
-                       f"add flag: <sglang-flag> to sweep a single flag over a list")
+                       "add flag: <sglang-flag> to sweep a single flag over a list")
         values = tuple(_bundle(name, str(k), v) for k, v in values_cfg.items())
         flag = None
     if not values:
@@ -184,7 +184,7 @@ def _derive(derived: Mapping[str, Any], context: Mapping[str, Any], label: str) 
         raise _bad(f"grid.derived for point {label}: {first}",
                    f"derived values may use the axes ({', '.join(k for k in context)}) and add/mul/max/min, "
                    "e.g. \"${add:${steps},1}\"") from None
-    return {normalize_flag(k): v for k, v in out.items()}  # type: ignore[union-attr]
+    return dict(out)  # type: ignore[arg-type] - keys normalised by config.load
 
 
 def expand(exp: Experiment) -> list[GridPoint]:
@@ -196,7 +196,7 @@ def expand(exp: Experiment) -> list[GridPoint]:
         if unknown:
             raise _bad(f"grid.exclude rule {dict(rule)} names axis {unknown[0]!r}, which is not in grid.axes",
                        f"axes are: {', '.join(a.name for a in axes)}")
-    base_flags = {normalize_flag(k): v for k, v in exp.server.flags.items()}
+    base_flags = exp.server.flags
     groups = _groups(axes, exp.grid.zip)
     order = [a.name for a in axes]
     points: list[GridPoint] = []
@@ -221,8 +221,8 @@ def expand(exp: Experiment) -> list[GridPoint]:
         for n in kept:
             flags.update(chosen[n][1].flags)
             env.update(chosen[n][1].env)
-        derived_cfg = {normalize_flag(k): v for k, v in exp.grid.derived.items()
-                       if not (baseline and normalize_flag(k).startswith(SPECULATIVE_PREFIX))}
+        derived_cfg = {k: v for k, v in exp.grid.derived.items()
+                       if not (baseline and k.startswith(SPECULATIVE_PREFIX))}
         context = {n: chosen[n][1].raw for n in kept}
         context["tp_size"] = exp.server.tp_size
         derived = _derive(derived_cfg, context, label)

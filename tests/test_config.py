@@ -106,3 +106,18 @@ def test_bad_api_and_name(write_yaml):
 def test_shipped_experiments_load():
     for f in ("experiments/k26_eagle.yaml", "experiments/glm5_eagle_tree.yaml"):
         assert config.load(f).name
+
+
+def test_flag_names_are_normalised_once_at_load(write_yaml):
+    exp = config.load(write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {--mem_fraction_static: 0.8}")
+                                 + "    steps: {flag: speculative_num_steps, values: [1]}\n"
+                                 + "  derived: {speculative_num_draft_tokens: 2}\n"))
+    assert exp.server.flags == {"mem-fraction-static": 0.8}
+    assert exp.grid.axes["steps"].flag == "speculative-num-steps"
+    assert exp.grid.derived == {"speculative-num-draft-tokens": 2}
+
+
+def test_one_flag_spelled_twice_is_named(write_yaml):
+    path = write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {mem_fraction_static: 0.8, mem-fraction-static: 0.7}"))
+    with pytest.raises(ConfigError, match="server.flags sets --mem-fraction-static twice"):
+        config.load(path)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Mapping, Optional
 
+from sweep.config import normalize_flag  # noqa: F401 - where flag names are normalised, once
+
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
 KNOWN_FLAGS: frozenset[str] = frozenset(
@@ -65,11 +67,6 @@ def argparse_name(name: str, known: Iterable[str]) -> tuple[Optional[str], list[
         return name, [name]
     matches = sorted(k for k in known if k.startswith(name))
     return (matches[0] if len(matches) == 1 else None), matches
-
-
-def normalize_flag(name: str) -> str:
-    """``--speculative_num_steps`` and ``speculative-num-steps`` are the same flag."""
-    return str(name).lstrip("-").replace("_", "-")
 
 
 def closest_flag(name: str, known: Iterable[str] = KNOWN_FLAGS) -> str | None:
