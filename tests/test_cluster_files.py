@@ -4,8 +4,10 @@ What a cluster would tell us late (a host that never gets a grid point because i
 resource name, a launcher config Ray rejects, a worker started outside the venv, auth left off) is
 checked here early: the YAML files parse and have the fields their tools require, every file
 advertises the host resource the experiments ask for, the bootstrap script passes ``bash -n`` and
-shellcheck and, run against a stand-in ``ray``, passes exactly the flags the design needs, and the
-commands and messages the README shows exist in the project.
+shellcheck and, run against a stand-in ``ray``, passes exactly the flags the design needs, the
+launcher's own commands, run as ``ray up`` runs them, start every host with token authentication,
+the commands the README shows exist, and the error messages it quotes are what the code says when
+that error happens (each produced by the code that raises it, with stand-ins for Ray and the GPUs).
 """
 
 from __future__ import annotations
@@ -65,12 +67,37 @@ def test_every_yaml_file_parses():
         _load(p)
 
 
+def _assigned(command: str, name: str) -> list[str]:
+    """The values a shell line assigns or exports to ``name``, word by word as the shell splits it;
+    quoted text is split again (``echo 'export X=1' >> ~/.bashrc`` assigns it in every later shell)."""
+    found = []
+    for word in shlex.split(command):
+        if any(c.isspace() for c in word):
+            found += _assigned(word, name)
+        elif word.startswith(name + "="):
+            found.append(word.split("=", 1)[1])
+    return found
+
+
 def test_no_cluster_file_turns_auth_off():
-    for p in [SCRIPT, *CLUSTER.glob("*.yaml")]:
-        text = p.read_text()
-        assert not re.search(r"RAY_AUTH_MODE\W*(=|value:)\W*disabled", text), f"{p.name} disables Ray auth"
-    kuberay = _load(KUBERAY)
-    assert kuberay["spec"]["authOptions"]["mode"] == "token"
+    """Ray's token authentication as each file leaves it. KubeRay: ``authOptions`` asks for tokens
+    (the operator then sets the mode in every Ray container) and no container of any group sets
+    another mode over it. The launcher config: no command of any stage sets another mode (what its
+    commands do when run: test_launcher_commands_start_every_host_with_token_auth). The bootstrap
+    script turns every other mode down: test_auth_cannot_be_turned_off."""
+    kuberay = _load(KUBERAY)["spec"]
+    assert kuberay["authOptions"]["mode"] == "token"
+    for group in [kuberay["headGroupSpec"], *kuberay["workerGroupSpecs"]]:
+        pod = group["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            modes = {e.get("value") for e in container.get("env", []) if e["name"] == "RAY_AUTH_MODE"}
+            assert modes <= {"token"}, f"{container['name']} sets RAY_AUTH_MODE={modes}"
+    launcher = _load(LAUNCHER)
+    stages = [k for k in launcher if k.endswith("_commands")]
+    assert {"initialization_commands", "head_start_ray_commands", "worker_start_ray_commands"} <= set(stages)
+    for stage in stages:
+        for command in launcher[stage]:
+            assert set(_assigned(command, "RAY_AUTH_MODE")) <= {"token"}, f"{stage}: {command}"
 
 
 def _ray_schema() -> dict | None:
@@ -105,9 +132,8 @@ def test_launcher_starts_every_node_through_the_bootstrap_script():
     assert len(workers) == 1 and "worker $RAY_HEAD_IP" in workers[0]
     assert f"SWEEP_HOST_RESOURCE={RESOURCE}" in workers[0] and f"SWEEP_GPUS_PER_HOST={GPUS}" in workers[0]
     assert not any(re.search(r"(^|\s)ray start", c) for c in cfg["head_start_ray_commands"] + cfg["worker_start_ray_commands"])
-    # the token reaches every host, and shells there are authenticated
-    assert any(remote.endswith("/.ray/auth_token") for remote in cfg["file_mounts"])
-    assert any("RAY_AUTH_MODE=token" in c for c in cfg["initialization_commands"])
+    # that the token reaches every host and shells there are authenticated is what the commands do
+    # when run: test_launcher_commands_start_every_host_with_token_auth
 
 
 def _ray_resources(params: dict) -> dict:
@@ -182,9 +208,9 @@ printf '%s\\n' "$@" > "$STUB_LOG/args"
 class Bootstrap:
     """Runs host-bootstrap.sh against a stand-in venv whose ``ray`` records its arguments."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, venv: Path | None = None):
         self.home = tmp / "home"
-        self.venv = tmp / "venv"
+        self.venv = venv or tmp / "venv"
         self.log = tmp / "log"
         for d in (self.home, self.venv / "bin", self.log):
             d.mkdir(parents=True)
@@ -201,12 +227,19 @@ class Bootstrap:
     def token(self) -> Path:
         return self.home / ".ray" / "auth_token"
 
-    def run(self, *args: str, **env: str) -> subprocess.CompletedProcess:
+    def env(self, **extra: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("RAY_", "SWEEP_", "NCCL_", "VIRTUAL_ENV", "HF_"))}
-        full = {**base, "HOME": str(self.home), "SWEEP_VENV": str(self.venv), "STUB_LOG": str(self.log),
-                "PYTHONPATH": str(REPO), **env}
-        return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=full, timeout=60)
+        return {**base, "HOME": str(self.home), "STUB_LOG": str(self.log), "PYTHONPATH": str(REPO), **extra}
+
+    def run(self, *args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                              env=self.env(**{"SWEEP_VENV": str(self.venv), **env}), timeout=60)
+
+    def shell(self, command: str, **env: str) -> subprocess.CompletedProcess:
+        """A command line in a fresh bash on this stand-in host (its HOME, no SWEEP_VENV)."""
+        return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=self.env(**env),
+                              timeout=60)
 
     def ray_args(self) -> list[str] | None:
         p = self.log / "args"
@@ -284,6 +317,43 @@ def test_auth_cannot_be_turned_off(boot):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("role", ["head", "worker"])
+def test_launcher_commands_start_every_host_with_token_auth(tmp_path, role):
+    """``ray up``'s own commands for a host of each role, run the way it runs them over SSH
+    (``source ~/.bashrc; export ... && (CMD)``, ray/autoscaler/_private/command_runner.py) on a
+    stand-in host laid out as its file_mounts leave it: the repository at ~/sweep (its venv a
+    stand-in whose ``ray`` records how it was started) and the token at ~/.ray/auth_token."""
+    cfg = _load(LAUNCHER)
+    user = cfg["auth"]["ssh_user"]
+    assert {f"/home/{user}/sweep", f"/home/{user}/.ray/auth_token"} <= set(cfg["file_mounts"])
+    host = Bootstrap(tmp_path, venv=tmp_path / "home" / "sweep" / ".venv")
+    (host.home / "sweep" / "cluster").mkdir(parents=True)
+    (host.home / "sweep" / "cluster" / SCRIPT.name).symlink_to(SCRIPT)
+    host.token().parent.mkdir()
+    host.token().write_text("the-clusters-token")
+    for command in cfg["initialization_commands"] * 2:  # run again on every later `ray up`
+        r = host.shell(command)
+        assert r.returncode == 0, (command, r.stderr)
+    assert stat.S_IMODE(host.token().stat().st_mode) == 0o600
+    # every later shell on the host (ray exec, a driver started by hand) is authenticated, once
+    assert host.shell('source ~/.bashrc; printf %s "$RAY_AUTH_MODE"').stdout == "token"
+    assert (host.home / ".bashrc").read_text().count("RAY_AUTH_MODE") == 1
+    for command in cfg[f"{role}_start_ray_commands"]:
+        r = host.shell(f"source ~/.bashrc; export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore && ({command})",
+                       RAY_HEAD_IP="10.0.0.10")
+        assert r.returncode == 0, (command, r.stderr)
+    args, env = host.ray_args(), host.ray_env()
+    assert args[0] == "start" and env["RAY_AUTH_MODE"] == "token"
+    assert env["VIRTUAL_ENV"] == str(host.venv)  # the repository's venv, found from the script's place
+    assert "the-clusters-token" == host.token().read_text()  # the head used the mounted token, made none
+    if role == "head":
+        assert "--head" in args and _resources_arg(args) is None and "--num-gpus=0" in args
+    else:
+        assert "--address=10.0.0.10:6379" in args
+        assert _resources_arg(args) == {RESOURCE: 1} and f"--num-gpus={GPUS}" in args
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("args, env, culprit", [
     (["worker", "10.0.0.10; reboot"], {}, "is not HOST or HOST:PORT"),
     (["head"], {"SWEEP_HOST_RESOURCE": 'gpu_host", "GPU": 99, "x'}, "SWEEP_HOST_RESOURCE"),
@@ -318,14 +388,142 @@ def test_readme_names_only_files_and_settings_that_exist():
     assert importlib.util.find_spec("sweep.fake") is not None  # what --fake launches
 
 
-def test_readme_quotes_the_real_error_messages():
-    """The troubleshooting table quotes these; they must stay what the code says."""
-    text = README.read_text()
-    sources = "".join(p.read_text() for p in (REPO / "sweep").rglob("*.py"))
-    for message in ("no node of the cluster advertises the host resource", "no Ray cluster to join at",
-                    "advertise fewer than", "SGLang is not importable with", "GPUs are not free"):
-        assert message in text, f"README no longer quotes {message!r}"
-        assert message in sources, f"README quotes {message!r}, which no module says any more"
+# The troubleshooting tables (README.md, cluster/README.md) quote error messages. Each is produced
+# here by the code that raises it, in the situation the table describes, and every quote of it must
+# be how that message begins: "..." in a quote stands for any text, a placeholder (pid P, HOST:PORT)
+# for what this run put there.
+
+READMES = (REPO / "README.md", README)
+CLI_PREFIX = "error: "  # how the command line prints a SweepError's message (sweep/cli.py)
+
+
+def _quotes(phrase: str) -> list[str]:
+    return [q for path in READMES for q in re.findall(r"`([^`\n]+)`", path.read_text()) if phrase in q]
+
+
+def _begins_as_quoted(message: str, quote: str, values: dict[str, str]) -> bool:
+    quote = quote.removeprefix(CLI_PREFIX)
+    for placeholder, value in values.items():
+        quote = quote.replace(placeholder, value)
+    return re.match(".*?".join(re.escape(part) for part in quote.split("...")), message) is not None
+
+
+def _node(name: str, ip: str, **resources: float) -> dict:
+    """A live node as ray.nodes() describes it."""
+    return {"NodeID": (name.encode().hex() * 28)[:56], "Alive": True, "NodeManagerHostname": name,
+            "NodeManagerAddress": ip, "Resources": {"CPU": 96.0, "memory": 1e12, "object_store_memory": 2e9,
+                                                    f"node:{ip}": 1.0, **resources}}
+
+
+def _cluster_with(monkeypatch, nodes: list[dict]):
+    """sweep.orchestrate.cluster against a stand-in Ray: ``ray.nodes()`` answers ``nodes``, and
+    ``ray.init`` finds no cluster (Ray's own message), so no test here ever joins a real one."""
+    from sweep.orchestrate import cluster
+
+    def no_cluster(*args, **kwargs):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to "
+                              "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
+
+    monkeypatch.setattr(cluster.ray, "nodes", lambda: nodes)
+    monkeypatch.setattr(cluster.ray, "init", no_cluster)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return cluster
+
+
+def _no_host_resource(monkeypatch, tmp_path):
+    cluster = _cluster_with(monkeypatch, [_node("head", "10.0.0.10"), _node("gpu-a", "10.0.0.11", GPU=GPUS)])
+    return lambda: cluster.require_hosts(RESOURCE, GPUS), {}
+
+
+def _too_few_gpus(monkeypatch, tmp_path):
+    cluster = _cluster_with(monkeypatch, [_node("gpu-a", "10.0.0.11", GPU=GPUS // 2, **{RESOURCE: 1.0})])
+    return lambda: cluster.require_hosts(RESOURCE, GPUS), {}
+
+
+def _no_cluster_to_join(monkeypatch, tmp_path):
+    cluster = _cluster_with(monkeypatch, [])
+    return lambda: cluster.connect(None), {}  # RAY_ADDRESS unset: auto
+
+
+def _nothing_answers(monkeypatch, tmp_path):
+    from tests.conftest import free_port
+
+    cluster = _cluster_with(monkeypatch, [])
+    addr = f"127.0.0.1:{free_port()}"
+    return lambda: cluster.connect(addr), {"HOST:PORT": addr}
+
+
+def _no_sglang(monkeypatch, tmp_path):
+    from sweep.host import preflight
+
+    # a `python` first on PATH that cannot import sglang, whatever this interpreter has installed:
+    # isolated, without site-packages
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return lambda: preflight.sglang_version(["python", "-m", "sglang.launch_server"]), {}
+
+
+def _gpus_held(monkeypatch, tmp_path):
+    from sweep.config import ReapConfig
+    from sweep.host import preflight
+    from sweep.host.gpu import FakeGpus, ledger_record
+
+    ledger_record(tmp_path, os.getpid(), 3, 60_000)  # a live process that is not the sweep's holds GPU 3
+    probe = FakeGpus(tmp_path)
+    return (lambda: preflight.check_gpus(probe, GPUS, ReapConfig().gpu_mem_free_mib, preflight.PreflightReport()),
+            {"pid P": f"pid {os.getpid()}"})
+
+
+def _too_few_gpus_visible(monkeypatch, tmp_path):
+    from sweep.config import ReapConfig
+    from sweep.host import preflight
+    from sweep.host.gpu import NoGpus
+
+    return (lambda: preflight.check_gpus(NoGpus(), GPUS, ReapConfig().gpu_mem_free_mib, preflight.PreflightReport()),
+            {"N GPUs": "0 GPUs"})
+
+
+def _flag_unknown(monkeypatch, tmp_path):
+    from sweep.host import preflight
+
+    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path))
+    launcher = [sys.executable, "-m", "sweep.fake"]  # answers --help with the flags of its SGLang version
+    argv = [*launcher, "--model-path", "/models/m", "--speculative-num-stepz", "2"]
+    return (lambda: preflight.check_flags(argv, launcher, "0.5.10", "gpu-a"),
+            {"SGLang X on H": "SGLang 0.5.10 on gpu-a", "--flag": "--speculative-num-stepz"})
+
+
+@pytest.mark.parametrize("phrase, situation, error", [
+    pytest.param("no node of the cluster advertises the host resource", _no_host_resource, "ClusterError",
+                 id="no-host-resource"),
+    pytest.param("advertise fewer than", _too_few_gpus, "ClusterError", id="too-few-gpus"),
+    pytest.param("no Ray cluster to join at", _no_cluster_to_join, "ClusterError", id="no-cluster"),
+    pytest.param("no Ray cluster answers at", _nothing_answers, "ClusterError", id="nothing-answers"),
+    pytest.param("SGLang is not importable with", _no_sglang, "PointFailure", id="no-sglang"),
+    pytest.param("GPUs are not free", _gpus_held, "PointFailure", id="gpus-held"),
+    pytest.param("GPUs visible, tp size", _too_few_gpus_visible, "PointFailure", id="gpus-missing"),
+    pytest.param("does not accept", _flag_unknown, "PointFailure", id="flag-unknown"),
+])
+def test_readme_quotes_what_the_code_says(monkeypatch, tmp_path, phrase, situation, error):
+    from sweep import errors
+
+    quotes = _quotes(phrase)
+    assert quotes, f"the READMEs no longer quote {phrase!r}"
+    raise_it, values = situation(monkeypatch, tmp_path)
+    with pytest.raises(getattr(errors, error)) as e:
+        raise_it()
+    if error == "ClusterError":  # the command line exits 4 printing "error: MESSAGE"
+        assert e.value.exit_code == 4
+        said = e.value.message
+    else:  # the point fails in preflight with this reason (its failure_reason)
+        assert e.value.phase == "preflight"
+        said = e.value.reason
+    for quote in quotes:
+        assert _begins_as_quoted(said, quote, values), f"README quotes `{quote}`; the code says: {said}"
 
 
 @pytest.mark.slow

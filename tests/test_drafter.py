@@ -258,7 +258,6 @@ def test_each_mistake_gets_its_verdict(name, target, tmp_path):
     assert verdict(report) == m.verdict, [str(f) for f in report.findings]
     assert {f.check for f in report.findings} == set(m.checks), [str(f) for f in report.findings]
     assert all(f.fix for f in report.findings)
-    assert report.seconds < 1.0
 
 
 def test_the_tiny_drafter_reads_the_layers_it_was_made_for(target, tmp_path):

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from sweep.host import reaper
 from sweep.host.gpu import FakeGpus
 from sweep.host.point import HostContext, PointSpec, run_point
 from tests.conftest import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -74,25 +74,34 @@ def test_ready_with_phase_timings_and_tables(tmp_path, host):
     assert host.probe.processes() == []  # every rank gave its GPU memory back
 
 
-def test_capture_oom_found_within_a_second_of_exit(tmp_path, host):
+def test_capture_oom_explained_from_the_log_of_the_dead_server(tmp_path, host):
+    # noticed as a death (the exit, explained from the log), not waited out as a hang: stall_s is
+    # 20 s and the phase limits 30 s, and a hang's reason would say so. How soon after the exit it is
+    # noticed (README: within a second) is a figure tests/perf/failure_timings.py prints.
     spec = make_spec(tmp_path, "--fake-fail-at", "capture")
-    seen = {}
-    r = run_point(spec, host, lambda e: seen.setdefault(e["stage"], time.time()))
+    stages = []
+    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
     assert r.status == "failed" and r.failure_phase == "capture"
-    assert "CUDA out of memory" in r.failure_reason
-    last_write = os.path.getmtime(spec.log_path)
-    assert seen["stop"] - last_write < 1.0, "a dead server must be noticed within a second"
+    assert "CUDA out of memory" in r.failure_reason and not r.failure_reason.startswith("hang")
+    assert stages[-1] == "stop" and "benchmark" not in stages
+    assert r.phases["load_s"] is not None and r.phases["capture_s"] is None  # it died capturing
     assert "Traceback" in r.log_tail
+    # it was already gone: stopping it found nothing to signal
+    assert not [k for k in r.reaped["killed"] if k["reason"] == "stopped after the point"]
 
 
 def test_capture_hang_cut_by_stall_timeout(tmp_path, host):
     t = Timeouts(stall_s=1.5, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=1)
     spec = make_spec(tmp_path, "--fake-hang-at", "capture", timeouts=t)
-    t0 = time.monotonic()
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "capture"
-    assert r.failure_reason.startswith("hang: no log output for 2 s") or "no log output" in r.failure_reason
-    assert time.monotonic() - t0 < 15
+    # the stall detector cut it (stall_s 1.5, shown as 2 s), not capture_s or total_s, whose reasons
+    # are "still in capture after 30 s" and "not ready after 60 s"
+    assert r.failure_reason.startswith("hang: no log output for 2 s in capture (server.timeouts.stall_s); "
+                                       "last log line: "), r.failure_reason
+    assert r.phases["load_s"] is not None and r.phases["capture_s"] is None
+    # the hung server was still running when it was cut: the stop killed it
+    assert [k for k in r.reaped["killed"] if k["reason"] == "stopped after the point"]
 
 
 def test_zombie_children_reaped_and_port_freed(tmp_path, host):
@@ -109,10 +118,7 @@ def test_leftovers_of_a_crashed_run_reaped_before_launch(tmp_path, host):
     env = {**os.environ, **host.extra_env, **reaper.Marker(SWEEP, host.name).env("old")}
     old = subprocess.Popen(spec.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
-    deadline = time.time() + 20
-    while time.time() < deadline and not host.probe.processes():
-        time.sleep(0.1)
-    assert host.probe.processes(), "the old server never took its GPUs"
+    wait_until(host.probe.processes, 20, "the old server takes its GPUs", interval=0.1)
     old.send_signal(signal.SIGKILL)  # the parent dies, the zombie children keep the GPUs
     old.wait()
     assert host.probe.processes()
@@ -129,9 +135,7 @@ def test_foreign_gpu_process_reported_not_killed(tmp_path, host):
         ledger_record({ledger!r}, os.getpid(), 0, 60000)
         time.sleep(60)""")], env={k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")})
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline and not host.probe.processes():
-            time.sleep(0.1)
+        wait_until(host.probe.processes, 10, "the foreign process holds GPU 0", interval=0.1)
         r = run_point(make_spec(tmp_path), host)
         assert r.status == "failed" and r.failure_phase == "preflight"
         assert "GPU 0" in r.failure_reason and str(foreign.pid) in r.failure_reason
@@ -155,33 +159,40 @@ def test_server_dies_with_the_launching_process(tmp_path, host):
         time.sleep(120)""")
     launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     server_pid = int(launcher.stdout.readline())
-    deadline = time.time() + 20
-    while time.time() < deadline and len(reaper.tree(server_pid)) < 3:
-        time.sleep(0.1)
-    tree = reaper.tree(server_pid)
-    assert len(tree) >= 3, "the fake should have forked its ranks"
+    tree = wait_until(lambda: t if len(t := reaper.tree(server_pid)) >= 3 else None, 20,
+                      "the fake forks its ranks", interval=0.1)
     launcher.kill()  # kill -9: no cleanup code runs in the launcher
     launcher.wait()
     gone, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive, f"still alive after the launcher died: {[p.pid for p in alive]}"
 
 
-def test_preflight_missing_drafter_path_fast(tmp_path, host):
+def _nothing_launched(spec: PointSpec, r, stages: list[str]) -> None:
+    """Failed in pre-flight, before any server was launched: no launch stage, no log file, no
+    startup timed, nothing stopped or reaped. (How many seconds pre-flight takes is a figure
+    tests/perf/failure_timings.py prints.)"""
+    assert stages == ["preflight", "stop"]
+    assert not Path(spec.log_path).exists()
+    assert r.phases == {} and r.log_tail == ""
+    assert r.reaped["killed"] == []
+
+
+def test_preflight_missing_drafter_path_launches_nothing(tmp_path, host):
     spec = make_spec(tmp_path, flags=SPEC_FLAGS)
     spec = replace(spec, real_paths=True, paths={"model_path": str(tmp_path), "draft model path": "/nope/drafter"})
-    t0 = time.monotonic()
-    r = run_point(spec, host)
-    assert time.monotonic() - t0 < 2.0
+    stages = []
+    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert "/nope/drafter does not exist" in r.failure_reason
+    _nothing_launched(spec, r, stages)
 
 
-def test_preflight_unknown_flag_fast(tmp_path, host):
+def test_preflight_unknown_flag_launches_nothing(tmp_path, host):
     spec = make_spec(tmp_path, "--speculative-num-stepz", "2")
-    t0 = time.monotonic()
-    r = run_point(spec, host)
-    assert time.monotonic() - t0 < 2.0
+    stages = []
+    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
     assert r.status == "failed" and r.failure_phase == "preflight" and "--speculative-num-stepz" in r.failure_reason
+    _nothing_launched(spec, r, stages)
 
 
 def test_preflight_port_in_use(tmp_path, host):

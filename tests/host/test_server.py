@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -252,8 +251,10 @@ def test_progress_bar_longer_than_stall_s_is_not_a_hang(tmp_path, servers):
     shown = [e for e in events if "progress" in e]
     assert shown and all(e["stage"] == "load" and e["progress_kind"] == "load" for e in shown)
     assert shown[-1]["progress"].startswith("load ") and "/64 shards" in shown[-1]["progress"]
-    # the bar really drew with no complete line for longer than stall_s
-    assert startup.first("load_end") - shown[0]["elapsed_s"] > STALL + 0.5
+    # the case really happened: between the load's two lines, as the host timed them, only the bar
+    # drew, for longer than stall_s (the stand-in draws for 3x stall_s)
+    assert [ev for ev, _ in startup.order][:2] == ["load_begin", "load_end"]
+    assert startup.first("load_end") - startup.first("load_begin") > STALL
     assert len(shown) <= 3 * STALL + 3  # throttled to about one a second, not ten
     (rec,) = startup.progress_records()
     assert rec["kind"] == "load" and rec["total"] == 64 and rec["n"] >= 20 and rec["rate"] == pytest.approx(10)
@@ -268,12 +269,13 @@ def test_no_output_at_all_is_cut_as_a_hang(tmp_path, servers):
     server = ServerProcess([sys.executable, "-c", script], {}, tmp_path / "server.log", port=port)
     server.start()
     servers.append(server)
-    t0 = time.monotonic()
     with pytest.raises(PointFailure) as e:
         server.wait_ready(Timeouts(stall_s=STALL, load_s=30, capture_s=30, ready_s=30, total_s=60))
-    assert time.monotonic() - t0 < 15  # the stall, not load_s (30 s), cut it
     assert e.value.phase == "load"
-    assert f"hang: no log output for {STALL:.0f} s in load (server.timeouts.stall_s)" in e.value.reason
+    # the stall detector cut it, not load_s or total_s (their reasons: "still in load after 30 s
+    # (limit server.timeouts.load_s)", "not ready after 60 s"), and cut it alive: it did not die
+    assert e.value.reason.startswith(f"hang: no log output for {STALL:.0f} s in load (server.timeouts.stall_s); ")
+    assert server.alive()
     assert "last log line: [2026-12-01 07:20:59] Load weight begin" in e.value.reason
 
 
