@@ -156,6 +156,35 @@ if [ "$no_sglang" = 1 ]; then
     "(pip install -e '${repo_dir}[gpu]'; --fake sweeps still work)"
 fi
 
+# The head's address, as Ray will find it without --node-ip-address: the source address of a route to
+# the internet, else what the hostname resolves to. On a host with no default route whose hostname
+# maps to 127.0.x.x (/etc/hosts), that is loopback: the head then tells every worker to join it at
+# 127.0.0.1, and none can. (A worker finds its address from the route to the head: no such problem.)
+if [ "$role" = head ] && [[ " ${extra[*]-} " != *" --node-ip-address"* ]]; then
+  guessed="$(python - <<'PY' 2>/dev/null || true
+import socket
+
+for family, target in ((socket.AF_INET, ("8.8.8.8", 53)), (socket.AF_INET6, ("2001:4860:4860::8888", 53))):
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect(target)  # UDP: picks the route, sends nothing
+            print(s.getsockname()[0])
+            raise SystemExit
+    except OSError:
+        pass
+try:
+    print(socket.gethostbyname(socket.gethostname()))
+except OSError:
+    print("")
+PY
+)"
+  case "$guessed" in
+    127.* | ::1 | "")
+      warn "Ray would advertise this head as '${guessed:-no address}' (no default route, and the hostname resolves to loopback): workers on other hosts could not join it" \
+        "(pass its cluster IP: cluster/host-bootstrap.sh head -- --node-ip-address=10.0.0.10)" ;;
+  esac
+fi
+
 if [ "$gpu_host" = 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
   seen="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
   if [ "${seen:-0}" -lt "$gpus" ]; then

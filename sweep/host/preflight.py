@@ -19,6 +19,7 @@ from sweep import atomic
 from sweep.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.gpu import Gpu, GpuProbe
+from sweep.redact import argv_value  # the value argparse takes: the last one given
 from sweep.sglang.args import flags_in_argv
 
 HELP_TIMEOUT_S = 120.0  # the real launcher imports torch before printing --help
@@ -142,6 +143,36 @@ def check_port(port: int, host: str, report: PreflightReport) -> None:
         raise PointFailure("preflight", f"port {port} on {host} is in use by a process that is not this sweep's",
                            fix="stop that process, or set server.port to a free port")
     report.checks.append(f"ok: port {port} free")
+
+
+def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> None:
+    """Node rank 0 of a server that spans hosts: ``--dist-init-addr IP:PORT`` must be an address of
+    this host (the other nodes connect to it there) and its port free on it. A wrong IP would
+    otherwise leave the other nodes waiting for a rendezvous that never comes."""
+    import errno
+    import socket
+
+    addr = argv_value(argv, "--dist-init-addr")
+    if not addr or int(argv_value(argv, "--node-rank") or 0) != 0:
+        return
+    ip, _, port = addr.rpartition(":")
+    if not ip or not port.isdigit():
+        raise PointFailure("preflight", f"--dist-init-addr {addr} is not IP:PORT",
+                           fix="the orchestrator sets it from the leader's IP; check ray_runner.dist_port_offset")
+    with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((ip.strip("[]"), int(port)))
+        except OSError as e:
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise PointFailure("preflight", f"--dist-init-addr {addr}: {ip} is not an address of {host}, "
+                                                "so the other nodes could not reach node rank 0 there",
+                                   fix="check the IP Ray reports for this host (ray start --node-ip-address)") from None
+            raise PointFailure("preflight", f"--dist-init-addr port {port} is in use on {host} ({ip}): "
+                                            f"{e.strerror or e}",
+                               fix="stop the process holding it, or change server.port (the port is "
+                                   "server.port + 1000)") from None
+    report.checks.append(f"ok: dist-init port {port} free on {ip}")
 
 
 def check_rules(flags: dict, bench, report: PreflightReport, architecture: str | None = None) -> None:

@@ -123,7 +123,8 @@ class SweepProgress:
 
     def _log(self, text: str) -> None:
         if not self.live_mode:
-            self.console.print(f"[{time.strftime('%H:%M:%S')}] {text}", highlight=False, soft_wrap=True)
+            # plain text: a failure reason may hold brackets rich would read as markup ([/__w/pytorch/...])
+            self.console.print(f"[{time.strftime('%H:%M:%S')}] {text}", markup=False, highlight=False, soft_wrap=True)
 
     def on(self, event: SweepEvent) -> None:
         """One typed event: a host's stage, or a finished point (others are not drawn)."""

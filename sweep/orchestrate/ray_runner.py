@@ -80,9 +80,10 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
         launcher[0] = argv[0] = sys.executable
     spec = replace(spec, port=setup.port, argv=argv, launcher=launcher)
     ctx = setup.context()
+    task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
     def progress(ev: dict) -> None:
-        board.post.remote(spec.point_id, ctx.name, ev)
+        board.post.remote(spec.point_id, ctx.name, {**ev, "task_id": task_id})
 
     return spec, ctx, progress
 
@@ -104,7 +105,7 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
 
 def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress({"stage": "start", **_whereabouts(ctx)})
+    progress({"stage": "start", "node_id": ctx.node_id})
     if run_fn is None:
         from sweep.host.point import run_point as run_fn  # noqa: N806 (imported where it runs)
     return run_fn(spec, ctx, progress)
@@ -114,13 +115,8 @@ def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, n
     from sweep.host.point import run_follower
 
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress({"stage": "start", **_whereabouts(ctx)})
+    progress({"stage": "start", "node_id": ctx.node_id})  # the driver fails it if its node is declared dead
     return run_follower(spec, ctx, node_rank, progress)
-
-
-def _whereabouts(ctx: HostContext) -> dict:
-    """Which node runs which task: the driver fails the task itself if the cluster declares that node dead."""
-    return {"node_id": ctx.node_id, "task_id": ray.get_runtime_context().get_task_id()}
 
 
 @dataclass
@@ -176,6 +172,7 @@ class Runner:
     _task_node: dict[str, str] = field(default_factory=dict)  # task id -> node id it reported from
     _nodes_checked: float = 0.0
     _on_event: Any = None
+    _stopping: set = field(default_factory=set)  # tasks that said they are stopping their server
 
     def __post_init__(self) -> None:
         self._opts = dict(num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1}, max_retries=0)
@@ -251,6 +248,10 @@ class Runner:
         if p.kind == "follower":
             if g.leader not in self._pending:
                 return None  # the point is over; this is the follower we cancelled
+            if g.leader.task_id().hex() in self._stopping:
+                # the leader is stopping its server at the end of the point: a real follower dies with
+                # it (its peer is gone); the leader's own result decides the point
+                return None
             try:
                 result: PointResult = ray.get(ref)
                 g.failure = result  # its server died while the leader still ran
@@ -285,8 +286,10 @@ class Runner:
             return
         for pid, host, ev in events:
             self._where[pid] = host
-            if "task_id" in ev:
+            if "node_id" in ev:
                 self._task_node[ev["task_id"]] = ev["node_id"]
+            if ev.get("stage") == "stop":
+                self._stopping.add(ev.get("task_id"))
             on_event(pid, host, ev)
 
     def _lost_with_their_nodes(self) -> list[Outcome]:
@@ -314,6 +317,8 @@ class Runner:
                 pass
             host = next((s.host.name for s in self.setups.values() if s.host.node_id == node), node[:12])
             if p.kind == "follower":
+                if p.group.leader.task_id().hex() in self._stopping:
+                    continue  # the point is ending anyway: the leader's result decides it
                 p.group.host_lost = True
                 if p.group.leader in self._pending:
                     ray.cancel(p.group.leader, force=False)  # the leader's cleanup stops its server

@@ -49,6 +49,15 @@ def test_plain_output_logs_a_bar_once_per_kind_then_every_30_s(monkeypatch):
     assert "capture capture" not in buf.getvalue() and sum("batch sizes" in line for line in lines) == 1
 
 
+def test_a_reason_with_brackets_is_printed_as_it_is():
+    """torch and gloo errors name source paths in brackets, which rich would take for markup."""
+    buf = io.StringIO()
+    sp = SweepProgress(1, 1, Console(file=buf, width=400, force_terminal=False))
+    reason = "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+    sp.point_finished("host-a", "drafter=none", "failed", 12.0, f"load: {reason}")
+    assert reason in buf.getvalue()
+
+
 def test_points_row_takes_progress_and_engine_timings():
     from sweep.host.point import PointResult
     from sweep.host.server import Startup
