@@ -116,7 +116,9 @@ def test_sigterm_drains_and_leaves_nothing(server):
     assert not alive, [p.pid for p in alive]
     text = log.read_text(errors="replace")
     assert "SIGTERM received" in text
-    assert re.search(r"scheduler_0 \(pid=\d+\) crashed with exit code -15", text), text[-2000:]
+    # the launcher reports the first child it sees gone: the scheduler in the transcripts, the
+    # detokenizer on a loaded machine (both got the group's SIGTERM)
+    assert re.search(r"Subprocess (scheduler_0|detokenizer) \(pid=\d+\) crashed with exit code -15", text), text[-2000:]
     assert code in (137, -9, 0, -15), code  # the transcripts: the launcher kills itself (137)
     # it sleeps the seconds it says before its diagnostics: its own timestamps (whole seconds)
     # of that line and of the next are at least that far apart
