@@ -85,7 +85,7 @@ def at_real_speed(tables: Tables) -> tuple[dict[str, pl.LazyFrame], Speed]:
         k = pl.col("__speed").fill_null(1.0)
         exprs = [pl.col(c) * k for c in TIMES[table] + TIME_LISTS.get(table, ()) if c in names]
         exprs += [pl.col(c) / k for c in RATES[table] if c in names]
-        frame = out[table].join(lazy.rename({"speed": "__speed"}), on="point_id", how="left")
+        frame = out[table].join(lazy.rename({"speed": "__speed"}), on="point_id", how="left", maintain_order="left")
         frame = frame.with_columns(exprs)
         out[table] = frame.drop("__speed")
     return out, Speed(factors[0] if len(factors) == 1 else max(factors), per_point.height)
