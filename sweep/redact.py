@@ -85,19 +85,6 @@ def redact_argv(argv: Iterable[Any], values: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def argv_value(argv: Iterable[Any], flag: str) -> str | None:
-    """The value of ``--flag`` in an argv (``--flag X`` or ``--flag=X``; the last one wins, as in
-    argparse), or None."""
-    argv = [str(a) for a in argv]
-    found = None
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif a.startswith(flag + "="):
-            found = a.split("=", 1)[1]
-    return found
-
-
 def secret_values(argv: Iterable[Any] = (), env: Mapping[str, Any] | None = None,
                   flags: Mapping[str, Any] | None = None) -> list[str]:
     """The secret values of a point: of secret-named flags in its argv (or flags) and env."""

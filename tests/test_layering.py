@@ -17,7 +17,7 @@ SWEEP = Path(__file__).resolve().parents[1] / "sweep"
 # Lower rank = lower layer. A module may import its own top-level package and anything ranked
 # strictly lower. (``sweep`` itself is the package root: ``__version__`` and the public API.)
 RANK = {
-    "errors": 0, "atomic": 0, "types": 0,
+    "errors": 0, "atomic": 0, "types": 0, "argv": 0,
     "settings": 1, "console": 1, "redact": 1,
     "config": 2, "results": 2,
     "sglang": 3, "drafter": 3, "analysis": 3, "tinymodels": 3,
@@ -30,7 +30,7 @@ RANK = {
     "cli": 10,
     "__main__": 11,
 }
-ANALYSIS_MAY_READ = {"results", "settings", "errors", "atomic", "console", "types"}  # analysis reads only results
+ANALYSIS_MAY_READ = {"results", "settings", "errors", "atomic", "console", "types", "argv"}  # analysis reads only results
 
 
 def _module(path: Path) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, points_frame
+from sweep.argv import argv_value
 
 NEAR_ZERO = 0.05  # accept rate (accepted / proposed drafts) under which a drafter is "broken"
 FAR_BELOW = 0.5  # accepted drafts per verify under this share of the first position's prediction: "low"
@@ -31,16 +32,6 @@ CAUSES = ("weights SGLang did not load (layers.0.* vs midlayer.*, a module./_ori
           "a word, left uninitialized), the wrong target layers (eagle_aux_hidden_state_layer_ids, or SGLang's "
           "default when absent), a drafter trained for another target (hidden size, vocabulary, d2t/t2d), or an "
           "EAGLE-3 drafter under EAGLE; `python -m sweep check-drafter TARGET DRAFTER` checks all of them")
-
-
-def _flag(argv: list[str] | None, name: str) -> str | None:
-    argv = list(argv or [])
-    for i, a in enumerate(argv):
-        if a == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    return None
 
 
 def _int(text: str | None) -> int | None:
@@ -53,15 +44,15 @@ def _int(text: str | None) -> int | None:
 def spec_shape(argv: list[str] | None) -> dict:
     """algorithm, steps, topk, draft_tokens and draft positions per verify from a server's argv
     (positions: drafts proposed per verify step: steps for a chain, draft tokens - 1 for a tree)."""
-    algorithm = (_flag(argv, "--speculative-algorithm") or "").upper() or None
-    steps, topk = _int(_flag(argv, "--speculative-num-steps")), _int(_flag(argv, "--speculative-eagle-topk"))
-    tokens = _int(_flag(argv, "--speculative-num-draft-tokens"))
+    algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper() or None
+    steps, topk = _int(argv_value(argv, "--speculative-num-steps")), _int(argv_value(argv, "--speculative-eagle-topk"))
+    tokens = _int(argv_value(argv, "--speculative-num-draft-tokens"))
     if topk in (None, 1) and steps is not None:
         positions = steps  # topk 1: SGLang makes draft tokens steps + 1
     else:
         positions = tokens - 1 if tokens else None
     return {"algorithm": algorithm, "steps": steps, "topk": topk or 1, "draft_tokens": tokens,
-            "positions": positions, "drafter_path": _flag(argv, "--speculative-draft-model-path")}
+            "positions": positions, "drafter_path": argv_value(argv, "--speculative-draft-model-path")}
 
 
 def position_rates(histogram: list[int] | None, depth: int | None = None) -> list[float | None]:

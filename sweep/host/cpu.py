@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 
+from sweep.argv import argv_value
 from sweep.errors import PointFailure
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
@@ -39,12 +40,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
 
 def speculative_algorithm(argv: list[str]) -> str | None:
     """The ``--speculative-algorithm`` of an argv (either spelling), or None for a baseline."""
-    for i, a in enumerate(argv):
-        if a == "--speculative-algorithm" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--speculative-algorithm="):
-            return a.split("=", 1)[1]
-    return None
+    return argv_value(argv, "--speculative-algorithm")
 
 
 def check_speculation(algorithm: str | None, report_checks: list[str], have: set[str] | None = None) -> None:

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sweep import atomic
+from sweep.argv import argv_value
 from sweep.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.gpu import Gpu, GpuProbe
-from sweep.redact import argv_value  # the value argparse takes: the last one given
 from sweep.sglang.args import flags_in_argv
 
 HELP_TIMEOUT_S = 120.0  # the real launcher imports torch before printing --help

@@ -30,6 +30,7 @@ from typing import Callable
 
 import httpx
 
+from sweep.argv import argv_value
 from sweep.config import Timeouts
 from sweep.errors import PointFailure
 from sweep import redact
@@ -332,7 +333,7 @@ class ServerProcess:
         self.argv = list(argv)
         self.env = dict(env)
         self.secrets = redact.secret_values(argv, env) if secrets is None else list(secrets)
-        self.api_key = redact.argv_value(argv, "--api-key") if api_key is None else api_key
+        self.api_key = argv_value(argv, "--api-key") if api_key is None else api_key
         self._pump: LogPump | None = None
         self.log_path = Path(log_path)
         self.port = port

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from sweep import __version__
+from sweep import __version__, redact
 from sweep.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, from_rows
 
@@ -14,14 +14,11 @@ if TYPE_CHECKING:  # only the shapes: results sits below the layers that make th
     from sweep.host.point import PointResult
     from sweep.plan import PlannedPoint
 
-from sweep.redact import REDACTED, is_secret_name, redact_env  # noqa: E402,F401 - the one place secrets are defined
-from sweep.redact import redact_argv as _redact_argv, secret_values  # noqa: E402
-
 
 def redact_argv(argv: list[str]) -> list[str]:
     """``--api-key X`` -> ``--api-key <redacted>`` (and ``--api-key=X``, and any flag with a secret name,
     see sweep/redact.py); the secret values found are hidden wherever else the argv has them."""
-    return _redact_argv(argv, secret_values(argv))
+    return redact.redact_argv(argv, redact.secret_values(argv))
 
 
 def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[str],
@@ -32,7 +29,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
     row: dict[str, Any] = {
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
         "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
-        "argv": redact_argv(argv), "env": dict(sorted(redact_env(pp.env).items())),
+        "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
         "errors": pp.errors, "warnings": pp.warnings, "attempts": attempts,
         "dry_run": mode in ("dry-run", "fake"), "bench_scale": struct_value(bench_scale, BENCH_SCALE),
         "sweep_version": __version__,

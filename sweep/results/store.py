@@ -31,11 +31,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep import atomic
 from sweep.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, POINTS, TABLES
 
-TMP_SUFFIX = atomic.TMP_SUFFIX
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns
 # also vary with the experiment)
 DRIFTING = ("points", "levels")

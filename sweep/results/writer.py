@@ -19,7 +19,7 @@ import polars as pl
 from sweep import __version__, atomic
 from sweep.errors import ResultsError
 from sweep.results.schema import TABLES, check
-from sweep.results.store import TMP_SUFFIX, table_files
+from sweep.results.store import table_files
 
 MANIFEST = "sweep.json"
 
@@ -93,7 +93,7 @@ class ResultsDir:
         file that does not read back (a crash mid-copy, a full disk) is set aside as ``*.corrupt``,
         so its point runs again and readers never trip on it."""
         for t in TABLES:
-            for tmp in (self.path / t).glob(f"*{TMP_SUFFIX}"):
+            for tmp in (self.path / t).glob(f"*{atomic.TMP_SUFFIX}"):
                 tmp.unlink(missing_ok=True)
             for f in table_files(self.path, t):
                 try:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Mapping, Optional
 
-from sweep.config import normalize_flag  # noqa: F401 - where flag names are normalised, once
-
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
 KNOWN_FLAGS: frozenset[str] = frozenset(
