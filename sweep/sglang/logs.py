@@ -82,6 +82,31 @@ def _strip(line: str) -> str:
     return _LOG_PREFIX.sub("", line.rstrip())
 
 
+# Tracebacks that say nothing about why the server died: Python's multiprocessing resource tracker,
+# when SGLang's tree goes down, may find a shared-memory segment unregistered twice and print
+# ``KeyError: '/mp-...'`` after the real error (seen in CI with the real server, after a scheduler's
+# ``ValueError``).
+_NOISE_FRAMES = ("multiprocessing/resource_tracker.py",)
+
+
+def exception_lines(lines: list[str]) -> list[str]:
+    """The exception lines of a log (``ValueError: ...``, prefix stripped), in order, without those
+    ending a traceback through shutdown noise (``_NOISE_FRAMES``)."""
+    out: list[str] = []
+    noise = False  # inside a traceback through a noise frame
+    for raw in lines:
+        line = _strip(raw)
+        if line.endswith("Traceback (most recent call last):"):
+            noise = False
+        elif any(frame in line for frame in _NOISE_FRAMES) and line.lstrip().startswith("File "):
+            noise = True
+        elif _EXCEPTION_LINE.match(line):
+            if not noise:
+                out.append(line)
+            noise = False
+    return out
+
+
 def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
     """Why a server died, from the tail of its log: the most specific signature wins, then the last
     exception line of a traceback, then the exit code."""
@@ -90,13 +115,9 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
         found = list(pattern.finditer(text))
         if found:
             return Failure(kind, found[-1].group(0).strip(), fix)
-    last_exc = None
-    for line in lines:
-        m = _EXCEPTION_LINE.match(_strip(line))
-        if m:
-            last_exc = _strip(line)
-    if last_exc:
-        return Failure("exception", last_exc, "read the traceback in the point's log")
+    found = exception_lines(lines)
+    if found:
+        return Failure("exception", found[-1], "read the traceback in the point's log")
     code = f"exit code {exit_code}" if exit_code is not None else "no exit code"
     sig = f" (signal {-exit_code})" if exit_code is not None and exit_code < 0 else ""
     return Failure("exited", f"server exited with {code}{sig} and no error in its log",

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from sweep import drafter as dr
+from sweep.sglang.logs import exception_lines
 from tests.conftest import free_port
 from tests.test_drafter import MISTAKES, build, eagle3_config, eagle3_tensors, verdict
 from tests.waiting import wait_until
@@ -30,7 +31,6 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 DRAFTER_LOADED = re.compile(r"Load weight end\..*type=(\w+(?:Eagle3?|NextN|MTP)\w*)")
-EXCEPTION = re.compile(r"^([\w.]+(?:Error|Exception|Interrupt)): (.*)$", re.M)
 NOT_SERVABLE_HERE = "not supported in decode attention backend torch_native"  # SGLang got past the drafter
 READY = "The server is fired up and ready to roll"
 PARALLEL = 3
@@ -39,7 +39,7 @@ PARALLEL = 3
 @dataclass
 class Served:
     kind: str  # load-error | startup-error | loads
-    exception: str  # the last exception line of the log ("" when there is none)
+    exception: str  # the last exception line of the log, shutdown noise aside ("" when there is none)
     drafter_class: str | None  # from the drafter's "Load weight end ... type=..." line
     seconds: float  # launch to SGLang's verdict
     log: str
@@ -69,7 +69,7 @@ def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float
                                 cwd="/", start_new_session=True)
     def made_up_its_mind() -> bool:
         text = log_path.read_text(errors="replace")
-        return proc.poll() is not None or READY in text or "Traceback" in text and EXCEPTION.search(text) is not None
+        return proc.poll() is not None or READY in text or "Traceback" in text and bool(exception_lines(text.splitlines()))
 
     try:
         try:
@@ -93,8 +93,8 @@ def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float
     lines = text.splitlines()
     begins = [i for i, line in enumerate(lines) if "Load weight begin" in line]
     section = "\n".join(lines[begins[1]:] if len(begins) > 1 else lines[-40:])[:6000]
-    exc = EXCEPTION.findall(text)
-    exception = f"{exc[-1][0]}: {exc[-1][1]}" if exc else ""
+    exc = exception_lines(lines)
+    exception = exc[-1] if exc else ""
     m = DRAFTER_LOADED.search(text)
     if READY in text or NOT_SERVABLE_HERE in exception:
         kind = "loads"

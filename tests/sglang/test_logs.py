@@ -40,6 +40,25 @@ def test_failure_exception_line():
     assert logs.find_failure(tail).reason.startswith("ValueError: topk > 1")
 
 
+def test_failure_skips_the_resource_trackers_shutdown_traceback():
+    """CI's real server: the scheduler's error, then multiprocessing's resource tracker complaining
+    about a shared-memory segment as the tree went down. The scheduler's error is the reason."""
+    tail = [TS + "Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "/x/sglang/srt/layers/attention/attention_registry.py", line 215, in attn_backend_wrapper',
+            "    raise ValueError(error_template.format(backend_type=backend_type))",
+            "ValueError: EAGLE is not supported in decode attention backend torch_native", "",
+            TS + "Received sigquit from a child process. It usually means the child failed.",
+            "Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
+            '  File "/usr/lib/python3.11/multiprocessing/resource_tracker.py", line 239, in main',
+            "    cache[rtype].remove(name)", "KeyError: '/mp-j2v7nacx'"]
+    assert logs.find_failure(tail, 1).reason == "ValueError: EAGLE is not supported in decode attention backend torch_native"
+    assert logs.exception_lines(tail) == ["ValueError: EAGLE is not supported in decode attention backend torch_native"]
+    # the same KeyError from the server's own code is an error like any other
+    own = ["Traceback (most recent call last):", '  File "/x/sglang/srt/managers/scheduler.py", line 9, in f',
+           "KeyError: 'layers.0'"]
+    assert logs.find_failure(tail + own).reason == "KeyError: 'layers.0'"
+
+
 def test_failure_scheduler_died_and_plain_exit():
     assert logs.find_failure([TS + "Rank 3 scheduler died during initialization (exit code: -9)"]).kind == "scheduler_died"
     f = logs.find_failure(["nothing useful"], -9)
