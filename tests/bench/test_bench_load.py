@@ -4,58 +4,22 @@
 from __future__ import annotations
 
 import asyncio
-import json
-
-from aiohttp import web
 
 from sweep.bench.client import Clients
 from sweep.bench.load import Notifier, RequestOptions, closed_loop, single_stream
 from sweep.bench.prompts import load_prompts
+from tests.bench.stream_stub import Streamer, serving
 
 
-class Stub:
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.peak = 0
-        self.served = 0
-        self.client_ports: set[int] = set()
-
-    async def generate(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        n = body["sampling_params"]["max_new_tokens"]
-        self.client_ports.add(request.transport.get_extra_info("peername")[1])
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        try:
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await resp.prepare(request)
-            for ct in range(2, n + 1, 2):  # two tokens per chunk
-                await asyncio.sleep(0.005)
-                meta = {"completion_tokens": ct, "prompt_tokens": 5, "spec_verify_ct": ct // 2,
-                        "spec_accept_length": 2.0}
-                await resp.write(b"data: " + json.dumps({"text": "x" * ct, "meta_info": meta}).encode() + b"\n\n")
-            await resp.write(b"data: [DONE]\n\n")
-            self.served += 1
-            return resp
-        finally:
-            self.in_flight -= 1
+def _stub() -> Streamer:
+    return Streamer(0.005, meta=lambda ct: {"spec_verify_ct": ct // 2, "spec_accept_length": 2.0})
 
 
 async def _run(fn):
-    stub = Stub()
-    app = web.Application()
-    app.router.add_post("/generate", stub.generate)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
-    try:
-        async with Clients(10) as clients:
-            opts = RequestOptions(url=url, api="generate", prompts=load_prompts("coding"), seed=3)
-            return stub, await fn(clients, opts)
-    finally:
-        await runner.cleanup()
+    stub = _stub()
+    async with serving(stub) as url, Clients(10) as clients:
+        opts = RequestOptions(url=url, api="generate", prompts=load_prompts("coding"), seed=3)
+        return stub, await fn(clients, opts)
 
 
 def test_closed_loop_keeps_exactly_c_in_flight_and_reports_progress():

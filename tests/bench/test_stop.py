@@ -5,13 +5,11 @@ in flight and says so, against a small real HTTP server on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 
 import numpy as np
 import pytest
-from aiohttp import web
 
 from sweep.bench import stop as st
 from sweep.bench.client import Clients, RequestRecord
@@ -19,6 +17,7 @@ from sweep.bench.load import Notifier, RequestOptions, closed_loop_until
 from sweep.bench.prompts import load_prompts
 from sweep.settings import StopSettings
 from sweep.errors import ConfigError
+from tests.bench.stream_stub import Streamer, serving
 
 
 def test_t_quantiles():
@@ -120,40 +119,9 @@ def test_stop_settings_are_checked():
 
 # --- the closed loop against a real HTTP server ----------------------------------------------------
 
-class Steady:
-    """/generate streaming two tokens every 4 ms; counts requests being served."""
-
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.served = 0
-
-    async def generate(self, request: web.Request) -> web.StreamResponse:
-        n = (await request.json())["sampling_params"]["max_new_tokens"]
-        self.in_flight += 1
-        try:
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await resp.prepare(request)
-            for ct in range(2, n + 1, 2):
-                await asyncio.sleep(0.004)
-                meta = {"completion_tokens": ct, "prompt_tokens": 5}
-                await resp.write(b"data: " + json.dumps({"text": "x", "meta_info": meta}).encode() + b"\n\n")
-            await resp.write(b"data: [DONE]\n\n")
-            self.served += 1
-            return resp
-        finally:
-            self.in_flight -= 1
-
-
 async def _level(stop: StopSettings | None, requests: int, seen: list[dict]):
-    server = Steady()
-    app = web.Application()
-    app.router.add_post("/generate", server.generate)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
-    try:
+    server = Streamer(0.004)
+    async with serving(server) as url:
         async with Clients(10) as clients:
             opts = RequestOptions(url=url, api="generate", prompts=load_prompts("coding"))
             run = await closed_loop_until(clients, opts, concurrency=4, requests=requests, max_tokens=40,
@@ -162,8 +130,6 @@ async def _level(stop: StopSettings | None, requests: int, seen: list[dict]):
         while server.in_flight and time.monotonic() < deadline:  # the cancelled streams end server-side
             await asyncio.sleep(0.01)
         return server, run
-    finally:
-        await runner.cleanup()
 
 
 def test_a_level_stops_once_precise_and_cancels_what_is_in_flight():

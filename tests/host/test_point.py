@@ -17,8 +17,7 @@ import pytest
 from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.config import ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.gpu import FakeGpus
-from sweep.host.point import HostContext, PointSpec, run_point
+from sweep.host.point import PointSpec, run_point
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
@@ -30,20 +29,6 @@ SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-pa
 TINY = BenchSettings(prompts="coding", server_metrics=False,
                      single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=16),
                      concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
-
-
-@pytest.fixture
-def host(tmp_path, monkeypatch):
-    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-    ctx = HostContext(f"host-{uuid.uuid4().hex[:6]}", FakeGpus(ledger), "node", {"SWEEP_FAKE_GPU_LEDGER": str(ledger)})
-    yield ctx
-    marker = reaper.Marker(SWEEP, ctx.name)
-    left = reaper.marked(marker)
-    for p in left:
-        p.kill()
-    assert not left, f"processes left behind: {[p.pid for p in left]}"
 
 
 SWEEP = f"test-point-{uuid.uuid4().hex[:6]}"
