@@ -6,14 +6,17 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def argv_value(argv: Iterable[Any] | None, flag: str) -> str | None:
-    """The value of ``--flag`` in an argv (``--flag X`` or ``--flag=X``; the last one wins, as in
-    argparse), or None."""
+def argv_value(argv: Iterable[Any] | None, flag: str, *aliases: str) -> str | None:
+    """The value of ``--flag`` (or of one of its aliases) in an argv: ``--flag X`` or ``--flag=X``;
+    the last one wins, as in argparse. None when it is not there."""
     argv = [str(a) for a in argv or ()]
+    names = (flag, *aliases)
     found = None
     for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif a.startswith(flag + "="):
-            found = a.split("=", 1)[1]
+        key, eq, value = a.partition("=")
+        if key in names:
+            if eq:
+                found = value
+            elif i + 1 < len(argv):
+                found = argv[i + 1]
     return found

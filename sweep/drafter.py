@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sweep.argv import argv_value
+
 ERROR, WARNING = "error", "warning"
 
 # bytes per element of each safetensors dtype
@@ -665,22 +667,15 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
         check_weights(cfg, tensors, arch, report)
 
 
-ARG_FLAGS = {"--model-path": "target", "--model": "target", "--speculative-draft-model-path": "drafter",
-             "--speculative-draft": "drafter", "--speculative-algorithm": "algorithm"}
+ARG_FLAGS = {"target": ("--model-path", "--model"), "drafter": ("--speculative-draft-model-path", "--speculative-draft"),
+             "algorithm": ("--speculative-algorithm",)}  # SGLang's flags and their aliases
 
 
 def from_argv(argv: list[str]) -> tuple[str, str, str] | None:
     """(target, drafter, algorithm) of a server's argv, or None when it has no drafter to check."""
-    got: dict[str, str] = {}
-    for i, a in enumerate(argv):
-        key, eq, value = a.partition("=")
-        if key in ARG_FLAGS:
-            if not eq:
-                value = argv[i + 1] if i + 1 < len(argv) else ""
-            got[ARG_FLAGS[key]] = value
-    algorithm = (got.get("algorithm") or "").upper()
-    if not got.get("drafter") or not got.get("target") or ("EAGLE" if algorithm == "NEXTN" else algorithm) \
-            not in ALGORITHMS:
+    got = {what: argv_value(argv, *flags) for what, flags in ARG_FLAGS.items()}
+    algorithm = (got["algorithm"] or "").upper()
+    if not got["drafter"] or not got["target"] or ("EAGLE" if algorithm == "NEXTN" else algorithm) not in ALGORITHMS:
         return None
     return got["target"], got["drafter"], algorithm
 

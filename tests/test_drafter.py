@@ -413,6 +413,9 @@ def test_from_argv():
     assert dr.from_argv(argv) == ("/m", "/d", "EAGLE3")
     assert dr.from_argv(["x", "--model-path", "/m", "--speculative-algorithm", "NGRAM"]) is None
     assert dr.from_argv(["x", "--model-path", "/m"]) is None
+    # aliases and repeats: the last one given wins, as in SGLang's argparse
+    assert dr.from_argv(["x", "--model", "/a", "--model-path=/m", "--speculative-draft", "/d1",
+                         "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/d"]) == ("/m", "/d", "EAGLE")
     assert dr.check_argv(["x", "--model-path", "/nope", "--speculative-algorithm", "EAGLE3",
                           "--speculative-draft-model-path", "/nope2"]) is None
 
