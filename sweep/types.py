@@ -38,10 +38,13 @@ RunMode = Literal["real", "dry-run", "local", "fake"]
 """The mode a results directory records (``sweep.json``; ``real`` is ``cluster``): modes never mix."""
 
 Stage = Literal["start", "preflight", "load", "capture", "ready", "benchmark", "warmup", "single", "level",
-                "stop", "node"]
+                "stop", "node", "retry"]
 """What a host is doing with a point: ``start`` (the task began), the point's own steps (``preflight``,
 ``load``, ``capture``, ``ready``, ``benchmark``, ``stop``), the benchmark's (``warmup``, ``single``,
-``level``), and ``node`` (a follower node of a server that spans hosts)."""
+``level``), ``node`` (a follower node of a server that spans hosts) and ``retry`` (the driver's: the
+host was lost under the point, which runs again as ``attempt`` on another host)."""
+
+_RETRY = "host lost, retrying (attempt {})"  # the retry stage on the wire and in the progress log
 
 POINT_STATUSES: tuple[str, ...] = get_args(PointStatus)
 POINT_STATES: tuple[str, ...] = get_args(PointState)
@@ -85,19 +88,25 @@ class PointStage:
     done: int | None = None  # level: requests finished
     stopped: bool = False  # level: ended early, having measured enough
     node_rank: int | None = None  # node: which node of a server that spans hosts
+    attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
 
     @classmethod
     def from_dict(cls, point_id: str, label: str, host: str, event: dict[str, Any]) -> PointStage:
         """From the small dict a host's point posts (the wire format of the host and bench layers)."""
         stage = str(event.get("stage", ""))
         node_rank = event.get("node_rank")
+        attempt = event.get("attempt")
         m = re.fullmatch(r"node (\d+)", stage)
         if m:
             stage, node_rank = "node", int(m.group(1))
+        m = re.fullmatch(re.escape(_RETRY).replace(r"\{\}", r"(\d+)"), stage)
+        if m:
+            stage, attempt = "retry", int(m.group(1))
         known = {k: event[k] for k in ("elapsed_s", "progress", "progress_kind", "run", "of", "concurrency", "done")
                  if event.get(k) is not None}
         return cls(point_id, label, host, stage, stopped=bool(event.get("stopped", False)),  # type: ignore[arg-type]
-                   node_rank=None if node_rank is None else int(node_rank), **known)
+                   node_rank=None if node_rank is None else int(node_rank),
+                   attempt=None if attempt is None else int(attempt), **known)
 
     def as_dict(self) -> dict[str, Any]:
         """Back to the wire format (``{"stage": ..., ...}``, the keys that are set)."""
@@ -105,7 +114,14 @@ class PointStage:
              if k not in ("point_id", "label", "host") and v is not None and v is not False}
         if self.stage == "node" and self.node_rank is not None:
             d["stage"] = f"node {d.pop('node_rank')}"
+        if self.stage == "retry" and self.attempt is not None:
+            d["stage"] = retry_stage(d.pop("attempt"))
         return d
+
+
+def retry_stage(attempt: int) -> str:
+    """The wire form of the retry stage: what the driver posts when a point's host was lost."""
+    return _RETRY.format(attempt)
 
 
 @dataclass(frozen=True)
@@ -120,6 +136,7 @@ class PointFinished:
     attempts: int = 1
     failure_phase: FailurePhase | None = None
     failure_reason: str | None = None
+    failure_fix: str | None = None  # how to fix it, where the sweep knows
 
     @property
     def reason(self) -> str:

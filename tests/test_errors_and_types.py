@@ -22,9 +22,11 @@ from sweep.results import load
 from sweep.types import (
     FAILURE_PHASES,
     POINT_STATUSES,
+    STAGES,
     PointFinished,
     PointStage,
     SweepStarted,
+    retry_stage,
 )
 
 SWEEP = Path(__file__).resolve().parents[1] / "sweep"
@@ -140,6 +142,9 @@ def test_progress_events_round_trip_the_hosts_dicts():
     assert e.as_dict() == level
     node = PointStage.from_dict("p1", "x", "gpu-2", {"stage": "node 2"})
     assert node.stage == "node" and node.node_rank == 2 and node.as_dict() == {"stage": "node 2"}
+    retry = PointStage.from_dict("p1", "x", "gpu-2", {"stage": "host lost, retrying (attempt 2)"})
+    assert retry.stage == "retry" and retry.attempt == 2 and retry.stage in STAGES
+    assert retry.as_dict() == {"stage": retry_stage(2)} == {"stage": "host lost, retrying (attempt 2)"}
     bar = {"stage": "load", "elapsed_s": 3.5, "progress": "load 2/64 shards", "progress_kind": "load"}
     assert PointStage.from_dict("p", "l", "h", bar).as_dict() == bar
     assert PointFinished("p", "l", "h", "ok", 1.0).reason == ""

@@ -27,7 +27,7 @@ from sweep.errors import Cancelled
 from sweep.host.point import HostContext, PointResult, PointSpec
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_port
-from sweep.types import FailurePhase
+from sweep.types import FailurePhase, retry_stage
 
 RunFn = Callable[[PointSpec, HostContext, Callable[[dict], None]], PointResult]
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
@@ -336,10 +336,11 @@ class Runner:
             self._submit(spec, attempt + 1)
             if self._on_event is not None:  # said where the point was: the live view and the log show it
                 self._on_event(spec.point_id, self._where.get(spec.point_id, host),
-                               {"stage": f"host lost, retrying (attempt {attempt + 1})"})
+                               {"stage": retry_stage(attempt + 1)})
             return None
-        return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0),
-                       attempt)
+        return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0,
+                                     fix="check that host (ray status; its raylet log), or raise "
+                                         "cluster.max_host_failures to run the point on another host"), attempt)
 
     def _collect(self, ref: Any, spec: PointSpec, attempt: int, t0: float) -> Outcome | None:
         try:
@@ -350,7 +351,9 @@ class Runner:
                             fix="run the same command again to resume") from None
         except ray.exceptions.RayTaskError as e:  # run_point raised: a bug, still recorded
             return Outcome(spec, _failed(spec, self._where.get(spec.point_id), "internal",
-                                         f"internal error: {str(e).strip().splitlines()[-1]}", t0), attempt)
+                                         f"internal error: {str(e).strip().splitlines()[-1]}", t0,
+                                         fix="a bug in sweep: report it with the driver's output and the point's log"),
+                           attempt)
         except ray.exceptions.RayError as e:  # the worker or its node died under the point
             return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.point_id, '?')} "
                                                           f"({type(e).__name__})")
@@ -385,7 +388,9 @@ def _without_node_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def _failed(spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float) -> PointResult:
+def _failed(spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float,
+            fix: str | None = None) -> PointResult:
     now = time.time()
     return PointResult(spec.point_id, host or "", "", "failed", failure_phase=phase, failure_reason=reason,
+                       failure_fix=fix,
                        started_at=now - (time.monotonic() - t0), ended_at=now)

@@ -7,6 +7,7 @@ from sweep.settings import BenchSettings
 from sweep.host.point import PointSpec
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner
+from sweep.types import PointStage
 from tests.orchestrate.standins import timed_point
 
 pytestmark = pytest.mark.slow
@@ -43,8 +44,10 @@ def test_spread_one_point_per_host_at_a_time(sim_cluster, tmp_path):
 def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
     r, hosts = runner(tmp_path, max_host_failures=1)
     victim = {}
+    seen: list[PointStage] = []
 
     def on_event(pid, host, ev):
+        seen.append(PointStage.from_dict(pid, "label", host, ev))
         if pid == "p0" and ev["stage"] == "load" and not victim:
             node = next(n for n in sim_cluster.cluster.worker_nodes
                         if n.node_id == next(h.node_id for h in hosts if h.name == host))
@@ -55,5 +58,7 @@ def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
     assert victim, "the point never reported from a host"
     o = outs["p0"]
     assert o.result.status == "ok" and o.attempts == 2 and o.result.host != victim["host"]
+    retry = [e for e in seen if e.stage == "retry"]  # the driver said so, where the point was
+    assert [(e.point_id, e.host, e.attempt) for e in retry] == [("p0", victim["host"], 2)]
     assert outs["p1"].result.status == "ok"
     sim_cluster.cluster.add_node(num_cpus=2, num_gpus=8, resources={"gpu_host": 1, "sim_host_9": 1})
