@@ -59,6 +59,7 @@ class PointRecord:
     baseline_id: str | None = None  # the matched baseline of a speculative point
     failure_phase: FailurePhase | None = None
     failure_reason: str | None = None
+    failure_fix: str | None = None  # how to fix it, where the sweep knows
     ran: bool = False  # run by this call (not an earlier run's result)
     in_plan: bool = True  # False: recorded by an earlier run of an experiment since changed
 
@@ -146,15 +147,16 @@ class SweepResult:
     @property
     def points_frame(self) -> pl.DataFrame:
         """The points as a polars DataFrame: point_id, label, status, failure_phase, failure_reason,
-        baseline, baseline_id, ran, and one ``axis_<name>`` column per grid axis."""
+        failure_fix, baseline, baseline_id, ran, and one ``axis_<name>`` column per grid axis."""
         import polars as pl
 
         axes = list(self.experiment.grid.axes)
         rows = [{"point_id": p.point_id, "label": p.label, "status": p.status, "failure_phase": p.failure_phase,
-                 "failure_reason": p.failure_reason, "baseline": p.baseline, "baseline_id": p.baseline_id,
-                 "ran": p.ran, **{f"axis_{a}": p.params.get(a) for a in axes}} for p in self.points]
+                 "failure_reason": p.failure_reason, "failure_fix": p.failure_fix, "baseline": p.baseline,
+                 "baseline_id": p.baseline_id, "ran": p.ran, **{f"axis_{a}": p.params.get(a) for a in axes}}
+                for p in self.points]
         schema = {"point_id": pl.String, "label": pl.String, "status": pl.String, "failure_phase": pl.String,
-                  "failure_reason": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
+                  "failure_reason": pl.String, "failure_fix": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
                   "ran": pl.Boolean, **{f"axis_{a}": pl.String for a in axes}}
         return pl.DataFrame(rows, schema=schema)
 
@@ -290,10 +292,11 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
 
 
 def _recorded(path: Path) -> dict[str, dict[str, Any]]:
-    """``{point_id: {label, status, failure_phase, failure_reason}}`` of the points recorded in ``path``."""
+    """``{point_id: {label, status, failure_phase, failure_reason, failure_fix}}`` of the points recorded
+    in ``path``."""
     from sweep.results import load
 
-    cols = ["point_id", "label", "status", "failure_phase", "failure_reason"]
+    cols = ["point_id", "label", "status", "failure_phase", "failure_reason", "failure_fix"]
     frame = load(path)["points"].select(cols).collect()
     return {r["point_id"]: r for r in frame.iter_rows(named=True)}
 
@@ -344,10 +347,12 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
         status: PointStatus = r["status"]
         failed = status != "ok"
         points.append(replace(p, status=status, failure_phase=r["failure_phase"] if failed else None,
-                              failure_reason=r["failure_reason"] if failed else None, ran=p.point_id in ran))
+                              failure_reason=r["failure_reason"] if failed else None,
+                              failure_fix=r["failure_fix"] if failed else None, ran=p.point_id in ran))
     in_plan = {p.point_id for p in planned.points}
     for pid, r in recorded.items():  # an earlier run's points that this plan no longer has
         if pid not in in_plan:
             points.append(PointRecord(pid, r["label"], r["status"], failure_phase=r["failure_phase"],
-                                      failure_reason=r["failure_reason"], in_plan=False))
+                                      failure_reason=r["failure_reason"], failure_fix=r["failure_fix"],
+                                      in_plan=False))
     return replace(planned, mode=mode, path=done.path, points=points, ran=list(done.ran))

@@ -123,10 +123,12 @@ def test_dry_run_points_with_status_and_failure(dry_run):
     (failed,) = result.failed
     assert failed.label == OOM and failed.failure_phase == "capture"
     assert "CUDA out of memory" in failed.failure_reason
+    assert "mem-fraction-static" in failed.failure_fix  # the fix comes with the reason
     assert result.point(OOM) == failed
     assert not result.ok and exit_code(result) == 1
     frame = result.points_frame
     assert frame.filter(pl.col("status") == "failed")["failure_phase"].to_list() == ["capture"]
+    assert frame.filter(pl.col("status") == "failed")["failure_fix"].to_list() == [failed.failure_fix]
 
 
 @pytest.mark.slow
@@ -164,6 +166,7 @@ def test_dry_run_progress_events_are_typed(dry_run):
     assert sorted(e.status for e in finished) == ["failed", "ok", "ok"]
     oom = next(e for e in finished if e.status == "failed")
     assert oom.label == OOM and oom.failure_phase == "capture" and oom.reason.startswith("capture: ")
+    assert oom.failure_fix and "mem-fraction-static" in oom.failure_fix
     assert all(e.failure_phase is None for e in finished if e.status == "ok")
 
 

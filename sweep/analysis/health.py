@@ -30,13 +30,14 @@ def startup_phases(tables: Tables) -> pl.DataFrame:
 def failures(tables: Tables) -> pl.DataFrame:
     """Failed and invalid points: where they failed and why.
 
-    Columns: point_id, label, status, failure_phase, failure_reason, errors (the plan's errors of
-    an invalid point, joined), attempts, log_tail (the last lines of the server log).
+    Columns: point_id, label, status, failure_phase, failure_reason, failure_fix (how to fix it,
+    where the sweep knows), errors (the plan's errors of an invalid point, joined), attempts,
+    log_tail (the last lines of the server log).
     """
     conf = configurations(tables).select("point_id", "order")
     points = points_frame(tables).filter(pl.col("status") != "ok")
     return (points.join(conf, on="point_id", how="left").sort("order")
-            .select("point_id", "label", "status", "failure_phase", "failure_reason",
+            .select("point_id", "label", "status", "failure_phase", "failure_reason", "failure_fix",
                     errors=pl.col("errors").list.join("; "), attempts="attempts",
                     log_tail="log_tail"))
 

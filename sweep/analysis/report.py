@@ -379,7 +379,7 @@ def failures_section(f: Findings, plan: dict) -> list[Section]:
             "Where each point stopped and why; the last line of its server log, the full log "
             "being in DIR/logs/<point_id>.log."], f.failures.select(
             point="label", status="status", phase="failure_phase", reason="failure_reason",
-            errors="errors", attempts="attempts",
+            fix="failure_fix", errors="errors", attempts="attempts",
             **{"last log line": render.cell(_last_line, "log_tail")})))
     else:
         out.append(Section("Failed and invalid points", ["None."]))

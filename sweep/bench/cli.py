@@ -20,6 +20,7 @@ from sweep.settings import BenchSettings
 
 _D = BenchSettings()
 API_KEY_ENV = "SGLANG_API_KEY"  # SGLang itself reads no variable for its key; this one is the benchmark's
+ADMIN_KEY_ENV = "SGLANG_ADMIN_API_KEY"  # the same for the server's --admin-api-key
 
 
 def _levels(text: str) -> list[int]:
@@ -39,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, metavar="KEY",
                         help=f"the server's --api-key, sent as Authorization: Bearer KEY (default: ${API_KEY_ENV}; "
                              "the variable keeps the key out of the process list)")
+    parser.add_argument("--admin-api-key", default=None, metavar="KEY",
+                        help=f"the server's --admin-api-key, which its admin routes (/flush_cache) want instead "
+                             f"(default: ${ADMIN_KEY_ENV})")
     g = parser.add_argument_group("single stream")
     g.add_argument("--runs", type=int, help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips them and their warmup)")
     g.add_argument("--warmup", type=int, help=f"warmup runs before them, left out of the figures (default {_D.single_stream.warmup})")
@@ -122,8 +126,9 @@ def run_cli(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     console = output_console(highlight=False)
     key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
+    admin = getattr(args, "admin_api_key", None) or os.environ.get(ADMIN_KEY_ENV) or None
     check_auth(args.url, key)
-    with api_key(key):  # every request of the benchmark sends it
+    with api_key(key, admin=admin):  # every request of the benchmark sends it (/flush_cache the admin key)
         if args.quiet or not console.is_terminal:
             result = run(args.url, settings)
         else:

@@ -20,7 +20,9 @@ the accept length. Tokens are therefore counted from the server's own cumulative
 
 A server started with ``--api-key`` gets it on every request (``Authorization: Bearer``): pass
 ``api_key=`` to ``Clients``/``make_client``/``send_one``, or run the benchmark inside
-``with api_key(KEY):`` (the host's point and ``python -m sweep bench --api-key`` do).
+``with api_key(KEY):`` (the host's point and ``python -m sweep bench --api-key`` do). A server with
+``--admin-api-key`` wants that key, not the api key, on its admin routes (``/flush_cache``):
+``with api_key(KEY, admin=ADMIN):``.
 
 Errors of one request are data (``ok=False`` plus a short ``error``: ``http 503: ...``,
 ``timeout after 600s``, ``connect: ...``, ``disconnect: ...``, ``malformed: ...``,
@@ -47,24 +49,34 @@ except ImportError:  # pragma: no cover - depends on the environment
 ROUTES = {"generate": "/generate", "completions": "/v1/completions", "chat": "/v1/chat/completions"}
 APIS = tuple(ROUTES)
 
-# the key every client made inside ``with api_key(KEY):`` sends (asyncio.run copies the context)
+# the keys every client made inside ``with api_key(KEY, admin=ADMIN):`` sends (asyncio.run copies the context)
 _API_KEY: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("sweep_bench_api_key", default=None)
+_ADMIN_KEY: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("sweep_bench_admin_key", default=None)
 
 
 @contextlib.contextmanager
-def api_key(key: Optional[str]) -> Iterator[None]:
-    """Every client made inside sends ``Authorization: Bearer <key>`` (nothing with None)."""
-    token = _API_KEY.set(key or None)
+def api_key(key: Optional[str], admin: Optional[str] = None) -> Iterator[None]:
+    """Every client made inside sends ``Authorization: Bearer <key>`` (nothing with None), and the
+    admin requests (``/flush_cache``) the server's ``--admin-api-key`` ``admin`` where it has one."""
+    tokens = _API_KEY.set(key or None), _ADMIN_KEY.set(admin or None)
     try:
         yield
     finally:
-        _API_KEY.reset(token)
+        _API_KEY.reset(tokens[0])
+        _ADMIN_KEY.reset(tokens[1])
 
 
 def auth_headers(key: Optional[str] = None) -> dict[str, str]:
     """``{"Authorization": "Bearer <key>"}`` for ``key`` (default: the ``api_key`` in effect), or {}."""
     key = key if key is not None else _API_KEY.get()
     return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def admin_headers() -> dict[str, str]:
+    """The headers of an admin request (SGLang's ``AuthLevel.ADMIN_OPTIONAL`` routes, ``/flush_cache``
+    among them): the admin key where the server has one (it then refuses the api key there), else
+    the api key, as SGLang's own warmup sends ``/freeze_gc``."""
+    return auth_headers(_ADMIN_KEY.get() or _API_KEY.get())
 
 
 class MalformedStream(Exception):

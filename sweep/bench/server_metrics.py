@@ -14,6 +14,7 @@ from typing import NamedTuple, Optional
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from sweep.bench.client import admin_headers
 from sweep.errors import BenchError
 
 INFO_ROUTES = ("/server_info", "/get_server_info")  # new name first, then the pre-0.5 one
@@ -85,15 +86,23 @@ async def flush_cache(client: httpx.AsyncClient, url: str, *, tries: int = 3, wa
     """POST ``/flush_cache``; True when the server flushed (which also resets its accept length).
 
     SGLang answers 400 while requests are still running (e.g. ones our client timed out on that
-    the server is still finishing): retried a few times, then reported as not flushed.
+    the server is still finishing): retried a few times, then reported as not flushed. It is an
+    admin route: with ``--admin-api-key`` it wants that key (``client.admin_headers``); a 401 or
+    403 raises BenchError, since no level could be flushed.
     """
     for attempt in range(tries):
         try:
-            resp = await client.post(url.rstrip("/") + "/flush_cache", timeout=SIDE_TIMEOUT_S)
+            resp = await client.post(url.rstrip("/") + "/flush_cache", timeout=SIDE_TIMEOUT_S, headers=admin_headers())
         except httpx.HTTPError:
             return False
         if resp.status_code == 200:
             return True
+        if resp.status_code in (401, 403):  # before anything is measured: every level would be unflushed
+            raise BenchError(f"the server at {url} answered {resp.status_code} to POST /flush_cache, which "
+                             "resets its cache and accept-length average before each level: it wants its admin key",
+                             fix="give the server's --admin-api-key (sweep bench: --admin-api-key KEY or "
+                                 "$SGLANG_ADMIN_API_KEY), or do not flush (sweep bench --no-flush; "
+                                 "benchmark.flush_between_levels: false)")
         if resp.status_code != 400:
             return False
         if attempt + 1 < tries:

@@ -74,6 +74,8 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("host", str, "127.0.0.1", "The host of the HTTP server."),
     _f("port", int, 30000, "The port of the HTTP server."),
     _f("api-key", str, None, "Set API key of the server; also used by the OpenAI API compatible server."),
+    _f("admin-api-key", str, None, "Set admin API key for sensitive management endpoints. When set, admin endpoints "
+       "require this key and do NOT accept --api-key."),
     _f("enable-metrics", "switch", False, "Enable log prometheus metrics."),
     _f("enable-cache-report", "switch", False, "Return number of cached tokens in usage.prompt_tokens_details."),
     _f("log-level", str, "info", "The logging level of all loggers."),

@@ -8,7 +8,8 @@ Routes: ``/generate``, ``/v1/completions``, ``/v1/chat/completions``, ``/v1/mode
 ``/flush_cache``, ``/freeze_gc``, and ``/metrics`` with ``--enable-metrics``. With ``--api-key`` every
 route but ``/health*`` and ``/metrics*`` (0.5.23: ``/ready*`` too) and ``OPTIONS`` wants
 ``Authorization: Bearer <key>`` (the scheme in any case), and answers 401 ``{"error":"Unauthorized"}``
-without it, as SGLang's middleware (``sglang/srt/utils/auth.py``) does. Until the warmup request
+without it, as SGLang's middleware (``sglang/srt/utils/auth.py``) does; with ``--admin-api-key`` the
+admin routes (``/flush_cache``, ``/freeze_gc``) want that key instead. Until the warmup request
 has gone through, the health routes answer 503 with an empty body; then the log says ``The server is
 fired up and ready to roll!``. From 0.5.23 ``/health`` runs a one-token generation as
 ``/health_generate`` does (the answer comes after SGLang's one-second poll, scaled by the speed).
@@ -93,18 +94,29 @@ def json_response(obj: Any, status: int = 200) -> web.Response:
     return web.Response(text=dumps(obj), status=status, content_type="application/json")
 
 
-def authorized(method: str, path: str, authorization: Optional[str], api_key: Optional[str], version: str) -> bool:
-    """SGLang's ``decide_request_auth`` for a server with ``--api-key`` only (no admin key): OPTIONS
-    and the probe routes (``/health*``, ``/metrics*``; from 0.5.23 ``/ready*``) pass; any other path,
-    known or not, needs ``Authorization: Bearer <key>`` (scheme case-insensitive, compared in constant
+# The routes of the fake that SGLang marks ``AuthLevel.ADMIN_OPTIONAL`` (``@auth_level`` in
+# sglang/srt/entrypoints/http_server.py, 0.5.10 and 0.5.23 alike).
+ADMIN_OPTIONAL_ROUTES = frozenset({"/flush_cache", "/freeze_gc"})
+
+
+def authorized(method: str, path: str, authorization: Optional[str], api_key: Optional[str], version: str,
+               admin_api_key: Optional[str] = None) -> bool:
+    """SGLang's ``decide_request_auth`` for the fake's routes. OPTIONS and the probe routes
+    (``/health*``, ``/metrics*``; from 0.5.23 ``/ready*``) always pass. An admin route
+    (``ADMIN_OPTIONAL_ROUTES``) wants the ``--admin-api-key`` when one is set (the ``--api-key`` is
+    then refused there), else the ``--api-key``; any other path, known or not, wants the
+    ``--api-key``. A key is ``Authorization: Bearer <key>`` (scheme in any case, compared in constant
     time); no key configured: everything passes."""
-    if not api_key or method == "OPTIONS":
+    if method == "OPTIONS":
         return True
     open_prefixes = ("/health", "/metrics", "/ready") if real_wording(version) else ("/health", "/metrics")
     if path.startswith(open_prefixes):
         return True
+    want = (admin_api_key or api_key) if path in ADMIN_OPTIONAL_ROUTES else api_key
+    if not want:
+        return True
     parts = (authorization or "").split(" ", 1)
-    return len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1].encode(), api_key.encode())
+    return len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1].encode(), want.encode())
 
 
 class UvicornAccessLogger(AbstractAccessLogger):
@@ -165,6 +177,7 @@ class ServerConfig:
     incremental: bool = False  # --incremental-streaming-output: chunk text is only the new text
     stream_output: bool = False  # --stream-output: chunk output_ids are only the new ids
     api_key: Optional[str] = None
+    admin_api_key: Optional[str] = None  # --admin-api-key: the admin routes want it instead of api_key
     warmup_s: float = 6.0  # already divided by the startup speed
     fail_at_serve: bool = False
     crash_after_requests: Optional[int] = None
@@ -333,7 +346,7 @@ class FakeServer:
 
     async def _handle(self, request: web.Request, handler: Callable) -> web.StreamResponse:
         if not authorized(request.method, request.path, request.headers.get("Authorization"), self.cfg.api_key,
-                          self.cfg.version):
+                          self.cfg.version, self.cfg.admin_api_key):
             return json_response({"error": "Unauthorized"}, 401)
         try:
             return await handler(request)
@@ -706,8 +719,10 @@ class FakeServer:
             async with session.post(f"{base}/generate", json=payload) as r:
                 r.raise_for_status()
                 await r.read()
-            if self.cfg.real_wording:
-                async with session.post(f"{base}/freeze_gc") as r:
+            if self.cfg.real_wording:  # with the admin key if there is one, as SGLang's warmup does
+                freeze_key = self.cfg.admin_api_key or self.cfg.api_key
+                auth = {"Authorization": f"Bearer {freeze_key}"} if freeze_key else {}
+                async with session.post(f"{base}/freeze_gc", headers=auth) as r:
                     r.raise_for_status()
         self.ready = True
         self.log.info("The server is fired up and ready to roll!")

@@ -77,6 +77,7 @@ class PointResult:
     status: PointStatus  # ok | failed (invalid points never reach a host)
     failure_phase: FailurePhase | None = None
     failure_reason: str | None = None
+    failure_fix: str | None = None  # the error's fix, where it has one
     log_tail: str = ""
     phases: dict[str, float | None] = field(default_factory=dict)
     startup_progress: list[dict] = field(default_factory=list)  # last progress-bar update of each kind
@@ -178,6 +179,7 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     res.reaped = reaped.as_dict(secrets)
     if secrets:
         res.failure_reason = redact.redact_text(res.failure_reason, secrets) if res.failure_reason else res.failure_reason
+        res.failure_fix = redact.redact_text(res.failure_fix, secrets) if res.failure_fix else res.failure_fix
         res.log_tail = redact.redact_text(res.log_tail, secrets)
     res.ended_at = time.time()
 
@@ -206,7 +208,8 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
         from sweep.bench.client import api_key
         from sweep.bench.runner import run as run_bench
 
-        with api_key(server.api_key):  # the server's --api-key, as Authorization: Bearer on every request
+        # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
+        with api_key(server.api_key, admin=server.admin_api_key):
             bench = run_bench(server.url, spec.bench, point_id=spec.point_id, progress=emit)
         res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
         res.metrics = bench.metrics
@@ -214,9 +217,9 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
             raise server.died("benchmark")
         res.status = "ok"
     except PointFailure as e:
-        res.failure_phase, res.failure_reason = e.phase, e.reason
+        res.failure_phase, res.failure_reason, res.failure_fix = e.phase, e.reason, e.fix
     except SweepError as e:  # e.g. the benchmark could not reach the server at all
-        res.failure_phase, res.failure_reason = phase, e.message
+        res.failure_phase, res.failure_reason, res.failure_fix = phase, e.message, e.fix
     except Exception as e:  # a bug: still recorded, never lost
         res.failure_phase = phase
         res.failure_reason = f"internal error: {type(e).__name__}: {e}"
@@ -246,6 +249,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: P
         raise server.died(server.startup.phase)
     except PointFailure as e:
         res.failure_phase, res.failure_reason = e.phase, f"node {node_rank} on {host.name}: {e.reason}"
+        res.failure_fix = e.fix
     finally:
         _finish(res, server, spec, host, report, reaped, reap_after=True)
     return res

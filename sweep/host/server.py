@@ -334,6 +334,7 @@ class ServerProcess:
         self.env = dict(env)
         self.secrets = redact.secret_values(argv, env) if secrets is None else list(secrets)
         self.api_key = argv_value(argv, "--api-key") if api_key is None else api_key
+        self.admin_api_key = argv_value(argv, "--admin-api-key")  # what the benchmark's /flush_cache sends
         self._pump: LogPump | None = None
         self.log_path = Path(log_path)
         self.port = port
@@ -450,7 +451,9 @@ class ServerProcess:
                                               f"{self._hang_context()}",
                                        fix=f"raise server.timeouts.{phase}_s if this phase is just slow")
                 if now > timeouts.total_s:
-                    raise PointFailure(phase, f"hang: not ready after {timeouts.total_s:.0f} s (server.timeouts.total_s)")
+                    raise PointFailure(phase, f"hang: not ready after {timeouts.total_s:.0f} s (server.timeouts.total_s)",
+                                       fix="raise server.timeouts.total_s if startup is just slow (a large model, "
+                                           "a cold disk)")
                 if now - last_output_at > timeouts.stall_s and phase != "ready":
                     raise PointFailure(phase, f"hang: no log output for {timeouts.stall_s:.0f} s in {phase} "
                                               f"(server.timeouts.stall_s); {self._hang_context()}",

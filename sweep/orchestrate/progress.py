@@ -131,7 +131,8 @@ class SweepProgress:
         if isinstance(event, PointStage):
             self.host_event(event.host, event.label, event.as_dict())
         elif isinstance(event, PointFinished):
-            self.point_finished(event.host, event.label, event.status, event.seconds, event.reason)
+            self.point_finished(event.host, event.label, event.status, event.seconds, event.reason,
+                                event.failure_fix or "")
 
     def host_event(self, host: str, label: str, ev: dict | PointStage) -> None:
         if isinstance(ev, PointStage):
@@ -159,7 +160,7 @@ class SweepProgress:
             self._log(text)
 
     def point_finished(self, host: str | None, label: str, status: PointStatus, seconds: float,
-                       reason: str = "") -> None:
+                       reason: str = "", fix: str = "") -> None:
         if status == "ok":
             self.done += 1
         else:
@@ -170,7 +171,8 @@ class SweepProgress:
             self._finished.append((self.estimates[label], seconds))
         if host and host in self.hosts and self.hosts[host].label == label:
             self.hosts[host] = HostLine()
-        self._log(f"{label}: {status} in {seconds:.0f}s" + (f" ({reason})" if reason else "") + f" | {self._summary()}")
+        self._log(f"{label}: {status} in {seconds:.0f}s" + (f" ({reason})" if reason else "")
+                  + (f" fix: {fix}" if fix else "") + f" | {self._summary()}")
         self.refresh()
 
     def refresh(self) -> None:

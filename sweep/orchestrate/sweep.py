@@ -237,7 +237,8 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
                     ok = r.status == "ok"
                     tell(PointFinished(r.point_id, planned[r.point_id].label, r.host, r.status,
                                        r.ended_at - r.started_at, out.attempts,
-                                       None if ok else r.failure_phase, None if ok else r.failure_reason))
+                                       None if ok else r.failure_phase, None if ok else r.failure_reason,
+                                       None if ok else r.failure_fix))
             except BaseException:
                 runner.cancel_all()
                 raise

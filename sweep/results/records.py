@@ -39,6 +39,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
         row.update(status="invalid", failure_phase="plan", failure_reason="; ".join(pp.errors))
     else:
         row.update(status=result.status, failure_phase=result.failure_phase, failure_reason=result.failure_reason,
+                   failure_fix=result.failure_fix,
                    log_tail=result.log_tail[-4000:] if result.log_tail else None, host=result.host,
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
                    sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,

@@ -259,6 +259,7 @@ POINTS = pa.schema(
         ("status", pa.string()),  # ok | failed | invalid
         ("failure_phase", pa.string()),
         ("failure_reason", pa.string()),
+        ("failure_fix", pa.string()),  # how to fix it, where the sweep knows (pre-flight, timeouts, auth...)
         ("errors", pa.list_(pa.string())),  # plan errors (invalid points)
         ("warnings", pa.list_(pa.string())),  # plan warnings
         # the drafter pre-flight (sweep/drafter.py): the 0-based target layers whose output the EAGLE-3

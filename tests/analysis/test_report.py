@@ -49,7 +49,7 @@ def test_partial_sweep(tmp_path, capsys):
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], written=False)
     sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[120, 121])  # no levels yet
     sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, status="failed",
-             failure_phase="load", failure_reason="drafter path not found",
+             failure_phase="load", failure_reason="drafter path not found", failure_fix="copy the drafter to every host",
              log_tail="Load weight begin.\nOSError: /models/d1 does not exist\n\n")
     directory = sd.write()
     plan = {"experiment": "test", "points": [{"id": p.point_id, "label": p.label} for p in sd.points],
@@ -59,6 +59,7 @@ def test_partial_sweep(tmp_path, capsys):
     md = (directory / "report" / "report.md").read_text()
     assert "Partial sweep: 1 of 3 planned points not written yet (drafter=none,nccl=default)" in md
     assert "baseline not written yet" in md and "drafter path not found" in md
+    assert re.search(r"\| drafter path not found +\| copy the drafter to every host +\|", md)  # reason, then fix
     assert "| OSError: /models/d1 does not exist |" in md  # the log's last line
     assert "- 3 hosts for 3 points" in md  # a warning about the plan as a whole
     assert not list((directory / "report").glob("*.png"))

@@ -14,6 +14,7 @@ from sweep.fake.server import authorized
 from tests.conftest import run_sweep_cli
 
 KEY = "sk-fake-test-key-42"
+ADMIN = "sk-fake-admin-key-7"
 GUARDED = [("GET", "/server_info"), ("GET", "/get_server_info"), ("GET", "/v1/models"), ("POST", "/generate"),
            ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("POST", "/flush_cache"),
            ("GET", "/model_info"), ("GET", "/nonexistent")]
@@ -62,6 +63,38 @@ def test_auth_decision_per_version():
     assert not authorized("GET", "/v1/models", "Bearer", KEY, "0.5.10")
 
 
+def test_admin_routes_want_the_admin_key():
+    """``--admin-api-key``: SGLang's ADMIN_OPTIONAL routes want it and refuse the api key; the other
+    routes want the api key (open when only an admin key is set)."""
+    both = dict(api_key=KEY, admin_api_key=ADMIN, version="0.5.10")
+    assert not authorized("POST", "/flush_cache", f"Bearer {KEY}", **both)
+    assert authorized("POST", "/flush_cache", f"Bearer {ADMIN}", **both)
+    assert authorized("POST", "/freeze_gc", f"bearer {ADMIN}", **both)
+    assert not authorized("POST", "/generate", f"Bearer {ADMIN}", **both)
+    assert authorized("POST", "/generate", f"Bearer {KEY}", **both)
+    only_admin = dict(api_key=None, admin_api_key=ADMIN, version="0.5.23")
+    assert authorized("POST", "/generate", None, **only_admin) and authorized("GET", "/server_info", None, **only_admin)
+    assert not authorized("GET", "/flush_cache", None, **only_admin)
+    assert authorized("POST", "/flush_cache", f"Bearer {KEY}", KEY, "0.5.10")  # no admin key: the api key
+
+
+@pytest.fixture(scope="module")
+def admin_keyed(module_starter):
+    server = module_starter("--api-key", KEY, "--admin-api-key", ADMIN, "--fake-version", "0.5.23")
+    server.wait_ready()  # 0.5.23's warmup posts /freeze_gc with the admin key, as SGLang's does
+    return server
+
+
+def test_admin_keyed_server(admin_keyed):
+    server = admin_keyed
+    bearer = lambda k: {"Authorization": f"Bearer {k}"}  # noqa: E731
+    assert httpx.post(server.base + "/flush_cache", headers=bearer(KEY), timeout=30).status_code == 401
+    assert httpx.post(server.base + "/flush_cache", headers=bearer(ADMIN), timeout=30).status_code == 200
+    assert httpx.get(server.base + "/v1/models", headers=bearer(ADMIN), timeout=30).status_code == 401
+    assert httpx.get(server.base + "/v1/models", headers=bearer(KEY), timeout=30).status_code == 200
+    assert '"POST /freeze_gc HTTP/1.1" 200' in server.log()
+
+
 @pytest.mark.slow
 def test_bench_cli_with_and_without_the_key(keyed, tmp_path):
     common = ["bench", "--url", keyed.base, "--runs", "1", "--warmup", "0", "--single-max-tokens", "8",
@@ -81,3 +114,22 @@ def test_bench_cli_with_and_without_the_key(keyed, tmp_path):
         r = run_sweep_cli(*common, *extra, timeout=60, env={"SGLANG_API_KEY": ""})
         assert r.returncode == 6, r.stdout[-2000:] + r.stderr[-2000:]
         assert "401 Unauthorized" in r.stderr and "--api-key" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_bench_cli_with_an_admin_key(admin_keyed, tmp_path):
+    """/flush_cache wants the admin key: without it the benchmark stops before measuring (exit 6),
+    naming the option; with it (or ``$SGLANG_ADMIN_API_KEY``) every level is flushed."""
+    common = ["bench", "--url", admin_keyed.base, "--runs", "1", "--warmup", "0", "--single-max-tokens", "8",
+              "--levels", "2", "--rounds", "1", "--max-tokens", "8", "--quiet", "--api-key", KEY]
+    r = run_sweep_cli(*common, timeout=60, env={"SGLANG_ADMIN_API_KEY": ""})
+    assert r.returncode == 6, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "401 to POST /flush_cache" in r.stderr and "--admin-api-key" in r.stderr and "Traceback" not in r.stderr
+    r = run_sweep_cli(*common, "--out", str(tmp_path / "a"), timeout=120, env={"SGLANG_ADMIN_API_KEY": ADMIN})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    import polars as pl
+
+    assert pl.read_parquet(tmp_path / "a" / "levels.parquet")["flushed"].to_list() == [True]
+    assert ADMIN not in r.stdout + r.stderr
+    r = run_sweep_cli(*common, "--no-flush", timeout=120, env={"SGLANG_ADMIN_API_KEY": ""})  # or no flush at all
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

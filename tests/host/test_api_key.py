@@ -18,8 +18,7 @@ import pytest
 from sweep.config import ReapConfig, Timeouts
 from sweep.errors import PointFailure
 from sweep.host import reaper
-from sweep.host.gpu import FakeGpus
-from sweep.host.point import HostContext, PointSpec, run_point
+from sweep.host.point import PointSpec, run_point
 from sweep.host.server import LogFollower, ServerProcess
 from sweep.redact import REDACTED
 from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
@@ -30,6 +29,7 @@ pytestmark = pytest.mark.slow
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
 KEY, HF = "sk-test-key-0123456789", "hf_test_token_abcdef"
+ADMIN = "sk-admin-key-9876543210"
 TINY = BenchSettings(prompts="coding", server_metrics=True,
                      single_stream=SingleStreamSettings(runs=1, warmup=1, max_tokens=16),
                      concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
@@ -38,19 +38,6 @@ READY_S = 30.0
 # the refused-key tests wait for readiness up to an hour, past the test's own timeout (pytest-timeout,
 # 300 s): only a point that fails at the 401 itself, not one that waits for ready_s, can pass them
 REFUSED_READY_S = 3600.0
-
-
-@pytest.fixture
-def host(tmp_path, monkeypatch):
-    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
-    ledger = tmp_path / "ledger"
-    ledger.mkdir()
-    ctx = HostContext(f"host-{uuid.uuid4().hex[:6]}", FakeGpus(ledger), "node", {"SWEEP_FAKE_GPU_LEDGER": str(ledger)})
-    yield ctx
-    left = reaper.marked(reaper.Marker(SWEEP, ctx.name))
-    for p in left:
-        p.kill()
-    assert not left, f"processes left behind: {[p.pid for p in left]}"
 
 
 def make_spec(tmp_path, *flags, launcher=FAKE, env=None, ready_s: float = READY_S) -> PointSpec:
@@ -98,6 +85,29 @@ def test_key_protected_server_benchmarked_with_the_key(tmp_path, host):
     assert any(f"--api-key {REDACTED}" in c for c in cmdlines), cmdlines  # the server's own line, redacted
     # the phases were timed from the pumped log as from a direct one
     assert r.phases["load_s"] is not None and r.phases["ready_s"] is not None
+
+
+def test_admin_key_server_is_flushed_with_its_admin_key(tmp_path, host):
+    """With ``--admin-api-key`` SGLang's /flush_cache wants that key and refuses the api key: the
+    benchmark sends it there, so every level starts flushed, and the log hides it."""
+    spec = make_spec(tmp_path, "--api-key", KEY, "--admin-api-key", ADMIN)
+    r = run_point(spec, host)
+    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
+    assert r.levels.column("flushed").to_pylist() == [True, True]
+    log = open(spec.log_path, "rb").read().decode()
+    assert ADMIN not in log and f"admin_api_key='{REDACTED}'" in log
+    assert '"POST /flush_cache HTTP/1.1" 200' in log and " 401 " not in log
+    assert ADMIN not in json.dumps({"tail": r.log_tail, "reaped": r.reaped}, default=str)
+
+
+def test_flush_refused_fails_the_point_before_measuring(tmp_path, host):
+    """A launcher that sets an admin key of its own: /flush_cache answers 401 to what the sweep
+    sends, and the point fails at once saying so (every level would be unflushed)."""
+    spec = make_spec(tmp_path, "--api-key", KEY, launcher=wrapper(tmp_path, "--admin-api-key", "sk-admin-own"))
+    r = run_point(spec, host)
+    assert r.status == "failed" and r.failure_phase == "benchmark", (r.failure_phase, r.failure_reason)
+    assert "401 to POST /flush_cache" in r.failure_reason and "--admin-api-key" in r.failure_fix
+    assert r.requests is None or r.requests.num_rows == 0
 
 
 def test_wrong_key_fails_at_once_with_the_reason(tmp_path, host):

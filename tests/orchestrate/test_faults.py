@@ -71,21 +71,24 @@ def test_every_fault_recorded_with_phase_and_reason(fault_sweep):
     pts = by_fault(tmp)
     assert len(pts) == 7
     expected = {
-        "none": ("ok", None, None),
-        "zombie": ("ok", None, None),
-        "load_crash": ("failed", "load", "Not enough memory"),
-        "capture_oom": ("failed", "capture", "CUDA out of memory"),
-        "serve_crash": ("failed", "benchmark", None),
-        "load_hang": ("failed", "load", "hang: no log output"),
-        "capture_hang": ("failed", "capture", "hang: no log output"),
+        "none": ("ok", None, None, None),
+        "zombie": ("ok", None, None, None),
+        "load_crash": ("failed", "load", "Not enough memory", "raise mem-fraction-static"),
+        "capture_oom": ("failed", "capture", "CUDA out of memory", "lower mem-fraction-static or cuda-graph-max-bs"),
+        "serve_crash": ("failed", "benchmark", None, None),
+        "load_hang": ("failed", "load", "hang: no log output", "raise stall_s"),
+        "capture_hang": ("failed", "capture", "hang: no log output", "raise stall_s"),
     }
-    for fault, (status, phase, reason) in expected.items():
+    for fault, (status, phase, reason, fix) in expected.items():
         p = pts[fault]
         assert p["status"] == status, (fault, p["failure_phase"], p["failure_reason"])
         assert p["failure_phase"] == phase, (fault, p["failure_reason"])
         if reason:
             assert reason in p["failure_reason"], (fault, p["failure_reason"])
+        if fix:  # the error's fix is kept beside its reason
+            assert fix in p["failure_fix"], (fault, p["failure_fix"])
         assert p["log_tail"], fault
+    assert f"fix: {pts['capture_oom']['failure_fix']}" in r.stdout  # and said as the point ends
 
 
 def test_crash_while_serving_keeps_what_was_measured(fault_sweep):
