@@ -13,13 +13,13 @@ baseline, single stream, tuned NCCL              89 tok/s    89.0
 baseline, single stream, default NCCL            63 tok/s    63.0
 EAGLE-3 (2 steps, topk 1), single stream         94 tok/s    94.0
 baseline, C=250 closed loop, 512 tokens          770 tok/s   ~770
-EAGLE-3 (5 steps, topk 4, 16 draft), C=250       350 tok/s   ~300 (-14%)
+EAGLE-3 (5 steps, topk 4, 16 draft), C=250       350 tok/s   ~314 (-10%)
 ==============================================  ==========  ==============
 
 and to the real findings: at C=1 two steps (94) beat one (88.6), three (92.3), five (82.1) and
 sixteen (42.1); a chain drafter that is ahead at C=1 is behind its baseline from C~5 and at
 saturation (2 steps: 0.86x at C=250); tuned NCCL lifts every curve, most at low concurrency
-(1.41x at C=1, 1.01x at C=250). The tree lands 14% under its target because the same curve must
+(1.41x at C=1, 1.01x at C=250). The tree lands 10% under its target because the same curve must
 also keep chain drafters behind at saturation.
 
 Each model figure of the table is within :data:`CALIBRATION_TOLERANCE` (15%) of its target, and no
@@ -37,7 +37,7 @@ The target is a roofline: a small batch is bound by reading expert weights (veri
 instead of 1 reads ~3x the experts, which a good drafter's accepted tokens pay for), a large batch
 by compute, which grows with every verified token, so speculation that wins at C=1 loses at
 saturation. The exponent below 1 stands for grouped expert GEMMs growing more efficient as each
-expert gets more tokens (which is why a 16-token tree still reaches ~300 tok/s at C=250). The draft
+expert gets more tokens (which is why a 16-token tree still reaches ~314 tok/s at C=250). The draft
 round is one extend forward over the accepted tokens plus one decode forward per further step.
 
 All-reduce: ``allreduce(n) = latency + AR_TOKEN * n``. The latency goes from ``AR_LATENCY_DEFAULT``
