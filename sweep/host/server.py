@@ -67,9 +67,10 @@ class LogFollower:
     (which have no newline until the bar closes) as they come. The tail kept for failures holds
     each bar's last update only, never the thousands before it."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, offset: int = 0):
+        """``offset``: where this server's part of the file begins (the earlier runs' lines before it)."""
         self.path = path
-        self._offset = 0
+        self._offset = offset
         self._partial = b""
         self._last_bar = ""  # raw text of the last update reported (a bar still drawing is seen once)
         self._tail_bar: dict[str, str] = {}  # kind -> the update of that bar now in the tail
@@ -353,6 +354,7 @@ class ServerProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._mark_earlier_runs()
         leash = [sys.executable, "-m", "sweep.host.die_with_parent", str(os.getpid()), "--"]
         if self.secrets:  # through the pump, which hides them (see LogPump)
             self.proc = subprocess.Popen(
@@ -367,6 +369,21 @@ class ServerProcess:
                     leash + self.argv, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         self.started = time.monotonic()
+
+    def _mark_earlier_runs(self) -> None:
+        """A point run again (--retry-failed, --force, a retry after its host was lost) appends to the
+        log of its earlier runs, which is kept: a marker line goes between, and this server's log is
+        read from there on, so its phases, tail and failure reason are its own."""
+        try:
+            size = self.log_path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size:
+            with open(self.log_path, "ab") as log:
+                log.write((f"\n[{time.strftime('%Y-%m-%d %H:%M:%S')}] [sweep] the server is started again; "
+                           "the lines above are an earlier run's\n").encode())
+                size = log.tell()
+        self.log = LogFollower(self.log_path, offset=size)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -75,6 +75,28 @@ def test_capture_oom_explained_from_the_log_of_the_dead_server(tmp_path, host):
     assert not [k for k in r.reaped["killed"] if k["reason"] == "stopped after the point"]
 
 
+def test_a_point_run_again_reads_only_its_own_log(tmp_path, host):
+    """The point's log is kept across runs (--retry-failed, a retry after a host was lost): the new
+    run appends after a marker line, and its phases and reason come from its own lines only, not
+    from the earlier run's ``Uvicorn running`` or ``CUDA out of memory``."""
+    first = make_spec(tmp_path, "--fake-fail-at", "capture")
+    r1 = run_point(first, host)
+    assert r1.status == "failed" and "CUDA out of memory" in r1.failure_reason
+    again = replace(make_spec(tmp_path, "--fake-fail-at", "load"), point_id=first.point_id)
+    r2 = run_point(again, host)
+    assert r2.status == "failed" and r2.failure_phase == "load", (r2.failure_phase, r2.failure_reason)
+    assert "Not enough memory" in r2.failure_reason and "CUDA out of memory" not in r2.log_tail
+    ok = replace(make_spec(tmp_path), point_id=first.point_id)
+    stages = []
+    r3 = run_point(ok, host, lambda e: stages.append(e["stage"]))
+    assert r3.status == "ok", (r3.failure_phase, r3.failure_reason, r3.log_tail[-2000:])
+    assert stages.index("capture") < stages.index("ready")  # not "ready" at once from the old lines
+    assert r3.phases["load_s"] is not None and r3.phases["startup_s"] >= r3.phases["load_s"]
+    log = Path(first.log_path).read_text()
+    assert log.count("Load weight begin") >= 3 * 2  # every run's lines are kept ...
+    assert log.count("the lines above are an earlier run's") == 2  # ... each later run after a marker
+
+
 def test_capture_hang_cut_by_stall_timeout(tmp_path, host):
     t = Timeouts(stall_s=1.5, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=1)
     spec = make_spec(tmp_path, "--fake-hang-at", "capture", timeouts=t)
