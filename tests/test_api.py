@@ -43,7 +43,7 @@ grid:
 benchmark:
   single_stream: {{runs: 1, warmup: 1, max_tokens: 32}}
   concurrency: {{levels: [1, 4], rounds: 1, max_tokens: 32}}
-dry_run: {{hosts: 2, fake_speed: 8, fake_startup_speed: 200, max_tokens_scale: 1.0, min_max_tokens: 16}}
+dry_run: {{hosts: 2, fake_speed: 8, fake_startup_speed: 1000, max_tokens_scale: 1.0, min_max_tokens: 16}}
 results_dir: {results}
 """
 

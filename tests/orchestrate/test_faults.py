@@ -45,7 +45,7 @@ benchmark:
   server_metrics: false
   single_stream: {{runs: 2, warmup: 1, max_tokens: 32}}
   concurrency: {{levels: [1, 4], rounds: 2, max_tokens: 32}}
-dry_run: {{hosts: 3, fake_speed: 4, fake_startup_speed: 100, max_tokens_scale: 1.0, min_max_tokens: 16}}
+dry_run: {{hosts: 3, fake_speed: 4, fake_startup_speed: 1000, max_tokens_scale: 1.0, min_max_tokens: 16}}
 results_dir: {results}
 """
 

@@ -43,7 +43,7 @@ benchmark:
   server_metrics: true
   single_stream: {{runs: 2, warmup: 1, max_tokens: 48}}
   concurrency: {{levels: [1, 4, 8], rounds: 2, max_tokens: 48}}
-dry_run: {{hosts: 2, fake_speed: {speed}, fake_startup_speed: 100, max_tokens_scale: 1.0, min_max_tokens: 16}}
+dry_run: {{hosts: 2, fake_speed: {speed}, fake_startup_speed: 1000, max_tokens_scale: 1.0, min_max_tokens: 16}}
 results_dir: {results}
 """
 
