@@ -149,8 +149,32 @@ def headlines(f: Findings) -> list[str]:
         ratios = g["geomean_ratio"].drop_nulls()
         if not ratios.len():
             continue
-        lifted = g.filter(pl.col("min_ratio") > 1).height
-        verb = "lifts every curve" if lifted == g.height else f"lifts {lifted} of {g.height} curves"
-        lines.append(f"{profile} against {reference} {verb}: output throughput "
-                     f"{_x(ratios.min())} to {_x(ratios.max())} (geometric mean over levels, per configuration).")
+        lines.append(_profile_line(profile, reference, g))
     return lines
+
+
+def _range(values: pl.Series) -> str:
+    values = values.drop_nulls()
+    lo, hi = values.min(), values.max()
+    return _x(lo) if f"{lo:.2f}" == f"{hi:.2f}" else f"{_x(lo)} to {_x(hi)}"
+
+
+def _profile_line(profile: str, reference: str, g: pl.DataFrame) -> str:
+    """How a profile moved every curve: at every level (all ratios above 1) or not, and the shape of
+    the shift, single stream, lowest and highest level, so that a lift that fades with load (NCCL
+    tuning: all-reduce latency matters most to small batches) reads as such."""
+    lifted = g.filter(pl.col("min_ratio") > 1).height
+    verb = "lifts every curve" if lifted == g.height else f"lifts {lifted} of {g.height} curves at every level"
+    parts = []
+    if g["single_stream_ratio"].drop_nulls().len():
+        parts.append(f"single stream {_range(g['single_stream_ratio'])}")
+    low, high = g["ratio_min_level"].drop_nulls(), g["ratio_max_level"].drop_nulls()
+    if low.len() and high.len() and (g["levels"].fill_null(0) > 1).any():
+        parts.append(f"output throughput {_range(low)} at the lowest level and {_range(high)} at the highest")
+        if low.median() > high.median() * 1.05:
+            parts.append("the lift fades with load")
+        elif high.median() > low.median() * 1.05:
+            parts.append("the lift grows with load")
+    shape = f": {', '.join(parts)}" if parts else ""
+    return (f"{profile} against {reference} {verb}{shape} (geometric mean over levels "
+            f"{_range(g['geomean_ratio'])}, per configuration).")

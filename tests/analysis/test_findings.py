@@ -1,0 +1,31 @@
+"""The headline on NCCL profiles says how the profile moved every curve: at every level or not, and
+the shape of the shift (a lift that fades with load is the real finding of NCCL tuning)."""
+
+import polars as pl
+
+from sweep.analysis.findings import _profile_line
+
+
+def _env(rows):
+    cols = ("single_stream_ratio", "ratio_min_level", "ratio_max_level", "geomean_ratio", "min_ratio")
+    return pl.DataFrame([dict(zip(cols, r), levels=8) for r in rows])
+
+
+def test_a_lift_that_fades_with_load():
+    line = _profile_line("nccl=tuned", "nccl=default", _env([(1.41, 1.40, 1.12, 1.17, 1.06),
+                                                            (1.13, 1.12, 0.98, 1.03, 0.98)]))
+    assert line == ("nccl=tuned against nccl=default lifts 1 of 2 curves at every level: single stream 1.13x to "
+                    "1.41x, output throughput 1.12x to 1.40x at the lowest level and 0.98x to 1.12x at the "
+                    "highest, the lift fades with load (geometric mean over levels 1.03x to 1.17x, per configuration).")
+
+
+def test_every_curve_lifted_evenly():
+    line = _profile_line("nccl=tuned", "nccl=default", _env([(1.2, 1.2, 1.2, 1.2, 1.19), (1.2, 1.21, 1.19, 1.2, 1.18)]))
+    assert line.startswith("nccl=tuned against nccl=default lifts every curve: single stream 1.20x, output ")
+    assert "fades" not in line and "grows" not in line
+
+
+def test_a_lift_that_grows_with_load_and_no_single_stream():
+    env = _env([(None, 1.01, 1.30, 1.1, 1.01)])
+    line = _profile_line("nccl=ring", "nccl=default", env)
+    assert "single stream" not in line and "the lift grows with load" in line and "lifts every curve" in line
