@@ -150,7 +150,6 @@ def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> 
     this host (the other nodes connect to it there) and its port free on it. A wrong IP would
     otherwise leave the other nodes waiting for a rendezvous that never comes."""
     import errno
-    import socket
 
     addr = argv_value(argv, "--dist-init-addr")
     if not addr or int(argv_value(argv, "--node-rank") or 0) != 0:
@@ -159,19 +158,16 @@ def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> 
     if not ip or not port.isdigit():
         raise PointFailure("preflight", f"--dist-init-addr {addr} is not IP:PORT",
                            fix="the orchestrator sets it from the leader's IP; check ray_runner.dist_port_offset")
-    with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((ip.strip("[]"), int(port)))
-        except OSError as e:
-            if e.errno == errno.EADDRNOTAVAIL:
-                raise PointFailure("preflight", f"--dist-init-addr {addr}: {ip} is not an address of {host}, "
-                                                "so the other nodes could not reach node rank 0 there",
-                                   fix="check the IP Ray reports for this host (ray start --node-ip-address)") from None
-            raise PointFailure("preflight", f"--dist-init-addr port {port} is in use on {host} ({ip}): "
-                                            f"{e.strerror or e}",
-                               fix="stop the process holding it, or change server.port (the port is "
-                                   "server.port + 1000)") from None
+    e = reaper.bind_error(int(port), ip.strip("[]"))
+    if e is not None and e.errno == errno.EADDRNOTAVAIL:
+        raise PointFailure("preflight", f"--dist-init-addr {addr}: {ip} is not an address of {host}, "
+                                        "so the other nodes could not reach node rank 0 there",
+                           fix="check the IP Ray reports for this host (ray start --node-ip-address)")
+    if e is not None:
+        raise PointFailure("preflight", f"--dist-init-addr port {port} is in use on {host} ({ip}): "
+                                        f"{e.strerror or e}",
+                           fix="stop the process holding it, or change server.port (the port is "
+                               "server.port + 1000)")
     report.checks.append(f"ok: dist-init port {port} free on {ip}")
 
 

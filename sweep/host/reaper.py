@@ -200,14 +200,20 @@ def marked(marker: Marker) -> list[psutil.Process]:
     return out
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def bind_error(port: int, host: str = "127.0.0.1") -> OSError | None:
+    """Why ``port`` cannot be bound on ``host`` (an IPv4 or IPv6 address), or None when it can:
+    ``EADDRINUSE`` (taken), ``EADDRNOTAVAIL`` (not an address of this machine), ..."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
-        except OSError:
-            return False
-    return True
+        except OSError as e:
+            return e
+    return None
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    return bind_error(port, host) is None
 
 
 def gpus_free(probe: GpuProbe, threshold_mib: int) -> bool:

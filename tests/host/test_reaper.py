@@ -62,6 +62,7 @@ def test_kill_group_escalates_to_sigkill():
 
 
 def test_port_free():
+    import errno
     import socket
 
     s = socket.socket()
@@ -69,8 +70,10 @@ def test_port_free():
     s.listen()
     port = s.getsockname()[1]
     assert not reaper.port_free(port)
+    assert reaper.bind_error(port).errno == errno.EADDRINUSE
     s.close()
-    assert reaper.port_free(port)
+    assert reaper.port_free(port) and reaper.bind_error(port) is None
+    assert reaper.bind_error(port, "192.0.2.1").errno == errno.EADDRNOTAVAIL  # TEST-NET-1: not this machine's
 
 
 # A server launcher whose child loses the marker from its environment, as SGLang's scheduler does
