@@ -99,6 +99,16 @@ def json_response(obj: Any, status: int = 200) -> web.Response:
 ADMIN_OPTIONAL_ROUTES = frozenset({"/flush_cache", "/freeze_gc"})
 
 
+def route_key(path: str, api_key: Optional[str], admin_api_key: Optional[str]) -> Optional[str]:
+    """The key a route wants: an admin route the admin key where there is one, else the api key."""
+    return (admin_api_key or api_key) if path in ADMIN_OPTIONAL_ROUTES else api_key
+
+
+def bearer(key: Optional[str]) -> dict[str, str]:
+    """``Authorization: Bearer <key>`` as a header dict, {} without a key."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def authorized(method: str, path: str, authorization: Optional[str], api_key: Optional[str], version: str,
                admin_api_key: Optional[str] = None) -> bool:
     """SGLang's ``decide_request_auth`` for the fake's routes. OPTIONS and the probe routes
@@ -112,7 +122,7 @@ def authorized(method: str, path: str, authorization: Optional[str], api_key: Op
     open_prefixes = ("/health", "/metrics", "/ready") if real_wording(version) else ("/health", "/metrics")
     if path.startswith(open_prefixes):
         return True
-    want = (admin_api_key or api_key) if path in ADMIN_OPTIONAL_ROUTES else api_key
+    want = route_key(path, api_key, admin_api_key)
     if not want:
         return True
     parts = (authorization or "").split(" ", 1)
@@ -709,8 +719,7 @@ class FakeServer:
         """SGLang's warmup: ask /model_info (0.5.10: /get_model_info), run one short /generate (the
         first forward is slow), POST /freeze_gc (0.5.23), then declare ready."""
         base = f"http://{self.cfg.host}:{self.cfg.port}"
-        headers = {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
-        async with aiohttp.ClientSession(headers=headers) as session:
+        async with aiohttp.ClientSession(headers=bearer(self.cfg.api_key)) as session:
             info = "/model_info" if self.cfg.real_wording else "/get_model_info"
             async with session.get(f"{base}{info}") as r:
                 r.raise_for_status()
@@ -720,8 +729,7 @@ class FakeServer:
                 r.raise_for_status()
                 await r.read()
             if self.cfg.real_wording:  # with the admin key if there is one, as SGLang's warmup does
-                freeze_key = self.cfg.admin_api_key or self.cfg.api_key
-                auth = {"Authorization": f"Bearer {freeze_key}"} if freeze_key else {}
+                auth = bearer(route_key("/freeze_gc", self.cfg.api_key, self.cfg.admin_api_key))
                 async with session.post(f"{base}/freeze_gc", headers=auth) as r:
                     r.raise_for_status()
         self.ready = True
