@@ -374,16 +374,12 @@ class ServerProcess:
         """A point run again (--retry-failed, --force, a retry after its host was lost) appends to the
         log of its earlier runs, which is kept: a marker line goes between, and this server's log is
         read from there on, so its phases, tail and failure reason are its own."""
-        try:
-            size = self.log_path.stat().st_size
-        except FileNotFoundError:
-            return
-        if size:
-            with open(self.log_path, "ab") as log:
-                log.write((f"\n[{time.strftime('%Y-%m-%d %H:%M:%S')}] [sweep] the server is started again; "
-                           "the lines above are an earlier run's\n").encode())
-                size = log.tell()
-        self.log = LogFollower(self.log_path, offset=size)
+        if not self.log_path.is_file() or not self.log_path.stat().st_size:
+            return  # a first run: read from the start (the LogFollower of __init__)
+        with open(self.log_path, "ab") as log:
+            log.write((f"\n[{time.strftime('%Y-%m-%d %H:%M:%S')}] [sweep] the server is started again; "
+                       "the lines above are an earlier run's\n").encode())
+            self.log = LogFollower(self.log_path, offset=log.tell())
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
