@@ -1,38 +1,74 @@
 #!/usr/bin/env bash
-# Real SGLang on a CPU host, any x86-64 with AVX2 (a Xeon with AMX, or e.g. an AMD EPYC without AVX-512).
+# Real SGLang on a CPU host, any x86-64 with AVX2, with speculative decoding on every kind.
 #
 #   bash cluster/sglang-cpu-x86/install.sh [SHARED_SGLANG_CPU_DIR]    # default ../shared/sglang-cpu
 #
-# On a CPU with AMX this is exactly the shared installer (../shared/sglang-cpu/install.sh: SGLang at one
-# commit, its prebuilt AMX kernels). On a CPU without AMX that installer stops (exit 3), and its prebuilt
-# kernels (-march=x86-64-v4 + AMX) die with SIGILL at import. Then this script runs the same installer
-# without its AMX gate, and rebuilds the kernels for this CPU the way SGLang builds them for Arm64 (no
-# AVX-512/AMX sources, -march=native), with stubs for the four int8/MoE ops that exist only as AVX-512
-# code (noavx512_stubs.cpp). Such a server runs bf16/fp16 dense models with --attention-backend
-# torch_native. Idempotent (about 1 s once done); prints SGLANG_CPU_ENV=$PREFIX/env.sh last, as the
-# shared installer does. PREFIX: $PREFIX, else $SWEEP_SGLANG_CPU, else ~/.cache/sweep-sglang-cpu.
+# It picks the path for the CPU it runs on, says which one it took, and writes it into the install
+# (env.sh exports SGLANG_CPU_PATH and SGLANG_CPU_ATTENTION_BACKEND; the venv's own startup hook,
+# sweep_cpu_path.py, does the rest for every server process, so nobody sets a variable by hand):
+#   amx          a Xeon with AMX: exactly the shared installer (../shared/sglang-cpu/install.sh), intel_amx
+#   avx512-bf16  AVX-512 with AVX512-BF16, no AMX (AMD Zen 4): the shared installer without its AMX gate,
+#                its prebuilt kernels, and the AMX claim of ../shared/sglang-cpu/avx512/ in every server
+#                process (SGLang asks torch "AMX or not" once; oneDNN's bf16 brgemm has an AVX512-BF16
+#                path): intel_amx serves every speculative algorithm there
+#   avx2         AVX2 only (AMD Zen 3): kernels rebuilt without AVX-512 sources (-march=x86-64-v3), torch
+#                held to AVX2, and SGLang's torch_native attention taught the speculative passes
+#                (torch_native_spec.py, applied to the installed SGLang): torch_native
+# SWEEP_CPU_PATH=avx2 (or avx512-bf16) forces a path a newer CPU can emulate: kernels built without
+# AVX-512, torch at ATEN_CPU_CAPABILITY=avx2 and torch_native behave there as on a Zen 3. Such an
+# install is best kept in its own PREFIX (the tests look for one at ~/.cache/sweep-sglang-cpu-avx2).
+# Idempotent (about 1 s once done); prints SGLANG_CPU_ENV=$PREFIX/env.sh last, as the shared installer
+# does. PREFIX: $PREFIX, else $SWEEP_SGLANG_CPU, else ~/.cache/sweep-sglang-cpu. Exit 3: no path on this
+# CPU (neither AMX nor AVX2).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHARED=$(cd "${1:-$HERE/../../../shared/sglang-cpu}" && pwd)
 export PREFIX=${PREFIX:-${SWEEP_SGLANG_CPU:-$HOME/.cache/sweep-sglang-cpu}}
 log() { echo "[sglang-cpu-x86] $*" >&2; }
 PY="$PREFIX/venv/bin/python"
-kernels_load() { ( cd / && SGLANG_USE_CPU_ENGINE=1 "$PY" -c "import sgl_kernel" ) >/dev/null 2>&1; }
+has() { grep -qw "$1" /proc/cpuinfo; }
 
-if grep -q amx_tile /proc/cpuinfo; then
-  exec bash "$SHARED/install.sh"
+# 1. the path for this CPU
+if [ -n "${SWEEP_CPU_PATH:-}" ]; then
+  CPU_PATH=$SWEEP_CPU_PATH; WHY="forced by SWEEP_CPU_PATH"
+elif has amx_tile && has amx_bf16; then
+  CPU_PATH=amx; WHY="the CPU has AMX"
+elif has avx512f && has avx512bw && has avx512vl && has avx512_bf16; then
+  CPU_PATH=avx512-bf16; WHY="the CPU has AVX-512 with AVX512-BF16 and no AMX"
+elif has avx2 && has fma; then
+  CPU_PATH=avx2; WHY="the CPU has AVX2 and no AVX512-BF16"
+else
+  log "this CPU has neither AMX, AVX512-BF16 nor AVX2: SGLang's CPU kernels need one of them"; exit 3
 fi
-if [ -f "$PREFIX/.kernels-native" ] && [ -f "$PREFIX/.installed" ] && kernels_load; then
-  log "already installed in $PREFIX (kernels built for this CPU)"; echo "SGLANG_CPU_ENV=$PREFIX/env.sh"; exit 0
+case "$CPU_PATH" in
+  amx|avx512-bf16) BACKEND=intel_amx ;;
+  avx2) BACKEND=torch_native ;;
+  *) log "SWEEP_CPU_PATH=$CPU_PATH: not a path (amx, avx512-bf16, avx2)"; exit 2 ;;
+esac
+if [ "$CPU_PATH" = avx512-bf16 ] && ! { has avx512f && has avx512_bf16; }; then
+  log "SWEEP_CPU_PATH=avx512-bf16 needs AVX-512 with AVX512-BF16, which this CPU lacks"; exit 3
 fi
-grep -q avx2 /proc/cpuinfo || { log "this CPU has neither AMX nor AVX2: SGLang's CPU kernels need one of them"; exit 3; }
+if [ "$CPU_PATH" = amx ] && ! has amx_tile; then
+  log "SWEEP_CPU_PATH=amx needs AMX, which this CPU lacks"; exit 3
+fi
+WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/torch_native_spec.py" "$HERE/sweep_cpu_path.py" | sha256sum | cut -c1-16)"
+kernels_load() { ( cd / && SGLANG_USE_CPU_ENGINE=1 "$PY" -c "import sgl_kernel, sglang.srt.server_args" ) >/dev/null 2>&1; }
+if [ -f "$PREFIX/.installed" ] && [ "$(cat "$PREFIX/.path" 2>/dev/null)" = "$WANT" ] && kernels_load; then
+  log "already installed in $PREFIX (path $CPU_PATH: $WHY; attention backend $BACKEND)"
+  echo "SGLANG_CPU_ENV=$PREFIX/env.sh"; exit 0
+fi
+log "path $CPU_PATH ($WHY): attention backend $BACKEND"
 T0=$(date +%s)
-rm -f "$PREFIX/.kernels-native"
+rm -f "$PREFIX/.path"
 
-# 1. the shared installer, without its AMX gate and with a smoke test that does not ask for AMX
+# 2. the shared installer: as it is on AMX; elsewhere without its AMX gate and with a smoke test that
+#    does not ask for AMX (its prebuilt kernels, -march=x86-64-v4, run on any AVX-512 CPU)
 mkdir -p "$PREFIX"
-PATCHED="$PREFIX/.install-noamx.sh"
-python3 - "$SHARED/install.sh" "$PATCHED" "$SHARED" <<'PY'
+if [ "$CPU_PATH" = amx ]; then
+  bash "$SHARED/install.sh"
+else
+  PATCHED="$PREFIX/.install-noamx.sh"
+  python3 - "$SHARED/install.sh" "$PATCHED" "$SHARED" <<'PY'
 import sys
 src, dst, shared = sys.argv[1:]
 s = open(src).read()
@@ -44,19 +80,26 @@ edits = [
 ]
 for old, new in edits:
     if old not in s:
-        sys.exit(f"the shared installer changed: {old!r} not found; update {__file__ or 'this script'}")
+        sys.exit(f"the shared installer changed: {old!r} not found; update cluster/sglang-cpu-x86/install.sh")
     s = s.replace(old, new)
 open(dst, "w").write(s)
 PY
-bash "$PATCHED"
+  bash "$PATCHED"
+fi
+SITE=$("$PY" -c "import sysconfig;print(sysconfig.get_paths()['purelib'])")
 
-# 2. the kernels, built for this CPU
-SRC="$PREFIX/src/sglang-7f8f030/python/sglang/kernels/aot"
-KB="$PREFIX/kbuild-native"
-rm -rf "$KB.src"; cp -r "$SRC" "$KB.src"; cd "$KB.src"
-cp pyproject_cpu.toml pyproject.toml
-sed -i 's/"torch==2.12.0"/"torch"/' pyproject.toml
-"$PY" - csrc/cpu/CMakeLists.txt <<'PY'
+# 3. AVX2: the kernels, built without AVX-512 sources or instructions
+if [ "$CPU_PATH" = avx2 ]; then
+  if [ -f "$PREFIX/.kernels-avx2" ] && kernels_load; then
+    log "kernels built for AVX2 already installed"
+  else
+    rm -f "$PREFIX/.kernels-avx2"
+    SRC="$PREFIX/src/sglang-7f8f030/python/sglang/kernels/aot"
+    KB="$PREFIX/kbuild-avx2"
+    rm -rf "$KB.src"; cp -r "$SRC" "$KB.src"; cd "$KB.src"
+    cp pyproject_cpu.toml pyproject.toml
+    sed -i 's/"torch==2.12.0"/"torch"/' pyproject.toml
+    "$PY" - csrc/cpu/CMakeLists.txt <<'PY'
 import sys
 p = sys.argv[1]; s = open(p).read()
 edits = [
@@ -64,6 +107,8 @@ edits = [
      'if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64" OR DEFINED ENV{SGLANG_CPU_NO_AVX512})\n    add_compile_definitions'),
     ('if(MY_ARCH_DIR STREQUAL "x86_64")\n    add_compile_options(',
      'if(MY_ARCH_DIR STREQUAL "x86_64" AND NOT DEFINED ENV{SGLANG_CPU_NO_AVX512})\n    add_compile_options('),
+    # x86-64-v3 (AVX2, FMA, F16C), not -march=native: on a newer CPU, native would emit AVX-512
+    ('        -march=native', '        $<IF:$<BOOL:$ENV{SGLANG_CPU_NO_AVX512}>,-march=x86-64-v3,-march=native>'),
 ]
 for old, new in edits:
     if old not in s:
@@ -71,15 +116,41 @@ for old, new in edits:
     s = s.replace(old, new)
 open(p, "w").write(s)
 PY
-cp "$HERE/noavx512_stubs.cpp" csrc/cpu/x86_64/
-log "building SGLang's CPU kernels for this CPU (no AVX-512; about 5 min on 2 cores)"
-mkdir -p "$PREFIX/wheels-native"; rm -f "$PREFIX"/wheels-native/*.whl
-SGLANG_CPU_NO_AVX512=1 MAX_JOBS=2 CMAKE_BUILD_PARALLEL_LEVEL=2 VIRTUAL_ENV="$PREFIX/venv" PATH="$PREFIX/venv/bin:$PATH" \
-  "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$PREFIX/wheels-native" -C build-dir="$KB" . \
-  > "$PREFIX/kernel_build_native.log" 2>&1 || { log "kernel build failed: see $PREFIX/kernel_build_native.log"; exit 1; }
-"$PY" -m pip install -q --no-deps --force-reinstall "$PREFIX"/wheels-native/sglang_kernel_cpu-*.whl
-cd "$PREFIX"
-kernels_load || { log "the kernels built for this CPU do not load: see $PREFIX/kernel_build_native.log"; exit 1; }
-touch "$PREFIX/.kernels-native"
-log "installed in $PREFIX in $(( $(date +%s) - T0 )) s (kernels built for this CPU: use --attention-backend torch_native)"
+    cp "$HERE/noavx512_stubs.cpp" csrc/cpu/x86_64/
+    log "building SGLang's CPU kernels for AVX2 (-march=x86-64-v3; about 8 min on 2 cores)"
+    mkdir -p "$PREFIX/wheels-avx2"; rm -f "$PREFIX"/wheels-avx2/*.whl
+    SGLANG_CPU_NO_AVX512=1 MAX_JOBS=2 CMAKE_BUILD_PARALLEL_LEVEL=2 VIRTUAL_ENV="$PREFIX/venv" PATH="$PREFIX/venv/bin:$PATH" \
+      "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$PREFIX/wheels-avx2" -C build-dir="$KB" . \
+      > "$PREFIX/kernel_build_avx2.log" 2>&1 || { log "kernel build failed: see $PREFIX/kernel_build_avx2.log"; exit 1; }
+    "$PY" -m pip install -q --no-deps --force-reinstall "$PREFIX"/wheels-avx2/sglang_kernel_cpu-*.whl
+    cd "$PREFIX"
+    kernels_load || { log "the kernels built for AVX2 do not load: see $PREFIX/kernel_build_avx2.log"; exit 1; }
+    touch "$PREFIX/.kernels-avx2"
+  fi
+fi
+
+# 4. speculative decoding with torch_native (used on the avx2 path; applied everywhere, so one SGLang
+#    tree serves every path): target verify with the draft tokens' mask, draft extend, multi-step draft
+#    decode; idempotent
+"$PY" "$HERE/torch_native_spec.py" "$SITE"
+
+# 5. the path, in every process of this venv that runs SGLang's CPU engine: a startup hook (.pth)
+#    that, when SGLANG_USE_CPU_ENGINE=1, claims AMX (avx512-bf16) or holds torch to AVX2 (avx2)
+sed "s/^CPU_PATH = .*/CPU_PATH = \"$CPU_PATH\"/" "$HERE/sweep_cpu_path.py" > "$SITE/sweep_cpu_path.py"
+if [ "$CPU_PATH" = avx512-bf16 ]; then cp "$SHARED/avx512/sitecustomize.py" "$SITE/sweep_amx_claim.py"; fi
+echo "import sweep_cpu_path" > "$SITE/sweep_cpu_path.pth"
+sed -i '/SGLANG_CPU_PATH=\|SGLANG_CPU_ATTENTION_BACKEND=\|^# the path cluster\/sglang-cpu-x86/d' "$PREFIX/env.sh"
+cat >> "$PREFIX/env.sh" <<EOF
+# the path cluster/sglang-cpu-x86/install.sh took for this CPU, and SGLang's attention backend on it
+export SGLANG_CPU_PATH=$CPU_PATH
+export SGLANG_CPU_ATTENTION_BACKEND=$BACKEND
+EOF
+( cd / && SGLANG_USE_CPU_ENGINE=1 "$PY" -c "
+import sgl_kernel, sglang.srt.server_args, sweep_cpu_path
+from sglang.srt.utils import cpu_has_amx_support
+want = sweep_cpu_path.CPU_PATH != 'avx2'
+assert cpu_has_amx_support() == want, f'SGLang sees AMX={cpu_has_amx_support()} on the {sweep_cpu_path.CPU_PATH} path'
+" ) || { log "smoke test of the $CPU_PATH path failed"; exit 1; }
+echo "$WANT" > "$PREFIX/.path"
+log "installed in $PREFIX in $(( $(date +%s) - T0 )) s: path $CPU_PATH ($WHY), attention backend $BACKEND"
 echo "SGLANG_CPU_ENV=$PREFIX/env.sh"
