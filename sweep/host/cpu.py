@@ -9,9 +9,11 @@ Checked in seconds, before a launch that would otherwise die minutes later, or a
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -20,8 +22,31 @@ from sweep.argv import argv_value
 from sweep.errors import PointFailure
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
-# -march=x86-64-v4 + AMX) need; torch_native needs none of them.
-AMX_BACKEND_FLAGS = ("avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+# -march=x86-64-v4) need: AVX-512 with BF16. AMX itself is not needed: on a CPU without it the
+# installer (cluster/sglang-cpu-x86/install.sh) claims AMX for SGLang, and oneDNN's bf16 brgemm runs
+# on AVX512-BF16 (measured on an AMD EPYC Zen 4). torch_native needs none of them.
+AMX_BACKEND_FLAGS = ("avx512f", "avx512_bf16")
+INSTALLER = "cluster/sglang-cpu-x86/install.sh"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """SGLang's CPU engine as one interpreter sees it: what decides which attention backend serves."""
+
+    torch: str
+    amx: bool  # SGLang's cpu_has_amx_support() there: real AMX, or the installer's claim (avx512-bf16)
+    path: str | None  # the path the installer took (amx | avx512-bf16 | avx2); None: not installed by it
+
+    @property
+    def backend(self) -> str:
+        """The attention backend SGLang runs for ``--attention-backend intel_amx`` (or none given on
+        x86): itself where it sees AMX, else torch_native (its own fallback, with a warning)."""
+        return "intel_amx" if self.amx else "torch_native"
+
+    @property
+    def torch_native_speculates(self) -> bool:
+        """The installer teaches torch_native the speculative passes on every path it takes."""
+        return self.path is not None
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
@@ -43,27 +68,54 @@ def speculative_algorithm(argv: list[str]) -> str | None:
     return argv_value(argv, "--speculative-algorithm")
 
 
-def check_speculation(algorithm: str | None, report_checks: list[str], have: set[str] | None = None) -> None:
-    """Speculative decoding on a CPU without AMX: SGLang replaces the intel_amx attention backend with
-    torch_native there ("The current platform does not support Intel AMX, will fallback to
-    torch_native backend"), and torch_native's extend path dies at the first prefill of a speculative
-    server (``AttributeError: 'NoneType' object has no attribute 'shape'``, SGLang 7f8f030 on an AMD
-    EPYC); intel_amx's kernels need AMX themselves (``BFloat16 Brgemm VNNI format is only supported
-    ... when amx is supported``). Said in seconds here instead of after the server's startup."""
+def attention_backend(argv: list[str]) -> str:
+    """The ``--attention-backend`` of an argv; SGLang's default on x86 CPUs is intel_amx."""
+    return argv_value(argv, "--attention-backend") or "intel_amx"
+
+
+def check_speculation(algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[str],
+                      have: set[str] | None = None) -> None:
+    """Speculative decoding on a CPU host, decided as the server's own interpreter decides it.
+
+    SGLang's CPU speculation runs on intel_amx, which it uses only where it sees AMX (real, or claimed
+    by the installer on an AVX512-BF16 CPU); elsewhere it replaces intel_amx with torch_native, which
+    as shipped refuses speculation (EAGLE at startup: ``EAGLE is not supported in decode attention
+    backend torch_native``; NGRAM and STANDALONE at the first prefill: ``AttributeError: 'NoneType'
+    object has no attribute 'shape'``). The installer teaches torch_native the speculative passes, so
+    an install of its serves speculation on every path. Said in seconds here instead of after startup.
+    ``engine`` None (``server.cpu.check_kernels: false``): judged from the CPU's flags alone."""
     if not algorithm:
         return
-    have = cpu_flags() if have is None else have
-    if have and "amx_tile" not in have:
-        raise PointFailure("preflight", f"speculative decoding ({algorithm}) on a CPU without "
-                                        "AMX: SGLang falls back to the torch_native attention backend there, which "
-                                        "crashes on a speculative server's first prefill",
-                           fix="run speculative points on a Xeon with AMX (Sapphire Rapids or newer); baselines "
-                               "run here with attention-backend: torch_native")
-    report_checks.append("ok: speculative decoding on a CPU with AMX")
+    fix = (f"install SGLang for this CPU with {INSTALLER}, which picks the path for it (AMX, AVX512-BF16 "
+           "or AVX2) and serves speculative decoding on each, and point server.launcher at its interpreter")
+    if engine is None:
+        have = cpu_flags() if have is None else have
+        if have and not {"amx_tile", "avx512_bf16"} & have:
+            report_checks.append(f"warning: speculative decoding ({algorithm}) on a CPU without AMX or AVX512-BF16 "
+                                 "serves only with torch_native as the installer patches it (not checked: "
+                                 "server.cpu.check_kernels is false)")
+        return
+    served_by = engine.backend if backend == "intel_amx" else backend
+    if served_by == "intel_amx":
+        how = "AMX" if engine.path in (None, "amx") else f"the installer's AMX claim ({engine.path} path)"
+        report_checks.append(f"ok: speculative decoding ({algorithm}) with intel_amx, on {how}")
+        return
+    if served_by == "torch_native" and engine.torch_native_speculates:
+        fell_back = " (SGLang sees no AMX here and falls back to it)" if backend == "intel_amx" else ""
+        report_checks.append(f"ok: speculative decoding ({algorithm}) with torch_native{fell_back}, taught the "
+                             f"speculative passes by the installer ({engine.path} path)")
+        return
+    if served_by == "torch_native":
+        raise PointFailure("preflight", f"speculative decoding ({algorithm}) with SGLang's torch_native attention "
+                                        "backend as shipped" + (" (SGLang sees no AMX here and falls back to it)"
+                                                                if backend == "intel_amx" else "")
+                           + ": it refuses speculation (EAGLE at startup, the others at the first prefill)",
+                           fix=fix)
+    report_checks.append(f"ok: speculative decoding ({algorithm}) with attention backend {served_by} (not checked)")
 
 
 def required_flags(flags: dict, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The CPU flags a server's flags need: the AMX set unless another attention backend is named."""
+    """The CPU flags a server's flags need: intel_amx's unless another attention backend is named."""
     backend = str(flags.get("attention-backend") or "intel_amx")
     need = list(AMX_BACKEND_FLAGS) if backend == "intel_amx" else []
     return need + [f for f in extra if f not in need]
@@ -77,9 +129,10 @@ def check_cpu_flags(need: list[str], report_checks: list[str], have: set[str] | 
     missing = [f for f in need if f not in have]
     if missing:
         raise PointFailure("preflight", f"this host's CPU lacks {', '.join(missing)}, which SGLang's "
-                                        "intel_amx backend and its CPU kernels need",
-                           fix="run on a Xeon with AMX (Sapphire Rapids or newer), or set attention-backend: "
-                               "torch_native with kernels built for this CPU (README: real SGLang on CPU)")
+                                        "intel_amx backend and its prebuilt CPU kernels need",
+                           fix=f"set attention-backend: torch_native with SGLang installed for this CPU by {INSTALLER} "
+                               "(its AVX2 path serves speculative decoding too), or run on a CPU with AVX512-BF16 "
+                               "or AMX")
     report_checks.append(f"ok: CPU flags {', '.join(need) or '(none needed)'}")
 
 
@@ -94,29 +147,51 @@ def check_memory(min_free_gib: float, report_checks: list[str]) -> float:
     return free
 
 
+_PROBE = """
+import json, sgl_kernel, torch
+from sglang.srt.utils import cpu_has_amx_support
+try:
+    import sweep_cpu_path
+    path = sweep_cpu_path.CPU_PATH
+except ImportError:
+    path = None
+print(json.dumps({"torch": torch.__version__, "amx": bool(cpu_has_amx_support()), "path": path}))
+"""
+
+
 @functools.lru_cache(maxsize=16)
-def _import_kernels(python: str, env: tuple[tuple[str, str], ...], timeout_s: float) -> tuple[int, str]:
-    """(exit status, last stderr line) of importing the CPU kernels; cached for the worker's life,
-    since a reused Ray worker runs many points with the same interpreter."""
-    code = "import sgl_kernel, torch; print(torch.__version__)"
+def _probe(python: str, env: tuple[tuple[str, str], ...], timeout_s: float) -> tuple[int, str]:
+    """(exit status, last stdout line or last stderr line) of importing the CPU kernels and SGLang
+    in the server's interpreter; cached for the worker's life, since a reused Ray worker runs many
+    points with the same interpreter."""
     try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s,
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s,
                              env={**os.environ, **dict(env)}, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as e:
         return -1, f"cannot run {python}: {e}"
+    if out.returncode == 0:
+        return 0, (out.stdout.strip().splitlines() or ["{}"])[-1]
     return out.returncode, (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
 
 
-def check_kernels(python: str, env: dict[str, str], report_checks: list[str], timeout_s: float = 120.0) -> None:
-    """Import SGLang's CPU kernels in the server's interpreter and environment: kernels built for
-    another CPU die here with SIGILL in seconds, instead of at the server's first import."""
-    code, last = _import_kernels(python, tuple(sorted(env.items())), timeout_s)
+def check_kernels(python: str, env: dict[str, str], report_checks: list[str], timeout_s: float = 120.0) -> Engine:
+    """Import SGLang's CPU kernels and SGLang in the server's interpreter and environment: kernels
+    built for another CPU die here with SIGILL in seconds, instead of at the server's first import.
+    What SGLang sees there (AMX or not, the installer's path) decides its attention backend."""
+    code, last = _probe(python, tuple(sorted(env.items())), timeout_s)
     if code in (-signal.SIGILL, 128 + signal.SIGILL):
         raise PointFailure("preflight", "SGLang's CPU kernels (sgl_kernel) die with SIGILL (illegal "
                                         "instruction) on this host's CPU: they were built for another one",
-                           fix="rebuild them on this host (REBUILD_KERNELS=1 with the installer), or run on the CPU "
-                               "they were built for (a Xeon with AMX for the prebuilt wheel)")
+                           fix=f"install them for this CPU with {INSTALLER} (it builds them for AVX2 CPUs), or "
+                               "REBUILD_KERNELS=1 with the shared installer")
     if code != 0:
         raise PointFailure("preflight", f"SGLang's CPU kernels do not load with {python}: {last}",
                            fix="install the CPU kernels (sgl_kernel) in the interpreter server.launcher names")
-    report_checks.append("ok: CPU kernels load (sgl_kernel)")
+    try:
+        seen = json.loads(last)
+        engine = Engine(str(seen.get("torch", "")), bool(seen.get("amx")), seen.get("path"))
+    except (ValueError, AttributeError):
+        engine = Engine("", False, None)
+    path = f", path {engine.path}" if engine.path else ""
+    report_checks.append(f"ok: CPU kernels load (sgl_kernel; SGLang sees AMX: {'yes' if engine.amx else 'no'}{path})")
+    return engine

@@ -114,11 +114,12 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
     checks that the reaping can change: GPUs free, the port free."""
     if spec.device == "cpu":  # the CPU's flags first (instant), then the kernels before --help imports them
         cpu_host.check_cpu_flags(spec.cpu_flags_needed, report.checks)
-        cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), report.checks)
     report.sglang_version = pf.sglang_version(spec.launcher, argv=spec.argv)
     if spec.device == "cpu":
-        if spec.cpu.check_kernels:
-            cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
+        engine = (cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
+                  if spec.cpu.check_kernels else None)
+        cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), cpu_host.attention_backend(spec.argv),
+                                   engine, report.checks)
     pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
     pf.check_paths(spec.paths, spec.real_paths, report)
     if spec.real_paths:

@@ -9,7 +9,8 @@ from sweep.errors import PointFailure
 from sweep.host import cpu
 
 XEON = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
-EPYC = "processor\t: 0\nflags\t\t: fpu sse avx2 sha_ni vaes\n"
+EPYC = "processor\t: 0\nflags\t\t: fpu sse avx2 sha_ni vaes\n"  # Zen 3: AVX2 only
+ZEN4 = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512bw avx512vl avx512_bf16 avx512_vnni\n"
 ARM = "processor\t: 0\nFeatures\t: fp asimd sve\n"
 
 
@@ -20,8 +21,9 @@ def test_flags_of_x86_and_arm():
     assert cpu.cpu_flags("") == set()
 
 
-def test_the_amx_backend_needs_amx_and_torch_native_nothing():
-    assert "amx_tile" in cpu.required_flags({})  # intel_amx is SGLang's default on x86
+def test_the_amx_backend_needs_avx512_bf16_and_torch_native_nothing():
+    # intel_amx is SGLang's default on x86; its kernels run on AVX512-BF16 (AMX claimed by the installer)
+    assert cpu.required_flags({}) == ["avx512f", "avx512_bf16"]
     assert cpu.required_flags({"attention-backend": "torch_native"}) == []
     assert cpu.required_flags({"attention-backend": "torch_native"}, ["avx2"]) == ["avx2"]
 
@@ -32,7 +34,9 @@ def test_missing_flags_fail_with_the_fix():
     assert checks and checks[0].startswith("ok: CPU flags")
     with pytest.raises(PointFailure) as e:
         cpu.check_cpu_flags(cpu.required_flags({}), [], cpu.cpu_flags(EPYC))
-    assert e.value.phase == "preflight" and "amx_tile" in e.value.reason and "torch_native" in e.value.fix
+    assert e.value.phase == "preflight" and "avx512_bf16" in e.value.reason and "torch_native" in e.value.fix
+    assert "cluster/sglang-cpu-x86/install.sh" in e.value.fix
+    cpu.check_cpu_flags(cpu.required_flags({}), checks, cpu.cpu_flags(ZEN4))  # no AMX needed
 
 
 def test_memory_check():
@@ -66,18 +70,46 @@ def test_kernels_missing_and_present(tmp_path):
     good.mkdir()
     checks: list[str] = []
     cpu.check_kernels(_fake_python(good, "assert os.environ['X'] == '1'; print('2.13')"), {"X": "1"}, checks)
-    assert checks == ["ok: CPU kernels load (sgl_kernel)"]
+    assert checks == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: no)"]
 
 
-def test_speculation_needs_amx_on_a_cpu_host():
+def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
     argv = ["python", "-m", "sglang.launch_server", "--speculative-algorithm", "NGRAM"]
     assert cpu.speculative_algorithm(argv) == "NGRAM"
     assert cpu.speculative_algorithm(["x", "--speculative-algorithm=EAGLE3"]) == "EAGLE3"
     assert cpu.speculative_algorithm(["x", "--port", "1"]) is None
+    assert cpu.attention_backend(argv) == "intel_amx"  # SGLang's default on x86
+    assert cpu.attention_backend(argv + ["--attention-backend", "torch_native"]) == "torch_native"
+    xeon, zen4 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16")
+    zen3, shipped = cpu.Engine("2.13", False, "avx2"), cpu.Engine("2.13", False, None)
     checks: list[str] = []
-    cpu.check_speculation(None, checks, cpu.cpu_flags(EPYC))  # a baseline runs anywhere
-    cpu.check_speculation("NGRAM", checks, cpu.cpu_flags(XEON))
-    assert checks == ["ok: speculative decoding on a CPU with AMX"]
-    with pytest.raises(PointFailure) as e:
-        cpu.check_speculation("NGRAM", [], cpu.cpu_flags(EPYC))
-    assert "torch_native" in e.value.reason and "AMX" in e.value.fix
+    cpu.check_speculation(None, "intel_amx", shipped, checks)  # a baseline runs anywhere
+    assert checks == []
+    cpu.check_speculation("NGRAM", "intel_amx", xeon, checks)
+    cpu.check_speculation("EAGLE3", "intel_amx", zen4, checks)
+    cpu.check_speculation("EAGLE3", "intel_amx", zen3, checks)  # SGLang falls back to the patched torch_native
+    cpu.check_speculation("NGRAM", "torch_native", zen4, checks)
+    assert checks[0] == "ok: speculative decoding (NGRAM) with intel_amx, on AMX"
+    assert "AMX claim (avx512-bf16 path)" in checks[1]
+    assert "torch_native (SGLang sees no AMX here and falls back to it)" in checks[2] and "avx2 path" in checks[2]
+    assert checks[3].startswith("ok: speculative decoding (NGRAM) with torch_native, taught")
+    # SGLang as shipped, on a CPU where it sees no AMX: torch_native refuses speculation
+    for backend in ("intel_amx", "torch_native"):
+        with pytest.raises(PointFailure) as e:
+            cpu.check_speculation("NGRAM", backend, shipped, [])
+        assert "torch_native" in e.value.reason and "cluster/sglang-cpu-x86/install.sh" in e.value.fix
+    # kernels not probed (server.cpu.check_kernels: false): a warning from the flags, never a failure
+    checks = []
+    cpu.check_speculation("NGRAM", "intel_amx", None, checks, cpu.cpu_flags(EPYC))
+    assert checks and checks[0].startswith("warning:")
+    checks = []
+    cpu.check_speculation("NGRAM", "intel_amx", None, checks, cpu.cpu_flags(ZEN4))
+    assert checks == []
+
+
+def test_the_probe_reads_what_sglang_sees(tmp_path):
+    seen = '{"torch": "2.13.0+cpu", "amx": true, "path": "avx512-bf16"}'
+    checks: list[str] = []
+    engine = cpu.check_kernels(_fake_python(tmp_path, f"print({seen!r})"), {}, checks)
+    assert engine == cpu.Engine("2.13.0+cpu", True, "avx512-bf16")
+    assert checks == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: yes, path avx512-bf16)"]

@@ -1,9 +1,12 @@
 """The real tier: tests that start real SGLang (its CPU backend) on this machine.
 
-They need the CPU install of ``../shared/sglang-cpu`` (``install.sh``, or ``.ci/run``, which calls it):
-found through ``SGLANG_CPU_PYTHON`` (``source $PREFIX/env.sh``), else through the installer's env.sh
-at ``$SWEEP_SGLANG_CPU`` or ``~/.cache/sweep-sglang-cpu``. Where there is none, or its kernels do not
-load on this CPU, every test here is skipped with the reason. Run them alone with
+They need the CPU install of ``cluster/sglang-cpu-x86/install.sh`` (``.ci/run`` calls it), which picks
+the path for this CPU (amx, avx512-bf16 or avx2) and serves speculative decoding on each: found
+through ``SGLANG_CPU_PYTHON`` (``source $PREFIX/env.sh``), else through the installer's env.sh at
+``$SWEEP_SGLANG_CPU`` or ``~/.cache/sweep-sglang-cpu``. Where there is none, or its kernels do not
+load on this CPU, every test here is skipped with the reason. The AVX2 path emulated on a newer CPU
+(``SWEEP_CPU_PATH=avx2``) is looked for at ``$SWEEP_SGLANG_CPU_AVX2`` or
+``~/.cache/sweep-sglang-cpu-avx2`` (fixture ``real_avx2_sglang``). Run them alone with
 ``python -m pytest -m real_sglang``.
 """
 
@@ -26,8 +29,15 @@ class RealSGLang:
     python: str  # the install's interpreter
     env: dict[str, str]  # what a server process needs (SGLANG_USE_CPU_ENGINE, LD_PRELOAD, offline hub)
     attention_backend: str  # intel_amx on a Xeon with AMX; torch_native with kernels built for another CPU
-    models: Path  # the tiny target and drafter (sweep.tinymodels)
-    amx: bool  # SGLang serves speculative decoding on CPU only with AMX (torch_native cannot)
+    models: Path  # the tiny target and drafters (sweep.tinymodels)
+    amx: bool  # SGLang sees AMX (real, or the installer's claim on AVX512-BF16): it runs intel_amx
+    path: str | None  # the installer's path (amx | avx512-bf16 | avx2); None: an install without it
+    prefix: Path | None = None  # the install's folder, where known
+
+    @property
+    def speculates(self) -> bool:
+        """intel_amx serves speculation; torch_native only as the installer patches it (every path)."""
+        return self.amx or self.path is not None
 
     @property
     def launcher(self) -> list[str]:
@@ -39,30 +49,43 @@ class RealSGLang:
                 "--max-total-tokens", "16384", "--max-running-requests", "16", "--enable-metrics"]
 
 
-def _env_sh() -> dict[str, str]:
-    """The variables the installer's env.sh exports, read without running a shell."""
+def _read_env_sh(prefix: Path) -> dict[str, str]:
+    """The variables an install's env.sh exports, read without running a shell ({} if not installed)."""
+    f = prefix / "env.sh"
+    if not (f.is_file() and (prefix / ".installed").is_file()):
+        return {}
+    out = {}
+    for line in f.read_text().splitlines():
+        m = re.match(r"\s*export\s+(.*)$", line)
+        if m:
+            for part in shlex.split(m.group(1)):
+                k, _, v = part.partition("=")
+                out[k] = v
+    return out
+
+
+def _env_sh() -> tuple[dict[str, str], Path | None]:
     for prefix in filter(None, [os.environ.get("SWEEP_SGLANG_CPU"), str(Path.home() / ".cache" / "sweep-sglang-cpu")]):
-        f = Path(prefix) / "env.sh"
-        if f.is_file() and (Path(prefix) / ".installed").is_file():
-            out = {}
-            for line in f.read_text().splitlines():
-                m = re.match(r"\s*export\s+(.*)$", line)
-                if m:
-                    for part in shlex.split(m.group(1)):
-                        k, _, v = part.partition("=")
-                        out[k] = v
-            return out
-    return {}
+        found = _read_env_sh(Path(prefix))
+        if found:
+            return found, Path(prefix)
+    return {}, None
 
 
-def find_real_sglang() -> tuple[RealSGLang | None, str]:
-    """The CPU SGLang install, or None and why not."""
-    found = {k: os.environ[k] for k in ("SGLANG_CPU_PYTHON", "SGLANG_CPU_LD_PRELOAD") if k in os.environ}
-    if "SGLANG_CPU_PYTHON" not in found:
-        found = _env_sh()
+KEYS = ("SGLANG_CPU_PYTHON", "SGLANG_CPU_LD_PRELOAD", "SGLANG_CPU_PATH", "SGLANG_CPU_ATTENTION_BACKEND")
+TINY_MODELS = Path(os.environ.get("SWEEP_TINY_MODELS", Path.home() / ".cache" / "sweep" / "tiny-models"))
+
+
+def find_real_sglang(found: dict[str, str] | None = None, prefix: Path | None = None) -> tuple[RealSGLang | None, str]:
+    """The CPU SGLang install (``found``: its env.sh's variables; else this process's or the default
+    install's), or None and why not."""
+    if found is None:
+        found = {k: os.environ[k] for k in KEYS if k in os.environ}
+        if "SGLANG_CPU_PYTHON" not in found:
+            found, prefix = _env_sh()
     python = found.get("SGLANG_CPU_PYTHON")
     if not python or not Path(python).is_file():
-        return None, ("no CPU SGLang installed: run bash ../shared/sglang-cpu/install.sh and "
+        return None, ("no CPU SGLang installed: run bash cluster/sglang-cpu-x86/install.sh and "
                       "source the env.sh it prints (see README: real SGLang on CPU)")
     env = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     if found.get("SGLANG_CPU_LD_PRELOAD"):
@@ -75,12 +98,12 @@ def find_real_sglang() -> tuple[RealSGLang | None, str]:
             (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
         return None, f"the CPU SGLang at {python} does not load here ({why})"
     amx = probe.stdout.strip().splitlines()[-1] == "True"
-    models = Path(os.environ.get("SWEEP_TINY_MODELS", Path.home() / ".cache" / "sweep" / "tiny-models"))
-    made = subprocess.run([python, "-m", "sweep.tinymodels", "--out", str(models)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+    made = subprocess.run([python, "-m", "sweep.tinymodels", "--out", str(TINY_MODELS)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=900)
     if made.returncode != 0:
         return None, f"could not create the tiny models: {made.stderr.strip().splitlines()[-1:]}"
-    return RealSGLang(python, env, "intel_amx" if amx else "torch_native", models, amx), ""
+    backend = found.get("SGLANG_CPU_ATTENTION_BACKEND") or ("intel_amx" if amx else "torch_native")
+    return RealSGLang(python, env, backend, TINY_MODELS, amx, found.get("SGLANG_CPU_PATH"), prefix), ""
 
 
 _FOUND: list = []
@@ -98,8 +121,31 @@ def real_sglang() -> RealSGLang:
 
 @pytest.fixture(scope="session")
 def real_spec_sglang(real_sglang) -> RealSGLang:
-    """Real SGLang that serves speculative decoding: a CPU with AMX."""
-    if not real_sglang.amx:
-        pytest.skip("this CPU has no AMX: SGLang falls back to torch_native attention, which cannot serve "
-                    "speculative decoding (test_real_point.py shows the crash)")
+    """Real SGLang that serves speculative decoding: an install of cluster/sglang-cpu-x86/install.sh
+    (any path), or SGLang as shipped on a CPU with AMX."""
+    if not real_sglang.speculates:
+        pytest.skip("this CPU SGLang was not installed by cluster/sglang-cpu-x86/install.sh and sees no AMX: "
+                    "torch_native as shipped cannot serve speculative decoding")
     return real_sglang
+
+
+_AVX2: list = []
+
+
+@pytest.fixture(scope="session")
+def real_avx2_sglang(real_sglang) -> RealSGLang:
+    """The AVX2 path (kernels without AVX-512, torch at AVX2, torch_native taught speculation), on this
+    CPU itself where it is an AVX2 one, else emulated by the install at $SWEEP_SGLANG_CPU_AVX2 or
+    ~/.cache/sweep-sglang-cpu-avx2 (SWEEP_CPU_PATH=avx2 bash cluster/sglang-cpu-x86/install.sh)."""
+    if real_sglang.path == "avx2":
+        return real_sglang
+    if not _AVX2:
+        prefix = Path(os.environ.get("SWEEP_SGLANG_CPU_AVX2", Path.home() / ".cache" / "sweep-sglang-cpu-avx2"))
+        found = _read_env_sh(prefix)
+        _AVX2.append(find_real_sglang(found, prefix) if found.get("SGLANG_CPU_PATH") == "avx2" else
+                     (None, f"no emulated AVX2 install at {prefix}: SWEEP_CPU_PATH=avx2 PREFIX={prefix} "
+                            "bash cluster/sglang-cpu-x86/install.sh"))
+    sglang, why = _AVX2[0]
+    if sglang is None:
+        pytest.skip(why)
+    return sglang

@@ -1,4 +1,4 @@
-"""Against real SGLang (CPU backend): one server (NGRAM where the CPU has AMX, else the baseline: see
+"""Against real SGLang (CPU backend): one server (NGRAM where SGLang speculates here, else the baseline: see
 conftest) serves the benchmark's checks, the bench CLI on all three APIs, and then its own SIGTERM
 sequence is watched to the end.
 
@@ -45,7 +45,7 @@ def server(real_sglang, tmp_path_factory):
     """A real server in its own process group, its log in a file: NGRAM where SGLang can speculate here."""
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
-    spec = NGRAM if real_sglang.amx else []
+    spec = NGRAM if real_sglang.speculates else []
     with open(log, "wb") as f:
         proc = subprocess.Popen([*real_sglang.launcher, *real_sglang.base_flags(port), *spec],
                                 env={**os.environ, **real_sglang.env}, stdout=f, stderr=subprocess.STDOUT,

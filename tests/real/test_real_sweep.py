@@ -51,7 +51,7 @@ def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
     base = points.filter(pl.col("baseline")).row(0, named=True)
     ngram = points.filter(~pl.col("baseline")).row(0, named=True)
     assert base["status"] == "ok", (base["failure_phase"], base["failure_reason"])
-    if real_sglang.amx:
+    if real_sglang.speculates:
         assert r.returncode == 0 and ngram["status"] == "ok", (ngram["failure_phase"], ngram["failure_reason"])
     else:  # SGLang cannot speculate on this CPU: said in pre-flight, recorded, the sweep goes on
         assert r.returncode == 1, (r.stdout[-3000:], r.stderr[-3000:])
@@ -61,7 +61,7 @@ def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
     assert not points["dry_run"].any()
     assert base["gpu_name"] == "cpu" and base["startup_s"] > 0
     levels = pl.read_parquet(out / "levels" / "*.parquet")
-    assert levels.height == (4 if real_sglang.amx else 2) and (levels["failed"] == 0).all()
+    assert levels.height == (4 if real_sglang.speculates else 2) and (levels["failed"] == 0).all()
     # the benchmark's token count is the server's own, level by level
     assert (levels["metrics_generation_tokens"] == levels["concurrency"] * 16).all()
     meta = json.loads((out / "sweep.json").read_text())
