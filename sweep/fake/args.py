@@ -159,6 +159,13 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
        "in ngram speculative decoding."),
     _f("speculative-ngram-max-bfs-breadth", int, 10, "The maximum breadth for BFS in ngram speculative "
        "decoding."),
+    _f("enable-multi-layer-eagle", "switch", False, "Enable multi-layer Eagle speculative decoding."),
+    _f("speculative-adaptive", "switch", False, "Adapt the speculative steps to the load at runtime.",
+       since="0.5.23"),
+    # PD disaggregation (the fake serves like a plain server; SGLang's rules read the mode)
+    _f("disaggregation-mode", str, "null", 'Only used for PD disaggregation. "prefill" for prefill-only server, '
+       'and "decode" for decode-only server. If not specified, it is not PD disaggregated',
+       choices=("null", "prefill", "decode")),
 )
 
 

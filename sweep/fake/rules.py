@@ -13,6 +13,7 @@ drafter that is no EAGLE-3 drafter) are returned as a :class:`Deferred` for the 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -135,7 +136,8 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
     draft_path = a.get("speculative_draft_model_path")
     ctx = serverargs.Context(version=version, architecture=out.architecture, gpu=gpu,
                              target_config=serverargs.read_config(a["model_path"]),
-                             draft_config=serverargs.read_config(draft_path) if draft_path else None)
+                             draft_config=serverargs.read_config(draft_path) if draft_path else None,
+                             env=dict(os.environ))
     o = serverargs.resolve(_flags(a), ctx)
     for message in o.warnings:
         warn(message)

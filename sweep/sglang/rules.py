@@ -60,11 +60,12 @@ class Target:
     def checked_version(self) -> str:
         return self.version or sa.NEWEST
 
-    def context(self, flags: Mapping[str, Any]) -> sa.Context:
+    def context(self, flags: Mapping[str, Any], env: Optional[Mapping[str, str]] = None) -> sa.Context:
         draft = flags.get("speculative-draft-model-path")
         return sa.Context(version=self.checked_version, architecture=self.architecture, gpu=self.gpu,
                           target_config=self.configs.get(str(flags.get("model-path"))),
-                          draft_config=self.configs.get(str(draft)) if draft else None)
+                          draft_config=self.configs.get(str(draft)) if draft else None,
+                          env={str(k): str(v) for k, v in (env or {}).items()})
 
 
 @dataclass
@@ -234,14 +235,16 @@ def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Finding]:
 RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_level, rule_metrics)
 
 
-def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None) -> Evaluation:
+def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
+             env: Optional[Mapping[str, str]] = None) -> Evaluation:
     """Every finding for one point's flags (names normalized, reserved flags included), and SGLang's
-    outcome (its verdict and the steps, topk, draft tokens and running cap it would run with)."""
+    outcome (its verdict and the steps, topk, draft tokens and running cap it would run with).
+    ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC)."""
     target = target or Target()
     named, findings = read_names(flags, target)
     outcome = None
     if _algo(named) is not None:
-        outcome = sa.resolve(named, target.context(named))
+        outcome = sa.resolve(named, target.context(named, env))
         findings += _from_outcome(outcome, named, target)
     findings += _running_cap(outcome, named, bench)
     for rule in RULES:
@@ -249,17 +252,19 @@ def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None
     return Evaluation(findings, outcome, named)
 
 
-def check(flags: Flags, bench: BenchSettings, target: Optional[Target] = None) -> list[Finding]:
+def check(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
+          env: Optional[Mapping[str, str]] = None) -> list[Finding]:
     """Every finding for one point's flags (names normalized, reserved flags included)."""
-    return evaluate(flags, bench, target).findings
+    return evaluate(flags, bench, target, env).findings
 
 
 def host_check(flags: Flags, bench: BenchSettings, *, version: str, gpu: Optional[str],
-               architecture: Optional[str], configs: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
+               architecture: Optional[str], configs: Mapping[str, Mapping[str, Any]] | None = None,
+               env: Optional[Mapping[str, str]] = None) -> list[Finding]:
     """The same rules with what only the host knows (for pre-flight, in seconds): its SGLang version,
     its GPU (``nvidia-smi``'s name) and the target's architecture from the config.json it has."""
     return check(flags, bench, Target(version=version, architecture=architecture, gpu=gpu,
-                                      configs=configs or {}, version_given=True))
+                                      configs=configs or {}, version_given=True), env)
 
 
 __all__ = ["ERROR", "WARNING", "Finding", "Target", "Evaluation", "evaluate", "check", "host_check",

@@ -22,7 +22,8 @@ releases; ``check_server_args``), in SGLang's order, for the part that speculati
    fa3 (0.5.23 also triton) *as resolved*;
 4. NGRAM: topk from its BFS breadth (10), 12 draft tokens, (0.5.23) steps = draft // topk, the
    same paged-KV check (flashinfer only), CUDA only in 0.5.10;
-5. ``check_server_args``: speculation with pipeline parallelism.
+5. ``check_server_args``: speculation with pipeline parallelism (0.5.10: none; 0.5.23: EAGLE / NEXTN
+   only, and only on a prefill node unless the server's env sets SGLANG_ENABLE_PP_SPEC=1).
 
 Failures SGLang only meets after the arguments (at model load, CUDA-graph capture or the first
 request) are returned apart, as ``later``: the plan reports them, the fake raises them there.
@@ -187,6 +188,8 @@ class Context:
     gpu: Optional[str] = None  # a name (H200), a generation (hopper) or cpu
     target_config: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
     draft_config: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
+    # the server's environment, for the few variables SGLang's argument checks read (SGLANG_ENABLE_PP_SPEC)
+    env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -422,10 +425,57 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
             raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism is not compatible "
                                  "with overlap schedule, speculative decoding, mixed chunked prefill.",
                                  "drop pp-size, or run without speculation", source="assert ("))
-        if algo != "EAGLE":
-            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism currently only "
-                                 "supports EAGLE (non-multi-layer) speculative decoding",
-                                 "drop pp-size, or use EAGLE / NEXTN", source="assert ("))
+        _pipeline_parallel_0523(flags, ctx, algo, dp_attention)
+
+
+def env_true(value: Any) -> bool:
+    """SGLang's EnvBool: true, 1, yes, y (any case)."""
+    return str(value or "").strip().lower() in ("true", "1", "yes", "y")
+
+
+def _pipeline_parallel_0523(flags: Mapping[str, Any], ctx: Context, algo: str, dp_attention: bool) -> None:
+    """0.5.23's check_pipeline_parallel_compat (srt/arg_groups/validation_hook.py:119, the prefill-only assertion at
+    :161), from check_server_args (:197):
+    speculation with pp > 1 is EAGLE (NEXTN) only, and only on a prefill node of a disaggregated
+    deployment unless SGLANG_ENABLE_PP_SPEC=1 (its experimental aggregated PP speculation)."""
+    mode = str(flags.get("disaggregation-mode") or "null")
+    pp_spec = env_true(ctx.env.get("SGLANG_ENABLE_PP_SPEC"))
+    if algo == "DSPARK":
+        if mode != "prefill":
+            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallel DSPARK requires "
+                                 "disaggregation-mode=prefill", "drop pp-size, or run DSPARK on a prefill node",
+                                 source="assert cfg.disaggregation_mode == \"prefill\", ("))
+        if pp_spec:
+            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: SGLANG_ENABLE_PP_SPEC does not support "
+                                 "DSPARK PD prefill", "unset SGLANG_ENABLE_PP_SPEC",
+                                 source="assert not envs.SGLANG_ENABLE_PP_SPEC.get(), ("))
+        return
+    if algo != "EAGLE" or flags.get("enable-multi-layer-eagle"):
+        raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism currently only "
+                             "supports EAGLE (non-multi-layer) speculative decoding",
+                             "drop pp-size, or use EAGLE / NEXTN (without enable-multi-layer-eagle)", source="assert ("))
+    if pp_spec:
+        for bad, exception, fix in (
+                (mode != "null", "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode",
+                 "drop disaggregation-mode, or unset SGLANG_ENABLE_PP_SPEC"),
+                (bool(flags.get("speculative-adaptive")), "SGLANG_ENABLE_PP_SPEC is not compatible with "
+                 "--speculative-adaptive", "drop speculative-adaptive"),
+                (dp_attention, "SGLANG_ENABLE_PP_SPEC is not compatible with attention DP (--attn-dp-size)",
+                 "drop enable-dp-attention")):
+            if bad:
+                raise _Raise(Failure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix,
+                                     source="assert ("))
+        return
+    if mode != "prefill":
+        raise _Raise(Failure("pp-spec-prefill-only", "AssertionError: PP + speculative decoding (MTP) is only supported "
+                             "on prefill nodes (disaggregation-mode=prefill)",
+                             "drop pp-size (use tp-size for the same GPUs), or run this server as a prefill node "
+                             "(disaggregation-mode prefill), or set SGLANG_ENABLE_PP_SPEC=1 in the server's env "
+                             "(SGLang's experimental aggregated PP speculation)",
+                             what=f"{str(flags.get('speculative-algorithm')).upper()} with pp-size "
+                                  f"{flags.get('pp-size') or flags.get('pipeline-parallel-size')} on "
+                                  + ("a server that is not disaggregated" if mode == "null" else f"a {mode} node"),
+                             source="assert cfg.disaggregation_mode == \"prefill\", ("))
 
 
 def _forced_page(out: Outcome, page: Optional[int], to: int, message: str) -> int:
@@ -514,6 +564,24 @@ def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str,
         out.later = Failure("steps-zero", "RuntimeError: the drafter runs no step",
                             "use speculative-num-steps >= 1", stage="draft_capture",
                             what=f"speculative-num-steps {steps}: SGLang's argument checks let it pass")
+        return
+    if topk < 1:
+        # No version checks it (0.5.10 and 0.5.23 alike: only topk == 1 and topk > 1 are looked at). The
+        # drafter's draft step takes the top 0 tokens; steps >= 2 then reshape that empty tensor to
+        # (-1, topk, topk) (srt/speculative/spec_utils.py:491 in 0.5.10, :448 in 0.5.23); one step ends
+        # at organize_draft_results' torch.topk(scores, draft tokens - 1) over no scores
+        # (srt/speculative/eagle_utils.py:27 / :110); a negative topk at fast_topk's torch.topk
+        # (srt/utils/common.py:2656 / :3947).
+        reshape = topk == 0 and steps >= 2
+        out.later = Failure("topk-below-one",
+                            "RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0] because the "
+                            "unspecified dimension size -1 can be any value and is ambiguous" if reshape else
+                            "RuntimeError: selected index k out of range",
+                            "use speculative-eagle-topk >= 1 (1 for a chain drafter, e.g. 4 for a tree)",
+                            stage="draft_capture", source="topk_p.view(-1, topk, topk)" if reshape else
+                            "return torch.topk(values, topk, dim=dim)",
+                            what=f"--speculative-eagle-topk {topk} (the drafter needs at least one candidate "
+                                 "token per step; no SGLang version checks it)")
         return
     if topk > 1 and draft is None:
         out.later = Failure("tree-without-draft-tokens",

@@ -162,6 +162,36 @@ def test_other_speculative_rules():
         "ValueError: Unknown speculative algorithm name: FOO"
 
 
+def test_pipeline_parallel_speculation_0_5_23():
+    nextn = [*MODEL, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk",
+             "1", "--speculative-num-draft-tokens", "4", "--pp-size", "2"]
+    e = rejected(*nextn, version="0.5.23")
+    assert e.exception == ("AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
+                           "(disaggregation-mode=prefill)")
+    assert resolve(*nextn, "--disaggregation-mode", "prefill", version="0.5.23").args["pp_size"] == 2
+    assert rejected(*nextn, "--disaggregation-mode", "prefill").exception.startswith(
+        "AssertionError: Pipeline parallelism is not compatible")  # 0.5.10: never
+    assert "multi-layer" in rejected(*nextn, "--disaggregation-mode", "prefill", "--enable-multi-layer-eagle",
+                                     version="0.5.23").exception
+
+
+def test_pipeline_parallel_speculation_reads_sglang_enable_pp_spec(monkeypatch):
+    nextn = [*MODEL, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk",
+             "1", "--speculative-num-draft-tokens", "4", "--pp-size", "2"]
+    monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
+    assert resolve(*nextn, version="0.5.23").args["pp_size"] == 2
+
+
+def test_topk_below_one_fails_at_draft_capture():
+    r = resolve(*LLAMA, *EAGLE3, "--speculative-num-steps", "3", "--speculative-eagle-topk", "0",
+                "--speculative-num-draft-tokens", "4", version="0.5.23")
+    assert r.deferred.where == "draft_capture"
+    assert r.deferred.exception.startswith("RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0]")
+    r = resolve(*LLAMA, *EAGLE3, "--speculative-num-steps", "3", "--speculative-eagle-topk", "-1",
+                "--speculative-num-draft-tokens", "4")
+    assert r.deferred == rules.Deferred("draft_capture", "RuntimeError: selected index k out of range")
+
+
 def test_cpu_device():
     assert rejected(*LLAMA, "--device", "cpu", "--speculative-algorithm", "NGRAM").exception == \
         "ValueError: Ngram speculative decoding only supports CUDA device."

@@ -162,6 +162,26 @@ def test_steps_without_topk_fail_at_argument_resolution(start_fake):
     assert "Load weight begin" not in log and "server_args=" not in log
 
 
+def test_pipeline_parallel_nextn_fails_at_argument_resolution_on_0_5_23(start_fake):
+    # real 0.5.23: check_server_args -> check_pipeline_parallel_compat (arg_groups/validation_hook.py)
+    server = start_fake("--fake-version", "0.5.23", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+                        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--pp-size", "2")
+    assert server.wait_exit() == 1
+    log = server.log()
+    assert log.rstrip().endswith("AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
+                                 "(disaggregation-mode=prefill)")
+    assert "Load weight begin" not in log and "server_args=" not in log
+
+
+def test_topk_zero_fails_at_draft_capture(start_fake):
+    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
+                        "--speculative-num-steps", "3", "--speculative-eagle-topk", "0",
+                        "--speculative-num-draft-tokens", "4")
+    assert server.wait_exit() != 0
+    log = server.log()
+    assert log.index("Capture draft cuda graph begin.") < log.index("RuntimeError: cannot reshape tensor of 0 elements")
+
+
 def test_draft_tree_too_small_fails_at_draft_capture(start_fake):
     server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
                         "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",

@@ -136,6 +136,51 @@ NAMED = [
     _case("cpu", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=8, page=16, device="cpu"),
 ]
 
+# topk below 1 (issue 20): every version's argument checks pass it; the drafter dies building its tree.
+# NGRAM sets topk itself (its BFS breadth), so there it is only ignored.
+TOPK_BELOW_ONE = [
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=0, draft=4),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=1, topk=0, draft=2),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=-1, draft=4),
+    _case("H200", "llama", algo="EAGLE", drafter="llama-eagle", steps=3, topk=0, draft=4),
+    _case("H200", "dsv3", algo="NEXTN", steps=3, topk=0, draft=4),
+    _case("H200", "dsv3", algo="NEXTN", steps=2, topk=-2, draft=8),
+    _case("H200", "llama", algo="STANDALONE", drafter="llama-small", steps=3, topk=0, draft=4, page=16),
+    _case("B200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=0, draft=4),
+    _case("cpu", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=0, draft=4, device="cpu"),
+]
+NGRAM_TOPK = [
+    _case("H200", "llama", algo="NGRAM", topk=0),
+    _case("H200", "llama", algo="NGRAM", topk=-1, draft=8),
+]
+# a tree with a single draft token: the argument checks pass it, startup dies (draft-tokens-too-few)
+TREE_ONE_TOKEN = [
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=4, draft=1),
+]
+# speculation with pipeline parallelism: 0.5.10 rejects all of it; 0.5.23 takes EAGLE / NEXTN
+# (non-multi-layer) only on a prefill node of a disaggregated deployment (without SGLANG_ENABLE_PP_SPEC)
+PIPELINE = [
+    _case("H200", "dsv3", algo="NEXTN", steps=3, topk=1, draft=4, **{"pp-size": 2}),
+    _case("H200", "dsv3", algo="NEXTN", **{"pp-size": 2}),
+    _case("H200", "llama", algo="EAGLE", drafter="llama-eagle", steps=3, topk=1, draft=4, **{"pp-size": 2}),
+    _case("H200", "llama", algo="NEXTN", drafter="llama-eagle", steps=3, topk=4, draft=8, **{"pp-size": 2}),
+    _case("H200", "dsv3", algo="NEXTN", steps=3, topk=1, draft=4, **{"pp-size": 2, "disaggregation-mode": "decode"}),
+    _case("H200", "dsv3", algo="NEXTN", steps=3, topk=1, draft=4, **{"pp-size": 2, "disaggregation-mode": "prefill"}),
+    _case("H200", "llama", algo="EAGLE", drafter="llama-eagle", steps=3, topk=1, draft=4,
+          **{"pp-size": 2, "disaggregation-mode": "prefill"}),
+    _case("H200", "llama", algo="EAGLE", drafter="llama-eagle", steps=3, topk=1, draft=4,
+          **{"pp-size": 2, "disaggregation-mode": "prefill", "enable-multi-layer-eagle": True}),
+    _case("H200", "llama", algo="EAGLE3", drafter="llama-eagle3", steps=3, topk=1, draft=4,
+          **{"pp-size": 2, "disaggregation-mode": "prefill"}),
+    _case("H200", "llama", algo="STANDALONE", drafter="llama-small", steps=3, topk=1, draft=4,
+          **{"pp-size": 2, "disaggregation-mode": "prefill"}),
+]
+NAMED += TOPK_BELOW_ONE + NGRAM_TOPK + TREE_ONE_TOKEN + PIPELINE
+
+# What the plan must predict for cases SGLang's argument checks pass: case id -> the later failure's rule
+EXPECT_LATER = {**{c.id: "topk-below-one" for c in TOPK_BELOW_ONE},
+                **{c.id: "draft-tokens-too-few" for c in TREE_ONE_TOKEN}}
+
 
 def generate(n_random: int = N_RANDOM, seed: int = 12) -> list[Case]:
     """The named cases plus ``n_random`` drawn from the product (the same every run)."""

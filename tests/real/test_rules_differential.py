@@ -30,7 +30,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -241,6 +241,7 @@ class Known:
     versions: tuple[str, ...]  # the rules versions it applies to ("0.5.10", "0.5.23")
     applies: Callable[[C.Case, Verdict, Verdict], bool]  # (case, SGLang's verdict, the checker's)
     reason: str
+    builds: tuple[str, ...] = ()  # only for these development builds (a commit in the version); () for any
 
 
 def _ngram_steps(case: C.Case, real: Verdict, mine: Verdict) -> bool:
@@ -248,7 +249,19 @@ def _ngram_steps(case: C.Case, real: Verdict, mine: Verdict) -> bool:
             and mine[0] != "error" and real[2:] == mine[2:] and (real[1] is None or real[1] < 1) and mine[1] == 1)
 
 
+def _pp_spec_prefill(case: C.Case, real: Verdict, mine: Verdict) -> bool:
+    return (int(case.flags.get("pp-size") or 1) > 1 and case.flags.get("disaggregation-mode") == "prefill"
+            and real[0] == "error" and mine[0] != "error")
+
+
+_PP_BUILD = ("the CPU build 7f8f030 rejects any speculation with pp > 1 (ServerArgs.check_server_args, "
+             "server_args.py:9247: 'Pipeline parallelism is not compatible with overlap schedule, speculative "
+             "decoding'); 0.5.23, whose rules it is checked with, lets EAGLE / NEXTN through on a prefill node "
+             "(arg_groups/validation_hook.py:159). No CPU server runs pp with PD disaggregation.")
+
 KNOWN_DIFFERENCES: tuple[Known, ...] = (
+    Known("plan", ("0.5.23",), _pp_spec_prefill, _PP_BUILD, builds=("7f8f030",)),
+    Known("fake", ("0.5.23",), _pp_spec_prefill, _PP_BUILD, builds=("7f8f030",)),
     Known("fake", ("0.5.10", "0.5.23"), _ngram_steps,
           "NGRAM: SGLang 0.5.10 leaves speculative_num_steps unset and 0.5.23 sets it to draft // topk (0 below 10 "
           "draft tokens); the fake reports 1, since its scheduler model (fake/main.speculative_config, "
@@ -259,6 +272,8 @@ KNOWN_DIFFERENCES: tuple[Known, ...] = (
 def known_reason(checker: str, version: str, case: C.Case, real: Verdict, mine: Verdict) -> Optional[str]:
     rv = serverargs.rules_version(version)[0]
     for k in KNOWN_DIFFERENCES:
+        if k.builds and not any(b in version for b in k.builds):
+            continue
         if k.checker == checker and rv in k.versions and k.applies(case, real, mine):
             return k.reason
     return None
@@ -276,6 +291,8 @@ class Comparison:
     known: list[tuple[str, Verdict, Verdict, str]]
     unexplained: list[tuple[str, Verdict, Verdict, str]]
     later: int = 0  # cases SGLang's argument checks pass that the plan says fail later
+    later_rules: dict[str, Optional[str]] = field(default_factory=dict)  # case id -> the plan's later rule
+    accepted: set[str] = field(default_factory=set)  # case ids SGLang's argument checks pass
 
     def line(self) -> str:
         return (f"{self.checker:4} vs SGLang {self.install:20} ({self.version}): {self.agree}/{self.total} agree "
@@ -292,9 +309,12 @@ def compare(install: Install, models: Path, checker: str, cases: Optional[list[C
     cmp = Comparison(install.name, version, checker, len(cases), 0, [], [])
     for case in cases:
         theirs = sglang_verdict(case, real[case.id], version)
+        if theirs[0] != "error":
+            cmp.accepted.add(case.id)
         if checker == "plan":
             mine, later = plan_verdict(case, models, version)
             cmp.later += bool(later) and theirs[0] != "error"
+            cmp.later_rules[case.id] = later.split(" ")[0] if later else None
         else:
             mine = fake_verdict(case, models, version)
         if mine == theirs:
@@ -335,6 +355,21 @@ def test_agrees_with_real_sglang(install: Install, checker: str, models: Path):
         print(f"  known   {cid}: SGLang {theirs}, {checker} {mine}: {why[:100]}")
     lines = [f"  {cid}: SGLang {theirs}, {checker} {mine} [{why}]" for cid, theirs, mine, why in cmp.unexplained]
     assert not cmp.unexplained, cmp.line() + "\n" + "\n".join(lines)
+    if checker == "plan":
+        wrong = missed_later(cmp)
+        assert not wrong, "\n".join(wrong)
+
+
+def missed_later(cmp: Comparison) -> list[str]:
+    """The named cases whose arguments SGLang accepts and whose startup dies (C.EXPECT_LATER): SGLang
+    must accept them, and the plan must name the failure to come."""
+    out = []
+    for cid, rule in C.EXPECT_LATER.items():
+        if cid not in cmp.accepted:
+            out.append(f"  {cid}: SGLang {cmp.install} rejects its arguments; expected it to pass them (then {rule})")
+        elif cmp.later_rules.get(cid) != rule:
+            out.append(f"  {cid}: the plan predicts {cmp.later_rules.get(cid)}, expected {rule}")
+    return out
 
 
 def main() -> int:
@@ -350,6 +385,10 @@ def main() -> int:
             for cid, theirs, mine, why in cmp.unexplained:
                 print(f"  {cid}: SGLang {theirs}, {checker} {mine} [{why}]")
             bad += len(cmp.unexplained)
+            if checker == "plan":
+                for line in missed_later(cmp):
+                    print(line)
+                    bad += 1
     return 1 if bad else 0
 
 

@@ -48,6 +48,11 @@ CASES = [
     ("topk-trtllm-mha", "error", {**TREE, "attention-backend": "trtllm_mha"},
      {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3, "attention-backend": "trtllm_mha"}),
     ("spec-with-pipeline-parallel", "error", {**E3, "pp-size": 2}, {"pp-size": 2}),
+    ("pp-spec-prefill-only", "error", {**E3, "speculative-algorithm": "NEXTN", "pp-size": 2},
+     {**E3, "speculative-algorithm": "NEXTN", "pp-size": 2, "disaggregation-mode": "prefill"}),
+    ("topk-below-one", "error", {**E3, "speculative-num-steps": 3, "speculative-eagle-topk": 0, "speculative-num-draft-tokens": 4},
+     {**E3, "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}),
+    ("draft-tokens-too-few", "error", {**TREE, "speculative-num-draft-tokens": 1}, TREE),
     ("dp-attention-unsupported", "error", {**E3, "speculative-algorithm": "STANDALONE", "enable-dp-attention": True, "dp-size": 2},
      {**E3, "speculative-algorithm": "STANDALONE", "enable-dp-attention": True}),  # dp 1: no dp attention at all
     ("ngram-topk-overridden", "warning", {"speculative-algorithm": "NGRAM", "speculative-eagle-topk": 4},
@@ -193,3 +198,86 @@ def test_versions_and_gpus_are_read_leniently():
     assert serverargs.rules_version(None)[0] == serverargs.NEWEST
     assert serverargs.gpu_info("NVIDIA H200").sm == 90 and serverargs.gpu_info("hopper").sm == 90
     assert serverargs.gpu_info("B200").sm == 100 and serverargs.gpu_info("nonsense") is None
+
+
+# --- topk below 1, and pipeline parallelism (issue 20) ---
+
+@pytest.mark.parametrize("algorithm", ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"])
+@pytest.mark.parametrize("version", serverargs.KNOWN_VERSIONS)
+@pytest.mark.parametrize("topk", [0, -1])
+def test_topk_below_one_passes_the_arguments_and_dies_in_the_drafter(algorithm, version, topk):
+    flags = {**E3, "speculative-algorithm": algorithm, "speculative-num-steps": 3, "speculative-eagle-topk": topk,
+             "speculative-num-draft-tokens": 4}
+    o = outcome(flags, version)
+    # SGLang's argument checks let it through untouched (the cap of 48 is the only change)
+    assert o.error is None and o.final == (3, topk, 4, 48)
+    assert o.later.rule == "topk-below-one" and o.later.stage == "draft_capture"
+    f = [x for x in rules.check(flags, OK_BENCH, rules.Target(version=version, architecture="LlamaForCausalLM",
+                                                               gpu="H200", version_given=True))
+         if x.rule == "topk-below-one"]
+    assert len(f) == 1 and f[0].level == "error"
+    assert f"--speculative-eagle-topk {topk}" in f[0].message and "accepts the arguments" in f[0].message
+    assert "speculative-eagle-topk >= 1" in f[0].fix
+
+
+def test_topk_below_one_says_what_sglang_raises():
+    chain = {**E3, "speculative-num-steps": 3, "speculative-eagle-topk": 0, "speculative-num-draft-tokens": 4}
+    assert outcome(chain).later.exception.startswith("RuntimeError: cannot reshape tensor of 0 elements")
+    one_step = {**chain, "speculative-num-steps": 1, "speculative-num-draft-tokens": 2}
+    assert outcome(one_step).later.exception == "RuntimeError: selected index k out of range"
+    assert outcome({**chain, "speculative-eagle-topk": -1}).later.exception == \
+        "RuntimeError: selected index k out of range"
+    # topk 0 without steps is still the bare assertion of the argument checks
+    assert outcome({**E3, "speculative-eagle-topk": 0}).error.rule == "topk-or-draft-without-steps"
+
+
+def test_ngram_ignores_topk_below_one():
+    o = outcome({"speculative-algorithm": "NGRAM", "speculative-eagle-topk": 0})
+    assert o.later is None and o.topk == 10 and any(a.rule == "ngram-topk-overridden" for a in o.adjustments)
+
+
+def test_tree_with_one_draft_token_passes_the_arguments_and_dies_at_startup():
+    o = outcome({**TREE, "speculative-num-steps": 3, "speculative-num-draft-tokens": 1})
+    assert o.error is None and o.final == (3, 4, 1, 48)
+    assert o.later.rule == "draft-tokens-too-few" and o.later.stage == "draft_capture"
+
+
+NEXTN_PP = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
+            "speculative-num-draft-tokens": 4, "pp-size": 2}
+DSV3 = "DeepseekV3ForCausalLM"
+
+
+def test_pipeline_parallel_speculation_by_version():
+    # 0.5.10: no speculation with pp at all
+    assert outcome(NEXTN_PP, "0.5.10", DSV3).error.rule == "spec-with-pipeline-parallel"
+    assert outcome({**NEXTN_PP, "disaggregation-mode": "prefill"}, "0.5.10", DSV3).error.rule == \
+        "spec-with-pipeline-parallel"
+    # 0.5.23: EAGLE / NEXTN, on a prefill node only
+    for mode in (None, "null", "decode"):
+        flags = {**NEXTN_PP, "disaggregation-mode": mode} if mode else NEXTN_PP
+        e = outcome(flags, "0.5.23", DSV3).error
+        assert e.rule == "pp-spec-prefill-only" and e.stage == "args"
+        assert e.exception == ("AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
+                               "(disaggregation-mode=prefill)")
+    assert outcome({**NEXTN_PP, "disaggregation-mode": "prefill"}, "0.5.23", DSV3).error is None
+    eagle = {**E3, **NEXTN_PP, "speculative-algorithm": "EAGLE", "disaggregation-mode": "prefill"}
+    assert outcome(eagle).error is None
+    assert outcome({**eagle, "enable-multi-layer-eagle": True}).error.rule == "spec-with-pipeline-parallel"
+    assert outcome({**eagle, "speculative-algorithm": "EAGLE3"}).error.rule == "spec-with-pipeline-parallel"
+    assert outcome({**eagle, "speculative-algorithm": "STANDALONE"}).error.rule == "spec-with-pipeline-parallel"
+
+
+def test_pipeline_parallel_speculation_with_sglang_enable_pp_spec():
+    on = {"SGLANG_ENABLE_PP_SPEC": "1"}
+    t = rules.Target(version="0.5.23", architecture=DSV3, gpu="H200", version_given=True)
+    errors = lambda flags, env=None: {f.rule for f in rules.check(flags, OK_BENCH, t, env) if f.level == "error"}  # noqa: E731
+    assert "pp-spec-prefill-only" in errors(NEXTN_PP)
+    assert not errors(NEXTN_PP, on) and not errors(NEXTN_PP, {"SGLANG_ENABLE_PP_SPEC": "True"})
+    assert "pp-spec-prefill-only" in errors(NEXTN_PP, {"SGLANG_ENABLE_PP_SPEC": "0"})
+    # the aggregated PP speculation has its own limits
+    assert "spec-with-pipeline-parallel" in errors({**NEXTN_PP, "disaggregation-mode": "prefill"}, on)
+    assert "spec-with-pipeline-parallel" in errors({**NEXTN_PP, "speculative-adaptive": True}, on)
+    assert "spec-with-pipeline-parallel" in errors({**NEXTN_PP, "enable-dp-attention": True, "dp-size": 2}, on)
+    # host_check takes the env too
+    assert not [f for f in rules.host_check({"model-path": "/m", **NEXTN_PP}, OK_BENCH, version="0.5.23", gpu="H200",
+                                            architecture=DSV3, env=on) if f.level == "error"]
