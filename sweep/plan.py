@@ -229,7 +229,7 @@ def build(exp: Experiment) -> Plan:
             id=point_id(exp, flags, env), label=gp.label, params=gp.params,
             roles={k: roles[k] for k in gp.params}, baseline=gp.baseline, flags=flags, env=env,
             launcher=list(exp.server.launcher))
-        ev = rules.evaluate(flags, exp.benchmark, target)
+        ev = rules.evaluate(flags, exp.benchmark, target, env)
         for f in ev.findings:
             (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
         if ev.outcome is not None:

@@ -161,3 +161,14 @@ def test_version_from_the_experiment(write_yaml, tmp_path):
     assert any(e.startswith("topk-page-size-backend") for e in pt.errors) and pt.resolved["verdict"] == "error"
     doc = json.loads(json.dumps(build(write_yaml, TREE.replace("MODEL", "/m")).to_json()))
     assert {p["resolved"] is None for p in doc["points"]} == {True, False}  # baselines have none
+
+
+def test_the_servers_env_reaches_the_rules(write_yaml, tmp_path):
+    """SGLang 0.5.23 reads SGLANG_ENABLE_PP_SPEC from its environment: NEXTN with pp-size 2 is an
+    error without it (not a prefill node) and fine with it in server.env."""
+    nextn = ["server.gpu=H200", "server.sglang_version=0.5.23", "server.flags.pp-size=2",
+             "server.flags.speculative-algorithm=NEXTN", "server.flags.speculative-eagle-topk=1"]
+    pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", *nextn)
+    assert any(e.startswith("pp-spec-prefill-only") for e in pt.errors), pt.errors
+    pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", *nextn, "server.env.SGLANG_ENABLE_PP_SPEC=1")
+    assert not any(e.startswith("pp-spec-prefill-only") for e in pt.errors), pt.errors

@@ -131,7 +131,7 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
     else:
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
     if spec.flags:
-        pf.check_rules(spec.flags, spec.bench, report, spec.architecture)
+        pf.check_rules(spec.flags, spec.bench, report, spec.architecture, spec.env)
     if serves_http:
         pf.check_port(spec.port, spec.bind_host, report)
         pf.check_dist_init(spec.argv, host.name, report)  # node rank 0 of a server over several hosts

@@ -171,7 +171,8 @@ def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> 
     report.checks.append(f"ok: dist-init port {port} free on {ip}")
 
 
-def check_rules(flags: dict, bench, report: PreflightReport, architecture: str | None = None) -> None:
+def check_rules(flags: dict, bench, report: PreflightReport, architecture: str | None = None,
+                env: dict[str, str] | None = None) -> None:
     """SGLang's speculative rules again, with what only the host knows: its SGLang version, its GPU and
     the target's (and drafter's) config.json as this host has them. An error here is one SGLang
     would hit after minutes of loading; warnings are kept with the checks."""
@@ -188,7 +189,7 @@ def check_rules(flags: dict, bench, report: PreflightReport, architecture: str |
     # here, for SGLang builds the rules do not list and for the fake's --fake-* flags alike
     names = {"unknown-flag", "ambiguous-flag", "flag-abbreviation"}
     findings = [f for f in rules.host_check(flags, bench, version=report.sglang_version, gpu=report.gpu_name or None,
-                                            architecture=arch, configs=configs) if f.rule not in names]
+                                            architecture=arch, configs=configs, env=env) if f.rule not in names]
     errors = [f for f in findings if f.level == rules.ERROR]
     if errors:
         raise PointFailure("preflight", "; ".join(f"{f.rule}: {f.message}" for f in errors),
