@@ -73,7 +73,8 @@ def event_of(line: str) -> str | None:
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # oom | not_enough_memory | capture_failed | model_not_found | scheduler_died | exception | exited
+    kind: str  # oom | not_enough_memory | capture_failed | model_not_found | scheduler_died | exception |
+    #   fatal_signal | exited
     reason: str  # the line that explains it, as the log says it
     fix: str
 
@@ -107,6 +108,15 @@ def exception_lines(lines: list[str]) -> list[str]:
     return out
 
 
+# A native crash, as Python's faulthandler prints it (two processes may interleave their lines), and
+# the launcher's word for a child gone: seen with real SGLang 7f8f030 on CPU, where topk 0 makes the
+# warmup's first draft step die of SIGFPE (``Fatal Python error: Floating point exception``,
+# ``Subprocess scheduler_0 (pid=...) crashed with exit code -8``).
+_FATAL = re.compile(r"Fatal Python error:.*?(Floating point exception|Segmentation fault|Aborted|Bus error|"
+                    r"Illegal instruction)")
+_CHILD_CRASHED = re.compile(r"Subprocess (\w+) \(pid=\d+\) crashed with exit code (-?\d+)")
+
+
 def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
     """Why a server died, from the tail of its log: the most specific signature wins, then the last
     exception line of a traceback, then the exit code."""
@@ -118,6 +128,13 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
     found = exception_lines(lines)
     if found:
         return Failure("exception", found[-1], "read the traceback in the point's log")
+    fatal = list(_FATAL.finditer(text))
+    if fatal:
+        child = [m for m in _CHILD_CRASHED.finditer(text) if m.group(2) != "-15"]
+        who = f" ({child[0].group(1)} crashed with exit code {child[0].group(2)})" if child else ""
+        return Failure("fatal_signal", f"Fatal Python error: {fatal[-1].group(1)}{who}",
+                       "a native kernel crashed: read the point's log (Python's faulthandler stack names the "
+                       "call); a speculative argument that no SGLang check catches (e.g. topk 0) is a likely cause")
     code = f"exit code {exit_code}" if exit_code is not None else "no exit code"
     sig = f" (signal {-exit_code})" if exit_code is not None and exit_code < 0 else ""
     return Failure("exited", f"server exited with {code}{sig} and no error in its log",

@@ -599,8 +599,13 @@ def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str,
                                      f"{capacity + 1}: num_draft_tokens - 1 <= topk + (steps-1)*topk^2)")
             return
         if draft < 2:
-            out.later = Failure("draft-tokens-too-few", "RuntimeError: the draft tree has no token to verify",
-                                "use at least 2", stage="draft_capture", what=f"{draft} draft tokens")
+            # seen on a live server (real tier, CPU 7f8f030, steps 3, topk 4, 1 draft token: "... existing
+            # size (4) at non-singleton dimension 1.  Target sizes: [1, 1].  Tensor sizes: [4]"); the
+            # sizes follow the tree, so only the words are kept
+            out.later = Failure("draft-tokens-too-few",
+                                "RuntimeError: The expanded size of the tensor (1) must match the existing size",
+                                "use at least 2", stage="draft_capture",
+                                what=f"{draft} draft token (a tree of topk {topk} verifies at least 2)")
             return
     drafter_arch = config_architecture(ctx.draft_config) if ctx.draft_config is not None else None
     if out.draft_model_path is None:

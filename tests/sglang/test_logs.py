@@ -221,3 +221,22 @@ def test_whole_real_transcripts(name, drafter):
     bars = [p for p in pieces if isinstance(p, logs.Progress)]
     assert [(b.kind, b.n, b.total) for b in bars] == [("load", 0, 1), ("load", 1, 1)]
     assert sum(logs.engine_timings(t) is not None for t in text) == 1
+
+
+def test_failure_of_a_native_crash():
+    """Real SGLang on CPU with topk 0: the warmup's first draft step dies of SIGFPE; Python's
+    faulthandler prints it (two processes interleaved), then the launcher names the child."""
+    tail = [TS + "Prefill batch, #new-seq: 1, #new-token: 16, #cached-token: 0, cpu graph: False",
+            "Fatal Python error: Fatal Python error: Floating point exceptionFloating point exception", "",
+            "Thread 0x00007f8bbebe36c0 (most recent call first):",
+            '  File "/x/sglang/srt/layers/logits_processor.py", line 737 in _compute_lm',
+            TS + "Subprocess scheduler_0 (pid=14030) crashed with exit code -8. Triggering SIGQUIT for cleanup...",
+            TS + "SIGQUIT received. signum=None, frame=None. It usually means one child failed."]
+    f = logs.find_failure(tail, 137)
+    assert f.kind == "fatal_signal"
+    assert f.reason == "Fatal Python error: Floating point exception (scheduler_0 crashed with exit code -8)"
+    assert "topk 0" in f.fix
+    # a traceback's exception still wins; the group's own SIGTERM (-15) names no child
+    assert logs.find_failure(["Traceback (most recent call last):", "ValueError: x", *tail]).kind == "exception"
+    sigterm = [tail[1], TS + "Subprocess scheduler_0 (pid=1) crashed with exit code -15. Triggering SIGQUIT"]
+    assert logs.find_failure(sigterm).reason == "Fatal Python error: Floating point exception"
