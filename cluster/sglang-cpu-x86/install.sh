@@ -51,9 +51,18 @@ fi
 if [ "$CPU_PATH" = amx ] && ! has amx_tile; then
   log "SWEEP_CPU_PATH=amx needs AMX, which this CPU lacks"; exit 3
 fi
-WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/torch_native_spec.py" "$HERE/sweep_cpu_path.py" | sha256sum | cut -c1-16)"
+WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/torch_native_spec.py" "$HERE/torch_native_spec_backend.py" "$HERE/sweep_cpu_path.py" "$HERE/shm_noavx512.h" | sha256sum | cut -c1-16)"
 kernels_load() { ( cd / && SGLANG_USE_CPU_ENGINE=1 "$PY" -c "import sgl_kernel, sglang.srt.server_args" ) >/dev/null 2>&1; }
-if [ -f "$PREFIX/.installed" ] && [ "$(cat "$PREFIX/.path" 2>/dev/null)" = "$WANT" ] && kernels_load; then
+# AVX2 path: the first AVX-512 instructions (an EVEX register: zmm, a mask register, xmm/ymm 16-31) in
+# SGLang's kernel library, none when it is clean. Such code dies with SIGILL on an AVX2 CPU but runs
+# on a newer one emulating the path, where "the kernels load" proves nothing.
+kernels_so() { ( cd / && "$PY" -c "import glob, importlib.util, os; s = importlib.util.find_spec('sgl_kernel'); print(*glob.glob(os.path.join(os.path.dirname(s.origin), '*.so')))" ); }
+kernels_avx512() {
+  command -v objdump >/dev/null || return 0
+  objdump -d --no-show-raw-insn $(kernels_so) 2>/dev/null | grep -m3 -E '%zmm|%k[1-7]\b|%[xy]mm(1[6-9]|2[0-9]|3[01])\b' || true
+}
+if [ -f "$PREFIX/.installed" ] && [ "$(cat "$PREFIX/.path" 2>/dev/null)" = "$WANT" ] && kernels_load \
+   && { [ "$CPU_PATH" != avx2 ] || [ -z "$(kernels_avx512)" ]; }; then
   log "already installed in $PREFIX (path $CPU_PATH: $WHY; attention backend $BACKEND)"
   echo "SGLANG_CPU_ENV=$PREFIX/env.sh"; exit 0
 fi
@@ -90,7 +99,7 @@ SITE=$("$PY" -c "import sysconfig;print(sysconfig.get_paths()['purelib'])")
 
 # 3. AVX2: the kernels, built without AVX-512 sources or instructions
 if [ "$CPU_PATH" = avx2 ]; then
-  if [ -f "$PREFIX/.kernels-avx2" ] && kernels_load; then
+  if [ -f "$PREFIX/.kernels-avx2" ] && kernels_load && [ -z "$(kernels_avx512)" ]; then
     log "kernels built for AVX2 already installed"
   else
     rm -f "$PREFIX/.kernels-avx2"
@@ -117,6 +126,9 @@ for old, new in edits:
 open(p, "w").write(s)
 PY
     cp "$HERE/noavx512_stubs.cpp" csrc/cpu/x86_64/
+    # the shared-memory collectives (TP > 1): SGLang's x86 version is AVX-512 code under target
+    # attributes, built whatever -march says; a plain C++ one instead
+    cp "$HERE/shm_noavx512.h" csrc/cpu/x86_64/shm.h
     log "building SGLang's CPU kernels for AVX2 (-march=x86-64-v3; about 8 min on 2 cores)"
     mkdir -p "$PREFIX/wheels-avx2"; rm -f "$PREFIX"/wheels-avx2/*.whl
     SGLANG_CPU_NO_AVX512=1 MAX_JOBS=2 CMAKE_BUILD_PARALLEL_LEVEL=2 VIRTUAL_ENV="$PREFIX/venv" PATH="$PREFIX/venv/bin:$PATH" \
@@ -151,6 +163,15 @@ from sglang.srt.utils import cpu_has_amx_support
 want = sweep_cpu_path.CPU_PATH != 'avx2'
 assert cpu_has_amx_support() == want, f'SGLang sees AMX={cpu_has_amx_support()} on the {sweep_cpu_path.CPU_PATH} path'
 " ) || { log "smoke test of the $CPU_PATH path failed"; exit 1; }
+if [ "$CPU_PATH" = avx2 ]; then
+  command -v objdump >/dev/null || log "objdump is missing: SGLang's kernels not checked for AVX-512 instructions"
+  FOUND=$(kernels_avx512)
+  if [ -n "$FOUND" ]; then
+    log "smoke test of the avx2 path failed: SGLang's kernel library $(kernels_so) has AVX-512 instructions,"
+    log "which die with SIGILL on an AVX2-only CPU (first: $(echo "$FOUND" | head -1 | sed 's/^ *//' | cut -c1-80)); rerun this installer to rebuild them"
+    exit 1
+  fi
+fi
 echo "$WANT" > "$PREFIX/.path"
 log "installed in $PREFIX in $(( $(date +%s) - T0 )) s: path $CPU_PATH ($WHY), attention backend $BACKEND"
 echo "SGLANG_CPU_ENV=$PREFIX/env.sh"
