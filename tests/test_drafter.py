@@ -134,7 +134,10 @@ class Mistake:
     checks: tuple[str, ...]  # the findings' check names
     sglang: str  # load-error | startup-error | loads
     sglang_says: str = ""  # a line of the server log that shows it
-    after: str = ""  # what SGLang does next, where this machine cannot run it (no AMX: no speculative serving)
+    after: str = ""  # what SGLang does next, in words
+    # the exception a speculative server dies of at its first forward pass (the warmup request), seen
+    # on a live one (tests/real/test_real_drafter.py); "" where it serves
+    first_forward: str = ""
     algorithm: str = "EAGLE3"
     shards: tuple[tuple[str, ...], ...] = ()  # split the tensors into these shards (names per shard)
     drop_shard: int | None = None  # the index names this shard; the file is not written
@@ -177,18 +180,22 @@ MISTAKES: dict[str, Mistake] = {
                      ("weights-missing",), "loads", after="serves with an uninitialized fc"),
     # aux layer ids: 3 is the last layer of a 4-layer target, whose output SGLang never captures
     "aux-out-of-range": Mistake(_cfg(aux=[0, 1, 3]), eagle3_tensors, "error", ("aux-layers",), "loads",
-                                after="captures 2 hidden states for an fc of 3: dies at the first forward pass"),
+                                after="captures 2 hidden states for an fc of 3: dies at the first forward pass",
+                                first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x512 and 768x256)"),
     # the "fix" of the issue: -1 makes SGLang capture the input of layer 0
     "aux-minus-one": Mistake(_cfg(aux=[-1, 1, 2]), eagle3_tensors, "error", ("aux-layers",), "loads",
-                             after="TypeError (hidden_states + None) at the first forward pass"),
+                             after="TypeError (hidden_states + None) at the first forward pass",
+                             first_forward="TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'"),
     "aux-unsorted": Mistake(_cfg(aux=[2, 0, 1]), eagle3_tensors, "warning", ("aux-layers",), "loads",
                             after="serves with the hidden states in another order than training's"),
     # no ids: SGLang's default [2, n//2, n-3] is [2, 2, 1] on a 4-layer target
     "aux-default": Mistake(_cfg(aux=None), eagle3_tensors, "error", ("aux-layers",), "loads",
-                           after="captures 2 hidden states for an fc of 3: dies at the first forward pass"),
+                           after="captures 2 hidden states for an fc of 3: dies at the first forward pass",
+                           first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x512 and 768x256)"),
     # trained for another target: hidden size 512 (self-consistent, so its weights load)
     "other-hidden": Mistake(_cfg(hidden=512), lambda: eagle3_tensors(hidden=512), "error", ("hidden-size",),
-                            "loads", after="fc takes 3x512, gets 3x256: dies at the first forward pass"),
+                            "loads", after="fc takes 3x512, gets 3x256: dies at the first forward pass",
+                            first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x768 and 1536x512)"),
     # trained for another target's vocabulary (2048 tokens)
     "other-vocab": Mistake(_cfg(vocab=2048, draft_vocab=2048), lambda: eagle3_tensors(vocab=2048, draft_vocab=2048),
                            "error", ("vocab", "draft-vocab"), "loads",
