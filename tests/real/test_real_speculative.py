@@ -131,7 +131,9 @@ def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path):
         assert sum(sum(h) for h in rows["spec_accept_histogram"].to_list()) == verifies
         assert lv["accept_length_requests"] == pytest.approx(int(rows["completion_tokens"].sum()) / verifies)
         assert lv["accept_length_metrics"] == pytest.approx(lv["accept_length_requests"], rel=0.02)
-        assert lv["accept_length_server"] is not None and lv["accept_length_server"] > 1.0
+        # /server_info of the CPU build 7f8f030 has no avg_spec_accept_length (internal_states lacks it)
+        if lv["accept_length_server"] is not None:
+            assert lv["accept_length_server"] == pytest.approx(lv["accept_length_requests"], rel=0.05)
     print(f"\naccept: single {single['accept_length']:.2f} (histogram {hist}); levels "
           f"{pl.from_arrow(res.levels).select('concurrency', 'accept_length_requests', 'accept_length_metrics', 'accept_length_server').rows()}")
 
@@ -208,26 +210,33 @@ def mistakes(models: Path, seen_tokens: list[int]) -> dict[str, tuple[dict, dict
     cfg = json.loads((models / "eagle3" / "config.json").read_text())
     good = trained_tensors(models / "eagle3")
     vocab = cfg["vocab_size"]
+    # as training libraries cut one: the most frequent target tokens first (draft id 0 the most frequent)
     keep = list(dict.fromkeys(seen_tokens + list(range(vocab))))[:vocab // 2]
-    keep.sort()
     small = small_vocab(good, keep, vocab)
     cfg_small = {**cfg, "draft_vocab_size": len(keep)}
     return {
         "trained": (cfg, good, "accepts"),
         "small-vocab": (cfg_small, small, "accepts"),
         "ddp-prefix": (cfg, {f"module.{k}": v for k, v in good.items()}, "collapses"),
-        "no-fc": (cfg, {k: v for k, v in good.items() if k != "fc.weight"}, "collapses"),
+        # measured: the first draft token reads fc (left uninitialized), the later ones the drafter's own
+        # hidden state, so acceptance drops (2.90 -> 2.49 on the coding prompts) rather than collapses
+        "no-fc": (cfg, {k: v for k, v in good.items() if k != "fc.weight"}, "degrades"),
         "no-d2t": (cfg_small, {k: v for k, v in small.items() if k != "d2t"}, "collapses"),
     }
 
 
 def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, tmp_path_factory):
     """A wrapper prefix, no fc, no d2t with a smaller draft vocabulary: SGLang loads each without a
-    word and serves; acceptance collapses to about 1 where the trained drafter accepts well above it.
-    The check (sweep/drafter.py) warns about exactly these, and passes the two that accept."""
+    word and serves, greedy output unchanged; acceptance collapses to about 1 (prefix, no d2t) or drops
+    (no fc) where the trained drafter accepts well above it. The check (sweep/drafter.py) warns about
+    exactly these, and passes the two that accept."""
     real = real_spec_sglang
     base = reference(real, tmp_path_factory)
-    seen = sorted({t for b in base for t in b["output_ids"]})
+    counts: dict[int, int] = {}
+    for b in base:
+        for t in b["output_ids"]:
+            counts[t] = counts.get(t, 0) + 1
+    seen = sorted(counts, key=lambda t: (-counts[t], t))  # the target's tokens, most frequent first
     rows = {}
     for name, (cfg, tensors, expect) in mistakes(real.models, seen).items():
         folder = tmp_path / name
@@ -249,9 +258,12 @@ def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, t
     print("\ndrafter          expected    accept length  check    findings   histograms")
     for name, (expect, accept, level, checks, hists) in rows.items():
         print(f"{name:16} {expect:10}  {accept:12.2f}   {level:8} {','.join(checks) or '-':24} {hists}")
+    trained = rows["trained"][1]
     for name, (expect, accept, level, checks, _) in rows.items():
         if expect == "accepts":
-            assert accept > 1.5 and level == "ok", (name, accept, checks)
+            assert accept > 1.5 and accept >= trained - 0.1 and level == "ok", (name, accept, checks)
+        elif expect == "degrades":
+            assert accept < trained - 0.2 and level == "warning", (name, accept, trained, checks)  # uninitialized: varies
         else:
             assert accept < 1.2 and level == "warning", (name, accept, checks)
 
