@@ -40,18 +40,25 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _launch(real, log: Path, flags) -> tuple[subprocess.Popen, str, int]:
+    """A real server with ``real``'s base flags and these, on a free port, in its own process group,
+    its output in ``log``: (process, URL, port)."""
+    port = free_port()
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([*real.launcher, *real.base_flags(port), *flags], env={**os.environ, **real.env},
+                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
+                                start_new_session=True)
+    return proc, f"http://127.0.0.1:{port}", port
+
+
 @contextlib.contextmanager
 def live_server(real, log: Path, *flags: str, timeout_s: float = 420):
     """A real server with ``real``'s base flags and these; yields once /health answers 200, or raises
     with the log's tail if the server died first. Again on another port where it lost a race for one
     (servers run side by side; SGLang picks its internal ports near the HTTP port)."""
     for attempt in range(3):
-        port = free_port()
-        with open(log, "wb") as f:
-            proc = subprocess.Popen([*real.launcher, *real.base_flags(port), *flags], env={**os.environ, **real.env},
-                                    stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
-                                    start_new_session=True)
-        url, t0 = f"http://127.0.0.1:{port}", time.monotonic()
+        proc, url, port = _launch(real, log, flags)
+        t0 = time.monotonic()
         try:
             wait_until(lambda: proc.poll() is not None or _healthy(url), timeout_s, "the server is ready", interval=0.5)
             if proc.poll() is not None:
@@ -83,12 +90,7 @@ def dies(real, log: Path, *flags: str, timeout_s: float = 420) -> tuple[str, str
     if it came up after all; the log). Its process group is killed either way."""
     from sweep.sglang.logs import exception_lines
 
-    port = free_port()
-    with open(log, "wb") as f:
-        proc = subprocess.Popen([*real.launcher, *real.base_flags(port), *flags], env={**os.environ, **real.env},
-                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, url, _ = _launch(real, log, flags)
     try:
         wait_until(lambda: proc.poll() is not None or _healthy(url), timeout_s, "the server exits", interval=0.5)
         if proc.poll() is None:  # it came up

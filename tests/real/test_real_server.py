@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 
-import httpx
 import polars as pl
 import psutil
 import pytest
@@ -24,8 +23,8 @@ import pytest
 from sweep.bench.runner import run as run_bench
 from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host import reaper
-from tests.conftest import REPO, free_port
-from tests.waiting import wait_until
+from tests.conftest import REPO
+from tests.real.servers import live_server
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -33,31 +32,12 @@ NGRAM = ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "
 REPETITIVE = [{"prompt": "count: one two three one two three one two three one two three one two three"}]
 
 
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def server(real_sglang, tmp_path_factory):
     """A real server in its own process group, its log in a file: NGRAM where SGLang can speculate here."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
     spec = NGRAM if real_sglang.speculates else []
-    with open(log, "wb") as f:
-        proc = subprocess.Popen([*real_sglang.launcher, *real_sglang.base_flags(port), *spec],
-                                env={**os.environ, **real_sglang.env}, stdout=f, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: proc.poll() is not None or _healthy(url), 300, "the server is ready", interval=0.5)
-        assert proc.poll() is None, log.read_text()[-3000:]
-        yield proc, url, log, port, bool(spec)
-    finally:
-        if proc.poll() is None:
-            reaper.kill_group(proc.pid, 20, "test teardown")
+    with live_server(real_sglang, tmp_path_factory.mktemp("server") / "server.log", *spec, timeout_s=300) as srv:
+        yield srv.proc, srv.url, srv.log, srv.port, bool(spec)
 
 
 def test_token_counts_and_accept_length_are_the_servers(server, tmp_path):
