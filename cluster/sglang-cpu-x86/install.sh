@@ -163,6 +163,11 @@ from sglang.srt.utils import cpu_has_amx_support
 want = sweep_cpu_path.CPU_PATH != 'avx2'
 assert cpu_has_amx_support() == want, f'SGLang sees AMX={cpu_has_amx_support()} on the {sweep_cpu_path.CPU_PATH} path'
 " ) || { log "smoke test of the $CPU_PATH path failed"; exit 1; }
+( cd / && SGLANG_USE_CPU_ENGINE=1 SWEEP_SGLANG_AMX=0 "$PY" -c "
+import sgl_kernel, sglang.srt.server_args
+from sglang.srt.utils import cpu_has_amx_support
+assert not cpu_has_amx_support(), 'SGLang sees AMX with SWEEP_SGLANG_AMX=0'
+" ) || { log "smoke test of SWEEP_SGLANG_AMX=0 (SGLang sees no AMX) failed"; exit 1; }
 if [ "$CPU_PATH" = avx2 ]; then
   command -v objdump >/dev/null || log "objdump is missing: SGLang's kernels not checked for AVX-512 instructions"
   FOUND=$(kernels_avx512)

@@ -11,6 +11,12 @@ server's environment has), so pip and other tools of the venv are left alone:
   newer CPU behaves as a Zen 3 would; SGLang sees no AMX and uses torch_native.
 - ``amx``: nothing to do.
 
+``SWEEP_SGLANG_AMX=0`` in a server's environment makes SGLang see no AMX on any path (real AMX
+included): it then serves with torch_native (taught speculation by the installer) and reduces TP over
+gloo. That is what a server over several hosts needs: where SGLang sees AMX it sets ``LOCAL_SIZE`` to
+the TP size and ``sgl_kernel.initialize`` waits for every rank's /dev/shm segment, which ranks on
+other hosts never create (the server hangs after ``Init torch distributed begin.``).
+
 The installer writes the path into ``CPU_PATH`` below.
 """
 
@@ -19,7 +25,11 @@ import os
 CPU_PATH = "unset"
 
 if os.environ.get("SGLANG_USE_CPU_ENGINE") == "1":
-    if CPU_PATH == "avx2":
+    if CPU_PATH == "avx2":  # before torch is imported
         os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+    if os.environ.get("SWEEP_SGLANG_AMX") == "0":
+        import torch
+
+        torch.cpu._is_amx_tile_supported = lambda: False
     elif CPU_PATH == "avx512-bf16":
         import sweep_amx_claim  # noqa: F401  (imports torch and claims AMX)

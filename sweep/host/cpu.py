@@ -73,6 +73,11 @@ def attention_backend(argv: list[str]) -> str:
     return argv_value(argv, "--attention-backend") or "intel_amx"
 
 
+def nnodes(argv: list[str]) -> int:
+    """The ``--nnodes`` of an argv (1 if not given)."""
+    return int(argv_value(argv, "--nnodes") or 1)
+
+
 def check_speculation(algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[str],
                       have: set[str] | None = None) -> None:
     """Speculative decoding on a CPU host, decided as the server's own interpreter decides it.
@@ -112,6 +117,33 @@ def check_speculation(algorithm: str | None, backend: str, engine: Engine | None
                            + ": it refuses speculation (EAGLE at startup, the others at the first prefill)",
                            fix=fix)
     report_checks.append(f"ok: speculative decoding ({algorithm}) with attention backend {served_by} (not checked)")
+
+
+def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[str]) -> None:
+    """A server over several hosts (``--nnodes`` > 1) on SGLang's CPU engine, as its interpreter sees AMX.
+
+    Where SGLang sees AMX (real, or the installer's claim) it reduces TP over shared memory only: it sets
+    ``LOCAL_SIZE`` to the TP size, as if every rank were on this host, and ``sgl_kernel.initialize``
+    waits for each rank's /dev/shm segment, which ranks on other hosts never create. The server then
+    hangs after ``Init torch distributed begin.`` until the stall timeout (seen in CI on a Zen 4, two
+    hosts of their own /dev/shm). Where it sees no AMX it reduces over gloo, across hosts."""
+    if nnodes <= 1:
+        return
+    if engine is None:
+        report_checks.append(f"warning: --nnodes {nnodes} on the CPU engine: not checked whether SGLang sees AMX "
+                             "there (server.cpu.check_kernels is false); where it does, the server hangs in its "
+                             "shared-memory all-reduce setup (set env SWEEP_SGLANG_AMX: '0')")
+        return
+    if engine.amx:
+        how = "AMX" if engine.path in (None, "amx") else f"the installer's AMX claim ({engine.path} path)"
+        raise PointFailure("preflight", f"--nnodes {nnodes} on SGLang's CPU engine with {how}: there it reduces "
+                                        "tensor parallelism over this host's shared memory only (LOCAL_SIZE = TP "
+                                        "size), so it would hang after 'Init torch distributed begin.' waiting for "
+                                        "the other hosts' ranks",
+                           fix="set env SWEEP_SGLANG_AMX: '0' for these points (an install by "
+                               f"{INSTALLER}: SGLang then sees no AMX, serves with torch_native, speculation "
+                               "included, and reduces over gloo), or keep the server on one host (nnodes 1)")
+    report_checks.append(f"ok: --nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts")
 
 
 def required_flags(flags: dict, extra: list[str] | tuple[str, ...] = ()) -> list[str]:

@@ -120,6 +120,7 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
                   if spec.cpu.check_kernels else None)
         cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), cpu_host.attention_backend(spec.argv),
                                    engine, report.checks)
+        cpu_host.check_nodes(cpu_host.nnodes(spec.argv), engine, report.checks)
     pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
     pf.check_paths(spec.paths, spec.real_paths, report)
     if spec.real_paths:

@@ -58,10 +58,10 @@ def real():
 
 
 def real_experiment(d, real, name: str, *, values, tp: int = 1, port: int = 31700, extra_flags: str = "",
-                    env: dict | None = None):
+                    env: dict | None = None, backend: str | None = None):
     p = d / f"{name}.yaml"
     p.write_text(textwrap.dedent(REAL).format(
-        name=name, python=real.python, models=real.models, tp=tp, port=port, backend=real.attention_backend,
+        name=name, python=real.python, models=real.models, tp=tp, port=port, backend=backend or real.attention_backend,
         extra_flags=extra_flags, env=json.dumps({**real.env, "OMP_NUM_THREADS": "1", **(env or {})}),
         values=list(values), results=d / "res"))
     return p
@@ -93,16 +93,40 @@ def test_one_real_point_per_host(healthy, workdir, real):
     TIMINGS["real_per_host"] = {"sweep_s": took, "startup_s": max(pts["startup_s"])}
 
 
+# SGLang's CPU backend binds each TP rank's threads by its global rank, as if all ranks were on one
+# machine: one core each (the hosts export SGLANG_HOST_IP and GLOO_SOCKET_IFNAME themselves, see
+# netns.NetnsCluster.bootstrap)
+TWO_HOSTS_ENV = {"SGLANG_CPU_OMP_THREADS_BIND": "0|1"}
+
+
+def test_a_server_over_two_hosts_where_sglang_sees_amx_is_refused_before_launch(healthy, workdir, real):
+    """Where SGLang sees AMX it reduces TP over this host's /dev/shm only (LOCAL_SIZE = TP size): over two
+    hosts, each with its own /dev/shm, it hangs after ``Init torch distributed begin.`` until the stall
+    timeout (seen in CI on a Zen 4). Pre-flight says so in seconds. On a CPU where the install sees no
+    AMX, the claim of ../shared/sglang-cpu/avx512 makes it see AMX, as on a Zen 4."""
+    c = healthy
+    claim = {} if real.amx else {"PYTHONPATH": str(netns.REPO.parent / "shared" / "sglang-cpu" / "avx512")}
+    exp = real_experiment(workdir, real, "real_two_hosts_amx", values=(4,), tp=2, port=31850,
+                          extra_flags=", nnodes: 2", env={**TWO_HOSTS_ENV, **claim})
+    rc, out, took, watch = run_real(c, exp, 300)
+    pts = load(workdir / "res")["points"].collect()
+    assert pts.height == 1, out[-4000:]
+    row = pts.row(0, named=True)
+    assert (row["status"], row["failure_phase"]) == ("failed", "preflight"), (row["failure_reason"], out[-3000:])
+    assert "--nnodes 2" in row["failure_reason"] and "Init torch distributed begin" in row["failure_reason"]
+    assert "SWEEP_SGLANG_AMX: '0'" in row["failure_fix"]
+    assert watch.where(row["point_id"]) == [], "no server may start"
+    TIMINGS["real_two_hosts_amx_refused"] = {"sweep_s": took}
+
+
 def test_real_server_over_two_hosts(healthy, workdir, real):
     """``--nnodes 2``: SGLang's CPU backend reduces over torch.distributed (gloo) when the ranks are not
-    on one machine; gloo is told the interface (GLOO_SOCKET_IFNAME), as on any multi-NIC host."""
+    on one machine and it sees no AMX (SWEEP_SGLANG_AMX=0, on every path of the installer); gloo is
+    told the interface (GLOO_SOCKET_IFNAME), as on any multi-NIC host."""
     c = healthy
     port = 31800
     exp = real_experiment(workdir, real, "real_two_hosts", values=(4,), tp=2, port=port, extra_flags=", nnodes: 2",
-                          # SGLang's CPU backend binds each TP rank's threads by its global rank, as if all
-                          # ranks were on one machine: one core each (the hosts export SGLANG_HOST_IP and
-                          # GLOO_SOCKET_IFNAME themselves, see netns.NetnsCluster.bootstrap)
-                          env={"SGLANG_CPU_OMP_THREADS_BIND": "0|1"})
+                          env={**TWO_HOSTS_ENV, "SWEEP_SGLANG_AMX": "0"}, backend="torch_native")
     rc, out, took, watch = run_real(c, exp, 840)
     pts = load(workdir / "res")["points"].collect()
     assert pts.height == 1, out[-4000:]

@@ -107,6 +107,27 @@ def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
     assert checks == []
 
 
+def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
+    """Where SGLang sees AMX it reduces TP over this host's /dev/shm only: --nnodes 2 would hang (seen in
+    CI on a Zen 4); SWEEP_SGLANG_AMX=0 makes it reduce over gloo."""
+    assert cpu.nnodes(["x", "--nnodes", "2"]) == 2 and cpu.nnodes(["x", "--nnodes=3"]) == 3
+    assert cpu.nnodes(["x", "--tp", "2"]) == 1
+    xeon, zen4, zen3 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16"), \
+        cpu.Engine("2.13", False, "avx2")
+    checks: list[str] = []
+    cpu.check_nodes(1, xeon, checks)  # one host: shared memory is right
+    assert checks == []
+    for engine, how in ((xeon, "with AMX"), (zen4, "AMX claim (avx512-bf16 path)")):
+        with pytest.raises(PointFailure) as e:
+            cpu.check_nodes(2, engine, [])
+        assert e.value.phase == "preflight" and how in e.value.reason and "Init torch distributed" in e.value.reason
+        assert "SWEEP_SGLANG_AMX: '0'" in e.value.fix and "nnodes 1" in e.value.fix
+    cpu.check_nodes(2, zen3, checks)
+    cpu.check_nodes(2, None, checks)
+    assert checks[0].startswith("ok: --nnodes 2") and "gloo" in checks[0]
+    assert checks[1].startswith("warning: --nnodes 2") and "SWEEP_SGLANG_AMX" in checks[1]
+
+
 def test_the_probe_reads_what_sglang_sees(tmp_path):
     seen = '{"torch": "2.13.0+cpu", "amx": true, "path": "avx512-bf16"}'
     checks: list[str] = []
