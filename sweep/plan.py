@@ -210,6 +210,10 @@ def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rule
     version = exp.server.sglang_version
     if version and serverargs.rules_version(version)[1]:
         warnings.append(f"sglang-version: {serverargs.rules_version(version)[1]}")
+    elif not version:
+        warnings.append(f"sglang-version: server.sglang_version is unset: flags and rules are checked against SGLang "
+                        f"{serverargs.NEWEST}, the newest the rules know (fix: set server.sglang_version to the SGLang "
+                        "your hosts run; their pre-flight checks that one again)")
     return rules.Target(version=version, architecture=arch, gpu=gpu, configs=configs,
                         version_given=bool(version)), warnings
 

@@ -108,7 +108,7 @@ def test_shipped_experiments_plan_clean():
 
 TREE = """
 name: t
-server: {model_path: MODEL, tp_size: 8, flags: {page-size: 16, max-running-requests: 64}}
+server: {model_path: MODEL, tp_size: 8, sglang_version: "0.5.23", flags: {page-size: 16, max-running-requests: 64}}
 grid:
   axes:
     drafter:
@@ -172,3 +172,23 @@ def test_the_servers_env_reaches_the_rules(write_yaml, tmp_path):
     assert any(e.startswith("pp-spec-prefill-only") for e in pt.errors), pt.errors
     pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", *nextn, "server.env.SGLANG_ENABLE_PP_SPEC=1")
     assert not any(e.startswith("pp-spec-prefill-only") for e in pt.errors), pt.errors
+
+
+def test_an_unset_version_means_the_newest_the_rules_know(write_yaml):
+    """README: ``server.sglang_version`` unset means the newest version the rules know. The plan says so,
+    and a flag that version lacks is caught (before: checked against no version at all, and the reference
+    experiment's 18 points showed ok where 0.5.23 refuses them all)."""
+    exp = config.load("experiments/k26_eagle.yaml", ["server.sglang_version=null"])
+    p = plan.build(exp)
+    assert any(w.startswith("sglang-version: server.sglang_version is unset") and "0.5.23" in w for w in p.warnings)
+    assert len(p.invalid) == 18
+    err = p.invalid[0].errors[0]
+    assert err.startswith("ambiguous-flag: --cuda-graph-max-bs (a flag of SGLang 0.5.10, not of 0.5.23)")
+    assert "set server.sglang_version: 0.5.10" in err
+    # the experiment names the SGLang it is for, and is valid for it
+    assert config.load("experiments/k26_eagle.yaml").server.sglang_version == "0.5.10"
+    # a flag no known version has stays a warning that names the version assumed
+    p = build(write_yaml, BASE.replace("tp_size: 8}", "tp_size: 8, flags: {my-fork-flag: 1}}"))
+    assert not p.invalid, p.invalid[0].errors
+    w = [w for w in p.points[0].warnings if w.startswith("unchecked-flag")]
+    assert w and "SGLang 0.5.23 (server.sglang_version unset" in w[0], p.points[0].warnings

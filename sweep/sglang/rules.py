@@ -100,7 +100,7 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Findi
     """The flags under the names argparse gives them (SGLang's parser takes a unique prefix of a
     flag), and the findings about names: typos, ambiguous prefixes, flags the version lacks."""
     version = target.checked_version
-    mine = version_flags(version) if target.version_given else None
+    mine = version_flags(version)  # unset: the newest the rules know, as the README says
     every = set(KNOWN_FLAGS).union(*(version_flags(v) or () for v in sa.KNOWN_VERSIONS))
     known = mine if mine is not None else every
     out: dict[str, Any] = {}
@@ -123,23 +123,29 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Findi
                                     f"--{name}{old} is ambiguous to SGLang's argparse: it could be "
                                     + ", ".join("--" + m for m in matches[:4]) + (" ..." if len(matches) > 4 else ""),
                                     f"did you mean --{closest_flag(name, matches) or matches[0]}? write the whole "
-                                    "flag name"))
+                                    "flag name" + (f", or set server.sglang_version: {elsewhere[-1]} if that is the "
+                                                   "SGLang you run" if elsewhere and not target.version_given else "")))
             continue
         out[name] = value
         elsewhere = [v for v in sa.KNOWN_VERSIONS if name in (version_flags(v) or ())]
         close = closest_flag(name, known)
+        assumed = "" if target.version_given else " (server.sglang_version unset: the newest the rules know)"
         if mine is not None and elsewhere:
-            findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version} has no --{name} "
+            findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version}{assumed} has no --{name} "
                                     f"(SGLang {', '.join(elsewhere)} has it)",
-                                    f"use --{close}" if close else f"drop it, or run SGLang {elsewhere[-1]}"))
+                                    f"use --{close}" if close else
+                                    f"drop it, or set server.sglang_version: {elsewhere[-1]} if that is the SGLang you run"
+                                    if assumed else f"drop it, or run SGLang {elsewhere[-1]}"))
         elif close:
             findings.append(Finding(ERROR, "unknown-flag", f"--{name} is not an SGLang flag", f"did you mean --{close}?"))
-        elif mine is not None:
+        elif mine is not None and not assumed:
             findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version} has no --{name}: argparse dies",
                                     "drop it, or check the version (server.sglang_version)"))
-        else:
-            findings.append(Finding(WARNING, "unchecked-flag", f"--{name} is not a flag this tool knows",
-                                    "nothing to do if your SGLang has it: the host pre-flight checks it against --help"))
+        else:  # a flag no version the rules know has: a fork's, or a newer SGLang's
+            findings.append(Finding(WARNING, "unchecked-flag", f"--{name} is not a flag of SGLang {version}{assumed}, "
+                                    "nor of any version this tool knows: left unchecked",
+                                    "nothing to do if your SGLang has it: the host pre-flight checks it against --help; "
+                                    "set server.sglang_version to have it checked here"))
     return out, findings
 
 
