@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sweep.plan import Plan
 from sweep.redact import redact_argv
@@ -25,7 +27,8 @@ def plan_table(plan: Plan) -> Table:
         status = "[red]invalid[/red]" if p.errors else ("[yellow]ok*[/yellow]" if p.warnings else "[green]ok[/green]")
         base = "(baseline)" if p.baseline else (p.baseline_id or "none")
         notes = f"{len(p.errors)} errors" if p.errors else (f"{len(p.warnings)} warnings" if p.warnings else "")
-        t.add_row(p.id, *[p.params.get(a, "·") for a in axes], status, base, notes)
+        # ids, values and baselines as Text: a hex id that starts with a letter reads as a [tag]
+        t.add_row(Text(p.id), *[Text(p.params.get(a, "·")) for a in axes], status, Text(base), notes)
     return t
 
 
@@ -33,12 +36,12 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(plan_table(plan))
     for p in plan.points:
         for e in p.errors:
-            console.print(f"[red]error[/red] {p.label} [{p.id}]: {e}", highlight=False)
+            console.print(f"[red]error[/red] {escape(f'{p.label} [{p.id}]: {e}')}", highlight=False)
         for w in p.warnings:
-            console.print(f"[yellow]warning[/yellow] {p.label} [{p.id}]: {w}", highlight=False)
+            console.print(f"[yellow]warning[/yellow] {escape(f'{p.label} [{p.id}]: {w}')}", highlight=False)
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/yellow] plan: {w}", highlight=False)
+        console.print(f"[yellow]warning[/yellow] plan: {escape(w)}", highlight=False)
     if plan.points:
         last = plan.points[-1]  # secrets redacted, as in --plan --json (sweep/redact.py)
-        console.print(f"[dim]example argv ({last.label}):[/dim] {' '.join(redact_argv(last.argv, last.secrets))}",
-                      highlight=False, soft_wrap=True)
+        console.print(f"[dim]example argv ({escape(last.label)}):[/dim] "
+                      f"{escape(' '.join(redact_argv(last.argv, last.secrets)))}", highlight=False, soft_wrap=True)

@@ -91,7 +91,7 @@ def terminal(sections: list[Section], console: Console, image_dir: str = "") -> 
         if s.table is not None and s.table.height:
             table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
             for column in s.table.columns:
-                table.add_column(column, overflow="fold")
+                table.add_column(Text(column), overflow="fold")  # Text: a name is never read as markup
             for row in strings(s.table).iter_rows():
                 table.add_row(*(Text(cell) for cell in row))
             console.print(table)

@@ -27,6 +27,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from sweep import estimate
 from sweep.types import PointFinished, PointStage, PointStatus, SweepEvent
@@ -117,7 +118,9 @@ class SweepProgress:
         now = time.monotonic()
         for name in sorted(self.hosts):
             h = self.hosts[name]
-            t.add_row(name, h.label, f"{h.stage} {h.detail}".strip(), f"{now - h.since:5.0f}s" if h.stage else "")
+            # as Text: a label, a host name or a progress line may hold brackets ([abc] reads as markup)
+            t.add_row(Text(name), Text(h.label), Text(f"{h.stage} {h.detail}".strip()),
+                      f"{now - h.since:5.0f}s" if h.stage else "")
         self._bar.update(self._task, completed=self.done + self.failed, summary=self._summary())
         return Group(t, self._bar)
 
