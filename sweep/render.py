@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from sweep.console import fit_to_pipe
 from sweep.plan import Plan
 from sweep.redact import redact_argv
 
@@ -33,14 +34,18 @@ def plan_table(plan: Plan) -> Table:
 
 
 def print_plan(plan: Plan, console: Console) -> None:
+    """The plan's table, then one line per error and warning (whole: never wrapped, even in a pipe)."""
+    console = fit_to_pipe(console)
     console.print(plan_table(plan))
     for p in plan.points:
         for e in p.errors:
-            console.print(f"[red]error[/red] {escape(f'{p.label} [{p.id}]: {e}')}", highlight=False)
+            console.print(f"[red]error[/red] {escape(f'{p.label} [{p.id}]: {e}')}", highlight=False,
+                          soft_wrap=True)
         for w in p.warnings:
-            console.print(f"[yellow]warning[/yellow] {escape(f'{p.label} [{p.id}]: {w}')}", highlight=False)
+            console.print(f"[yellow]warning[/yellow] {escape(f'{p.label} [{p.id}]: {w}')}", highlight=False,
+                          soft_wrap=True)
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/yellow] plan: {escape(w)}", highlight=False)
+        console.print(f"[yellow]warning[/yellow] plan: {escape(w)}", highlight=False, soft_wrap=True)
     if plan.points:
         last = plan.points[-1]  # secrets redacted, as in --plan --json (sweep/redact.py)
         console.print(f"[dim]example argv ({escape(last.label)}):[/dim] "

@@ -43,3 +43,23 @@ def test_ids_labels_and_reasons_are_printed_as_they_are_not_as_markup(write_yaml
     assert "plan: see [dim]docs[/dim]" in out
     table_ids = [line.split()[1] for line in out.splitlines() if line.startswith("│")]
     assert "deadbeef0123" in table_ids and "bold01234567" in table_ids
+
+
+LONG = "a_drafter_with_a_long_descriptive_name_trained_on_100k_samples"
+
+
+def test_a_piped_plan_keeps_each_line_and_each_id_whole(write_yaml):
+    """In a pipe rich would fold at 80 columns: a label split as 'nccl=t' / 'uned', ids cut to 'e767ee383…'."""
+    exp = write_yaml(BASE.replace("d1: {", f"{LONG}: {{").replace("tp_size: 8}", "tp_size: 8, flags: {no-such-flag-anywhere: 1}}"))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.run([sys.executable, "-m", "sweep", str(exp), "--plan"], cwd=REPO, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    label = f"drafter={LONG},steps=3,nccl=tuned"
+    warned = [line for line in lines if line.startswith("warning ") and label in line]
+    assert any("no-such-flag-anywhere" in line and line.endswith("checked here)") for line in warned), proc.stdout
+    rows = [line for line in lines if line.startswith("│")]
+    assert rows and "…" not in proc.stdout
+    assert all(len(line.split("│")[1].strip()) == 12 for line in rows)  # every id whole
