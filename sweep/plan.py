@@ -18,6 +18,7 @@ from typing import Any
 
 from sweep import redact
 from sweep.config import Experiment
+from sweep.console import plural
 from sweep.errors import ConfigError, PlanError
 from sweep.grid import build_axes, expand
 from sweep.sglang import rules, serverargs
@@ -109,7 +110,7 @@ class Plan:
         bad = self.invalid
         if bad and not skip_invalid:
             lines = [f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors]
-            raise PlanError(f"{len(bad)} of {len(self.points)} points would fail in SGLang; nothing was launched:\n"
+            raise PlanError(f"{len(bad)} of {plural(len(self.points), 'point')} would fail in SGLang; nothing was launched:\n"
                             + "\n".join(lines),
                             fix="fix the experiment file, or pass --skip-invalid to record these points as invalid and run the rest")
 

@@ -7,15 +7,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sweep.console import fit_to_pipe
+from sweep.console import fit_to_pipe, plural
 from sweep.plan import Plan
 from sweep.redact import redact_argv
 
 
 def plan_table(plan: Plan) -> Table:
     exp = plan.experiment
-    t = Table(title=f"{exp.name}: {len(plan.points)} points "
-                    f"({sum(p.baseline for p in plan.points)} baselines, {len(plan.invalid)} invalid)",
+    t = Table(title=Text(f"{exp.name}: {plural(len(plan.points), 'point')} "
+                         f"({plural(sum(p.baseline for p in plan.points), 'baseline')}, {len(plan.invalid)} invalid)"),
               title_justify="left")
     axes = list(exp.grid.axes)
     t.add_column("id", style="dim")
@@ -27,7 +27,7 @@ def plan_table(plan: Plan) -> Table:
     for p in plan.points:
         status = "[red]invalid[/red]" if p.errors else ("[yellow]ok*[/yellow]" if p.warnings else "[green]ok[/green]")
         base = "(baseline)" if p.baseline else (p.baseline_id or "none")
-        notes = f"{len(p.errors)} errors" if p.errors else (f"{len(p.warnings)} warnings" if p.warnings else "")
+        notes = plural(len(p.errors), "error") if p.errors else (plural(len(p.warnings), "warning") if p.warnings else "")
         # ids, values and baselines as Text: a hex id that starts with a letter reads as a [tag]
         t.add_row(Text(p.id), *[Text(p.params.get(a, "·")) for a in axes], status, Text(base), notes)
     return t

@@ -63,3 +63,35 @@ def test_a_piped_plan_keeps_each_line_and_each_id_whole(write_yaml):
     rows = [line for line in lines if line.startswith("│")]
     assert rows and "…" not in proc.stdout
     assert all(len(line.split("│")[1].strip()) == 12 for line in rows)  # every id whole
+
+
+ONE = """
+name: one
+server: {model_path: /m, tp_size: 8}
+grid:
+  axes:
+    drafter:
+      values:
+        none: {}
+        d1: {flags: {speculative-algorithm: EAGLE3, speculative-draft-model-path: /d1, speculative-eagle-topk: 1}}
+"""
+
+
+def test_counts_take_their_noun_in_the_right_number(write_yaml):
+    plan = _plan(write_yaml, ONE)
+    base, spec = plan.points
+    base.errors, base.warnings, spec.errors, spec.warnings = ["e"], [], [], ["w"]
+    out = _printed(plan, width=200)
+    assert "one: 2 points (1 baseline, 1 invalid)" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    assert "│ 1 error " in rows[base.id] and "│ 1 warning " in rows[spec.id]
+    spec.errors = ["e2", "e3"]
+    out = _printed(plan, width=200)
+    assert "│ 2 errors " in out
+    import pytest
+
+    from sweep.errors import PlanError
+
+    plan.points = [base]
+    with pytest.raises(PlanError, match=r"^1 of 1 point would fail"):
+        plan.require_valid()
