@@ -5,7 +5,8 @@ One model, pure (the history is passed in; ``load_history`` is the only function
     point  = startup + benchmark + overhead
     startup: the median ``startup_s`` of earlier points of the same model (and SGLang version, when
              the experiment names one and earlier points ran it), baselines and speculative points
-             apart (a drafter adds its own load and graph capture); else DEFAULT_STARTUP_S
+             apart (a drafter adds its own load and graph capture); else DEFAULT_STARTUP_S, or
+             CPU_STARTUP_S for a point that runs on the CPU (``device: cpu`` in its flags)
     benchmark = (warmup + runs) * single_stream.max_tokens / single-stream tok/s
               + per level C: requests * max_tokens / (C * per-request tok/s at C) + LEVEL_OVERHEAD_S
     requests at C: the fixed count (rounds x C, or requests_per_level); with a stop rule, the first
@@ -34,7 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from sweep.console import plural
+
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
+# SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
+# are ready in about 50 s (a drafter's load and its own warmup: about 10 s more) on 2 cores
+CPU_STARTUP_S = {"baseline": 50.0, "speculative": 60.0}
 DEFAULT_OVERHEAD_S = 30.0
 DEFAULT_SINGLE_TOK_S = 62.0
 DEFAULT_CAPACITY_TOK_S = 750.0
@@ -95,6 +101,7 @@ class PointEstimate:
     bench_s: float
     overhead_s: float
     startup_from: str  # "history" | "default"
+    device: Optional[str] = None  # "cpu" for SGLang's CPU backend; None: a GPU server
 
     @property
     def total_s(self) -> float:
@@ -152,10 +159,22 @@ def schedule(durations: Sequence[float], hosts: int, span: int = 1) -> tuple[lis
     return busy, count, max((t for t, _ in heap), default=0.0)
 
 
-def estimate_sweep(points: Iterable[tuple[str, bool]], bench, *, hosts: int, history: History | None = None,
+def default_startup_s(kind: str, device: Optional[str] = None) -> float:
+    """The default startup of a point of ``kind`` (baseline / speculative) on ``device``."""
+    return (CPU_STARTUP_S if device == "cpu" else DEFAULT_STARTUP_S)[kind]
+
+
+def point_device(flags: Mapping) -> Optional[str]:
+    """``"cpu"`` for a server on SGLang's CPU backend (``--device cpu``), else None (a GPU)."""
+    device = flags.get("device")
+    return "cpu" if device is not None and str(device).lower() == "cpu" else None
+
+
+def estimate_sweep(points: Iterable[tuple], bench, *, hosts: int, history: History | None = None,
                    speed_factor: float = 1.0, startup_factor: float = 1.0, span: int = 1) -> SweepEstimate:
-    """The sweep's estimate. ``points``: (label, baseline) in the order they will run (baselines
-    first); ``bench``: the experiment's BenchSettings; ``speed_factor`` / ``startup_factor``: how
+    """The sweep's estimate. ``points``: (label, baseline) or (label, baseline, device) in the order
+    they will run (baselines first; device "cpu" for SGLang's CPU backend, its own default
+    startup); ``bench``: the experiment's BenchSettings; ``speed_factor`` / ``startup_factor``: how
     much faster than the defaults the servers run (a dry run's fake speeds), applied to the
     defaults only."""
     history = history or History()
@@ -165,19 +184,22 @@ def estimate_sweep(points: Iterable[tuple[str, bool]], bench, *, hosts: int, his
     bench_s = bench_seconds(bench, speed)
     overhead = history.overhead_s if history.overhead_s is not None else DEFAULT_OVERHEAD_S / startup_factor
     out = []
-    for label, baseline in points:
+    for label, baseline, *rest in points:
+        device = rest[0] if rest else None
         kind = "baseline" if baseline else "speculative"
         if kind in history.startup_s:
             startup, src = history.startup_s[kind], "history"
         elif history.startup_s:  # only the other kind measured: better than the default
             startup, src = next(iter(history.startup_s.values())), "history"
         else:
-            startup, src = DEFAULT_STARTUP_S[kind] / startup_factor, "default"
-        out.append(PointEstimate(label, baseline, startup, bench_s, overhead, src))
+            startup, src = default_startup_s(kind, device) / startup_factor, "default"
+        out.append(PointEstimate(label, baseline, startup, bench_s, overhead, src, device))
     if not history.startup_s:
-        notes.append(f"startup: no earlier results of this model, default {DEFAULT_STARTUP_S['baseline']:.0f} s "
-                     f"(baseline) / {DEFAULT_STARTUP_S['speculative']:.0f} s (speculative)"
-                     + (f" / {startup_factor:g}" if startup_factor != 1 else ""))
+        for device in dict.fromkeys(p.device for p in out):
+            defaults = CPU_STARTUP_S if device == "cpu" else DEFAULT_STARTUP_S
+            notes.append(f"startup: no earlier results of this model, default{' for a CPU server' if device else ''} "
+                         f"{defaults['baseline']:.0f} s (baseline) / {defaults['speculative']:.0f} s (speculative)"
+                         + (f" / {startup_factor:g}" if startup_factor != 1 else ""))
     if bench.concurrency.stop is not None:
         notes.append("levels with the stop rule counted at its first chance (one wave, or min_requests)")
     busy, count, makespan = schedule([p.total_s for p in out], hosts, span)
@@ -282,7 +304,7 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
         if measured:
             base = SpeedModel()
             speed = SpeedModel(float(single) if single else measured[0][1], base.capacity_tok_s, base.half_c,
-                               measured, f"{pts.height} earlier points")
+                               measured, plural(pts.height, "earlier point"))
     overhead = None
     if spans:
         bench = (pl.concat(spans, how="diagonal_relaxed").group_by("point_id")
@@ -303,15 +325,15 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
     bench = est.points[0].bench_s
     base = [p for p in est.points if p.baseline]
     spec = [p for p in est.points if not p.baseline]
-    src = (f"startup from {history.points} earlier points ({', '.join(Path(s).name for s in history.sources)})"
+    src = (f"startup from {plural(history.points, 'earlier point')} ({', '.join(Path(s).name for s in history.sources)})"
            if history.points else "startup: default")
-    lines = [f"estimate: {n} points, {fmt_s(sum(p.total_s for p in est.points))} of host time; per point "
+    lines = [f"estimate: {plural(n, 'point')}, {fmt_s(sum(p.total_s for p in est.points))} of host time; per point "
              f"benchmark {fmt_s(bench)}, startup {fmt_s(base[0].startup_s) if base else '-'} (baseline) / "
              f"{fmt_s(spec[0].startup_s) if spec else '-'} (speculative), overhead {fmt_s(est.points[0].overhead_s)}; "
              f"{src}; speeds {'from ' + est.speed_from if est.speed_from != 'default' else 'default curve'}"]
     for i, (busy, count) in enumerate(zip(est.per_host_s, est.per_host_points)):
-        lines.append(f"  host {i + 1}: {count} points, {fmt_s(busy)}")
-    lines.append(f"  whole sweep on {est.hosts} host{'s' if est.hosts > 1 else ''}: {fmt_s(est.makespan_s)}")
+        lines.append(f"  host {i + 1}: {plural(count, 'point')}, {fmt_s(busy)}")
+    lines.append(f"  whole sweep on {plural(est.hosts, 'host')}: {fmt_s(est.makespan_s)}")
     lines += [f"  note: {note}" for note in est.notes]
     return lines
 
@@ -323,7 +345,8 @@ def _for_experiment(exp, points, *, mode: str, scale: Mapping | None, hosts: int
                            sglang_version=exp.server.sglang_version)
     g = exp.cluster.gpus_per_host
     span = max(1, -(-exp.server.tp_size // g)) if g else 1
-    est = estimate_sweep([(p.label, p.baseline) for p in points], exp.benchmark, hosts=hosts * span,
+    est = estimate_sweep([(p.label, p.baseline, point_device(p.flags)) for p in points], exp.benchmark,
+                         hosts=hosts * span,
                          history=history, speed_factor=float(scale.get("fake_speed", 1.0)),
                          startup_factor=float(scale.get("fake_startup_speed", 1.0)), span=span)
     return est, history

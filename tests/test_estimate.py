@@ -113,3 +113,31 @@ def test_the_live_eta_uses_the_estimates_and_learns_from_finished_points():
     plain = SweepProgress(4, 2, Console(file=open("/dev/null", "w")))
     plain.point_finished(None, "a", "ok", 30.0)
     assert plain.eta_s() == 45.0  # without estimates: the mean of the finished, over the hosts
+
+
+def test_a_cpu_point_is_estimated_with_a_cpu_servers_startup(tmp_path):
+    """cpu_tiny_spec's --plan said 1h32m: 10 minutes of GPU startup per point, where a tiny CPU server
+    starts in about a minute (SGLang's CPU backend captures no CUDA graphs)."""
+    exp = config.load(REPO / "experiments" / "cpu_tiny_spec.yaml", [f"results_dir={tmp_path / 'new'}"])
+    lines = e.plan_lines(planning.build(exp), mode="local")
+    assert "startup 50s (baseline) / 1m00s (speculative)" in lines[0], lines
+    assert "default for a CPU server 50 s (baseline) / 60 s (speculative)" in "\n".join(lines)
+    est = e.estimate_sweep([("b", True, "cpu"), ("s", False, "cpu"), ("g", False, None)], bench(), hosts=1)
+    assert [p.startup_s for p in est.points] == [e.CPU_STARTUP_S["baseline"], e.CPU_STARTUP_S["speculative"],
+                                                 e.DEFAULT_STARTUP_S["speculative"]]
+    assert 40 <= e.CPU_STARTUP_S["baseline"] <= e.CPU_STARTUP_S["speculative"] <= 90
+    whole = next(line for line in lines if "whole sweep" in line)
+    assert "h" not in whole.split(":")[-1]  # minutes, not 1h32m
+
+
+def test_the_estimate_counts_in_the_right_number(tmp_path):
+    exp_file = tmp_path / "exp.yaml"
+    exp_file.write_text("name: one\nserver: {model_path: /m, tp_size: 8}\n"
+                        "grid: {axes: {drafter: {values: {none: {}}}}}\n"
+                        f"results_dir: {tmp_path / 'new'}\n")
+    lines = e.plan_lines(planning.build(config.load(exp_file)), mode="real", hosts=1)
+    assert lines[0].startswith("estimate: 1 point, ") and any(line.startswith("  host 1: 1 point, ") for line in lines)
+    assert any(line.startswith("  whole sweep on 1 host:") for line in lines)
+    h = e.History(startup_s={"baseline": 10.0}, points=1, sources=("results/old",))
+    assert "startup from 1 earlier point (old)" in e.describe(e.estimate_sweep([("b", True)], bench(), hosts=1,
+                                                                                history=h), h)[0]
