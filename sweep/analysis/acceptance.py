@@ -23,6 +23,7 @@ import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, points_frame
 from sweep.argv import argv_value
+from sweep.console import plural
 
 NEAR_ZERO = 0.05  # accept rate (accepted / proposed drafts) under which a drafter is "broken"
 FAR_BELOW = 0.5  # accepted drafts per verify under this share of the first position's prediction: "low"
@@ -208,7 +209,7 @@ def flagged_lines(frame: pl.DataFrame) -> list[str]:
     out = []
     for r in frame.filter(pl.col("verdict").is_in(["broken", "low"])).iter_rows(named=True):
         rate = f"accept rate {r['accept_rate']:.0%}" if r["accept_rate"] is not None else "accept rate unknown"
-        what = (f"{r['label']}: {rate} over {r['positions']} draft position(s), accept length "
+        what = (f"{r['label']}: {rate} over {plural(r['positions'], 'draft position')}, accept length "
                 f"{r['accept_length']:.2f}")
         if r["verdict"] == "broken":
             what += ": acceptance near zero, a broken drafter"

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from sweep import atomic
+from sweep.console import plural
 from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
@@ -58,7 +59,7 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
     title = f"Sweep report: {', '.join(s['experiments']) or directory.name}"
     counts = ", ".join(f"{n} {status}" for status, n in sorted(s["status"].items()))
     lines = [f"Directory: {directory}",
-             f"Points written: {s['points']} ({counts or 'none yet'}), of which {s['baselines']} baselines."]
+             f"Points written: {s['points']} ({counts or 'none yet'}), of which {plural(s['baselines'], 'baseline')}."]
     planned = planned_points(plan)
     written = set(f.single["point_id"].to_list())
     if planned:
@@ -66,7 +67,7 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
         if pending:
             names = ", ".join(p["label"] or p["point_id"] for p in pending[:10])
             more = f" and {len(pending) - 10} more" if len(pending) > 10 else ""
-            lines.append(f"Partial sweep: {len(pending)} of {len(planned)} planned points not written "
+            lines.append(f"Partial sweep: {len(pending)} of {plural(len(planned), 'planned point')} not written "
                          f"yet ({names}{more}).")
     if s["dry_run"]:
         lines.append("DRY RUN: every number below comes from the fake server's performance model, "
@@ -77,7 +78,7 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
         lines.append(f"Benchmark scaled down for this run: {scale}")
     lines.append(f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
                  f"SGLang {', '.join(s['sglang_versions']) or render.MISSING}; GPU "
-                 f"{', '.join(s['gpus']) or render.MISSING}; {len(s['hosts'])} host(s); "
+                 f"{', '.join(s['gpus']) or render.MISSING}; {plural(len(s['hosts']), 'host')}; "
                  f"{_when(s['started_at'])} to {_when(s['ended_at'])}.")
     return Section(title, lines, level=1)
 
@@ -240,7 +241,7 @@ def stop_note(tables) -> list[str]:
         return []
     sent, planned = lv["requests"].sum(), lv["planned_requests"].drop_nulls().sum()
     share = f"{sent / planned:.0%} of the {planned:,} requests the fixed rounds would have sent" if planned else ""
-    return [f"Stop rule (benchmark.concurrency.stop): {stopped.height} of {lv.height} levels ended once their "
+    return [f"Stop rule (benchmark.concurrency.stop): {stopped.height} of {plural(lv.height, 'level')} ended once their "
             f"throughput was known well enough (median precision +-{stopped['throughput_precision'].median():.1%}); "
             f"the levels sent {share}. Levels table: stopped_early, planned_requests, throughput_precision."]
 
@@ -363,7 +364,7 @@ def startup_section(f: Findings, images: list[str]) -> Section:
         total = mean["startup_s"][0]
         shares = ", ".join(f"{c.removesuffix('_s')} {mean[c][0] / total:.0%}"
                            for c in cols[:-1] if mean[c][0])
-        paragraphs.append(f"Mean startup {total:.0f} s over {s['startup_s'].drop_nulls().len()} points: {shares}.")
+        paragraphs.append(f"Mean startup {total:.0f} s over {plural(s['startup_s'].drop_nulls().len(), 'point')}: {shares}.")
     return Section("Startup phases", paragraphs, table, images)
 
 
