@@ -90,18 +90,29 @@ def _strip(line: str) -> str:
 _NOISE_FRAMES = ("multiprocessing/resource_tracker.py",)
 
 
+# An error torch.compile met while tracing (SGLang compiles some CPU paths): dynamo raises its own
+# exception and names the real one on the next line, ``Explanation: ... got RuntimeError('...')``.
+# Seen with real SGLang 7f8f030 on an AMD EPYC Zen 3 (topk 0: the draft step's reshape).
+_DYNAMO = re.compile(r"^torch\._dynamo\.exc\.\w+: ")
+_DYNAMO_GOT = re.compile(r"Explanation: .*?\bgot (\w+(?:Error|Exception))\((['\"])(.*)\2\)")
+
+
 def exception_lines(lines: list[str]) -> list[str]:
     """The exception lines of a log (``ValueError: ...``, prefix stripped), in order, without those
-    ending a traceback through shutdown noise (``_NOISE_FRAMES``)."""
+    ending a traceback through shutdown noise (``_NOISE_FRAMES``); an error torch.compile met while
+    tracing is given as the error itself (``RuntimeError: ... (while torch.compile traced it)``)."""
     out: list[str] = []
     noise = False  # inside a traceback through a noise frame
-    for raw in lines:
-        line = _strip(raw)
+    stripped = [_strip(raw) for raw in lines]
+    for i, line in enumerate(stripped):
         if line.endswith("Traceback (most recent call last):"):
             noise = False
         elif any(frame in line for frame in _NOISE_FRAMES) and line.lstrip().startswith("File "):
             noise = True
         elif _EXCEPTION_LINE.match(line):
+            got = _DYNAMO_GOT.search(stripped[i + 1]) if _DYNAMO.match(line) and i + 1 < len(stripped) else None
+            if got:
+                line = f"{got.group(1)}: {got.group(3)} (while torch.compile traced it)"
             if not noise:
                 out.append(line)
             noise = False

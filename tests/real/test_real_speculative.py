@@ -10,6 +10,7 @@ Run with ``-s`` to see the figures (ready times, accept lengths, per-position hi
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -263,7 +264,9 @@ def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, t
         if expect == "accepts":
             assert accept > 1.5 and accept >= trained - 0.1 and level == "ok", (name, accept, checks)
         elif expect == "degrades":
-            assert accept < trained - 0.2 and level == "warning", (name, accept, trained, checks)  # uninitialized: varies
+            # fc left uninitialized: by how much varies with the memory it gets (2.90 -> 2.4-2.5 on a Zen 4,
+            # 2.72 -> 2.60 on a Zen 3), never above the trained drafter's
+            assert accept < trained and level == "warning", (name, accept, trained, checks)
         else:
             assert accept < 1.2 and level == "warning", (name, accept, checks)
 
@@ -297,4 +300,6 @@ def test_what_only_a_live_server_decides(real_spec_sglang, name, tmp_path):
         # no graphs on CPU: the warmup's first draft step divides by the topk before any reshape
         assert reason.startswith("Fatal Python error: Floating point exception"), (reason, log[-3000:])
     else:
-        assert later.exception in said and reason == said, (later.exception, said, reason, log[-3000:])
+        # where torch.compile traced the step (seen on a Zen 3), sizes are symbols (s53 for the topk's 0)
+        said_eager = re.sub(r"\bs\d+\b", str(topk), said)
+        assert later.exception in said_eager and reason == said, (later.exception, said, reason, log[-3000:])

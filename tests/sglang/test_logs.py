@@ -240,3 +240,22 @@ def test_failure_of_a_native_crash():
     assert logs.find_failure(["Traceback (most recent call last):", "ValueError: x", *tail]).kind == "exception"
     sigterm = [tail[1], TS + "Subprocess scheduler_0 (pid=1) crashed with exit code -15. Triggering SIGQUIT"]
     assert logs.find_failure(sigterm).reason == "Fatal Python error: Floating point exception"
+
+
+def test_an_error_torch_compile_met_is_given_as_the_error_itself():
+    """Real SGLang on a Zen 3 with topk 0: the draft step runs under torch.compile, and dynamo's own
+    exception line hides the real one on its next line (before: the point's reason read
+    "torch._dynamo.exc.TorchRuntimeError: RuntimeError when making fake tensor call")."""
+    tail = ["Traceback (most recent call last):",
+            '  File "/x/torch/_dynamo/exc.py", line 723, in unimplemented',
+            "    raise Unsupported(",
+            "torch._dynamo.exc.TorchRuntimeError: RuntimeError when making fake tensor call",
+            "  Explanation: Dynamo failed to run FX node with fake tensors: call_method view(*(FakeTensor(..., "
+            "size=(0, 0)), -1, s53, s53), **{}): got RuntimeError('cannot reshape tensor of 0 elements into shape "
+            "[-1, s53, s53] because the unspecified dimension size -1 can be any value and is ambiguous')",
+            "  Hint: Your code may result in an error when running in eager."]
+    f = logs.find_failure(tail)
+    assert f.reason == ("RuntimeError: cannot reshape tensor of 0 elements into shape [-1, s53, s53] because the "
+                        "unspecified dimension size -1 can be any value and is ambiguous (while torch.compile traced it)")
+    # a dynamo exception without the explanation stays as it is
+    assert logs.find_failure(tail[:4]).reason == tail[3]
