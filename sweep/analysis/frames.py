@@ -1,7 +1,7 @@
 """What each grid point *is*: its configuration, NCCL profile and matched baseline.
 
 Every other analysis table hangs on this one. The point table keeps the grid as one ``axis_<name>``
-column per axis (the value's name) and ``param_roles`` ({axis: role}, in the grid's order); here
+column per axis (the value's name; a number for a numeric axis) and ``param_roles`` ({axis: role}, in the grid's order); here
 they become plain columns, so that "one panel per NCCL profile" or "drafter x steps" are a
 ``group_by`` away:
 
@@ -52,8 +52,8 @@ def as_dict(value) -> dict:
     return {e["key"]: e["value"] for e in value}
 
 
-def axes_of(row: dict) -> dict[str, str | None]:
-    """``{axis: value name}`` of one points row, in the grid's order: the axes ``param_roles`` names,
+def axes_of(row: dict) -> dict[str, str | int | float | None]:
+    """``{axis: value}`` of one points row (a name, or a number for a numeric axis), in the grid's order: the axes ``param_roles`` names,
     then any other ``axis_*`` column; null where the axis collapsed (a baseline)."""
     names = list(as_dict(row.get("param_roles")))
     names += [k[len(AXIS):] for k in row if k.startswith(AXIS) and k[len(AXIS):] not in names]

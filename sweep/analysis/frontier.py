@@ -34,7 +34,7 @@ def panel_column(tables: Tables, by: str | None) -> pl.Expr:
     if by not in axes:
         raise ConfigError(f"--frontier-by {by!r} is not an axis of this sweep",
                           fix=f"use one of {', '.join(axes) or '(no axes)'}, or 'all' for one panel")
-    col = pl.col(f"axis_{by}")
+    col = pl.col(f"axis_{by}").cast(pl.String)  # a numeric axis is stored as numbers
     return pl.when(col.is_null()).then(pl.lit(f"{by}=(none)")).otherwise(pl.lit(f"{by}=") + col)
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Union
 
 import pyarrow as pa
 
 from sweep import __version__, redact
 from sweep.errors import ResultsError
-from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, from_rows
+from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, axis_type, axis_value, from_rows
 
 if TYPE_CHECKING:  # only the shapes: results sits below the layers that make these
     from sweep.host.point import PointResult
@@ -21,11 +22,25 @@ def redact_argv(argv: list[str]) -> list[str]:
     return redact.redact_argv(argv, redact.secret_values(argv))
 
 
-def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[str],
+Axes = Union[Sequence[str], Mapping[str, pa.DataType]]
+
+
+def axis_types(points: Iterable[PlannedPoint], axes: Sequence[str]) -> dict[str, pa.DataType]:
+    """``{axis: column type}`` from the values of every point of the plan (``schema.axis_type``): int64
+    where all of an axis's values are integers, float64 where all are numbers, else string. Pass it
+    as ``point_row(axes=...)`` for every point of a sweep, so that all its files agree."""
+    points = list(points)
+    return {a: axis_type(p.params.get(a) for p in points) for a in axes}
+
+
+def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
               result: PointResult | None, attempts: int, mode: str, bench_scale: dict) -> pa.Table:
     """One row; every axis of the experiment is a column, in the grid's order (null where it collapsed
-    for a baseline): the only place the axis values are kept. Nested values keep their Arrow types
-    (sweep/results/schema.py): roles and env as maps, ``reaped`` and ``bench_scale`` as structs."""
+    for a baseline): the only place the axis values are kept. ``axes``: the axis names (every one
+    stored as text) or ``axis_types`` of the plan (numeric axes stored as numbers). Nested values keep
+    their Arrow types (sweep/results/schema.py): roles and env as maps, ``reaped`` and
+    ``bench_scale`` as structs."""
+    types = dict(axes) if isinstance(axes, Mapping) else {a: pa.string() for a in axes}
     row: dict[str, Any] = {
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
         "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
@@ -33,7 +48,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
         "errors": pp.errors, "warnings": pp.warnings, "attempts": attempts,
         "dry_run": mode in ("dry-run", "fake"), "bench_scale": struct_value(bench_scale, BENCH_SCALE),
         "sweep_version": __version__,
-        **{f"{AXIS_PREFIX}{axis}": _name(pp.params.get(axis)) for axis in axes},
+        **{f"{AXIS_PREFIX}{axis}": axis_value(_name(pp.params.get(axis)), kind) for axis, kind in types.items()},
     }
     if result is None:  # invalid: never launched
         row.update(status="invalid", failure_phase="plan", failure_reason="; ".join(pp.errors))
@@ -47,7 +62,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: list[str], argv: list[
                    drafter_aux_layers=result.drafter_aux_layers, drafter_checks=list(result.drafter_checks),
                    preflight_checks=list(result.checks),
                    **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
-    return from_rows([row], "points")
+    return from_rows([row], "points", {f"{AXIS_PREFIX}{a}": kind for a, kind in types.items()})
 
 
 

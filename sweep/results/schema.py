@@ -10,9 +10,12 @@ Tables:
 - ``single_stream``: one row per single-stream run (warmups excluded).
 - ``levels``: one row per concurrency level.
 - ``metrics``: one row per Prometheus sample and level: the server's raw ``/metrics`` around it.
-- ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` string column
-  per grid axis, holding the value's name; those vary per experiment and are checked by prefix).
-  The axis values live only there; ``param_roles`` says what each axis is.
+- ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` column per grid
+  axis, holding the value's name; those vary per experiment and are checked by prefix). An axis
+  whose every value is an integer is int64, one whose every value is a number float64 (so
+  ``steps`` sorts 2, 5, 16), any other string (``axis_type``); results that stored every axis as
+  text read as numbers too (``sweep.results.store``). The axis values live only there;
+  ``param_roles`` says what each axis is.
 
 Nested values are Arrow types, never JSON text: lists (``argv``, ``chunk_tokens``,
 ``spec_accept_histogram``), maps where the keys vary (``env``, ``param_roles``: ``map<string,
@@ -24,6 +27,11 @@ converts them.
 """
 
 from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 import pyarrow as pa
 
@@ -307,12 +315,59 @@ TABLES: dict[str, pa.Schema] = {
 }
 
 AXIS_PREFIX = "axis_"
+AXIS_TYPES = (pa.int64(), pa.float64(), pa.string())  # what an axis column may be
+_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+INT64_MAX = 2 ** 63 - 1
+
+
+def _is_int(name: str) -> bool:
+    return bool(_INT.fullmatch(name)) and abs(int(name)) <= INT64_MAX
+
+
+def _is_number(name: str) -> bool:
+    """A name a float prints back as ("0.5", "1.25"), or an integer: never "nan", "1e3", "007"."""
+    if _is_int(name):
+        return True
+    try:
+        value = float(name)
+    except ValueError:
+        return False
+    return math.isfinite(value) and repr(value) == name
+
+
+def axis_type(names: Iterable[Optional[str]]) -> pa.DataType:
+    """The column type of an axis from the names of all its values (nulls, a baseline's collapsed
+    axis, left out): int64 if every one is an integer, float64 if every one is a number (as it
+    prints: "0.5", not "1e3" or "nan"), else string. A name is numeric only if the number gives it
+    back, so storing the number loses nothing but a float axis's "1" (read back as 1.0)."""
+    given = [str(n) for n in names if n is not None]
+    if given and all(_is_int(n) for n in given):
+        return pa.int64()
+    if given and all(_is_number(n) for n in given):
+        return pa.float64()
+    return pa.string()
+
+
+def axis_value(name: Optional[str], kind: pa.DataType) -> Any:
+    """An axis value's name as a value of its column type ``kind`` (null stays null)."""
+    if name is None:
+        return None
+    if kind == pa.int64():
+        return int(name)
+    if kind == pa.float64():
+        return float(name)
+    return str(name)
+
+
+def _axis_field(name: str, kind: pa.DataType) -> pa.Field:
+    return pa.field(name, kind if kind in AXIS_TYPES else pa.string())
 
 
 def check(table: pa.Table, name: str) -> pa.Table:
     """Return ``table`` cast to the schema of ``name``; raise ResultsError if it does not fit.
 
-    Columns must be exactly the schema's (in any order); ``points`` may add ``axis_*`` strings.
+    Columns must be exactly the schema's (in any order); ``points`` may add ``axis_*`` columns
+    (int64, float64 or string; any other type is cast to string).
     """
     schema = TABLES[name]
     expected = set(schema.names)
@@ -328,7 +383,8 @@ def check(table: pa.Table, name: str) -> pa.Table:
         )
     fields = [schema.field(c) for c in schema.names]
     if name == "points":
-        fields += [pa.field(c, pa.string()) for c in table.column_names if c.startswith(AXIS_PREFIX)]
+        fields += [_axis_field(c, table.schema.field(c).type) for c in table.column_names
+                   if c.startswith(AXIS_PREFIX)]
     target = pa.schema(fields)
     try:
         return table.select(target.names).cast(target)
@@ -337,12 +393,14 @@ def check(table: pa.Table, name: str) -> pa.Table:
                            fix="this is a bug in the writer; sweep/results/schema.py is the definition") from e
 
 
-def from_rows(rows: list[dict], name: str) -> pa.Table:
-    """Build a checked table from a list of row dicts (missing keys become nulls)."""
+def from_rows(rows: list[dict], name: str, axis_types: Optional[Mapping[str, pa.DataType]] = None) -> pa.Table:
+    """Build a checked table from a list of row dicts (missing keys become nulls). ``axis_types``:
+    the type of each ``axis_*`` column (``{"axis_steps": pa.int64()}``; string where not given)."""
     schema = TABLES[name]
     names = list(schema.names)
     if name == "points" and rows:  # the axis columns in the order given (the grid's)
         names += list(dict.fromkeys(k for r in rows for k in r if k.startswith(AXIS_PREFIX)))
     cols = {n: [r.get(n) for r in rows] for n in names}
-    fields = [schema.field(n) if n in schema.names else pa.field(n, pa.string()) for n in names]
+    types = dict(axis_types or {})
+    fields = [schema.field(n) if n in schema.names else _axis_field(n, types.get(n, pa.string())) for n in names]
     return check(pa.table(cols, schema=pa.schema(fields)), name)

@@ -16,9 +16,10 @@ Each table is a folder of Parquet files with the same schema, so ``pl.scan_parqu
 DuckDB's ``read_parquet('DIR/levels/*.parquet')`` and ``pandas.read_parquet(DIR/levels)`` all read it.
 
 Files an older version wrote (a resumed sweep mixes both) read through ``load``: columns they lack
-are null, and the ``points`` columns once stored as JSON text (``params``, ``param_roles``,
+are null, the ``points`` columns once stored as JSON text (``params``, ``param_roles``,
 ``env``, ``reaped``, ``bench_scale``) are converted to today's types as they are read (one small
-file per point: a JSON parse per value).
+file per point: a JSON parse per value), and an ``axis_*`` column stored as text whose every value
+is a number reads as numbers (``schema.axis_type``), as today's writer stores it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweep.errors import ResultsError
-from sweep.results.schema import AXIS_PREFIX, POINTS, TABLES
+from sweep.results.schema import AXIS_PREFIX, POINTS, TABLES, axis_type
 
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns
 # also vary with the experiment)
@@ -70,12 +71,29 @@ def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
             if name in DRIFTING:
                 scan = _points_file if name == "points" else pl.scan_parquet
                 frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
+                if name == "points":
+                    frame = numeric_axes(frame)
                 out[name] = _with_every_column(frame, schema)
             else:
                 out[name] = _scan_all(files, schema)
         else:
             out[name] = pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
     return out
+
+
+def numeric_axes(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """``frame`` with each text ``axis_*`` column whose every value is a number cast to int64 or
+    float64: points files of an older writer (every axis as text), or of two writers mixed (text and
+    numbers concatenate as text). The axis columns are small: one value per point."""
+    schema = frame.collect_schema()
+    text = [c for c, t in schema.items() if c.startswith(AXIS_PREFIX) and t == pl.String]
+    if not text:
+        return frame
+    values = frame.select(text).collect()
+    kinds = {c: axis_type(values[c].to_list()) for c in text}
+    casts = [pl.col(c).cast(pl.Int64 if str(k) == "int64" else pl.Float64) for c, k in kinds.items()
+             if str(k) != "string"]
+    return frame.with_columns(casts) if casts else frame
 
 
 def _with_every_column(frame: pl.LazyFrame, schema) -> pl.LazyFrame:

@@ -89,7 +89,7 @@ def test_points_of_the_json_era_are_converted_on_load(tmp_path):
     for name in OLD_JSON:
         assert points.schema[name] == types[name], name
     rows = {r["point_id"]: r for r in points.iter_rows(named=True)}
-    assert rows["spec"]["axis_steps"] == "2" and rows["base"]["axis_steps"] is None
+    assert rows["spec"]["axis_steps"] == 2 and rows["base"]["axis_steps"] is None  # a numeric axis: numbers
     assert rows["base"]["env"] == {"NCCL_ALGO": "Ring"} == rows["new"]["env"]
     assert rows["spec"]["reaped"]["killed"][0]["pid"] == 41 and rows["base"]["reaped"] is None  # "{}": null
     assert rows["spec"]["bench_scale"] == OLD_SCALE == rows["new"]["bench_scale"]
