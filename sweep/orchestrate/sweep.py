@@ -19,15 +19,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from sweep import config as config_mod
+from sweep.console import output_console, plural
 from sweep.dryrun import fake_args, fake_launcher
 from sweep.errors import ClusterError, ConfigError, Interrupted, ResultsError
 from sweep.host import cpu as cpu_host
 from sweep.host.point import PointSpec
 from sweep.plan import Plan, PlannedPoint
 from sweep.redact import redact_argv
-from sweep.results.records import point_row
+from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
 from sweep.types import (
     PointFinished,
@@ -147,7 +149,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     from sweep.orchestrate.ray_runner import HostSetup, Runner
 
     opts = replace(options or RunOptions(), **option_overrides)
-    console = console or Console(highlight=False)
+    console = console or output_console(highlight=False)
     exp = plan.experiment
     mode = opts.mode
     emit = opts.on_event or (lambda event: None)
@@ -155,9 +157,9 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
     todo = select(plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
-    console.print(f"[bold]{exp.name}[/bold] ({mode}): {len(plan.points)} points, {len(todo)} to run"
+    console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), 'point')}, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
-                  + f" -> {rd.path}")
+                  + f" -> {escape(str(rd.path))}")
     emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     nnodes = hosts_per_point(exp)
     if todo and mode not in LOCAL_MODES:
@@ -165,7 +167,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     rd.open()
     rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
     rd.write_text("plan.json", json.dumps(plan.to_json(), indent=2))
-    axes = list(exp.grid.axes)
+    axes = axis_types(plan.points, list(exp.grid.axes))  # a numeric axis stored as numbers
     run = SweepRun(rd.path, mode, selected=[p.id for p in todo])
 
     def row(pp: PlannedPoint, argv: list[str], result, attempts: int):
@@ -173,7 +175,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
                          bench_scale=scale)
 
     for f in rd.set_aside:
-        console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {f}.corrupt")
+        console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
         rd.write_point(pp.id, row(pp, pp.argv, None, 0), {})
     if not todo:
@@ -195,7 +197,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
                                f"{exp.cluster.gpus_per_host} GPUs; the cluster has {len(hosts)}",
                                fix="add hosts, or lower server.tp_size"
                                    + (" (dry_run.hosts for a dry run)" if sim else ""))
-        console.print("hosts: " + ", ".join(f"{h.name} ({h.gpus} GPUs)" for h in hosts))
+        console.print("hosts: " + ", ".join(f"{escape(h.name)} ({plural(h.gpus, 'GPU')})" for h in hosts))
         sweep_name = sweep_id(rd.path)
         # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
         ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
@@ -271,7 +273,7 @@ def run_setup(argv: list[str], console: Console) -> None:
     argv = [sys.executable if a in ("python", "python3") and i == 0 else a for i, a in enumerate(argv)]
     root = str(Path(sweep.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    console.print(f"setup: {' '.join(redact_argv(argv))}")
+    console.print(f"setup: {escape(' '.join(redact_argv(argv)))}")
     try:
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as e:

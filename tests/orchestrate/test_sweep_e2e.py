@@ -85,6 +85,7 @@ def test_crash_recorded_rest_completes_then_resume(tmp_path):
     assert failed["failure_phase"] == "capture" and "CUDA out of memory" in failed["failure_reason"]
     assert pts.filter(pl.col("status") == "ok").height == 3
     assert set(pts["axis_drafter"]) == {"none", "d1"} and pts["dry_run"].all()
+    assert pts["axis_steps"].dtype == pl.Int64, pts["axis_steps"]  # a numeric axis written as numbers
     ok_ids = pts.filter(pl.col("status") == "ok")["point_id"].to_list()
     for table in ("levels", "single_stream", "requests"):
         t = pl.read_parquet(str(tmp_path / "res" / table / "*.parquet"))
