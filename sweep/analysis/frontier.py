@@ -3,8 +3,10 @@
 Every (configuration, concurrency level) is one point: its **per-user speed** (x: the mean over
 the level's ok requests of output tokens / latency, TTFT included: what one user sees) against its
 **output tokens per second per GPU** (y: the level's output throughput, completion tokens only,
-prompt tokens not counted, divided by the GPUs of the point's host(s): ``gpu_count`` of the points
-table; a point with 0 GPUs, a CPU host, is counted per host and marked so). A point is on the
+prompt tokens not counted, divided by the GPUs the server uses: tp x pp (x dp for data-parallel
+replicas) from its argv, over every host it spans (``slo.server_gpus``; the host's ``gpu_count``
+only where the argv names no size, marked ``gpus_from="host"``); a point with 0 GPUs, a CPU host,
+is counted per host, over the hosts it spans, and marked so). A point is on the
 Pareto frontier when no other point of its panel is at least as fast per user *and* serves more
 tokens per GPU. Read along the frontier, it says which configuration to run for each per-user
 speed one wants (InferenceMAX's "throughput per GPU against interactivity").
@@ -44,12 +46,14 @@ def frontier_table(tables: Tables, levels: pl.DataFrame, *, by: str | None = Non
 
     ``levels`` is ``speedups.level_speedups(tables)``. Columns: panel, point_id, label, config,
     baseline, drafter, spec, profile, group, order, concurrency, user_tok_s, tok_s_gpu, per
-    ("GPU" or "host"), on_frontier, frontier_rank (1 = the fastest per user on the frontier).
+    ("GPU" or "host"), gpus (the divisor), gpus_from ("argv", or "host": the argv named no size),
+    on_frontier, frontier_rank (1 = the fastest per user on the frontier).
     """
     schema = {"panel": pl.String, "point_id": pl.String, "label": pl.String, "config": pl.String,
               "baseline": pl.Boolean, "drafter": pl.String, "spec": pl.String, "profile": pl.String,
               "group": pl.String, "order": pl.Int64, "concurrency": pl.Int64, "user_tok_s": pl.Float64,
-              "tok_s_gpu": pl.Float64, "per": pl.String, "on_frontier": pl.Boolean, "frontier_rank": pl.Int64}
+              "tok_s_gpu": pl.Float64, "per": pl.String, "gpus": pl.Float64, "gpus_from": pl.String,
+              "on_frontier": pl.Boolean, "frontier_rank": pl.Int64}
     data = levels.filter(pl.col("output_throughput").is_not_null() & pl.col("per_request_tok_s").is_not_null())
     if data.is_empty():
         return pl.DataFrame(schema=schema)
@@ -58,7 +62,8 @@ def frontier_table(tables: Tables, levels: pl.DataFrame, *, by: str | None = Non
              .with_columns(concurrency=pl.col("concurrency").cast(pl.Int64),
                            user_tok_s=pl.col("per_request_tok_s"),
                            tok_s_gpu=pl.col("output_throughput") / pl.col("gpus").fill_null(1.0),
-                           per=pl.col("per").fill_null("host"),
+                           per=pl.col("per").fill_null("host"), gpus=pl.col("gpus").fill_null(1.0),
+                           gpus_from=pl.col("gpus_from").fill_null("host"),
                            panel=pl.col("panel").fill_null("")))
     # Pareto: walking from the fastest per user down, a point is on the frontier when it serves
     # more per GPU than every faster one (ties in speed: the one that serves more)

@@ -96,15 +96,28 @@ def _n(digits: int):
 
 
 COUNTED = ("Tokens counted: output (completion) tokens only, prompt tokens not; per GPU = the level's "
-           "output tok/s divided by the GPUs of the point's host(s) (gpu_count in the points table)")
+           "output tok/s divided by the GPUs the server uses (tp x pp, x dp for data-parallel replicas, from "
+           "its argv; over every host it spans), not by the host's GPUs")
 
 
 def _per_note(frame: pl.DataFrame) -> str:
-    hosts = frame.filter(pl.col("per") == "host")["label"].unique().to_list() if frame.height else []
-    if not hosts:
-        return COUNTED + "."
-    return (COUNTED + f"; points with no GPU (CPU hosts: {', '.join(sorted(hosts)[:4])}"
-            + (" ..." if len(hosts) > 4 else "") + ") are counted per host instead.")
+    """How "per GPU" was counted, naming the points counted otherwise: per host (CPU points) or by the
+    host's GPUs (an argv that names no parallelism)."""
+    def names(rows: pl.DataFrame) -> str:
+        labels = sorted(rows["label"].unique().to_list())
+        return ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
+
+    text = COUNTED
+    if frame.height and "per" in frame.columns:
+        hosts = frame.filter(pl.col("per") == "host")
+        if hosts.height:
+            text += f"; points with no GPU (CPU hosts: {names(hosts)}) are counted per host instead"
+    if frame.height and "gpus_from" in frame.columns:
+        fallback = frame.filter((pl.col("per") == "GPU") & (pl.col("gpus_from") == "host"))
+        if fallback.height:
+            text += (f"; WARNING: the argv of {names(fallback)} names no parallelism (--tp-size), so those are "
+                     "divided by the host's GPUs (gpu_count), which is right only if the server used them all")
+    return text + "."
 
 
 def frontier_section(f: Findings, images: list[str]) -> list[Section]:
@@ -168,7 +181,7 @@ def slo_sections(f: Findings) -> list[Section]:
         "does), the output tok/s per GPU there (the throughput under the SLO, ranked), and the margin over "
         "the next configuration and over its own matched baseline. Goodput is the rate of requests that "
         "meet their SLO (DistServe): per level, the requests that met every limit, their output tok/s per "
-        "GPU. A failed request meets no limit. " + _per_note(f.slo_table)]
+        "GPU. A failed request meets no limit. " + _per_note(f.frontier)]
     if f.speed.scaled:
         paragraphs.append("DRY RUN: the SLOs are judged on the figures at real speed (see the top of the report).")
     out = [Section("SLOs and goodput", paragraphs)]
@@ -413,7 +426,8 @@ def method_section(f: Findings) -> Section:
         + ": --nccl-reference when given, else the one named default/none/off, else the first.",
         "- Frontier: per-user speed = a request's output tokens / its latency (TTFT included), mean over "
         "the level's ok requests; output tok/s per GPU = the level's completion tokens / wall time / "
-        "gpu_count; Pareto frontier within each panel.",
+        "the GPUs the server uses (tp x pp x dp from its argv; the host's gpu_count where it names none); "
+        "Pareto frontier within each panel.",
         "- SLOs: each limit at its percentile over the level's requests (failed ones meet none); highest "
         "concurrency meeting it interpolated linearly in log concurrency; goodput counts the requests that "
         "met every limit themselves.",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, points_frame
+from sweep.argv import argv_value
 from sweep.errors import ConfigError
 
 
@@ -227,13 +228,53 @@ def _meets(limit: Limit) -> pl.Expr:
     return (v <= limit.value if limit.upper else v >= limit.value).fill_null(True)
 
 
+PARALLEL = {  # SGLang's spellings of each size
+    "tp": ("--tp-size", "--tensor-parallel-size"),
+    "pp": ("--pp-size", "--pipeline-parallel-size"),
+    "dp": ("--dp-size", "--data-parallel-size"),
+}
+SERVER_FLAGS = ("--model-path", "--model")  # an argv with one of these is a server's: its sizes default to 1
+
+
+def _size(argv, sizes: tuple[str, ...]) -> int | None:
+    value = argv_value(argv, *sizes)
+    try:
+        return max(1, int(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def server_gpus(argv) -> int | None:
+    """The GPUs one server uses, from its argv: tp x pp, times dp for data-parallel replicas (not with
+    attention DP, which runs inside the TP group); over every host it spans (``--nnodes`` splits the
+    same GPUs over hosts). None when the argv names no size and is not a server's command line."""
+    argv = [str(a) for a in argv or ()]
+    tp, pp, dp = (_size(argv, PARALLEL[k]) for k in ("tp", "pp", "dp"))
+    if tp is None and pp is None and dp is None and not any(argv_value(argv, f) for f in SERVER_FLAGS):
+        return None
+    dp_attention = "--enable-dp-attention" in argv or argv_value(argv, "--attn-dp-size", "--attention-data-parallel-size")
+    return (tp or 1) * (pp or 1) * (1 if dp_attention else (dp or 1))
+
+
 def gpus_frame(tables: Tables) -> pl.DataFrame:
-    """point_id -> divisor for "per GPU" figures (gpu_count; 1 and per="host" for 0 or unknown)."""
-    points = points_frame(tables).select("point_id", "gpu_count")
-    return points.select(
-        "point_id",
-        gpus=pl.when(pl.col("gpu_count") > 0).then(pl.col("gpu_count").cast(pl.Float64)).otherwise(1.0),
-        per=pl.when(pl.col("gpu_count") > 0).then(pl.lit("GPU")).otherwise(pl.lit("host")))
+    """point_id -> divisor for "per GPU" figures: ``gpus`` (the GPUs the server uses, from its argv:
+    :func:`server_gpus`), ``per`` ("GPU", or "host" for a CPU point: ``gpu_count`` 0, divided by the
+    hosts it spans, ``--nnodes``) and ``gpus_from`` ("argv", or "host" where the argv names no size
+    and the host's ``gpu_count`` is all there is)."""
+    points = points_frame(tables)
+    rows = []
+    for r in points.select("point_id", "gpu_count", *(["argv"] if "argv" in points.columns else [])).iter_rows(named=True):
+        argv, count = r.get("argv") or [], r["gpu_count"] or 0
+        used = server_gpus(argv)
+        if count <= 0:  # a CPU host: per host, over the hosts one server spans
+            rows.append({"point_id": r["point_id"], "gpus": float(_size(argv, ("--nnodes",)) or 1),
+                         "per": "host", "gpus_from": "argv"})
+        elif used is None:
+            rows.append({"point_id": r["point_id"], "gpus": float(count), "per": "GPU", "gpus_from": "host"})
+        else:
+            rows.append({"point_id": r["point_id"], "gpus": float(used), "per": "GPU", "gpus_from": "argv"})
+    return pl.DataFrame(rows, schema={"point_id": pl.String, "gpus": pl.Float64, "per": pl.String,
+                                      "gpus_from": pl.String})
 
 
 def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:

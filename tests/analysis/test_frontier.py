@@ -91,3 +91,44 @@ def test_the_plot_and_the_report_section(tmp_path):
     tuned = next(line for line in section.splitlines() if line.startswith("- nccl=tuned"))
     assert tuned.index("drafter=k26_300k") < tuned.index("drafter=none,nccl=tuned (baseline)")
     assert tuned.endswith("-250).")
+
+
+SERVER = ["python", "-m", "sglang.launch_server", "--model-path", "/models/m"]
+
+
+@pytest.mark.parametrize("flags, gpus", [
+    (["--tp-size", "4"], 4),  # TP4 on an 8-GPU host: 4 GPUs, not the host's 8
+    (["--tp-size=2", "--dp-size", "2"], 4),  # two data-parallel replicas of TP2
+    (["--tp-size", "4", "--dp-size", "4", "--enable-dp-attention"], 4),  # attention DP inside the TP group
+    (["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"], 4),
+    (["--tp-size", "16", "--nnodes", "2"], 16),  # one server over two 8-GPU hosts
+    ([], 1),  # SGLang's default TP is 1
+])
+def test_per_gpu_divides_by_the_gpus_the_server_uses(tmp_path, flags, gpus):
+    sd = SweepDir(tmp_path)
+    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100], levels={1: 100, 4: 320}, jitter=0.0,
+             argv=SERVER + flags, gpu_count=8)
+    directory = sd.write()
+    t = table(directory)
+    row = t.filter(pl.col("concurrency") == 4).row(0, named=True)
+    assert row["tok_s_gpu"] == pytest.approx(320 / gpus) and row["per"] == "GPU" and row["gpus"] == gpus
+    from sweep.analysis.slo import parse_slo, slo_table
+    slo = slo_table(load(directory), [parse_slo("s: tok_s_p10>=50")]).row(0, named=True)
+    assert slo["tok_s_gpu"] == pytest.approx(320 / gpus)
+
+
+def test_an_argv_with_no_server_flags_falls_back_to_the_hosts_gpus_and_says_so(tmp_path):
+    sd = small(tmp_path)  # argv ["python"]: no --tp-size, no --model-path
+    directory = sd.write()
+    t = table(directory)
+    assert set(t["gpus"]) == {8} and set(t["gpus_from"]) == {"host"}
+    md = build(directory, with_plots=False, slos=[]).markdown
+    section = md.split("## Throughput-interactivity frontier")[1].split("\n## ")[0]
+    assert "the GPUs the server uses" in section and "names no parallelism" in section
+    assert "drafter=none,nccl=default" in section.split("WARNING")[1]
+
+
+def test_a_cpu_server_over_two_hosts_is_counted_per_host(tmp_path):
+    t = table(small(tmp_path, gpu_count=0, argv=SERVER + ["--device", "cpu", "--nnodes", "2"]).write())
+    base = t.filter(pl.col("baseline") & (pl.col("concurrency") == 4) & (pl.col("profile") == "nccl=default"))
+    assert base.row(0, named=True)["per"] == "host" and base["tok_s_gpu"][0] == 320 / 2
