@@ -135,16 +135,18 @@ def headlines(f: Findings) -> list[str]:
             who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
         lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of {at_top.height} "
                      f"speculative configurations are slower than their baseline{who}.")
-    crossed = f.crossover.filter(pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null())
+    crossed = f.crossover.filter(pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null()
+                                 & ~pl.col("mixed"))
     if crossed.height:
         lines.append(f"Speculation stops paying {_span(crossed['crossover'])} ({crossed.height} "
                      f"configurations that were ahead at low concurrency fall behind their baseline there).")
-    dips = measured.filter((pl.col("throughput_ratio") < 1)
-                           & ~pl.col("point_id").is_in(f.crossover.filter(pl.col("crossover").is_not_null())
-                                                       ["point_id"].implode()))
-    if dips.height:
-        lines.append(f"{dips['point_id'].n_unique()} configurations that end ahead of their baseline are "
-                     f"slower than it at some lower levels ({_span(dips['concurrency'])}).")
+    mixed = f.crossover.filter(pl.col("mixed"))
+    if mixed.height:
+        behind = measured.filter((pl.col("throughput_ratio") < 1) & pl.col("point_id").is_in(mixed["point_id"].implode()))
+        many = "configurations are" if mixed.height != 1 else "configuration is"
+        lines.append(f"{mixed.height} {many} mixed: behind their baseline at some levels "
+                     f"({_span(behind['concurrency'])}) and ahead of it at a higher one (see Where speculation "
+                     "stops paying).")
     broken = f.acceptance.filter(pl.col("verdict").is_in(["broken", "low"]))
     if broken.height:
         lines.append(f"{broken.height} speculative point(s) accept far less than a working drafter would "

@@ -264,7 +264,8 @@ def concurrency_section(f: Findings, images: list[str], notes: list[str] = ()) -
     return Section("Concurrency", [
         "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
         "its ratio to the matched baseline at the same level. "
-        f"'{render.NOISE_MARK}' marks a ratio within noise (interval from the level's per-request tok/s).",
+        f"'{render.NOISE_MARK}' marks a ratio within noise (its interval: the relative width of the level's "
+        "per-request tok/s interval, around the throughput ratio).",
         *notes], _level_pivot(f.levels, cell), images)
 
 
@@ -278,21 +279,26 @@ def best_section(f: Findings) -> Section:
            "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
            "margin": render.cell(render.change, "margin")})
     return Section("Best configuration per concurrency level", [
-        "Highest output throughput at each level, baselines included."], table)
+        "Highest output throughput at each level, baselines included; its ratio to its own baseline's "
+        "throughput and that ratio's verdict."], table)
 
 
 def crossover_section(f: Findings, images: list[str]) -> Section:
     table = f.crossover.select(
         point="label", baseline="baseline_label",
-        **{"ahead up to C": "ahead_up_to", "slower from C": "crossover",
+        **{"ahead up to C": "ahead_up_to", "first behind at C": "first_behind",
+           "slower from C": "crossover",
            "crosses 1 near C": render.cell(_n(0), "crossover_est"),
            "at lowest C": render.cell(render.ratio, "ratio_at_min"),
-           "at highest C": render.cell(render.ratio, "ratio_at_max")})
+           "at highest C": render.cell(render.ratio, "ratio_at_max"),
+           "outcome": "outcome"})
     return Section("Where speculation stops paying", [
-        "For each speculative point, the concurrency from which its output throughput stays below "
-        "its baseline's at every higher level measured ('slower from'), the last level before it, "
-        "and where the ratio crosses 1 (interpolated in log concurrency). No 'slower from': ahead "
-        "up to the highest level measured; no 'ahead up to': slower everywhere."], table, images)
+        "For each speculative point, by its output throughput against its baseline's at each level (the "
+        "ratios of the Concurrency table): the last level before it first falls behind ('ahead up to'), "
+        "that level ('first behind'), where the ratio first crosses 1 (interpolated in log concurrency), "
+        "and the level from which it stays behind at every higher level measured ('slower from'). No "
+        "'first behind': ahead up to the highest level measured; no 'ahead up to': behind at the lowest; "
+        "'mixed': behind at some levels and ahead at a higher one."], table, images)
 
 
 def grid_sections(f: Findings, images: list[str]) -> list[Section]:
@@ -417,10 +423,15 @@ def method_section(f: Findings) -> Section:
         "(baseline_id: same model, tp and NCCL profile); tables name it.",
         "- Single-stream speedup: ratio of median tok/s over the ok runs.",
         f"- Noise: {noise.describe()} A speedup whose interval contains 1 is marked '{render.NOISE_MARK}' "
-        "(within noise). At a concurrency level the interval is for the mean per-request tok/s ratio, "
-        "from the level's request rows.",
-        "- Crossover: the lowest measured level from which the point is slower than its baseline at "
-        "every higher level; the crossing is interpolated linearly in log concurrency.",
+        "(within noise). At a concurrency level the interval is the mean per-request tok/s ratio's, from the "
+        "level's request rows, applied around the output throughput ratio as a relative width.",
+        "- Crossover: ahead up to the last level before the point first falls behind its baseline (output "
+        "throughput ratio < 1), slower from the lowest level from which it is behind at every higher level, "
+        "mixed when it is behind at some levels and ahead at a higher one; the first crossing is "
+        "interpolated linearly in log concurrency.",
+        "- One metric per comparison: every ratio at a level and its verdict are of output throughput, its "
+        "interval the per-request tok/s interval's relative width around it; every 'best' is ranked by the "
+        "absolute figure (tok/s, or tok/s per GPU under an SLO), its ratio beside it.",
         "- NCCL profiles are compared with one reference profile"
         + (f" ({f.env['reference'][0]})" if f.env.height else "")
         + ": --nccl-reference when given, else the one named default/none/off, else the first.",

@@ -88,9 +88,14 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     """One row per (point, concurrency level): throughputs, the matched baseline's, and ratios.
 
     ``throughput_ratio`` compares output throughput (tok/s of the whole server) and
-    ``per_request_ratio`` the mean per-request tok/s at the same concurrency. The interval
-    (``ci_low``/``ci_high``) and ``verdict`` are for the per-request ratio, computed from the
-    level's request rows (in a closed loop at fixed concurrency the two ratios move together).
+    ``per_request_ratio`` the mean per-request tok/s at the same concurrency. One metric per
+    comparison: ``ci_low``/``ci_high``, ``within_noise`` and ``verdict`` are the throughput ratio's
+    (every level comparison of the report, best per level and crossover included, is of throughput),
+    ``per_request_ci_low``/``_high``, ``per_request_within_noise`` and ``per_request_verdict`` the
+    per-request ratio's. The per-request interval comes from the level's request rows; a level has one
+    throughput figure, so its ratio's interval is the per-request interval's relative width around
+    the throughput ratio (the same requests' noise; it is centred on the throughput ratio, so a ratio
+    above 1 is never called slower).
     """
     conf = configurations(tables).with_columns(note=note_expr())
     levels = tables["levels"].select(
@@ -112,13 +117,18 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     cis = noise.ratio_intervals(pairs, level_samples(tables), stat="mean",
                                 confidence=confidence, resamples=resamples, seed=seed)
     frame = (frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
-             .with_columns(within_noise=noise.within_noise(),
-                           verdict=noise.verdict("per_request_ratio")))
+             .with_columns(per_request_within_noise=noise.within_noise(),
+                           per_request_verdict=noise.verdict("per_request_ratio"))
+             .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high"})
+             .with_columns([(pl.col("throughput_ratio") * pl.col(f"per_request_ci_{end}") / pl.col("per_request_ratio"))
+                            .alias(f"ci_{end}") for end in ("low", "high")])
+             .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("throughput_ratio")))
     return frame.sort("order", "concurrency").select(
         *ID_COLUMNS, "status", "baseline_id", "concurrency", "requests", "failed",
         "output_throughput", "per_request_tok_s", "baseline_output_throughput",
         "baseline_per_request_tok_s", "throughput_ratio", "per_request_ratio", "ci_low",
-        "ci_high", "within_noise", "verdict", "accept_length", "achieved_concurrency",
+        "ci_high", "within_noise", "verdict", "per_request_ci_low", "per_request_ci_high",
+        "per_request_within_noise", "per_request_verdict", "accept_length", "achieved_concurrency",
         "latency_p50_s", "ttft_p50_s", "note")
 
 
@@ -136,12 +146,19 @@ def _ratio_of(metric: str) -> str:
     return "throughput_ratio" if metric == "output_throughput" else "per_request_ratio"
 
 
+def _verdict_of(metric: str) -> str:
+    """The verdict of ``metric``'s ratio: a ratio and its verdict are of the same figure."""
+    return "verdict" if metric == "output_throughput" else "per_request_verdict"
+
+
 def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throughput",
                    by: list[str] | None = None) -> pl.DataFrame:
     """The best configuration (baselines included) at each concurrency level.
 
+    Ranked by the metric itself (the absolute figure one deploys for), never by a ratio.
     Columns: [by...], concurrency, label, baseline (is the winner a baseline), value (the metric),
-    speedup (winner against its own baseline), verdict, runner_up, runner_up_value, margin
+    speedup (the winner's ratio of that metric to its own baseline's), verdict (of that same ratio),
+    runner_up, runner_up_value, margin
     (value / runner_up_value - 1), configurations (how many were measured at that level).
     ``by`` groups further, e.g. ``["profile"]`` for the best under each NCCL profile.
     """
@@ -152,7 +169,7 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
     return (ranked.group_by(keys, maintain_order=True).agg(
                 label=pl.col("label").first(), baseline=pl.col("baseline").first(),
                 value=pl.col(metric).first(), speedup=pl.col(_ratio_of(metric)).first(),
-                verdict=pl.col("verdict").first(),
+                verdict=pl.col(_verdict_of(metric)).first(),
                 runner_up=pl.col("label").get(1, null_on_oob=True),
                 runner_up_value=pl.col(metric).get(1, null_on_oob=True),
                 configurations=pl.len().cast(pl.Int64))
@@ -160,32 +177,48 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
             .sort(keys))
 
 
+def _levels_text(levels: list[int]) -> str:
+    return "C=" + ", ".join(str(c) for c in levels)
+
+
 def _crossing(levels: list[int], ratios: list[float]) -> dict:
-    """Where a ratio curve goes below 1 for good (see ``crossover``)."""
+    """Where a ratio curve first goes below 1, and from where it stays there (see ``crossover``)."""
+    behind = [r < 1 for r in ratios]
+    first = next((i for i, b in enumerate(behind) if b), None)
     behind_from = len(ratios)
-    while behind_from > 0 and ratios[behind_from - 1] < 1:
+    while behind_from > 0 and behind[behind_from - 1]:
         behind_from -= 1
-    if behind_from == len(ratios):
-        return {"crossover": None, "crossover_est": None, "ahead_up_to": levels[-1],
-                "outcome": f"ahead or level at every concurrency up to {levels[-1]}"}
-    if behind_from == 0:
-        return {"crossover": levels[0], "crossover_est": None, "ahead_up_to": None,
-                "outcome": f"slower at every concurrency from {levels[0]}"}
-    c0, c1 = levels[behind_from - 1], levels[behind_from]
-    r0, r1 = ratios[behind_from - 1], ratios[behind_from]
-    frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
-    est = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-    return {"crossover": c1, "crossover_est": est, "ahead_up_to": c0,
-            "outcome": f"slower from concurrency {c1} on (crosses 1 near {est:.0f})"}
+    out = {"first_behind": None if first is None else levels[first],
+           "crossover": levels[behind_from] if behind_from < len(ratios) else None,
+           "ahead_up_to": levels[-1] if first is None else (levels[first - 1] if first > 0 else None),
+           "crossover_est": None, "mixed": first is not None and first != behind_from}
+    if first is not None and first > 0:  # where it first crosses 1, linearly in log concurrency
+        c0, c1, r0, r1 = levels[first - 1], levels[first], ratios[first - 1], ratios[first]
+        frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
+        out["crossover_est"] = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+    if first is None:
+        out["outcome"] = f"ahead or level at every concurrency up to {levels[-1]}"
+    elif behind_from == 0:
+        out["outcome"] = f"slower at every concurrency from {levels[0]}"
+    elif not out["mixed"]:
+        out["outcome"] = (f"slower from concurrency {out['crossover']} on "
+                          f"(crosses 1 near {out['crossover_est']:.0f})")
+    else:
+        out["outcome"] = (f"mixed: behind at {_levels_text([c for c, b in zip(levels, behind) if b])}; "
+                          f"ahead at {_levels_text([c for c, b in zip(levels, behind) if not b])}"
+                          + (f"; slower from concurrency {out['crossover']} on" if out["crossover"] else ""))
+    return out
 
 
 def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput") -> pl.DataFrame:
-    """For each speculative point: the concurrency beyond which it is slower than its baseline.
+    """For each speculative point: where it falls behind its baseline, consistent with the per-level ratios.
 
-    ``crossover`` is the lowest measured level from which the point is slower at every higher
-    level too (null if it is not slower at the highest level measured); ``ahead_up_to`` the level
-    before it; ``crossover_est`` where the ratio crosses 1, interpolated linearly in log
-    concurrency between those two levels. Only levels measured for both point and baseline count.
+    ``ahead_up_to`` is the last level before it first falls behind (ratio < 1; null when it is behind
+    at the lowest level); ``first_behind`` that first level behind; ``crossover_est`` where the ratio
+    first crosses 1, interpolated linearly in log concurrency between those two; ``crossover`` the
+    lowest level from which it is slower at every higher level too (null if it is not slower at the
+    highest level measured). ``mixed``: it is behind at some levels and ahead at a higher one (the
+    outcome lists both). Only levels measured for both point and baseline count.
     """
     ratio = _ratio_of(_check_metric(metric))
     levels = (_levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null())
@@ -199,9 +232,9 @@ def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput
             for r in curves.iter_rows(named=True)]
     schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String,
               "levels_measured": pl.Int64, "max_level": pl.Int64, "ratio_at_min": pl.Float64,
-              "ratio_at_max": pl.Float64, "crossover": pl.Int64, "crossover_est": pl.Float64,
-              "ahead_up_to": pl.Int64, "outcome": pl.String}
-    return pl.DataFrame(rows, schema=schema)
+              "ratio_at_max": pl.Float64, "ahead_up_to": pl.Int64, "first_behind": pl.Int64,
+              "crossover_est": pl.Float64, "crossover": pl.Int64, "mixed": pl.Boolean, "outcome": pl.String}
+    return pl.DataFrame(rows, schema=schema).select(list(schema))
 
 
 REFERENCE_NAMES = ("default", "none", "off", "baseline", "base", "stock", "vanilla")

@@ -42,6 +42,7 @@ class Point:
     written: bool
     lost: list[tuple[str, int, str]]
     extra: dict = field(default_factory=dict)
+    per_request: dict[int, float] = field(default_factory=dict)  # a level's mean per-request tok/s, if not throughput / C
 
 
 def spread(center: float, n: int, jitter: float) -> list[float]:
@@ -64,16 +65,19 @@ class SweepDir:
     def point(self, *, baseline: bool = False, baseline_of: str | None = None, status: str = "ok",
               tok_s: list[float] = (), levels: dict[int, float] | None = None, jitter: float = 0.02,
               accept_length: float | None = None, written: bool = True,
-              lost: list[tuple[str, int, str]] = (), **params: str | None) -> str:
+              lost: list[tuple[str, int, str]] = (), per_request: dict[int, float] | None = None,
+              **params: str | None) -> str:
         """Add a point; returns its id. Keyword arguments named after an axis are its params;
         others (failure_reason, warnings...) go to its point row. ``lost`` adds failed requests
-        as (phase, concurrency, error). ``written=False`` keeps it out of the directory (a point
+        as (phase, concurrency, error). ``per_request`` sets a level's mean per-request tok/s apart from
+        its throughput (a server that queues: the two ratios to a baseline part). ``written=False`` keeps it out of the directory (a point
         not run yet)."""
         extra = {k: params.pop(k) for k in list(params) if k not in self.roles}
         label = ",".join(f"{k}={v}" for k, v in params.items() if v is not None)
         pid = hashlib.sha1(label.encode()).hexdigest()[:12]
         self.points.append(Point(pid, label, params, baseline, baseline_of, status, list(tok_s),
-                                 dict(levels or {}), jitter, accept_length, written, list(lost), extra))
+                                 dict(levels or {}), jitter, accept_length, written, list(lost), extra,
+                                 dict(per_request or {})))
         return pid
 
     def _point_row(self, p: Point) -> dict:
@@ -102,7 +106,7 @@ class SweepDir:
                          latency_s=TOKENS / v, ttft_s=0.05, ok=True) for i, v in enumerate(p.tok_s)]
         levels, metrics = [], []
         for c, throughput in sorted(p.levels.items()):
-            rates = spread(throughput / c, 2 * c, p.jitter)
+            rates = spread(p.per_request.get(c, throughput / c), 2 * c, p.jitter)
             requests += [dict(ids, phase="level", concurrency=c, seq=i, completion_tokens=TOKENS,
                               latency_s=TOKENS / v, ttft_s=0.05, tpot_s=(TOKENS / v - 0.05) / (TOKENS - 1),
                               ok=True) for i, v in enumerate(rates)]

@@ -81,3 +81,25 @@ def test_empty_and_missing_directories(tmp_path):
     assert "Nothing measured yet" in (tmp_path / "r" / "report.md").read_text()
     with pytest.raises(ResultsError, match="does not exist"):
         run_report(report_args(str(tmp_path / "nope"), "--quiet"))
+
+
+def test_the_crossover_table_agrees_with_the_per_level_ratios(tmp_path):
+    """0.98x at C=10 and 0.96x at C=100 then 1.02x at C=250: not 'ahead up to C 250' but ahead up to 1, mixed;
+    and best per level's ratio and verdict are both of throughput (1.02x faster, not '1.02x slower')."""
+    sd = SweepDir(tmp_path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 10: 1000, 100: 5000, 250: 6000})
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base,
+             levels={1: 130, 10: 980, 100: 4800, 250: 6120}, per_request={250: 6000 / 250 * 0.96})
+    directory = sd.write()
+    run_report(report_args(str(directory), "--no-plots", "--quiet"))
+    md = (directory / "report" / "report.md").read_text()
+    section = md.split("## Where speculation stops paying")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| drafter=d1"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:5] == ["1", "10", "-"]  # ahead up to C, first behind at C, slower from C
+    assert "mixed: behind at C=10, 100; ahead at C=1, 250" in row
+    best = md.split("## Best configuration per concurrency level")[1].split("\n## ")[0]
+    row = next(line for line in best.splitlines() if line.startswith("| 250 "))
+    assert re.search(r"\| 1\.02x +\| faster +\|", row)
+    summary = md.split("## Summary")[1].split("\n## ")[0]
+    assert "1 configuration is mixed: behind their baseline at some levels (between C=10 and C=100)" in summary and "Speculation stops paying" not in summary
