@@ -55,9 +55,17 @@ def compare_findings(this: Findings, other: Findings, this_tables: Tables,
         found = noise.ratio_intervals(pairs, both, stat=stat)
         cis.append(found.select("label", "concurrency", "ci_low", "ci_high",
                                 figure=pl.lit(figure)))
-        if figure == "per_request_tok_s":  # throughput at a fixed concurrency moves with it
-            cis.append(found.select("label", "concurrency", "ci_low", "ci_high",
-                                    figure=pl.lit("output_throughput")))
+        if figure == "per_request_tok_s":  # a level has one throughput figure: the same requests' noise,
+            # as a relative width around the throughput's own change (a change and its mark of one figure)
+            ratios = rows.select("label", "concurrency", _pr=pl.col("this") / pl.col("other"))
+            tp = joined.filter(pl.col("figure") == "output_throughput").select(
+                "label", "concurrency", _tp=pl.col("this") / pl.col("other"))
+            cis.append(found.join(ratios, on=["label", "concurrency"], how="left", nulls_equal=True)
+                       .join(tp, on=["label", "concurrency"], how="left", nulls_equal=True)
+                       .select("label", "concurrency",
+                               ci_low=pl.col("ci_low") * pl.col("_tp") / pl.col("_pr"),
+                               ci_high=pl.col("ci_high") * pl.col("_tp") / pl.col("_pr"),
+                               figure=pl.lit("output_throughput")))
     intervals = pl.concat(cis).select("label", "figure", "concurrency", "ci_low", "ci_high")
     return (joined.join(intervals, on=["label", "figure", "concurrency"], how="left", nulls_equal=True)
             .with_columns(within_noise=noise.within_noise())

@@ -64,3 +64,20 @@ def test_vs_in_the_report(pair, capsys):
     assert re.search(r"\| drafter=d1,steps=2,nccl=default +\| 150\.0 +\| 120\.0 +\| \+25\.0% ", md)
     assert re.search(r"\| drafter=none,nccl=default +\| ~\+0\.0% +\| ~\+0\.0% +\|", md)
     assert re.search(r"\| drafter=d1,steps=2,nccl=default +\| \+25\.0% +\| \+10\.0% +\|", md)
+
+
+def test_a_throughput_change_is_judged_around_itself(tmp_path):
+    """The same throughput at C=16 while each request is 4 % slower: '+0.0%' is no change beyond noise (the
+    per-request interval, [0.95, 0.97], is applied around the throughput's own change)."""
+    def one(path, per_request):
+        sd = SweepDir(path)
+        sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200},
+                 per_request=per_request)
+        return load(sd.write())
+
+    table = compare_table(one(tmp_path / "a", {16: 75 * 0.96}), one(tmp_path / "b", None))
+    row = table.filter((pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)).row(0, named=True)
+    assert row["change"] == pytest.approx(0) and row["within_noise"] is True
+    assert row["ci_low"] < 1 < row["ci_high"]
+    per_request = table.filter((pl.col("figure") == "per_request_tok_s") & (pl.col("concurrency") == 16)).row(0, named=True)
+    assert per_request["change"] == pytest.approx(-0.04) and per_request["within_noise"] is False
