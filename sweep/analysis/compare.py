@@ -37,7 +37,8 @@ def _prefixed(samples: pl.LazyFrame, prefix: str) -> pl.LazyFrame:
 
 def compare_findings(this: Findings, other: Findings, this_tables: Tables,
                      other_tables: Tables) -> pl.DataFrame:
-    """``compare_table`` from already analysed sweeps (the report has them at hand)."""
+    """``compare_table`` from already analysed sweeps (the report has them at hand). The samples of a
+    dry run are at real speed, as its figures are (``analyze``), so a dry run compares with a real run."""
     a = _long(this).rename({"point_id": "this_id", "value": "this"})
     b = _long(other).rename({"point_id": "other_id", "value": "other"})
     joined = (a.join(b, on=["label", "figure", "concurrency"], how="full", coalesce=True,

@@ -5,6 +5,10 @@ server's raw Prometheus samples around each level; columns: see sweep/results/sc
 ``level_speedups``, ``best_per_level`` and ``crossover``; each is computed only when the query
 names it. Everything stays lazy, so a query over a million request rows reads only the columns
 and rows it needs.
+
+A dry run is queried in the report's unit: its times and rates at real speed (the fake's divided back,
+``realspeed.at_real_speed``), what the fake measured beside them in ``<column>_measured`` columns, and
+a line on stderr saying so.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from sweep.analysis import speedups
+from sweep.analysis import realspeed, speedups
 from sweep.analysis.frames import Tables
 from sweep.errors import QueryError, UnknownFormatError
 from sweep.results import load
@@ -32,7 +36,12 @@ FORMATS = ("table", "csv", "json", "parquet")
 
 
 def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
-    """Run ``sql`` over the tables (and the views it names); raise QueryError (exit 7) on a bad query."""
+    """Run ``sql`` over the tables (and the views it names), a dry run's at real speed as in the report;
+    raise QueryError (exit 7) on a bad query."""
+    return _run(realspeed.at_real_speed(tables)[0], sql)
+
+
+def _run(tables: Tables, sql: str) -> pl.DataFrame:
     context = pl.SQLContext(frames=dict(tables))
     for name, view in VIEWS.items():
         if re.search(rf"\b{name}\b", sql, re.IGNORECASE):
@@ -72,7 +81,10 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
 def query(directory: str | Path, sql: str, fmt: str = "table", output: str | Path | None = None,
           *, max_rows: int = 100) -> pl.DataFrame:
     """Run ``sql`` on a results directory and write the result to ``output`` (default stdout)."""
-    frame = run_sql(load(directory), sql)
+    tables, speed = realspeed.at_real_speed(load(directory))
+    frame = _run(tables, sql)
+    if speed.scaled:  # stderr: the result on stdout stays clean CSV, JSON or Parquet
+        print(speed.query_note(), file=sys.stderr, flush=True)
     if output is not None:
         with open(output, "wb") as fh:
             write(frame, fmt, fh, max_rows=max_rows)

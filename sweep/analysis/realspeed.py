@@ -3,11 +3,13 @@
 The fake server serves ``dry_run.fake_speed`` times faster than the real 8-GPU host it models (so a
 dry run of the reference experiment takes minutes, not hours). Every time it measured is that many
 times shorter and every rate that many times higher; dividing them back gives what the real system
-would show (the baseline at about 63 tok/s with default NCCL, not 313). The report and the plots
-read the tables through :func:`at_real_speed` (``analysis.analyze``); the Parquet files keep what
-was measured, and ``sweep query`` reads those as they are. Startup phases are not scaled: the fake
-compresses its startup by ``fake_startup_speed`` on top of a real process launch, so no one factor
-gives the real figure back.
+would show (the baseline at about 63 tok/s with default NCCL, not 313). The report, the plots,
+``sweep query`` (its tables and its views) and the analysis functions read the tables through
+:func:`at_real_speed`, so that every output of a dry run is in one unit. Each scaled column keeps
+what was measured beside it as ``<column>_measured`` (the Parquet files keep only that), and the
+points table says what was divided out per point in ``fake_speed_divided``; scaling tables already
+scaled is a no-op. Startup phases are not scaled: the fake compresses its startup by
+``fake_startup_speed`` on top of a real process launch, so no one factor gives the real figure back.
 
 Scaled per point, by the ``fake_speed`` in its own ``bench_scale`` (1, i.e. untouched, for points
 measured on a real server). Counts (tokens, requests, concurrency) and ratios (speedups, accept
@@ -36,6 +38,8 @@ RATES = {
     "requests": (),
 }
 TIME_LISTS = {"requests": ("chunk_times_s",)}
+MEASURED = "_measured"  # suffix of the column that keeps a scaled column's measured values
+DIVIDED = "fake_speed_divided"  # points column: the factor divided out of each point (1: none)
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,20 @@ class Speed:
         return (f"DRY RUN at {self.factor:g}x: the fake served {self.factor:g} times faster than the real system "
                 f"it models; every benchmark time and rate below is divided back by {self.factor:g} (real "
                 "speed). Startup times are the fake's own (its startup is compressed separately). The Parquet "
-                "files keep what was measured.") if self.scaled else ""
+                f"files keep what was measured (`sweep query`: the *{MEASURED} columns).") if self.scaled else ""
+
+    def query_note(self) -> str:
+        """What ``sweep query`` says (on stderr) about a dry run's figures."""
+        return (f"DRY RUN at {self.factor:g}x: times and rates in these tables and views are at real speed (the "
+                f"fake's divided back by {self.factor:g}, as in the report); what the fake measured is in the "
+                f"*{MEASURED} columns of single_stream, levels and requests.") if self.scaled else ""
 
 
 def speeds(tables: Tables) -> pl.DataFrame:
-    """``point_id, speed`` of every point that ran on the fake at a speed other than 1."""
+    """``point_id, speed`` of every point that ran on the fake at a speed other than 1 (none when the
+    tables are already at real speed)."""
+    if DIVIDED in tables["points"].collect_schema().names():
+        return pl.DataFrame(schema={"point_id": pl.String, "speed": pl.Float64})
     pts = points_frame(tables)
     if not pts.height or "bench_scale" not in pts.columns:
         return pl.DataFrame(schema={"point_id": pl.String, "speed": pl.Float64})
@@ -70,22 +83,37 @@ def speeds(tables: Tables) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"point_id": pl.String, "speed": pl.Float64})
 
 
+def _speed(factors: list[float], points: int) -> Speed:
+    factors = sorted(set(factors))
+    return Speed(factors[0] if len(factors) == 1 else max(factors), points) if factors else Speed()
+
+
 def at_real_speed(tables: Tables) -> tuple[dict[str, pl.LazyFrame], Speed]:
-    """``tables`` with each dry-run point's times and rates scaled back to real speed, and how."""
-    per_point = speeds(tables)
+    """``tables`` with each dry-run point's times and rates scaled back to real speed (the measured
+    values kept as ``<column>_measured``), and how. Tables already at real speed come back as they are,
+    with the same ``Speed``."""
     out = dict(tables)
+    if DIVIDED in tables["points"].collect_schema().names():  # scaled already
+        done = tables["points"].select(DIVIDED).collect()[DIVIDED].drop_nulls()
+        done = done.filter(done != 1.0)
+        return out, _speed(done.to_list(), done.len())
+    per_point = speeds(tables)
     if not per_point.height:
         return out, Speed()
-    factors = sorted(set(per_point["speed"].to_list()))
     lazy = per_point.lazy()
     for table in TIMES:
         if table not in out:
             continue
         names = set(out[table].collect_schema().names())
         k = pl.col("__speed").fill_null(1.0)
-        exprs = [pl.col(c) * k for c in TIMES[table] + TIME_LISTS.get(table, ()) if c in names]
-        exprs += [pl.col(c) / k for c in RATES[table] if c in names]
+        times = [c for c in TIMES[table] + TIME_LISTS.get(table, ()) if c in names]
+        rates = [c for c in RATES[table] if c in names]
+        kept = [pl.col(c).alias(c + MEASURED) for c in times + rates]
+        exprs = [pl.col(c) * k for c in times] + [pl.col(c) / k for c in rates]
         frame = out[table].join(lazy.rename({"speed": "__speed"}), on="point_id", how="left", maintain_order="left")
-        frame = frame.with_columns(exprs)
+        frame = frame.with_columns(kept).with_columns(exprs)
         out[table] = frame.drop("__speed")
-    return out, Speed(factors[0] if len(factors) == 1 else max(factors), per_point.height)
+    out["points"] = (out["points"].join(lazy.rename({"speed": DIVIDED}), on="point_id", how="left",
+                                        maintain_order="left")
+                     .with_columns(pl.col(DIVIDED).fill_null(1.0)))
+    return out, _speed(per_point["speed"].to_list(), per_point.height)

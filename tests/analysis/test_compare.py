@@ -81,3 +81,19 @@ def test_a_throughput_change_is_judged_around_itself(tmp_path):
     assert row["ci_low"] < 1 < row["ci_high"]
     per_request = table.filter((pl.col("figure") == "per_request_tok_s") & (pl.col("concurrency") == 16)).row(0, named=True)
     assert per_request["change"] == pytest.approx(-0.04) and per_request["within_noise"] is False
+
+
+def test_a_dry_run_against_a_real_run_compares_at_real_speed(tmp_path):
+    """The fake at 5x measured 500 tok/s where the real system does 100: no change, within noise (the
+    intervals from the dry run's samples at real speed too, not 5x)."""
+    def one(path, factor):
+        sd = SweepDir(path, dry_run=factor is not None, bench_scale={"fake_speed": factor} if factor else None)
+        k = factor or 1
+        sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100 * k, 101 * k, 99 * k],
+                 levels={1: 100 * k, 16: 1200 * k})
+        return load(sd.write())
+
+    table = compare_table(one(tmp_path / "dry", 5.0), one(tmp_path / "real", None))
+    for figure, c in (("tok_s", None), ("per_request_tok_s", 16), ("output_throughput", 16)):
+        row = table.filter((pl.col("figure") == figure) & (pl.col("concurrency").eq_missing(c))).row(0, named=True)
+        assert row["change"] == pytest.approx(0, abs=1e-9) and row["within_noise"] is True, figure

@@ -65,3 +65,47 @@ def test_bad_query_names_the_tables(directory):
     with pytest.raises(SweepError, match="the query failed") as e:
         query(directory, "SELECT nope FROM points")
     assert "single_stream" in str(e.value) and "best_per_level" in str(e.value)
+
+
+@pytest.fixture
+def dry(tmp_path):
+    """A dry run whose fake served 5x fast: 500 tok/s measured at C=1 is 100 at real speed."""
+    sd = SweepDir(tmp_path / "dry", dry_run=True, bench_scale={"fake_speed": 5.0})
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[500, 500], levels={1: 500, 4: 1800},
+                    jitter=0.0)
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[750, 750],
+             levels={1: 750, 4: 1500}, jitter=0.0)
+    return sd.write()
+
+
+def test_a_dry_runs_tables_and_views_are_at_real_speed_as_in_the_report(dry, capfd):
+    assert query(dry, "SELECT concurrency, value FROM best_per_level ORDER BY concurrency", "--format", "csv") == 0
+    captured = capfd.readouterr()
+    assert pl.read_csv(captured.out.encode())["value"].to_list() == pytest.approx([150.0, 360.0])  # not 750, 1800
+    assert "DRY RUN at 5x" in captured.err and "_measured" in captured.err
+    query(dry, "SELECT tok_per_s, tok_per_s_measured, latency_s, latency_s_measured FROM single_stream "
+               "ORDER BY tok_per_s", "--format", "csv")
+    frame = pl.read_csv(capfd.readouterr().out.encode())
+    assert frame["tok_per_s"].to_list() == pytest.approx([100, 100, 150, 150])
+    assert frame["tok_per_s_measured"].to_list() == pytest.approx([500, 500, 750, 750])  # the fake's, kept
+    assert (frame["latency_s"] / frame["latency_s_measured"]).to_list() == pytest.approx([5.0] * 4)
+    query(dry, "SELECT tok_s, speedup FROM speedup ORDER BY tok_s", "--format", "csv")
+    frame = pl.read_csv(capfd.readouterr().out.encode())
+    assert frame["tok_s"].to_list() == pytest.approx([100, 150]) and frame["speedup"][1] == pytest.approx(1.5)
+
+
+def test_the_python_views_of_a_dry_run_are_at_real_speed_too(dry):
+    from sweep.analysis import analyze, best_per_level, speedup_table
+    tables = load(dry)
+    assert best_per_level(tables)["value"].to_list() == pytest.approx([150.0, 360.0])
+    assert speedup_table(tables)["tok_s"].to_list() == pytest.approx([100, 150])
+    f = analyze(tables)  # scaling twice is a no-op, and still says what it did
+    assert f.best["value"].to_list() == pytest.approx([150.0, 360.0]) and f.speed.scaled and f.speed.factor == 5
+
+
+def test_a_real_run_is_queried_as_measured_and_says_nothing(directory, capfd):
+    query(directory, "SELECT value FROM best_per_level ORDER BY concurrency", "--format", "csv")
+    captured = capfd.readouterr()
+    assert pl.read_csv(captured.out.encode())["value"].to_list() == [150, 360] and captured.err == ""
+    with pytest.raises(SweepError, match="the query failed"):
+        query(directory, "SELECT tok_per_s_measured FROM single_stream")
