@@ -64,7 +64,7 @@ def main() -> int:
         env = {**os.environ, "COLUMNS": "200"}
         run = [sys.executable, "-m", "sweep", EXPERIMENT, "--dry-run", f"results_dir={tmp}"]
         subprocess.run(run, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
-        (out,) = [d for d in Path(tmp).iterdir() if d.is_dir()]
+        out = Path(tmp)  # results_dir is the sweep's own directory
         subprocess.run([sys.executable, "-m", "sweep", "report", str(out)], cwd=REPO, env=env, check=True,
                        stdout=subprocess.DEVNULL)
         report = out / "report"
