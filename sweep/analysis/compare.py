@@ -64,8 +64,8 @@ def compare_findings(this: Findings, other: Findings, this_tables: Tables,
             cis.append(found.join(ratios, on=["label", "concurrency"], how="left", nulls_equal=True)
                        .join(tp, on=["label", "concurrency"], how="left", nulls_equal=True)
                        .select("label", "concurrency",
-                               ci_low=pl.col("ci_low") * pl.col("_tp") / pl.col("_pr"),
-                               ci_high=pl.col("ci_high") * pl.col("_tp") / pl.col("_pr"),
+                               ci_low=noise.moved("ci_low", "_pr", "_tp"),
+                               ci_high=noise.moved("ci_high", "_pr", "_tp"),
                                figure=pl.lit("output_throughput")))
     intervals = pl.concat(cis).select("label", "figure", "concurrency", "ci_low", "ci_high")
     return (joined.join(intervals, on=["label", "figure", "concurrency"], how="left", nulls_equal=True)

@@ -93,6 +93,12 @@ def ratio_intervals(pairs: pl.DataFrame, samples: pl.LazyFrame, *, stat: Stat,
     return joined.sort("_row").select(*pairs.columns, "ci_low", "ci_high")
 
 
+def moved(bound: str, ratio: str, to: str) -> pl.Expr:
+    """An interval bound of ``ratio`` moved to the ratio ``to`` with the same relative width: a
+    level's throughput ratio takes the noise of its per-request ratio (one level, the same requests)."""
+    return pl.col(to) * pl.col(bound) / pl.col(ratio)
+
+
 def within_noise() -> pl.Expr:
     """True when the interval [ci_low, ci_high] contains 1; null when there is no interval."""
     return pl.when(pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null()).then(

@@ -38,7 +38,7 @@ FORMATS = ("table", "csv", "json", "parquet")
 def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
     """Run ``sql`` over the tables (and the views it names), a dry run's at real speed as in the report;
     raise QueryError (exit 7) on a bad query."""
-    return _run(realspeed.at_real_speed(tables)[0], sql)
+    return _run(realspeed.scaled(tables), sql)
 
 
 def _run(tables: Tables, sql: str) -> pl.DataFrame:

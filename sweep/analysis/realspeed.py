@@ -88,6 +88,14 @@ def _speed(factors: list[float], points: int) -> Speed:
     return Speed(factors[0] if len(factors) == 1 else max(factors), points) if factors else Speed()
 
 
+def scaled(tables: Tables) -> dict[str, pl.LazyFrame]:
+    """``tables`` at real speed, for a caller that needs only the tables: those already scaled come
+    back at once (no read of the points to say how), anything else through :func:`at_real_speed`."""
+    if DIVIDED in tables["points"].collect_schema().names():
+        return dict(tables)
+    return at_real_speed(tables)[0]
+
+
 def at_real_speed(tables: Tables) -> tuple[dict[str, pl.LazyFrame], Speed]:
     """``tables`` with each dry-run point's times and rates scaled back to real speed (the measured
     values kept as ``<column>_measured``), and how. Tables already at real speed come back as they are,

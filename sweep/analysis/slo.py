@@ -292,7 +292,7 @@ def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:
               **{f"v{i}": pl.Float64 for i in range(width)}}
     if not slos:
         return pl.DataFrame(schema=schema)
-    tables = realspeed.at_real_speed(tables)[0]  # a dry run's at real speed, as the report judges it
+    tables = realspeed.scaled(tables)  # a dry run's at real speed, as the report judges it
     requests = tables["requests"].filter(pl.col("phase") == "level")
     walls = (tables["levels"].select("point_id", pl.col("concurrency").cast(pl.Int64), "wall_s", "output_throughput")
              .collect().unique(["point_id", "concurrency"], keep="last"))

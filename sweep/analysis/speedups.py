@@ -6,7 +6,7 @@ needing several of them reads the request table once.
 
 A speedup is always against the baseline the plan matched the point with (``baseline_id``: same
 model, tp and NCCL profile); ``baseline_label`` names it in every table. A dry run's tables are read
-at real speed (``realspeed.at_real_speed``; a no-op on tables already scaled), as the report reads them.
+at real speed (``realspeed.scaled``; a no-op on tables already scaled), as the report reads them.
 """
 
 from __future__ import annotations
@@ -24,14 +24,9 @@ ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "prof
 LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
 
 
-def real(tables: Tables) -> dict[str, pl.LazyFrame]:
-    """``tables`` at real speed (a dry run's times and rates divided back; anything else as it is)."""
-    return realspeed.at_real_speed(tables)[0]
-
-
 def single_stream_summary(tables: Tables) -> pl.DataFrame:
     """Per point: ok runs, median/min/max tok/s, median accept length and TTFT over ok runs."""
-    tables = real(tables)
+    tables = realspeed.scaled(tables)
     ok = pl.col("ok").fill_null(False)
     return (tables["single_stream"]
             .group_by("point_id")
@@ -46,7 +41,7 @@ def single_stream_summary(tables: Tables) -> pl.DataFrame:
 
 def single_samples(tables: Tables) -> pl.LazyFrame:
     """Single-stream tok/s of each ok run, keyed by point id (the noise model's observations)."""
-    return real(tables)["single_stream"].filter(pl.col("ok").fill_null(False)).select(
+    return realspeed.scaled(tables)["single_stream"].filter(pl.col("ok").fill_null(False)).select(
         key="point_id", value="tok_per_s")
 
 
@@ -59,7 +54,7 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
     ``verdict`` is faster | slower | within noise | no interval; ``note`` says why a speculative
     point has no speedup (point failed, baseline missing or failed, no runs yet).
     """
-    tables = real(tables)
+    tables = realspeed.scaled(tables)
     conf = configurations(tables).with_columns(note=note_expr())
     summary = single_stream_summary(tables)
     base = summary.select(baseline_id="point_id", baseline_tok_s="tok_s", baseline_runs="runs")
@@ -84,7 +79,7 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
 
 def level_samples(tables: Tables) -> pl.LazyFrame:
     """Per-request tok/s at each concurrency level, keyed "point_id@concurrency"."""
-    return (real(tables)["requests"]
+    return (realspeed.scaled(tables)["requests"]
             .filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False)
                     & (pl.col("latency_s") > 0))
             .select(key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
@@ -105,7 +100,7 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     the throughput ratio (the same requests' noise; it is centred on the throughput ratio, so a ratio
     above 1 is never called slower).
     """
-    tables = real(tables)
+    tables = realspeed.scaled(tables)
     conf = configurations(tables).with_columns(note=note_expr())
     levels = tables["levels"].select(
         "point_id", "concurrency", "requests", "failed", "output_throughput", "per_request_tok_s",
@@ -129,7 +124,7 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
              .with_columns(per_request_within_noise=noise.within_noise(),
                            per_request_verdict=noise.verdict("per_request_ratio"))
              .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high"})
-             .with_columns([(pl.col("throughput_ratio") * pl.col(f"per_request_ci_{end}") / pl.col("per_request_ratio"))
+             .with_columns([noise.moved(f"per_request_ci_{end}", "per_request_ratio", "throughput_ratio")
                             .alias(f"ci_{end}") for end in ("low", "high")])
              .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("throughput_ratio")))
     return frame.sort("order", "concurrency").select(
