@@ -147,17 +147,23 @@ class SweepResult:
     @property
     def points_frame(self) -> pl.DataFrame:
         """The points as a polars DataFrame: point_id, label, status, failure_phase, failure_reason,
-        failure_fix, baseline, baseline_id, ran, and one ``axis_<name>`` column per grid axis."""
+        failure_fix, baseline, baseline_id, ran, and one ``axis_<name>`` column per grid axis (a
+        numeric axis as numbers, as in the points table)."""
         import polars as pl
+        import pyarrow as pa
+
+        from sweep.results.schema import axis_type, axis_value
 
         axes = list(self.experiment.grid.axes)
+        kinds = {a: axis_type(p.params.get(a) for p in self.points) for a in axes}  # as the points table has them
         rows = [{"point_id": p.point_id, "label": p.label, "status": p.status, "failure_phase": p.failure_phase,
                  "failure_reason": p.failure_reason, "failure_fix": p.failure_fix, "baseline": p.baseline,
-                 "baseline_id": p.baseline_id, "ran": p.ran, **{f"axis_{a}": p.params.get(a) for a in axes}}
+                 "baseline_id": p.baseline_id, "ran": p.ran,
+                 **{f"axis_{a}": axis_value(p.params.get(a), kinds[a]) for a in axes}}
                 for p in self.points]
         schema = {"point_id": pl.String, "label": pl.String, "status": pl.String, "failure_phase": pl.String,
                   "failure_reason": pl.String, "failure_fix": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
-                  "ran": pl.Boolean, **{f"axis_{a}": pl.String for a in axes}}
+                  "ran": pl.Boolean, **{f"axis_{a}": pl.from_arrow(pa.array([], kinds[a])).dtype for a in axes}}
         return pl.DataFrame(rows, schema=schema)
 
     # --- the measurements ---------------------------------------------------------------------
@@ -269,6 +275,7 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     check the drafters whose files are readable here (as ``--plan`` does)."""
     from sweep import plan as planning
     from sweep.orchestrate.sweep import results_path
+    from sweep.results.writer import ResultsDir
 
     _check_mode(mode)
     target: Mode = "cluster" if mode == "plan" else mode
@@ -285,6 +292,7 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
 
         checks = {p.id: r for p in plan.points if (r := check_argv(p.argv)) is not None}  # files readable here
     path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
+    ResultsDir(path, exp.name, run_mode(target)).check()  # what the run would refuse, refused now (writes nothing)
     points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
                           p.baseline_id, "plan" if p.errors else None, "; ".join(p.errors) or None)
               for p in plan.points]

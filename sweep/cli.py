@@ -18,12 +18,17 @@ The sweep itself is ``sweep.api`` (``sweep.run``); this module parses, prints wh
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
+from rich.markup import escape
+
+from sweep.console import output_console
 
 from sweep.errors import ConfigError, SweepError
 
@@ -33,8 +38,29 @@ if TYPE_CHECKING:
 SUBCOMMANDS = ("bench", "report", "query", "hosts", "check-drafter")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a "did you mean" for a mistyped option (``--dryrun``: ``--dry-run``) and, with no
+    arguments at all, what to run rather than a list of required names."""
+
+    def error(self, message: str) -> NoReturn:
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            options = [o for a in self._actions for o in a.option_strings]
+            hints = []
+            for arg in unknown.group(1).split():
+                close = difflib.get_close_matches(arg.split("=")[0], options, n=1, cutoff=0.6)
+                if close:
+                    hints.append(f"{arg}: did you mean {close[0]}?")
+            if hints:
+                message += " (" + "; ".join(hints) + ")"
+        elif "required: config" in message:
+            message = ("name an experiment file, e.g. python -m sweep experiments/k26_eagle.yaml --dry-run "
+                       f"(other commands: {', '.join(SUBCOMMANDS)})")
+        super().error(message)
+
+
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="python -m sweep",
         description="Launch, benchmark and record an SGLang server for every grid point of an experiment. "
                     f"Other commands: {', '.join(SUBCOMMANDS)} (python -m sweep COMMAND --help).")
@@ -60,10 +86,10 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _print_error(e: SweepError) -> None:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[bold red]error:[/bold red] {e.message}")
+    err = output_console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/bold red] {escape(e.message)}")
     if e.fix:
-        err.print(f"[bold]fix:[/bold] {e.fix}")
+        err.print(f"[bold]fix:[/bold] {escape(e.fix)}")
 
 
 def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
@@ -121,6 +147,10 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
     print_plan(plan, Console(highlight=False))
     for line in plan_lines(plan, mode=result.run_mode, scale=result.scale):
         print(line)
+    if result.run_mode != "dry-run":
+        # a dry run scales the benchmark, which is part of a point's id
+        print(f"  note: these ids are a {result.run_mode} run's; a dry run's differ (its benchmark is scaled): "
+              "add --dry-run to --plan to see them")
     for p in plan.points:
         for f in drafters[p.id].findings if p.id in drafters else ():
             print(f"drafter {f.level} {p.label} [{p.id}]: {f.message} (fix: {f.fix})")
@@ -132,31 +162,35 @@ def print_summary(summary: Summary, console: Console) -> None:
     from rich.table import Table
 
     if summary.error:
-        console.print(f"(no summary: {summary.error})")
+        console.print(f"(no summary: {escape(summary.error)})", soft_wrap=True)
         return
     for line in summary.headlines:
-        console.print(f"- {line}")
+        console.print(f"- {escape(line)}", soft_wrap=True)
     if summary.best:
         t = Table(title="best configuration", title_justify="left")
         for c in ("concurrency", "configuration", "output tok/s", "vs its baseline"):
             t.add_column(c, overflow="fold")
         for b in summary.best:
             vs = "(baseline)" if b.baseline else (f"{b.speedup:.2f}x" if b.speedup is not None else "-")
-            t.add_row(str(b.concurrency), b.label, f"{b.value:.1f}", vs)
+            t.add_row(str(b.concurrency), escape(b.label), f"{b.value:.1f}", vs)
         console.print(t)
-    console.print(f"full report: python -m sweep report {summary.path}")
+    console.print(f"full report: python -m sweep report {escape(str(summary.path))}", soft_wrap=True)
 
 
 def run_command(args: argparse.Namespace) -> int:
     from sweep import api, config
 
-    exp = config.load(args.config, args.overrides)
+    if args.json and not args.plan:
+        raise ConfigError("--json prints the plan, and needs --plan (a sweep's results are Parquet, not JSON)",
+                          fix="add --plan: python -m sweep CONFIG --plan --json; after a sweep, "
+                              "python -m sweep query DIR \"SQL\" --format json")
     mode = _mode(args)
+    exp = config.load(args.config, args.overrides)
     if args.plan:
         result = api.plan_for(exp, mode)  # type: ignore[arg-type]
         _print_plan(result, args.json)
         return exit_code(result)
-    console = Console(highlight=False)
+    console = output_console(highlight=False)
     result = api.run(exp, mode, progress=True, force=args.force, retry_failed=args.retry_failed,  # type: ignore[arg-type]
                      only=args.only, skip_invalid=args.skip_invalid, address=args.address, console=console)
     if result.ran:
@@ -169,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             add, run = _subcommand(argv[0])
-            parser = argparse.ArgumentParser(prog=f"python -m sweep {argv[0]}")
+            parser = _Parser(prog=f"python -m sweep {argv[0]}")
             add(parser)
             return run(parser.parse_args(argv[1:]))
         return run_command(_run_parser().parse_intermixed_args(argv))

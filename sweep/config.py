@@ -191,9 +191,19 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     fix = None
     valid = _schema_keys(getattr(e, "object_type", None))
     leaf = str(getattr(e, "key", "") or "")
-    if "not in" in first and valid:
+    if "is not a ListConfig" in first:
+        first = "takes a list, not one value"
+    if "not in" in first and re.fullmatch(r"-?[\d.]+", leaf):
+        fix = (f"{leaf!r} is a number where a key belongs: a list written without brackets inside "
+               "{...} reads as more keys; write it in brackets, e.g. values: [1, 2, 4]")
+    elif "not in" in first and valid:
         close = difflib.get_close_matches(leaf, valid, n=1, cutoff=0.5)
         fix = (f"did you mean {close[0]!r}? " if close else "") + f"valid keys here: {', '.join(valid)}"
+    elif "takes a list" in first and origin != "file" and "," in origin.partition("=")[2]:
+        fix = (f"write a list in brackets, quoted for the shell: '{origin.partition('=')[0]}="
+               f"[{origin.partition('=')[2].strip('[]')}]'")
+    elif "takes a list" in first:
+        fix = f"give {key!r} a list in brackets, e.g. [1, 2, 4]"
     elif "converted" in first or "Value" in first:
         fix = f"give {key!r} a value of the type the schema expects (see sweep/config.py)"
     return ConfigError(f"{where}: key {key!r}: {first}", fix=fix)
@@ -230,6 +240,11 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
         except OmegaConfBaseException as e:
             raise _config_error(e, path, ov) from None
+        except yaml.YAMLError as e:
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ConfigError(f"command-line override ({ov}): the value is not valid YAML: {problem}",
+                              fix="close every bracket and quote the override for the shell, "
+                                  "e.g. 'benchmark.concurrency.levels=[1,4,16]'") from None
     # grid.derived is interpolated per point over the axis values (sweep.grid), not here
     derived = OmegaConf.to_container(cfg.grid.derived, resolve=False)
     cfg.grid.derived = {}
@@ -239,7 +254,7 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     except OmegaConfBaseException as e:
         raise _config_error(e, path, "file") from None
     if missing:
-        raise ConfigError(f"{path}: required key(s) {', '.join(missing)} not set",
+        raise ConfigError(f"{path}: required {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)} not set",
                           fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...")
     cfg.source = str(path)
     exp: Experiment = OmegaConf.to_object(cfg)  # type: ignore[assignment]

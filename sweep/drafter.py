@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.argv import argv_value
+from sweep.console import plural
 
 ERROR, WARNING = "error", "warning"
 
@@ -104,7 +105,7 @@ class DrafterReport:
 
     def summary(self) -> str:
         aux = f", reads target layers {self.aux_layers} ({self.aux_source})" if self.aux_layers is not None else ""
-        verdict = (f"{len(self.errors)} error(s), {len(self.warnings)} warning(s)" if self.findings else "ok")
+        verdict = (f"{plural(len(self.errors), 'error')}, {plural(len(self.warnings), 'warning')}" if self.findings else "ok")
         return (f"drafter {self.drafter} ({self.architecture or 'no architecture'}, {self.tensors} tensors) "
                 f"for {self.target} under {self.algorithm}{aux}: {verdict} in {self.seconds * 1000:.0f} ms"
                 + "".join(f"; {n}" for n in self.notes))
@@ -169,7 +170,7 @@ def read_checkpoint(folder: str | Path, report: DrafterReport) -> dict[str, Tens
         shards = sorted(set(weight_map.values()))
         missing = [s for s in shards if not (d / s).is_file()]
         if missing:
-            report.add(ERROR, "shards", f"{index.name} names {len(missing)} shard file(s) not in {d}: "
+            report.add(ERROR, "shards", f"{index.name} names {plural(len(missing), 'shard file')} not in {d}: "
                        f"{', '.join(missing[:5])}: SGLang stops at load (RuntimeError: ... references shard "
                        "file(s) missing)", "copy the missing shards (an interrupted download?)")
         for s in shards:
@@ -416,7 +417,7 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
             ("cut", "SGLang keeps the first rows/columns it needs and drops the rest without a word", WARNING)):
         lines = bad_shape[issue]
         if lines:
-            report.add(level, "weight-shape", f"{len(lines)} weight(s) of the wrong shape for {arch}: {lines[0]}"
+            report.add(level, "weight-shape", f"{plural(len(lines), 'weight')} of the wrong shape for {arch}: {lines[0]}"
                        + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "") + f": {then}", fix)
     missing = []
     for pname, p in params.items():
@@ -434,7 +435,7 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
                    f"without a message: {_fmt(ignored)}", fix)
     if missing:
         report.add(WARNING, "weights-missing",
-                   f"{len(missing)} parameter(s) of {arch} get no weight and keep their initial "
+                   f"{plural(len(missing), 'parameter')} of {arch} get no weight and keep their initial "
                    f"(uninitialized) values; SGLang loads and serves without a word, acceptance near zero: "
                    f"{_fmt(missing)}",
                    "rename the checkpoint's keys to what SGLang loads (see weights-ignored), or add the missing "

@@ -104,6 +104,10 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
     values_cfg = OmegaConf.to_container(cfg.values) if OmegaConf.is_config(cfg.values) else cfg.values
     if cfg.flag is not None:
         flag = cfg.flag  # normalised by config.load
+        if isinstance(values_cfg, str | int | float):
+            raise _bad(f"{where}: values: {values_cfg!r} is one value, not a list",
+                       f"write the list in brackets: values: [{values_cfg}]" if isinstance(values_cfg, str)
+                       and "," in values_cfg else f"write a list, even of one value: values: [{values_cfg}]")
         if not isinstance(values_cfg, list):
             raise _bad(f"{where}: with flag: {cfg.flag}, values must be a list of scalars",
                        "drop 'flag' to use named bundles instead")

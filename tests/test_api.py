@@ -81,6 +81,14 @@ def test_plan_mode_launches_nothing(tmp_path):
     assert "nothing recorded" in str(result.summary())
 
 
+def test_the_points_frame_has_numeric_axes_as_numbers():
+    """As in the points table (sweep/results/schema.axis_type): steps 10 sorts after 5, not before 2."""
+    frame = sweep.run("experiments/k26_eagle.yaml", mode="plan",
+                      overrides=["grid.axes.steps.values=[1,2,10]"]).points_frame
+    assert frame.schema["axis_steps"] == pl.Int64 and frame.schema["axis_drafter"] == pl.String
+    assert frame.drop_nulls("axis_steps").sort("axis_steps")["axis_steps"].unique(maintain_order=True).to_list() == [1, 2, 10]
+
+
 def test_plan_mode_reports_invalid_points_as_data(tmp_path):
     text = _experiment(tmp_path).read_text().replace(", speculative-eagle-topk: 1", "")  # steps without topk
     exp = tmp_path / "bad.yaml"

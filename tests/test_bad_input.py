@@ -6,6 +6,7 @@ The README's "Bad input" table lists these cases; paths and ports, which only a 
 in tests/host/test_point.py (pre-flight)."""
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -48,6 +49,16 @@ CASES = {
     "wrong type": (K26.replace("  tp_size: 8", "  tp_size: eight"), [], 2, ["server.tp_size", "Integer"]),
     "bad override": (K26, ["benchmark.single_stream.runs=many"], 2, ["runs", "override"]),
     "override not key=value": (K26, ["benchmark"], 2, ["not key=value"]),
+    "override not valid YAML": (K26, ["benchmark.concurrency.levels=[1,4"], 2,
+                                ["levels=[1,4", "not valid YAML", "close every bracket"]),
+    "override list without brackets": (K26, ["benchmark.concurrency.levels=1,4,16"], 2,
+                                       ["takes a list", "'benchmark.concurrency.levels=[1,4,16]'"]),
+    "axis values without brackets": (K26.replace("values: [1, 2, 3, 5]", "values: 1,2,3,5"), [], 2,
+                                     ["grid.axes.steps", "one value, not a list", "values: [1,2,3,5]"]),
+    "axis values without brackets in a flow mapping": (
+        K26.replace("    steps:\n      flag: speculative-num-steps\n      values: [1, 2, 3, 5]",
+                    "    steps: {flag: speculative-num-steps, values: 1,2,4}"), [], 2,
+        ["grid.axes.steps.2", "a number where a key belongs", "in brackets"]),
     "empty grid": ("name: x\nserver: {model_path: /m}\n", [], 2, ["grid.axes is empty"]),
     "everything excluded": (K26.replace("  derived:", "  exclude: [{nccl: '*'}]\n  derived:"), [], 2, ["grid is empty"]),
     "invalid speculative combination": (K26.replace("            speculative-eagle-topk: 1  # a chain drafter\n", ""), [], 3,
@@ -84,8 +95,57 @@ def test_unreachable_cluster(tmp_path):
     assert not (tmp_path / "res").exists()
 
 
+# Ray's address="auto" finds a cluster two ways: the address in <temp dir>/ray/ray_current_cluster
+# (the temp dir is RAY_TMPDIR, else TMPDIR, else /tmp), and failing that any raylet in the process
+# table (ray._private.services.find_gcs_addresses reads every process's command line). So a process
+# alone on the machine gets a RAY_TMPDIR of its own, and that scan finds none of the raylets others
+# run (this test starts none). It fails loudly (a traceback) if Ray no longer has that function.
+NO_OTHER_RAYLETS = """
+import importlib.abc, importlib.util, sys
+
+
+class _NoOtherRaylets(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "ray._private.services":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            scan = module.find_gcs_addresses  # AttributeError, a traceback, if Ray renamed it
+
+            def find_gcs_addresses():
+                return frozenset()
+
+            find_gcs_addresses.cache_clear = scan.cache_clear  # ray.init and shutdown call it
+            module.find_gcs_addresses = find_gcs_addresses
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _NoOtherRaylets())
+"""
+
+
+def alone_on_the_machine(tmp_path: Path) -> dict:
+    """An environment in which Ray finds no cluster started by anyone else on this machine."""
+    site = tmp_path / "alone"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_OTHER_RAYLETS)
+    ray_tmp = tmp_path / "raytmp"
+    ray_tmp.mkdir()
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {"RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": path}
+
+
 def test_no_cluster_at_all(tmp_path):
-    r = cli("experiments/k26_eagle.yaml", f"results_dir={tmp_path / 'res'}", env={"RAY_ADDRESS": ""})
+    """No RAY_ADDRESS and no cluster: exit 4, and try --dry-run. Whatever other Ray runs on this
+    machine (another test run, a dry run, the netns tier's nodes) is kept out of sight."""
+    r = cli("experiments/k26_eagle.yaml", f"results_dir={tmp_path / 'res'}",
+            env={"RAY_ADDRESS": "", **alone_on_the_machine(tmp_path)})
     check(r, 4, "no Ray cluster", "--dry-run")
 
 
@@ -113,3 +173,71 @@ def test_results_dir_not_ours(tmp_path):
 
 def test_report_on_missing_directory(tmp_path):
     check(cli("report", str(tmp_path / "nothing")), 5, "does not exist")
+
+
+def test_json_without_plan_starts_nothing(tmp_path):
+    env, ray_mark = no_ray(tmp_path)
+    r = cli("experiments/k26_eagle.yaml", "--json", f"results_dir={tmp_path / 'res'}", env=env)
+    check(r, 2, "--json", "needs --plan")
+    assert not ray_mark.exists() and not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("plan", [True, False], ids=["plan", "dry-run"])
+def test_results_dir_that_is_a_file(tmp_path, plan):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("precious")
+    for where in (a_file, a_file / "below"):
+        r = cli("experiments/k26_eagle.yaml", *(["--plan"] if plan else ["--dry-run"]), f"results_dir={where}")
+        check(r, 5, "is a file, not a directory", "results_dir=")
+    assert a_file.read_text() == "precious"
+
+
+def test_report_on_a_file(tmp_path):
+    a_file = tmp_path / "report.txt"
+    a_file.write_text("x")
+    check(cli("report", str(a_file)), 5, "is a file, not a results directory")
+
+
+def test_report_on_a_folder_no_sweep_wrote_writes_nothing(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check(cli("report", str(empty)), 5, "not a sweep's results directory", "it is empty")
+    assert not any(empty.iterdir()), "the report wrote into a folder that is not a sweep's"
+    # the results/ folder itself: a folder of sweeps, each named
+    root = tmp_path / "results"
+    for name in ("a-dryrun", "b-dryrun"):
+        (root / name).mkdir(parents=True)
+        (root / name / "sweep.json").write_text(json.dumps({"experiment": name, "mode": "dry-run"}))
+    (root / "README.md").write_text("results land here")
+    r = cli("report", str(root))
+    check(r, 5, "holds 2 sweeps", str(root / "a-dryrun"), f"e.g. {root / 'a-dryrun'}")
+    assert sorted(p.name for p in root.iterdir()) == ["README.md", "a-dryrun", "b-dryrun"]
+    check(cli("query", str(root), "select 1"), 5, "not a sweep's results directory")
+
+
+def test_report_with_a_bad_slo_is_an_analysis_error(tmp_path):
+    check(cli("report", str(tmp_path), "--slo", "ttft<2"), 7, "'ttft<2' is not a limit")
+    check(cli("report", str(tmp_path), "--slo", "a: ttft_p90<=2s", "--slo", "a: ttft_p90<=3s"), 7, "more than once")
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["experiments/k26_eagle.yaml", "--dryrun"], "did you mean --dry-run?"),
+    (["experiments/k26_eagle.yaml", "--plan", "--retry-faild"], "did you mean --retry-failed?"),
+    (["report", "results", "--vss", "x"], "did you mean --vs?"),
+])
+def test_a_mistyped_option_gets_did_you_mean(args, hint):
+    r = cli(*args)
+    assert r.returncode == 2 and hint in r.stderr, r.stderr
+
+
+def test_no_arguments_says_what_to_run():
+    r = cli()
+    assert r.returncode == 2, r.stderr
+    assert "name an experiment file, e.g. python -m sweep experiments/k26_eagle.yaml" in r.stderr, r.stderr
+    assert "key=value" not in r.stderr.splitlines()[-1], "overrides are optional, not required"
+
+
+def test_an_error_prints_ids_and_paths_in_brackets_whole(tmp_path):
+    """An error names its culprit as it is: ``[deadbeef]`` in a message is not console markup."""
+    path = tmp_path / "[deadbeef]" / "exp.yaml"
+    check(cli(str(path)), 2, f"{path}", "not found")

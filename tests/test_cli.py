@@ -9,6 +9,19 @@ def test_plan_table():
     assert "18 points" in r.stdout and "k26_public" in r.stdout
 
 
+def test_the_plan_says_a_dry_runs_ids_differ_and_how_to_see_them():
+    """The scaled benchmark is part of a point's id: a dry run's log is not under a --plan id."""
+    def ids(*args):
+        r = run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--json", *args)
+        return [p["id"] for p in json.loads(r.stdout)["points"]]
+
+    assert set(ids()).isdisjoint(ids("--dry-run"))
+    cluster = run_sweep_cli("experiments/k26_eagle.yaml", "--plan")
+    assert "these ids are a real run's; a dry run's differ" in cluster.stdout
+    assert "add --dry-run to --plan" in cluster.stdout
+    assert "a dry run's differ" not in run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--dry-run").stdout
+
+
 def test_plan_json():
     r = run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--json")
     doc = json.loads(r.stdout)

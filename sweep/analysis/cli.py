@@ -2,8 +2,9 @@
 
 The main command line (sweep/cli.py) adds these to its subparsers and calls ``run_*``; errors are
 raised as ``sweep.errors.SweepError`` subclasses for it to print and map to an exit code: a missing
-directory is a ResultsError (exit 5), a bad --slo a ConfigError (exit 2), and what the analysis cannot
-answer an AnalysisError (exit 7: QueryError for bad SQL, UnknownFormatError, UnknownMetricError).
+directory, a file, or one no sweep wrote is a ResultsError (exit 5), and what the analysis cannot
+answer an AnalysisError (exit 7: QueryError for bad SQL, UnknownFormatError, UnknownMetricError, a bad
+--slo).
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from sweep.analysis import query, render
-from sweep.console import output_console
+from sweep.console import output_console, plural
+from sweep.errors import ConfigError, UnknownMetricError
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,15 +47,16 @@ def run_report(args: argparse.Namespace) -> int:
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
     from sweep.analysis.slo import parse_slo
 
-    slos = None if not args.slo else [parse_slo(text) for text in args.slo]
+    try:
+        slos = None if not args.slo else [parse_slo(text) for text in args.slo]
+    except ConfigError as e:  # in the experiment file a bad SLO is bad config (2); here the analysis cannot answer
+        raise UnknownMetricError(e.message, fix=e.fix) from None
     if slos:
         names = [s.name for s in slos]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            from sweep.errors import ConfigError
-
-            raise ConfigError(f"--slo names {', '.join(map(repr, dupes))} more than once",
-                              fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
+            raise UnknownMetricError(f"--slo names {', '.join(map(repr, dupes))} more than once",
+                                     fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
     out = Path(args.out) if args.out else Path(args.directory) / "report"
     built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
                          env_reference=args.env_reference, vs=args.vs, slos=slos,
@@ -61,7 +66,8 @@ def run_report(args: argparse.Namespace) -> int:
     console = output_console()
     if not args.quiet:
         render.terminal(built.sections, console, image_dir=f"{out}/")
-    console.print(f"report written to {path} ({len(built.images)} plots)", highlight=False, soft_wrap=True)
+    console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')})", highlight=False,
+                  soft_wrap=True)
     return 0
 
 

@@ -13,9 +13,11 @@ import polars as pl
 
 from sweep.analysis import noise, render
 from sweep.analysis.findings import Findings, analyze
-from sweep.analysis.frames import Tables
+from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
+from sweep.analysis.slo import server_gpus
 from sweep.analysis.speedups import level_samples, single_samples
+from sweep.argv import argv_value
 
 def _long(f: Findings) -> pl.DataFrame:
     """One sweep's figures as (label, figure, concurrency, point_id, value) rows."""
@@ -96,6 +98,32 @@ def _change_cell(change: float | None, within_noise: bool | None, this: float | 
 CHANGE = ("change", "within_noise", "this", "other")
 
 
+def _servers(tables: Tables) -> dict[str, set[str]]:
+    """What the sweep's servers are: the models they serve, their GPUs per server and the GPUs' name."""
+    points = points_frame(tables)
+    have = set(points.columns)
+    out: dict[str, set[str]] = {"model": set(), "GPUs per server": set(), "GPU": set()}
+    for r in points.select(*[c for c in ("argv", "gpu_name") if c in have]).iter_rows(named=True):
+        argv = r.get("argv") or []
+        if model := argv_value(argv, "--model-path", "--model"):
+            out["model"].add(model)
+        if (gpus := server_gpus(argv)) is not None:
+            out["GPUs per server"].add(str(gpus))
+        if r.get("gpu_name"):
+            out["GPU"].add(r["gpu_name"])
+    return out
+
+
+def server_differences(this: Tables, other: Tables) -> list[str]:
+    """One warning per way the two sweeps' servers differ (model, GPUs per server, GPU): matched by
+    label, ``drafter=none`` here and there would otherwise read as the same server."""
+    a, b = _servers(this), _servers(other)
+    return [f"Warning: the two sweeps differ in {what}: {', '.join(sorted(a[what]))} here, "
+            f"{', '.join(sorted(b[what]))} there; points matched by label are different servers, and "
+            "a change between them is not the change of a setting"
+            for what in a if a[what] and b[what] and a[what] != b[what]]
+
+
 def compare_sections(this: Findings, other: Findings, this_tables: Tables, other_tables: Tables,
                      this_dir: Path, other_dir: Path) -> list[Section]:
     """The report's "compared with OTHER" sections."""
@@ -115,6 +143,7 @@ def compare_sections(this: Findings, other: Findings, this_tables: Tables, other
         intro.append("Only there: " + ", ".join(sorted(labels_b - labels_a)))
     for r in status.iter_rows(named=True):
         intro.append(f"Status changed: {r['label']}: {r['other_status']} -> {r['this_status']}")
+    intro += server_differences(this_tables, other_tables)
     sections = [Section(f"Compared with {other_dir}", intro)]
 
     order = this.single.select("label", "order")

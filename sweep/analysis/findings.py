@@ -13,6 +13,7 @@ import polars as pl
 
 from sweep.analysis import acceptance, frontier, health, realspeed, slo as slo_mod, speedups
 from sweep.analysis.frames import Tables
+from sweep.console import plural
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def headlines(f: Findings) -> list[str]:
                      "stops paying).")
     broken = f.acceptance.filter(pl.col("verdict").is_in(["broken", "low"]))
     if broken.height:
-        lines.append(f"{broken.height} speculative point(s) accept far less than a working drafter would "
+        lines.append(f"{plural(broken.height, 'speculative point')} {'accepts' if broken.height == 1 else 'accept'} far less than a working drafter would "
                      f"({', '.join(broken['label'].head(3))}{' ...' if broken.height > 3 else ''}): see Drafter "
                      "acceptance for the likely causes.")
     for (profile, reference), g in f.env.group_by(["profile", "reference"], maintain_order=True):
@@ -171,7 +172,7 @@ def _profile_line(profile: str, reference: str, g: pl.DataFrame) -> str:
     the shift, single stream, lowest and highest level, so that a lift that fades with load (NCCL
     tuning: all-reduce latency matters most to small batches) reads as such."""
     lifted = g.filter(pl.col("min_ratio") > 1).height
-    verb = "lifts every curve" if lifted == g.height else f"lifts {lifted} of {g.height} curves at every level"
+    verb = "lifts every curve" if lifted == g.height else f"lifts {lifted} of {plural(g.height, 'curve')} at every level"
     parts = []
     if g["single_stream_ratio"].drop_nulls().len():
         parts.append(f"single stream {_range(g['single_stream_ratio'])}")

@@ -13,6 +13,7 @@ a line on stderr saying so.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -65,7 +66,10 @@ def _flat(frame: pl.DataFrame) -> pl.DataFrame:
 def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) -> None:
     """Write the result in ``fmt`` (table | csv | json | parquet) to a binary stream."""
     if fmt == "table":
-        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80):
+        # a terminal's width where there is one; a pipe or a file has none, and gets the whole table
+        tty = getattr(out, "isatty", lambda: False)()
+        width = {} if tty or os.environ.get("COLUMNS") else {"tbl_width_chars": 65_535}
+        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80, **width):
             out.write(f"{frame}\n".encode())
     elif fmt == "csv":
         _flat(frame).write_csv(out)

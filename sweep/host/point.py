@@ -26,6 +26,7 @@ from sweep.host import reaper
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
 from sweep.types import FailurePhase, PointStatus
+from sweep.console import plural
 
 Progress = Callable[[dict], None]
 
@@ -149,7 +150,7 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     report.checks += [f"warning: drafter: {f.message} (fix: {f.fix})" for f in found.warnings]
     if found.errors:
         first = found.errors[0]
-        more = f" (and {len(found.errors) - 1} more drafter error(s))" if len(found.errors) > 1 else ""
+        more = f" (and {plural(len(found.errors) - 1, 'more drafter error')})" if len(found.errors) > 1 else ""
         raise PointFailure("preflight", f"drafter {found.drafter}: [{first.check}] {first.message}{more}", fix=first.fix)
     report.checks.append(("ok: drafter " if not found.findings else "drafter: ") + found.summary())
 

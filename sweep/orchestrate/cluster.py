@@ -110,7 +110,8 @@ def require_hosts(resource: str, gpus_per_host: int) -> list[Host]:
                                "(cluster/host-bootstrap.sh), or set cluster.host_resource to the one you use")
     short = [h for h in hs if h.gpus < gpus_per_host]
     if short:
-        raise ClusterError(f"host(s) {', '.join(h.name for h in short)} advertise fewer than "
+        raise ClusterError(f"{'host' if len(short) == 1 else 'hosts'} {', '.join(h.name for h in short)} "
+                           f"{'advertises' if len(short) == 1 else 'advertise'} fewer than "
                            f"cluster.gpus_per_host={gpus_per_host} GPUs",
                            fix="set cluster.gpus_per_host to what the hosts have, or fix their ray start --num-gpus")
     return hs

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.orchestrate import cluster
+from sweep.console import plural
 
 
 def _probe_host() -> dict:
@@ -44,7 +45,7 @@ def run_cli(args: argparse.Namespace) -> int:
         task = ray.remote(_probe_host)
         refs = [task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(h.node_id, soft=False)).remote()
                 for h in hosts]
-        t = Table(title=f"{len(hosts)} hosts advertising {args.resource!r}", title_justify="left")
+        t = Table(title=f"{plural(len(hosts), 'host')} advertising {args.resource!r}", title_justify="left")
         for c in ("host", "node id", "Ray GPUs", "GPUs (NVML)", "SGLang", "resources"):
             t.add_column(c)
         for h, ref in zip(hosts, refs):

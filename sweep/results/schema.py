@@ -306,6 +306,8 @@ POINTS = pa.schema(
     ]
 )
 
+MANIFEST = "sweep.json"  # what makes a directory a sweep's: its experiment and mode
+
 TABLES: dict[str, pa.Schema] = {
     "points": POINTS,
     "single_stream": SINGLE_STREAM,

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweep.errors import ResultsError
-from sweep.results.schema import AXIS_PREFIX, POINTS, TABLES, axis_type
+from sweep.results.schema import AXIS_PREFIX, MANIFEST, POINTS, TABLES, axis_type
 
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns
 # also vary with the experiment)
@@ -52,6 +52,24 @@ def table_files(directory: str | Path, table: str) -> list[Path]:
     return sorted(p for p in folder.glob("*.parquet") if p.is_file())
 
 
+def check_sweep_dir(d: Path) -> None:
+    """Raise a ResultsError unless ``d`` is a directory a sweep wrote (its ``sweep.json``, or tables):
+    a file, a missing path, or a folder of sweeps (``results/``) or an empty one, each with its fix."""
+    example = "pass the directory a sweep wrote, e.g. results/k26_eagle-dryrun"
+    if d.is_file():
+        raise ResultsError(f"{str(d)!r} is a file, not a results directory", fix=example)
+    if not d.is_dir():
+        raise ResultsError(f"results directory {str(d)!r} does not exist", fix=example)
+    if (d / MANIFEST).is_file() or any(table_files(d, name) for name in TABLES):
+        return
+    sweeps = sorted(str(c) for c in d.iterdir() if (c / MANIFEST).is_file())
+    where = (f"it holds {len(sweeps)} sweep{'s' if len(sweeps) != 1 else ''}: " + ", ".join(sweeps[:6])
+             + (", ..." if len(sweeps) > 6 else "")) if sweeps else "it is empty" if not any(d.iterdir()) else \
+        "nothing in it was written by a sweep"
+    raise ResultsError(f"{str(d)!r} is not a sweep's results directory (no {MANIFEST}, no tables): {where}",
+                       fix=f"pass one of them, e.g. {sweeps[0]}" if sweeps else example)
+
+
 def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
     """The tables of a results directory as polars LazyFrames, keyed by table name.
 
@@ -61,9 +79,7 @@ def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
     null, columns since dropped are kept (a resumed sweep mixes both).
     """
     d = Path(directory)
-    if not d.is_dir():
-        raise ResultsError(f"results directory {str(d)!r} does not exist",
-                           fix="pass the directory a sweep wrote, e.g. results/k26_eagle-dryrun")
+    check_sweep_dir(d)
     out: dict[str, pl.LazyFrame] = {}
     for name, schema in TABLES.items():
         files = table_files(d, name)

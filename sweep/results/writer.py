@@ -18,10 +18,8 @@ import polars as pl
 
 from sweep import __version__, atomic
 from sweep.errors import ResultsError
-from sweep.results.schema import TABLES, check
+from sweep.results.schema import MANIFEST, TABLES, check
 from sweep.results.store import table_files
-
-MANIFEST = "sweep.json"
 
 
 def sweep_id(path: str | Path) -> str:
@@ -53,6 +51,11 @@ class ResultsDir:
 
     def check(self) -> "ResultsDir":
         """Refuse a directory that belongs to another experiment or mode (writes nothing)."""
+        blocked = next((p for p in (self.path, *self.path.parents) if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise ResultsError(f"results directory {self.path}: {blocked} is a file, not a directory",
+                               fix="point results_dir=... at a directory (new, empty, or one a sweep wrote), "
+                                   f"e.g. results_dir=results/{self.experiment}")
         manifest = self.path / MANIFEST
         if manifest.is_file():
             try:

@@ -126,7 +126,7 @@ def test_report_section_and_headline(tmp_path):
     report = build(sd.path, with_plots=False)
     md = report.markdown
     assert "## Drafter acceptance" in md
-    assert "accept far less than a working drafter" in md  # the headline
+    assert "- 2 speculative points accept far less than a working drafter" in md  # the headline, in the plural
     assert "drafter=dead,steps=3,nccl=default: accept rate 0% over 3 draft positions" in md
     assert "a broken drafter" in md and "check-drafter" in md
     assert "of the gain its first position predicts (60% at position 1, from its steps=1 point" in md

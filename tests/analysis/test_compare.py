@@ -97,3 +97,32 @@ def test_a_dry_run_against_a_real_run_compares_at_real_speed(tmp_path):
     for figure, c in (("tok_s", None), ("per_request_tok_s", 16), ("output_throughput", 16)):
         row = table.filter((pl.col("figure") == figure) & (pl.col("concurrency").eq_missing(c))).row(0, named=True)
         assert row["change"] == pytest.approx(0, abs=1e-9) and row["within_noise"] is True, figure
+
+
+def _served(path, model: str, tp: int, gpu: str = "H200"):
+    sd = SweepDir(path)
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(tp)]
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100},
+                    argv=argv, gpu_name=gpu)
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[150, 151, 149], levels={1: 150},
+             argv=argv + ["--speculative-algorithm", "EAGLE3"], gpu_name=gpu)
+    return sd.write()
+
+
+def test_vs_warns_where_the_two_sweeps_serve_different_servers(tmp_path):
+    """``drafter=none`` here and there match by label; of another model or TP size they are other servers."""
+    from sweep.analysis.compare import server_differences
+
+    k26_tp8 = load(_served(tmp_path / "a", "/models/Kimi-K2.6", 8))
+    assert server_differences(k26_tp8, load(_served(tmp_path / "b", "/models/Kimi-K2.6", 8))) == []
+    glm_tp4 = _served(tmp_path / "c", "/models/GLM-5", 4, gpu="B200")
+    warnings = server_differences(k26_tp8, load(glm_tp4))
+    assert len(warnings) == 3, warnings
+    assert "model: /models/Kimi-K2.6 here, /models/GLM-5 there" in warnings[0]
+    assert "GPUs per server: 8 here, 4 there" in warnings[1]
+    assert "GPU: H200 here, B200 there" in warnings[2]
+    parser = argparse.ArgumentParser()
+    add_report_arguments(parser)
+    run_report(parser.parse_args([str(tmp_path / "a"), "--vs", str(glm_tp4), "--no-plots", "--quiet"]))
+    md = (tmp_path / "a" / "report" / "report.md").read_text()
+    assert "Warning: the two sweeps differ in model" in md and "are different servers" in md

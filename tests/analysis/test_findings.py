@@ -42,3 +42,8 @@ def test_the_single_stream_best_is_the_fastest_not_the_largest_ratio(tmp_path):
     line = next(line for line in headlines(f) if line.startswith("Single stream"))
     assert "the fastest is drafter=k26_300k,steps=3,nccl=tuned at 101.8 tok/s, 1.82x over drafter=none,nccl=tuned" in line
     assert "nccl=default" not in line
+
+
+def test_one_curve_is_one_curve():
+    line = _profile_line("nccl=tuned", "nccl=default", _env([(1.13, 1.12, 0.98, 1.03, 0.98)]))
+    assert line.startswith("nccl=tuned against nccl=default lifts 0 of 1 curve at every level: "), line

@@ -109,3 +109,16 @@ def test_a_real_run_is_queried_as_measured_and_says_nothing(directory, capfd):
     assert pl.read_csv(captured.out.encode())["value"].to_list() == [150, 360] and captured.err == ""
     with pytest.raises(SweepError, match="the query failed"):
         query(directory, "SELECT tok_per_s_measured FROM single_stream")
+
+
+def test_a_table_in_a_pipe_or_a_file_is_never_squashed(directory, tmp_path, monkeypatch):
+    """Without a terminal polars would fit the table into 100 columns, each label folded over lines."""
+    from sweep.analysis import query
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = tmp_path / "wide.txt"
+    frame = query.query(directory, "select label, status, point_id, baseline_id, experiment, sglang_version "
+                                   "from points order by label", "table", out)
+    text = out.read_text()
+    for label in frame["label"]:
+        assert label in text, (label, text)

@@ -77,8 +77,16 @@ def test_within_noise_is_marked(tmp_path):
 
 
 def test_empty_and_missing_directories(tmp_path):
+    """A sweep that has measured nothing yet (its sweep.json, no tables) gets a report saying so; a
+    folder no sweep wrote gets an error and nothing written into it."""
+    (tmp_path / "sweep.json").write_text('{"experiment": "x", "mode": "dry-run"}')
     run_report(report_args(str(tmp_path), "--no-plots", "--quiet", "--out", str(tmp_path / "r")))
     assert "Nothing measured yet" in (tmp_path / "r" / "report.md").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ResultsError, match="not a sweep's results directory"):
+        run_report(report_args(str(empty), "--quiet"))
+    assert not any(empty.iterdir())
     with pytest.raises(ResultsError, match="does not exist"):
         run_report(report_args(str(tmp_path / "nope"), "--quiet"))
 
