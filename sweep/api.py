@@ -36,6 +36,7 @@ from sweep.types import (
     PointStatus,
     RunMode,
     SweepEvent,
+    kind,
     run_mode,
 )
 
@@ -281,7 +282,7 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     target: Mode = "cluster" if mode == "plan" else mode
     exp = _experiment(experiment, overrides)
     scale: dict = {}
-    if target in ("dry-run", "fake"):
+    if kind(target).scaled:
         from sweep.dryrun import scaled
 
         exp, scale = scaled(exp)

@@ -31,6 +31,7 @@ from rich.markup import escape
 from sweep.console import output_console
 
 from sweep.errors import ConfigError, SweepError
+from sweep.types import kind
 
 if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
@@ -147,7 +148,7 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
     print_plan(plan, Console(highlight=False))
     for line in plan_lines(plan, mode=result.run_mode, scale=result.scale):
         print(line)
-    if result.run_mode != "dry-run":
+    if not kind(result.run_mode).scaled:
         # a dry run scales the benchmark, which is part of a point's id
         print(f"  note: these ids are a {result.run_mode} run's; a dry run's differ (its benchmark is scaled): "
               "add --dry-run to --plan to see them")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 from sweep.console import plural
+from sweep.types import kind
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
 # SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
@@ -341,7 +342,7 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
 def _for_experiment(exp, points, *, mode: str, scale: Mapping | None, hosts: int) -> tuple[SweepEstimate, History]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
-    history = load_history([root], model_path=str(exp.server.model_path), dry_run=mode in ("dry-run", "fake"),
+    history = load_history([root], model_path=str(exp.server.model_path), dry_run=kind(mode).scaled,
                            sglang_version=exp.server.sglang_version)
     g = exp.cluster.gpus_per_host
     span = max(1, -(-exp.server.tp_size // g)) if g else 1
@@ -365,7 +366,8 @@ def plan_lines(plan, *, mode: str, scale: Mapping | None = None, hosts: Optional
     real | dry-run | local | fake; ``hosts``: how many there will be (default: the dry run's or
     the local run's count, else 1, said so)."""
     exp = plan.experiment
-    known = {"dry-run": exp.dry_run.hosts, "local": exp.local.hosts}.get(mode)
+    how = kind(mode)  # a local cluster knows its hosts; a joined one is not known yet
+    known = (exp.dry_run.hosts if how.fake_server else exp.local.hosts) if how.local_cluster else None
     est, history = _for_experiment(exp, [p for p in plan.points if not p.errors], mode=mode, scale=scale,
                                    hosts=hosts or known or 1)
     lines = describe(est, history)

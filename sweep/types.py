@@ -59,6 +59,36 @@ def run_mode(mode: Mode) -> RunMode:
 
 
 @dataclass(frozen=True)
+class RunKind:
+    """What a run mode means, as data: every place that used to test mode strings reads one of these.
+
+    ``fake_server``: points launch the fake SGLang server, not the experiment's launcher (model and
+    drafter paths are not checked on the host); ``local_cluster``: a Ray cluster started here with
+    simulated hosts, not a cluster joined; ``scaled``: the benchmark is scaled to the fake's speed and
+    the points are recorded as ``dry_run`` (the analysis scales them back); ``suffix``: of the default
+    results directory ``results/<name><suffix>``, so that no two modes share one."""
+
+    mode: RunMode
+    fake_server: bool
+    local_cluster: bool
+    scaled: bool
+    suffix: str
+
+
+KINDS: dict[RunMode, RunKind] = {k.mode: k for k in (
+    RunKind("real", fake_server=False, local_cluster=False, scaled=False, suffix=""),
+    RunKind("dry-run", fake_server=True, local_cluster=True, scaled=True, suffix="-dryrun"),
+    RunKind("local", fake_server=False, local_cluster=True, scaled=False, suffix="-local"),
+    RunKind("fake", fake_server=True, local_cluster=False, scaled=True, suffix="-fake"),
+)}
+
+
+def kind(mode: Mode | RunMode) -> RunKind:
+    """The kind of a run mode (``cluster`` and ``plan`` plan or run a ``real`` sweep)."""
+    return KINDS["real" if mode in ("cluster", "plan") else mode]  # type: ignore[index]
+
+
+@dataclass(frozen=True)
 class SweepStarted:
     """The sweep knows what it will run: ``to_run`` of ``points`` (``recorded`` already have a result)."""
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from sweep import config
 from sweep.errors import ConfigError
 from sweep.orchestrate import sweep as orch
+from sweep.types import KINDS, kind
 from tests.conftest import REPO, run_sweep_cli
 
 CPU_EXP = """
@@ -44,7 +45,17 @@ def test_local_mode_has_its_own_results_directory(write_yaml):
     ns = argparse.Namespace(dry_run=False, local=True, fake=False)
     assert orch.mode_of(ns) == "local"
     assert str(orch.results_path(exp, "local")).endswith("cpu_exp-local")
-    assert len({str(orch.results_path(exp, m)) for m in orch.MODES}) == len(orch.MODES)
+    assert len({str(orch.results_path(exp, m)) for m in KINDS}) == len(KINDS)
+
+
+def test_every_run_mode_is_one_row_of_the_kinds_table():
+    """The modes' meanings as data: a dry run fakes and scales on a cluster of its own; a local run is
+    real on one; the fake mode fakes on the cluster's hosts; the cluster is real (``cluster`` and
+    ``plan`` are recorded as ``real``)."""
+    rows = {m: (k.fake_server, k.local_cluster, k.scaled) for m, k in KINDS.items()}
+    assert rows == {"real": (False, False, False), "dry-run": (True, True, True),
+                    "local": (False, True, False), "fake": (True, False, True)}
+    assert kind("cluster") is KINDS["real"] and kind("plan") is KINDS["real"]
 
 
 def test_modes_do_not_combine(write_yaml):

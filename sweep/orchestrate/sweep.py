@@ -35,15 +35,12 @@ from sweep.types import (
     PointFinished,
     PointStage,
     PointStatus,
+    RunKind,
     RunMode,
     SweepEvent,
     SweepStarted,
+    kind,
 )
-
-# mode -> suffix of the results directory: dry-run, local and fake results never mix with real ones
-MODES: dict[RunMode, str] = {"real": "", "dry-run": "-dryrun", "local": "-local", "fake": "-fake"}
-LOCAL_MODES = ("dry-run", "local")  # a Ray cluster started here, with simulated hosts
-
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -87,8 +84,10 @@ def mode_of(args: argparse.Namespace) -> RunMode:
     return "fake" if getattr(args, "fake", False) else "real"
 
 
-def results_path(exp: config_mod.Experiment, mode: str) -> Path:
-    return Path(exp.results_dir) if exp.results_dir else Path("results") / f"{exp.name}{MODES[mode]}"
+def results_path(exp: config_mod.Experiment, mode: RunMode) -> Path:
+    """``results_dir``, else ``results/<name>`` with the mode's suffix: dry-run, local and fake results
+    never mix with real ones."""
+    return Path(exp.results_dir) if exp.results_dir else Path("results") / f"{exp.name}{kind(mode).suffix}"
 
 
 def hosts_per_point(exp: config_mod.Experiment) -> int:
@@ -118,11 +117,11 @@ def select(plan: Plan, statuses: dict[str, str], *, force: bool, retry_failed: b
     return out
 
 
-def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: str, sweep_name: str) -> PointSpec:
-    if mode in ("real", "local"):
+def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: RunKind, sweep_name: str) -> PointSpec:
+    if not run.fake_server:
         launcher, extra = list(exp.server.launcher), []
-    else:
-        launcher = fake_launcher() if mode == "dry-run" else ["python", "-m", "sweep.fake"]
+    else:  # here: this interpreter; on a cluster's hosts: theirs
+        launcher = fake_launcher() if run.local_cluster else ["python", "-m", "sweep.fake"]
         extra = fake_args(exp)
     return PointSpec(
         sweep=sweep_name, point_id=pp.id, label=pp.label,
@@ -131,7 +130,7 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, mode: st
         bench=exp.benchmark, timeouts=exp.server.timeouts, reap=exp.server.reap,
         paths={"model_path": str(pp.flags.get("model-path") or ""),
                "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
-        real_paths=mode in ("real", "local"), device=str(pp.flags.get("device") or "cuda").lower(),
+        real_paths=not run.fake_server, device=str(pp.flags.get("device") or "cuda").lower(),
         cpu=exp.server.cpu, cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
         flags=dict(pp.flags), architecture=exp.server.architecture)
 
@@ -152,6 +151,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     console = console or output_console(highlight=False)
     exp = plan.experiment
     mode = opts.mode
+    how = kind(mode)
     emit = opts.on_event or (lambda event: None)
     scale = bench_scale or {}
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
@@ -162,7 +162,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
                   + f" -> {escape(str(rd.path))}")
     emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     nnodes = hosts_per_point(exp)
-    if todo and mode not in LOCAL_MODES:
+    if todo and not how.local_cluster:
         cluster.connect(opts.address)  # fails fast, before anything is written
     rd.open()
     rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
@@ -183,10 +183,10 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
         return run
 
     sim = None
-    if mode == "local" and exp.local.setup:
+    if how.local_cluster and not how.fake_server and exp.local.setup:
         run_setup(exp.local.setup, console)
-    if mode in LOCAL_MODES:
-        n = exp.dry_run.hosts if mode == "dry-run" else exp.local.hosts
+    if how.local_cluster:
+        n = exp.dry_run.hosts if how.fake_server else exp.local.hosts
         console.print(f"starting a local Ray cluster with {n} simulated host{'s' if n > 1 else ''}...")
         sim = cluster.SimulatedCluster(n, exp.cluster.host_resource, exp.cluster.gpus_per_host,
                                        state_file=rd.path / ".sim" / "driver.json")
@@ -202,10 +202,10 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
         # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
         ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
         setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if sim else 0),
-                                       str(ledger_root / h.name) if mode in ("dry-run", "fake") else None,
+                                       str(ledger_root / h.name) if how.fake_server else None,
                                        exp.cluster.gpus_per_host)
                   for h in hosts}
-        specs = {p.id: replace(_spec(p, exp, rd, mode, sweep_name), nnodes=nnodes) for p in todo}
+        specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=nnodes) for p in todo}
         planned = {p.id: p for p in todo}
         runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
                         exp.cluster.max_host_failures, run_fn=run_fn)

@@ -10,6 +10,7 @@ import pyarrow as pa
 from sweep import __version__, redact
 from sweep.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, axis_type, axis_value, from_rows
+from sweep.types import kind as run_kind
 
 if TYPE_CHECKING:  # only the shapes: results sits below the layers that make these
     from sweep.host.point import PointResult
@@ -46,7 +47,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
         "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
         "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
         "errors": pp.errors, "warnings": pp.warnings, "attempts": attempts,
-        "dry_run": mode in ("dry-run", "fake"), "bench_scale": struct_value(bench_scale, BENCH_SCALE),
+        "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),
         "sweep_version": __version__,
         **{f"{AXIS_PREFIX}{axis}": axis_value(_name(pp.params.get(axis)), kind) for axis, kind in types.items()},
     }

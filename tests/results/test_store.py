@@ -52,7 +52,8 @@ def test_a_missing_directory_is_an_error_that_says_what_to_pass(tmp_path):
     assert "results/" in e.value.fix
 
 
-def test_an_empty_directory_has_every_table_empty_with_its_schema(tmp_path):
+def test_a_sweep_that_measured_nothing_has_every_table_empty_with_its_schema(tmp_path):
+    (tmp_path / "sweep.json").write_text('{"experiment": "x", "mode": "dry-run"}')  # opened, nothing written yet
     tables = load(tmp_path)
     assert set(tables) == set(TABLES)
     for name, schema in TABLES.items():
