@@ -73,7 +73,7 @@ def test_exclude_with_glob(write_yaml):
     pts = expand(write_yaml, BASE + "  exclude:\n    - {drafter: d2, steps: '3'}\n    - {nccl: def*, drafter: d1}\n")
     labels = {p.label for p in pts}
     assert "drafter=d2,steps=3,nccl=tuned" not in labels
-    assert not any(l.startswith("drafter=d1") and "default" in l for l in labels)
+    assert not any(label.startswith("drafter=d1") and "default" in label for label in labels)
     assert "drafter=none,nccl=default" in labels  # rules naming collapsed axes don't touch baselines
     assert len(pts) == 14 - 2 - 3
 

@@ -498,7 +498,7 @@ def run_rank(plan: StartupPlan, rank: int, parent_pid: int, ready_fd: Optional[i
     try:
         ready = Rank(plan, rank, parent_pid, hang).run()
     except RankFailed:
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     if ready_fd is not None:
         try:
             os.write(ready_fd, (json.dumps(ready) + "\n").encode())

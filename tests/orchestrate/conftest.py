@@ -1,5 +1,4 @@
 import pytest
-import ray
 
 from tests.orchestrate import standins
 

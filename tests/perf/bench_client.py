@@ -82,7 +82,7 @@ async def scrape(url: str) -> dict | None:
 def measure(label: str, url: str, server_pid: int, body) -> dict:
     """Run ``body()`` -> (chunks, tokens, latencies) and collect client CPU, wall, server deltas."""
     before = asyncio.run(scrape(url))
-    me, server = psutil.Process(), psutil.Process(server_pid)
+    server = psutil.Process(server_pid)
     s_cpu0 = sum(server.cpu_times()[:2])
     cpu0, wall0 = time.process_time(), time.perf_counter()
     chunks, tokens, latencies, failed = body()

@@ -60,7 +60,7 @@ def live_server(real, log: Path, *flags: str, timeout_s: float = 420):
         proc, url, port = _launch(real, log, flags)
         t0 = time.monotonic()
         try:
-            wait_until(lambda: proc.poll() is not None or _healthy(url), timeout_s, "the server is ready", interval=0.5)
+            wait_until(lambda proc=proc, url=url: proc.poll() is not None or _healthy(url), timeout_s, "the server is ready", interval=0.5)
             if proc.poll() is not None:
                 text = log.read_text(errors="replace")
                 if re.search(r"EADDRINUSE|Address already in use", text) and attempt < 2:
