@@ -68,6 +68,11 @@ class UnknownMetricError(AnalysisError):
     """A metric the analysis does not know (``best_per_level(metric=...)``, ``level_speedups``)."""
 
 
+class SLOError(AnalysisError):
+    """An SLO given to the report (``report --slo``) that is not a limit, or names one twice. In the
+    experiment file (``benchmark.slo``) the same mistake is bad config, a ConfigError (exit 2)."""
+
+
 class UnknownFormatError(AnalysisError):
     """An output format ``query`` cannot write (or cannot write there: Parquet to a terminal)."""
 

@@ -500,7 +500,7 @@ def _flag_unknown(monkeypatch, tmp_path):
 @pytest.mark.parametrize("phrase, situation, error", [
     pytest.param("no node of the cluster advertises the host resource", _no_host_resource, "ClusterError",
                  id="no-host-resource"),
-    pytest.param("advertise fewer than", _too_few_gpus, "ClusterError", id="too-few-gpus"),
+    pytest.param("advertises fewer than", _too_few_gpus, "ClusterError", id="too-few-gpus"),
     pytest.param("no Ray cluster to join at", _no_cluster_to_join, "ClusterError", id="no-cluster"),
     pytest.param("no Ray cluster answers at", _nothing_answers, "ClusterError", id="nothing-answers"),
     pytest.param("SGLang is not importable with", _no_sglang, "PointFailure", id="no-sglang"),

@@ -44,12 +44,14 @@ def test_every_error_has_its_exit_code():
 
 
 def test_bad_sql_exits_7_with_the_tables_named(tmp_path, capsys):
+    (tmp_path / "sweep.json").write_text('{"experiment": "x", "mode": "dry-run"}')  # a sweep, nothing measured
     assert main(["query", str(tmp_path), "SELECT nope FROM points"]) == 7
     err = capsys.readouterr().err
     assert "the query failed" in err and "fix:" in err and "single_stream" in err and "Traceback" not in err
 
 
 def test_unknown_format_and_metric_are_analysis_errors(tmp_path):
+    (tmp_path / "sweep.json").write_text('{"experiment": "x", "mode": "dry-run"}')
     with pytest.raises(errors.UnknownFormatError, match="unknown output format 'xml'") as e:
         query.write(pl.DataFrame({"a": [1]}), "xml", io.BytesIO())
     assert e.value.exit_code == 7 and "csv" in e.value.fix

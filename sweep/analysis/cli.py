@@ -3,8 +3,8 @@
 The main command line (sweep/cli.py) adds these to its subparsers and calls ``run_*``; errors are
 raised as ``sweep.errors.SweepError`` subclasses for it to print and map to an exit code: a missing
 directory, a file, or one no sweep wrote is a ResultsError (exit 5), and what the analysis cannot
-answer an AnalysisError (exit 7: QueryError for bad SQL, UnknownFormatError, UnknownMetricError, a bad
---slo).
+answer an AnalysisError (exit 7: QueryError for bad SQL, UnknownFormatError, UnknownMetricError, SLOError for
+a bad --slo).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from sweep.analysis import query, render
 from sweep.console import output_console, plural
-from sweep.errors import ConfigError, UnknownMetricError
+from sweep.errors import ConfigError, SLOError
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,13 +50,13 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         slos = None if not args.slo else [parse_slo(text) for text in args.slo]
     except ConfigError as e:  # in the experiment file a bad SLO is bad config (2); here the analysis cannot answer
-        raise UnknownMetricError(e.message, fix=e.fix) from None
+        raise SLOError(e.message, fix=e.fix) from None
     if slos:
         names = [s.name for s in slos]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise UnknownMetricError(f"--slo names {', '.join(map(repr, dupes))} more than once",
-                                     fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
+            raise SLOError(f"--slo names {', '.join(map(repr, dupes))} more than once",
+                           fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
     out = Path(args.out) if args.out else Path(args.directory) / "report"
     built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
                          env_reference=args.env_reference, vs=args.vs, slos=slos,

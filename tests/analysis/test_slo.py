@@ -13,7 +13,7 @@ from sweep.analysis.cli import add_report_arguments, run_report
 from sweep.analysis.slo import (Limit, SLO, from_experiment, from_settings, level_slo, parse_limit, parse_slo,
                                 recommendations, slo_table)
 from sweep.settings import SLOSettings
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, SLOError
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir, story_sweep
 
@@ -174,9 +174,9 @@ def test_the_report_recomputes_from_parquet_for_any_slo_given(tmp_path):
     md = (directory / "report" / "report.md").read_text()
     assert "- SLO loose (90% of requests with TPOT <= 100 ms): deploy drafter=none,nccl=tuned (a baseline)" in md
     assert "SLO strict" not in md  # --slo replaces the experiment's
-    with pytest.raises(ConfigError, match="'x' more than once"):
+    with pytest.raises(SLOError, match="'x' more than once"):
         run_report(report_args(str(directory), "--slo", "x: tpot_p90<=1s", "--slo", "x: ttft_p90<=1s", "--quiet"))
-    with pytest.raises(ConfigError, match="unknown metric 'tbt'"):
+    with pytest.raises(SLOError, match="unknown metric 'tbt'"):
         run_report(report_args(str(directory), "--slo", "tbt_p90<=1s", "--quiet"))
 
 
