@@ -1,6 +1,8 @@
 """The cluster tier: one Ray cluster of network namespaces (tests/cluster/netns.py) for the whole
 session, torn down at the end, on a failure, on Ctrl-C (pytest tears session fixtures down then),
-on SIGTERM, and at exit; what a killed earlier run left is removed before it starts."""
+on SIGTERM, and at exit; what a killed earlier run left is removed before it starts. Every name it
+makes carries this run's tag (netns.TAG), and it removes and checks only this run's: two runs on one
+machine leave each other be."""
 
 from __future__ import annotations
 
@@ -32,13 +34,16 @@ def cluster(request):
         pytest.skip(why)
     c = netns.NetnsCluster()
     ray_current = Path("/tmp/ray/ray_current_cluster")  # address=auto finds a cluster by it: never ours
-    had_ray_current = ray_current.exists()
+    before = _file_state(ray_current)  # other processes' local Ray may write it meanwhile: not ours to judge
 
     def down() -> None:
+        ours = {f"{netns.ip_of(n)}:" for n in ("head", *c.hosts)}
         c.down()
         left = netns.leftovers()
         assert not left, f"the netns cluster left: {left}"
-        assert had_ray_current or not ray_current.exists(), f"{ray_current} was written"
+        now = _file_state(ray_current)
+        assert now == before or not any(now[1].startswith(a) for a in ours), \
+            f"{ray_current} was written with this run's cluster: {now[1]!r}"
 
     request.addfinalizer(down)  # before up(): a cluster that came up halfway is removed too
     atexit.register(netns.cleanup)
@@ -52,6 +57,14 @@ def cluster(request):
     c.up()
     TIMINGS["cluster_up"] = dict(c.timings)
     yield c
+
+
+def _file_state(p: Path) -> tuple[int | None, str]:
+    """(mtime in ns, content) of a file; (None, "") where there is none."""
+    try:
+        return p.stat().st_mtime_ns, p.read_text().strip()
+    except OSError:
+        return None, ""
 
 
 @pytest.fixture

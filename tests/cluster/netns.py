@@ -3,11 +3,19 @@ network namespace of its own with its own IP on one bridge, started with the pro
 ``cluster/host-bootstrap.sh`` (token authentication on), and the faults real hosts have.
 
     python -m tests.cluster.netns up       # bring it up and leave it running (prints how to reach it)
-    python -m tests.cluster.netns down     # remove everything, also what a killed run left
+    python -m tests.cluster.netns down     # remove what ``up`` left running and what killed runs left
 
-Everything it creates is named ``swnt-*`` (namespaces, the bridge, veth ends) and lives under
-``/tmp/sweep-netns`` (Ray's temp dirs, each node's HOME and sweep cache, the token, results): the
-bridge has no address in the root namespace and no uplink, so nothing sent in the cluster leaves it.
+Every name it makes on the machine carries the run's tag (the pid of the process that made the
+cluster, in hex, and two random hex digits), so that two runs on one machine never touch each
+other's: namespaces ``swnt<tag>-head``, ``swnt<tag>-h1`` ..., the bridge ``swnt<tag>-br``, the veth
+ends ``swnt<tag>-hd``, ``swnt<tag>-h1`` ..., a marker in every process's environment, and one
+directory, ``/tmp/sweep-netns-<tag>`` (Ray's temp dirs, each node's HOME and sweep cache, the token,
+results). The bridge has no address in the root namespace and no uplink, so nothing sent in the
+cluster leaves it. Two runs' namespaces, each run's on a bridge of its own, could even use the same
+addresses without meeting, but each run takes a /24 of 10.231.0.0/16 that, when it picks one, no
+address or route of this machine and no other run's namespace has: an address names its run.
+Cleaning up removes only this run's things; what a run whose process is gone left (a killed run) is
+removed when the next one starts, never what a live run has (nor what ``up`` left running).
 
 The namespaces separate the network, and each host gets a /dev/shm of its own (a private mount
 namespace: SGLang, like vLLM, decides which ranks share a machine by whether they can open each
@@ -18,8 +26,11 @@ hostname (like containers cloned from one image). That is why Ray is never stopp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -30,11 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "swnt-"
-BRIDGE = "swnt-br0"
-SUBNET = "10.231.0"  # private, only inside the namespaces created here
-ROOT = Path("/tmp/sweep-netns")
-MARK = "SWEEP_NETNS_HARNESS"  # in the environment of every process started in a namespace
+PREFIX = "swnt"  # every name: PREFIX + tag + "-" + what (a link's name has at most 15 characters)
+TAG = f"{os.getpid():x}{secrets.token_hex(1)}"  # this run's: at most 6 + 2 hex digits (pid_max is 2**22)
+ROOTS = "/tmp/sweep-netns-"  # + tag: each run's directory
+ROOT = Path(f"{ROOTS}{TAG}")
+MARK = "SWEEP_NETNS_HARNESS"  # <tag>/<node>, in the environment of every process started in a namespace
+SUBNETS = "10.231"  # each run takes 10.231.X.0/24 (private, only inside its namespaces)
 RAY_PORT = 6379
 DASHBOARD = "http://127.0.0.1:8265"  # the head's job server, reached from inside the head's namespace
 HOSTS = ("h1", "h2", "h3")
@@ -49,19 +61,64 @@ HEALTH_CHECK = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_
                 "RAY_health_check_failure_threshold": "5"}
 
 
+def name(what: str, tag: str = TAG) -> str:
+    return f"{PREFIX}{tag}-{what}"
+
+
+_NAME = re.compile(rf"{PREFIX}([0-9a-f]+[0-9a-f]{{2}})-(.+)")
+
+
+def tag_of(a_name: str) -> str | None:
+    """The tag in a name this harness made (None for any other name)."""
+    m = _NAME.fullmatch(a_name)
+    return m.group(1) if m else None
+
+
+BRIDGE = name("br")
+
+
 def ip_of(node: str) -> str:
-    return f"{SUBNET}.10" if node == "head" else f"{SUBNET}.{10 + int(node[1:])}"
+    return f"{subnet()}.10" if node == "head" else f"{subnet()}.{10 + int(node[1:])}"
 
 
 def ns_of(node: str) -> str:
-    return f"{PREFIX}{node}"
+    return name(node)
 
 
-def veth_of(node: str) -> str:  # the root namespace's end of the node's link (<= 15 chars)
-    return f"{PREFIX}{node}-v"
+def veth_of(node: str) -> str:
+    """The root namespace's end of the node's link."""
+    v = name("hd" if node == "head" else node)
+    assert len(v) <= 15, f"{v}: a link's name has at most 15 characters"
+    return v
+
+
+_subnet: list[str] = []
+
+
+def subnet() -> str:
+    """This run's 10.231.X (the first three octets), chosen once: X from the tag, or the next one up
+    that no address or route of the root namespace and no address in another run's namespaces has.
+    (Two runs starting at the same moment may still both take one: harmless, each is on its own bridge.)"""
+    if not _subnet:
+        used = _used_subnets()
+        start = int(hashlib.sha256(TAG.encode()).hexdigest(), 16) % 254
+        x = next((x for i in range(254) if (x := 1 + (start + i) % 254) not in used), 1 + start)
+        _subnet.append(f"{SUBNETS}.{x}")
+    return _subnet[0]
+
+
+def _used_subnets() -> set[int]:
+    texts = [_ip("-o", "-4", "addr", "show", check=False).stdout,
+             _ip("-4", "route", "show", "table", "all", check=False).stdout]
+    texts += [_ip("-n", ns, "-o", "-4", "addr", "show", check=False).stdout
+              for ns in _all_namespaces() if ns.startswith(PREFIX) and tag_of(ns) != TAG]
+    pattern = re.compile(rf"\b{re.escape(SUBNETS)}\.(\d+)\.\d+")
+    return {int(m.group(1)) for text in texts for m in pattern.finditer(text)}
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    if not check and shutil.which("ip") is None:
+        return subprocess.CompletedProcess(["ip", *args], 1, "", "no ip command")
     r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
     if check and r.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {r.stderr.strip()}")
@@ -76,26 +133,40 @@ def unavailable() -> str | None:
         return f"network namespaces need root (ip netns add), and this runs as uid {os.geteuid()}"
     if shutil.which("ip") is None:
         return "no ip command (iproute2) on this machine"
-    probe = f"{PREFIX}probe"
-    _ip("netns", "del", probe, check=False)
+    probe = name("probe")
     r = _ip("netns", "add", probe, check=False)
     if r.returncode != 0:
         return f"ip netns add does not work here: {r.stderr.strip()}"
     try:
-        r = _ip("link", "add", f"{PREFIX}probe-br", "type", "bridge", check=False)
+        r = _ip("link", "add", name("pb"), "type", "bridge", check=False)
         if r.returncode != 0:
             return f"cannot create a bridge here: {r.stderr.strip()}"
-        _ip("link", "del", f"{PREFIX}probe-br", check=False)
+        _ip("link", "del", name("pb"), check=False)
     finally:
         _ip("netns", "del", probe, check=False)
     return None
 
 
-# ---- what belongs to the harness, and removing it --------------------------------------------------
+# ---- what belongs to which run, and removing it -------------------------------------------------
 
-def our_namespaces() -> list[str]:
+def _all_namespaces() -> list[str]:
     out = _ip("netns", "list", check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _all_links() -> list[str]:
+    return [line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
+            if line.count(":") >= 2]
+
+
+def our_namespaces(tag: str = TAG) -> list[str]:
+    """The namespaces of the run with this tag (this run's by default)."""
+    return [ns for ns in _all_namespaces() if tag_of(ns) == tag]
+
+
+def our_links(tag: str = TAG) -> list[str]:
+    """The run's bridge and veth ends in the root namespace."""
+    return [link for link in _all_links() if tag_of(link) == tag]
 
 
 def ns_pids(ns: str) -> list[int]:
@@ -129,11 +200,15 @@ def namespaces_of_pids() -> dict[str, list[int]]:
     return out
 
 
-def _marked_pids() -> list[int]:
-    """Processes started by the harness that no namespace lists any more (their namespace was
-    deleted under them): by the marker in their environment, or a path of ours in their command line."""
+_ROOT_IN_CMDLINE = re.compile(rb"/tmp/sweep-netns-([0-9a-f]+)/")
+
+
+def marked_processes() -> dict[str, list[int]]:
+    """tag -> the processes a run started, found without its namespaces (which may be deleted under
+    them): by the marker in their environment, or the run's directory in their command line."""
     me = os.getpid()
-    out = []
+    mark = re.compile(rb"(?:^|\0)" + MARK.encode() + rb"=([0-9a-f]+)/")
+    out: dict[str, list[int]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == me:
             continue
@@ -142,9 +217,68 @@ def _marked_pids() -> list[int]:
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if f"{MARK}=".encode() in env or str(ROOT).encode() + b"/" in cmd:
-            out.append(int(d.name))
+        tags = {m.group(1).decode() for m in (*mark.finditer(env), *_ROOT_IN_CMDLINE.finditer(cmd))}
+        for t in tags:
+            out.setdefault(t, []).append(int(d.name))
     return out
+
+
+def _marked_pids(tag: str = TAG) -> list[int]:
+    return marked_processes().get(tag, [])
+
+
+def root_of(tag: str) -> Path:
+    return Path(f"{ROOTS}{tag}")
+
+
+def _start_time(pid: int) -> str | None:
+    """When a process started (clock ticks since boot): tells a pid from its reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def write_owner(root: Path) -> None:
+    """Record which process owns the run (its pid and start time), in the run's directory."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "owner").write_text(json.dumps({"pid": os.getpid(), "start": _start_time(os.getpid())}))
+
+
+def owner_alive(tag: str) -> bool:
+    """Whether the process that made the run with this tag still runs (it may own what is there).
+    A pid that is alive but was reused (another start time than the run recorded) is not the owner;
+    where nothing was recorded, a live pid is taken for the owner, to be safe."""
+    if tag == TAG:
+        return True
+    pid = int(tag[:-2], 16)
+    if pid == os.getpid() or not alive(pid):  # this process runs no other tag's cluster
+        return False
+    try:
+        owner = json.loads((root_of(tag) / "owner").read_text())
+    except (OSError, ValueError):
+        return True
+    return owner.get("pid") != pid or owner.get("start") in (None, _start_time(pid))
+
+
+def kept(tag: str) -> bool:
+    """A cluster ``python -m tests.cluster.netns up`` left running on purpose (until ``down``)."""
+    return (root_of(tag) / "kept").exists()
+
+
+def all_tags() -> set[str]:
+    """The tags of every run that left something on this machine (namespaces, links, directories,
+    processes), live or not."""
+    tags = {t for t in map(tag_of, _all_namespaces() + _all_links()) if t}
+    tags |= {str(p).removeprefix(ROOTS) for p in Path("/tmp").glob("sweep-netns-*")}
+    tags |= set(marked_processes())
+    return {t for t in tags if re.fullmatch(r"[0-9a-f]{3,}", t)}
+
+
+def dead_runs(also_kept: bool = False) -> list[str]:
+    """The tags of runs whose owner is gone: a killed run's, and (also_kept) what ``up`` left."""
+    return sorted(t for t in all_tags() if not owner_alive(t) and (also_kept or not kept(t)))
 
 
 def kill_pids(pids: list[int], wait_s: float = 15.0) -> None:
@@ -179,41 +313,44 @@ def kill_namespace(ns: str, wait_s: float = 15.0) -> int:
     return n
 
 
-def cleanup(remove_files: bool = True) -> dict:
-    """Remove everything the harness made, from this run or a killed earlier one: processes in our
-    namespaces (and marked ones outside), the namespaces, the bridge and veth ends, /tmp/sweep-netns."""
+def cleanup(tag: str = TAG, remove_files: bool = True) -> dict:
+    """Remove everything of one run (this one by default): the processes in its namespaces (and its
+    marked ones outside), the namespaces, its bridge and veth ends, its directory."""
     done = {"namespaces": [], "processes": 0, "links": []}
-    for ns in our_namespaces():
+    for ns in our_namespaces(tag):
         done["processes"] += kill_namespace(ns)
-    stray = _marked_pids()
+    stray = _marked_pids(tag)
     if stray:
         done["processes"] += len(stray)
         kill_pids(stray)
-    for ns in our_namespaces():
+    for ns in our_namespaces(tag):
         _ip("netns", "del", ns, check=False)
         done["namespaces"].append(ns)
     for _ in range(50):  # veth ends vanish with their namespace, asynchronously
-        links = [line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
-                 if line.split(":")[1].strip().startswith(PREFIX)]
+        links = our_links(tag)
         if not links:
             break
         for link in links:
             if _ip("link", "del", link, check=False).returncode == 0:
                 done["links"].append(link)
         time.sleep(0.1)
-    if remove_files and ROOT.exists():
-        shutil.rmtree(ROOT, ignore_errors=True)
+    if remove_files and root_of(tag).exists():
+        shutil.rmtree(root_of(tag), ignore_errors=True)
     return done
 
 
-def leftovers() -> list[str]:
-    """What of the harness is still there (empty when nothing)."""
-    left = [f"namespace {ns}" for ns in our_namespaces()]
-    left += [f"link {line.split(':')[1].strip()}" for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
-             if line.split(":")[1].strip().startswith(PREFIX)]
-    left += [f"process {p} ({_cmd(p)})" for p in _marked_pids() if alive(p)]
-    if ROOT.exists():
-        left.append(f"directory {ROOT}")
+def cleanup_dead(also_kept: bool = False) -> dict[str, dict]:
+    """Remove what runs whose process is gone left (never a live run's): tag -> what was removed."""
+    return {t: cleanup(t) for t in dead_runs(also_kept)}
+
+
+def leftovers(tag: str = TAG) -> list[str]:
+    """What of one run (this one by default) is still there (empty when nothing)."""
+    left = [f"namespace {ns}" for ns in our_namespaces(tag)]
+    left += [f"link {link}" for link in our_links(tag)]
+    left += [f"process {p} ({_cmd(p)})" for p in _marked_pids(tag) if alive(p)]
+    if root_of(tag).exists():
+        left.append(f"directory {root_of(tag)}")
     return left
 
 
@@ -290,7 +427,7 @@ class NetnsCluster:
         keep = {k: v for k, v in os.environ.items()
                 if k in ("PATH", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL")}
         env = {**keep, "HOME": str(self.home(node)), "SWEEP_CACHE_DIR": str(self.root / node / "cache"),
-               "TMPDIR": str(self.root / "tmp"), "RAY_USAGE_STATS_ENABLED": "0", MARK: node,
+               "TMPDIR": str(self.root / "tmp"), "RAY_USAGE_STATS_ENABLED": "0", MARK: f"{TAG}/{node}",
                "PYTHONUNBUFFERED": "1", "SWEEP_VENV": str(VENV)}
         if node != "head" or self.token_file.exists():
             env["RAY_AUTH_TOKEN_PATH"] = str(self.token_file)
@@ -337,7 +474,7 @@ class NetnsCluster:
 
     # -- bringing it up --
     def network(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        write_owner(self.root)
         (self.root / "tmp").mkdir(exist_ok=True)
         _ip("link", "add", BRIDGE, "type", "bridge")
         # frames between the namespaces are bridged, not routed: keep the host's iptables out of it
@@ -370,7 +507,7 @@ class NetnsCluster:
             env.update(SGLANG_HOST_IP=ip_of(node), GLOO_SOCKET_IFNAME="eth0")
         if node != "head":  # a host of its own has a /dev/shm of its own (SGLang tells hosts apart by it)
             argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                    f'mount -t tmpfs -o size={SHM_SIZE},mode=1777 {PREFIX}shm /dev/shm && exec "$@"', "sh", *argv]
+                    f'mount -t tmpfs -o size={SHM_SIZE},mode=1777 {name("shm")} /dev/shm && exec "$@"', "sh", *argv]
         r = self.run(node, argv, env=env, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"host-bootstrap.sh on {node} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -378,6 +515,7 @@ class NetnsCluster:
 
     def up(self) -> None:
         t0 = time.monotonic()
+        cleanup_dead()  # what killed runs left; a live run's stays
         cleanup()
         self.network()
         self.bootstrap("head")
@@ -559,14 +697,19 @@ def main(argv: list[str]) -> int:
             return 2
         c = NetnsCluster()
         c.up()
-        print(json.dumps({"up_s": round(c.timings["up_s"], 1), "hosts": c.alive_hosts()}))
+        (c.root / "kept").write_text("left running by python -m tests.cluster.netns up; removed by down\n")
+        print(json.dumps({"tag": TAG, "up_s": round(c.timings["up_s"], 1), "hosts": c.alive_hosts()}))
         print(f"on the head: ip netns exec {ns_of('head')} env RAY_ADDRESS={c.address} RAY_AUTH_MODE=token "
               f"RAY_AUTH_TOKEN_PATH={c.token_file} HOME={c.home('head')} .venv/bin/python -m sweep hosts")
         return 0
     if cmd == "down":
-        print(json.dumps(cleanup()))
-        left = leftovers()
+        removed = cleanup_dead(also_kept=True)
+        print(json.dumps(removed))
+        left = [x for t in removed for x in leftovers(t)]
         print("left: " + (", ".join(left) or "nothing"))
+        live = sorted(all_tags() - set(removed) - {TAG})
+        if live:
+            print("not touched, their process still runs: " + ", ".join(f"{t} (pid {int(t[:-2], 16)})" for t in live))
         return 1 if left else 0
     print(__doc__)
     return 2

@@ -19,7 +19,7 @@ import pytest
 from sweep.results import load
 from tests.cluster import netns
 from tests.cluster.conftest import TIMINGS, fake_experiment
-from tests.cluster.test_sweep import HOST_IPS, assert_nothing_left, driver, ip_in
+from tests.cluster.test_sweep import assert_nothing_left, driver, host_ips, ip_in
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
 
@@ -64,7 +64,7 @@ def _fault_mid_point(c: netns.NetnsCluster, workdir, fault: str, *, speed: float
     found = wait_stage(d, "benchmark", 120)
     assert found != "ended", d.text()[-3000:]
     _, ip, label = found
-    victim = HOST_IPS[ip]
+    victim = host_ips()[ip]
     t0 = time.time()
     if fault == "link_cut":
         c.cut(victim)
@@ -203,7 +203,7 @@ def test_point_recorded_failed_when_retries_run_out(healthy, workdir):
     found = wait_stage(d, "benchmark", 120)
     assert found != "ended", d.text()[-3000:]
     _, ip, _ = found
-    c.kill_raylet(HOST_IPS[ip])
+    c.kill_raylet(host_ips()[ip])
     rc = d.wait(timeout=120)
     assert rc == 1, d.text()[-3000:]
     row = points(workdir / "res").row(0, named=True)

@@ -16,7 +16,7 @@ import pytest
 from sweep.results import load
 from tests.cluster import netns
 from tests.cluster.conftest import TIMINGS
-from tests.cluster.test_sweep import HOST_IPS, assert_nothing_left, ip_in
+from tests.cluster.test_sweep import assert_nothing_left, host_ips, ip_in
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(900)]
 
@@ -83,9 +83,9 @@ def test_one_real_point_per_host(healthy, workdir, real):
     assert pts.height == 3, out[-4000:]
     assert (pts["status"] == "ok").all(), pts.select("label", "host", "failure_phase", "failure_reason").rows()
     assert rc == 0, out[-4000:]
-    assert {ip_in(h) for h in pts["host"]} == set(HOST_IPS), pts.select("label", "host").rows()
+    assert {ip_in(h) for h in pts["host"]} == set(host_ips()), pts.select("label", "host").rows()
     for row in pts.iter_rows(named=True):
-        assert watch.where(row["point_id"]) == [HOST_IPS[ip_in(row["host"])]], (row["label"], watch.where(row["point_id"]))
+        assert watch.where(row["point_id"]) == [host_ips()[ip_in(row["host"])]], (row["label"], watch.where(row["point_id"]))
         assert row["gpu_name"] == "cpu" and row["startup_s"] > 0
     levels = load(workdir / "res")["levels"].collect()
     assert levels.height == 6 and (levels["failed"] == 0).all()

@@ -18,7 +18,10 @@ from tests.cluster.conftest import TIMINGS, fake_experiment
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
 
-HOST_IPS = {netns.ip_of(h): h for h in netns.HOSTS}
+
+def host_ips() -> dict[str, str]:
+    """IP -> host (this run's subnet, netns.subnet(), is chosen when it is first asked for)."""
+    return {netns.ip_of(h): h for h in netns.HOSTS}
 
 
 def points(res) -> pl.DataFrame:
@@ -60,17 +63,17 @@ def test_job_submit_spreads_points_over_the_hosts(healthy, workdir):
     out = job.stdout + job.stderr
     assert job.returncode == 0, out[-4000:]
     hosts_line = next(line for line in out.splitlines() if line.startswith("hosts: "))
-    assert all(f"@{ip} (8 GPUs)" in hosts_line for ip in HOST_IPS), hosts_line
+    assert all(f"@{ip} (8 GPUs)" in hosts_line for ip in host_ips()), hosts_line
     pts = points(workdir / "res")
     assert pts.height == 4 and (pts["status"] == "ok").all(), pts.select("label", "status", "failure_reason").rows()
     assert pts["point_id"].n_unique() == 4
     # spread over the three hosts, each named with its own IP
     ips = {ip_in(h) for h in pts["host"]}
-    assert ips == set(HOST_IPS), pts.select("label", "host").rows()
+    assert ips == set(host_ips()), pts.select("label", "host").rows()
     # every server ran in the namespace of the host its result names, none on the head
     assert not watch.on("head")
     for row in pts.iter_rows(named=True):
-        assert watch.where(row["point_id"]) == [HOST_IPS[ip_in(row["host"])]], (row["label"], row["host"])
+        assert watch.where(row["point_id"]) == [host_ips()[ip_in(row["host"])]], (row["label"], row["host"])
     for s in watch.seen.values():  # (pre-flight's --help and version probes carry no marker)
         if "SWEEP_HOST" in s.env:
             assert ip_in(s.env["SWEEP_HOST"]) == netns.ip_of(s.node), (s.node, s.env.get("SWEEP_HOST"))
@@ -106,7 +109,7 @@ def test_two_host_point_with_ray_address(healthy, workdir):
                 ranks[argv_s[argv_s.index("--node-rank") + 1]] = (s.node, argv_s[argv_s.index("--dist-init-addr") + 1])
         assert set(ranks) == {"0", "1"}, (row["label"], ranks)
         (leader_ns, addr0), (follower_ns, addr1) = ranks["0"], ranks["1"]
-        assert leader_ns == HOST_IPS[leader_ip] and follower_ns != leader_ns and follower_ns in c.hosts
+        assert leader_ns == host_ips()[leader_ip] and follower_ns != leader_ns and follower_ns in c.hosts
         assert addr0 == addr1 == f"{netns.ip_of(leader_ns)}:{port + 1000}"
         assert (workdir / "res" / "logs" / f"{row['point_id']}.node1.log").is_file()
     assert_nothing_left(c)
@@ -141,7 +144,7 @@ def test_hosts_command_and_token_auth(healthy):
     r = c.run("head", [sys.executable, "-m", "sweep", "hosts"], env=c.driver_env(COLUMNS="200"), timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "3 hosts advertising 'gpu_host'" in r.stdout
-    for ip in HOST_IPS:
+    for ip in host_ips():
         assert f"@{ip}" in r.stdout, r.stdout
     # a driver without the token is refused by the head (Ray retries it forever: cut short here)
     env = {k: v for k, v in c.driver_env(HOME=str(c.root / "tokenless")).items() if not k.startswith("RAY_AUTH")}
