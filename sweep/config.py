@@ -191,6 +191,7 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     fix = None
     valid = _schema_keys(getattr(e, "object_type", None))
     leaf = str(getattr(e, "key", "") or "")
+    overridden, _, given = origin.partition("=")  # an override's key and value (origin: "file" or the override)
     if "is not a ListConfig" in first:
         first = "takes a list, not one value"
     if "not in" in first and re.fullmatch(r"-?[\d.]+", leaf):
@@ -199,9 +200,8 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     elif "not in" in first and valid:
         close = difflib.get_close_matches(leaf, valid, n=1, cutoff=0.5)
         fix = (f"did you mean {close[0]!r}? " if close else "") + f"valid keys here: {', '.join(valid)}"
-    elif "takes a list" in first and origin != "file" and "," in origin.partition("=")[2]:
-        fix = (f"write a list in brackets, quoted for the shell: '{origin.partition('=')[0]}="
-               f"[{origin.partition('=')[2].strip('[]')}]'")
+    elif "takes a list" in first and origin != "file" and "," in given:
+        fix = f"write a list in brackets, quoted for the shell: '{overridden}=[{given.strip('[]')}]'"
     elif "takes a list" in first:
         fix = f"give {key!r} a list in brackets, e.g. [1, 2, 4]"
     elif "converted" in first or "Value" in first:

@@ -85,7 +85,7 @@ KINDS: dict[RunMode, RunKind] = {k.mode: k for k in (
 
 def kind(mode: Mode | RunMode) -> RunKind:
     """The kind of a run mode (``cluster`` and ``plan`` plan or run a ``real`` sweep)."""
-    return KINDS["real" if mode in ("cluster", "plan") else mode]  # type: ignore[index]
+    return KINDS[run_mode("cluster" if mode == "plan" else mode)]  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

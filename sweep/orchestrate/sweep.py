@@ -187,7 +187,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
         run_setup(exp.local.setup, console)
     if how.local_cluster:
         n = exp.dry_run.hosts if how.fake_server else exp.local.hosts
-        console.print(f"starting a local Ray cluster with {n} simulated host{'s' if n > 1 else ''}...")
+        console.print(f"starting a local Ray cluster with {plural(n, 'simulated host')}...")
         sim = cluster.SimulatedCluster(n, exp.cluster.host_resource, exp.cluster.gpus_per_host,
                                        state_file=rd.path / ".sim" / "driver.json")
     try:

@@ -32,6 +32,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweep.console import plural
 from sweep.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, MANIFEST, POINTS, TABLES, axis_type
 
@@ -63,7 +64,7 @@ def check_sweep_dir(d: Path) -> None:
     if (d / MANIFEST).is_file() or any(table_files(d, name) for name in TABLES):
         return
     sweeps = sorted(str(c) for c in d.iterdir() if (c / MANIFEST).is_file())
-    where = (f"it holds {len(sweeps)} sweep{'s' if len(sweeps) != 1 else ''}: " + ", ".join(sweeps[:6])
+    where = (f"it holds {plural(len(sweeps), 'sweep')}: " + ", ".join(sweeps[:6])
              + (", ..." if len(sweeps) > 6 else "")) if sweeps else "it is empty" if not any(d.iterdir()) else \
         "nothing in it was written by a sweep"
     raise ResultsError(f"{str(d)!r} is not a sweep's results directory (no {MANIFEST}, no tables): {where}",
