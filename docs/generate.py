@@ -25,8 +25,8 @@ DOC = REPO / "docs" / "reference-dryrun.md"
 FRONTIER = REPO / "docs" / "frontier.png"
 # what the figures come from: the experiment, the fake and its speed, the benchmark, the orchestration
 # of a dry run, the results and the analysis
-SOURCES = (EXPERIMENT, "sweep/fake", "sweep/bench", "sweep/analysis", "sweep/results", "sweep/dryrun.py",
-           "sweep/grid.py", "sweep/plan.py", "sweep/settings.py")
+SOURCES = (EXPERIMENT, "sweep/fake", "sweep/bench", "sweep/analysis", "sweep/results", "sweep/experiment/dryrun.py",
+           "sweep/experiment/grid.py", "sweep/experiment/plan.py", "sweep/core/settings.py")
 SECTIONS = ("Summary", "SLOs and goodput", "Throughput-interactivity frontier")
 STAMP = re.compile(r"^<!-- sources: ([0-9a-f]{16}) -->$", re.M)
 

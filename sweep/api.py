@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from sweep import config as config_mod
-from sweep.errors import ConfigError
-from sweep.types import (
+from sweep.experiment import config as config_mod
+from sweep.core.errors import ConfigError
+from sweep.core.types import (
     FailurePhase,
     Mode,
     PointState,
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sweep.analysis import Findings
-    from sweep.drafter import DrafterReport
-    from sweep.plan import Plan
+    from sweep.sglang.drafter import DrafterReport
+    from sweep.experiment.plan import Plan
 
 @dataclass(frozen=True)
 class PointRecord:
@@ -235,7 +235,7 @@ class SweepResult:
         ``slos``: judge by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``) instead of the experiment's."""
         from sweep.analysis import report as report_mod
         from sweep.analysis.slo import parse_slo
-        from sweep.errors import ResultsError
+        from sweep.core.errors import ResultsError
 
         if not self.path.is_dir():
             raise ResultsError(f"nothing recorded in {self.path} yet (a {self.mode} result)",
@@ -274,7 +274,7 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     """The plan of a run in ``mode`` (a dry run's is scaled), launching nothing: a ``SweepResult``
     whose points are ``pending`` or ``invalid`` (with the rule in ``failure_reason``). ``drafter_checks``:
     check the drafters whose files are readable here (as ``--plan`` does)."""
-    from sweep import plan as planning
+    from sweep.experiment import plan as planning
     from sweep.orchestrate.sweep import results_path
     from sweep.results.writer import ResultsDir
 
@@ -283,13 +283,13 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     exp = _experiment(experiment, overrides)
     scale: dict = {}
     if kind(target).scaled:
-        from sweep.dryrun import scaled
+        from sweep.experiment.dryrun import scaled
 
         exp, scale = scaled(exp)
     plan = planning.build(exp)
     checks = {}
     if drafter_checks:
-        from sweep.drafter import check_argv
+        from sweep.sglang.drafter import check_argv
 
         checks = {p.id: r for p in plan.points if (r := check_argv(p.argv)) is not None}  # files readable here
     path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
@@ -314,13 +314,13 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
         progress: bool | Callable[[SweepEvent], None] = True, *, force: bool = False, retry_failed: bool = False,
         only: Sequence[str] = (), skip_invalid: bool = False, address: str | None = None,
         results_dir: str | Path | None = None, console: Console | None = None) -> SweepResult:
-    """Run the sweep of ``experiment`` (an experiment file, or a loaded ``sweep.config.Experiment``)
+    """Run the sweep of ``experiment`` (an experiment file, or a loaded ``sweep.experiment.config.Experiment``)
     in ``mode`` and return what it came to; see ``SweepResult``.
 
     - ``mode``: ``plan`` (nothing launched), ``dry-run``, ``local``, ``fake``, ``cluster``.
     - ``overrides``: ``key=value`` strings, as on the command line (``benchmark.single_stream.runs=3``).
     - ``progress``: ``True`` the live view (a terminal) or timestamped lines on the console; ``False``
-      nothing printed; a function: it gets every event (``sweep.types.SweepStarted``, ``PointStage``,
+      nothing printed; a function: it gets every event (``sweep.core.types.SweepStarted``, ``PointStage``,
       ``PointFinished``) and nothing is printed unless a ``console`` is given.
     - ``force``, ``retry_failed``, ``only`` (label globs), ``skip_invalid``, ``address``: the command
       line's ``--force``, ``--retry-failed``, ``--only``, ``--skip-invalid``, ``--address``.

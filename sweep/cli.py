@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 from rich.markup import escape
 
-from sweep.console import output_console
+from sweep.core.console import output_console
 
-from sweep.errors import ConfigError, SweepError
-from sweep.types import kind
+from sweep.core.errors import ConfigError, SweepError
+from sweep.core.types import kind
 
 if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
@@ -107,7 +107,7 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
 
         return a.add_query_arguments, a.run_query
     if name == "check-drafter":
-        from sweep import drafter_cli
+        from sweep.sglang import drafter_cli
 
         return drafter_cli.add_arguments, drafter_cli.run_cli
     from sweep.orchestrate import hosts_cli
@@ -142,8 +142,8 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
                 p["drafter_checks"] = [str(f) for f in drafters[p["id"]].findings]
         print(json.dumps(out, indent=2))
         return
-    from sweep.estimate import plan_lines
-    from sweep.render import print_plan
+    from sweep.experiment.estimate import plan_lines
+    from sweep.experiment.render import print_plan
 
     print_plan(plan, Console(highlight=False))
     for line in plan_lines(plan, mode=result.run_mode, scale=result.scale):
@@ -179,7 +179,8 @@ def print_summary(summary: Summary, console: Console) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from sweep import api, config
+    from sweep import api
+    from sweep.experiment import config
 
     if args.json and not args.plan:
         raise ConfigError("--json prints the plan, and needs --plan (a sweep's results are Parquet, not JSON)",

@@ -14,8 +14,8 @@ import pytest
 
 import sweep
 from sweep.cli import exit_code
-from sweep.errors import ConfigError, PlanError
-from sweep.types import STAGES, PointFinished, PointStage, SweepStarted
+from sweep.core.errors import ConfigError, PlanError
+from sweep.core.types import STAGES, PointFinished, PointStage, SweepStarted
 from tests.conftest import REPO
 
 EXPERIMENT = """

@@ -1,4 +1,4 @@
-from sweep.argv import argv_value
+from sweep.core.argv import argv_value
 
 
 def test_argv_value_forms_and_last_wins():

@@ -1,4 +1,4 @@
-"""Atomic writes (sweep/atomic.py) leave files as open() would: mode 0666 less the umask, so a shared
+"""Atomic writes (sweep/core/atomic.py) leave files as open() would: mode 0666 less the umask, so a shared
 results directory is readable by the team (mkstemp's 0600 must not survive the rename)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from sweep import atomic
+from sweep.core import atomic
 from sweep.results.schema import from_rows
 from sweep.results.writer import ResultsDir
 

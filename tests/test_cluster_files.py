@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import config
+from sweep.experiment import config
 from tests.conftest import REPO, run_sweep_cli
 
 CLUSTER = REPO / "cluster"
@@ -468,7 +468,7 @@ def _no_sglang(monkeypatch, tmp_path):
 
 
 def _gpus_held(monkeypatch, tmp_path):
-    from sweep.config import ReapConfig
+    from sweep.experiment.config import ReapConfig
     from sweep.host import preflight
     from sweep.host.gpu import FakeGpus, ledger_record
 
@@ -479,7 +479,7 @@ def _gpus_held(monkeypatch, tmp_path):
 
 
 def _too_few_gpus_visible(monkeypatch, tmp_path):
-    from sweep.config import ReapConfig
+    from sweep.experiment.config import ReapConfig
     from sweep.host import preflight
     from sweep.host.gpu import NoGpus
 
@@ -509,7 +509,7 @@ def _flag_unknown(monkeypatch, tmp_path):
     pytest.param("does not accept", _flag_unknown, "PointFailure", id="flag-unknown"),
 ])
 def test_readme_quotes_what_the_code_says(monkeypatch, tmp_path, phrase, situation, error):
-    from sweep import errors
+    from sweep.core import errors
 
     quotes = _quotes(phrase)
     assert quotes, f"the READMEs no longer quote {phrase!r}"

@@ -1,7 +1,7 @@
 import pytest
 
-from sweep import config
-from sweep.errors import ConfigError
+from sweep.experiment import config
+from sweep.core.errors import ConfigError
 
 MINIMAL = """
 name: t

@@ -1,4 +1,4 @@
-"""Consoles in a pipe (sweep/console.py): lines never wrapped, tables wide enough, a width the user
+"""Consoles in a pipe (sweep/core/console.py): lines never wrapped, tables wide enough, a width the user
 chose kept; and counts with their noun in the right number."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from sweep.console import PIPE_WIDTH, fit_to_pipe, output_console, plural
+from sweep.core.console import PIPE_WIDTH, fit_to_pipe, output_console, plural
 
 LABEL = "drafter=k26_100k,steps=3,nccl=tuned"
 

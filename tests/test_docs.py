@@ -48,7 +48,7 @@ def test_the_readmes_first_experiment_plans_clean(tmp_path):
     """README, "Your first experiment": the YAML as printed plans 4 valid points with no warning."""
     import re
 
-    from sweep import config, plan
+    from sweep.experiment import config, plan
 
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Your first experiment", 1)[1].split("\n## ", 1)[0]

@@ -1,4 +1,4 @@
-"""The drafter pre-flight (sweep/drafter.py) on small checkpoints built here, one per mistake.
+"""The drafter pre-flight (sweep/sglang/drafter.py) on small checkpoints built here, one per mistake.
 
 No torch in the project's venv: ``write_safetensors`` writes the header and zero bytes itself.
 ``MISTAKES`` is shared with tests/real/test_real_drafter.py, which serves each of these checkpoints
@@ -12,15 +12,18 @@ import math
 import struct
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from sweep import drafter as dr
-from sweep.tinymodels import AUX_LAYER_IDS, HEADS, HIDDEN, INTERMEDIATE, KV_HEADS, TARGET_LAYERS, VOCAB
+from sweep.sglang import drafter as dr
+from tests.tools import tinymodels
+
+AUX_LAYER_IDS, HEADS, HIDDEN, INTERMEDIATE, KV_HEADS, TARGET_LAYERS, VOCAB = (
+    tinymodels.AUX_LAYER_IDS, tinymodels.HEADS, tinymodels.HIDDEN, tinymodels.INTERMEDIATE, tinymodels.KV_HEADS,
+    tinymodels.TARGET_LAYERS, tinymodels.VOCAB)
 
 BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
 Tensors = dict  # name -> (dtype, shape)
@@ -44,7 +47,7 @@ def write_safetensors(path: Path, tensors: Tensors) -> None:
 
 
 def target_config(*, hidden: int = HIDDEN, vocab: int = VOCAB, layers: int = TARGET_LAYERS) -> dict:
-    """The tiny Llama target's config.json (sweep.tinymodels.make_target, as transformers saves it)."""
+    """The tiny Llama target's config.json (tinymodels.make_target (cluster/sglang-cpu-x86/tinymodels.py), as transformers saves it)."""
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
             "intermediate_size": INTERMEDIATE, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
             "num_hidden_layers": layers, "head_dim": hidden // HEADS, "vocab_size": vocab, "rms_norm_eps": 1e-5,
@@ -55,7 +58,7 @@ def target_config(*, hidden: int = HIDDEN, vocab: int = VOCAB, layers: int = TAR
 
 def eagle3_config(*, hidden: int = HIDDEN, vocab: int = VOCAB, draft_vocab: int | None = VOCAB,
                   aux: list[int] | None = AUX_LAYER_IDS) -> dict:
-    """sweep.tinymodels.eagle3_config() without transformers: a one-layer LlamaForCausalLMEagle3."""
+    """tinymodels.eagle3_config() without transformers: a one-layer LlamaForCausalLMEagle3."""
     cfg = {**target_config(hidden=hidden, vocab=vocab, layers=1), "architectures": ["LlamaForCausalLMEagle3"],
            "target_hidden_size": hidden}
     if draft_vocab is not None:
@@ -66,7 +69,7 @@ def eagle3_config(*, hidden: int = HIDDEN, vocab: int = VOCAB, draft_vocab: int 
 
 
 def eagle3_tensors(*, hidden: int = HIDDEN, vocab: int = VOCAB, draft_vocab: int = VOCAB, n_aux: int = 3) -> Tensors:
-    """The names and shapes of sweep.tinymodels.eagle3_weights(): how EAGLE-3 training libraries save it."""
+    """The names and shapes of tinymodels.eagle3_weights(): how EAGLE-3 training libraries save it."""
     hd, inter = hidden // HEADS, INTERMEDIATE
     bf = "BF16"
     return {
@@ -404,13 +407,37 @@ def test_sharded_checkpoint_reads_every_shard(target, tmp_path):
 
 
 def test_only_the_headers_are_read(target, tmp_path, monkeypatch):
-    """A 2 GB drafter (sparse file) is checked in milliseconds: its data is never read."""
+    """A 2 GB drafter (sparse file): only its header is read (8 bytes of length, then the JSON), never
+    its data; how fast that is, is tests/perf/failure_timings.py's figure."""
     tensors = {**eagle3_tensors(), "midlayer.mlp.big.weight": ("BF16", (32768, 32768))}
     d = write_drafter(tmp_path / "d", eagle3_config(), tensors)
-    assert (d / "model.safetensors").stat().st_size > 2e9
-    t0 = time.perf_counter()
+    size = (d / "model.safetensors").stat().st_size
+    assert size > 2e9
+    with open(d / "model.safetensors", "rb") as f:
+        header = 8 + int.from_bytes(f.read(8), "little")
+    read: dict[str, int] = {}
+
+    class Counting:
+        def __init__(self, path, *args, **kwargs):
+            self._f, self._name = open(path, *args, **kwargs), Path(path).name
+
+        def read(self, n=-1):
+            data = self._f.read(n)
+            read[self._name] = read.get(self._name, 0) + len(data)
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._f.close()
+
+    monkeypatch.setattr(dr, "open", Counting, raising=False)
     report = dr.check(target, d, "EAGLE3")
-    assert time.perf_counter() - t0 < 0.5
+    assert read.get("model.safetensors") == header < 1e6, (read, header, size)
     assert [f.check for f in report.findings] == ["weights-ignored"]
 
 

@@ -15,11 +15,11 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from sweep import errors
+from sweep.core import errors
 from sweep.analysis import best_per_level, query
 from sweep.cli import main
 from sweep.results import load
-from sweep.types import (
+from sweep.core.types import (
     FAILURE_PHASES,
     POINT_STATUSES,
     STAGES,
@@ -196,7 +196,7 @@ def test_a_point_cancelled_outside_the_sweep_is_cancelled_not_a_keyboard_interru
 
     from sweep.host.point import PointSpec
     from sweep.orchestrate import ray_runner
-    from sweep.settings import BenchSettings
+    from sweep.core.settings import BenchSettings
 
     def cancelled(ref, **kw):
         raise ray.exceptions.TaskCancelledError()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sweep import config, estimate as e, plan as planning
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings
+from sweep.experiment import config, estimate as e, plan as planning
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings
 from sweep.orchestrate.progress import SweepProgress
 
 sys.path.insert(0, str(Path(__file__).parent / "analysis"))

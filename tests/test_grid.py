@@ -1,7 +1,7 @@
 import pytest
 
-from sweep import config, grid
-from sweep.errors import ConfigError
+from sweep.experiment import config, grid
+from sweep.core.errors import ConfigError
 
 BASE = """
 name: g

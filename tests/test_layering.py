@@ -1,44 +1,41 @@
-"""The package's layering, checked on the import graph (the README draws the same picture).
+"""The package's layering, read from its folders and checked on the import graph.
 
-Read from the source with ``ast`` (nothing is imported), so a new import that points upwards, reaches
-into the fake, or brings Ray outside ``orchestrate`` fails here with the module and line. Imports
-under ``if TYPE_CHECKING:`` name shapes, not dependencies, and are left out.
+Every module lives in a room (a folder of ``sweep/``) or is one of the front modules (the package's
+face, the Python API, the command line). The rooms' imports, read from the source with ``ast``
+(nothing is imported), give each room its floor: 1 for a room that imports no other, else one above
+the highest room it imports. The README draws those floors; a new import that points up (into a room
+that imports this one, directly or not) makes a circle and fails here with the module and line, and
+one that lifts a room to another floor fails until the README's drawing says so. Imports under
+``if TYPE_CHECKING:`` name shapes, not dependencies, and are left out.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
 
-SWEEP = Path(__file__).resolve().parents[1] / "sweep"
-
-# Lower rank = lower layer. A module may import its own top-level package and anything ranked
-# strictly lower. (``sweep`` itself is the package root: ``__version__`` and the public API.)
-RANK = {
-    "errors": 0, "atomic": 0, "types": 0, "argv": 0,
-    "settings": 1, "console": 1, "redact": 1,
-    "config": 2, "results": 2,
-    "sglang": 3, "drafter": 3, "analysis": 3, "tinymodels": 3,
-    "grid": 4,
-    "plan": 5, "dryrun": 5, "estimate": 5,
-    "render": 6, "bench": 6,
-    "host": 7,
-    "fake": 8, "orchestrate": 8,
-    "api": 9, "drafter_cli": 9,
-    "cli": 10,
-    "__main__": 11,
-}
-ANALYSIS_MAY_READ = {"results", "settings", "errors", "atomic", "console", "types", "argv"}  # analysis reads only results
+REPO = Path(__file__).resolve().parents[1]
+SWEEP = REPO / "sweep"
+FRONT = {"__main__", "api", "cli"}  # sweep/*.py besides __init__.py: each a room of its own
+ANALYSIS_MAY_READ = {"results", "core"}  # the analysis reads only results
 
 
 def _module(path: Path) -> str:
-    rel = path.relative_to(SWEEP.parent).with_suffix("")
-    parts = list(rel.parts)
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def _room(mod: str) -> str:
+    """The room a module is in: its folder under sweep/ (or, for a front module, its name)."""
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else "sweep"
 
 
 def _type_checking_lines(tree: ast.AST) -> set[int]:
@@ -50,7 +47,8 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
     return out
 
 
-def imports() -> list[tuple[str, int, str]]:
+@cache
+def imports() -> tuple[tuple[str, int, str], ...]:
     """(importing module, line, imported module) for every import in the package."""
     out = []
     for path in sorted(SWEEP.rglob("*.py")):
@@ -65,39 +63,82 @@ def imports() -> list[tuple[str, int, str]]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 out.append((mod, node.lineno, node.module))
                 out += [(mod, node.lineno, f"{node.module}.{a.name}") for a in node.names
-                        if node.module == "sweep"]
+                        if node.module == "sweep" and a.name != "__version__"]
+    return tuple(out)
+
+
+def room_imports() -> dict[str, dict[str, list[str]]]:
+    """room -> {room it imports: ["module:line", ...]}; the package's face (``sweep``) is no room:
+    its ``__version__`` is anyone's to read, and it hands the API on lazily."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for mod, line, dep in imports():
+        if dep.split(".")[0] != "sweep" or dep == "sweep":
+            continue
+        a, b = _room(mod), _room(dep)
+        if a != b and a != "sweep":
+            out.setdefault(a, {}).setdefault(b, []).append(f"{mod}:{line}")
     return out
 
 
-def _top(mod: str) -> str:
-    parts = mod.split(".")
-    return parts[1] if len(parts) > 1 else "sweep"
+def rooms() -> set[str]:
+    return {p.name for p in SWEEP.iterdir() if (p / "__init__.py").exists()} | FRONT
 
 
-def test_every_top_level_module_has_a_layer():
-    tops = {_top(_module(p)) for p in SWEEP.rglob("*.py")} - {"sweep"}
-    assert tops <= set(RANK), f"give these a rank in RANK (and a place in the README): {tops - set(RANK)}"
+def floors() -> dict[str, int]:
+    """Each room's floor; raises with the circle where rooms import each other."""
+    graph = room_imports()
+    out: dict[str, int] = {}
+
+    def floor(room: str, path: tuple[str, ...]) -> int:
+        if room in path:
+            circle = path[path.index(room):] + (room,)
+            where = "; ".join(f"{a} -> {b} at {', '.join(graph[a][b][:3])}" for a, b in zip(circle, circle[1:]))
+            raise AssertionError(f"rooms import each other: {' -> '.join(circle)} ({where})")
+        if room not in out:
+            out[room] = 1 + max((floor(d, path + (room,)) for d in graph.get(room, {})), default=0)
+        return out[room]
+
+    for room in sorted(rooms()):
+        floor(room, ())
+    return out
 
 
-def test_imports_point_down():
-    bad = []
-    for mod, line, dep in imports():
-        if not dep.startswith("sweep"):
-            continue
-        a, b = _top(mod), _top(dep)
-        if dep in ("sweep", "sweep.__version__"):
-            continue
-        if a == b or a == "sweep" and mod == "sweep":
-            continue
-        if b == "sweep" or RANK.get(b, 99) >= RANK.get(a, -1):
-            bad.append(f"{mod}:{line} imports {dep} ({b} is not below {a})")
-    assert not bad, "\n".join(bad)
+def readme_floors() -> dict[str, int]:
+    """The README's drawing: ``floor N  room  what it is``, a line without ``floor N`` on the floor above."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- floors.*?-->\n```text\n(.*?)```", text, re.S)
+    assert block, "README.md lost its drawing of the floors (<!-- floors ... --> and a text block)"
+    out, current = {}, None
+    for line in block.group(1).splitlines():
+        m = re.match(r"\s*(?:floor (\d+))?\s+([a-z_]+)\s", line + " ")
+        if m:
+            current = int(m.group(1)) if m.group(1) else current
+            out[m.group(2)] = current
+    return out
+
+
+def test_every_module_is_in_a_room():
+    stray = sorted(p.name for p in SWEEP.glob("*.py") if p.stem not in FRONT | {"__init__"})
+    assert not stray, f"put these in a room (a folder of sweep/) or make them front modules in FRONT: {stray}"
+
+
+def test_no_import_points_up():
+    floors()  # raises with the circle, the modules and the lines
+
+
+def test_the_readme_draws_the_floors():
+    assert readme_floors() == floors(), (
+        "the floors changed (an import lifted a room, or a room came or went): "
+        f"draw them in README.md ('Development'): {sorted(floors().items(), key=lambda kv: -kv[1])}")
+
+
+def test_the_core_imports_nothing_outside_it():
+    assert room_imports().get("core", {}) == {}, room_imports()["core"]
 
 
 def test_analysis_reads_only_results():
-    bad = [f"{m}:{line} imports {d}" for m, line, d in imports()
-           if _top(m) == "analysis" and d.startswith("sweep.") and _top(d) not in ANALYSIS_MAY_READ | {"analysis"}]
-    assert not bad, "\n".join(bad)
+    bad = {b: where for b, where in room_imports().get("analysis", {}).items() if b not in ANALYSIS_MAY_READ}
+    assert not bad, bad
 
 
 def test_nothing_outside_the_fake_imports_it():
@@ -108,9 +149,7 @@ def test_nothing_outside_the_fake_imports_it():
 
 
 def test_orchestration_does_not_reach_into_analysis():
-    bad = [f"{m}:{line} imports {d}" for m, line, d in imports()
-           if m.startswith("sweep.orchestrate") and d.startswith("sweep.analysis")]
-    assert not bad, "\n".join(bad)
+    assert "analysis" not in room_imports().get("orchestrate", {})
 
 
 @pytest.mark.parametrize("package", ["ray", "sglang"])
@@ -118,3 +157,11 @@ def test_ray_only_in_orchestrate_and_sglang_never(package):
     where = {m for m, _, d in imports() if d == package or d.startswith(package + ".")}
     allowed = {m for m in where if m.startswith("sweep.orchestrate")} if package == "ray" else set()
     assert where == allowed, f"{package} imported by {sorted(where - allowed)}"
+
+
+def test_a_circle_is_found(monkeypatch):
+    """The check itself: an import from the core up into the host makes a circle, named with its line."""
+    real = imports()
+    monkeypatch.setattr(sys.modules[__name__], "imports", lambda: real + (("sweep.core.errors", 7, "sweep.host.point"),))
+    with pytest.raises(AssertionError, match=r"core -> host.*sweep.core.errors:7"):
+        floors()

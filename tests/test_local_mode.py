@@ -9,10 +9,10 @@ import sys
 import pytest
 from rich.console import Console
 
-from sweep import config
-from sweep.errors import ConfigError
+from sweep.experiment import config
+from sweep.core.errors import ConfigError
 from sweep.orchestrate import sweep as orch
-from sweep.types import KINDS, kind
+from sweep.core.types import KINDS, kind
 from tests.conftest import REPO, run_sweep_cli
 
 CPU_EXP = """
@@ -65,7 +65,7 @@ def test_modes_do_not_combine(write_yaml):
 
 def test_setup_runs_with_the_sweep_importable(tmp_path):
     out = tmp_path / "made"
-    orch.run_setup(["python", "-c", f"import sweep.tinymodels, pathlib; pathlib.Path({str(out)!r}).write_text('ok')"],
+    orch.run_setup(["python", "-c", f"import sweep.core.errors, pathlib; pathlib.Path({str(out)!r}).write_text('ok')"],
                    Console(file=open(tmp_path / "log", "w")))
     assert out.read_text() == "ok"
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from sweep import config, plan
-from sweep.errors import ConfigError, PlanError
+from sweep.experiment import config, plan
+from sweep.core.errors import ConfigError, PlanError
 from tests.test_grid import BASE
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import config
-from sweep import plan as planning
-from sweep import redact
-from sweep.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text, redact_tree
+from sweep.experiment import config
+from sweep.experiment import plan as planning
+from sweep.core import redact
+from sweep.core.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text, redact_tree
 from tests.conftest import run_sweep_cli
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "sglang-cpu" / "transcripts"

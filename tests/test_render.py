@@ -1,4 +1,4 @@
-"""``--plan`` as a person reads it (sweep/render.py): every id, label, value and reason printed as it
+"""``--plan`` as a person reads it (sweep/experiment/render.py): every id, label, value and reason printed as it
 is (never read as console markup), lines that do not wrap in a pipe, and counts with their noun in
 the right number."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sweep import config, plan as planning
-from sweep.render import print_plan
+from sweep.experiment import config, plan as planning
+from sweep.experiment.render import print_plan
 from tests.test_grid import BASE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,7 +90,7 @@ def test_counts_take_their_noun_in_the_right_number(write_yaml):
     assert "│ 2 errors " in out
     import pytest
 
-    from sweep.errors import PlanError
+    from sweep.core.errors import PlanError
 
     plan.points = [base]
     with pytest.raises(PlanError, match=r"^1 of 1 point would fail"):

@@ -1,10 +1,10 @@
-"""sweep.tinymodels: its cache (stamps, rebuilds) without torch; the trained drafter's tensors with it."""
+"""cluster/sglang-cpu-x86/tinymodels.py: its cache (stamps, rebuilds) without torch; the trained drafter's tensors with it."""
 
 from __future__ import annotations
 
 import pytest
 
-from sweep import tinymodels as tm
+from tests.tools import tinymodels as tm
 
 
 def test_ensure_makes_what_is_missing_once_and_remakes_an_old_recipe(tmp_path, monkeypatch):

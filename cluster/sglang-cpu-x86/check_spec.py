@@ -299,7 +299,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--python", help="the server's python (default: $SGLANG_CPU_PYTHON)")
     p.add_argument("--attention-backend", help="default: $SGLANG_CPU_ATTENTION_BACKEND, else torch_native")
     p.add_argument("--models", default=os.path.expanduser("~/.cache/sweep/tiny-models"),
-                   help="folder with target/ and eagle3/ (python -m sweep.tinymodels)")
+                   help="folder with target/ and eagle3/ (python cluster/sglang-cpu-x86/tinymodels.py)")
     p.add_argument("--port-base", type=int, default=33000, help="server i listens on port-base + i")
     p.add_argument("--only", action="append", default=[],
                    help="run only the setups whose name contains this (repeatable; the baseline always runs)")
@@ -316,7 +316,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     models = os.path.abspath(os.path.expanduser(a.models))
     for sub in ("target", "eagle3"):
         if not os.path.isdir(os.path.join(models, sub)):
-            p.error(f"{models}/{sub} is missing (python -m sweep.tinymodels --out {models})")
+            p.error(f"{models}/{sub} is missing (python cluster/sglang-cpu-x86/tinymodels.py --out {models})")
     setups = [s for i, s in enumerate(SETUPS) if i == 0 or not a.only or any(o.lower() in s.name.lower() for o in a.only)]
     print(f"check_spec: {python}, attention backend {backend}, path {env.get('SGLANG_CPU_PATH', '?')}, "
           f"models {models}, ports {a.port_base}..{a.port_base + len(setups) - 1}", flush=True)

@@ -14,7 +14,7 @@ The first position's accept rate ``p1`` comes from that histogram, else from the
 steps=1 point (its accepted drafts per verify *are* p1). A chain of ``s`` steps whose positions
 accept like the first would reach ``1 + p1 + p1^2 + ... + p1^s`` tokens per verify: far below
 that (under half the predicted gain) is ``low``; an accept rate under 5 % is ``broken``. Both name
-the likely causes (sweep/drafter.py's checks, and what the pre-flight found for that point).
+the likely causes (sweep/sglang/drafter.py's checks, and what the pre-flight found for that point).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from __future__ import annotations
 import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.argv import argv_value
-from sweep.console import plural
+from sweep.core.argv import argv_value
+from sweep.core.console import plural
 
 NEAR_ZERO = 0.05  # accept rate (accepted / proposed drafts) under which a drafter is "broken"
 FAR_BELOW = 0.5  # accepted drafts per verify under this share of the first position's prediction: "low"

@@ -1,7 +1,7 @@
 """Arguments and entry points of ``python -m sweep report`` and ``python -m sweep query``.
 
 The main command line (sweep/cli.py) adds these to its subparsers and calls ``run_*``; errors are
-raised as ``sweep.errors.SweepError`` subclasses for it to print and map to an exit code: a missing
+raised as ``sweep.core.errors.SweepError`` subclasses for it to print and map to an exit code: a missing
 directory, a file, or one no sweep wrote is a ResultsError (exit 5), and what the analysis cannot
 answer an AnalysisError (exit 7: QueryError for bad SQL, UnknownFormatError, UnknownMetricError, SLOError for
 a bad --slo).
@@ -15,8 +15,8 @@ from pathlib import Path
 from rich.markup import escape
 
 from sweep.analysis import query, render
-from sweep.console import output_console, plural
-from sweep.errors import ConfigError, SLOError
+from sweep.core.console import output_console, plural
+from sweep.core.errors import ConfigError, SLOError
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:

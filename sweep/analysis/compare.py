@@ -17,7 +17,7 @@ from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
 from sweep.analysis.slo import server_gpus
 from sweep.analysis.speedups import level_samples, single_samples
-from sweep.argv import argv_value
+from sweep.core.argv import argv_value
 
 def _long(f: Findings) -> pl.DataFrame:
     """One sweep's figures as (label, figure, concurrency, point_id, value) rows."""

@@ -13,7 +13,7 @@ import polars as pl
 
 from sweep.analysis import acceptance, frontier, health, realspeed, slo as slo_mod, speedups
 from sweep.analysis.frames import Tables
-from sweep.console import plural
+from sweep.core.console import plural
 
 
 @dataclass(frozen=True)

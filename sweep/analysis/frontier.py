@@ -21,7 +21,7 @@ import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, natural_key
 from sweep.analysis.slo import gpus_frame
-from sweep.errors import ConfigError
+from sweep.core.errors import ConfigError
 
 ALL = ("all", "none", "")
 

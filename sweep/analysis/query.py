@@ -24,7 +24,7 @@ import polars as pl
 
 from sweep.analysis import realspeed, speedups
 from sweep.analysis.frames import Tables
-from sweep.errors import QueryError, UnknownFormatError
+from sweep.core.errors import QueryError, UnknownFormatError
 from sweep.results import load
 
 VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
-from sweep import atomic
-from sweep.console import plural
+from sweep.core import atomic
+from sweep.core.console import plural
 from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines

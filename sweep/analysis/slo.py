@@ -8,7 +8,7 @@ An SLO is a few limits, each at a percentile of a level's requests::
     tok_s_p10>=20         90 % of requests run at 20 tok/s or more (output tokens / latency)
 
 written on the command line as ``[NAME:] LIMIT[,LIMIT...]`` (``report --slo 'chat: ttft_p90<=2s,
-tpot_p90<=50ms'``) or in the experiment as ``benchmark.slo`` (sweep/settings.py). A failed
+tpot_p90<=50ms'``) or in the experiment as ``benchmark.slo`` (sweep/core/settings.py). A failed
 request meets no limit. A level *meets* the SLO when every limit holds at its percentile.
 
 - **Goodput** (DistServe): the rate of requests that meet their SLO. Per level: the requests that
@@ -37,8 +37,8 @@ import polars as pl
 
 from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.argv import argv_value
-from sweep.errors import ConfigError
+from sweep.core.argv import argv_value
+from sweep.core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def from_experiment(directory) -> list[SLO]:
     except (OSError, ValueError, yaml.YAMLError):
         return []
     items = ((exp or {}).get("benchmark") or {}).get("slo") or [] if isinstance(exp, dict) else []
-    from sweep.settings import SLOSettings
+    from sweep.core.settings import SLOSettings
 
     out = []
     for item in items if isinstance(items, list) else []:

@@ -17,7 +17,7 @@ import polars as pl
 
 from sweep.analysis import noise, realspeed
 from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
-from sweep.errors import UnknownMetricError
+from sweep.core.errors import UnknownMetricError
 
 ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "profile", "group",
               "drafter", "spec", "order"]

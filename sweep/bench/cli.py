@@ -14,9 +14,9 @@ import os
 
 from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
-from sweep.console import output_console
-from sweep.errors import BenchError
-from sweep.settings import BenchSettings
+from sweep.core.console import output_console
+from sweep.core.errors import BenchError
+from sweep.core.settings import BenchSettings
 
 _D = BenchSettings()
 API_KEY_ENV = "SGLANG_API_KEY"  # SGLang itself reads no variable for its key; this one is the benchmark's

@@ -22,7 +22,7 @@ from typing import Optional
 
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
-from sweep.settings import StopSettings
+from sweep.core.settings import StopSettings
 from sweep.bench.stop import LevelMonitor, Precision
 
 log = logging.getLogger(__name__)

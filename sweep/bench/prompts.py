@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from sweep.errors import BenchError
+from sweep.core.errors import BenchError
 
 BUILTIN = ("coding", "encyclopedic")
 

@@ -30,12 +30,12 @@ import pyarrow.parquet as pq
 from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
-from sweep import atomic
+from sweep.core import atomic
 from sweep.bench.client import Clients
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
-from sweep.settings import BenchSettings
-from sweep.errors import BenchError
+from sweep.core.settings import BenchSettings
+from sweep.core.errors import BenchError
 from sweep.results.schema import METRICS, from_rows
 
 TABLE_NAMES = ("requests", "single_stream", "levels", "metrics")

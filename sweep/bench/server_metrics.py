@@ -15,7 +15,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from sweep.bench.client import admin_headers
-from sweep.errors import BenchError
+from sweep.core.errors import BenchError
 
 INFO_ROUTES = ("/server_info", "/get_server_info")  # new name first, then the pre-0.5 one
 SIDE_TIMEOUT_S = 30.0  # side requests must not wait as long as a generation may

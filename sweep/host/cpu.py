@@ -18,8 +18,8 @@ from pathlib import Path
 
 import psutil
 
-from sweep.argv import argv_value
-from sweep.errors import PointFailure
+from sweep.core.argv import argv_value
+from sweep.core.errors import PointFailure
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
 # -march=x86-64-v4) need: AVX-512 with BF16. AMX itself is not needed: on a CPU without it the

@@ -14,7 +14,7 @@ from typing import Optional, Protocol, Union
 
 import psutil
 
-from sweep import atomic
+from sweep.core import atomic
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,17 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from sweep.settings import BenchSettings
-from sweep.config import CpuConfig, ReapConfig, Timeouts
-from sweep.errors import PointFailure, SweepError
+from sweep.core.settings import BenchSettings
+from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
+from sweep.core.errors import PointFailure, SweepError
 from sweep.host import cpu as cpu_host
 from sweep.host import preflight as pf
-from sweep import redact
+from sweep.core import redact
 from sweep.host import reaper
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
-from sweep.types import FailurePhase, PointStatus
-from sweep.console import plural
+from sweep.core.types import FailurePhase, PointStatus
+from sweep.core.console import plural
 
 Progress = Callable[[dict], None]
 
@@ -88,7 +88,7 @@ class PointResult:
     started_at: float = 0.0
     ended_at: float = 0.0
     checks: list[str] = field(default_factory=list)
-    drafter_aux_layers: list[int] | None = None  # target layers the EAGLE-3 drafter reads (sweep/drafter.py)
+    drafter_aux_layers: list[int] | None = None  # target layers the EAGLE-3 drafter reads (sweep/sglang/drafter.py)
     drafter_checks: list[str] = field(default_factory=list)  # the drafter pre-flight's findings
     reaped: dict[str, Any] = field(default_factory=dict)
     requests: pa.Table | None = None
@@ -141,7 +141,7 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
 
 def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
-    from sweep import drafter
+    from sweep.sglang import drafter
 
     found = drafter.check_argv(spec.argv)
     if found is None:  # no drafter, or its folders are not here (a hub id)
@@ -177,7 +177,7 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     res.checks = report.checks
     res.drafter_aux_layers, res.drafter_checks = report.drafter_aux_layers, report.drafter_checks
     # secrets: the log pump hid them in the log (so in log_tail and reasons from it) and the reaper
-    # in command lines; these catch what any other path may still carry (sweep/redact.py)
+    # in command lines; these catch what any other path may still carry (sweep/core/redact.py)
     secrets = redact.secret_values(spec.argv, spec.env)
     res.reaped = reaped.as_dict(secrets)
     if secrets:

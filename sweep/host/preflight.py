@@ -15,9 +15,9 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sweep import atomic
-from sweep.argv import argv_value
-from sweep.errors import PointFailure
+from sweep.core import atomic
+from sweep.core.argv import argv_value
+from sweep.core.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.gpu import Gpu, GpuProbe
 from sweep.sglang.args import flags_in_argv

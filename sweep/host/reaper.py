@@ -24,9 +24,9 @@ from pathlib import Path
 
 import psutil
 
-from sweep import atomic
+from sweep.core import atomic
 from sweep.host.gpu import GpuProbe
-from sweep.redact import redact_argv, redact_text, redact_tree
+from sweep.core.redact import redact_argv, redact_text, redact_tree
 
 MARK_SWEEP = "SWEEP_SWEEP"
 MARK_HOST = "SWEEP_HOST"
@@ -71,7 +71,7 @@ class ReapReport:
 
 def _describe(p: psutil.Process, reason: str) -> dict:
     """pid, name, command line (secrets redacted: ``--api-key X`` and any secret-named flag, and
-    ``--flag=X``; see sweep/redact.py; then cut to 300 characters) and the reason."""
+    ``--flag=X``; see sweep/core/redact.py; then cut to 300 characters) and the reason."""
     try:
         cmdline = redact_text(" ".join(redact_argv(p.cmdline())))
         return {"pid": p.pid, "name": p.name(), "cmdline": cmdline[:300], "reason": reason}

@@ -3,7 +3,7 @@
 Launch: an argv list (never a shell), the point's env plus the sweep's marker, stdout and stderr to
 the point's log file, in a session of its own (so stop can signal its whole group) and leashed to
 the launching process (``die_with_parent``), so that a killed Ray worker takes its server along.
-A point with secrets (``--api-key``, a secret-named env variable: sweep/redact.py) writes its log
+A point with secrets (``--api-key``, a secret-named env variable: sweep/core/redact.py) writes its log
 through a ``LogPump`` that hides them as the lines arrive (SGLang prints ``api_key='...'`` in its
 ``server_args=`` line); other points' output goes to the file directly.
 
@@ -30,10 +30,10 @@ from typing import Callable
 
 import httpx
 
-from sweep.argv import argv_value
-from sweep.config import Timeouts
-from sweep.errors import PointFailure
-from sweep import redact
+from sweep.core.argv import argv_value
+from sweep.experiment.config import Timeouts
+from sweep.core.errors import PointFailure
+from sweep.core import redact
 from sweep.host import reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
 from sweep.sglang.logs import EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of, split_progress

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import ray
 
-from sweep.errors import ClusterError
+from sweep.core.errors import ClusterError
 
 SIM_PREFIX = "sim_host_"
 

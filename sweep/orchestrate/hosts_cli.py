@@ -15,11 +15,11 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.orchestrate import cluster
-from sweep.console import plural
+from sweep.core.console import plural
 
 
 def _probe_host() -> dict:
-    from sweep.errors import PointFailure
+    from sweep.core.errors import PointFailure
     from sweep.host.gpu import real_probe
     from sweep.host.preflight import sglang_version
 

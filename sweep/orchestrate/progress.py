@@ -2,12 +2,12 @@
 sweep (done, failed, remaining, ETA). Plain log lines when the output is not a terminal (CI,
 ``ray job submit``, a pipe).
 
-The ETA is ``sweep.estimate``'s model, the one ``--plan`` prints: given each point's estimate
+The ETA is ``sweep.experiment.estimate``'s model, the one ``--plan`` prints: given each point's estimate
 (``estimates``: label -> seconds), the points still to run are scheduled on the hosts after the
 running ones finish, every estimate scaled by how long the finished points took against theirs.
 Without estimates it is the mean duration of the finished points times those left, over the hosts.
 
-It takes the typed events of ``sweep.types`` (``on(event)``: ``PointStage``, ``PointFinished``) or,
+It takes the typed events of ``sweep.core.types`` (``on(event)``: ``PointStage``, ``PointFinished``) or,
 as the hosts post them, their small dicts (``host_event``).
 """
 
@@ -29,8 +29,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from sweep import estimate
-from sweep.types import PointFinished, PointStage, PointStatus, SweepEvent
+from sweep.experiment import estimate
+from sweep.core.types import PointFinished, PointStage, PointStatus, SweepEvent
 
 
 @dataclass

@@ -23,11 +23,11 @@ import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
-from sweep.errors import Cancelled
+from sweep.core.errors import Cancelled
 from sweep.host.point import HostContext, PointResult, PointSpec
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_port
-from sweep.types import FailurePhase, retry_stage
+from sweep.core.types import FailurePhase, retry_stage
 
 RunFn = Callable[[PointSpec, HostContext, Callable[[dict], None]], PointResult]
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader

@@ -21,17 +21,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from sweep import config as config_mod
-from sweep.console import output_console, plural
-from sweep.dryrun import fake_args, fake_launcher
-from sweep.errors import ClusterError, ConfigError, Interrupted, ResultsError
+from sweep.experiment import config as config_mod
+from sweep.core.console import output_console, plural
+from sweep.experiment.dryrun import fake_args, fake_launcher
+from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsError
 from sweep.host import cpu as cpu_host
 from sweep.host.point import PointSpec
-from sweep.plan import Plan, PlannedPoint
-from sweep.redact import redact_argv
+from sweep.experiment.plan import Plan, PlannedPoint
+from sweep.core.redact import redact_argv
 from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
-from sweep.types import (
+from sweep.core.types import (
     PointFinished,
     PointStage,
     PointStatus,
@@ -46,7 +46,7 @@ from sweep.types import (
 class RunOptions:
     """How to run a plan: the mode, which points (resume: those without a result; ``retry_failed``,
     ``force``, ``only`` label globs), where (``address`` of the cluster, ``results_dir``), and who
-    hears of it (``on_event``: the typed events of ``sweep.types``; ``live``: the live view or plain
+    hears of it (``on_event``: the typed events of ``sweep.core.types``; ``live``: the live view or plain
     progress lines on the console)."""
 
     mode: RunMode = "real"
@@ -209,7 +209,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
         planned = {p.id: p for p in todo}
         runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
                         exp.cluster.max_host_failures, run_fn=run_fn)
-        from sweep import estimate
+        from sweep.experiment import estimate
 
         progress = SweepProgress(len(todo), len(hosts), console,
                                  estimates=estimate.point_estimates(exp, todo, mode=mode, scale=scale, hosts=len(hosts)))

@@ -7,19 +7,21 @@ from typing import TYPE_CHECKING, Any, Union
 
 import pyarrow as pa
 
-from sweep import __version__, redact
-from sweep.errors import ResultsError
+from sweep import __version__
+
+from sweep.core import redact
+from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, axis_type, axis_value, from_rows
-from sweep.types import kind as run_kind
+from sweep.core.types import kind as run_kind
 
 if TYPE_CHECKING:  # only the shapes: results sits below the layers that make these
     from sweep.host.point import PointResult
-    from sweep.plan import PlannedPoint
+    from sweep.experiment.plan import PlannedPoint
 
 
 def redact_argv(argv: list[str]) -> list[str]:
     """``--api-key X`` -> ``--api-key <redacted>`` (and ``--api-key=X``, and any flag with a secret name,
-    see sweep/redact.py); the secret values found are hidden wherever else the argv has them."""
+    see sweep/core/redact.py); the secret values found are hidden wherever else the argv has them."""
     return redact.redact_argv(argv, redact.secret_values(argv))
 
 

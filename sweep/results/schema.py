@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from sweep.errors import ResultsError
+from sweep.core.errors import ResultsError
 
 REQUESTS = pa.schema(
     [
@@ -240,7 +240,7 @@ REAPED = pa.struct([
     ("port_free", pa.bool_()),  # the point's port could be bound at the end
     ("waited_s", pa.float64()),  # waiting for GPU memory and the port
 ])
-# How a dry run scaled the benchmark (sweep/dryrun.py scaled); null when nothing was scaled. Pairs are
+# How a dry run scaled the benchmark (sweep/experiment/dryrun.py scaled); null when nothing was scaled. Pairs are
 # [the experiment's value, this run's]
 BENCH_SCALE = pa.struct([
     ("fake_speed", pa.float64()),  # the fake serves this many times faster than the real system
@@ -270,7 +270,7 @@ POINTS = pa.schema(
         ("failure_fix", pa.string()),  # how to fix it, where the sweep knows (pre-flight, timeouts, auth...)
         ("errors", pa.list_(pa.string())),  # plan errors (invalid points)
         ("warnings", pa.list_(pa.string())),  # plan warnings
-        # the drafter pre-flight (sweep/drafter.py): the 0-based target layers whose output the EAGLE-3
+        # the drafter pre-flight (sweep/sglang/drafter.py): the 0-based target layers whose output the EAGLE-3
         # drafter reads, as SGLang resolves them (config ids after the target's shift, or its default;
         # -1 = the embeddings), null without one; and its findings, "warning: [check] message (fix: ...)"
         ("drafter_aux_layers", pa.list_(pa.int32())),

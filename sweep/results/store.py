@@ -32,8 +32,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.console import plural
-from sweep.errors import ResultsError
+from sweep.core.console import plural
+from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, MANIFEST, POINTS, TABLES, axis_type
 
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns

@@ -16,8 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import polars as pl
 
-from sweep import __version__, atomic
-from sweep.errors import ResultsError
+from sweep import __version__
+
+from sweep.core import atomic
+from sweep.core.errors import ResultsError
 from sweep.results.schema import MANIFEST, TABLES, check
 from sweep.results.store import table_files
 

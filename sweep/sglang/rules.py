@@ -8,7 +8,7 @@ SGLang would silently change or what would spoil the measurement. Each finding n
 the fix; the plan adds the point. What SGLang itself does is modelled once, in
 ``sweep.sglang.serverargs`` (shared with the fake server and checked against real SGLang by
 ``tests/real/test_rules_differential.py``); this module turns its outcome into findings. Rules that
-need several points (baseline env) live in ``sweep.plan``.
+need several points (baseline env) live in ``sweep.experiment.plan``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from sweep.settings import BenchSettings
+from sweep.core.settings import BenchSettings
 from sweep.sglang import serverargs as sa
 from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, argparse_name, closest_flag, version_flags
 

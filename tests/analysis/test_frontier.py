@@ -10,7 +10,7 @@ from sweep.analysis.frontier import frontier_only, frontier_spans, frontier_tabl
 from sweep.analysis.plots import plot_frontier
 from sweep.analysis.report import build
 from sweep.analysis.speedups import level_speedups
-from sweep.errors import ConfigError
+from sweep.core.errors import ConfigError
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir, story_sweep
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from sweep.analysis.cli import add_query_arguments, run_query
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir
 

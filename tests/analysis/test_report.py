@@ -9,7 +9,7 @@ import re
 import pytest
 
 from sweep.analysis.cli import add_report_arguments, run_report
-from sweep.errors import ResultsError
+from sweep.core.errors import ResultsError
 from tests.analysis.sweepdir import SweepDir, story_sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"

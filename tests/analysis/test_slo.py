@@ -12,8 +12,8 @@ import pytest
 from sweep.analysis.cli import add_report_arguments, run_report
 from sweep.analysis.slo import (Limit, SLO, from_experiment, from_settings, level_slo, parse_limit, parse_slo,
                                 recommendations, slo_table)
-from sweep.settings import SLOSettings
-from sweep.errors import ConfigError, SLOError
+from sweep.core.settings import SLOSettings
+from sweep.core.errors import ConfigError, SLOError
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir, story_sweep
 

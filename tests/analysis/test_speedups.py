@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from sweep.analysis import best_per_level, configurations, crossover, env_effect, level_speedups, speedup_table
-from sweep.errors import SweepError
+from sweep.core.errors import SweepError
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir
 

@@ -13,7 +13,7 @@ import pytest
 
 from sweep.bench import cli
 from sweep.bench.report import levels_table
-from sweep.console import PIPE_WIDTH, output_console
+from sweep.core.console import PIPE_WIDTH, output_console
 
 from tests.bench.bench_fake_server import REPO
 
@@ -67,6 +67,6 @@ def test_piped_output_keeps_every_column_and_runs_0_sends_no_warmup(fake_sglang,
 
 def test_the_settings_name_every_route_the_client_has():
     from sweep.bench.client import ROUTES
-    from sweep.settings import API_NAMES
+    from sweep.core.settings import API_NAMES
 
     assert tuple(ROUTES) == API_NAMES

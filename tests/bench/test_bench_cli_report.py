@@ -15,8 +15,8 @@ from sweep.bench.client import RequestRecord
 from sweep.bench.load import Sent
 from sweep.bench.prompts import load_prompts
 from sweep.bench.runner import BenchResult, check_settings, check_url, request_row, run_benchmark, single_row
-from sweep.settings import BenchSettings
-from sweep.errors import BenchError
+from sweep.core.settings import BenchSettings
+from sweep.core.errors import BenchError
 from sweep.results.schema import from_rows
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from sweep.bench import server_metrics as sm
 from sweep.bench.prompts import BUILTIN, load_prompts
-from sweep.errors import BenchError
+from sweep.core.errors import BenchError
 
 
 @pytest.mark.parametrize("name", BUILTIN)

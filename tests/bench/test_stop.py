@@ -15,8 +15,8 @@ from sweep.bench import stop as st
 from sweep.bench.client import Clients, RequestRecord
 from sweep.bench.load import Notifier, RequestOptions, closed_loop_until
 from sweep.bench.prompts import load_prompts
-from sweep.settings import StopSettings
-from sweep.errors import ConfigError
+from sweep.core.settings import StopSettings
+from sweep.core.errors import ConfigError
 from tests.bench.stream_stub import Streamer, serving
 
 
@@ -155,7 +155,7 @@ def test_without_a_rule_or_with_min_requests_above_the_count_every_request_is_se
 @pytest.mark.slow  # starts the fake SGLang server (~3 s)
 def test_the_levels_table_records_how_each_level_ended(fake_sglang):
     from sweep.bench.runner import run
-    from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+    from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 
     server = fake_sglang("--enable-metrics", speed=20.0)
 

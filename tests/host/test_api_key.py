@@ -15,13 +15,13 @@ from dataclasses import asdict
 
 import pytest
 
-from sweep.config import ReapConfig, Timeouts
-from sweep.errors import PointFailure
+from sweep.experiment.config import ReapConfig, Timeouts
+from sweep.core.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.point import PointSpec, run_point
 from sweep.host.server import LogFollower, ServerProcess
-from sweep.redact import REDACTED
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.core.redact import REDACTED
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from tests.conftest import free_port
 from tests.waiting import wait_until
 

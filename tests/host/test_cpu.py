@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from sweep.errors import PointFailure
+from sweep.core.errors import PointFailure
 from sweep.host import cpu
 
 XEON = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
-from sweep.config import ReapConfig, Timeouts
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.point import PointSpec, run_point
 from tests.conftest import free_port

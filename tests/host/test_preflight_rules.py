@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from sweep.settings import BenchSettings
-from sweep.errors import PointFailure
+from sweep.core.settings import BenchSettings
+from sweep.core.errors import PointFailure
 from sweep.host import preflight as pf
 
 TREE = {"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d",

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sweep.config import Timeouts
-from sweep.errors import PointFailure
+from sweep.experiment.config import Timeouts
+from sweep.core.errors import PointFailure
 from sweep.host.server import TAIL_LINES, LogFollower, ServerProcess, Startup
 from sweep.results.schema import ENGINE_COLUMNS
 from sweep.sglang.logs import Progress, engine_timings, event_of, rank_of

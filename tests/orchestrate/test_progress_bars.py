@@ -62,7 +62,7 @@ def test_points_row_takes_progress_and_engine_timings():
     from sweep.host.point import PointResult
     from sweep.host.server import Startup
     from sweep.results.records import point_row
-    from sweep.plan import PlannedPoint
+    from sweep.experiment.plan import PlannedPoint
     from sweep.sglang.logs import engine_timings, parse_progress
 
     st = Startup()

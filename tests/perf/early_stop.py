@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from tests.bench.bench_fake_server import start_fake  # noqa: E402
 
 from sweep.bench.runner import run  # noqa: E402
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings  # noqa: E402
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings  # noqa: E402
 
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
 TUNED_ENV = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_MAX_NCHANNELS": "16",

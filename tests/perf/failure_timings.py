@@ -39,12 +39,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from sweep.config import ReapConfig, Timeouts  # noqa: E402
+from sweep.experiment.config import ReapConfig, Timeouts  # noqa: E402
 from sweep.fake.server import CRASH_DIAGNOSTICS_S  # noqa: E402
 from sweep.host import reaper  # noqa: E402
 from sweep.host.gpu import FakeGpus  # noqa: E402
 from sweep.host.point import HostContext, PointSpec, run_point  # noqa: E402
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings  # noqa: E402
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
@@ -184,7 +184,7 @@ def fake_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
 
 
 def drafter_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
-    from sweep import drafter as dr
+    from sweep.sglang import drafter as dr
     from tests.test_drafter import MISTAKES, build, write_target
 
     target = write_target(tmp / "target")

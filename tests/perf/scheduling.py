@@ -27,7 +27,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from ray import cloudpickle  # noqa: E402
 
-from sweep.settings import BenchSettings  # noqa: E402
+from sweep.core.settings import BenchSettings  # noqa: E402
 from sweep.host.point import PointSpec  # noqa: E402
 from sweep.orchestrate import cluster  # noqa: E402
 from sweep.orchestrate.ray_runner import HostSetup, Runner  # noqa: E402

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+TINYMODELS = REPO / "cluster" / "sglang-cpu-x86" / "tinymodels.py"
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class RealSGLang:
     python: str  # the install's interpreter
     env: dict[str, str]  # what a server process needs (SGLANG_USE_CPU_ENGINE, LD_PRELOAD, offline hub)
     attention_backend: str  # intel_amx on a Xeon with AMX; torch_native with kernels built for another CPU
-    models: Path  # the tiny target and drafters (sweep.tinymodels)
+    models: Path  # the tiny target and drafters (cluster/sglang-cpu-x86/tinymodels.py)
     amx: bool  # SGLang sees AMX (real, or the installer's claim on AVX512-BF16): it runs intel_amx
     path: str | None  # the installer's path (amx | avx512-bf16 | avx2); None: an install without it
     prefix: Path | None = None  # the install's folder, where known
@@ -98,8 +99,8 @@ def find_real_sglang(found: dict[str, str] | None = None, prefix: Path | None = 
             (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
         return None, f"the CPU SGLang at {python} does not load here ({why})"
     amx = probe.stdout.strip().splitlines()[-1] == "True"
-    made = subprocess.run([python, "-m", "sweep.tinymodels", "--out", str(TINY_MODELS)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=900)
+    made = subprocess.run([python, str(TINYMODELS), "--out", str(TINY_MODELS)], capture_output=True, text=True,
+                          timeout=900)
     if made.returncode != 0:
         return None, f"could not create the tiny models: {made.stderr.strip().splitlines()[-1:]}"
     backend = found.get("SGLANG_CPU_ATTENTION_BACKEND") or ("intel_amx" if amx else "torch_native")

@@ -14,12 +14,12 @@ import uuid
 import httpx
 import pytest
 
-from sweep.config import CpuConfig, ReapConfig, Timeouts
+from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus
 from sweep.host.point import HostContext, PointSpec, run_point
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]

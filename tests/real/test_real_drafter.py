@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep import drafter as dr
+from sweep.sglang import drafter as dr
 from sweep.sglang.logs import exception_lines
 from tests.conftest import free_port
 from tests.test_drafter import MISTAKES, build, eagle3_config, eagle3_tensors, verdict
@@ -132,7 +132,7 @@ def served(real_sglang, tmp_path_factory, request) -> dict[str, tuple[Served, dr
 
 
 def test_the_hand_made_drafter_is_the_tiny_one(real_sglang):
-    """tests/test_drafter.py's checkpoints are sweep.tinymodels' drafter, tensor for tensor."""
+    """tests/test_drafter.py's checkpoints are cluster/sglang-cpu-x86/tinymodels.py' drafter, tensor for tensor."""
     disk = real_sglang.models / "eagle3"
     header = {k: (t.dtype, t.shape) for k, t in dr.read_header(disk / "model.safetensors").items()}
     assert header == {k: (d, tuple(s)) for k, (d, s) in eagle3_tensors().items()}
@@ -169,8 +169,8 @@ def test_sglang_does_what_the_check_says(served, name, real_sglang):
 
 def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch):
     """On the host: a drafter whose aux layers the target never reaches fails in pre-flight, named."""
-    from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
-    from sweep.config import CpuConfig, ReapConfig, Timeouts
+    from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+    from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
     from sweep.host import cpu
     from sweep.host.cpu import required_flags
     from sweep.host.gpu import NoGpus

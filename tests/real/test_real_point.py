@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
-from sweep.config import CpuConfig, ReapConfig, Timeouts
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus

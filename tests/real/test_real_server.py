@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from sweep.bench.runner import run as run_bench
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host import reaper
 from tests.conftest import REPO
 from tests.real.servers import live_server

@@ -2,7 +2,7 @@
 every path it takes (amx, avx512-bf16; the AVX2 path on this CPU or emulated), each lossless under
 greedy decoding and benchmarked, with the benchmark's accept figures equal to the server's own; a
 speculative point start to finish; and the drafter mistakes whose consequence is acceptance, observed
-on a live server with the tiny drafter trained on the tiny target (sweep.tinymodels).
+on a live server with the tiny drafter trained on the tiny target (cluster/sglang-cpu-x86/tinymodels.py).
 
 Run with ``-s`` to see the figures (ready times, accept lengths, per-position histograms).
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sweep import drafter as dr
+from sweep.sglang import drafter as dr
 from sweep.bench.prompts import load_prompts
 from sweep.bench.runner import run as run_bench
-from sweep.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host.point import run_point
 from tests.real.servers import flush, generate, live_server
 from tests.real.test_real_point import host, spec_for  # noqa: F401  (host: the fixture)
@@ -229,7 +229,7 @@ def mistakes(models: Path, seen_tokens: list[int]) -> dict[str, tuple[dict, dict
 def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, tmp_path_factory):
     """A wrapper prefix, no fc, no d2t with a smaller draft vocabulary: SGLang loads each without a
     word and serves, greedy output unchanged; acceptance collapses to about 1 (prefix, no d2t) or drops
-    (no fc) where the trained drafter accepts well above it. The check (sweep/drafter.py) warns about
+    (no fc) where the trained drafter accepts well above it. The check (sweep/sglang/drafter.py) warns about
     exactly these, and passes the two that accept."""
     real = real_spec_sglang
     base = reference(real, tmp_path_factory)

@@ -183,7 +183,7 @@ def sglang_verdict(case: C.Case, real: dict[str, Any], version: str) -> Verdict:
 
 
 def plan_target(case: C.Case, models: Path, version: str) -> rules.Target:
-    """What the plan knows of the case's server: as sweep.plan.target_of builds it."""
+    """What the plan knows of the case's server: as sweep.experiment.plan.target_of builds it."""
     flags = case.all_flags(models)
     configs = {p: c for p in (flags["model-path"], flags.get("speculative-draft-model-path"))
                if p and (c := serverargs.read_config(p)) is not None}
@@ -228,7 +228,7 @@ def fake_verdict(case: C.Case, models: Path, version: str) -> Verdict:
     return _verdict(False, final, given_values(case, version), bool(a.get("speculative_algorithm")))
 
 
-from sweep.settings import BenchSettings, ConcurrencySettings  # noqa: E402
+from sweep.core.settings import BenchSettings, ConcurrencySettings  # noqa: E402
 
 _BENCH = BenchSettings(server_metrics=False, concurrency=ConcurrencySettings(levels=[1]))
 

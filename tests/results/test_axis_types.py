@@ -19,7 +19,7 @@ ROLES = {"drafter": "drafter", "steps": "steps", "scale": "other", "nccl": "env"
 
 
 def _planned(pid, **params):
-    from sweep.plan import PlannedPoint
+    from sweep.experiment.plan import PlannedPoint
 
     label = ",".join(f"{k}={v}" for k, v in params.items() if v is not None)
     return PlannedPoint(id=pid, label=label, params={k: v for k, v in params.items() if v is not None},

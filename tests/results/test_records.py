@@ -10,7 +10,7 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from sweep.errors import ResultsError
+from sweep.core.errors import ResultsError
 from sweep.results.records import point_row, struct_value
 from sweep.results.schema import BENCH_SCALE, POINTS, PROCESS, REAPED
 
@@ -22,7 +22,7 @@ def _names(struct: pa.StructType) -> list[str]:
 
 
 def _planned(**kw):
-    from sweep.plan import PlannedPoint
+    from sweep.experiment.plan import PlannedPoint
 
     base = dict(id="p1", label="drafter=d1,steps=2,nccl=tuned", params={"drafter": "d1", "steps": "2", "nccl": "tuned"},
                 roles={"drafter": "drafter", "steps": "steps", "nccl": "env"}, baseline=False, flags={},
@@ -95,8 +95,8 @@ def test_the_reapers_report_fits_its_struct():
 
 
 def test_the_dry_runs_scale_fits_its_struct():
-    from sweep.config import load
-    from sweep.dryrun import scaled
+    from sweep.experiment.config import load
+    from sweep.experiment.dryrun import scaled
 
     _, scale = scaled(load(REPO / "experiments" / "k26_eagle.yaml"))
     assert list(scale) == _names(BENCH_SCALE)

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sweep.errors import ResultsError
+from sweep.core.errors import ResultsError
 from sweep.results.schema import (
     AXIS_PREFIX, BENCH_SCALE, ENV, PARAM_ROLES, POINTS, REAPED, REQUESTS, TABLES, check, from_rows,
 )

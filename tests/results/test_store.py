@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.analysis.frames import configurations
-from sweep.errors import ResultsError
+from sweep.core.errors import ResultsError
 from sweep.results import load
 from sweep.results.schema import POINTS, REQUESTS, TABLES, from_rows
 from sweep.results.store import upgrade_points

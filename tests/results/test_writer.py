@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sweep.errors import ResultsError
+from sweep.core.errors import ResultsError
 from sweep.results import load
 from sweep.results.schema import TABLES, from_rows
 from sweep.results.writer import MANIFEST, ResultsDir

@@ -4,7 +4,7 @@ tests/real/ checks the same model against real SGLang)."""
 
 import pytest
 
-from sweep.settings import BenchSettings, ConcurrencySettings
+from sweep.core.settings import BenchSettings, ConcurrencySettings
 from sweep.sglang import rules, serverargs
 
 E3 = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d"}

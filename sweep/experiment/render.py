@@ -7,9 +7,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sweep.console import fit_to_pipe, plural
-from sweep.plan import Plan
-from sweep.redact import redact_argv
+from sweep.core.console import fit_to_pipe, plural
+from sweep.experiment.plan import Plan
+from sweep.core.redact import redact_argv
 
 
 def plan_table(plan: Plan) -> Table:
@@ -47,6 +47,6 @@ def print_plan(plan: Plan, console: Console) -> None:
     for w in plan.warnings:
         console.print(f"[yellow]warning[/yellow] plan: {escape(w)}", highlight=False, soft_wrap=True)
     if plan.points:
-        last = plan.points[-1]  # secrets redacted, as in --plan --json (sweep/redact.py)
+        last = plan.points[-1]  # secrets redacted, as in --plan --json (sweep/core/redact.py)
         console.print(f"[dim]example argv ({escape(last.label)}):[/dim] "
                       f"{escape(' '.join(redact_argv(last.argv, last.secrets)))}", highlight=False, soft_wrap=True)

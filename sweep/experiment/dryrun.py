@@ -9,7 +9,7 @@ import copy
 import sys
 from dataclasses import asdict
 
-from sweep.config import Experiment
+from sweep.experiment.config import Experiment
 
 FAKE_LAUNCHER_MODULE = "sweep.fake"
 

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.config import AxisConfig, Experiment, normalized_flags
-from sweep.errors import ConfigError
+from sweep.experiment.config import AxisConfig, Experiment, normalized_flags
+from sweep.core.errors import ConfigError
 from sweep.sglang.args import SPECULATIVE_PREFIX
 
 ROLES = ("drafter", "steps", "topk", "draft_tokens", "env", "other")

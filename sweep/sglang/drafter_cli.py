@@ -2,7 +2,7 @@
 
 Check a freshly trained drafter against the target it will serve with, before any sweep: weight
 names SGLang's model class would drop or miss, the target layers it reads, hidden size and
-vocabularies, architecture against the algorithm (sweep/drafter.py). Reads config.json files and
+vocabularies, architecture against the algorithm (sweep/sglang/drafter.py). Reads config.json files and
 safetensors headers only: milliseconds, even for a large checkpoint.
 
 Exit 0: no error (warnings printed); 1: an error (or, with --strict, a warning); 2: a folder missing.
@@ -15,8 +15,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from sweep import drafter as dr
-from sweep.errors import ConfigError
+from sweep.sglang import drafter as dr
+from sweep.core.errors import ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

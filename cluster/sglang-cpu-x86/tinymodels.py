@@ -1,7 +1,7 @@
 """Tiny models for a real SGLang sweep with no GPU and no hub: a 4-layer Llama target (random weights)
 and one-layer EAGLE-3 drafters for it, with a byte-level BPE tokenizer trained here.
 
-    python -m sweep.tinymodels --out ~/.cache/sweep/tiny-models     # creates what is missing
+    python cluster/sglang-cpu-x86/tinymodels.py --out ~/.cache/sweep/tiny-models   # creates what is missing
 
 makes ``target``, ``eagle3`` (the drafter trained on the target: what experiments and tests serve)
 and ``eagle3-random`` (the same tensors, random: SGLang serves it and accepts nothing).
@@ -466,7 +466,7 @@ def ensure(root: Path) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sweep.tinymodels", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python cluster/sglang-cpu-x86/tinymodels.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for the models (created)")
     args = p.parse_args(argv)
     root = Path(os.path.expanduser(args.out))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweep.types import FailurePhase
+    from sweep.core.types import FailurePhase
 
 
 class SweepError(Exception):
@@ -80,7 +80,7 @@ class UnknownFormatError(AnalysisError):
 class PointFailure(SweepError):
     """A grid point failed on its host. Raised inside the host layer, recorded as data there.
 
-    ``phase`` is where it failed (``sweep.types.FailurePhase``): preflight, load, capture, ready,
+    ``phase`` is where it failed (``sweep.core.types.FailurePhase``): preflight, load, capture, ready,
     benchmark on the host; ``reason`` says why, from the server's log where there is one.
     """
 

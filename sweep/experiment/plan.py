@@ -16,14 +16,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweep import redact
-from sweep.config import Experiment
-from sweep.console import plural
-from sweep.errors import ConfigError, PlanError
-from sweep.grid import build_axes, expand
+from sweep.core import redact
+from sweep.experiment.config import Experiment
+from sweep.core.console import plural
+from sweep.core.errors import ConfigError, PlanError
+from sweep.experiment.grid import build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
-from sweep.types import PlanStatus
+from sweep.core.types import PlanStatus
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
 PLACEMENT_FLAGS = frozenset({"host", "port"})
@@ -65,7 +65,7 @@ class PlannedPoint:
 
     @property
     def secrets(self) -> list[str]:
-        """The secret values of this point (of its secret-named flags and env; sweep/redact.py)."""
+        """The secret values of this point (of its secret-named flags and env; sweep/core/redact.py)."""
         return redact.secret_values(self.argv, self.env, self.flags)
 
     def to_json(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from sweep.errors import ConfigError
+from sweep.core.errors import ConfigError
 
 API_NAMES = ("generate", "completions", "chat")  # SGLang's native /generate, /v1/completions, /v1/chat/completions
 

@@ -32,8 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.argv import argv_value
-from sweep.console import plural
+from sweep.core.argv import argv_value
+from sweep.core.console import plural
 
 ERROR, WARNING = "error", "warning"
 
@@ -383,7 +383,7 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
         if arch == "Eagle3DeepseekV2ForCausalLM":
             _check_mla_names(tensors, report)
         else:
-            report.notes.append(f"weight names not checked: sweep/drafter.py does not model {arch}'s loader")
+            report.notes.append(f"weight names not checked: sweep/sglang/drafter.py does not model {arch}'s loader")
         return
     make, mapper = CLASSES[arch]
     try:

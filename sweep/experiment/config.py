@@ -17,8 +17,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.settings import BenchSettings
-from sweep.errors import ConfigError
+from sweep.core.settings import BenchSettings
+from sweep.core.errors import ConfigError
 
 
 @dataclass
@@ -205,7 +205,7 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     elif "takes a list" in first:
         fix = f"give {key!r} a list in brackets, e.g. [1, 2, 4]"
     elif "converted" in first or "Value" in first:
-        fix = f"give {key!r} a value of the type the schema expects (see sweep/config.py)"
+        fix = f"give {key!r} a value of the type the schema expects (see sweep/experiment/config.py)"
     return ConfigError(f"{where}: key {key!r}: {first}", fix=fix)
 
 
@@ -245,7 +245,7 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             raise ConfigError(f"command-line override ({ov}): the value is not valid YAML: {problem}",
                               fix="close every bracket and quote the override for the shell, "
                                   "e.g. 'benchmark.concurrency.levels=[1,4,16]'") from None
-    # grid.derived is interpolated per point over the axis values (sweep.grid), not here
+    # grid.derived is interpolated per point over the axis values (sweep.experiment.grid), not here
     derived = OmegaConf.to_container(cfg.grid.derived, resolve=False)
     cfg.grid.derived = {}
     try:
@@ -282,7 +282,7 @@ def normalized_flags(flags: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _normalize_flags(exp: Experiment, path: Path) -> None:
-    """Flag names normalised once, here, for every layer above (the axes' bundles: sweep.grid)."""
+    """Flag names normalised once, here, for every layer above (the axes' bundles: sweep.experiment.grid)."""
     exp.server.flags = normalized_flags(exp.server.flags, f"{path}: server.flags")
     exp.grid.derived = normalized_flags(exp.grid.derived, f"{path}: grid.derived")  # type: ignore[assignment]
     for axis in exp.grid.axes.values():
@@ -327,10 +327,10 @@ def is_cpu(exp: Experiment) -> bool:
 def to_yaml(exp: Experiment) -> str:
     """The resolved experiment as YAML (written beside the results), secrets redacted: the value of a
     secret-named key (``server.env.HF_TOKEN``, ``server.flags.api-key``, in a grid bundle too; see
-    sweep/redact.py) becomes ``<redacted>``, or stays the interpolation the experiment file wrote
+    sweep/core/redact.py) becomes ``<redacted>``, or stays the interpolation the experiment file wrote
     there (``${oc.env:HF_TOKEN}``, a reference with no secret in it); a secret value anywhere else
     (a launcher, ``local.setup``) is hidden too."""
-    from sweep import redact
+    from sweep.core import redact
 
     tree = OmegaConf.to_container(OmegaConf.structured(exp), resolve=False)
     tree = redact.redact_tree(tree)
@@ -348,7 +348,7 @@ def _source_tree(source: str) -> Any:
 
 def _keep_references(tree: Any, raw: Any) -> None:
     """Where a value was redacted and the file had an interpolation there, put the interpolation back."""
-    from sweep.redact import REDACTED
+    from sweep.core.redact import REDACTED
 
     if isinstance(tree, dict) and isinstance(raw, dict):
         for k, v in tree.items():
