@@ -9,7 +9,7 @@ from sweep.results import load
 from tests.conftest import run_sweep_cli
 from tests.orchestrate.test_sweep_e2e import our_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
 EXPERIMENT = """
 name: multihost

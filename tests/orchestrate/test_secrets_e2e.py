@@ -18,7 +18,7 @@ import yaml
 
 from tests.conftest import free_port, run_sweep_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
 KEY, HF, MINE, AXIS = "sk-e2e-key-0123456789", "hf_e2e_token_abcdef", "e2e-from-env-secret", "hf_e2e_axis_token_xyz"
 SECRETS = (KEY, HF, MINE, AXIS)

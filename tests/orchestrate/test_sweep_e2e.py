@@ -15,7 +15,7 @@ import pytest
 from sweep.results.writer import sweep_id
 from tests.conftest import REPO, run_sweep_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
 EXPERIMENT = """
 name: e2e
