@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import io
+import pickle
 import sys
 import types
 from pathlib import Path
@@ -24,9 +25,9 @@ from sweep.core.types import (
     POINT_STATUSES,
     STAGES,
     PointFinished,
+    PointProgress,
     PointStage,
     SweepStarted,
-    retry_stage,
 )
 
 SWEEP = Path(__file__).resolve().parents[1] / "sweep"
@@ -137,33 +138,35 @@ def test_every_status_written_is_a_point_status():
     assert {"ok", "failed", "invalid"} <= seen <= set(POINT_STATUSES), seen
 
 
-def test_progress_events_round_trip_the_hosts_dicts():
-    level = {"stage": "level", "concurrency": 4, "done": 3, "of": 8, "stopped": True}
-    e = PointStage.from_dict("p1", "drafter=none", "gpu-1", level)
+def test_progress_events_are_typed_end_to_end():
+    level = PointProgress("level", concurrency=4, done=3, of=8, stopped=True)
+    e = PointStage.of("p1", "drafter=none", "gpu-1", level)
+    assert (e.point_id, e.label, e.host) == ("p1", "drafter=none", "gpu-1")
     assert (e.stage, e.concurrency, e.done, e.of, e.stopped) == ("level", 4, 3, 8, True)
-    assert e.as_dict() == level
-    node = PointStage.from_dict("p1", "x", "gpu-2", {"stage": "node 2"})
-    assert node.stage == "node" and node.node_rank == 2 and node.as_dict() == {"stage": "node 2"}
-    retry = PointStage.from_dict("p1", "x", "gpu-2", {"stage": "host lost, retrying (attempt 2)"})
-    assert retry.stage == "retry" and retry.attempt == 2 and retry.stage in STAGES
-    assert retry.as_dict() == {"stage": retry_stage(2)} == {"stage": "host lost, retrying (attempt 2)"}
-    bar = {"stage": "load", "elapsed_s": 3.5, "progress": "load 2/64 shards", "progress_kind": "load"}
-    assert PointStage.from_dict("p", "l", "h", bar).as_dict() == bar
+    assert isinstance(e, PointProgress) and e.detail == level.detail == "C=4 3/8 (measured enough: stopped)"
+    node = PointStage.of("p1", "x", "gpu-2", PointProgress("node", node_rank=2))
+    assert node.stage == "node" and node.node_rank == 2 and node.title == "node 2"
+    retry = PointProgress("retry", attempt=2)
+    assert retry.stage in STAGES and retry.title == "host lost, retrying (attempt 2)"
+    assert PointProgress("single", run=1, of=3).detail == "run 1/3" and PointProgress("load").title == "load"
+    assert pickle.loads(pickle.dumps(e)) == e  # they cross from a host's task to the driver
     assert PointFinished("p", "l", "h", "ok", 1.0).reason == ""
     assert PointFinished("p", "l", "h", "failed", 1.0, 1, "capture", "CUDA out of memory").reason == \
         "capture: CUDA out of memory"
 
 
 def test_the_live_view_takes_typed_events():
-    from sweep.orchestrate.progress import SweepProgress, _detail
+    from sweep.orchestrate.progress import SweepProgress
 
-    bar = {"stage": "load", "progress": "load 27/64 shards", "progress_kind": "load"}
-    assert _detail(PointStage.from_dict("p", "l", "h", bar)) == _detail(bar) == "27/64 shards"
+    bar = PointProgress("load", progress="load 27/64 shards", progress_kind="load")
+    assert bar.detail == "27/64 shards"
     out = io.StringIO()
     sp = SweepProgress(2, 1, Console(file=out, width=160, force_terminal=False))
     sp.on(SweepStarted("e", "dry-run", "/r", 2, 2, 0))  # not drawn
-    sp.on(PointStage.from_dict("p1", "drafter=none", "gpu-1", bar))
+    sp.on(PointStage.of("p1", "drafter=none", "gpu-1", bar))
     assert sp.hosts["gpu-1"].label == "drafter=none" and sp.hosts["gpu-1"].detail == "27/64 shards"
+    sp.on(PointStage.of("p1", "drafter=none", "gpu-1", PointProgress("retry", attempt=2)))
+    assert sp.hosts["gpu-1"].stage == "host lost, retrying (attempt 2)"
     sp.on(PointFinished("p1", "drafter=none", "gpu-1", "failed", 12.0, 1, "load", "oom"))
     assert (sp.done, sp.failed) == (0, 1) and "failed in 12s (load: oom)" in out.getvalue()
 

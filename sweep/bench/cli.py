@@ -16,6 +16,7 @@ from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
 from sweep.core.console import output_console
 from sweep.core.errors import BenchError
+from sweep.core.types import PointProgress
 from sweep.core.settings import BenchSettings
 
 _D = BenchSettings()
@@ -90,11 +91,10 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     return s
 
 
-def _describe(info: dict) -> str:
-    stage = info.get("stage")
-    if stage == "level":
-        return f"C={info['concurrency']}: {info['done']}/{info['of']} requests"
-    return f"{stage} run {info.get('run')}/{info.get('of')}"
+def _describe(info: PointProgress) -> str:
+    if info.stage == "level":
+        return f"C={info.concurrency}: {info.done}/{info.of} requests"
+    return f"{info.stage} run {info.run}/{info.of}"
 
 
 def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:

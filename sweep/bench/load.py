@@ -23,11 +23,12 @@ from typing import Optional
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
 from sweep.core.settings import StopSettings
+from sweep.core.types import PointProgress
 from sweep.bench.stop import LevelMonitor, Precision
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[dict], None]
+OnProgress = Callable[[PointProgress], None]
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,10 @@ class Notifier:
     """Calls the progress callback; a failing callback is logged once and then ignored, so a
     broken live view never aborts a measurement."""
 
-    def __init__(self, progress: Optional[Progress]):
+    def __init__(self, progress: Optional[OnProgress]):
         self._progress = progress
 
-    def __call__(self, info: dict) -> None:
+    def __call__(self, info: PointProgress) -> None:
         if self._progress is None:
             return
         try:
@@ -86,7 +87,7 @@ async def single_stream(clients: Clients, opts: RequestOptions, *, runs: int, wa
     for phase, count in (("warmup", warmup), ("single", runs)):
         indices = opts.prompts.choose(count, opts.seed, phase)
         for seq, idx in enumerate(indices):
-            notify({"stage": phase, "run": seq + 1, "of": count})
+            notify(PointProgress(phase, run=seq + 1, of=count))
             rec = await _one(clients.slot(0), opts, idx, max_tokens)
             out.append(Sent(phase, 1, seq, idx, max_tokens, rec))
     return out
@@ -130,7 +131,7 @@ async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurren
     in_flight: dict[int, asyncio.Task] = {}
     cancelled = 0
     done = 0
-    notify({"stage": "level", "concurrency": concurrency, "done": 0, "of": requests})
+    notify(PointProgress("level", concurrency=concurrency, done=0, of=requests))
 
     async def worker(slot: int) -> None:
         nonlocal done, cancelled
@@ -154,7 +155,7 @@ async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurren
             results[seq] = Sent("level", concurrency, seq, indices[seq], max_tokens, rec)
             monitor.completed(seq, rec)
             done += 1
-            notify({"stage": "level", "concurrency": concurrency, "done": done, "of": requests})
+            notify(PointProgress("level", concurrency=concurrency, done=done, of=requests))
             if monitor.should_stop():
                 for other in list(in_flight.values()):
                     other.cancel()
@@ -170,5 +171,5 @@ async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurren
     sent = [s for s in results if s is not None]
     stopped = monitor.decision is not None and len(sent) < requests
     if stopped:
-        notify({"stage": "level", "concurrency": concurrency, "done": done, "of": requests, "stopped": True})
+        notify(PointProgress("level", concurrency=concurrency, done=done, of=requests, stopped=True))
     return LevelRun(sent, requests, stopped_early=stopped, cancelled=cancelled, precision=monitor.final())

@@ -36,6 +36,7 @@ from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_lo
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
+from sweep.core.types import PointProgress
 from sweep.results.schema import METRICS, from_rows
 
 TABLE_NAMES = ("requests", "single_stream", "levels", "metrics")
@@ -127,13 +128,14 @@ async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional
 
 
 async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = "",
-                        progress: Callable[[dict], None] | None = None,
+                        progress: Callable[[PointProgress], None] | None = None,
                         metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
     """Benchmark the server at ``url`` as ``settings`` say; see the module docstring.
 
-    ``progress`` gets small dicts as the benchmark goes: ``{"stage": "warmup"|"single", "run": i,
-    "of": n}`` as each run starts (1-based), and ``{"stage": "level", "concurrency": c, "done": k,
-    "of": n}`` when a level starts (k=0) and as each of its requests ends. ``metrics_every_s`` is
+    ``progress`` gets a ``sweep.core.types.PointProgress`` as the benchmark goes: stage ``warmup`` or
+    ``single`` with ``run`` (1-based) ``of`` n as each run starts, and stage ``level`` with its
+    ``concurrency`` and ``done`` ``of`` n when a level starts (done 0) and as each of its requests ends
+    (``stopped`` when it ended early, having measured enough). ``metrics_every_s`` is
     the period of the ``/metrics`` scrapes during a level (the first at half of it).
     """
     url = check_url(url)
@@ -190,7 +192,7 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
 
 
 def run(url: str, settings: BenchSettings, *, point_id: str = "",
-        progress: Callable[[dict], None] | None = None, metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
+        progress: Callable[[PointProgress], None] | None = None, metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
     return asyncio.run(run_benchmark(url, settings, point_id=point_id, progress=progress,
                                      metrics_every_s=metrics_every_s))

@@ -8,9 +8,8 @@ Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may impo
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from dataclasses import dataclass, fields
+from typing import Literal, get_args
 
 PointStatus = Literal["ok", "failed", "invalid"]
 """A recorded point (``points.status``): ``ok``; ``failed`` (on its host: crash, hang, pre-flight...);
@@ -43,8 +42,6 @@ Stage = Literal["start", "preflight", "load", "capture", "ready", "benchmark", "
 ``load``, ``capture``, ``ready``, ``benchmark``, ``stop``), the benchmark's (``warmup``, ``single``,
 ``level``), ``node`` (a follower node of a server that spans hosts) and ``retry`` (the driver's: the
 host was lost under the point, which runs again as ``attempt`` on another host)."""
-
-_RETRY = "host lost, retrying (attempt {})"  # the retry stage on the wire and in the progress log
 
 POINT_STATUSES: tuple[str, ...] = get_args(PointStatus)
 POINT_STATES: tuple[str, ...] = get_args(PointState)
@@ -101,13 +98,13 @@ class SweepStarted:
 
 
 @dataclass(frozen=True)
-class PointStage:
-    """A host's news about the point it runs: its stage, and where the stage has details, those (a
-    startup progress bar; the single-stream run; the concurrency level and its requests done)."""
+class PointProgress:
+    """What a host says of the point it runs, as it goes: the stage, and where the stage has details,
+    those (a startup progress bar; the single-stream run; the concurrency level and its requests
+    done; the node of a server over several hosts; the attempt after a host was lost). The host's
+    point, the benchmark and the driver make these; the driver adds the point and the host
+    (``PointStage``). Picklable: they cross from a host's task to the driver."""
 
-    point_id: str
-    label: str
-    host: str
     stage: Stage
     elapsed_s: float | None = None  # since the server's launch (startup stages)
     progress: str | None = None  # a startup progress bar's summary: "load 27/64 shards, 5.1 s/it, ETA 02:30"
@@ -119,39 +116,45 @@ class PointStage:
     stopped: bool = False  # level: ended early, having measured enough
     node_rank: int | None = None  # node: which node of a server that spans hosts
     attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
+    node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)
+
+    @property
+    def title(self) -> str:
+        """The stage as the live view and the progress log say it: ``node 2``,
+        ``host lost, retrying (attempt 2)``, else the stage."""
+        if self.stage == "node" and self.node_rank is not None:
+            return f"node {self.node_rank}"
+        if self.stage == "retry" and self.attempt is not None:
+            return f"host lost, retrying (attempt {self.attempt})"
+        return self.stage
+
+    @property
+    def detail(self) -> str:
+        """What the live view shows beside the stage: the bar's summary, the run, the level's requests."""
+        if self.progress:  # a startup progress bar: "load 27/64 shards, 5.1 s/it, ETA 02:30"
+            text = self.progress
+            return text[len(self.stage) + 1:] if text.startswith(self.stage + " ") else text  # stage shown beside
+        if self.stage == "single" and self.run is not None:
+            return f"run {self.run}/{self.of if self.of is not None else '?'}"
+        if self.stage == "level" and self.concurrency is not None:
+            done = f" {self.done}/{self.of}" if self.done is not None and self.of is not None else ""
+            return f"C={self.concurrency}{done}" + (" (measured enough: stopped)" if self.stopped else "")
+        return ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointStage(PointProgress):
+    """A host's ``PointProgress`` with the point it is about and the host it came from: what
+    ``sweep.run(progress=...)`` and the live view receive."""
+
+    point_id: str
+    label: str
+    host: str
 
     @classmethod
-    def from_dict(cls, point_id: str, label: str, host: str, event: dict[str, Any]) -> PointStage:
-        """From the small dict a host's point posts (the wire format of the host and bench layers)."""
-        stage = str(event.get("stage", ""))
-        node_rank = event.get("node_rank")
-        attempt = event.get("attempt")
-        m = re.fullmatch(r"node (\d+)", stage)
-        if m:
-            stage, node_rank = "node", int(m.group(1))
-        m = re.fullmatch(re.escape(_RETRY).replace(r"\{\}", r"(\d+)"), stage)
-        if m:
-            stage, attempt = "retry", int(m.group(1))
-        known = {k: event[k] for k in ("elapsed_s", "progress", "progress_kind", "run", "of", "concurrency", "done")
-                 if event.get(k) is not None}
-        return cls(point_id, label, host, stage, stopped=bool(event.get("stopped", False)),  # type: ignore[arg-type]
-                   node_rank=None if node_rank is None else int(node_rank),
-                   attempt=None if attempt is None else int(attempt), **known)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Back to the wire format (``{"stage": ..., ...}``, the keys that are set)."""
-        d = {k: v for k, v in asdict(self).items()
-             if k not in ("point_id", "label", "host") and v is not None and v is not False}
-        if self.stage == "node" and self.node_rank is not None:
-            d["stage"] = f"node {d.pop('node_rank')}"
-        if self.stage == "retry" and self.attempt is not None:
-            d["stage"] = retry_stage(d.pop("attempt"))
-        return d
-
-
-def retry_stage(attempt: int) -> str:
-    """The wire form of the retry stage: what the driver posts when a point's host was lost."""
-    return _RETRY.format(attempt)
+    def of(cls, point_id: str, label: str, host: str, progress: PointProgress) -> PointStage:
+        return cls(point_id=point_id, label=label, host=host,
+                   **{f.name: getattr(progress, f.name) for f in fields(PointProgress)})
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from sweep.core import redact
 from sweep.host import reaper
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
-from sweep.core.types import FailurePhase, PointStatus
+from sweep.core.types import FailurePhase, PointProgress, PointStatus
 from sweep.core.console import plural
 
-Progress = Callable[[dict], None]
+OnProgress = Callable[[PointProgress], None]
 
 
 @dataclass
@@ -187,7 +187,7 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     res.ended_at = time.time()
 
 
-def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = None) -> PointResult:
+def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = None) -> PointResult:
     """Run one point start to finish; the result says what happened, whatever happened."""
     emit = progress or (lambda e: None)
     res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
@@ -196,10 +196,10 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
     reaped = reaper.ReapReport()
     phase: FailurePhase = "preflight"
     try:
-        emit({"stage": "preflight"})
+        emit(PointProgress("preflight"))
         _preflight(spec, host, report, reaped, serves_http=True)
         phase = "load"
-        emit({"stage": "load"})
+        emit(PointProgress("load"))
         server = _launch(spec, host, Path(spec.log_path))
         try:
             server.wait_ready(spec.timeouts, emit)
@@ -207,7 +207,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
             res.phases = server.startup.durations()
             res.startup_progress = server.startup.progress_records()
         phase = "benchmark"
-        emit({"stage": "benchmark"})
+        emit(PointProgress("benchmark"))
         from sweep.bench.client import api_key
         from sweep.bench.runner import run as run_bench
 
@@ -228,12 +228,12 @@ def run_point(spec: PointSpec, host: HostContext, progress: Progress | None = No
         res.failure_reason = f"internal error: {type(e).__name__}: {e}"
         res.log_tail = traceback.format_exc()[-2000:]
     finally:
-        emit({"stage": "stop"})
+        emit(PointProgress("stop"))
         _finish(res, server, spec, host, report, reaped, reap_after=phase != "preflight" or bool(reaped.killed))
     return res
 
 
-def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: Progress | None = None) -> PointResult:
+def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None) -> PointResult:
     """Node ``node_rank`` > 0 of a server that spans several hosts: pre-flight, reap, launch its ranks,
     and keep them up until the point ends (the orchestrator cancels this call: the ``finally`` stops
     and reaps) or they die (a failed result, with the reason from this node's log)."""
@@ -244,7 +244,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: P
     reaped = reaper.ReapReport()
     try:
         _preflight(spec, host, report, reaped, serves_http=False)  # only node rank 0 listens
-        emit({"stage": f"node {node_rank}"})
+        emit(PointProgress("node", node_rank=node_rank))
         server = _launch(spec, host, Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
         while server.alive():
             server.poll_log()

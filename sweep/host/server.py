@@ -33,6 +33,7 @@ import httpx
 from sweep.core.argv import argv_value
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
+from sweep.core.types import PointProgress
 from sweep.core import redact
 from sweep.host import reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
@@ -396,7 +397,7 @@ class ServerProcess:
         f = find_failure(self.log.tail, self.proc.returncode if self.proc else None)
         return PointFailure(phase, f"{f.reason}", fix=f.fix)
 
-    def poll_log(self, progress: Callable[[dict], None] | None = None) -> bool:
+    def poll_log(self, progress: Callable[[PointProgress], None] | None = None) -> bool:
         """Read what the log gained: time the startup events, keep SGLang's startup timings, follow
         the progress bars (reported at most every PROGRESS_EVERY_S; a new kind, a finished bar, or
         the last update before a phase change at once). True when any byte arrived: a bar's ``\\r``
@@ -420,18 +421,18 @@ class ServerProcess:
                 if self.startup.phase != before:
                     self._send_progress(progress, now, force=True)
                     if progress:
-                        progress({"stage": self.startup.phase, "elapsed_s": round(now, 1)})
+                        progress(PointProgress(self.startup.phase, elapsed_s=round(now, 1)))
         self._send_progress(progress, now)
         return got.nbytes > 0
 
-    def _send_progress(self, progress: Callable[[dict], None] | None, now: float, force: bool = False) -> None:
+    def _send_progress(self, progress: Callable[[PointProgress], None] | None, now: float, force: bool = False) -> None:
         if self._progress_pending is None:
             return
         p, stage = self._progress_pending
         if force or now - self._progress_sent >= PROGRESS_EVERY_S or p.kind != self._progress_kind:
             self._progress_pending, self._progress_sent, self._progress_kind = None, now, p.kind
             if progress:
-                progress({"stage": stage, "elapsed_s": round(now, 1), "progress": p.summary(), "progress_kind": p.kind})
+                progress(PointProgress(stage, elapsed_s=round(now, 1), progress=p.summary(), progress_kind=p.kind))
 
     def last_output(self) -> str:
         """The last thing the log says (a bar's last update counts), for hang reasons."""
@@ -442,7 +443,7 @@ class ServerProcess:
         last = self.startup.last_progress()
         return f"last log line: {self.last_output()}" + (f"; last progress: {last}" if last else "")
 
-    def wait_ready(self, timeouts: Timeouts, progress: Callable[[dict], None] | None = None,
+    def wait_ready(self, timeouts: Timeouts, progress: Callable[[PointProgress], None] | None = None,
                    ready_prompt: str = "Say hello.") -> Startup:
         """Block until the server is ready (``/health`` 200 and one generate answered); raise
         PointFailure with the phase and the reason when it dies or hangs. A hang is no output at

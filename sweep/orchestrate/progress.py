@@ -7,8 +7,8 @@ The ETA is ``sweep.experiment.estimate``'s model, the one ``--plan`` prints: giv
 running ones finish, every estimate scaled by how long the finished points took against theirs.
 Without estimates it is the mean duration of the finished points times those left, over the hosts.
 
-It takes the typed events of ``sweep.core.types`` (``on(event)``: ``PointStage``, ``PointFinished``) or,
-as the hosts post them, their small dicts (``host_event``).
+It takes the typed events of ``sweep.core.types`` (``on(event)``: ``PointStage``, ``PointFinished``), or
+a host's ``PointProgress`` with its host and point (``host_event``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sweep.experiment import estimate
-from sweep.core.types import PointFinished, PointStage, PointStatus, SweepEvent
+from sweep.core.types import PointFinished, PointProgress, PointStage, PointStatus, SweepEvent
 
 
 @dataclass
@@ -42,20 +42,6 @@ class HostLine:
 
 
 PLAIN_PROGRESS_EVERY_S = 30.0  # plain output: a host's progress-bar line at most this often per kind
-
-
-def _detail(ev: dict | PointStage) -> str:
-    if isinstance(ev, PointStage):
-        ev = ev.as_dict()
-    if ev.get("progress"):  # a startup progress bar: "load 27/64 shards, 5.1 s/it, ETA 02:30"
-        text, stage = str(ev["progress"]), str(ev.get("stage", ""))
-        return text[len(stage) + 1:] if stage and text.startswith(stage + " ") else text  # stage shown beside
-    if ev.get("stage") == "single" and "run" in ev:
-        return f"run {ev['run']}/{ev.get('of', '?')}"
-    if ev.get("stage") == "level" and "concurrency" in ev:
-        done = f" {ev['done']}/{ev['of']}" if "done" in ev and "of" in ev else ""
-        return f"C={ev['concurrency']}{done}" + (" (measured enough: stopped)" if ev.get("stopped") else "")
-    return ""
 
 
 class SweepProgress:
@@ -132,26 +118,24 @@ class SweepProgress:
     def on(self, event: SweepEvent) -> None:
         """One typed event: a host's stage, or a finished point (others are not drawn)."""
         if isinstance(event, PointStage):
-            self.host_event(event.host, event.label, event.as_dict())
+            self.host_event(event.host, event.label, event)
         elif isinstance(event, PointFinished):
             self.point_finished(event.host, event.label, event.status, event.seconds, event.reason,
                                 event.failure_fix or "")
 
-    def host_event(self, host: str, label: str, ev: dict | PointStage) -> None:
-        if isinstance(ev, PointStage):
-            ev = ev.as_dict()
+    def host_event(self, host: str, label: str, ev: PointProgress) -> None:
         h = self.hosts.setdefault(host, HostLine())
-        stage = ev.get("stage", "")
+        stage = ev.title
         self._started.setdefault(label, time.monotonic())
         if h.label != label:
             h.label, h.since = label, time.monotonic()
-        h.stage, h.detail = stage, _detail(ev)
+        h.stage, h.detail = stage, ev.detail
         key = f"{host}:{label}"
         if self._last_stage.get(key) != stage:
             self._last_stage[key] = stage
             self._log(f"{host}: {label}: {stage}")
-        if ev.get("progress"):
-            self._log_progress(key, f"{host}: {label}: {stage} {h.detail}", ev.get("progress_kind", ""))
+        if ev.progress:
+            self._log_progress(key, f"{host}: {label}: {stage} {h.detail}", ev.progress_kind or "")
         self.refresh()
 
     def _log_progress(self, key: str, text: str, kind: str) -> None:

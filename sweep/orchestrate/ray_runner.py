@@ -27,9 +27,10 @@ from sweep.core.errors import Cancelled
 from sweep.host.point import HostContext, PointResult, PointSpec
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_port
-from sweep.core.types import FailurePhase, retry_stage
+from sweep.core.types import FailurePhase, PointProgress
 
-RunFn = Callable[[PointSpec, HostContext, Callable[[dict], None]], PointResult]
+RunFn = Callable[[PointSpec, HostContext, Callable[[PointProgress], None]], PointResult]
+OnEvent = Callable[[str, str, PointProgress], None]  # (point id, host, what it said)
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
 # (node rank 0) or a follower of a point that spans hosts
 PendingKind = Literal["point", "group-ready", "leader", "follower"]
@@ -56,15 +57,16 @@ class HostSetup:
 
 @ray.remote(num_cpus=0)
 class ProgressBoard:
-    """Where tasks post what they are doing; the driver reads it to draw the live view."""
+    """Where tasks post what they are doing (point id, host, task id, ``PointProgress``); the driver
+    reads it to draw the live view and to know which task runs where."""
 
     def __init__(self) -> None:
-        self.events: list[tuple[str, str, dict]] = []
+        self.events: list[tuple[str, str, str, PointProgress]] = []
 
-    def post(self, point_id: str, host: str, event: dict) -> None:
-        self.events.append((point_id, host, event))
+    def post(self, point_id: str, host: str, task_id: str, event: PointProgress) -> None:
+        self.events.append((point_id, host, task_id, event))
 
-    def drain(self) -> list[tuple[str, str, dict]]:
+    def drain(self) -> list[tuple[str, str, str, PointProgress]]:
         out, self.events = self.events, []
         return out
 
@@ -82,8 +84,8 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
-    def progress(ev: dict) -> None:
-        board.post.remote(spec.point_id, ctx.name, {**ev, "task_id": task_id})
+    def progress(ev: PointProgress) -> None:
+        board.post.remote(spec.point_id, ctx.name, task_id, ev)
 
     return spec, ctx, progress
 
@@ -105,7 +107,7 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
 
 def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress({"stage": "start", "node_id": ctx.node_id})
+    progress(PointProgress("start", node_id=ctx.node_id))
     if run_fn is None:
         from sweep.host.point import run_point as run_fn  # noqa: N806 (imported where it runs)
     return run_fn(spec, ctx, progress)
@@ -115,7 +117,7 @@ def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, n
     from sweep.host.point import run_follower
 
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress({"stage": "start", "node_id": ctx.node_id})  # the driver fails it if its node is declared dead
+    progress(PointProgress("start", node_id=ctx.node_id))  # the driver fails it if its node is declared dead
     return run_follower(spec, ctx, node_rank, progress)
 
 
@@ -219,7 +221,7 @@ class Runner:
             g.followers.append(ref)
             self._pending[ref] = Pending("follower", p.spec, p.attempt, p.t0, g, r)
 
-    def run(self, specs: list[PointSpec], on_event: Callable[[str, str, dict], None]) -> Iterator[Outcome]:
+    def run(self, specs: list[PointSpec], on_event: OnEvent) -> Iterator[Outcome]:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
         receives the tasks' progress."""
         self._board = ProgressBoard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
@@ -279,17 +281,17 @@ class Runner:
             self._pending.pop(f, None)
         remove_placement_group(g.pg)
 
-    def _pump(self, on_event: Callable[[str, str, dict], None]) -> None:
+    def _pump(self, on_event: OnEvent) -> None:
         try:
             events = ray.get(self._board.drain.remote(), timeout=5)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
             return
-        for pid, host, ev in events:
+        for pid, host, task_id, ev in events:
             self._where[pid] = host
-            if "node_id" in ev:
-                self._task_node[ev["task_id"]] = ev["node_id"]
-            if ev.get("stage") == "stop":
-                self._stopping.add(ev.get("task_id"))
+            if ev.node_id is not None:
+                self._task_node[task_id] = ev.node_id
+            if ev.stage == "stop":
+                self._stopping.add(task_id)
             on_event(pid, host, ev)
 
     def _lost_with_their_nodes(self) -> list[Outcome]:
@@ -336,7 +338,7 @@ class Runner:
             self._submit(spec, attempt + 1)
             if self._on_event is not None:  # said where the point was: the live view and the log show it
                 self._on_event(spec.point_id, self._where.get(spec.point_id, host),
-                               {"stage": retry_stage(attempt + 1)})
+                               PointProgress("retry", attempt=attempt + 1))
             return None
         return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0,
                                      fix="check that host (ray status; its raylet log), or raise "

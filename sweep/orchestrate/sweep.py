@@ -33,6 +33,7 @@ from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
 from sweep.core.types import (
     PointFinished,
+    PointProgress,
     PointStage,
     PointStatus,
     RunKind,
@@ -220,8 +221,8 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
             emit(event)
 
         with progress if opts.live else contextlib.nullcontext():
-            def on_event(pid: str, host: str, ev: dict) -> None:  # the hosts' dicts become typed events here
-                tell(PointStage.from_dict(pid, planned[pid].label, host, ev))
+            def on_event(pid: str, host: str, ev: PointProgress) -> None:
+                tell(PointStage.of(pid, planned[pid].label, host, ev))
 
             try:
                 for out in runner.run(list(specs.values()), on_event):

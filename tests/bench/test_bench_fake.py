@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.bench.runner import run
+from sweep.core.types import PointProgress
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.fake import model
 
@@ -67,7 +68,7 @@ def level_expected(requests: list[dict], c: int) -> float:
 
 def test_figures_agree_with_the_fake_model(fake_sglang):
     server = fake_sglang(*SPEC_ARGS, speed=SPEED)
-    seen: list[dict] = []
+    seen: list[PointProgress] = []
     result = run(server.url, settings(), point_id="p1", progress=seen.append)
 
     req = result.requests.to_pylist()
@@ -77,8 +78,8 @@ def test_figures_agree_with_the_fake_model(fake_sglang):
     # speculation: chunks carry several tokens, and the parser counted every one
     assert max(max(r["chunk_tokens"]) for r in req) > 1
     assert all(sum(r["chunk_tokens"]) == r["completion_tokens"] for r in req)
-    assert {"stage": "single", "run": 2, "of": 2} in seen
-    assert {"stage": "level", "concurrency": 16, "done": 32, "of": 32} in seen
+    assert PointProgress("single", run=2, of=2) in seen
+    assert PointProgress("level", concurrency=16, done=32, of=32) in seen
 
     # the accept histogram of each request (meta_info's): one entry per verify step, accepting at most
     # the chain's steps, and as many accepted drafts as the accept length says
@@ -200,7 +201,7 @@ def test_a_server_killed_mid_level_gives_failures_not_an_exception(fake_sglang):
     s.concurrency = ConcurrencySettings(levels=[8, 4], rounds=3, max_tokens=64)
 
     def progress(info: dict) -> None:
-        if info.get("stage") == "level" and info["concurrency"] == 8 and info["done"] == 4:
+        if info.stage == "level" and info.concurrency == 8 and info.done == 4:
             kill_tree(server.proc.pid)  # the server dies with requests in flight
 
     result = run(server.url, s, progress=progress)

@@ -47,7 +47,7 @@ def make_spec(tmp_path, *extra, flags=(), timeouts=None, bench=TINY, **kw) -> Po
 def test_ready_with_phase_timings_and_tables(tmp_path, host):
     spec = make_spec(tmp_path, flags=SPEC_FLAGS)
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
+    r = run_point(spec, host, lambda e: stages.append(e.stage))
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     for k in ("load_s", "kv_cache_s", "capture_s", "draft_capture_s", "http_s", "ready_s", "startup_s"):
         assert r.phases[k] is not None and r.phases[k] >= 0, k
@@ -65,7 +65,7 @@ def test_capture_oom_explained_from_the_log_of_the_dead_server(tmp_path, host):
     # noticed (README: within a second) is a figure tests/perf/failure_timings.py prints.
     spec = make_spec(tmp_path, "--fake-fail-at", "capture")
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
+    r = run_point(spec, host, lambda e: stages.append(e.stage))
     assert r.status == "failed" and r.failure_phase == "capture"
     assert "CUDA out of memory" in r.failure_reason and not r.failure_reason.startswith("hang")
     assert stages[-1] == "stop" and "benchmark" not in stages
@@ -88,7 +88,7 @@ def test_a_point_run_again_reads_only_its_own_log(tmp_path, host):
     assert "Not enough memory" in r2.failure_reason and "CUDA out of memory" not in r2.log_tail
     ok = replace(make_spec(tmp_path), point_id=first.point_id)
     stages = []
-    r3 = run_point(ok, host, lambda e: stages.append(e["stage"]))
+    r3 = run_point(ok, host, lambda e: stages.append(e.stage))
     assert r3.status == "ok", (r3.failure_phase, r3.failure_reason, r3.log_tail[-2000:])
     assert stages.index("capture") < stages.index("ready")  # not "ready" at once from the old lines
     assert r3.phases["load_s"] is not None and r3.phases["startup_s"] >= r3.phases["load_s"]
@@ -188,7 +188,7 @@ def test_preflight_missing_drafter_path_launches_nothing(tmp_path, host):
     spec = make_spec(tmp_path, flags=SPEC_FLAGS)
     spec = replace(spec, real_paths=True, paths={"model_path": str(tmp_path), "draft model path": "/nope/drafter"})
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
+    r = run_point(spec, host, lambda e: stages.append(e.stage))
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert "/nope/drafter does not exist" in r.failure_reason
     _nothing_launched(spec, r, stages)
@@ -197,7 +197,7 @@ def test_preflight_missing_drafter_path_launches_nothing(tmp_path, host):
 def test_preflight_unknown_flag_launches_nothing(tmp_path, host):
     spec = make_spec(tmp_path, "--speculative-num-stepz", "2")
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e["stage"]))
+    r = run_point(spec, host, lambda e: stages.append(e.stage))
     assert r.status == "failed" and r.failure_phase == "preflight" and "--speculative-num-stepz" in r.failure_reason
     _nothing_launched(spec, r, stages)
 

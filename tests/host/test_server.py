@@ -13,6 +13,7 @@ import pytest
 
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
+from sweep.core.types import PointProgress
 from sweep.host.server import TAIL_LINES, LogFollower, ServerProcess, Startup
 from sweep.results.schema import ENGINE_COLUMNS
 from sweep.sglang.logs import Progress, engine_timings, event_of, rank_of
@@ -245,12 +246,12 @@ def test_progress_bar_longer_than_stall_s_is_not_a_hang(tmp_path, servers):
     """Only \\r updates (no newline) for 3x stall_s: alive all along, then it serves."""
     server = launch(tmp_path, bar_s=3 * STALL)
     servers.append(server)
-    events: list[dict] = []
+    events: list[PointProgress] = []
     startup = server.wait_ready(Timeouts(stall_s=STALL, load_s=30, capture_s=30, ready_s=30, total_s=60), events.append)
     assert startup.ready is not None
-    shown = [e for e in events if "progress" in e]
-    assert shown and all(e["stage"] == "load" and e["progress_kind"] == "load" for e in shown)
-    assert shown[-1]["progress"].startswith("load ") and "/64 shards" in shown[-1]["progress"]
+    shown = [e for e in events if e.progress]
+    assert shown and all(e.stage == "load" and e.progress_kind == "load" for e in shown)
+    assert shown[-1].progress.startswith("load ") and "/64 shards" in shown[-1].progress
     # the case really happened: between the load's two lines, as the host timed them, only the bar
     # drew, for longer than stall_s (the stand-in draws for 3x stall_s)
     assert [ev for ev, _ in startup.order][:2] == ["load_begin", "load_end"]

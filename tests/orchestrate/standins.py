@@ -4,6 +4,7 @@ without servers. Shipped to the workers by value (see conftest)."""
 import os
 import time
 
+from sweep.core.types import PointProgress
 from sweep.host.point import PointResult
 
 
@@ -11,9 +12,9 @@ def timed_point(spec, ctx, progress):
     """Sleeps for the seconds in the point's label suffix ("p3:1.5"), reporting two stages."""
     seconds = float(spec.label.split(":")[1])
     t = time.time()
-    progress({"stage": "load"})
+    progress(PointProgress("load"))
     time.sleep(seconds / 2)
-    progress({"stage": "benchmark"})
+    progress(PointProgress("benchmark"))
     time.sleep(seconds / 2)
     return PointResult(spec.point_id, ctx.name, ctx.node_id, "ok", started_at=t, ended_at=time.time(),
                        checks=[f"pid={os.getpid()}", f"port={spec.port}"])

@@ -7,18 +7,19 @@ from dataclasses import replace
 from rich.console import Console
 
 from sweep.orchestrate import progress as progress_mod
-from sweep.orchestrate.progress import SweepProgress, _detail
+from sweep.orchestrate.progress import SweepProgress
+from sweep.core.types import PointProgress
 from sweep.results.schema import ENGINE_COLUMNS
 
-LOAD = {"stage": "load", "elapsed_s": 130.2, "progress": "load 27/64 shards, 5.1 s/it, ETA 02:30", "progress_kind": "load"}
-CAPTURE = {"stage": "capture", "elapsed_s": 200.0, "progress_kind": "capture",
-           "progress": "capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45"}
+LOAD = PointProgress("load", elapsed_s=130.2, progress="load 27/64 shards, 5.1 s/it, ETA 02:30", progress_kind="load")
+CAPTURE = PointProgress("capture", elapsed_s=200.0, progress_kind="capture",
+                        progress="capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45")
 
 
 def test_detail_of_a_progress_event():
-    assert _detail(LOAD) == "27/64 shards, 5.1 s/it, ETA 02:30"  # the stage is shown beside it
-    assert _detail({"stage": "ready", "progress": "load 64/64 shards"}) == "load 64/64 shards"
-    assert _detail({"stage": "load", "elapsed_s": 3.0}) == ""
+    assert LOAD.detail == "27/64 shards, 5.1 s/it, ETA 02:30"  # the stage is shown beside it
+    assert PointProgress("ready", progress="load 64/64 shards").detail == "load 64/64 shards"
+    assert PointProgress("load", elapsed_s=3.0).detail == ""
 
 
 def test_live_line_per_host_shows_the_bar():
@@ -31,7 +32,7 @@ def test_live_line_per_host_shows_the_bar():
     assert len(rows) == 2
     assert "load 27/64 shards, 5.1 s/it, ETA 02:30" in rows[0]
     assert "capture 1/36 batch sizes (bs=256, 20.51 GB free)" in rows[1]
-    sp.host_event("gpu-1", "drafter=none", {"stage": "capture", "elapsed_s": 300.0})  # the bar is over
+    sp.host_event("gpu-1", "drafter=none", PointProgress("capture", elapsed_s=300.0))  # the bar is over
     assert sp.hosts["gpu-1"].detail == ""
 
 
@@ -41,7 +42,7 @@ def test_plain_output_logs_a_bar_once_per_kind_then_every_30_s(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(progress_mod.time, "monotonic", lambda: now[0])
     for i in range(50):  # a second apart
-        sp.host_event("gpu-1", "p", {**LOAD, "progress": f"load {i}/64 shards"})
+        sp.host_event("gpu-1", "p", replace(LOAD, progress=f"load {i}/64 shards"))
         now[0] += 1.0
     sp.host_event("gpu-1", "p", CAPTURE)
     lines = [line for line in buf.getvalue().splitlines() if "shards" in line or "batch sizes" in line]

@@ -27,7 +27,7 @@ def runner(tmp_path, **kw):
 def test_spread_one_point_per_host_at_a_time(sim_cluster, tmp_path):
     r, hosts = runner(tmp_path)
     events = []
-    outs = list(r.run(specs([1.0] * 6), lambda pid, host, ev: events.append((pid, host, ev["stage"]))))
+    outs = list(r.run(specs([1.0] * 6), lambda pid, host, ev: events.append((pid, host, ev.stage))))
     assert sorted(o.result.point_id for o in outs) == [f"p{i}" for i in range(6)]
     by_host = {}
     for o in outs:
@@ -47,8 +47,8 @@ def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
     seen: list[PointStage] = []
 
     def on_event(pid, host, ev):
-        seen.append(PointStage.from_dict(pid, "label", host, ev))
-        if pid == "p0" and ev["stage"] == "load" and not victim:
+        seen.append(PointStage.of(pid, "label", host, ev))
+        if pid == "p0" and ev.stage == "load" and not victim:
             node = next(n for n in sim_cluster.cluster.worker_nodes
                         if n.node_id == next(h.node_id for h in hosts if h.name == host))
             victim["host"] = host

@@ -71,7 +71,7 @@ def timed_point(s: PointSpec, host: HostContext) -> tuple[float, dict[str, float
     """(seconds, wall time of each stage's first event, result) of one run_point."""
     stages: dict[str, float] = {}
     t0 = time.monotonic()
-    r = run_point(s, host, lambda e: stages.setdefault(e["stage"], time.time()))
+    r = run_point(s, host, lambda e: stages.setdefault(e.stage, time.time()))
     return time.monotonic() - t0, stages, r
 
 

@@ -44,7 +44,7 @@ def test_real_server_with_a_key(real_sglang, tmp_path):
     seen: dict[str, tuple[int, str]] = {}
 
     def probe(ev: dict) -> None:  # once the benchmark starts, the server is up: ask it as a stranger would
-        if ev.get("stage") != "benchmark" or seen:
+        if ev.stage != "benchmark" or seen:
             return
         url = f"http://127.0.0.1:{port}"
         for method, path in (("GET", "/health"), ("GET", "/metrics"), ("GET", "/server_info"), ("GET", "/v1/models"),

@@ -53,7 +53,7 @@ def spec_for(real, tmp_path, *flags: str, bench: BenchSettings = BENCH, paths: d
 def test_baseline_start_to_finish(real_sglang, tmp_path, host):
     spec = spec_for(real_sglang, tmp_path)
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e.get("stage")))
+    r = run_point(spec, host, lambda e: stages.append(e.stage))
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-3000:])
     # every startup event the real log prints is timed; CPU servers capture no CUDA graphs
     for k in ("load_s", "kv_cache_s", "http_s", "ready_s", "startup_s"):
@@ -147,7 +147,7 @@ def test_scheduler_killed_mid_benchmark(real_sglang, tmp_path, host):
     killed = []
 
     def kill_scheduler(ev: dict) -> None:
-        if ev.get("stage") == "benchmark" and not killed:
+        if ev.stage == "benchmark" and not killed:
             threading.Thread(target=_kill_scheduler_soon, args=(host.name, Path(spec.log_path), killed),
                              daemon=True).start()
 
