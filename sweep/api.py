@@ -25,17 +25,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, get_args
 
 from sweep.experiment import config as config_mod
 from sweep.core.errors import ConfigError
+from sweep.core.events import SweepEvent
+from sweep.core.record import Failure, PointResult
 from sweep.core.types import (
     FailurePhase,
     Mode,
     PointState,
     PointStatus,
     RunMode,
-    SweepEvent,
     kind,
     run_mode,
 )
@@ -50,7 +51,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PointRecord:
-    """One point of the sweep as it stands: planned, recorded ok, failed (phase and reason), invalid."""
+    """One point of the sweep as it stands: planned, recorded ok, failed (its ``failure``: phase,
+    reason, fix), invalid (the rule it breaks, phase ``plan``). A point this call ran keeps its record
+    (``result``: the host's ``PointResult`` without its tables); an earlier run's is read from the
+    points table."""
 
     point_id: str
     label: str
@@ -58,11 +62,23 @@ class PointRecord:
     params: dict[str, str] = field(default_factory=dict)  # its value of each grid axis
     baseline: bool = False
     baseline_id: str | None = None  # the matched baseline of a speculative point
-    failure_phase: FailurePhase | None = None
-    failure_reason: str | None = None
-    failure_fix: str | None = None  # how to fix it, where the sweep knows
+    failure: Failure | None = None
     ran: bool = False  # run by this call (not an earlier run's result)
     in_plan: bool = True  # False: recorded by an earlier run of an experiment since changed
+    result: PointResult | None = field(default=None, repr=False, compare=False)  # ran: its record
+
+    @property
+    def failure_phase(self) -> FailurePhase | None:
+        return self.failure.phase if self.failure else None
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self.failure.reason if self.failure else None
+
+    @property
+    def failure_fix(self) -> str | None:
+        """How to fix it, where the sweep knows."""
+        return self.failure.fix if self.failure else None
 
 
 @dataclass(frozen=True)
@@ -295,19 +311,25 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
     ResultsDir(path, exp.name, run_mode(target)).check()  # what the run would refuse, refused now (writes nothing)
     points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
-                          p.baseline_id, "plan" if p.errors else None, "; ".join(p.errors) or None)
+                          p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
               for p in plan.points]
     return SweepResult(exp, "plan", path, plan, points, scale=scale, drafter_checks=checks, run_mode=run_mode(target))
 
 
-def _recorded(path: Path) -> dict[str, dict[str, Any]]:
-    """``{point_id: {label, status, failure_phase, failure_reason, failure_fix}}`` of the points recorded
-    in ``path``."""
+def _recorded(path: Path, skip: Sequence[str] = ()) -> dict[str, tuple[str, PointStatus, Failure | None]]:
+    """``{point_id: (label, status, failure)}`` of the points recorded in ``path`` by earlier runs
+    (``skip``: those this call ran, whose records it has)."""
+    import polars as pl
+
     from sweep.results import load
 
+    if not path.is_dir():
+        return {}
     cols = ["point_id", "label", "status", "failure_phase", "failure_reason", "failure_fix"]
-    frame = load(path)["points"].select(cols).collect()
-    return {r["point_id"]: r for r in frame.iter_rows(named=True)}
+    frame = load(path)["points"].select(cols).filter(~pl.col("point_id").is_in(list(skip))).collect()
+    return {r["point_id"]: (r["label"], r["status"], None if r["status"] == "ok" or r["failure_phase"] is None else
+                            Failure(r["failure_phase"], r["failure_reason"] or "", r["failure_fix"]))
+            for r in frame.iter_rows(named=True)}
 
 
 def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", overrides: Sequence[str] = (),
@@ -345,23 +367,18 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
                                               address=address, results_dir=planned.path, on_event=on_event,
                                               live=progress is True),
                      bench_scale=planned.scale, console=console)
-    recorded = _recorded(done.path) if done.path.is_dir() else {}
-    ran = set(done.ran)
+    earlier = _recorded(done.path, skip=done.ran)
     points: list[PointRecord] = []
     for p in planned.points:
-        r = recorded.get(p.point_id)
-        if r is None:
+        if (r := done.results.get(p.point_id)) is not None:  # run now: its record
+            points.append(replace(p, status=r.status, failure=r.failure, ran=True, result=r))
+        elif p.point_id in earlier:
+            _, status, failure = earlier[p.point_id]
+            points.append(replace(p, status=status, failure=failure))
+        else:
             points.append(p)
-            continue
-        status: PointStatus = r["status"]
-        failed = status != "ok"
-        points.append(replace(p, status=status, failure_phase=r["failure_phase"] if failed else None,
-                              failure_reason=r["failure_reason"] if failed else None,
-                              failure_fix=r["failure_fix"] if failed else None, ran=p.point_id in ran))
     in_plan = {p.point_id for p in planned.points}
-    for pid, r in recorded.items():  # an earlier run's points that this plan no longer has
+    for pid, (label, status, failure) in earlier.items():  # an earlier run's points that this plan no longer has
         if pid not in in_plan:
-            points.append(PointRecord(pid, r["label"], r["status"], failure_phase=r["failure_phase"],
-                                      failure_reason=r["failure_reason"], failure_fix=r["failure_fix"],
-                                      in_plan=False))
-    return replace(planned, mode=mode, path=done.path, points=points, ran=list(done.ran))
+            points.append(PointRecord(pid, label, status, failure=failure, in_plan=False))
+    return replace(planned, mode=mode, path=done.path, points=points, ran=done.ran)

@@ -15,7 +15,8 @@ import pytest
 import sweep
 from sweep.cli import exit_code
 from sweep.core.errors import ConfigError, PlanError
-from sweep.core.types import STAGES, PointFinished, PointStage, SweepStarted
+from sweep.core.events import PointFinished, PointStage, SweepStarted
+from sweep.core.types import STAGES
 from tests.conftest import REPO
 
 EXPERIMENT = """
@@ -132,6 +133,9 @@ def test_dry_run_points_with_status_and_failure(dry_run):
     assert failed.label == OOM and failed.failure_phase == "capture"
     assert "CUDA out of memory" in failed.failure_reason
     assert "mem-fraction-static" in failed.failure_fix  # the fix comes with the reason
+    # the host's record of each point run now is kept (its tables are on disk, not in memory)
+    assert failed.result.failure is failed.failure and failed.result.host and failed.result.requests is None
+    assert all(p.result.status == p.status and p.result.attempts == 1 for p in result.points)
     assert result.point(OOM) == failed
     assert not result.ok and exit_code(result) == 1
     frame = result.points_frame
@@ -173,9 +177,9 @@ def test_dry_run_progress_events_are_typed(dry_run):
     finished = [e for e in events if isinstance(e, PointFinished)]
     assert sorted(e.status for e in finished) == ["failed", "ok", "ok"]
     oom = next(e for e in finished if e.status == "failed")
-    assert oom.label == OOM and oom.failure_phase == "capture" and oom.reason.startswith("capture: ")
-    assert oom.failure_fix and "mem-fraction-static" in oom.failure_fix
-    assert all(e.failure_phase is None for e in finished if e.status == "ok")
+    assert oom.label == OOM and oom.failure.phase == "capture" and oom.reason.startswith("capture: ")
+    assert oom.failure.fix and "mem-fraction-static" in oom.failure.fix
+    assert all(e.failure is None and e.result.attempts == 1 for e in finished if e.status == "ok")
 
 
 @pytest.mark.slow

@@ -20,15 +20,9 @@ from sweep.core import errors
 from sweep.analysis import best_per_level, query
 from sweep.cli import main
 from sweep.results import load
-from sweep.core.types import (
-    FAILURE_PHASES,
-    POINT_STATUSES,
-    STAGES,
-    PointFinished,
-    PointProgress,
-    PointStage,
-    SweepStarted,
-)
+from sweep.core.events import PointFinished, PointProgress, PointStage, SweepStarted
+from sweep.core.record import Failure, PointResult
+from sweep.core.types import FAILURE_PHASES, POINT_STATUSES, STAGES
 
 SWEEP = Path(__file__).resolve().parents[1] / "sweep"
 
@@ -150,9 +144,12 @@ def test_progress_events_are_typed_end_to_end():
     assert retry.stage in STAGES and retry.title == "host lost, retrying (attempt 2)"
     assert PointProgress("single", run=1, of=3).detail == "run 1/3" and PointProgress("load").title == "load"
     assert pickle.loads(pickle.dumps(e)) == e  # they cross from a host's task to the driver
-    assert PointFinished("p", "l", "h", "ok", 1.0).reason == ""
-    assert PointFinished("p", "l", "h", "failed", 1.0, 1, "capture", "CUDA out of memory").reason == \
-        "capture: CUDA out of memory"
+    ok = PointFinished("l", PointResult("p", "h", "n", "ok", started_at=10.0, ended_at=11.0))
+    assert (ok.point_id, ok.host, ok.status, ok.seconds, ok.attempts, ok.failure, ok.reason) == ("p", "h", "ok", 1.0, 1, None, "")
+    oom = Failure("capture", "CUDA out of memory", fix="lower --mem-fraction-static")
+    failed = PointFinished("l", PointResult("p", "h", "n", "failed", oom, attempts=2))
+    assert failed.failure is oom and failed.reason == "capture: CUDA out of memory" and failed.attempts == 2
+    assert pickle.loads(pickle.dumps(failed)) == failed
 
 
 def test_the_live_view_takes_typed_events():
@@ -167,7 +164,7 @@ def test_the_live_view_takes_typed_events():
     assert sp.hosts["gpu-1"].label == "drafter=none" and sp.hosts["gpu-1"].detail == "27/64 shards"
     sp.on(PointStage.of("p1", "drafter=none", "gpu-1", PointProgress("retry", attempt=2)))
     assert sp.hosts["gpu-1"].stage == "host lost, retrying (attempt 2)"
-    sp.on(PointFinished("p1", "drafter=none", "gpu-1", "failed", 12.0, 1, "load", "oom"))
+    sp.on(PointFinished("drafter=none", PointResult("p1", "gpu-1", "n", "failed", Failure("load", "oom"), ended_at=12.0)))
     assert (sp.done, sp.failed) == (0, 1) and "failed in 12s (load: oom)" in out.getvalue()
 
 

@@ -215,16 +215,16 @@ def test_experiment_yaml_without_secrets_is_unchanged():
 # --- the points table -------------------------------------------------------------------------------
 
 def test_points_row_argv_env_reaped_tail_redacted(secret_exp):
-    from sweep.host.point import PointResult
+    from sweep.core.record import Failure, PointResult
     from sweep.results.records import point_row
 
     plan = planning.build(config.load(secret_exp))
     pp = next(p for p in plan.points if not p.baseline)
-    result = PointResult(pp.id, "h", "n", "failed", failure_phase="ready", failure_reason="x", log_tail="tail",
+    result = PointResult(pp.id, "h", "n", "failed", Failure("ready", "x"), log_tail="tail",
                          reaped={"killed": [{"pid": 1, "name": "python",
                                              "cmdline": redact_text(" ".join(pp.argv)), "reason": "stopped"}],
                                  "foreign": [], "gpu_free": True, "port_free": True, "waited_s": 0.0})
-    row = point_row(pp, "sec", axes=["drafter"], argv=pp.argv, result=result, attempts=1, mode="dry-run",
+    row = point_row(pp, "sec", axes=["drafter"], argv=pp.argv, result=result, mode="dry-run",
                     bench_scale={}).to_pylist()[0]
     assert_no_secret(json.dumps(row, default=str), "the points row")
     assert row["argv"][row["argv"].index("--api-key") + 1] == REDACTED

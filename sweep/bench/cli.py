@@ -16,7 +16,7 @@ from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
 from sweep.core.console import output_console
 from sweep.core.errors import BenchError
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.core.settings import BenchSettings
 
 _D = BenchSettings()

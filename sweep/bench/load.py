@@ -23,7 +23,7 @@ from typing import Optional
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
 from sweep.core.settings import StopSettings
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.bench.stop import LevelMonitor, Precision
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_lo
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.results.schema import METRICS, from_rows
 
 TABLE_NAMES = ("requests", "single_stream", "levels", "metrics")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sweep.core.record import Failure
     from sweep.core.types import FailurePhase
 
 
@@ -88,6 +89,13 @@ class PointFailure(SweepError):
         self.phase = phase
         self.reason = reason
         super().__init__(f"[{phase}] {reason}", fix=fix)
+
+    @property
+    def failure(self) -> Failure:
+        """As the point's record keeps it."""
+        from sweep.core.record import Failure
+
+        return Failure(self.phase, self.reason, self.fix)
 
 
 class Interrupted(SweepError):

@@ -2,19 +2,18 @@
 reap. The unit of work a Ray task runs; it imports no Ray.
 
 ``run_point`` never raises past itself except for a bug: every failure becomes a ``PointResult``
-with the phase it happened in, the reason (from the server's log where there is one) and the tail
-of the log. What was measured before a failure is kept.
+(``sweep.core.record``) with its ``Failure`` (the phase it happened in, the reason from the server's
+log where there is one, the fix) and the tail of the log. What was measured before a failure is kept.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import pyarrow as pa
 
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
@@ -25,7 +24,9 @@ from sweep.core import redact
 from sweep.host import reaper
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
-from sweep.core.types import FailurePhase, PointProgress, PointStatus
+from sweep.core.events import PointProgress
+from sweep.core.record import PointResult
+from sweep.core.types import FailurePhase
 from sweep.core.console import plural
 
 OnProgress = Callable[[PointProgress], None]
@@ -68,33 +69,6 @@ class HostContext:
     probe: GpuProbe
     node_id: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. the fake GPU ledger of a simulated host
-
-
-@dataclass
-class PointResult:
-    point_id: str
-    host: str
-    node_id: str
-    status: PointStatus  # ok | failed (invalid points never reach a host)
-    failure_phase: FailurePhase | None = None
-    failure_reason: str | None = None
-    failure_fix: str | None = None  # the error's fix, where it has one
-    log_tail: str = ""
-    phases: dict[str, float | None] = field(default_factory=dict)
-    startup_progress: list[dict] = field(default_factory=list)  # last progress-bar update of each kind
-    sglang_version: str = "unknown"
-    gpu_name: str = ""
-    gpu_count: int = 0
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    checks: list[str] = field(default_factory=list)
-    drafter_aux_layers: list[int] | None = None  # target layers the EAGLE-3 drafter reads (sweep/sglang/drafter.py)
-    drafter_checks: list[str] = field(default_factory=list)  # the drafter pre-flight's findings
-    reaped: dict[str, Any] = field(default_factory=dict)
-    requests: pa.Table | None = None
-    single_stream: pa.Table | None = None
-    levels: pa.Table | None = None
-    metrics: pa.Table | None = None  # the raw /metrics of each level (sweep.results.schema.METRICS)
 
 
 @dataclass
@@ -181,8 +155,10 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     secrets = redact.secret_values(spec.argv, spec.env)
     res.reaped = reaped.as_dict(secrets)
     if secrets:
-        res.failure_reason = redact.redact_text(res.failure_reason, secrets) if res.failure_reason else res.failure_reason
-        res.failure_fix = redact.redact_text(res.failure_fix, secrets) if res.failure_fix else res.failure_fix
+        if res.failure:
+            fix = res.failure.fix
+            res.failure = replace(res.failure, reason=redact.redact_text(res.failure.reason, secrets),
+                                  fix=redact.redact_text(fix, secrets) if fix else fix)
         res.log_tail = redact.redact_text(res.log_tail, secrets)
     res.ended_at = time.time()
 
@@ -220,12 +196,11 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
             raise server.died("benchmark")
         res.status = "ok"
     except PointFailure as e:
-        res.failure_phase, res.failure_reason, res.failure_fix = e.phase, e.reason, e.fix
+        res.failure = e.failure
     except SweepError as e:  # e.g. the benchmark could not reach the server at all
-        res.failure_phase, res.failure_reason, res.failure_fix = phase, e.message, e.fix
+        res.fail(phase, e.message, e.fix)
     except Exception as e:  # a bug: still recorded, never lost
-        res.failure_phase = phase
-        res.failure_reason = f"internal error: {type(e).__name__}: {e}"
+        res.fail(phase, f"internal error: {type(e).__name__}: {e}")
         res.log_tail = traceback.format_exc()[-2000:]
     finally:
         emit(PointProgress("stop"))
@@ -251,8 +226,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: O
             time.sleep(0.2)
         raise server.died(server.startup.phase)
     except PointFailure as e:
-        res.failure_phase, res.failure_reason = e.phase, f"node {node_rank} on {host.name}: {e.reason}"
-        res.failure_fix = e.fix
+        res.fail(e.phase, f"node {node_rank} on {host.name}: {e.reason}", e.fix)
     finally:
         _finish(res, server, spec, host, report, reaped, reap_after=True)
     return res

@@ -33,7 +33,7 @@ import httpx
 from sweep.core.argv import argv_value
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.core import redact
 from sweep.host import reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column

@@ -30,7 +30,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sweep.experiment import estimate
-from sweep.core.types import PointFinished, PointProgress, PointStage, PointStatus, SweepEvent
+from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent
+from sweep.core.types import PointStatus
 
 
 @dataclass
@@ -121,7 +122,7 @@ class SweepProgress:
             self.host_event(event.host, event.label, event)
         elif isinstance(event, PointFinished):
             self.point_finished(event.host, event.label, event.status, event.seconds, event.reason,
-                                event.failure_fix or "")
+                                (event.failure.fix or "") if event.failure else "")
 
     def host_event(self, host: str, label: str, ev: PointProgress) -> None:
         h = self.hosts.setdefault(host, HostLine())

@@ -24,10 +24,12 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from sweep.core.errors import Cancelled
-from sweep.host.point import HostContext, PointResult, PointSpec
+from sweep.core.record import Failure, PointResult
+from sweep.host.point import HostContext, PointSpec
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_port
-from sweep.core.types import FailurePhase, PointProgress
+from sweep.core.events import PointProgress
+from sweep.core.types import FailurePhase
 
 RunFn = Callable[[PointSpec, HostContext, Callable[[PointProgress], None]], PointResult]
 OnEvent = Callable[[str, str, PointProgress], None]  # (point id, host, what it said)
@@ -393,6 +395,5 @@ def _without_node_flags(argv: list[str]) -> list[str]:
 def _failed(spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float,
             fix: str | None = None) -> PointResult:
     now = time.time()
-    return PointResult(spec.point_id, host or "", "", "failed", failure_phase=phase, failure_reason=reason,
-                       failure_fix=fix,
+    return PointResult(spec.point_id, host or "", "", "failed", Failure(phase, reason, fix),
                        started_at=now - (time.monotonic() - t0), ended_at=now)

@@ -31,17 +31,9 @@ from sweep.experiment.plan import Plan, PlannedPoint
 from sweep.core.redact import redact_argv
 from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
-from sweep.core.types import (
-    PointFinished,
-    PointProgress,
-    PointStage,
-    PointStatus,
-    RunKind,
-    RunMode,
-    SweepEvent,
-    SweepStarted,
-    kind,
-)
+from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent, SweepStarted
+from sweep.core.record import PointResult
+from sweep.core.types import PointStatus, RunKind, RunMode, kind
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -62,14 +54,19 @@ class RunOptions:
 
 @dataclass
 class SweepRun:
-    """What ``run_sweep`` did: the points it selected and those it recorded now (ids), and the status
-    of every point recorded in the directory afterwards (earlier runs' included)."""
+    """What ``run_sweep`` did: the points it selected (ids), the record of each point it ran now
+    (``results``, in the order they finished, without their tables: those are on disk), and the
+    status of every point recorded in the directory afterwards (earlier runs' included)."""
 
     path: Path
     mode: RunMode
     selected: list[str] = field(default_factory=list)
-    ran: list[str] = field(default_factory=list)
+    results: dict[str, PointResult] = field(default_factory=dict)
     statuses: dict[str, PointStatus] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> list[str]:
+        return list(self.results)
 
     @property
     def failed(self) -> list[str]:
@@ -156,7 +153,8 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     emit = opts.on_event or (lambda event: None)
     scale = bench_scale or {}
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
-    todo = select(plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
+    recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
+    todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
     console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), 'point')}, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
@@ -169,18 +167,17 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
     rd.write_text("plan.json", json.dumps(plan.to_json(), indent=2))
     axes = axis_types(plan.points, list(exp.grid.axes))  # a numeric axis stored as numbers
-    run = SweepRun(rd.path, mode, selected=[p.id for p in todo])
+    run = SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded)
 
-    def row(pp: PlannedPoint, argv: list[str], result, attempts: int):
-        return point_row(pp, exp.name, axes=axes, argv=argv, result=result, attempts=attempts, mode=mode,
-                         bench_scale=scale)
+    def row(pp: PlannedPoint, argv: list[str], result: PointResult | None):
+        return point_row(pp, exp.name, axes=axes, argv=argv, result=result, mode=mode, bench_scale=scale)
 
     for f in rd.set_aside:
         console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
-        rd.write_point(pp.id, row(pp, pp.argv, None, 0), {})
+        rd.write_point(pp.id, row(pp, pp.argv, None), {})
+        run.statuses[pp.id] = "invalid"
     if not todo:
-        run.statuses = rd.statuses()  # type: ignore[assignment]
         return run
 
     sim = None
@@ -226,27 +223,22 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
 
             try:
                 for out in runner.run(list(specs.values()), on_event):
-                    r = out.result
-                    tables = {"requests": r.requests, "single_stream": r.single_stream, "levels": r.levels,
-                              "metrics": r.metrics}
-                    point_table = row(planned[r.point_id], out.spec.argv, r, out.attempts)
+                    r = replace(out.result, attempts=out.attempts)  # the driver's count of its hosts
+                    point_table = row(planned[r.point_id], out.spec.argv, r)
                     try:
-                        rd.write_point(r.point_id, point_table, tables)
+                        rd.write_point(r.point_id, point_table, r.tables)
                     except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
-                        where = rd.rescue(r.point_id, {**tables, "points": point_table})
+                        where = rd.rescue(r.point_id, {**r.tables, "points": point_table})
                         raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
                                            f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
-                    run.ran.append(r.point_id)
-                    ok = r.status == "ok"
-                    tell(PointFinished(r.point_id, planned[r.point_id].label, r.host, r.status,
-                                       r.ended_at - r.started_at, out.attempts,
-                                       None if ok else r.failure_phase, None if ok else r.failure_reason,
-                                       None if ok else r.failure_fix))
+                    kept = r.without_tables()
+                    run.results[r.point_id], run.statuses[r.point_id] = kept, kept.status
+                    tell(PointFinished(planned[r.point_id].label, kept))
             except BaseException:
                 runner.cancel_all()
                 raise
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
-        done = rd.statuses()
+        done = run.statuses
         why = e.message if isinstance(e, Interrupted) else "interrupted"
         raise Interrupted(f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
                           f"{sum(s == 'failed' for s in done.values())} failed are kept in {rd.path}; "
@@ -257,7 +249,6 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
             sim.shutdown()
         elif ray.is_initialized():
             ray.shutdown()
-    run.statuses = rd.statuses()  # type: ignore[assignment]
     return run
 
 

@@ -12,10 +12,10 @@ from sweep import __version__
 from sweep.core import redact
 from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, axis_type, axis_value, from_rows
+from sweep.core.record import PointResult
 from sweep.core.types import kind as run_kind
 
-if TYPE_CHECKING:  # only the shapes: results sits below the layers that make these
-    from sweep.host.point import PointResult
+if TYPE_CHECKING:  # only the shape: results sits below the experiment side that plans points
     from sweep.experiment.plan import PlannedPoint
 
 
@@ -37,7 +37,7 @@ def axis_types(points: Iterable[PlannedPoint], axes: Sequence[str]) -> dict[str,
 
 
 def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
-              result: PointResult | None, attempts: int, mode: str, bench_scale: dict) -> pa.Table:
+              result: PointResult | None, mode: str, bench_scale: dict) -> pa.Table:
     """One row; every axis of the experiment is a column, in the grid's order (null where it collapsed
     for a baseline): the only place the axis values are kept. ``axes``: the axis names (every one
     stored as text) or ``axis_types`` of the plan (numeric axes stored as numbers). Nested values keep
@@ -48,7 +48,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
         "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
         "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
-        "errors": pp.errors, "warnings": pp.warnings, "attempts": attempts,
+        "errors": pp.errors, "warnings": pp.warnings, "attempts": result.attempts if result else 0,
         "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),
         "sweep_version": __version__,
         **{f"{AXIS_PREFIX}{axis}": axis_value(_name(pp.params.get(axis)), kind) for axis, kind in types.items()},
@@ -56,8 +56,9 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
     if result is None:  # invalid: never launched
         row.update(status="invalid", failure_phase="plan", failure_reason="; ".join(pp.errors))
     else:
-        row.update(status=result.status, failure_phase=result.failure_phase, failure_reason=result.failure_reason,
-                   failure_fix=result.failure_fix,
+        failure = result.failure
+        row.update(status=result.status, failure_phase=failure.phase if failure else None,
+                   failure_reason=failure.reason if failure else None, failure_fix=failure.fix if failure else None,
                    log_tail=result.log_tail[-4000:] if result.log_tail else None, host=result.host,
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
                    sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,

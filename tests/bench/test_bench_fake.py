@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.bench.runner import run
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.fake import model
 

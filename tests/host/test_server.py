@@ -13,7 +13,7 @@ import pytest
 
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.host.server import TAIL_LINES, LogFollower, ServerProcess, Startup
 from sweep.results.schema import ENGINE_COLUMNS
 from sweep.sglang.logs import Progress, engine_timings, event_of, rank_of

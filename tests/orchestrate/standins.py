@@ -4,8 +4,8 @@ without servers. Shipped to the workers by value (see conftest)."""
 import os
 import time
 
-from sweep.core.types import PointProgress
-from sweep.host.point import PointResult
+from sweep.core.events import PointProgress
+from sweep.core.record import PointResult
 
 
 def timed_point(spec, ctx, progress):

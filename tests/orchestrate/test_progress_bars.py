@@ -8,7 +8,7 @@ from rich.console import Console
 
 from sweep.orchestrate import progress as progress_mod
 from sweep.orchestrate.progress import SweepProgress
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.results.schema import ENGINE_COLUMNS
 
 LOAD = PointProgress("load", elapsed_s=130.2, progress="load 27/64 shards, 5.1 s/it, ETA 02:30", progress_kind="load")
@@ -60,7 +60,7 @@ def test_a_reason_with_brackets_is_printed_as_it_is():
 
 
 def test_points_row_takes_progress_and_engine_timings():
-    from sweep.host.point import PointResult
+    from sweep.core.record import Failure, PointResult
     from sweep.host.server import Startup
     from sweep.results.records import point_row
     from sweep.experiment.plan import PlannedPoint
@@ -73,10 +73,10 @@ def test_points_row_takes_progress_and_engine_timings():
     st.engine = engine_timings("Engine startup timings (s): load_weight=0.08, kv_cache_allocation=0.53, "
                                "scheduler_e2e=2.19, cuda_graph={prefill=0.00, decode=0.00, target_verify=0.00, "
                                "draft_prefill=0.00, draft_decode=0.00, draft_extend=0.00}, tokenizer_e2e=20.51")
-    res = PointResult("p1", "gpu-1", "n", "failed", failure_phase="load", failure_reason="hang",
+    res = PointResult("p1", "gpu-1", "n", "failed", Failure("load", "hang"),
                       phases=st.durations(), startup_progress=st.progress_records())
     pp = PlannedPoint("p1", "drafter=none", {"drafter": "none"}, {"drafter": "drafter"}, True, {}, {}, ["python"])
-    t = point_row(pp, "exp", axes=["drafter"], argv=["python"], result=res, attempts=1, mode="dry-run", bench_scale={})
+    t = point_row(pp, "exp", axes=["drafter"], argv=["python"], result=res, mode="dry-run", bench_scale={})
     (prog,) = t.column("startup_progress").to_pylist()[0]
     assert prog == {"kind": "load", "desc": "Loading safetensors checkpoint shards", "n": 27, "total": 64,
                     "elapsed_s": 130.0, "eta_s": 150.0, "rate": prog["rate"], "seen_s": 131.2,
@@ -84,6 +84,6 @@ def test_points_row_takes_progress_and_engine_timings():
     assert t.column("engine_load_weight_s").to_pylist() == [0.08]
     assert t.column("engine_tokenizer_e2e_s").to_pylist() == [20.51]
     assert t.column("load_s").to_pylist() == [None] and set(ENGINE_COLUMNS) <= set(t.column_names)
-    invalid = point_row(replace(pp, errors=["bad"]), "exp", axes=["drafter"], argv=[], result=None, attempts=0,
+    invalid = point_row(replace(pp, errors=["bad"]), "exp", axes=["drafter"], argv=[], result=None,
                         mode="dry-run", bench_scale={})
     assert invalid.column("startup_progress").to_pylist() == [None]

@@ -5,7 +5,7 @@ import io
 
 from rich.console import Console
 
-from sweep.core.types import PointProgress
+from sweep.core.events import PointProgress
 from sweep.orchestrate.progress import SweepProgress
 
 

@@ -7,7 +7,7 @@ from sweep.core.settings import BenchSettings
 from sweep.host.point import PointSpec
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner
-from sweep.core.types import PointStage
+from sweep.core.events import PointStage
 from tests.orchestrate.standins import timed_point
 
 pytestmark = pytest.mark.slow

@@ -36,7 +36,7 @@ def _points():
 def _dry_run_dir(tmp_path, points, axes):
     rd = ResultsDir(tmp_path / "res", "e", "dry-run").open()
     for pp in points:
-        rd.write_point(pp.id, point_row(pp, "e", axes=axes, argv=["python"], result=None, attempts=0,
+        rd.write_point(pp.id, point_row(pp, "e", axes=axes, argv=["python"], result=None,
                                         mode="dry-run", bench_scale={}), {})
     return rd.path
 
@@ -75,7 +75,7 @@ def test_older_results_with_text_axes_read_as_numbers_beside_new_ones(tmp_path):
     assert pq.read_schema(d / "points" / "s16.parquet").field("axis_steps").type == pa.string()
     for pp in points[2:]:  # resumed by today's writer
         ResultsDir(d, "e", "dry-run").write_point(pp.id, point_row(
-            pp, "e", axes=axis_types(points, list(ROLES)), argv=["python"], result=None, attempts=0,
+            pp, "e", axes=axis_types(points, list(ROLES)), argv=["python"], result=None,
             mode="dry-run", bench_scale={}), {})
     pts = load(d)["points"].collect()
     assert pts.schema["axis_steps"] == pl.Int64 and pts.schema["axis_drafter"] == pl.String

@@ -32,7 +32,7 @@ def _planned(**kw):
 
 
 def _result(**kw):
-    from sweep.host.point import PointResult
+    from sweep.core.record import PointResult
 
     reaped = {"killed": [{"pid": 11, "name": "python", "cmdline": "python -m sglang", "reason": "stopped after the point"}],
               "foreign": [{"pid": 12, "name": "x", "cmdline": "x", "reason": "holds 900 MiB on GPU 1", "gpu": 1}],
@@ -47,7 +47,7 @@ SCALE = {"fake_speed": 5.0, "fake_startup_speed": 300.0, "stream_interval": 8, "
 
 def test_a_launched_point_row():
     t = point_row(_planned(), "exp", axes=["drafter", "steps", "nccl", "model"], argv=["python", "--api-key", "k"],
-                  result=_result(), attempts=2, mode="dry-run", bench_scale=SCALE)
+                  result=_result(attempts=2), mode="dry-run", bench_scale=SCALE)
     assert t.schema.field("param_roles").type == POINTS.field("param_roles").type
     assert t.schema.field("reaped").type == REAPED and t.schema.field("bench_scale").type == BENCH_SCALE
     assert "params" not in t.column_names
@@ -67,8 +67,7 @@ def test_a_launched_point_row():
 
 
 def test_an_invalid_point_row_and_an_unscaled_run():
-    t = point_row(_planned(errors=["draft tree too small"]), "exp", axes=["drafter"], argv=[], result=None,
-                  attempts=0, mode="real", bench_scale={})
+    t = point_row(_planned(errors=["draft tree too small"]), "exp", axes=["drafter"], argv=[], result=None, mode="real", bench_scale={})
     row = t.to_pylist()[0]
     assert row["status"] == "invalid" and row["failure_phase"] == "plan"
     assert row["reaped"] is None and row["bench_scale"] is None and not row["dry_run"]

@@ -1,0 +1,86 @@
+"""One point's record, owned by its lifecycle: the host's ``run_point`` makes it (whatever happened),
+the driver adds the attempts and writes the ``points`` row from it, ``PointFinished`` carries it to
+the live view and to ``sweep.run(progress=...)``, and ``sweep.SweepResult`` keeps it (without the
+measured tables, which are on disk). A failure is one value, ``Failure``: where, why, and how to fix
+it where the sweep knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from sweep.core.types import FailurePhase, PointStatus
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+TABLES = ("requests", "single_stream", "levels", "metrics")  # what a point measured, besides its row
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a point failed: the phase (``points.failure_phase``), the reason (from the server's log
+    where there is one) and the fix, where the sweep knows one."""
+
+    phase: FailurePhase
+    reason: str
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.phase}: {self.reason}"
+
+
+@dataclass
+class PointResult:
+    """What happened to one point on its host, from pre-flight to the last reap, and what it measured."""
+
+    point_id: str
+    host: str
+    node_id: str
+    status: PointStatus  # ok | failed (invalid points never reach a host)
+    failure: Failure | None = None
+    log_tail: str = ""
+    phases: dict[str, float | None] = field(default_factory=dict)
+    startup_progress: list[dict] = field(default_factory=list)  # last progress-bar update of each kind
+    sglang_version: str = "unknown"
+    gpu_name: str = ""
+    gpu_count: int = 0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    checks: list[str] = field(default_factory=list)  # the pre-flight's findings ("ok: ...", "warning: ...")
+    drafter_aux_layers: list[int] | None = None  # target layers the EAGLE-3 drafter reads (sweep/sglang/drafter.py)
+    drafter_checks: list[str] = field(default_factory=list)  # the drafter pre-flight's findings
+    reaped: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 1  # the driver's count: a point whose host was lost runs again
+    requests: pa.Table | None = None
+    single_stream: pa.Table | None = None
+    levels: pa.Table | None = None
+    metrics: pa.Table | None = None  # the raw /metrics of each level (sweep.results.schema.METRICS)
+
+    def fail(self, phase: FailurePhase, reason: str, fix: str | None = None) -> None:
+        self.status, self.failure = "failed", Failure(phase, reason, fix)
+
+    @property
+    def failure_phase(self) -> FailurePhase | None:
+        return self.failure.phase if self.failure else None
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self.failure.reason if self.failure else None
+
+    @property
+    def failure_fix(self) -> str | None:
+        return self.failure.fix if self.failure else None
+
+    @property
+    def seconds(self) -> float:
+        return self.ended_at - self.started_at
+
+    @property
+    def tables(self) -> dict[str, pa.Table | None]:
+        return {name: getattr(self, name) for name in TABLES}
+
+    def without_tables(self) -> PointResult:
+        """The record to keep in memory once its tables are on disk."""
+        return replace(self, **{name: None for name in TABLES})
