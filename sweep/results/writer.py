@@ -20,6 +20,7 @@ from sweep import __version__
 
 from sweep.core import atomic
 from sweep.core.errors import ResultsError
+from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
 from sweep.results.schema import MANIFEST, TABLES, check
 from sweep.results.store import table_files
 
@@ -58,13 +59,8 @@ class ResultsDir:
             raise ResultsError(f"results directory {self.path}: {blocked} is a file, not a directory",
                                fix="point results_dir=... at a directory (new, empty, or one a sweep wrote), "
                                    f"e.g. results_dir=results/{self.experiment}")
-        manifest = self.path / MANIFEST
-        if manifest.is_file():
-            try:
-                meta = json.loads(manifest.read_text())
-            except (OSError, ValueError) as e:
-                raise ResultsError(f"{manifest} is unreadable ({e})",
-                                   fix="restore it, or point results_dir=... at a new directory") from None
+        meta = read_manifest(self.path)
+        if meta is not None:
             if meta.get("experiment") != self.experiment:
                 raise ResultsError(f"results directory {self.path} belongs to experiment {meta.get('experiment')!r}, "
                                    f"not {self.experiment!r}",
@@ -82,7 +78,7 @@ class ResultsDir:
         self.check()
         manifest = self.path / MANIFEST
         try:
-            for t in (*TABLES, "logs"):
+            for t in (*TABLES, LOGS):
                 (self.path / t).mkdir(parents=True, exist_ok=True)
             if not manifest.is_file():
                 _atomic_bytes(manifest, json.dumps({"experiment": self.experiment, "mode": self.mode,
@@ -108,13 +104,21 @@ class ResultsDir:
                     self.set_aside.append(str(f))
 
     def log_path(self, point_id: str) -> Path:
-        return self.path / "logs" / f"{point_id}.log"
+        return log_path(self.path, point_id)
 
     def write_text(self, name: str, text: str) -> None:
         try:
             _atomic_bytes(self.path / name, text.encode())
         except OSError as e:
             raise _unwritable(self.path / name, e) from None
+
+    def write_experiment(self, text: str) -> None:
+        """The resolved experiment, as ``config.to_yaml`` renders it (secrets redacted there)."""
+        self.write_text(EXPERIMENT, text)
+
+    def write_plan(self, plan: dict) -> None:
+        """The plan, the object ``Plan.to_json()`` gives (the same as ``--plan --json``)."""
+        self.write_text(PLAN, json.dumps(plan, indent=2))
 
     def write_table(self, table_name: str, point_id: str, table: pa.Table) -> None:
         table = check(table, table_name)
