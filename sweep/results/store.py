@@ -3,14 +3,18 @@
 Layout of a results directory::
 
     DIR/
-      experiment.yaml          the resolved experiment
-      plan.json                the plan (same object as ``--plan --json``)
+      sweep.json               the manifest: experiment and mode (``meta.read_manifest``)
+      experiment.yaml          the resolved experiment (``meta.read_experiment``)
+      plan.json                the plan (same object as ``--plan --json``; ``meta.read_plan``)
       points/<point_id>.parquet         one file per point, per table
       single_stream/<point_id>.parquet
       levels/<point_id>.parquet
       requests/<point_id>.parquet
       metrics/<point_id>.parquet       the server's raw /metrics around each level
       logs/<point_id>.log      the server's log
+
+``python -m sweep bench --out DIR`` writes each table as ``<table>/bench.parquet`` (point_id "")
+beside its flat ``DIR/<table>.parquet`` files, and no manifest, plan or experiment.
 
 Each table is a folder of Parquet files with the same schema, so ``pl.scan_parquet(DIR/levels/*.parquet)``,
 DuckDB's ``read_parquet('DIR/levels/*.parquet')`` and ``pandas.read_parquet(DIR/levels)`` all read it.

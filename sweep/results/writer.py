@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,6 +33,13 @@ def sweep_id(path: str | Path) -> str:
     a name (``res``) never touch each other's servers."""
     resolved = Path(path).resolve()
     return f"{resolved.name}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
+
+
+def write_parquet(path: Path, table: pa.Table) -> Path:
+    """One Parquet file, atomically: written to a temporary name beside it, then renamed."""
+    with atomic.atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return path
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
@@ -124,8 +132,7 @@ class ResultsDir:
         table = check(table, table_name)
         target = self.path / table_name / f"{point_id}.parquet"
         try:
-            with atomic.atomic_path(target) as tmp:
-                pq.write_table(table, tmp)
+            write_parquet(target, table)
         except OSError as e:
             raise _unwritable(target, e) from None
 
@@ -158,3 +165,35 @@ class ResultsDir:
             for pid, status in df.iter_rows():
                 out[pid] = status
         return out
+
+
+# --- a benchmark run on its own: python -m sweep bench --out DIR ---------------------------------
+
+BENCH_NAME = "bench"  # its files in DIR/<table>/ (its rows' point_id is "", as outside any sweep)
+
+
+def check_benchmark_dir(directory: str | Path) -> None:
+    """Refuse a sweep's results directory (its sweep.json) as a benchmark's: the benchmark's rows
+    would be counted among the sweep's points. Anything else will do (files already there stay)."""
+    d = Path(directory)
+    manifest = read_manifest(d) if d.is_dir() else None
+    if manifest is not None:
+        raise ResultsError(f"{d} holds the results of the sweep {manifest.get('experiment')!r} ({MANIFEST}); "
+                           "a benchmark's tables there would be counted among its points",
+                           fix="pass --out a directory of its own, e.g. a new one")
+
+
+def write_benchmark(directory: str | Path, tables: Mapping[str, pa.Table], row: pa.Table) -> dict[str, Path]:
+    """A benchmark's tables as a results directory that ``sweep.results.load``, ``python -m sweep
+    query`` and ``report`` read: ``DIR/<table>/bench.parquet`` for each table and the ``points`` row
+    (``records.benchmark_row``) last, as a sweep writes a point. A rerun into the same directory
+    replaces them. ``{table: path}``; OSError when the directory is not writable. A sweep's directory
+    (its sweep.json) is refused: the benchmark's rows would be counted among the sweep's points."""
+    d = Path(directory)
+    check_benchmark_dir(d)
+    checked = {name: check(t, name) for name, t in (*tables.items(), ("points", row))}
+    out = {}
+    for name, table in checked.items():
+        (d / name).mkdir(parents=True, exist_ok=True)
+        out[name] = write_parquet(d / name / f"{BENCH_NAME}.parquet", table)
+    return out
