@@ -172,6 +172,14 @@ class ResultsDir:
 BENCH_NAME = "bench"  # its files in DIR/<table>/ (its rows' point_id is "", as outside any sweep)
 
 
+def write_tables(directory: str | Path, tables: Mapping[str, pa.Table]) -> dict[str, Path]:
+    """Each table as ``DIR/<name>.parquet`` (atomically), the files ``BenchResult.write`` gives and
+    ``bench --out`` has always written; ``{name: path}``. OSError when the directory is not writable."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    return {name: write_parquet(d / f"{name}.parquet", table) for name, table in tables.items()}
+
+
 def check_benchmark_dir(directory: str | Path) -> None:
     """Refuse a sweep's results directory (its sweep.json) as a benchmark's: the benchmark's rows
     would be counted among the sweep's points. Anything else will do (files already there stay)."""
