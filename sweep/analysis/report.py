@@ -7,7 +7,6 @@ yet are listed from plan.json when it names them), failed points, missing baseli
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,22 +22,13 @@ from sweep.analysis.frames import natural_key
 from sweep.analysis.health import PHASES
 from sweep.analysis.render import Section
 from sweep.results import load
+from sweep.results.meta import read_plan
 
 @dataclass
 class Report:
     sections: list[Section]
     markdown: str
     images: list[Path]
-
-
-def read_plan(directory: Path) -> dict:
-    """plan.json as written by the sweep ({experiment, points: [{id, label, ...}], warnings}),
-    or {} when it is absent or unreadable (a directory written by ``bench`` alone has none)."""
-    try:
-        plan = json.loads((directory / "plan.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return plan if isinstance(plan, dict) else {}
 
 
 def planned_points(plan: dict) -> list[dict]:
@@ -479,7 +469,7 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
     out = Path(out_dir) if out_dir else directory / "report"
     drawn = draw(f, out) if with_plots else {}
     img = lambda *names: [n for n in names if n in drawn]  # noqa: E731
-    plan = read_plan(directory)
+    plan = read_plan(directory)  # {} without one (a directory written by ``bench --out`` has none)
     sections = [header(directory, f, plan), summary_section(f),
                 *frontier_section(f, img("frontier.png")),
                 *slo_sections(f),

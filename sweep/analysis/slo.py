@@ -178,22 +178,13 @@ def from_settings(s) -> SLO:
 
 
 def from_experiment(directory) -> list[SLO]:
-    """The ``benchmark.slo`` of a results directory's experiment.yaml ([] if none or unreadable)."""
-    from pathlib import Path
-
-    import yaml
-
-    try:
-        exp = yaml.safe_load((Path(directory) / "experiment.yaml").read_text())
-    except (OSError, ValueError, yaml.YAMLError):
-        return []
-    items = ((exp or {}).get("benchmark") or {}).get("slo") or [] if isinstance(exp, dict) else []
+    """The ``benchmark.slo`` of a results directory's experiment ([] if none or unreadable; an entry
+    that is no valid SLO is left out), as ``sweep.results.meta.experiment_slos`` reads it."""
     from sweep.core.settings import SLOSettings
+    from sweep.results.meta import experiment_slos
 
     out = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
+    for item in experiment_slos(directory):
         fields = {k: item.get(k) for k in ("name", "percentile", "ttft_s", "tpot_s", "tok_s") if item.get(k) is not None}
         try:
             out.append(from_settings(SLOSettings(**fields)))

@@ -3,7 +3,9 @@
 Every option defaults to ``BenchSettings``' default (the same as an experiment file's
 ``benchmark`` section), prints the tables, and with ``--out DIR`` writes ``requests.parquet``,
 ``single_stream.parquet``, ``levels.parquet`` and ``metrics.parquet`` (the server's raw
-``/metrics`` around each level) there. Errors are ``SweepError``s, mapped to a
+``/metrics`` around each level) there, and the same tables with a ``points`` row as a results
+directory (``DIR/<table>/bench.parquet``) that ``sweep.results.load``, ``python -m sweep query``
+and ``report`` read. Errors are ``SweepError``s, mapped to a
 message and exit code by ``sweep.cli`` (exit 6 when the server cannot be reached).
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
@@ -66,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, help=f"seconds per request (default {_D.request_timeout_s:g})")
     g.add_argument("--no-flush", action="store_true", help="do not POST /flush_cache before each level")
     g.add_argument("--no-server-metrics", action="store_true", help="do not scrape /metrics around each level")
-    parser.add_argument("--out", metavar="DIR", help="write requests/single_stream/levels/metrics .parquet into DIR")
+    parser.add_argument("--out", metavar="DIR", help="write the requests, single_stream, levels and metrics tables "
+                                                     "into DIR as Parquet files, and DIR as a results directory "
+                                                     "(sweep query/report DIR)")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
 
 
@@ -116,6 +122,36 @@ def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
                          fix=f"pass the server's --api-key with --api-key KEY or in ${API_KEY_ENV}")
 
 
+def span(requests) -> tuple[float | None, float | None]:
+    """The first send and the last answer of a requests table (None, None without requests)."""
+    ends = [(s, s + (lat or 0.0)) for s, lat in zip(requests.column("start_at").to_pylist(),
+                                                    requests.column("latency_s").to_pylist()) if s is not None]
+    return min((a for a, _ in ends), default=None), max((b for _, b in ends), default=None)
+
+
+def write_out(out: str, result, *, url: str) -> dict[str, Path]:
+    """``--out DIR``: the four tables as DIR/<table>.parquet (as ever; their paths are returned), and
+    DIR as a results directory (``sweep.results.load``, ``query``, ``report``): the same tables in
+    DIR/<table>/ and a points row for the run, from its first send to its last answer
+    (``sweep.results.writer.write_benchmark``)."""
+    from sweep.bench.runner import TABLE_NAMES
+    from sweep.results import records, writer
+
+    info = result.server_info or {}
+    version = info.get("version") if isinstance(info.get("version"), str) else None
+    started, ended = span(result.requests)
+    row = records.benchmark_row(label=f"bench {urlsplit(url).netloc.rpartition('@')[2]}", sglang_version=version,
+                                started_at=started, ended_at=ended)
+    writer.check_benchmark_dir(out)  # a sweep's directory: nothing written
+    try:
+        paths = result.write(out)
+        writer.write_benchmark(out, {name: getattr(result, name) for name in TABLE_NAMES}, row)
+    except OSError as e:
+        raise BenchError(f"cannot write results to {out!r}: {e}",
+                         fix="pass a writable directory to --out") from e
+    return paths
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise."""
     from sweep.bench.report import print_report
@@ -124,6 +160,10 @@ def run_cli(args: argparse.Namespace) -> int:
     from sweep.bench.client import api_key
 
     settings = settings_from_args(args)
+    if args.out:  # a sweep's results directory is refused before the benchmark, not after it
+        from sweep.results.writer import check_benchmark_dir
+
+        check_benchmark_dir(args.out)
     console = output_console(highlight=False)
     key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
     admin = getattr(args, "admin_api_key", None) or os.environ.get(ADMIN_KEY_ENV) or None
@@ -136,12 +176,10 @@ def run_cli(args: argparse.Namespace) -> int:
                 result = run(args.url, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
     print_report(result, console)
     if args.out:
-        try:
-            paths = result.write(args.out)
-        except OSError as e:
-            raise BenchError(f"cannot write results to {args.out!r}: {e}",
-                             fix="pass a writable directory to --out") from e
+        paths = write_out(args.out, result, url=args.url)
         console.print(f"wrote {', '.join(str(p) for p in paths.values())}")
+        console.print(f"{args.out} is a results directory too: python -m sweep report {args.out}, "
+                      f"python -m sweep query {args.out} \"SELECT * FROM levels\"", soft_wrap=True)
     failed = result.requests.num_rows - sum(result.requests.column("ok").to_pylist())
     return 1 if failed else 0
 

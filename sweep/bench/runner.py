@@ -25,12 +25,10 @@ from typing import Optional
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
-from sweep.core import atomic
 from sweep.bench.client import Clients
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
@@ -38,6 +36,7 @@ from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
 from sweep.core.events import PointProgress
 from sweep.results.schema import METRICS, from_rows
+from sweep.results.writer import write_tables
 
 TABLE_NAMES = ("requests", "single_stream", "levels", "metrics")
 METRICS_EVERY_S = 2.0  # /metrics scrapes during a level: at 1 s, then every 2 s (SGLang renders one in ~15 ms)
@@ -57,16 +56,8 @@ class BenchResult:
     def write(self, directory: str | Path) -> dict[str, Path]:
         """Write ``requests.parquet``, ``single_stream.parquet``, ``levels.parquet`` and
         ``metrics.parquet`` into ``directory``, each to a temporary name then renamed, so a reader
-        never sees half a file."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        out = {}
-        for name in TABLE_NAMES:
-            final = d / f"{name}.parquet"
-            with atomic.atomic_path(final) as tmp:
-                pq.write_table(getattr(self, name), tmp)
-            out[name] = final
-        return out
+        never sees half a file (``sweep.results.writer.write_tables``)."""
+        return write_tables(directory, {name: getattr(self, name) for name in TABLE_NAMES})
 
 
 def check_url(url: str) -> str:

@@ -251,25 +251,17 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
     of the same kind (dry run or not), preferring ``sglang_version`` when some match it."""
     import polars as pl
 
-    dirs: list[Path] = []
-    for root in roots:
-        root = Path(root)
-        if (root / "points").is_dir():
-            dirs.append(root)
-        elif root.is_dir():
-            dirs += sorted(d for d in root.iterdir() if (d / "points").is_dir())
+    from sweep.results import store
+
     frames = []
-    for d in dict.fromkeys(dirs):
-        files = sorted((d / "points").glob("*.parquet"))
-        if not files:
-            continue
+    for d in store.sweep_dirs(roots):
         try:
-            pts = pl.concat([pl.read_parquet(f, columns=["point_id", "status", "baseline", "argv", "dry_run",
-                                                        "sglang_version", "startup_s", "started_at", "ended_at"])
-                             for f in files], how="diagonal_relaxed")
+            pts = store.read_columns(d, "points", ["point_id", "status", "baseline", "argv", "dry_run",
+                                                   "sglang_version", "startup_s", "started_at", "ended_at"])
         except Exception:  # noqa: BLE001 - an unreadable earlier directory is no history, not an error
             continue
-        frames.append(pts.with_columns(dir=pl.lit(str(d))))
+        if pts.height:
+            frames.append(pts.with_columns(dir=pl.lit(str(d))))
     if not frames:
         return History()
     pts = pl.concat(frames, how="diagonal_relaxed").filter(
@@ -283,16 +275,13 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
                for b, v in pts.group_by("baseline").agg(pl.col("startup_s").median()).iter_rows() if v is not None}
     levels, singles, spans = [], [], []
     for d, ids in pts.group_by("dir").agg(pl.col("point_id")).iter_rows():
-        ids = set(ids)
         for table, bucket, cols in (("levels", levels, ["point_id", "concurrency", "per_request_tok_s"]),
                                     ("single_stream", singles, ["point_id", "tok_per_s", "ok"]),
                                     ("requests", spans, ["point_id", "start_at", "latency_s"])):
-            for f in sorted((Path(d) / table).glob("*.parquet")):
-                if f.stem in ids:
-                    try:
-                        bucket.append(pl.read_parquet(f, columns=cols))
-                    except Exception:  # noqa: BLE001
-                        continue
+            try:
+                bucket.append(store.read_columns(d, table, cols, point_ids=ids))
+            except Exception:  # noqa: BLE001 - an unreadable table is no history
+                continue
     speed = None
     if levels:
         lv = pl.concat(levels, how="diagonal_relaxed").filter(pl.col("per_request_tok_s") > 0)

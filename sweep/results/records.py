@@ -69,6 +69,16 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
     return from_rows([row], "points", {f"{AXIS_PREFIX}{a}": kind for a, kind in types.items()})
 
 
+def benchmark_row(*, label: str, sglang_version: str | None, started_at: float | None,
+                  ended_at: float | None) -> pa.Table:
+    """The ``points`` row of a benchmark run on its own (``python -m sweep bench --out``): point_id
+    "" like its tables' rows, experiment ``bench``, status ok (failed requests are rows of the
+    requests table), baseline unknown (null): no grid, no plan."""
+    row = {"point_id": "", "label": label, "experiment": "bench", "status": "ok", "attempts": 1,
+           "sglang_version": sglang_version, "started_at": started_at, "ended_at": ended_at,
+           "dry_run": False, "sweep_version": __version__}
+    return from_rows([row], "points")
+
 
 def _name(value: Any) -> str | None:
     """An axis value as the column holds it: its name (a string), null where the axis collapsed."""

@@ -3,14 +3,18 @@
 Layout of a results directory::
 
     DIR/
-      experiment.yaml          the resolved experiment
-      plan.json                the plan (same object as ``--plan --json``)
+      sweep.json               the manifest: experiment and mode (``meta.read_manifest``)
+      experiment.yaml          the resolved experiment (``meta.read_experiment``)
+      plan.json                the plan (same object as ``--plan --json``; ``meta.read_plan``)
       points/<point_id>.parquet         one file per point, per table
       single_stream/<point_id>.parquet
       levels/<point_id>.parquet
       requests/<point_id>.parquet
       metrics/<point_id>.parquet       the server's raw /metrics around each level
       logs/<point_id>.log      the server's log
+
+``python -m sweep bench --out DIR`` writes each table as ``<table>/bench.parquet`` (point_id "")
+beside its flat ``DIR/<table>.parquet`` files, and no manifest, plan or experiment.
 
 Each table is a folder of Parquet files with the same schema, so ``pl.scan_parquet(DIR/levels/*.parquet)``,
 DuckDB's ``read_parquet('DIR/levels/*.parquet')`` and ``pandas.read_parquet(DIR/levels)`` all read it.
@@ -25,8 +29,9 @@ is a number reads as numbers (``schema.axis_type``), as today's writer stores it
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import polars as pl
 import pyarrow as pa
@@ -53,6 +58,23 @@ def table_files(directory: str | Path, table: str) -> list[Path]:
     return sorted(p for p in folder.glob("*.parquet") if p.is_file())
 
 
+def is_sweep_dir(d: Path) -> bool:
+    """Whether ``d`` is a directory a sweep (or ``bench --out``) wrote: its ``sweep.json``, or tables."""
+    return (d / MANIFEST).is_file() or any(table_files(d, name) for name in TABLES)
+
+
+def sweep_dirs(roots: Iterable[str | Path]) -> list[Path]:
+    """The results directories under ``roots``, each a results directory itself or a folder of them
+    (``results/``: the ones directly inside it, by name), once each, in the order found."""
+    out: list[Path] = []
+    for root in map(Path, roots):
+        if is_sweep_dir(root):
+            out.append(root)
+        elif root.is_dir():
+            out += sorted(d for d in root.iterdir() if d.is_dir() and is_sweep_dir(d))
+    return list(dict.fromkeys(out))
+
+
 def check_sweep_dir(d: Path) -> None:
     """Raise a ResultsError unless ``d`` is a directory a sweep wrote (its ``sweep.json``, or tables):
     a file, a missing path, or a folder of sweeps (``results/``) or an empty one, each with its fix."""
@@ -61,7 +83,7 @@ def check_sweep_dir(d: Path) -> None:
         raise ResultsError(f"{str(d)!r} is a file, not a results directory", fix=example)
     if not d.is_dir():
         raise ResultsError(f"results directory {str(d)!r} does not exist", fix=example)
-    if (d / MANIFEST).is_file() or any(table_files(d, name) for name in TABLES):
+    if is_sweep_dir(d):
         return
     sweeps = sorted(str(c) for c in d.iterdir() if (c / MANIFEST).is_file())
     where = (f"it holds {plural(len(sweeps), 'sweep')}: " + ", ".join(sweeps[:6])
@@ -81,21 +103,33 @@ def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
     """
     d = Path(directory)
     check_sweep_dir(d)
-    out: dict[str, pl.LazyFrame] = {}
-    for name, schema in TABLES.items():
-        files = table_files(d, name)
-        if files:
-            if name in DRIFTING:
-                scan = _points_file if name == "points" else pl.scan_parquet
-                frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
-                if name == "points":
-                    frame = numeric_axes(frame)
-                out[name] = _with_every_column(frame, schema)
-            else:
-                out[name] = _scan_all(files, schema)
-        else:
-            out[name] = pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
-    return out
+    return {name: table(d, name) for name in TABLES}
+
+
+def table(directory: str | Path, name: str) -> pl.LazyFrame:
+    """One table of a results directory, as ``load`` reads it (no check that it is one: a folder
+    without the table gives the empty frame)."""
+    schema = TABLES[name]
+    files = table_files(directory, name)
+    if not files:
+        return pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
+    if name not in DRIFTING:
+        return _scan_all(files, schema)
+    scan = _points_file if name == "points" else pl.scan_parquet
+    frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
+    if name == "points":
+        frame = numeric_axes(frame)
+    return _with_every_column(frame, schema)
+
+
+def read_columns(directory: str | Path, name: str, columns: Sequence[str], *,
+                 point_ids: Optional[Iterable[str]] = None) -> pl.DataFrame:
+    """The ``columns`` of one table, read as ``load`` reads them (an older file's missing columns
+    null, points of the JSON era upgraded), of the points in ``point_ids`` when given."""
+    frame = table(directory, name)
+    if point_ids is not None:
+        frame = frame.filter(pl.col("point_id").is_in(list(point_ids)))
+    return frame.select(columns).collect()
 
 
 def numeric_axes(frame: pl.LazyFrame) -> pl.LazyFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from sweep import __version__
 
 from sweep.core import atomic
 from sweep.core.errors import ResultsError
+from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
 from sweep.results.schema import MANIFEST, TABLES, check
 from sweep.results.store import table_files
 
@@ -31,6 +33,13 @@ def sweep_id(path: str | Path) -> str:
     a name (``res``) never touch each other's servers."""
     resolved = Path(path).resolve()
     return f"{resolved.name}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:8]}"
+
+
+def write_parquet(path: Path, table: pa.Table) -> Path:
+    """One Parquet file, atomically: written to a temporary name beside it, then renamed."""
+    with atomic.atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return path
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
@@ -58,13 +67,8 @@ class ResultsDir:
             raise ResultsError(f"results directory {self.path}: {blocked} is a file, not a directory",
                                fix="point results_dir=... at a directory (new, empty, or one a sweep wrote), "
                                    f"e.g. results_dir=results/{self.experiment}")
-        manifest = self.path / MANIFEST
-        if manifest.is_file():
-            try:
-                meta = json.loads(manifest.read_text())
-            except (OSError, ValueError) as e:
-                raise ResultsError(f"{manifest} is unreadable ({e})",
-                                   fix="restore it, or point results_dir=... at a new directory") from None
+        meta = read_manifest(self.path)
+        if meta is not None:
             if meta.get("experiment") != self.experiment:
                 raise ResultsError(f"results directory {self.path} belongs to experiment {meta.get('experiment')!r}, "
                                    f"not {self.experiment!r}",
@@ -82,7 +86,7 @@ class ResultsDir:
         self.check()
         manifest = self.path / MANIFEST
         try:
-            for t in (*TABLES, "logs"):
+            for t in (*TABLES, LOGS):
                 (self.path / t).mkdir(parents=True, exist_ok=True)
             if not manifest.is_file():
                 _atomic_bytes(manifest, json.dumps({"experiment": self.experiment, "mode": self.mode,
@@ -108,7 +112,7 @@ class ResultsDir:
                     self.set_aside.append(str(f))
 
     def log_path(self, point_id: str) -> Path:
-        return self.path / "logs" / f"{point_id}.log"
+        return log_path(self.path, point_id)
 
     def write_text(self, name: str, text: str) -> None:
         try:
@@ -116,12 +120,19 @@ class ResultsDir:
         except OSError as e:
             raise _unwritable(self.path / name, e) from None
 
+    def write_experiment(self, text: str) -> None:
+        """The resolved experiment, as ``config.to_yaml`` renders it (secrets redacted there)."""
+        self.write_text(EXPERIMENT, text)
+
+    def write_plan(self, plan: dict) -> None:
+        """The plan, the object ``Plan.to_json()`` gives (the same as ``--plan --json``)."""
+        self.write_text(PLAN, json.dumps(plan, indent=2))
+
     def write_table(self, table_name: str, point_id: str, table: pa.Table) -> None:
         table = check(table, table_name)
         target = self.path / table_name / f"{point_id}.parquet"
         try:
-            with atomic.atomic_path(target) as tmp:
-                pq.write_table(table, tmp)
+            write_parquet(target, table)
         except OSError as e:
             raise _unwritable(target, e) from None
 
@@ -154,3 +165,43 @@ class ResultsDir:
             for pid, status in df.iter_rows():
                 out[pid] = status
         return out
+
+
+# --- a benchmark run on its own: python -m sweep bench --out DIR ---------------------------------
+
+BENCH_NAME = "bench"  # its files in DIR/<table>/ (its rows' point_id is "", as outside any sweep)
+
+
+def write_tables(directory: str | Path, tables: Mapping[str, pa.Table]) -> dict[str, Path]:
+    """Each table as ``DIR/<name>.parquet`` (atomically), the files ``BenchResult.write`` gives and
+    ``bench --out`` has always written; ``{name: path}``. OSError when the directory is not writable."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    return {name: write_parquet(d / f"{name}.parquet", table) for name, table in tables.items()}
+
+
+def check_benchmark_dir(directory: str | Path) -> None:
+    """Refuse a sweep's results directory (its sweep.json) as a benchmark's: the benchmark's rows
+    would be counted among the sweep's points. Anything else will do (files already there stay)."""
+    d = Path(directory)
+    manifest = read_manifest(d) if d.is_dir() else None
+    if manifest is not None:
+        raise ResultsError(f"{d} holds the results of the sweep {manifest.get('experiment')!r} ({MANIFEST}); "
+                           "a benchmark's tables there would be counted among its points",
+                           fix="pass --out a directory of its own, e.g. a new one")
+
+
+def write_benchmark(directory: str | Path, tables: Mapping[str, pa.Table], row: pa.Table) -> dict[str, Path]:
+    """A benchmark's tables as a results directory that ``sweep.results.load``, ``python -m sweep
+    query`` and ``report`` read: ``DIR/<table>/bench.parquet`` for each table and the ``points`` row
+    (``records.benchmark_row``) last, as a sweep writes a point. A rerun into the same directory
+    replaces them. ``{table: path}``; OSError when the directory is not writable. A sweep's directory
+    (its sweep.json) is refused: the benchmark's rows would be counted among the sweep's points."""
+    d = Path(directory)
+    check_benchmark_dir(d)
+    checked = {name: check(t, name) for name, t in (*tables.items(), ("points", row))}
+    out = {}
+    for name, table in checked.items():
+        (d / name).mkdir(parents=True, exist_ok=True)
+        out[name] = write_parquet(d / name / f"{BENCH_NAME}.parquet", table)
+    return out

@@ -12,9 +12,10 @@ import pytest
 
 from sweep.analysis.frames import configurations
 from sweep.core.errors import ResultsError
-from sweep.results import load
+from sweep.results import load, store
 from sweep.results.schema import POINTS, REQUESTS, TABLES, from_rows
 from sweep.results.store import upgrade_points
+from sweep.results.writer import ResultsDir
 
 OLD_JSON = ("param_roles", "env", "reaped", "bench_scale")
 OLD_REAPED = {"killed": [{"pid": 41, "name": "python", "cmdline": "python -m sweep.fake_sglang", "reason": "stopped"}],
@@ -135,3 +136,24 @@ def test_requests_of_an_older_version_read_beside_new_ones(tmp_path):
     assert histograms() == [None, [1, 2, 3]]  # the old file first
     (tmp_path / "requests" / "zzz.parquet").rename(tmp_path / "requests" / "aaa.parquet")
     assert histograms() == [None, [1, 2, 3]]  # the new file first
+
+
+def test_sweeps_under_a_root_and_their_columns_as_load_reads_them(tmp_path):
+    a = ResultsDir(tmp_path / "a", "e", "real").open()
+    a.write_table("points", "p1", from_rows([{"point_id": "p1", "status": "ok", "startup_s": 3.0}], "points"))
+    # a points file of an older version: no dry_run column, the JSON-era env text
+    pq.write_table(pa.table({"point_id": ["p0"], "status": ["ok"], "startup_s": [2.0], "env": ['{"A": "1"}']}),
+                   a.path / "points" / "p0.parquet")
+    a.write_table("levels", "p1", from_rows([{"point_id": "p1", "concurrency": 1}, {"point_id": "p1", "concurrency": 2}],
+                                            "levels"))
+    a.write_table("levels", "p2", from_rows([{"point_id": "p2", "concurrency": 4}], "levels"))
+    (tmp_path / "b-not-a-sweep").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    assert store.sweep_dirs([tmp_path]) == [a.path]
+    assert store.sweep_dirs([a.path, tmp_path, tmp_path / "missing"]) == [a.path]  # once; a missing root: none
+    pts = store.read_columns(a.path, "points", ["point_id", "dry_run", "startup_s", "env"]).sort("point_id")
+    assert pts.select("point_id", "dry_run", "startup_s").rows() == [("p0", None, 2.0), ("p1", None, 3.0)]
+    assert pts.schema["env"] != pl.String  # the old file's JSON text upgraded to today's map
+    levels = store.read_columns(a.path, "levels", ["concurrency"], point_ids=["p1"])
+    assert levels["concurrency"].to_list() == [1, 2]
+    assert store.read_columns(a.path, "requests", ["point_id"]).height == 0  # no file: the empty table
