@@ -48,6 +48,7 @@ def spec_shape(argv: list[str] | None) -> dict:
     algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper() or None
     steps, topk = _int(argv_value(argv, "--speculative-num-steps")), _int(argv_value(argv, "--speculative-eagle-topk"))
     tokens = _int(argv_value(argv, "--speculative-num-draft-tokens"))
+    positions: int | None
     if topk in (None, 1) and steps is not None:
         positions = steps  # topk 1: SGLang makes draft tokens steps + 1
     else:
@@ -134,8 +135,8 @@ def acceptance(tables: Tables) -> pl.DataFrame:
         per_level = g.select(pl.coalesce(*[c for c in ("accept_length_requests", "accept_length_metrics",
                                                        "accept_length_server", "metrics_spec_accept_length")
                                           if c in g.columns])).to_series().to_list()
-        rate = g["metrics_spec_accept_rate"].to_list() if "metrics_spec_accept_rate" in g.columns else []
-        lengths[pid] = (_median(per_level), _median(rate))
+        accept_rates = g["metrics_spec_accept_rate"].to_list() if "metrics_spec_accept_rate" in g.columns else []
+        lengths[pid] = (_median(per_level), _median(accept_rates))
     single_len = {pid[0]: _median(g["accept_length"].to_list()) for pid, g in single.group_by("point_id")}
     meta = {r["point_id"]: r for r in conf.iter_rows(named=True)}
     rows = []
@@ -178,12 +179,13 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     return frame.sort("order", nulls_last=True).select(list(SCHEMA))
 
 
-SCHEMA = {"point_id": pl.String, "label": pl.String, "drafter": pl.String, "status": pl.String,
-          "algorithm": pl.String, "steps": pl.Int64, "topk": pl.Int64, "positions": pl.Int64,
-          "accept_length": pl.Float64, "accepted": pl.Float64, "accept_rate": pl.Float64,
-          "position_rates": pl.List(pl.Float64), "first_rate": pl.Float64, "first_source": pl.String,
-          "predicted_length": pl.Float64, "vs_predicted": pl.Float64, "verdict": pl.String,
-          "aux_layers": pl.List(pl.Int64), "drafter_checks": pl.List(pl.String), "causes": pl.String}
+SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "point_id": pl.String, "label": pl.String, "drafter": pl.String, "status": pl.String,
+    "algorithm": pl.String, "steps": pl.Int64, "topk": pl.Int64, "positions": pl.Int64,
+    "accept_length": pl.Float64, "accepted": pl.Float64, "accept_rate": pl.Float64,
+    "position_rates": pl.List(pl.Float64), "first_rate": pl.Float64, "first_source": pl.String,
+    "predicted_length": pl.Float64, "vs_predicted": pl.Float64, "verdict": pl.String,
+    "aux_layers": pl.List(pl.Int64), "drafter_checks": pl.List(pl.String), "causes": pl.String}
 
 
 def empty() -> pl.DataFrame:

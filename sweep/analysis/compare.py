@@ -7,6 +7,7 @@ speedups, with OTHER's runs or requests in place of the baseline's).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -46,9 +47,10 @@ def compare_findings(this: Findings, other: Findings, this_tables: Tables,
     joined = (a.join(b, on=["label", "figure", "concurrency"], how="full", coalesce=True,
                      nulls_equal=True)
               .with_columns(change=pl.col("this") / pl.col("other") - 1))
-    samples = {"tok_s": (single_samples, "median", lambda c: pl.col(c)),
-               "per_request_tok_s": (level_samples, "mean",
-                                     lambda c: pl.col(c) + "@" + pl.col("concurrency").cast(pl.String))}
+    samples: dict[str, tuple[Callable[[Tables], pl.LazyFrame], noise.Stat, Callable[[str], pl.Expr]]] = {
+        "tok_s": (single_samples, "median", lambda c: pl.col(c)),
+        "per_request_tok_s": (level_samples, "mean",
+                              lambda c: pl.col(c) + "@" + pl.col("concurrency").cast(pl.String))}
     cis = []
     for figure, (source, stat, key) in samples.items():
         rows = joined.filter((pl.col("figure") == figure) & pl.col("change").is_not_null())

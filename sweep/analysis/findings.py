@@ -8,6 +8,7 @@ a reader wants first (does speculation pay at C=1, where does it stop, what did 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 
@@ -73,7 +74,8 @@ def _x(value: float) -> str:
 
 
 def _span(levels: pl.Series) -> str:
-    lo, hi = levels.min(), levels.max()
+    # polars types a column's min and max as any Python literal; these columns hold numbers
+    lo, hi = cast("float | None", levels.min()), cast("float | None", levels.max())
     return f"C={lo}" if lo == hi else f"between C={lo} and C={hi}"
 
 
@@ -126,13 +128,13 @@ def headlines(f: Findings) -> list[str]:
             f"their baseline beyond noise; {best}.")
     measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
-        top_c = measured["concurrency"].max()
+        top_c = cast(int, measured["concurrency"].max())
         at_top = measured.filter(pl.col("concurrency") == top_c)
         behind = at_top.filter(pl.col("throughput_ratio") < 1).height
-        best = f.best.filter(pl.col("concurrency") == top_c)
+        best_there = f.best.filter(pl.col("concurrency") == top_c)
         who = ""
-        if best.height:
-            b = best.row(0, named=True)
+        if best_there.height:
+            b = best_there.row(0, named=True)
             who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
         lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of {at_top.height} "
                      f"speculative configurations are slower than their baseline{who}.")
@@ -143,10 +145,10 @@ def headlines(f: Findings) -> list[str]:
                      f"configurations that were ahead at low concurrency fall behind their baseline there).")
     mixed = f.crossover.filter(pl.col("mixed"))
     if mixed.height:
-        behind = measured.filter((pl.col("throughput_ratio") < 1) & pl.col("point_id").is_in(mixed["point_id"].implode()))
+        behind_at = measured.filter((pl.col("throughput_ratio") < 1) & pl.col("point_id").is_in(mixed["point_id"].implode()))
         many = "configurations are" if mixed.height != 1 else "configuration is"
         lines.append(f"{mixed.height} {many} mixed: behind their baseline at some levels "
-                     f"({_span(behind['concurrency'])}) and ahead of it at a higher one (see Where speculation "
+                     f"({_span(behind_at['concurrency'])}) and ahead of it at a higher one (see Where speculation "
                      "stops paying).")
     broken = f.acceptance.filter(pl.col("verdict").is_in(["broken", "low"]))
     if broken.height:
@@ -163,7 +165,7 @@ def headlines(f: Findings) -> list[str]:
 
 def _range(values: pl.Series) -> str:
     values = values.drop_nulls()
-    lo, hi = values.min(), values.max()
+    lo, hi = cast(float, values.min()), cast(float, values.max())  # never empty here
     return _x(lo) if f"{lo:.2f}" == f"{hi:.2f}" else f"{_x(lo)} to {_x(hi)}"
 
 
@@ -179,9 +181,10 @@ def _profile_line(profile: str, reference: str, g: pl.DataFrame) -> str:
     low, high = g["ratio_min_level"].drop_nulls(), g["ratio_max_level"].drop_nulls()
     if low.len() and high.len() and (g["levels"].fill_null(0) > 1).any():
         parts.append(f"output throughput {_range(low)} at the lowest level and {_range(high)} at the highest")
-        if low.median() > high.median() * 1.05:
+        low_mid, high_mid = cast(float, low.median()), cast(float, high.median())
+        if low_mid > high_mid * 1.05:
             parts.append("the lift fades with load")
-        elif high.median() > low.median() * 1.05:
+        elif high_mid > low_mid * 1.05:
             parts.append("the lift grows with load")
     shape = f": {', '.join(parts)}" if parts else ""
     return (f"{profile} against {reference} {verb}{shape} (geometric mean over levels "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -130,8 +131,9 @@ def plot_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame, path: Pat
         return None
     panels, style = _panels(data), styles(data)
     ticks = sorted(data["concurrency"].unique().to_list())
-    top = max(1.1, data["throughput_ratio"].max() * 1.08)
-    bottom = min(0.9, data["throughput_ratio"].min() * 0.92)
+    # polars types a column's min and max as any Python literal; non-null ratios are floats
+    top = max(1.1, cast(float, data["throughput_ratio"].max()) * 1.08)
+    bottom = min(0.9, cast(float, data["throughput_ratio"].min()) * 0.92)
     fig = Figure(figsize=(_width(len(panels)), 4.8), layout="constrained", dpi=DPI)
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     est = dict(crossover.select("point_id", "crossover_est").iter_rows())
@@ -199,7 +201,7 @@ def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) ->
         rows.append(("single stream (C=1)", _grid_values(single, "speedup")))
     measured = levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
-        top_c = measured["concurrency"].max()
+        top_c = cast(int, measured["concurrency"].max())
         rows.append((f"C={top_c} (highest level), output throughput",
                      _grid_values(levels.filter(pl.col("concurrency") == top_c), "throughput_ratio")))
     if not rows:
@@ -268,7 +270,7 @@ def plot_single_stream(single: pl.DataFrame, path: Path) -> Path | None:
     err = np.vstack([(data["tok_s"] - data["tok_s_min"]).to_numpy(),
                      (data["tok_s_max"] - data["tok_s"]).to_numpy()])
     ax.errorbar(data["tok_s"], y, xerr=err, fmt="none", ecolor="black", capsize=3, linewidth=1)
-    for yi, row in zip(y, data.iter_rows(named=True)):
+    for yi, row in enumerate(data.iter_rows(named=True)):
         if row["baseline"]:
             note = "baseline"
         elif row["speedup"] is None:
@@ -278,7 +280,7 @@ def plot_single_stream(single: pl.DataFrame, path: Path) -> Path | None:
         ax.text(row["tok_s_max"] or row["tok_s"], yi, f"  {note}", va="center", fontsize=8)
     ax.set_yticks(y, data["label"], fontsize=8)
     ax.set_xlabel("single-stream decode speed, tok/s (median over runs, whiskers min-max)")
-    ax.set_xlim(0, data["tok_s_max"].max() * 1.3)
+    ax.set_xlim(0, cast(float, data["tok_s_max"].max()) * 1.3)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title("Single stream: speed per point and speedup over its matched baseline", fontsize=12)
     fig.savefig(path)
@@ -304,7 +306,7 @@ def plot_startup(startup: pl.DataFrame, path: Path) -> Path | None:
         width = data[phase].fill_null(0).to_numpy()
         ax.barh(y, width, left=left, color=PHASE_COLORS[phase], label=phase.removesuffix("_s"))
         left += width
-    for yi, row in zip(y, data.iter_rows(named=True)):
+    for yi, row in enumerate(data.iter_rows(named=True)):
         total = row["startup_s"]
         label = f"{total:.1f} s" if total is not None and total < 10 else f"{total or 0:.0f} s"
         ax.text(left[yi], yi, f"  {label}" if total is not None else f"  {row['status']}",

@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import polars as pl
 
@@ -68,14 +68,13 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
     if fmt == "table":
         # a terminal's width where there is one; a pipe or a file has none, and gets the whole table
         tty = getattr(out, "isatty", lambda: False)()
-        width = {} if tty or os.environ.get("COLUMNS") else {"tbl_width_chars": 65_535}
+        width: dict[str, Any] = {} if tty or os.environ.get("COLUMNS") else {"tbl_width_chars": 65_535}
         with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80, **width):
             out.write(f"{frame}\n".encode())
     elif fmt == "csv":
         _flat(frame).write_csv(out)
     elif fmt == "json":
-        frame.write_json(out)
-        out.write(b"\n")
+        out.write(frame.write_json().encode() + b"\n")
     elif fmt == "parquet":
         frame.write_parquet(out)
     else:

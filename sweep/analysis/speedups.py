@@ -12,6 +12,7 @@ at real speed (``realspeed.scaled``; a no-op on tables already scaled), as the r
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import polars as pl
 
@@ -192,7 +193,7 @@ def _crossing(levels: list[int], ratios: list[float]) -> dict:
     behind_from = len(ratios)
     while behind_from > 0 and behind[behind_from - 1]:
         behind_from -= 1
-    out = {"first_behind": None if first is None else levels[first],
+    out: dict[str, Any] = {"first_behind": None if first is None else levels[first],
            "crossover": levels[behind_from] if behind_from < len(ratios) else None,
            "ahead_up_to": levels[-1] if first is None else (levels[first - 1] if first > 0 else None),
            "crossover_est": None, "mixed": first is not None and first != behind_from}

@@ -11,7 +11,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import yaml
 from omegaconf import OmegaConf
@@ -257,8 +257,9 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
         raise ConfigError(f"{path}: required {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)} not set",
                           fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...")
     cfg.source = str(path)
-    exp: Experiment = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    exp.grid.derived = derived  # type: ignore[assignment]
+    # OmegaConf's stubs say any container: a structured config converts to its dataclass, a DictConfig to a dict
+    exp = cast(Experiment, OmegaConf.to_object(cfg))
+    exp.grid.derived = cast("dict[str, Any]", derived)
     _normalize_flags(exp, path)
     _check_values(exp, path)
     return exp
@@ -284,7 +285,7 @@ def normalized_flags(flags: dict[str, Any], where: str) -> dict[str, Any]:
 def _normalize_flags(exp: Experiment, path: Path) -> None:
     """Flag names normalised once, here, for every layer above (the axes' bundles: sweep.experiment.grid)."""
     exp.server.flags = normalized_flags(exp.server.flags, f"{path}: server.flags")
-    exp.grid.derived = normalized_flags(exp.grid.derived, f"{path}: grid.derived")  # type: ignore[assignment]
+    exp.grid.derived = normalized_flags(exp.grid.derived, f"{path}: grid.derived")
     for axis in exp.grid.axes.values():
         if axis.flag is not None:
             axis.flag = normalize_flag(axis.flag)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -188,7 +188,7 @@ def _derive(derived: Mapping[str, Any], context: Mapping[str, Any], label: str) 
         raise _bad(f"grid.derived for point {label}: {first}",
                    f"derived values may use the axes ({', '.join(k for k in context)}) and add/mul/max/min, "
                    "e.g. \"${add:${steps},1}\"") from None
-    return dict(out)  # type: ignore[arg-type] - keys normalised by config.load
+    return cast("dict[str, Any]", out)  # a DictConfig converts to a new dict; keys normalised by config.load
 
 
 def expand(exp: Experiment) -> list[GridPoint]:
@@ -221,7 +221,8 @@ def expand(exp: Experiment) -> list[GridPoint]:
             continue
         seen.add(key)
         label = ",".join(f"{k}={v}" for k, v in params.items())
-        flags, env = {}, {}
+        flags = {}
+        env: dict[str, str] = {}
         for n in kept:
             flags.update(chosen[n][1].flags)
             env.update(chosen[n][1].env)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import ipaddress
 import json
 import os
@@ -142,7 +143,7 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: ran
         return "sglang::scheduler" + rank_prefix(rank, plan.tp_size, plan.real_wording).replace(" ", "_")
 
     children = [procs.fork_child("scheduler", rank, title(rank), life,
-                                 lambda fd, rank=rank: startup.run_rank(plan, rank, life.parent_pid, fd, hold),
+                                 functools.partial(startup.run_rank, plan, rank, life.parent_pid, hang=hold),
                                  with_pipe=True)
                 for rank in ranks]
     if detokenizer:

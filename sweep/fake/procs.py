@@ -144,7 +144,7 @@ def fork_child(role: str, rank: int, name: str, life: Lifecycle, body: Callable[
             body(w)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:  # noqa: BLE001 - a child must never return into the parent's code
+        except BaseException:  # a child must never return into the parent's code
             traceback.print_exc()
             code = 1
         finally:
@@ -197,8 +197,8 @@ def start_resource_tracker() -> Optional[int]:
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()
-        return resource_tracker._resource_tracker._pid  # noqa: SLF001 - no public accessor
-    except Exception:  # noqa: BLE001 - cosmetic: a fake without one still serves
+        return getattr(resource_tracker._resource_tracker, "_pid", None)  # private: no public accessor
+    except Exception:  # cosmetic: a fake without one still serves
         return None
 
 

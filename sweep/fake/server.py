@@ -132,7 +132,7 @@ def authorized(method: str, path: str, authorization: Optional[str], api_key: Op
 class UvicornAccessLogger(AbstractAccessLogger):
     """``INFO:     127.0.0.1:PORT - "POST /generate HTTP/1.1" 200 OK`` on stdout, as uvicorn logs."""
 
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:  # noqa: A002
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         client = f"{peer[0]}:{peer[1]}" if peer else "-"
         Log.access(client, request.method, request.path_qs, response.status, response.reason or "")
@@ -763,7 +763,7 @@ async def serve(cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = 
     async def warm() -> None:
         try:
             await server.warmup()
-        except Exception as exc:  # noqa: BLE001 - SGLang kills itself when its warmup fails
+        except Exception as exc:  # SGLang kills itself when its warmup fails
             server.log.error(f"Initialization failed. warmup error: {exc!r}")
             server.kill_process_tree()
 

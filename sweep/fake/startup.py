@@ -462,10 +462,10 @@ class Rank:
     def _draft_graphs(self, max_running: int) -> None:
         p, d, a = self.plan, self.plan.durations, self.plan.args
         deferred = p.deferred
-        tree_too_small = deferred is not None and deferred.where == "draft_capture"
+        tree_too_small = deferred if deferred is not None and deferred.where == "draft_capture" else None
         if not p.graphs:
             if tree_too_small:
-                self.fail("draft_capture", deferred.exception)
+                self.fail("draft_capture", tree_too_small.exception)
             return
         bs = p.graph_bs(max_running)
         topk = int(a.get("speculative_eagle_topk") or 1)
@@ -474,13 +474,13 @@ class Rank:
             if tree_too_small:
                 if all_ranks or self.rank == 0:
                     self.log.info(p.word("draft_begin", avail=self.avail, tpb=topk, bs=bs))
-                self.fail("draft_capture", deferred.exception)
+                self.fail("draft_capture", tree_too_small.exception)
             self._capture("draft_begin", "draft_end", "draft_decode", d.draft_capture, DRAFT_GRAPH_GB, bs, all_ranks,
                           tpb=topk)
         if tree_too_small:
             if all_ranks or self.rank == 0:
                 self.log.info(p.word("extend_begin", avail=self.avail, tpb=a.get("speculative_num_draft_tokens"), bs=bs))
-            self.fail("draft_capture", deferred.exception)
+            self.fail("draft_capture", tree_too_small.exception)
         self._capture("extend_begin", "extend_end", "draft_extend", d.draft_extend_capture, DRAFT_EXTEND_GRAPH_GB, bs,
                       all_ranks, tpb=a.get("speculative_num_draft_tokens"))
 
@@ -489,7 +489,7 @@ class Rank:
         if a.get("speculative_draft_model_path") == a.get("model_path"):
             return self.plan.architecture.replace("ForCausalLM", "ForCausalLMNextN")
         return {"EAGLE3": "LlamaForCausalLMEagle3", "EAGLE": "LlamaForCausalLMEagle"}.get(
-            a.get("speculative_algorithm"), rules.architecture(a.get("speculative_draft_model_path") or ""))
+            a.get("speculative_algorithm") or "", rules.architecture(a.get("speculative_draft_model_path") or ""))
 
 
 def run_rank(plan: StartupPlan, rank: int, parent_pid: int, ready_fd: Optional[int],

@@ -562,7 +562,7 @@ def check_sizes(target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, 
     t_h, t_v = tc.get("hidden_size"), tc.get("vocab_size")
     h = cfg.get("hidden_size")
     if t_h and h and report.algorithm != "STANDALONE":  # a standalone drafter is a whole model of its own width
-        reads = cfg.get("target_hidden_size") if eagle3 and cfg.get("target_hidden_size") is not None else h
+        reads = cfg["target_hidden_size"] if eagle3 and cfg.get("target_hidden_size") is not None else h
         if int(reads) != int(t_h):
             src = "target_hidden_size" if reads is not h else "hidden_size"
             report.add(ERROR, "hidden-size",

@@ -136,9 +136,9 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
         found = list(pattern.finditer(text))
         if found:
             return Failure(kind, found[-1].group(0).strip(), fix)
-    found = exception_lines(lines)
-    if found:
-        return Failure("exception", found[-1], "read the traceback in the point's log")
+    raised = exception_lines(lines)
+    if raised:
+        return Failure("exception", raised[-1], "read the traceback in the point's log")
     fatal = list(_FATAL.finditer(text))
     if fatal:
         child = [m for m in _CHILD_CRASHED.finditer(text) if m.group(2) != "-15"]

@@ -291,7 +291,8 @@ def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
     candidate's (Hopper; the architecture's most common case) and ``depends_on`` names what changes
     the verdict or the final values between candidates."""
     version, vnote = rules_version(ctx.version)
-    gpus = [gpu_info(ctx.gpu)] if gpu_info(ctx.gpu) else None
+    known = gpu_info(ctx.gpu)
+    gpus = [known] if known else None
     if str(flags.get("device") or "").startswith("cpu"):
         gpus = [GPUS["cpu"]]
     archs = [ctx.architecture] if ctx.architecture else None
