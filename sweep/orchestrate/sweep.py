@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -164,8 +163,8 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     if todo and not how.local_cluster:
         cluster.connect(opts.address)  # fails fast, before anything is written
     rd.open()
-    rd.write_text("experiment.yaml", config_mod.to_yaml(exp))
-    rd.write_text("plan.json", json.dumps(plan.to_json(), indent=2))
+    rd.write_experiment(config_mod.to_yaml(exp))
+    rd.write_plan(plan.to_json())
     axes = axis_types(plan.points, list(exp.grid.axes))  # a numeric axis stored as numbers
     run = SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded)
 

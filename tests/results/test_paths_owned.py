@@ -23,10 +23,6 @@ FOLDERS = (*TABLES, "logs")  # DIR/<table>/, DIR/logs/
 
 # (module, what it names): why it may. Remove an entry once its module asks sweep/results.
 ALLOWED = {
-    # sweep/orchestrate is being restructured elsewhere; it should call rd.write_experiment(text) and
-    # rd.write_plan(plan.to_json()) (sweep/results/writer.py ResultsDir) instead of rd.write_text(NAME, ...)
-    ("sweep/orchestrate/sweep.py", "experiment.yaml"): "ResultsDir.write_experiment",
-    ("sweep/orchestrate/sweep.py", "plan.json"): "ResultsDir.write_plan",
     # not a results file: the file the user names for the query's output (--output FILE.parquet)
     ("sweep/analysis/query.py", ".parquet"): "the user's --output file",
 }
