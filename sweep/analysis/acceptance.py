@@ -42,12 +42,18 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def spec_shape(argv: list[str] | None) -> dict:
-    """algorithm, steps, topk, draft_tokens and draft positions per verify from a server's argv
-    (positions: drafts proposed per verify step: steps for a chain, draft tokens - 1 for a tree)."""
-    algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper() or None
-    steps, topk = _int(argv_value(argv, "--speculative-num-steps")), _int(argv_value(argv, "--speculative-eagle-topk"))
-    tokens = _int(argv_value(argv, "--speculative-num-draft-tokens"))
+def spec_shape(argv: list[str] | None, resolved: dict | None = None) -> dict:
+    """algorithm, steps, topk, draft_tokens and draft positions per verify of a point (positions:
+    drafts proposed per verify step: steps for a chain, draft tokens - 1 for a tree): from the plan's
+    resolution of SGLang's arguments (the points table's ``resolved``), else (a results directory
+    written before it was recorded) from the server's argv."""
+    if resolved and resolved.get("algorithm"):
+        algorithm, steps, topk = str(resolved["algorithm"]).upper(), resolved.get("steps"), resolved.get("topk")
+        tokens = resolved.get("draft_tokens")
+    else:
+        algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper() or None
+        steps = _int(argv_value(argv, "--speculative-num-steps"))
+        topk, tokens = _int(argv_value(argv, "--speculative-eagle-topk")), _int(argv_value(argv, "--speculative-num-draft-tokens"))
     positions: int | None
     if topk in (None, 1) and steps is not None:
         positions = steps  # topk 1: SGLang makes draft tokens steps + 1
@@ -141,7 +147,7 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     meta = {r["point_id"]: r for r in conf.iter_rows(named=True)}
     rows = []
     for p in points.iter_rows(named=True):
-        shape = spec_shape(p.get("argv"))
+        shape = spec_shape(p.get("argv"), p.get("resolved"))
         if p.get("baseline") or shape["algorithm"] not in DRAFTER_ALGORITHMS:
             continue
         length, rate = lengths.get(p["point_id"], (None, None))

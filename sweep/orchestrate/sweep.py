@@ -1,8 +1,9 @@
 """``python -m sweep CONFIG`` and ``sweep.run``: the whole sweep, from a validated plan to a results directory.
 
-Picks the results directory, decides which points still need running (resume), joins the cluster
-(or starts simulated hosts for ``--dry-run``), runs the points on Ray and writes each result as it
-arrives. ``run_sweep`` takes its options as a ``RunOptions`` (or keywords) and returns a ``SweepRun``:
+Three steps: ``prepare`` (picks the results directory, decides which points still need running:
+resume; records the experiment, the plan and the invalid points), ``cluster_session`` (joins the
+cluster, or starts simulated hosts for ``--dry-run``, and lets go of it at the end) and ``drive``
+(runs the points on Ray and writes each result as it arrives). ``run_sweep`` takes its options as a ``RunOptions`` (or keywords) and returns a ``SweepRun``:
 what ran and every recorded point's status. The caller (``sweep.api``, the command line over it)
 turns that into a summary and an exit code; Ctrl-C raises ``Interrupted`` (finished points kept).
 """
@@ -13,9 +14,10 @@ import argparse
 import contextlib
 import fnmatch
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -33,6 +35,10 @@ from sweep.results.writer import ResultsDir, sweep_id
 from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import PointResult
 from sweep.core.types import PointStatus, RunKind, RunMode, kind
+
+if TYPE_CHECKING:  # Ray is imported only once a sweep runs
+    from sweep.orchestrate.cluster import Host
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -132,25 +138,69 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         flags=dict(pp.flags), architecture=exp.server.architecture)
 
 
+@dataclass
+class Prepared:
+    """A sweep ready to run: its results directory opened (the experiment and the plan written, the
+    invalid points recorded), the points to run now, and the ``SweepRun`` the drive fills in."""
+
+    plan: Plan
+    opts: RunOptions
+    rd: ResultsDir
+    todo: list[PlannedPoint]
+    run: SweepRun
+    scale: dict
+    nnodes: int  # hosts one server spans
+    axes: dict  # the grid's axes and their column types
+
+    @property
+    def experiment(self) -> config_mod.Experiment:
+        return self.plan.experiment
+
+    @property
+    def kind(self) -> RunKind:
+        return kind(self.opts.mode)
+
+    def emit(self, event: SweepEvent) -> None:
+        if self.opts.on_event is not None:
+            self.opts.on_event(event)
+
+    def row(self, pp: PlannedPoint, argv: list[str], result: PointResult | None):
+        return point_row(pp, self.experiment.name, axes=self.axes, argv=argv, result=result, mode=self.opts.mode,
+                         bench_scale=self.scale)
+
+
 def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dict | None = None,
               console: Console | None = None, run_fn=None, **option_overrides) -> SweepRun:
     """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
     ``force``, ``retry_failed``, ``only``, ``address``, ``results_dir``, ``on_event``, ``live``) and
-    return what ran with every recorded status. Raises ``Interrupted`` on Ctrl-C (exit 130), and the
+    return what ran with every recorded status: prepare the results directory, hold the cluster for
+    the session, drive the points through it. Raises ``Interrupted`` on Ctrl-C (exit 130), and the
     ``ClusterError`` / ``ResultsError`` / ``ConfigError`` that stop a sweep."""
-    import ray
-
-    from sweep.orchestrate import cluster
-    from sweep.orchestrate.progress import SweepProgress
-    from sweep.orchestrate.ray_runner import HostSetup, Runner
-
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
-    exp = plan.experiment
-    mode = opts.mode
-    how = kind(mode)
-    emit = opts.on_event or (lambda event: None)
-    scale = bench_scale or {}
+    sweep = prepare(plan, opts, bench_scale or {}, console)
+    if not sweep.todo:
+        return sweep.run
+    try:
+        with cluster_session(sweep, console) as hosts:
+            drive(sweep, hosts, console, run_fn)
+    except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
+        done = sweep.run.statuses
+        why = e.message if isinstance(e, Interrupted) else "interrupted"
+        raise Interrupted(f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
+                          f"{sum(s == 'failed' for s in done.values())} failed are kept in {sweep.rd.path}; "
+                          "running points were cancelled and their servers stopped",
+                          fix="run the same command again to resume") from None
+    return sweep.run
+
+
+def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prepared:
+    """The results directory checked and opened, the points to run now selected (resume), the cluster
+    reached where it is not a local one (fails fast, before anything is written), the experiment, the
+    plan and the invalid points recorded."""
+    from sweep.orchestrate import cluster
+
+    exp, mode = plan.experiment, opts.mode
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
@@ -158,27 +208,32 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), 'point')}, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {escape(str(rd.path))}")
-    emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
-    nnodes = hosts_per_point(exp)
-    if todo and not how.local_cluster:
+    sweep = Prepared(plan, opts, rd, todo, SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
+                     scale, hosts_per_point(exp), axis_types(plan.points, list(exp.grid.axes)))
+    sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
+    if todo and not sweep.kind.local_cluster:
         cluster.connect(opts.address)  # fails fast, before anything is written
     rd.open()
     rd.write_experiment(config_mod.to_yaml(exp))
     rd.write_plan(plan.to_json())
-    axes = axis_types(plan.points, list(exp.grid.axes))  # a numeric axis stored as numbers
-    run = SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded)
-
-    def row(pp: PlannedPoint, argv: list[str], result: PointResult | None):
-        return point_row(pp, exp.name, axes=axes, argv=argv, result=result, mode=mode, bench_scale=scale)
-
     for f in rd.set_aside:
         console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
-        rd.write_point(pp.id, row(pp, pp.argv, None), {})
-        run.statuses[pp.id] = "invalid"
-    if not todo:
-        return run
+        rd.write_point(pp.id, sweep.row(pp, pp.argv, None), {})
+        sweep.run.statuses[pp.id] = "invalid"
+    return sweep
 
+
+@contextlib.contextmanager
+def cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
+    """The sweep's cluster for as long as it runs: a local one with simulated hosts started (after
+    ``local.setup``), or the cluster joined; its hosts checked against what a point needs; shut down
+    (a local one) or left at the end, whatever happened."""
+    import ray
+
+    from sweep.orchestrate import cluster
+
+    exp, how = sweep.experiment, sweep.kind
     sim = None
     if how.local_cluster and not how.fake_server and exp.local.setup:
         run_setup(exp.local.setup, console)
@@ -186,69 +241,74 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
         n = exp.dry_run.hosts if how.fake_server else exp.local.hosts
         console.print(f"starting a local Ray cluster with {plural(n, 'simulated host')}...")
         sim = cluster.SimulatedCluster(n, exp.cluster.host_resource, exp.cluster.gpus_per_host,
-                                       state_file=rd.path / ".sim" / "driver.json")
+                                       state_file=sweep.rd.path / ".sim" / "driver.json")
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
-        if nnodes > len(hosts):
-            raise ClusterError(f"server.tp_size={exp.server.tp_size} needs {nnodes} hosts of "
+        if sweep.nnodes > len(hosts):
+            raise ClusterError(f"server.tp_size={exp.server.tp_size} needs {sweep.nnodes} hosts of "
                                f"{exp.cluster.gpus_per_host} GPUs; the cluster has {len(hosts)}",
                                fix="add hosts, or lower server.tp_size"
                                    + (" (dry_run.hosts for a dry run)" if sim else ""))
         console.print("hosts: " + ", ".join(f"{escape(h.name)} ({plural(h.gpus, 'GPU')})" for h in hosts))
-        sweep_name = sweep_id(rd.path)
-        # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
-        ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
-        setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if sim else 0),
-                                       str(ledger_root / h.name) if how.fake_server else None,
-                                       exp.cluster.gpus_per_host)
-                  for h in hosts}
-        specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=nnodes) for p in todo}
-        planned = {p.id: p for p in todo}
-        runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
-                        exp.cluster.max_host_failures, run_fn=run_fn)
-        from sweep.experiment import estimate
-
-        progress = SweepProgress(len(todo), len(hosts), console,
-                                 estimates=estimate.point_estimates(exp, todo, mode=mode, scale=scale, hosts=len(hosts)))
-
-        def tell(event: SweepEvent) -> None:
-            if opts.live:
-                progress.on(event)
-            emit(event)
-
-        with progress if opts.live else contextlib.nullcontext():
-            def on_event(pid: str, host: str, ev: PointProgress) -> None:
-                tell(PointStage.of(pid, planned[pid].label, host, ev))
-
-            try:
-                for out in runner.run(list(specs.values()), on_event):
-                    r = replace(out.result, attempts=out.attempts)  # the driver's count of its hosts
-                    point_table = row(planned[r.point_id], out.spec.argv, r)
-                    try:
-                        rd.write_point(r.point_id, point_table, r.tables)
-                    except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
-                        where = rd.rescue(r.point_id, {**r.tables, "points": point_table})
-                        raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
-                                           f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
-                    kept = r.without_tables()
-                    run.results[r.point_id], run.statuses[r.point_id] = kept, kept.status
-                    tell(PointFinished(planned[r.point_id].label, kept))
-            except BaseException:
-                runner.cancel_all()
-                raise
-    except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
-        done = run.statuses
-        why = e.message if isinstance(e, Interrupted) else "interrupted"
-        raise Interrupted(f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
-                          f"{sum(s == 'failed' for s in done.values())} failed are kept in {rd.path}; "
-                          "running points were cancelled and their servers stopped",
-                          fix="run the same command again to resume") from None
+        yield hosts
     finally:
         if sim is not None:
             sim.shutdown()
         elif ray.is_initialized():
             ray.shutdown()
-    return run
+
+
+def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> None:
+    """Run the points on the hosts, baselines first, and record each result as it arrives: its row
+    and tables written (or rescued elsewhere if the directory fails), its record kept in the
+    ``SweepRun``, the events told to the live view and the caller. Cancels what runs on the way out
+    of an error or Ctrl-C."""
+    from sweep.experiment import estimate
+    from sweep.orchestrate.progress import SweepProgress
+    from sweep.orchestrate.ray_runner import HostSetup, Runner
+
+    exp, how, rd, opts = sweep.experiment, sweep.kind, sweep.rd, sweep.opts
+    sweep_name = sweep_id(rd.path)
+    simulated = how.local_cluster
+    # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
+    ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
+    setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if simulated else 0),
+                                   str(ledger_root / h.name) if how.fake_server else None,
+                                   exp.cluster.gpus_per_host)
+              for h in hosts}
+    specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
+    planned = {p.id: p for p in sweep.todo}
+    runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
+                    exp.cluster.max_host_failures, run_fn=run_fn)
+    progress = SweepProgress(len(sweep.todo), len(hosts), console,
+                             estimates=estimate.point_estimates(exp, sweep.todo, mode=opts.mode, scale=sweep.scale,
+                                                                hosts=len(hosts)))
+
+    def tell(event: SweepEvent) -> None:
+        if opts.live:
+            progress.on(event)
+        sweep.emit(event)
+
+    def on_event(pid: str, host: str, ev: PointProgress) -> None:
+        tell(PointStage.of(pid, planned[pid].label, host, ev))
+
+    with progress if opts.live else contextlib.nullcontext():
+        try:
+            for out in runner.run(list(specs.values()), on_event):
+                r = replace(out.result, attempts=out.attempts)  # the driver's count of its hosts
+                point_table = sweep.row(planned[r.point_id], out.spec.argv, r)
+                try:
+                    rd.write_point(r.point_id, point_table, r.tables)
+                except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
+                    where = rd.rescue(r.point_id, {**r.tables, "points": point_table})
+                    raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
+                                       f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
+                kept = r.without_tables()
+                sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
+                tell(PointFinished(planned[r.point_id].label, kept))
+        except BaseException:
+            runner.cancel_all()
+            raise
 
 
 def run_setup(argv: list[str], console: Console) -> None:

@@ -11,7 +11,7 @@ from sweep import __version__
 
 from sweep.core import redact
 from sweep.core.errors import ResultsError
-from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, axis_type, axis_value, from_rows
+from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 from sweep.core.record import PointResult
 from sweep.core.types import kind as run_kind
 
@@ -41,8 +41,8 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
     """One row; every axis of the experiment is a column, in the grid's order (null where it collapsed
     for a baseline): the only place the axis values are kept. ``axes``: the axis names (every one
     stored as text) or ``axis_types`` of the plan (numeric axes stored as numbers). Nested values keep
-    their Arrow types (sweep/results/schema.py): roles and env as maps, ``reaped`` and
-    ``bench_scale`` as structs."""
+    their Arrow types (sweep/results/schema.py): roles and env as maps, ``reaped``, ``bench_scale``
+    and ``resolved`` (the plan's resolution of SGLang's arguments) as structs."""
     types = dict(axes) if isinstance(axes, Mapping) else {a: pa.string() for a in axes}
     row: dict[str, Any] = {
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
@@ -50,7 +50,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
         "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
         "errors": pp.errors, "warnings": pp.warnings, "attempts": result.attempts if result else 0,
         "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),
-        "sweep_version": __version__,
+        "sweep_version": __version__, "resolved": struct_value(pp.resolved, RESOLVED),
         **{f"{AXIS_PREFIX}{axis}": axis_value(_name(pp.params.get(axis)), kind) for axis, kind in types.items()},
     }
     if result is None:  # invalid: never launched

@@ -254,6 +254,23 @@ BENCH_SCALE = pa.struct([
     ("levels", pa.list_(pa.int64())),  # the concurrency levels run
 ])
 
+RESOLVED = pa.struct([  # sweep.sglang.serverargs.Outcome.summary(): the plan's resolution of SGLang's arguments
+    ("verdict", pa.string()),  # ok | error | later (fails at load) | depends (on the GPU or the target)
+    ("steps", pa.int64()),  # the speculative settings SGLang ends up with (topk 1: draft tokens = steps + 1)
+    ("topk", pa.int64()),
+    ("draft_tokens", pa.int64()),
+    ("max_running_requests", pa.int64()),
+    ("algorithm", pa.string()),
+    ("attention_backend", pa.string()),
+    ("page_size", pa.int64()),
+    ("error", pa.string()),  # the exception SGLang's argument checks raise, if any
+    ("later", pa.string()),  # where and how it fails later (drafter load, CUDA graph capture)
+    ("depends_on", pa.list_(pa.string())),  # what the verdict depends on (GPU, architecture)
+    ("version", pa.string()),  # the SGLang version whose rules resolved it
+    ("architecture", pa.string()),
+    ("gpu", pa.string()),
+])
+
 POINTS = pa.schema(
     [
         ("point_id", pa.string()),
@@ -303,6 +320,7 @@ POINTS = pa.schema(
         ("dry_run", pa.bool_()),
         ("bench_scale", BENCH_SCALE),  # how a dry run scaled the benchmark (null if unscaled)
         ("sweep_version", pa.string()),
+        ("resolved", RESOLVED),  # SGLang's settings as the plan resolved them (null where it could not)
     ]
 )
 

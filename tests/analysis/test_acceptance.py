@@ -93,6 +93,24 @@ def test_spec_shape():
     tree = acc.spec_shape(argv(3, topk=4, tokens=16))
     assert tree["positions"] == 15 and tree["topk"] == 4
     assert acc.spec_shape(["python"])["algorithm"] is None
+    # the plan's resolution wins over the argv: SGLang turns 16 draft tokens with topk 1 into steps + 1
+    resolved = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
+    shape = acc.spec_shape(argv(3, topk=1, tokens=16), resolved)
+    assert (shape["algorithm"], shape["draft_tokens"], shape["positions"]) == ("EAGLE3", 4, 3)
+    assert acc.spec_shape(argv(3, topk=4, tokens=16), {"algorithm": None})["positions"] == 15  # none resolved
+
+
+def test_the_points_table_keeps_the_plans_resolution(tmp_path):
+    """The plan's resolved settings land in the points table as a struct, as the plan has them."""
+    from sweep.experiment import config, plan as planning
+    from sweep.results.records import point_row
+
+    plan = planning.build(config.load("experiments/k26_eagle.yaml"))
+    spec = next(p for p in plan.points if not p.baseline and p.resolved)
+    (row,) = point_row(spec, "k26", axes=list(spec.params), argv=spec.argv, result=None, mode="dry-run",
+                       bench_scale={}).to_pylist()
+    assert row["resolved"] == spec.resolved and row["resolved"]["algorithm"] == "EAGLE3"
+    assert row["resolved"]["steps"] == int(spec.flags["speculative-num-steps"])
 
 
 def test_histogram_column_gives_per_position_rates(tmp_path):
