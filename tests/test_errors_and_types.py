@@ -134,11 +134,11 @@ def test_every_status_written_is_a_point_status():
 
 def test_progress_events_are_typed_end_to_end():
     level = PointProgress("level", concurrency=4, done=3, of=8, stopped=True)
-    e = PointStage.of("p1", "drafter=none", "gpu-1", level)
+    e = PointStage.at("p1", "drafter=none", "gpu-1", level)
     assert (e.point_id, e.label, e.host) == ("p1", "drafter=none", "gpu-1")
     assert (e.stage, e.concurrency, e.done, e.of, e.stopped) == ("level", 4, 3, 8, True)
     assert isinstance(e, PointProgress) and e.detail == level.detail == "C=4 3/8 (measured enough: stopped)"
-    node = PointStage.of("p1", "x", "gpu-2", PointProgress("node", node_rank=2))
+    node = PointStage.at("p1", "x", "gpu-2", PointProgress("node", node_rank=2))
     assert node.stage == "node" and node.node_rank == 2 and node.title == "node 2"
     retry = PointProgress("retry", attempt=2)
     assert retry.stage in STAGES and retry.title == "host lost, retrying (attempt 2)"
@@ -160,9 +160,9 @@ def test_the_live_view_takes_typed_events():
     out = io.StringIO()
     sp = SweepProgress(2, 1, Console(file=out, width=160, force_terminal=False))
     sp.on(SweepStarted("e", "dry-run", "/r", 2, 2, 0))  # not drawn
-    sp.on(PointStage.of("p1", "drafter=none", "gpu-1", bar))
+    sp.on(PointStage.at("p1", "drafter=none", "gpu-1", bar))
     assert sp.hosts["gpu-1"].label == "drafter=none" and sp.hosts["gpu-1"].detail == "27/64 shards"
-    sp.on(PointStage.of("p1", "drafter=none", "gpu-1", PointProgress("retry", attempt=2)))
+    sp.on(PointStage.at("p1", "drafter=none", "gpu-1", PointProgress("retry", attempt=2)))
     assert sp.hosts["gpu-1"].stage == "host lost, retrying (attempt 2)"
     sp.on(PointFinished("drafter=none", PointResult("p1", "gpu-1", "n", "failed", Failure("load", "oom"), ended_at=12.0)))
     assert (sp.done, sp.failed) == (0, 1) and "failed in 12s (load: oom)" in out.getvalue()

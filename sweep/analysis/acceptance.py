@@ -47,6 +47,7 @@ def spec_shape(argv: list[str] | None, resolved: dict | None = None) -> dict:
     drafts proposed per verify step: steps for a chain, draft tokens - 1 for a tree): from the plan's
     resolution of SGLang's arguments (the points table's ``resolved``), else (a results directory
     written before it was recorded) from the server's argv."""
+    algorithm: str | None
     if resolved and resolved.get("algorithm"):
         algorithm, steps, topk = str(resolved["algorithm"]).upper(), resolved.get("steps"), resolved.get("topk")
         tokens = resolved.get("draft_tokens")

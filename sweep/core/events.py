@@ -79,7 +79,7 @@ class PointStage(PointProgress):
     host: str
 
     @classmethod
-    def of(cls, point_id: str, label: str, host: str, progress: PointProgress) -> PointStage:
+    def at(cls, point_id: str, label: str, host: str, progress: PointProgress) -> PointStage:
         return cls(point_id=point_id, label=label, host=host,
                    **{f.name: getattr(progress, f.name) for f in fields(PointProgress)})
 

@@ -83,4 +83,4 @@ class PointResult:
 
     def without_tables(self) -> PointResult:
         """The record to keep in memory once its tables are on disk."""
-        return replace(self, **{name: None for name in TABLES})
+        return replace(self, requests=None, single_stream=None, levels=None, metrics=None)

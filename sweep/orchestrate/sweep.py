@@ -290,7 +290,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         sweep.emit(event)
 
     def on_event(pid: str, host: str, ev: PointProgress) -> None:
-        tell(PointStage.of(pid, planned[pid].label, host, ev))
+        tell(PointStage.at(pid, planned[pid].label, host, ev))
 
     with progress if opts.live else contextlib.nullcontext():
         try:

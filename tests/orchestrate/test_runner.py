@@ -47,7 +47,7 @@ def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
     seen: list[PointStage] = []
 
     def on_event(pid, host, ev):
-        seen.append(PointStage.of(pid, "label", host, ev))
+        seen.append(PointStage.at(pid, "label", host, ev))
         if pid == "p0" and ev.stage == "load" and not victim:
             node = next(n for n in sim_cluster.cluster.worker_nodes
                         if n.node_id == next(h.node_id for h in hosts if h.name == host))
