@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import REPO
 
 ROOMS = ["core", "experiment", "sglang", "analysis", "fake"]
-NOT_YET = {"core/types.py", "experiment/estimate.py", "analysis/slo.py", "analysis/report.py"}
+NOT_YET = {"experiment/estimate.py", "analysis/slo.py", "analysis/report.py"}
 
 
 def clean_files() -> list[str]:
@@ -31,6 +31,7 @@ def test_not_yet_names_existing_files():
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
                     reason="mypy is not installed: pip install -e '.[test]' installs it")
 def test_mypy_finds_nothing():
-    r = subprocess.run([sys.executable, "-m", "mypy", *clean_files()],
+    # the files not named are still read for their types, but their errors are theirs (NOT_YET)
+    r = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", *clean_files()],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
