@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING, get_args
 from sweep.experiment import config as config_mod
 from sweep.core.errors import ConfigError
 from sweep.core.events import SweepEvent
-from sweep.core.record import Failure, PointResult
+from sweep.core.record import Failure, FailureParts, PointResult
 from sweep.core.types import (
-    FailurePhase,
     Mode,
     PointState,
     PointStatus,
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
     from sweep.experiment.plan import Plan
 
 @dataclass(frozen=True)
-class PointRecord:
+class PointRecord(FailureParts):
     """One point of the sweep as it stands: planned, recorded ok, failed (its ``failure``: phase,
     reason, fix), invalid (the rule it breaks, phase ``plan``). A point this call ran keeps its record
     (``result``: the host's ``PointResult`` without its tables); an earlier run's is read from the
@@ -66,19 +65,6 @@ class PointRecord:
     ran: bool = False  # run by this call (not an earlier run's result)
     in_plan: bool = True  # False: recorded by an earlier run of an experiment since changed
     result: PointResult | None = field(default=None, repr=False, compare=False)  # ran: its record
-
-    @property
-    def failure_phase(self) -> FailurePhase | None:
-        return self.failure.phase if self.failure else None
-
-    @property
-    def failure_reason(self) -> str | None:
-        return self.failure.reason if self.failure else None
-
-    @property
-    def failure_fix(self) -> str | None:
-        """How to fix it, where the sweep knows."""
-        return self.failure.fix if self.failure else None
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,28 @@ class Failure:
         return f"{self.phase}: {self.reason}"
 
 
+class FailureParts:
+    """A ``failure`` read through as the points table's columns name its parts (``failure_phase``,
+    ``failure_reason``, ``failure_fix``): for the point's record and the API's view of a point."""
+
+    failure: Failure | None
+
+    @property
+    def failure_phase(self) -> FailurePhase | None:
+        return self.failure.phase if self.failure else None
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self.failure.reason if self.failure else None
+
+    @property
+    def failure_fix(self) -> str | None:
+        """How to fix it, where the sweep knows."""
+        return self.failure.fix if self.failure else None
+
+
 @dataclass
-class PointResult:
+class PointResult(FailureParts):
     """What happened to one point on its host, from pre-flight to the last reap, and what it measured."""
 
     point_id: str
@@ -60,18 +80,6 @@ class PointResult:
 
     def fail(self, phase: FailurePhase, reason: str, fix: str | None = None) -> None:
         self.status, self.failure = "failed", Failure(phase, reason, fix)
-
-    @property
-    def failure_phase(self) -> FailurePhase | None:
-        return self.failure.phase if self.failure else None
-
-    @property
-    def failure_reason(self) -> str | None:
-        return self.failure.reason if self.failure else None
-
-    @property
-    def failure_fix(self) -> str | None:
-        return self.failure.fix if self.failure else None
 
     @property
     def seconds(self) -> float:
