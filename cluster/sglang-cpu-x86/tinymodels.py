@@ -53,13 +53,34 @@ AUX_LAYER_IDS = [0, 1, 2]  # SGLang captures the output of these target layers f
 MAX_POSITIONS = 4096
 SEED = 1234
 STAMP = ".complete"
+# the benchmark's prompts (the package's, two folders up): the tokenizer and the trained drafter learn them
+PROMPTS = Path(__file__).resolve().parents[2] / "sweep" / "bench" / "prompts"
+
+
+def prompt_files() -> list[Path]:
+    """The benchmark's prompt files; none is an error (a model made without them tokenizes the
+    benchmark's prompts as it never saw them and its drafter accepts almost nothing on them)."""
+    files = sorted(PROMPTS.glob("*.jsonl"))
+    if not files:
+        raise SystemExit(f"tinymodels: no benchmark prompts at {PROMPTS}: run this file from a checkout of sweep "
+                         "(it reads sweep/bench/prompts/*.jsonl)")
+    return files
+
+
+def prompts_digest() -> str:
+    """What the models are made from, for their stamps: a cache made from other prompts is made again."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in prompt_files():
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _corpus() -> list[str]:
     """Text to train the tokenizer on: the benchmark's own prompts, and some code-like lines."""
-    here = Path(__file__).resolve().parent / "bench" / "prompts"
     lines: list[str] = []
-    for f in sorted(here.glob("*.jsonl")):
+    for f in prompt_files():
         for line in f.read_text().splitlines():
             try:
                 row = json.loads(line)
@@ -182,8 +203,7 @@ def _training_prompts(tok) -> list[list[int]]:
     import random
 
     rng = random.Random(TRAIN_SEED)
-    here = Path(__file__).resolve().parent / "bench" / "prompts"
-    bench = [json.loads(line)["prompt"] for f in sorted(here.glob("*.jsonl"))
+    bench = [json.loads(line)["prompt"] for f in prompt_files()
              for line in f.read_text().splitlines() if line.strip()]
     out = [tok(p, add_special_tokens=False).input_ids for p in bench]
     chat = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
@@ -442,15 +462,21 @@ def make_eagle3(out: Path, root: Path) -> None:
 
 # made in this order; a model whose stamp is missing or says another recipe is made again
 MODELS = {"target": make_target, "eagle3-random": make_eagle3_random, "eagle3": make_eagle3}
-STAMPS = {"eagle3": TRAINED_STAMP}
+
+
+def stamps() -> dict[str, str]:
+    """Each model's stamp: its recipe and what it is made from (the target's tokenizer learns the
+    benchmark's prompts, the trained drafter learns the target's text on them)."""
+    target = f"target v2 seed={SEED} prompts={prompts_digest()}"
+    return {"target": target + "\n", "eagle3-random": "ok\n", "eagle3": f"{TRAINED_STAMP.rstrip()} on {target}\n"}
 
 
 def ensure(root: Path) -> dict[str, Path]:
     """Create every tiny model that is missing under ``root``; the paths of all of them."""
-    out = {}
+    out, want = {}, stamps()
     for name, make in MODELS.items():
         path = root / name
-        stamp = STAMPS.get(name, "ok\n")
+        stamp = want.get(name, "ok\n")
         if not ((path / STAMP).is_file() and (path / STAMP).read_text() == stamp):
             tmp = root / f".{name}.tmp{os.getpid()}"
             make(tmp, root)
