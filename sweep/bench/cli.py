@@ -156,8 +156,7 @@ def run_cli(args: argparse.Namespace) -> int:
     """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise."""
     from sweep.bench.report import print_report
     from sweep.bench.runner import run
-
-    from sweep.bench.client import api_key
+    from sweep.bench.client import Endpoint
 
     settings = settings_from_args(args)
     if args.out:  # a sweep's results directory is refused before the benchmark, not after it
@@ -168,12 +167,12 @@ def run_cli(args: argparse.Namespace) -> int:
     key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
     admin = getattr(args, "admin_api_key", None) or os.environ.get(ADMIN_KEY_ENV) or None
     check_auth(args.url, key)
-    with api_key(key, admin=admin):  # every request of the benchmark sends it (/flush_cache the admin key)
-        if args.quiet or not console.is_terminal:
-            result = run(args.url, settings)
-        else:
-            with console.status(f"benchmarking {args.url}") as status:
-                result = run(args.url, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
+    server = Endpoint(args.url, api_key=key, admin_key=admin)  # every request sends the key, /flush_cache the admin one
+    if args.quiet or not console.is_terminal:
+        result = run(server, settings)
+    else:
+        with console.status(f"benchmarking {args.url}") as status:
+            result = run(server, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
     print_report(result, console)
     if args.out:
         paths = write_out(args.out, result, url=args.url)

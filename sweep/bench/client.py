@@ -18,11 +18,11 @@ the accept length. Tokens are therefore counted from the server's own cumulative
   builds between send both). The OpenAI routes carry them only in ``sglext.spec_tokens_details``,
   and only for a request that asks (``return_spec_tokens_details``, 0.5.23), which these do not.
 
-A server started with ``--api-key`` gets it on every request (``Authorization: Bearer``): pass
-``api_key=`` to ``Clients``/``make_client``/``send_one``, or run the benchmark inside
-``with api_key(KEY):`` (the host's point and ``python -m sweep bench --api-key`` do). A server with
+A server started with ``--api-key`` gets it on every request (``Authorization: Bearer``): the
+benchmark is given an ``Endpoint`` (its URL and keys, passed explicitly as httpx passes auth to a
+client), and ``Clients``/``make_client``/``send_one`` take ``api_key=``. A server with
 ``--admin-api-key`` wants that key, not the api key, on its admin routes (``/flush_cache``):
-``with api_key(KEY, admin=ADMIN):``.
+``Endpoint(url, api_key=KEY, admin_key=ADMIN)``.
 
 Errors of one request are data (``ok=False`` plus a short ``error``: ``http 503: ...``,
 ``timeout after 600s``, ``connect: ...``, ``disconnect: ...``, ``malformed: ...``,
@@ -32,12 +32,10 @@ Errors of one request are data (``ok=False`` plus a short ``error``: ``http 503:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import httpx
 
@@ -49,34 +47,34 @@ except ImportError:  # pragma: no cover - depends on the environment
 ROUTES = {"generate": "/generate", "completions": "/v1/completions", "chat": "/v1/chat/completions"}
 APIS = tuple(ROUTES)
 
-# the keys every client made inside ``with api_key(KEY, admin=ADMIN):`` sends (asyncio.run copies the context)
-_API_KEY: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("sweep_bench_api_key", default=None)
-_ADMIN_KEY: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("sweep_bench_admin_key", default=None)
 
 
-@contextlib.contextmanager
-def api_key(key: Optional[str], admin: Optional[str] = None) -> Iterator[None]:
-    """Every client made inside sends ``Authorization: Bearer <key>`` (nothing with None), and the
-    admin requests (``/flush_cache``) the server's ``--admin-api-key`` ``admin`` where it has one."""
-    tokens = _API_KEY.set(key or None), _ADMIN_KEY.set(admin or None)
-    try:
-        yield
-    finally:
-        _API_KEY.reset(tokens[0])
-        _ADMIN_KEY.reset(tokens[1])
+@dataclass(frozen=True)
+class Endpoint:
+    """A server the benchmark talks to: its base URL and the keys it wants. ``api_key`` goes on every
+    request as ``Authorization: Bearer``; ``admin_key`` (the server's ``--admin-api-key``) on its
+    admin routes instead (SGLang's ``AuthLevel.ADMIN_OPTIONAL``, ``/flush_cache`` among them), else
+    the api key there too, as SGLang's own warmup sends ``/freeze_gc``. The keys never show in its repr."""
+
+    url: str
+    api_key: Optional[str] = field(default=None, repr=False)
+    admin_key: Optional[str] = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, server: "Endpoint | str") -> "Endpoint":
+        """``server`` as an Endpoint (a bare URL: a server that wants no key)."""
+        return server if isinstance(server, Endpoint) else cls(server)
+
+    def headers(self) -> dict[str, str]:
+        return auth_headers(self.api_key)
+
+    def admin_headers(self) -> dict[str, str]:
+        return auth_headers(self.admin_key or self.api_key)
 
 
-def auth_headers(key: Optional[str] = None) -> dict[str, str]:
-    """``{"Authorization": "Bearer <key>"}`` for ``key`` (default: the ``api_key`` in effect), or {}."""
-    key = key if key is not None else _API_KEY.get()
+def auth_headers(key: Optional[str]) -> dict[str, str]:
+    """``{"Authorization": "Bearer <key>"}`` for ``key``, or {} without one."""
     return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def admin_headers() -> dict[str, str]:
-    """The headers of an admin request (SGLang's ``AuthLevel.ADMIN_OPTIONAL`` routes, ``/flush_cache``
-    among them): the admin key where the server has one (it then refuses the api key there), else
-    the api key, as SGLang's own warmup sends ``/freeze_gc``."""
-    return auth_headers(_ADMIN_KEY.get() or _API_KEY.get())
 
 
 class MalformedStream(Exception):
@@ -332,7 +330,7 @@ def make_client(timeout_s: float, *, connections: int = 1, ssl_context: Optional
     and the server. Idle connections are dropped after 4 s, before uvicorn's 5 s keep-alive
     timeout can close them under a request. The per-request deadline is enforced in ``send``;
     httpx's own timeouts are the same value so a silent socket cannot outlive it. ``api_key``
-    (default: the ``api_key(...)`` in effect) goes on every request as ``Authorization: Bearer``.
+    goes on every request as ``Authorization: Bearer``.
     """
     return httpx.AsyncClient(
         headers=auth_headers(api_key),
@@ -359,7 +357,7 @@ class Clients:
 
     def __init__(self, timeout_s: float, api_key: Optional[str] = None):
         self.timeout_s = timeout_s
-        self.api_key = api_key if api_key is not None else _API_KEY.get()
+        self.api_key = api_key
         self._ssl = httpx.create_ssl_context()
         self._slots: list[httpx.AsyncClient] = []
         self.side = make_client(timeout_s, connections=4, ssl_context=self._ssl, api_key=self.api_key)

@@ -29,7 +29,7 @@ import pyarrow as pa
 from sweep.bench import level_metrics as lm
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
-from sweep.bench.client import Clients
+from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.core.settings import BenchSettings
@@ -118,10 +118,11 @@ async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional
     return lm.columns(b, d, a), lm.rows(point_id, c, b, d, a)
 
 
-async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = "",
+async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
                         progress: Callable[[PointProgress], None] | None = None,
                         metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
-    """Benchmark the server at ``url`` as ``settings`` say; see the module docstring.
+    """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
+    key) as ``settings`` say; see the module docstring.
 
     ``progress`` gets a ``sweep.core.types.PointProgress`` as the benchmark goes: stage ``warmup`` or
     ``single`` with ``run`` (1-based) ``of`` n as each run starts, and stage ``level`` with its
@@ -129,7 +130,8 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
     (``stopped`` when it ended early, having measured enough). ``metrics_every_s`` is
     the period of the ``/metrics`` scrapes during a level (the first at half of it).
     """
-    url = check_url(url)
+    endpoint = Endpoint.of(server)
+    url = check_url(endpoint.url)
     check_settings(settings)
     prompts = load_prompts(settings.prompts)
     notify = Notifier(progress)
@@ -137,7 +139,8 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
     sent: list[Sent] = []
     level_rows: list[dict] = []
     metric_rows: list[dict] = []
-    async with Clients(settings.request_timeout_s) as clients:
+    admin = endpoint.admin_headers()  # /flush_cache is an admin route
+    async with Clients(settings.request_timeout_s, api_key=endpoint.api_key) as clients:
         side = clients.side
         info = await sm.probe(side, url)
         opts = RequestOptions(url=url, api=settings.api, prompts=prompts, seed=settings.seed,
@@ -146,11 +149,11 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
         ss = settings.single_stream
         if ss.runs + ss.warmup > 0:
             if settings.flush_between_levels:
-                await sm.flush_cache(side, url)
+                await sm.flush_cache(side, url, headers=admin)
             sent += await single_stream(clients, opts, runs=ss.runs, warmup=ss.warmup,
                                         max_tokens=ss.max_tokens, notify=notify)
         for c in levels:
-            flushed = await sm.flush_cache(side, url) if settings.flush_between_levels else False
+            flushed = await sm.flush_cache(side, url, headers=admin) if settings.flush_between_levels else False
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
             try:
@@ -182,8 +185,8 @@ async def run_benchmark(url: str, settings: BenchSettings, *, point_id: str = ""
     )
 
 
-def run(url: str, settings: BenchSettings, *, point_id: str = "",
+def run(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
         progress: Callable[[PointProgress], None] | None = None, metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
-    return asyncio.run(run_benchmark(url, settings, point_id=point_id, progress=progress,
+    return asyncio.run(run_benchmark(server, settings, point_id=point_id, progress=progress,
                                      metrics_every_s=metrics_every_s))

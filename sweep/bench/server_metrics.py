@@ -14,7 +14,6 @@ from typing import NamedTuple, Optional
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from sweep.bench.client import admin_headers
 from sweep.core.errors import BenchError
 
 INFO_ROUTES = ("/server_info", "/get_server_info")  # new name first, then the pre-0.5 one
@@ -82,17 +81,18 @@ def model_name_of(info: Optional[dict]) -> str:
     return "default"
 
 
-async def flush_cache(client: httpx.AsyncClient, url: str, *, tries: int = 3, wait_s: float = 0.5) -> bool:
+async def flush_cache(client: httpx.AsyncClient, url: str, *, headers: Optional[dict[str, str]] = None,
+                      tries: int = 3, wait_s: float = 0.5) -> bool:
     """POST ``/flush_cache``; True when the server flushed (which also resets its accept length).
 
     SGLang answers 400 while requests are still running (e.g. ones our client timed out on that
     the server is still finishing): retried a few times, then reported as not flushed. It is an
-    admin route: with ``--admin-api-key`` it wants that key (``client.admin_headers``); a 401 or
+    admin route: with ``--admin-api-key`` it wants that key (``headers``: ``Endpoint.admin_headers``); a 401 or
     403 raises BenchError, since no level could be flushed.
     """
     for attempt in range(tries):
         try:
-            resp = await client.post(url.rstrip("/") + "/flush_cache", timeout=SIDE_TIMEOUT_S, headers=admin_headers())
+            resp = await client.post(url.rstrip("/") + "/flush_cache", timeout=SIDE_TIMEOUT_S, headers=headers)
         except httpx.HTTPError:
             return False
         if resp.status_code == 200:

@@ -130,20 +130,70 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
+    """The point's server, started and remembered by the reaper; stopped when its ``with`` ends."""
     marker = reaper.Marker(spec.sweep, host.name)
     env = {**spec.env, **host.extra_env, **marker.env(spec.point_id)}
-    server = ServerProcess(spec.argv, env, log_path, port=spec.port, host=spec.bind_host)
+    server = ServerProcess(spec.argv, env, log_path, port=spec.port, host=spec.bind_host,
+                           grace_s=spec.timeouts.stop_grace_s)
     server.start()
     if server.proc is not None:
         reaper.remember(marker, server.proc.pid)  # its own session: found again even if it is orphaned
     return server
 
 
+class _Attempt:
+    """One attempt at a point on this host, driven with ``with``: whatever ends the block, leaving it
+    stops the server (whole tree), reaps, and fills in what every result carries; a failure becomes
+    data in ``result``. ``run_point`` and ``run_follower`` are its two bodies.
+
+    ``node_rank`` None: the point's own server (node 0), where a bug is recorded too (never lost);
+    else a follower node of a server over several hosts, whose failures name the node."""
+
+    def __init__(self, spec: PointSpec, host: HostContext, progress: OnProgress | None, node_rank: int | None = None):
+        self.spec, self.host, self.node_rank = spec, host, node_rank
+        self.emit: OnProgress = progress or (lambda e: None)
+        self.result = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
+        self.report = _Preflight()
+        self.reaped = reaper.ReapReport()
+        self.server: ServerProcess | None = None
+        self.phase: FailurePhase = "preflight"
+
+    def __enter__(self) -> "_Attempt":
+        return self
+
+    def preflight(self) -> None:
+        _preflight(self.spec, self.host, self.report, self.reaped, serves_http=self.node_rank is None)
+
+    def launch(self, log_path: Path) -> ServerProcess:
+        self.server = _launch(self.spec, self.host, log_path)
+        return self.server
+
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: object) -> bool:
+        res = self.result
+        if self.node_rank is not None:
+            if isinstance(e, PointFailure):
+                res.fail(e.phase, f"node {self.node_rank} on {self.host.name}: {e.reason}", e.fix)
+            handled = isinstance(e, PointFailure)
+        else:
+            if isinstance(e, PointFailure):
+                res.failure = e.failure
+            elif isinstance(e, SweepError):  # e.g. the benchmark could not reach the server at all
+                res.fail(self.phase, e.message, e.fix)
+            elif isinstance(e, Exception):  # a bug: still recorded, never lost
+                res.fail(self.phase, f"internal error: {type(e).__name__}: {e}")
+                res.log_tail = "".join(traceback.format_exception(e))[-2000:]
+            handled = isinstance(e, Exception)
+            self.emit(PointProgress("stop"))
+        reap_after = self.node_rank is not None or self.phase != "preflight" or bool(self.reaped.killed)
+        _finish(res, self.server, self.spec, self.host, self.report, self.reaped, reap_after=reap_after)
+        return handled
+
+
 def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, host: HostContext,
             report: _Preflight, reaped: reaper.ReapReport, *, reap_after: bool) -> None:
     """Stop the server (whole tree), reap, and fill in what every result carries."""
     if server is not None:
-        reaped.killed += server.stop(spec.timeouts.stop_grace_s)
+        reaped.killed += server.stop(server.grace_s)
         res.log_tail = (res.log_tail + "\n" if res.log_tail else "") + server.log.tail_text()
     if reap_after:
         reaped.merge(_reap(spec, host, "after the point"))
@@ -165,68 +215,42 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
 
 def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = None) -> PointResult:
     """Run one point start to finish; the result says what happened, whatever happened."""
-    emit = progress or (lambda e: None)
-    res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
-    report = _Preflight()
-    server: ServerProcess | None = None
-    reaped = reaper.ReapReport()
-    phase: FailurePhase = "preflight"
-    try:
+    from sweep.bench.runner import run as run_bench
+
+    with _Attempt(spec, host, progress) as at:
+        res, emit = at.result, at.emit
         emit(PointProgress("preflight"))
-        _preflight(spec, host, report, reaped, serves_http=True)
-        phase = "load"
+        at.preflight()
+        at.phase = "load"
         emit(PointProgress("load"))
-        server = _launch(spec, host, Path(spec.log_path))
+        server = at.launch(Path(spec.log_path))
         try:
             server.wait_ready(spec.timeouts, emit)
         finally:
             res.phases = server.startup.durations()
             res.startup_progress = server.startup.progress_records()
-        phase = "benchmark"
+        at.phase = "benchmark"
         emit(PointProgress("benchmark"))
-        from sweep.bench.client import api_key
-        from sweep.bench.runner import run as run_bench
-
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
-        with api_key(server.api_key, admin=server.admin_api_key):
-            bench = run_bench(server.url, spec.bench, point_id=spec.point_id, progress=emit)
+        bench = run_bench(server.endpoint, spec.bench, point_id=spec.point_id, progress=emit)
         res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
         res.metrics = bench.metrics
         if not server.alive():
             raise server.died("benchmark")
         res.status = "ok"
-    except PointFailure as e:
-        res.failure = e.failure
-    except SweepError as e:  # e.g. the benchmark could not reach the server at all
-        res.fail(phase, e.message, e.fix)
-    except Exception as e:  # a bug: still recorded, never lost
-        res.fail(phase, f"internal error: {type(e).__name__}: {e}")
-        res.log_tail = traceback.format_exc()[-2000:]
-    finally:
-        emit(PointProgress("stop"))
-        _finish(res, server, spec, host, report, reaped, reap_after=phase != "preflight" or bool(reaped.killed))
-    return res
+    return at.result
 
 
 def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None) -> PointResult:
     """Node ``node_rank`` > 0 of a server that spans several hosts: pre-flight, reap, launch its ranks,
-    and keep them up until the point ends (the orchestrator cancels this call: the ``finally`` stops
-    and reaps) or they die (a failed result, with the reason from this node's log)."""
-    emit = progress or (lambda e: None)
-    res = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
-    report = _Preflight()
-    server: ServerProcess | None = None
-    reaped = reaper.ReapReport()
-    try:
-        _preflight(spec, host, report, reaped, serves_http=False)  # only node rank 0 listens
-        emit(PointProgress("node", node_rank=node_rank))
-        server = _launch(spec, host, Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
+    and keep them up until the point ends (the orchestrator cancels this call: leaving the attempt
+    stops and reaps) or they die (a failed result, with the reason from this node's log)."""
+    with _Attempt(spec, host, progress, node_rank=node_rank) as at:
+        at.preflight()  # only node rank 0 listens
+        at.emit(PointProgress("node", node_rank=node_rank))
+        server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
         while server.alive():
             server.poll_log()
             time.sleep(0.2)
         raise server.died(server.startup.phase)
-    except PointFailure as e:
-        res.fail(e.phase, f"node {node_rank} on {host.name}: {e.reason}", e.fix)
-    finally:
-        _finish(res, server, spec, host, report, reaped, reap_after=True)
-    return res
+    return at.result

@@ -30,6 +30,7 @@ from typing import Callable
 
 import httpx
 
+from sweep.bench.client import Endpoint, auth_headers, send_one
 from sweep.core.argv import argv_value
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
@@ -328,10 +329,21 @@ class Startup:
 
 
 class ServerProcess:
+    """One server's process tree and its log, driven with ``with``: entering starts it, leaving stops
+    the whole tree (SIGTERM, SIGKILL after ``grace_s``) however the block ends; what was killed is in
+    ``killed`` afterwards.
+
+        with ServerProcess(argv, env, log, port=port) as server:
+            server.wait_ready(timeouts)
+            bench.run(server.endpoint, settings)
+    """
+
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, port: int,
-                 host: str = "127.0.0.1", secrets: list[str] | None = None, api_key: str | None = None):
+                 host: str = "127.0.0.1", secrets: list[str] | None = None, api_key: str | None = None,
+                 grace_s: float = 30.0):
         """``secrets``: what the log must not show (default: the values of the argv's secret flags
-        and the env's secret names); ``api_key``: what readiness sends (default: the argv's --api-key)."""
+        and the env's secret names); ``api_key``: what readiness sends (default: the argv's --api-key);
+        ``grace_s``: how long leaving the ``with`` waits after SIGTERM before SIGKILL."""
         self.argv = list(argv)
         self.env = dict(env)
         self.secrets = redact.secret_values(argv, env) if secrets is None else list(secrets)
@@ -348,10 +360,25 @@ class ServerProcess:
         self._progress_pending: tuple[Progress, str] | None = None  # (update, its phase) not reported yet
         self._progress_sent = float("-inf")
         self._progress_kind = ""
+        self.grace_s = grace_s
+        self.killed: list[dict] = []  # what stopping it killed (reaper.kill_group's records), every stop
+
+    def __enter__(self) -> "ServerProcess":
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(self.grace_s)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where the benchmark reaches it: its URL, its --api-key, and its --admin-api-key for /flush_cache."""
+        return Endpoint(self.url, api_key=self.api_key, admin_key=self.admin_api_key)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -451,7 +478,7 @@ class ServerProcess:
         assert self.proc is not None, "start() first"
         last_output_at = 0.0
         next_http_try = 0.0
-        with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0), headers=self._auth_headers()) as client:
+        with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0), headers=auth_headers(self.api_key)) as client:
             while True:
                 now = self.elapsed()
                 if self.poll_log(progress):
@@ -482,15 +509,10 @@ class ServerProcess:
                     next_http_try = now + 2.0  # the port only listens once uvicorn starts
                 time.sleep(POLL_S)
 
-    def _auth_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
     def _ready(self, client: httpx.Client, prompt: str) -> bool:
         """``/health`` answers 200 and one real generate request is answered, both with the API key
         (SGLang leaves ``/health`` open and guards ``/generate``). A 401 or 403 raises at once: the
         server will never take our requests, and waiting ``ready_s`` for it would only call it a hang."""
-        from sweep.bench.client import send_one
-
         try:
             health = client.get(f"{self.url}/health")
         except httpx.HTTPError:
@@ -524,6 +546,7 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             pass
         self.close_log()
+        self.killed += killed
         return killed
 
     def close_log(self) -> None:

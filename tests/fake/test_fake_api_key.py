@@ -133,3 +133,25 @@ def test_bench_cli_with_an_admin_key(admin_keyed, tmp_path):
     assert ADMIN not in r.stdout + r.stderr
     r = run_sweep_cli(*common, "--no-flush", timeout=120, env={"SGLANG_ADMIN_API_KEY": ""})  # or no flush at all
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_the_benchmark_takes_its_keys_explicitly(admin_keyed):
+    """The benchmark's keys travel in the ``Endpoint`` it is given, nothing ambient: a bare URL sends
+    none (refused at once), the endpoint's keys open every request and its admin key the flushes;
+    neither key shows in the endpoint's repr (it lands in logs and tracebacks)."""
+    from sweep.bench.client import Endpoint
+    from sweep.bench.runner import run
+    from sweep.core.errors import BenchError
+    from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+
+    settings = BenchSettings(single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
+                             concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8))
+    with pytest.raises(BenchError, match="401"):
+        run(admin_keyed.base, settings)
+    with pytest.raises(BenchError, match="401 to POST /flush_cache"):
+        run(Endpoint(admin_keyed.base, api_key=KEY), settings)
+    server = Endpoint(admin_keyed.base, api_key=KEY, admin_key=ADMIN)
+    res = run(server, settings)
+    assert all(res.requests.column("ok").to_pylist()) and res.levels.column("flushed").to_pylist() == [True]
+    assert KEY not in repr(server) and ADMIN not in repr(server) and admin_keyed.base in repr(server)

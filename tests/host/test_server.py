@@ -4,7 +4,9 @@ stall tests; the startup timings from real SGLang's log lines (shared/sglang-cpu
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 import textwrap
 from pathlib import Path
 
@@ -290,3 +292,26 @@ def test_a_bar_that_stops_drawing_is_cut_and_says_how_far_it_got(tmp_path, serve
     assert "last progress: load 2/64 shards" in e.value.reason
     assert "last log line: Loading safetensors checkpoint shards:   3% Completed | 2/64" in e.value.reason
     assert isinstance(server.startup.progress["load"][1], Progress)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ends", ["normally", "raising"])
+def test_with_starts_the_server_and_leaving_stops_its_whole_tree(tmp_path, ends):
+    """A server and a child of its own (as SGLang's ranks are): both gone once the ``with`` is left,
+    however it is left, and what was killed is kept in ``killed``."""
+    script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']);"
+              " print('up', flush=True); time.sleep(3600)")
+    server = ServerProcess([sys.executable, "-c", script], {}, tmp_path / "server.log", port=free_port(), grace_s=2.0)
+    tree: list[int] = []
+    with pytest.raises(RuntimeError) if ends == "raising" else contextlib.nullcontext():
+        with server as s:
+            assert s is server and s.alive()
+            deadline = time.monotonic() + 30
+            while len(tree) < 2 and time.monotonic() < deadline:  # the server (exec'd by its leash), its child
+                tree = [server.proc.pid, *(p.pid for p in psutil.Process(server.proc.pid).children(recursive=True))]
+            assert len(tree) == 2, tree
+            if ends == "raising":
+                raise RuntimeError("the block failed")
+    assert not server.alive()
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in tree)
+    assert server.killed, "what stopping it killed is kept"
