@@ -470,7 +470,8 @@ def _no_sglang(monkeypatch, tmp_path):
 def _gpus_held(monkeypatch, tmp_path):
     from sweep.experiment.config import ReapConfig
     from sweep.host import preflight
-    from sweep.host.gpu import FakeGpus, ledger_record
+    from sweep.core.ledger import ledger_record
+    from sweep.host.gpu import FakeGpus
 
     ledger_record(tmp_path, os.getpid(), 3, 60_000)  # a live process that is not the sweep's holds GPU 3
     probe = FakeGpus(tmp_path)

@@ -2,3 +2,5 @@
 (``errors``), the shared vocabulary (``types``: run kinds, point outcomes), the typed benchmark and
 SLO settings (``settings``), and small utilities (``atomic`` writes, ``argv`` lookups, ``console``
 output, ``redact`` for secrets)."""
+
+__version__ = "0.1.0"  # the package's (sweep.__version__); the results files record it

@@ -2,9 +2,9 @@
 lines, HTTP API, process tree, batching and speculative speed-up, and failures; no GPU needed.
 
 Run it as ``python -m sweep.fake <launch_server flags> [--fake-* flags]``. The rest of the sweep reaches
-it only through that command line, its HTTP API and the GPU ledger (sweep.host.gpu). Modules:
+it only through that command line, its HTTP API and the GPU ledger (sweep.core.ledger). Modules:
 ``args`` (flags), ``rules`` (ServerArgs semantics), ``model`` (the performance model), ``startup``
-(phases), ``progress`` (rank 0's tqdm bars), ``procs`` (process tree; GPU memory in the ledger of sweep.host.gpu),
+(phases), ``progress`` (rank 0's tqdm bars), ``procs`` (process tree; GPU memory in the ledger of sweep.core.ledger),
 ``engine`` (scheduler), ``server``, ``openai_api`` and ``metrics`` (HTTP), ``main`` (the launch).
 
 Real SGLang is the arbiter: tests/fake/test_fake_vs_real.py compares the fake with what the real

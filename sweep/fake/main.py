@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 
 from sweep.fake import args as fake_args
 from sweep.fake import model, procs, rules, startup, tracebacks
-from sweep.host.gpu import ledger_dir, ledger_remove
+from sweep.core.ledger import ledger_dir, ledger_remove
 from sweep.fake.log import Log, rank_prefix
 
 LOOPBACK = "127.0.0.1"

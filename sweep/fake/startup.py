@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from sweep.fake import progress, rules, tracebacks
-from sweep.host.gpu import ledger_record
+from sweep.core.ledger import ledger_record
 from sweep.fake.args import version_tuple
 from sweep.fake.log import Log, rank_prefix
 

@@ -6,15 +6,13 @@ total and used), and which processes hold memory on them.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Protocol, Union
+from typing import Protocol
 
-import psutil
 
-from sweep.core import atomic
+from sweep.core.ledger import ledger_read
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,7 @@ class NvmlProbe:
 
 class FakeGpus:
     """Simulated GPUs of a dry-run host: memory used is what live processes recorded in the fake
-    server's ledger (below)."""
+    server's ledger (sweep.core.ledger)."""
 
     def __init__(self, ledger_dir: str | Path, count: int = 8, name: str = "NVIDIA H200 (simulated)",
                  mem_total_mib: int = 143_771, baseline_used_mib: int = 500):
@@ -113,80 +111,6 @@ class FakeGpus:
                 used[p.gpu_index] += p.mem_mib
         return [Gpu(i, self.name, self.mem_total_mib, used[i]) for i in range(self.count)]
 
-
-
-# --- The GPU ledger: the one format the fake server and the host layer share ------------------------
-# Each fake TP rank writes one small JSON file per pid into a directory (``--fake-ledger DIR`` or
-# ``$SWEEP_FAKE_GPU_LEDGER``); FakeGpus reads it the way NvmlProbe reads NVML's process list. Only
-# live processes count: reading drops the files of dead ones (and of recycled pids, by process start
-# time), so a SIGKILLed server's memory frees itself exactly as on a real GPU, while a surviving
-# zombie keeps holding it. This module owns the format; the fake (sweep.fake) only calls it.
-
-LEDGER_ENV_VAR = "SWEEP_FAKE_GPU_LEDGER"
-PathLike = Union[str, os.PathLike]
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    pid: int
-    gpu_index: int
-    mem_mib: int
-
-
-def ledger_dir(cli_value: Optional[str] = None) -> Optional[Path]:
-    """Where the ledger lives: the flag's value, else the environment variable, else None."""
-    value = cli_value or os.environ.get(LEDGER_ENV_VAR)
-    return Path(value) if value else None
-
-
-def _entry_path(directory: PathLike, pid: int) -> Path:
-    return Path(directory) / f"{pid}.json"
-
-
-def _start_time(pid: int) -> Optional[float]:
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None  # exited, only not reaped yet: a real GPU has freed its memory
-        return proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def ledger_record(directory: PathLike, pid: int, gpu_index: int, mem_mib: int) -> None:
-    """Say that ``pid`` holds ``mem_mib`` MiB on GPU ``gpu_index`` (replacing what it said before)."""
-    path = _entry_path(directory, pid)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"pid": pid, "gpu_index": int(gpu_index), "mem_mib": int(mem_mib), "start_time": _start_time(pid)}
-    atomic.write_text(path, json.dumps(data))  # a reader never sees half an entry
-
-
-def ledger_remove(directory: PathLike, pid: int) -> None:
-    try:
-        _entry_path(directory, pid).unlink()
-    except FileNotFoundError:
-        pass
-
-
-def ledger_read(directory: PathLike) -> list[LedgerEntry]:
-    """Entries of live processes, by pid; files of dead processes are deleted on the way."""
-    root = Path(directory)
-    if not root.is_dir():
-        return []
-    entries: list[LedgerEntry] = []
-    for path in sorted(root.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-            pid = int(data["pid"])
-            entry = LedgerEntry(pid, int(data["gpu_index"]), int(data["mem_mib"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # vanished or foreign file: not ours to judge
-        started = _start_time(pid)
-        recorded = data.get("start_time")
-        if started is None or (recorded is not None and abs(started - float(recorded)) > 1.0):
-            ledger_remove(root, pid)
-            continue
-        entries.append(entry)
-    return sorted(entries, key=lambda e: e.pid)
 
 
 def real_probe() -> GpuProbe:

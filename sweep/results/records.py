@@ -3,20 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Optional, Protocol, Union
 
 import pyarrow as pa
 
-from sweep import __version__
-
-from sweep.core import redact
+from sweep.core import __version__, redact
 from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 from sweep.core.record import PointResult
 from sweep.core.types import kind as run_kind
 
-if TYPE_CHECKING:  # only the shape: results sits below the experiment side that plans points
-    from sweep.experiment.plan import PlannedPoint
+class PlannedPoint(Protocol):
+    """What a row needs of a planned point: the shape of ``sweep.experiment.plan.PlannedPoint``, named
+    here because results sits below the experiment side that plans points (read-only, so that any
+    mapping or sequence of the right kind fits)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
+    @property
+    def roles(self) -> Mapping[str, str]: ...
+    @property
+    def baseline(self) -> bool: ...
+    @property
+    def baseline_id(self) -> Optional[str]: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
+    @property
+    def errors(self) -> Sequence[str]: ...
+    @property
+    def warnings(self) -> Sequence[str]: ...
+    @property
+    def resolved(self) -> Optional[Mapping[str, Any]]: ...
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -48,7 +69,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
         "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
         "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
-        "errors": pp.errors, "warnings": pp.warnings, "attempts": result.attempts if result else 0,
+        "errors": list(pp.errors), "warnings": list(pp.warnings), "attempts": result.attempts if result else 0,
         "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),
         "sweep_version": __version__, "resolved": struct_value(pp.resolved, RESOLVED),
         **{f"{AXIS_PREFIX}{axis}": axis_value(_name(pp.params.get(axis)), kind) for axis, kind in types.items()},
@@ -85,13 +106,14 @@ def _name(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def struct_value(value: dict | None, kind: pa.DataType) -> dict | None:
+def struct_value(value: Mapping[str, Any] | None, kind: pa.DataType) -> dict | None:
     """``value`` as a row value of the struct type ``kind``: null when empty; a key the type does not
     declare is an error (Arrow would drop it without a word; the type in schema.py needs the field)."""
     if not value:
         return None
-    _check_keys(value, kind, "")
-    return value
+    row = dict(value)
+    _check_keys(row, kind, "")
+    return row
 
 
 def _check_keys(value: Any, kind: pa.DataType, where: str) -> None:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import polars as pl
 
-from sweep import __version__
+from sweep.core import __version__
 
 from sweep.core import atomic
 from sweep.core.errors import ResultsError

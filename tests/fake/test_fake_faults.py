@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from sweep.fake import procs
-from sweep.host.gpu import ledger_read
+from sweep.core.ledger import ledger_read
 from tests.waiting import holds_for, wait_until
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from sweep.fake.startup import Durations
-from sweep.host.gpu import LEDGER_ENV_VAR, ledger_read
+from sweep.core.ledger import LEDGER_ENV_VAR, ledger_read
 
 pytestmark = pytest.mark.slow
 

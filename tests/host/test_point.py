@@ -138,7 +138,7 @@ def test_foreign_gpu_process_reported_not_killed(tmp_path, host):
     ledger = host.extra_env["SWEEP_FAKE_GPU_LEDGER"]
     foreign = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os, time
-        from sweep.host.gpu import ledger_record
+        from sweep.core.ledger import ledger_record
         ledger_record({ledger!r}, os.getpid(), 0, 60000)
         time.sleep(60)""")], env={k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")})
     try:

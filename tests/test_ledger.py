@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sweep.host.gpu import LEDGER_ENV_VAR, LedgerEntry, ledger_dir, ledger_read, ledger_record, ledger_remove
+from sweep.core.ledger import LEDGER_ENV_VAR, LedgerEntry, ledger_dir, ledger_read, ledger_record, ledger_remove
 
 
 def test_record_read_replace_remove(tmp_path):
