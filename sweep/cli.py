@@ -139,7 +139,7 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
         out = plan.to_json()
         for p in out["points"]:
             if p["id"] in drafters:
-                p["drafter_checks"] = [str(f) for f in drafters[p["id"]].findings]
+                p["drafter_checks"] = [f.line() for f in drafters[p["id"]].findings]
         print(json.dumps(out, indent=2))
         return
     from sweep.experiment.estimate import plan_lines

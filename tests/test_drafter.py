@@ -266,7 +266,7 @@ def test_each_mistake_gets_its_verdict(name, target, tmp_path):
     m = MISTAKES[name]
     report = dr.check(target, build(tmp_path / name, m), m.algorithm)
     assert verdict(report) == m.verdict, [str(f) for f in report.findings]
-    assert {f.check for f in report.findings} == set(m.checks), [str(f) for f in report.findings]
+    assert {f.rule for f in report.findings} == set(m.checks), [str(f) for f in report.findings]
     assert all(f.fix for f in report.findings)
 
 
@@ -280,9 +280,9 @@ def test_the_tiny_drafter_reads_the_layers_it_was_made_for(target, tmp_path):
 
 def test_ddp_prefix_fix_names_the_prefix(target, tmp_path):
     report = dr.check(target, build(tmp_path / "d", MISTAKES["ddp-prefix"]), "EAGLE3")
-    ignored = next(f for f in report.findings if f.check == "weights-ignored")
+    ignored = next(f for f in report.findings if f.rule == "weights-ignored")
     assert "'module.'" in ignored.fix and "13 of 15" in ignored.message  # module.d2t/t2d still count
-    missing = next(f for f in report.findings if f.check == "weights-missing")
+    missing = next(f for f in report.findings if f.rule == "weights-missing")
     assert "model.layers.0.self_attn.qkv_proj.weight" in missing.message
 
 
@@ -330,24 +330,24 @@ def test_capturing_before_layer_0(tmp_path):
 def test_top_level_aux_ids_are_not_read(target, tmp_path):
     cfg = {**eagle3_config(aux=None), "eagle_aux_hidden_state_layer_ids": [0, 1, 2]}
     report = dr.check(target, write_drafter(tmp_path / "d", cfg, eagle3_tensors()), "EAGLE3")
-    assert any(f.check == "aux-layers" and "top level" in f.message for f in report.warnings)
+    assert any(f.rule == "aux-layers" and "top level" in f.message for f in report.warnings)
 
 
 def test_fewer_aux_ids_than_fc_takes_is_a_shape_error(target, tmp_path):
     report = dr.check(target, write_drafter(tmp_path / "d", eagle3_config(aux=[0, 2]), eagle3_tensors()), "EAGLE3")
-    assert [f.check for f in report.errors] == ["weight-shape"] and "fc.weight" in report.errors[0].message
+    assert [f.rule for f in report.errors] == ["weight-shape"] and "fc.weight" in report.errors[0].message
 
 
 def test_target_hidden_size_differs_from_the_targets(target, tmp_path):
     cfg = {**eagle3_config(), "target_hidden_size": 512}
     report = dr.check(target, write_drafter(tmp_path / "d", cfg, eagle3_tensors()), "EAGLE3")
-    assert "hidden-size" in {f.check for f in report.errors}
+    assert "hidden-size" in {f.rule for f in report.errors}
 
 
 def test_smaller_trained_vocabulary_is_a_warning(target, tmp_path):
     cfg = eagle3_config(vocab=512, draft_vocab=512)
     report = dr.check(target, write_drafter(tmp_path / "d", cfg, eagle3_tensors(vocab=512, draft_vocab=512)), "EAGLE3")
-    assert [f.check for f in report.findings] == ["vocab"] and verdict(report) == "warning"
+    assert [f.rule for f in report.findings] == ["vocab"] and verdict(report) == "warning"
 
 
 def test_no_draft_vocab_size_uses_the_targets_lm_head(target, tmp_path):
@@ -374,10 +374,10 @@ def test_unreadable_files_are_findings(target, tmp_path):
 def test_no_architectures_and_unknown_classes(target, tmp_path):
     cfg = {k: v for k, v in eagle3_config().items() if k != "architectures"}
     report = dr.check(target, write_drafter(tmp_path / "a", cfg, eagle3_tensors()), "EAGLE3")
-    assert [f.check for f in report.errors] == ["algorithm"]
+    assert [f.rule for f in report.errors] == ["algorithm"]
     mla = {**eagle3_config(), "architectures": ["Eagle3DeepseekV2ForCausalLM"]}
     report = dr.check(target, write_drafter(tmp_path / "b", mla, _ddp()), "EAGLE3")
-    assert {f.check for f in report.warnings} == {"weights-ignored", "weights-missing"}
+    assert {f.rule for f in report.warnings} == {"weights-ignored", "weights-missing"}
     report = dr.check(target, write_drafter(tmp_path / "c", mla, _layers0()), "EAGLE3")
     assert report.findings == []
 
@@ -387,7 +387,7 @@ def test_eagle1_drafter_under_eagle(target, tmp_path):
     report = dr.check(target, write_drafter(tmp_path / "d", cfg, eagle1_tensors()), "EAGLE")
     assert report.findings == [] and report.aux_layers is None
     report = dr.check(target, write_drafter(tmp_path / "e", cfg, without(eagle1_tensors(), "fc.bias")), "NEXTN")
-    assert [f.check for f in report.findings] == ["weights-missing"] and "model.fc.bias" in report.findings[0].message
+    assert [f.rule for f in report.findings] == ["weights-missing"] and "model.fc.bias" in report.findings[0].message
 
 
 def test_standalone_drafter_may_be_narrower(tmp_path):
@@ -396,7 +396,7 @@ def test_standalone_drafter_may_be_narrower(tmp_path):
     report = dr.check(target, small, "STANDALONE")
     assert report.findings == [] and "not checked" in report.summary()
     report = dr.check(target, write_drafter(tmp_path / "e", eagle3_config(), eagle3_tensors()), "STANDALONE")
-    assert [f.check for f in report.errors] == ["algorithm"]
+    assert [f.rule for f in report.errors] == ["algorithm"]
 
 
 def test_sharded_checkpoint_reads_every_shard(target, tmp_path):
@@ -438,7 +438,7 @@ def test_only_the_headers_are_read(target, tmp_path, monkeypatch):
     monkeypatch.setattr(dr, "open", Counting, raising=False)
     report = dr.check(target, d, "EAGLE3")
     assert read.get("model.safetensors") == header < 1e6, (read, header, size)
-    assert [f.check for f in report.findings] == ["weights-ignored"]
+    assert [f.rule for f in report.findings] == ["weights-ignored"]
 
 
 def test_from_argv():

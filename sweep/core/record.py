@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from sweep.core.checks import Check
 from sweep.core.types import FailurePhase, PointStatus
 
 if TYPE_CHECKING:
@@ -68,9 +69,9 @@ class PointResult(FailureParts):
     gpu_count: int = 0
     started_at: float = 0.0
     ended_at: float = 0.0
-    checks: list[str] = field(default_factory=list)  # the pre-flight's findings ("ok: ...", "warning: ...")
+    checks: list[Check] = field(default_factory=list)  # the pre-flight's checks (ok, skipped, warning)
     drafter_aux_layers: list[int] | None = None  # target layers the EAGLE-3 drafter reads (sweep/sglang/drafter.py)
-    drafter_checks: list[str] = field(default_factory=list)  # the drafter pre-flight's findings
+    drafter_checks: list[Check] = field(default_factory=list)  # the drafter pre-flight's findings
     reaped: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1  # the driver's count: a point whose host was lost runs again
     requests: pa.Table | None = None

@@ -169,7 +169,7 @@ def _match_baselines(points: list[PlannedPoint]) -> list[str]:
         n, _, best, d = diffs[0]
         p.baseline_id = best.id
         if n:
-            p.warnings.append(str(rules.Finding(
+            p.warnings.append(str(rules.Check(
                 rules.WARNING, "baseline-differs",
                 f"no baseline runs with the same settings; compared with {best.label} [{best.id}], which differs in "
                 + "; ".join(d),

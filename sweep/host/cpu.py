@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from sweep.core.argv import argv_value
+from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
@@ -78,7 +79,7 @@ def nnodes(argv: list[str]) -> int:
     return int(argv_value(argv, "--nnodes") or 1)
 
 
-def check_speculation(algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[str],
+def check_speculation(algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[Check],
                       have: set[str] | None = None) -> None:
     """Speculative decoding on a CPU host, decided as the server's own interpreter decides it.
 
@@ -96,19 +97,19 @@ def check_speculation(algorithm: str | None, backend: str, engine: Engine | None
     if engine is None:
         have = cpu_flags() if have is None else have
         if have and not {"amx_tile", "avx512_bf16"} & have:
-            report_checks.append(f"warning: speculative decoding ({algorithm}) on a CPU without AMX or AVX512-BF16 "
+            report_checks.append(Check.warning(f"speculative decoding ({algorithm}) on a CPU without AMX or AVX512-BF16 "
                                  "serves only with torch_native as the installer patches it (not checked: "
-                                 "server.cpu.check_kernels is false)")
+                                 "server.cpu.check_kernels is false)"))
         return
     served_by = engine.backend if backend == "intel_amx" else backend
     if served_by == "intel_amx":
         how = "AMX" if engine.path in (None, "amx") else f"the installer's AMX claim ({engine.path} path)"
-        report_checks.append(f"ok: speculative decoding ({algorithm}) with intel_amx, on {how}")
+        report_checks.append(Check.ok(f"speculative decoding ({algorithm}) with intel_amx, on {how}"))
         return
     if served_by == "torch_native" and engine.torch_native_speculates:
         fell_back = " (SGLang sees no AMX here and falls back to it)" if backend == "intel_amx" else ""
-        report_checks.append(f"ok: speculative decoding ({algorithm}) with torch_native{fell_back}, taught the "
-                             f"speculative passes by the installer ({engine.path} path)")
+        report_checks.append(Check.ok(f"speculative decoding ({algorithm}) with torch_native{fell_back}, taught the "
+                             f"speculative passes by the installer ({engine.path} path)"))
         return
     if served_by == "torch_native":
         raise PointFailure("preflight", f"speculative decoding ({algorithm}) with SGLang's torch_native attention "
@@ -116,10 +117,10 @@ def check_speculation(algorithm: str | None, backend: str, engine: Engine | None
                                                                 if backend == "intel_amx" else "")
                            + ": it refuses speculation (EAGLE at startup, the others at the first prefill)",
                            fix=fix)
-    report_checks.append(f"ok: speculative decoding ({algorithm}) with attention backend {served_by} (not checked)")
+    report_checks.append(Check.ok(f"speculative decoding ({algorithm}) with attention backend {served_by} (not checked)"))
 
 
-def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[str]) -> None:
+def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[Check]) -> None:
     """A server over several hosts (``--nnodes`` > 1) on SGLang's CPU engine, as its interpreter sees AMX.
 
     Where SGLang sees AMX (real, or the installer's claim) it reduces TP over shared memory only: it sets
@@ -130,9 +131,9 @@ def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[str]) ->
     if nnodes <= 1:
         return
     if engine is None:
-        report_checks.append(f"warning: --nnodes {nnodes} on the CPU engine: not checked whether SGLang sees AMX "
+        report_checks.append(Check.warning(f"--nnodes {nnodes} on the CPU engine: not checked whether SGLang sees AMX "
                              "there (server.cpu.check_kernels is false); where it does, the server hangs in its "
-                             "shared-memory all-reduce setup (set env SWEEP_SGLANG_AMX: '0')")
+                             "shared-memory all-reduce setup (set env SWEEP_SGLANG_AMX: '0')"))
         return
     if engine.amx:
         how = "AMX" if engine.path in (None, "amx") else f"the installer's AMX claim ({engine.path} path)"
@@ -143,7 +144,7 @@ def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[str]) ->
                            fix="set env SWEEP_SGLANG_AMX: '0' for these points (an install by "
                                f"{INSTALLER}: SGLang then sees no AMX, serves with torch_native, speculation "
                                "included, and reduces over gloo), or keep the server on one host (nnodes 1)")
-    report_checks.append(f"ok: --nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts")
+    report_checks.append(Check.ok(f"--nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts"))
 
 
 def required_flags(flags: dict, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -153,10 +154,10 @@ def required_flags(flags: dict, extra: list[str] | tuple[str, ...] = ()) -> list
     return need + [f for f in extra if f not in need]
 
 
-def check_cpu_flags(need: list[str], report_checks: list[str], have: set[str] | None = None) -> None:
+def check_cpu_flags(need: list[str], report_checks: list[Check], have: set[str] | None = None) -> None:
     have = cpu_flags() if have is None else have
     if not have:
-        report_checks.append("skipped: CPU flags (no /proc/cpuinfo)")
+        report_checks.append(Check.skipped("CPU flags (no /proc/cpuinfo)"))
         return
     missing = [f for f in need if f not in have]
     if missing:
@@ -165,17 +166,17 @@ def check_cpu_flags(need: list[str], report_checks: list[str], have: set[str] | 
                            fix=f"set attention-backend: torch_native with SGLang installed for this CPU by {INSTALLER} "
                                "(its AVX2 path serves speculative decoding too), or run on a CPU with AVX512-BF16 "
                                "or AMX")
-    report_checks.append(f"ok: CPU flags {', '.join(need) or '(none needed)'}")
+    report_checks.append(Check.ok(f"CPU flags {', '.join(need) or '(none needed)'}"))
 
 
-def check_memory(min_free_gib: float, report_checks: list[str]) -> float:
+def check_memory(min_free_gib: float, report_checks: list[Check]) -> float:
     free = psutil.virtual_memory().available / 2**30
     if free < min_free_gib:
         raise PointFailure("preflight", f"{free:.1f} GiB of memory free on this host, the server needs "
                                         f"{min_free_gib:.1f} GiB (server.cpu.min_free_mem_gib)",
                            fix="stop what holds the memory, pass a smaller --max-total-tokens, or lower "
                                "server.cpu.min_free_mem_gib")
-    report_checks.append(f"ok: {free:.1f} GiB memory free (need {min_free_gib:.1f})")
+    report_checks.append(Check.ok(f"{free:.1f} GiB memory free (need {min_free_gib:.1f})"))
     return free
 
 
@@ -206,7 +207,7 @@ def _probe(python: str, env: tuple[tuple[str, str], ...], timeout_s: float) -> t
     return out.returncode, (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
 
 
-def check_kernels(python: str, env: dict[str, str], report_checks: list[str], timeout_s: float = 120.0) -> Engine:
+def check_kernels(python: str, env: dict[str, str], report_checks: list[Check], timeout_s: float = 120.0) -> Engine:
     """Import SGLang's CPU kernels and SGLang in the server's interpreter and environment: kernels
     built for another CPU die here with SIGILL in seconds, instead of at the server's first import.
     What SGLang sees there (AMX or not, the installer's path) decides its attention backend."""
@@ -225,5 +226,5 @@ def check_kernels(python: str, env: dict[str, str], report_checks: list[str], ti
     except (ValueError, AttributeError):
         engine = Engine("", False, None)
     path = f", path {engine.path}" if engine.path else ""
-    report_checks.append(f"ok: CPU kernels load (sgl_kernel; SGLang sees AMX: {'yes' if engine.amx else 'no'}{path})")
+    report_checks.append(Check.ok(f"CPU kernels load (sgl_kernel; SGLang sees AMX: {'yes' if engine.amx else 'no'}{path})"))
     return engine

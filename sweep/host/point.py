@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+from sweep.core.checks import Check
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.core.errors import PointFailure, SweepError
@@ -74,7 +75,7 @@ class HostContext:
 @dataclass
 class _Preflight(pf.PreflightReport):
     drafter_aux_layers: list[int] | None = None
-    drafter_checks: list[str] = field(default_factory=list)
+    drafter_checks: list[Check] = field(default_factory=list)
 
 
 def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
@@ -120,13 +121,13 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     found = drafter.check_argv(spec.argv)
     if found is None:  # no drafter, or its folders are not here (a hub id)
         return
-    report.drafter_aux_layers, report.drafter_checks = found.aux_layers, [str(f) for f in found.findings]
-    report.checks += [f"warning: drafter: {f.message} (fix: {f.fix})" for f in found.warnings]
+    report.drafter_aux_layers, report.drafter_checks = found.aux_layers, list(found.findings)
+    report.checks += [replace(f, message=f"drafter: {f.message}") for f in found.warnings]
     if found.errors:
         first = found.errors[0]
         more = f" (and {plural(len(found.errors) - 1, 'more drafter error')})" if len(found.errors) > 1 else ""
-        raise PointFailure("preflight", f"drafter {found.drafter}: [{first.check}] {first.message}{more}", fix=first.fix)
-    report.checks.append(("ok: drafter " if not found.findings else "drafter: ") + found.summary())
+        raise PointFailure("preflight", f"drafter {found.drafter}: [{first.rule}] {first.message}{more}", fix=first.fix)
+    report.checks.append(Check("warning" if found.findings else "ok", "", found.summary()))
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from sweep.core import atomic
 from sweep.core.argv import argv_value
+from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.gpu import Gpu, GpuProbe
@@ -30,7 +31,7 @@ class PreflightReport:
     sglang_version: str = "unknown"
     gpu_name: str = ""
     gpu_count: int = 0
-    checks: list[str] = field(default_factory=list)  # "ok: ...", "skipped: ..."
+    checks: list[Check] = field(default_factory=list)  # ok, skipped and warning checks (sweep.core.checks)
 
 
 _cache_dir = reaper.cache_dir
@@ -107,11 +108,11 @@ def check_paths(paths: dict[str, str], real: bool, report: PreflightReport) -> N
         if not path:
             continue
         if not real:
-            report.checks.append(f"skipped: {what} {path} (simulated host)")
+            report.checks.append(Check.skipped(f"{what} {path} (simulated host)"))
         elif os.path.exists(path):
-            report.checks.append(f"ok: {what} {path}")
+            report.checks.append(Check.ok(f"{what} {path}"))
         elif not path.startswith(("/", ".", "~")) and path.count("/") == 1:
-            report.checks.append(f"skipped: {what} {path} looks like a Hugging Face id")
+            report.checks.append(Check.skipped(f"{what} {path} looks like a Hugging Face id"))
         else:
             raise PointFailure("preflight", f"{what} {path} does not exist on this host",
                                fix=f"copy the checkpoint to {path} on every host, or fix the path in the experiment")
@@ -134,7 +135,7 @@ def check_gpus(probe: GpuProbe, tp_size: int, free_mib: int, report: PreflightRe
         raise PointFailure("preflight", f"GPUs are not free: {desc}",
                            fix="stop those processes, or set server.reap.kill_foreign_gpu_processes: true")
     report.gpu_name, report.gpu_count = gpus[0].name, len(gpus)
-    report.checks.append(f"ok: {len(gpus)} x {gpus[0].name}, {tp_size} free")
+    report.checks.append(Check.ok(f"{len(gpus)} x {gpus[0].name}, {tp_size} free"))
     return gpus
 
 
@@ -142,7 +143,7 @@ def check_port(port: int, host: str, report: PreflightReport) -> None:
     if not reaper.port_free(port, host):
         raise PointFailure("preflight", f"port {port} on {host} is in use by a process that is not this sweep's",
                            fix="stop that process, or set server.port to a free port")
-    report.checks.append(f"ok: port {port} free")
+    report.checks.append(Check.ok(f"port {port} free"))
 
 
 def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> None:
@@ -168,7 +169,7 @@ def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> 
                                         f"{e.strerror or e}",
                            fix="stop the process holding it, or change server.port (the port is "
                                "server.port + 1000)")
-    report.checks.append(f"ok: dist-init port {port} free on {ip}")
+    report.checks.append(Check.ok(f"dist-init port {port} free on {ip}"))
 
 
 def check_rules(flags: dict, bench, report: PreflightReport, architecture: str | None = None,
@@ -193,7 +194,6 @@ def check_rules(flags: dict, bench, report: PreflightReport, architecture: str |
     errors = [f for f in findings if f.level == rules.ERROR]
     if errors:
         raise PointFailure("preflight", "; ".join(f"{f.rule}: {f.message}" for f in errors),
-                           fix="; ".join(dict.fromkeys(f.fix for f in errors)))
-    report.checks += [f"warning: {f}" for f in findings] or [f"ok: SGLang {report.sglang_version}'s rules "
-                                                             f"on {report.gpu_name or 'this host'}"]
+                           fix="; ".join(dict.fromkeys(f.fix for f in errors if f.fix)))
+    report.checks += findings or [Check.ok(f"SGLang {report.sglang_version}'s rules on {report.gpu_name or 'this host'}")]
 

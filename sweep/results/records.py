@@ -8,6 +8,7 @@ from typing import Any, Optional, Protocol, Union
 import pyarrow as pa
 
 from sweep.core import __version__, redact
+from sweep.core.checks import lines
 from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 from sweep.core.record import PointResult
@@ -84,8 +85,8 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
                    sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
                    reaped=struct_value(result.reaped, REAPED), startup_progress=list(result.startup_progress),
-                   drafter_aux_layers=result.drafter_aux_layers, drafter_checks=list(result.drafter_checks),
-                   preflight_checks=list(result.checks),
+                   drafter_aux_layers=result.drafter_aux_layers, drafter_checks=lines(result.drafter_checks),
+                   preflight_checks=lines(result.checks),
                    **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
     return from_rows([row], "points", {f"{AXIS_PREFIX}{a}": kind for a, kind in types.items()})
 

@@ -289,11 +289,12 @@ POINTS = pa.schema(
         ("warnings", pa.list_(pa.string())),  # plan warnings
         # the drafter pre-flight (sweep/sglang/drafter.py): the 0-based target layers whose output the EAGLE-3
         # drafter reads, as SGLang resolves them (config ids after the target's shift, or its default;
-        # -1 = the embeddings), null without one; and its findings, "warning: [check] message (fix: ...)"
+        # -1 = the embeddings), null without one; and its findings, "warning: [rule] message (fix: ...)"
+        # (sweep/core/checks.py: Check.line)
         ("drafter_aux_layers", pa.list_(pa.int32())),
         ("drafter_checks", pa.list_(pa.string())),
-        # every pre-flight check on the host, "ok: ...", "skipped: ..." or "warning: ..." (the SGLang
-        # version's rules, CPU flags and memory or GPUs, paths, port), in the order they ran
+        # every pre-flight check on the host, "ok: ...", "skipped: ..." or "warning: [rule] ... (fix: ...)"
+        # (the SGLang version's rules, CPU flags and memory or GPUs, paths, port), in the order they ran
         ("preflight_checks", pa.list_(pa.string())),
         ("log_tail", pa.string()),
         ("host", pa.string()),

@@ -31,11 +31,14 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from sweep.core.argv import argv_value
+from sweep.core.checks import Check, CheckLevel
 from sweep.core.console import plural
 
-ERROR, WARNING = "error", "warning"
+ERROR: Final = "error"
+WARNING: Final = "warning"
 
 # bytes per element of each safetensors dtype
 DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2,
@@ -68,17 +71,6 @@ class Tensor:
     file: str
 
 
-@dataclass(frozen=True)
-class Finding:
-    level: str  # error | warning
-    check: str  # weights-ignored, weights-missing, weight-shape, aux-layers, hidden-size, vocab, ...
-    message: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.level}: [{self.check}] {self.message} (fix: {self.fix})"
-
-
 @dataclass
 class DrafterReport:
     target: str
@@ -88,20 +80,20 @@ class DrafterReport:
     aux_layers: list[int] | None = None  # 0-based target layers whose output the drafter reads (-1: embeddings)
     aux_source: str = ""  # "config" | "default" | ""
     tensors: int = 0
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
     seconds: float = 0.0
 
     @property
-    def errors(self) -> list[Finding]:
+    def errors(self) -> list[Check]:
         return [f for f in self.findings if f.level == ERROR]
 
     @property
-    def warnings(self) -> list[Finding]:
+    def warnings(self) -> list[Check]:
         return [f for f in self.findings if f.level == WARNING]
 
-    def add(self, level: str, check: str, message: str, fix: str) -> None:
-        self.findings.append(Finding(level, check, message, fix))
+    def add(self, level: CheckLevel, check: str, message: str, fix: str) -> None:
+        self.findings.append(Check(level, check, message, fix))
 
     def summary(self) -> str:
         aux = f", reads target layers {self.aux_layers} ({self.aux_source})" if self.aux_layers is not None else ""
@@ -410,11 +402,12 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
         loaded.setdefault(target, set()).add(shard)
     fix = ("this checkpoint was made for another configuration: fix config.json (hidden_size, heads, head_dim, "
            "intermediate_size, draft_vocab_size, eagle_aux_hidden_state_layer_ids) or re-export the weights")
-    for issue, then, level in (
+    shape_issues: tuple[tuple[str, str, CheckLevel], ...] = (
             ("mismatch", "SGLang stops at load (AssertionError: ... shape ...)", ERROR),
             ("short", "SGLang stops at load on GPU (narrow() past the end: RuntimeError; its CPU backend pads "
                       "the weight with zeros instead)", ERROR),
-            ("cut", "SGLang keeps the first rows/columns it needs and drops the rest without a word", WARNING)):
+            ("cut", "SGLang keeps the first rows/columns it needs and drops the rest without a word", WARNING))
+    for issue, then, level in shape_issues:
         lines = bad_shape[issue]
         if lines:
             report.add(level, "weight-shape", f"{plural(len(lines), 'weight')} of the wrong shape for {arch}: {lines[0]}"
@@ -577,11 +570,11 @@ def check_sizes(target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, 
     trained = t2d.shape[0] if t2d is not None and t2d.shape else cfg.get("vocab_size")
     if trained and int(trained) != t_v:
         src = "t2d has" if t2d is not None else "its config.json vocab_size is"
-        level = ERROR if int(trained) > t_v else WARNING
+        vocab_level: CheckLevel = ERROR if int(trained) > t_v else WARNING
         then = ("its draft tokens can be ids the target does not have: the first verify step fails on them "
-                "(an index out of range), after the whole startup" if level == ERROR else
+                "(an index out of range), after the whole startup" if vocab_level == ERROR else
                 "its token ids mean other tokens here: it serves, accepting next to nothing")
-        report.add(level, "vocab", f"the drafter was trained for a vocabulary of {trained} ({src} {trained}), the "
+        report.add(vocab_level, "vocab", f"the drafter was trained for a vocabulary of {trained} ({src} {trained}), the "
                    f"target has {t_v}: {then}", "serve it with the target (and tokenizer) it was trained for")
     if not eagle3:
         return
@@ -664,7 +657,7 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
     if eagle3:
         check_aux_layers(target_cfg, cfg, report)
     check_sizes(target_cfg, cfg, tensors, arch or "", eagle3, report)
-    if tensors is not None and arch is not None and fits and not any(f.check == "shards" for f in report.findings):
+    if tensors is not None and arch is not None and fits and not any(f.rule == "shards" for f in report.findings):
         check_weights(cfg, tensors, arch, report)
 
 

@@ -41,9 +41,11 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.json:
         out = asdict(report)
         out["errors"], out["warnings"] = len(report.errors), len(report.warnings)
+        # each finding as this command has always written it: its rule under "check"
+        out["findings"] = [{"level": f.level, "check": f.rule, "message": f.message, "fix": f.fix} for f in report.findings]
         print(json.dumps(out, indent=2))
     else:
         print(report.summary())
         for f in report.findings:
-            print(f"{f.level}: [{f.check}] {f.message}\n  fix: {f.fix}")
+            print(f"{f.level}: [{f.rule}] {f.message}\n  fix: {f.fix}")
     return 1 if report.errors or (args.strict and report.warnings) else 0

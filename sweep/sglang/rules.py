@@ -14,29 +14,19 @@ need several points (baseline env) live in ``sweep.experiment.plan``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Final, Mapping, Optional
 
+from sweep.core.checks import Check
 from sweep.core.settings import BenchSettings
 from sweep.sglang import serverargs as sa
 from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, argparse_name, closest_flag, version_flags
 
-ERROR = "error"
-WARNING = "warning"
+ERROR: Final = "error"
+WARNING: Final = "warning"
 
 # Running requests SGLang allows when speculating and --max-running-requests is not given.
 SPEC_DEFAULT_MAX_RUNNING = sa.SPEC_RUNNING_CAP
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str  # error | warning
-    rule: str
-    message: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.rule}: {self.message} (fix: {self.fix})"
 
 
 @dataclass(frozen=True)
@@ -70,13 +60,13 @@ class Target:
 
 @dataclass
 class Evaluation:
-    findings: list[Finding]
+    findings: list[Check]
     outcome: Optional[sa.Outcome]  # SGLang's verdict and final values; None without speculation
     flags: dict[str, Any]  # the flags as argparse reads them (unique prefixes expanded)
 
 
 Flags = Mapping[str, Any]
-Rule = Callable[[Flags, BenchSettings], list[Finding]]
+Rule = Callable[[Flags, BenchSettings], list[Check]]
 
 
 def _int(flags: Flags, name: str) -> int | None:
@@ -96,7 +86,7 @@ def _algo(flags: Flags) -> str | None:
 
 # --- flag names: what argparse makes of them ---
 
-def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Finding]]:
+def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check]]:
     """The flags under the names argparse gives them (SGLang's parser takes a unique prefix of a
     flag), and the findings about names: typos, ambiguous prefixes, flags the version lacks."""
     version = target.checked_version
@@ -104,7 +94,7 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Findi
     every = set(KNOWN_FLAGS).union(*(version_flags(v) or () for v in sa.KNOWN_VERSIONS))
     known = mine if mine is not None else every
     out: dict[str, Any] = {}
-    findings: list[Finding] = []
+    findings: list[Check] = []
     for name, value in flags.items():
         full, matches = argparse_name(name, known)
         if full == name:
@@ -112,14 +102,14 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Findi
             continue
         if full is not None:
             out[full] = value
-            findings.append(Finding(WARNING, "flag-abbreviation",
+            findings.append(Check(WARNING, "flag-abbreviation",
                                     f"--{name} is not a flag; SGLang's argparse reads it as --{full} (a unique prefix)",
                                     f"write --{full}"))
             continue
         if len(matches) > 1:
             elsewhere = [v for v in sa.KNOWN_VERSIONS if name in (version_flags(v) or ())]
             old = f" (a flag of SGLang {', '.join(elsewhere)}, not of {version})" if elsewhere else ""
-            findings.append(Finding(ERROR, "ambiguous-flag",
+            findings.append(Check(ERROR, "ambiguous-flag",
                                     f"--{name}{old} is ambiguous to SGLang's argparse: it could be "
                                     + ", ".join("--" + m for m in matches[:4]) + (" ..." if len(matches) > 4 else ""),
                                     f"did you mean --{closest_flag(name, matches) or matches[0]}? write the whole "
@@ -131,18 +121,18 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Findi
         close = closest_flag(name, known)
         assumed = "" if target.version_given else " (server.sglang_version unset: the newest the rules know)"
         if mine is not None and elsewhere:
-            findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version}{assumed} has no --{name} "
+            findings.append(Check(ERROR, "unknown-flag", f"SGLang {version}{assumed} has no --{name} "
                                     f"(SGLang {', '.join(elsewhere)} has it)",
                                     f"use --{close}" if close else
                                     f"drop it, or set server.sglang_version: {elsewhere[-1]} if that is the SGLang you run"
                                     if assumed else f"drop it, or run SGLang {elsewhere[-1]}"))
         elif close:
-            findings.append(Finding(ERROR, "unknown-flag", f"--{name} is not an SGLang flag", f"did you mean --{close}?"))
+            findings.append(Check(ERROR, "unknown-flag", f"--{name} is not an SGLang flag", f"did you mean --{close}?"))
         elif mine is not None and not assumed:
-            findings.append(Finding(ERROR, "unknown-flag", f"SGLang {version} has no --{name}: argparse dies",
+            findings.append(Check(ERROR, "unknown-flag", f"SGLang {version} has no --{name}: argparse dies",
                                     "drop it, or check the version (server.sglang_version)"))
         else:  # a flag no version the rules know has: a fork's, or a newer SGLang's
-            findings.append(Finding(WARNING, "unchecked-flag", f"--{name} is not a flag of SGLang {version}{assumed}, "
+            findings.append(Check(WARNING, "unchecked-flag", f"--{name} is not a flag of SGLang {version}{assumed}, "
                                     "nor of any version this tool knows: left unchecked",
                                     "nothing to do if your SGLang has it: the host pre-flight checks it against --help; "
                                     "set server.sglang_version to have it checked here"))
@@ -151,9 +141,9 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Findi
 
 # --- the speculative rules, from SGLang's modelled resolution ---
 
-def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Finding]:
+def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
     version = o.version
-    out: list[Finding] = []
+    out: list[Check] = []
     if "gpu" in o.depends_on or "architecture" in o.depends_on or "algorithm" in o.depends_on:
         unknown = [w for w in ("gpu", "architecture", "algorithm") if w in o.depends_on]
         keys = {"gpu": "server.gpu", "architecture": "server.architecture (or a config.json in model_path)"}
@@ -163,7 +153,7 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Finding]:
         errors = [v for v in o.alternatives.values() if v.startswith("error") or "fails" in v]
         all_fail = bool(o.alternatives) and len(errors) == len(o.alternatives)
         if not all_fail:
-            out.append(Finding(WARNING, "checked-on-host",
+            out.append(Check(WARNING, "checked-on-host",
                                f"the verdict depends on the {' and the '.join(unknown)}, unknown here ({detail})",
                                "the host's pre-flight checks it with the real GPU and config.json; or set "
                                + " and ".join(keys.get(u, u) for u in unknown if u in keys)))
@@ -172,66 +162,66 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Finding]:
     if o.error:
         f = o.error
         what = f"{f.what}: " if f.what else ""
-        out.append(Finding(ERROR, f.rule, f"{what}SGLang {version} dies {f.stage_words} ({f.exception})", f.fix))
+        out.append(Check(ERROR, f.rule, f"{what}SGLang {version} dies {f.stage_words} ({f.exception})", f.fix))
         return out
     if o.later:
         f = o.later
         what = f"{f.what}: " if f.what else ""
-        out.append(Finding(ERROR, f.rule, f"{what}SGLang {version} accepts the arguments, then dies {f.stage_words} "
+        out.append(Check(ERROR, f.rule, f"{what}SGLang {version} accepts the arguments, then dies {f.stage_words} "
                            f"({f.exception})", f.fix))
     for a in o.adjustments:
         if a.rule == "topk1-draft-tokens-overridden":
             steps = o.steps if o.steps is not None else 0
-            out.append(Finding(WARNING, a.rule, a.message,
+            out.append(Check(WARNING, a.rule, a.message,
                                f"set speculative-num-draft-tokens to {steps + 1} (grid.derived: \"${{add:${{steps}},1}}\")"))
         elif a.rule == "auto-speculative-params":
-            out.append(Finding(WARNING, a.rule, a.message + " (the values recorded with the point)",
+            out.append(Check(WARNING, a.rule, a.message + " (the values recorded with the point)",
                                "give speculative-num-steps, -eagle-topk and -num-draft-tokens to choose them"))
         elif a.rule == "page-size-forced":
-            out.append(Finding(WARNING, a.rule, f"{a.message} (SGLang {version})",
+            out.append(Check(WARNING, a.rule, f"{a.message} (SGLang {version})",
                                f"set page-size {o.page_size} yourself, or another attention backend"))
         elif a.rule == "ngram-topk-overridden":
-            out.append(Finding(WARNING, a.rule, a.message, "drop speculative-eagle-topk for NGRAM "
+            out.append(Check(WARNING, a.rule, a.message, "drop speculative-eagle-topk for NGRAM "
                                "(speculative-ngram-max-bfs-breadth sets it)"))
         elif a.rule == "drafter-is-target":
-            out.append(Finding(WARNING, a.rule, a.message, "add speculative-draft-model-path to the drafter's bundle"))
+            out.append(Check(WARNING, a.rule, a.message, "add speculative-draft-model-path to the drafter's bundle"))
     return out
 
 
-def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> list[Finding]:
+def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> list[Check]:
     if _algo(flags) is None:
         spec = [n for n in flags if n.startswith("speculative-") and flags[n] not in (None, False)]
         if spec:
-            return [Finding(WARNING, "spec-flags-without-algorithm",
+            return [Check(WARNING, "spec-flags-without-algorithm",
                             f"{', '.join('--' + s for s in spec)} given without --speculative-algorithm: SGLang ignores them",
                             "set speculative-algorithm, or drop these flags from the baseline")]
     return []
 
 
-def _running_cap(o: Optional[sa.Outcome], flags: Flags, bench: BenchSettings) -> list[Finding]:
+def _running_cap(o: Optional[sa.Outcome], flags: Flags, bench: BenchSettings) -> list[Check]:
     if o is None or _int(flags, "max-running-requests") is not None or o.max_running_requests != SPEC_DEFAULT_MAX_RUNNING:
         return []
     over = [c for c in bench.concurrency.levels if c > SPEC_DEFAULT_MAX_RUNNING]
     if over:
-        return [Finding(WARNING, "spec-running-cap",
+        return [Check(WARNING, "spec-running-cap",
                         f"with speculation and no --max-running-requests SGLang runs at most {SPEC_DEFAULT_MAX_RUNNING} requests; "
                         f"levels {over} would silently queue",
                         f"set max-running-requests to at least {max(over)} in server.flags")]
     return []
 
 
-def rule_requests_per_level(flags: Flags, bench: BenchSettings) -> list[Finding]:
+def rule_requests_per_level(flags: Flags, bench: BenchSettings) -> list[Check]:
     short = [c for c in bench.concurrency.levels if bench.requests_at(c) < c]
     if short:
-        return [Finding(WARNING, "requests-below-concurrency",
+        return [Check(WARNING, "requests-below-concurrency",
                         f"levels {short} send fewer requests than their concurrency, so the real concurrency is lower",
                         "leave benchmark.concurrency.requests_per_level unset (rounds x concurrency) or raise it")]
     return []
 
 
-def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Finding]:
+def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Check]:
     if bench.server_metrics and not flags.get("enable-metrics"):
-        return [Finding(WARNING, "metrics-disabled",
+        return [Check(WARNING, "metrics-disabled",
                         "benchmark.server_metrics is on but the server runs without --enable-metrics: no Prometheus deltas",
                         "add enable-metrics: true to server.flags, or set benchmark.server_metrics=false")]
     return []
@@ -259,19 +249,19 @@ def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None
 
 
 def check(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
-          env: Optional[Mapping[str, str]] = None) -> list[Finding]:
+          env: Optional[Mapping[str, str]] = None) -> list[Check]:
     """Every finding for one point's flags (names normalized, reserved flags included)."""
     return evaluate(flags, bench, target, env).findings
 
 
 def host_check(flags: Flags, bench: BenchSettings, *, version: str, gpu: Optional[str],
                architecture: Optional[str], configs: Mapping[str, Mapping[str, Any]] | None = None,
-               env: Optional[Mapping[str, str]] = None) -> list[Finding]:
+               env: Optional[Mapping[str, str]] = None) -> list[Check]:
     """The same rules with what only the host knows (for pre-flight, in seconds): its SGLang version,
     its GPU (``nvidia-smi``'s name) and the target's architecture from the config.json it has."""
     return check(flags, bench, Target(version=version, architecture=architecture, gpu=gpu,
                                       configs=configs or {}, version_given=True), env)
 
 
-__all__ = ["ERROR", "WARNING", "Finding", "Target", "Evaluation", "evaluate", "check", "host_check",
+__all__ = ["ERROR", "WARNING", "Check", "Target", "Evaluation", "evaluate", "check", "host_check",
            "SPEC_DEFAULT_MAX_RUNNING", "SPEC_ALGORITHMS", "EAGLE_FAMILY"]

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from sweep.core.checks import Check, lines
 from sweep.core.errors import PointFailure
 from sweep.host import cpu
 
@@ -29,9 +30,9 @@ def test_the_amx_backend_needs_avx512_bf16_and_torch_native_nothing():
 
 
 def test_missing_flags_fail_with_the_fix():
-    checks: list[str] = []
+    checks: list[Check] = []
     cpu.check_cpu_flags(cpu.required_flags({}), checks, cpu.cpu_flags(XEON))
-    assert checks and checks[0].startswith("ok: CPU flags")
+    assert lines(checks) and lines(checks)[0].startswith("ok: CPU flags")
     with pytest.raises(PointFailure) as e:
         cpu.check_cpu_flags(cpu.required_flags({}), [], cpu.cpu_flags(EPYC))
     assert e.value.phase == "preflight" and "avx512_bf16" in e.value.reason and "torch_native" in e.value.fix
@@ -40,8 +41,8 @@ def test_missing_flags_fail_with_the_fix():
 
 
 def test_memory_check():
-    checks: list[str] = []
-    assert cpu.check_memory(0.01, checks) > 0.01 and "memory free" in checks[0]
+    checks: list[Check] = []
+    assert cpu.check_memory(0.01, checks) > 0.01 and "memory free" in lines(checks)[0]
     with pytest.raises(PointFailure) as e:
         cpu.check_memory(10_000_000, [])
     assert "server.cpu.min_free_mem_gib" in e.value.reason
@@ -68,9 +69,9 @@ def test_kernels_missing_and_present(tmp_path):
     assert "No module named 'sgl_kernel'" in e.value.reason
     good = tmp_path / "ok"
     good.mkdir()
-    checks: list[str] = []
+    checks: list[Check] = []
     cpu.check_kernels(_fake_python(good, "assert os.environ['X'] == '1'; print('2.13')"), {"X": "1"}, checks)
-    assert checks == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: no)"]
+    assert lines(checks) == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: no)"]
 
 
 def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
@@ -82,17 +83,17 @@ def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
     assert cpu.attention_backend(argv + ["--attention-backend", "torch_native"]) == "torch_native"
     xeon, zen4 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16")
     zen3, shipped = cpu.Engine("2.13", False, "avx2"), cpu.Engine("2.13", False, None)
-    checks: list[str] = []
+    checks: list[Check] = []
     cpu.check_speculation(None, "intel_amx", shipped, checks)  # a baseline runs anywhere
-    assert checks == []
+    assert lines(checks) == []
     cpu.check_speculation("NGRAM", "intel_amx", xeon, checks)
     cpu.check_speculation("EAGLE3", "intel_amx", zen4, checks)
     cpu.check_speculation("EAGLE3", "intel_amx", zen3, checks)  # SGLang falls back to the patched torch_native
     cpu.check_speculation("NGRAM", "torch_native", zen4, checks)
-    assert checks[0] == "ok: speculative decoding (NGRAM) with intel_amx, on AMX"
-    assert "AMX claim (avx512-bf16 path)" in checks[1]
-    assert "torch_native (SGLang sees no AMX here and falls back to it)" in checks[2] and "avx2 path" in checks[2]
-    assert checks[3].startswith("ok: speculative decoding (NGRAM) with torch_native, taught")
+    assert lines(checks)[0] == "ok: speculative decoding (NGRAM) with intel_amx, on AMX"
+    assert "AMX claim (avx512-bf16 path)" in lines(checks)[1]
+    assert "torch_native (SGLang sees no AMX here and falls back to it)" in lines(checks)[2] and "avx2 path" in lines(checks)[2]
+    assert lines(checks)[3].startswith("ok: speculative decoding (NGRAM) with torch_native, taught")
     # SGLang as shipped, on a CPU where it sees no AMX: torch_native refuses speculation
     for backend in ("intel_amx", "torch_native"):
         with pytest.raises(PointFailure) as e:
@@ -101,10 +102,10 @@ def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
     # kernels not probed (server.cpu.check_kernels: false): a warning from the flags, never a failure
     checks = []
     cpu.check_speculation("NGRAM", "intel_amx", None, checks, cpu.cpu_flags(EPYC))
-    assert checks and checks[0].startswith("warning:")
+    assert lines(checks) and lines(checks)[0].startswith("warning:")
     checks = []
     cpu.check_speculation("NGRAM", "intel_amx", None, checks, cpu.cpu_flags(ZEN4))
-    assert checks == []
+    assert lines(checks) == []
 
 
 def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
@@ -114,9 +115,9 @@ def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
     assert cpu.nnodes(["x", "--tp", "2"]) == 1
     xeon, zen4, zen3 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16"), \
         cpu.Engine("2.13", False, "avx2")
-    checks: list[str] = []
+    checks: list[Check] = []
     cpu.check_nodes(1, xeon, checks)  # one host: shared memory is right
-    assert checks == []
+    assert lines(checks) == []
     for engine, how in ((xeon, "with AMX"), (zen4, "AMX claim (avx512-bf16 path)")):
         with pytest.raises(PointFailure) as e:
             cpu.check_nodes(2, engine, [])
@@ -124,13 +125,13 @@ def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
         assert "SWEEP_SGLANG_AMX: '0'" in e.value.fix and "nnodes 1" in e.value.fix
     cpu.check_nodes(2, zen3, checks)
     cpu.check_nodes(2, None, checks)
-    assert checks[0].startswith("ok: --nnodes 2") and "gloo" in checks[0]
-    assert checks[1].startswith("warning: --nnodes 2") and "SWEEP_SGLANG_AMX" in checks[1]
+    assert lines(checks)[0].startswith("ok: --nnodes 2") and "gloo" in lines(checks)[0]
+    assert lines(checks)[1].startswith("warning: --nnodes 2") and "SWEEP_SGLANG_AMX" in lines(checks)[1]
 
 
 def test_the_probe_reads_what_sglang_sees(tmp_path):
     seen = '{"torch": "2.13.0+cpu", "amx": true, "path": "avx512-bf16"}'
-    checks: list[str] = []
+    checks: list[Check] = []
     engine = cpu.check_kernels(_fake_python(tmp_path, f"print({seen!r})"), {}, checks)
     assert engine == cpu.Engine("2.13.0+cpu", True, "avx512-bf16")
-    assert checks == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: yes, path avx512-bf16)"]
+    assert lines(checks) == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: yes, path avx512-bf16)"]

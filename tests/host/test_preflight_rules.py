@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from sweep.core.checks import lines
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import PointFailure
 from sweep.host import preflight as pf
@@ -17,7 +18,7 @@ TREE = {"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draf
 def test_a_tree_with_paged_kv_on_a_hopper_host_passes():
     r = pf.PreflightReport(sglang_version="0.5.23", gpu_name="NVIDIA H200")
     pf.check_rules(TREE, BenchSettings(), r, "DeepseekV3ForCausalLM")
-    assert r.checks == ["ok: SGLang 0.5.23's rules on NVIDIA H200"]
+    assert lines(r.checks) == ["ok: SGLang 0.5.23's rules on NVIDIA H200"]
 
 
 def test_flashmla_forces_page_64_and_a_tree_fails_in_seconds():
@@ -35,4 +36,6 @@ def test_the_hosts_config_json_names_the_architecture(tmp_path):
             "max-running-requests": 64, "enable-metrics": True}
     r = pf.PreflightReport(sglang_version="0.5.23", gpu_name="NVIDIA H200")
     pf.check_rules(auto, BenchSettings(), r, architecture="DeepseekV3ForCausalLM")  # config.json wins
-    assert all(not c.startswith("warning: architecture") for c in r.checks), r.checks
+    # read as a Llama (the host's config.json), not as the experiment's DeepSeek (which SGLang gives (3, 1, 4))
+    assert [c.rule for c in r.checks] == ["auto-speculative-params"], lines(r.checks)
+    assert "SGLang picks (5, 4, 8) for EAGLE on LlamaForCausalLM" in r.checks[0].message

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sweep.core.checks import lines
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
@@ -67,8 +68,8 @@ def test_baseline_start_to_finish(real_sglang, tmp_path, host):
     assert any(p["kind"] == "load" and p["n"] == p["total"] == 1 for p in r.startup_progress), r.startup_progress
     assert r.phases["startup_s"] >= r.phases["load_s"]
     assert r.gpu_name == "cpu" and r.gpu_count == 0
-    assert any(c.startswith("ok: CPU kernels load") for c in r.checks), r.checks
-    assert any("memory free" in c for c in r.checks), r.checks
+    assert any(c.startswith("ok: CPU kernels load") for c in lines(r.checks)), lines(r.checks)
+    assert any("memory free" in c for c in lines(r.checks)), lines(r.checks)
     assert r.levels.num_rows == 2 and r.single_stream.num_rows == 1
     assert stages[:2] == ["preflight", "load"] and "benchmark" in stages
     assert r.reaped["port_free"]

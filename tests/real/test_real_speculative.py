@@ -251,7 +251,7 @@ def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, t
         assert [o["output_ids"] for o in out] == [b["output_ids"] for b in base], name  # lossless, however bad
         accept = sum(o["meta_info"]["spec_accept_length"] for o in out) / len(out)
         level = "error" if verdict.errors else "warning" if verdict.warnings else "ok"
-        rows[name] = (expect, accept, level, [f.check for f in verdict.findings],
+        rows[name] = (expect, accept, level, [f.rule for f in verdict.findings],
                       [o["meta_info"].get("spec_accept_histogram") for o in out])
         drafter_load = log.split("Load weight begin")[2].split("Load weight end")[0] if log.count("Load weight begin") > 1 else ""
         assert "Traceback" not in log
