@@ -53,7 +53,7 @@ def test_the_tokenizer_and_the_drafter_learn_the_benchmarks_prompts():
 
 def test_models_made_from_other_prompts_are_made_again(tmp_path, monkeypatch):
     made = []
-    monkeypatch.setattr(tm, "MODELS", {n: (lambda n: lambda out, root: (out.mkdir(parents=True), made.append(n)))(n)
+    monkeypatch.setattr(tm, "MODELS", {n: (lambda name: lambda out, root: (out.mkdir(parents=True), made.append(name)))(n)
                                        for n in ("target", "eagle3-random", "eagle3")})
     folder = tmp_path / "prompts"
     folder.mkdir()
