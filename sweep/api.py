@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, cast, get_args
 
 from sweep.experiment import config as config_mod
 from sweep.core.errors import ConfigError
@@ -164,9 +164,12 @@ class SweepResult:
                  "baseline_id": p.baseline_id, "ran": p.ran,
                  **{f"axis_{a}": axis_value(p.params.get(a), kinds[a]) for a in axes}}
                 for p in self.points]
-        schema = {"point_id": pl.String, "label": pl.String, "status": pl.String, "failure_phase": pl.String,
-                  "failure_reason": pl.String, "failure_fix": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
-                  "ran": pl.Boolean, **{f"axis_{a}": pl.from_arrow(pa.array([], kinds[a])).dtype for a in axes}}
+        # pl.from_arrow of an Array is a Series (polars types it DataFrame | Series: a Table gives a DataFrame)
+        dtypes = {a: cast(pl.Series, pl.from_arrow(pa.array([], kinds[a]))).dtype for a in axes}
+        schema: dict[str, pl.DataType | type[pl.DataType]] = {
+            "point_id": pl.String, "label": pl.String, "status": pl.String, "failure_phase": pl.String,
+            "failure_reason": pl.String, "failure_fix": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
+            "ran": pl.Boolean, **{f"axis_{a}": dtypes[a] for a in axes}}
         return pl.DataFrame(rows, schema=schema)
 
     # --- the measurements ---------------------------------------------------------------------
@@ -183,7 +186,8 @@ class SweepResult:
 
         from sweep.results.schema import TABLES
 
-        return {name: pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
+        # pl.from_arrow of a Table is a DataFrame (polars types it DataFrame | Series)
+        return {name: pl.LazyFrame(schema=cast(pl.DataFrame, pl.from_arrow(schema.empty_table())).schema)
                 for name, schema in TABLES.items()}
 
     def findings(self) -> Findings:

@@ -8,8 +8,10 @@ yet are listed from plan.json when it names them), failed points, missing baseli
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional, cast
 
 import polars as pl
 
@@ -83,6 +85,11 @@ def summary_section(f: Findings) -> Section:
 
 def _n(digits: int):
     return lambda v: render.num(v, digits)
+
+
+Columns = dict[str, str | pl.Expr]
+"""Columns of a table as ``select`` takes them by keyword: a heading, and a column's name or an
+expression (the headings that are no identifiers, passed as ``**columns``)."""
 
 
 COUNTED = ("Tokens counted: output (completion) tokens only, prompt tokens not; per GPU = the level's "
@@ -178,15 +185,17 @@ def slo_sections(f: Findings) -> list[Section]:
     for slo in f.slos:
         t = f.slo_table.filter(pl.col("slo") == slo.name).sort("rank")
         text = [f"{slo.describe()}."]
+        columns: Columns = {
+            "highest C meeting it": "c_text",
+            "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
+            "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu"),
+            "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
+                                           "baseline_tok_s_gpu"),
+            "binding limit": "binding"}
         table = t.select(
             rank="rank",
             configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
-            **{"highest C meeting it": "c_text",
-               "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
-               "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu"),
-               "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
-                                              "baseline_tok_s_gpu"),
-               "binding limit": "binding"})
+            **columns)
         out.append(Section(f"SLO {slo.name}", text, table, level=3))
         good = f.slo_levels.filter(pl.col("slo") == slo.name)
         if good.height:
@@ -202,18 +211,20 @@ def slo_sections(f: Findings) -> list[Section]:
 
 
 def single_stream_section(f: Findings, images: list[str]) -> Section:
+    columns: Columns = {
+        "tok/s": render.cell(_n(1), "tok_s"),
+        "min-max": render.cell(lambda lo, hi: f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
+        "speedup": render.cell(render.marked, "speedup", "within_noise"),
+        "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
+        "verdict": "verdict",
+        "accept len": render.cell(_n(2), "accept_length"),
+        "note": "note"}
     table = f.single.select(
         point="label",
         baseline=pl.when("baseline").then(pl.lit("(is a baseline)")).otherwise("baseline_label"),
         runs=render.cell(lambda ok, failed: f"{ok} ({failed} failed)" if failed else str(ok),
                          "runs", "failed_runs"),
-        **{"tok/s": render.cell(_n(1), "tok_s"),
-           "min-max": render.cell(lambda lo, hi: f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
-           "speedup": render.cell(render.marked, "speedup", "within_noise"),
-           "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
-           "verdict": "verdict",
-           "accept len": render.cell(_n(2), "accept_length"),
-           "note": "note"})
+        **columns)
     return Section("Single stream", [
         "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
         "speedup of the median over the matched baseline's (same model, tp and NCCL profile). "
@@ -249,7 +260,7 @@ def stop_note(tables) -> list[str]:
             f"the levels sent {share}. Levels table: stopped_early, planned_requests, throughput_precision."]
 
 
-def concurrency_section(f: Findings, images: list[str], notes: list[str] = ()) -> Section:
+def concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = ()) -> Section:
     cell = render.cell(_throughput_cell, "output_throughput", "throughput_ratio", "within_noise")
     return Section("Concurrency", [
         "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
@@ -260,28 +271,30 @@ def concurrency_section(f: Findings, images: list[str], notes: list[str] = ()) -
 
 
 def best_section(f: Findings) -> Section:
+    columns: Columns = {
+        "tok/s": render.cell(_n(0), "value"),
+        "vs its baseline": render.cell(render.ratio, "speedup"),
+        "verdict": "verdict", "runner-up": "runner_up",
+        "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
+        "margin": render.cell(render.change, "margin")}
     table = f.best.select(
         C="concurrency",
         best=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
-        **{"tok/s": render.cell(_n(0), "value"),
-           "vs its baseline": render.cell(render.ratio, "speedup"),
-           "verdict": "verdict", "runner-up": "runner_up",
-           "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
-           "margin": render.cell(render.change, "margin")})
+        **columns)
     return Section("Best configuration per concurrency level", [
         "Highest output throughput at each level, baselines included; its ratio to its own baseline's "
         "throughput and that ratio's verdict."], table)
 
 
 def crossover_section(f: Findings, images: list[str]) -> Section:
-    table = f.crossover.select(
-        point="label", baseline="baseline_label",
-        **{"ahead up to C": "ahead_up_to", "first behind at C": "first_behind",
-           "slower from C": "crossover",
-           "crosses 1 near C": render.cell(_n(0), "crossover_est"),
-           "at lowest C": render.cell(render.ratio, "ratio_at_min"),
-           "at highest C": render.cell(render.ratio, "ratio_at_max"),
-           "outcome": "outcome"})
+    columns: Columns = {
+        "ahead up to C": "ahead_up_to", "first behind at C": "first_behind",
+        "slower from C": "crossover",
+        "crosses 1 near C": render.cell(_n(0), "crossover_est"),
+        "at lowest C": render.cell(render.ratio, "ratio_at_min"),
+        "at highest C": render.cell(render.ratio, "ratio_at_max"),
+        "outcome": "outcome"}
+    table = f.crossover.select(point="label", baseline="baseline_label", **columns)
     return Section("Where speculation stops paying", [
         "For each speculative point, by its output throughput against its baseline's at each level (the "
         "ratios of the Concurrency table): the last level before it first falls behind ('ahead up to'), "
@@ -298,7 +311,7 @@ def grid_sections(f: Findings, images: list[str]) -> list[Section]:
                 .with_columns(value=render.cell(render.marked, "speedup", "within_noise")))]
     measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
-        top = measured["concurrency"].max()
+        top = cast(Optional[int], measured["concurrency"].max())  # of an integer column
         sources.append((f"C={top}, output throughput",
                         f.levels.filter(~pl.col("baseline") & (pl.col("concurrency") == top))
                         .with_columns(value=render.cell(render.marked, "throughput_ratio", "within_noise"))))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any, Optional, cast
 
 import polars as pl
 
@@ -185,7 +186,10 @@ def from_experiment(directory) -> list[SLO]:
 
     out = []
     for item in experiment_slos(directory):
-        fields = {k: item.get(k) for k in ("name", "percentile", "ttft_s", "tpot_s", "tok_s") if item.get(k) is not None}
+        # the values as the experiment file has them (any type): what SLOSettings or from_settings
+        # rejects (ConfigError, TypeError) is left out below
+        fields: dict[str, Any] = {k: item.get(k) for k in ("name", "percentile", "ttft_s", "tpot_s", "tok_s")
+                                  if item.get(k) is not None}
         try:
             out.append(from_settings(SLOSettings(**fields)))
         except (ConfigError, TypeError):
@@ -426,7 +430,7 @@ def c_text(c: float | None, bound: str | None) -> str:
 
 def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
     """Per SLO: the winner (rank 1) with its runner-up and baseline, or why there is none."""
-    out = []
+    out: list[dict[str, Any]] = []
     for slo in slos:
         mine = table.filter(pl.col("slo") == slo.name).sort("rank")
         if mine.is_empty():
@@ -434,7 +438,7 @@ def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
             continue
         best = mine.row(0, named=True)
         if not best["tok_s_gpu"]:
-            lowest = mine.filter(pl.col("bound") == "<")["c"].min()
+            lowest = cast(Optional[float], mine.filter(pl.col("bound") == "<")["c"].min())  # "c" is Float64
             out.append({"slo": slo, "best": None, "runner_up": None,
                         "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
                         if lowest is not None else "no configuration meets it"})

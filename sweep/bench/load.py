@@ -24,6 +24,7 @@ from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
 from sweep.core.settings import StopSettings
 from sweep.core.events import PointProgress
+from sweep.core.types import Stage
 from sweep.bench.stop import LevelMonitor, Precision
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,8 @@ async def single_stream(clients: Clients, opts: RequestOptions, *, runs: int, wa
                         max_tokens: int, notify: Notifier) -> list[Sent]:
     """``warmup`` then ``runs`` requests, strictly one after another."""
     out: list[Sent] = []
-    for phase, count in (("warmup", warmup), ("single", runs)):
+    phases: tuple[tuple[Stage, int], ...] = (("warmup", warmup), ("single", runs))
+    for phase, count in phases:
         indices = opts.prompts.choose(count, opts.seed, phase)
         for seq, idx in enumerate(indices):
             notify(PointProgress(phase, run=seq + 1, of=count))

@@ -33,10 +33,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 from sweep.core.console import plural
-from sweep.core.types import kind
+from sweep.core.types import RunMode, kind
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
 # SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
@@ -273,7 +273,9 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
         return History()
     startup = {("baseline" if b else "speculative"): float(v)
                for b, v in pts.group_by("baseline").agg(pl.col("startup_s").median()).iter_rows() if v is not None}
-    levels, singles, spans = [], [], []
+    levels: list[pl.DataFrame] = []
+    singles: list[pl.DataFrame] = []
+    spans: list[pl.DataFrame] = []
     for d, ids in pts.group_by("dir").agg(pl.col("point_id")).iter_rows():
         for table, bucket, cols in (("levels", levels, ["point_id", "concurrency", "per_request_tok_s"]),
                                     ("single_stream", singles, ["point_id", "tok_per_s", "ok"]),
@@ -287,10 +289,11 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
         lv = pl.concat(levels, how="diagonal_relaxed").filter(pl.col("per_request_tok_s") > 0)
         measured = tuple((int(c), float(v)) for c, v in lv.group_by("concurrency").agg(
             pl.col("per_request_tok_s").median()).sort("concurrency").iter_rows())
-        single = None
+        single: float | None = None
         if singles:
             ss = pl.concat(singles, how="diagonal_relaxed").filter(pl.col("ok").fill_null(False))
-            single = ss["tok_per_s"].median() if ss.height else None
+            # the median of a Float64 column: a float, None where it holds no value
+            single = cast(Optional[float], ss["tok_per_s"].median()) if ss.height else None
         if measured:
             base = SpeedModel()
             speed = SpeedModel(float(single) if single else measured[0][1], base.capacity_tok_s, base.half_c,
@@ -303,7 +306,7 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
                 .select(o=pl.col("ended_at") - pl.col("started_at") - pl.col("startup_s") - pl.col("bench_s"))
                 .filter(pl.col("o").is_not_null())["o"])
         if rest.len():
-            overhead = max(0.0, float(rest.median()))
+            overhead = max(0.0, float(cast(float, rest.median())))  # of a Float64 column with rows, nulls dropped
     return History(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
 
 
@@ -328,7 +331,7 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
     return lines
 
 
-def _for_experiment(exp, points, *, mode: str, scale: Mapping | None, hosts: int) -> tuple[SweepEstimate, History]:
+def _for_experiment(exp, points, *, mode: RunMode, scale: Mapping | None, hosts: int) -> tuple[SweepEstimate, History]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
     history = load_history([root], model_path=str(exp.server.model_path), dry_run=kind(mode).scaled,
@@ -342,14 +345,14 @@ def _for_experiment(exp, points, *, mode: str, scale: Mapping | None, hosts: int
     return est, history
 
 
-def point_estimates(exp, points, *, mode: str, scale: Mapping | None = None, hosts: int = 1) -> dict[str, float]:
+def point_estimates(exp, points, *, mode: RunMode, scale: Mapping | None = None, hosts: int = 1) -> dict[str, float]:
     """label -> estimated seconds of each of ``points`` (PlannedPoints): the live view's ETA model
     (``SweepProgress(..., estimates=...)``)."""
     est, _ = _for_experiment(exp, points, mode=mode, scale=scale, hosts=hosts)
     return est.by_label()
 
 
-def plan_lines(plan, *, mode: str, scale: Mapping | None = None, hosts: Optional[int] = None) -> list[str]:
+def plan_lines(plan, *, mode: RunMode, scale: Mapping | None = None, hosts: Optional[int] = None) -> list[str]:
     """What ``--plan`` prints about the sweep's cost: ``describe`` of the estimate for the plan's
     valid points, with the history found beside the experiment's results directory. ``mode``:
     real | dry-run | local | fake; ``hosts``: how many there will be (default: the dry run's or

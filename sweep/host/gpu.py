@@ -65,7 +65,7 @@ class NvmlProbe:
     def _handles(self):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         count = self._nv.nvmlDeviceGetCount()
-        indices = range(count)
+        indices: range | list[int] = range(count)
         if visible and all(v.strip().isdigit() for v in visible.split(",")):
             indices = [int(v) for v in visible.split(",") if int(v) < count]
         return [(i, self._nv.nvmlDeviceGetHandleByIndex(i)) for i in indices]

@@ -127,7 +127,7 @@ def check_gpus(probe: GpuProbe, tp_size: int, free_mib: int, report: PreflightRe
                            fix="run on a host with enough GPUs, or lower server.tp_size")
     busy = [g for g in gpus[:tp_size] if g.mem_used_mib > free_mib]
     if busy:
-        holders = {}
+        holders: dict[int, list[str]] = {}
         for p in probe.processes():
             holders.setdefault(p.gpu_index, []).append(str(p.pid))
         desc = "; ".join(f"GPU {g.index}: {g.mem_used_mib} MiB used by pid {','.join(holders.get(g.index, ['?']))}"

@@ -189,10 +189,11 @@ def marked(marker: Marker) -> list[psutil.Process]:
     rows = _remembered(marker)
     sids = {_sid(pid) for pid in direct} | {int(r["sid"]) for r in rows}
     sids -= {None, my_sid, 0, 1}
-    out, live_sids = [], set()
+    out: list[psutil.Process] = []
+    live_sids: set[int] = set()
     for p in procs:
         sid = _sid(p.pid) if sids else None
-        if sid in sids:
+        if sid is not None and sid in sids:  # None was taken out of sids above: the same test, narrowed
             live_sids.add(sid)
         if p.pid in direct or sid in sids:
             out.append(p)

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 import httpx
 
@@ -35,6 +35,7 @@ from sweep.core.argv import argv_value
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
 from sweep.core.events import PointProgress
+from sweep.core.types import FailurePhase
 from sweep.core import redact
 from sweep.host import reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
@@ -44,6 +45,10 @@ POLL_S = 0.1
 TAIL_LINES = 60
 PARTIAL_MAX = 64 * 1024  # bytes kept of a line that never ends (no newline and no \r)
 PROGRESS_EVERY_S = 1.0  # at most one progress event a second (each is a message to the driver)
+
+StartupPhase = Literal["load", "capture", "ready"]
+"""The startup phase a server is in (``Startup.phase``): a ``Stage`` of its point, and the
+``FailurePhase`` of a failure in it."""
 
 
 @dataclass
@@ -258,7 +263,7 @@ class Startup:
         return self.events[event][-1] if event in self.events else None
 
     @property
-    def phase(self) -> str:
+    def phase(self) -> StartupPhase:
         """load (weights), capture (KV cache, CUDA graphs, drafter), ready (HTTP up, warmup).
 
         The server is only as far as its slowest rank: a rank that dies allocating its KV cache
@@ -357,7 +362,7 @@ class ServerProcess:
         self.started: float = 0.0
         self.log = LogFollower(self.log_path)
         self.startup = Startup()
-        self._progress_pending: tuple[Progress, str] | None = None  # (update, its phase) not reported yet
+        self._progress_pending: tuple[Progress, StartupPhase] | None = None  # (update, its phase) not reported yet
         self._progress_sent = float("-inf")
         self._progress_kind = ""
         self.grace_s = grace_s
@@ -415,7 +420,7 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def died(self, phase: str) -> PointFailure:
+    def died(self, phase: FailurePhase) -> PointFailure:
         """The failure of a server that exited, explained from its log."""
         time.sleep(0.05)  # let the last lines reach the file
         if self._pump is not None:

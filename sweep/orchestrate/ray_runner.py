@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, cast
 
 import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
@@ -30,6 +30,9 @@ from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_port
 from sweep.core.events import PointProgress
 from sweep.core.types import FailurePhase
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass
 
 RunFn = Callable[[PointSpec, HostContext, Callable[[PointProgress], None]], PointResult]
 OnEvent = Callable[[str, str, PointProgress], None]  # (point id, host, what it said)
@@ -111,7 +114,9 @@ def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_
     spec, ctx, progress = _on_host(spec, setups, board)
     progress(PointProgress("start", node_id=ctx.node_id))
     if run_fn is None:
-        from sweep.host.point import run_point as run_fn  # noqa: N806 (imported where it runs)
+        from sweep.host.point import run_point  # imported where it runs
+
+        run_fn = run_point
     return run_fn(spec, ctx, progress)
 
 
@@ -152,6 +157,12 @@ class Pending:
     t0: float
     group: Group | None = None
     rank: int = 0
+
+    def the_group(self) -> Group:
+        """The group of a group's reference (``group-ready``, ``leader``, ``follower``)."""
+        # those are made with their group (_submit, _start_group); only a "point" has none
+        assert self.group is not None, f"a {self.kind!r} reference without its group"
+        return self.group
 
 
 @dataclass
@@ -203,7 +214,7 @@ class Runner:
 
     def _start_group(self, p: Pending) -> None:
         """The hosts are held: start the leader and the followers, each on its bundle's host."""
-        g = p.group
+        g = p.the_group()
         nodes = placement_group_table(g.pg)["bundles_to_node_id"]
         leader_node = nodes[0]
         ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == leader_node), "127.0.0.1")
@@ -226,7 +237,8 @@ class Runner:
     def run(self, specs: list[PointSpec], on_event: OnEvent) -> Iterator[Outcome]:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
         receives the tasks' progress."""
-        self._board = ProgressBoard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        board = cast("ActorClass[ProgressBoard]", ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
+        self._board = board.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)).remote()
         self._on_event = on_event
         for spec in specs:
@@ -248,7 +260,7 @@ class Runner:
         if p.kind == "group-ready":
             self._start_group(p)
             return None
-        g = p.group
+        g = p.the_group()  # a leader's or a follower's
         if p.kind == "follower":
             if g.leader not in self._pending:
                 return None  # the point is over; this is the follower we cancelled
@@ -312,7 +324,7 @@ class Runner:
         out = []
         for ref, p in list(self._pending.items()):
             node = self._task_node.get(ref.task_id().hex())
-            if node not in dead or ref not in self._pending or p.kind == "group-ready":
+            if node is None or node not in dead or ref not in self._pending or p.kind == "group-ready":
                 continue
             self._pending.pop(ref)
             try:
@@ -321,14 +333,15 @@ class Runner:
                 pass
             host = next((s.host.name for s in self.setups.values() if s.host.node_id == node), node[:12])
             if p.kind == "follower":
-                if p.group.leader.task_id().hex() in self._stopping:
+                g = p.the_group()
+                if g.leader.task_id().hex() in self._stopping:
                     continue  # the point is ending anyway: the leader's result decides it
-                p.group.host_lost = True
-                if p.group.leader in self._pending:
-                    ray.cancel(p.group.leader, force=False)  # the leader's cleanup stops its server
+                g.host_lost = True
+                if g.leader in self._pending:
+                    ray.cancel(g.leader, force=False)  # the leader's cleanup stops its server
                 continue
             if p.kind == "leader":
-                self._stop_group(p.group)
+                self._stop_group(p.the_group())
             outcome = self._retry_or_fail(p.spec, p.attempt, p.t0, f"{host} (declared dead by the cluster)")
             if outcome is not None:
                 out.append(outcome)

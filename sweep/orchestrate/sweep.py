@@ -14,7 +14,7 @@ import argparse
 import contextlib
 import fnmatch
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,7 +106,7 @@ def hosts_per_point(exp: config_mod.Experiment) -> int:
     return n
 
 
-def select(plan: Plan, statuses: dict[str, str], *, force: bool, retry_failed: bool,
+def select(plan: Plan, statuses: Mapping[str, str], *, force: bool, retry_failed: bool,
            only: Sequence[str]) -> list[PlannedPoint]:
     """The valid points to run now: those with no result yet, failed ones with --retry-failed,
     all with --force; --only keeps labels matching any glob."""

@@ -12,7 +12,7 @@ from sweep.core.checks import lines
 from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 from sweep.core.record import PointResult
-from sweep.core.types import kind as run_kind
+from sweep.core.types import RunMode, kind as run_kind
 
 class PlannedPoint(Protocol):
     """What a row needs of a planned point: the shape of ``sweep.experiment.plan.PlannedPoint``, named
@@ -59,7 +59,7 @@ def axis_types(points: Iterable[PlannedPoint], axes: Sequence[str]) -> dict[str,
 
 
 def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
-              result: PointResult | None, mode: str, bench_scale: dict) -> pa.Table:
+              result: PointResult | None, mode: RunMode, bench_scale: dict) -> pa.Table:
     """One row; every axis of the experiment is a column, in the grid's order (null where it collapsed
     for a baseline): the only place the axis values are kept. ``axes``: the axis names (every one
     stored as text) or ``axis_types`` of the plan (numeric axes stored as numbers). Nested values keep

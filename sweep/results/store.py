@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import polars as pl
 import pyarrow as pa
@@ -112,7 +112,7 @@ def table(directory: str | Path, name: str) -> pl.LazyFrame:
     schema = TABLES[name]
     files = table_files(directory, name)
     if not files:
-        return pl.LazyFrame(schema=pl.from_arrow(schema.empty_table()).schema)
+        return pl.LazyFrame(schema=_frame(schema.empty_table()).schema)
     if name not in DRIFTING:
         return _scan_all(files, schema)
     scan = _points_file if name == "points" else pl.scan_parquet
@@ -150,7 +150,7 @@ def numeric_axes(frame: pl.LazyFrame) -> pl.LazyFrame:
 def _with_every_column(frame: pl.LazyFrame, schema) -> pl.LazyFrame:
     """``frame`` plus, as nulls of the right type, the schema's columns its files lack."""
     have = set(frame.collect_schema().names())
-    types = pl.from_arrow(schema.empty_table()).schema
+    types = _frame(schema.empty_table()).schema
     missing = [pl.lit(None, dtype=types[n]).alias(n) for n in schema.names if n not in have]
     return frame.with_columns(missing) if missing else frame
 
@@ -158,11 +158,17 @@ def _with_every_column(frame: pl.LazyFrame, schema) -> pl.LazyFrame:
 def _scan_all(files: list[Path], schema: pa.Schema) -> pl.LazyFrame:
     """One lazy scan of a large table's files (requests, metrics...), in the schema of today: a file of
     an older version lacks a column (e.g. requests' spec_accept_histogram): null there."""
-    types = pl.from_arrow(schema.empty_table()).schema
+    types = _frame(schema.empty_table()).schema
     try:
         return pl.scan_parquet(files, schema=types, missing_columns="insert", extra_columns="ignore")
     except TypeError:  # a polars without these options: the files must agree
         return pl.scan_parquet(files)
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """``pl.from_arrow`` of a Table, which is a DataFrame (polars types the result ``DataFrame | Series``:
+    an Array gives a Series)."""
+    return cast(pl.DataFrame, pl.from_arrow(table))
 
 
 def _points_file(path: Path) -> pl.LazyFrame:
@@ -176,7 +182,7 @@ def _points_file(path: Path) -> pl.LazyFrame:
         raise ResultsError(f"{path} was written by an older version and its JSON columns do not convert: {e}",
                            fix="move that file aside (its point runs again when the sweep is resumed), or "
                                "rerun the sweep into a new results_dir") from None
-    return pl.from_arrow(table).lazy()
+    return _frame(table).lazy()
 
 
 def upgrade_points(table: pa.Table) -> pa.Table:
