@@ -18,35 +18,14 @@ from sweep.core.errors import ConfigError, PlanError
 from sweep.core.events import PointFinished, PointStage, SweepStarted
 from sweep.core.types import STAGES
 from tests.conftest import REPO
+from tests.experiments import D1, DRAFT_TOKENS, DRAFTERS, FAULTS, experiment, write
 
-EXPERIMENT = """
-name: api
-server:
-  model_path: /models/m
-  tp_size: 8
-  port: {port}
-  flags: {{max-running-requests: 64}}
-  timeouts: {{stall_s: 20, load_s: 30, capture_s: 30, ready_s: 30, total_s: 60, stop_grace_s: 2}}
-  reap: {{wait_s: 5}}
-grid:
-  axes:
-    drafter:
-      values:
-        none: {{}}
-        d1: {{flags: {{speculative-algorithm: EAGLE3, speculative-draft-model-path: /d1, speculative-eagle-topk: 1}}}}
-    steps: {{flag: speculative-num-steps, values: [1]}}
-    fault:
-      values:
-        none: {{}}
-        oom: {{flags: {{fake-fail-at: capture}}}}
-  derived: {{speculative-num-draft-tokens: "${{add:${{steps}},1}}"}}
-  exclude: [{{drafter: none, fault: oom}}]
-benchmark:
-  single_stream: {{runs: 1, warmup: 1, max_tokens: 32}}
-  concurrency: {{levels: [1, 4], rounds: 1, max_tokens: 32}}
-dry_run: {{hosts: 2, fake_speed: 8, fake_startup_speed: 1000, max_tokens_scale: 1.0, min_max_tokens: 16}}
-results_dir: {results}
-"""
+# a baseline, and one drafter at one step count whose second point dies in capture (the fake's fault)
+EXPERIMENT = experiment(
+    name="api",
+    grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1]}, "fault": FAULTS},
+          "derived": DRAFT_TOKENS, "exclude": [{"drafter": "none", "fault": "oom"}]},
+    dry_run={"hosts": 2})
 
 OOM = "drafter=d1,steps=1,fault=oom"
 
@@ -54,9 +33,8 @@ OOM = "drafter=d1,steps=1,fault=oom"
 def _experiment(tmp_path, port: int = 32600):
     """The experiment, its results in ``tmp_path/api-res-<pid>``: the directory's name is the sweep's
     name in its servers' marker, so that no other sweep on this machine reaps them as its own."""
-    p = tmp_path / "api.yaml"
-    p.write_text(EXPERIMENT.format(port=port, results=tmp_path / f"api-res-{os.getpid()}"))
-    return p
+    return write(tmp_path / "api.yaml", experiment(EXPERIMENT, server={"port": port}),
+                 results_dir=tmp_path / f"api-res-{os.getpid()}")
 
 
 def test_import_sweep_stays_cheap():
@@ -91,9 +69,10 @@ def test_the_points_frame_has_numeric_axes_as_numbers():
 
 
 def test_plan_mode_reports_invalid_points_as_data(tmp_path):
-    text = _experiment(tmp_path).read_text().replace(", speculative-eagle-topk: 1", "")  # steps without topk
-    exp = tmp_path / "bad.yaml"
-    exp.write_text(text)
+    no_topk = {k: v for k, v in D1.items() if k != "speculative-eagle-topk"}  # steps without topk
+    bad = experiment(EXPERIMENT, server={"port": 32600})
+    bad["grid"]["axes"]["drafter"] = {"values": {"none": {}, "d1": {"flags": no_topk}}}
+    exp = write(tmp_path / "bad.yaml", bad, results_dir=tmp_path / f"api-res-{os.getpid()}")
     result = sweep.run(exp, mode="plan")
     invalid = result.invalid
     assert len(invalid) == 2 and all(p.failure_phase == "plan" for p in invalid)

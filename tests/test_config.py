@@ -121,3 +121,18 @@ def test_one_flag_spelled_twice_is_named(write_yaml):
     path = write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {mem_fraction_static: 0.8, mem-fraction-static: 0.7}"))
     with pytest.raises(ConfigError, match="server.flags sets --mem-fraction-static twice"):
         config.load(path)
+
+
+def test_the_tests_experiment_builder_writes_experiments_the_sweep_loads(tmp_path):
+    """tests/experiments.py: its base and a merged change load as the user's YAML would, the
+    interpolation of ``derived`` kept for the grid, a None removing a key."""
+    from tests.experiments import DRAFT_TOKENS, DRAFTERS, experiment, write
+
+    exp = config.load(write(tmp_path / "base.yaml", experiment(), results_dir=tmp_path / "res"))
+    assert exp.name == "test" and exp.server.tp_size == 8 and exp.server.flags == {"max-running-requests": 64}
+    changed = experiment(name="x", server={"port": 31000, "flags": {"max-running-requests": None}},
+                         grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 2]}},
+                               "derived": DRAFT_TOKENS})
+    exp = config.load(write(tmp_path / "x.yaml", changed))
+    assert exp.server.port == 31000 and exp.server.flags == {} and exp.server.timeouts.total_s == 60
+    assert list(exp.grid.axes) == ["drafter", "steps"] and "${add:${steps},1}" in (tmp_path / "x.yaml").read_text()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import atexit
 import signal
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.cluster import netns
+from tests.experiments import experiment, write
 
 TIMINGS: dict[str, dict] = {}  # what the tests measured, printed at the end of the session
 
@@ -85,34 +85,16 @@ def workdir(cluster, request) -> Path:
     return d
 
 
-FAKE_EXPERIMENT = """
-name: {name}
-cluster: {{host_resource: gpu_host, gpus_per_host: 8, max_host_failures: {max_host_failures}}}
-server:
-  model_path: /models/m
-  tp_size: {tp}
-  port: {port}
-  flags: {{enable-metrics: true}}
-  timeouts: {{stall_s: 30, load_s: 90, capture_s: 90, ready_s: 90, total_s: 180, stop_grace_s: 3}}
-  reap: {{wait_s: 10}}
-grid:
-  axes:
-    mrr: {{flag: max-running-requests, values: {values}}}
-benchmark:
-  server_metrics: false
-  single_stream: {{runs: {runs}, warmup: 1, max_tokens: {tokens}}}
-  concurrency: {{levels: [1, 4], rounds: 1, max_tokens: {tokens}}}
-dry_run: {{fake_speed: {speed}, fake_startup_speed: 100, max_tokens_scale: 1.0, min_max_tokens: 16,
-          single_stream_runs: {runs}}}
-results_dir: {results}
-"""
-
-
 def fake_experiment(d: Path, name: str, *, tp: int = 8, port: int = 32900, values=(16, 32, 48), runs: int = 2,
                     tokens: int = 32, speed: float = 4, max_host_failures: int = 2) -> Path:
     """A small fake-server experiment (the benchmark scaled like --dry-run), one point per value."""
-    p = d / f"{name}.yaml"
-    p.write_text(textwrap.dedent(FAKE_EXPERIMENT).format(
-        name=name, tp=tp, port=port, values=list(values), runs=runs, tokens=tokens, speed=speed,
-        max_host_failures=max_host_failures, results=d / "res"))
-    return p
+    exp = experiment(
+        name=name, cluster={"host_resource": "gpu_host", "gpus_per_host": 8, "max_host_failures": max_host_failures},
+        server={"tp_size": tp, "port": port, "flags": {"enable-metrics": True, "max-running-requests": None},
+                "timeouts": {"stall_s": 30, "load_s": 90, "capture_s": 90, "ready_s": 90, "total_s": 180, "stop_grace_s": 3},
+                "reap": {"wait_s": 10}},
+        grid={"axes": {"mrr": {"flag": "max-running-requests", "values": list(values)}}},
+        benchmark={"server_metrics": False, "single_stream": {"runs": runs, "max_tokens": tokens},
+                   "concurrency": {"max_tokens": tokens}},
+        dry_run={"hosts": None, "fake_speed": speed, "fake_startup_speed": 100, "single_stream_runs": runs})
+    return write(d / f"{name}.yaml", exp, results_dir=d / "res")

@@ -7,37 +7,24 @@ import pytest
 
 from sweep.results import load
 from tests.conftest import run_sweep_cli
+from tests.experiments import experiment, write
 from tests.orchestrate.test_sweep_e2e import our_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
-EXPERIMENT = """
-name: multihost
-server:
-  model_path: /models/m
-  tp_size: 16
-  port: 32800
-  flags: {{max-running-requests: 64}}
-  timeouts: {{stall_s: 20, load_s: 30, capture_s: 30, ready_s: 30, total_s: 60, stop_grace_s: 2}}
-  reap: {{wait_s: 5}}
-grid:
-  axes:
-    fault:
-      values:
-        none: {{}}
-        capture_oom: {{flags: {{fake-fail-at: capture}}}}
-benchmark:
-  server_metrics: false
-  single_stream: {{runs: 2, warmup: 1, max_tokens: 32}}
-  concurrency: {{levels: [1, 4], rounds: 1, max_tokens: 32}}
-dry_run: {{hosts: 2, fake_speed: 4, fake_startup_speed: 1000, max_tokens_scale: 1.0, min_max_tokens: 16}}
-results_dir: {results}
-"""
+# a server over two hosts of 8 GPUs (tp 16), clean and with its fake dying in capture
+EXPERIMENT = experiment(
+    name="multihost", server={"tp_size": 16, "port": 32800},
+    grid={"axes": {"fault": {"values": {"none": {}, "capture_oom": {"flags": {"fake-fail-at": "capture"}}}}}},
+    benchmark={"server_metrics": False, "single_stream": {"runs": 2}}, dry_run={"hosts": 2, "fake_speed": 4})
+
+
+def _write(tmp_path, tp_size: int = 16):
+    return write(tmp_path / "mh.yaml", experiment(EXPERIMENT, server={"tp_size": tp_size}), results_dir=tmp_path / "res")
 
 
 def test_point_spanning_two_hosts(tmp_path):
-    exp = tmp_path / "mh.yaml"
-    exp.write_text(EXPERIMENT.format(results=tmp_path / "res"))
+    exp = _write(tmp_path)
     r = run_sweep_cli(str(exp), "--dry-run", timeout=240)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     pts = {row["axis_fault"]: row for row in load(tmp_path / "res")["points"].collect().iter_rows(named=True)}
@@ -57,14 +44,12 @@ def test_point_spanning_two_hosts(tmp_path):
 
 
 def test_more_hosts_than_the_cluster_has(tmp_path):
-    exp = tmp_path / "mh.yaml"
-    exp.write_text(EXPERIMENT.format(results=tmp_path / "res").replace("tp_size: 16", "tp_size: 24"))
+    exp = _write(tmp_path, tp_size=24)
     r = run_sweep_cli(str(exp), "--dry-run", timeout=120)
     assert r.returncode == 4 and "needs 3 hosts" in r.stderr and "dry_run.hosts" in r.stderr
 
 
 def test_tp_size_that_does_not_split(tmp_path):
-    exp = tmp_path / "mh.yaml"
-    exp.write_text(EXPERIMENT.format(results=tmp_path / "res").replace("tp_size: 16", "tp_size: 12"))
+    exp = _write(tmp_path, tp_size=12)
     r = run_sweep_cli(str(exp), "--dry-run", timeout=60)
     assert r.returncode == 4 and "does not split evenly" in r.stderr

@@ -17,35 +17,21 @@ import pytest
 import yaml
 
 from tests.conftest import free_port, run_sweep_cli
+from tests.experiments import experiment, write
 
 pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
 KEY, HF, MINE, AXIS = "sk-e2e-key-0123456789", "hf_e2e_token_abcdef", "e2e-from-env-secret", "hf_e2e_axis_token_xyz"
 SECRETS = (KEY, HF, MINE, AXIS)
 
-EXPERIMENT = """
-name: secrets
-server:
-  model_path: /models/m
-  tp_size: 8
-  port: {port}
-  flags: {{api-key: {key}, max-running-requests: 64, enable-metrics: true}}
-  env: {{HF_TOKEN: {hf}, MY_API_KEY: "${{oc.env:SWEEP_E2E_KEY_SOURCE}}", NCCL_ALGO: Ring}}
-  timeouts: {{stall_s: 20, load_s: 30, capture_s: 30, ready_s: 30, total_s: 60, stop_grace_s: 2}}
-  reap: {{wait_s: 5}}
-grid:
-  axes:
-    tokens:
-      values:
-        shared: {{}}
-        own: {{env: {{HF_TOKEN: {axis}}}}}
-benchmark:
-  server_metrics: true
-  single_stream: {{runs: 1, warmup: 1, max_tokens: 16}}
-  concurrency: {{levels: [1, 2], rounds: 1, max_tokens: 16}}
-dry_run: {{hosts: 1, fake_speed: 20, fake_startup_speed: 300, max_tokens_scale: 1.0, min_max_tokens: 8}}
-results_dir: {results}
-"""
+# the key as a flag, secrets in the env (one from the environment, one an axis's own), nothing else
+EXPERIMENT = experiment(
+    name="secrets",
+    server={"flags": {"api-key": KEY, "enable-metrics": True},
+            "env": {"HF_TOKEN": HF, "MY_API_KEY": "${oc.env:SWEEP_E2E_KEY_SOURCE}", "NCCL_ALGO": "Ring"}},
+    grid={"axes": {"tokens": {"values": {"shared": {}, "own": {"env": {"HF_TOKEN": AXIS}}}}}},
+    benchmark={"server_metrics": True, "single_stream": {"max_tokens": 16}, "concurrency": {"levels": [1, 2], "max_tokens": 16}},
+    dry_run={"fake_speed": 20, "fake_startup_speed": 300, "min_max_tokens": 8})
 
 
 def all_text(directory: Path) -> dict[str, str]:
@@ -63,8 +49,7 @@ def test_secrets_never_written_and_the_key_works(tmp_path):
     # a name of its own: the sweep's process marker is the results directory's name, and another
     # sweep's reaper on this machine (tests/orchestrate/test_sweep_e2e.py uses "res") kills what it marks
     results = tmp_path / f"secrets-{uuid.uuid4().hex[:8]}"
-    exp = tmp_path / "secrets.yaml"
-    exp.write_text(EXPERIMENT.format(port=free_port(), key=KEY, hf=HF, axis=AXIS, results=results))
+    exp = write(tmp_path / "secrets.yaml", experiment(EXPERIMENT, server={"port": free_port()}), results_dir=results)
     env = {"SWEEP_E2E_KEY_SOURCE": MINE}
     r = run_sweep_cli(str(exp), "--dry-run", timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -14,48 +14,23 @@ import pytest
 
 from sweep.results.writer import sweep_id
 from tests.conftest import REPO, run_sweep_cli
+from tests.experiments import DRAFT_TOKENS, DRAFTERS, FAULTS, write
+from tests.experiments import experiment as build
 
 pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
-EXPERIMENT = """
-name: e2e
-server:
-  model_path: /models/m
-  tp_size: 8
-  port: {port}
-  flags: {{max-running-requests: 64, enable-metrics: true}}
-  timeouts: {{stall_s: 20, load_s: 30, capture_s: 30, ready_s: 30, total_s: 60, stop_grace_s: 2}}
-  reap: {{wait_s: 5}}
-grid:
-  axes:
-    drafter:
-      values:
-        none: {{}}
-        d1: {{flags: {{speculative-algorithm: EAGLE3, speculative-draft-model-path: /d1, speculative-eagle-topk: 1}}}}
-    steps: {{flag: speculative-num-steps, values: [1, 2]}}
-    fault:
-      values:
-        none: {{}}
-        oom: {{flags: {{fake-fail-at: capture}}}}
-  derived: {{speculative-num-draft-tokens: "${{add:${{steps}},1}}"}}
-  exclude: [{{drafter: none, fault: oom}}, {{steps: "1", fault: oom}}]
-benchmark:
-  server_metrics: true
-  single_stream: {{runs: 2, warmup: 1, max_tokens: 48}}
-  concurrency: {{levels: [1, 4, 8], rounds: 2, max_tokens: 48}}
-dry_run: {{hosts: 2, fake_speed: {speed}, fake_startup_speed: 1000, max_tokens_scale: 1.0, min_max_tokens: 16}}
-results_dir: {results}
-"""
-
-
 def experiment(tmp_path, port, speed=4, faults=True):
-    text = EXPERIMENT.format(port=port, results=tmp_path / "res", speed=speed)
-    if not faults:
-        text = text.replace("        oom: {flags: {fake-fail-at: capture}}\n", "").replace(
-            "  exclude: [{drafter: none, fault: oom}, {steps: \"1\", fault: oom}]\n", "")
-    p = tmp_path / "e2e.yaml"
-    p.write_text(text)
-    return p
+    """A baseline and one drafter at steps 1 and 2; with ``faults``, its steps-2 point also runs once
+    with the fake dying in capture (without, the fault axis has its clean value only)."""
+    axes = {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 2]},
+            "fault": FAULTS if faults else {"values": {"none": {}}}}
+    exp = build(name="e2e", server={"port": port, "flags": {"enable-metrics": True}},
+                grid={"axes": axes, "derived": DRAFT_TOKENS,
+                      "exclude": [{"drafter": "none", "fault": "oom"}, {"steps": "1", "fault": "oom"}] if faults else None},
+                benchmark={"server_metrics": True, "single_stream": {"runs": 2, "warmup": 1, "max_tokens": 48},
+                           "concurrency": {"levels": [1, 4, 8], "rounds": 2, "max_tokens": 48}},
+                dry_run={"hosts": 2, "fake_speed": speed})
+    return write(tmp_path / "e2e.yaml", exp, results_dir=tmp_path / "res")
 
 
 def points(tmp_path) -> pl.DataFrame:
