@@ -319,10 +319,8 @@ def run_setup(argv: list[str], console: Console) -> None:
     import subprocess
     import sys
 
-    import sweep
-
     argv = [sys.executable if a in ("python", "python3") and i == 0 else a for i, a in enumerate(argv)]
-    root = str(Path(sweep.__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding the sweep package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     console.print(f"setup: {escape(' '.join(redact_argv(argv)))}")
     try:
