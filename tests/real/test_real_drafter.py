@@ -194,6 +194,6 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
     took = time.monotonic() - t0
     assert r.status == "failed" and r.failure_phase == "preflight", (r.failure_phase, r.failure_reason)
     assert "[aux-layers]" in r.failure_reason and "never reaches" in r.failure_reason
-    assert r.drafter_aux_layers == [0, 1, 3] and r.drafter_checks and r.drafter_checks[0].startswith("error")
+    assert r.drafter_aux_layers == [0, 1, 3] and r.drafter_checks and r.drafter_checks[0].level == "error"
     assert not Path(spec.log_path).exists()  # nothing was launched
     print(f"\npre-flight failed the point in {took:.1f} s (SGLang version and --help probes included)")
