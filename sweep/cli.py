@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 from rich.markup import escape
 
+from sweep.core.checks import lines
 from sweep.core.console import output_console
 
 from sweep.core.errors import ConfigError, SweepError
@@ -139,7 +140,7 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
         out = plan.to_json()
         for p in out["points"]:
             if p["id"] in drafters:
-                p["drafter_checks"] = [f.line() for f in drafters[p["id"]].findings]
+                p["drafter_checks"] = lines(drafters[p["id"]].findings)
         print(json.dumps(out, indent=2))
         return
     from sweep.experiment.estimate import plan_lines

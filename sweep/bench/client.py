@@ -48,7 +48,6 @@ ROUTES = {"generate": "/generate", "completions": "/v1/completions", "chat": "/v
 APIS = tuple(ROUTES)
 
 
-
 @dataclass(frozen=True)
 class Endpoint:
     """A server the benchmark talks to: its base URL and the keys it wants. ``api_key`` goes on every
@@ -64,9 +63,6 @@ class Endpoint:
     def of(cls, server: "Endpoint | str") -> "Endpoint":
         """``server`` as an Endpoint (a bare URL: a server that wants no key)."""
         return server if isinstance(server, Endpoint) else cls(server)
-
-    def headers(self) -> dict[str, str]:
-        return auth_headers(self.api_key)
 
     def admin_headers(self) -> dict[str, str]:
         return auth_headers(self.admin_key or self.api_key)
