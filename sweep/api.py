@@ -295,9 +295,9 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     plan = planning.build(exp)
     checks = {}
     if drafter_checks:
-        from sweep.sglang.drafter import check_argv
+        from sweep.sglang import drafter
 
-        checks = {p.id: r for p in plan.points if (r := check_argv(p.argv)) is not None}  # files readable here
+        checks = {p.id: r for p in plan.points if (r := drafter.check_flags(p.flags)) is not None}  # files readable here
     path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
     ResultsDir(path, exp.name, run_mode(target)).check()  # what the run would refuse, refused now (writes nothing)
     points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,

@@ -441,17 +441,18 @@ def test_only_the_headers_are_read(target, tmp_path, monkeypatch):
     assert [f.rule for f in report.findings] == ["weights-ignored"]
 
 
-def test_from_argv():
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--speculative-algorithm", "eagle3",
-            "--speculative-draft-model-path=/d", "--speculative-num-steps", "2"]
-    assert dr.from_argv(argv) == ("/m", "/d", "EAGLE3")
-    assert dr.from_argv(["x", "--model-path", "/m", "--speculative-algorithm", "NGRAM"]) is None
-    assert dr.from_argv(["x", "--model-path", "/m"]) is None
-    # aliases and repeats: the last one given wins, as in SGLang's argparse
-    assert dr.from_argv(["x", "--model", "/a", "--model-path=/m", "--speculative-draft", "/d1",
-                         "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/d"]) == ("/m", "/d", "EAGLE")
-    assert dr.check_argv(["x", "--model-path", "/nope", "--speculative-algorithm", "EAGLE3",
-                          "--speculative-draft-model-path", "/nope2"]) is None
+def test_from_flags():
+    flags = {"model-path": "/m", "speculative-algorithm": "eagle3", "speculative-draft-model-path": "/d",
+             "speculative-num-steps": 2}
+    assert dr.from_flags(flags) == ("/m", "/d", "EAGLE3")
+    assert dr.from_flags({"model-path": "/m", "speculative-algorithm": "NGRAM"}) is None
+    assert dr.from_flags({"model-path": "/m"}) is None
+    assert dr.from_flags({"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": None}) is None
+    # aliases: the later in the map wins, as the later flag of the argv built from it does in argparse
+    assert dr.from_flags({"model": "/a", "model-path": "/m", "speculative-draft": "/d1", "speculative-algorithm": "EAGLE",
+                          "speculative-draft-model-path": "/d"}) == ("/m", "/d", "EAGLE")
+    assert dr.check_flags({"model-path": "/nope", "speculative-algorithm": "EAGLE3",
+                           "speculative-draft-model-path": "/nope2"}) is None
 
 
 def test_check_drafter_command(target, tmp_path):

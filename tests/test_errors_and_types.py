@@ -202,7 +202,7 @@ def test_a_point_cancelled_outside_the_sweep_is_cancelled_not_a_keyboard_interru
         raise ray.exceptions.TaskCancelledError()
 
     monkeypatch.setattr(ray_runner.ray, "get", cancelled)
-    spec = PointSpec("s", "p1", "drafter=none", ["python"], ["python"], {}, 30000, "/tmp/x.log", 8, BenchSettings())
+    spec = PointSpec("s", "p1", "drafter=none", ["python"], {"port": 30000}, {}, "/tmp/x.log", 8, BenchSettings())
     runner = ray_runner.Runner("gpu_host", 8, {})
     with pytest.raises(errors.Cancelled) as e:
         runner._collect(object(), spec, 1, 0.0)

@@ -53,15 +53,8 @@ class PlannedPoint:
 
     @property
     def argv(self) -> list[str]:
-        return self.argv_for()
-
-    def argv_for(self, *, launcher: list[str] | None = None, port: int | None = None,
-                 extra: list[str] | None = None) -> list[str]:
-        """The argv, optionally with another launcher (the fake), port (a simulated host) or flags."""
-        flags = dict(self.flags)
-        if port is not None:
-            flags["port"] = port
-        return list(launcher or self.launcher) + flag_args(flags) + list(extra or [])
+        """The server's command line as planned (the host's launcher and port may differ: PointSpec)."""
+        return list(self.launcher) + flag_args(self.flags)
 
     @property
     def secrets(self) -> list[str]:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import psutil
 
-from sweep.core.argv import argv_value
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
 
@@ -64,19 +63,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     return set()
 
 
-def speculative_algorithm(argv: list[str]) -> str | None:
-    """The ``--speculative-algorithm`` of an argv (either spelling), or None for a baseline."""
-    return argv_value(argv, "--speculative-algorithm")
-
-
-def attention_backend(argv: list[str]) -> str:
-    """The ``--attention-backend`` of an argv; SGLang's default on x86 CPUs is intel_amx."""
-    return argv_value(argv, "--attention-backend") or "intel_amx"
-
-
-def nnodes(argv: list[str]) -> int:
-    """The ``--nnodes`` of an argv (1 if not given)."""
-    return int(argv_value(argv, "--nnodes") or 1)
+DEFAULT_ATTENTION_BACKEND = "intel_amx"  # SGLang's --attention-backend on x86 CPUs when none is given
 
 
 def check_speculation(algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[Check],

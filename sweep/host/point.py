@@ -29,21 +29,23 @@ from sweep.core.events import PointProgress
 from sweep.core.record import PointResult
 from sweep.core.types import FailurePhase
 from sweep.core.console import plural
+from sweep.sglang.args import flag_args, flag_value, flags_in_argv
 
 OnProgress = Callable[[PointProgress], None]
 
 
 @dataclass
 class PointSpec:
-    """Everything a host needs to run one point (picklable: it travels to the Ray task)."""
+    """Everything a host needs to run one point (picklable: it travels to the Ray task). The server's
+    flags are the one source of what it runs: its argv is built from them at launch, and the checks
+    read them by name (the runner changes the port and the node flags in them, never in an argv)."""
 
     sweep: str  # names the sweep in the process marker
     point_id: str
     label: str
-    argv: list[str]  # complete, launcher first
-    launcher: list[str]  # the launcher part of argv (for --help and the version)
+    launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
+    flags: dict[str, Any]  # every flag of the server ({name: value}, sglang.args), port and node flags included
     env: dict[str, str]
-    port: int
     log_path: str
     tp_size: int
     bench: BenchSettings
@@ -56,8 +58,27 @@ class PointSpec:
     device: str = "cuda"  # SGLang's --device: cpu hosts are checked for memory and CPU flags, not GPUs
     cpu: CpuConfig = field(default_factory=CpuConfig)
     cpu_flags_needed: list[str] = field(default_factory=list)  # from the server's flags (attention backend)
-    flags: dict[str, Any] = field(default_factory=dict)  # the planned flags: SGLang's rules checked again here
+    launcher_args: list[str] = field(default_factory=list)  # the launcher's own options, after the flags (the fake's)
     architecture: str | None = None  # the experiment's server.architecture, where the host has no config.json
+    check_rules: bool = True  # SGLang's argument rules checked again here (tests of the engine's own errors turn it off)
+
+    @property
+    def argv(self) -> list[str]:
+        """The server's command line: the launcher, its flags, the launcher's own options."""
+        return [*self.launcher, *flag_args(self.flags), *self.launcher_args]
+
+    @property
+    def port(self) -> int:
+        return int(self.flags["port"])
+
+    def flag(self, name: str, *aliases: str) -> str | None:
+        """A flag's value as the argv shows it (None when not set): ``spec.flag("api-key")``."""
+        return flag_value(self.flags, name, *aliases)
+
+    @property
+    def secrets(self) -> list[str]:
+        """What its log and records must not show: the values of its secret-named flags and env."""
+        return redact.secret_values(self.launcher_args, self.env, self.flags)
 
     @property
     def local_gpus(self) -> int:
@@ -90,14 +111,15 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
     checks that the reaping can change: GPUs free, the port free."""
     if spec.device == "cpu":  # the CPU's flags first (instant), then the kernels before --help imports them
         cpu_host.check_cpu_flags(spec.cpu_flags_needed, report.checks)
-    report.sglang_version = pf.sglang_version(spec.launcher, argv=spec.argv)
+    report.sglang_version = pf.sglang_version(spec.launcher, launcher_args=spec.launcher_args)
     if spec.device == "cpu":
         engine = (cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
                   if spec.cpu.check_kernels else None)
-        cpu_host.check_speculation(cpu_host.speculative_algorithm(spec.argv), cpu_host.attention_backend(spec.argv),
+        cpu_host.check_speculation(spec.flag("speculative-algorithm"),
+                                   spec.flag("attention-backend") or cpu_host.DEFAULT_ATTENTION_BACKEND,
                                    engine, report.checks)
-        cpu_host.check_nodes(cpu_host.nnodes(spec.argv), engine, report.checks)
-    pf.check_flags(spec.argv, spec.launcher, report.sglang_version, host.name)
+        cpu_host.check_nodes(int(spec.flag("nnodes") or 1), engine, report.checks)
+    pf.check_flags([*spec.flags, *flags_in_argv(spec.launcher_args)], spec.launcher, report.sglang_version, host.name)
     pf.check_paths(spec.paths, spec.real_paths, report)
     if spec.real_paths:
         _check_drafter(spec, report)
@@ -107,18 +129,18 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
         report.gpu_name, report.gpu_count = "cpu", 0
     else:
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
-    if spec.flags:
+    if spec.check_rules:
         pf.check_rules(spec.flags, spec.bench, report, spec.architecture, spec.env)
     if serves_http:
         pf.check_port(spec.port, spec.bind_host, report)
-        pf.check_dist_init(spec.argv, host.name, report)  # node rank 0 of a server over several hosts
+        pf.check_dist_init(spec.flag("dist-init-addr"), int(spec.flag("node-rank") or 0), host.name, report)  # node rank 0 of a server over several hosts
 
 
 def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
     from sweep.sglang import drafter
 
-    found = drafter.check_argv(spec.argv)
+    found = drafter.check_flags(spec.flags)
     if found is None:  # no drafter, or its folders are not here (a hub id)
         return
     report.drafter_aux_layers, report.drafter_checks = found.aux_layers, list(found.findings)
@@ -135,6 +157,8 @@ def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess
     marker = reaper.Marker(spec.sweep, host.name)
     env = {**spec.env, **host.extra_env, **marker.env(spec.point_id)}
     server = ServerProcess(spec.argv, env, log_path, port=spec.port, host=spec.bind_host,
+                           secrets=spec.secrets,
+                           api_key=spec.flag("api-key"), admin_api_key=spec.flag("admin-api-key"),
                            grace_s=spec.timeouts.stop_grace_s)
     server.start()
     if server.proc is not None:
@@ -203,7 +227,7 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     res.drafter_aux_layers, res.drafter_checks = report.drafter_aux_layers, report.drafter_checks
     # secrets: the log pump hid them in the log (so in log_tail and reasons from it) and the reaper
     # in command lines; these catch what any other path may still carry (sweep/core/redact.py)
-    secrets = redact.secret_values(spec.argv, spec.env)
+    secrets = spec.secrets
     res.reaped = reaped.as_dict(secrets)
     if secrets:
         if res.failure:

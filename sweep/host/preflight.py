@@ -1,5 +1,5 @@
 """Pre-flight on the host, in seconds, before ten minutes of weight loading: SGLang's version, every
-flag of the argv known to that version, model and drafter paths, GPUs and their free memory, the port.
+flag of the server known to that version, model and drafter paths, GPUs and their free memory, the port.
 
 The same checks run against the fake server in dry runs (it answers ``--help`` and reports a
 version); paths that exist only on real hosts are then reported as skipped, not failed.
@@ -16,12 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sweep.core import atomic
-from sweep.core.argv import argv_value
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
 from sweep.host import reaper
 from sweep.host.gpu import Gpu, GpuProbe
-from sweep.sglang.args import flags_in_argv
 
 HELP_TIMEOUT_S = 120.0  # the real launcher imports torch before printing --help
 
@@ -37,22 +35,23 @@ class PreflightReport:
 _cache_dir = reaper.cache_dir
 
 
-def _version_probe(launcher: list[str], argv: Sequence[str] = ()) -> list[str] | None:
+def _version_probe(launcher: list[str], launcher_args: Sequence[str] = ()) -> list[str] | None:
     """How to ask the launcher's package for its version: ``python -m sglang...`` -> ``python -c ...``;
-    the fake answers on its own command line (``--fake-print-version``, honouring ``--fake-version``)."""
+    the fake answers on its own command line (``--fake-print-version``, honouring the
+    ``--fake-version`` of its own options)."""
     if len(launcher) >= 3 and launcher[1] == "-m":
         pkg = launcher[2].split(".")[0]
         if pkg == "sglang":
             return [launcher[0], "-c", "import sglang; print(sglang.__version__)"]
         if launcher[2] == "sweep.fake":
-            argv = list(argv)
-            pinned = argv[argv.index("--fake-version"):][:2] if "--fake-version" in argv else []
+            own = list(launcher_args)
+            pinned = own[own.index("--fake-version"):][:2] if "--fake-version" in own else []
             return [*launcher, *pinned, "--fake-print-version"]
     return None
 
 
-def sglang_version(launcher: list[str], timeout: float = 60.0, argv: Sequence[str] = ()) -> str:
-    cmd = _version_probe(launcher, argv)
+def sglang_version(launcher: list[str], timeout: float = 60.0, launcher_args: Sequence[str] = ()) -> str:
+    cmd = _version_probe(launcher, launcher_args)
     if cmd is None:
         return "unknown"
     try:
@@ -93,9 +92,10 @@ def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
     return flags
 
 
-def check_flags(argv: list[str], launcher: list[str], version: str, host: str) -> None:
+def check_flags(names: Sequence[str], launcher: list[str], version: str, host: str) -> None:
+    """Every flag name the server gets (no dashes) is one its launcher's ``--help`` lists."""
     known = accepted_flags(launcher, version, host)
-    unknown = [f for f in flags_in_argv(argv[len(launcher):]) if f not in known and f.replace("_", "-") not in known]
+    unknown = [f for f in names if f not in known and f.replace("_", "-") not in known]
     if unknown:
         raise PointFailure("preflight", f"SGLang {version} on {host} does not accept "
                                         f"{', '.join('--' + f for f in unknown)}",
@@ -146,14 +146,13 @@ def check_port(port: int, host: str, report: PreflightReport) -> None:
     report.checks.append(Check.ok(f"port {port} free"))
 
 
-def check_dist_init(argv: Sequence[str], host: str, report: PreflightReport) -> None:
-    """Node rank 0 of a server that spans hosts: ``--dist-init-addr IP:PORT`` must be an address of
-    this host (the other nodes connect to it there) and its port free on it. A wrong IP would
+def check_dist_init(addr: str | None, node_rank: int, host: str, report: PreflightReport) -> None:
+    """Node rank 0 of a server that spans hosts: its ``--dist-init-addr IP:PORT`` must be an address
+    of this host (the other nodes connect to it there) and its port free on it. A wrong IP would
     otherwise leave the other nodes waiting for a rendezvous that never comes."""
     import errno
 
-    addr = argv_value(argv, "--dist-init-addr")
-    if not addr or int(argv_value(argv, "--node-rank") or 0) != 0:
+    if not addr or node_rank != 0:
         return
     ip, _, port = addr.rpartition(":")
     if not ip or not port.isdigit():

@@ -31,7 +31,6 @@ from typing import Callable, Literal
 import httpx
 
 from sweep.bench.client import Endpoint, auth_headers, send_one
-from sweep.core.argv import argv_value
 from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
 from sweep.core.events import PointProgress
@@ -345,15 +344,15 @@ class ServerProcess:
 
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, port: int,
                  host: str = "127.0.0.1", secrets: list[str] | None = None, api_key: str | None = None,
-                 grace_s: float = 30.0):
+                 admin_api_key: str | None = None, grace_s: float = 30.0):
         """``secrets``: what the log must not show (default: the values of the argv's secret flags
-        and the env's secret names); ``api_key``: what readiness sends (default: the argv's --api-key);
+        and the env's secret names); ``api_key``: what readiness and the benchmark send (the server's
+        --api-key), ``admin_api_key``: what the benchmark's /flush_cache sends (its --admin-api-key);
         ``grace_s``: how long leaving the ``with`` waits after SIGTERM before SIGKILL."""
         self.argv = list(argv)
         self.env = dict(env)
         self.secrets = redact.secret_values(argv, env) if secrets is None else list(secrets)
-        self.api_key = argv_value(argv, "--api-key") if api_key is None else api_key
-        self.admin_api_key = argv_value(argv, "--admin-api-key")  # what the benchmark's /flush_cache sends
+        self.api_key, self.admin_api_key = api_key, admin_api_key
         self._pump: LogPump | None = None
         self.log_path = Path(log_path)
         self.port = port

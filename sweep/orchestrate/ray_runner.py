@@ -27,7 +27,7 @@ from sweep.core.errors import Cancelled
 from sweep.core.record import Failure, PointResult
 from sweep.host.point import HostContext, PointSpec
 from sweep.orchestrate.cluster import Host
-from sweep.sglang.args import with_port
+from sweep.sglang.args import with_node_flags
 from sweep.core.events import PointProgress
 from sweep.core.types import FailurePhase
 
@@ -82,10 +82,10 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     setup = setups.get(node)
     if setup is None:  # a host that joined after the sweep started (or rejoined with a new node id)
         setup = _late_setup(node, spec, setups)
-    argv, launcher = with_port(spec.argv, setup.port), list(spec.launcher)
+    launcher = list(spec.launcher)
     if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
-        launcher[0] = argv[0] = sys.executable
-    spec = replace(spec, port=setup.port, argv=argv, launcher=launcher)
+        launcher[0] = sys.executable
+    spec = replace(spec, flags={**spec.flags, "port": setup.port}, launcher=launcher)
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
@@ -221,9 +221,8 @@ class Runner:
         setup = self.setups.get(leader_node)
         dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
 
-        def rank_spec(r: int) -> PointSpec:
-            extra = ["--nnodes", str(p.spec.nnodes), "--node-rank", str(r), "--dist-init-addr", dist]
-            return replace(p.spec, argv=_without_node_flags(p.spec.argv) + extra)  # a retry: new hosts, new IP
+        def rank_spec(r: int) -> PointSpec:  # a retry: new hosts, new IP
+            return replace(p.spec, flags=with_node_flags(p.spec.flags, p.spec.nnodes, r, dist))
 
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
             rank_spec(0), self.setups, self._board, self.run_fn)
@@ -390,19 +389,6 @@ class Runner:
         for g in groups.values():
             remove_placement_group(g.pg)
         self._pending.clear()
-
-
-def _without_node_flags(argv: list[str]) -> list[str]:
-    """``argv`` without the flags an earlier attempt of a multi-host point added (its hosts are gone)."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ("--nnodes", "--node-rank", "--dist-init-addr"):
-            skip = True
-        elif not a.startswith(("--nnodes=", "--node-rank=", "--dist-init-addr=")):
-            out.append(a)
-    return out
 
 
 def _failed(spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float,

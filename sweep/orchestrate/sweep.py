@@ -128,14 +128,14 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         extra = fake_args(exp)
     return PointSpec(
         sweep=sweep_name, point_id=pp.id, label=pp.label,
-        argv=pp.argv_for(launcher=launcher, extra=extra), launcher=launcher, env=dict(pp.env),
-        port=exp.server.port, log_path=str(rd.log_path(pp.id).resolve()), tp_size=exp.server.tp_size,
+        launcher=launcher, flags=dict(pp.flags), launcher_args=extra, env=dict(pp.env),
+        log_path=str(rd.log_path(pp.id).resolve()), tp_size=exp.server.tp_size,
         bench=exp.benchmark, timeouts=exp.server.timeouts, reap=exp.server.reap,
         paths={"model_path": str(pp.flags.get("model-path") or ""),
                "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
         real_paths=not run.fake_server, device=str(pp.flags.get("device") or "cuda").lower(),
         cpu=exp.server.cpu, cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
-        flags=dict(pp.flags), architecture=exp.server.architecture)
+        architecture=exp.server.architecture)
 
 
 @dataclass

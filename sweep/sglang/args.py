@@ -99,11 +99,23 @@ def flags_in_argv(argv: Iterable[str]) -> list[str]:
     return [a[2:].split("=", 1)[0] for a in argv if a.startswith("--")]
 
 
-def with_port(argv: list[str], port: int) -> list[str]:
-    """The argv with its ``--port`` value replaced (added when absent)."""
-    out = list(argv)
-    if "--port" in out:
-        i = out.index("--port")
-        out[i + 1] = str(port)
-        return out
-    return out + ["--port", str(port)]
+def flag_value(flags: Mapping[str, Any], name: str, *aliases: str) -> Optional[str]:
+    """The value of a flag (or of one of its aliases) in a ``{name: value}`` map, as its argv shows
+    it (``flag_args``); None when it is absent, ``False`` or ``None``. Of two aliases the later in
+    the map wins, as the later flag of an argv does in argparse."""
+    names, found = (name, *aliases), None
+    for key, value in flags.items():
+        if key in names and value is not None and value is not False:
+            found = "true" if value is True else " ".join(_fmt(v) for v in value) if isinstance(value, (list, tuple)) else _fmt(value)
+    return found
+
+
+# Flags the orchestrator sets per node of a server that spans hosts (a retry on other hosts replaces them).
+NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
+
+
+def with_node_flags(flags: Mapping[str, Any], nnodes: int, rank: int, dist_init_addr: str) -> dict[str, Any]:
+    """The flags of node ``rank`` of a server over ``nnodes`` hosts: any node flags an earlier
+    attempt set (on hosts now gone) replaced by these."""
+    kept = {k: v for k, v in flags.items() if k not in NODE_FLAGS}
+    return {**kept, "nnodes": nnodes, "node-rank": rank, "dist-init-addr": dist_init_addr}

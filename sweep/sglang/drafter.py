@@ -31,9 +31,9 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Mapping
 
-from sweep.core.argv import argv_value
+from sweep.sglang.args import flag_value
 from sweep.core.checks import Check, CheckLevel
 from sweep.core.console import plural
 
@@ -661,22 +661,23 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
         check_weights(cfg, tensors, arch, report)
 
 
-ARG_FLAGS = {"target": ("--model-path", "--model"), "drafter": ("--speculative-draft-model-path", "--speculative-draft"),
-             "algorithm": ("--speculative-algorithm",)}  # SGLang's flags and their aliases
+ARG_FLAGS = {"target": ("model-path", "model"), "drafter": ("speculative-draft-model-path", "speculative-draft"),
+             "algorithm": ("speculative-algorithm",)}  # SGLang's flags and their aliases
 
 
-def from_argv(argv: list[str]) -> tuple[str, str, str] | None:
-    """(target, drafter, algorithm) of a server's argv, or None when it has no drafter to check."""
-    got = {what: argv_value(argv, *flags) for what, flags in ARG_FLAGS.items()}
+def from_flags(flags: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(target, drafter, algorithm) of a server's flags ({name: value}), or None when it has no
+    drafter to check."""
+    got = {what: flag_value(flags, *names) for what, names in ARG_FLAGS.items()}
     algorithm = (got["algorithm"] or "").upper()
     if not got["drafter"] or not got["target"] or ("EAGLE" if algorithm == "NEXTN" else algorithm) not in ALGORITHMS:
         return None
     return got["target"], got["drafter"], algorithm
 
 
-def check_argv(argv: list[str]) -> DrafterReport | None:
-    """The checks for a server's argv when it names a drafter and both folders are here; else None."""
-    found = from_argv(argv)
+def check_flags(flags: Mapping[str, Any]) -> DrafterReport | None:
+    """The checks for a server's flags when they name a drafter and both folders are here; else None."""
+    found = from_flags(flags)
     if found is None:
         return None
     target, drafter, algorithm = found

@@ -40,15 +40,14 @@ READY_S = 30.0
 REFUSED_READY_S = 3600.0
 
 
-def make_spec(tmp_path, *flags, launcher=FAKE, env=None, ready_s: float = READY_S) -> PointSpec:
-    port = free_port()
-    argv = [*launcher, "--model-path", "/models/m", "--tp-size", "2", "--port", str(port),
-            "--fake-speed", "20", "--fake-startup-speed", "400", *flags]
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, launcher, dict(env or {}), port,
+def make_spec(tmp_path, flags=None, launcher=FAKE, env=None, ready_s: float = READY_S) -> PointSpec:
+    flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
+    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", launcher, flags, dict(env or {}),
                      str(tmp_path / "server.log"), 2, TINY,
                      Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=ready_s, total_s=max(60.0, ready_s * 2),
                               stop_grace_s=2),
-                     ReapConfig(wait_s=5), real_paths=False)
+                     ReapConfig(wait_s=5), real_paths=False,
+                     launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400"])
 
 
 def wrapper(tmp_path, *extra: str):
@@ -67,7 +66,7 @@ def leaks(obj) -> list[str]:
 
 
 def test_key_protected_server_benchmarked_with_the_key(tmp_path, host):
-    spec = make_spec(tmp_path, "--api-key", KEY, "--enable-metrics", env={"HF_TOKEN": HF})
+    spec = make_spec(tmp_path, {"api-key": KEY, "enable-metrics": True}, env={"HF_TOKEN": HF})
     r = run_point(spec, host)
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     # every request of the benchmark went through (the key sent as Authorization: Bearer)
@@ -90,7 +89,7 @@ def test_key_protected_server_benchmarked_with_the_key(tmp_path, host):
 def test_admin_key_server_is_flushed_with_its_admin_key(tmp_path, host):
     """With ``--admin-api-key`` SGLang's /flush_cache wants that key and refuses the api key: the
     benchmark sends it there, so every level starts flushed, and the log hides it."""
-    spec = make_spec(tmp_path, "--api-key", KEY, "--admin-api-key", ADMIN)
+    spec = make_spec(tmp_path, {"api-key": KEY, "admin-api-key": ADMIN})
     r = run_point(spec, host)
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     assert r.levels.column("flushed").to_pylist() == [True, True]
@@ -103,7 +102,7 @@ def test_admin_key_server_is_flushed_with_its_admin_key(tmp_path, host):
 def test_flush_refused_fails_the_point_before_measuring(tmp_path, host):
     """A launcher that sets an admin key of its own: /flush_cache answers 401 to what the sweep
     sends, and the point fails at once saying so (every level would be unflushed)."""
-    spec = make_spec(tmp_path, "--api-key", KEY, launcher=wrapper(tmp_path, "--admin-api-key", "sk-admin-own"))
+    spec = make_spec(tmp_path, {"api-key": KEY}, launcher=wrapper(tmp_path, "--admin-api-key", "sk-admin-own"))
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "benchmark", (r.failure_phase, r.failure_reason)
     assert "401 to POST /flush_cache" in r.failure_reason and "--admin-api-key" in r.failure_fix
@@ -112,7 +111,7 @@ def test_flush_refused_fails_the_point_before_measuring(tmp_path, host):
 
 def test_wrong_key_fails_at_once_with_the_reason(tmp_path, host):
     # the launcher script sets its own key (argparse: the last --api-key wins); the sweep sends KEY
-    spec = make_spec(tmp_path, "--api-key", KEY, launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"),
+    spec = make_spec(tmp_path, {"api-key": KEY}, launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"),
                      ready_s=REFUSED_READY_S)
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "ready", (r.failure_phase, r.failure_reason)
@@ -149,8 +148,9 @@ WRITER = textwrap.dedent("""
 
 def test_log_pump_hides_secrets_and_keeps_the_rest(tmp_path):
     log = tmp_path / "server.log"
-    sp = ServerProcess([sys.executable, "-c", WRITER, "--api-key", KEY], {"HF_TOKEN": HF}, log, port=free_port())
-    assert set(sp.secrets) == {KEY, HF} and sp.api_key == KEY
+    sp = ServerProcess([sys.executable, "-c", WRITER, "--api-key", KEY], {"HF_TOKEN": HF}, log, port=free_port(),
+                       api_key=KEY)
+    assert set(sp.secrets) == {KEY, HF} and sp.api_key == KEY  # secrets by default from the argv and env
     sp.start()
     sp.proc.wait(timeout=20)
     err = sp.died("load")  # reads what the server wrote last, through the pump

@@ -75,12 +75,7 @@ def test_kernels_missing_and_present(tmp_path):
 
 
 def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
-    argv = ["python", "-m", "sglang.launch_server", "--speculative-algorithm", "NGRAM"]
-    assert cpu.speculative_algorithm(argv) == "NGRAM"
-    assert cpu.speculative_algorithm(["x", "--speculative-algorithm=EAGLE3"]) == "EAGLE3"
-    assert cpu.speculative_algorithm(["x", "--port", "1"]) is None
-    assert cpu.attention_backend(argv) == "intel_amx"  # SGLang's default on x86
-    assert cpu.attention_backend(argv + ["--attention-backend", "torch_native"]) == "torch_native"
+    assert cpu.DEFAULT_ATTENTION_BACKEND == "intel_amx"  # SGLang's default on x86 (no --attention-backend)
     xeon, zen4 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16")
     zen3, shipped = cpu.Engine("2.13", False, "avx2"), cpu.Engine("2.13", False, None)
     checks: list[Check] = []
@@ -111,8 +106,6 @@ def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
 def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
     """Where SGLang sees AMX it reduces TP over this host's /dev/shm only: --nnodes 2 would hang (seen in
     CI on a Zen 4); SWEEP_SGLANG_AMX=0 makes it reduce over gloo."""
-    assert cpu.nnodes(["x", "--nnodes", "2"]) == 2 and cpu.nnodes(["x", "--nnodes=3"]) == 3
-    assert cpu.nnodes(["x", "--tp", "2"]) == 1
     xeon, zen4, zen3 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16"), \
         cpu.Engine("2.13", False, "avx2")
     checks: list[Check] = []

@@ -24,8 +24,8 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.slow
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
-SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/drafters/d",
-              "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+SPEC_FLAGS = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/drafters/d",
+              "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}
 TINY = BenchSettings(prompts="coding", server_metrics=False,
                      single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=16),
                      concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
@@ -34,14 +34,14 @@ TINY = BenchSettings(prompts="coding", server_metrics=False,
 SWEEP = f"test-point-{uuid.uuid4().hex[:6]}"
 
 
-def make_spec(tmp_path, *extra, flags=(), timeouts=None, bench=TINY, **kw) -> PointSpec:
-    port = free_port()
-    argv = [*FAKE, "--model-path", "/models/m", "--tp-size", "2", "--port", str(port), *flags,
-            "--fake-speed", "20", "--fake-startup-speed", "400", *extra]
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, FAKE, {}, port, str(tmp_path / "server.log"),
+def make_spec(tmp_path, *extra, flags=None, timeouts=None, bench=TINY, **kw) -> PointSpec:
+    """A point of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options."""
+    flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
+    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", FAKE, flags, {}, str(tmp_path / "server.log"),
                      2, bench, timeouts or Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=30, total_s=60,
                                                     stop_grace_s=2),
-                     ReapConfig(wait_s=5), real_paths=False, **kw)
+                     ReapConfig(wait_s=5), real_paths=False,
+                     launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400", *extra], **kw)
 
 
 def test_ready_with_phase_timings_and_tables(tmp_path, host):

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def specs(durations):
-    return [PointSpec("t", f"p{i}", f"p{i}:{d}", ["x", "--port", "1"], ["x"], {}, 1, "/dev/null", 8, BenchSettings())
+    return [PointSpec("t", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8, BenchSettings())
             for i, d in enumerate(durations)]
 
 

@@ -48,8 +48,8 @@ from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStream
 from tests.conftest import free_port  # noqa: E402
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
-SPEC_FLAGS = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/drafters/d",
-              "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+SPEC_FLAGS = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/drafters/d",
+              "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}
 TINY = BenchSettings(prompts="coding", server_metrics=False,
                      single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
                      concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8))
@@ -57,14 +57,14 @@ SWEEP = f"perf-failures-{uuid.uuid4().hex[:6]}"
 STALL_S = 1.5
 
 
-def spec(tmp: Path, *extra: str, flags: list[str] = (), stall_s: float = 20.0) -> PointSpec:
-    port = free_port()
-    argv = [*FAKE, "--model-path", "/models/m", "--tp-size", "2", "--port", str(port), *flags,
-            "--fake-speed", "20", "--fake-startup-speed", "400", *extra]
+def spec(tmp: Path, *extra: str, flags: dict | None = None, stall_s: float = 20.0) -> PointSpec:
+    """A point of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options."""
+    flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
     log = tmp / f"{uuid.uuid4().hex[:8]}.log"
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, FAKE, {}, port, str(log), 2, TINY,
+    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", FAKE, flags, {}, str(log), 2, TINY,
                      Timeouts(stall_s=stall_s, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=2),
-                     ReapConfig(wait_s=5), real_paths=False)
+                     ReapConfig(wait_s=5), real_paths=False,
+                     launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400", *extra])
 
 
 def timed_point(s: PointSpec, host: HostContext) -> tuple[float, dict[str, float], object]:

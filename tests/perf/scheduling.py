@@ -38,7 +38,7 @@ def measure(hosts_n: int, durations: list[float], fresh_workers: bool, tmp: Path
     hosts = cluster.require_hosts("gpu_host", 8)
     setups = {h.node_id: HostSetup(h, 33000 + h.index, str(tmp / h.name)) for h in hosts}
     runner = Runner("gpu_host", 8, setups, run_fn=standins.timed_point, fresh_workers=fresh_workers)
-    specs = [PointSpec("perf", f"p{i}", f"p{i}:{d}", ["x", "--port", "1"], ["x"], {}, 1, "/dev/null", 8,
+    specs = [PointSpec("perf", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8,
                        BenchSettings()) for i, d in enumerate(durations)]
     t0 = time.monotonic()
     outs = list(runner.run(specs, lambda *a: None))

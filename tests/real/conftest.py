@@ -18,8 +18,11 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from sweep.sglang.args import flag_args
 
 REPO = Path(__file__).resolve().parents[2]
 TINYMODELS = REPO / "cluster" / "sglang-cpu-x86" / "tinymodels.py"
@@ -44,10 +47,15 @@ class RealSGLang:
     def launcher(self) -> list[str]:
         return [self.python, "-m", "sglang.launch_server"]
 
+    def base_flag_map(self, port: int) -> dict[str, Any]:
+        """The flags of every real test server, as the sweep keeps a server's flags ({name: value})."""
+        return {"model-path": str(self.models / "target"), "device": "cpu", "host": "127.0.0.1", "port": port,
+                "attention-backend": self.attention_backend, "disable-overlap-schedule": True,
+                "max-total-tokens": 16384, "max-running-requests": 16, "enable-metrics": True}
+
     def base_flags(self, port: int) -> list[str]:
-        return ["--model-path", str(self.models / "target"), "--device", "cpu", "--host", "127.0.0.1",
-                "--port", str(port), "--attention-backend", self.attention_backend, "--disable-overlap-schedule",
-                "--max-total-tokens", "16384", "--max-running-requests", "16", "--enable-metrics"]
+        """The same as a command line's flags."""
+        return flag_args(self.base_flag_map(port))
 
 
 def _read_env_sh(prefix: Path) -> dict[str, str]:

@@ -33,10 +33,9 @@ BENCH = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=
 
 def test_real_server_with_a_key(real_sglang, tmp_path):
     host = HostContext(f"cpu-{uuid.uuid4().hex[:6]}", NoGpus(), "node")
-    port = free_port()
-    argv = [*real_sglang.launcher, *real_sglang.base_flags(port), "--api-key", KEY, "--admin-api-key", ADMIN]
-    spec = PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, real_sglang.launcher, dict(real_sglang.env),
-                     port, str(tmp_path / "server.log"), 1, BENCH,
+    flags = {**real_sglang.base_flag_map(free_port()), "api-key": KEY, "admin-api-key": ADMIN}
+    spec = PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", real_sglang.launcher, flags, dict(real_sglang.env),
+                     str(tmp_path / "server.log"), 1, BENCH,
                      Timeouts(load_s=300, capture_s=300, ready_s=180, total_s=420, stall_s=180, stop_grace_s=20),
                      ReapConfig(wait_s=20), paths={"model_path": str(real_sglang.models / "target")}, device="cpu",
                      cpu=CpuConfig(min_free_mem_gib=1.0),
@@ -46,7 +45,7 @@ def test_real_server_with_a_key(real_sglang, tmp_path):
     def probe(ev: dict) -> None:  # once the benchmark starts, the server is up: ask it as a stranger would
         if ev.stage != "benchmark" or seen:
             return
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://127.0.0.1:{spec.port}"
         for method, path in (("GET", "/health"), ("GET", "/metrics"), ("GET", "/server_info"), ("GET", "/v1/models"),
                              ("POST", "/generate"), ("POST", "/v1/chat/completions"), ("GET", "/nonexistent")):
             r = httpx.request(method, url + path, json={}, timeout=30)

@@ -178,14 +178,13 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
 
     monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)  # let it get to the drafter on no-AMX
     folder = build(tmp_path / "aux", MISTAKES["aux-out-of-range"])
-    port = free_port()
-    argv = [*real_sglang.launcher, *real_sglang.base_flags(port), "--speculative-algorithm", "EAGLE3",
-            "--speculative-draft-model-path", str(folder), "--speculative-num-steps", "2",
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+    flags = {**real_sglang.base_flag_map(free_port()), "speculative-algorithm": "EAGLE3",
+             "speculative-draft-model-path": str(folder), "speculative-num-steps": 2,
+             "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}
     bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
                           concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8))
-    spec = PointSpec(f"real-{uuid.uuid4().hex[:6]}", "p1", "aux", argv, real_sglang.launcher, dict(real_sglang.env),
-                     port, str(tmp_path / "server.log"), 1, bench, Timeouts(), ReapConfig(wait_s=10),
+    spec = PointSpec(f"real-{uuid.uuid4().hex[:6]}", "p1", "aux", real_sglang.launcher, flags, dict(real_sglang.env),
+                     str(tmp_path / "server.log"), 1, bench, Timeouts(), ReapConfig(wait_s=10),
                      paths={"model_path": str(real_sglang.models / "target"), "draft model path": str(folder)},
                      device="cpu", cpu=CpuConfig(min_free_mem_gib=1.0),
                      cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}))

@@ -41,11 +41,12 @@ def host():
     assert not left, f"processes left behind: {[(p.pid, p.name()) for p in left]}"
 
 
-def spec_for(real, tmp_path, *flags: str, bench: BenchSettings = BENCH, paths: dict | None = None) -> PointSpec:
-    port = free_port()
-    argv = [*real.launcher, *real.base_flags(port), *flags]
+def spec_for(real, tmp_path, flags: dict | None = None, bench: BenchSettings = BENCH,
+             paths: dict | None = None) -> PointSpec:
+    """A point of the real server: its base flags and ``flags`` ({name: value})."""
     flag_map = {"attention-backend": real.attention_backend}
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", argv, real.launcher, dict(real.env), port,
+    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", real.launcher,
+                     {**real.base_flag_map(free_port()), **(flags or {})}, dict(real.env),
                      str(tmp_path / "server.log"), 1, bench, TIMEOUTS, ReapConfig(wait_s=20),
                      paths=paths or {"model_path": str(real.models / "target")}, device="cpu",
                      cpu=CpuConfig(min_free_mem_gib=1.0), cpu_flags_needed=required_flags(flag_map))
@@ -85,8 +86,8 @@ def no_speculation_check(monkeypatch):
 
 
 def test_topk_without_steps_dies_with_a_bare_assertion(real_sglang, tmp_path, host, no_speculation_check):
-    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                    str(real_sglang.models / "eagle3"), "--speculative-eagle-topk", "4")
+    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path":
+                                               str(real_sglang.models / "eagle3"), "speculative-eagle-topk": 4})
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
     assert "AssertionError" in r.failure_reason
@@ -102,7 +103,7 @@ def test_speculation_without_amx(real_sglang, tmp_path, host, monkeypatch):
     taught speculation by the installer), and how fast the sweep says so."""
     if real_sglang.speculates:
         pytest.skip("this install serves speculative decoding (installed by cluster/sglang-cpu-x86/install.sh)")
-    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8")
+    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "NGRAM", "speculative-num-draft-tokens": 8})
     t0 = time.monotonic()
     r = run_point(spec, host)
     caught_in = time.monotonic() - t0
@@ -121,9 +122,9 @@ def test_speculation_without_amx(real_sglang, tmp_path, host, monkeypatch):
 
 def test_missing_drafter_is_caught_in_preflight(real_sglang, tmp_path, host, no_speculation_check):
     missing = str(tmp_path / "no-such-drafter")
-    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                    missing, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-                    "--speculative-num-draft-tokens", "3",
+    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": missing,
+                                               "speculative-num-steps": 2, "speculative-eagle-topk": 1,
+                                               "speculative-num-draft-tokens": 3},
                     paths={"model_path": str(real_sglang.models / "target"), "draft model path": missing})
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "preflight"
@@ -133,9 +134,9 @@ def test_missing_drafter_is_caught_in_preflight(real_sglang, tmp_path, host, no_
 def test_missing_drafter_unchecked_fails_with_the_servers_reason(real_sglang, tmp_path, host, no_speculation_check):
     """Without the path check (a path only the server resolves), the real server's own error is kept."""
     missing = str(tmp_path / "no-such-drafter")
-    spec = spec_for(real_sglang, tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                    missing, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-                    "--speculative-num-draft-tokens", "3")
+    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": missing,
+                                               "speculative-num-steps": 2, "speculative-eagle-topk": 1,
+                                               "speculative-num-draft-tokens": 3})
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
     assert r.failure_reason and "exit code" not in r.failure_reason, r.log_tail[-3000:]

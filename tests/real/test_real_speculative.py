@@ -23,6 +23,7 @@ from sweep.bench.prompts import load_prompts
 from sweep.bench.runner import run as run_bench
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host.point import run_point
+from sweep.sglang.args import flag_args
 from tests.real.servers import flush, generate, live_server
 from tests.real.test_real_point import host, spec_for  # noqa: F401  (host: the fixture)
 
@@ -32,10 +33,13 @@ PROMPTS = list(load_prompts("coding").prompts[:3])
 MAX_TOKENS = 48
 
 
+def eagle3_flags(drafter: Path, steps: int, topk: int, draft_tokens: int) -> dict:
+    return {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": str(drafter),
+            "speculative-num-steps": steps, "speculative-eagle-topk": topk, "speculative-num-draft-tokens": draft_tokens}
+
+
 def eagle3(drafter: Path, steps: int, topk: int, draft_tokens: int) -> list[str]:
-    return ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(drafter),
-            "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
-            "--speculative-num-draft-tokens", str(draft_tokens)]
+    return flag_args(eagle3_flags(drafter, steps, topk, draft_tokens))
 
 
 def algorithms(models: Path) -> dict[str, list[str]]:
@@ -145,7 +149,7 @@ def test_a_speculative_point_start_to_finish(real_spec_sglang, tmp_path, host): 
     benchmark with real acceptance, the stop, nothing left (the ``host`` fixture checks)."""
     real = real_spec_sglang
     drafter = real.models / "eagle3"
-    spec = spec_for(real, tmp_path, *algorithms(real.models)["eagle3-chain"],
+    spec = spec_for(real, tmp_path, eagle3_flags(drafter, 3, 1, 4),  # algorithms()'s eagle3-chain
                     paths={"model_path": str(real.models / "target"), "draft model path": str(drafter)})
     spec.real_paths = True
     r = run_point(spec, host)

@@ -1,0 +1,50 @@
+"""A point's spec: its flags are the one source of the server's command line and of what the host
+checks; the runner changes the port and node flags in them (pure: no process starts)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sweep.core.argv import argv_value
+from sweep.core.settings import BenchSettings
+from sweep.host.point import PointSpec
+from sweep.sglang.args import flag_value, with_node_flags
+
+LAUNCHER = ["python", "-m", "sglang.launch_server"]
+
+
+def spec(**flags) -> PointSpec:
+    return PointSpec("s", "p1", "label", LAUNCHER, {"model-path": "/m", "tp-size": 8, "port": 30000, **flags}, {},
+                     "/tmp/x.log", 8, BenchSettings(), launcher_args=["--fake-speed", "20"])
+
+
+def test_the_argv_is_built_from_the_flags():
+    s = spec(**{"speculative-num-steps": 2, "enable-metrics": True, "disable-cuda-graph": False, "api-key": "sk-x"})
+    assert s.argv == [*LAUNCHER, "--model-path", "/m", "--tp-size", "8", "--port", "30000",
+                      "--speculative-num-steps", "2", "--enable-metrics", "--api-key", "sk-x", "--fake-speed", "20"]
+    assert s.port == 30000 and s.flag("speculative-num-steps") == "2" and s.flag("disable-cuda-graph") is None
+    assert s.flag("api-key") == "sk-x" and s.secrets == ["sk-x"]
+    # what a flag reads is what the argv says, for every value kind
+    for name in ("model-path", "tp-size", "port", "speculative-num-steps", "api-key"):
+        assert s.flag(name) == argv_value(s.argv, f"--{name}"), name
+    moved = replace(s, flags={**s.flags, "port": 31001})  # the runner's change for a simulated host
+    assert moved.port == 31001 and argv_value(moved.argv, "--port") == "31001" and s.port == 30000
+
+
+def test_flag_value_aliases_and_kinds():
+    flags = {"model": "/a", "model-path": "/b", "cuda-graph-bs": [1, 2, 4], "mem-fraction-static": 0.8,
+             "trust-remote-code": True, "x": None}
+    assert flag_value(flags, "model-path", "model") == "/b"  # the later in the map wins
+    assert flag_value({"model-path": "/b", "model": "/a"}, "model-path", "model") == "/a"
+    assert flag_value(flags, "cuda-graph-bs") == "1 2 4" and flag_value(flags, "mem-fraction-static") == "0.8"
+    assert flag_value(flags, "trust-remote-code") == "true"
+    assert flag_value(flags, "x") is None and flag_value(flags, "absent") is None
+
+
+def test_node_flags_are_replaced_on_a_retry():
+    first = with_node_flags(spec().flags, 2, 1, "10.0.0.1:31000")
+    assert (first["nnodes"], first["node-rank"], first["dist-init-addr"]) == (2, 1, "10.0.0.1:31000")
+    again = with_node_flags(first, 2, 0, "10.0.0.7:31000")  # the retry's hosts: new IP, this node now rank 0
+    argv = replace(spec(), flags=again).argv
+    assert argv.count("--dist-init-addr") == 1 and argv_value(argv, "--dist-init-addr") == "10.0.0.7:31000"
+    assert argv_value(argv, "--node-rank") == "0" and argv_value(argv, "--model-path") == "/m"
