@@ -149,6 +149,9 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
     print_plan(plan, Console(highlight=False))
     for line in plan_lines(plan, mode=result.run_mode, scale=result.scale):
         print(line)
+    if plan.experiment.search.strategy == "adaptive":
+        for line in _adaptive_lines(plan, result):
+            print(line)
     if not kind(result.run_mode).scaled:
         # a dry run scales the benchmark, which is part of a point's id
         print(f"  note: these ids are a {result.run_mode} run's; a dry run's differ (its benchmark is scaled): "
@@ -156,6 +159,24 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
     for p in plan.points:
         for f in drafters[p.id].findings if p.id in drafters else ():
             print(f"drafter {f.level} {p.label} [{p.id}]: {f.message} (fix: {f.fix})")
+
+
+def _adaptive_lines(plan, result: SweepResult) -> list[str]:
+    """What ``--plan`` says of an adaptive search: the points it runs whatever they measure, and
+    those it may skip, with their share of the estimated time."""
+    from sweep.experiment.estimate import point_estimates
+    from sweep.search.adaptive import AdaptiveSearch
+
+    valid = [p for p in plan.points if not p.errors]
+    must, may = AdaptiveSearch(valid, valid).outline()
+    est = point_estimates(plan.experiment, valid, mode=result.run_mode, scale=result.scale)
+    label = {p.id: p.label for p in valid}
+    total, skip = sum(est.values()), sum(est.get(label[i], 0.0) for i in may)
+    share = f" (~{skip / 3600:.1f} h of the {total / 3600:.1f} h estimated on one host)" if total else ""
+    return [f"adaptive search (search.strategy=adaptive): runs at least {len(must)} of {len(valid)} points "
+            "(the baselines, the points outside a group, one probe per group with its most steps, one point "
+            f"for the cost of a step); may skip up to {len(may)}{share}, as what the others measure decides",
+            "  points it may skip: " + (", ".join(label[i] for i in may) if may else "none")]
 
 
 def print_summary(summary: Summary, console: Console) -> None:

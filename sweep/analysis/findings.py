@@ -36,6 +36,7 @@ class Findings:
     speed: realspeed.Speed = field(default_factory=realspeed.Speed)  # a dry run's figures, scaled back
     slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
     slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table
+    pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
 
 
 def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
@@ -66,6 +67,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         speed=speed,
         slo_levels=slo_levels,
         slo_table=slo_mod.slo_table(tables, slos, slo_levels),
+        pruned=health.pruned(tables),
     )
 
 

@@ -35,11 +35,21 @@ def failures(tables: Tables) -> pl.DataFrame:
     log_tail (the last lines of the server log).
     """
     conf = configurations(tables).select("point_id", "order")
-    points = points_frame(tables).filter(pl.col("status") != "ok")
+    points = points_frame(tables).filter(pl.col("status").is_in(["failed", "invalid"]))
     return (points.join(conf, on="point_id", how="left").sort("order")
             .select("point_id", "label", "status", "failure_phase", "failure_reason", "failure_fix",
                     errors=pl.col("errors").list.join("; "), attempts="attempts",
                     log_tail="log_tail"))
+
+
+def pruned(tables: Tables) -> pl.DataFrame:
+    """Points the adaptive search did not run, and why (what was measured and predicted instead).
+
+    Columns: point_id, label, reason, fix (how to measure it anyway)."""
+    conf = configurations(tables).select("point_id", "order")
+    points = points_frame(tables).filter(pl.col("status") == "pruned")
+    return (points.join(conf, on="point_id", how="left").sort("order")
+            .select("point_id", "label", reason="failure_reason", fix="failure_fix"))
 
 
 def request_failures(tables: Tables) -> pl.DataFrame:

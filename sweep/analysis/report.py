@@ -406,6 +406,12 @@ def failures_section(f: Findings, plan: dict) -> list[Section]:
             **{"last log line": render.cell(_last_line, "log_tail")})))
     else:
         out.append(Section("Failed and invalid points", ["None."]))
+    if f.pruned.height:
+        out.append(Section("Pruned by the adaptive search", [
+            f"{plural(f.pruned.height, 'point')} of the plan were not run (search.strategy=adaptive): what the "
+            "measured points showed, and the prediction made from them, left each the best at no level, so "
+            "the pick of no SLO. The prediction is raised by an allowance (search.tolerance plus the noise "
+            "measured) before it must lose."], f.pruned.select(point="label", why="reason", fix="fix"), level=3))
     if f.request_failures.height:
         out.append(Section("Lost requests", ["Points that finished but lost requests."],
                            f.request_failures.select(

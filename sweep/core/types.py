@@ -11,19 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-PointStatus = Literal["ok", "failed", "invalid"]
+PointStatus = Literal["ok", "failed", "invalid", "pruned"]
 """A recorded point (``points.status``): ``ok``; ``failed`` (on its host: crash, hang, pre-flight...);
-``invalid`` (breaks SGLang's rules; recorded with ``--skip-invalid``, never launched)."""
+``invalid`` (breaks SGLang's rules; recorded with ``--skip-invalid``, never launched); ``pruned``
+(the adaptive search decided it cannot win, from what other points measured: never launched, the
+reason in ``failure_reason``, phase ``search``)."""
 
-PointState = Literal["ok", "failed", "invalid", "pending"]
+PointState = Literal["ok", "failed", "invalid", "pruned", "pending"]
 """A point as ``sweep.run`` reports it: its recorded status, or ``pending`` (planned, no result yet:
 a plan, or a point ``only=`` left out)."""
 
 PlanStatus = Literal["ok", "invalid"]
 """A planned point (``PlannedPoint.status``, ``--plan --json``): valid, or breaking SGLang's rules."""
 
-FailurePhase = Literal["plan", "preflight", "load", "capture", "ready", "benchmark", "host", "internal"]
-"""Where a point failed (``points.failure_phase``): ``plan`` (an invalid point), ``preflight`` (the
+FailurePhase = Literal["plan", "search", "preflight", "load", "capture", "ready", "benchmark", "host", "internal"]
+"""Where a point failed (``points.failure_phase``): ``plan`` (an invalid point), ``search`` (a pruned
+point: why the adaptive search did not run it), ``preflight`` (the
 host's checks, seconds), ``load`` / ``capture`` / ``ready`` (the server's startup phases; launching
 counts as ``load``), ``benchmark``, ``host`` (its host was lost, no retries left), ``internal`` (a bug,
 still recorded)."""

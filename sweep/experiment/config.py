@@ -132,6 +132,30 @@ class LocalConfig:
     setup: list[str] = field(default_factory=list)
 
 
+SEARCH_STRATEGIES = ("grid", "adaptive")
+
+
+@dataclass
+class SearchConfig:
+    """``search``: which points of the plan the sweep runs. ``grid`` runs every one; ``adaptive``
+    (sweep/search/adaptive.py) runs the baselines, probes each group of points that differ only in
+    the speculative steps, predicts the rest from what the probes measured (accept length per draft
+    position, cost per step), and records as ``pruned`` the points that cannot win at any level."""
+
+    strategy: str = "grid"
+    # what a prediction may be off by beyond the noise the anchor measured (relative): a point is
+    # pruned only when even its prediction raised by this (and by the noise) loses everywhere
+    tolerance: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.strategy not in SEARCH_STRATEGIES:
+            raise ConfigError(f"search.strategy = {self.strategy!r} is not a strategy",
+                              fix="one of " + ", ".join(SEARCH_STRATEGIES) + " (grid runs every point)")
+        if not 0 <= self.tolerance < 1:
+            raise ConfigError(f"search.tolerance = {self.tolerance!r} is out of range",
+                              fix="a relative margin in [0, 1), e.g. 0.05")
+
+
 @dataclass
 class Experiment:
     name: str = "???"
@@ -139,6 +163,7 @@ class Experiment:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     grid: GridConfig = field(default_factory=GridConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     benchmark: BenchSettings = field(default_factory=BenchSettings)
     dry_run: DryRunConfig = field(default_factory=DryRunConfig)
     local: LocalConfig = field(default_factory=LocalConfig)

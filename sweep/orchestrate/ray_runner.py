@@ -253,6 +253,11 @@ class Runner:
                     yield outcome
         self._pump(on_event)
 
+    def submit(self, spec: PointSpec) -> None:
+        """One more point, while ``run`` goes (from the loop over its outcomes): the adaptive
+        search hands points out as it learns."""
+        self._submit(spec, 1)
+
     def _handle(self, ref: Any, p: Pending) -> Outcome | None:
         if p.kind == "point":
             return self._collect(ref, p.spec, p.attempt, p.t0)

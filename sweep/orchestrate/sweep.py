@@ -14,11 +14,13 @@ import argparse
 import contextlib
 import fnmatch
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import polars as pl
 from rich.console import Console
 from rich.markup import escape
 
@@ -33,7 +35,10 @@ from sweep.core.redact import redact_argv
 from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
 from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent, SweepStarted
-from sweep.core.record import PointResult
+from sweep.core.record import Failure, PointResult
+from sweep.results import store
+from sweep.search.adaptive import AdaptiveSearch
+from sweep.search.grid import GridOrder
 from sweep.core.types import PointStatus, RunKind, RunMode, kind
 
 if TYPE_CHECKING:  # Ray is imported only once a sweep runs
@@ -292,23 +297,69 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     def on_event(pid: str, host: str, ev: PointProgress) -> None:
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
+    search = searcher(sweep)
+    slots = max(1, len(hosts) // max(1, sweep.nnodes))  # points that can run at once
+    in_flight = 0
+
+    def record(r: PointResult, argv: list[str]) -> None:
+        point_table = sweep.row(planned[r.point_id], argv, r)
+        try:
+            rd.write_point(r.point_id, point_table, r.tables)
+        except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
+            where = rd.rescue(r.point_id, {**r.tables, "points": point_table})
+            raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
+                               f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
+        kept = r.without_tables()
+        sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
+        tell(PointFinished(planned[r.point_id].label, kept))
+
     with progress if opts.live else contextlib.nullcontext():
         try:
-            for out in runner.run(list(specs.values()), on_event):
+            first = search.take(slots)
+            in_flight = len(first)
+            for out in runner.run([specs[p.id] for p in first], on_event):
                 r = replace(out.result, attempts=out.attempts)  # the driver's count of its hosts
-                point_table = sweep.row(planned[r.point_id], out.spec.argv, r)
-                try:
-                    rd.write_point(r.point_id, point_table, r.tables)
-                except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
-                    where = rd.rescue(r.point_id, {**r.tables, "points": point_table})
-                    raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
-                                       f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
-                kept = r.without_tables()
-                sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
-                tell(PointFinished(planned[r.point_id].label, kept))
+                record(r, out.spec.argv)
+                in_flight -= 1
+                search.record(r.point_id, _frames(r) if r.status == "ok" else None)
+                for p in search.take(slots - in_flight):
+                    runner.submit(specs[p.id])
+                    in_flight += 1
         except BaseException:
             runner.cancel_all()
             raise
+        for pid, reason in search.pruned().items():  # the search decided: they need not run
+            now = time.time()
+            record(PointResult(pid, "", "", "pruned", Failure("search", reason, PRUNED_FIX),
+                               started_at=now, ended_at=now, attempts=0), specs[pid].argv)
+
+
+PRUNED_FIX = ("to measure it anyway: run again with --only LABEL, or search.strategy=grid "
+              "(the points already measured are kept)")
+
+
+def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
+    """The experiment's search over the points to run now: the grid, or the adaptive search told
+    what the points already recorded measured (a resumed sweep continues from what it has)."""
+    exp = sweep.experiment
+    if exp.search.strategy != "adaptive":
+        return GridOrder(sweep.todo)
+    valid = [p for p in sweep.plan.points if not p.errors]
+    search = AdaptiveSearch(valid, sweep.todo, tolerance=exp.search.tolerance,
+                            ttft_limits=[s.ttft_s for s in exp.benchmark.slo if s.ttft_s is not None])
+    ok = [pid for pid, st in sweep.run.statuses.items() if st == "ok" and pid in search.points]
+    if ok:
+        tables = {name: store.table(sweep.rd.path, name).filter(pl.col("point_id").is_in(ok)).collect()
+                  for name in ("levels", "requests", "single_stream")}
+        for pid in ok:
+            search.record(pid, tables)
+    return search
+
+
+def _frames(r: PointResult) -> dict[str, pl.DataFrame]:
+    """A result's measured tables as the search reads them."""
+    return {name: pl.from_arrow(getattr(r, name)) if getattr(r, name) is not None else pl.DataFrame()  # type: ignore[misc]
+            for name in ("levels", "requests", "single_stream")}
 
 
 def run_setup(argv: list[str], console: Console) -> None:

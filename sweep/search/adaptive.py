@@ -1,0 +1,375 @@
+"""The adaptive search (``search.strategy: adaptive``): which point to run next, from what the points
+run so far measured, and which points need not run at all. Pure: the driver asks it for points and
+tells it what each measured.
+
+How it decides:
+
+- **Groups.** Speculative chain points (topk 1) that differ only in their step count form a group
+  (same drafter, NCCL profile, every other axis). Baselines, trees and points alone in their group
+  are run as the grid would run them.
+- **Order.** Baselines first; then one probe per group, its point with the most steps: a chain
+  drafter drafts the same tokens whatever its step count, so that point's acceptance per draft
+  position gives the accept length of every shorter chain. Then, once no group knows its cost of
+  a step, the best group's fewest-steps point: two step counts give the cost of a draft step
+  against a verify pass (a verify cycle's time ``T(k) ~ 1 + s*k``; the other groups borrow ``s``,
+  with twice the allowance, until they measure their own). Then the candidates most likely to win.
+- **Prediction.** A point with ``k`` steps, at each level measured by its nearest measured
+  neighbour (the anchor, ``k_a`` steps): its throughput and per-user speed are the anchor's times
+  ``AL(k)/AL(k_a) * T(k_a)/T(k)``, its time to first token the anchor's; the allowance is
+  ``search.tolerance`` plus the noise the anchor measured at that level.
+- **Pruning.** A point is not run when, at every level its anchor measured (the single stream and
+  each concurrency level), some point already measured beats its prediction raised by the
+  allowance, in throughput and per-user speed, with a first token no later: then it is the best at
+  no level and, since an SLO's pick is the best configuration among those that meet it at some
+  level, the pick of no SLO. It is recorded as ``pruned``, with the points and the prediction that
+  decided it.
+
+What it can miss: a point whose real figures are further from the prediction than the allowance
+(a drafter whose acceptance depends on the step count, a cost that is not linear in the steps), and
+SLO limits on figures it does not predict (latency percentiles beyond the median TTFT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from sweep.search.measured import SINGLE, Figures, Measured, from_tables
+
+ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes a group's points differ in
+
+
+class Point(Protocol):  # what the search reads of a planned point (sweep.experiment.plan.PlannedPoint)
+    @property
+    def id(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, str]: ...
+    @property
+    def roles(self) -> Mapping[str, str]: ...
+    @property
+    def baseline(self) -> bool: ...
+    @property
+    def resolved(self) -> Mapping | None: ...
+
+
+@dataclass(frozen=True)
+class Prediction:
+    level: int
+    throughput: float
+    speed: float
+    ttft_s: float | None  # the anchor's, median and p99
+    ttft_p99_s: float | None
+    allowance: float  # relative: the prediction raised by this is what must lose
+
+
+def chain_steps(p: Point) -> int | None:
+    """The step count of a speculative chain point (topk 1) as SGLang resolves it; None otherwise."""
+    r = p.resolved or {}
+    if p.baseline or r.get("steps") is None or (r.get("topk") or 1) != 1:
+        return None
+    return int(r["steps"])
+
+
+def group_key(p: Point) -> tuple:
+    """What a group's points share: every axis value but the ordered ones."""
+    return tuple(sorted((a, v) for a, v in p.params.items() if p.roles.get(a) not in ORDERED_ROLES))
+
+
+def level_name(level: int) -> str:
+    return "the single stream" if level == SINGLE else f"C={level}"
+
+
+def cycle_slope(pairs: Sequence[tuple[int, float]]) -> float | None:
+    """``s`` of ``T(k) ~ 1 + s*k`` from (steps, cycle time) of two or more step counts (least
+    squares); None from fewer; never below 0 (a longer draft is never cheaper)."""
+    ks = {k for k, _ in pairs}
+    if len(ks) < 2:
+        return None
+    n = len(pairs)
+    mk, mt = sum(k for k, _ in pairs) / n, sum(t for _, t in pairs) / n
+    b = sum((k - mk) * (t - mt) for k, t in pairs) / sum((k - mk) ** 2 for k, _ in pairs)
+    a = mt - b * mk
+    if a <= 0:
+        return None
+    return max(0.0, b / a)
+
+
+def _accept(f: Figures, steps: int) -> float | None:
+    """The accept length a point measured with ``steps`` steps: from its histogram, else as the server said."""
+    return f.accept_length(steps) or f.accept
+
+
+class AdaptiveSearch:
+    """Hands out the points to run, most informative first, and decides which need not run.
+
+    ``points``: the plan's valid points (the groups are drawn over all of them); ``todo``: those to
+    run now (resume: the rest are recorded); ``measured``: what the recorded ok points measured."""
+
+    def __init__(self, points: Sequence[Point], todo: Sequence[Point], measured: Mapping[str, Measured] | None = None,
+                 *, tolerance: float = 0.05, ttft_limits: Sequence[float] = ()):
+        self.points = {p.id: p for p in points}
+        self.todo = [p.id for p in todo]
+        self.tolerance = tolerance
+        self.ttft_limits = list(ttft_limits)  # the SLOs' TTFT limits: where a first token's time decides
+        self.measured: dict[str, Measured] = dict(measured or {})
+        self.running: set[str] = set()
+        self.finished: set[str] = set(self.measured)
+        self.steps = {p.id: k for p in points if (k := chain_steps(p)) is not None}
+        groups: dict[tuple, list[str]] = {}
+        for pid in self.steps:
+            groups.setdefault(group_key(self.points[pid]), []).append(pid)
+        self.group_of: dict[str, tuple] = {}
+        self.groups: dict[tuple, list[str]] = {}
+        for key, ids in groups.items():
+            if len({self.steps[i] for i in ids}) > 1:  # a group varies its step count
+                self.groups[key] = sorted(ids, key=lambda i: self.steps[i])
+                self.group_of.update({i: key for i in ids})
+        self._slope_probe_id: str | None = None  # the point handed out to measure a second step count
+        self._slope_candidate: str | None = None
+
+    # --- the driver's side -------------------------------------------------------------------------
+
+    def take(self, n: int) -> list[Point]:
+        """Up to ``n`` points to run now (each handed out once), most informative first."""
+        out = []
+        needed = self._needed()
+        for pid in needed[:max(0, n)]:
+            self.running.add(pid)
+            out.append(self.points[pid])
+            if pid == self._slope_candidate:
+                self._slope_probe_id = pid
+        return out
+
+    def record(self, point_id: str, tables: Mapping[str, pl.DataFrame] | None) -> None:
+        """A point handed out has finished: its ``levels``, ``requests`` and ``single_stream`` rows
+        (None: it failed)."""
+        self.learn(point_id, self.measure(point_id, tables) if tables is not None else None)
+
+    def learn(self, point_id: str, measured: Measured | None) -> None:
+        """``record`` with what the point measured already read (None: it failed)."""
+        self.running.discard(point_id)
+        self.finished.add(point_id)
+        if measured is not None and measured.levels:
+            self.measured[point_id] = measured
+
+    def measure(self, point_id: str, tables: Mapping[str, pl.DataFrame]) -> Measured:
+        """What a point's rows say (its step count pads the acceptance to every position it drafts)."""
+        return from_tables(point_id, tables["levels"], tables["requests"], tables["single_stream"],
+                           depth=self.steps.get(point_id))
+
+    def outline(self) -> tuple[list[str], list[str]]:
+        """Before anything is measured: (the points it runs whatever they measure: baselines, points
+        outside a group, one probe per group and the cost-of-a-step probe; the points it may skip)."""
+        must = self._needed()
+        slope = next((ids[0] for ids in self.groups.values() if ids[0] in self.todo and ids[0] not in must), None)
+        must += [slope] if slope else []
+        return must, [i for i in self._waiting() if i not in must]
+
+    def pruned(self) -> dict[str, str]:
+        """The points of ``todo`` not run and not to run (once nothing is running): why, each."""
+        if self.running:
+            return {}
+        out = {}
+        for pid in self._waiting():
+            reason = self.prune_reason(pid)
+            if reason is not None:
+                out[pid] = reason
+        return out
+
+    # --- deciding ----------------------------------------------------------------------------------
+
+    def _waiting(self) -> list[str]:
+        return [i for i in self.todo if i not in self.finished and i not in self.running]
+
+    def _needed(self) -> list[str]:
+        """The waiting points to run, in order: baselines, points outside a group, probes, the
+        cost-of-a-step probe, then the candidates not pruned (the most promising first)."""
+        waiting = self._waiting()
+        first = [i for i in waiting if self.points[i].baseline]
+        alone = [i for i in waiting if not self.points[i].baseline and i not in self.group_of]
+        probes, blocked = [], set()
+        for key, ids in self.groups.items():
+            if any(i in self.measured for i in ids):
+                continue
+            blocked.add(key)  # its probe runs (or is about to): its other points wait for it
+            live = [i for i in ids if i not in self.finished]  # the probe: the most steps not yet failed
+            if live and live[-1] in waiting and not any(i in self.running for i in ids):
+                probes.append(live[-1])
+        slope_probe = self._slope_candidate = self._slope_probe(waiting, blocked)
+        slope_pending = slope_probe is not None or self._slope_probe_id in self.running
+        scored = []
+        for i in waiting:
+            g = self.group_of.get(i)
+            if g is None or g in blocked or i == slope_probe:
+                continue
+            if slope_pending and self.predict(i) is None:
+                continue  # the cost of a step is being measured: wait for it
+            score = self._score(i)
+            if score is not None:
+                scored.append((-score, self.todo.index(i), i))
+        return first + alone + probes + ([slope_probe] if slope_probe else []) + [i for *_, i in sorted(scored)]
+
+    def _slope_probe(self, waiting: list[str], blocked: set[tuple]) -> str | None:
+        """While no group has measured two step counts: the fewest-steps point of the group whose
+        probe measured best (the one already handed out, while it runs)."""
+        if any(self._own_slope_levels(key) for key in self.groups):
+            return None
+        if self._slope_probe_id in self.running:
+            return None
+        best, best_thr = None, -1.0
+        for key, ids in self.groups.items():
+            if key in blocked:
+                continue
+            thr = max((f.throughput for i in self._measured_in(key) for f in self.measured[i].levels.values()),
+                      default=-1.0)
+            first = next((i for i in ids if i in waiting), None)
+            if first is not None and thr > best_thr:
+                best, best_thr = first, thr
+        return best
+
+    def _measured_in(self, key: tuple) -> list[str]:
+        return [i for i in self.groups[key] if i in self.measured]
+
+    def _own_slope_levels(self, key: tuple) -> dict[int, float]:
+        """Per level, ``s`` from this group's own measured step counts."""
+        done = self._measured_in(key)
+        out = {}
+        levels = {lv for i in done for lv in self.measured[i].levels}
+        for lv in levels:
+            pairs = []
+            for i in done:
+                f = self.measured[i].levels.get(lv)
+                al = _accept(f, self.steps[i]) if f else None
+                if f and al and f.speed > 0:
+                    pairs.append((self.steps[i], al / f.speed))
+            s = cycle_slope(pairs)
+            if s is not None:
+                out[lv] = s
+        return out
+
+    def _slope(self, key: tuple, level: int) -> tuple[float, str] | None:
+        """(s, where it came from) at a level: the group's own, else the median of the others'."""
+        own = self._own_slope_levels(key).get(level)
+        if own is not None:
+            return own, "own"
+        others = sorted(s for k in self.groups if k != key for lv, s in self._own_slope_levels(k).items() if lv == level)
+        if not others:
+            return None
+        return others[len(others) // 2], "borrowed"
+
+    def _twin(self, pid: str) -> str | None:
+        """A measured point with the same step count and every other axis but the drafter the same:
+        its cycle costs what this point's will (the same draft and verify shapes), only its
+        acceptance differs."""
+        p, k = self.points[pid], self.steps[pid]
+        mine = {a: v for a, v in p.params.items() if p.roles.get(a) != "drafter"}
+        for mid in self.measured:
+            q = self.points.get(mid)
+            if q is None or mid == pid or self.steps.get(mid) != k:
+                continue
+            if {a: v for a, v in q.params.items() if q.roles.get(a) != "drafter"} == mine:
+                return mid
+        return None
+
+    def predict(self, pid: str) -> tuple[list[Prediction], str] | None:
+        """The point's predicted figures at every level its anchor measured, and how they were
+        made; None where there is nothing to predict from yet.
+
+        The anchor is, where one is measured, its twin (the same steps with another drafter: only
+        the acceptance scales the figures), else the nearest step count of its own group (the
+        acceptance and the cost of the steps between them scale them)."""
+        key = self.group_of.get(pid)
+        if key is None:
+            return None
+        k = self.steps[pid]
+        done = self._measured_in(key)
+        if not done:
+            return None
+        source = max(done, key=lambda i: self.steps[i])  # the acceptance of every shorter chain
+        twin = self._twin(pid)
+        anchor = twin or min(done, key=lambda i: (abs(self.steps[i] - k), -self.steps[i]))
+        ka = self.steps[anchor]
+        out, how = [], set()
+        for lv, fa in self.measured[anchor].levels.items():
+            fs = self.measured[source].levels.get(lv)
+            al_k = fs.accept_length(k) if fs else None
+            al_a = _accept(fa, ka)
+            if twin:
+                slope: tuple[float, str] | None = (0.0, "twin")  # the same cycle: no cost to scale by
+            else:
+                slope = self._slope(key, lv)
+            if al_k is None or not al_a or slope is None:
+                return None  # a level it cannot predict: it is not decided
+            s, where = slope
+            how.add(where)
+            factor = (al_k / al_a) * (1 + s * ka) / (1 + s * k)
+            allowance = self.tolerance * (2 if where == "borrowed" else 1) + fa.noise
+            out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, allowance))
+        if not out:
+            return None
+        a, src = self.points[anchor].label, self.points[source].label
+        text = (f"predicted from {a}" + (" (the same steps, another drafter)" if twin else "")
+                + (f" with the acceptance per position of {src}" if source != anchor else "")
+                + (", the cost of a step borrowed from other groups" if "borrowed" in how else ""))
+        return out, text
+
+    def _ttft_no_worse(self, f: Figures, pr: Prediction) -> bool:
+        """The measured point's first token is no later where it matters: against every SLO's TTFT
+        limit, it meets it (its p99) wherever the prediction might (its median under the limit)."""
+        up = 1 + pr.allowance
+        for limit in self.ttft_limits:
+            might = pr.ttft_s is None or pr.ttft_s <= limit * up
+            meets = f.ttft_p99_s is not None and f.ttft_p99_s <= limit
+            if might and not meets:
+                return False
+        return True
+
+    def _beaten(self, pr: Prediction, exclude: str) -> tuple[str, Figures] | None:
+        """A measured point that beats this prediction (raised by its allowance) at its level."""
+        up = 1 + pr.allowance
+        best = None
+        for mid, m in self.measured.items():
+            f = m.levels.get(pr.level)
+            if mid == exclude or f is None:
+                continue
+            if f.throughput >= pr.throughput * up and f.speed >= pr.speed * up and self._ttft_no_worse(f, pr):
+                if best is None or f.throughput > best[1].throughput:
+                    best = (mid, f)
+        return best
+
+    def _score(self, pid: str) -> float | None:
+        """How likely the point is to win somewhere: its best predicted (raised) throughput over the
+        best measured at that level; None when it is beaten at every level (pruned). A point with
+        nothing to predict from scores as a probe would: high."""
+        got = self.predict(pid)
+        if got is None:
+            return 10.0
+        preds, _ = got
+        if all(self._beaten(pr, pid) for pr in preds):
+            return None
+        ratios = []
+        for pr in preds:
+            best = max((m.levels[pr.level].throughput for m in self.measured.values() if pr.level in m.levels),
+                       default=0.0)
+            ratios.append(pr.throughput * (1 + pr.allowance) / best if best > 0 else 10.0)
+        return max(ratios)
+
+    def prune_reason(self, pid: str) -> str | None:
+        """Why the point need not run (None: it may win somewhere, or cannot be predicted)."""
+        got = self.predict(pid)
+        if got is None:
+            return None
+        preds, how = got
+        beaten = [(pr, self._beaten(pr, pid)) for pr in preds]
+        if not all(b for _, b in beaten):
+            return None
+        closest = max(beaten, key=lambda x: x[0].throughput * (1 + x[0].allowance) / x[1][1].throughput)  # type: ignore[index]
+        pr, (mid, f) = closest  # type: ignore[misc]
+        return (f"beaten at every level measured ({len(preds)}) by points already measured; closest at "
+                f"{level_name(pr.level)}: at most {pr.throughput * (1 + pr.allowance):.4g} tok/s (+{pr.allowance:.0%} "
+                f"allowed) against {f.throughput:.4g} tok/s of {self.points[mid].label if mid in self.points else mid}; {how}")
