@@ -37,6 +37,7 @@ class Findings:
     slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
     slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table, with slo_noise.margins
     level_noise: float | None = None  # noise.curve_noise of the levels: a level's run-to-run noise
+    fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
 
 
 def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
@@ -71,6 +72,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         slo_levels=slo_levels,
         slo_table=slo_table,
         level_noise=level_noise,
+        fastest=speedups.fastest_single(single, speedups.single_samples(tables)),
     )
 
 
@@ -134,6 +136,10 @@ def headlines(f: Findings) -> list[str]:
                 f"the fastest is {top['label']} at {top['tok_s']:.1f} tok/s"
                 + (f", {_x(top['speedup'])} over {top['baseline_label']} ({top['verdict']})"
                    if top["speedup"] is not None else ""))
+        if f.fastest.height and f.fastest["margin_within_noise"][0]:
+            r = f.fastest.row(0, named=True)
+            best += (f"; within noise of {r['runner_up']} at {r['runner_up_tok_s']:.1f} tok/s: "
+                     f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}")
         lines.append(
             f"Single stream: {ahead} of {spec.height} speculative configurations are faster than "
             f"their baseline beyond noise; {best}.")
@@ -149,7 +155,7 @@ def headlines(f: Findings) -> list[str]:
             who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
             if b["runner_up"] is not None:
                 margin = render.margin(b["margin"], b["margin_low"], b["margin_high"])
-                who += (f", within noise of {b['runner_up']} ({margin})" if b["margin_within_noise"] else
+                who += (f", within noise of {b['runner_up']}: {margin}" if b["margin_within_noise"] else
                         f", {margin} over the runner-up {b['runner_up']}")
         lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of {at_top.height} "
                      f"speculative configurations are slower than their baseline{who}.")

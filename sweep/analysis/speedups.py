@@ -78,6 +78,31 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
         "within_noise", "verdict", "accept_length", "ttft_s", "note")
 
 
+def fastest_single(single: pl.DataFrame, samples: pl.LazyFrame | None, *, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """The fastest point in single stream (baselines included; ``single`` is ``speedup_table``'s frame)
+    against the next fastest: at most one row with label, tok_s, runner_up, runner_up_tok_s, margin
+    (tok_s / runner_up_tok_s - 1), margin_low / margin_high (its interval: the bootstrap of the two
+    points' median tok/s over their runs, ``noise.ratio_intervals``) and margin_within_noise."""
+    ranked = (single.filter(pl.col("tok_s").is_not_null()).sort(["tok_s", "order"], descending=[True, False])
+              .head(2))
+    schema = {"label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String, "runner_up_tok_s": pl.Float64,
+              "margin": pl.Float64, "margin_low": pl.Float64, "margin_high": pl.Float64,
+              "margin_within_noise": pl.Boolean}
+    if ranked.height < 2:
+        return pl.DataFrame(schema=schema)
+    top, nxt = ranked.row(0, named=True), ranked.row(1, named=True)
+    pair = pl.DataFrame({"key": [top["point_id"]], "base_key": [nxt["point_id"]]})
+    ci = (noise.ratio_intervals(pair, samples, stat="median", confidence=confidence, resamples=resamples,
+                                seed=seed).row(0, named=True) if samples is not None else {"ci_low": None, "ci_high": None})
+    return pl.DataFrame([{"label": top["label"], "tok_s": top["tok_s"], "runner_up": nxt["label"],
+                          "runner_up_tok_s": nxt["tok_s"], "margin": top["tok_s"] / nxt["tok_s"] - 1,
+                          "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}],
+                        schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64}).with_columns(
+        margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
+        margin_within_noise=noise.within_noise()).select(list(schema))
+
+
 def level_samples(tables: Tables) -> pl.LazyFrame:
     """Per-request tok/s at each concurrency level, keyed "point_id@concurrency"."""
     return (realspeed.scaled(tables)["requests"]
