@@ -162,6 +162,25 @@ def _interval(a: np.ndarray | None, b: np.ndarray | None, a_measured: float, b_m
     return (lo - 1 if lo < UNBOUNDED / 10 else float("inf")), (hi - 1 if hi < UNBOUNDED / 10 else float("inf"))
 
 
+def _pick(slo: slo_mod.SLO, best: dict, runner: dict | None, points: dict[str, _Point], per_level: pl.DataFrame,
+          measured: dict[str, float], *, resamples: int, confidence: float) -> dict:
+    """One SLO's rank-1 row of intervals: over the runner-up and over the pick's baseline."""
+    needed = {best["point_id"], *([runner["point_id"]] if runner is not None else []),
+              *([best["baseline_id"]] if best["vs_baseline"] is not None else [])}
+    draws = {pid: _throughputs(points[pid], slo, per_level.filter(pl.col("point_id") == pid).to_dicts())
+             for pid in needed}
+
+    def between(a: str, b: str) -> tuple[float | None, float | None]:
+        return _interval(draws[a], draws[b], measured.get(a) or 0.0, measured.get(b) or 0.0, resamples, confidence)
+
+    row: dict = {"slo": slo.name, "rank": 1}
+    if runner is not None:
+        row["margin_low"], row["margin_high"] = between(best["point_id"], runner["point_id"])
+    if best["vs_baseline"] is not None:
+        row["vs_baseline_low"], row["vs_baseline_high"] = between(best["point_id"], best["baseline_id"])
+    return row
+
+
 def margins(tables: Tables, slos: list[slo_mod.SLO], table: pl.DataFrame, per_level: pl.DataFrame, *,
             level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000,
             seed: int = 0) -> pl.DataFrame:
@@ -188,25 +207,10 @@ def margins(tables: Tables, slos: list[slo_mod.SLO], table: pl.DataFrame, per_le
         return empty
     requests = _requests(tables, wanted, {limit.metric for s in slos for limit in s.limits})
     points = {pid: _Point(pid, requests[pid], level_noise, resamples, seed) for pid in wanted}
-    rows = []
-    for slo, best, runner in picks:
-        mine = per_level.filter(pl.col("slo") == slo.name)
-        measured = dict(table.filter(pl.col("slo") == slo.name).select("point_id", "tok_s_gpu").iter_rows())
-        needed = {best["point_id"], *([runner["point_id"]] if runner is not None else []),
-                  *([best["baseline_id"]] if best["vs_baseline"] is not None else [])}
-        draws = {pid: _throughputs(points[pid], slo, mine.filter(pl.col("point_id") == pid).to_dicts())
-                 for pid in needed}
-
-        def between(a: str, b: str) -> tuple[float | None, float | None]:
-            return _interval(draws[a], draws[b], measured.get(a) or 0.0, measured.get(b) or 0.0,
-                             resamples, confidence)
-
-        row: dict = {"slo": slo.name, "rank": 1}
-        if runner is not None:
-            row["margin_low"], row["margin_high"] = between(best["point_id"], runner["point_id"])
-        if best["vs_baseline"] is not None:
-            row["vs_baseline_low"], row["vs_baseline_high"] = between(best["point_id"], best["baseline_id"])
-        rows.append(row)
+    rows = [_pick(slo, best, runner, points, per_level.filter(pl.col("slo") == slo.name),
+                  dict(table.filter(pl.col("slo") == slo.name).select("point_id", "tok_s_gpu").iter_rows()),
+                  resamples=resamples, confidence=confidence)
+            for slo, best, runner in picks]
     found = pl.DataFrame(rows, schema={"slo": pl.String, "rank": pl.Int64,
                                        **{c: pl.Float64 for c in COLUMNS if not c.endswith("noise")}})
     within = lambda low, high: pl.when(pl.col(low).is_not_null() & pl.col(high).is_not_null()).then(  # noqa: E731
