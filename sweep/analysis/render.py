@@ -50,9 +50,9 @@ def percent(value: float, digits: int = 0) -> str:
 def margin(value: float, low: float | None, high: float | None, *, within_noise: bool | None = None,
            confidence: float = 0.95, digits: int = 0) -> str:
     """A margin with its interval: '+4% (95% interval -1% .. +9%)', ', within noise' added inside the
-    brackets when asked and true; the bare margin without an interval."""
+    brackets when asked and true; '+4% (no interval)' without one (too few observations to tell)."""
     if low is None or high is None:
-        return percent(value, digits)
+        return f"{percent(value, digits)} (no interval)"
     noisy = ", within noise" if within_noise else ""
     return (f"{percent(value, digits)} ({confidence * 100:g}% interval {percent(low, digits)} .. "
             f"{percent(high, digits)}{noisy})")
