@@ -76,6 +76,21 @@ class BestAt:
     value: float  # output tok/s
     baseline: bool  # the winner is a baseline
     speedup: float | None  # the winner against its own baseline
+    runner_up: str | None = None  # the next best at that level
+    margin: float | None = None  # value / runner-up's - 1
+    margin_low: float | None = None  # the margin's 95% interval (best_per_level)
+    margin_high: float | None = None
+    margin_within_noise: bool | None = None  # the interval contains 0: the runner-up is as good
+
+    def vs_runner_up(self) -> str:
+        """'+3% (95% interval -6% .. +13%) over X', or 'within noise of X (...)'; '-' without one."""
+        from sweep.analysis import render
+
+        if self.runner_up is None or self.margin is None:
+            return "-"
+        margin = render.margin(self.margin, self.margin_low, self.margin_high)
+        return (f"within noise of {self.runner_up} ({margin})" if self.margin_within_noise
+                else f"{margin} over {self.runner_up}")
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,8 @@ class Summary:
         out = [f"- {line}" for line in self.headlines]
         for b in self.best:
             vs = "(baseline)" if b.baseline else (f"{b.speedup:.2f}x" if b.speedup is not None else "-")
-            out.append(f"best at C={b.concurrency}: {b.label}, {b.value:.1f} output tok/s, {vs} vs its baseline")
+            out.append(f"best at C={b.concurrency}: {b.label}, {b.value:.1f} output tok/s, {vs} vs its baseline"
+                       + ("" if b.runner_up is None else f", {b.vs_runner_up()}"))
         return out + [f"full report: python -m sweep report {self.path}"]
 
     def __str__(self) -> str:
@@ -231,7 +247,9 @@ class SweepResult:
             for c in sorted({levels[0], levels[-1]}):
                 b = f.best.filter(pl.col("concurrency") == c).row(0, named=True)
                 best.append(BestAt(int(c), b["label"], float(b["value"]), bool(b["baseline"]),
-                                   None if b["speedup"] is None else float(b["speedup"])))
+                                   None if b["speedup"] is None else float(b["speedup"]),
+                                   b["runner_up"], b["margin"], b["margin_low"], b["margin_high"],
+                                   b["margin_within_noise"]))
         return Summary(self.path, lines, best)
 
     def report(self, *, write: bool = False, plots: bool | None = None, out_dir: str | Path | None = None,

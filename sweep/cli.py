@@ -191,11 +191,11 @@ def print_summary(summary: Summary, console: Console) -> None:
         console.print(f"- {escape(line)}", soft_wrap=True)
     if summary.best:
         t = Table(title="best configuration", title_justify="left")
-        for c in ("concurrency", "configuration", "output tok/s", "vs its baseline"):
+        for c in ("concurrency", "configuration", "output tok/s", "vs its baseline", "vs the runner-up"):
             t.add_column(c, overflow="fold")
         for b in summary.best:
             vs = "(baseline)" if b.baseline else (f"{b.speedup:.2f}x" if b.speedup is not None else "-")
-            t.add_row(str(b.concurrency), escape(b.label), f"{b.value:.1f}", vs)
+            t.add_row(str(b.concurrency), escape(b.label), f"{b.value:.1f}", vs, escape(b.vs_runner_up()))
         console.print(t)
     console.print(f"full report: python -m sweep report {escape(str(summary.path))}", soft_wrap=True)
 

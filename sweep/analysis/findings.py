@@ -12,7 +12,7 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import acceptance, frontier, health, realspeed, slo as slo_mod, speedups
+from sweep.analysis import acceptance, frontier, health, noise, realspeed, render, slo as slo_mod, slo_noise, speedups
 from sweep.analysis.frames import Tables
 from sweep.core.console import plural
 
@@ -35,7 +35,9 @@ class Findings:
     slos: list = field(default_factory=list)  # the SLOs as given (sweep.analysis.slo.SLO)
     speed: realspeed.Speed = field(default_factory=realspeed.Speed)  # a dry run's figures, scaled back
     slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
-    slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table
+    slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table, with slo_noise.margins
+    level_noise: float | None = None  # noise.curve_noise of the levels: a level's run-to-run noise
+    fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
     pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
 
 
@@ -47,13 +49,16 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     tables, speed = realspeed.at_real_speed(tables)
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
+    level_noise = noise.curve_noise(levels)
     slos = list(slos or [])
     slo_levels = slo_mod.level_slo(tables, slos)
+    slo_table = slo_noise.margins(tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels,
+                                  level_noise=level_noise)
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
         levels=levels,
-        best=speedups.best_per_level(levels),
+        best=speedups.best_per_level(levels, samples=speedups.level_samples(tables), level_noise=level_noise),
         crossover=speedups.crossover(levels),
         env=speedups.env_effect(levels, reference=env_reference, single=single),
         startup=health.startup_phases(tables),
@@ -66,7 +71,9 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         slos=slos,
         speed=speed,
         slo_levels=slo_levels,
-        slo_table=slo_mod.slo_table(tables, slos, slo_levels),
+        slo_table=slo_table,
+        level_noise=level_noise,
+        fastest=speedups.fastest_single(single, speedups.single_samples(tables)),
         pruned=health.pruned(tables),
     )
 
@@ -100,14 +107,20 @@ def slo_headlines(f: Findings) -> list[str]:
         text = (f"{head}: deploy {b['label']}" + (" (a baseline)" if b["baseline"] else "")
                 + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
         if r is not None and r["tok_s_gpu"]:
-            text += f", {b['margin'] * 100:+.0f}% over the runner-up {r['label']} ({_per(r['tok_s_gpu'], r['per'])})"
+            text += (f", {render.margin(b['margin'], b.get('margin_low'), b.get('margin_high'))} over the "
+                     f"runner-up {r['label']} ({_per(r['tok_s_gpu'], r['per'])})")
+            if b.get("margin_within_noise"):
+                text += f": {b['label']} is within noise of {r['label']} (either will do);"
         elif r is not None:
             text += ", the only configuration that meets it"
         if not b["baseline"]:
             if b["vs_baseline"] is not None:
-                text += f", {b['vs_baseline'] * 100:+.0f}% over its baseline {b['baseline_label']}"
+                vs = render.margin(b["vs_baseline"], b.get("vs_baseline_low"), b.get("vs_baseline_high"),
+                                   within_noise=b.get("vs_baseline_within_noise"))
+                text += f"{'' if text.endswith(';') else ','} {vs} over its baseline {b['baseline_label']}"
             elif b["baseline_label"]:
-                text += f"; its baseline {b['baseline_label']} meets it at no level"
+                text = text.removesuffix(";") + f"; its baseline {b['baseline_label']} meets it at no level"
+        text = text.removesuffix(";")
         lines.append(text + ".")
     return lines
 
@@ -125,6 +138,10 @@ def headlines(f: Findings) -> list[str]:
                 f"the fastest is {top['label']} at {top['tok_s']:.1f} tok/s"
                 + (f", {_x(top['speedup'])} over {top['baseline_label']} ({top['verdict']})"
                    if top["speedup"] is not None else ""))
+        if f.fastest.height and f.fastest["margin_within_noise"][0]:
+            r = f.fastest.row(0, named=True)
+            best += (f"; within noise of {r['runner_up']} at {r['runner_up_tok_s']:.1f} tok/s: "
+                     f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}")
         lines.append(
             f"Single stream: {ahead} of {spec.height} speculative configurations are faster than "
             f"their baseline beyond noise; {best}.")
@@ -138,6 +155,10 @@ def headlines(f: Findings) -> list[str]:
         if best_there.height:
             b = best_there.row(0, named=True)
             who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
+            if b["runner_up"] is not None:
+                margin = render.margin(b["margin"], b["margin_low"], b["margin_high"])
+                who += (f", within noise of {b['runner_up']}: {margin}" if b["margin_within_noise"] else
+                        f", {margin} over the runner-up {b['runner_up']}")
         lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of {at_top.height} "
                      f"speculative configurations are slower than their baseline{who}.")
     crossed = f.crossover.filter(pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null()

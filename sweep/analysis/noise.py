@@ -38,16 +38,26 @@ def describe(confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
     return METHOD.format(pct=confidence * 100, resamples=resamples, seed=seed, normal_from=normal_from)
 
 
+def draws(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``resamples`` resamples of ``values`` with replacement, one per row: (resamples, n)."""
+    return values[rng.integers(0, values.size, (resamples, values.size))]
+
+
+def percentile_interval(resampled: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The central ``confidence`` quantiles of a statistic's resampled values (a percentile bootstrap)."""
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(resampled, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
 def bootstrap_ratio(a: np.ndarray, b: np.ndarray, stat: Stat, *, confidence: float = 0.95,
                     resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap interval of ``stat(a) / stat(b)``."""
     rng = np.random.default_rng(seed)
     fn = np.median if stat == "median" else np.mean
-    sa = fn(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
-    sb = fn(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(sa / sb, [tail, 1 - tail])
-    return float(lo), float(hi)
+    sa = fn(draws(a, resamples, rng), axis=1)
+    sb = fn(draws(b, resamples, rng), axis=1)
+    return percentile_interval(sa / sb, confidence)
 
 
 def ratio_intervals(pairs: pl.DataFrame, samples: pl.LazyFrame, *, stat: Stat,
@@ -113,3 +123,47 @@ def verdict(ratio: str) -> pl.Expr:
             .when(noisy).then(pl.lit("within noise"))
             .when(pl.col(ratio) > 1).then(pl.lit("faster"))
             .otherwise(pl.lit("slower")))
+
+
+def curve_noise(levels: pl.DataFrame, value: str = "output_throughput", *, degree: int = 3) -> float | None:
+    """The run-to-run noise of one level's figure, as a relative standard deviation, from the sweep's
+    own curves.
+
+    A level is measured once, and its requests run together: whatever slows the whole level (a busy
+    host, a noisy neighbour, clocks) moves all of them alike, so resampling them cannot see it. It
+    shows as the scatter of each configuration's curve about a smooth one: ``log value`` against
+    ``log concurrency`` fitted with a polynomial of ``degree`` per configuration (``point_id``) that has
+    at least ``degree + 2`` levels, the residuals (scaled by sqrt(n / (n - degree - 1)) for the fitted
+    terms) pooled over the sweep as a root mean square. A curve's true bends that the polynomial misses
+    count as noise (the estimate errs wide). None when no configuration has enough levels.
+    """
+    residuals = []
+    frame = levels.filter(pl.col(value).is_not_null() & (pl.col(value) > 0) & (pl.col("concurrency") > 0))
+    for _, g in frame.group_by("point_id"):
+        g = g.unique("concurrency").sort("concurrency")
+        n = g.height
+        if n < degree + 2:
+            continue
+        x = np.log(g["concurrency"].to_numpy().astype(float))
+        y = np.log(g[value].to_numpy().astype(float))
+        fit = np.polyfit(x, y, degree)
+        residuals.append((y - np.polyval(fit, x)) * np.sqrt(n / (n - degree - 1)))
+    if not residuals:
+        return None
+    return float(np.sqrt(np.mean(np.concatenate(residuals) ** 2)))
+
+
+def widened(ratio: str, sigma: float | None, *, sides: int = 2, confidence: float = 0.95) -> list[pl.Expr]:
+    """``ci_low``/``ci_high`` of ``ratio`` widened by a level-wide noise ``sigma`` (relative SD,
+    :func:`curve_noise`) on each of ``sides`` figures: in log space, each half-width and
+    z * sigma * sqrt(sides) add in quadrature; with no interval, that term alone. Unchanged when
+    ``sigma`` is None or 0."""
+    if not sigma:
+        return [pl.col("ci_low"), pl.col("ci_high")]
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    extra = (z * sigma) ** 2 * sides
+    centre = pl.col(ratio).log()
+    low_half = (centre - pl.col("ci_low").log()).clip(lower_bound=0).fill_null(0.0)
+    high_half = (pl.col("ci_high").log() - centre).clip(lower_bound=0).fill_null(0.0)
+    return [pl.when(pl.col(ratio) > 0).then((centre - (low_half ** 2 + extra).sqrt()).exp()).alias("ci_low"),
+            pl.when(pl.col(ratio) > 0).then((centre + (high_half ** 2 + extra).sqrt()).exp()).alias("ci_high")]

@@ -42,6 +42,22 @@ def change(value: float | None) -> str:
     return MISSING if value is None else f"{value * 100:+.1f}%"
 
 
+def percent(value: float, digits: int = 0) -> str:
+    """A relative change as a signed percentage ('+4%'); an unbounded one as 'unbounded'."""
+    return "unbounded" if value == float("inf") else f"{value * 100:+.{digits}f}%"
+
+
+def margin(value: float, low: float | None, high: float | None, *, within_noise: bool | None = None,
+           confidence: float = 0.95, digits: int = 0) -> str:
+    """A margin with its interval: '+4% (95% interval -1% .. +9%)', ', within noise' added inside the
+    brackets when asked and true; '+4% (no interval)' without one (too few observations to tell)."""
+    if low is None or high is None:
+        return f"{percent(value, digits)} (no interval)"
+    noisy = ", within noise" if within_noise else ""
+    return (f"{percent(value, digits)} ({confidence * 100:g}% interval {percent(low, digits)} .. "
+            f"{percent(high, digits)}{noisy})")
+
+
 def interval(low: float | None, high: float | None) -> str:
     return MISSING if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
 

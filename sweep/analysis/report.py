@@ -17,7 +17,7 @@ import polars as pl
 
 from sweep.core import atomic
 from sweep.core.console import plural
-from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod
+from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod, slo_noise
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -149,10 +149,12 @@ def frontier_section(f: Findings, images: list[str]) -> list[Section]:
     return [Section("Throughput-interactivity frontier", paragraphs, table, images)]
 
 
-def _margin_cell(margin: float | None, rank: int, tok: float) -> str:
+def _margin_cell(margin: float | None, rank: int, tok: float, within_noise: bool | None = None) -> str:
     if not tok:
         return render.MISSING
-    return render.change(margin) if margin is not None else ("only one" if rank == 1 else render.MISSING)
+    if margin is None:
+        return "only one" if rank == 1 else render.MISSING
+    return render.marked(margin, within_noise, render.change)
 
 
 def _vs_baseline_cell(vs: float | None, baseline: bool, tok: float, base_tok: float | None) -> str:
@@ -176,7 +178,9 @@ def slo_sections(f: Findings) -> list[Section]:
         "percentile (interpolated in log concurrency between the last level that meets it and the first "
         "that does not; '>=' when even the highest level measured meets it, '<' the lowest when none "
         "does), the output tok/s per GPU there (the throughput under the SLO, ranked), and the margin over "
-        "the next configuration and over its own matched baseline. Goodput is the rate of requests that "
+        "the next configuration and over its own matched baseline; the pick's margins carry their 95% "
+        f"interval in the Summary, and '{render.NOISE_MARK}' marks the pick's margin over the next one when "
+        "it is within noise (see Method). Goodput is the rate of requests that "
         "meet their SLO (DistServe): per level, the requests that met every limit, their output tok/s per "
         "GPU. A failed request meets no limit. " + _per_note(f.frontier)]
     if f.speed.scaled:
@@ -188,7 +192,7 @@ def slo_sections(f: Findings) -> list[Section]:
         columns: Columns = {
             "highest C meeting it": "c_text",
             "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
-            "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu"),
+            "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu", "margin_within_noise"),
             "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
                                            "baseline_tok_s_gpu"),
             "binding limit": "binding"}
@@ -276,14 +280,18 @@ def best_section(f: Findings) -> Section:
         "vs its baseline": render.cell(render.ratio, "speedup"),
         "verdict": "verdict", "runner-up": "runner_up",
         "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
-        "margin": render.cell(render.change, "margin")}
+        "margin": render.cell(lambda m, noisy: render.marked(m, noisy, render.change), "margin",
+                              "margin_within_noise"),
+        "margin 95% CI": render.cell(lambda lo, hi: render.MISSING if lo is None or hi is None else
+                                     f"{render.change(lo)} .. {render.change(hi)}", "margin_low", "margin_high")}
     table = f.best.select(
         C="concurrency",
         best=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
         **columns)
     return Section("Best configuration per concurrency level", [
         "Highest output throughput at each level, baselines included; its ratio to its own baseline's "
-        "throughput and that ratio's verdict."], table)
+        "throughput and that ratio's verdict; its margin over the runner-up with the margin's 95% interval, "
+        f"'{render.NOISE_MARK}' when that contains 0 (the runner-up is as good, within run-to-run noise)."], table)
 
 
 def crossover_section(f: Findings, images: list[str]) -> Section:
@@ -451,8 +459,22 @@ def method_section(f: Findings) -> Section:
         "- SLOs: each limit at its percentile over the level's requests (failed ones meet none); highest "
         "concurrency meeting it interpolated linearly in log concurrency; goodput counts the requests that "
         "met every limit themselves.",
+        f"- Picks and their noise: {_level_noise_text(f)} The best at each level: its margin over the "
+        "runner-up has the interval of the two levels' per-request tok/s ratio, as a relative width around "
+        "the throughput ratio, widened by that level-wide noise on both sides; the SLOs: "
+        f"{slo_noise.describe()}.",
         "- Every figure is recomputable from the Parquet tables: `python -m sweep query DIR \"SQL\"`.",
     ])
+
+
+def _level_noise_text(f: Findings) -> str:
+    if f.level_noise is None:
+        return ("a level is measured once: its level-wide run-to-run noise would come from the scatter of "
+                "the throughput curves about smooth ones, but no configuration has the 5 levels that needs, "
+                "so the intervals below count only the requests' spread.")
+    return (f"a level is measured once, and its requests run together, so what slows the whole level moves "
+            f"them all alike: its run-to-run noise is the scatter of the sweep's throughput curves about smooth "
+            f"ones (a cubic in log concurrency per configuration, residuals pooled): {f.level_noise:.1%} here.")
 
 
 PLOTS = {

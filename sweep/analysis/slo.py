@@ -21,7 +21,8 @@ request meets no limit. A level *meets* the SLO when every limit holds at its pe
   measured meets it, and ``<`` the lowest when none does.
 - **Throughput under the SLO**: output tok/s per GPU at that concurrency (interpolated the same
   way between the two levels; at the highest level when it is ``>=``). The best configuration per
-  SLO has the highest; its margins are over the runner-up and over its own matched baseline.
+  SLO has the highest; its margins are over the runner-up and over its own matched baseline (their
+  intervals, and whether the runner-up is within noise: ``sweep.analysis.slo_noise``).
 
 Pure functions over the results tables (``sweep.results.load``); the parser raises ``ConfigError``
 naming the culprit.

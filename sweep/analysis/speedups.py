@@ -78,6 +78,31 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
         "within_noise", "verdict", "accept_length", "ttft_s", "note")
 
 
+def fastest_single(single: pl.DataFrame, samples: pl.LazyFrame | None, *, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """The fastest point in single stream (baselines included; ``single`` is ``speedup_table``'s frame)
+    against the next fastest: at most one row with label, tok_s, runner_up, runner_up_tok_s, margin
+    (tok_s / runner_up_tok_s - 1), margin_low / margin_high (its interval: the bootstrap of the two
+    points' median tok/s over their runs, ``noise.ratio_intervals``) and margin_within_noise."""
+    ranked = (single.filter(pl.col("tok_s").is_not_null()).sort(["tok_s", "order"], descending=[True, False])
+              .head(2))
+    schema = {"label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String, "runner_up_tok_s": pl.Float64,
+              "margin": pl.Float64, "margin_low": pl.Float64, "margin_high": pl.Float64,
+              "margin_within_noise": pl.Boolean}
+    if ranked.height < 2:
+        return pl.DataFrame(schema=schema)
+    top, nxt = ranked.row(0, named=True), ranked.row(1, named=True)
+    pair = pl.DataFrame({"key": [top["point_id"]], "base_key": [nxt["point_id"]]})
+    ci = (noise.ratio_intervals(pair, samples, stat="median", confidence=confidence, resamples=resamples,
+                                seed=seed).row(0, named=True) if samples is not None else {"ci_low": None, "ci_high": None})
+    return pl.DataFrame([{"label": top["label"], "tok_s": top["tok_s"], "runner_up": nxt["label"],
+                          "runner_up_tok_s": nxt["tok_s"], "margin": top["tok_s"] / nxt["tok_s"] - 1,
+                          "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}],
+                        schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64}).with_columns(
+        margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
+        margin_within_noise=noise.within_noise()).select(list(schema))
+
+
 def level_samples(tables: Tables) -> pl.LazyFrame:
     """Per-request tok/s at each concurrency level, keyed "point_id@concurrency"."""
     return (realspeed.scaled(tables)["requests"]
@@ -157,29 +182,89 @@ def _verdict_of(metric: str) -> str:
 
 
 def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throughput",
-                   by: list[str] | None = None) -> pl.DataFrame:
+                   by: list[str] | None = None, samples: pl.LazyFrame | None = None,
+                   level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000,
+                   seed: int = 0) -> pl.DataFrame:
     """The best configuration (baselines included) at each concurrency level.
 
     Ranked by the metric itself (the absolute figure one deploys for), never by a ratio.
     Columns: [by...], concurrency, label, baseline (is the winner a baseline), value (the metric),
     speedup (the winner's ratio of that metric to its own baseline's), verdict (of that same ratio),
     runner_up, runner_up_value, margin
-    (value / runner_up_value - 1), configurations (how many were measured at that level).
-    ``by`` groups further, e.g. ``["profile"]`` for the best under each NCCL profile.
+    (value / runner_up_value - 1), configurations (how many were measured at that level),
+    point_id, runner_up_id, margin_low / margin_high (the margin's interval: the interval of the
+    winner's mean per-request tok/s over the runner-up's at that level, from the two levels' request
+    rows (``noise.ratio_intervals``), for output throughput as a relative width around the throughput
+    ratio, as the level speedups do, then widened by the level-wide noise of each of the two levels,
+    ``level_noise``: a relative SD, by default ``noise.curve_noise`` of the levels ranked; 0 leaves it
+    out) and margin_within_noise (that interval contains 0: the runner-up is as good, within
+    run-to-run noise; null: no interval).
+    ``by`` groups further, e.g. ``["profile"]`` for the best under each NCCL profile. ``samples``: the
+    per-request samples (``level_samples``) when ``source`` is a ``level_speedups`` frame; from the
+    tables otherwise (without either, the margins have no interval).
     """
     metric = _check_metric(metric)
     keys = [*(by or []), "concurrency"]
-    ranked = (_levels(source).filter(pl.col(metric).is_not_null())
+    levels = _levels(source)
+    if level_noise is None:
+        level_noise = noise.curve_noise(levels, metric)
+    ranked = (levels.filter(pl.col(metric).is_not_null())
               .sort([*keys, metric], descending=[False] * len(keys) + [True]))
-    return (ranked.group_by(keys, maintain_order=True).agg(
+    best = (ranked.group_by(keys, maintain_order=True).agg(
                 label=pl.col("label").first(), baseline=pl.col("baseline").first(),
                 value=pl.col(metric).first(), speedup=pl.col(_ratio_of(metric)).first(),
                 verdict=pl.col(_verdict_of(metric)).first(),
                 runner_up=pl.col("label").get(1, null_on_oob=True),
                 runner_up_value=pl.col(metric).get(1, null_on_oob=True),
-                configurations=pl.len().cast(pl.Int64))
+                configurations=pl.len().cast(pl.Int64),
+                point_id=pl.col("point_id").first(),
+                runner_up_id=pl.col("point_id").get(1, null_on_oob=True))
             .with_columns(margin=pl.col("value") / pl.col("runner_up_value") - 1)
             .sort(keys))
+    if samples is None and not isinstance(source, pl.DataFrame):
+        samples = level_samples(source)
+    return _with_margin_intervals(best, metric, samples, level_noise, confidence=confidence,
+                                  resamples=resamples, seed=seed).select(
+        *keys, "label", "baseline", "value", "speedup", "verdict", "runner_up", "runner_up_value",
+        "configurations", "margin", "point_id", "runner_up_id", "margin_low", "margin_high",
+        "margin_within_noise")
+
+
+def _with_margin_intervals(best: pl.DataFrame, metric: str, samples: pl.LazyFrame | None,
+                           level_noise: float | None, *, confidence: float, resamples: int,
+                           seed: int) -> pl.DataFrame:
+    """``best`` with the interval of each winner's margin over its runner-up (see ``best_per_level``)."""
+    at = lambda pid: pl.col(pid) + "@" + pl.col("concurrency").cast(pl.String)  # noqa: E731
+    pairs = best.filter(pl.col("runner_up_id").is_not_null()).select(
+        "point_id", "runner_up_id", "concurrency", key=at("point_id"), base_key=at("runner_up_id")).unique()
+    if samples is None or not pairs.height:
+        found = pairs.select("key", "base_key", ci_low=pl.lit(None, pl.Float64), ci_high=pl.lit(None, pl.Float64))
+    else:
+        found = noise.ratio_intervals(pairs.select("key", "base_key"), samples, stat="mean",
+                                      confidence=confidence, resamples=resamples, seed=seed)
+    per_request = (pairs.join(found, on=["key", "base_key"], how="left")
+                   .select("point_id", "runner_up_id", "concurrency", "ci_low", "ci_high"))
+    if metric == "output_throughput":  # a level has one throughput figure: the requests' noise, as a
+        # relative width around the throughput ratio (as level_speedups does against the baseline)
+        wanted = pl.concat([pairs["key"], pairs["base_key"]]).unique().implode()
+        means = (samples.filter(pl.col("key").is_in(wanted) & (pl.col("value") > 0))
+                 .group_by("key").agg(mean=pl.col("value").mean()).collect()
+                 if samples is not None and pairs.height else pl.DataFrame(schema={"key": pl.String, "mean": pl.Float64}))
+        per_request = (per_request.with_columns(key=at("point_id"), base_key=at("runner_up_id"))
+                       .join(means, on="key", how="left")
+                       .join(means.rename({"key": "base_key", "mean": "base_mean"}), on="base_key", how="left")
+                       .with_columns(_pr=pl.col("mean") / pl.col("base_mean"))
+                       .drop("key", "base_key", "mean", "base_mean"))
+    else:
+        per_request = per_request.with_columns(_pr=pl.lit(None, pl.Float64))
+    joined = (best.join(per_request, on=["point_id", "runner_up_id", "concurrency"], how="left")
+              .with_columns(_ratio=pl.col("margin") + 1))
+    if metric == "output_throughput":
+        joined = joined.with_columns(ci_low=noise.moved("ci_low", "_pr", "_ratio"),
+                                     ci_high=noise.moved("ci_high", "_pr", "_ratio"))
+    joined = joined.with_columns(noise.widened("_ratio", level_noise, confidence=confidence))
+    return joined.with_columns(margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
+                               margin_within_noise=noise.within_noise())
 
 
 def _levels_text(levels: list[int]) -> str:
