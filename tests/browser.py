@@ -88,12 +88,14 @@ class Page:
 
     async def wait_for(self, expression: str, timeout: float, what: str) -> Any:
         """Evaluate ``expression`` until it is truthy and return its value; CDPError naming ``what``
-        past ``timeout`` seconds."""
+        past ``timeout`` seconds, or as soon as the page reported an error (it will not get there)."""
         deadline = time.monotonic() + timeout
         while True:
             value = await self.evaluate(expression)
             if value:
                 return value
+            if self.errors:
+                raise CDPError(f"{what}: not yet, and the page reported errors: {self.errors}")
             if time.monotonic() >= deadline:
                 raise CDPError(f"not within {timeout:g} s: {what}")
             await asyncio.sleep(0.05)

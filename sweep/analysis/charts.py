@@ -316,11 +316,11 @@ def chart_frontier(frontier: pl.DataFrame) -> go.Figure | None:
     def hover(r: dict) -> list[str]:
         return [r["label"] + (" (baseline)" if r["baseline"] else ""), str(r["concurrency"]),
                 render.num(r["user_tok_s"], 1),
-                render.num(r["tok_s_gpu"], 1) + ("" if r["per"] == "GPU" else " (per host)"),
+                f"{render.num(r['tok_s_gpu'], 1)} tok/s per {r['per']}",
                 "on the frontier" if r["on_frontier"] else "not on the frontier"]
 
     lines = ("<b>%{customdata[0]}</b>", "C=%{customdata[1]}", "per-user %{customdata[2]} tok/s",
-             "output %{customdata[3]} tok/s per GPU", "%{customdata[4]}")
+             "output %{customdata[3]}", "%{customdata[4]}")
     seen: set[str] = set()
     for col, key in enumerate(panels, start=1):
         panel = data.filter(pl.col("panel") == key)
