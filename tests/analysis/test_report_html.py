@@ -157,8 +157,11 @@ def test_the_page_draws_every_chart_offline_in_chromium(tmp_path):
     html = (out / "report.html").read_text()
     assert html.count("<script") == 1 + len(CHART_TRACES)  # plotly.js once, then one per chart
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=", html)  # nothing loaded from elsewhere
-    images = markdown_parts((out / "report.md").read_text())[3]
+    headings, paragraphs, cells, images = markdown_parts((out / "report.md").read_text())
     assert len(images) == 7
+    page = Text()
+    page.feed(html)
+    assert (page.headings, page.paragraphs, page.cells) == (headings, paragraphs, cells)  # the charts add no text
 
     seen = asyncio.run(_in_browser(chromium() or "", out / "report.html", tmp_path / "browser"))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
