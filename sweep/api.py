@@ -255,7 +255,8 @@ class SweepResult:
     def report(self, *, write: bool = False, plots: bool | None = None, out_dir: str | Path | None = None,
                slos: Sequence[str] | None = None) -> str:
         """The report as Markdown (``python -m sweep report DIR``'s sections). ``write``: also write
-        ``report.md`` into ``out_dir`` (default DIR/report), with the PNG plots unless ``plots=False``;
+        ``report.md`` and ``report.html`` into ``out_dir`` (default DIR/report), with the PNG plots and
+        the page's charts unless ``plots=False``;
         ``slos``: judge by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``) instead of the experiment's."""
         from sweep.analysis import report as report_mod
         from sweep.analysis.slo import parse_slo

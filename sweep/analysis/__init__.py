@@ -1,6 +1,6 @@
 """Reading a sweep's results: the report's building blocks as polars frames, SQL, comparisons.
 
-Depends on ``sweep.results`` only (plus polars, numpy, matplotlib, rich). Every function takes the
+Depends on ``sweep.results`` only (plus polars, numpy, matplotlib, plotly, rich). Every function takes the
 tables of ``sweep.results.load(DIR)``::
 
     from sweep.results import load

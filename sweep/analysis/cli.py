@@ -26,8 +26,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vs", metavar="OTHER_DIR", default=None,
                         help="compare with another sweep: the same labels side by side, with the change")
     parser.add_argument("--out", metavar="DIR", default=None,
-                        help="where report.md and the plots go (default: DIR/report)")
-    parser.add_argument("--no-plots", action="store_true", help="write report.md without PNG plots")
+                        help="where report.md, report.html and the plots go (default: DIR/report)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write report.md without PNG plots, and report.html without charts")
     parser.add_argument("--nccl-reference", metavar="PROFILE", default=None, dest="env_reference",
                         help="NCCL profile the others are compared with, as in the labels "
                              "(e.g. nccl=default; default: the one named default/none/off)")
@@ -43,7 +44,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """Build the report, write DIR/report/report.md (plots beside it), print it; returns 0."""
+    """Build the report, write DIR/report/report.md (plots beside it) and report.html, print it; returns 0."""
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
     from sweep.analysis.slo import parse_slo
 
@@ -66,8 +67,8 @@ def run_report(args: argparse.Namespace) -> int:
     console = output_console()
     if not args.quiet:
         render.terminal(built.sections, console, image_dir=f"{out}/")
-    console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')})", highlight=False,
-                  soft_wrap=True)
+    console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')}) and "
+                  f"{escape(str(path.with_suffix('.html')))}", highlight=False, soft_wrap=True)
     return 0
 
 

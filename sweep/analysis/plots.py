@@ -50,17 +50,17 @@ def styles(frame: pl.DataFrame) -> dict[str, dict]:
             for r in rows}
 
 
-def _panel_key() -> pl.Expr:
+def panel_key() -> pl.Expr:
     """A panel per group (other axes: model, tp...) and NCCL profile."""
     return pl.concat_str("group", "profile", separator="  ").str.strip_chars()
 
 
-def _panels(frame: pl.DataFrame) -> list[str]:
-    return sorted(frame.select(key=_panel_key())["key"].unique().to_list(), key=natural_key)
+def panel_keys(frame: pl.DataFrame) -> list[str]:
+    return sorted(frame.select(key=panel_key())["key"].unique().to_list(), key=natural_key)
 
 
-def _panel_of(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    return frame.filter(_panel_key() == key)
+def panel_of(frame: pl.DataFrame, key: str) -> pl.DataFrame:
+    return frame.filter(panel_key() == key)
 
 
 def _width(panels: int, per_panel: float = 5.0) -> float:
@@ -96,14 +96,14 @@ def plot_concurrency(levels: pl.DataFrame, path: Path) -> Path | None:
     data = levels.filter(pl.col("output_throughput").is_not_null())
     if data.is_empty():
         return None
-    panels, style = _panels(data), styles(data)
+    panels, style = panel_keys(data), styles(data)
     ticks = sorted(data["concurrency"].unique().to_list())
     metrics = [("output_throughput", "output throughput (tok/s)"),
                ("per_request_tok_s", "per-request speed (tok/s, log scale)")]
     fig = Figure(figsize=(_width(len(panels)), 8.5), layout="constrained", dpi=DPI)
     axes = fig.subplots(2, len(panels), squeeze=False, sharex=True, sharey="row")
     for col, key in enumerate(panels):
-        panel = _panel_of(data, key)
+        panel = panel_of(data, key)
         for row, (metric, title) in enumerate(metrics):
             ax = axes[row][col]
             for config, curve in panel.sort("concurrency").group_by("config", maintain_order=True):
@@ -129,7 +129,7 @@ def plot_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame, path: Pat
     data = levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if data.is_empty():
         return None
-    panels, style = _panels(data), styles(data)
+    panels, style = panel_keys(data), styles(data)
     ticks = sorted(data["concurrency"].unique().to_list())
     # polars types a column's min and max as any Python literal; non-null ratios are floats
     top = max(1.1, cast(float, data["throughput_ratio"].max()) * 1.08)
@@ -141,7 +141,7 @@ def plot_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame, path: Pat
         ax.axhspan(0, 1, color="#f4cccc", alpha=0.35, zorder=0)
         ax.axhline(1, color="black", linewidth=1)
         ax.text(ticks[0], 1, " baseline", va="bottom", fontsize=8)
-        for (config, pid), curve in (_panel_of(data, key).sort("concurrency")
+        for (config, pid), curve in (panel_of(data, key).sort("concurrency")
                                      .group_by("config", "point_id", maintain_order=True)):
             ax.plot(curve["concurrency"], curve["throughput_ratio"], **style[config])
             if est.get(pid):
@@ -157,10 +157,9 @@ def plot_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame, path: Pat
     return path
 
 
-def plot_env_effect(levels: pl.DataFrame, path: Path, reference: str | None = None) -> Path | None:
-    """Each configuration's output throughput under every other NCCL profile, relative to the
-    reference profile, against concurrency (above 1 = the profile helps)."""
-    reference = reference or reference_profile(levels["profile"].to_list())
+def env_ratios(levels: pl.DataFrame, reference: str | None) -> pl.DataFrame | None:
+    """The levels under every profile but ``reference``, with ``ratio``: the output throughput over the
+    same configuration's under the reference profile at the same level; None when there is none."""
     if reference is None:  # no NCCL profile axis
         return None
     data = levels.filter(pl.col("output_throughput").is_not_null())
@@ -169,15 +168,23 @@ def plot_env_effect(levels: pl.DataFrame, path: Path, reference: str | None = No
     data = (data.filter(pl.col("profile") != reference)
             .join(ref, on=["config", "group", "concurrency"], how="inner")
             .with_columns(ratio=pl.col("output_throughput") / pl.col("ref")))
-    if data.is_empty():
+    return None if data.is_empty() else data
+
+
+def plot_env_effect(levels: pl.DataFrame, path: Path, reference: str | None = None) -> Path | None:
+    """Each configuration's output throughput under every other NCCL profile, relative to the
+    reference profile, against concurrency (above 1 = the profile helps)."""
+    reference = reference or reference_profile(levels["profile"].to_list())
+    data = env_ratios(levels, reference)
+    if data is None:
         return None
     style, ticks = styles(data), sorted(data["concurrency"].unique().to_list())
-    panels = _panels(data)
+    panels = panel_keys(data)
     fig = Figure(figsize=(_width(len(panels)), 4.8), layout="constrained", dpi=DPI)
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     for ax, key in zip(axes, panels):
         ax.axhline(1, color="black", linewidth=1)
-        for config, curve in _panel_of(data, key).sort("concurrency").group_by("config", maintain_order=True):
+        for config, curve in panel_of(data, key).sort("concurrency").group_by("config", maintain_order=True):
             ax.plot(curve["concurrency"], curve["ratio"], **style[config[0]])
         _log_x(ax, ticks)
         ax.set_title(f"{key} against {reference}", fontsize=10)
@@ -193,9 +200,9 @@ def _grid_values(frame: pl.DataFrame, ratio: str) -> pl.DataFrame:
         "group", "profile", "drafter", "spec", "within_noise", "note", value=ratio)
 
 
-def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) -> Path | None:
-    """Speedup heatmaps, drafter x speculative shape, one panel per NCCL profile: single stream
-    (C=1) on top, the highest concurrency level below. Faded cells are within noise."""
+def grid_rows(single: pl.DataFrame, levels: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """The speedup grid's rows: (title, the speculative points' group, profile, drafter, spec,
+    within_noise, note and value) for single stream, then for the highest level measured."""
     rows: list[tuple[str, pl.DataFrame]] = []
     if single.filter(~pl.col("baseline")).height:
         rows.append(("single stream (C=1)", _grid_values(single, "speedup")))
@@ -204,12 +211,24 @@ def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) ->
         top_c = cast(int, measured["concurrency"].max())
         rows.append((f"C={top_c} (highest level), output throughput",
                      _grid_values(levels.filter(pl.col("concurrency") == top_c), "throughput_ratio")))
+    return rows
+
+
+def grid_axes(values: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """The grid's drafters (rows; '' for none) and speculative shapes (columns), in natural order."""
+    return (sorted({d or "" for d in values["drafter"].to_list()}, key=natural_key),
+            sorted(set(values["spec"].to_list()), key=natural_key))
+
+
+def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) -> Path | None:
+    """Speedup heatmaps, drafter x speculative shape, one panel per NCCL profile: single stream
+    (C=1) on top, the highest concurrency level below. Faded cells are within noise."""
+    rows = grid_rows(single, levels)
     if not rows:
         return None
     allv = pl.concat([r[1] for r in rows])
-    panels = _panels(allv)
-    drafters = sorted({d or "" for d in allv["drafter"].to_list()}, key=natural_key)
-    specs = sorted(set(allv["spec"].to_list()), key=natural_key)
+    panels = panel_keys(allv)
+    drafters, specs = grid_axes(allv)
     finite = allv["value"].drop_nulls()
     spread = max(0.05, max(abs(math.log(v)) for v in finite) if finite.len() else 0.05)
     norm = TwoSlopeNorm(vcenter=1.0, vmin=math.exp(-spread), vmax=math.exp(spread))
@@ -221,7 +240,7 @@ def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) ->
     for r, (title, values) in enumerate(rows):
         for c, key in enumerate(panels):
             ax = axes[r][c]
-            panel = _panel_of(values, key)
+            panel = panel_of(values, key)
             grid = np.full((len(drafters), len(specs)), np.nan)
             for cell in panel.iter_rows(named=True):
                 i, j = drafters.index(cell["drafter"] or ""), specs.index(cell["spec"])

@@ -1,12 +1,18 @@
-"""Sections of a report, and their two renderings: Markdown (report.md) and the terminal (rich).
+"""Sections of a report, and their three renderings: Markdown (report.md), HTML (report.html) and
+the terminal (rich).
 
 A section is a title, a few paragraphs, an optional table of already formatted strings and
 optional images; the report and ``--vs`` build sections, and this module alone knows the formats.
+The HTML page shows the very strings the Markdown does; where the Markdown links a PNG it places the
+chart of that name (a fragment the caller gives, ``sweep.analysis.charts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+import html as html_mod
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -113,3 +119,84 @@ def terminal(sections: list[Section], console: Console, image_dir: str = "") -> 
             console.print(table)
         for image in s.images:
             console.print(Text(f"plot: {image_dir}{image}", style="dim"))
+
+
+PAGE_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em auto; max-width: 1500px;
+       padding: 0 1.5em; color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: .15em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; position: sticky; top: 0; }
+tr:nth-child(even) td { background: #fafafa; }
+.table-wrap { overflow-x: auto; }
+code { background: #f3f3f3; padding: 0 .25em; border-radius: 3px; }
+.chart { margin: .5em 0 1.5em; border: 1px solid #eee; }
+nav { font-size: 13px; column-width: 22em; background: #fafafa; padding: .5em 1em; border: 1px solid #eee; }
+nav a { display: block; }
+"""
+
+
+def _inline(text: str) -> str:
+    """A paragraph's text as HTML: escaped, `code` as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html_mod.escape(text))
+
+
+def _anchor(index: int, title: str) -> str:
+    return f"s{index}-" + (re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "section")
+
+
+def _paragraphs(paragraphs: list[str]) -> list[str]:
+    """Paragraphs as <p>; a run of '- ' lines as one list."""
+    out: list[str] = []
+    items: list[str] = []
+    for p in paragraphs:
+        if p.startswith("- "):
+            items.append(f"<li>{_inline(p[2:])}</li>")
+            continue
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        out.append(f"<p>{_inline(p)}</p>")
+    if items:
+        out.append("<ul>" + "".join(items) + "</ul>")
+    return out
+
+
+def html_table(frame: pl.DataFrame) -> str:
+    """A table of strings (as ``strings`` makes them) as an HTML table."""
+    text = strings(frame)
+    head = "".join(f"<th>{html_mod.escape(c)}</th>" for c in text.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html_mod.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in text.iter_rows())
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+
+
+def html(sections: list[Section], charts: Mapping[str, str] | None = None, script: str = "") -> str:
+    """The sections as one self-contained HTML page: ``charts`` maps an image name (a section's
+    ``images``) to the HTML that draws it, ``script`` is inlined once in the head (the charting library);
+    an image with no chart is left out."""
+    charts = charts or {}
+    title = sections[0].title if sections else "Sweep report"
+    parts: list[str] = []
+    toc: list[str] = []
+    for i, s in enumerate(sections):
+        anchor = _anchor(i, s.title)
+        level = min(max(s.level, 1), 6)
+        if level == 2:
+            toc.append(f'<a href="#{anchor}">{html_mod.escape(s.title)}</a>')
+        body = [f'<section><h{level} id="{anchor}">{html_mod.escape(s.title)}</h{level}>', *_paragraphs(s.paragraphs)]
+        if s.table is not None and s.table.height:
+            body.append(html_table(s.table))
+        body += [f'<div class="chart" data-image="{html_mod.escape(image)}">{charts[image]}</div>'
+                 for image in s.images if image in charts]
+        parts.append("\n".join(body) + "</section>")
+    if toc and parts:
+        parts.insert(1, "<nav>" + "".join(toc) + "</nav>")  # after the header
+    # "</script" inside the inlined library would end its tag early
+    js = "<script>" + script.replace("</script", "<\\/script") + "</script>" if script else ""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html_mod.escape(title)}</title><style>{PAGE_STYLE}</style>{js}</head>\n"
+            "<body>\n" + "\n".join(parts) + "\n</body></html>\n")

@@ -1,5 +1,6 @@
 """``python -m sweep report DIR``: the sweep's answers, as DIR/report/report.md with PNG plots
-beside it, and the same sections on the terminal.
+beside it, as DIR/report/report.html (one self-contained page: the same sections, an interactive
+chart where the Markdown has a plot), and the same sections on the terminal.
 
 Works on whatever the directory holds: a finished sweep, one still running (points not written
 yet are listed from plan.json when it names them), failed points, missing baselines, dry runs.
@@ -17,7 +18,7 @@ import polars as pl
 
 from sweep.core import atomic
 from sweep.core.console import plural
-from sweep.analysis import acceptance, frontier as frontier_mod, noise, plots, render, slo as slo_mod, slo_noise
+from sweep.analysis import acceptance, charts, frontier as frontier_mod, noise, plots, render, slo as slo_mod, slo_noise
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -31,6 +32,7 @@ class Report:
     sections: list[Section]
     markdown: str
     images: list[Path]
+    html: str = ""  # report.html: the same sections, the charts inlined
 
 
 def planned_points(plan: dict) -> list[dict]:
@@ -489,6 +491,29 @@ PLOTS = {
 }
 
 
+CHARTS = {
+    "single_stream.png": lambda f: charts.chart_single_stream(f.single),
+    "concurrency.png": lambda f: charts.chart_concurrency(f.levels),
+    "speedup_vs_concurrency.png": lambda f: charts.chart_speedup_curves(f.levels, f.crossover),
+    "speedup_grid.png": lambda f: charts.chart_speedup_grid(f.single, f.levels),
+    "nccl_effect.png": lambda f: charts.chart_env_effect(f.levels, f.env["reference"].first() if f.env.height else None),
+    "startup.png": lambda f: charts.chart_startup(f.startup),
+    "frontier.png": lambda f: charts.chart_frontier(f.frontier),
+}
+"""The HTML chart in place of each PNG plot (same name, same frames)."""
+
+
+def chart_id(name: str) -> str:
+    """The HTML id of the chart in place of the plot ``name`` (``concurrency.png`` -> ``chart-concurrency``)."""
+    return "chart-" + name.removesuffix(".png")
+
+
+def html_charts(f: Findings) -> dict[str, str]:
+    """Every chart there is data for, as HTML fragments by plot name (plotly.js left out)."""
+    drawn = {name: fn(f) for name, fn in CHARTS.items()}
+    return {name: charts.fragment(fig, chart_id(name)) for name, fig in drawn.items() if fig is not None}
+
+
 def draw(f: Findings, out_dir: Path) -> dict[str, Path]:
     """Write every plot there is data for; returns {file name: path}."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -499,8 +524,8 @@ def draw(f: Findings, out_dir: Path) -> dict[str, Path]:
 def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plots: bool = True,
           env_reference: str | None = None, vs: str | Path | None = None,
           slos: list | None = None, frontier_by: str | None = None) -> Report:
-    """Analyse ``directory`` and return the report's sections and Markdown; plots are written to
-    ``out_dir`` (default DIR/report) when ``with_plots``. ``slos``: the SLOs to judge by
+    """Analyse ``directory`` and return the report's sections, Markdown and HTML; plots are written to
+    ``out_dir`` (default DIR/report) when ``with_plots``, and drawn as charts in the HTML. ``slos``: the SLOs to judge by
     (``sweep.analysis.slo.SLO``; default: the experiment's ``benchmark.slo``, from
     DIR/experiment.yaml); ``frontier_by``: the frontier's panels (an axis name, or 'all')."""
     directory = Path(directory)
@@ -528,12 +553,17 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
         sections += compare_sections(f, analyze(other_tables, env_reference=env_reference, frontier_by=frontier_by),
                                      tables, other_tables, directory, other)
     sections.append(method_section(f))
-    return Report(sections, render.markdown(sections), list(drawn.values()))
+    fragments = html_charts(f) if with_plots else {}
+    page = render.html(sections, fragments, charts.script() if fragments else "")
+    return Report(sections, render.markdown(sections), list(drawn.values()), page)
 
 
 def write(report: Report, out_dir: Path) -> Path:
-    """Write report.md into ``out_dir`` (the plots are already there) and return its path."""
+    """Write report.md and report.html into ``out_dir`` (the plots are already there); returns
+    report.md's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.md"
     atomic.write_text(path, report.markdown)
+    if report.html:
+        atomic.write_text(out_dir / "report.html", report.html)
     return path

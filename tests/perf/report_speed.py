@@ -8,7 +8,8 @@ with about one million request rows, then times, in one run and on the same file
 - a plain pandas implementation of that same table (read, filter, group, merge, delta-method
   interval), checked to give the same numbers,
 - polars ``speedup_table`` (single stream, bootstrap intervals),
-- the whole report: every table, Markdown, and with / without the six PNG plots.
+- the whole report: every table, Markdown, and with / without the PNG plots (and report.html's charts),
+- report.html's plotly charts alone, from the report's frames.
 
 Each figure is the best of ``--repeat`` runs (the machine may be shared). Request rows carry no
 per-chunk arrival lists (null), which nothing here reads.
@@ -162,7 +163,7 @@ def main() -> int:
 
     import polars as pl
 
-    from sweep.analysis import level_speedups, speedup_table
+    from sweep.analysis import analyze, level_speedups, speedup_table
     from sweep.analysis import report
     from sweep.results import load
 
@@ -180,6 +181,8 @@ def main() -> int:
         t_ss, _ = best_of(args.repeat, lambda: speedup_table(load(directory)))
         t_md, _ = best_of(args.repeat, lambda: report.build(directory, with_plots=False))
         t_all, built = best_of(1, lambda: report.build(directory, out_dir=directory / "report"))
+        findings = analyze(load(directory))
+        t_charts, fragments = best_of(args.repeat, lambda: report.html_charts(findings))
 
         mine = polars_table.sort("label", "concurrency")
         # below 30 requests a side polars bootstraps the interval; compare where both use the
@@ -194,7 +197,8 @@ def main() -> int:
                 ("level speedup table (reads the request rows)", "pandas", t_pd),
                 ("single-stream speedup table (bootstrap)", "polars", t_ss),
                 ("whole report, tables + markdown, no plots", "polars", t_md),
-                (f"whole report with {len(built.images)} plots", "polars", t_all)]
+                (f"whole report with {len(built.images)} plots", "polars", t_all),
+                (f"report.html's {len(fragments)} charts alone (plotly)", "plotly", t_charts)]
         print(f"\n{'what':<48} {'how':<8} {'seconds':>8}")
         for what, how, t in rows:
             print(f"{what:<48} {how:<8} {t:>8.2f}")
