@@ -72,8 +72,8 @@ def parse_length(text: Any, where: str = "length") -> dict:
     if isinstance(text, int):
         return {"dist": "fixed", "value": text}
     s = str(text).strip().replace(" ", "")
-    if re.fullmatch(r"[0-9]+", s):
-        return {"dist": "fixed", "value": int(s)}
+    if re.fullmatch(r"-?[0-9.]+", s):
+        return {"dist": "fixed", "value": _int(s, "the length", where)}
     m = _CALL.fullmatch(s)
     if not m or m.group(1) not in DISTRIBUTIONS:
         raise ConfigError(f"{where}: {text!r} is not a length",

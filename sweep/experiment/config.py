@@ -334,7 +334,9 @@ def _check_values(exp: Experiment, path: Path) -> None:
             raise ConfigError(f"{path}, line {_line_of(path, key) or '?'}: {key} is out of range",
                               fix="sizes, counts and levels must be positive; ports 1-65535")
     for key, value, use in exp.benchmark.problems():
-        raise ConfigError(f"{path}, line {_line_of(path, 'benchmark.' + key) or '?'}: benchmark.{key} = {value!r} "
+        parts = ("benchmark." + key).split(".")  # a key the file wrote compactly: the line of the key above it
+        line = next((n for k in range(len(parts), 1, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
+        raise ConfigError(f"{path}, line {line or '?'}: benchmark.{key} = {value!r} "
                           "is out of range", fix=f"use {use}")
     if not exp.server.launcher:
         raise ConfigError(f"{path}: server.launcher is empty",
