@@ -342,3 +342,18 @@ def test_requests_written_before_the_workload_columns_still_load(tmp_path):
     assert req.select("point_id", "workload", "conversation", "turn", "output_len_given").rows() == [
         ("new1", "sharegpt:x.json", 3, 1, 9), ("old1", None, None, None, None)]
     assert req.schema["arrival_s"] == pl.Float64 and req.schema["turn"] == pl.Int32
+
+
+def test_sweep_bench_takes_workload_or_prompts_not_both():
+    import argparse
+
+    from sweep.bench import cli
+
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    args = p.parse_args(["--url", "http://127.0.0.1:1", "--workload", "shared-prefix:groups=3,prefix=16,in=4"])
+    w = cli.settings_from_args(args).workload
+    assert (w.kind, w.groups, w.prefix_len, w.input_len.value) == ("shared-prefix", 3, 16, 4)
+    assert cli.settings_from_args(p.parse_args(["--url", "http://x:1"])).workload is None
+    with pytest.raises(ConfigError, match="--prompts and --workload"):
+        cli.settings_from_args(p.parse_args(["--url", "http://x:1", "--prompts", "coding", "--workload", "trace:t"]))

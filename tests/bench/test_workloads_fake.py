@@ -8,10 +8,13 @@ import json
 import subprocess
 import sys
 
+import httpx
 import polars as pl
+import pytest
 
 from sweep.bench.runner import run
 from sweep.core import workload_spec
+from sweep.core.errors import ConfigError
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.results import load
 
@@ -66,3 +69,16 @@ def test_synthetic_and_shared_prefix_lengths_reach_the_server_on_every_route(fak
                 assert (req["prompt_tokens"] == req["input_len_given"]).all(), (spec, api)
             if spec.startswith("shared"):
                 assert set(req["prefix_group"]) <= {0, 1} and (req["input_len_given"] == 40).all()
+
+
+def test_inputs_past_the_servers_input_cap_fail_before_the_first_request(fake_sglang):
+    server = fake_sglang("--context-length", "256", "--enable-metrics", speed=50.0)  # max_req_input_len 250
+    settings = BenchSettings(server_metrics=False, workload=workload_spec.settings("synthetic:in=uniform(200,300),requests=4"),
+                             single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=4),
+                             concurrency=ConcurrencySettings(levels=[]))
+    with pytest.raises(ConfigError, match=r"synthetic request \d: \d+ input tokens exceed the context of 250 tokens "
+                                          r"\(the server's max_req_input_len at http://127.0.0.1:\d+\)"):
+        run(server.url, settings)
+    counts = [line for line in httpx.get(server.url + "/metrics", trust_env=False).text.splitlines()
+              if line.startswith("sglang:num_requests_total") and 'is_streaming="true"' in line]
+    assert len(counts) == 1 and counts[0].endswith(" 0.0"), counts  # no benchmark request (they stream) was sent
