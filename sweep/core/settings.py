@@ -141,6 +141,8 @@ class WorkloadSettings:
     questions: int = 16  # shared-prefix: distinct questions per group
     time_scale: float = 1.0  # trace: arrival times multiplied by it (0.5: twice as fast)
     max_context: Optional[int] = None  # tokens a request may take, input + output (None: the server's, where known)
+    # multiplies every output length the workload gives (at least 1 token); a dry run sets its max_tokens_scale
+    output_scale: float = 1.0
 
     def problems(self) -> list[tuple[str, object, str]]:
         """Like ``BenchSettings.problems``, keys under ``workload``; files are checked by their loaders."""
@@ -162,6 +164,7 @@ class WorkloadSettings:
         want(self.prefix_len >= 0, "prefix_len", self.prefix_len, "a count of tokens >= 0")
         want(self.questions >= 1, "questions", self.questions, "at least 1 question per group")
         want(self.time_scale > 0, "time_scale", self.time_scale, "a positive factor, e.g. 0.5 for twice as fast")
+        want(self.output_scale > 0, "output_scale", self.output_scale, "a positive factor, e.g. 0.125")
         want(self.max_context is None or self.max_context >= 2, "max_context", self.max_context,
              "the model's context length in tokens, or leave it unset")
         return out

@@ -357,3 +357,16 @@ def test_sweep_bench_takes_workload_or_prompts_not_both():
     assert cli.settings_from_args(p.parse_args(["--url", "http://x:1"])).workload is None
     with pytest.raises(ConfigError, match="--prompts and --workload"):
         cli.settings_from_args(p.parse_args(["--url", "http://x:1", "--prompts", "coding", "--workload", "trace:t"]))
+
+
+def test_a_dry_run_scales_the_workloads_own_output_lengths_as_it_scales_max_tokens(tmp_path):
+    from sweep.experiment.dryrun import scaled
+
+    exp = config.load(_experiment(tmp_path, "  workload: synthetic:in=5,out=uniform(40,80),requests=20\n"))
+    full = workloads.load(exp.benchmark)
+    dry, _ = scaled(exp)
+    assert dry.benchmark.workload.output_scale == 0.125 and exp.benchmark.workload.output_scale == 1.0
+    small = workloads.load(dry.benchmark)
+    assert [r.output_len for r in small.requests] == [max(1, round(r.output_len / 8)) for r in full.requests]
+    assert [r.input_ids for r in small.requests] == [r.input_ids for r in full.requests]  # inputs kept
+    assert scaled(config.load(_experiment(tmp_path, "")))[0].benchmark.workload is None

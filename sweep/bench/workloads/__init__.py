@@ -25,7 +25,7 @@ experiment), with the file, line, what is wrong and the fix (``ConfigError``, ex
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from sweep.bench.workloads import tokens
@@ -137,6 +137,10 @@ def load(settings: BenchSettings) -> Workload:
     else:
         raise ConfigError(f"benchmark.workload.kind = {w.kind!r} is unknown",
                           fix="one of prompts, sharegpt, synthetic, shared-prefix, trace")
+    if w.output_scale != 1:
+        out = replace(out, requests=tuple(r if r.output_len is None else
+                                          replace(r, output_len=max(1, round(r.output_len * w.output_scale)))
+                                          for r in out.requests))
     if w.max_context is not None:
         check_context(out, w.max_context, max_tokens=max_phase_tokens(settings), what="benchmark.workload.max_context")
     return out
