@@ -152,7 +152,8 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         info = await sm.probe(side, url)
         limit = (info or {}).get("max_req_input_len")
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:  # the server's input cap
-            workloads.check_context(workload, limit, max_tokens=None, what=f"the server's max_req_input_len at {url}")
+            workloads.check_context(workload, limit, max_tokens=None, what=f"the server's max_req_input_len at {url}",
+                                    given_only=True)  # text: the server counts (an estimate must not refuse it)
         opts = RequestOptions(url=url, api=settings.api, prompts=workload, seed=settings.seed,
                               temperature=settings.temperature, ignore_eos=settings.ignore_eos,
                               model=settings.model or sm.model_name_of(info), timeout_s=settings.request_timeout_s)

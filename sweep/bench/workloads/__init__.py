@@ -153,10 +153,15 @@ def max_phase_tokens(settings: BenchSettings) -> int:
     return max(ss.max_tokens if runs else 0, cc.max_tokens if cc.levels else 0, 1)
 
 
-def check_context(workload: Workload, context: int, *, max_tokens: Optional[int], what: str) -> None:
+def check_context(workload: Workload, context: int, *, max_tokens: Optional[int], what: str,
+                  given_only: bool = False) -> None:
     """``ConfigError`` for the first request whose input plus output (``max_tokens`` where it sets
-    none; None: the input alone) exceeds ``context`` tokens, naming where it came from."""
+    none; None: the input alone) exceeds ``context`` tokens, naming where it came from. A text
+    prompt's length is estimated (~4 characters a token); ``given_only``: such prompts are left to
+    the server, only given lengths are checked."""
     for r in workload.requests:
+        if given_only and r.input_len is None:
+            continue
         n_in = r.input_estimate()
         n_out = r.output_len if r.output_len is not None else (max_tokens or 0)
         if n_in + n_out > context:
