@@ -173,7 +173,8 @@ class WorkloadSettings:
 @dataclass
 class BenchSettings:
     prompts: str = "coding"  # built-in set name (coding, encyclopedic) or a JSONL file path
-    # what the requests are (sharegpt, synthetic lengths, shared prefixes, a trace); None: ``prompts``
+    # what the requests are (sharegpt, synthetic lengths, shared prefixes, a trace); set, it wins over
+    # ``prompts``; None: the prompt set of ``prompts``, as before workloads
     workload: Optional[WorkloadSettings] = None
     api: str = "generate"  # generate (SGLang's native /generate), completions, chat
     model: str = ""  # "model" of OpenAI-route requests; empty = the server's served_model_name
