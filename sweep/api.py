@@ -311,6 +311,9 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
         from sweep.experiment.dryrun import scaled
 
         exp, scale = scaled(exp)
+    from sweep.bench.workloads import check_experiment
+
+    check_experiment(exp.benchmark, exp.server.model_path, exp.server.flags)  # a bad workload file: nothing runs
     plan = planning.build(exp)
     checks = {}
     if drafter_checks:

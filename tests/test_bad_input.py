@@ -68,6 +68,10 @@ CASES = {
         "speculative-eagle-topk: 1  # a chain drafter", "speculative-eagle-topk: 2"), [], 3, ["draft-tree-too-small"]),
     "misspelt SGLang flag": (K26.replace("enable-metrics: true", "enable-metric: true"), [], 3, ["did you mean --enable-metrics"]),
     "reserved flag in flags": (K26.replace("  flags:\n", "  flags:\n    port: 1\n", 1), [], 2, ["--port", "server.port"]),
+    "unknown workload kind": (K26.replace("  prompts: coding", "  workload: sharegp:chat.json"), [], 2,
+                              ["line 71: benchmark.workload 'sharegp:chat.json': unknown kind 'sharegp'"]),
+    "missing workload file": (K26, ["benchmark.workload=sharegpt:/nonexistent/chat.json"], 2,
+                              ["sharegpt workload file '/nonexistent/chat.json' not found"]),
 }
 
 
@@ -80,6 +84,23 @@ def test_bad_experiment(name, tmp_path):
     check(cli(str(path), *overrides, f"results_dir={tmp_path / 'res'}", env=env), code, *phrases)
     assert not (tmp_path / "res").exists(), "nothing may be written for bad input"
     assert not ray_mark.exists(), "bad input reached the cluster layer (Ray was imported)"
+
+
+@pytest.mark.parametrize("name, data, says", [
+    ("empty conversations", b'[{"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": []}]',
+     'line 2: empty "conversations"'),
+    ("not UTF-8", b'{"conversations": [{"from": "human", "value": "hi"}]}\n\n{"conversations": [{"from": "human", '
+                  b'"value": "caf\xe9"}]}\n', "line 3: not UTF-8 text"),
+])
+def test_bad_workload_file(name, data, says, tmp_path):
+    """A bad workload file stops the sweep before anything runs, naming the file and line."""
+    chat = tmp_path / "chat.json"
+    chat.write_bytes(data)
+    env, ray_mark = no_ray(tmp_path)
+    r = cli("experiments/k26_eagle.yaml", "--dry-run", f"benchmark.workload=sharegpt:{chat}",
+            f"results_dir={tmp_path / 'res'}", env=env)
+    check(r, 2, f"workload file {chat}, {says}")
+    assert not (tmp_path / "res").exists() and not ray_mark.exists()
 
 
 def test_missing_experiment_file(tmp_path):

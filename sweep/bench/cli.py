@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 from sweep.bench.client import APIS
 from sweep.bench.prompts import BUILTIN
 from sweep.core.console import output_console
-from sweep.core.errors import BenchError
+from sweep.core import workload_spec
+from sweep.core.errors import BenchError, ConfigError
 from sweep.core.events import PointProgress
 from sweep.core.settings import BenchSettings
 
@@ -62,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=int, help=f"tokens per request in the sweep (default {_D.concurrency.max_tokens})")
     g = parser.add_argument_group("requests")
     g.add_argument("--prompts", help=f"built-in set ({', '.join(BUILTIN)}) or a JSONL file of {{\"prompt\": ...}} lines (default {_D.prompts})")
+    g.add_argument("--workload", metavar="SPEC",
+                   help="what the requests are, instead of --prompts: sharegpt:FILE, sharegpt-multiturn:FILE, "
+                        "synthetic:in=uniform(100,400),out=normal(200,50), "
+                        "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5 "
+                        "(sweep/core/workload_spec.py; the README's 'Workloads')")
     g.add_argument("--api", choices=APIS, help="route: generate = SGLang's /generate (default), completions, chat")
     g.add_argument("--model", help="'model' of OpenAI-route requests (default: the server's served_model_name)")
     g.add_argument("--seed", type=int, help=f"seeds the prompt choice (default {_D.seed})")
@@ -89,6 +95,11 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     ):
         if value is not None:
             setattr(obj, attr, value)
+    if getattr(args, "workload", None):
+        if args.prompts is not None:
+            raise ConfigError("--prompts and --workload both say what to send",
+                              fix="give one (--workload prompts:FILE is --prompts FILE)")
+        s.workload = workload_spec.settings(args.workload)
     if args.runs == 0 and args.warmup is None:
         ss.warmup = 0  # no single stream: nothing to warm up for (an explicit --warmup still runs)
     s.ignore_eos = not args.no_ignore_eos

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -114,10 +115,16 @@ class RequestRecord:
 
 
 def build_payload(api: str, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                  ignore_eos: bool = True, model: str = "default", stream: bool = True) -> dict[str, Any]:
-    """The JSON body of one request for ``api``."""
+                  ignore_eos: bool = True, model: str = "default", stream: bool = True,
+                  input_ids: Optional[Sequence[int]] = None,
+                  messages: Optional[Sequence[dict]] = None) -> dict[str, Any]:
+    """The JSON body of one request for ``api``. ``input_ids``: the prompt as token ids, sent as
+    such by ``generate`` (``input_ids``) and ``completions`` (``prompt`` as a list of ids, as the
+    OpenAI API and SGLang take it), ignored by ``chat`` (it sends ``prompt``); ``messages``: the chat
+    turns ``chat`` sends instead of one user message of ``prompt``."""
     if api == "generate":
-        return {"text": prompt, "stream": stream,
+        body_in: dict[str, Any] = {"input_ids": list(input_ids)} if input_ids is not None else {"text": prompt}
+        return {**body_in, "stream": stream,
                 "sampling_params": {"max_new_tokens": max_tokens, "temperature": temperature,
                                     "ignore_eos": ignore_eos}}
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": temperature,
@@ -125,9 +132,9 @@ def build_payload(api: str, prompt: str, *, max_tokens: int, temperature: float 
     if stream:
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if api == "completions":
-        body["prompt"] = prompt
+        body["prompt"] = list(input_ids) if input_ids is not None else prompt
     elif api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = [dict(m) for m in messages] if messages else [{"role": "user", "content": prompt}]
     else:
         raise ValueError(f"unknown api {api!r}; use one of {', '.join(APIS)}")
     return body
@@ -376,7 +383,8 @@ class Clients:
 
 async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, max_tokens: int,
                temperature: float = 0.0, ignore_eos: bool = True, model: str = "default",
-               stream: bool = True, timeout_s: float = 600.0) -> RequestRecord:
+               stream: bool = True, timeout_s: float = 600.0, input_ids: Optional[Sequence[int]] = None,
+               messages: Optional[Sequence[dict]] = None) -> RequestRecord:
     """Send one request to the server at ``url`` (``http://host:port``) and measure it.
 
     Times start when the request's body has been written to its connection (httpcore's ``trace``
@@ -387,9 +395,11 @@ async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, ma
     is sent is timed from the call.
 
     Never raises for anything the server or network does: the record says what happened.
+    ``input_ids`` and ``messages``: as in ``build_payload``.
     """
     payload = build_payload(api, prompt, max_tokens=max_tokens, temperature=temperature,
-                            ignore_eos=ignore_eos, model=model, stream=stream)
+                            ignore_eos=ignore_eos, model=model, stream=stream, input_ids=input_ids,
+                            messages=messages)
     parser = StreamParser(api)
     clock = time.perf_counter
     rec = RequestRecord(start_at=time.time(), start_mono=clock())

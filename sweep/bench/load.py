@@ -22,6 +22,7 @@ from typing import Optional
 
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
+from sweep.bench.workloads import Workload
 from sweep.core.settings import StopSettings
 from sweep.core.events import PointProgress
 from sweep.core.types import Stage
@@ -38,12 +39,17 @@ class RequestOptions:
 
     url: str
     api: str
-    prompts: PromptSet
+    prompts: PromptSet | Workload  # what is sent (a prompt set is the workload of its prompts)
     seed: int = 0
     temperature: float = 0.0
     ignore_eos: bool = True
     model: str = "default"
     timeout_s: float = 600.0
+    workload: Workload = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        w = self.prompts if isinstance(self.prompts, Workload) else Workload.from_prompts(self.prompts)
+        object.__setattr__(self, "workload", w)
 
 
 @dataclass
@@ -53,8 +59,8 @@ class Sent:
     phase: str  # warmup | single | level
     concurrency: int
     seq: int
-    prompt_index: int
-    max_tokens: int
+    prompt_index: int  # the request's index in its workload
+    max_tokens: int  # as sent: the request's own output length, else the phase's
     record: RequestRecord
 
 
@@ -75,10 +81,19 @@ class Notifier:
             self._progress = None
 
 
-async def _one(client, opts: RequestOptions, prompt_index: int, max_tokens: int) -> RequestRecord:
-    return await send(client, opts.url, opts.api, opts.prompts.prompts[prompt_index], max_tokens=max_tokens,
-                      temperature=opts.temperature, ignore_eos=opts.ignore_eos, model=opts.model,
-                      timeout_s=opts.timeout_s)
+def tokens_for(opts: RequestOptions, index: int, max_tokens: int) -> int:
+    """The max tokens request ``index`` is sent with: its own output length, else the phase's."""
+    own = opts.workload.requests[index].output_len
+    return own if own is not None else max_tokens
+
+
+async def _one(client, opts: RequestOptions, index: int, max_tokens: int) -> RequestRecord:
+    r = opts.workload.requests[index]
+    ids = r.input_ids if opts.api != "chat" else None  # chat takes text (the ids spelt as words)
+    return await send(client, opts.url, opts.api, r.text if ids is not None else r.prompt_text(),
+                      max_tokens=max_tokens, temperature=opts.temperature, ignore_eos=opts.ignore_eos,
+                      model=opts.model, timeout_s=opts.timeout_s, input_ids=ids,
+                      messages=r.messages if opts.api == "chat" else None)
 
 
 async def single_stream(clients: Clients, opts: RequestOptions, *, runs: int, warmup: int,
@@ -87,11 +102,12 @@ async def single_stream(clients: Clients, opts: RequestOptions, *, runs: int, wa
     out: list[Sent] = []
     phases: tuple[tuple[Stage, int], ...] = (("warmup", warmup), ("single", runs))
     for phase, count in phases:
-        indices = opts.prompts.choose(count, opts.seed, phase)
+        indices = opts.workload.choose(count, opts.seed, phase)
         for seq, idx in enumerate(indices):
             notify(PointProgress(phase, run=seq + 1, of=count))
-            rec = await _one(clients.slot(0), opts, idx, max_tokens)
-            out.append(Sent(phase, 1, seq, idx, max_tokens, rec))
+            n = tokens_for(opts, idx, max_tokens)
+            rec = await _one(clients.slot(0), opts, idx, n)
+            out.append(Sent(phase, 1, seq, idx, n, rec))
     return out
 
 
@@ -112,6 +128,8 @@ async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: in
 
     C workers pull the next request number from one shared iterator as soon as their previous
     request ends (closed loop): the server always sees C requests, never a burst or a trickle.
+    A multi-turn workload's conversation is pulled whole: one worker sends its turns one after
+    another (``Workload.units``). A trace's arrival times are not followed here (closed loop).
     """
     run = await closed_loop_until(clients, opts, concurrency=concurrency, requests=requests,
                                   max_tokens=max_tokens, notify=notify)
@@ -124,9 +142,9 @@ async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurren
     """``closed_loop``, ended early by ``stop`` when it is given (see the module docstring); the
     precision of the level's throughput is estimated either way (at ``stop.confidence``, else
     ``confidence``)."""
-    indices = opts.prompts.choose(requests, opts.seed, f"level-{concurrency}")
+    indices = opts.workload.choose(requests, opts.seed, f"level-{concurrency}")
     results: list[Optional[Sent]] = [None] * requests
-    numbers = iter(range(requests))
+    units = iter(opts.workload.units(indices))  # a conversation's turns: one slot, in order
     monitor = LevelMonitor(concurrency, requests, confidence=stop.confidence if stop else confidence,
                            precision_goal=stop.precision if stop else None,
                            min_requests=stop.min_requests if stop else None)
@@ -138,30 +156,32 @@ async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurren
     async def worker(slot: int) -> None:
         nonlocal done, cancelled
         client = clients.slot(slot)
-        for seq in numbers:
-            if monitor.decision is not None:
-                return
-            monitor.sent(seq, time.perf_counter())
-            task = asyncio.ensure_future(_one(client, opts, indices[seq], max_tokens))
-            in_flight[seq] = task
-            try:
-                rec = await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if monitor.decision is None or (current is not None and current.cancelling()):
-                    raise  # cancelled from outside (Ctrl-C, the point's deadline): not ours to swallow
-                cancelled += 1
-                return
-            finally:
-                in_flight.pop(seq, None)
-            results[seq] = Sent("level", concurrency, seq, indices[seq], max_tokens, rec)
-            monitor.completed(seq, rec)
-            done += 1
-            notify(PointProgress("level", concurrency=concurrency, done=done, of=requests))
-            if monitor.should_stop():
-                for other in list(in_flight.values()):
-                    other.cancel()
-                return
+        for unit in units:
+            for seq in unit:
+                if monitor.decision is not None:
+                    return
+                monitor.sent(seq, time.perf_counter())
+                n = tokens_for(opts, indices[seq], max_tokens)
+                task = asyncio.ensure_future(_one(client, opts, indices[seq], n))
+                in_flight[seq] = task
+                try:
+                    rec = await task
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if monitor.decision is None or (current is not None and current.cancelling()):
+                        raise  # cancelled from outside (Ctrl-C, the point's deadline): not ours to swallow
+                    cancelled += 1
+                    return
+                finally:
+                    in_flight.pop(seq, None)
+                results[seq] = Sent("level", concurrency, seq, indices[seq], n, rec)
+                monitor.completed(seq, rec)
+                done += 1
+                notify(PointProgress("level", concurrency=concurrency, done=done, of=requests))
+                if monitor.should_stop():
+                    for other in list(in_flight.values()):
+                        other.cancel()
+                    return
 
     workers = [asyncio.ensure_future(worker(i)) for i in range(min(concurrency, requests))]
     try:

@@ -31,7 +31,9 @@ from sweep.bench import server_metrics as sm
 from sweep.bench import stats
 from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
-from sweep.bench.prompts import PromptSet, load_prompts
+from sweep.bench import workloads
+from sweep.bench.prompts import PromptSet
+from sweep.bench.workloads import Workload
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
 from sweep.core.events import PointProgress
@@ -75,11 +77,16 @@ def check_settings(s: BenchSettings) -> None:
         raise BenchError(f"benchmark setting {key} = {value!r} is invalid", fix=f"use {use}")
 
 
-def request_row(point_id: str, prompts: PromptSet, api: str, s: Sent) -> dict:
+def request_row(point_id: str, workload: Workload | PromptSet, api: str, s: Sent) -> dict:
     r = s.record
+    if isinstance(workload, PromptSet):
+        workload = Workload.from_prompts(workload)
+    q = workload.requests[s.prompt_index]
     return {
         "point_id": point_id, "phase": s.phase, "concurrency": s.concurrency, "seq": s.seq,
-        "prompt_set": prompts.name, "prompt_index": s.prompt_index, "api": api, "max_tokens": s.max_tokens,
+        "prompt_set": workload.name, "prompt_index": s.prompt_index, "api": api, "max_tokens": s.max_tokens,
+        "workload": workload.name, "input_len_given": q.input_len, "output_len_given": q.output_len,
+        "conversation": q.conversation, "turn": q.turn, "prefix_group": q.group, "arrival_s": q.arrival_s,
         "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None, "latency_s": r.latency_s,
         "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "chunks": r.chunks,
         **stats.request_figures(r),
@@ -133,7 +140,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
     endpoint = Endpoint.of(server)
     url = check_url(endpoint.url)
     check_settings(settings)
-    prompts = load_prompts(settings.prompts)
+    workload = workloads.load(settings)  # a bad file fails here, before anything is sent
     notify = Notifier(progress)
     levels = list(settings.concurrency.levels)
     sent: list[Sent] = []
@@ -143,7 +150,11 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
     async with Clients(settings.request_timeout_s, api_key=endpoint.api_key) as clients:
         side = clients.side
         info = await sm.probe(side, url)
-        opts = RequestOptions(url=url, api=settings.api, prompts=prompts, seed=settings.seed,
+        limit = (info or {}).get("max_req_input_len")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:  # the server's input cap
+            workloads.check_context(workload, limit, max_tokens=None, what=f"the server's max_req_input_len at {url}",
+                                    given_only=True)  # text: the server counts (an estimate must not refuse it)
+        opts = RequestOptions(url=url, api=settings.api, prompts=workload, seed=settings.seed,
                               temperature=settings.temperature, ignore_eos=settings.ignore_eos,
                               model=settings.model or sm.model_name_of(info), timeout_s=settings.request_timeout_s)
         ss = settings.single_stream
@@ -176,7 +187,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             })
     singles = [s for s in sent if s.phase == "single"]
     return BenchResult(
-        requests=from_rows([request_row(point_id, prompts, settings.api, s) for s in sent], "requests"),
+        requests=from_rows([request_row(point_id, workload, settings.api, s) for s in sent], "requests"),
         single_stream=from_rows([single_row(point_id, s) for s in singles], "single_stream"),
         levels=from_rows(level_rows, "levels"),
         metrics=from_rows(metric_rows, "metrics"),

@@ -11,6 +11,9 @@ from typing import Optional
 from sweep.core.errors import ConfigError
 
 API_NAMES = ("generate", "completions", "chat")  # SGLang's native /generate, /v1/completions, /v1/chat/completions
+# what ``benchmark.workload.kind`` can be (sweep/bench/workloads/: one loader each)
+WORKLOAD_KINDS = ("prompts", "sharegpt", "synthetic", "shared-prefix", "trace")
+DISTRIBUTIONS = ("fixed", "uniform", "normal", "empirical")  # what a length is drawn from
 
 
 @dataclass
@@ -83,8 +86,96 @@ class SLOSettings:
 
 
 @dataclass
+class LengthSettings:
+    """A length in tokens, drawn per request: ``fixed`` (``value``), ``uniform`` (``low``..``high``,
+    both included), ``normal`` (``mean``, ``std``, rounded, clipped to ``low``..``high`` where
+    ``high`` is set, and to at least 1), or ``empirical`` (one of ``values``, as often as its
+    ``weights`` say; no weights: equally). The compact form (``200``, ``uniform(100,400)``,
+    ``normal(200,50)``, ``empirical(100:1,400:3)``) is read by ``sweep.core.workload_spec``."""
+
+    dist: str = "fixed"
+    value: int = 128  # fixed
+    low: int = 1  # uniform's range; normal's clip
+    high: int = 0  # 0 with normal: no upper clip
+    mean: float = 0.0  # normal
+    std: float = 0.0
+    values: list[int] = field(default_factory=list)  # empirical: the lengths
+    weights: list[float] = field(default_factory=list)  # empirical: how often each (empty: equally)
+
+    def problems(self, key: str) -> list[tuple[str, object, str]]:
+        out: list[tuple[str, object, str]] = []
+        if self.dist not in DISTRIBUTIONS:
+            return [(f"{key}.dist", self.dist, "one of " + ", ".join(DISTRIBUTIONS))]
+        if self.dist == "fixed" and self.value < 1:
+            out.append((f"{key}.value", self.value, "at least 1 token"))
+        if self.dist == "uniform" and not 1 <= self.low <= self.high:
+            out.append((f"{key}.low", [self.low, self.high], "1 <= low <= high, e.g. uniform(100,400)"))
+        if self.dist == "normal" and (self.mean < 1 or self.std < 0 or (self.high and self.high < self.low)):
+            out.append((f"{key}.mean", [self.mean, self.std], "a mean of at least 1 and a std >= 0, e.g. normal(200,50)"))
+        if self.dist == "empirical":
+            if not self.values or any(v < 1 for v in self.values):
+                out.append((f"{key}.values", list(self.values), "lengths of at least 1 token, e.g. [100, 200, 400]"))
+            elif self.weights and (len(self.weights) != len(self.values) or any(w < 0 for w in self.weights)
+                                   or not sum(self.weights) > 0):
+                out.append((f"{key}.weights", list(self.weights),
+                            "one weight >= 0 per value (not all 0), or none: every value equally often"))
+        return out
+
+
+@dataclass
+class WorkloadSettings:
+    """``benchmark.workload``: what the requests are (sweep/bench/workloads/). Unset: the prompt set
+    of ``benchmark.prompts``, as before workloads existed. The compact form of ``--workload``
+    (``sharegpt:FILE``, ``synthetic:in=uniform(100,400),out=200``...) is read by
+    ``sweep.core.workload_spec``; the same string may stand for the mapping in an experiment file."""
+
+    kind: str = "prompts"  # prompts | sharegpt | synthetic | shared-prefix | trace
+    path: str = ""  # prompts: a built-in set or a JSONL file; sharegpt and trace: the file
+    multiturn: bool = False  # sharegpt: every turn of each conversation, with the conversation so far
+    answer_lengths: bool = False  # sharegpt: the dataset's answer length (~4 characters a token) as max tokens
+    input_len: LengthSettings = field(default_factory=LengthSettings)  # synthetic; shared-prefix: a question's
+    output_len: Optional[LengthSettings] = None  # synthetic, shared-prefix: max tokens per request (None: the phase's)
+    requests: int = 256  # synthetic: distinct requests drawn (the set the benchmark draws from)
+    groups: int = 8  # shared-prefix: groups, each one system prompt
+    prefix_len: int = 1024  # shared-prefix: tokens of each group's system prompt
+    questions: int = 16  # shared-prefix: distinct questions per group
+    time_scale: float = 1.0  # trace: arrival times multiplied by it (0.5: twice as fast)
+    max_context: Optional[int] = None  # tokens a request may take, input + output (None: the server's, where known)
+    # multiplies every output length the workload gives (at least 1 token); a dry run sets its max_tokens_scale
+    output_scale: float = 1.0
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        """Like ``BenchSettings.problems``, keys under ``workload``; files are checked by their loaders."""
+        out: list[tuple[str, object, str]] = []
+
+        def want(ok: bool, key: str, value: object, use: str) -> None:
+            if not ok:
+                out.append((f"workload.{key}", value, use))
+
+        want(self.kind in WORKLOAD_KINDS, "kind", self.kind, "one of " + ", ".join(WORKLOAD_KINDS))
+        if self.kind in ("sharegpt", "trace"):
+            want(bool(self.path), "path", self.path, f"the path of the {self.kind} file")
+        if self.kind in ("synthetic", "shared-prefix"):
+            out += [(f"workload.{k}", v, u) for k, v, u in self.input_len.problems("input_len")]
+            if self.output_len is not None:
+                out += [(f"workload.{k}", v, u) for k, v, u in self.output_len.problems("output_len")]
+        want(self.requests >= 1, "requests", self.requests, "at least 1 request")
+        want(self.groups >= 1, "groups", self.groups, "at least 1 group")
+        want(self.prefix_len >= 0, "prefix_len", self.prefix_len, "a count of tokens >= 0")
+        want(self.questions >= 1, "questions", self.questions, "at least 1 question per group")
+        want(self.time_scale > 0, "time_scale", self.time_scale, "a positive factor, e.g. 0.5 for twice as fast")
+        want(self.output_scale > 0, "output_scale", self.output_scale, "a positive factor, e.g. 0.125")
+        want(self.max_context is None or self.max_context >= 2, "max_context", self.max_context,
+             "the model's context length in tokens, or leave it unset")
+        return out
+
+
+@dataclass
 class BenchSettings:
     prompts: str = "coding"  # built-in set name (coding, encyclopedic) or a JSONL file path
+    # what the requests are (sharegpt, synthetic lengths, shared prefixes, a trace); set, it wins over
+    # ``prompts``; None: the prompt set of ``prompts``, as before workloads
+    workload: Optional[WorkloadSettings] = None
     api: str = "generate"  # generate (SGLang's native /generate), completions, chat
     model: str = ""  # "model" of OpenAI-route requests; empty = the server's served_model_name
     seed: int = 0  # seeds the prompt choice
@@ -129,6 +220,8 @@ class BenchSettings:
              cc.requests_per_level, "at least 1 request per level, or leave it unset (rounds x concurrency)")
         want(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s,
              "a positive number of seconds")
+        if self.workload is not None:
+            out += self.workload.problems()
         return out
 
     def requests_at(self, concurrency: int) -> int:

@@ -17,6 +17,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from sweep.core import workload_spec
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import ConfigError
 
@@ -252,6 +253,13 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the file must be a YAML mapping (name:, server:, grid:, ...)",
                           fix="see experiments/k26_eagle.yaml for the layout")
+    bench = raw.get("benchmark")
+    if isinstance(bench, dict) and bench.get("workload") is not None:  # the compact form, or compact lengths
+        try:
+            raw["benchmark"] = {**bench, "workload": workload_spec.normalize(bench["workload"])}
+        except ConfigError as e:
+            line = _line_of(path, "benchmark.workload")
+            raise ConfigError(f"{path}, line {line or '?'}: benchmark.{e.message}", fix=e.fix) from None
     base = OmegaConf.structured(Experiment)
     try:
         cfg = OmegaConf.merge(base, OmegaConf.create(raw))
@@ -262,7 +270,9 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             raise ConfigError(f"override {ov!r} is not key=value",
                               fix="write overrides as dotted keys, e.g. benchmark.seed=3")
         try:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
+            cfg = _merge_override(cfg, ov)
+        except ConfigError as e:
+            raise ConfigError(f"command-line override ({ov}): {e.message}", fix=e.fix) from None
         except OmegaConfBaseException as e:
             raise _config_error(e, path, ov) from None
         except yaml.YAMLError as e:
@@ -288,6 +298,21 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     _normalize_flags(exp, path)
     _check_values(exp, path)
     return exp
+
+
+def _merge_override(cfg: Any, ov: str) -> Any:
+    """One ``key=value`` merged into ``cfg``; ``benchmark.workload=sharegpt:FILE`` (the compact form)
+    replaces the whole workload, ``benchmark.workload.input_len=uniform(1,9)`` a compact length."""
+    key, _, value = ov.partition("=")
+    key = key.strip()
+    if key == "benchmark.workload" and value.strip() not in ("", "null", "None") and not value.strip().startswith("{"):
+        cfg.benchmark.workload = None
+        return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"workload": workload_spec.parse(value)}}))
+    leaf = key.rpartition(".")[2]
+    if key.startswith("benchmark.workload.") and leaf in workload_spec.LENGTH_KEYS and not value.strip().startswith("{"):
+        tree = workload_spec.parse_length(value.strip(), key)
+        return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"workload": {leaf: tree}}}))
+    return OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
 
 
 def normalize_flag(name: str) -> str:
@@ -334,7 +359,9 @@ def _check_values(exp: Experiment, path: Path) -> None:
             raise ConfigError(f"{path}, line {_line_of(path, key) or '?'}: {key} is out of range",
                               fix="sizes, counts and levels must be positive; ports 1-65535")
     for key, value, use in exp.benchmark.problems():
-        raise ConfigError(f"{path}, line {_line_of(path, 'benchmark.' + key) or '?'}: benchmark.{key} = {value!r} "
+        parts = ("benchmark." + key).split(".")  # a key the file wrote compactly: the line of the key above it
+        line = next((n for k in range(len(parts), 1, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
+        raise ConfigError(f"{path}, line {line or '?'}: benchmark.{key} = {value!r} "
                           "is out of range", fix=f"use {use}")
     if not exp.server.launcher:
         raise ConfigError(f"{path}: server.launcher is empty",

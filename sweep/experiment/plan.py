@@ -114,6 +114,8 @@ def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str
     bench.pop("slo", None)  # an SLO judges the measurements, it changes none of them
     if bench["concurrency"].get("stop") is None:  # no stop rule: the same levels as before it existed
         bench["concurrency"].pop("stop", None)
+    if bench.get("workload") is None:  # no workload: the prompt set, the same points as before workloads
+        bench.pop("workload", None)
     identity = {
         "launcher": list(exp.server.launcher),
         "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},

@@ -46,7 +46,15 @@ REQUESTS = pa.schema(
         ("prompt_set", pa.string()),
         ("prompt_index", pa.int32()),
         ("api", pa.string()),  # generate | completions | chat
-        ("max_tokens", pa.int32()),
+        ("max_tokens", pa.int32()),  # as sent: the workload's output length for the request, else the phase's
+        # --- the workload (sweep/bench/workloads/); null in results written before workloads (store.py)
+        ("workload", pa.string()),  # its name: the prompt set, sharegpt:FILE, synthetic:..., trace:FILE
+        ("input_len_given", pa.int32()),  # tokens the workload meant the prompt to be (null: text; real: prompt_tokens)
+        ("output_len_given", pa.int32()),  # the workload's output length (null: the phase's max_tokens)
+        ("conversation", pa.int32()),  # ShareGPT: the conversation's index in the file
+        ("turn", pa.int32()),  # its user turn (0-based; multi-turn sends each with the conversation so far)
+        ("prefix_group", pa.int32()),  # shared-prefix group (a trace's group or first hash id)
+        ("arrival_s", pa.float64()),  # a trace's arrival time from its first request, scaled (not followed yet)
         ("start_at", pa.float64()),  # epoch seconds when the request was sent
         ("ttft_s", pa.float64()),  # time to the first chunk carrying a token; null on failure
         ("latency_s", pa.float64()),  # time to the last byte of the response
