@@ -35,11 +35,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import math
+
 import polars as pl
 
+from sweep.analysis import noise
 from sweep.search.measured import SINGLE, Figures, Measured, from_tables
 
 ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes a group's points differ in
+Z = 1.96  # the report's 95 % intervals
 
 
 class Point(Protocol):  # what the search reads of a planned point (sweep.experiment.plan.PlannedPoint)
@@ -64,7 +68,8 @@ class Prediction:
     speed: float
     ttft_s: float | None  # the anchor's, median and p99
     ttft_p99_s: float | None
-    allowance: float  # relative: the prediction raised by this is what must lose
+    allowance: float  # relative: what the model may be off by (search.tolerance; twice with a borrowed cost)
+    noise: float = 0.0  # the anchor's measured noise at this level (relative half-width, 95 %)
 
 
 def chain_steps(p: Point) -> int | None:
@@ -130,6 +135,9 @@ class AdaptiveSearch:
                 self.groups[key] = sorted(ids, key=lambda i: self.steps[i])
                 self.group_of.update({i: key for i in ids})
         self._slope_probe_id: str | None = None  # the point handed out to measure a second step count
+        self._levels: list[pl.DataFrame] = []  # the levels rows of the points measured: the curves' noise
+        self._noise_frames: int = -1  # level_noise's cache: of how many frames, and the figure
+        self._noise: float | None = None
         self._slope_candidate: str | None = None
 
     # --- the driver's side -------------------------------------------------------------------------
@@ -148,6 +156,8 @@ class AdaptiveSearch:
     def record(self, point_id: str, tables: Mapping[str, pl.DataFrame] | None) -> None:
         """A point handed out has finished: its ``levels``, ``requests`` and ``single_stream`` rows
         (None: it failed)."""
+        if tables is not None and "levels" in tables and not tables["levels"].is_empty():
+            self._levels.append(tables["levels"].filter(pl.col("point_id") == point_id))
         self.learn(point_id, self.measure(point_id, tables) if tables is not None else None)
 
     def learn(self, point_id: str, measured: Measured | None) -> None:
@@ -221,15 +231,20 @@ class AdaptiveSearch:
             return None
         if self._slope_probe_id in self.running:
             return None
-        best, best_thr = None, -1.0
+        top: dict[int, float] = {}
+        for m in self.measured.values():
+            for lv, f in m.levels.items():
+                top[lv] = max(top.get(lv, 0.0), f.throughput)
+        best, best_score = None, -1.0
         for key, ids in self.groups.items():
             if key in blocked:
                 continue
-            thr = max((f.throughput for i in self._measured_in(key) for f in self.measured[i].levels.values()),
-                      default=-1.0)
+            shares = [f.throughput / top[lv] for i in self._measured_in(key)
+                      for lv, f in self.measured[i].levels.items() if top.get(lv)]
+            score = sum(shares) / len(shares) if shares else -1.0  # its mean share of the best, over levels
             first = next((i for i in ids if i in waiting), None)
-            if first is not None and thr > best_thr:
-                best, best_thr = first, thr
+            if first is not None and score > best_score:
+                best, best_score = first, score
         return best
 
     def _measured_in(self, key: tuple) -> list[str]:
@@ -308,8 +323,9 @@ class AdaptiveSearch:
             s, where = slope
             how.add(where)
             factor = (al_k / al_a) * (1 + s * ka) / (1 + s * k)
-            allowance = self.tolerance * (2 if where == "borrowed" else 1) + fa.noise
-            out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, allowance))
+            allowance = self.tolerance * (2 if where == "borrowed" else 1)
+            out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, allowance,
+                                  fa.noise))
         if not out:
             return None
         a, src = self.points[anchor].label, self.points[source].label
@@ -329,15 +345,35 @@ class AdaptiveSearch:
                 return False
         return True
 
+    def level_noise(self) -> float | None:
+        """The run-to-run noise of a level (relative SD) from the curves measured so far
+        (``sweep.analysis.noise.curve_noise``); None until a point has enough levels."""
+        if self._noise_frames != len(self._levels):
+            self._noise_frames = len(self._levels)
+            frames = [f for f in self._levels if not f.is_empty()]
+            self._noise = noise.curve_noise(pl.concat(frames, how="diagonal_relaxed")) if frames else None
+        return self._noise
+
+    def band(self, pr: Prediction, f: Figures) -> float:
+        """How far above a measured figure the prediction may lie and still be within noise of it:
+        the report's 95 % test of a margin between two measured figures, each with the level's noise
+        (the curves' scatter, or the level's own spread where that is larger)."""
+        curve = self.level_noise() or 0.0
+        sd_a, sd_m = max(curve, pr.noise / Z), max(curve, f.noise / Z)
+        return Z * math.sqrt(sd_a ** 2 + sd_m ** 2)
+
     def _beaten(self, pr: Prediction, exclude: str) -> tuple[str, Figures] | None:
-        """A measured point that beats this prediction (raised by its allowance) at its level."""
+        """A measured point that this prediction (raised by its allowance) cannot beat by more than
+        noise at its level, in throughput and per-user speed, with a first token no later."""
         up = 1 + pr.allowance
         best = None
         for mid, m in self.measured.items():
             f = m.levels.get(pr.level)
             if mid == exclude or f is None:
                 continue
-            if f.throughput >= pr.throughput * up and f.speed >= pr.speed * up and self._ttft_no_worse(f, pr):
+            band = 1 + self.band(pr, f)
+            if (f.throughput * band >= pr.throughput * up and f.speed * band >= pr.speed * up
+                    and self._ttft_no_worse(f, pr)):
                 if best is None or f.throughput > best[1].throughput:
                     best = (mid, f)
         return best
@@ -370,6 +406,8 @@ class AdaptiveSearch:
             return None
         closest = max(beaten, key=lambda x: x[0].throughput * (1 + x[0].allowance) / x[1][1].throughput)  # type: ignore[index]
         pr, (mid, f) = closest  # type: ignore[misc]
-        return (f"beaten at every level measured ({len(preds)}) by points already measured; closest at "
+        band = self.band(pr, f)
+        return (f"at best within noise of a point already measured at every level ({len(preds)}); closest at "
                 f"{level_name(pr.level)}: at most {pr.throughput * (1 + pr.allowance):.4g} tok/s (+{pr.allowance:.0%} "
-                f"allowed) against {f.throughput:.4g} tok/s of {self.points[mid].label if mid in self.points else mid}; {how}")
+                f"allowed) against {f.throughput:.4g} tok/s (+-{band:.0%} noise) of "
+                f"{self.points[mid].label if mid in self.points else mid}; {how}")

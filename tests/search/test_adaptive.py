@@ -67,26 +67,29 @@ def run(points: list[P], hosts: int = 3, fail: set[str] = frozenset(), **kw) -> 
     return order, s.pruned(), s
 
 
-def best_everywhere(points: list[P]) -> set[str]:
-    """The points best at some level by the model (throughput), ties within 0.5 % kept."""
+def shortfall(points: list[P], ran: set[str]) -> dict[int, float]:
+    """Per level, how far the best point run falls short of the best of all (the model's figures)."""
     figs = {p.id: figures(p) for p in points}
-    out = set()
+    out = {}
     for lv in (SINGLE, *LEVELS):
         top = max(f.levels[lv].throughput for f in figs.values())
-        out |= {pid for pid, f in figs.items() if f.levels[lv].throughput >= top * 0.995}
+        out[lv] = 1 - max(figs[i].levels[lv].throughput for i in ran) / top
     return out
 
 
-def test_the_wide_grid_runs_every_winner_and_under_half_of_its_points():
+def test_the_wide_grid_finds_the_best_at_every_level_with_under_half_of_its_points():
     points = grid()
     assert len(points) == 44  # the issue's example: 3 drafters x steps 1-7 x 2 NCCL profiles + baselines
     order, pruned, _ = run(points)
     assert set(order) | set(pruned) == {p.id for p in points} and not set(order) & set(pruned)
-    assert best_everywhere(points) <= set(order), best_everywhere(points) - set(order)
+    # at every level the best point it ran is the best there is, or within noise of it (the 2 % the
+    # figures carry on each side: 2.8 % at 95 % for a margin between two)
+    assert max(shortfall(points, set(order)).values()) <= 0.028, shortfall(points, set(order))
     assert len(order) <= len(points) // 2, (len(order), order)
-    # every pruned point says what decided it: a measured point it loses to, and its prediction
+    # every pruned point says what decided it: a measured point it cannot beat, and its prediction
     for why in pruned.values():
-        assert "beaten at every level measured" in why and "predicted from drafter=" in why, why
+        assert "at best within noise of a point already measured at every level" in why, why
+        assert "predicted from drafter=" in why, why
         assert any(f"of {p.label};" in why for p in points if p.id in order), why
 
 
