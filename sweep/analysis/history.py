@@ -1,0 +1,462 @@
+"""``python -m sweep history [RESULTS_ROOT]``: every results directory under a root, and each
+experiment's runs over time, figure by figure, with what changed between them.
+
+``report DIR --vs OTHER`` compares two sweeps; this is its many-runs form, built from the same
+``compare_findings`` (the same figures, the same noise intervals), applied to each run against the
+run before it in its series. A series is the runs of one experiment in one mode (a dry run and a
+cluster run of the same experiment are two series: the fake server is not the GPU), ordered by
+when their first point started. Four tables, each a polars DataFrame (``History``), the same as
+``sweep query``'s views ``runs``, ``picks``, ``history`` and ``changes``:
+
+- ``runs``: one row per results directory: run (its path), name, experiment, mode, created_at,
+  started_at, ended_at (epoch seconds), sglang_version (the versions its points ran, joined), points,
+  ok, failed, invalid, pruned (0 where no point has that status).
+- ``picks``: per run and SLO (the experiment's ``benchmark.slo``, or the ones given), the
+  configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
+  configuration meets it), baseline, c_text, tok_s_gpu.
+- ``history``: per run, configuration (label), figure and level: the run's value, the previous run's,
+  their change, the interval of the ratio and ``verdict``: ``regression`` / ``improvement`` (the
+  interval excludes 1, the figure fell / rose), ``within noise``, ``no interval`` (a figure
+  without one: speedup, accept length, startup), ``new`` / ``gone`` (a label in one of the two
+  runs only), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
+  output_throughput, per_request_tok_s (per level), startup_s, as ``compare_table`` has them.
+- ``changes``: what differs between a run and the one before it: every setting of the resolved
+  experiment (``experiment.yaml``, as ``server.flags.max-running-requests``), the SGLang versions and
+  GPUs its points ran, what the plan resolved for SGLang (``resolved.*``, with how many points), and
+  the labels only in one of the two.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import polars as pl
+
+from sweep.analysis import render, slo as slo_mod
+from sweep.analysis.compare import compare_findings, figures
+from sweep.analysis.findings import Findings, analyze
+from sweep.analysis.frames import Tables, points_frame
+from sweep.analysis.render import Section
+from sweep.core.console import plural
+from sweep.core.errors import ResultsError
+from sweep.results import load
+from sweep.results.meta import read_experiment, read_manifest
+from sweep.results.store import sweep_dirs
+
+STATUSES = ("ok", "failed", "invalid", "pruned")
+FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures with an interval
+FIGURE_NAMES = {"tok_s": "single-stream tok/s", "speedup": "single-stream speedup",
+                "accept_length": "accept length", "output_throughput": "output tok/s",
+                "per_request_tok_s": "per-request tok/s", "startup_s": "startup s"}
+NOT_SETTINGS = ("name", "description", "results_dir")  # experiment keys that say nothing about a run
+SHOWN = 30  # flagged figures listed per pair of runs; the table has them all
+VIEWS = ("runs", "picks", "history", "changes")
+
+RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mode": pl.String,
+               "created_at": pl.Float64, "started_at": pl.Float64, "ended_at": pl.Float64,
+               "sglang_version": pl.String, "points": pl.Int64,
+               **{s: pl.Int64 for s in STATUSES}}
+PICKS_SCHEMA = {"run": pl.String, "experiment": pl.String, "mode": pl.String, "slo": pl.String,
+                "label": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64}
+HISTORY_SCHEMA = {"experiment": pl.String, "mode": pl.String, "step": pl.Int64, "run": pl.String,
+                  "previous": pl.String, "label": pl.String, "figure": pl.String, "concurrency": pl.Int64,
+                  "point_id": pl.String, "previous_id": pl.String, "value": pl.Float64,
+                  "previous_value": pl.Float64, "change": pl.Float64, "ci_low": pl.Float64,
+                  "ci_high": pl.Float64, "within_noise": pl.Boolean, "verdict": pl.String, "order": pl.Int64}
+CHANGES_SCHEMA = {"experiment": pl.String, "mode": pl.String, "run": pl.String, "previous": pl.String,
+                  "what": pl.String, "before": pl.String, "after": pl.String, "points": pl.Int64}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One results directory, loaded through ``sweep.results.load`` and analysed once."""
+
+    path: Path
+    experiment: str
+    mode: str
+    created_at: float | None
+    tables: Tables
+    findings: Findings
+    points: pl.DataFrame = field(repr=False)
+
+    @property
+    def run(self) -> str:
+        return str(self.path)
+
+    @property
+    def started_at(self) -> float | None:
+        return _number(self.points["started_at"].min()) if self.points.height else None
+
+    @property
+    def ended_at(self) -> float | None:
+        return _number(self.points["ended_at"].max()) if self.points.height else None
+
+    @property
+    def when(self) -> float:
+        """What orders the runs of a series: the first point's start, else the directory's creation."""
+        return next((t for t in (self.started_at, self.created_at) if t is not None), 0.0)
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
+    """One results directory as a ``Run``: its tables (``load``: old files upgraded), its findings with
+    the SLOs given, else the experiment's own, its experiment and mode from ``sweep.json`` (else from
+    its points: ``python -m sweep bench --out`` writes no manifest)."""
+    d = Path(directory)
+    tables = load(d)
+    manifest = read_manifest(d) or {}
+    points = points_frame(tables)
+    named = sorted({e for e in points["experiment"].to_list() if e})
+    dry = bool(points["dry_run"].fill_null(False).any()) if points.height else False
+    findings = analyze(tables, slos=slo_mod.from_experiment(d) if slos is None else slos)
+    created = manifest.get("created_at")
+    return Run(path=d, experiment=str(manifest.get("experiment") or ", ".join(named) or d.name),
+               mode=str(manifest.get("mode") or ("dry-run" if dry else "real")),
+               created_at=float(created) if isinstance(created, (int, float)) else None,
+               tables=tables, findings=findings, points=points)
+
+
+def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
+              slos: list | None = None) -> list[Run]:
+    """Every results directory under ``roots`` (each a results directory or a folder of them), of
+    ``experiment`` only when given; a ResultsError when there is none."""
+    paths = [Path(r) for r in roots]
+    for root in paths:
+        if not root.exists():
+            raise ResultsError(f"{str(root)!r} does not exist",
+                               fix="pass the folder the sweeps write into (results/ by default) or results directories")
+    dirs = sweep_dirs(paths)
+    if not dirs:
+        raise ResultsError(f"no results directory under {', '.join(map(str, paths))}",
+                           fix="pass the folder the sweeps write into (results/ by default), e.g. "
+                               "python -m sweep history results")
+    runs = [load_run(d, slos=slos) for d in dirs]
+    if experiment is None:
+        return runs
+    mine = [r for r in runs if r.experiment == experiment]
+    if not mine:
+        found = sorted({r.experiment for r in runs})
+        raise ResultsError(f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
+                           fix=f"the experiments there: {', '.join(found)}")
+    return mine
+
+
+def series(runs: Sequence[Run]) -> list[list[Run]]:
+    """The runs grouped by (experiment, mode), each group in time order, groups by their first run."""
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for r in sorted(runs, key=lambda r: (r.when, r.run)):
+        groups.setdefault((r.experiment, r.mode), []).append(r)
+    return list(groups.values())
+
+
+# --- the tables -----------------------------------------------------------------------------
+def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
+    rows = []
+    for r in runs:
+        status = r.points["status"].to_list() if r.points.height else []
+        versions = sorted({v for v in r.points["sglang_version"].to_list() if v}) if r.points.height else []
+        rows.append({"run": r.run, "name": r.path.name, "experiment": r.experiment, "mode": r.mode,
+                     "created_at": r.created_at, "started_at": r.started_at, "ended_at": r.ended_at,
+                     "sglang_version": ", ".join(versions) or None, "points": len(status),
+                     **{s: status.count(s) for s in STATUSES}})
+    return pl.DataFrame(rows, schema=RUNS_SCHEMA)
+
+
+def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
+    rows = []
+    for r in runs:
+        for rec in slo_mod.recommendations(r.findings.slo_table, r.findings.slos):
+            best = rec["best"] or {}
+            rows.append({"run": r.run, "experiment": r.experiment, "mode": r.mode, "slo": rec["slo"].name,
+                         "label": best.get("label"), "baseline": best.get("baseline"),
+                         "c_text": best.get("c_text"), "tok_s_gpu": best.get("tok_s_gpu")})
+    return pl.DataFrame(rows, schema=PICKS_SCHEMA)
+
+
+def verdict(min_change: float = 0.0) -> pl.Expr:
+    """regression | improvement | within noise | no interval | new | gone, over the columns of
+    ``compare_findings`` (this, other, change, within_noise). ``min_change``: a change smaller than
+    this (relative) is never flagged, whatever its interval."""
+    beyond = pl.col("within_noise").not_() & (pl.col("change").abs() >= min_change)
+    return (pl.when(pl.col("this").is_null() & pl.col("other").is_not_null()).then(pl.lit("gone"))
+            .when(pl.col("other").is_null() & pl.col("this").is_not_null()).then(pl.lit("new"))
+            .when(pl.col("change").is_null()).then(None)
+            .when(pl.col("within_noise").is_null()).then(pl.lit("no interval"))
+            .when(beyond & (pl.col("change") < 0)).then(pl.lit("regression"))
+            .when(beyond & (pl.col("change") > 0)).then(pl.lit("improvement"))
+            .otherwise(pl.lit("within noise")))
+
+
+def _pair(run: Run, previous: Run | None, step: int, min_change: float) -> pl.DataFrame:
+    """One run's figures against the run before it (``compare_findings``); the first run's alone."""
+    order = dict(run.findings.single.select("label", "order").iter_rows())
+    if previous is None:
+        table = (figures(run.findings).rename({"point_id": "this_id", "value": "this"})
+                 .with_columns(other_id=pl.lit(None, pl.String), other=pl.lit(None, pl.Float64),
+                               change=pl.lit(None, pl.Float64), ci_low=pl.lit(None, pl.Float64),
+                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean),
+                               verdict=pl.lit(None, pl.String)))
+    else:
+        table = compare_findings(run.findings, previous.findings, run.tables, previous.tables)
+        table = table.with_columns(verdict=verdict(min_change))
+    return table.select(
+        experiment=pl.lit(run.experiment), mode=pl.lit(run.mode), step=pl.lit(step, pl.Int64),
+        run=pl.lit(run.run), previous=pl.lit(previous.run if previous else None, pl.String),
+        label="label", figure="figure", concurrency=pl.col("concurrency").cast(pl.Int64),
+        point_id="this_id", previous_id="other_id", value="this", previous_value="other",
+        change="change", ci_low="ci_low", ci_high="ci_high", within_noise="within_noise",
+        verdict="verdict",
+        order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64)).cast(HISTORY_SCHEMA)  # type: ignore[arg-type]
+
+
+def history_table(runs: Sequence[Run], *, min_change: float = 0.0) -> pl.DataFrame:
+    parts = [_pair(r, s[i - 1] if i else None, i, min_change)
+             for s in series(runs) for i, r in enumerate(s)]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=HISTORY_SCHEMA)
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, str]:
+    """A nested mapping as {dotted.key: value as text}; lists and scalars are leaves."""
+    if isinstance(data, dict) and data:
+        out: dict[str, str] = {}
+        for k, v in data.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    if not prefix:
+        return {}
+    text = data if isinstance(data, str) else json.dumps(data, sort_keys=True, default=str)
+    return {prefix[:-1]: text}
+
+
+def settings(directory: str | Path) -> dict[str, str]:
+    """The run's resolved experiment (``experiment.yaml``) as {dotted key: value}, less its name,
+    description and results directory."""
+    exp = {k: v for k, v in read_experiment(directory).items() if k not in NOT_SETTINGS}
+    return _flat(exp)
+
+
+def _resolved(points: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """{label: {resolved.field: value}} of each point (what the plan resolved for SGLang)."""
+    if "resolved" not in points.columns:
+        return {}
+    out = {}
+    for r in points.select("label", "resolved").iter_rows(named=True):
+        resolved = {k: v for k, v in (r["resolved"] or {}).items() if k != "version"}
+        out[r["label"]] = {k: v for k, v in _flat(resolved, "resolved.").items()}
+    return out
+
+
+def _distinct(points: pl.DataFrame, column: str) -> str:
+    values = sorted({v for v in points[column].to_list() if v}) if column in points.columns else []
+    return ", ".join(values) or render.MISSING
+
+
+def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
+    """What differs between two runs (rows of the ``changes`` table, without the run columns)."""
+    rows: list[dict[str, Any]] = []
+    before, after = settings(previous.path), settings(run.path)
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            rows.append({"what": key, "before": before.get(key), "after": after.get(key), "points": None})
+    for column, what in (("sglang_version", "SGLang version"), ("gpu_name", "GPU")):
+        a, b = _distinct(previous.points, column), _distinct(run.points, column)
+        if a != b:
+            rows.append({"what": what, "before": a, "after": b, "points": None})
+    old, new = _resolved(previous.points), _resolved(run.points)
+    counted: dict[tuple[str, str | None, str | None], int] = {}
+    for label in sorted(set(old) & set(new)):
+        for key in sorted(set(old[label]) | set(new[label])):
+            x, y = old[label].get(key), new[label].get(key)
+            if x != y:
+                counted[(key, x, y)] = counted.get((key, x, y), 0) + 1
+    rows += [{"what": key, "before": x, "after": y, "points": n} for (key, x, y), n in counted.items()]
+    labels_a = set(previous.points["label"].to_list()) if previous.points.height else set()
+    labels_b = set(run.points["label"].to_list()) if run.points.height else set()
+    if labels_b - labels_a:
+        rows.append({"what": "points only in this run", "before": None,
+                     "after": ", ".join(sorted(labels_b - labels_a)), "points": len(labels_b - labels_a)})
+    if labels_a - labels_b:
+        rows.append({"what": "points only in the previous run", "before": ", ".join(sorted(labels_a - labels_b)),
+                     "after": None, "points": len(labels_a - labels_b)})
+    return rows
+
+
+def changes_table(runs: Sequence[Run]) -> pl.DataFrame:
+    rows = [{"experiment": r.experiment, "mode": r.mode, "run": r.run, "previous": s[i - 1].run, **c}
+            for s in series(runs) for i, r in enumerate(s) if i for c in changes_between(r, s[i - 1])]
+    return pl.DataFrame(rows, schema=CHANGES_SCHEMA)
+
+
+@dataclass
+class History:
+    """The history of the runs under a root: the four tables (see the module docstring), and
+    ``sections()`` / ``markdown()`` / ``str()`` as ``python -m sweep history`` prints them."""
+
+    roots: list[Path]
+    runs: pl.DataFrame
+    picks: pl.DataFrame
+    history: pl.DataFrame
+    changes: pl.DataFrame
+    min_change: float = 0.0
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        return {name: getattr(self, name) for name in VIEWS}
+
+    def regressions(self) -> pl.DataFrame:
+        return self.history.filter(pl.col("verdict") == "regression")
+
+    def improvements(self) -> pl.DataFrame:
+        return self.history.filter(pl.col("verdict") == "improvement")
+
+    def sections(self) -> list[Section]:
+        return sections(self)
+
+    def markdown(self) -> str:
+        return render.markdown(self.sections())
+
+    def __str__(self) -> str:
+        return self.markdown()
+
+
+def build(roots: Iterable[str | Path] = ("results",), *, experiment: str | None = None,
+          slos: list | None = None, min_change: float = 0.0, runs: Sequence[Run] | None = None) -> History:
+    """The ``History`` of every results directory under ``roots`` (of one experiment when given);
+    ``slos``: the SLOs to pick by (default each run's experiment's ``benchmark.slo``); ``runs``:
+    already loaded ones (``load_runs``)."""
+    paths = [Path(r) for r in roots]
+    runs = list(runs) if runs is not None else load_runs(paths, experiment=experiment, slos=slos)
+    return History(roots=paths, runs=runs_table(runs), picks=picks_table(runs),
+                   history=history_table(runs, min_change=min_change), changes=changes_table(runs),
+                   min_change=min_change)
+
+
+# --- the sections ---------------------------------------------------------------------------
+def _when(epoch: float | None) -> str:
+    return render.MISSING if epoch is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+def _names(runs: pl.DataFrame) -> dict[str, str]:
+    """Each run's short name: its directory's name, its path where two share a name."""
+    names = runs["name"].to_list()
+    return {r: n if names.count(n) == 1 else r for r, n in zip(runs["run"].to_list(), names)}
+
+
+def _cell(value: float | None, change: float | None, within_noise: bool | None, verdict: str | None,
+          digits: int) -> str:
+    """'1,234', '1,234 ~+0.3%' (within noise), '987 -20.0% worse' (a regression), '... better'."""
+    text = render.num(value, digits)
+    if value is None or change is None:
+        return text + (" (new)" if verdict == "new" else "")
+    mark = {"regression": " worse", "improvement": " better"}.get(verdict or "", "")
+    return f"{text} {render.marked(change, within_noise, render.change)}{mark}"
+
+
+def _run_by_run(rows: pl.DataFrame, names: dict[str, str], order: list[str], digits: int) -> pl.DataFrame:
+    """Rows: configurations (in the last run's order); columns: the runs; cells: ``_cell``."""
+    cells = rows.with_columns(
+        cell=render.cell(lambda v, c, w, verdict: _cell(v, c, w, verdict, digits),
+                         "value", "change", "within_noise", "verdict"),
+        name=pl.col("run").replace_strict(names, return_dtype=pl.String))
+    wide = cells.filter(pl.col("value").is_not_null()).pivot(on="name", index="label", values="cell",
+                                                             aggregate_function="first")
+    rank = {label: i for i, label in enumerate(order)}
+    wide = wide.with_columns(_o=pl.col("label").replace_strict(rank, default=len(rank), return_dtype=pl.Int64))
+    columns = [n for n in names.values() if n in wide.columns]
+    return wide.sort("_o", "label").select(pl.col("label").alias("configuration"), *columns)
+
+
+def _order(history: pl.DataFrame, runs: list[str]) -> list[str]:
+    """The labels in the report's order of the latest run that has them."""
+    seen: list[str] = []
+    for run in reversed(runs):
+        mine = history.filter((pl.col("run") == run) & pl.col("order").is_not_null()).sort("order", "label")
+        seen += [label for label in mine["label"].unique(maintain_order=True).to_list() if label not in seen]
+    return seen
+
+
+def _flag_line(r: dict, names: dict[str, str]) -> str:
+    where = f" at C={r['concurrency']}" if r["concurrency"] is not None else ""
+    interval = render.interval(r["ci_low"], r["ci_high"])
+    return (f"- {r['verdict']}: {r['label']}, {FIGURE_NAMES.get(r['figure'], r['figure'])}{where}: "
+            f"{render.num(r['previous_value'])} -> {render.num(r['value'])} ({render.change(r['change'])}, "
+            f"ratio interval {interval}) in {names.get(r['run'], r['run'])}")
+
+
+def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> list[str]:
+    """What changed from ``previous`` to ``run``, and which figures moved beyond noise."""
+    a, b = names[previous], names[run]
+    changed = h.changes.filter((pl.col("run") == run) & (pl.col("previous") == previous))
+    lines = [f"{a} -> {b}: " + ("no setting changed." if not changed.height else
+                                f"{plural(changed.height, 'change')}:")]
+    for c in changed.iter_rows(named=True):
+        count = f" ({plural(c['points'], 'point')})" if c["points"] is not None else ""
+        lines.append(f"- {c['what']}: {c['before'] if c['before'] is not None else '(unset)'} -> "
+                     f"{c['after'] if c['after'] is not None else '(unset)'}{count}")
+    pair = h.history.filter(pl.col("run") == run)
+    flagged = pair.filter(pl.col("verdict").is_in(["regression", "improvement"]))
+    regress = flagged.filter(pl.col("verdict") == "regression").height
+    compared = pair.filter(pl.col("verdict").is_in(["regression", "improvement", "within noise"])).height
+    threshold = f", and by {h.min_change:.0%} or more" if h.min_change else ""
+    lines.append(f"Figures of {b} against {a}: {regress} regressions, {flagged.height - regress} improvements "
+                 f"beyond noise (the ratio's interval excludes 1{threshold}), of {compared} with an interval.")
+    flagged = flagged.sort(pl.col("change").abs(), descending=True)
+    lines += [_flag_line(r, names) for r in flagged.head(SHOWN).iter_rows(named=True)]
+    if flagged.height > SHOWN:
+        lines.append(f"- ... and {flagged.height - SHOWN} more (all of them: the history table, "
+                     "sweep.history(...).history or `python -m sweep query DIR... \"SELECT * FROM history "
+                     "WHERE verdict = 'regression'\"`)")
+    return lines
+
+
+def sections(h: History) -> list[Section]:
+    names = _names(h.runs)
+    runs = h.runs.sort("started_at", "run", nulls_last=True)
+    picks = (h.picks.with_columns(text=pl.col("slo") + ": " + pl.col("label").fill_null("none meets it"))
+             .group_by("run", maintain_order=True).agg(pl.col("text").str.join("; ")))
+    table = runs.join(picks, on="run", how="left").select(
+        run=pl.col("run").replace_strict(names, return_dtype=pl.String), experiment="experiment",
+        mode="mode", when=render.cell(_when, "started_at"), SGLang="sglang_version",
+        ok="ok", failed="failed", invalid="invalid", pruned="pruned",
+        **{"picks per SLO": pl.col("text")})
+    out = [Section(f"Sweep history: {', '.join(map(str, h.roots))}", [
+        f"{plural(h.runs.height, 'results directory', 'results directories')}, "
+        f"{plural(h.runs.select('experiment', 'mode').unique().height, 'series', 'series')} "
+        "(the runs of one experiment in one mode, in the order they ran)."], level=1),
+        Section("Runs", ["Each results directory: when its first point started, the SGLang its points ran, "
+                         "its points by status, and the configuration to deploy for each SLO (as its report "
+                         "names it)."], table)]
+    for (experiment, mode), g in h.history.group_by(["experiment", "mode"], maintain_order=True):
+        order_runs = g.sort("step")["run"].unique(maintain_order=True).to_list()
+        title = f"{experiment} ({mode}): {plural(len(order_runs), 'run')}"
+        if len(order_runs) < 2:
+            out.append(Section(title, ["One run: nothing to compare it with yet."]))
+            continue
+        paragraphs = [
+            "Each run against the run before it, matched by label: the settings that differ, and every "
+            "figure whose ratio to the previous run's lies outside its interval (the report's noise "
+            f"model, as `report --vs`). In the tables: '{render.NOISE_MARK}' marks a change within noise, "
+            "'worse' and 'better' one beyond it."]
+        for prev, run in zip(order_runs, order_runs[1:]):
+            paragraphs += _pair_lines(h, run, prev, names)
+        out.append(Section(title, paragraphs))
+        mine = {r: names[r] for r in order_runs}
+        order = _order(g, order_runs)
+        single = g.filter(pl.col("figure") == "tok_s")
+        if single.height:
+            out.append(Section(f"{experiment} ({mode}): single-stream tok/s, run by run", [],
+                               _run_by_run(single, mine, order, 1), level=3))
+        levels = g.filter((pl.col("figure") == "output_throughput") & pl.col("concurrency").is_not_null())
+        if levels.height:
+            top = cast(int, levels["concurrency"].max())  # an Int64 column
+            out.append(Section(f"{experiment} ({mode}): output tok/s at C={top}, run by run", [],
+                               _run_by_run(levels.filter(pl.col("concurrency") == top), mine, order, 0),
+                               level=3))
+    return out

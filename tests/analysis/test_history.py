@@ -1,0 +1,173 @@
+"""``python -m sweep history``: the runs under a root, each experiment's figures run by run, what changed
+between runs, regressions beyond noise (and none between identical runs); the same tables from Python
+(``sweep.history``) and as ``sweep query`` views over several directories."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+import sweep
+from sweep.analysis import history
+from sweep.analysis.slo import parse_slo
+from sweep.cli import main
+from tests.analysis.sweepdir import SweepDir
+
+BASE = "drafter=none,nccl=default"
+D1 = "drafter=d1,steps=2,nccl=default"
+SETTINGS = {"server": {"model_path": "/models/m", "flags": {"max-running-requests": 64}},
+            "benchmark": {"concurrency": {"levels": [1, 16]}}, "results_dir": "somewhere"}
+SLO = ["chat: ttft_p90<=1s"]
+
+
+def nightly(path, started_at, *, base_tok_s=(100, 101, 99), d1_tok_s=(150, 151, 149), d1_c16=1320.0,
+            base_c16=1200.0, settings=None, version="0.5.10", failed=False):
+    """One run of the experiment "nightly": a baseline and a drafter over two levels (and a failed point)."""
+    sd = SweepDir(path, experiment="nightly", started_at=started_at, manifest={"mode": "dry-run"},
+                  settings=SETTINGS if settings is None else settings)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=list(base_tok_s),
+                    levels={1: base_tok_s[0], 16: base_c16}, sglang_version=version)
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=list(d1_tok_s),
+             levels={1: d1_tok_s[0], 16: d1_c16}, sglang_version=version)
+    if failed:
+        sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, status="failed",
+                 failure_phase="capture", failure_reason="CUDA out of memory")
+    return sd.write()
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """Under one root: three runs of "nightly" (b repeats a within noise; c runs with another
+    max-running-requests and SGLang: d1 loses 20 % at C=16 and gains 10 % in single stream), and one
+    run of another experiment, written by an older sweep without a manifest."""
+    r = tmp_path_factory.mktemp("history") / "results"
+    nightly(r / "n-a", 1000.0)
+    nightly(r / "n-b", 5000.0, base_tok_s=(100.5, 101.5, 99.5), d1_c16=1324.0, failed=True)
+    changed = {**SETTINGS, "server": {"model_path": "/models/m", "flags": {"max-running-requests": 32}}}
+    nightly(r / "n-c", 9000.0, d1_tok_s=(165, 166, 164), d1_c16=1056.0, settings=changed, version="0.5.23")
+    other = SweepDir(r / "other", experiment="other")
+    other.point(drafter="none", nccl="default", baseline=True, tok_s=[50, 51, 49], levels={1: 50})
+    other.write()
+    return r
+
+
+@pytest.fixture(scope="module")
+def h(root):
+    return history.build([root])
+
+
+def verdicts(h: history.History, run: str) -> dict[tuple[str, str, int | None], str | None]:
+    rows = h.history.filter(pl.col("run").str.ends_with(run))
+    return {(r["label"], r["figure"], r["concurrency"]): r["verdict"] for r in rows.iter_rows(named=True)}
+
+
+def test_the_runs_table(root):
+    h = history.build([root], slos=[parse_slo(SLO[0])])
+    by_name = {r["name"]: r for r in h.runs.iter_rows(named=True)}
+    assert set(by_name) == {"n-a", "n-b", "n-c", "other"}
+    assert by_name["n-b"]["experiment"] == "nightly" and by_name["n-b"]["mode"] == "dry-run"
+    assert (by_name["n-b"]["ok"], by_name["n-b"]["failed"], by_name["n-b"]["pruned"]) == (2, 1, 0)
+    assert by_name["n-c"]["sglang_version"] == "0.5.23" and by_name["n-c"]["started_at"] == 9000.0
+    assert by_name["other"]["experiment"] == "other" and by_name["other"]["mode"] == "real"  # no manifest
+    picks = h.picks.filter(pl.col("slo") == "chat")
+    assert picks.height == 4 and picks["label"].null_count() == 0
+
+
+def test_identical_runs_flag_nothing_and_a_changed_run_is_flagged(h):
+    first = verdicts(h, "n-a")
+    assert set(first.values()) == {None}  # the first run of its series: nothing to compare
+    again = verdicts(h, "n-b")
+    assert "regression" not in again.values() and "improvement" not in again.values()
+    assert again[(BASE, "tok_s", None)] == "within noise"  # +0.5 %, inside its interval
+    assert again[(D1, "output_throughput", 16)] == "within noise"  # +0.3 %
+    assert again[("drafter=d2,steps=2,nccl=default", "startup_s", None)] == "new"
+    changed = verdicts(h, "n-c")
+    assert changed[(D1, "output_throughput", 16)] == "regression"
+    assert changed[(D1, "per_request_tok_s", 16)] == "regression"
+    assert changed[(D1, "tok_s", None)] == "improvement"
+    assert changed[(BASE, "tok_s", None)] == "within noise"
+    assert changed[(BASE, "output_throughput", 16)] == "within noise"
+    assert changed[(D1, "speedup", None)] == "no interval"
+    assert set(h.regressions()["run"].str.split("/").list.last()) == {"n-c"}
+    row = h.history.filter((pl.col("label") == D1) & (pl.col("figure") == "output_throughput")
+                           & (pl.col("concurrency") == 16) & pl.col("run").str.ends_with("n-c")).row(0, named=True)
+    assert row["previous"].endswith("n-b") and row["step"] == 2
+    assert (row["previous_value"], row["value"]) == (1324.0, 1056.0)
+    assert row["change"] == pytest.approx(1056 / 1324 - 1) and row["ci_high"] < 1
+    other = h.history.filter(pl.col("experiment") == "other")
+    assert set(other["step"]) == {0} and other["verdict"].null_count() == other.height
+
+
+def test_min_change_keeps_small_moves_unflagged(root):
+    h = history.build([root], min_change=0.15)
+    changed = verdicts(h, "n-c")
+    assert changed[(D1, "output_throughput", 16)] == "regression"  # -20 %
+    assert changed[(D1, "tok_s", None)] == "within noise"  # +10 %: beyond its interval, under 15 %
+
+
+def test_what_changed_between_runs(h):
+    b = h.changes.filter(pl.col("run").str.ends_with("n-b"))
+    assert b.select("what", "after", "points").rows() == [
+        ("points only in this run", "drafter=d2,steps=2,nccl=default", 1)]  # no setting changed
+    c = {r["what"]: (r["before"], r["after"]) for r in h.changes.filter(pl.col("run").str.ends_with("n-c")).iter_rows(named=True)}
+    assert c["server.flags.max-running-requests"] == ("64", "32")
+    assert c["SGLang version"] == ("0.5.10", "0.5.23")
+    assert c["points only in the previous run"] == ("drafter=d2,steps=2,nccl=default", None)
+    assert "results_dir" not in c and "name" not in c
+    assert h.changes.filter(pl.col("experiment") == "other").is_empty()
+
+
+def test_the_command_prints_the_change_and_the_regression(root, capsys):
+    out_file = root.parent / "history.md"
+    assert main(["history", str(root), "--experiment", "nightly", "--out", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert "n-a -> n-b: 1 change:" in out and "- points only in this run: (unset) -> drafter=d2" in out
+    assert "Figures of n-b against n-a: 0 regressions, 0 improvements" in out
+    assert "n-b -> n-c:" in out and "- server.flags.max-running-requests: 64 -> 32" in out
+    assert "- SGLang version: 0.5.10 -> 0.5.23" in out
+    assert f"- regression: {D1}, output tok/s at C=16: 1,324.0 -> 1,056.0 (-20.2%" in out
+    assert f"- improvement: {D1}, single-stream tok/s: 150.0 -> 165.0 (+10.0%" in out
+    assert "other" not in out.split("Runs")[1].split("nightly (dry-run)")[0]  # --experiment: its runs only
+    md = out_file.read_text()
+    assert "## nightly (dry-run): 3 runs" in md
+    assert "### nightly (dry-run): output tok/s at C=16, run by run" in md
+    line = next(x for x in md.splitlines() if x.startswith(f"| {D1} ") and "1,056" in x)
+    assert "1,324 ~+0.3%" in line and "1,056 -20.2% worse" in line
+
+
+def test_bad_roots_and_experiments_are_results_errors(tmp_path, root, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["history", str(tmp_path / "empty")]) == 5
+    assert "no results directory under" in capsys.readouterr().err
+    assert main(["history", str(tmp_path / "nowhere")]) == 5
+    assert main(["history", str(root), "--experiment", "nightly_typo"]) == 5
+    err = capsys.readouterr().err
+    assert "no run of experiment 'nightly_typo'" in err and "nightly, other" in err
+    assert main(["history", str(root), "--slo", "chat: ttft<=1"]) == 7
+
+
+def test_the_python_api(root):
+    h = sweep.history(root, experiment="nightly", slos=SLO)
+    assert set(h.tables()) == {"runs", "picks", "history", "changes"}
+    assert h.runs.height == 3 and h.picks.height == 3
+    assert h.regressions().height == 2 and "server.flags.max-running-requests: 64 -> 32" in str(h)
+
+
+def test_query_over_several_directories(root, capsys):
+    dirs = [str(root / n) for n in ("n-a", "n-b", "n-c")]
+    assert main(["query", *dirs, "SELECT run, count(*) AS n FROM points GROUP BY run ORDER BY run",
+                 "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["run"], r["n"]) for r in rows] == [(dirs[0], 2), (dirs[1], 3), (dirs[2], 2)]
+    assert main(["query", *dirs, "SELECT run, label, concurrency, verdict FROM history "
+                 "WHERE verdict = 'regression' ORDER BY concurrency", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {(r["run"], r["label"], r["concurrency"]) for r in rows} == {(dirs[2], D1, 16)}
+    assert main(["query", *dirs, "SELECT run, label, speedup FROM speedup WHERE label = 'drafter=d1,steps=2,nccl=default' "
+                 "ORDER BY run", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run"] for r in rows] == dirs and rows[2]["speedup"] == pytest.approx(1.65)
+    assert main(["query", dirs[0], "SELECT * FROM points LIMIT 1", "--format", "json"]) == 0
+    assert "run" not in json.loads(capsys.readouterr().out)[0]  # one directory: the tables as before
