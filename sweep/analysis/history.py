@@ -9,16 +9,17 @@ when their first point started. Four tables, each a polars DataFrame (``History`
 ``sweep query``'s views ``runs``, ``picks``, ``history`` and ``changes``:
 
 - ``runs``: one row per results directory: run (its path), name, experiment, mode, created_at,
-  started_at, ended_at (epoch seconds), sglang_version (the versions its points ran, joined), points,
-  ok, failed, invalid, pruned (0 where no point has that status).
+  started_at, ended_at (epoch seconds), sglang_version (the versions its points ran, joined), planned
+  (the points its plan lists), points (written), ok, failed, invalid, pruned (0 where no point has
+  that status).
 - ``picks``: per run and SLO (the experiment's ``benchmark.slo``, or the ones given), the
   configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
-  configuration meets it), baseline, c_text, tok_s_gpu.
+  configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none).
 - ``history``: per run, configuration (label), figure and level: the run's value, the previous run's,
   their change, the interval of the ratio and ``verdict``: ``regression`` / ``improvement`` (the
   interval excludes 1, the figure fell / rose), ``within noise``, ``no interval`` (a figure
   without one: speedup, accept length, startup), ``new`` / ``gone`` (a label in one of the two
-  runs only), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
+  runs only), ``pending`` (planned in this run, not written yet), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
   output_throughput, per_request_tok_s (per level), startup_s, as ``compare_table`` has them.
 - ``changes``: what differs between a run and the one before it: every setting of the resolved
   experiment (``experiment.yaml``, as ``server.flags.max-running-requests``), the SGLang versions and
@@ -29,6 +30,7 @@ when their first point started. Four tables, each a polars DataFrame (``History`
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +47,7 @@ from sweep.analysis.render import Section
 from sweep.core.console import plural
 from sweep.core.errors import ResultsError
 from sweep.results import load
-from sweep.results.meta import read_experiment, read_manifest
+from sweep.results.meta import read_experiment, read_manifest, read_plan
 from sweep.results.store import sweep_dirs
 
 STATUSES = ("ok", "failed", "invalid", "pruned")
@@ -54,20 +56,23 @@ FIGURE_NAMES = {"tok_s": "single-stream tok/s", "speedup": "single-stream speedu
                 "accept_length": "accept length", "output_throughput": "output tok/s",
                 "per_request_tok_s": "per-request tok/s", "startup_s": "startup s"}
 NOT_SETTINGS = ("name", "description", "results_dir")  # experiment keys that say nothing about a run
+MARGIN = 1.5  # the run-to-run noise: the repeats' largest change, widened (one repeat says little of the next)
 SHOWN = 30  # flagged figures listed per pair of runs; the table has them all
 VIEWS = ("runs", "picks", "history", "changes")
 
 RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mode": pl.String,
                "created_at": pl.Float64, "started_at": pl.Float64, "ended_at": pl.Float64,
-               "sglang_version": pl.String, "points": pl.Int64,
+               "sglang_version": pl.String, "planned": pl.Int64, "points": pl.Int64,
                **{s: pl.Int64 for s in STATUSES}}
 PICKS_SCHEMA = {"run": pl.String, "experiment": pl.String, "mode": pl.String, "slo": pl.String,
-                "label": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64}
+                "label": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64,
+                "reason": pl.String}
 HISTORY_SCHEMA = {"experiment": pl.String, "mode": pl.String, "step": pl.Int64, "run": pl.String,
                   "previous": pl.String, "label": pl.String, "figure": pl.String, "concurrency": pl.Int64,
                   "point_id": pl.String, "previous_id": pl.String, "value": pl.Float64,
                   "previous_value": pl.Float64, "change": pl.Float64, "ci_low": pl.Float64,
-                  "ci_high": pl.Float64, "within_noise": pl.Boolean, "verdict": pl.String, "order": pl.Int64}
+                  "ci_high": pl.Float64, "within_noise": pl.Boolean, "run_noise": pl.Float64,
+                  "noise_from": pl.String, "verdict": pl.String, "order": pl.Int64}
 CHANGES_SCHEMA = {"experiment": pl.String, "mode": pl.String, "run": pl.String, "previous": pl.String,
                   "what": pl.String, "before": pl.String, "after": pl.String, "points": pl.Int64}
 
@@ -83,6 +88,17 @@ class Run:
     tables: Tables
     findings: Findings
     points: pl.DataFrame = field(repr=False)
+    planned_labels: frozenset[str] | None = None  # the labels its plan.json lists (None without one)
+
+    @property
+    def planned(self) -> int | None:
+        return None if self.planned_labels is None else len(self.planned_labels)
+
+    @property
+    def pending(self) -> set[str]:
+        """The labels its plan lists and no point row has yet (a sweep still running, or stopped)."""
+        written = set(self.points["label"].to_list()) if self.points.height else set()
+        return set(self.planned_labels or ()) - written
 
     @property
     def run(self) -> str:
@@ -121,7 +137,14 @@ def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
     return Run(path=d, experiment=str(manifest.get("experiment") or ", ".join(named) or d.name),
                mode=str(manifest.get("mode") or ("dry-run" if dry else "real")),
                created_at=float(created) if isinstance(created, (int, float)) else None,
-               tables=tables, findings=findings, points=points)
+               tables=tables, findings=findings, points=points, planned_labels=_plan_labels(d))
+
+
+def _plan_labels(directory: Path) -> frozenset[str] | None:
+    points = read_plan(directory).get("points")
+    if not isinstance(points, list):
+        return None
+    return frozenset(str(p["label"]) for p in points if isinstance(p, dict) and p.get("label"))
 
 
 def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
@@ -165,7 +188,7 @@ def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
         versions = sorted({v for v in r.points["sglang_version"].to_list() if v}) if r.points.height else []
         rows.append({"run": r.run, "name": r.path.name, "experiment": r.experiment, "mode": r.mode,
                      "created_at": r.created_at, "started_at": r.started_at, "ended_at": r.ended_at,
-                     "sglang_version": ", ".join(versions) or None, "points": len(status),
+                     "sglang_version": ", ".join(versions) or None, "planned": r.planned, "points": len(status),
                      **{s: status.count(s) for s in STATUSES}})
     return pl.DataFrame(rows, schema=RUNS_SCHEMA)
 
@@ -177,17 +200,25 @@ def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
             best = rec["best"] or {}
             rows.append({"run": r.run, "experiment": r.experiment, "mode": r.mode, "slo": rec["slo"].name,
                          "label": best.get("label"), "baseline": best.get("baseline"),
-                         "c_text": best.get("c_text"), "tok_s_gpu": best.get("tok_s_gpu")})
+                         "c_text": best.get("c_text"), "tok_s_gpu": best.get("tok_s_gpu"),
+                         "reason": rec["reason"]})
     return pl.DataFrame(rows, schema=PICKS_SCHEMA)
 
 
 def verdict(min_change: float = 0.0) -> pl.Expr:
-    """regression | improvement | within noise | no interval | new | gone, over the columns of
-    ``compare_findings`` (this, other, change, within_noise). ``min_change``: a change smaller than
-    this (relative) is never flagged, whatever its interval."""
-    beyond = pl.col("within_noise").not_() & (pl.col("change").abs() >= min_change)
-    return (pl.when(pl.col("this").is_null() & pl.col("other").is_not_null()).then(pl.lit("gone"))
-            .when(pl.col("other").is_null() & pl.col("this").is_not_null()).then(pl.lit("new"))
+    """regression | improvement | within noise | no interval | new | gone | pending, over the columns of
+    the ``history`` table. A change is flagged when it lies beyond both noises: its interval (the
+    run's own, ``within_noise``) and the run-to-run noise the repeats measured (``run_noise``, where
+    there is one); a repeat that is the only one measures that noise and is not judged by it.
+    ``min_change``: a change smaller than this (relative) is never flagged."""
+    ratio = (pl.col("value") / pl.col("previous_value")).log().abs()
+    inside_runs = pl.col("run_noise").is_not_null() & (ratio <= (1 + pl.col("run_noise")).log())
+    beyond = (pl.col("within_noise").not_() & ~inside_runs & (pl.col("noise_from") != "this repeat")
+              & (pl.col("change").abs() >= min_change))
+    return (pl.when(pl.col("verdict").is_not_null()).then(pl.col("verdict"))
+            .when(pl.col("step") == 0).then(None)
+            .when(pl.col("value").is_null() & pl.col("previous_value").is_not_null()).then(pl.lit("gone"))
+            .when(pl.col("previous_value").is_null() & pl.col("value").is_not_null()).then(pl.lit("new"))
             .when(pl.col("change").is_null()).then(None)
             .when(pl.col("within_noise").is_null()).then(pl.lit("no interval"))
             .when(beyond & (pl.col("change") < 0)).then(pl.lit("regression"))
@@ -195,32 +226,80 @@ def verdict(min_change: float = 0.0) -> pl.Expr:
             .otherwise(pl.lit("within noise")))
 
 
-def _pair(run: Run, previous: Run | None, step: int, min_change: float) -> pl.DataFrame:
-    """One run's figures against the run before it (``compare_findings``); the first run's alone."""
+def _pair(run: Run, previous: Run | None, step: int) -> pl.DataFrame:
+    """One run's figures against the run before it (``compare_findings``); the first run's alone.
+    ``verdict`` is set only for a label planned in this run and not written yet (``pending``)."""
     order = dict(run.findings.single.select("label", "order").iter_rows())
     if previous is None:
         table = (figures(run.findings).rename({"point_id": "this_id", "value": "this"})
                  .with_columns(other_id=pl.lit(None, pl.String), other=pl.lit(None, pl.Float64),
                                change=pl.lit(None, pl.Float64), ci_low=pl.lit(None, pl.Float64),
-                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean),
-                               verdict=pl.lit(None, pl.String)))
+                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean)))
     else:
         table = compare_findings(run.findings, previous.findings, run.tables, previous.tables)
-        table = table.with_columns(verdict=verdict(min_change))
+    pending = pl.col("label").is_in(sorted(run.pending)) & pl.col("this").is_null()
     return table.select(
         experiment=pl.lit(run.experiment), mode=pl.lit(run.mode), step=pl.lit(step, pl.Int64),
         run=pl.lit(run.run), previous=pl.lit(previous.run if previous else None, pl.String),
         label="label", figure="figure", concurrency=pl.col("concurrency").cast(pl.Int64),
         point_id="this_id", previous_id="other_id", value="this", previous_value="other",
         change="change", ci_low="ci_low", ci_high="ci_high", within_noise="within_noise",
-        verdict="verdict",
+        run_noise=pl.lit(None, pl.Float64), noise_from=pl.lit(None, pl.String),
+        verdict=pl.when(pending).then(pl.lit("pending")).otherwise(pl.lit(None, pl.String)),
         order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64)).cast(HISTORY_SCHEMA)  # type: ignore[arg-type]
 
 
-def history_table(runs: Sequence[Run], *, min_change: float = 0.0) -> pl.DataFrame:
-    parts = [_pair(r, s[i - 1] if i else None, i, min_change)
-             for s in series(runs) for i, r in enumerate(s)]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=HISTORY_SCHEMA)
+def repeats(changes: pl.DataFrame, runs: Sequence[Run]) -> set[str]:
+    """The runs that repeat the run before them: nothing recorded differs (settings, SGLang, GPU,
+    what the plan resolved; points added or not run yet do not count)."""
+    changed = set(changes.filter(~pl.col("what").str.starts_with("points only"))["run"].to_list())
+    return {r.run for s in series(runs) for r in s[1:] if r.run not in changed}
+
+
+def _run_noise(history: pl.DataFrame, repeated: set[str]) -> dict[tuple, tuple[float | None, str]]:
+    """Per (experiment, mode, figure, concurrency, run): the run-to-run noise to judge that run's
+    change by, as a relative change, and where it comes from: ``repeats`` (the largest change of
+    that figure at that level, over every configuration, between the *other* repeated runs of the
+    series, times ``MARGIN``; every level of the figure where that level has none), ``this repeat``
+    (a repeat with no other to judge it by: it is the measurement) or ``within run`` (the series has
+    no repeat: the intervals alone)."""
+    keys = ["experiment", "mode", "figure", "concurrency", "run"]
+    judged = history.filter((pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED)).select(keys).unique()
+    samples = (history.filter(pl.col("run").is_in(sorted(repeated)) & pl.col("figure").is_in(FLAGGED)
+                              & (pl.col("value") > 0) & (pl.col("previous_value") > 0))
+               .with_columns(lr=(pl.col("value") / pl.col("previous_value")).log().abs()))
+    at_level = {tuple(k): m for *k, m in samples.group_by(keys).agg(pl.col("lr").max()).iter_rows()}
+    any_level: dict[tuple, float] = {}
+    for (e, mode, fig, _c, run), m in at_level.items():
+        any_level[(e, mode, fig, run)] = max(m, any_level.get((e, mode, fig, run), 0.0))
+    out: dict[tuple, tuple[float | None, str]] = {}
+    for e, mode, fig, c, run in judged.iter_rows():
+        others = [m for (e2, mode2, fig2, c2, r2), m in at_level.items()
+                  if (e2, mode2, fig2, c2) == (e, mode, fig, c) and r2 != run]
+        if not others:
+            others = [m for (e2, mode2, fig2, r2), m in any_level.items()
+                      if (e2, mode2, fig2) == (e, mode, fig) and r2 != run]
+        if others:
+            out[(e, mode, fig, c, run)] = (math.exp(MARGIN * max(others)) - 1, "repeats")
+        else:
+            out[(e, mode, fig, c, run)] = (None, "this repeat" if run in repeated else "within run")
+    return out
+
+
+def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
+                  changes: pl.DataFrame | None = None) -> pl.DataFrame:
+    parts = [_pair(r, s[i - 1] if i else None, i) for s in series(runs) for i, r in enumerate(s)]
+    if not parts:
+        return pl.DataFrame(schema=HISTORY_SCHEMA)
+    table = pl.concat(parts)
+    noise = _run_noise(table, repeats(changes_table(runs) if changes is None else changes, runs))
+    if noise:
+        keys = ["experiment", "mode", "figure", "concurrency", "run"]
+        found = pl.DataFrame([(*k, v, src) for k, (v, src) in noise.items()], orient="row",
+                             schema={**{k: HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String})
+        table = (table.join(found, on=keys, how="left", nulls_equal=True)
+                 .with_columns(run_noise=pl.col("_noise"), noise_from=pl.col("_from")).drop("_noise", "_from"))
+    return table.with_columns(verdict=verdict(min_change)).select(list(HISTORY_SCHEMA))
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, str]:
@@ -268,7 +347,7 @@ def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
             rows.append({"what": key, "before": before.get(key), "after": after.get(key), "points": None})
     for column, what in (("sglang_version", "SGLang version"), ("gpu_name", "GPU")):
         a, b = _distinct(previous.points, column), _distinct(run.points, column)
-        if a != b:
+        if render.MISSING not in (a, b) and a != b:  # unknown on one side (no point written yet): no change
             rows.append({"what": what, "before": a, "after": b, "points": None})
     old, new = _resolved(previous.points), _resolved(run.points)
     counted: dict[tuple[str, str | None, str | None], int] = {}
@@ -283,9 +362,10 @@ def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
     if labels_b - labels_a:
         rows.append({"what": "points only in this run", "before": None,
                      "after": ", ".join(sorted(labels_b - labels_a)), "points": len(labels_b - labels_a)})
-    if labels_a - labels_b:
-        rows.append({"what": "points only in the previous run", "before": ", ".join(sorted(labels_a - labels_b)),
-                     "after": None, "points": len(labels_a - labels_b)})
+    gone = labels_a - labels_b - run.pending  # not yet written is not gone
+    if gone:
+        rows.append({"what": "points only in the previous run", "before": ", ".join(sorted(gone)),
+                     "after": None, "points": len(gone)})
     return rows
 
 
@@ -333,8 +413,9 @@ def build(roots: Iterable[str | Path] = ("results",), *, experiment: str | None 
     already loaded ones (``load_runs``)."""
     paths = [Path(r) for r in roots]
     runs = list(runs) if runs is not None else load_runs(paths, experiment=experiment, slos=slos)
+    changes = changes_table(runs)
     return History(roots=paths, runs=runs_table(runs), picks=picks_table(runs),
-                   history=history_table(runs, min_change=min_change), changes=changes_table(runs),
+                   history=history_table(runs, min_change=min_change, changes=changes), changes=changes,
                    min_change=min_change)
 
 
@@ -390,6 +471,44 @@ def _flag_line(r: dict, names: dict[str, str]) -> str:
             f"ratio interval {interval}) in {names.get(r['run'], r['run'])}")
 
 
+def _short(text: str | None, labels: int = 4) -> str:
+    """A setting's value as shown: '(unset)' for none, a long list of labels cut after a few."""
+    if text is None:
+        return "(unset)"
+    parts = text.split(", ")
+    return text if len(parts) <= labels else ", ".join(parts[:labels]) + f" and {len(parts) - labels} more"
+
+
+def _spread(frame: pl.DataFrame, column: str) -> str:
+    """Per figure, the largest relative change of ``column`` over its configurations and levels: 'single-stream
+    tok/s 4.9%, output tok/s 76% (C=2)'."""
+    parts = []
+    for figure in FLAGGED:
+        rows = frame.filter((pl.col("figure") == figure) & pl.col(column).is_not_null())
+        if rows.height:
+            top = rows.sort(pl.col(column).abs(), descending=True).row(0, named=True)
+            where = f" (C={top['concurrency']})" if top["concurrency"] is not None else ""
+            parts.append(f"{FIGURE_NAMES[figure]} {abs(top[column]):.1%}{where}")
+    return ", ".join(parts) or render.MISSING
+
+
+def _noise_line(pair: pl.DataFrame, names: dict[str, str]) -> str:
+    """Which noise the pair's changes are judged by (``_run_noise``), in words."""
+    sources = set(pair["noise_from"].drop_nulls().to_list())
+    if "repeats" in sources:
+        return ("Judged by the run-to-run noise the repeated runs of this series measured (the largest change of "
+                f"each figure and level between them, x{MARGIN:g}): up to {_spread(pair, 'run_noise')}; and by "
+                "each figure's own interval.")
+    if "this repeat" in sources:
+        moved = pair.filter(pl.col("figure").is_in(FLAGGED) & (pl.col("previous_value") > 0)).with_columns(
+            lr=pl.col("value") / pl.col("previous_value") - 1)
+        return ("A repeat (nothing recorded changed) with no other to judge it by: its changes are the run-to-run "
+                f"noise the later runs are judged by, up to {_spread(moved, 'lr')} (largest change of each figure).")
+    return ("No repeated run in this series measures the run-to-run noise, so only each figure's own interval (the "
+            "spread within each run) judges it, which misses what varies from one run to the next: run the same "
+            "experiment twice to measure that.")
+
+
 def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> list[str]:
     """What changed from ``previous`` to ``run``, and which figures moved beyond noise."""
     a, b = names[previous], names[run]
@@ -398,15 +517,15 @@ def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> l
                                 f"{plural(changed.height, 'change')}:")]
     for c in changed.iter_rows(named=True):
         count = f" ({plural(c['points'], 'point')})" if c["points"] is not None else ""
-        lines.append(f"- {c['what']}: {c['before'] if c['before'] is not None else '(unset)'} -> "
-                     f"{c['after'] if c['after'] is not None else '(unset)'}{count}")
+        lines.append(f"- {c['what']}: {_short(c['before'])} -> {_short(c['after'])}{count}")
     pair = h.history.filter(pl.col("run") == run)
+    lines.append(_noise_line(pair, names))
     flagged = pair.filter(pl.col("verdict").is_in(["regression", "improvement"]))
     regress = flagged.filter(pl.col("verdict") == "regression").height
     compared = pair.filter(pl.col("verdict").is_in(["regression", "improvement", "within noise"])).height
     threshold = f", and by {h.min_change:.0%} or more" if h.min_change else ""
     lines.append(f"Figures of {b} against {a}: {regress} regressions, {flagged.height - regress} improvements "
-                 f"beyond noise (the ratio's interval excludes 1{threshold}), of {compared} with an interval.")
+                 f"beyond noise{threshold}, of {compared} with an interval.")
     flagged = flagged.sort(pl.col("change").abs(), descending=True)
     lines += [_flag_line(r, names) for r in flagged.head(SHOWN).iter_rows(named=True)]
     if flagged.height > SHOWN:
@@ -419,20 +538,24 @@ def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> l
 def sections(h: History) -> list[Section]:
     names = _names(h.runs)
     runs = h.runs.sort("started_at", "run", nulls_last=True)
-    picks = (h.picks.with_columns(text=pl.col("slo") + ": " + pl.col("label").fill_null("none meets it"))
+    picks = (h.picks.with_columns(text=pl.col("slo") + ": " + pl.coalesce("label", "reason", pl.lit(render.MISSING)))
              .group_by("run", maintain_order=True).agg(pl.col("text").str.join("; ")))
     table = runs.join(picks, on="run", how="left").select(
         run=pl.col("run").replace_strict(names, return_dtype=pl.String), experiment="experiment",
-        mode="mode", when=render.cell(_when, "started_at"), SGLang="sglang_version",
+        mode="mode", when=render.cell(lambda started, created: _when(started if started is not None else created),
+                                      "started_at", "created_at"),
+        SGLang="sglang_version",
+        points=render.cell(lambda n, planned: f"{n} of {planned}" if planned is not None and planned != n else str(n),
+                           "points", "planned"),
         ok="ok", failed="failed", invalid="invalid", pruned="pruned",
         **{"picks per SLO": pl.col("text")})
     out = [Section(f"Sweep history: {', '.join(map(str, h.roots))}", [
         f"{plural(h.runs.height, 'results directory', 'results directories')}, "
         f"{plural(h.runs.select('experiment', 'mode').unique().height, 'series', 'series')} "
         "(the runs of one experiment in one mode, in the order they ran)."], level=1),
-        Section("Runs", ["Each results directory: when its first point started, the SGLang its points ran, "
-                         "its points by status, and the configuration to deploy for each SLO (as its report "
-                         "names it)."], table)]
+        Section("Runs", ["Each results directory: when its first point started (the directory was made, "
+                         "before any), the SGLang its points ran, its points written (of those planned) by "
+                         "status, and the configuration to deploy for each SLO (as its report names it)."], table)]
     for (experiment, mode), g in h.history.group_by(["experiment", "mode"], maintain_order=True):
         order_runs = g.sort("step")["run"].unique(maintain_order=True).to_list()
         title = f"{experiment} ({mode}): {plural(len(order_runs), 'run')}"
@@ -441,8 +564,9 @@ def sections(h: History) -> list[Section]:
             continue
         paragraphs = [
             "Each run against the run before it, matched by label: the settings that differ, and every "
-            "figure whose ratio to the previous run's lies outside its interval (the report's noise "
-            f"model, as `report --vs`). In the tables: '{render.NOISE_MARK}' marks a change within noise, "
+            "figure whose ratio to the previous run's lies beyond noise: outside its interval (the report's "
+            "noise model, as `report --vs`) and beyond the run-to-run noise that repeated runs (nothing "
+            f"recorded changed) measured. In the tables: '{render.NOISE_MARK}' marks a change within noise, "
             "'worse' and 'better' one beyond it."]
         for prev, run in zip(order_runs, order_runs[1:]):
             paragraphs += _pair_lines(h, run, prev, names)

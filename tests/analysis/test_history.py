@@ -171,3 +171,39 @@ def test_query_over_several_directories(root, capsys):
     assert [r["run"] for r in rows] == dirs and rows[2]["speedup"] == pytest.approx(1.65)
     assert main(["query", dirs[0], "SELECT * FROM points LIMIT 1", "--format", "json"]) == 0
     assert "run" not in json.loads(capsys.readouterr().out)[0]  # one directory: the tables as before
+
+
+def test_repeats_measure_the_run_to_run_noise(h):
+    """b repeats a (nothing recorded changed) and is the only repeat: it is the measurement, not judged by
+    it; c changed and is judged by it as well as by its intervals."""
+    rows = h.history.filter(pl.col("figure").is_in(history.FLAGGED) & (pl.col("step") > 0)
+                            & (pl.col("experiment") == "nightly"))
+    by_run = {run.split("/")[-1]: set(g["noise_from"]) for (run,), g in rows.group_by("run")}
+    assert by_run == {"n-b": {"this repeat"}, "n-c": {"repeats"}}
+    c16 = rows.filter(pl.col("run").str.ends_with("n-c") & (pl.col("label") == D1)
+                      & (pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)).row(0, named=True)
+    # the largest change at C=16 between a and b (d1's +0.3 %), widened by the margin
+    assert c16["run_noise"] == pytest.approx((1324 / 1320) ** history.MARGIN - 1)
+
+
+def test_a_noisy_repeat_hides_a_smaller_change_and_no_repeat_leaves_the_intervals(tmp_path):
+    """a, b (a quiet repeat), x (a repeat whose d1 moved +18 % at C=16: beyond the quiet repeat's noise,
+    flagged), c (another max-running-requests, d1 -20 % at C=16: inside the noise x showed, times the margin)."""
+    r = tmp_path / "results"
+    nightly(r / "a", 1000.0)
+    nightly(r / "b", 2000.0, d1_c16=1322.0)
+    nightly(r / "x", 3000.0, d1_c16=1322.0 * 1.18)
+    changed = {**SETTINGS, "server": {"model_path": "/models/m", "flags": {"max-running-requests": 32}}}
+    nightly(r / "c", 4000.0, d1_c16=1322.0 * 1.18 * 0.8, settings=changed)
+    h = history.build([r])
+    at16 = {run.split("/")[-1]: (v, src) for run, v, src in h.history.filter(
+        (pl.col("label") == D1) & (pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)
+        & (pl.col("step") > 0)).select("run", "verdict", "noise_from").iter_rows()}
+    assert at16 == {"b": ("within noise", "repeats"), "x": ("improvement", "repeats"),
+                    "c": ("within noise", "repeats")}
+    assert "Judged by the run-to-run noise the repeated runs of this series measured" in h.markdown()
+    # two runs and a change between them: no repeat, the intervals alone judge (and say so)
+    only = history.build([r / "b", r / "c"])
+    assert only.history.filter(pl.col("step") > 0)["noise_from"].drop_nulls().unique().to_list() == ["within run"]
+    assert only.regressions().filter(pl.col("concurrency") == 16)["label"].to_list() == [D1] * 2
+    assert "No repeated run in this series measures the run-to-run noise" in only.markdown()
