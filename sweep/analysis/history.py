@@ -16,8 +16,9 @@ when their first point started. Four tables, each a polars DataFrame (``History`
   configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
   configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none).
 - ``history``: per run, configuration (label), figure and level: the run's value, the previous run's,
-  their change, the interval of the ratio and ``verdict``: ``regression`` / ``improvement`` (the
-  interval excludes 1, the figure fell / rose), ``within noise``, ``no interval`` (a figure
+  their change, the interval of the ratio, the run-to-run noise it is judged by (``run_noise``, a
+  relative change, and ``noise_from``) and ``verdict``: ``regression`` / ``improvement`` (the figure
+  fell / rose beyond noise: see below), ``within noise``, ``no interval`` (a figure
   without one: speedup, accept length, startup), ``new`` / ``gone`` (a label in one of the two
   runs only), ``pending`` (planned in this run, not written yet), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
   output_throughput, per_request_tok_s (per level), startup_s, as ``compare_table`` has them.
@@ -25,6 +26,16 @@ when their first point started. Four tables, each a polars DataFrame (``History`
   experiment (``experiment.yaml``, as ``server.flags.max-running-requests``), the SGLang versions and
   GPUs its points ran, what the plan resolved for SGLang (``resolved.*``, with how many points), and
   the labels only in one of the two.
+
+Noise. A figure's interval says how much it spreads within a run (its runs, or its level's
+requests); between two runs more varies (the machine, its load, the cluster), and only repeated runs
+measure that. A run that repeats the one before it (no row in ``changes`` but points added or not
+run yet) is a repeat; per figure and level, the largest change between repeats over every
+configuration, widened by ``MARGIN``, is the run-to-run noise. A change is flagged when it lies
+outside its interval and beyond the run-to-run noise of the series' repeats other than its own pair
+(``noise_from`` ``repeats``; where that level has none, the figure's largest at any level). A
+repeat with no other is the measurement itself and is not flagged (``this repeat``); a series
+without repeats is judged by the intervals alone (``within run``), which the output says.
 """
 
 from __future__ import annotations
@@ -48,7 +59,7 @@ from sweep.core.console import plural
 from sweep.core.errors import ResultsError
 from sweep.results import load
 from sweep.results.meta import read_experiment, read_manifest, read_plan
-from sweep.results.store import sweep_dirs
+from sweep.results.store import read_columns, sweep_dirs
 
 STATUSES = ("ok", "failed", "invalid", "pruned")
 FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures with an interval
@@ -122,22 +133,31 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def identity(directory: str | Path) -> tuple[str, str]:
+    """(experiment, mode) of a results directory, from ``sweep.json``; without one (``python -m sweep
+    bench --out``, an older sweep) from its points (their experiment, dry-run or real), else its name."""
+    d = Path(directory)
+    manifest = read_manifest(d) or {}
+    if manifest.get("experiment") and manifest.get("mode"):
+        return str(manifest["experiment"]), str(manifest["mode"])
+    points = read_columns(d, "points", ["experiment", "dry_run"])
+    named = sorted({e for e in points["experiment"].to_list() if e})
+    dry = bool(points["dry_run"].fill_null(False).any())
+    return (str(manifest.get("experiment") or ", ".join(named) or d.name),
+            str(manifest.get("mode") or ("dry-run" if dry else "real")))
+
+
 def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
     """One results directory as a ``Run``: its tables (``load``: old files upgraded), its findings with
-    the SLOs given, else the experiment's own, its experiment and mode from ``sweep.json`` (else from
-    its points: ``python -m sweep bench --out`` writes no manifest)."""
+    the SLOs given, else the experiment's own, and its ``identity``."""
     d = Path(directory)
     tables = load(d)
-    manifest = read_manifest(d) or {}
-    points = points_frame(tables)
-    named = sorted({e for e in points["experiment"].to_list() if e})
-    dry = bool(points["dry_run"].fill_null(False).any()) if points.height else False
+    experiment, mode = identity(d)
+    created = (read_manifest(d) or {}).get("created_at")
     findings = analyze(tables, slos=slo_mod.from_experiment(d) if slos is None else slos)
-    created = manifest.get("created_at")
-    return Run(path=d, experiment=str(manifest.get("experiment") or ", ".join(named) or d.name),
-               mode=str(manifest.get("mode") or ("dry-run" if dry else "real")),
+    return Run(path=d, experiment=experiment, mode=mode,
                created_at=float(created) if isinstance(created, (int, float)) else None,
-               tables=tables, findings=findings, points=points, planned_labels=_plan_labels(d))
+               tables=tables, findings=findings, points=points_frame(tables), planned_labels=_plan_labels(d))
 
 
 def _plan_labels(directory: Path) -> frozenset[str] | None:
@@ -161,15 +181,13 @@ def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
         raise ResultsError(f"no results directory under {', '.join(map(str, paths))}",
                            fix="pass the folder the sweeps write into (results/ by default), e.g. "
                                "python -m sweep history results")
-    runs = [load_run(d, slos=slos) for d in dirs]
-    if experiment is None:
-        return runs
-    mine = [r for r in runs if r.experiment == experiment]
-    if not mine:
-        found = sorted({r.experiment for r in runs})
-        raise ResultsError(f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
-                           fix=f"the experiments there: {', '.join(found)}")
-    return mine
+    if experiment is not None:
+        names = {d: identity(d)[0] for d in dirs}
+        dirs = [d for d in dirs if names[d] == experiment]
+        if not dirs:
+            raise ResultsError(f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
+                               fix=f"the experiments there: {', '.join(sorted(set(names.values())))}")
+    return [load_run(d, slos=slos) for d in dirs]
 
 
 def series(runs: Sequence[Run]) -> list[list[Run]]:
@@ -430,21 +448,20 @@ def _names(runs: pl.DataFrame) -> dict[str, str]:
     return {r: n if names.count(n) == 1 else r for r, n in zip(runs["run"].to_list(), names)}
 
 
-def _cell(value: float | None, change: float | None, within_noise: bool | None, verdict: str | None,
-          digits: int) -> str:
-    """'1,234', '1,234 ~+0.3%' (within noise), '987 -20.0% worse' (a regression), '... better'."""
+def _cell(value: float | None, change: float | None, verdict: str | None, digits: int) -> str:
+    """'1,234', '1,234 ~+0.3%' (within noise: its interval, or the run-to-run noise), '987 -20.0% worse' (a
+    regression), '... better', '1,234 +0.3%' (no interval to judge it by)."""
     text = render.num(value, digits)
     if value is None or change is None:
         return text + (" (new)" if verdict == "new" else "")
     mark = {"regression": " worse", "improvement": " better"}.get(verdict or "", "")
-    return f"{text} {render.marked(change, within_noise, render.change)}{mark}"
+    return f"{text} {render.marked(change, verdict == 'within noise', render.change)}{mark}"
 
 
 def _run_by_run(rows: pl.DataFrame, names: dict[str, str], order: list[str], digits: int) -> pl.DataFrame:
     """Rows: configurations (in the last run's order); columns: the runs; cells: ``_cell``."""
     cells = rows.with_columns(
-        cell=render.cell(lambda v, c, w, verdict: _cell(v, c, w, verdict, digits),
-                         "value", "change", "within_noise", "verdict"),
+        cell=render.cell(lambda v, c, verdict: _cell(v, c, verdict, digits), "value", "change", "verdict"),
         name=pl.col("run").replace_strict(names, return_dtype=pl.String))
     wide = cells.filter(pl.col("value").is_not_null()).pivot(on="name", index="label", values="cell",
                                                              aggregate_function="first")

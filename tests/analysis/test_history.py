@@ -207,3 +207,35 @@ def test_a_noisy_repeat_hides_a_smaller_change_and_no_repeat_leaves_the_interval
     assert only.history.filter(pl.col("step") > 0)["noise_from"].drop_nulls().unique().to_list() == ["within run"]
     assert only.regressions().filter(pl.col("concurrency") == 16)["label"].to_list() == [D1] * 2
     assert "No repeated run in this series measures the run-to-run noise" in only.markdown()
+
+
+@pytest.mark.slow
+def test_history_of_real_dry_runs(tmp_path):
+    """Three dry runs on the fake server (a baseline and one drafter): two identical, then one whose drafter
+    accepts 0.1 of its drafts instead of 0.7. The history lists that setting, flags the drafter's single
+    stream as a regression, and nothing between the identical runs."""
+    import os
+
+    from tests.conftest import free_port
+    from tests.experiments import DRAFT_TOKENS, DRAFTERS, experiment, write
+
+    exp = experiment(name="hist", server={"port": free_port()},
+                     grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [2]}},
+                           "derived": DRAFT_TOKENS},
+                     benchmark={"single_stream": {"runs": 3}})
+    root = tmp_path / "results"
+    slower = experiment(exp, server={"flags": {"fake-accept-rate": 0.1}})
+    for name, e in (("a", exp), ("b", exp), ("c", slower)):
+        path = write(tmp_path / f"{name}.yaml", e, results_dir=root / f"hist-{name}-{os.getpid()}")
+        assert sweep.run(path, mode="dry-run", progress=False).ok
+    h = sweep.history(root)
+    a, b, c = h.runs.sort("started_at")["run"].to_list()
+    assert h.history.filter((pl.col("run") == b) & pl.col("verdict").is_in(["regression", "improvement"])).is_empty()
+    assert h.changes.filter(pl.col("run") == b).is_empty()  # a repeat
+    changed = h.changes.filter(pl.col("run") == c)
+    assert ("server.flags.fake-accept-rate", None, "0.1") in changed.select("what", "before", "after").rows()
+    drafter = "drafter=d1,steps=2"
+    row = h.history.filter((pl.col("run") == c) & (pl.col("label") == drafter) & (pl.col("figure") == "tok_s"))
+    assert row["verdict"].to_list() == ["regression"] and row["change"][0] < -0.2
+    text = str(h)
+    assert "- server.flags.fake-accept-rate: (unset) -> 0.1" in text and f"- regression: {drafter}, single-stream tok/s" in text
