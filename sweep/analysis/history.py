@@ -66,10 +66,10 @@ FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures wit
 FIGURE_NAMES = {"tok_s": "single-stream tok/s", "speedup": "single-stream speedup",
                 "accept_length": "accept length", "output_throughput": "output tok/s",
                 "per_request_tok_s": "per-request tok/s", "startup_s": "startup s"}
-NOT_SETTINGS = ("name", "description", "results_dir")  # experiment keys that say nothing about a run
+NOT_SETTINGS = ("name", "description", "results_dir", "source")  # experiment keys that say nothing of a run
 MARGIN = 1.5  # the run-to-run noise: the repeats' largest change, widened (one repeat says little of the next)
 SHOWN = 30  # flagged figures listed per pair of runs; the table has them all
-VIEWS = ("runs", "picks", "history", "changes")
+VIEWS = ("runs", "picks", "history", "changes")  # also sweep.analysis.query.HISTORY_VIEWS
 
 RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mode": pl.String,
                "created_at": pl.Float64, "started_at": pl.Float64, "ended_at": pl.Float64,
@@ -335,7 +335,7 @@ def _flat(data: Any, prefix: str = "") -> dict[str, str]:
 
 def settings(directory: str | Path) -> dict[str, str]:
     """The run's resolved experiment (``experiment.yaml``) as {dotted key: value}, less its name,
-    description and results directory."""
+    description, results directory and source (the file it was read from)."""
     exp = {k: v for k, v in read_experiment(directory).items() if k not in NOT_SETTINGS}
     return _flat(exp)
 

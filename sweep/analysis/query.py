@@ -50,7 +50,15 @@ def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
     return _run(realspeed.scaled(tables), sql)
 
 
+HISTORY_VIEWS = ("runs", "picks", "history", "changes")  # sweep.analysis.history.VIEWS
+
+
 def _named(name: str, sql: str) -> bool:
+    """Whether ``sql`` names the view: the history's (words that are column names too: ``runs``) only
+    where a table goes, after FROM or JOIN (``FROM points p, runs r`` too)."""
+    if name in HISTORY_VIEWS:
+        tables = rf"\b(from|join)\s+(\w+(\s+(as\s+)?\w+)?\s*,\s*)*{name}\b"
+        return re.search(tables, sql, re.IGNORECASE) is not None
     return re.search(rf"\b{name}\b", sql, re.IGNORECASE) is not None
 
 

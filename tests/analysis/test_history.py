@@ -25,8 +25,9 @@ SLO = ["chat: ttft_p90<=1s"]
 def nightly(path, started_at, *, base_tok_s=(100, 101, 99), d1_tok_s=(150, 151, 149), d1_c16=1320.0,
             base_c16=1200.0, settings=None, version="0.5.10", failed=False):
     """One run of the experiment "nightly": a baseline and a drafter over two levels (and a failed point)."""
+    settings = {**(SETTINGS if settings is None else settings), "source": f"{path}.yaml"}  # each its own file
     sd = SweepDir(path, experiment="nightly", started_at=started_at, manifest={"mode": "dry-run"},
-                  settings=SETTINGS if settings is None else settings)
+                  settings=settings)
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=list(base_tok_s),
                     levels={1: base_tok_s[0], 16: base_c16}, sglang_version=version)
     sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=list(d1_tok_s),
@@ -115,7 +116,7 @@ def test_what_changed_between_runs(h):
     assert c["server.flags.max-running-requests"] == ("64", "32")
     assert c["SGLang version"] == ("0.5.10", "0.5.23")
     assert c["points only in the previous run"] == ("drafter=d2,steps=2,nccl=default", None)
-    assert "results_dir" not in c and "name" not in c
+    assert "results_dir" not in c and "name" not in c and "source" not in c
     assert h.changes.filter(pl.col("experiment") == "other").is_empty()
 
 
@@ -239,3 +240,13 @@ def test_history_of_real_dry_runs(tmp_path):
     assert row["verdict"].to_list() == ["regression"] and row["change"][0] < -0.2
     text = str(h)
     assert "- server.flags.fake-accept-rate: (unset) -> 0.1" in text and f"- regression: {drafter}, single-stream tok/s" in text
+
+
+def test_the_history_views_are_built_only_where_a_table_goes():
+    from sweep.analysis.query import HISTORY_VIEWS, _named
+
+    assert HISTORY_VIEWS == history.VIEWS
+    assert _named("history", "SELECT * FROM history WHERE verdict = 'regression'")
+    assert _named("runs", "SELECT * FROM points p JOIN runs r USING (run)") and _named("picks", "SELECT * FROM runs,picks")
+    assert _named("changes", "SELECT * FROM points AS p, changes") and not _named("runs", "SELECT * FROM speedup WHERE runs > 2")
+    assert not _named("runs", "SELECT label, runs FROM speedup")  # a column of the speedup view
