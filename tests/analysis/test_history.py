@@ -172,6 +172,8 @@ def test_query_over_several_directories(root, capsys):
     assert [r["run"] for r in rows] == dirs and rows[2]["speedup"] == pytest.approx(1.65)
     assert main(["query", dirs[0], "SELECT * FROM points LIMIT 1", "--format", "json"]) == 0
     assert "run" not in json.loads(capsys.readouterr().out)[0]  # one directory: the tables as before
+    assert main(["query", dirs[0], "SELECT experiment, ok FROM runs", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"experiment": "nightly", "ok": 2}]  # the history of one run
 
 
 def test_repeats_measure_the_run_to_run_noise(h):
@@ -250,3 +252,21 @@ def test_the_history_views_are_built_only_where_a_table_goes():
     assert _named("runs", "SELECT * FROM points p JOIN runs r USING (run)") and _named("picks", "SELECT * FROM runs,picks")
     assert _named("changes", "SELECT * FROM points AS p, changes") and not _named("runs", "SELECT * FROM speedup WHERE runs > 2")
     assert not _named("runs", "SELECT label, runs FROM speedup")  # a column of the speedup view
+
+
+def test_a_sweep_still_running_has_its_missing_points_pending(tmp_path):
+    """A run whose plan lists d1 and has written only its baseline: d1 is pending there, not gone."""
+    r = tmp_path / "results"
+    nightly(r / "a", 1000.0)
+    sd = SweepDir(r / "b", experiment="nightly", started_at=2000.0, manifest={"mode": "dry-run"},
+                  settings={**SETTINGS, "source": "b.yaml"})
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200})
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, written=False)
+    sd.write()
+    (r / "b" / "plan.json").write_text(json.dumps({"points": [{"id": p.point_id, "label": p.label} for p in sd.points]}))
+    h = history.build([r])
+    b = verdicts(h, "/b")
+    assert {v for (label, _, _), v in b.items() if label == D1} == {"pending"}
+    assert h.changes.filter(pl.col("run").str.ends_with("/b")).is_empty()
+    assert h.runs.filter(pl.col("name") == "b").select("planned", "points").row(0) == (2, 1)
+    assert "| b   | nightly    | dry-run" in h.markdown() and "| 1 of 2 " in h.markdown()
