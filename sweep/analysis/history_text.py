@@ -84,7 +84,8 @@ def _spread(frame: pl.DataFrame, column: str) -> str:
         if rows.height:
             top = rows.sort(pl.col(column).abs(), descending=True).row(0, named=True)
             where = f" (C={top['concurrency']})" if top["concurrency"] is not None else ""
-            parts.append(f"{FIGURE_NAMES[figure]} {abs(top[column]):.1%}{where}")
+            size = abs(top[column])  # a relative change; past +100 %, as a factor (x8.5 reads better than 750 %)
+            parts.append(f"{FIGURE_NAMES[figure]} {f'{size:.1%}' if size < 1 else f'x{1 + size:.1f}'}{where}")
     return ", ".join(parts) or render.MISSING
 
 
@@ -120,7 +121,8 @@ def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> l
     regress = flagged.filter(pl.col("verdict") == "regression").height
     compared = pair.filter(pl.col("verdict").is_in(["regression", "improvement", "within noise"])).height
     threshold = f", and by {h.min_change:.0%} or more" if h.min_change else ""
-    lines.append(f"Figures of {b} against {a}: {regress} regressions, {flagged.height - regress} improvements "
+    lines.append(f"Figures of {b} against {a}: {plural(regress, 'regression')}, "
+                 f"{plural(flagged.height - regress, 'improvement')} "
                  f"beyond noise{threshold}, of {compared} with an interval.")
     flagged = flagged.sort(pl.col("change").abs(), descending=True)
     lines += [_flag_line(r, names) for r in flagged.head(SHOWN).iter_rows(named=True)]
