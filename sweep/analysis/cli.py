@@ -81,8 +81,8 @@ def _slos(texts: list[str] | None) -> list | None:
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
     """``query DIR [DIR ...] "SQL" [--format table|csv|json|parquet] [--output FILE] [--max-rows N]``."""
     parser.add_argument("directory", metavar="DIR", nargs="+",
-                        help="a results directory; several: every table gets a first column run (the "
-                             "directory), and the history views compare them")
+                        help="a results directory; several: every table gets a first column results_dir "
+                             "(the directory), and the history views compare them")
     parser.add_argument("sql", metavar="SQL",
                         help="a query over points, single_stream, levels, requests, metrics (and the views "
                              "speedup, level_speedups, best_per_level, crossover; runs, picks, history, changes)")

@@ -7,11 +7,13 @@ names it. Everything stays lazy, so a query over a million request rows reads on
 and rows it needs.
 
 Over several directories (``query DIR DIR ... "SQL"``) every table and view is the union of each
-directory's, with a first column ``run`` naming the directory it came from, and the history views
+directory's, with a first column ``results_dir`` naming the directory it came from (``single_stream``
+has a ``run`` of its own: the run's number), and the history views
 compare them (``sweep.analysis.history``): ``runs`` (one row per directory), ``picks`` (the
 configuration to deploy per SLO), ``history`` (each figure run by run, with its change and verdict
 against the previous run of its experiment) and ``changes`` (the settings that differ between
-consecutive runs). The history views are there for one directory too (one run, nothing compared).
+consecutive runs), whose ``run`` is that ``results_dir``. The history views are there for one
+directory too (one run, nothing compared).
 
 A dry run is queried in the report's unit: its times and rates at real speed (the fake's divided back,
 ``realspeed.at_real_speed``), what the fake measured beside them in ``<column>_measured`` columns, and
@@ -23,8 +25,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from functools import partial
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -51,6 +53,7 @@ def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
 
 
 HISTORY_VIEWS = ("runs", "picks", "history", "changes")  # sweep.analysis.history.VIEWS
+RESULTS_DIR = "results_dir"  # over several directories: the column naming each row's directory
 
 
 def _named(name: str, sql: str) -> bool:
@@ -109,8 +112,9 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
 
 
 def _with_run(frames: Sequence[tuple[str, pl.LazyFrame]]) -> pl.LazyFrame:
-    """The frames of several directories as one, a first column ``run`` naming each one's directory."""
-    return pl.concat([f.select(pl.lit(run).alias("run"), pl.all()) for run, f in frames], how="diagonal_relaxed")
+    """The frames of several directories as one, a first column ``results_dir`` naming each one's directory."""
+    return pl.concat([f.select(pl.lit(run).alias(RESULTS_DIR), pl.all()) for run, f in frames],
+                     how="diagonal_relaxed")
 
 
 def _per_run(view: Callable[[Tables], pl.DataFrame], scaled: Sequence[tuple[str, Tables]]) -> pl.DataFrame:
@@ -133,7 +137,7 @@ def history_views(directories: Sequence[str | Path]) -> Views:
 
 def several(directories: Sequence[str | Path]) -> tuple[Tables, Views, list[realspeed.Speed]]:
     """The tables of several results directories (each at real speed), every one with a first column
-    ``run``; the views, the report's built per directory, the history's over them all; and the speeds
+    ``results_dir``; the views, the report's built per directory, the history's over them all; and the speeds
     of the directories."""
     scaled = [(str(d), *realspeed.at_real_speed(load(d))) for d in directories]
     tables = {name: _with_run([(run, t[name]) for run, t, _ in scaled]) for name in scaled[0][1]}

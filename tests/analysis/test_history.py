@@ -158,20 +158,25 @@ def test_the_python_api(root):
 
 def test_query_over_several_directories(root, capsys):
     dirs = [str(root / n) for n in ("n-a", "n-b", "n-c")]
-    assert main(["query", *dirs, "SELECT run, count(*) AS n FROM points GROUP BY run ORDER BY run",
-                 "--format", "json"]) == 0
+    assert main(["query", *dirs, "SELECT results_dir, count(*) AS n FROM points GROUP BY results_dir "
+                 "ORDER BY results_dir", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["run"], r["n"]) for r in rows] == [(dirs[0], 2), (dirs[1], 3), (dirs[2], 2)]
+    assert [(r["results_dir"], r["n"]) for r in rows] == [(dirs[0], 2), (dirs[1], 3), (dirs[2], 2)]
+    assert main(["query", *dirs, "SELECT s.results_dir, count(DISTINCT s.run) AS runs, max(r.ok) AS ok FROM "
+                 "single_stream s JOIN runs r ON s.results_dir = r.run GROUP BY s.results_dir ORDER BY s.results_dir",
+                 "--format", "json"]) == 0  # single_stream's own run (its number) beside the directory's
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["results_dir"], r["runs"], r["ok"]) for r in rows] == [(d, 3, 2) for d in dirs]
     assert main(["query", *dirs, "SELECT run, label, concurrency, verdict FROM history "
                  "WHERE verdict = 'regression' ORDER BY concurrency", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {(r["run"], r["label"], r["concurrency"]) for r in rows} == {(dirs[2], D1, 16)}
-    assert main(["query", *dirs, "SELECT run, label, speedup FROM speedup WHERE label = 'drafter=d1,steps=2,nccl=default' "
-                 "ORDER BY run", "--format", "json"]) == 0
+    assert main(["query", *dirs, "SELECT results_dir, label, speedup FROM speedup WHERE label = "
+                 "'drafter=d1,steps=2,nccl=default' ORDER BY results_dir", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["run"] for r in rows] == dirs and rows[2]["speedup"] == pytest.approx(1.65)
+    assert [r["results_dir"] for r in rows] == dirs and rows[2]["speedup"] == pytest.approx(1.65)
     assert main(["query", dirs[0], "SELECT * FROM points LIMIT 1", "--format", "json"]) == 0
-    assert "run" not in json.loads(capsys.readouterr().out)[0]  # one directory: the tables as before
+    assert "results_dir" not in json.loads(capsys.readouterr().out)[0]  # one directory: the tables as before
     assert main(["query", dirs[0], "SELECT experiment, ok FROM runs", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"experiment": "nightly", "ok": 2}]  # the history of one run
 
