@@ -1,7 +1,8 @@
 """sweep: find the best speculative-decoding setup for an SGLang server.
 
-From Python: ``sweep.run(experiment, mode=...)`` returns a ``sweep.SweepResult`` (see ``sweep.api``).
-Both are imported on first use, so that ``import sweep`` stays cheap: the fake server and the hosts'
+From Python: ``sweep.run(experiment, mode=...)`` returns a ``sweep.SweepResult`` (see ``sweep.api``);
+``sweep.history("results")`` the history of the runs there.
+All are imported on first use, so that ``import sweep`` stays cheap: the fake server and the hosts'
 processes import this package and need neither Ray nor the analysis.
 """
 
@@ -11,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from sweep.core import __version__
 
-__all__ = ["SweepResult", "__version__", "run"]
+__all__ = ["SweepResult", "__version__", "history", "run"]
 
 if TYPE_CHECKING:
-    from sweep.api import SweepResult, run
+    from sweep.api import SweepResult, history, run
 
-_API = ("run", "SweepResult")
+_API = ("run", "history", "SweepResult")
 
 
 def __getattr__(name: str) -> Any:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sweep.analysis import Findings
+    from sweep.analysis.history import History
     from sweep.sglang.drafter import DrafterReport
     from sweep.experiment.plan import Plan
 
@@ -394,3 +395,20 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
         if pid not in in_plan:
             points.append(PointRecord(pid, label, status, failure=failure, in_plan=False))
     return replace(planned, mode=mode, path=done.path, points=points, ran=done.ran)
+
+
+def history(roots: str | Path | Sequence[str | Path] = "results", *, experiment: str | None = None,
+            slos: Sequence[str] | None = None, min_change: float = 0.0) -> History:
+    """``python -m sweep history``: every results directory under ``roots`` (a folder of them, such as
+    ``results``, or results directories), and for each experiment's runs over time each configuration's
+    figures run by run, regressions and improvements beyond noise, and the settings that changed.
+    Returns a ``sweep.analysis.history.History``: ``runs``, ``picks``, ``history`` and ``changes`` as
+    polars DataFrames (``regressions()``, ``improvements()``; ``str()``: the Markdown the command prints).
+    ``experiment``: its runs only; ``slos``: pick by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``)
+    instead of each experiment's; ``min_change``: flag only changes at least this large (0.05: 5 %)."""
+    from sweep.analysis import history as history_mod
+    from sweep.analysis.slo import parse_slo
+
+    given = [roots] if isinstance(roots, (str, Path)) else list(roots)
+    return history_mod.build(given, experiment=experiment, min_change=min_change,
+                             slos=None if slos is None else [parse_slo(s) for s in slos])

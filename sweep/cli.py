@@ -3,7 +3,8 @@
     python -m sweep CONFIG [key=value ...] [--plan [--json]] [--dry-run | --local | --fake] ...
     python -m sweep bench --url URL ...
     python -m sweep report DIR [--vs OTHER]
-    python -m sweep query DIR "SQL"
+    python -m sweep query DIR [DIR ...] "SQL"
+    python -m sweep history [RESULTS_ROOT]
     python -m sweep hosts
     python -m sweep check-drafter TARGET DRAFTER [--algorithm EAGLE3]
 
@@ -37,7 +38,7 @@ from sweep.core.types import kind
 if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
 
-SUBCOMMANDS = ("bench", "report", "query", "hosts", "check-drafter")
+SUBCOMMANDS = ("bench", "report", "query", "history", "hosts", "check-drafter")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,6 +108,10 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
         from sweep.analysis import cli as a
 
         return a.add_query_arguments, a.run_query
+    if name == "history":
+        from sweep.analysis import cli as a
+
+        return a.add_history_arguments, a.run_history
     if name == "check-drafter":
         from sweep.sglang import drafter_cli
 

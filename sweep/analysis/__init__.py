@@ -11,6 +11,9 @@ tables of ``sweep.results.load(DIR)``::
     best_per_level(tables)                                         # winner at each concurrency
     crossover(tables)                                              # where speculation stops paying
 
+Many runs of the same experiment: ``sweep.analysis.history.build(["results"])`` (``sweep.history``),
+each run against the one before it (``compare_findings``), with what changed and the run-to-run noise.
+
 The report itself (``sweep.analysis.report``) and the plots import matplotlib; this package's
 top level does not.
 """

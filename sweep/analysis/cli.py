@@ -1,4 +1,4 @@
-"""Arguments and entry points of ``python -m sweep report`` and ``python -m sweep query``.
+"""Arguments and entry points of ``python -m sweep report``, ``query`` and ``history``.
 
 The main command line (sweep/cli.py) adds these to its subparsers and calls ``run_*``; errors are
 raised as ``sweep.core.errors.SweepError`` subclasses for it to print and map to an exit code: a missing
@@ -46,18 +46,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def run_report(args: argparse.Namespace) -> int:
     """Build the report, write DIR/report/report.md (plots beside it) and report.html, print it; returns 0."""
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
-    from sweep.analysis.slo import parse_slo
 
-    try:
-        slos = None if not args.slo else [parse_slo(text) for text in args.slo]
-    except ConfigError as e:  # in the experiment file a bad SLO is bad config (2); here the analysis cannot answer
-        raise SLOError(e.message, fix=e.fix) from None
-    if slos:
-        names = [s.name for s in slos]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise SLOError(f"--slo names {', '.join(map(repr, dupes))} more than once",
-                           fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
+    slos = _slos(args.slo)
     out = Path(args.out) if args.out else Path(args.directory) / "report"
     built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
                          env_reference=args.env_reference, vs=args.vs, slos=slos,
@@ -72,12 +62,31 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _slos(texts: list[str] | None) -> list | None:
+    """``--slo`` texts as SLOs (None when none given); a bad or twice-named one is an SLOError (exit 7)."""
+    from sweep.analysis.slo import parse_slo
+
+    try:
+        slos = None if not texts else [parse_slo(text) for text in texts]
+    except ConfigError as e:  # in the experiment file a bad SLO is bad config (2); here the analysis cannot answer
+        raise SLOError(e.message, fix=e.fix) from None
+    if slos:
+        names = [s.name for s in slos]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SLOError(f"--slo names {', '.join(map(repr, dupes))} more than once",
+                           fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
+    return slos
+
+
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """``query DIR "SQL" [--format table|csv|json|parquet] [--output FILE] [--max-rows N]``."""
-    parser.add_argument("directory", metavar="DIR", help="a results directory")
+    """``query DIR [DIR ...] "SQL" [--format table|csv|json|parquet] [--output FILE] [--max-rows N]``."""
+    parser.add_argument("directory", metavar="DIR", nargs="+",
+                        help="a results directory; several: every table gets a first column results_dir "
+                             "(the directory), and the history views compare them")
     parser.add_argument("sql", metavar="SQL",
-                        help="a query over points, single_stream, levels, requests (and the views "
-                             "speedup, level_speedups, best_per_level, crossover)")
+                        help="a query over points, single_stream, levels, requests, metrics (and the views "
+                             "speedup, level_speedups, best_per_level, crossover; runs, picks, history, changes)")
     parser.add_argument("--format", choices=query.FORMATS, default="table", dest="fmt",
                         help="output format (default: table)")
     parser.add_argument("--output", "-o", metavar="FILE", default=None,
@@ -87,5 +96,34 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_query(args: argparse.Namespace) -> int:
     """Run the query and write its result; returns 0."""
-    query.query(args.directory, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    directories = args.directory[0] if len(args.directory) == 1 else args.directory
+    query.query(directories, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    return 0
+
+
+def add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    """``history [RESULTS_ROOT ...] [--experiment NAME] [--slo SLO]... [--min-change PCT] [--out FILE]``."""
+    parser.add_argument("roots", metavar="RESULTS_ROOT", nargs="*", default=["results"],
+                        help="a folder of results directories (default: results), or results directories")
+    parser.add_argument("--experiment", metavar="NAME", default=None, help="only the runs of this experiment")
+    parser.add_argument("--slo", metavar="SLO", action="append", default=None,
+                        help="pick the configuration to deploy by this SLO instead of each experiment's "
+                             "benchmark.slo (repeatable; as report --slo)")
+    parser.add_argument("--min-change", metavar="PCT", type=float, default=0.0,
+                        help="flag a regression or improvement only when the figure moved by at least PCT "
+                             "percent, besides beyond noise (default: 0, any change beyond noise)")
+    parser.add_argument("--out", metavar="FILE", default=None, help="also write the history as Markdown there")
+
+
+def run_history(args: argparse.Namespace) -> int:
+    """Print the history of the runs under the roots (and write it to --out); returns 0."""
+    from sweep.analysis import history
+    from sweep.core import atomic
+
+    built = history.build(args.roots, experiment=args.experiment, slos=_slos(args.slo),
+                          min_change=args.min_change / 100)
+    sections = built.sections()
+    render.terminal(sections, output_console())
+    if args.out:
+        atomic.write_text(Path(args.out), render.markdown(sections))
     return 0

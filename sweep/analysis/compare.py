@@ -20,8 +20,9 @@ from sweep.analysis.slo import server_gpus
 from sweep.analysis.speedups import level_samples, single_samples
 from sweep.core.argv import argv_value
 
-def _long(f: Findings) -> pl.DataFrame:
-    """One sweep's figures as (label, figure, concurrency, point_id, value) rows."""
+def figures(f: Findings) -> pl.DataFrame:
+    """One sweep's figures as (label, figure, concurrency, point_id, value) rows: the rows ``compare_findings``
+    matches (and ``sweep.analysis.history`` lists run by run)."""
     single = f.single.select("label", "point_id", "tok_s", "speedup", "accept_length")
     levels = f.levels.select("label", "point_id", pl.col("concurrency").cast(pl.Int64),
                              "output_throughput", "per_request_tok_s")
@@ -42,8 +43,8 @@ def compare_findings(this: Findings, other: Findings, this_tables: Tables,
                      other_tables: Tables) -> pl.DataFrame:
     """``compare_table`` from already analysed sweeps (the report has them at hand). The samples of a
     dry run are at real speed, as its figures are (``analyze``), so a dry run compares with a real run."""
-    a = _long(this).rename({"point_id": "this_id", "value": "this"})
-    b = _long(other).rename({"point_id": "other_id", "value": "other"})
+    a = figures(this).rename({"point_id": "this_id", "value": "this"})
+    b = figures(other).rename({"point_id": "other_id", "value": "other"})
     joined = (a.join(b, on=["label", "figure", "concurrency"], how="full", coalesce=True,
                      nulls_equal=True)
               .with_columns(change=pl.col("this") / pl.col("other") - 1))

@@ -6,6 +6,15 @@ server's raw Prometheus samples around each level; columns: see sweep/results/sc
 names it. Everything stays lazy, so a query over a million request rows reads only the columns
 and rows it needs.
 
+Over several directories (``query DIR DIR ... "SQL"``) every table and view is the union of each
+directory's, with a first column ``results_dir`` naming the directory it came from (``single_stream``
+has a ``run`` of its own: the run's number), and the history views
+compare them (``sweep.analysis.history``): ``runs`` (one row per directory), ``picks`` (the
+configuration to deploy per SLO), ``history`` (each figure run by run, with its change and verdict
+against the previous run of its experiment) and ``changes`` (the settings that differ between
+consecutive runs), whose ``run`` is that ``results_dir``. The history views are there for one
+directory too (one run, nothing compared).
+
 A dry run is queried in the report's unit: its times and rates at real speed (the fake's divided back,
 ``realspeed.at_real_speed``), what the fake measured beside them in ``<column>_measured`` columns, and
 a line on stderr saying so.
@@ -16,7 +25,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -42,15 +52,35 @@ def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
     return _run(realspeed.scaled(tables), sql)
 
 
-def _run(tables: Tables, sql: str) -> pl.DataFrame:
+HISTORY_VIEWS = ("runs", "picks", "history", "changes")  # sweep.analysis.history.VIEWS
+RESULTS_DIR = "results_dir"  # over several directories: the column naming each row's directory
+
+
+def _named(name: str, sql: str) -> bool:
+    """Whether ``sql`` names the view: the history's (words that are column names too: ``runs``) only
+    where a table goes, after FROM or JOIN (``FROM points p, runs r`` too)."""
+    if name in HISTORY_VIEWS:
+        tables = rf"\b(from|join)\s+(\w+(\s+(as\s+)?\w+)?\s*,\s*)*{name}\b"
+        return re.search(tables, sql, re.IGNORECASE) is not None
+    return re.search(rf"\b{name}\b", sql, re.IGNORECASE) is not None
+
+
+Views = dict[str, Callable[[], pl.DataFrame]]
+"""A view's name and what builds it (only when a query names it)."""
+
+
+def _run(tables: Tables, sql: str, views: Views | None = None) -> pl.DataFrame:
+    """``sql`` over ``tables`` and the views it names: the report's over ``tables`` unless ``views``
+    gives each view's own builder (several directories, the history)."""
+    views = {name: partial(view, tables) for name, view in VIEWS.items()} if views is None else views
     context = pl.SQLContext(frames=dict(tables))
-    for name, view in VIEWS.items():
-        if re.search(rf"\b{name}\b", sql, re.IGNORECASE):
-            context.register(name, view(tables).lazy())
+    for name, build in views.items():
+        if _named(name, sql):
+            context.register(name, build().lazy())
     try:
         return context.execute(sql).collect()
     except pl.exceptions.PolarsError as e:
-        names = ", ".join([*tables, *VIEWS])
+        names = ", ".join([*tables, *views])
         raise QueryError(f"the query failed: {str(e).strip().splitlines()[0]}",
                          fix=f"tables are {names}; list a table's columns with "
                              "\"SELECT * FROM points LIMIT 1\"") from e
@@ -81,13 +111,55 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
         raise UnknownFormatError(f"unknown output format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
 
 
-def query(directory: str | Path, sql: str, fmt: str = "table", output: str | Path | None = None,
-          *, max_rows: int = 100) -> pl.DataFrame:
-    """Run ``sql`` on a results directory and write the result to ``output`` (default stdout)."""
-    tables, speed = realspeed.at_real_speed(load(directory))
-    frame = _run(tables, sql)
-    if speed.scaled:  # stderr: the result on stdout stays clean CSV, JSON or Parquet
-        print(speed.query_note(), file=sys.stderr, flush=True)
+def _with_run(frames: Sequence[tuple[str, pl.LazyFrame]]) -> pl.LazyFrame:
+    """The frames of several directories as one, a first column ``results_dir`` naming each one's directory."""
+    return pl.concat([f.select(pl.lit(run).alias(RESULTS_DIR), pl.all()) for run, f in frames],
+                     how="diagonal_relaxed")
+
+
+def _per_run(view: Callable[[Tables], pl.DataFrame], scaled: Sequence[tuple[str, Tables]]) -> pl.DataFrame:
+    return _with_run([(run, view(t).lazy()) for run, t in scaled]).collect()
+
+
+def history_views(directories: Sequence[str | Path]) -> Views:
+    """The history's tables (``sweep.analysis.history``) over ``directories``, built once, when named."""
+    from sweep.analysis import history
+
+    built: list[history.History] = []
+
+    def table(name: str) -> pl.DataFrame:
+        if not built:
+            built.append(history.build(directories))
+        return getattr(built[0], name)
+
+    return {name: partial(table, name) for name in history.VIEWS}
+
+
+def several(directories: Sequence[str | Path]) -> tuple[Tables, Views, list[realspeed.Speed]]:
+    """The tables of several results directories (each at real speed), every one with a first column
+    ``results_dir``; the views, the report's built per directory, the history's over them all; and the speeds
+    of the directories."""
+    scaled = [(str(d), *realspeed.at_real_speed(load(d))) for d in directories]
+    tables = {name: _with_run([(run, t[name]) for run, t, _ in scaled]) for name in scaled[0][1]}
+    runs = [(run, t) for run, t, _ in scaled]
+    views: Views = {name: partial(_per_run, view, runs) for name, view in VIEWS.items()}
+    return tables, {**views, **history_views(directories)}, [speed for _, _, speed in scaled]
+
+
+def query(directory: str | Path | Sequence[str | Path], sql: str, fmt: str = "table",
+          output: str | Path | None = None, *, max_rows: int = 100) -> pl.DataFrame:
+    """Run ``sql`` on a results directory (or several: see the module docstring) and write the result
+    to ``output`` (default stdout)."""
+    if isinstance(directory, (str, Path)):
+        tables, speed = realspeed.at_real_speed(load(directory))
+        views: Views = {name: partial(view, tables) for name, view in VIEWS.items()}
+        views.update(history_views([directory]))
+        frame, speeds = _run(tables, sql, views), [speed]
+    else:
+        many, views, speeds = several(directory)
+        frame = _run(many, sql, views)
+    for note in dict.fromkeys(s.query_note() for s in speeds if s.scaled):  # stderr: the result on stdout
+        print(note, file=sys.stderr, flush=True)  # stays clean CSV, JSON or Parquet
     if output is not None:
         with open(output, "wb") as fh:
             write(frame, fmt, fh, max_rows=max_rows)

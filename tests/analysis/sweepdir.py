@@ -14,13 +14,16 @@ Each level sends ``2 * C`` requests of 100 tokens whose per-request tok/s spread
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import yaml
 
+from sweep.results.meta import EXPERIMENT
 from sweep.results.records import struct_value
-from sweep.results.schema import BENCH_SCALE, from_rows
+from sweep.results.schema import BENCH_SCALE, MANIFEST, from_rows
 
 ROLES = {"drafter": "drafter", "steps": "steps", "nccl": "env"}
 TOKENS = 100
@@ -54,8 +57,14 @@ def spread(center: float, n: int, jitter: float) -> list[float]:
 
 class SweepDir:
     def __init__(self, path: Path, *, roles: dict | None = None, experiment: str = "test",
-                 dry_run: bool = False, bench_scale: dict | None = None):
+                 dry_run: bool = False, bench_scale: dict | None = None, started_at: float = 1000.0,
+                 manifest: dict | None = None, settings: dict | None = None):
+        """``started_at``: when its points started (each ran 1000 s); ``manifest``: a ``sweep.json`` to
+        write ({"mode": "dry-run", ...}, the experiment added); ``settings``: an ``experiment.yaml`` to write."""
         self.path = Path(path)
+        self.started_at = started_at
+        self.manifest = manifest
+        self.settings = settings
         self.roles = roles or dict(ROLES)
         self.experiment = experiment
         self.dry_run = dry_run
@@ -89,7 +98,8 @@ class SweepDir:
             "gpu_name": "H200", "gpu_count": 8, "sglang_version": "0.5.10",
             "load_s": 60.0, "kv_cache_s": 5.0, "capture_s": 30.0,
             "draft_capture_s": None if p.baseline else 20.0, "http_s": 2.0, "ready_s": 3.0,
-            "startup_s": 125.0 if p.baseline else 145.0, "started_at": 1000.0, "ended_at": 2000.0,
+            "startup_s": 125.0 if p.baseline else 145.0, "started_at": self.started_at,
+            "ended_at": self.started_at + 1000.0,
             "attempts": 1, "reaped": None, "dry_run": self.dry_run,
             "bench_scale": struct_value(self.bench_scale, BENCH_SCALE), "sweep_version": "0.1.0",
             **{f"axis_{a}": v for a, v in p.params.items()},
@@ -140,6 +150,10 @@ class SweepDir:
                 folder.mkdir(parents=True, exist_ok=True)
                 pq.write_table(from_rows(rows, name), folder / f"{p.point_id}.parquet")
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.manifest is not None:
+            (self.path / MANIFEST).write_text(json.dumps({"experiment": self.experiment, **self.manifest}))
+        if self.settings is not None:
+            (self.path / EXPERIMENT).write_text(yaml.safe_dump({"name": self.experiment, **self.settings}))
         return self.path
 
 

@@ -1,0 +1,436 @@
+"""``python -m sweep history [RESULTS_ROOT]``: every results directory under a root, and each
+experiment's runs over time, figure by figure, with what changed between them.
+
+``report DIR --vs OTHER`` compares two sweeps; this is its many-runs form, built from the same
+``compare_findings`` (the same figures, the same noise intervals), applied to each run against the
+run before it in its series. A series is the runs of one experiment in one mode (a dry run and a
+cluster run of the same experiment are two series: the fake server is not the GPU), ordered by
+when their first point started. Four tables, each a polars DataFrame (``History``), the same as
+``sweep query``'s views ``runs``, ``picks``, ``history`` and ``changes``:
+
+- ``runs``: one row per results directory: run (its path), name, experiment, mode, created_at,
+  started_at, ended_at (epoch seconds), sglang_version (the versions its points ran, joined), planned
+  (the points its plan lists), points (written), ok, failed, invalid, pruned (0 where no point has
+  that status).
+- ``picks``: per run and SLO (the experiment's ``benchmark.slo``, or the ones given), the
+  configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
+  configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none).
+- ``history``: per run, configuration (label), figure and level: the run's value, the previous run's,
+  their change, the interval of the ratio, the run-to-run noise it is judged by (``run_noise``, a
+  relative change, and ``noise_from``) and ``verdict``: ``regression`` / ``improvement`` (the figure
+  fell / rose beyond noise: see below), ``within noise``, ``no interval`` (a figure
+  without one: speedup, accept length, startup), ``new`` / ``gone`` (a label in one of the two
+  runs only), ``pending`` (planned in this run, not written yet), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
+  output_throughput, per_request_tok_s (per level), startup_s, as ``compare_table`` has them.
+- ``changes``: what differs between a run and the one before it: every setting of the resolved
+  experiment (``experiment.yaml``, as ``server.flags.max-running-requests``), the SGLang versions and
+  GPUs its points ran, what the plan resolved for SGLang (``resolved.*``, with how many points), and
+  the labels only in one of the two.
+
+Noise. A figure's interval says how much it spreads within a run (its runs, or its level's
+requests); between two runs more varies (the machine, its load, the cluster), and only repeated runs
+measure that. A run that repeats the one before it (no row in ``changes`` but points added or not
+run yet) is a repeat; per figure and level, the largest change between repeats over every
+configuration, widened by ``MARGIN``, is the run-to-run noise. A change is flagged when it lies
+outside its interval and beyond the run-to-run noise of the series' repeats other than its own pair
+(``noise_from`` ``repeats``; where that level has none, the figure's largest at any level). A
+repeat with no other is the measurement itself and is not flagged (``this repeat``); a series
+without repeats is judged by the intervals alone (``within run``), which the output says.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sweep.analysis import render, slo as slo_mod
+from sweep.analysis.compare import compare_findings, figures
+from sweep.analysis.findings import Findings, analyze
+from sweep.analysis.frames import Tables, points_frame
+from sweep.analysis.render import Section
+from sweep.core.errors import ResultsError
+from sweep.results import load
+from sweep.results.meta import read_experiment, read_manifest, read_plan
+from sweep.results.store import read_columns, sweep_dirs
+
+STATUSES = ("ok", "failed", "invalid", "pruned")
+FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures with an interval
+FIGURE_NAMES = {"tok_s": "single-stream tok/s", "speedup": "single-stream speedup",
+                "accept_length": "accept length", "output_throughput": "output tok/s",
+                "per_request_tok_s": "per-request tok/s", "startup_s": "startup s"}
+NOT_SETTINGS = ("name", "description", "results_dir", "source")  # experiment keys that say nothing of a run
+MARGIN = 1.5  # the run-to-run noise: the repeats' largest change, widened (one repeat says little of the next)
+VIEWS = ("runs", "picks", "history", "changes")  # also sweep.analysis.query.HISTORY_VIEWS
+
+RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mode": pl.String,
+               "created_at": pl.Float64, "started_at": pl.Float64, "ended_at": pl.Float64,
+               "sglang_version": pl.String, "planned": pl.Int64, "points": pl.Int64,
+               **{s: pl.Int64 for s in STATUSES}}
+PICKS_SCHEMA = {"run": pl.String, "experiment": pl.String, "mode": pl.String, "slo": pl.String,
+                "label": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64,
+                "reason": pl.String}
+HISTORY_SCHEMA = {"experiment": pl.String, "mode": pl.String, "step": pl.Int64, "run": pl.String,
+                  "previous": pl.String, "label": pl.String, "figure": pl.String, "concurrency": pl.Int64,
+                  "point_id": pl.String, "previous_id": pl.String, "value": pl.Float64,
+                  "previous_value": pl.Float64, "change": pl.Float64, "ci_low": pl.Float64,
+                  "ci_high": pl.Float64, "within_noise": pl.Boolean, "run_noise": pl.Float64,
+                  "noise_from": pl.String, "verdict": pl.String, "order": pl.Int64}
+CHANGES_SCHEMA = {"experiment": pl.String, "mode": pl.String, "run": pl.String, "previous": pl.String,
+                  "what": pl.String, "before": pl.String, "after": pl.String, "points": pl.Int64}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One results directory, loaded through ``sweep.results.load`` and analysed once."""
+
+    path: Path
+    experiment: str
+    mode: str
+    created_at: float | None
+    tables: Tables
+    findings: Findings
+    points: pl.DataFrame = field(repr=False)
+    planned_labels: frozenset[str] | None = None  # the labels its plan.json lists (None without one)
+
+    @property
+    def planned(self) -> int | None:
+        return None if self.planned_labels is None else len(self.planned_labels)
+
+    @property
+    def pending(self) -> set[str]:
+        """The labels its plan lists and no point row has yet (a sweep still running, or stopped)."""
+        written = set(self.points["label"].to_list()) if self.points.height else set()
+        return set(self.planned_labels or ()) - written
+
+    @property
+    def run(self) -> str:
+        return str(self.path)
+
+    @property
+    def started_at(self) -> float | None:
+        return _number(self.points["started_at"].min()) if self.points.height else None
+
+    @property
+    def ended_at(self) -> float | None:
+        return _number(self.points["ended_at"].max()) if self.points.height else None
+
+    @property
+    def when(self) -> float:
+        """What orders the runs of a series: the first point's start, else the directory's creation."""
+        return next((t for t in (self.started_at, self.created_at) if t is not None), 0.0)
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def identity(directory: str | Path) -> tuple[str, str]:
+    """(experiment, mode) of a results directory, from ``sweep.json``; without one (``python -m sweep
+    bench --out``, an older sweep) from its points (their experiment, dry-run or real), else its name."""
+    d = Path(directory)
+    manifest = read_manifest(d) or {}
+    if manifest.get("experiment") and manifest.get("mode"):
+        return str(manifest["experiment"]), str(manifest["mode"])
+    points = read_columns(d, "points", ["experiment", "dry_run"])
+    named = sorted({e for e in points["experiment"].to_list() if e})
+    dry = bool(points["dry_run"].fill_null(False).any())
+    return (str(manifest.get("experiment") or ", ".join(named) or d.name),
+            str(manifest.get("mode") or ("dry-run" if dry else "real")))
+
+
+def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
+    """One results directory as a ``Run``: its tables (``load``: old files upgraded), its findings with
+    the SLOs given, else the experiment's own, and its ``identity``."""
+    d = Path(directory)
+    tables = load(d)
+    experiment, mode = identity(d)
+    created = (read_manifest(d) or {}).get("created_at")
+    findings = analyze(tables, slos=slo_mod.from_experiment(d) if slos is None else slos)
+    return Run(path=d, experiment=experiment, mode=mode,
+               created_at=float(created) if isinstance(created, (int, float)) else None,
+               tables=tables, findings=findings, points=points_frame(tables), planned_labels=_plan_labels(d))
+
+
+def _plan_labels(directory: Path) -> frozenset[str] | None:
+    points = read_plan(directory).get("points")
+    if not isinstance(points, list):
+        return None
+    return frozenset(str(p["label"]) for p in points if isinstance(p, dict) and p.get("label"))
+
+
+def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
+              slos: list | None = None) -> list[Run]:
+    """Every results directory under ``roots`` (each a results directory or a folder of them), of
+    ``experiment`` only when given; a ResultsError when there is none."""
+    paths = [Path(r) for r in roots]
+    for root in paths:
+        if not root.exists():
+            raise ResultsError(f"{str(root)!r} does not exist",
+                               fix="pass the folder the sweeps write into (results/ by default) or results directories")
+    dirs = sweep_dirs(paths)
+    if not dirs:
+        raise ResultsError(f"no results directory under {', '.join(map(str, paths))}",
+                           fix="pass the folder the sweeps write into (results/ by default), e.g. "
+                               "python -m sweep history results")
+    if experiment is not None:
+        names = {d: identity(d)[0] for d in dirs}
+        dirs = [d for d in dirs if names[d] == experiment]
+        if not dirs:
+            raise ResultsError(f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
+                               fix=f"the experiments there: {', '.join(sorted(set(names.values())))}")
+    return [load_run(d, slos=slos) for d in dirs]
+
+
+def series(runs: Sequence[Run]) -> list[list[Run]]:
+    """The runs grouped by (experiment, mode), each group in time order, groups by their first run."""
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for r in sorted(runs, key=lambda r: (r.when, r.run)):
+        groups.setdefault((r.experiment, r.mode), []).append(r)
+    return list(groups.values())
+
+
+# --- the tables -----------------------------------------------------------------------------
+def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
+    rows = []
+    for r in runs:
+        status = r.points["status"].to_list() if r.points.height else []
+        versions = sorted({v for v in r.points["sglang_version"].to_list() if v}) if r.points.height else []
+        rows.append({"run": r.run, "name": r.path.name, "experiment": r.experiment, "mode": r.mode,
+                     "created_at": r.created_at, "started_at": r.started_at, "ended_at": r.ended_at,
+                     "sglang_version": ", ".join(versions) or None, "planned": r.planned, "points": len(status),
+                     **{s: status.count(s) for s in STATUSES}})
+    return pl.DataFrame(rows, schema=RUNS_SCHEMA)
+
+
+def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
+    rows = []
+    for r in runs:
+        for rec in slo_mod.recommendations(r.findings.slo_table, r.findings.slos):
+            best = rec["best"] or {}
+            rows.append({"run": r.run, "experiment": r.experiment, "mode": r.mode, "slo": rec["slo"].name,
+                         "label": best.get("label"), "baseline": best.get("baseline"),
+                         "c_text": best.get("c_text"), "tok_s_gpu": best.get("tok_s_gpu"),
+                         "reason": rec["reason"]})
+    return pl.DataFrame(rows, schema=PICKS_SCHEMA)
+
+
+def verdict(min_change: float = 0.0) -> pl.Expr:
+    """regression | improvement | within noise | no interval | new | gone | pending, over the columns of
+    the ``history`` table. A change is flagged when it lies beyond both noises: its interval (the
+    run's own, ``within_noise``) and the run-to-run noise the repeats measured (``run_noise``, where
+    there is one); a repeat that is the only one measures that noise and is not judged by it.
+    ``min_change``: a change smaller than this (relative) is never flagged."""
+    ratio = (pl.col("value") / pl.col("previous_value")).log().abs()
+    inside_runs = pl.col("run_noise").is_not_null() & (ratio <= (1 + pl.col("run_noise")).log())
+    beyond = (pl.col("within_noise").not_() & ~inside_runs & (pl.col("noise_from") != "this repeat")
+              & (pl.col("change").abs() >= min_change))
+    return (pl.when(pl.col("verdict").is_not_null()).then(pl.col("verdict"))
+            .when(pl.col("step") == 0).then(None)
+            .when(pl.col("value").is_null() & pl.col("previous_value").is_not_null()).then(pl.lit("gone"))
+            .when(pl.col("previous_value").is_null() & pl.col("value").is_not_null()).then(pl.lit("new"))
+            .when(pl.col("change").is_null()).then(None)
+            .when(pl.col("within_noise").is_null()).then(pl.lit("no interval"))
+            .when(beyond & (pl.col("change") < 0)).then(pl.lit("regression"))
+            .when(beyond & (pl.col("change") > 0)).then(pl.lit("improvement"))
+            .otherwise(pl.lit("within noise")))
+
+
+def _pair(run: Run, previous: Run | None, step: int) -> pl.DataFrame:
+    """One run's figures against the run before it (``compare_findings``); the first run's alone.
+    ``verdict`` is set only for a label planned in this run and not written yet (``pending``)."""
+    order = dict(run.findings.single.select("label", "order").iter_rows())
+    if previous is None:
+        table = (figures(run.findings).rename({"point_id": "this_id", "value": "this"})
+                 .with_columns(other_id=pl.lit(None, pl.String), other=pl.lit(None, pl.Float64),
+                               change=pl.lit(None, pl.Float64), ci_low=pl.lit(None, pl.Float64),
+                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean)))
+    else:
+        table = compare_findings(run.findings, previous.findings, run.tables, previous.tables)
+    pending = pl.col("label").is_in(sorted(run.pending)) & pl.col("this").is_null()
+    return table.select(
+        experiment=pl.lit(run.experiment), mode=pl.lit(run.mode), step=pl.lit(step, pl.Int64),
+        run=pl.lit(run.run), previous=pl.lit(previous.run if previous else None, pl.String),
+        label="label", figure="figure", concurrency=pl.col("concurrency").cast(pl.Int64),
+        point_id="this_id", previous_id="other_id", value="this", previous_value="other",
+        change="change", ci_low="ci_low", ci_high="ci_high", within_noise="within_noise",
+        run_noise=pl.lit(None, pl.Float64), noise_from=pl.lit(None, pl.String),
+        verdict=pl.when(pending).then(pl.lit("pending")).otherwise(pl.lit(None, pl.String)),
+        order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64)).cast(HISTORY_SCHEMA)  # type: ignore[arg-type]
+
+
+def repeats(changes: pl.DataFrame, runs: Sequence[Run]) -> set[str]:
+    """The runs that repeat the run before them: nothing recorded differs (settings, SGLang, GPU,
+    what the plan resolved; points added or not run yet do not count)."""
+    changed = set(changes.filter(~pl.col("what").str.starts_with("points only"))["run"].to_list())
+    return {r.run for s in series(runs) for r in s[1:] if r.run not in changed}
+
+
+def _run_noise(history: pl.DataFrame, repeated: set[str]) -> dict[tuple, tuple[float | None, str]]:
+    """Per (experiment, mode, figure, concurrency, run): the run-to-run noise to judge that run's
+    change by, as a relative change, and where it comes from: ``repeats`` (the largest change of
+    that figure at that level, over every configuration, between the *other* repeated runs of the
+    series, times ``MARGIN``; every level of the figure where that level has none), ``this repeat``
+    (a repeat with no other to judge it by: it is the measurement) or ``within run`` (the series has
+    no repeat: the intervals alone)."""
+    keys = ["experiment", "mode", "figure", "concurrency", "run"]
+    judged = history.filter((pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED)).select(keys).unique()
+    samples = (history.filter(pl.col("run").is_in(sorted(repeated)) & pl.col("figure").is_in(FLAGGED)
+                              & (pl.col("value") > 0) & (pl.col("previous_value") > 0))
+               .with_columns(lr=(pl.col("value") / pl.col("previous_value")).log().abs()))
+    at_level = {tuple(k): m for *k, m in samples.group_by(keys).agg(pl.col("lr").max()).iter_rows()}
+    any_level: dict[tuple, float] = {}
+    for (e, mode, fig, _c, run), m in at_level.items():
+        any_level[(e, mode, fig, run)] = max(m, any_level.get((e, mode, fig, run), 0.0))
+    out: dict[tuple, tuple[float | None, str]] = {}
+    for e, mode, fig, c, run in judged.iter_rows():
+        others = [m for (e2, mode2, fig2, c2, r2), m in at_level.items()
+                  if (e2, mode2, fig2, c2) == (e, mode, fig, c) and r2 != run]
+        if not others:
+            others = [m for (e2, mode2, fig2, r2), m in any_level.items()
+                      if (e2, mode2, fig2) == (e, mode, fig) and r2 != run]
+        if others:
+            out[(e, mode, fig, c, run)] = (math.exp(MARGIN * max(others)) - 1, "repeats")
+        else:
+            out[(e, mode, fig, c, run)] = (None, "this repeat" if run in repeated else "within run")
+    return out
+
+
+def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
+                  changes: pl.DataFrame | None = None) -> pl.DataFrame:
+    parts = [_pair(r, s[i - 1] if i else None, i) for s in series(runs) for i, r in enumerate(s)]
+    if not parts:
+        return pl.DataFrame(schema=HISTORY_SCHEMA)
+    table = pl.concat(parts)
+    noise = _run_noise(table, repeats(changes_table(runs) if changes is None else changes, runs))
+    if noise:
+        keys = ["experiment", "mode", "figure", "concurrency", "run"]
+        found = pl.DataFrame([(*k, v, src) for k, (v, src) in noise.items()], orient="row",
+                             schema={**{k: HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String})
+        table = (table.join(found, on=keys, how="left", nulls_equal=True)
+                 .with_columns(run_noise=pl.col("_noise"), noise_from=pl.col("_from")).drop("_noise", "_from"))
+    return table.with_columns(verdict=verdict(min_change)).select(list(HISTORY_SCHEMA))
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, str]:
+    """A nested mapping as {dotted.key: value as text}; lists and scalars are leaves."""
+    if isinstance(data, dict) and data:
+        out: dict[str, str] = {}
+        for k, v in data.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    if not prefix:
+        return {}
+    text = data if isinstance(data, str) else json.dumps(data, sort_keys=True, default=str)
+    return {prefix[:-1]: text}
+
+
+def settings(directory: str | Path) -> dict[str, str]:
+    """The run's resolved experiment (``experiment.yaml``) as {dotted key: value}, less its name,
+    description, results directory and source (the file it was read from)."""
+    exp = {k: v for k, v in read_experiment(directory).items() if k not in NOT_SETTINGS}
+    return _flat(exp)
+
+
+def _resolved(points: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """{label: {resolved.field: value}} of each point (what the plan resolved for SGLang)."""
+    if "resolved" not in points.columns:
+        return {}
+    out = {}
+    for r in points.select("label", "resolved").iter_rows(named=True):
+        resolved = {k: v for k, v in (r["resolved"] or {}).items() if k != "version"}
+        out[r["label"]] = {k: v for k, v in _flat(resolved, "resolved.").items()}
+    return out
+
+
+def _distinct(points: pl.DataFrame, column: str) -> str:
+    values = sorted({v for v in points[column].to_list() if v}) if column in points.columns else []
+    return ", ".join(values) or render.MISSING
+
+
+def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
+    """What differs between two runs (rows of the ``changes`` table, without the run columns)."""
+    rows: list[dict[str, Any]] = []
+    before, after = settings(previous.path), settings(run.path)
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            rows.append({"what": key, "before": before.get(key), "after": after.get(key), "points": None})
+    for column, what in (("sglang_version", "SGLang version"), ("gpu_name", "GPU")):
+        a, b = _distinct(previous.points, column), _distinct(run.points, column)
+        if render.MISSING not in (a, b) and a != b:  # unknown on one side (no point written yet): no change
+            rows.append({"what": what, "before": a, "after": b, "points": None})
+    old, new = _resolved(previous.points), _resolved(run.points)
+    counted: dict[tuple[str, str | None, str | None], int] = {}
+    for label in sorted(set(old) & set(new)):
+        for key in sorted(set(old[label]) | set(new[label])):
+            x, y = old[label].get(key), new[label].get(key)
+            if x != y:
+                counted[(key, x, y)] = counted.get((key, x, y), 0) + 1
+    rows += [{"what": key, "before": x, "after": y, "points": n} for (key, x, y), n in counted.items()]
+    labels_a = set(previous.points["label"].to_list()) if previous.points.height else set()
+    labels_b = set(run.points["label"].to_list()) if run.points.height else set()
+    if labels_b - labels_a:
+        rows.append({"what": "points only in this run", "before": None,
+                     "after": ", ".join(sorted(labels_b - labels_a)), "points": len(labels_b - labels_a)})
+    gone = labels_a - labels_b - run.pending  # not yet written is not gone
+    if gone:
+        rows.append({"what": "points only in the previous run", "before": ", ".join(sorted(gone)),
+                     "after": None, "points": len(gone)})
+    return rows
+
+
+def changes_table(runs: Sequence[Run]) -> pl.DataFrame:
+    rows = [{"experiment": r.experiment, "mode": r.mode, "run": r.run, "previous": s[i - 1].run, **c}
+            for s in series(runs) for i, r in enumerate(s) if i for c in changes_between(r, s[i - 1])]
+    return pl.DataFrame(rows, schema=CHANGES_SCHEMA)
+
+
+@dataclass
+class History:
+    """The history of the runs under a root: the four tables (see the module docstring), and
+    ``sections()`` / ``markdown()`` / ``str()`` as ``python -m sweep history`` prints them."""
+
+    roots: list[Path]
+    runs: pl.DataFrame
+    picks: pl.DataFrame
+    history: pl.DataFrame
+    changes: pl.DataFrame
+    min_change: float = 0.0
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        return {name: getattr(self, name) for name in VIEWS}
+
+    def regressions(self) -> pl.DataFrame:
+        return self.history.filter(pl.col("verdict") == "regression")
+
+    def improvements(self) -> pl.DataFrame:
+        return self.history.filter(pl.col("verdict") == "improvement")
+
+    def sections(self) -> list[Section]:
+        from sweep.analysis.history_text import sections  # the words, apart from the tables
+
+        return sections(self)
+
+    def markdown(self) -> str:
+        return render.markdown(self.sections())
+
+    def __str__(self) -> str:
+        return self.markdown()
+
+
+def build(roots: Iterable[str | Path] = ("results",), *, experiment: str | None = None,
+          slos: list | None = None, min_change: float = 0.0, runs: Sequence[Run] | None = None) -> History:
+    """The ``History`` of every results directory under ``roots`` (of one experiment when given);
+    ``slos``: the SLOs to pick by (default each run's experiment's ``benchmark.slo``); ``runs``:
+    already loaded ones (``load_runs``)."""
+    paths = [Path(r) for r in roots]
+    runs = list(runs) if runs is not None else load_runs(paths, experiment=experiment, slos=slos)
+    changes = changes_table(runs)
+    return History(roots=paths, runs=runs_table(runs), picks=picks_table(runs),
+                   history=history_table(runs, min_change=min_change, changes=changes), changes=changes,
+                   min_change=min_change)
