@@ -68,7 +68,7 @@ class Prediction:
     speed: float
     ttft_s: float | None  # the anchor's, median and p99
     ttft_p99_s: float | None
-    allowance: float  # relative: what the model may be off by (search.tolerance; twice with a borrowed cost)
+    allowance: float  # relative: what the model may be off by (search.tolerance)
     noise: float = 0.0  # the anchor's measured noise at this level (relative half-width, 95 %)
 
 
@@ -222,7 +222,21 @@ class AdaptiveSearch:
             score = self._score(i)
             if score is not None:
                 scored.append((-score, self.todo.index(i), i))
-        return first + alone + probes + ([slope_probe] if slope_probe else []) + [i for *_, i in sorted(scored)]
+        fill = self._fill(waiting, blocked) if slope_pending else []
+        return (first + alone + probes + ([slope_probe] if slope_probe else []) + [i for *_, i in sorted(scored)]
+                + [i for i in fill if i not in {j for *_, j in scored}])
+
+    def _fill(self, waiting: list[str], blocked: set[tuple]) -> list[str]:
+        """While the cost of a step is measured: the rest of that group, middle step counts first,
+        for hosts that would otherwise idle (the best group's best point runs whatever is decided)."""
+        probe = self._slope_probe_id if self._slope_probe_id in self.running else self._slope_candidate
+        key = self.group_of.get(probe or "")
+        if key is None or key in blocked:
+            return []
+        ids = [i for i in self.groups[key] if i in waiting and i != probe]
+        ks = sorted(self.steps[i] for i in self.groups[key])
+        middle = ks[len(ks) // 2]
+        return sorted(ids, key=lambda i: (abs(self.steps[i] - middle), self.steps[i]))
 
     def _slope_probe(self, waiting: list[str], blocked: set[tuple]) -> str | None:
         """While no group has measured two step counts: the fewest-steps point of the group whose
@@ -323,7 +337,7 @@ class AdaptiveSearch:
             s, where = slope
             how.add(where)
             factor = (al_k / al_a) * (1 + s * ka) / (1 + s * k)
-            allowance = self.tolerance * (2 if where == "borrowed" else 1)
+            allowance = self.tolerance
             out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, allowance,
                                   fa.noise))
         if not out:

@@ -81,22 +81,38 @@ def read(d: Path) -> dict:
             "points": points.height, "span": span, "picks": picks, "findings": f}
 
 
-def gap(grid: dict, key: str, other: str | None) -> str:
-    """How far the grid's own figures put the adaptive pick behind the grid's."""
+def noise_word(run: dict, key: str) -> tuple[str | None, bool | None]:
+    """(the runner-up, whether the pick is within noise of it) as the run's report says it."""
+    f = run["findings"]
+    if key.startswith("best at C="):
+        row = f.best.filter(pl.col("concurrency") == int(key.removeprefix("best at C=")))
+        if row.is_empty():
+            return None, None
+        r = row.row(0, named=True)
+        return r.get("runner_up"), r.get("margin_within_noise")
+    rows = f.slo_table.filter(pl.col("slo") == key).sort("rank")
+    if rows.height < 2:
+        return None, None
+    return rows["label"][1], rows.row(0, named=True).get("margin_within_noise")
+
+
+def gap(grid: dict, adaptive: dict, key: str, other: str | None) -> str:
+    """How far the grid's own figures put the adaptive pick behind the grid's, and whether either
+    report says the two are within noise."""
     f = grid["findings"]
     if key.startswith("best at C="):
         c = int(key.removeprefix("best at C="))
-        rows = f.levels.filter(pl.col("concurrency") == c).select("label", "output_throughput")
-        col = "output_throughput"
+        vals = dict(f.levels.filter(pl.col("concurrency") == c).select("label", "output_throughput").iter_rows())
     else:
-        rows = f.slo_table.filter(pl.col("slo") == key).select("label", "tok_s_gpu")
-        col = "tok_s_gpu"
-    vals = dict(rows.iter_rows())
+        vals = dict(f.slo_table.filter(pl.col("slo") == key).select("label", "tok_s_gpu").iter_rows())
     a, b = vals.get(grid["picks"][key]), vals.get(other)
-    if not a or not b:
-        return "not comparable"
-    return f"the grid measured it {b / a - 1:+.1%} against its pick"
-    del col
+    measured = f"the grid measured it {b / a - 1:+.1%} against its pick" if a and b else "not comparable"
+    says = []
+    for who, run, pick, rival in (("grid", grid, grid["picks"][key], other), ("adaptive", adaptive, other, grid["picks"][key])):
+        runner, within = noise_word(run, key)
+        if runner == rival and within:
+            says.append(f"the {who} report says {pick} is within noise of {rival}")
+    return measured + "; " + ("; ".join(says) if says else "neither report says within noise of the other")
 
 
 def main() -> None:
@@ -120,7 +136,7 @@ def main() -> None:
               f"whole command {gt:.0f} s vs {at:.0f} s ({at / gt:.0%})")
         for key, pick in g["picks"].items():
             mine = a["picks"].get(key)
-            same = "same" if mine == pick else f"DIFFERS: {gap(g, key, mine)}"
+            same = "same" if mine == pick else f"DIFFERS: {gap(g, a, key, mine)}"
             print(f"  {key:>16}: grid {pick} | adaptive {mine} -> {same}")
     print(f"\nresults in {out}")
 

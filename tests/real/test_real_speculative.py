@@ -307,3 +307,26 @@ def test_what_only_a_live_server_decides(real_spec_sglang, name, tmp_path):
         # where torch.compile traced the step (seen on a Zen 3), sizes are symbols (s53 for the topk's 0)
         said_eager = re.sub(r"\bs\d+\b", str(topk), said)
         assert later.exception in said_eager and reason == said, (later.exception, said, reason, log[-3000:])
+
+
+def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path):
+    """What the adaptive search relies on (sweep/search/adaptive.py), on real SGLang: a chain drafter
+    drafts the same tokens whatever its step count, so the acceptance per draft position that a
+    3-step server measures gives the accept length of a 1-step server of the same drafter."""
+    from sweep.search.measured import SINGLE, from_tables
+
+    real = real_spec_sglang
+    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
+                          concurrency=ConcurrencySettings(levels=[], rounds=1), request_timeout_s=180)
+    got = {}
+    for steps in (3, 1):
+        with live_server(real, tmp_path / f"steps{steps}.log", *eagle3(real.models / "eagle3", steps, 1, steps + 1)) as srv:
+            res = run_bench(srv.url, bench, point_id=f"s{steps}")
+        got[steps] = from_tables(f"s{steps}", pl.from_arrow(res.levels), pl.from_arrow(res.requests),
+                                 pl.from_arrow(res.single_stream), depth=steps).levels[SINGLE]
+    predicted, measured = got[3].accept_length(1), got[1].accept_length(1)
+    print(f"\naccept length of 1 step: predicted from 3 steps {predicted:.3f}, measured {measured:.3f}; "
+          f"per position at 3 steps {[round(r, 3) for r in got[3].reached]}")
+    assert predicted is not None and measured is not None
+    assert predicted == pytest.approx(measured, rel=0.15)
+    assert got[3].accept_length(3) == pytest.approx(got[3].accept, rel=0.05)  # its own, as the server said
