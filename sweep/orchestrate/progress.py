@@ -55,7 +55,7 @@ class SweepProgress:
         self.live_mode = self.console.is_terminal
         self.total = total
         self.hosts_n = max(hosts, 1)
-        self.done = self.failed = 0
+        self.done = self.failed = self.pruned = 0  # pruned: decided by the adaptive search, never run
         self.durations: list[float] = []
         self.hosts: dict[str, HostLine] = {}
         self._bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
@@ -78,7 +78,7 @@ class SweepProgress:
             self._live.__exit__(*exc)
 
     def eta_s(self) -> float | None:
-        remaining = self.total - self.done - self.failed
+        remaining = self.total - self.done - self.failed - self.pruned
         if remaining <= 0:
             return None
         if self.estimates:
@@ -94,8 +94,9 @@ class SweepProgress:
 
     def _summary(self) -> str:
         eta = self.eta_s()
-        rem = self.total - self.done - self.failed
-        return (f"{self.done} ok, {self.failed} failed, {rem} to go"
+        rem = self.total - self.done - self.failed - self.pruned
+        return (f"{self.done} ok, {self.failed} failed, " + (f"{self.pruned} pruned, " if self.pruned else "")
+                + f"{rem} to go"
                 + (f", ETA {int(eta // 60)}m{int(eta % 60):02d}s" if eta is not None else ""))
 
     def _render(self) -> Group:
@@ -108,7 +109,7 @@ class SweepProgress:
             # as Text: a label, a host name or a progress line may hold brackets ([abc] reads as markup)
             t.add_row(Text(name), Text(h.label), Text(f"{h.stage} {h.detail}".strip()),
                       f"{now - h.since:5.0f}s" if h.stage else "")
-        self._bar.update(self._task, completed=self.done + self.failed, summary=self._summary())
+        self._bar.update(self._task, completed=self.done + self.failed + self.pruned, summary=self._summary())
         return Group(t, self._bar)
 
     def _log(self, text: str) -> None:
@@ -149,6 +150,12 @@ class SweepProgress:
 
     def point_finished(self, host: str | None, label: str, status: PointStatus, seconds: float,
                        reason: str = "", fix: str = "") -> None:
+        if status == "pruned":  # never ran: it teaches the ETA nothing
+            self.pruned += 1
+            self._done_labels.append((label, 0.0))  # not pending any more
+            self._log(f"{label}: pruned ({reason}) | {self._summary()}")
+            self.refresh()
+            return
         if status == "ok":
             self.done += 1
         else:
