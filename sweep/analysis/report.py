@@ -141,7 +141,7 @@ def frontier_section(f: Findings, images: list[str]) -> list[Section]:
                  for r in g.iter_rows(named=True)]
         paragraphs.append(f"- {panel[0] or 'all points'}: " + "; then ".join(parts) + ".")
     on = frontier_mod.frontier_only(fr)
-    power: Columns = ({"tok/s per kW": render.cell(_n(0), "tok_s_kw"), "J/token": render.cell(_n(2), "j_per_token")}
+    power: Columns = ({"tok/s per kW": render.cell(_n(1), "tok_s_kw"), "J/token": render.cell(_n(2), "j_per_token")}
                       if energy_mod.measured(f.energy) else {})
     table = on.select(
         panel=pl.when(pl.col("panel") == "").then(pl.lit("all")).otherwise("panel"),
@@ -203,7 +203,7 @@ def slo_sections(f: Findings) -> list[Section]:
         if energy_mod.measured(f.energy):  # at the highest level measured that meets it
             t = t.join(f.energy.select("point_id", last_met="concurrency", kw="tok_s_kw"),
                        on=["point_id", "last_met"], how="left").sort("rank")
-            columns["tok/s per kW at the last level meeting it"] = render.cell(_n(0), "kw")
+            columns["tok/s per kW at the last level meeting it"] = render.cell(_n(1), "kw")
         table = t.select(
             rank="rank",
             configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
@@ -238,7 +238,7 @@ def energy_section(f: Findings) -> Section:
     cells = (f.energy.join(f.levels.select("point_id", "concurrency", "label", "order"),
                            on=["point_id", "concurrency"], how="inner")
              .with_columns(cell=render.cell(lambda j, kw: render.MISSING if j is None else
-                                            f"{j:.2f} J ({render.num(kw, 0)})", "j_per_token", "tok_s_kw")))
+                                            f"{j:.2f} J ({render.num(kw, 1)})", "j_per_token", "tok_s_kw")))
     missing = cells.filter(pl.col("j_per_token").is_null())["label"].unique().sort().to_list()
     if missing:
         text.append(f"No power figures ('{render.MISSING}') for: {', '.join(missing[:6])}"
