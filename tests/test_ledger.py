@@ -49,3 +49,16 @@ def test_ledger_dir_from_flag_or_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(LEDGER_ENV_VAR, str(tmp_path))
     assert ledger_dir() == tmp_path
     assert ledger_dir("/elsewhere") == __import__("pathlib").Path("/elsewhere")
+
+
+def test_power_of_live_processes_by_gpu_dead_ones_dropped(tmp_path):
+    from sweep.core.ledger import ledger_power, ledger_power_record
+
+    assert ledger_power(tmp_path) == {}
+    ledger_power_record(tmp_path, os.getpid(), {0: 300.0, 1: 310.5})
+    assert ledger_power(tmp_path) == {0: 300.0, 1: 310.5}
+    assert ledger_read(tmp_path) == []  # power files are no memory entries
+    stale = tmp_path / "power" / "1.json"  # a recycled pid (its start time is not the recorded one)
+    stale.write_text('{"pid": 1, "start_time": 1.0, "watts": {"0": 700.0, "2": 700.0}}')
+    assert ledger_power(tmp_path) == {0: 300.0, 1: 310.5}
+    assert not stale.exists()

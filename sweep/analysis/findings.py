@@ -12,7 +12,7 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import acceptance, frontier, health, noise, realspeed, render, slo as slo_mod, slo_noise, speedups
+from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, realspeed, render, slo as slo_mod, slo_noise, speedups
 from sweep.analysis.frames import Tables
 from sweep.core.console import plural
 
@@ -39,6 +39,7 @@ class Findings:
     level_noise: float | None = None  # noise.curve_noise of the levels: a level's run-to-run noise
     fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
     pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
+    energy: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=energy_mod.SCHEMA))  # energy.level_energy
 
 
 def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
@@ -75,6 +76,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         level_noise=level_noise,
         fastest=speedups.fastest_single(single, speedups.single_samples(tables)),
         pruned=health.pruned(tables),
+        energy=energy_mod.level_energy(tables),
     )
 
 

@@ -11,6 +11,9 @@ Pareto frontier when no other point of its panel is at least as fast per user *a
 tokens per GPU. Read along the frontier, it says which configuration to run for each per-user
 speed one wants (InferenceMAX's "throughput per GPU against interactivity").
 
+Where the hosts measured power, each point also carries its output tokens per second per kW and
+its joules per output token (:mod:`sweep.analysis.energy`; null otherwise).
+
 Panels: one per NCCL profile by default, or per value of any grid axis (``by="drafter"``), or one
 for everything (``by="all"``).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from sweep.analysis.energy import level_energy
 from sweep.analysis.frames import Tables, configurations, natural_key
 from sweep.analysis.slo import gpus_frame
 from sweep.core.errors import ConfigError
@@ -47,17 +51,20 @@ def frontier_table(tables: Tables, levels: pl.DataFrame, *, by: str | None = Non
     ``levels`` is ``speedups.level_speedups(tables)``. Columns: panel, point_id, label, config,
     baseline, drafter, spec, profile, group, order, concurrency, user_tok_s, tok_s_gpu, per
     ("GPU" or "host"), gpus (the divisor), gpus_from ("argv", or "host": the argv named no size),
-    on_frontier, frontier_rank (1 = the fastest per user on the frontier).
+    on_frontier, frontier_rank (1 = the fastest per user on the frontier), tok_s_kw and j_per_token
+    (null without power figures).
     """
     schema = {"panel": pl.String, "point_id": pl.String, "label": pl.String, "config": pl.String,
               "baseline": pl.Boolean, "drafter": pl.String, "spec": pl.String, "profile": pl.String,
               "group": pl.String, "order": pl.Int64, "concurrency": pl.Int64, "user_tok_s": pl.Float64,
               "tok_s_gpu": pl.Float64, "per": pl.String, "gpus": pl.Float64, "gpus_from": pl.String,
-              "on_frontier": pl.Boolean, "frontier_rank": pl.Int64}
+              "on_frontier": pl.Boolean, "frontier_rank": pl.Int64, "tok_s_kw": pl.Float64,
+              "j_per_token": pl.Float64}
     data = levels.filter(pl.col("output_throughput").is_not_null() & pl.col("per_request_tok_s").is_not_null())
     if data.is_empty():
         return pl.DataFrame(schema=schema)
     panels = configurations(tables).select("point_id", panel=panel_column(tables, by))
+    energy = level_energy(tables).select("point_id", "concurrency", "tok_s_kw", "j_per_token")
     frame = (data.join(panels, on="point_id", how="left").join(gpus_frame(tables), on="point_id", how="left")
              .with_columns(concurrency=pl.col("concurrency").cast(pl.Int64),
                            user_tok_s=pl.col("per_request_tok_s"),
@@ -65,6 +72,7 @@ def frontier_table(tables: Tables, levels: pl.DataFrame, *, by: str | None = Non
                            per=pl.col("per").fill_null("host"), gpus=pl.col("gpus").fill_null(1.0),
                            gpus_from=pl.col("gpus_from").fill_null("host"),
                            panel=pl.col("panel").fill_null("")))
+    frame = frame.join(energy, on=["point_id", "concurrency"], how="left")
     # Pareto: walking from the fastest per user down, a point is on the frontier when it serves
     # more per GPU than every faster one (ties in speed: the one that serves more)
     frame = (frame.sort(["panel", "user_tok_s", "tok_s_gpu"], descending=[False, True, True])

@@ -13,7 +13,9 @@ scaled is a no-op. Startup phases are not scaled: the fake compresses its startu
 
 Scaled per point, by the ``fake_speed`` in its own ``bench_scale`` (1, i.e. untouched, for points
 measured on a real server). Counts (tokens, requests, concurrency) and ratios (speedups, accept
-lengths, cache hit rates) do not depend on the speed and are left alone.
+lengths, cache hit rates) do not depend on the speed and are left alone, and so is power: the fake's
+GPUs draw what the real ones would (its forwards and the gaps between them shrink together), while
+energy, watts times seconds, is scaled as a time.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from sweep.analysis.frames import Tables, points_frame
 TIMES = {
     "single_stream": ("latency_s", "ttft_s"),
     "levels": ("wall_s", "latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "ttft_p50_s",
-               "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"),
+               "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s",
+               "energy_j", "energy_per_token_j"),  # watts x seconds: the fake's watts are real, its seconds not
     "requests": ("ttft_s", "latency_s", "tpot_s", "itl_p50_s", "itl_p99_s"),
 }
 RATES = {

@@ -18,7 +18,7 @@ import polars as pl
 
 from sweep.core import atomic
 from sweep.core.console import plural
-from sweep.analysis import acceptance, charts, frontier as frontier_mod, noise, plots, render, slo as slo_mod, slo_noise
+from sweep.analysis import acceptance, charts, energy as energy_mod, frontier as frontier_mod, noise, plots, render, slo as slo_mod, slo_noise
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -141,13 +141,15 @@ def frontier_section(f: Findings, images: list[str]) -> list[Section]:
                  for r in g.iter_rows(named=True)]
         paragraphs.append(f"- {panel[0] or 'all points'}: " + "; then ".join(parts) + ".")
     on = frontier_mod.frontier_only(fr)
+    power: Columns = ({"tok/s per kW": render.cell(_n(1), "tok_s_kw"), "J/token": render.cell(_n(2), "j_per_token")}
+                      if energy_mod.measured(f.energy) else {})
     table = on.select(
         panel=pl.when(pl.col("panel") == "").then(pl.lit("all")).otherwise("panel"),
         configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
         C="concurrency",
         **{"per-user tok/s": render.cell(_n(1), "user_tok_s"),
            "output tok/s per GPU": render.cell(lambda v, per: render.num(v, 1) + ("" if per == "GPU" else " (per host)"),
-                                                "tok_s_gpu", "per")})
+                                                "tok_s_gpu", "per"), **power})
     return [Section("Throughput-interactivity frontier", paragraphs, table, images)]
 
 
@@ -198,6 +200,10 @@ def slo_sections(f: Findings) -> list[Section]:
             "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
                                            "baseline_tok_s_gpu"),
             "binding limit": "binding"}
+        if energy_mod.measured(f.energy):  # at the highest level measured that meets it
+            t = t.join(f.energy.select("point_id", last_met="concurrency", kw="tok_s_kw"),
+                       on=["point_id", "last_met"], how="left").sort("rank")
+            columns["tok/s per kW at the last level meeting it"] = render.cell(_n(1), "kw")
         table = t.select(
             rank="rank",
             configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
@@ -214,6 +220,30 @@ def slo_sections(f: Findings) -> list[Section]:
                 "share of requests that did; 'x' marks a level that misses the SLO at its percentiles."],
                 _level_pivot(cells, pl.col("cell")), level=3))
     return out
+
+
+def energy_section(f: Findings) -> Section:
+    """Joules per output token and output tok/s per kW at each level, or why there are none."""
+    title = "Energy per token"
+    if not energy_mod.measured(f.energy):
+        return Section(title, [energy_mod.NO_POWER[0].upper() + energy_mod.NO_POWER[1:] + " (GPU hosts with NVML "
+                               "give real figures; `sweep bench` on its own measures no power)."])
+    text = ["Joules per output token at each level, and in brackets output tok/s per kW (= 1000 / J per token): "
+            "the GPUs' power sampled every 0.5 s while the level ran, summed over every GPU of the host running "
+            "the server (node 0's only for a server over several hosts); energy = mean power x the level's wall "
+            "time, over its output (completion) tokens."]
+    if f.summary.get("dry_run"):
+        text.append("DRY RUN: the watts are the fake server's power model (sweep/fake/model.py), not a GPU's; "
+                    "energy is at real speed.")
+    cells = (f.energy.join(f.levels.select("point_id", "concurrency", "label", "order"),
+                           on=["point_id", "concurrency"], how="inner")
+             .with_columns(cell=render.cell(lambda j, kw: render.MISSING if j is None else
+                                            f"{j:.2f} J ({render.num(kw, 1)})", "j_per_token", "tok_s_kw")))
+    missing = cells.filter(pl.col("j_per_token").is_null())["label"].unique().sort().to_list()
+    if missing:
+        text.append(f"No power figures ('{render.MISSING}') for: {', '.join(missing[:6])}"
+                    f"{' ...' if len(missing) > 6 else ''} ({energy_mod.NO_POWER}).")
+    return Section(title, text, _level_pivot(cells, pl.col("cell")))
 
 
 def single_stream_section(f: Findings, images: list[str]) -> Section:
@@ -539,6 +569,7 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
     sections = [header(directory, f, plan), summary_section(f),
                 *frontier_section(f, img("frontier.png")),
                 *slo_sections(f),
+                energy_section(f),
                 single_stream_section(f, img("single_stream.png")),
                 concurrency_section(f, img("concurrency.png"), stop_note(tables)),
                 best_section(f),

@@ -8,7 +8,8 @@ This is what ``python -m sweep bench`` runs and what the sweep runs on every gri
    run the closed loop while ``server_metrics.Sampler`` scrapes every ``metrics_every_s`` (with
    ``concurrency.stop``, until the throughput is known well enough: ``sweep.bench.stop``), scrape
    again, read ``/server_info``; then ``level_metrics`` turns the scrapes into the level's
-   ``metrics_*`` columns and its rows of the ``metrics`` table;
+   ``metrics_*`` columns and its rows of the ``metrics`` table; with a ``power`` source,
+   ``sweep.bench.power.Meter`` samples the GPUs' watts meanwhile (the ``power_*``/``energy_*`` columns);
 4. build the four tables with ``sweep.results.schema.from_rows``.
 
 Every request's failure is a row with ``ok=False``; a server that dies mid-level gives a level
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from sweep.bench import level_metrics as lm
+from sweep.bench import power as pw
 from sweep.bench import server_metrics as sm
 from sweep.bench import stats
 from sweep.bench.client import Clients, Endpoint
@@ -127,7 +129,8 @@ async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional
 
 async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
                         progress: Callable[[PointProgress], None] | None = None,
-                        metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
+                        metrics_every_s: float = METRICS_EVERY_S, power: pw.PowerSource | None = None,
+                        power_every_s: float = pw.POWER_EVERY_S) -> BenchResult:
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
     key) as ``settings`` say; see the module docstring.
 
@@ -135,7 +138,9 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
     ``single`` with ``run`` (1-based) ``of`` n as each run starts, and stage ``level`` with its
     ``concurrency`` and ``done`` ``of`` n when a level starts (done 0) and as each of its requests ends
     (``stopped`` when it ended early, having measured enough). ``metrics_every_s`` is
-    the period of the ``/metrics`` scrapes during a level (the first at half of it).
+    the period of the ``/metrics`` scrapes during a level (the first at half of it). ``power``: the
+    watts of the GPUs serving (``sweep.bench.power``), sampled every ``power_every_s`` during each
+    level; None (``sweep bench``): the energy columns are null.
     """
     endpoint = Endpoint.of(server)
     url = check_url(endpoint.url)
@@ -167,19 +172,23 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             flushed = await sm.flush_cache(side, url, headers=admin) if settings.flush_between_levels else False
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
+            meter = pw.Meter(power, power_every_s) if power is not None else None
             try:
                 run = await closed_loop_until(clients, opts, concurrency=c, requests=settings.requests_at(c),
                                               max_tokens=settings.concurrency.max_tokens, notify=notify,
                                               stop=settings.concurrency.stop)
             finally:
                 during = await sampler.stop() if sampler is not None else []
+                watts, gpus = await meter.stop() if meter is not None else ([], 0)
             columns, rows = await _level_metrics(side, url, point_id, c, before, during)
             after_info = await sm.server_info(side, url) if flushed else None
             sent += run.sent
             metric_rows += rows
+            figures = stats.level_figures([s.record for s in run.sent])
+            tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
             level_rows.append({
                 "point_id": point_id, "concurrency": c, "max_tokens": settings.concurrency.max_tokens,
-                **stats.level_figures([s.record for s in run.sent]),
+                **figures, **pw.columns(watts, gpus, figures["wall_s"], tokens),
                 "accept_length_server": sm.accept_length_of(after_info),
                 "flushed": flushed,
                 **stop_columns(run),
@@ -197,7 +206,8 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
 
 
 def run(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
-        progress: Callable[[PointProgress], None] | None = None, metrics_every_s: float = METRICS_EVERY_S) -> BenchResult:
+        progress: Callable[[PointProgress], None] | None = None, metrics_every_s: float = METRICS_EVERY_S,
+        power: pw.PowerSource | None = None) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
     return asyncio.run(run_benchmark(server, settings, point_id=point_id, progress=progress,
-                                     metrics_every_s=metrics_every_s))
+                                     metrics_every_s=metrics_every_s, power=power))

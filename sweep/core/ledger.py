@@ -6,6 +6,11 @@ reads NVML's process list. Only live processes count: reading drops the files of
 recycled pids, by process start time), so a SIGKILLed server's memory frees itself exactly as on a
 real GPU, while a surviving zombie keeps holding it. It sits in the core because both sides use it:
 the fake writes it, the host reads it, and neither imports the other.
+
+Power: the fake's HTTP process (the one that runs its scheduler) also says what each of its GPUs
+draws, from its performance model, in ``DIR/power/<pid>.json`` (``ledger_power_record``), every
+fraction of a second; ``FakeGpus.power`` reads it (``ledger_power``) the way ``NvmlProbe.power``
+reads NVML's power gauge. A dead process's figures go the same way as its memory.
 """
 
 from __future__ import annotations
@@ -86,3 +91,42 @@ def ledger_read(directory: PathLike) -> list[LedgerEntry]:
             continue
         entries.append(entry)
     return sorted(entries, key=lambda e: e.pid)
+
+
+def _power_path(directory: PathLike, pid: int) -> Path:
+    return Path(directory) / "power" / f"{pid}.json"
+
+
+def ledger_power_record(directory: PathLike, pid: int, watts: dict[int, float]) -> None:
+    """Say that the GPUs ``pid`` runs on draw ``watts`` ({GPU index: watts}, idle draw included)."""
+    path = _power_path(directory, pid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"pid": pid, "start_time": _start_time(pid), "watts": {str(int(i)): float(w) for i, w in watts.items()}}
+    atomic.write_text(path, json.dumps(data))
+
+
+def ledger_power(directory: PathLike) -> dict[int, float]:
+    """{GPU index: watts} that live processes reported (the largest where several name one GPU);
+    files of dead processes are deleted on the way."""
+    root = Path(directory) / "power"
+    if not root.is_dir():
+        return {}
+    out: dict[int, float] = {}
+    for path in sorted(root.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            pid = int(data["pid"])
+            watts = {int(i): float(w) for i, w in dict(data["watts"]).items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        started = _start_time(pid)
+        recorded = data.get("start_time")
+        if started is None or (recorded is not None and abs(started - float(recorded)) > 1.0):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            continue
+        for i, w in watts.items():
+            out[i] = max(out.get(i, 0.0), w)
+    return out

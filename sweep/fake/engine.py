@@ -135,6 +135,7 @@ class Engine:
         self._decode_steps = 0
         self.last_output_at = 0.0  # perf_counter of the last step that produced tokens (health checks)
         self._depth = model.max_accepted(cfg.spec) if cfg.spec else 0
+        self.excess_j = 0.0  # per GPU: joules above idle of every forward so far (sweep/fake/power.py)
 
     # --- requests ---
     def submit(self, req: Req) -> None:
@@ -184,7 +185,9 @@ class Engine:
                 for req in batch:
                     req.entry_time = time.time()
                     self.stats.queue_time.observe(t0 - req.created)
-                deadline = await self._sleep_until(loop, deadline + model.prefill_time_s(tokens, self.cfg.nccl_env) / speed)
+                took = model.prefill_time_s(tokens, self.cfg.nccl_env) / speed
+                deadline = await self._sleep_until(loop, deadline + took)
+                self.excess_j += (model.forward_power_w(tokens) - model.IDLE_W) * took
                 self._log_prefill(batch, tokens, time.perf_counter() - t0)
                 self._after_prefill(batch)
             else:
@@ -192,6 +195,7 @@ class Engine:
                 graph = self.cfg.cuda_graph_max_bs is not None and n <= self.cfg.cuda_graph_max_bs
                 step = model.step_time_s(n, self.cfg.spec, self.cfg.nccl_env, cuda_graph=graph) / speed
                 deadline = await self._sleep_until(loop, deadline + step)
+                self.excess_j += (model.forward_power_w(n * model.verify_tokens(self.cfg.spec)) - model.IDLE_W) * step
                 self._decode_step(graph)
 
     @staticmethod

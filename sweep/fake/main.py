@@ -177,7 +177,8 @@ def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.Star
         crash_after_requests=ns.fake_crash_after_requests, startup_speed=plan.speed, speed=ns.fake_speed,
         rank_prefix=rank_prefix(0, plan.tp_size, plan.real_wording),
         startup_time={**ready.get("timings", {}), "tokenizer_e2e": tokenizer_e2e},
-        memory_usage=ready.get("memory_usage", {}))
+        memory_usage=ready.get("memory_usage", {}), ledger_dir=plan.ledger_dir,
+        gpus=tuple(startup.gpu_index(r, resolved.args) for r in node_ranks(int(ns.tp_size), int(ns.nnodes or 1), 0)))
     return asyncio.run(server.serve(cfg, eng, tree))
 
 

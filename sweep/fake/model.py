@@ -63,6 +63,17 @@ the prefill yields the request's first token. SGLang runs waiting prefills befor
 
 Without CUDA graphs (``--disable-cuda-graph``, or a batch above ``cuda_graph_max_bs``) every step
 pays ``EAGER_OVERHEAD`` more, for kernel launches.
+
+Power (watts per GPU; every TP rank's GPU draws the same): a GPU draws ``IDLE_W`` with nothing
+running, and during a forward over ``n`` tokens (a decode step's ``batch * verify_tokens``, a prefill
+chunk's prompt tokens)::
+
+    forward_power(n) = IDLE_W + (TDP_W - IDLE_W) * (ACTIVE_FLOOR + (1 - ACTIVE_FLOOR) * n / (n + N_HALF))
+
+so a lone decode, bound by reading weights, draws ~370 W and a saturated batch near ``TDP_W``
+(an H200's 700 W), the shape of published H100/H200 inference traces. The server reports the mean
+over each ``POWER_EVERY_S`` of wall time: ``IDLE_W`` plus the forwards' excess over idle times their
+share of that time (at any ``--fake-speed`` the same watts, as forwards and gaps shrink together).
 """
 
 from __future__ import annotations
@@ -114,6 +125,13 @@ D_TOKEN = 0.01e-3  # per drafted token in those forwards
 DEFAULT_ACCEPT_RATE = 0.7  # per-token chain acceptance of a drafter nobody configured
 DEFAULT_NGRAM_ACCEPT_RATE = 0.35  # n-gram lookup guesses far worse than a trained drafter
 TREE_GAIN = 0.8
+
+# --- power (watts per GPU) ---
+IDLE_W = 75.0  # memory held, nothing running (the host's FakeGpus shows this on a GPU nobody reports on)
+TDP_W = 700.0  # an H200 SXM's board power limit
+ACTIVE_FLOOR = 0.45  # share of the idle..TDP span any forward draws (clocks up, weights streamed)
+N_HALF = 32  # tokens per forward at which the compute share is half its most
+POWER_EVERY_S = 0.25  # how often the server reports its GPUs' power (wall seconds)
 
 # --- prefill (seconds) ---
 P_FIXED = 20e-3
@@ -179,6 +197,13 @@ def step_time_s(batch: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str
     if not cuda_graph:
         t += EAGER_OVERHEAD
     return t
+
+
+def forward_power_w(tokens: int) -> float:
+    """Watts one GPU draws during a forward over ``tokens`` tokens (see the module docstring)."""
+    if tokens <= 0:
+        return IDLE_W
+    return IDLE_W + (TDP_W - IDLE_W) * (ACTIVE_FLOOR + (1.0 - ACTIVE_FLOOR) * tokens / (tokens + N_HALF))
 
 
 def prefill_time_s(tokens: int, nccl_env: Optional[Mapping[str, str]]) -> float:

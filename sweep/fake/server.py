@@ -40,13 +40,14 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
 import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from sweep.fake import metrics, model, openai_api, procs, text, tracebacks
+from sweep.fake import metrics, model, openai_api, power, procs, text, tracebacks
 from sweep.fake.engine import Engine, Req
 from sweep.fake.log import Log
 from sweep.fake.startup import GRAPH_PHASES, real_wording
@@ -196,6 +197,8 @@ class ServerConfig:
     rank_prefix: str = " TP0"  # the rank-0 scheduler's log prefix
     startup_time: dict[str, Any] = field(default_factory=dict)  # rank 0's phase timings + tokenizer_e2e
     memory_usage: dict[str, Any] = field(default_factory=dict)  # rank 0's memory_usage block
+    ledger_dir: Optional[Path] = None  # the GPU ledger: the GPUs' power goes there too (sweep/fake/power.py)
+    gpus: tuple[int, ...] = ()  # the GPUs of this node's ranks
 
     @property
     def real_wording(self) -> bool:
@@ -759,6 +762,8 @@ async def serve(cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = 
         return 1
     Log.uvicorn(f"Uvicorn running on http://{cfg.host}:{cfg.port} (Press CTRL+C to quit)")
     tasks = [asyncio.create_task(engine.run()), asyncio.create_task(server.watchdog())]
+    if cfg.ledger_dir is not None and cfg.gpus:
+        tasks.append(asyncio.create_task(power.report(engine, cfg.ledger_dir, cfg.gpus)))
 
     async def warm() -> None:
         try:

@@ -1,7 +1,9 @@
 """What a host's GPUs hold: through NVML on a real host, through the GPU ledger in dry runs.
 
-Both probes answer the same two questions the host layer asks: which GPUs are there (name, memory
-total and used), and which processes hold memory on them.
+Both probes answer the same three questions the host layer asks: which GPUs are there (name, memory
+total and used), which processes hold memory on them, and what each draws now (watts, for the
+benchmark's energy columns; None where the host has no power source: no NVML, or a GPU whose
+driver reports no power).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 
-from sweep.core.ledger import ledger_read
+from sweep.core.ledger import ledger_power, ledger_read
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class GpuProbe(Protocol):
 
     def processes(self) -> list[GpuProcess]: ...
 
+    def power(self) -> list[float] | None:
+        """Watts each GPU of ``gpus()`` draws now (idle draw included); None: no power source."""
+        ...
+
 
 class NoGpus:
     """A host with no GPU visible (no NVML): reported, so pre-flight can fail with a reason, which
@@ -51,6 +57,9 @@ class NoGpus:
 
     def processes(self) -> list[GpuProcess]:
         return []
+
+    def power(self) -> list[float] | None:
+        return None
 
 
 class NvmlProbe:
@@ -86,18 +95,29 @@ class NvmlProbe:
                 out.append(GpuProcess(p.pid, i, (p.usedGpuMemory or 0) // 2**20))
         return out
 
+    def power(self) -> list[float] | None:
+        """NVML's power gauge (``nvmlDeviceGetPowerUsage``, milliwatts; on recent GPUs an average over
+        the last second or so) of each GPU; None when the driver reports none (NVMLError_NotSupported)."""
+        try:
+            return [self._nv.nvmlDeviceGetPowerUsage(h) / 1000.0 for _, h in self._handles()]
+        except Exception:  # noqa: BLE001 - NVMLError_NotSupported, _GpuIsLost...: no figure, not a failure
+            return None
+
 
 class FakeGpus:
     """Simulated GPUs of a dry-run host: memory used is what live processes recorded in the fake
-    server's ledger (sweep.core.ledger)."""
+    server's ledger (sweep.core.ledger); power is what the fake server reports there from its
+    performance model, ``idle_power_w`` on a GPU no live server reports on (the fake's own idle
+    figure, ``sweep.fake.model.IDLE_W``)."""
 
     def __init__(self, ledger_dir: str | Path, count: int = 8, name: str = "NVIDIA H200 (simulated)",
-                 mem_total_mib: int = 143_771, baseline_used_mib: int = 500):
+                 mem_total_mib: int = 143_771, baseline_used_mib: int = 500, idle_power_w: float = 75.0):
         self.ledger_dir = Path(ledger_dir)
         self.count = count
         self.name = name
         self.mem_total_mib = mem_total_mib
         self.baseline_used_mib = baseline_used_mib  # what an idle driver shows
+        self.idle_power_w = idle_power_w
 
     def processes(self) -> list[GpuProcess]:
         if not self.ledger_dir.is_dir():
@@ -110,6 +130,10 @@ class FakeGpus:
             if 0 <= p.gpu_index < self.count:
                 used[p.gpu_index] += p.mem_mib
         return [Gpu(i, self.name, self.mem_total_mib, used[i]) for i in range(self.count)]
+
+    def power(self) -> list[float] | None:
+        reported = ledger_power(self.ledger_dir)
+        return [reported.get(i, self.idle_power_w) for i in range(self.count)]
 
 
 

@@ -257,7 +257,9 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         at.phase = "benchmark"
         emit(PointProgress("benchmark"))
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
-        bench = run_bench(server.endpoint, spec.bench, point_id=spec.point_id, progress=emit)
+        # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
+        power = host.probe.power if spec.device != "cpu" else None
+        bench = run_bench(server.endpoint, spec.bench, point_id=spec.point_id, progress=emit, power=power)
         res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
         res.metrics = bench.metrics
         if not server.alive():

@@ -160,6 +160,16 @@ LEVELS = pa.schema(
         ("metrics_queue_reqs", pa.float64()),  # sglang:num_queue_reqs (waiting), summed over DP ranks
         ("metrics_gen_throughput", pa.float64()),  # sglang:gen_throughput tok/s, summed over DP ranks
         ("metrics_token_usage", pa.float64()),  # sglang:token_usage (KV pool fraction), DP averaged
+        # --- the GPUs' power during the level (sweep/bench/power.py): sampled every 0.5 s from NVML on a GPU
+        # host (the fake's GPU ledger in dry runs), each sample summed over every GPU of the host running the
+        # server (node 0's only, for a server over several hosts); all null without a power source (CPU
+        # hosts, no NVML, ``sweep bench``): null, never 0
+        ("power_mean_w", pa.float64()),  # mean over the samples
+        ("power_peak_w", pa.float64()),  # the largest sample
+        ("energy_j", pa.float64()),  # power_mean_w x wall_s
+        ("energy_per_token_j", pa.float64()),  # energy_j / output (completion) tokens of the ok requests
+        ("power_samples", pa.int32()),  # samples taken
+        ("power_gpus", pa.int32()),  # GPUs each sample sums
     ]
 )
 

@@ -46,6 +46,7 @@ class Point:
     lost: list[tuple[str, int, str]]
     extra: dict = field(default_factory=dict)
     per_request: dict[int, float] = field(default_factory=dict)  # a level's mean per-request tok/s, if not throughput / C
+    power: dict[int, float] = field(default_factory=dict)  # a level's mean watts (the energy columns; none: null)
 
 
 def spread(center: float, n: int, jitter: float) -> list[float]:
@@ -53,6 +54,13 @@ def spread(center: float, n: int, jitter: float) -> list[float]:
     if n == 1:
         return [center]
     return [center * (1 - jitter + 2 * jitter * i / (n - 1)) for i in range(n)]
+
+
+def _power(watts: float | None, wall_s: float, tokens: int) -> dict:
+    if watts is None:
+        return {}
+    return {"power_mean_w": watts, "power_peak_w": watts * 1.1, "energy_j": watts * wall_s,
+            "energy_per_token_j": watts * wall_s / tokens, "power_samples": 4, "power_gpus": 8}
 
 
 class SweepDir:
@@ -75,18 +83,19 @@ class SweepDir:
               tok_s: list[float] = (), levels: dict[int, float] | None = None, jitter: float = 0.02,
               accept_length: float | None = None, written: bool = True,
               lost: list[tuple[str, int, str]] = (), per_request: dict[int, float] | None = None,
-              **params: str | None) -> str:
+              power: dict[int, float] | None = None, **params: str | None) -> str:
         """Add a point; returns its id. Keyword arguments named after an axis are its params;
         others (failure_reason, warnings...) go to its point row. ``lost`` adds failed requests
         as (phase, concurrency, error). ``per_request`` sets a level's mean per-request tok/s apart from
-        its throughput (a server that queues: the two ratios to a baseline part). ``written=False`` keeps it out of the directory (a point
+        its throughput (a server that queues: the two ratios to a baseline part); ``power`` a level's mean
+        watts (peak 10 % above; energy = watts x wall time). ``written=False`` keeps it out of the directory (a point
         not run yet)."""
         extra = {k: params.pop(k) for k in list(params) if k not in self.roles}
         label = ",".join(f"{k}={v}" for k, v in params.items() if v is not None)
         pid = hashlib.sha1(label.encode()).hexdigest()[:12]
         self.points.append(Point(pid, label, params, baseline, baseline_of, status, list(tok_s),
                                  dict(levels or {}), jitter, accept_length, written, list(lost), extra,
-                                 dict(per_request or {})))
+                                 dict(per_request or {}), dict(power or {})))
         return pid
 
     def _point_row(self, p: Point) -> dict:
@@ -126,7 +135,9 @@ class SweepDir:
                                accept_length_server=p.accept_length, flushed=True,
                                metrics_scrapes=3, metrics_generation_tokens=TOKENS * len(rates),
                                metrics_running_reqs_max=float(min(c, RUNNING_CAP)),
-                               metrics_spec_accept_length=p.accept_length))
+                               metrics_spec_accept_length=p.accept_length, **_power(p.power.get(c),
+                                                                                    TOKENS * len(rates) / throughput,
+                                                                                    TOKENS * len(rates))))
             metrics += [dict(ids, concurrency=c, name="sglang:generation_tokens_total", labels='model_name="m"',
                              family="sglang:generation_tokens", kind="counter", before=0.0,
                              after=float(TOKENS * len(rates)), delta=float(TOKENS * len(rates))),

@@ -211,3 +211,22 @@ def test_preflight_port_in_use(tmp_path, host):
         s.listen()
         r = run_point(replace(spec, reap=ReapConfig(wait_s=0.5)), host)
     assert r.status == "failed" and r.failure_phase == "preflight" and f"port {spec.port}" in r.failure_reason
+
+
+def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
+    """The host hands the benchmark its probe's power (here the fake's, through the GPU ledger): every
+    level has its watts summed over the host's 8 GPUs, energy = mean watts x wall time, per token."""
+    import pyarrow.compute as pc
+
+    from sweep.fake import model
+
+    r = run_point(make_spec(tmp_path), host)
+    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
+    for row in r.levels.to_pylist():
+        assert row["power_gpus"] == 8 and row["power_samples"] >= 1  # one at least: as the level ends
+        assert 8 * model.IDLE_W <= row["power_mean_w"] <= row["power_peak_w"] <= 8 * model.TDP_W
+        assert row["energy_j"] == pytest.approx(row["power_mean_w"] * row["wall_s"])
+        ok = r.requests.filter(pc.and_(pc.equal(r.requests["phase"], "level"),
+                                       pc.equal(r.requests["concurrency"], row["concurrency"])))
+        tokens = sum(t for t, good in zip(ok["completion_tokens"].to_pylist(), ok["ok"].to_pylist()) if good)
+        assert row["energy_per_token_j"] == pytest.approx(row["energy_j"] / tokens)
