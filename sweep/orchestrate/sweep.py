@@ -321,7 +321,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
                 r = replace(out.result, attempts=out.attempts)  # the driver's count of its hosts
                 record(r, out.spec.argv)
                 in_flight -= 1
-                search.record(r.point_id, _frames(r) if r.status == "ok" else None)
+                search.record(r.point_id, r.tables if r.status == "ok" else None)
                 for p in search.take(slots - in_flight):
                     runner.submit(specs[p.id])
                     in_flight += 1
@@ -354,12 +354,6 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
         for pid in ok:
             search.record(pid, tables)
     return search
-
-
-def _frames(r: PointResult) -> dict[str, pl.DataFrame]:
-    """A result's measured tables as the search reads them."""
-    return {name: pl.from_arrow(getattr(r, name)) if getattr(r, name) is not None else pl.DataFrame()  # type: ignore[misc]
-            for name in ("levels", "requests", "single_stream")}
 
 
 def run_setup(argv: list[str], console: Console) -> None:

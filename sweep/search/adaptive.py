@@ -38,6 +38,7 @@ from typing import Protocol
 import math
 
 import polars as pl
+import pyarrow as pa
 
 from sweep.analysis import noise
 from sweep.search.measured import SINGLE, Figures, Measured, from_tables
@@ -135,9 +136,7 @@ class AdaptiveSearch:
                 self.groups[key] = sorted(ids, key=lambda i: self.steps[i])
                 self.group_of.update({i: key for i in ids})
         self._slope_probe_id: str | None = None  # the point handed out to measure a second step count
-        self._levels: list[pl.DataFrame] = []  # the levels rows of the points measured: the curves' noise
-        self._noise_frames: int = -1  # level_noise's cache: of how many frames, and the figure
-        self._noise: float | None = None
+        self._noise: tuple[int, float | None] = (-1, None)  # level_noise's cache: (points measured, figure)
         self._slope_candidate: str | None = None
 
     # --- the driver's side -------------------------------------------------------------------------
@@ -153,11 +152,9 @@ class AdaptiveSearch:
                 self._slope_probe_id = pid
         return out
 
-    def record(self, point_id: str, tables: Mapping[str, pl.DataFrame] | None) -> None:
+    def record(self, point_id: str, tables: Mapping[str, pl.DataFrame | pa.Table | None] | None) -> None:
         """A point handed out has finished: its ``levels``, ``requests`` and ``single_stream`` rows
-        (None: it failed)."""
-        if tables is not None and "levels" in tables and not tables["levels"].is_empty():
-            self._levels.append(tables["levels"].filter(pl.col("point_id") == point_id))
+        (polars frames, or the Arrow tables a host returns; None: it failed)."""
         self.learn(point_id, self.measure(point_id, tables) if tables is not None else None)
 
     def learn(self, point_id: str, measured: Measured | None) -> None:
@@ -167,9 +164,13 @@ class AdaptiveSearch:
         if measured is not None and measured.levels:
             self.measured[point_id] = measured
 
-    def measure(self, point_id: str, tables: Mapping[str, pl.DataFrame]) -> Measured:
+    def measure(self, point_id: str, tables: Mapping[str, pl.DataFrame | pa.Table | None]) -> Measured:
         """What a point's rows say (its step count pads the acceptance to every position it drafts)."""
-        return from_tables(point_id, tables["levels"], tables["requests"], tables["single_stream"],
+        def frame(name: str) -> pl.DataFrame:
+            t = tables.get(name)
+            return pl.DataFrame() if t is None else t if isinstance(t, pl.DataFrame) else pl.from_arrow(t)  # type: ignore[return-value]
+
+        return from_tables(point_id, frame("levels"), frame("requests"), frame("single_stream"),
                            depth=self.steps.get(point_id))
 
     def outline(self) -> tuple[list[str], list[str]]:
@@ -217,9 +218,10 @@ class AdaptiveSearch:
             g = self.group_of.get(i)
             if g is None or g in blocked or i == slope_probe:
                 continue
-            if slope_pending and self.predict(i) is None:
+            got = self.predict(i)
+            if slope_pending and got is None:
                 continue  # the cost of a step is being measured: wait for it
-            score = self._score(i)
+            score = self._score(i, got)
             if score is not None:
                 scored.append((-score, self.todo.index(i), i))
         fill = self._fill(waiting, blocked) if slope_pending else []
@@ -362,11 +364,11 @@ class AdaptiveSearch:
     def level_noise(self) -> float | None:
         """The run-to-run noise of a level (relative SD) from the curves measured so far
         (``sweep.analysis.noise.curve_noise``); None until a point has enough levels."""
-        if self._noise_frames != len(self._levels):
-            self._noise_frames = len(self._levels)
-            frames = [f for f in self._levels if not f.is_empty()]
-            self._noise = noise.curve_noise(pl.concat(frames, how="diagonal_relaxed")) if frames else None
-        return self._noise
+        if self._noise[0] != len(self.measured):
+            rows = [{"point_id": pid, "concurrency": lv, "output_throughput": f.throughput}
+                    for pid, m in self.measured.items() for lv, f in m.levels.items() if lv != SINGLE]
+            self._noise = (len(self.measured), noise.curve_noise(pl.DataFrame(rows)) if rows else None)
+        return self._noise[1]
 
     def band(self, pr: Prediction, f: Figures) -> float:
         """How far above a measured figure the prediction may lie and still be within noise of it:
@@ -392,11 +394,10 @@ class AdaptiveSearch:
                     best = (mid, f)
         return best
 
-    def _score(self, pid: str) -> float | None:
-        """How likely the point is to win somewhere: its best predicted (raised) throughput over the
-        best measured at that level; None when it is beaten at every level (pruned). A point with
-        nothing to predict from scores as a probe would: high."""
-        got = self.predict(pid)
+    def _score(self, pid: str, got: tuple[list[Prediction], str] | None) -> float | None:
+        """How likely the point is to win somewhere, from its prediction (``predict``): its best
+        predicted (raised) throughput over the best measured at that level; None when it is beaten at
+        every level (pruned). A point with nothing to predict from scores as a probe would: high."""
         if got is None:
             return 10.0
         preds, _ = got

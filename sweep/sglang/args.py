@@ -78,14 +78,15 @@ def flag_args(flags: Mapping[str, Any]) -> list[str]:
     for name, value in flags.items():
         if value is None or value is False:
             continue
-        out.append(f"--{name}")
-        if value is True:
-            continue
-        if isinstance(value, (list, tuple)):
-            out.extend(_fmt(v) for v in value)
-        else:
-            out.append(_fmt(value))
+        out += [f"--{name}", *_values(value)]
     return out
+
+
+def _values(value: Any) -> list[str]:
+    """What follows a flag's name in the argv: nothing for a switch, each of a list's values, or the value."""
+    if value is True:
+        return []
+    return [_fmt(v) for v in value] if isinstance(value, (list, tuple)) else [_fmt(value)]
 
 
 def _fmt(v: Any) -> str:
@@ -106,7 +107,7 @@ def flag_value(flags: Mapping[str, Any], name: str, *aliases: str) -> Optional[s
     names, found = (name, *aliases), None
     for key, value in flags.items():
         if key in names and value is not None and value is not False:
-            found = "true" if value is True else " ".join(_fmt(v) for v in value) if isinstance(value, (list, tuple)) else _fmt(value)
+            found = " ".join(_values(value)) if value is not True else "true"
     return found
 
 
