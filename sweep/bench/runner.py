@@ -34,7 +34,6 @@ from sweep.bench import stats
 from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench import workloads
-from sweep.bench.prompts import PromptSet
 from sweep.bench.workloads import Workload
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
@@ -79,10 +78,8 @@ def check_settings(s: BenchSettings) -> None:
         raise BenchError(f"benchmark setting {key} = {value!r} is invalid", fix=f"use {use}")
 
 
-def request_row(point_id: str, workload: Workload | PromptSet, api: str, s: Sent) -> dict:
+def request_row(point_id: str, workload: Workload, api: str, s: Sent) -> dict:
     r = s.record
-    if isinstance(workload, PromptSet):
-        workload = Workload.from_prompts(workload)
     q = workload.requests[s.prompt_index]
     return {
         "point_id": point_id, "phase": s.phase, "concurrency": s.concurrency, "seq": s.seq,

@@ -14,6 +14,7 @@ from sweep.bench import cli, report
 from sweep.bench.client import RequestRecord
 from sweep.bench.load import Sent
 from sweep.bench.prompts import load_prompts
+from sweep.bench.workloads import Workload
 from sweep.bench.runner import BenchResult, check_settings, check_url, request_row, run_benchmark, single_row
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
@@ -59,7 +60,7 @@ def test_unreachable_server_raises_bench_error_before_anything_runs():
 
 
 def _result() -> BenchResult:
-    prompts = load_prompts("coding")
+    prompts = Workload.from_prompts(load_prompts("coding"))
     good = RequestRecord(start_at=1.7e9, start_mono=0.0, latency_s=1.0, ttft_s=0.1, prompt_tokens=20,
                          completion_tokens=10, chunk_times_s=[0.1, 0.5, 1.0], chunk_tokens=[1, 5, 4],
                          accept_length=3.3, spec_verify_ct=3, accept_histogram=[0, 1, 2], finish_reason="length",
