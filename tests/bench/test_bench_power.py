@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sweep.bench.power import COLUMNS, Meter, columns
+from sweep.bench.power import COLUMNS, Meter, Recorder, columns, node_columns, with_nodes
 from sweep.bench.runner import run
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host.gpu import NoGpus
@@ -19,7 +19,7 @@ from tests.bench.bench_fake_server import start_fake
 def test_columns_from_samples():
     got = columns([600.0, 900.0, 750.0], 8, 2.0, 300)
     assert got == {"power_mean_w": 750.0, "power_peak_w": 900.0, "energy_j": 1500.0, "energy_per_token_j": 5.0,
-                   "power_samples": 3, "power_gpus": 8}
+                   "power_samples": 3, "power_gpus": 8, "power_nodes": 1}
 
 
 def test_no_samples_no_wall_no_tokens_are_nulls_never_zeros():
@@ -73,3 +73,51 @@ def test_without_a_power_source_the_energy_columns_are_null(tmp_path):
             assert {k: levels[0][k] for k in COLUMNS} == dict.fromkeys(COLUMNS)
     finally:
         server.kill()
+
+
+# --- a server over several hosts: every node's samples folded into node 0's levels (pure)
+
+LEVEL = {"level_started_at": 100.0, "level_ended_at": 104.0, "wall_s": 4.0, "output_throughput": 250.0}
+
+
+def test_every_node_summed_over_the_level_window_peak_where_samples_align():
+    node0 = [(99.0, 9999.0, 8), (100.5, 800.0, 8), (101.5, 1000.0, 8), (104.1, 900.0, 8)]  # 99.0: before it
+    node1 = [(100.6, 600.0, 8), (101.4, 700.0, 8), (103.0, 650.0, 8), (110.0, 5000.0, 8)]  # 110: after it
+    got = node_columns(LEVEL, node0, {1: node1}, nnodes=2)
+    assert got["power_mean_w"] == pytest.approx(900.0 + 650.0)  # each node's mean over the window, summed
+    assert got["energy_j"] == pytest.approx(1550.0 * 4.0)
+    assert got["energy_per_token_j"] == pytest.approx(1550.0 * 4.0 / 1000)  # 250 tok/s x 4 s
+    # node 0 at 100.5 + node 1's nearest (100.6) = 1400; at 101.5 + 101.4 = 1700; at 104.1: 103.0 is
+    # over one sampling period away, so that sample has no partner
+    assert got["power_peak_w"] == pytest.approx(1700.0)
+    assert (got["power_gpus"], got["power_nodes"], got["power_samples"]) == (16, 2, 6)
+
+
+def test_a_node_without_samples_leaves_the_totals_null_and_says_how_many_nodes_had_some():
+    node0 = [(101.0, 800.0, 8)]
+    got = node_columns(LEVEL, node0, {1: [(101.0, 600.0, 8)]}, nnodes=3)  # node 2 sent nothing
+    assert got == {**dict.fromkeys(COLUMNS), "power_nodes": 2}
+    no_partner = node_columns(LEVEL, node0, {1: [(103.5, 600.0, 8)]}, nnodes=2)
+    assert no_partner["power_mean_w"] == 1400.0 and no_partner["power_peak_w"] is None  # no aligned pair
+
+
+def test_with_nodes_rewrites_the_levels_table_and_leaves_one_host_servers_alone():
+    import pyarrow as pa
+
+    from sweep.results.schema import LEVELS
+
+    table = pa.Table.from_pylist([{**LEVEL, "concurrency": 1, "power_mean_w": 800.0, "power_nodes": 1}],
+                                 schema=LEVELS)
+    assert with_nodes(table, [], {}, nnodes=1) is table
+    both = with_nodes(table, [(101.0, 800.0, 8)], {1: [(101.2, 600.0, 8)]}, nnodes=2)
+    assert both.schema == table.schema
+    assert both.to_pylist()[0]["power_mean_w"] == 1400.0 and both.to_pylist()[0]["power_gpus"] == 16
+
+
+def test_recorder_keeps_timestamped_readings_and_hands_them_over_once():
+    clock = iter([1.0, 2.0])
+    rec = Recorder(lambda: [300.0, 200.0], clock=lambda: next(clock))
+    assert rec() == [300.0, 200.0]
+    rec.sample()
+    assert rec.take() == [(1.0, 500.0, 2), (2.0, 500.0, 2)] and rec.take() == []
+    assert Recorder(lambda: None)() is None
