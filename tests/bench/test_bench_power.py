@@ -121,3 +121,52 @@ def test_recorder_keeps_timestamped_readings_and_hands_them_over_once():
     rec.sample()
     assert rec.take() == [(1.0, 500.0, 2), (2.0, 500.0, 2)] and rec.take() == []
     assert Recorder(lambda: None)() is None
+
+
+# --- python -m sweep bench --power SOURCE
+
+def _bench_args(*argv: str):
+    import argparse
+
+    from sweep.bench import cli
+
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return p.parse_args(["--url", "http://127.0.0.1:1", *argv])
+
+
+def test_power_flag_forms_and_sources_refused_before_the_benchmark(tmp_path, capsys):
+    from sweep.bench.cli import power_source
+    from sweep.core.errors import ConfigError
+
+    assert _bench_args("--power", "nvml:0,1").power == "nvml:0,1" and _bench_args().power is None
+    for bad in ("nvml:a", "ledger:", "rapl"):
+        with pytest.raises(SystemExit):
+            _bench_args("--power", bad)
+    assert "not a power source" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="no GPU ledger") as e:
+        power_source(f"ledger:{tmp_path / 'nowhere'}")
+    assert e.value.fix
+    with pytest.raises(ConfigError, match="--power nvml") as e:  # this CPU machine: NVML absent or failing
+        power_source("nvml")
+    assert "nvidia-ml-py" in (e.value.fix or "")
+
+
+@pytest.mark.slow
+def test_bench_power_ledger_fills_the_levels_power_columns(tmp_path):
+    from sweep.bench import cli
+    from sweep.results import load
+
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    server = start_fake(tmp_path, "--fake-ledger", str(ledger), "--tp-size", "2", speed=20.0)
+    try:
+        args = _bench_args("--runs", "0", "--levels", "4", "--rounds", "2", "--max-tokens", "16",
+                           "--no-server-metrics", "--quiet", "--power", f"ledger:{ledger}", "--out", str(tmp_path / "out"))
+        args.url = server.url
+        assert cli.run_cli(args) == 0
+    finally:
+        server.kill()
+    [level] = load(tmp_path / "out")["levels"].collect().to_dicts()
+    assert level["power_gpus"] == 8 and level["power_nodes"] == 1 and level["power_samples"] >= 1
+    assert level["power_mean_w"] >= 8 * 75.0 and level["energy_per_token_j"] > 0
