@@ -3,7 +3,7 @@ experiment's runs over time, figure by figure, with what changed between them.
 
 ``report DIR --vs OTHER`` compares two sweeps; this is its many-runs form, built from the same
 ``compare_findings`` (the same figures, the same noise intervals), applied to each run against the
-run before it in its series. A series is the runs of one experiment in one mode (a dry run and a
+runs before it in its series (the median of the repeats: see Reference). A series is the runs of one experiment in one mode (a dry run and a
 cluster run of the same experiment are two series: the fake server is not the GPU), ordered by
 when their first point started. Four tables, each a polars DataFrame (``History``), the same as
 ``sweep query``'s views ``runs``, ``picks``, ``history`` and ``changes``:
@@ -15,10 +15,13 @@ when their first point started. Four tables, each a polars DataFrame (``History`
 - ``picks``: per run and SLO (the experiment's ``benchmark.slo``, or the ones given), the
   configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
   configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none).
-- ``history``: per run, configuration (label), figure and level: the run's value, the previous run's,
-  their change, the interval of the ratio, the run-to-run noise it is judged by (``run_noise``, a
-  relative change, and ``noise_from``) and ``verdict``: ``regression`` / ``improvement`` (the figure
-  fell / rose beyond noise: see below), ``within noise``, ``no interval`` (a figure
+- ``history``: per run, configuration (label), figure and level: the run's value, its reference's
+  (``previous_value``: the median over ``reference_runs`` earlier runs), their change, the interval of
+  the ratio, the run-to-run noise it is judged by (``run_noise``, a relative change, and
+  ``noise_from``), the shift every configuration shared there (``shared_shift``, ``shift_spread``;
+  null where none) and ``verdict``: ``regression`` / ``improvement`` (the figure
+  fell / rose beyond noise: see below), ``shared shift`` (it moved with every configuration, and not
+  beyond that shift), ``within noise``, ``no interval`` (a figure
   without one: speedup, accept length, startup), ``new`` / ``gone`` (a label in one of the two
   runs only), ``pending`` (planned in this run, not written yet), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
   output_throughput, per_request_tok_s (per level), startup_s, as ``compare_table`` has them.
@@ -36,6 +39,21 @@ outside its interval and beyond the run-to-run noise of the series' repeats othe
 (``noise_from`` ``repeats``; where that level has none, the figure's largest at any level). A
 repeat with no other is the measurement itself and is not flagged (``this repeat``); a series
 without repeats is judged by the intervals alone (``within run``), which the output says.
+
+Reference. A run is compared with the run before it and, where that one repeats the runs before it,
+with those too (the earlier runs with the settings the previous run had, at most
+``REFERENCE_RUNS``): each figure's reference is the median of their values (``previous_value``),
+its interval that of the run nearest the median, moved by their ratio. With two or more reference
+runs, their own scatter of that configuration's figure (largest over smallest, widened by
+``MARGIN``) is its run-to-run noise where it is larger than the repeats' (``noise_from``
+``reference runs``); with one, the noise above.
+
+Shared shifts. Where (nearly) every configuration's figure at a level moved the same way by a
+similar amount between a run and its reference (``shared_shift``: at least ``SHARED_MIN``
+configurations, ``SHARED_FRACTION`` of them the same way, their scatter at most ``SHARED_SPREAD`` of
+the shift, the shift beyond ``SHARED_MIN_SHIFT`` and the run-to-run noise), e.g. a new SGLang or a
+setting every point shares, the output says so in one line with what changed, and each
+configuration is judged by its change relative to the shift (beyond twice the scatter too).
 """
 
 from __future__ import annotations
