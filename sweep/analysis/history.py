@@ -355,7 +355,7 @@ def _pair(run: Run, refs: Sequence[Run], step: int) -> pl.DataFrame:
         shift_spread=pl.lit(None, pl.Float64),
         verdict=pl.when(pending).then(pl.lit("pending")).otherwise(pl.lit(None, pl.String)),
         order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64),
-        _scatter=pl.col("_scatter")).cast({**HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[arg-type]
+        _scatter=pl.col("_scatter")).cast({**HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[dict-item]
 
 
 def repeats(changes: pl.DataFrame, runs: Sequence[Run]) -> set[str]:

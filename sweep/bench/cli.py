@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sweep.bench.client import APIS
+from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
 from sweep.core.console import output_console
 from sweep.core import workload_spec
@@ -113,51 +114,13 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 
 
 def power_source_arg(text: str) -> str:
-    """``--power``'s value, checked for its form (the source itself opens in ``power_source``)."""
+    """``--power``'s value, checked for its form (the source opens in ``sweep.host.gpu.power_source``)."""
     kind, _, rest = text.partition(":")
     if kind == "nvml" and (not rest or all(x.strip().isdigit() for x in rest.split(","))):
         return text
     if kind == "ledger" and rest:
         return text
     raise argparse.ArgumentTypeError(f"{text!r} is not a power source: nvml, nvml:0,1 (GPU indices) or ledger:DIR")
-
-
-def power_source(text: str | None):
-    """The ``PowerSource`` ``--power`` names (None without it): NVML's gauge of this machine's GPUs
-    (``nvml:0,1``: those indices only), or the fake's GPU ledger (``ledger:DIR``). Refused before
-    the benchmark starts where it gives no figure."""
-    if text is None:
-        return None
-    from sweep.host.gpu import FakeGpus, real_probe
-
-    kind, _, rest = text.partition(":")
-    if kind == "ledger":
-        if not Path(rest).is_dir():
-            raise ConfigError(f"--power {text}: no GPU ledger at {rest}",
-                              fix="pass the directory the fake server writes (its --fake-ledger or $SWEEP_FAKE_GPU_LEDGER)")
-        ledger = FakeGpus(rest)
-        return ledger.power
-    probe = real_probe()
-    reason = getattr(probe, "reason", None)
-    if reason is not None:
-        raise ConfigError(f"--power {text}: {reason}",
-                          fix="run on a host with NVIDIA GPUs and nvidia-ml-py (pip install nvidia-ml-py), or drop --power")
-    indices = [int(x) for x in rest.split(",")] if rest else None
-    known = [g.index for g in probe.gpus()]
-    if indices is not None and not set(indices) <= set(known):
-        raise ConfigError(f"--power {text}: no GPU {sorted(set(indices) - set(known))} here (GPUs {known})",
-                          fix=f"choose among {','.join(map(str, known))}")
-    if probe.power() is None:
-        raise ConfigError(f"--power {text}: the driver reports no power for these GPUs (NVMLError_NotSupported)",
-                          fix="drop --power; nvidia-smi -q -d POWER shows what the driver reports")
-    if indices is None:
-        return probe.power
-
-    def chosen() -> list[float] | None:
-        watts = probe.power()
-        return None if watts is None else [w for g, w in zip(known, watts) if g in indices]
-
-    return chosen
 
 
 def _describe(info: PointProgress) -> str:
@@ -215,8 +178,10 @@ def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     return paths
 
 
-def run_cli(args: argparse.Namespace) -> int:
-    """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise."""
+def run_cli(args: argparse.Namespace, power: PowerSource | None = None) -> int:
+    """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise.
+    ``power``: what ``--power`` names, opened by the caller (``sweep.host.gpu.power_source``: the
+    GPU probes live in the host layer, above this one)."""
     from sweep.bench.report import print_report
     from sweep.bench.runner import run
     from sweep.bench.client import Endpoint
@@ -229,7 +194,6 @@ def run_cli(args: argparse.Namespace) -> int:
     console = output_console(highlight=False)
     key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
     admin = getattr(args, "admin_api_key", None) or os.environ.get(ADMIN_KEY_ENV) or None
-    power = power_source(getattr(args, "power", None))  # refused here, before any request
     check_auth(args.url, key)
     server = Endpoint(args.url, api_key=key, admin_key=admin)  # every request sends the key, /flush_cache the admin one
     if args.quiet or not console.is_terminal:

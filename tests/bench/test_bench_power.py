@@ -136,8 +136,8 @@ def _bench_args(*argv: str):
 
 
 def test_power_flag_forms_and_sources_refused_before_the_benchmark(tmp_path, capsys):
-    from sweep.bench.cli import power_source
     from sweep.core.errors import ConfigError
+    from sweep.host.gpu import power_source
 
     assert _bench_args("--power", "nvml:0,1").power == "nvml:0,1" and _bench_args().power is None
     for bad in ("nvml:a", "ledger:", "rapl"):
@@ -155,6 +155,7 @@ def test_power_flag_forms_and_sources_refused_before_the_benchmark(tmp_path, cap
 @pytest.mark.slow
 def test_bench_power_ledger_fills_the_levels_power_columns(tmp_path):
     from sweep.bench import cli
+    from sweep.host.gpu import power_source
     from sweep.results import load
 
     ledger = tmp_path / "ledger"
@@ -164,7 +165,7 @@ def test_bench_power_ledger_fills_the_levels_power_columns(tmp_path):
         args = _bench_args("--runs", "0", "--levels", "4", "--rounds", "2", "--max-tokens", "16",
                            "--no-server-metrics", "--quiet", "--power", f"ledger:{ledger}", "--out", str(tmp_path / "out"))
         args.url = server.url
-        assert cli.run_cli(args) == 0
+        assert cli.run_cli(args, power=power_source(args.power)) == 0
     finally:
         server.kill()
     [level] = load(tmp_path / "out")["levels"].collect().to_dicts()
