@@ -16,8 +16,9 @@ other node samples its own GPUs for as long as its ranks run (``Recorder``: time
 level's window is its ``level_started_at``..``level_ended_at``). Per level, the mean is the sum over
 nodes of each node's mean over the window, the energy that sum x the wall time, the peak the largest
 sum of node 0's samples and each other node's sample nearest in time (within one sampling period);
-where no node 0 sample has every node's partner that close, the peak is null. A node without a
-sample in the window leaves every summed column null (a partial sum is not the whole), and
+where no node 0 sample has every node's partner that close, the peak is null. (A level shorter than
+a sampling period may hold no sample of another node: that node's samples from one period before
+the window count then.) A node without a sample in the window leaves every summed column null (a partial sum is not the whole), and
 ``power_nodes`` says how many nodes the figures cover (1 for a one-host server).
 Node clocks are compared as they are (``time.time()``): hosts must keep NTP time, as Ray's own
 timeline assumes.
@@ -147,8 +148,9 @@ def node_columns(row: Mapping[str, Any], node0: Series, others: Mapping[int, Ser
     tokens = output_tokens if output_tokens is not None else _tokens_of(row)
     end_tol = end + every_s  # the Meter's last sample is taken as the level ends, a moment after
     nodes = {0: _within(sorted(node0), start, end_tol)}
-    for r in range(1, nnodes):
-        nodes[r] = _within(sorted(others.get(r, [])), start, end_tol)
+    for r in range(1, nnodes):  # a level shorter than a sampling period: the samples one period around it
+        mine = sorted(others.get(r, []))
+        nodes[r] = _within(mine, start, end_tol) or _within(mine, start - every_s, end_tol)
     have = [r for r, ss in nodes.items() if ss]
     if len(have) < nnodes:  # a node without a figure: no total (how many nodes had one is kept)
         return {**dict.fromkeys(COLUMNS), "power_nodes": len(have)}

@@ -97,6 +97,9 @@ def test_a_node_without_samples_leaves_the_totals_null_and_says_how_many_nodes_h
     node0 = [(101.0, 800.0, 8)]
     got = node_columns(LEVEL, node0, {1: [(101.0, 600.0, 8)]}, nnodes=3)  # node 2 sent nothing
     assert got == {**dict.fromkeys(COLUMNS), "power_nodes": 2}
+    short = {**LEVEL, "level_started_at": 100.0, "level_ended_at": 100.1, "wall_s": 0.1}
+    before = node_columns(short, [(100.1, 800.0, 8)], {1: [(99.6, 600.0, 8), (98.0, 9.0, 8)]}, nnodes=2)
+    assert before["power_mean_w"] == 1400.0  # shorter than a sampling period: node 1's sample 0.4 s before counts
     no_partner = node_columns(LEVEL, node0, {1: [(103.5, 600.0, 8)]}, nnodes=2)
     assert no_partner["power_mean_w"] == 1400.0 and no_partner["power_peak_w"] is None  # no aligned pair
 
