@@ -309,7 +309,7 @@ def _against(run: Run, refs: Sequence[Run]) -> pl.DataFrame:
     many of them have the figure and ``_scatter`` the log of their largest over their smallest."""
     tables = [compare_findings(run.findings, ref.findings, run.tables, ref.tables).with_columns(_ref=pl.lit(k))
               for k, ref in enumerate(refs)]
-    every = pl.concat(tables)
+    every = pl.concat(tables, how="vertical_relaxed")  # a figure null in one run: its column typed Null there
     stats = every.filter(pl.col("other").is_not_null()).group_by(KEYS).agg(
         _median=pl.col("other").median(), _n=pl.col("other").count(),
         _scatter=pl.when(pl.col("other").min() > 0).then((pl.col("other").max() / pl.col("other").min()).log()))
