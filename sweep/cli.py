@@ -99,7 +99,12 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
     if name == "bench":
         from sweep.bench import cli as bench_cli
 
-        return bench_cli.add_arguments, bench_cli.run_cli
+        def run_bench(args: argparse.Namespace) -> int:
+            from sweep.host.gpu import power_source  # --power: the GPU probes are the host layer's
+
+            return bench_cli.run_cli(args, power=power_source(getattr(args, "power", None)))
+
+        return bench_cli.add_arguments, run_bench
     if name == "report":
         from sweep.analysis import cli as a
 

@@ -3,7 +3,7 @@ experiment's runs over time, figure by figure, with what changed between them.
 
 ``report DIR --vs OTHER`` compares two sweeps; this is its many-runs form, built from the same
 ``compare_findings`` (the same figures, the same noise intervals), applied to each run against the
-run before it in its series. A series is the runs of one experiment in one mode (a dry run and a
+runs before it in its series (the median of the repeats: see Reference). A series is the runs of one experiment in one mode (a dry run and a
 cluster run of the same experiment are two series: the fake server is not the GPU), ordered by
 when their first point started. Four tables, each a polars DataFrame (``History``), the same as
 ``sweep query``'s views ``runs``, ``picks``, ``history`` and ``changes``:
@@ -15,10 +15,13 @@ when their first point started. Four tables, each a polars DataFrame (``History`
 - ``picks``: per run and SLO (the experiment's ``benchmark.slo``, or the ones given), the
   configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
   configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none).
-- ``history``: per run, configuration (label), figure and level: the run's value, the previous run's,
-  their change, the interval of the ratio, the run-to-run noise it is judged by (``run_noise``, a
-  relative change, and ``noise_from``) and ``verdict``: ``regression`` / ``improvement`` (the figure
-  fell / rose beyond noise: see below), ``within noise``, ``no interval`` (a figure
+- ``history``: per run, configuration (label), figure and level: the run's value, its reference's
+  (``previous_value``: the median over ``reference_runs`` earlier runs), their change, the interval of
+  the ratio, the run-to-run noise it is judged by (``run_noise``, a relative change, and
+  ``noise_from``), the shift every configuration shared there (``shared_shift``, ``shift_spread``;
+  null where none) and ``verdict``: ``regression`` / ``improvement`` (the figure
+  fell / rose beyond noise: see below), ``shared shift`` (it moved with every configuration, and not
+  beyond that shift), ``within noise``, ``no interval`` (a figure
   without one: speedup, accept length, startup), ``new`` / ``gone`` (a label in one of the two
   runs only), ``pending`` (planned in this run, not written yet), null for a series' first run. Figures: tok_s, speedup, accept_length (single stream),
   output_throughput, per_request_tok_s (per level), startup_s, as ``compare_table`` has them.
@@ -36,12 +39,28 @@ outside its interval and beyond the run-to-run noise of the series' repeats othe
 (``noise_from`` ``repeats``; where that level has none, the figure's largest at any level). A
 repeat with no other is the measurement itself and is not flagged (``this repeat``); a series
 without repeats is judged by the intervals alone (``within run``), which the output says.
+
+Reference. A run is compared with the run before it and, where that one repeats the runs before it,
+with those too (the earlier runs with the settings the previous run had, at most
+``REFERENCE_RUNS``): each figure's reference is the median of their values (``previous_value``),
+its interval that of the run nearest the median, moved by their ratio. With two or more reference
+runs, their own scatter of that configuration's figure (largest over smallest, widened by
+``MARGIN``) is its run-to-run noise where it is larger than the repeats' (``noise_from``
+``reference runs``); with one, the noise above.
+
+Shared shifts. Where (nearly) every configuration's figure at a level moved the same way by a
+similar amount between a run and its reference (``shared_shift``: at least ``SHARED_MIN``
+configurations, ``SHARED_FRACTION`` of them the same way, their scatter at most ``SHARED_SPREAD`` of
+the shift, the shift beyond ``SHARED_MIN_SHIFT`` and the run-to-run noise), e.g. a new SGLang or a
+setting every point shares, the output says so in one line with what changed, and each
+configuration is judged by its change relative to the shift (beyond twice the scatter too).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +68,7 @@ from typing import Any
 
 import polars as pl
 
-from sweep.analysis import render, slo as slo_mod
+from sweep.analysis import noise, render, slo as slo_mod
 from sweep.analysis.compare import compare_findings, figures
 from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
@@ -66,6 +85,11 @@ FIGURE_NAMES = {"tok_s": "single-stream tok/s", "speedup": "single-stream speedu
                 "per_request_tok_s": "per-request tok/s", "startup_s": "startup s"}
 NOT_SETTINGS = ("name", "description", "results_dir", "source")  # experiment keys that say nothing of a run
 MARGIN = 1.5  # the run-to-run noise: the repeats' largest change, widened (one repeat says little of the next)
+REFERENCE_RUNS = 5  # a run's reference: the median of at most this many earlier runs with its settings
+SHARED_MIN = 3  # configurations that must have a figure (at a level) for a shift of it to be shared
+SHARED_FRACTION = 0.8  # of them, at least this share moved the shift's way ...
+SHARED_SPREAD = 0.5  # ... by a similar amount: their scatter (MAD) at most this fraction of the shift ...
+SHARED_MIN_SHIFT = 0.02  # ... and the shift at least this large (relative), and beyond the run-to-run noise
 VIEWS = ("runs", "picks", "history", "changes")  # also sweep.analysis.query.HISTORY_VIEWS
 
 RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mode": pl.String,
@@ -80,7 +104,9 @@ HISTORY_SCHEMA = {"experiment": pl.String, "mode": pl.String, "step": pl.Int64, 
                   "point_id": pl.String, "previous_id": pl.String, "value": pl.Float64,
                   "previous_value": pl.Float64, "change": pl.Float64, "ci_low": pl.Float64,
                   "ci_high": pl.Float64, "within_noise": pl.Boolean, "run_noise": pl.Float64,
-                  "noise_from": pl.String, "verdict": pl.String, "order": pl.Int64}
+                  "noise_from": pl.String, "reference_runs": pl.Int64, "shared_shift": pl.Float64,
+                  "shift_spread": pl.Float64,
+                  "verdict": pl.String, "order": pl.Int64}
 CHANGES_SCHEMA = {"experiment": pl.String, "mode": pl.String, "run": pl.String, "previous": pl.String,
                   "what": pl.String, "before": pl.String, "after": pl.String, "points": pl.Int64}
 
@@ -221,37 +247,102 @@ def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
 
 
 def verdict(min_change: float = 0.0) -> pl.Expr:
-    """regression | improvement | within noise | no interval | new | gone | pending, over the columns of
-    the ``history`` table. A change is flagged when it lies beyond both noises: its interval (the
-    run's own, ``within_noise``) and the run-to-run noise the repeats measured (``run_noise``, where
-    there is one); a repeat that is the only one measures that noise and is not judged by it.
+    """regression | improvement | shared shift | within noise | no interval | new | gone | pending, over
+    the columns of the ``history`` table. A change is flagged when it lies beyond both noises: its
+    interval (the run's own, ``within_noise``) and the run-to-run noise the repeats measured
+    (``run_noise``, where there is one); a repeat that is the only one measures that noise and is not
+    judged by it. Where every configuration's figure moved together (``shared_shift``), each is judged
+    relative to that shift, and beyond twice the configurations' scatter around it (``shift_spread``):
+    ``shared shift`` where it moved beyond noise only with the others.
     ``min_change``: a change smaller than this (relative) is never flagged."""
-    ratio = (pl.col("value") / pl.col("previous_value")).log().abs()
-    inside_runs = pl.col("run_noise").is_not_null() & (ratio <= (1 + pl.col("run_noise")).log())
-    beyond = (pl.col("within_noise").not_() & ~inside_runs & (pl.col("noise_from") != "this repeat")
-              & (pl.col("change").abs() >= min_change))
+    shift = pl.col("shared_shift")
+    f = 1 + shift.fill_null(0.0)
+
+    def beyond(ratio: pl.Expr, change: pl.Expr, within: pl.Expr) -> pl.Expr:
+        inside_runs = pl.col("run_noise").is_not_null() & (ratio.log().abs() <= (1 + pl.col("run_noise")).log())
+        return (within.not_() & ~inside_runs & (pl.col("noise_from") != "this repeat")
+                & (change.abs() >= min_change))
+
+    raw = pl.col("value") / pl.col("previous_value")
+    own_change = (1 + pl.col("change")) / f - 1
+    own_within = (pl.when(shift.is_null()).then(pl.col("within_noise"))
+                  .otherwise((pl.col("ci_low") / f <= 1) & (pl.col("ci_high") / f >= 1)))
+    apart = (raw / f).log().abs() > 2 * (1 + pl.col("shift_spread").fill_null(0.0)).log()
+    own = beyond(raw / f, own_change, own_within) & apart
     return (pl.when(pl.col("verdict").is_not_null()).then(pl.col("verdict"))
             .when(pl.col("step") == 0).then(None)
             .when(pl.col("value").is_null() & pl.col("previous_value").is_not_null()).then(pl.lit("gone"))
             .when(pl.col("previous_value").is_null() & pl.col("value").is_not_null()).then(pl.lit("new"))
             .when(pl.col("change").is_null()).then(None)
             .when(pl.col("within_noise").is_null()).then(pl.lit("no interval"))
-            .when(beyond & (pl.col("change") < 0)).then(pl.lit("regression"))
-            .when(beyond & (pl.col("change") > 0)).then(pl.lit("improvement"))
+            .when(own & (own_change < 0)).then(pl.lit("regression"))
+            .when(own & (own_change > 0)).then(pl.lit("improvement"))
+            .when(shift.is_not_null() & beyond(raw, pl.col("change"), pl.col("within_noise")))
+            .then(pl.lit("shared shift"))
             .otherwise(pl.lit("within noise")))
 
 
-def _pair(run: Run, previous: Run | None, step: int) -> pl.DataFrame:
-    """One run's figures against the run before it (``compare_findings``); the first run's alone.
-    ``verdict`` is set only for a label planned in this run and not written yet (``pending``)."""
+def references(runs: Sequence[Run], repeated: set[str]) -> list[list[Run]]:
+    """For each run of one series (in order), the runs its figures are compared with: the run before
+    it and, where that one repeats the run before it, those repeats back to the last change (the
+    earlier runs with the settings the previous run had; at most ``REFERENCE_RUNS``, the latest)."""
+    out: list[list[Run]] = []
+    for i in range(len(runs)):
+        chain: list[Run] = []
+        j = i - 1
+        while j >= 0 and len(chain) < REFERENCE_RUNS:
+            chain.append(runs[j])
+            if runs[j].run not in repeated:
+                break
+            j -= 1
+        out.append(chain[::-1])
+    return out
+
+
+KEYS = ["label", "figure", "concurrency"]
+
+
+def _against(run: Run, refs: Sequence[Run]) -> pl.DataFrame:
+    """``compare_findings`` of ``run`` against the median of its reference runs, figure by figure:
+    ``other`` is the median of their values, ``other_id`` and the interval those of the run whose
+    value lies nearest it (the interval moved by their ratio: it is of this / that run), ``_n`` how
+    many of them have the figure and ``_scatter`` the log of their largest over their smallest."""
+    tables = [compare_findings(run.findings, ref.findings, run.tables, ref.tables).with_columns(_ref=pl.lit(k))
+              for k, ref in enumerate(refs)]
+    every = pl.concat(tables, how="vertical_relaxed")  # a figure null in one run: its column typed Null there
+    stats = every.filter(pl.col("other").is_not_null()).group_by(KEYS).agg(
+        _median=pl.col("other").median(), _n=pl.col("other").count(),
+        _scatter=pl.when(pl.col("other").min() > 0).then((pl.col("other").max() / pl.col("other").min()).log()))
+    chosen = (every.join(stats, on=KEYS, how="left", nulls_equal=True)
+              .with_columns(_d=(pl.col("other") - pl.col("_median")).abs())
+              .sort([*KEYS, "_d", "_ref"], descending=[False, False, False, False, True], nulls_last=True)
+              .unique(subset=KEYS, keep="first", maintain_order=True))
+    moved = pl.when(pl.col("_median") > 0).then(pl.col("other") / pl.col("_median")).otherwise(1.0)
+    return (chosen.with_columns(ci_low=pl.col("ci_low") * moved, ci_high=pl.col("ci_high") * moved,
+                                other=pl.coalesce("_median", "other"))
+            .with_columns(change=pl.col("this") / pl.col("other") - 1)
+            .with_columns(within_noise=noise.within_noise())
+            .drop("_median", "_d", "_ref"))
+
+
+def _pair(run: Run, refs: Sequence[Run], step: int) -> pl.DataFrame:
+    """One run's figures against its reference runs (``_against``; the run before it alone:
+    ``compare_findings``); the first run's alone. ``verdict`` is set only for a label planned in this
+    run and not written yet (``pending``)."""
     order = dict(run.findings.single.select("label", "order").iter_rows())
+    previous = refs[-1] if refs else None
     if previous is None:
         table = (figures(run.findings).rename({"point_id": "this_id", "value": "this"})
                  .with_columns(other_id=pl.lit(None, pl.String), other=pl.lit(None, pl.Float64),
                                change=pl.lit(None, pl.Float64), ci_low=pl.lit(None, pl.Float64),
-                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean)))
+                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean),
+                               _n=pl.lit(None, pl.UInt32), _scatter=pl.lit(None, pl.Float64)))
+    elif len(refs) == 1:
+        table = (compare_findings(run.findings, previous.findings, run.tables, previous.tables)
+                 .with_columns(_n=pl.when(pl.col("other").is_not_null()).then(pl.lit(1, pl.UInt32)),
+                               _scatter=pl.lit(None, pl.Float64)))
     else:
-        table = compare_findings(run.findings, previous.findings, run.tables, previous.tables)
+        table = _against(run, refs)
     pending = pl.col("label").is_in(sorted(run.pending)) & pl.col("this").is_null()
     return table.select(
         experiment=pl.lit(run.experiment), mode=pl.lit(run.mode), step=pl.lit(step, pl.Int64),
@@ -260,8 +351,11 @@ def _pair(run: Run, previous: Run | None, step: int) -> pl.DataFrame:
         point_id="this_id", previous_id="other_id", value="this", previous_value="other",
         change="change", ci_low="ci_low", ci_high="ci_high", within_noise="within_noise",
         run_noise=pl.lit(None, pl.Float64), noise_from=pl.lit(None, pl.String),
+        reference_runs=pl.col("_n").cast(pl.Int64), shared_shift=pl.lit(None, pl.Float64),
+        shift_spread=pl.lit(None, pl.Float64),
         verdict=pl.when(pending).then(pl.lit("pending")).otherwise(pl.lit(None, pl.String)),
-        order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64)).cast(HISTORY_SCHEMA)  # type: ignore[arg-type]
+        order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64),
+        _scatter=pl.col("_scatter")).cast({**HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[dict-item]
 
 
 def repeats(changes: pl.DataFrame, runs: Sequence[Run]) -> set[str]:
@@ -301,19 +395,63 @@ def _run_noise(history: pl.DataFrame, repeated: set[str]) -> dict[tuple, tuple[f
     return out
 
 
+def shared_shift(log_changes: Sequence[float], run_noise: float | None = None) -> tuple[float, float] | None:
+    """(shift, scatter), both relative changes, when (nearly) every configuration's figure moved the
+    same way by a similar amount (``SHARED_*``): the median of their log changes and its MAD (scaled
+    to a standard deviation); None otherwise. Pure."""
+    n = len(log_changes)
+    if n < SHARED_MIN:
+        return None
+    m = statistics.median(log_changes)
+    spread = 1.4826 * statistics.median(abs(x - m) for x in log_changes)
+    same_way = sum(1 for x in log_changes if x * m > 0) / n
+    floor = max(math.log1p(SHARED_MIN_SHIFT), math.log1p(run_noise) if run_noise else 0.0)
+    if same_way >= SHARED_FRACTION and abs(m) >= floor and spread <= SHARED_SPREAD * abs(m):
+        return math.expm1(m), math.expm1(spread)
+    return None
+
+
+SHIFT_KEYS = ["experiment", "mode", "run", "figure", "concurrency"]
+
+
+def shifts_of(history: pl.DataFrame) -> pl.DataFrame:
+    """Per run, figure and level, the shift every configuration shared (``shared_shift``) and its
+    scatter (``shift_spread``): rows only where there is one."""
+    rows = (history.filter((pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED)
+                           & (pl.col("value") > 0) & (pl.col("previous_value") > 0))
+            .with_columns(_lr=(pl.col("value") / pl.col("previous_value")).log()))
+    found = []
+    for *key, lrs, noise_ in rows.group_by(SHIFT_KEYS).agg(pl.col("_lr"), pl.col("run_noise").max()).iter_rows():
+        shift = shared_shift(lrs, noise_)
+        if shift is not None:
+            found.append((*key, *shift))
+    schema = {**{k: HISTORY_SCHEMA[k] for k in SHIFT_KEYS}, "shared_shift": pl.Float64, "shift_spread": pl.Float64}
+    return pl.DataFrame(found, orient="row", schema=schema)
+
+
 def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
                   changes: pl.DataFrame | None = None) -> pl.DataFrame:
-    parts = [_pair(r, s[i - 1] if i else None, i) for s in series(runs) for i, r in enumerate(s)]
+    repeated = repeats(changes_table(runs) if changes is None else changes, runs)
+    parts = [_pair(r, refs, i) for s in series(runs) for i, (r, refs) in enumerate(zip(s, references(s, repeated)))]
     if not parts:
         return pl.DataFrame(schema=HISTORY_SCHEMA)
     table = pl.concat(parts)
-    noise = _run_noise(table, repeats(changes_table(runs) if changes is None else changes, runs))
-    if noise:
+    noise_ = _run_noise(table, repeated)
+    if noise_:
         keys = ["experiment", "mode", "figure", "concurrency", "run"]
-        found = pl.DataFrame([(*k, v, src) for k, (v, src) in noise.items()], orient="row",
+        found = pl.DataFrame([(*k, v, src) for k, (v, src) in noise_.items()], orient="row",
                              schema={**{k: HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String})
         table = (table.join(found, on=keys, how="left", nulls_equal=True)
                  .with_columns(run_noise=pl.col("_noise"), noise_from=pl.col("_from")).drop("_noise", "_from"))
+    # two or more reference runs: their own scatter of this figure, where it is the larger noise
+    scattered = (pl.col("reference_runs") >= 2) & pl.col("_scatter").is_not_null() & pl.col("figure").is_in(FLAGGED)
+    from_scatter = (MARGIN * pl.col("_scatter")).exp() - 1
+    larger = scattered & (pl.col("run_noise").is_null() | (from_scatter > pl.col("run_noise")))
+    table = table.with_columns(run_noise=pl.when(larger).then(from_scatter).otherwise(pl.col("run_noise")),
+                               noise_from=pl.when(larger).then(pl.lit("reference runs")).otherwise(pl.col("noise_from")))
+    shifts = shifts_of(table)
+    if shifts.height:
+        table = table.drop("shared_shift", "shift_spread").join(shifts, on=SHIFT_KEYS, how="left", nulls_equal=True)
     return table.with_columns(verdict=verdict(min_change)).select(list(HISTORY_SCHEMA))
 
 

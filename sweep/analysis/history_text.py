@@ -10,7 +10,7 @@ from typing import cast
 import polars as pl
 
 from sweep.analysis import render
-from sweep.analysis.history import FIGURE_NAMES, FLAGGED, MARGIN, History
+from sweep.analysis.history import FIGURE_NAMES, FLAGGED, MARGIN, History, shifts_of
 from sweep.analysis.render import Section
 from sweep.core.console import plural
 
@@ -33,7 +33,7 @@ def _cell(value: float | None, change: float | None, verdict: str | None, digits
     text = render.num(value, digits)
     if value is None or change is None:
         return text + (" (new)" if verdict == "new" else "")
-    mark = {"regression": " worse", "improvement": " better"}.get(verdict or "", "")
+    mark = {"regression": " worse", "improvement": " better", "shared shift": " (shared)"}.get(verdict or "", "")
     return f"{text} {render.marked(change, verdict == 'within noise', render.change)}{mark}"
 
 
@@ -62,9 +62,29 @@ def _order(history: pl.DataFrame, runs: list[str]) -> list[str]:
 def _flag_line(r: dict, names: dict[str, str]) -> str:
     where = f" at C={r['concurrency']}" if r["concurrency"] is not None else ""
     interval = render.interval(r["ci_low"], r["ci_high"])
+    own = ""
+    if r.get("shared_shift") is not None and r["change"] is not None:  # judged against the shift
+        own = f", {render.change((1 + r['change']) / (1 + r['shared_shift']) - 1)} relative to the shared shift"
     return (f"- {r['verdict']}: {r['label']}, {FIGURE_NAMES.get(r['figure'], r['figure'])}{where}: "
             f"{render.num(r['previous_value'])} -> {render.num(r['value'])} ({render.change(r['change'])}, "
-            f"ratio interval {interval}) in {names.get(r['run'], r['run'])}")
+            f"ratio interval {interval}{own}) in {names.get(r['run'], r['run'])}")
+
+
+def _shift_lines(pair: pl.DataFrame, changed: pl.DataFrame) -> list[str]:
+    """One line per figure whose change every configuration shared (``shifts_of``), with what changed."""
+    shifts = shifts_of(pair)
+    what = ", ".join(_short(w) for w in changed["what"].to_list()) if changed.height else "nothing recorded"
+    lines = []
+    for figure in FLAGGED:
+        rows = shifts.filter(pl.col("figure") == figure).sort("concurrency", nulls_last=False)
+        if not rows.height:
+            continue
+        parts = [f"{r['shared_shift']:+.1%} (±{r['shift_spread']:.1%})"
+                 + (f" at C={r['concurrency']}" if r["concurrency"] is not None else "")
+                 for r in rows.iter_rows(named=True)]
+        lines.append(f"- {FIGURE_NAMES[figure]}: every configuration {', '.join(parts)}: a shared shift, "
+                     f"with {what} changed; each configuration is judged relative to it.")
+    return lines
 
 
 def _short(text: str | None, labels: int = 4) -> str:
@@ -92,8 +112,15 @@ def _spread(frame: pl.DataFrame, column: str) -> str:
 def _noise_line(pair: pl.DataFrame, names: dict[str, str]) -> str:
     """Which noise the pair's changes are judged by (``_run_noise``), in words."""
     sources = set(pair["noise_from"].drop_nulls().to_list())
+    refs = pair["reference_runs"].max()
+    median = (f"Each figure is compared with the median of the {refs} earlier runs with the previous run's "
+              "settings; " if isinstance(refs, int) and refs > 1 else "")
+    if "reference runs" in sources:
+        return (median + "judged by the scatter those runs measured (largest over smallest, "
+                f"x{MARGIN:g}) or the series' repeats, whichever is larger: up to {_spread(pair, 'run_noise')}; "
+                "and by each figure's own interval.")
     if "repeats" in sources:
-        return ("Judged by the run-to-run noise the repeated runs of this series measured (the largest change of "
+        return (median + ("judged" if median else "Judged") + " by the run-to-run noise the repeated runs of this series measured (the largest change of "
                 f"each figure and level between them, x{MARGIN:g}): up to {_spread(pair, 'run_noise')}; and by "
                 "each figure's own interval.")
     if "this repeat" in sources:
@@ -117,9 +144,10 @@ def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> l
         lines.append(f"- {c['what']}: {_short(c['before'])} -> {_short(c['after'])}{count}")
     pair = h.history.filter(pl.col("run") == run)
     lines.append(_noise_line(pair, names))
+    lines += _shift_lines(pair, changed)
     flagged = pair.filter(pl.col("verdict").is_in(["regression", "improvement"]))
     regress = flagged.filter(pl.col("verdict") == "regression").height
-    compared = pair.filter(pl.col("verdict").is_in(["regression", "improvement", "within noise"])).height
+    compared = pair.filter(pl.col("verdict").is_in(["regression", "improvement", "within noise", "shared shift"])).height
     threshold = f", and by {h.min_change:.0%} or more" if h.min_change else ""
     lines.append(f"Figures of {b} against {a}: {plural(regress, 'regression')}, "
                  f"{plural(flagged.height - regress, 'improvement')} "

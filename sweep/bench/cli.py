@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sweep.bench.client import APIS
+from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
 from sweep.core.console import output_console
 from sweep.core import workload_spec
@@ -80,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                      "into DIR as Parquet files, and DIR as a results directory "
                                                      "(sweep query/report DIR)")
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    parser.add_argument("--power", metavar="SOURCE", type=power_source_arg,
+                        help="sample GPU power during each level (the levels' power_*/energy_* columns): "
+                             "nvml (this machine's GPUs; nvml:0,1 for some of them) or ledger:DIR "
+                             "(the fake server's GPU ledger)")
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
@@ -106,6 +111,16 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     s.flush_between_levels = not args.no_flush
     s.server_metrics = not args.no_server_metrics
     return s
+
+
+def power_source_arg(text: str) -> str:
+    """``--power``'s value, checked for its form (the source opens in ``sweep.host.gpu.power_source``)."""
+    kind, _, rest = text.partition(":")
+    if kind == "nvml" and (not rest or all(x.strip().isdigit() for x in rest.split(","))):
+        return text
+    if kind == "ledger" and rest:
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not a power source: nvml, nvml:0,1 (GPU indices) or ledger:DIR")
 
 
 def _describe(info: PointProgress) -> str:
@@ -163,8 +178,10 @@ def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     return paths
 
 
-def run_cli(args: argparse.Namespace) -> int:
-    """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise."""
+def run_cli(args: argparse.Namespace, power: PowerSource | None = None) -> int:
+    """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise.
+    ``power``: what ``--power`` names, opened by the caller (``sweep.host.gpu.power_source``: the
+    GPU probes live in the host layer, above this one)."""
     from sweep.bench.report import print_report
     from sweep.bench.runner import run
     from sweep.bench.client import Endpoint
@@ -180,10 +197,11 @@ def run_cli(args: argparse.Namespace) -> int:
     check_auth(args.url, key)
     server = Endpoint(args.url, api_key=key, admin_key=admin)  # every request sends the key, /flush_cache the admin one
     if args.quiet or not console.is_terminal:
-        result = run(server, settings)
+        result = run(server, settings, power=power)
     else:
         with console.status(f"benchmarking {args.url}") as status:
-            result = run(server, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"))
+            result = run(server, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"),
+                         power=power)
     print_report(result, console)
     if args.out:
         paths = write_out(args.out, result, url=args.url)

@@ -19,6 +19,7 @@ full of failures that still finishes, and the next levels fail fast on connect.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,11 +171,13 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
             meter = pw.Meter(power, power_every_s) if power is not None else None
+            started = time.time()  # the level's window (a server over several hosts: pw.with_nodes)
             try:
                 run = await closed_loop_until(clients, opts, concurrency=c, requests=settings.requests_at(c),
                                               max_tokens=settings.concurrency.max_tokens, notify=notify,
                                               stop=settings.concurrency.stop)
             finally:
+                ended = time.time()
                 during = await sampler.stop() if sampler is not None else []
                 watts, gpus = await meter.stop() if meter is not None else ([], 0)
             columns, rows = await _level_metrics(side, url, point_id, c, before, during)
@@ -186,6 +189,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             level_rows.append({
                 "point_id": point_id, "concurrency": c, "max_tokens": settings.concurrency.max_tokens,
                 **figures, **pw.columns(watts, gpus, figures["wall_s"], tokens),
+                "level_started_at": started, "level_ended_at": ended,
                 "accept_length_server": sm.accept_length_of(after_info),
                 "flushed": flushed,
                 **stop_columns(run),

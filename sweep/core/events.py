@@ -44,6 +44,7 @@ class PointProgress:
     node_rank: int | None = None  # node: which node of a server that spans hosts
     attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
     node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)
+    power: tuple[tuple[float, float, int], ...] = ()  # power: a follower node's GPU samples (sweep.bench.power)
 
     @property
     def title(self) -> str:

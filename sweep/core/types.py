@@ -40,11 +40,12 @@ RunMode = Literal["real", "dry-run", "local", "fake"]
 """The mode a results directory records (``sweep.json``; ``real`` is ``cluster``): modes never mix."""
 
 Stage = Literal["start", "preflight", "load", "capture", "ready", "benchmark", "warmup", "single", "level",
-                "stop", "node", "retry"]
+                "stop", "node", "retry", "power"]
 """What a host is doing with a point: ``start`` (the task began), the point's own steps (``preflight``,
 ``load``, ``capture``, ``ready``, ``benchmark``, ``stop``), the benchmark's (``warmup``, ``single``,
-``level``), ``node`` (a follower node of a server that spans hosts) and ``retry`` (the driver's: the
-host was lost under the point, which runs again as ``attempt`` on another host)."""
+``level``), ``node`` (a follower node of a server that spans hosts), ``retry`` (the driver's: the
+host was lost under the point, which runs again as ``attempt`` on another host) and ``power`` (a
+follower's batch of GPU power samples, which the driver keeps for the point and shows nowhere)."""
 
 POINT_STATUSES: tuple[str, ...] = get_args(PointStatus)
 POINT_STATES: tuple[str, ...] = get_args(PointState)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 
+from sweep.core.errors import ConfigError
 from sweep.core.ledger import ledger_power, ledger_read
 
 
@@ -148,3 +149,39 @@ def real_probe() -> GpuProbe:
         said = str(e).strip() or "no message"
         return NoGpus(f"no GPU found: NVML failed to start: {type(e).__name__}: {said} "
                       "(check the NVIDIA driver: nvidia-smi on this host)")
+
+
+def power_source(text: str | None) -> Callable[[], list[float] | None] | None:
+    """The ``PowerSource`` ``--power`` names (None without it): NVML's gauge of this machine's GPUs
+    (``nvml:0,1``: those indices only), or the fake's GPU ledger (``ledger:DIR``). Refused before
+    the benchmark starts where it gives no figure."""
+    if text is None:
+        return None
+    kind, _, rest = text.partition(":")
+    if kind == "ledger":
+        if not Path(rest).is_dir():
+            raise ConfigError(f"--power {text}: no GPU ledger at {rest}",
+                              fix="pass the directory the fake server writes (its --fake-ledger or $SWEEP_FAKE_GPU_LEDGER)")
+        ledger = FakeGpus(rest)
+        return ledger.power
+    probe = real_probe()
+    reason = getattr(probe, "reason", None)
+    if reason is not None:
+        raise ConfigError(f"--power {text}: {reason}",
+                          fix="run on a host with NVIDIA GPUs and nvidia-ml-py (pip install nvidia-ml-py), or drop --power")
+    indices = [int(x) for x in rest.split(",")] if rest else None
+    known = [g.index for g in probe.gpus()]
+    if indices is not None and not set(indices) <= set(known):
+        raise ConfigError(f"--power {text}: no GPU {sorted(set(indices) - set(known))} here (GPUs {known})",
+                          fix=f"choose among {','.join(map(str, known))}")
+    if probe.power() is None:
+        raise ConfigError(f"--power {text}: the driver reports no power for these GPUs (NVMLError_NotSupported)",
+                          fix="drop --power; nvidia-smi -q -d POWER shows what the driver reports")
+    if indices is None:
+        return probe.power
+
+    def chosen() -> list[float] | None:
+        watts = probe.power()
+        return None if watts is None else [w for g, w in zip(known, watts) if g in indices]
+
+    return chosen

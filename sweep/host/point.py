@@ -23,6 +23,7 @@ from sweep.host import cpu as cpu_host
 from sweep.host import preflight as pf
 from sweep.core import redact
 from sweep.host import reaper
+from sweep.bench.power import POWER_EVERY_S, Recorder
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
 from sweep.core.events import PointProgress
@@ -258,10 +259,12 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         emit(PointProgress("benchmark"))
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
-        power = host.probe.power if spec.device != "cpu" else None
+        # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
+        power = Recorder(host.probe.power) if spec.device != "cpu" else None
         bench = run_bench(server.endpoint, spec.bench, point_id=spec.point_id, progress=emit, power=power)
         res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
         res.metrics = bench.metrics
+        res.power_series = power.take() if power is not None else []
         if not server.alive():
             raise server.died("benchmark")
         res.status = "ok"
@@ -271,13 +274,37 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
 def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None) -> PointResult:
     """Node ``node_rank`` > 0 of a server that spans several hosts: pre-flight, reap, launch its ranks,
     and keep them up until the point ends (the orchestrator cancels this call: leaving the attempt
-    stops and reaps) or they die (a failed result, with the reason from this node's log)."""
+    stops and reaps) or they die (a failed result, with the reason from this node's log). Meanwhile
+    it samples this host's GPU power every ``POWER_EVERY_S`` and posts the samples as ``power``
+    events every ``POWER_POST_S`` (and as it leaves): node 0's levels sum them (``with_nodes``)."""
     with _Attempt(spec, host, progress, node_rank=node_rank) as at:
         at.preflight()  # only node rank 0 listens
         at.emit(PointProgress("node", node_rank=node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
-        while server.alive():
-            server.poll_log()
-            time.sleep(0.2)
+        power = Recorder(host.probe.power) if spec.device != "cpu" else None
+        sampled = posted = time.monotonic()
+        try:
+            while server.alive():
+                server.poll_log()
+                now = time.monotonic()
+                if power is not None and now - sampled >= POWER_EVERY_S:
+                    power.sample()
+                    sampled = now
+                if power is not None and now - posted >= POWER_POST_S:
+                    _post_power(at.emit, node_rank, power)
+                    posted = now
+                time.sleep(0.2)
+        finally:
+            if power is not None:
+                _post_power(at.emit, node_rank, power)
         raise server.died(server.startup.phase)
     return at.result
+
+
+POWER_POST_S = 1.0  # how often a follower sends its power samples to the driver
+
+
+def _post_power(emit: OnProgress, node_rank: int, power: Recorder) -> None:
+    samples = power.take()
+    if samples:
+        emit(PointProgress("power", node_rank=node_rank, power=tuple(samples)))

@@ -23,6 +23,7 @@ import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from sweep.bench.power import with_nodes
 from sweep.core.errors import Cancelled
 from sweep.core.record import Failure, PointResult
 from sweep.host.point import HostContext, PointSpec
@@ -188,6 +189,8 @@ class Runner:
     _nodes_checked: float = 0.0
     _on_event: Any = None
     _stopping: set = field(default_factory=set)  # tasks that said they are stopping their server
+    # point id -> {node rank: GPU power samples} its followers posted (a server over several hosts)
+    _power: dict[str, dict[int, list]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._opts = dict(num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1}, max_retries=0)
@@ -215,6 +218,7 @@ class Runner:
     def _start_group(self, p: Pending) -> None:
         """The hosts are held: start the leader and the followers, each on its bundle's host."""
         g = p.the_group()
+        self._power[p.spec.point_id] = {}  # a retry's followers start afresh
         nodes = placement_group_table(g.pg)["bundles_to_node_id"]
         leader_node = nodes[0]
         ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == leader_node), "127.0.0.1")
@@ -283,11 +287,17 @@ class Runner:
             return None
         # the leader is done: stop the followers, release the hosts
         self._stop_group(g)
+        self._pump(self._on_event)  # the followers' last power samples
+        samples = self._power.pop(p.spec.point_id, {})
         if g.failure is not None:
             return Outcome(p.spec, g.failure, p.attempt)
         if g.host_lost:
             return self._retry_or_fail(p.spec, p.attempt, p.t0, "a host of the group")
-        return self._collect(ref, p.spec, p.attempt, p.t0)
+        outcome = self._collect(ref, p.spec, p.attempt, p.t0)
+        if outcome is not None and outcome.result.levels is not None:  # every node's GPUs in the levels
+            res = outcome.result
+            res.levels = with_nodes(res.levels, res.power_series, samples, p.spec.nnodes)
+        return outcome
 
     def _stop_group(self, g: Group) -> None:
         live = [f for f in g.followers if f in self._pending]
@@ -305,6 +315,10 @@ class Runner:
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
             return
         for pid, host, task_id, ev in events:
+            if ev.stage == "power":  # a follower's GPU samples: kept for its point, shown nowhere
+                if ev.node_rank is not None and pid in self._power:
+                    self._power[pid].setdefault(ev.node_rank, []).extend(ev.power)
+                continue
             self._where[pid] = host
             if ev.node_id is not None:
                 self._task_node[task_id] = ev.node_id

@@ -162,14 +162,18 @@ LEVELS = pa.schema(
         ("metrics_token_usage", pa.float64()),  # sglang:token_usage (KV pool fraction), DP averaged
         # --- the GPUs' power during the level (sweep/bench/power.py): sampled every 0.5 s from NVML on a GPU
         # host (the fake's GPU ledger in dry runs), each sample summed over every GPU of the host running the
-        # server (node 0's only, for a server over several hosts); all null without a power source (CPU
-        # hosts, no NVML, ``sweep bench``): null, never 0
-        ("power_mean_w", pa.float64()),  # mean over the samples
-        ("power_peak_w", pa.float64()),  # the largest sample
+        # server; for a server over several hosts, every node's GPUs (each node's mean over the level's
+        # window, summed; null where a node had no figure); all null without a power source (CPU hosts,
+        # no NVML, ``sweep bench`` without --power): null, never 0
+        ("power_mean_w", pa.float64()),  # mean over the samples (summed over the nodes)
+        ("power_peak_w", pa.float64()),  # the largest sample (of the nodes' samples summed where they align)
         ("energy_j", pa.float64()),  # power_mean_w x wall_s
         ("energy_per_token_j", pa.float64()),  # energy_j / output (completion) tokens of the ok requests
-        ("power_samples", pa.int32()),  # samples taken
-        ("power_gpus", pa.int32()),  # GPUs each sample sums
+        ("power_samples", pa.int32()),  # samples taken (over every node)
+        ("power_gpus", pa.int32()),  # GPUs each sample sums (over every node)
+        ("power_nodes", pa.int32()),  # nodes the figures cover: 1, or the server's hosts; fewer: figures null
+        ("level_started_at", pa.float64()),  # unix time the level's first request was sent (its window)
+        ("level_ended_at", pa.float64()),  # unix time its last request ended
     ]
 )
 

@@ -95,8 +95,9 @@ def test_identical_runs_flag_nothing_and_a_changed_run_is_flagged(h):
     row = h.history.filter((pl.col("label") == D1) & (pl.col("figure") == "output_throughput")
                            & (pl.col("concurrency") == 16) & pl.col("run").str.ends_with("n-c")).row(0, named=True)
     assert row["previous"].endswith("n-b") and row["step"] == 2
-    assert (row["previous_value"], row["value"]) == (1324.0, 1056.0)
-    assert row["change"] == pytest.approx(1056 / 1324 - 1) and row["ci_high"] < 1
+    # the reference: the median of n-a (1320) and its repeat n-b (1324), the earlier runs with the settings n-b had
+    assert (row["previous_value"], row["value"], row["reference_runs"]) == (1322.0, 1056.0, 2)
+    assert row["change"] == pytest.approx(1056 / 1322 - 1) and row["ci_high"] < 1
     other = h.history.filter(pl.col("experiment") == "other")
     assert set(other["step"]) == {0} and other["verdict"].null_count() == other.height
 
@@ -128,14 +129,14 @@ def test_the_command_prints_the_change_and_the_regression(root, capsys):
     assert "Figures of n-b against n-a: 0 regressions, 0 improvements" in out
     assert "n-b -> n-c:" in out and "- server.flags.max-running-requests: 64 -> 32" in out
     assert "- SGLang version: 0.5.10 -> 0.5.23" in out
-    assert f"- regression: {D1}, output tok/s at C=16: 1,324.0 -> 1,056.0 (-20.2%" in out
+    assert f"- regression: {D1}, output tok/s at C=16: 1,322.0 -> 1,056.0 (-20.1%" in out  # the median of n-a, n-b
     assert f"- improvement: {D1}, single-stream tok/s: 150.0 -> 165.0 (+10.0%" in out
     assert "other" not in out.split("Runs")[1].split("nightly (dry-run)")[0]  # --experiment: its runs only
     md = out_file.read_text()
     assert "## nightly (dry-run): 3 runs" in md
     assert "### nightly (dry-run): output tok/s at C=16, run by run" in md
     line = next(x for x in md.splitlines() if x.startswith(f"| {D1} ") and "1,056" in x)
-    assert "1,324 ~+0.3%" in line and "1,056 -20.2% worse" in line
+    assert "1,324 ~+0.3%" in line and "1,056 -20.1% worse" in line
 
 
 def test_bad_roots_and_experiments_are_results_errors(tmp_path, root, capsys):
@@ -207,8 +208,9 @@ def test_a_noisy_repeat_hides_a_smaller_change_and_no_repeat_leaves_the_interval
     at16 = {run.split("/")[-1]: (v, src) for run, v, src in h.history.filter(
         (pl.col("label") == D1) & (pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)
         & (pl.col("step") > 0)).select("run", "verdict", "noise_from").iter_rows()}
+    # c's reference: the median of a, b and x (all repeats), judged by their scatter (x's +18 %), widened
     assert at16 == {"b": ("within noise", "repeats"), "x": ("improvement", "repeats"),
-                    "c": ("within noise", "repeats")}
+                    "c": ("within noise", "reference runs")}
     assert "Judged by the run-to-run noise the repeated runs of this series measured" in h.markdown()
     # two runs and a change between them: no repeat, the intervals alone judge (and say so)
     only = history.build([r / "b", r / "c"])
@@ -275,3 +277,57 @@ def test_a_sweep_still_running_has_its_missing_points_pending(tmp_path):
     assert h.changes.filter(pl.col("run").str.ends_with("/b")).is_empty()
     assert h.runs.filter(pl.col("name") == "b").select("planned", "points").row(0) == (2, 1)
     assert "| b   | nightly    | dry-run" in h.markdown() and "| 1 of 2 " in h.markdown()
+
+
+# --- the reference: the median of the repeats; shifts every configuration shares
+
+def test_shared_shift_needs_nearly_every_configuration_moving_alike():
+    import math
+
+    lr = [math.log(x) for x in (0.88, 0.87, 0.89, 0.88)]
+    shift, spread = history.shared_shift(lr)
+    assert shift == pytest.approx(-0.12, abs=0.005) and 0 < spread < 0.02
+    assert history.shared_shift(lr[:2]) is None  # two configurations are not "every"
+    assert history.shared_shift([*lr, math.log(1.10)]) is not None  # one of five the other way: 80 % is nearly all ...
+    assert history.shared_shift([*lr[:3], math.log(1.10)]) is None  # ... one of four is not
+    assert history.shared_shift([math.log(x) for x in (0.99, 0.985, 0.99)]) is None  # under 2 %: not a shift
+    assert history.shared_shift(lr, run_noise=0.2) is None  # within the run-to-run noise
+    assert history.shared_shift([math.log(x) for x in (0.95, 0.80, 0.70)]) is None  # moved, not alike
+
+
+def _four(path, started_at, c16, version="0.5.10"):
+    """A run of "shifts": a baseline and three drafters; ``c16``: each one's output tok/s at C=16."""
+    sd = SweepDir(path, experiment="shifts", started_at=started_at, manifest={"mode": "dry-run"},
+                  settings={**SETTINGS, "source": f"{path}.yaml"})
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: c16[0]},
+                    sglang_version=version)
+    for name, value in zip(("d1", "d2", "d3"), c16[1:]):
+        sd.point(drafter=name, steps="2", nccl="default", baseline_of=base, tok_s=[150, 151, 149],
+                 levels={1: 150, 16: value}, sglang_version=version)
+    return sd.write()
+
+
+def test_a_shift_every_configuration_shares_is_said_once_and_each_is_judged_relative_to_it(tmp_path):
+    """a, b, c repeat (c's reference: the median of a and b); d runs a new SGLang: every configuration
+    loses about 12 % at C=16, d3 40 %: d3 alone is a regression (relative to the shift), the others
+    moved with it."""
+    r = tmp_path / "results"
+    _four(r / "a", 1000.0, (1200, 1300, 1400, 1500))
+    _four(r / "b", 2000.0, (1204, 1303, 1396, 1505))
+    _four(r / "c", 3000.0, (1202, 1301, 1402, 1499))
+    _four(r / "d", 4000.0, (1200 * 0.88, 1300 * 0.87, 1400 * 0.885, 1500 * 0.6), version="0.5.23")
+    h = history.build([r])
+    at16 = h.history.filter((pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16))
+    c = at16.filter(pl.col("run").str.ends_with("/c") & (pl.col("label") == "drafter=d1,steps=2,nccl=default"))
+    assert c.select("previous_value", "reference_runs").row(0) == (pytest.approx((1300 + 1303) / 2), 2)
+    d = {row["label"].split(",")[0]: row for row in at16.filter(pl.col("run").str.ends_with("/d")).iter_rows(named=True)}
+    assert {k: v["verdict"] for k, v in d.items()} == {
+        "drafter=none": "shared shift", "drafter=d1": "shared shift", "drafter=d2": "shared shift",
+        "drafter=d3": "regression"}
+    assert d["drafter=d3"]["shared_shift"] == pytest.approx(-0.12, abs=0.01)
+    assert d["drafter=none"]["reference_runs"] == 3  # a, b and c: the median of the repeats
+    assert h.regressions()["label"].to_list() == ["drafter=d3,steps=2,nccl=default"] * 2  # and its per-request tok/s
+    text = h.markdown()
+    assert "- output tok/s: every configuration -12." in text and "a shared shift, with SGLang version changed" in text
+    assert "relative to the shared shift) in d" in text
+    assert "compared with the median of the 3 earlier runs" in text

@@ -37,6 +37,9 @@ def test_point_spanning_two_hosts(tmp_path):
     assert ok["gpu_count"] == 8
     levels = load(tmp_path / "res")["levels"].filter(pl.col("point_id") == ok["point_id"]).collect()
     assert levels.height == 2 and (levels["failed"] == 0).all()
+    # every node's GPUs in the power columns: node 0's under load, the follower's (idle in the fake)
+    assert (levels["power_nodes"] == 2).all() and (levels["power_gpus"] == 16).all()
+    assert (levels["power_mean_w"] > 16 * 75.0).all() and levels["energy_j"].is_not_null().all()
     bad = pts["capture_oom"]
     assert bad["status"] == "failed" and "CUDA out of memory" in bad["failure_reason"]
     assert not our_processes(tmp_path / "res")
