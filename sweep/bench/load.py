@@ -56,12 +56,17 @@ class RequestOptions:
 class Sent:
     """One request as sent (its place in the benchmark) and what it measured."""
 
-    phase: str  # warmup | single | level
+    phase: str  # warmup | single | level | rate
     concurrency: int
     seq: int
     prompt_index: int  # the request's index in its workload
     max_tokens: int  # as sent: the request's own output length, else the phase's
     record: RequestRecord
+    # an open-loop level's (phase rate, sweep/bench/openloop.py): scheduled arrival from the level's
+    # start, the level's offered rate, and the send's lateness (the wait for a slot)
+    arrival_s: Optional[float] = None
+    offered_rate: Optional[float] = None
+    wait_s: Optional[float] = None
 
 
 class Notifier:
