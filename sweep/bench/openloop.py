@@ -112,20 +112,30 @@ async def open_loop(clients: Clients, opts: RequestOptions, *, arrivals: list[fl
     return OpenRun([s for s in results if s is not None], list(arrivals), waits, outstanding, peak)
 
 
-def queue_growth(arrivals: list[float], outstanding: list[int]) -> Optional[float]:
+def settle_s(run: OpenRun) -> float:
+    """How long the backlog takes to fill from empty to its steady level: the latency of an
+    unqueued request, the median of the first five requests' (sent into an idle server)."""
+    first = sorted(s.record.latency_s or 0.0 for s in run.sent if s.seq < 5)
+    return first[len(first) // 2] if first else 0.0
+
+
+def queue_growth(arrivals: list[float], outstanding: list[int], settle: float = 0.0) -> Optional[float]:
     """How many requests the backlog grew by over the level: the least-squares slope of the
-    requests outstanding at each arrival against its time, times the arrivals' span. About 0 when
-    the server keeps up (the backlog hovers around rate x latency), (rate - capacity) x span when it
-    does not. None with fewer than 10 arrivals or no span."""
-    n = len(arrivals)
-    if n < 10 or arrivals[-1] <= arrivals[0]:
+    requests outstanding at each arrival against its time, times the span, over the arrivals after
+    the first ``settle`` seconds (a level starts empty: its backlog climbs to rate x latency over
+    the first latency, which is no growth). About 0 when the server keeps up (the backlog hovers
+    around rate x latency), (rate - capacity) x span when it does not. None with fewer than 10
+    arrivals after the settling, or no span."""
+    pairs = [(t, o) for t, o in zip(arrivals, outstanding) if t >= arrivals[0] + settle] if arrivals else []
+    n = len(pairs)
+    if n < 10 or pairs[-1][0] <= pairs[0][0]:
         return None
-    mt, mo = sum(arrivals) / n, sum(outstanding) / n
-    var = sum((t - mt) ** 2 for t in arrivals)
+    mt, mo = sum(t for t, _ in pairs) / n, sum(o for _, o in pairs) / n
+    var = sum((t - mt) ** 2 for t, _ in pairs)
     if var <= 0:
         return None
-    slope = sum((t - mt) * (o - mo) for t, o in zip(arrivals, outstanding)) / var
-    return slope * (arrivals[-1] - arrivals[0])
+    slope = sum((t - mt) * (o - mo) for t, o in pairs) / var
+    return slope * (pairs[-1][0] - pairs[0][0])
 
 
 def growth_noise(outstanding: list[int]) -> float:
@@ -135,12 +145,25 @@ def growth_noise(outstanding: list[int]) -> float:
     return 3 * math.sqrt(mean + 1) + 1
 
 
-def kept_up(growth: Optional[float], outstanding: list[int]) -> Optional[bool]:
+def drain_s(run: OpenRun) -> Optional[float]:
+    """From the last send to the last answer (None without an answer)."""
+    ends = [s.record.end_mono for s in run.sent]
+    starts = [s.record.start_mono for s in run.sent]
+    return max(ends) - max(starts) if ends else None
+
+
+def kept_up(growth: Optional[float], outstanding: list[int], drain: Optional[float] = None,
+            settle: float = 0.0) -> Optional[bool]:
     """Whether the server kept up with the arrivals: the backlog did not grow beyond chance
-    (``growth_noise``). None where too little arrived to say (``queue_growth`` is None)."""
-    if growth is None:
+    (``growth_noise``). A level too short to fit a growth (fewer than 10 arrivals after the
+    settling, e.g. a burst) is judged by its drain instead: kept up unless the last request took
+    more than 3 unqueued latencies (``settle``) to answer after the last send. None where neither
+    can say."""
+    if growth is not None:
+        return growth <= growth_noise(outstanding)
+    if drain is None or not settle > 0 or len(outstanding) < 2:
         return None
-    return growth <= growth_noise(outstanding)
+    return drain <= 3 * settle
 
 
 def level_columns(run: OpenRun, *, offered_rate: Optional[float], arrival: str, burstiness: Optional[float],
@@ -149,7 +172,8 @@ def level_columns(run: OpenRun, *, offered_rate: Optional[float], arrival: str, 
     (a trace): the trace's own mean rate."""
     a = run.arrivals
     span = a[-1] - a[0] if len(a) > 1 else 0.0
-    growth = queue_growth(a, run.outstanding)
+    settle = settle_s(run)
+    growth = queue_growth(a, run.outstanding, settle)
     waits = sorted(w for w in run.waits if w is not None)
     return {
         "offered_rate": offered_rate if offered_rate is not None else ((len(a) - 1) / span if span > 0 else None),
@@ -158,7 +182,7 @@ def level_columns(run: OpenRun, *, offered_rate: Optional[float], arrival: str, 
         "achieved_rate": ok / wall_s if wall_s else None,
         "max_in_flight_seen": run.max_in_flight_seen,
         "outstanding_mean": sum(run.outstanding) / len(run.outstanding) if run.outstanding else None,
-        "queue_growth": growth, "kept_up": kept_up(growth, run.outstanding),
+        "queue_growth": growth, "kept_up": kept_up(growth, run.outstanding, drain_s(run), settle),
         "wait_mean_s": sum(waits) / len(waits) if waits else None,
         "wait_max_s": waits[-1] if waits else None,
     }

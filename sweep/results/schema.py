@@ -191,10 +191,13 @@ LEVELS = pa.schema(
         ("max_in_flight_seen", pa.int32()),  # most requests sent and unanswered at once
         ("outstanding_mean", pa.float64()),  # mean requests arrived and unanswered, seen at each arrival
         # how many requests the backlog grew by over the level: the least-squares slope of the outstanding
-        # requests at each arrival against time, times the arrival span (null under 10 arrivals)
+        # requests at each arrival against time, times the span, over the arrivals after the first unqueued
+        # latency (the median of the first 5 requests': the backlog's fill from empty); null under 10 of them
         ("queue_growth", pa.float64()),
         # false when queue_growth is beyond chance: 3 sqrt(outstanding_mean + 1) + 1 (a backlog that is
-        # Poisson around its mean); the server did not keep up with the rate
+        # Poisson around its mean); the server did not keep up with the rate. A level with too few arrivals
+        # after the fill for a fit (a burst) is judged by its drain: false when the last answer came more
+        # than 3 unqueued latencies after the last send
         ("kept_up", pa.bool_()),
         ("wait_mean_s", pa.float64()),  # requests' wait_s: mean and largest
         ("wait_max_s", pa.float64()),
