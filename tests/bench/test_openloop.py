@@ -144,3 +144,22 @@ def test_a_trace_is_replayed_at_its_own_timing_scaled(fake_sglang, tmp_path):
     assert np.allclose(req["arrival_s"].to_numpy(), want)
     sent = req["start_at"].to_numpy() - req["start_at"][0]
     assert (sent >= want - 0.02).all() and (sent < want + 0.25).all()  # at its times, not back to back
+
+
+def test_an_experiment_file_takes_rates_and_refuses_what_cannot_run(tmp_path):
+    from sweep.core.errors import ConfigError
+    from sweep.experiment import config
+    from sweep.experiment.plan import point_id
+    from tests.experiments import experiment, write
+
+    plain = config.load(write(tmp_path / "plain.yaml", experiment()))
+    rated = config.load(write(tmp_path / "rated.yaml", experiment(
+        benchmark={"rates": [1, 2.5], "open_loop": {"arrival": "gamma", "burstiness": 0.5, "duration_s": 30}})))
+    assert rated.benchmark.rates == [1, 2.5] and rated.benchmark.open_loop.burstiness == 0.5
+    default = config.load(write(tmp_path / "default.yaml", experiment(benchmark={"rates": [], "open_loop": {}})))
+    assert point_id(default, {}, {}) == point_id(plain, {}, {}) != point_id(rated, {}, {})  # defaults: same id
+    with pytest.raises(ConfigError, match=r"line \d+: benchmark.rates = \[1.0, 0.0\] is out of range"):
+        config.load(write(tmp_path / "zero.yaml", experiment(benchmark={"rates": [1, 0]})))
+    with pytest.raises(ConfigError, match="search.strategy: adaptive"):
+        config.load(write(tmp_path / "adaptive.yaml", experiment(benchmark={"rates": [1]},
+                                                                 search={"strategy": "adaptive"})))
