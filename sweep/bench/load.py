@@ -134,7 +134,7 @@ async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: in
     C workers pull the next request number from one shared iterator as soon as their previous
     request ends (closed loop): the server always sees C requests, never a burst or a trickle.
     A multi-turn workload's conversation is pulled whole: one worker sends its turns one after
-    another (``Workload.units``). A trace's arrival times are not followed here (closed loop).
+    another (``Workload.units``). A trace's arrival times are not followed here (closed loop; ``sweep.bench.openloop`` follows them).
     """
     run = await closed_loop_until(clients, opts, concurrency=concurrency, requests=requests,
                                   max_tokens=max_tokens, notify=notify)

@@ -15,11 +15,19 @@ their first request, and the comparison is not drowned by two different draws (a
 Poisson arrivals has a span with a relative spread of 1/sqrt(N): 7 % at 200). The printed
 "span of arrivals" line says whether that held: bench_serving's duration against ours.
 
+TTFT differs by definition where a token's text can be empty: bench_serving times the first chunk
+whose ``text`` is non-empty, sweep the first chunk that carries a token (``completion_tokens`` > 0).
+The fake's every token has text (the two agree); a real tokenizer's incremental detokenizer holds
+back a token that ends mid-word or mid-UTF-8 (the tiny model's random output: in 7 of 40 requests
+the first text came a decode step after the first token, +14 ms on average), so bench_serving's
+TTFT reads higher there.
+
 Servers: the fake (``python -m sweep.fake``, default), and with ``--real`` the CPU SGLang of the
 real tier with its tiny model (tests/real/conftest.py finds it; minutes to start). bench_serving
 needs a tokenizer (it counts prompt lengths, and drops prompts under 2 tokens): the tiny model's.
 
-    python tests/perf/bench_serving.py [--rate 4] [--requests 200] [--out-len 32] [--seed 1] [--real]
+    python tests/perf/bench_serving.py [--rate 4] [--requests 200] [--out-len 32] [--seed 1] [--real [--no-fake]]
+                                       [--sweep-first] [--warm]
 
 Needs ``~/.cache/sweep-sglang-releases/v0.5.10`` with ``datasets`` installed in it (bench_serving
 imports it): ``~/.cache/sweep-sglang-releases/v0.5.10/bin/python -m pip install datasets``.
@@ -79,7 +87,7 @@ def run_bench_serving(url: str, data: Path, a, out: Path) -> dict:
         raise SystemExit(f"bench_serving failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     rec = json.loads(out.read_text().strip().splitlines()[-1])
     return {"completed": rec["completed"], "output_throughput": rec["output_throughput"],
-            "mean_ttft_ms": rec["mean_ttft_ms"], "duration_s": rec["duration"],
+            "mean_ttft_ms": rec["mean_ttft_ms"], "median_ttft_ms": rec["median_ttft_ms"], "duration_s": rec["duration"],
             "output_tokens": rec.get("total_output_tokens")}
 
 
@@ -95,18 +103,28 @@ def run_sweep_bench(url: str, data: Path, a, out: Path) -> dict:
     level = pl.read_parquet(out / "levels.parquet").row(0, named=True)
     req = pl.read_parquet(out / "requests.parquet").filter(pl.col("ok"))
     return {"completed": level["ok"], "output_throughput": level["output_throughput"],
-            "mean_ttft_ms": req["ttft_s"].mean() * 1000, "duration_s": level["wall_s"],
+            "mean_ttft_ms": req["ttft_s"].mean() * 1000, "median_ttft_ms": req["ttft_s"].median() * 1000,
+            "duration_s": level["wall_s"],
             "output_tokens": int(req["completion_tokens"].sum()), "kept_up": level["kept_up"]}
 
 
 def compare(name: str, url: str, data: Path, a, work: Path) -> None:
-    theirs = run_bench_serving(url, data, a, work / f"{name}-bench_serving.jsonl")
-    ours = run_sweep_bench(url, data, a, work / f"{name}-sweep")
+    if a.warm:  # a fresh server's first requests of each prompt length pay one-off costs (CPU kernels)
+        run_sweep_bench(url, data, argparse.Namespace(**{**vars(a), "rate": max(a.rate, 8.0)}), work / f"{name}-warm")
+    if a.sweep_first:
+        ours = run_sweep_bench(url, data, a, work / f"{name}-sweep")
+        theirs = run_bench_serving(url, data, a, work / f"{name}-bench_serving.jsonl")
+    else:
+        theirs = run_bench_serving(url, data, a, work / f"{name}-bench_serving.jsonl")
+        ours = run_sweep_bench(url, data, a, work / f"{name}-sweep")
+    print(f"\n{name}: {'sweep bench ran first' if a.sweep_first else 'bench_serving ran first'}"
+          f"{', after a warm-up pass over the file' if a.warm else ''}")
     print(f"\n{name}: {a.requests} requests, Poisson {a.rate:g} req/s, seed {a.seed}, {a.out_len} output tokens")
     print(f"{'':28}{'bench_serving':>15}{'sweep bench':>15}{'sweep/theirs':>14}")
     for key, label, fmt in (("completed", "completed requests", "{:.0f}"),
                             ("output_throughput", "output throughput tok/s", "{:.2f}"),
                             ("mean_ttft_ms", "mean TTFT ms", "{:.2f}"),
+                            ("median_ttft_ms", "median TTFT ms", "{:.2f}"),
                             ("duration_s", "duration s (span of arrivals", "{:.3f}"),
                             ("output_tokens", "output tokens", "{:.0f}")):
         t, o = theirs[key], ours[key]
@@ -124,6 +142,8 @@ def main() -> None:
     p.add_argument("--speed", type=float, default=1.0, help="the fake's --fake-speed")
     p.add_argument("--real", action="store_true", help="also against the real CPU SGLang with the tiny model")
     p.add_argument("--no-fake", action="store_true")
+    p.add_argument("--sweep-first", action="store_true", help="run sweep bench before bench_serving")
+    p.add_argument("--warm", action="store_true", help="first one unmeasured pass over the file (sweep bench)")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
