@@ -86,7 +86,7 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
                              "(the directory), and the history views compare them")
     parser.add_argument("sql", metavar="SQL",
                         help="a query over points, single_stream, levels, requests, metrics (and the views "
-                             "speedup, level_speedups, best_per_level, crossover; runs, picks, history, changes)")
+                             "speedup, level_speedups, best_per_level, crossover, rate_levels; runs, picks, history, changes)")
     parser.add_argument("--format", choices=query.FORMATS, default="table", dest="fmt",
                         help="output format (default: table)")
     parser.add_argument("--output", "-o", metavar="FILE", default=None,

@@ -12,7 +12,7 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, realspeed, render, slo as slo_mod, slo_noise, speedups
+from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, realspeed, render, slo as slo_mod, slo_noise, speedups
 from sweep.analysis.frames import Tables
 from sweep.core.console import plural
 
@@ -40,6 +40,8 @@ class Findings:
     fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
     pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
     energy: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=energy_mod.SCHEMA))  # energy.level_energy
+    open_levels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=openloop.SCHEMA))  # openloop.rate_levels
+    open_slo: pl.DataFrame = field(default_factory=pl.DataFrame)  # openloop.rate_slo: goodput per SLO and rate
 
 
 def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
@@ -48,10 +50,12 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
     tables, speed = realspeed.at_real_speed(tables)
+    slos = list(slos or [])
+    open_levels, open_slo = openloop.rate_levels(tables), openloop.rate_slo(tables, slos)
+    tables = openloop.closed_loop(tables)  # the concurrency analysis never sees an open-loop level
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
     level_noise = noise.curve_noise(levels)
-    slos = list(slos or [])
     slo_levels = slo_mod.level_slo(tables, slos)
     slo_table = slo_noise.margins(tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels,
                                   level_noise=level_noise)
@@ -77,6 +81,8 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         fastest=speedups.fastest_single(single, speedups.single_samples(tables)),
         pruned=health.pruned(tables),
         energy=energy_mod.level_energy(tables),
+        open_levels=open_levels,
+        open_slo=open_slo,
     )
 
 

@@ -32,16 +32,22 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from sweep.analysis import realspeed, speedups
+from sweep.analysis import openloop, realspeed, speedups
 from sweep.analysis.frames import Tables
 from sweep.core.errors import QueryError, UnknownFormatError
 from sweep.results import load
 
+def _closed(view: Callable[[Tables], pl.DataFrame]) -> Callable[[Tables], pl.DataFrame]:
+    """``view`` over the concurrency levels only (open-loop levels have no concurrency)."""
+    return lambda tables: view(openloop.closed_loop(tables))
+
+
 VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {
-    "speedup": speedups.speedup_table,
-    "level_speedups": speedups.level_speedups,
-    "best_per_level": speedups.best_per_level,
-    "crossover": speedups.crossover,
+    "speedup": _closed(speedups.speedup_table),
+    "level_speedups": _closed(speedups.level_speedups),
+    "best_per_level": _closed(speedups.best_per_level),
+    "crossover": _closed(speedups.crossover),
+    "rate_levels": openloop.rate_levels,  # the open-loop levels, per point and offered rate
 }
 FORMATS = ("table", "csv", "json", "parquet")
 

@@ -31,14 +31,16 @@ TIMES = {
     "single_stream": ("latency_s", "ttft_s"),
     "levels": ("wall_s", "latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "ttft_p50_s",
                "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s",
-               "energy_j", "energy_per_token_j"),  # watts x seconds: the fake's watts are real, its seconds not
-    "requests": ("ttft_s", "latency_s", "tpot_s", "itl_p50_s", "itl_p99_s"),
+               "energy_j", "energy_per_token_j",  # watts x seconds: the fake's watts are real, its seconds not
+               "wait_mean_s", "wait_max_s"),
+    "requests": ("ttft_s", "latency_s", "tpot_s", "itl_p50_s", "itl_p99_s", "wait_s"),
 }
 RATES = {
     "single_stream": ("tok_per_s",),
     "levels": ("output_throughput", "request_throughput", "per_request_tok_s", "steady_throughput",
-               "metrics_gen_throughput"),
-    "requests": (),
+               "metrics_gen_throughput",
+               "offered_rate", "arrival_rate", "achieved_rate"),  # an open-loop level's (sweep/bench/openloop.py)
+    "requests": ("offered_rate",),
 }
 TIME_LISTS = {"requests": ("chunk_times_s",)}
 MEASURED = "_measured"  # suffix of the column that keeps a scaled column's measured values

@@ -18,7 +18,7 @@ import polars as pl
 
 from sweep.core import atomic
 from sweep.core.console import plural
-from sweep.analysis import acceptance, charts, energy as energy_mod, frontier as frontier_mod, noise, plots, render, slo as slo_mod, slo_noise
+from sweep.analysis import acceptance, charts, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -220,6 +220,55 @@ def slo_sections(f: Findings) -> list[Section]:
                 "share of requests that did; 'x' marks a level that misses the SLO at its percentiles."],
                 _level_pivot(cells, pl.col("cell")), level=3))
     return out
+
+
+def open_loop_sections(f: Findings) -> list[Section]:
+    """Goodput against offered rate, per configuration and open-loop level, marking the rate where
+    the server stops keeping up (none without open-loop levels)."""
+    lv = f.open_levels
+    if not lv.height:
+        return []
+    text = ["Open-loop levels (benchmark.rates; a trace replayed at its own timing): requests sent at drawn "
+            "arrival times whatever the server does, so a server that cannot keep up builds a queue. 'kept up' "
+            "is 'no' where the backlog (requests arrived and unanswered, seen at each arrival) grew over the level "
+            "beyond chance (the least-squares growth above 3 sqrt(mean backlog + 1) + 1 requests); '<-' marks the "
+            "lowest rate each configuration did not keep up with. Achieved req/s is ok requests over the level's "
+            "wall time (SGLang bench_serving's request throughput: the drain after the last arrival keeps it a "
+            "little below the rate even when the server keeps up). TTFT runs from the send, as in bench_serving."]
+    for r in openloop.first_overload(lv).iter_rows(named=True):
+        up = "no rate" if r["kept_up_to"] is None else f"{r['kept_up_to']:g} req/s"
+        down = "every rate measured" if r["overloaded_at"] is None else f"not at {r['overloaded_at']:g} req/s"
+        text.append(f"{r['label']}: kept up with {up}; {down}.")
+    if f.speed.scaled:
+        text.append("DRY RUN: rates and times at real speed (the fake's divided back).")
+    first = openloop.first_overload(lv).select("point_id", "overloaded_at")
+    frame = lv.join(first, on="point_id", how="left")
+    columns: Columns = {
+        "configuration": "label",
+        "offered req/s": render.cell(lambda rate, arrival, b: f"{rate:g}" + (" (trace)" if arrival == "trace" else
+                                     f" (gamma {b:g})" if arrival == "gamma" else ""),
+                                     "offered_rate", "arrival", "burstiness"),
+        "achieved req/s": render.cell(_n(2), "achieved_rate"),
+        "output tok/s": render.cell(_n(1), "output_throughput"),
+        "TTFT p50 s": render.cell(_n(3), "ttft_p50_s"), "TTFT p99 s": render.cell(_n(3), "ttft_p99_s"),
+        "TPOT p50 ms": render.cell(lambda v: render.num(None if v is None else v * 1000, 1), "tpot_p50_s"),
+        "backlog growth": render.cell(_n(1), "queue_growth"),
+        "kept up": render.cell(lambda k, rate, over: render.MISSING if k is None else
+                               ("yes" if k else "no") + (" <-" if over is not None and rate == over else ""),
+                               "kept_up", "offered_rate", "overloaded_at"),
+    }
+    for slo in f.slos:
+        good = f.open_slo.filter(pl.col("slo") == slo.name).select(
+            "point_id", "offered_rate", **{f"g_{slo.name}": "goodput_rps", f"a_{slo.name}": "attainment",
+                                           f"m_{slo.name}": "met"})
+        frame = frame.join(good, on=["point_id", "offered_rate"], how="left")
+        columns[f"goodput {slo.name} req/s"] = render.cell(
+            lambda g, a, met: render.MISSING if g is None else f"{render.num(g, 2)} ({a:.0%})" + ("" if met else " x"),
+            f"g_{slo.name}", f"a_{slo.name}", f"m_{slo.name}")
+    if f.slos:
+        text.append("Goodput per SLO: requests per second that met every limit (in brackets the share that did; "
+                    "'x': the level misses the SLO at its percentiles).")
+    return [Section("Open loop: goodput against offered rate", text, frame.select(**columns))]
 
 
 def energy_section(f: Findings) -> Section:
@@ -569,9 +618,10 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
     sections = [header(directory, f, plan), summary_section(f),
                 *frontier_section(f, img("frontier.png")),
                 *slo_sections(f),
+                *open_loop_sections(f),
                 energy_section(f),
                 single_stream_section(f, img("single_stream.png")),
-                concurrency_section(f, img("concurrency.png"), stop_note(tables)),
+                concurrency_section(f, img("concurrency.png"), stop_note(openloop.closed_loop(tables))),
                 best_section(f),
                 crossover_section(f, img("speedup_vs_concurrency.png")),
                 *grid_sections(f, img("speedup_grid.png")),

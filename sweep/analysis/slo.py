@@ -406,7 +406,8 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
         return pl.DataFrame(schema=schema)
     frame = pl.DataFrame(rows, schema_overrides={"c": pl.Float64, "last_met": pl.Int64, "first_missed": pl.Int64,
                                                  "baseline_id": pl.String, "baseline_label": pl.String,
-                                                 "binding": pl.String, "bound": pl.String})
+                                                 "binding": pl.String, "bound": pl.String,
+                                                 "baseline": pl.Boolean})  # null in a ``bench --out`` directory
     base = frame.select("slo", baseline_id="point_id", baseline_tok_s_gpu="tok_s_gpu")
     slo_order = {s.name: i for i, s in enumerate(slos)}
     frame = (frame.join(base, on=["slo", "baseline_id"], how="left")

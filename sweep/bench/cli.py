@@ -40,6 +40,16 @@ def _levels(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, e.g. 1,8,64") from None
 
 
+def _rates(text: str) -> list[float]:
+    """``"1,2,4.5"`` -> [1.0, 2.0, 4.5]; ``""``/``"none"`` -> [] (no open-loop levels)."""
+    if text.strip().lower() in ("", "none"):
+        return []
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of rates, e.g. 1,2,4") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m sweep bench``."""
     parser.description = "Benchmark a running SGLang (or OpenAI-compatible) server: single stream, then a concurrency sweep."
@@ -62,6 +72,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="requests sent at each level (default: rounds x concurrency)")
     g.add_argument("--rounds", type=int, help=f"with no --requests-per-level: requests = rounds x C (default {_D.concurrency.rounds})")
     g.add_argument("--max-tokens", type=int, help=f"tokens per request in the sweep (default {_D.concurrency.max_tokens})")
+    g = parser.add_argument_group("open loop (requests at drawn arrival times, after the concurrency sweep)")
+    g.add_argument("--rates", type=_rates,
+                   help="request rates in requests/s, comma-separated, one open-loop level each (default none)")
+    g.add_argument("--arrival", choices=("poisson", "gamma"),
+                   help=f"arrival gaps: poisson (exponential) or gamma of shape --burstiness (default {_D.open_loop.arrival})")
+    g.add_argument("--burstiness", type=float, help="gamma's shape: < 1 burstier, > 1 more regular (default 1: Poisson)")
+    g.add_argument("--rate-requests", type=int,
+                   help=f"requests per rate level (default {_D.open_loop.requests}; with --duration: at most)")
+    g.add_argument("--duration", type=float, metavar="SECONDS",
+                   help="seconds of arrivals per rate level (with --rate-requests: whichever ends first)")
+    g.add_argument("--max-in-flight", type=int, help="at most this many requests unanswered; later ones wait (default: no cap)")
+    g.add_argument("--ramp-up", type=float, metavar="SECONDS", help="the rate climbs from 0 over these first seconds (default 0)")
+    g.add_argument("--replay", action="store_true",
+                   help="a trace workload: one more level at the trace's own timing (scaled by its scale=)")
     g = parser.add_argument_group("requests")
     g.add_argument("--prompts", help=f"built-in set ({', '.join(BUILTIN)}) or a JSONL file of {{\"prompt\": ...}} lines (default {_D.prompts})")
     g.add_argument("--workload", metavar="SPEC",
@@ -90,13 +114,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """``BenchSettings`` with every option the user gave, defaults for the rest."""
     s = BenchSettings()
-    ss, cc = s.single_stream, s.concurrency
+    ss, cc, ol = s.single_stream, s.concurrency, s.open_loop
     for obj, attr, value in (
         (ss, "runs", args.runs), (ss, "warmup", args.warmup), (ss, "max_tokens", args.single_max_tokens),
         (cc, "levels", args.levels), (cc, "requests_per_level", args.requests_per_level),
         (cc, "rounds", args.rounds), (cc, "max_tokens", args.max_tokens),
         (s, "prompts", args.prompts), (s, "api", args.api), (s, "model", args.model), (s, "seed", args.seed),
         (s, "temperature", args.temperature), (s, "request_timeout_s", args.timeout),
+        (s, "rates", getattr(args, "rates", None)), (ol, "arrival", getattr(args, "arrival", None)),
+        (ol, "burstiness", getattr(args, "burstiness", None)), (ol, "requests", getattr(args, "rate_requests", None)),
+        (ol, "duration_s", getattr(args, "duration", None)), (ol, "max_in_flight", getattr(args, "max_in_flight", None)),
+        (ol, "ramp_up_s", getattr(args, "ramp_up", None)),
     ):
         if value is not None:
             setattr(obj, attr, value)
@@ -107,6 +135,11 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         s.workload = workload_spec.settings(args.workload)
     if args.runs == 0 and args.warmup is None:
         ss.warmup = 0  # no single stream: nothing to warm up for (an explicit --warmup still runs)
+    if getattr(args, "duration", None) is not None and getattr(args, "rate_requests", None) is None:
+        ol.requests = None  # a duration alone: as many requests as it holds
+    if getattr(args, "burstiness", None) not in (None, 1.0) and getattr(args, "arrival", None) is None:
+        ol.arrival = "gamma"  # a burstiness is gamma's shape
+    ol.replay = bool(getattr(args, "replay", False))
     s.ignore_eos = not args.no_ignore_eos
     s.flush_between_levels = not args.no_flush
     s.server_metrics = not args.no_server_metrics
@@ -124,6 +157,8 @@ def power_source_arg(text: str) -> str:
 
 
 def _describe(info: PointProgress) -> str:
+    if info.stage == "level" and info.rate is not None:
+        return f"{info.rate:g} req/s: {info.done}/{info.of} requests" if info.rate else f"trace: {info.done}/{info.of} requests"
     if info.stage == "level":
         return f"C={info.concurrency}: {info.done}/{info.of} requests"
     return f"{info.stage} run {info.run}/{info.of}"

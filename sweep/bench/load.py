@@ -56,12 +56,17 @@ class RequestOptions:
 class Sent:
     """One request as sent (its place in the benchmark) and what it measured."""
 
-    phase: str  # warmup | single | level
+    phase: str  # warmup | single | level | rate
     concurrency: int
     seq: int
     prompt_index: int  # the request's index in its workload
     max_tokens: int  # as sent: the request's own output length, else the phase's
     record: RequestRecord
+    # an open-loop level's (phase rate, sweep/bench/openloop.py): scheduled arrival from the level's
+    # start, the level's offered rate, and the send's lateness (the wait for a slot)
+    arrival_s: Optional[float] = None
+    offered_rate: Optional[float] = None
+    wait_s: Optional[float] = None
 
 
 class Notifier:
@@ -129,7 +134,7 @@ async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: in
     C workers pull the next request number from one shared iterator as soon as their previous
     request ends (closed loop): the server always sees C requests, never a burst or a trickle.
     A multi-turn workload's conversation is pulled whole: one worker sends its turns one after
-    another (``Workload.units``). A trace's arrival times are not followed here (closed loop).
+    another (``Workload.units``). A trace's arrival times are not followed here (closed loop; ``sweep.bench.openloop`` follows them).
     """
     run = await closed_loop_until(clients, opts, concurrency=concurrency, requests=requests,
                                   max_tokens=max_tokens, notify=notify)

@@ -36,20 +36,58 @@ def single_stream_table(single: pa.Table, summary: Optional[dict] = None) -> Tab
     return t
 
 
-def levels_table(levels: pa.Table) -> Table:
-    """One row per concurrency level."""
+def _open(row: dict) -> bool:
+    """An open-loop level's row (``benchmark.rates``, a trace replay), not a concurrency level's."""
+    return row.get("arrival") is not None
+
+
+def level_name(row: dict) -> str:
+    """``C=8``, or an open-loop level's ``4 req/s`` (``trace 3.1 req/s``)."""
+    if not _open(row):
+        return f"C={row['concurrency']}"
+    rate = "-" if row.get("offered_rate") is None else f"{row['offered_rate']:g} req/s"
+    return f"trace {rate}" if row["arrival"] == "trace" else rate
+
+
+def levels_table(levels: pa.Table) -> Optional[Table]:
+    """One row per concurrency level (None without one)."""
+    rows = [r for r in levels.to_pylist() if not _open(r)]
+    if not rows:
+        return None
     t = Table(title="Concurrency levels (latencies in ms)", title_justify="left")
     cols = ("C", "ok/total", "tok/s", "req/s", "tok/s/req", "lat avg", "lat p50", "lat p99",
             "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "achieved C", "accept srv", "accept req")
     for col in cols:
         t.add_column(col, justify="right")
-    for r in levels.to_pylist():
+    for r in rows:
         style = "red" if r["failed"] else None
         t.add_row(str(r["concurrency"]), f"{r['ok']}/{r['requests']}", _f(r["output_throughput"]),
                   _f(r["request_throughput"], 2), _f(r["per_request_tok_s"]), _ms(r["latency_mean_s"]),
                   _ms(r["latency_p50_s"]), _ms(r["latency_p99_s"]), _ms(r["ttft_p50_s"]), _ms(r["ttft_p99_s"]),
                   _ms(r["tpot_p50_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]), _f(r["achieved_concurrency"]),
                   _f(r["accept_length_server"], 2), _f(r["accept_length_requests"], 2), style=style)
+    return t
+
+
+def open_loop_table(levels: pa.Table) -> Optional[Table]:
+    """One row per open-loop level (None without one): offered against achieved rate, whether the
+    server kept up (its backlog did not grow beyond chance), and the latencies."""
+    rows = [r for r in levels.to_pylist() if _open(r)]
+    if not rows:
+        return None
+    t = Table(title="Open-loop levels (latencies in ms; kept up: the backlog did not grow)", title_justify="left")
+    for col in ("offered", "arrival", "drawn req/s", "achieved req/s", "ok/total", "tok/s", "TTFT p50", "TTFT p99",
+                "TPOT p50", "lat p99", "in flight max", "backlog +", "kept up", "wait max"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        kept = "-" if r["kept_up"] is None else ("yes" if r["kept_up"] else "NO")
+        arrival = r["arrival"] if r["arrival"] != "gamma" else f"gamma({r['burstiness']:g})"
+        t.add_row(level_name(r), arrival, _f(r["arrival_rate"], 2), _f(r["achieved_rate"], 2),
+                  f"{r['ok']}/{r['requests']}", _f(r["output_throughput"]), _ms(r["ttft_p50_s"]), _ms(r["ttft_p99_s"]),
+                  _ms(r["tpot_p50_s"]), _ms(r["latency_p99_s"]),
+                  "-" if r["max_in_flight_seen"] is None else str(r["max_in_flight_seen"]),
+                  _f(r["queue_growth"]), kept, _ms(r["wait_max_s"]),
+                  style="red" if r["failed"] or r["kept_up"] is False else None)
     return t
 
 
@@ -68,13 +106,20 @@ def server_metrics_table(levels: pa.Table) -> Optional[Table]:
                 "accept len", "accept rate", "accept counted", "gen tokens", "prompt tokens"):
         t.add_column(col, justify="right")
     for r in rows:
-        t.add_row(str(r["concurrency"]), str(r["metrics_scrapes"]), _f(r["metrics_running_reqs"]),
+        t.add_row(level_name(r).removeprefix("C="), str(r["metrics_scrapes"]), _f(r["metrics_running_reqs"]),
                   _n(r["metrics_running_reqs_max"]), _f(r["metrics_queue_reqs"]), _f(r["metrics_gen_throughput"]),
                   _f(r["metrics_token_usage"], 2), _f(r["metrics_cache_hit_rate"], 2),
                   _f(r["metrics_spec_accept_length"], 2), _f(r["metrics_spec_accept_rate"], 2),
                   _f(r["accept_length_metrics"], 2), _n(r["metrics_generation_tokens"]),
                   _n(r["metrics_prompt_tokens"]))
     return t
+
+
+def _where(request: dict) -> str:
+    """A requests row's level: ``C=8``, or ``4 req/s`` for an open-loop level's."""
+    if request["phase"] == "rate":
+        return "-" if request.get("offered_rate") is None else f"{request['offered_rate']:g} req/s"
+    return f"C={request['concurrency']}"
 
 
 def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optional[Table]:
@@ -84,11 +129,11 @@ def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optiona
     from sweep.analysis.acceptance import position_rates
 
     sums: dict[str, list[int]] = {}
-    for r in requests.select(["phase", "concurrency", "ok", "spec_accept_histogram"]).to_pylist():
+    for r in requests.select(["phase", "concurrency", "offered_rate", "ok", "spec_accept_histogram"]).to_pylist():
         hist = r["spec_accept_histogram"]
         if not r["ok"] or not hist or r["phase"] == "warmup":
             continue
-        acc = sums.setdefault("single" if r["phase"] == "single" else f"C={r['concurrency']}", [])
+        acc = sums.setdefault("single" if r["phase"] == "single" else _where(r), [])
         acc += [0] * (len(hist) - len(acc))
         for k, n in enumerate(hist):
             acc[k] += n
@@ -110,9 +155,9 @@ def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optiona
 def errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
     """The most frequent request errors with their counts, or None when every request was ok."""
     counts: dict[tuple[str, str], int] = {}
-    for r in requests.select(["phase", "concurrency", "error", "ok"]).to_pylist():
+    for r in requests.select(["phase", "concurrency", "offered_rate", "error", "ok"]).to_pylist():
         if not r["ok"]:
-            where = r["phase"] if r["phase"] != "level" else f"C={r['concurrency']}"
+            where = r["phase"] if r["phase"] not in ("level", "rate") else _where(r)
             key = (where, (r["error"] or "?").split(":")[0])
             counts[key] = counts.get(key, 0) + 1
     if not counts:
@@ -149,7 +194,9 @@ def print_report(result, console: Optional[Console] = None) -> None:
     if result.single_stream.num_rows:
         console.print(single_stream_table(result.single_stream, result.single_summary))
     if result.levels.num_rows:
-        console.print(levels_table(result.levels))
+        for table in (levels_table(result.levels), open_loop_table(result.levels)):
+            if table is not None:
+                console.print(table)
         metrics = server_metrics_table(result.levels)
         if metrics is not None:
             console.print(metrics)

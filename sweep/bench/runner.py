@@ -10,7 +10,11 @@ This is what ``python -m sweep bench`` runs and what the sweep runs on every gri
    again, read ``/server_info``; then ``level_metrics`` turns the scrapes into the level's
    ``metrics_*`` columns and its rows of the ``metrics`` table; with a ``power`` source,
    ``sweep.bench.power.Meter`` samples the GPUs' watts meanwhile (the ``power_*``/``energy_*`` columns);
-4. build the four tables with ``sweep.results.schema.from_rows``.
+4. per open-loop level (``benchmark.rates``, then a trace at its own timing with
+   ``open_loop.replay``; ``_open_level``): the same flush, scrapes and power, with requests sent at
+   their arrival times (``sweep.bench.openloop``), a levels row with concurrency 0 and the
+   open-loop columns (offered and achieved rate, queue growth, kept_up);
+5. build the four tables with ``sweep.results.schema.from_rows``.
 
 Every request's failure is a row with ``ok=False``; a server that dies mid-level gives a level
 full of failures that still finishes, and the next levels fail fast on connect.
@@ -21,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 from urllib.parse import urlsplit
@@ -31,6 +35,8 @@ import pyarrow as pa
 from sweep.bench import level_metrics as lm
 from sweep.bench import power as pw
 from sweep.bench import server_metrics as sm
+from sweep.bench import arrivals as arr
+from sweep.bench import openloop as ol
 from sweep.bench import stats
 from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
@@ -90,6 +96,8 @@ def request_row(point_id: str, workload: Workload, api: str, s: Sent) -> dict:
         "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None, "latency_s": r.latency_s,
         "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "chunks": r.chunks,
         **stats.request_figures(r),
+        **({"arrival_s": s.arrival_s, "offered_rate": s.offered_rate, "wait_s": s.wait_s}
+           if s.phase == ol.OPEN_PHASE else {}),
         "chunk_times_s": r.chunk_times_s, "chunk_tokens": r.chunk_tokens,
         "accept_length": r.accept_length, "spec_verify_ct": r.spec_verify_ct,
         "spec_accept_histogram": r.accept_histogram,
@@ -195,6 +203,13 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
                 **stop_columns(run),
                 **columns,
             })
+        for level in open_levels(settings, workload):
+            got, row, rows = await _open_level(clients, opts, settings, level, point_id=point_id, notify=notify,
+                                               admin=admin, metrics_every_s=metrics_every_s, power=power,
+                                               power_every_s=power_every_s)
+            sent += got
+            level_rows.append(row)
+            metric_rows += rows
     singles = [s for s in sent if s.phase == "single"]
     return BenchResult(
         requests=from_rows([request_row(point_id, workload, settings.api, s) for s in sent], "requests"),
@@ -204,6 +219,75 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         server_info=info,
         single_summary=stats.single_overall([s.record for s in singles]),
     )
+
+
+@dataclass(frozen=True)
+class OpenLevel:
+    """One open-loop level to run: its arrival times and the requests sent at them."""
+
+    offered_rate: Optional[float]  # requests/s; None: a trace at its own timing
+    arrival: str  # poisson | gamma | trace
+    burstiness: Optional[float]
+    arrivals: list[float]
+    indices: list[int]
+
+
+def open_levels(settings: BenchSettings, workload: Workload) -> list[OpenLevel]:
+    """The open-loop levels ``settings`` ask for: one per ``rates`` entry (arrival times drawn,
+    ``sweep.bench.arrivals``; requests drawn from the workload as a closed-loop level's), then with
+    ``open_loop.replay`` the trace's requests at their own ``arrival_s`` (times the workload's
+    ``time_scale``), the whole trace or its first ``open_loop.duration_s`` seconds."""
+    o = settings.open_loop
+    out = []
+    for rate in settings.rates:
+        times = arr.times(float(rate), seed=settings.seed, requests=o.requests, duration_s=o.duration_s,
+                          arrival=o.arrival, burstiness=o.burstiness, ramp_up_s=o.ramp_up_s)
+        out.append(OpenLevel(float(rate), o.arrival, o.burstiness, times,
+                             workload.choose(len(times), settings.seed, f"rate-{float(rate):g}")))
+    if o.replay:
+        pairs = [(r.arrival_s or 0.0, i) for i, r in enumerate(workload.requests)
+                 if o.duration_s is None or (r.arrival_s or 0.0) < o.duration_s]
+        out.append(OpenLevel(None, "trace", None, [t for t, _ in pairs], [i for _, i in pairs]))
+    return out
+
+
+async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSettings, level: OpenLevel, *,
+                      point_id: str, notify: Notifier, admin: dict, metrics_every_s: float,
+                      power: pw.PowerSource | None, power_every_s: float) -> tuple[list[Sent], dict, list[dict]]:
+    """Run one open-loop level with the closed loop's flush, scrapes and power; its requests, its
+    levels row and its metrics rows (``offered_rate`` set, concurrency 0)."""
+    side, url = clients.side, opts.url
+    flushed = await sm.flush_cache(side, url, headers=admin) if settings.flush_between_levels else False
+    before = await sm.scrape_text(side, url) if settings.server_metrics else None
+    sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
+    meter = pw.Meter(power, power_every_s) if power is not None else None
+    o = settings.open_loop
+    started = time.time()  # the level's window (a server over several hosts: pw.with_nodes)
+    try:
+        run = await ol.open_loop(clients, opts, arrivals=level.arrivals, indices=level.indices,
+                                 max_tokens=settings.concurrency.max_tokens, notify=notify,
+                                 max_in_flight=o.max_in_flight,
+                                 rate=level.offered_rate if level.offered_rate is not None else 0.0)
+    finally:
+        ended = time.time()
+        during = await sampler.stop() if sampler is not None else []
+        watts, gpus = await meter.stop() if meter is not None else ([], 0)
+    columns, rows = await _level_metrics(side, url, point_id, 0, before, during)
+    after_info = await sm.server_info(side, url) if flushed else None
+    figures = stats.level_figures([s.record for s in run.sent])
+    tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
+    extra = ol.level_columns(run, offered_rate=level.offered_rate, arrival=level.arrival,
+                             burstiness=level.burstiness, max_in_flight=o.max_in_flight,
+                             wall_s=figures["wall_s"], ok=figures["ok"])
+    rate = extra["offered_rate"]
+    sent = [replace(s, arrival_s=run.arrivals[s.seq], offered_rate=rate, wait_s=run.waits[s.seq]) for s in run.sent]
+    row = {"point_id": point_id, "concurrency": 0, "max_tokens": settings.concurrency.max_tokens,
+           **figures, **pw.columns(watts, gpus, figures["wall_s"], tokens),
+           "level_started_at": started, "level_ended_at": ended,
+           "accept_length_server": sm.accept_length_of(after_info), "flushed": flushed,
+           "planned_requests": len(level.arrivals), "stopped_early": False, "stop_cancelled": 0,
+           **columns, **extra}
+    return sent, row, [{**r, "offered_rate": rate} for r in rows]
 
 
 def run(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",

@@ -41,6 +41,7 @@ class PointProgress:
     concurrency: int | None = None  # level: its concurrency
     done: int | None = None  # level: requests finished
     stopped: bool = False  # level: ended early, having measured enough
+    rate: float | None = None  # level: an open-loop level's offered rate, requests/s (concurrency 0)
     node_rank: int | None = None  # node: which node of a server that spans hosts
     attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
     node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)

@@ -14,6 +14,7 @@ API_NAMES = ("generate", "completions", "chat")  # SGLang's native /generate, /v
 # what ``benchmark.workload.kind`` can be (sweep/bench/workloads/: one loader each)
 WORKLOAD_KINDS = ("prompts", "sharegpt", "synthetic", "shared-prefix", "trace")
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "empirical")  # what a length is drawn from
+ARRIVALS = ("poisson", "gamma")  # how an open-loop level's arrival gaps are drawn (sweep/bench/arrivals.py)
 
 
 @dataclass
@@ -56,6 +57,44 @@ class ConcurrencySettings:
     rounds: int = 2
     max_tokens: int = 512
     stop: Optional[StopSettings] = None  # None: every level sends its fixed request count
+
+
+@dataclass
+class OpenLoopSettings:
+    """``benchmark.open_loop``: how each level of ``benchmark.rates`` sends (sweep/bench/openloop.py).
+    Requests arrive at drawn times whatever the server does (open loop), not when a slot frees up;
+    the gaps are seeded by ``benchmark.seed`` (the same gaps as SGLang's ``bench_serving`` with
+    ``--seed``, for Poisson without ramp-up). A level sends ``requests`` requests, or for
+    ``duration_s`` seconds, whichever ends first (either may be None, not both)."""
+
+    arrival: str = "poisson"  # poisson: exponential gaps; gamma: gamma gaps of shape ``burstiness``
+    burstiness: float = 1.0  # gamma's shape (vLLM's --burstiness): < 1 burstier, > 1 more regular; 1: Poisson
+    requests: Optional[int] = 100  # requests per level (None: as many as duration_s holds)
+    duration_s: Optional[float] = None  # seconds of arrivals per level (None: until ``requests``)
+    max_in_flight: Optional[int] = None  # at most this many sent and unanswered; the rest wait (the wait is recorded)
+    ramp_up_s: float = 0.0  # the rate climbs linearly from 0 to the level's over these first seconds
+    # a trace workload: one more level, sent at the trace's own arrival times (times workload.time_scale)
+    replay: bool = False
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        out: list[tuple[str, object, str]] = []
+
+        def want(ok: bool, key: str, value: object, use: str) -> None:
+            if not ok:
+                out.append((f"open_loop.{key}", value, use))
+
+        want(self.arrival in ARRIVALS, "arrival", self.arrival, "one of " + ", ".join(ARRIVALS))
+        want(self.burstiness > 0, "burstiness", self.burstiness, "a positive gamma shape, e.g. 1 (Poisson)")
+        want(self.arrival == "gamma" or self.burstiness == 1, "burstiness", self.burstiness,
+             "arrival: gamma for a burstiness other than 1 (Poisson is gamma of shape 1)")
+        want(self.requests is None or self.requests >= 1, "requests", self.requests, "at least 1 request per level")
+        want(self.duration_s is None or self.duration_s > 0, "duration_s", self.duration_s, "a positive number of seconds")
+        want(self.requests is not None or self.duration_s is not None, "requests", self.requests,
+             "a request count, or a duration_s to end each level by")
+        want(self.max_in_flight is None or self.max_in_flight >= 1, "max_in_flight", self.max_in_flight,
+             "at least 1, or leave it unset (no cap)")
+        want(self.ramp_up_s >= 0, "ramp_up_s", self.ramp_up_s, "seconds >= 0 (0: no ramp-up)")
+        return out
 
 
 @dataclass
@@ -186,6 +225,10 @@ class BenchSettings:
     server_metrics: bool = True  # scrape /metrics around and during each level when the server has it
     single_stream: SingleStreamSettings = field(default_factory=SingleStreamSettings)
     concurrency: ConcurrencySettings = field(default_factory=ConcurrencySettings)
+    # open-loop levels after the concurrency levels, in requests/s (empty: none); how they send:
+    # ``open_loop`` (``open_loop.replay``: a trace at its own timing).
+    rates: list[float] = field(default_factory=list)
+    open_loop: OpenLoopSettings = field(default_factory=OpenLoopSettings)
     # the service-level objectives the report judges every configuration by (they change no
     # measurement; the report reads them from the results directory's experiment.yaml)
     slo: list[SLOSettings] = field(default_factory=list)
@@ -220,6 +263,11 @@ class BenchSettings:
              cc.requests_per_level, "at least 1 request per level, or leave it unset (rounds x concurrency)")
         want(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s,
              "a positive number of seconds")
+        want(all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in self.rates), "rates",
+             list(self.rates), "positive request rates in requests/s, e.g. [1, 2, 4, 8]")
+        out += self.open_loop.problems()
+        want(not self.open_loop.replay or (self.workload is not None and self.workload.kind == "trace"),
+             "open_loop.replay", self.open_loop.replay, "a trace workload (workload.kind: trace), or replay: false")
         if self.workload is not None:
             out += self.workload.problems()
         return out

@@ -363,6 +363,12 @@ def _check_values(exp: Experiment, path: Path) -> None:
         line = next((n for k in range(len(parts), 1, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
         raise ConfigError(f"{path}, line {line or '?'}: benchmark.{key} = {value!r} "
                           "is out of range", fix=f"use {use}")
+    if exp.search.strategy == "adaptive" and (exp.benchmark.rates or exp.benchmark.open_loop.replay):
+        # sweep/search/measured.py keys a point's figures by concurrency, the single stream's by 0: an
+        # open-loop level (concurrency 0) would be read as the single stream
+        raise ConfigError(f"{path}, line {_line_of(path, 'benchmark.rates') or '?'}: benchmark.rates (open-loop "
+                          "levels) with search.strategy: adaptive, which learns from concurrency levels only",
+                          fix="run the rates with search.strategy: grid, or leave benchmark.rates out of the adaptive sweep")
     if not exp.server.launcher:
         raise ConfigError(f"{path}: server.launcher is empty",
                           fix="leave it out for python -m sglang.launch_server")

@@ -20,6 +20,7 @@ from sweep.core import redact
 from sweep.experiment.config import Experiment
 from sweep.core.console import plural
 from sweep.core.errors import ConfigError, PlanError
+from sweep.core.settings import OpenLoopSettings
 from sweep.experiment.grid import build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
@@ -116,6 +117,10 @@ def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str
         bench["concurrency"].pop("stop", None)
     if bench.get("workload") is None:  # no workload: the prompt set, the same points as before workloads
         bench.pop("workload", None)
+    if not bench.get("rates"):  # no open-loop levels: the same points as before they existed
+        bench.pop("rates", None)
+    if bench.get("open_loop") == asdict(OpenLoopSettings()):
+        bench.pop("open_loop", None)
     identity = {
         "launcher": list(exp.server.launcher),
         "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},

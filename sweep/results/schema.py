@@ -8,7 +8,8 @@ when the benchmark runs on its own, outside a sweep).
 Tables:
 - ``requests``: one row per request sent (warmup, single stream and every concurrency level).
 - ``single_stream``: one row per single-stream run (warmups excluded).
-- ``levels``: one row per concurrency level.
+- ``levels``: one row per concurrency level, then one per open-loop level (``benchmark.rates``,
+  a trace replayed at its timing): those have ``concurrency`` 0 and ``arrival`` set.
 - ``metrics``: one row per Prometheus sample and level: the server's raw ``/metrics`` around it.
 - ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` column per grid
   axis, holding the value's name; those vary per experiment and are checked by prefix). An axis
@@ -40,8 +41,8 @@ from sweep.core.errors import ResultsError
 REQUESTS = pa.schema(
     [
         ("point_id", pa.string()),
-        ("phase", pa.string()),  # warmup | single | level
-        ("concurrency", pa.int32()),  # 1 for warmup and single stream
+        ("phase", pa.string()),  # warmup | single | level | rate (an open-loop level: sweep/bench/openloop.py)
+        ("concurrency", pa.int32()),  # 1 for warmup and single stream; 0 for an open-loop level
         ("seq", pa.int32()),  # index of the request within its phase/level
         ("prompt_set", pa.string()),
         ("prompt_index", pa.int32()),
@@ -54,7 +55,9 @@ REQUESTS = pa.schema(
         ("conversation", pa.int32()),  # ShareGPT: the conversation's index in the file
         ("turn", pa.int32()),  # its user turn (0-based; multi-turn sends each with the conversation so far)
         ("prefix_group", pa.int32()),  # shared-prefix group (a trace's group or first hash id)
-        ("arrival_s", pa.float64()),  # a trace's arrival time from its first request, scaled (not followed yet)
+        # a trace's arrival time from its first request, scaled; in an open-loop level (phase rate): the
+        # request's scheduled arrival from the level's start (a trace replay: the trace's, scaled)
+        ("arrival_s", pa.float64()),
         ("start_at", pa.float64()),  # epoch seconds when the request was sent
         ("ttft_s", pa.float64()),  # time to the first chunk carrying a token; null on failure
         ("latency_s", pa.float64()),  # time to the last byte of the response
@@ -78,6 +81,11 @@ REQUESTS = pa.schema(
         ("ok", pa.bool_()),
         ("error", pa.string()),  # null when ok: "http 503: ...", "timeout", "disconnect", ...
         ("http_status", pa.int32()),
+        # --- open-loop levels (phase rate); null elsewhere
+        ("offered_rate", pa.float64()),  # the level's offered rate, requests/s (its levels row's)
+        # actual send minus scheduled arrival: the wait for a max_in_flight slot, and the event loop's
+        # lateness; outside ttft_s and latency_s, which run from the send (as in SGLang's bench_serving)
+        ("wait_s", pa.float64()),
     ]
 )
 
@@ -174,6 +182,29 @@ LEVELS = pa.schema(
         ("power_nodes", pa.int32()),  # nodes the figures cover: 1, or the server's hosts; fewer: figures null
         ("level_started_at", pa.float64()),  # unix time the level's first request was sent (its window)
         ("level_ended_at", pa.float64()),  # unix time its last request ended
+        # --- open-loop levels (benchmark.rates, open_loop.replay; sweep/bench/openloop.py): requests sent at
+        # drawn (or a trace's) arrival times whatever the server does; all null in a closed-loop row.
+        # Such a row has concurrency 0; the analysis of concurrency curves leaves these rows out
+        ("offered_rate", pa.float64()),  # requests/s asked for (a trace replay: the trace's mean rate)
+        ("arrival", pa.string()),  # poisson | gamma | trace
+        ("burstiness", pa.float64()),  # gamma's shape (1: Poisson); null for a trace
+        ("max_in_flight", pa.int32()),  # the cap on requests sent and unanswered (null: none)
+        ("arrival_rate", pa.float64()),  # the rate the draw actually offered: (requests - 1) / arrival span
+        ("achieved_rate", pa.float64()),  # ok requests / wall_s (bench_serving's request throughput; the drain
+        # after the last arrival keeps it a little below offered even when the server keeps up)
+        ("max_in_flight_seen", pa.int32()),  # most requests sent and unanswered at once
+        ("outstanding_mean", pa.float64()),  # mean requests arrived and unanswered, seen at each arrival
+        # how many requests the backlog grew by over the level: the least-squares slope of the outstanding
+        # requests at each arrival against time, times the span, over the arrivals after the first unqueued
+        # latency (the median of the first 5 requests': the backlog's fill from empty); null under 10 of them
+        ("queue_growth", pa.float64()),
+        # false when queue_growth is beyond chance: 3 sqrt(outstanding_mean + 1) + 1 (a backlog that is
+        # Poisson around its mean); the server did not keep up with the rate. A level with too few arrivals
+        # after the fill for a fit (a burst) is judged by its drain: false when the last answer came more
+        # than 3 unqueued latencies after the last send
+        ("kept_up", pa.bool_()),
+        ("wait_mean_s", pa.float64()),  # requests' wait_s: mean and largest
+        ("wait_max_s", pa.float64()),
     ]
 )
 
@@ -182,7 +213,8 @@ LEVELS = pa.schema(
 METRICS = pa.schema(
     [
         ("point_id", pa.string()),
-        ("concurrency", pa.int32()),
+        ("concurrency", pa.int32()),  # 0 for an open-loop level
+        ("offered_rate", pa.float64()),  # an open-loop level's offered rate (null for a concurrency level)
         ("name", pa.string()),  # the sample, e.g. sglang:time_to_first_token_seconds_bucket
         ("labels", pa.string()),  # as in the exposition format, sorted: le="0.5",model_name="m"; "" if none
         ("family", pa.string()),  # its metric family, e.g. sglang:time_to_first_token_seconds

@@ -8,8 +8,8 @@ blocks share that prefix) or ``group`` (a prefix-group id: requests of a group s
 
 Arrival times are kept per request (``arrival_s``: from the first request, times ``time_scale``)
 and recorded in the requests table; the closed-loop levels send the trace's requests in that order
-but at their own pace (C in flight), not at those times: a replay at the trace's timing is for
-later (issue 24, open-loop rates).
+but at their own pace (C in flight), not at those times; ``benchmark.open_loop.replay`` adds one
+open-loop level that sends each at its time (``sweep.bench.runner.open_levels``).
 """
 
 from __future__ import annotations
