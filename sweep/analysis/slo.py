@@ -41,7 +41,7 @@ from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
 from sweep.core.argv import argv_value
 from sweep.core.errors import ConfigError
-from sweep.core.slo_rule import FAILED, METRICS, Limit, Metric, amount, failed_value, holds, limits_of, meets
+from sweep.core.slo_rule import FAILED, METRICS, Limit, amount, failed_value, holds, limits_of, meets
 
 
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
