@@ -309,7 +309,8 @@ def highest_meeting(slo: SLO, levels: list[dict]) -> dict:
     t0, t1 = lo["throughput_tok_s_gpu"], hi["throughput_tok_s_gpu"]
     tok = None if t0 is None or t1 is None else t0 + frac * (t1 - t0)
     return {"c": math.exp(c0 + frac * (c1 - c0)), "bound": "=", "tok_s_gpu": tok, "binding": binding,
-            "last_met": lo["concurrency"], "first_missed": hi["concurrency"]}
+            "last_met": lo["concurrency"], "first_missed": hi["concurrency"],
+            "bisected": bool(lo.get("refined") or hi.get("refined"))}
 
 
 _holds = holds
@@ -321,13 +322,13 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
 
     Columns: slo, rank, point_id, label, baseline, baseline_id, baseline_label, profile, c, bound,
     c_text ("≈12", ">=250", "<1"), tok_s_gpu (0 when no level meets it), per, binding, last_met,
-    first_missed, baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
+    first_missed, boundary ("between C=12 and C=14, found by bisection": :func:`boundary_text`), baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
     winner's over the runner-up; on every row: over the next row).
     """
     schema = {"slo": pl.String, "rank": pl.Int64, "point_id": pl.String, "label": pl.String, "baseline": pl.Boolean,
               "baseline_id": pl.String, "baseline_label": pl.String, "profile": pl.String, "c": pl.Float64,
               "bound": pl.String, "c_text": pl.String, "tok_s_gpu": pl.Float64, "per": pl.String,
-              "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64,
+              "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64, "boundary": pl.String,
               "baseline_tok_s_gpu": pl.Float64, "vs_baseline": pl.Float64, "margin": pl.Float64}
     per_level = level_slo(tables, slos) if per_level is None else per_level
     if per_level.is_empty():
@@ -348,12 +349,13 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                                                                 "baseline_label", "profile", "order")},
                          "c": h["c"], "bound": h["bound"], "c_text": c_text(h["c"], h["bound"]),
                          "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0, "per": per,
-                         "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"]})
+                         "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"],
+                         "boundary": boundary_text(h)})
     if not rows:
         return pl.DataFrame(schema=schema)
     frame = pl.DataFrame(rows, schema_overrides={"c": pl.Float64, "last_met": pl.Int64, "first_missed": pl.Int64,
                                                  "baseline_id": pl.String, "baseline_label": pl.String,
-                                                 "binding": pl.String, "bound": pl.String})
+                                                 "binding": pl.String, "bound": pl.String, "boundary": pl.String})
     base = frame.select("slo", baseline_id="point_id", baseline_tok_s_gpu="tok_s_gpu")
     slo_order = {s.name: i for i, s in enumerate(slos)}
     frame = (frame.join(base, on=["slo", "baseline_id"], how="left")
@@ -366,6 +368,15 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                            margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo") > 0)
                            .then(pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo") - 1)))
     return frame.select(list(schema))
+
+
+def boundary_text(h: dict) -> str | None:
+    """Where the boundary lies, from :func:`highest_meeting`: the two levels it was interpolated
+    between, and whether the host's bisection (``concurrency.refine``) put one of them there."""
+    if h.get("bound") != "=":
+        return None
+    how = "found by bisection" if h.get("bisected") else "interpolated"
+    return f"between C={h['last_met']} and C={h['first_missed']}, {how}"
 
 
 def c_text(c: float | None, bound: str | None) -> str:

@@ -50,3 +50,4 @@ def test_refinement_adds_levels_at_the_slo_boundary_and_the_report_agrees(fake_s
     assert met == {1: True, 4: True, 5: False, 6: False, 8: False, 16: False}
     row = slo_table(tables, [fast], per_level).row(0, named=True)
     assert (row["last_met"], row["first_missed"]) == (4, 5) and 4 <= row["c"] <= 5
+    assert row["boundary"] == "between C=4 and C=5, found by bisection"
