@@ -151,3 +151,18 @@ def test_levels_auto_spells_out_the_coarse_start_with_refine_on():
 def test_bad_refine_settings_name_the_key(key, value):
     s = BenchSettings(concurrency=ConcurrencySettings(refine=True, **{key: value}))
     assert [k for k, _, _ in s.problems()] == [f"concurrency.{key}"]
+
+
+def test_levels_auto_in_an_override_and_what_moves_the_point_ids():
+    from sweep.experiment import config, plan
+
+    def ids(*overrides: str) -> list[str]:
+        return [p.id for p in plan.build(config.load("experiments/k26_eagle.yaml", list(overrides))).points]
+
+    exp = config.load("experiments/k26_eagle.yaml", ["benchmark.concurrency.levels=auto"])
+    cc = exp.benchmark.concurrency
+    assert (cc.levels, cc.auto, cc.refine) == (AUTO_LEVELS, True, True)
+    before = ids()
+    assert ids("benchmark.concurrency.slo_time_scale=5", "benchmark.concurrency.baseline_curve=[[1,2]]") == before
+    assert ids("benchmark.concurrency.refine_max=9") == before  # refine off: its settings change nothing
+    assert set(ids("benchmark.concurrency.refine=true")).isdisjoint(before)  # refine changes what is measured
