@@ -10,6 +10,9 @@ This is what ``python -m sweep bench`` runs and what the sweep runs on every gri
    again, read ``/server_info``; then ``level_metrics`` turns the scrapes into the level's
    ``metrics_*`` columns and its rows of the ``metrics`` table; with a ``power`` source,
    ``sweep.bench.power.Meter`` samples the GPUs' watts meanwhile (the ``power_*``/``energy_*`` columns);
+   with ``concurrency.refine``, then the levels ``sweep.bench.refine`` adds where an SLO's boundary
+   or the crossover with the baseline lies (``levels: auto``: the coarse start, capped at the server's
+   running-request cap), each run the same way and marked ``refined``;
 4. build the four tables with ``sweep.results.schema.from_rows``.
 
 Every request's failure is a row with ``ok=False``; a server that dies mid-level gives a level
@@ -226,7 +229,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             levels = refine.auto_levels(levels, refine.max_running_of(info))
         for c in levels:
             await run_level(c, False)
-        for c in refinement(settings, level_rows, rows_at):  # asks again after each level it yields
+        for c in refinement(settings, level_rows, rows_at):  # asks again once a round's levels ran
             await run_level(c, True)
     singles = [s for s in sent if s.phase == "single"]
     return BenchResult(
