@@ -181,7 +181,8 @@ def slo_sections(f: Findings) -> list[Section]:
         "Per configuration, the highest concurrency at which every limit of the SLO holds at its "
         "percentile (interpolated in log concurrency between the last level that meets it and the first "
         "that does not; '>=' when even the highest level measured meets it, '<' the lowest when none "
-        "does), the output tok/s per GPU there (the throughput under the SLO, ranked), and the margin over "
+        "does; the boundary column names those two levels, and says 'found by bisection' where the benchmark "
+        "added one of them to find it: benchmark.concurrency.refine), the output tok/s per GPU there (the throughput under the SLO, ranked), and the margin over "
         "the next configuration and over its own matched baseline; the pick's margins carry their 95% "
         f"interval in the Summary, and '{render.NOISE_MARK}' marks the pick's margin over the next one when "
         "it is within noise (see Method). Goodput is the rate of requests that "
@@ -199,7 +200,8 @@ def slo_sections(f: Findings) -> list[Section]:
             "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu", "margin_within_noise"),
             "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
                                            "baseline_tok_s_gpu"),
-            "binding limit": "binding"}
+            "binding limit": "binding",
+            "boundary": "boundary"}
         if energy_mod.measured(f.energy):  # at the highest level measured that meets it
             t = t.join(f.energy.select("point_id", last_met="concurrency", kw="tok_s_kw"),
                        on=["point_id", "last_met"], how="left").sort("rank")

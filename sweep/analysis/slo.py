@@ -41,47 +41,11 @@ from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
 from sweep.core.argv import argv_value
 from sweep.core.errors import ConfigError
+from sweep.core.slo_rule import FAILED, METRICS, Limit, amount, failed_value, holds, limits_of, meets
 
 
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    title: str
-    upper: bool  # a limit is an upper bound (times) or a lower bound (speeds)
-    unit: str  # "s" or "tok/s"
-
-
-METRICS = {
-    "ttft": Metric("ttft", "TTFT", True, "s"),
-    "tpot": Metric("tpot", "TPOT", True, "s"),
-    "latency": Metric("latency", "latency", True, "s"),
-    "tok_s": Metric("tok_s", "per-user speed", False, "tok/s"),
-}
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
-
-
-@dataclass(frozen=True)
-class Limit:
-    metric: str  # a key of METRICS
-    percentile: float  # 0 < p <= 100
-    value: float  # seconds, or tok/s
-
-    @property
-    def upper(self) -> bool:
-        return METRICS[self.metric].upper
-
-    def text(self) -> str:
-        """In the command-line syntax: ``tpot_p90<=50ms``."""
-        op = "<=" if self.upper else ">="
-        return f"{self.metric}_p{self.percentile:g}{op}{_amount(self.value, METRICS[self.metric].unit, compact=True)}"
-
-    def describe(self) -> str:
-        """In words: ``90% of requests with TPOT <= 50 ms``."""
-        m = METRICS[self.metric]
-        share = self.percentile if self.upper else 100 - self.percentile
-        op = "<=" if self.upper else ">="
-        return f"{share:g}% of requests with {m.title} {op} {_amount(self.value, m.unit)}"
 
 
 @dataclass(frozen=True)
@@ -96,17 +60,7 @@ class SLO:
         return "; ".join(limit.describe() for limit in self.limits)
 
 
-def _amount(value: float, unit: str, compact: bool = False) -> str:
-    if unit == "s":
-        if value < 1:
-            text, u = f"{value * 1000:.4g}", "ms"
-        else:
-            text, u = f"{value:.4g}", "s"
-    else:
-        text, u = f"{value:.4g}", "tok/s"
-    if compact:
-        return text + ("" if u == "tok/s" else u)
-    return f"{text} {u}"
+_amount = amount
 
 
 LIMIT_RE = re.compile(r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
@@ -170,11 +124,7 @@ def parse_slo(text: str, *, where: str = "--slo") -> SLO:
 def from_settings(s) -> SLO:
     """An ``SLOSettings`` of the experiment -> SLO (its percentile applies to every limit; tok/s
     at the mirrored percentile, so that ``percentile`` % of requests are at least that fast)."""
-    limits = []
-    for metric, value in (("ttft", s.ttft_s), ("tpot", s.tpot_s), ("tok_s", s.tok_s)):
-        if value is not None:
-            pct = s.percentile if METRICS[metric].upper else 100 - s.percentile
-            limits.append(Limit(metric, pct, float(value)))
+    limits = limits_of(s)
     slo = SLO(s.name, tuple(limits))
     return slo if s.name else SLO(slo.text(), slo.limits)
 
@@ -211,13 +161,6 @@ def _value(metric: str) -> pl.Expr:
     return (pl.when(~ok).then(pl.lit(worst))
             .when(raw.is_not_null() & raw.is_finite()).then(raw)
             .otherwise(pl.lit(None, pl.Float64)))
-
-
-FAILED = 1e18  # the time a failed request "took" (finite: percentiles interpolate through it)
-
-
-def failed_value(value: float | None) -> bool:
-    return value is not None and value >= FAILED / 10
 
 
 def _meets(limit: Limit) -> pl.Expr:
@@ -279,18 +222,22 @@ def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:
     the level meets the SLO, the share of requests that met every limit (attainment), and goodput.
 
     Columns: slo, point_id, concurrency, requests, met, attainment, goodput_rps,
-    goodput_tok_s_gpu, throughput_tok_s_gpu, per, v0..vN (N = most limits of any SLO).
+    goodput_tok_s_gpu, throughput_tok_s_gpu, per, refined (the level was added by the host's
+    bisection, ``concurrency.refine``), v0..vN (N = most limits of any SLO).
     """
     width = max((len(s.limits) for s in slos), default=0)
     schema = {"slo": pl.String, "point_id": pl.String, "concurrency": pl.Int64, "requests": pl.Int64,
               "met": pl.Boolean, "attainment": pl.Float64, "goodput_rps": pl.Float64,
               "goodput_tok_s_gpu": pl.Float64, "throughput_tok_s_gpu": pl.Float64, "per": pl.String,
-              **{f"v{i}": pl.Float64 for i in range(width)}}
+              "refined": pl.Boolean, **{f"v{i}": pl.Float64 for i in range(width)}}
     if not slos:
         return pl.DataFrame(schema=schema)
     tables = realspeed.scaled(tables)  # a dry run's at real speed, as the report judges it
     requests = tables["requests"].filter(pl.col("phase") == "level")
-    walls = (tables["levels"].select("point_id", pl.col("concurrency").cast(pl.Int64), "wall_s", "output_throughput")
+    level_cols = tables["levels"].collect_schema().names()
+    refined = pl.col("refined").fill_null(False) if "refined" in level_cols else pl.lit(False)
+    walls = (tables["levels"].select("point_id", pl.col("concurrency").cast(pl.Int64), "wall_s", "output_throughput",
+                                     refined.alias("refined"))
              .collect().unique(["point_id", "concurrency"], keep="last"))
     gpus = gpus_frame(tables)
     frames = []
@@ -303,11 +250,14 @@ def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:
         aggs += [_value(limit.metric).quantile(limit.percentile / 100, "linear").alias(f"v{i}")
                  for i, limit in enumerate(slo.limits)]
         per_level = requests.group_by("point_id", pl.col("concurrency").cast(pl.Int64)).agg(aggs).collect()
-        met = pl.all_horizontal([((pl.col(f"v{i}") <= limit.value) if limit.upper else (pl.col(f"v{i}") >= limit.value))
-                                 .fill_null(True) for i, limit in enumerate(slo.limits)])  # null: undefined for all
+        # the verdict: the one rule the host's refinement uses too (sweep.core.slo_rule.meets)
+        vs = [f"v{i}" for i in range(len(slo.limits))]
+        met = pl.Series("met", [meets(slo.limits, [r[v] for v in vs]) for r in per_level.select(vs).iter_rows(named=True)],
+                        dtype=pl.Boolean)
+        per_level = per_level.with_columns(met)
         frame = (per_level.join(walls, on=["point_id", "concurrency"], how="left")
                  .join(gpus, on="point_id", how="left")
-                 .with_columns(slo=pl.lit(slo.name), met=met,
+                 .with_columns(slo=pl.lit(slo.name),
                                goodput_rps=pl.col("good") / pl.col("wall_s"),
                                goodput_tok_s_gpu=pl.col("good_tokens") / pl.col("wall_s") / pl.col("gpus"),
                                throughput_tok_s_gpu=pl.col("output_throughput") / pl.col("gpus"))
@@ -359,13 +309,11 @@ def highest_meeting(slo: SLO, levels: list[dict]) -> dict:
     t0, t1 = lo["throughput_tok_s_gpu"], hi["throughput_tok_s_gpu"]
     tok = None if t0 is None or t1 is None else t0 + frac * (t1 - t0)
     return {"c": math.exp(c0 + frac * (c1 - c0)), "bound": "=", "tok_s_gpu": tok, "binding": binding,
-            "last_met": lo["concurrency"], "first_missed": hi["concurrency"]}
+            "last_met": lo["concurrency"], "first_missed": hi["concurrency"],
+            "bisected": bool(lo.get("refined") or hi.get("refined"))}
 
 
-def _holds(limit: Limit, value: float | None) -> bool:
-    if value is None:
-        return True  # undefined for every request of the level (see _value)
-    return value <= limit.value if limit.upper else value >= limit.value
+_holds = holds
 
 
 def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -374,13 +322,13 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
 
     Columns: slo, rank, point_id, label, baseline, baseline_id, baseline_label, profile, c, bound,
     c_text ("≈12", ">=250", "<1"), tok_s_gpu (0 when no level meets it), per, binding, last_met,
-    first_missed, baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
+    first_missed, boundary ("between C=12 and C=14, found by bisection": :func:`boundary_text`), baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
     winner's over the runner-up; on every row: over the next row).
     """
     schema = {"slo": pl.String, "rank": pl.Int64, "point_id": pl.String, "label": pl.String, "baseline": pl.Boolean,
               "baseline_id": pl.String, "baseline_label": pl.String, "profile": pl.String, "c": pl.Float64,
               "bound": pl.String, "c_text": pl.String, "tok_s_gpu": pl.Float64, "per": pl.String,
-              "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64,
+              "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64, "boundary": pl.String,
               "baseline_tok_s_gpu": pl.Float64, "vs_baseline": pl.Float64, "margin": pl.Float64}
     per_level = level_slo(tables, slos) if per_level is None else per_level
     if per_level.is_empty():
@@ -401,12 +349,13 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                                                                 "baseline_label", "profile", "order")},
                          "c": h["c"], "bound": h["bound"], "c_text": c_text(h["c"], h["bound"]),
                          "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0, "per": per,
-                         "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"]})
+                         "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"],
+                         "boundary": boundary_text(h)})
     if not rows:
         return pl.DataFrame(schema=schema)
     frame = pl.DataFrame(rows, schema_overrides={"c": pl.Float64, "last_met": pl.Int64, "first_missed": pl.Int64,
                                                  "baseline_id": pl.String, "baseline_label": pl.String,
-                                                 "binding": pl.String, "bound": pl.String,
+                                                 "binding": pl.String, "bound": pl.String, "boundary": pl.String,
                                                  "baseline": pl.Boolean})  # null in a ``bench --out`` directory
     base = frame.select("slo", baseline_id="point_id", baseline_tok_s_gpu="tok_s_gpu")
     slo_order = {s.name: i for i, s in enumerate(slos)}
@@ -420,6 +369,15 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                            margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo") > 0)
                            .then(pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo") - 1)))
     return frame.select(list(schema))
+
+
+def boundary_text(h: dict) -> str | None:
+    """Where the boundary lies, from :func:`highest_meeting`: the two levels it was interpolated
+    between, and whether the host's bisection (``concurrency.refine``) put one of them there."""
+    if h.get("bound") != "=":
+        return None
+    how = "found by bisection" if h.get("bisected") else "interpolated"
+    return f"between C={h['last_met']} and C={h['first_missed']}, {how}"
 
 
 def c_text(c: float | None, bound: str | None) -> str:

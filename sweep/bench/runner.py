@@ -10,6 +10,9 @@ This is what ``python -m sweep bench`` runs and what the sweep runs on every gri
    again, read ``/server_info``; then ``level_metrics`` turns the scrapes into the level's
    ``metrics_*`` columns and its rows of the ``metrics`` table; with a ``power`` source,
    ``sweep.bench.power.Meter`` samples the GPUs' watts meanwhile (the ``power_*``/``energy_*`` columns);
+   with ``concurrency.refine``, then the levels ``sweep.bench.refine`` adds where an SLO's boundary
+   or the crossover with the baseline lies (``levels: auto``: the coarse start, capped at the server's
+   running-request cap), each run the same way and marked ``refined``;
 4. per open-loop level (``benchmark.rates``, then a trace at its own timing with
    ``open_loop.replay``; ``_open_level``): the same flush, scrapes and power, with requests sent at
    their arrival times (``sweep.bench.openloop``), a levels row with concurrency 0 and the
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
@@ -37,11 +40,12 @@ from sweep.bench import power as pw
 from sweep.bench import server_metrics as sm
 from sweep.bench import arrivals as arr
 from sweep.bench import openloop as ol
-from sweep.bench import stats
+from sweep.bench import refine, stats
 from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench import workloads
 from sweep.bench.workloads import Workload
+from sweep.core import slo_rule
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
 from sweep.core.events import PointProgress
@@ -133,6 +137,30 @@ async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional
     return lm.columns(b, d, a), lm.rows(point_id, c, b, d, a)
 
 
+def refinement(settings: BenchSettings, level_rows: list[dict], rows_at: dict[int, list[dict]]) -> Iterator[int]:
+    """With ``concurrency.refine``: the levels ``sweep.bench.refine`` adds, each judged (once run, its
+    row in ``level_rows`` and its requests in ``rows_at``) by the rule the report uses, at real
+    speed (``slo_time_scale``), before the next is chosen; at most ``refine_max``."""
+    cc = settings.concurrency
+    if not cc.refine:
+        return
+    slos = [slo_rule.limits_of(s) for s in settings.slo]
+    names = [str(i) for i in range(len(slos))]
+    baseline = [(float(c), float(t)) for c, t in cc.baseline_curve]
+    added = 0
+    while added < cc.refine_max:
+        measured = [refine.Measured(r["concurrency"],
+                                    {n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], cc.slo_time_scale)
+                                     for n, lim in zip(names, slos)},
+                                    r.get("output_throughput")) for r in level_rows]
+        todo = refine.next_levels(measured, names, baseline=baseline, ratio=cc.refine_ratio)[: cc.refine_max - added]
+        if not todo:
+            return
+        for c in todo:
+            added += 1
+            yield c
+
+
 async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
                         progress: Callable[[PointProgress], None] | None = None,
                         metrics_every_s: float = METRICS_EVERY_S, power: pw.PowerSource | None = None,
@@ -174,7 +202,10 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
                 await sm.flush_cache(side, url, headers=admin)
             sent += await single_stream(clients, opts, runs=ss.runs, warmup=ss.warmup,
                                         max_tokens=ss.max_tokens, notify=notify)
-        for c in levels:
+        rows_at: dict[int, list[dict]] = {}  # each level's requests rows, for the refinement's SLO verdicts
+
+        async def run_level(c: int, refined: bool) -> None:
+            nonlocal sent, metric_rows
             flushed = await sm.flush_cache(side, url, headers=admin) if settings.flush_between_levels else False
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
@@ -192,6 +223,8 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             after_info = await sm.server_info(side, url) if flushed else None
             sent += run.sent
             metric_rows += rows
+            if settings.concurrency.refine:
+                rows_at[c] = [request_row(point_id, workload, settings.api, s) for s in run.sent]
             figures = stats.level_figures([s.record for s in run.sent])
             tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
             level_rows.append({
@@ -199,10 +232,17 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
                 **figures, **pw.columns(watts, gpus, figures["wall_s"], tokens),
                 "level_started_at": started, "level_ended_at": ended,
                 "accept_length_server": sm.accept_length_of(after_info),
-                "flushed": flushed,
+                "flushed": flushed, "refined": refined if settings.concurrency.refine else None,
                 **stop_columns(run),
                 **columns,
             })
+
+        if settings.concurrency.auto:
+            levels = refine.auto_levels(levels, refine.max_running_of(info))
+        for c in levels:
+            await run_level(c, False)
+        for c in refinement(settings, level_rows, rows_at):  # asks again once a round's levels ran
+            await run_level(c, True)
         for level in open_levels(settings, workload):
             got, row, rows = await _open_level(clients, opts, settings, level, point_id=point_id, notify=notify,
                                                admin=admin, metrics_every_s=metrics_every_s, power=power,
@@ -214,7 +254,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
     return BenchResult(
         requests=from_rows([request_row(point_id, workload, settings.api, s) for s in sent], "requests"),
         single_stream=from_rows([single_row(point_id, s) for s in singles], "single_stream"),
-        levels=from_rows(level_rows, "levels"),
+        levels=from_rows(level_rows, "levels"),  # in the order run: the given levels, then the refined ones
         metrics=from_rows(metric_rows, "metrics"),
         server_info=info,
         single_summary=stats.single_overall([s.record for s in singles]),

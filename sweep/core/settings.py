@@ -57,6 +57,23 @@ class ConcurrencySettings:
     rounds: int = 2
     max_tokens: int = 512
     stop: Optional[StopSettings] = None  # None: every level sends its fixed request count
+    # bisection (sweep/bench/refine.py): after the levels above, add levels where an SLO of
+    # ``benchmark.slo`` flips from met to missed, and where the throughput crosses the baseline's
+    # (``baseline_curve``), until ``refine_max`` levels were added or the bracket is within
+    # ``refine_ratio`` (hi/lo) or one request apart. ``levels: auto`` in an experiment file sets
+    # ``auto`` and ``refine`` and starts from AUTO_LEVELS.
+    refine: bool = False
+    refine_max: int = 4
+    refine_ratio: float = 1.2
+    auto: bool = False  # the levels are AUTO_LEVELS, capped at the server's max_running_requests
+    # set by the sweep, not by hand: what a measured second is in real seconds when judging SLOs
+    # (a dry run: its fake_speed), and the baseline's throughput per level, [[C, tok/s], ...] as
+    # measured (same speed as this point); neither is part of the point's identity
+    slo_time_scale: float = 1.0
+    baseline_curve: list[list[float]] = field(default_factory=list)
+
+
+AUTO_LEVELS = [1, 4, 16, 64, 256]  # ``levels: auto``: the coarse start (refinement adds the rest)
 
 
 @dataclass
@@ -258,6 +275,10 @@ class BenchSettings:
         want(cc.max_tokens >= 1, "concurrency.max_tokens", cc.max_tokens, "at least 1 token")
         want(all(isinstance(c, int) and c >= 1 for c in cc.levels), "concurrency.levels", list(cc.levels),
              "positive integers, e.g. [1, 8, 64]")
+        want(cc.refine_max >= 0, "concurrency.refine_max", cc.refine_max, "a count of added levels >= 0, e.g. 4")
+        want(cc.refine_ratio > 1, "concurrency.refine_ratio", cc.refine_ratio,
+             "a ratio above 1 (stop bisecting when hi/lo is at most it), e.g. 1.2")
+        want(self.concurrency.slo_time_scale > 0, "concurrency.slo_time_scale", cc.slo_time_scale, "a positive factor")
         want(cc.rounds >= 1, "concurrency.rounds", cc.rounds, "at least 1 round")
         want(cc.requests_per_level is None or cc.requests_per_level >= 1, "concurrency.requests_per_level",
              cc.requests_per_level, "at least 1 request per level, or leave it unset (rounds x concurrency)")

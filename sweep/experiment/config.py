@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep.core import workload_spec
-from sweep.core.settings import BenchSettings
+from sweep.core.settings import AUTO_LEVELS, BenchSettings
 from sweep.core.errors import ConfigError
 
 
@@ -260,6 +260,8 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
         except ConfigError as e:
             line = _line_of(path, "benchmark.workload")
             raise ConfigError(f"{path}, line {line or '?'}: benchmark.{e.message}", fix=e.fix) from None
+    if isinstance(bench, dict) and isinstance(bench.get("concurrency"), dict):
+        raw["benchmark"] = {**raw["benchmark"], "concurrency": auto_levels(bench["concurrency"])}
     base = OmegaConf.structured(Experiment)
     try:
         cfg = OmegaConf.merge(base, OmegaConf.create(raw))
@@ -300,6 +302,16 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     return exp
 
 
+def auto_levels(concurrency: dict) -> dict:
+    """``benchmark.concurrency`` with ``levels: auto`` spelled out: the coarse start ``AUTO_LEVELS``
+    (the benchmark caps it at the server's max_running_requests), ``auto`` and ``refine`` on (unless
+    the file turns refine off). Any other ``levels`` comes back as it is."""
+    levels = concurrency.get("levels")
+    if not (isinstance(levels, str) and levels.strip().lower() == "auto"):
+        return concurrency
+    return {**concurrency, "levels": list(AUTO_LEVELS), "auto": True, "refine": concurrency.get("refine", True)}
+
+
 def _merge_override(cfg: Any, ov: str) -> Any:
     """One ``key=value`` merged into ``cfg``; ``benchmark.workload=sharegpt:FILE`` (the compact form)
     replaces the whole workload, ``benchmark.workload.input_len=uniform(1,9)`` a compact length."""
@@ -308,6 +320,8 @@ def _merge_override(cfg: Any, ov: str) -> Any:
     if key == "benchmark.workload" and value.strip() not in ("", "null", "None") and not value.strip().startswith("{"):
         cfg.benchmark.workload = None
         return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"workload": workload_spec.parse(value)}}))
+    if key == "benchmark.concurrency.levels" and value.strip().lower() == "auto":
+        return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"concurrency": auto_levels({"levels": "auto"})}}))
     leaf = key.rpartition(".")[2]
     if key.startswith("benchmark.workload.") and leaf in workload_spec.LENGTH_KEYS and not value.strip().startswith("{"):
         tree = workload_spec.parse_length(value.strip(), key)

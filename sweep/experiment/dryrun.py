@@ -43,6 +43,8 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
         b.concurrency.requests_per_level = max(max(b.concurrency.levels),
                                                int(b.concurrency.requests_per_level * d.rounds / max(exp.benchmark.concurrency.rounds, 1)))
     b.request_timeout_s = min(b.request_timeout_s, 120.0)
+    # the host's refinement judges SLOs at real speed, as the report does (sweep.analysis.realspeed)
+    b.concurrency.slo_time_scale = float(d.fake_speed)
     if b.workload is not None:  # the workload's own output lengths, scaled as max_tokens are
         b.workload.output_scale = b.workload.output_scale * d.max_tokens_scale
     scale = {

@@ -139,8 +139,14 @@ def bench_seconds(bench, speed: SpeedModel) -> float:
     ss = bench.single_stream
     total = (ss.runs + ss.warmup) * ss.max_tokens / speed.single_tok_s if ss.runs + ss.warmup else 0.0
     tokens = bench.concurrency.max_tokens
-    for c in bench.concurrency.levels:
-        total += requests_sent(bench, c) * tokens / (c * speed.per_request(c)) + LEVEL_OVERHEAD_S
+
+    def level_s(c: int) -> float:
+        return requests_sent(bench, c) * tokens / (c * speed.per_request(c)) + LEVEL_OVERHEAD_S
+
+    levels = sorted(bench.concurrency.levels)
+    total += sum(level_s(c) for c in levels)
+    if bench.concurrency.refine and levels:  # at most refine_max more, counted at the middle level's cost
+        total += bench.concurrency.refine_max * level_s(levels[len(levels) // 2])
     return total
 
 

@@ -121,6 +121,12 @@ def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str
         bench.pop("rates", None)
     if bench.get("open_loop") == asdict(OpenLoopSettings()):
         bench.pop("open_loop", None)
+    cc = bench["concurrency"]
+    for key in ("slo_time_scale", "baseline_curve"):  # how the host judges and whom it compares with: no new point
+        cc.pop(key, None)
+    if not cc.get("refine") and not cc.get("auto"):  # no refinement: the same levels as before it existed
+        for key in ("refine", "refine_max", "refine_ratio", "auto"):
+            cc.pop(key, None)
     identity = {
         "launcher": list(exp.server.launcher),
         "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sweep.experiment import config as config_mod
+from sweep.orchestrate import baseline_curve
 from sweep.core.console import output_console, plural
 from sweep.experiment.dryrun import fake_args, fake_launcher
 from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsError
@@ -297,7 +298,8 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     def on_event(pid: str, host: str, ev: PointProgress) -> None:
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
-    search = searcher(sweep)
+    search = baseline_curve.gate(searcher(sweep), exp, sweep.todo, specs,  # refine: baselines' curves first
+                                 baseline_curve.recorded_levels(rd.path, sweep.run.statuses))
     slots = max(1, len(hosts) // max(1, sweep.nnodes))  # points that can run at once
     in_flight = 0
 

@@ -135,6 +135,8 @@ LEVELS = pa.schema(
         # as accept_length_requests, on any route); null without speculation or spec_verify_calls_total
         ("accept_length_metrics", pa.float64()),
         ("flushed", pa.bool_()),  # the server's counters were reset before the level
+        # added by concurrency.refine's bisection (sweep/bench/refine.py); null: refinement off
+        ("refined", pa.bool_()),
         # --- how the level ended (sweep/bench/stop.py): with benchmark.concurrency.stop, a level ends once
         # its throughput is known to the precision asked for, or at its fixed request count
         ("planned_requests", pa.int32()),  # the fixed request count (rounds x C, or requests_per_level)
