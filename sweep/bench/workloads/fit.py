@@ -4,7 +4,7 @@ A workload is loaded without a tokenizer (nothing in the benchmark imports sglan
 so two of its lengths are first guesses: a length workload's prompt sent as text (the chat route,
 which takes no ids: one word per id, ``tokens.ids_text``), and a ShareGPT answer's length (its
 output length with ``answer_lengths``: ~4 characters a token). ``fit`` asks the server's
-``/v1/tokenize`` (SGLang has it from 0.5.x; the fake too) once per distinct text, all texts in a
+``/v1/tokenize`` (SGLang 0.5.10 has it; the fake too) once per distinct text, all texts in a
 few batched calls, before anything is timed, and
 
 - makes each text prompt exactly its drawn length on that tokenizer: words are added (more ids of
@@ -15,7 +15,8 @@ few batched calls, before anything is timed, and
 
 Every request with a given length records how it is known (``Request.lengths_exact``, the
 ``lengths_exact`` column): True for ids sent as ids and for lengths the server's tokenizer
-counted, False where a guess remained (no tokenize route: a 404 from an older server; a text that
+counted, False where a guess remained (no count: a 404 from an older server, or SGLang's 500 for a
+tokenizer whose ``model_max_length`` is unbounded, which its JSON encoder cannot write; a text that
 did not fit), None without given lengths. The benchmark logs once how many stayed estimates.
 """
 
@@ -104,7 +105,8 @@ async def fit(client: httpx.AsyncClient, url: str, workload: Workload, api: str,
         reqs[i] = replace(reqs[i], text=texts[i], lengths_exact=True)
     guessed = sum(1 for r in reqs if r.lengths_exact is False)
     if guessed:
-        why = (f"the server at {url} has no {ROUTE}" if not ok else
+        why = (f"no count from {ROUTE} at {url}: an older server has no such route, and SGLang answers 500 "
+               "where the tokenizer's model_max_length is unbounded" if not ok else
                f"{guessed} text(s) did not come to their length in {ROUNDS} rounds")
         log.warning("%s: %d request(s) of %s keep estimated lengths (~4 characters a token; %s)",
                     workload.name, guessed, workload.name, why)
