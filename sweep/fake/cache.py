@@ -25,12 +25,13 @@ class PrefixCache:
 
     def match(self, ids: Sequence[int]) -> int:
         """Tokens of ``ids`` already cached (at most ``len(ids) - 1``)."""
-        node, n = self._root, 0
+        node: dict = self._root
+        n = 0
         for t in ids[:max(len(ids) - 1, 0)]:
-            node = node.get(t)
-            if node is None:
+            child = node.get(t)
+            if child is None:
                 break
-            n += 1
+            node, n = child, n + 1
         return n
 
     def insert(self, ids: Sequence[int]) -> None:
