@@ -18,7 +18,7 @@ import polars as pl
 
 from sweep.core import atomic
 from sweep.core.console import plural
-from sweep.analysis import acceptance, charts, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
+from sweep.analysis import acceptance, charts, workloads as workloads_mod, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -465,6 +465,27 @@ def acceptance_section(f: Findings) -> Section:
         *[f"- {line}" for line in flagged]], table)
 
 
+def workload_sections(f: Findings, tables) -> list[Section]:
+    """Each drafter's accept length and speedup across workloads; none unless the results hold several."""
+    frame = workloads_mod.by_workload(tables, f.single, f.levels)
+    if not frame.height:
+        return []
+    table = frame.select(
+        configuration="configuration", workload="workload",
+        **{"accept len": render.cell(lambda v, src: render.MISSING if v is None else f"{v:.2f}"
+                                     + ("" if src == "server" else " (requests)"), "accept_length", "accept_source"),
+           "speedup C=1": render.cell(render.ratio, "speedup"),
+           "throughput ratio": render.cell(lambda r, c: render.MISSING if r is None else f"{render.ratio(r)} at C={c}",
+                                           "throughput_ratio", "concurrency")})
+    return [Section("Acceptance per workload", [
+        "Each speculative configuration on each workload its points ran (the workload its requests "
+        "record; the configuration: its grid axes without the one choosing the workload): its accept "
+        "length, the server's where measured, else the requests' '(requests)'; its single-stream speedup "
+        "over its baseline on the same workload; its output-throughput ratio to that baseline at the "
+        "highest concurrency level both measured.",
+        *[f"- {line}" for line in workloads_mod.lines(frame)]], table)]
+
+
 def startup_section(f: Findings, images: list[str]) -> Section:
     s = f.startup
     cols = [*PHASES, "other_s", "startup_s"]
@@ -629,6 +650,7 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                 *grid_sections(f, img("speedup_grid.png")),
                 env_section(f, img("nccl_effect.png")),
                 acceptance_section(f),
+                *workload_sections(f, tables),
                 startup_section(f, img("startup.png")),
                 *failures_section(f, plan)]
     if vs is not None:

@@ -46,6 +46,7 @@ from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_lo
 from sweep.bench import workloads
 from sweep.bench.workloads import Workload
 from sweep.core import slo_rule
+from sweep.bench.workloads.fit import fit
 from sweep.core.settings import BenchSettings
 from sweep.core.errors import BenchError
 from sweep.core.events import PointProgress
@@ -96,6 +97,7 @@ def request_row(point_id: str, workload: Workload, api: str, s: Sent) -> dict:
         "point_id": point_id, "phase": s.phase, "concurrency": s.concurrency, "seq": s.seq,
         "prompt_set": workload.name, "prompt_index": s.prompt_index, "api": api, "max_tokens": s.max_tokens,
         "workload": workload.name, "input_len_given": q.input_len, "output_len_given": q.output_len,
+        "lengths_exact": q.lengths_exact,
         "conversation": q.conversation, "turn": q.turn, "prefix_group": q.group, "arrival_s": q.arrival_s,
         "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None, "latency_s": r.latency_s,
         "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "chunks": r.chunks,
@@ -193,6 +195,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:  # the server's input cap
             workloads.check_context(workload, limit, max_tokens=None, what=f"the server's max_req_input_len at {url}",
                                     given_only=True)  # text: the server counts (an estimate must not refuse it)
+        workload = await fit(side, url, workload, settings.api, settings.workload.output_scale if settings.workload else 1.0)
         opts = RequestOptions(url=url, api=settings.api, prompts=workload, seed=settings.seed,
                               temperature=settings.temperature, ignore_eos=settings.ignore_eos,
                               model=settings.model or sm.model_name_of(info), timeout_s=settings.request_timeout_s)

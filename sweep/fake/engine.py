@@ -15,7 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from sweep.fake import metrics, model
+from sweep.fake import metrics, model, text
+from sweep.fake.cache import PrefixCache
 from sweep.fake.log import Log
 
 MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
@@ -42,12 +43,14 @@ class Req:
     __slots__ = ("rid", "prompt_tokens", "max_new_tokens", "stop_len", "seed", "created", "acceptor",
                  "produced", "verify_ct", "accepted", "marks", "finished", "finish_reason", "first_token_at",
                  "finished_at", "event", "external", "streaming", "accept_hist", "received_ts", "entry_time",
-                 "prefilled_time", "last_token_at", "log_metrics")
+                 "prefilled_time", "last_token_at", "log_metrics", "ids", "cached")
 
     def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, stop_len: int, seed: int,
                  spec: Optional[model.Spec], external: bool = True, streaming: bool = False,
-                 log_metrics: bool = True):
+                 log_metrics: bool = True, ids: tuple[int, ...] = ()):
         self.rid = rid
+        self.ids = ids  # the prompt as token ids (the prefix cache's key: sweep/fake/cache.py)
+        self.cached = 0  # of its prompt tokens, those the prefix cache held at its prefill
         self.prompt_tokens = prompt_tokens
         self.max_new_tokens = max_new_tokens
         self.stop_len = stop_len  # tokens until the model's EOS (>= max_new_tokens when EOS is ignored)
@@ -96,6 +99,7 @@ class Stats:
     """Counters the server reports: lifetime, since /flush_cache, and since the last decode log."""
 
     prompt_tokens_total: int = 0
+    cached_tokens_total: int = 0  # prompt tokens the prefix cache held (not prefilled)
     generation_tokens_total: int = 0
     requests_total: int = 0
     spec_tokens: int = 0  # sum over request-steps of (1 + accepted), since flush
@@ -135,6 +139,7 @@ class Engine:
         self._decode_steps = 0
         self.last_output_at = 0.0  # perf_counter of the last step that produced tokens (health checks)
         self._depth = model.max_accepted(cfg.spec) if cfg.spec else 0
+        self.cache = PrefixCache(cfg.max_total_tokens)
         self.excess_j = 0.0  # per GPU: joules above idle of every forward so far (sweep/fake/power.py)
 
     # --- requests ---
@@ -164,6 +169,7 @@ class Engine:
                           f"#running-req: {len(self.running)}")
             return False
         self.stats.spec_tokens = self.stats.spec_steps = 0
+        self.cache.clear()
         self.log.info("Cache flushed successfully!")
         return True
 
@@ -217,7 +223,8 @@ class Engine:
                 break
             self.waiting.popleft()
             batch.append(req)
-            tokens += req.prompt_tokens
+            req.cached = min(self.cache.match(req.ids), req.prompt_tokens - 1) if req.ids else 0
+            tokens += req.prompt_tokens - req.cached
         return batch, tokens
 
     def _after_prefill(self, batch: list[Req]) -> None:
@@ -229,6 +236,7 @@ class Engine:
                 continue
             kind = stats.by_streaming["true" if req.streaming else "false"] if req.log_metrics else _SINK.copy()
             stats.prompt_tokens_total += req.prompt_tokens
+            stats.cached_tokens_total += req.cached
             kind["prompt"] += req.prompt_tokens
             req.first_token_at = req.last_token_at = now
             req.prefilled_time = time.time()
@@ -309,6 +317,8 @@ class Engine:
                 self.stats.by_streaming[kind]["requests"] += 1
                 self.stats.e2e[kind].observe(req.finished_at - req.created)
                 self.stats.generation_hist.observe(req.produced)
+        if reason != "abort" and req.ids:  # its prompt and output but the last token (no KV yet)
+            self.cache.insert(req.ids + tuple(text.token_ids(req.seed, 0, max(req.produced - 1, 0))))
         req.event.set()
         if self.on_finished and reason != "abort":
             self.on_finished(req)
@@ -327,7 +337,8 @@ class Engine:
         return max(self.cfg.spec.draft_tokens - 1, 0) if self.cfg.spec else 0
 
     def _log_prefill(self, batch: list[Req], tokens: int, elapsed: float) -> None:
-        msg = (f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, #cached-token: 0, "
+        msg = (f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, "
+               f"#cached-token: {sum(r.cached for r in batch)}, "
                f"token usage: {self.token_usage():.2f}, #running-req: {len(self.running)}, "
                f"#queue-req: {len(self.waiting)}")
         if self.cfg.real_wording:  # GPU wording of the CPU transcripts' "cpu graph: False"
@@ -384,11 +395,13 @@ class Engine:
             "generation_tokens_total": metrics.series("is_streaming",
                                                       {k: s.by_streaming[k]["generation"] for k in streaming}),
             "num_requests_total": metrics.series("is_streaming", {k: s.by_streaming[k]["requests"] for k in streaming}),
-            "cached_tokens_total": metrics.series("cache_source", {"device": 0.0}),
-            "prefill_effective_tokens_total": metrics.series("mode", {"input": s.prompt_tokens_total, "device_hit": 0.0,
+            "cached_tokens_total": metrics.series("cache_source", {"device": float(s.cached_tokens_total)}),
+            "prefill_effective_tokens_total": metrics.series("mode", {"input": s.prompt_tokens_total - s.cached_tokens_total,
+                                                                       "device_hit": float(s.cached_tokens_total),
                                                                        "host_hit": 0.0, "storage_hit": 0.0}),
-            "realtime_tokens_total": metrics.series("mode", {"prefill_compute": s.prompt_tokens_total, "decode":
-                                                             s.generation_tokens_total, "prefill_cache": 0.0}),
+            "realtime_tokens_total": metrics.series("mode", {"prefill_compute": s.prompt_tokens_total - s.cached_tokens_total,
+                                                             "decode": s.generation_tokens_total,
+                                                             "prefill_cache": float(s.cached_tokens_total)}),
             "cuda_graph_passes_total": metrics.series("mode", {"prefill_none": s.prefill_passes,
                                                                "decode_none": s.decode_passes - s.decode_graph_passes,
                                                                "decode_cuda_graph": s.decode_graph_passes}),

@@ -327,6 +327,8 @@ class FakeServer:
         r.add_post("/v1/completions", self.completions)
         r.add_post("/v1/chat/completions", self.chat_completions)
         r.add_get("/v1/models", self.models)
+        for path in ("/v1/tokenize", "/tokenize"):
+            r.add_post(path, self.tokenize)
         for path in ("/model_info", "/get_model_info"):
             r.add_get(path, self.model_info)
         for path in ("/server_info", "/get_server_info"):
@@ -417,7 +419,7 @@ class FakeServer:
         stop_len = max_new if ignore_eos else text.natural_length(seed)
         return Req(openai_api.new_id(), n, max_new, stop_len, seed, self.cfg.spec,
                    external=self.ready if external is None else external, streaming=streaming,
-                   log_metrics=log_metrics)
+                   log_metrics=log_metrics, ids=text.prompt_ids(prompt))
 
     @staticmethod
     async def _wait(req: Req) -> None:
@@ -477,7 +479,8 @@ class FakeServer:
             "prompt_tokens": req.prompt_tokens, "weight_version": "default", "num_retractions": 0,
             "forward_entry_time": req.entry_time, "prefill_finished_time": req.prefilled_time,
             "queue_time": (req.first_token_at or req.created) - req.created, "reasoning_tokens": 0,
-            "completion_tokens": tokens, "cached_tokens": 0, "cached_tokens_details": {"device": 0, "host": 0},
+            "completion_tokens": tokens, "cached_tokens": req.cached,
+            "cached_tokens_details": {"device": req.cached, "host": 0},
             "dp_rank": None}
         now = time.time()
         if not final:
@@ -677,6 +680,23 @@ class FakeServer:
                               "max_total_num_tokens": self.engine.cfg.max_total_tokens,
                               "max_req_input_len": self.cfg.context_len - 6, "status": "ready" if self.ready else "starting",
                               "internal_states": [state], "version": self.cfg.version, "kv_events": None})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """SGLang's ``/v1/tokenize`` (and ``/tokenize``): ``{"prompt": str | [str]}`` to ``{"tokens",
+        "count", "max_model_len"}``, on the fake's tokenizer (``text.prompt_ids``)."""
+        body = await self._read_json(request)
+        prompt = body.get("prompt") if isinstance(body, dict) else None
+        if isinstance(prompt, str):
+            ids: Any = list(text.prompt_ids(prompt))
+            count: Any = len(ids)
+        elif isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+            ids = [list(text.prompt_ids(p)) for p in prompt]
+            count = [len(i) for i in ids]
+        else:
+            return json_response({"detail": [{"type": "missing" if prompt is None else "string_type",
+                                              "loc": ["body", "prompt"], "msg": "Field required" if prompt is None
+                                              else "Input should be a valid string", "input": body}]}, 422)
+        return json_response({"tokens": ids, "count": count, "max_model_len": self.cfg.context_len})
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         ok = self.engine.flush()

@@ -52,6 +52,7 @@ REQUESTS = pa.schema(
         ("workload", pa.string()),  # its name: the prompt set, sharegpt:FILE, synthetic:..., trace:FILE
         ("input_len_given", pa.int32()),  # tokens the workload meant the prompt to be (null: text; real: prompt_tokens)
         ("output_len_given", pa.int32()),  # the workload's output length (null: the phase's max_tokens)
+        ("lengths_exact", pa.bool_()),  # the given lengths on the served tokenizer: exact (ids, /v1/tokenize) or estimated
         ("conversation", pa.int32()),  # ShareGPT: the conversation's index in the file
         ("turn", pa.int32()),  # its user turn (0-based; multi-turn sends each with the conversation so far)
         ("prefix_group", pa.int32()),  # shared-prefix group (a trace's group or first hash id)

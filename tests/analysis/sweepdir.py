@@ -47,6 +47,7 @@ class Point:
     extra: dict = field(default_factory=dict)
     per_request: dict[int, float] = field(default_factory=dict)  # a level's mean per-request tok/s, if not throughput / C
     power: dict[int, float] = field(default_factory=dict)  # a level's mean watts (the energy columns; none: null)
+    workload: str | None = None  # the requests' workload column (null: as results before workloads)
 
 
 def spread(center: float, n: int, jitter: float) -> list[float]:
@@ -83,11 +84,12 @@ class SweepDir:
               tok_s: list[float] = (), levels: dict[int, float] | None = None, jitter: float = 0.02,
               accept_length: float | None = None, written: bool = True,
               lost: list[tuple[str, int, str]] = (), per_request: dict[int, float] | None = None,
-              power: dict[int, float] | None = None, **params: str | None) -> str:
+              power: dict[int, float] | None = None, requests_workload: str | None = None, **params: str | None) -> str:
         """Add a point; returns its id. Keyword arguments named after an axis are its params;
         others (failure_reason, warnings...) go to its point row. ``lost`` adds failed requests
         as (phase, concurrency, error). ``per_request`` sets a level's mean per-request tok/s apart from
-        its throughput (a server that queues: the two ratios to a baseline part); ``power`` a level's mean
+        its throughput (a server that queues: the two ratios to a baseline part); ``requests_workload`` the name its
+        requests record (an axis of that name: set it in ``roles``); ``power`` a level's mean
         watts (peak 10 % above; energy = watts x wall time). ``written=False`` keeps it out of the directory (a point
         not run yet)."""
         extra = {k: params.pop(k) for k in list(params) if k not in self.roles}
@@ -95,7 +97,7 @@ class SweepDir:
         pid = hashlib.sha1(label.encode()).hexdigest()[:12]
         self.points.append(Point(pid, label, params, baseline, baseline_of, status, list(tok_s),
                                  dict(levels or {}), jitter, accept_length, written, list(lost), extra,
-                                 dict(per_request or {}), dict(power or {})))
+                                 dict(per_request or {}), dict(power or {}), requests_workload))
         return pid
 
     def _point_row(self, p: Point) -> dict:
@@ -117,16 +119,17 @@ class SweepDir:
         return row
 
     def _tables(self, p: Point) -> dict[str, list[dict]]:
-        ids = {"point_id": p.point_id}
+        ids: dict = {"point_id": p.point_id}
+        req_ids = {**ids, "workload": p.workload} if p.workload is not None else ids
         single = [dict(ids, run=i, max_tokens=TOKENS, prompt_index=i, prompt_tokens=50,
                        completion_tokens=TOKENS, latency_s=TOKENS / v, ttft_s=0.05, tok_per_s=v,
                        accept_length=p.accept_length, ok=True) for i, v in enumerate(p.tok_s)]
-        requests = [dict(ids, phase="single", concurrency=1, seq=i, completion_tokens=TOKENS,
+        requests = [dict(req_ids, phase="single", concurrency=1, seq=i, completion_tokens=TOKENS,
                          latency_s=TOKENS / v, ttft_s=0.05, ok=True) for i, v in enumerate(p.tok_s)]
         levels, metrics = [], []
         for c, throughput in sorted(p.levels.items()):
             rates = spread(p.per_request.get(c, throughput / c), 2 * c, p.jitter)
-            requests += [dict(ids, phase="level", concurrency=c, seq=i, completion_tokens=TOKENS,
+            requests += [dict(req_ids, phase="level", concurrency=c, seq=i, completion_tokens=TOKENS,
                               latency_s=TOKENS / v, ttft_s=0.05, tpot_s=(TOKENS / v - 0.05) / (TOKENS - 1),
                               ok=True) for i, v in enumerate(rates)]
             levels.append(dict(ids, concurrency=c, max_tokens=TOKENS, requests=len(rates),

@@ -128,7 +128,8 @@ def test_figures_agree_with_the_fake_model(fake_sglang):
         assert lv["metrics_generation_tokens"] == 2 * c * LEVEL_TOKENS
         assert lv["metrics_requests"] == 2 * c
         assert lv["metrics_prompt_tokens"] == sum(r["prompt_tokens"] for r in level_req)
-        assert lv["metrics_cache_hit_rate"] == 0.0  # the fake caches nothing
+        # the fake's prefix cache: a prompt repeated within the level (flushed before) hits it, in part
+        assert 0.0 < lv["metrics_cache_hit_rate"] < 1.0 or (c == 1 and lv["metrics_cache_hit_rate"] == 0.0)
         assert lv["accept_length_metrics"] is None or close(lv["accept_length_metrics"], expected_accept, 0.02)
         assert lv["metrics_scrapes"] is not None
         rows = [m for m in result.metrics.to_pylist() if m["concurrency"] == c]

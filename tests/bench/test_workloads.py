@@ -332,7 +332,7 @@ def test_requests_written_before_the_workload_columns_still_load(tmp_path):
     new = from_rows([{"point_id": "new1", "phase": "level", "workload": "sharegpt:x.json", "conversation": 3, "turn": 1,
                       "input_len_given": None, "output_len_given": 9}], "requests")
     rd.write_point("new1", from_rows([{"point_id": "new1", "label": "a", "status": "ok"}], "points"), {"requests": new})
-    added = {"workload", "input_len_given", "output_len_given", "conversation", "turn", "prefix_group", "arrival_s"}
+    added = {"workload", "input_len_given", "output_len_given", "conversation", "turn", "prefix_group", "arrival_s", "lengths_exact"}
     old_fields = [f for f in REQUESTS if f.name not in added]  # a requests file as the previous version wrote it
     old = pa.table({f.name: pa.array(["old1"] if f.name == "point_id" else [None], f.type) for f in old_fields},
                    schema=pa.schema(old_fields))

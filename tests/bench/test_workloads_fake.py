@@ -50,6 +50,7 @@ def test_sweep_bench_with_a_sharegpt_file_records_each_conversation_and_turn(fak
         before = req.filter((pl.col("conversation") == 0) & (pl.col("turn") == 0) & (pl.col("seq") == s["seq"] - 1))
         assert before.height == 1 and before["start_at"][0] + before["latency_s"][0] <= s["start_at"]
     assert req["input_len_given"].null_count() == 6 and req["prefix_group"].null_count() == 6  # text: not given
+    assert req["lengths_exact"].all()  # the answers counted on the server's tokenizer (/v1/tokenize)
 
 
 def test_synthetic_and_shared_prefix_lengths_reach_the_server_on_every_route(fake_sglang):
@@ -63,6 +64,7 @@ def test_synthetic_and_shared_prefix_lengths_reach_the_server_on_every_route(fak
             req = pl.from_arrow(run(server.url, settings).requests)
             assert req["ok"].all() and req.height == 5, (spec, api, req["error"].to_list())
             assert (req["max_tokens"] == req["output_len_given"]).all() and (req["completion_tokens"] == req["max_tokens"]).all()
+            assert req["lengths_exact"].all()  # ids as ids, or chat text fitted on the server's /v1/tokenize
             if api == "chat":  # text, one word a token, plus the chat template's tokens
                 assert (req["prompt_tokens"] > req["input_len_given"]).all(), (spec, req["prompt_tokens"].to_list())
             else:  # the ids themselves: the server counts exactly the given length

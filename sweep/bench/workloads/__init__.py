@@ -50,6 +50,8 @@ class Request:
     group: Optional[int] = None  # the shared-prefix group (shared-prefix; a trace's group or first hash id)
     arrival_s: Optional[float] = None  # a trace's arrival time, from its first request, scaled
     origin: str = ""  # where it came from, for errors: "FILE, line 12"
+    answer: str = ""  # ShareGPT with answer_lengths: the answer whose length is output_len (fit.py counts it)
+    lengths_exact: Optional[bool] = None  # its given lengths on the served tokenizer: True exact, False estimated (fit.py)
 
     def prompt_text(self) -> str:
         """The prompt as text (the ids spelt as words where it is ids)."""

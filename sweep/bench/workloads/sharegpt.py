@@ -6,7 +6,8 @@ Multi-turn (``multiturn``): one request per human turn, carrying the conversatio
 dataset's own earlier answers, not the server's, so a rerun sends the same requests), the turns of
 one conversation sent in order by one in-flight slot, so that the server's prefix cache is used as
 in a chat. With ``answer_lengths`` the dataset's answer to a turn gives its output length (max
-tokens), estimated at ~4 characters a token (no tokenizer here); a turn without an answer then takes
+tokens), estimated at ~4 characters a token, then counted on the served model's tokenizer
+before anything is sent (``fit.py``); a turn without an answer then takes
 the phase's max_tokens. Roles: ``human``/``user`` ask, ``gpt``/``chatgpt``/``bard``/``bing``/
 ``model``/``assistant`` answer, ``system`` is kept as the chat's system message.
 """
@@ -58,10 +59,14 @@ def render(messages: list[dict]) -> str:
     return "".join(f"{LABEL[m['role']]}: {m['content']}\n\n" for m in messages) + "Assistant:"
 
 
-def _answer_len(turns: list[tuple[str, str]], k: int, use: bool) -> Optional[int]:
+def _answer(turns: list[tuple[str, str]], k: int, use: bool) -> str:
     if use and k + 1 < len(turns) and turns[k + 1][0] == "assistant" and turns[k + 1][1].strip():
-        return tokens.estimate(turns[k + 1][1])
-    return None
+        return turns[k + 1][1]
+    return ""
+
+
+def _answer_len(answer: str) -> Optional[int]:
+    return tokens.estimate(answer) if answer else None
 
 
 def load(w: WorkloadSettings) -> Workload:
@@ -74,7 +79,8 @@ def load(w: WorkloadSettings) -> Workload:
         conv = n - 1
         if not w.multiturn:
             k = next(i for i, (r, v) in enumerate(turns) if r == "user" and v.strip())
-            out.append(Request(text=turns[k][1], output_len=_answer_len(turns, k, w.answer_lengths),
+            answer = _answer(turns, k, w.answer_lengths)
+            out.append(Request(text=turns[k][1], output_len=_answer_len(answer), answer=answer,
                                conversation=conv, turn=0, origin=origin))
             continue
         history: list[dict] = []
@@ -84,8 +90,8 @@ def load(w: WorkloadSettings) -> Workload:
             if role != "user" or not value.strip():
                 continue
             msgs = tuple(dict(m) for m in history)
-            out.append(Request(text=render(list(msgs)), messages=msgs,
-                               output_len=_answer_len(turns, k, w.answer_lengths),
+            answer = _answer(turns, k, w.answer_lengths)
+            out.append(Request(text=render(list(msgs)), messages=msgs, output_len=_answer_len(answer), answer=answer,
                                conversation=conv, turn=turn, origin=origin))
             turn += 1
     if not out:
