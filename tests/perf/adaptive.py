@@ -56,7 +56,8 @@ def sweep(exp: Path, strategy: str, out: Path, tolerance: float) -> tuple[Path, 
     d = out / f"{exp.stem}-{strategy}"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "sweep", str(exp), "--dry-run", f"results_dir={d}",
-                        f"search.strategy={strategy}", f"search.tolerance={tolerance}"],
+                        f"search.strategy={strategy}", f"search.tolerance={tolerance}",
+                        "dry_run.hosts=3"],  # the issue's 3 hosts for every experiment (glm5's file says 2)
                        cwd=REPO, capture_output=True, text=True)
     took = time.monotonic() - t0
     if r.returncode not in (0, 1):
