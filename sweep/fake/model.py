@@ -54,6 +54,11 @@ draft-model path with ``--fake-accept-map``). A tree (topk > 1) accepts more per
     depth  = min(steps, num_draft_tokens - 1)
     accept_length = 1 + p_eff + p_eff^2 + ... + p_eff^depth  # tokens per request per verify step
 
+so a deeper tree with the same budget reaches every depth it shares with a shallower one no more
+often (``b`` shrinks once the steps outgrow the budget), as real SGLang's trees do: it verifies the
+top ``num_draft_tokens - 1`` candidates by cumulative score, and a deeper tree's candidates include
+a shallower one's (the adaptive search's tree bound rests on this; ``tests/fake`` holds the model to it).
+
 Each request turns that mean into whole tokens with an error-diffusion accumulator (:class:`Acceptor`),
 so over any run its measured accept length equals the model's value to within one token.
 

@@ -5,18 +5,28 @@ tells it what each measured.
 How it decides:
 
 - **Groups.** Speculative chain points (topk 1) that differ only in their step count form a group
-  (same drafter, NCCL profile, every other axis). Baselines, trees and points alone in their group
-  are run as the grid would run them.
+  (same drafter, NCCL profile, every other axis); so do trees (topk > 1) with the same topk and
+  draft tokens. Baselines and points alone in their group are run as the grid would run them.
 - **Order.** Baselines first; then one probe per group, its point with the most steps: a chain
   drafter drafts the same tokens whatever its step count, so that point's acceptance per draft
   position gives the accept length of every shorter chain. Then, once no group knows its cost of
   a step, the best group's fewest-steps point: two step counts give the cost of a draft step
   against a verify pass (a verify cycle's time ``T(k) ~ 1 + s*k``; the other groups borrow ``s``,
   with twice the allowance, until they measure their own). Then the candidates most likely to win.
+  A tree group's probe is its fewest-steps point, the opposite of a chain's: a shallower tree bounds
+  a deeper one, not the other way round.
 - **Prediction.** A point with ``k`` steps, at each level measured by its nearest measured
   neighbour (the anchor, ``k_a`` steps): its throughput and per-user speed are the anchor's times
   ``AL(k)/AL(k_a) * T(k_a)/T(k)``, its time to first token the anchor's; the allowance is
-  ``search.tolerance`` plus the noise the anchor measured at that level.
+  ``search.tolerance`` plus the noise the anchor measured at that level. A tree point's prediction
+  is an upper bound instead, from the deepest measured point of its group with fewer steps (depth
+  ``k``, accept length ``AL(k)``, a share ``p_k`` of its verifies reaching depth ``k``): its accept
+  length is at most ``AL(k) + j * p_k`` for ``j`` more levels (``tree_accept_bound``: SGLang verifies
+  the top ``num_draft_tokens - 1`` nodes by cumulative score, so a deeper tree keeps fewer nodes at
+  every shared depth), and its verify costs no less (the same tokens verified, more draft steps), so
+  its figures are at most the anchor's times ``bound/AL(k)``. No cost of a step is assumed for trees,
+  and draft tokens are no ordered axis: more of them accept more and cost more, which bounds neither
+  way without a cost model.
 - **Pruning.** A point is not run when, at every level its anchor measured (the single stream and
   each concurrency level), some point already measured beats its prediction raised by the
   allowance, in throughput and per-user speed, with a first token no later: then it is the best at
@@ -26,7 +36,10 @@ How it decides:
 
 What it can miss: a point whose real figures are further from the prediction than the allowance
 (a drafter whose acceptance depends on the step count, a cost that is not linear in the steps), and
-SLO limits on figures it does not predict (latency percentiles beyond the median TTFT).
+SLO limits on figures it does not predict (latency percentiles beyond the median TTFT). A tree's
+bound holds per verify from the same context; over a run it assumes that the contexts the two trees'
+verifies start from accept alike on average (ties between node scores, which SGLang's top-k breaks
+arbitrarily, aside).
 """
 
 from __future__ import annotations
@@ -79,6 +92,46 @@ def chain_steps(p: Point) -> int | None:
     if p.baseline or r.get("steps") is None or (r.get("topk") or 1) != 1:
         return None
     return int(r["steps"])
+
+
+def tree_steps(p: Point) -> int | None:
+    """The step count of a speculative tree point (topk > 1) as SGLang resolves it; None otherwise."""
+    r = p.resolved or {}
+    if p.baseline or r.get("steps") is None or (r.get("topk") or 1) <= 1:
+        return None
+    return int(r["steps"])
+
+
+def tree_depth(p: Point) -> int:
+    """The most drafts one verify of a tree point can accept: its steps, at most its draft tokens - 1."""
+    r = p.resolved or {}
+    k = int(r["steps"])
+    n = r.get("draft_tokens")
+    return min(k, int(n) - 1) if n else k
+
+
+def tree_accept_bound(f: Figures, depth: int, deeper: int) -> float | None:
+    """An upper bound on the accept length of the same tree drafted ``deeper`` levels deep, from a
+    shallower tree's figures ``f`` (which accepted at most ``depth`` drafts per verify): its accept
+    length plus, per extra level, the share of its verifies that reached its last level.
+
+    Why (SGLang's ``organize_draft_results``): the tree verified is the top ``num_draft_tokens - 1``
+    of all candidate nodes by cumulative score (a node's score is its parent's times a probability,
+    so never above it); the candidates of ``k`` steps are those of ``k - 1`` steps plus one more
+    level; so a deeper tree keeps, at every depth it shares with a shallower one, a subset of the
+    shallower one's nodes (more candidates compete for the same budget), and reaches each depth
+    ``<= k`` no more often; and a level below ``k`` is reached no more often than level ``k``.
+    None without what it needs (its accept length)."""
+    al = _accept(f, depth)
+    if not al:
+        return None
+    if deeper <= depth:
+        return al
+    if len(f.reached) >= depth and depth > 0:
+        last = f.reached[depth - 1]
+    else:  # no histogram: the reach of the last level is at most the mean reach of all of them
+        last = (al - 1.0) / depth if depth > 0 else 1.0
+    return al + (deeper - depth) * max(0.0, last)
 
 
 def group_key(p: Point) -> tuple:
@@ -138,6 +191,19 @@ class AdaptiveSearch:
         self._slope_probe_id: str | None = None  # the point handed out to measure a second step count
         self._noise: tuple[int, float | None] = (-1, None)  # level_noise's cache: (points measured, figure)
         self._slope_candidate: str | None = None
+        # trees (topk > 1) that differ only in their step count, shallowest first: same group key,
+        # topk and draft tokens (the budget their nodes compete for)
+        self.tree_steps = {p.id: k for p in points if (k := tree_steps(p)) is not None}
+        trees: dict[tuple, list[str]] = {}
+        for pid in self.tree_steps:
+            r = self.points[pid].resolved or {}
+            trees.setdefault((group_key(self.points[pid]), r.get("topk"), r.get("draft_tokens")), []).append(pid)
+        self.tree_of: dict[str, tuple] = {}
+        self.tree_groups: dict[tuple, list[str]] = {}
+        for key, ids in trees.items():
+            if len({self.tree_steps[i] for i in ids}) > 1:
+                self.tree_groups[key] = sorted(ids, key=lambda i: self.tree_steps[i])
+                self.tree_of.update({i: key for i in ids})
 
     # --- the driver's side -------------------------------------------------------------------------
 
@@ -170,8 +236,10 @@ class AdaptiveSearch:
             t = tables.get(name)
             return pl.DataFrame() if t is None else t if isinstance(t, pl.DataFrame) else pl.from_arrow(t)  # type: ignore[return-value]
 
-        return from_tables(point_id, frame("levels"), frame("requests"), frame("single_stream"),
-                           depth=self.steps.get(point_id))
+        depth = self.steps.get(point_id)
+        if point_id in self.tree_steps:
+            depth = tree_depth(self.points[point_id])
+        return from_tables(point_id, frame("levels"), frame("requests"), frame("single_stream"), depth=depth)
 
     def outline(self) -> tuple[list[str], list[str]]:
         """Before anything is measured: (the points it runs whatever they measure: baselines, points
@@ -202,8 +270,10 @@ class AdaptiveSearch:
         cost-of-a-step probe, then the candidates not pruned (the most promising first)."""
         waiting = self._waiting()
         first = [i for i in waiting if self.points[i].baseline]
-        alone = [i for i in waiting if not self.points[i].baseline and i not in self.group_of]
+        alone = [i for i in waiting if not self.points[i].baseline and i not in self.group_of
+                 and i not in self.tree_of]
         probes, blocked = [], set()
+        trees, later = self._tree_order(waiting)
         for key, ids in self.groups.items():
             if any(i in self.measured for i in ids):
                 continue
@@ -225,8 +295,63 @@ class AdaptiveSearch:
             if score is not None:
                 scored.append((-score, self.todo.index(i), i))
         fill = self._fill(waiting, blocked) if slope_pending else []
-        return (first + alone + probes + ([slope_probe] if slope_probe else []) + [i for *_, i in sorted(scored)]
-                + [i for i in fill if i not in {j for *_, j in scored}])
+        return (first + alone + probes + trees + ([slope_probe] if slope_probe else [])
+                + [i for *_, i in sorted(scored)] + [i for i in fill if i not in {j for *_, j in scored}] + later)
+
+    def _tree_order(self, waiting: list[str]) -> tuple[list[str], list[str]]:
+        """The tree points to run: (each group's probe, its shallowest point not failed, while nothing
+        of it is measured; then, once it is, its points not pruned, the shallowest first), and those
+        to run only once nothing else is left (a shallower point of the group, nearer than what
+        bounds them, is still running: it will bound them tighter)."""
+        now: list[str] = []
+        later: list[str] = []
+        for ids in self.tree_groups.values():
+            if not any(i in self.measured for i in ids):
+                live = [i for i in ids if i not in self.finished]
+                if live and live[0] in waiting and not any(i in self.running for i in ids):
+                    now.append(live[0])
+                continue
+            for i in ids:
+                if i not in waiting:
+                    continue
+                got = self.predict(i)
+                if got is not None and self._score(i, got) is None:
+                    continue  # pruned
+                anchor = self._tree_anchor(i)
+                k = self.tree_steps[i]
+                nearer = any(j in self.running and self.tree_steps[j] < k
+                             and (anchor is None or self.tree_steps[j] > self.tree_steps[anchor]) for j in ids)
+                (later if nearer else now).append(i)
+        return now, later
+
+    def _tree_anchor(self, pid: str) -> str | None:
+        """The deepest measured point of the tree's group shallower than it (what bounds it)."""
+        k = self.tree_steps[pid]
+        done = [i for i in self.tree_groups[self.tree_of[pid]] if i in self.measured and self.tree_steps[i] < k]
+        return max(done, key=lambda i: self.tree_steps[i]) if done else None
+
+    def _predict_tree(self, pid: str) -> tuple[list[Prediction], str] | None:
+        """An upper bound on a tree point's figures at every level its anchor (the deepest measured
+        point of its group with fewer steps) measured: the anchor's throughput and per-user speed
+        times ``bound/AL_a`` (``tree_accept_bound``), since a verify of the deeper tree costs no less
+        (the same draft tokens verified, more draft steps); None where nothing shallower is measured."""
+        anchor = self._tree_anchor(pid)
+        if anchor is None:
+            return None
+        da, d = tree_depth(self.points[anchor]), tree_depth(self.points[pid])
+        out = []
+        for lv, fa in self.measured[anchor].levels.items():
+            al_a, bound = _accept(fa, da), tree_accept_bound(fa, da, d)
+            if not al_a or bound is None:
+                return None
+            factor = max(1.0, bound / al_a)
+            out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s,
+                                  self.tolerance, fa.noise))
+        if not out:
+            return None
+        return out, (f"bounded from {self.points[anchor].label}: a deeper tree accepts at most its accept length "
+                     f"plus, per extra level, the share of its verifies that reached its last one, at no lower "
+                     f"cost per verify")
 
     def _fill(self, waiting: list[str], blocked: set[tuple]) -> list[str]:
         """While the cost of a step is measured: the rest of that group, middle step counts first,
@@ -314,6 +439,8 @@ class AdaptiveSearch:
         The anchor is, where one is measured, its twin (the same steps with another drafter: only
         the acceptance scales the figures), else the nearest step count of its own group (the
         acceptance and the cost of the steps between them scale them)."""
+        if pid in self.tree_of:
+            return self._predict_tree(pid)
         key = self.group_of.get(pid)
         if key is None:
             return None

@@ -117,3 +117,22 @@ def test_spec_rejects_nonsense():
         Spec(0, 1, 1)
     with pytest.raises(ValueError):
         Spec(2, 1, 3, accept_rate=1.5)
+
+
+@pytest.mark.parametrize("topk,draft_tokens", [(4, 16), (2, 6), (8, 32)])
+def test_a_deeper_tree_reaches_each_depth_no_more_often_and_costs_no_less(topk, draft_tokens):
+    """What the adaptive search's tree bound relies on, as real SGLang builds trees (the top
+    draft_tokens - 1 nodes by cumulative score: a deeper tree shares the same budget among more
+    candidates): at every shared depth a deeper tree's reach is at most a shallower one's, and a
+    verify round of the same draft tokens with more steps takes no less time."""
+    def reach(steps: int) -> list[float]:
+        spec = Spec(steps, topk, draft_tokens, 0.7)
+        q = model.effective_accept_rate(spec)
+        return [q ** d for d in range(1, model.max_accepted(spec) + 1)]
+
+    for k in range(1, 8):
+        for j in range(1, 4):
+            assert all(d <= s for d, s in zip(reach(k + j), reach(k)))
+            for batch in (1, 64):
+                assert (model.step_time_s(batch, Spec(k + j, topk, draft_tokens, 0.7), None)
+                        >= model.step_time_s(batch, Spec(k, topk, draft_tokens, 0.7), None))

@@ -3,7 +3,7 @@
 Side by side in one run, on the fake server (dry runs, 3 simulated hosts): each experiment swept as
 the full grid and as the adaptive search, then read as the report reads them. Experiments: the
 reference (experiments/k26_eagle.yaml, 18 points), experiments/glm5_eagle_tree.yaml (4 points:
-trees, which the search runs as the grid does), and a wide grid of its own built from the reference
+a baseline and a tree at steps 2-4: the shallowest tree bounds the deeper ones), and a wide grid of its own built from the reference
 (3 drafters accepting 75, 70 and 65 % x steps 1-7 x 2 NCCL profiles + 2 baselines = 44 points,
 the issue's example).
 
@@ -56,7 +56,8 @@ def sweep(exp: Path, strategy: str, out: Path, tolerance: float) -> tuple[Path, 
     d = out / f"{exp.stem}-{strategy}"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "sweep", str(exp), "--dry-run", f"results_dir={d}",
-                        f"search.strategy={strategy}", f"search.tolerance={tolerance}"],
+                        f"search.strategy={strategy}", f"search.tolerance={tolerance}",
+                        "dry_run.hosts=3"],  # the issue's 3 hosts for every experiment (glm5's file says 2)
                        cwd=REPO, capture_output=True, text=True)
     took = time.monotonic() - t0
     if r.returncode not in (0, 1):

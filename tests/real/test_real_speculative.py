@@ -330,3 +330,30 @@ def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path)
     assert predicted is not None and measured is not None
     assert predicted == pytest.approx(measured, rel=0.15)
     assert got[3].accept_length(3) == pytest.approx(got[3].accept, rel=0.05)  # its own, as the server said
+
+
+def test_a_shallower_tree_bounds_a_deeper_ones_acceptance(real_spec_sglang, tmp_path):
+    """What the adaptive search's tree bound relies on (sweep/search/adaptive.py::tree_accept_bound),
+    on real SGLang: with the same topk and draft tokens, a 3-step tree reaches each depth it shares
+    with a 2-step one no more often, and accepts at most AL(2) + p_2 per verify."""
+    from sweep.search.adaptive import tree_accept_bound
+    from sweep.search.measured import SINGLE, from_tables
+
+    real = real_spec_sglang
+    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
+                          concurrency=ConcurrencySettings(levels=[], rounds=1), request_timeout_s=180)
+    got = {}
+    for steps in (2, 3):
+        with live_server(real, tmp_path / f"tree{steps}.log", *eagle3(real.models / "eagle3", steps, 2, 4)) as srv:
+            res = run_bench(srv.url, bench, point_id=f"t{steps}")
+        got[steps] = from_tables(f"t{steps}", pl.from_arrow(res.levels), pl.from_arrow(res.requests),
+                                 pl.from_arrow(res.single_stream), depth=steps).levels[SINGLE]
+    shallow, deep = got[2], got[3]
+    bound = tree_accept_bound(shallow, 2, 3)
+    print(f"\ntree topk 2, 4 draft tokens: reach per depth at 2 steps {[round(r, 3) for r in shallow.reached]}, "
+          f"at 3 steps {[round(r, 3) for r in deep.reached]}; accept length at 3 steps {deep.accept_length(3):.3f}, "
+          f"bound from 2 steps {bound:.3f}")
+    assert shallow.reached and deep.reached and shallow.reached[0] > 0  # the trained drafter accepts
+    # the same prompts, greedy: the two runs verify from different positions, so allow a little noise
+    assert all(d <= s * 1.05 + 0.02 for d, s in zip(deep.reached, shallow.reached)), (deep.reached, shallow.reached)
+    assert deep.accept_length(3) <= bound * 1.03, (deep.accept_length(3), bound)
