@@ -78,6 +78,9 @@ class PointResult(FailureParts):
     single_stream: pa.Table | None = None
     levels: pa.Table | None = None
     metrics: pa.Table | None = None  # the raw /metrics of each level (sweep.results.schema.METRICS)
+    # the other points of the same server launch (client-side axes), each its own record; the driver
+    # writes them as points of their own
+    more: list["PointResult"] = field(default_factory=list)
 
     def fail(self, phase: FailurePhase, reason: str, fix: str | None = None) -> None:
         self.status, self.failure = "failed", Failure(phase, reason, fix)
@@ -92,4 +95,4 @@ class PointResult(FailureParts):
 
     def without_tables(self) -> PointResult:
         """The record to keep in memory once its tables are on disk."""
-        return replace(self, requests=None, single_stream=None, levels=None, metrics=None)
+        return replace(self, requests=None, single_stream=None, levels=None, metrics=None, more=[])
