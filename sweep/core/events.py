@@ -44,7 +44,7 @@ class PointProgress:
     node_rank: int | None = None  # node: which node of a server that spans hosts
     attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
     node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)
-    point_id: str | None = None  # another point of the task's server launch (client-side axes); None: the task's
+    sub_point: str | None = None  # another point of the task's server launch (client-side axes) it is about; None: the task's
 
     @property
     def title(self) -> str:

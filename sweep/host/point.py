@@ -297,7 +297,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
 
 
 def _as_point(emit: OnProgress, point_id: str) -> OnProgress:
-    return lambda ev: emit(replace(ev, point_id=point_id))
+    return lambda ev: emit(replace(ev, sub_point=point_id))
 
 
 def _split(launch: PointResult, ids: list[str], parts: dict[str, PointResult]) -> PointResult:

@@ -90,7 +90,7 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
     def progress(ev: PointProgress) -> None:
-        board.post.remote(ev.point_id or spec.point_id, ctx.name, task_id, ev)
+        board.post.remote(ev.sub_point or spec.point_id, ctx.name, task_id, ev)
 
     return spec, ctx, progress
 
