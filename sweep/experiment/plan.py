@@ -173,9 +173,11 @@ def _server_flags(exp: Experiment) -> dict[str, Any]:
 
 
 def _comparable(p: PlannedPoint) -> dict[str, Any]:
-    """What must be equal for a baseline to be a fair comparison: flags without speculation, and env."""
+    """What must be equal for a baseline to be a fair comparison: flags without speculation, env, and
+    the client-side axes' values (the same workload)."""
     flags = {k: v for k, v in p.flags.items() if not k.startswith(SPECULATIVE_PREFIX) and k not in PLACEMENT_FLAGS}
-    return {**{f"--{k}": v for k, v in flags.items()}, **{f"env {k}": v for k, v in p.env.items()}}
+    return {**{f"--{k}": v for k, v in flags.items()}, **{f"env {k}": v for k, v in p.env.items()},
+            **({"benchmark": p.bench_key} if p.bench_key else {})}
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
