@@ -198,7 +198,7 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
             if bench_key is not None:  # a list is one value here: concurrency.levels: [[1, 8], [64]]
                 vals.append(AxisValue(shown, {}, {}, v, _nested(bench_key, v) if v is not None else {}))
             else:
-                vals.append(AxisValue(shown, {flag: v} if v is not None else {}, {}, v))
+                vals.append(AxisValue(shown, {flag: v} if v is not None and flag else {}, {}, v))
         values = tuple(vals)
     else:
         if not isinstance(values_cfg, Mapping):

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich.console import Console
@@ -284,8 +284,9 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
 
-    def launches(points: list[PlannedPoint]) -> list[PointSpec]:
+    def launches(handed: Sequence[Any]) -> list[PointSpec]:
         """The points handed out together, one spec per server launch (client-side axes share one)."""
+        points = [planned[p.id] for p in handed]  # the search's points are the plan's
         return [replace(specs[group[0].id], subpoints=[SubPoint(q.id, q.label, q.bench) for q in group[1:]])
                 for group in launches_of(points).values()]
     runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
