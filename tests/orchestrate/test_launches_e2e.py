@@ -1,13 +1,15 @@
 """Client-side axes as a whole sweep: a dry run on local Ray with the fake server, two workloads and
-two max_tokens per server, where each server launches once and each of its points has its own rows;
-a resume with one point's record gone runs that point alone, in one more launch."""
+two max_tokens per server, where each server launches once and each of its points has its own rows."""
 
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import D1, experiment, write
+
+pytestmark = pytest.mark.slow
 
 DRAFTERS = {"values": {"none": {}, "d1": {"flags": {**D1, "speculative-num-steps": 2, "speculative-num-draft-tokens": 3}}}}
 
@@ -27,10 +29,6 @@ def _experiment(tmp_path):
 
 def test_each_server_launches_once_for_its_workloads_and_max_tokens(tmp_path):
     exp = _experiment(tmp_path)
-    plan = run_sweep_cli(str(exp), "--plan", "--dry-run", timeout=60)
-    assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
-    assert "8 points in 2 server launches" in plan.stdout, plan.stdout
-
     r = run_sweep_cli(str(exp), "--dry-run", timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     pts = pl.read_parquet(str(tmp_path / "res" / "points" / "*.parquet"))
