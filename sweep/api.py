@@ -316,6 +316,8 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
 
     check_experiment(exp.benchmark, exp.server.model_path, exp.server.flags)  # a bad workload file: nothing runs
     plan = planning.build(exp)
+    for bench in {repr(p.bench): p.bench for p in plan.points if p.bench is not exp.benchmark}.values():
+        check_experiment(bench, exp.server.model_path, exp.server.flags)  # the client-side axes' workloads too
     checks = {}
     if drafter_checks:
         from sweep.sglang import drafter

@@ -46,6 +46,7 @@ class PointProgress:
     attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
     node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)
     power: tuple[tuple[float, float, int], ...] = ()  # power: a follower node's GPU samples (sweep.bench.power)
+    sub_point: str | None = None  # another point of the task's server launch (client-side axes) it is about; None: the task's
 
     @property
     def title(self) -> str:

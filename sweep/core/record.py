@@ -81,6 +81,9 @@ class PointResult(FailureParts):
     # this host's GPU power samples (unix time, watts summed, GPUs) while the levels ran: what the driver
     # folds the other nodes' into for a server over several hosts (sweep.bench.power.with_nodes); not written
     power_series: list[tuple[float, float, int]] = field(default_factory=list)
+    # the other points of the same server launch (client-side axes), each its own record; the driver
+    # writes them as points of their own
+    more: list["PointResult"] = field(default_factory=list)
 
     def fail(self, phase: FailurePhase, reason: str, fix: str | None = None) -> None:
         self.status, self.failure = "failed", Failure(phase, reason, fix)
@@ -95,4 +98,4 @@ class PointResult(FailureParts):
 
     def without_tables(self) -> PointResult:
         """The record to keep in memory once its tables are on disk."""
-        return replace(self, requests=None, single_stream=None, levels=None, metrics=None, power_series=[])
+        return replace(self, requests=None, single_stream=None, levels=None, metrics=None, power_series=[], more=[])

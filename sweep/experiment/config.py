@@ -83,12 +83,16 @@ class ServerConfig:
 class AxisConfig:
     """One grid axis.
 
-    Either ``flag`` + a list of scalar ``values`` (``null`` leaves the flag out), or ``values`` as a
-    map of named bundles ``{name: {flags: {...}, env: {...}}}`` (a drafter, an NCCL profile).
-    ``role`` is inferred from the flags when not given: drafter, steps, topk, draft_tokens, env, other.
+    Either ``flag`` + a list of scalar ``values`` (``null`` leaves the flag out), or ``key`` (a
+    benchmark setting, ``benchmark.concurrency.max_tokens``) + a list of scalar ``values`` (``null``
+    keeps the experiment's), or ``values`` as a map of named bundles ``{name: {flags: {...}, env:
+    {...}, benchmark: {...}}}`` (a drafter, an NCCL profile, a workload). An axis whose values set
+    only benchmark settings is client-side: its values run one after another on one server launch.
+    ``role`` is inferred when not given: drafter, steps, topk, draft_tokens, env, benchmark, other.
     """
 
     flag: Optional[str] = None
+    key: Optional[str] = None
     values: Any = None
     role: Optional[str] = None
 

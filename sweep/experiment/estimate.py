@@ -118,6 +118,7 @@ class SweepEstimate:
     makespan_s: float
     speed_from: str
     notes: tuple[str, ...] = ()
+    launches: int = 0  # server launches: points of one launch (client-side axes) start one server
 
     def by_label(self) -> dict[str, float]:
         return {p.label: p.total_s for p in self.points}
@@ -179,9 +180,11 @@ def point_device(flags: Mapping) -> Optional[str]:
 
 def estimate_sweep(points: Iterable[tuple], bench, *, hosts: int, history: History | None = None,
                    speed_factor: float = 1.0, startup_factor: float = 1.0, span: int = 1) -> SweepEstimate:
-    """The sweep's estimate. ``points``: (label, baseline) or (label, baseline, device) in the order
-    they will run (baselines first; device "cpu" for SGLang's CPU backend, its own default
-    startup); ``bench``: the experiment's BenchSettings; ``speed_factor`` / ``startup_factor``: how
+    """The sweep's estimate. ``points``: (label, baseline), (label, baseline, device) or (label,
+    baseline, device, launch id, the point's own BenchSettings or None) in the order they will run
+    (baselines first; device "cpu" for SGLang's CPU backend, its own default startup; the points of
+    one launch id share one server: one startup, and one host in the schedule); ``bench``: the
+    experiment's BenchSettings; ``speed_factor`` / ``startup_factor``: how
     much faster than the defaults the servers run (a dry run's fake speeds), applied to the
     defaults only."""
     history = history or History()
@@ -191,16 +194,25 @@ def estimate_sweep(points: Iterable[tuple], bench, *, hosts: int, history: Histo
     bench_s = bench_seconds(bench, speed)
     overhead = history.overhead_s if history.overhead_s is not None else DEFAULT_OVERHEAD_S / startup_factor
     out = []
+    launch_s: dict[str, float] = {}  # launch -> seconds on its host, in the order they start
     for label, baseline, *rest in points:
         device = rest[0] if rest else None
+        launch = str(rest[1]) if len(rest) > 1 and rest[1] else label
+        own = rest[2] if len(rest) > 2 and rest[2] is not None else None
         kind = "baseline" if baseline else "speculative"
+        seconds = bench_seconds(own, speed) if own is not None else bench_s
+        if launch in launch_s:  # the launch's server is up already: only the benchmark
+            out.append(PointEstimate(label, baseline, 0.0, seconds, 0.0, "launch", device))
+            launch_s[launch] += seconds
+            continue
         if kind in history.startup_s:
             startup, src = history.startup_s[kind], "history"
         elif history.startup_s:  # only the other kind measured: better than the default
             startup, src = next(iter(history.startup_s.values())), "history"
         else:
             startup, src = default_startup_s(kind, device) / startup_factor, "default"
-        out.append(PointEstimate(label, baseline, startup, bench_s, overhead, src, device))
+        out.append(PointEstimate(label, baseline, startup, seconds, overhead, src, device))
+        launch_s[launch] = out[-1].total_s
     if not history.startup_s:
         for device in dict.fromkeys(p.device for p in out):
             defaults = CPU_STARTUP_S if device == "cpu" else DEFAULT_STARTUP_S
@@ -209,9 +221,9 @@ def estimate_sweep(points: Iterable[tuple], bench, *, hosts: int, history: Histo
                          + (f" / {startup_factor:g}" if startup_factor != 1 else ""))
     if bench.concurrency.stop is not None:
         notes.append("levels with the stop rule counted at its first chance (one wave, or min_requests)")
-    busy, count, makespan = schedule([p.total_s for p in out], hosts, span)
+    busy, count, makespan = schedule(list(launch_s.values()), hosts, span)
     return SweepEstimate(tuple(out), max(1, hosts // max(span, 1)), tuple(busy), tuple(count), makespan,
-                         speed_from, tuple(notes))
+                         speed_from, tuple(notes), len(launch_s))
 
 
 def eta_s(remaining: Sequence[float], running: Sequence[tuple[float, float]], hosts: int, *,
@@ -322,16 +334,19 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
     if not n:
         return []
     bench = est.points[0].bench_s
-    base = [p for p in est.points if p.baseline]
-    spec = [p for p in est.points if not p.baseline]
+    base = [p for p in est.points if p.baseline and p.startup_from != "launch"]
+    spec = [p for p in est.points if not p.baseline and p.startup_from != "launch"]
+    shared = est.launches and est.launches != n
+    unit = "launch" if shared else "point"
     src = (f"startup from {plural(history.points, 'earlier point')} ({', '.join(Path(s).name for s in history.sources)})"
            if history.points else "startup: default")
-    lines = [f"estimate: {plural(n, 'point')}, {fmt_s(sum(p.total_s for p in est.points))} of host time; per point "
+    launches = f" in {plural(est.launches, 'server launch', 'server launches')}" if shared else ""
+    lines = [f"estimate: {plural(n, 'point')}{launches}, {fmt_s(sum(p.total_s for p in est.points))} of host time; per point "
              f"benchmark {fmt_s(bench)}, startup {fmt_s(base[0].startup_s) if base else '-'} (baseline) / "
              f"{fmt_s(spec[0].startup_s) if spec else '-'} (speculative), overhead {fmt_s(est.points[0].overhead_s)}; "
              f"{src}; speeds {'from ' + est.speed_from if est.speed_from != 'default' else 'default curve'}"]
     for i, (busy, count) in enumerate(zip(est.per_host_s, est.per_host_points)):
-        lines.append(f"  host {i + 1}: {plural(count, 'point')}, {fmt_s(busy)}")
+        lines.append(f"  host {i + 1}: {plural(count, unit, 'launches' if shared else None)}, {fmt_s(busy)}")
     lines.append(f"  whole sweep on {plural(est.hosts, 'host')}: {fmt_s(est.makespan_s)}")
     lines += [f"  note: {note}" for note in est.notes]
     return lines
@@ -344,7 +359,8 @@ def _for_experiment(exp, points, *, mode: RunMode, scale: Mapping | None, hosts:
                            sglang_version=exp.server.sglang_version)
     g = exp.cluster.gpus_per_host
     span = max(1, -(-exp.server.tp_size // g)) if g else 1
-    est = estimate_sweep([(p.label, p.baseline, point_device(p.flags)) for p in points], exp.benchmark,
+    est = estimate_sweep([(p.label, p.baseline, point_device(p.flags), getattr(p, "launch_id", "") or p.label,
+                           getattr(p, "bench", None)) for p in points], exp.benchmark,
                          hosts=hosts * span,
                          history=history, speed_factor=float(scale.get("fake_speed", 1.0)),
                          startup_factor=float(scale.get("fake_startup_speed", 1.0)), span=span)

@@ -5,6 +5,11 @@ each setting several flags and env vars: a drafter, an NCCL profile). Axes combi
 product, except axes zipped together, which vary in step; exclude rules drop combinations. A point
 without ``--speculative-algorithm`` is a baseline: the axes that mean nothing without speculation
 (steps, topk, draft tokens) collapse for it instead of multiplying it.
+
+An axis may also set benchmark settings: a scalar axis with ``key: benchmark.X`` instead of ``flag:``,
+or bundles with ``benchmark: {...}`` (merged over the experiment's benchmark section). An axis whose
+values set only benchmark settings is client-side: it changes what the client sends, not the server,
+so the points it makes share one server launch (``GridPoint.bench_key`` names their values).
 """
 
 from __future__ import annotations
@@ -18,17 +23,20 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep.experiment.config import AxisConfig, Experiment, normalized_flags
+from sweep.core import workload_spec
 from sweep.core.errors import ConfigError
+from sweep.core.settings import BenchSettings
 from sweep.sglang.args import SPECULATIVE_PREFIX
 
-ROLES = ("drafter", "steps", "topk", "draft_tokens", "env", "other")
+ROLES = ("drafter", "steps", "topk", "draft_tokens", "env", "benchmark", "other")
 _ROLE_OF_FLAG = {
     "speculative-num-steps": "steps",
     "speculative-eagle-topk": "topk",
     "speculative-num-draft-tokens": "draft_tokens",
 }
 _SPEC_ONLY_ROLES = ("steps", "topk", "draft_tokens")
-_BUNDLE_KEYS = ("flags", "env")
+_BUNDLE_KEYS = ("flags", "env", "benchmark")
+BENCH_PREFIX = "benchmark."
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class AxisValue:
     flags: Mapping[str, Any]
     env: Mapping[str, str]
     raw: Any  # the scalar for scalar axes, the name for bundles; what derived values see
+    bench: Mapping[str, Any] = field(default_factory=dict)  # benchmark settings it sets (nested, under benchmark)
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,11 @@ class Axis:
     name: str
     role: str
     values: tuple[AxisValue, ...]
+
+    @property
+    def client_side(self) -> bool:
+        """True when the axis sets only benchmark settings: its values share one server launch."""
+        return all(not v.flags and not v.env for v in self.values) and any(v.bench for v in self.values)
 
     @property
     def speculative_only(self) -> bool:
@@ -64,6 +78,8 @@ class GridPoint:
     baseline: bool
     label: str = ""
     derived: dict[str, Any] = field(default_factory=dict)
+    bench: BenchSettings | None = None  # the benchmark with the axes' settings merged in; None: the experiment's
+    bench_key: str = ""  # the client-side axes' values ("workload=chat,max_tokens=256"); "" without any
 
 
 def _bad(msg: str, fix: str) -> ConfigError:
@@ -79,10 +95,64 @@ def _bundle(axis: str, name: str, spec: Any) -> AxisValue:
     unknown = [k for k in spec if k not in _BUNDLE_KEYS]
     if unknown:
         raise _bad(f"grid.axes.{axis}.values.{name}: unknown key {unknown[0]!r}",
-                   "a bundle holds only 'flags' and 'env'")
+                   "a bundle holds only 'flags', 'env' and 'benchmark'")
     flags = normalized_flags(dict(spec.get("flags") or {}), f"grid.axes.{axis}.values.{name}.flags")
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
-    return AxisValue(str(name), flags, env, str(name))
+    bench = spec.get("benchmark") or {}
+    if not isinstance(bench, Mapping):
+        raise _bad(f"grid.axes.{axis}.values.{name}.benchmark must be a map of benchmark settings, got {bench!r}",
+                   "write e.g. benchmark: {api: chat, concurrency: {max_tokens: 256}}")
+    return AxisValue(str(name), flags, env, str(name), dict(bench))
+
+
+def _nested(dotted: str, value: Any) -> dict[str, Any]:
+    """``concurrency.max_tokens``, 256 -> {"concurrency": {"max_tokens": 256}}."""
+    out: Any = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return cast("dict[str, Any]", out)
+
+
+def _leaves(tree: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, v in tree.items():
+        if isinstance(v, Mapping) and v and k != "workload":
+            out += _leaves(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+def merged_bench(base: BenchSettings, overrides: list[Mapping[str, Any]], where: str) -> BenchSettings:
+    """``base`` with each override merged over it in turn (OmegaConf, so types are checked), and the
+    result checked like the experiment's own benchmark section; errors name ``where.KEY``. A workload
+    that names its ``kind`` replaces the experiment's workload instead of merging into it."""
+    cfg: Any = OmegaConf.structured(base)
+    for ov in overrides:
+        ov = dict(ov)
+        if ov.get("workload") is not None:  # the compact form ("sharegpt:FILE") or compact lengths
+            try:
+                ov["workload"] = workload_spec.normalize(ov["workload"], f"{where}.workload")
+            except ConfigError as e:
+                raise _bad(e.message if e.message.startswith(where) else f"{where}.{e.message}",
+                           e.fix or "see benchmark.workload in the README") from None
+            if isinstance(ov["workload"], Mapping) and "kind" in ov["workload"]:
+                cfg.workload = None
+        try:
+            cfg = OmegaConf.merge(cfg, OmegaConf.create(ov))
+        except OmegaConfBaseException as e:
+            key = getattr(e, "full_key", None) or (_leaves(ov) or ["?"])[0]
+            first = str(getattr(e, "msg", e)).splitlines()[0]
+            raise _bad(f"{where}.{key}: {first}",
+                       "use the keys and types of the benchmark section (see the README)") from None
+    try:
+        bench = cast(BenchSettings, OmegaConf.to_object(cfg))
+    except (OmegaConfBaseException, ConfigError) as e:
+        msg = getattr(e, "message", None) or str(getattr(e, "msg", e)).splitlines()[0]
+        raise _bad(f"{where}: {msg}", getattr(e, "fix", None) or "fix the axis value's benchmark settings") from None
+    for key, value, use in bench.problems():
+        raise _bad(f"{where}.{key} = {value!r} is out of range", f"use {use}")
+    return bench
 
 
 def _infer_role(values: tuple[AxisValue, ...], flag: str | None) -> str:
@@ -102,25 +172,38 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
     if cfg.values is None:
         raise _bad(f"{where} has no values", "give values: a list (with flag:) or a map of named bundles")
     values_cfg = OmegaConf.to_container(cfg.values) if OmegaConf.is_config(cfg.values) else cfg.values
-    if cfg.flag is not None:
+    if cfg.flag is not None and cfg.key is not None:
+        raise _bad(f"{where} has both flag: and key:", "an axis sweeps one server flag or one benchmark setting")
+    bench_key = None
+    if cfg.key is not None:
+        if not cfg.key.startswith(BENCH_PREFIX) or len(cfg.key) == len(BENCH_PREFIX):
+            raise _bad(f"{where}: key {cfg.key!r} is not a benchmark setting",
+                       "key: names a setting under benchmark, e.g. key: benchmark.concurrency.max_tokens "
+                       "(use flag: for a server flag)")
+        bench_key = cfg.key[len(BENCH_PREFIX):]
+    if cfg.flag is not None or bench_key is not None:
         flag = cfg.flag  # normalised by config.load
         if isinstance(values_cfg, str | int | float):
             raise _bad(f"{where}: values: {values_cfg!r} is one value, not a list",
                        f"write the list in brackets: values: [{values_cfg}]" if isinstance(values_cfg, str)
                        and "," in values_cfg else f"write a list, even of one value: values: [{values_cfg}]")
         if not isinstance(values_cfg, list):
-            raise _bad(f"{where}: with flag: {cfg.flag}, values must be a list of scalars",
-                       "drop 'flag' to use named bundles instead")
+            raise _bad(f"{where}: with {'flag: ' + str(cfg.flag) if flag else 'key: ' + str(cfg.key)}, values "
+                       "must be a list of scalars", "drop it to use named bundles instead")
         vals = []
         for v in values_cfg:
-            if isinstance(v, (dict, list)):
+            if isinstance(v, dict) or (isinstance(v, list) and bench_key is None):
                 raise _bad(f"{where}: value {v!r} is not a scalar", "scalar axes take numbers, strings or booleans")
-            vals.append(AxisValue("unset" if v is None else str(v), {flag: v} if v is not None else {}, {}, v))
+            shown = "unset" if v is None else ("-".join(map(str, v)) if isinstance(v, list) else str(v))
+            if bench_key is not None:  # a list is one value here: concurrency.levels: [[1, 8], [64]]
+                vals.append(AxisValue(shown, {}, {}, v, _nested(bench_key, v) if v is not None else {}))
+            else:
+                vals.append(AxisValue(shown, {flag: v} if v is not None and flag else {}, {}, v))
         values = tuple(vals)
     else:
         if not isinstance(values_cfg, Mapping):
-            raise _bad(f"{where}: without flag:, values must be a map of named bundles",
-                       "add flag: <sglang-flag> to sweep a single flag over a list")
+            raise _bad(f"{where}: without flag: or key:, values must be a map of named bundles",
+                       "add flag: <sglang-flag> (or key: benchmark.<setting>) to sweep a single one over a list")
         values = tuple(_bundle(name, str(k), v) for k, v in values_cfg.items())
         flag = None
     if not values:
@@ -128,7 +211,8 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
     dupes = sorted({v.name for v in values if [w.name for w in values].count(v.name) > 1})
     if dupes:
         raise _bad(f"{where}: value {dupes[0]!r} appears twice", "each value of an axis must be distinct")
-    role = cfg.role or _infer_role(values, flag)
+    client = all(not v.flags and not v.env for v in values) and any(v.bench for v in values)
+    role = cfg.role or ("benchmark" if client else _infer_role(values, flag))
     if role not in ROLES:
         raise _bad(f"{where}: role {role!r} is not one of {', '.join(ROLES)}", "leave role out to infer it")
     return Axis(name, role, values)
@@ -201,6 +285,10 @@ def expand(exp: Experiment) -> list[GridPoint]:
             raise _bad(f"grid.exclude rule {dict(rule)} names axis {unknown[0]!r}, which is not in grid.axes",
                        f"axes are: {', '.join(a.name for a in axes)}")
     base_flags = exp.server.flags
+    for a in axes:  # each value's benchmark settings checked alone, so an error names the value
+        for v in a.values:
+            if v.bench:
+                merged_bench(exp.benchmark, [v.bench], f"grid.axes.{a.name}.values.{v.name}.benchmark")
     groups = _groups(axes, exp.grid.zip)
     order = [a.name for a in axes]
     points: list[GridPoint] = []
@@ -232,7 +320,10 @@ def expand(exp: Experiment) -> list[GridPoint]:
         context["tp_size"] = exp.server.tp_size
         derived = _derive(derived_cfg, context, label)
         flags.update(derived)
-        points.append(GridPoint(params, flags, env, baseline, label, derived))
+        overrides = [chosen[n][1].bench for n in kept if chosen[n][1].bench]
+        bench = merged_bench(exp.benchmark, overrides, f"grid point {label}: benchmark") if overrides else None
+        bench_key = ",".join(f"{n}={params[n]}" for n in kept if chosen[n][0].client_side)
+        points.append(GridPoint(params, flags, env, baseline, label, derived, bench, bench_key))
     if not points:
         raise _bad(f"{exp.source or 'experiment'}: the grid is empty after exclusions",
                    "loosen grid.exclude: every combination was excluded")

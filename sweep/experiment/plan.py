@@ -4,7 +4,9 @@ architecture decides some of SGLang's rules; see ``sweep.sglang.serverargs``).
 
 Each point gets a stable id: a hash of everything that changes its result (model, tp, launcher,
 flags other than host and port, env, benchmark settings), independent of axis order, labels and
-file layout. Each speculative point is matched with the baseline it is compared against (same model,
+file layout. Each point also gets a launch id: the hash of what its server runs (launcher, flags,
+env; not the benchmark): the points of client-side axes (benchmark settings only) share it, and so
+one server launch. Each speculative point is matched with the baseline it is compared against (same model,
 tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
 lost its NCCL settings between restarts and dropped from 88.8 to 62.9 tok/s).
 """
@@ -21,6 +23,7 @@ from sweep.experiment.config import Experiment
 from sweep.core.console import plural
 from sweep.core.errors import ConfigError, PlanError
 from sweep.core.settings import OpenLoopSettings
+from sweep.core.settings import BenchSettings
 from sweep.experiment.grid import build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
@@ -40,6 +43,9 @@ class PlannedPoint:
     flags: dict[str, Any]  # every flag, model-path/tp-size/host/port included
     env: dict[str, str]  # the server's env on top of the host's (base env + the point's)
     launcher: list[str]
+    bench: BenchSettings = field(default_factory=BenchSettings)  # what its benchmark runs (axes merged in)
+    launch_id: str = ""  # the hash of what its server runs: shared by the points of one server launch
+    bench_key: str = ""  # its client-side axes' values ("workload=chat,max_tokens=256"); "" without any
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     baseline_id: str | None = None
@@ -70,6 +76,8 @@ class PlannedPoint:
     def _json(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "launch_id": self.launch_id,
+            "bench_key": self.bench_key,
             "label": self.label,
             "params": self.params,
             "argv": self.argv,
@@ -93,10 +101,16 @@ class Plan:
     def invalid(self) -> list[PlannedPoint]:
         return [p for p in self.points if p.errors]
 
+    @property
+    def launches(self) -> dict[str, list[PlannedPoint]]:
+        """The valid points by launch id, in plan order: each entry is one server launch."""
+        return launches_of([p for p in self.points if not p.errors])
+
     def to_json(self) -> dict[str, Any]:
         """The plan as one JSON object, secrets redacted (``PlannedPoint.to_json``)."""
         secrets = sorted({s for p in self.points for s in p.secrets})
         return {"experiment": self.experiment.name, "points": [p.to_json() for p in self.points],
+                "launches": len(launches_of(self.points)),
                 "warnings": [redact.redact_text(w, secrets) for w in self.warnings]}
 
     def require_valid(self, skip_invalid: bool = False) -> None:
@@ -109,9 +123,36 @@ class Plan:
                             fix="fix the experiment file, or pass --skip-invalid to record these points as invalid and run the rest")
 
 
-def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str:
-    """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON."""
-    bench = asdict(exp.benchmark)
+def launches_of(points: list[PlannedPoint]) -> dict[str, list[PlannedPoint]]:
+    """Points by launch id, in their order (a point without one is a launch of its own)."""
+    out: dict[str, list[PlannedPoint]] = {}
+    for p in points:
+        out.setdefault(p.launch_id or p.id, []).append(p)
+    return out
+
+
+def _digest(identity: dict[str, Any]) -> str:
+    blob = json.dumps(identity, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _server_identity(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    return {
+        "launcher": list(exp.server.launcher),
+        "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},
+        "env": {k: env[k] for k in sorted(env)},
+    }
+
+
+def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str:
+    """12 hex digits of SHA-256 over what the server runs (launcher, flags but host and port, env)."""
+    return _digest(_server_identity(exp, flags, env))
+
+
+def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str], bench_settings: BenchSettings | None = None) -> str:
+    """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON: what the server
+    runs and the benchmark (``bench_settings``, else the experiment's)."""
+    bench = asdict(bench_settings if bench_settings is not None else exp.benchmark)
     bench.pop("slo", None)  # an SLO judges the measurements, it changes none of them
     if bench["concurrency"].get("stop") is None:  # no stop rule: the same levels as before it existed
         bench["concurrency"].pop("stop", None)
@@ -127,14 +168,7 @@ def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> str
     if not cc.get("refine") and not cc.get("auto"):  # no refinement: the same levels as before it existed
         for key in ("refine", "refine_max", "refine_ratio", "auto"):
             cc.pop(key, None)
-    identity = {
-        "launcher": list(exp.server.launcher),
-        "flags": {k: flags[k] for k in sorted(flags) if k not in PLACEMENT_FLAGS},
-        "env": {k: env[k] for k in sorted(env)},
-        "benchmark": bench,
-    }
-    blob = json.dumps(identity, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return _digest({**_server_identity(exp, flags, env), "benchmark": bench})
 
 
 def _server_flags(exp: Experiment) -> dict[str, Any]:
@@ -150,9 +184,11 @@ def _server_flags(exp: Experiment) -> dict[str, Any]:
 
 
 def _comparable(p: PlannedPoint) -> dict[str, Any]:
-    """What must be equal for a baseline to be a fair comparison: flags without speculation, and env."""
+    """What must be equal for a baseline to be a fair comparison: flags without speculation, env, and
+    the client-side axes' values (the same workload)."""
     flags = {k: v for k, v in p.flags.items() if not k.startswith(SPECULATIVE_PREFIX) and k not in PLACEMENT_FLAGS}
-    return {**{f"--{k}": v for k, v in flags.items()}, **{f"env {k}": v for k, v in p.env.items()}}
+    return {**{f"--{k}": v for k, v in flags.items()}, **{f"env {k}": v for k, v in p.env.items()},
+            **({"benchmark": p.bench_key} if p.bench_key else {})}
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -236,11 +272,13 @@ def build(exp: Experiment) -> Plan:
     for gp in grid:
         flags = {**base_flags, **gp.flags}
         env = {**{str(k): str(v) for k, v in exp.server.env.items()}, **gp.env}
+        bench = gp.bench if gp.bench is not None else exp.benchmark
         pp = PlannedPoint(
-            id=point_id(exp, flags, env), label=gp.label, params=gp.params,
+            id=point_id(exp, flags, env, bench), label=gp.label, params=gp.params,
             roles={k: roles[k] for k in gp.params}, baseline=gp.baseline, flags=flags, env=env,
-            launcher=list(exp.server.launcher))
-        ev = rules.evaluate(flags, exp.benchmark, target, env)
+            launcher=list(exp.server.launcher), bench=bench, launch_id=launch_id(exp, flags, env),
+            bench_key=gp.bench_key)
+        ev = rules.evaluate(flags, bench, target, env)
         for f in ev.findings:
             (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
         if ev.outcome is not None:

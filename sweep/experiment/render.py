@@ -14,11 +14,16 @@ from sweep.core.redact import redact_argv
 
 def plan_table(plan: Plan) -> Table:
     exp = plan.experiment
+    launches = plan.launches
+    shared = len(launches) != len(plan.points) - len(plan.invalid)  # client-side axes: points share launches
     t = Table(title=Text(f"{exp.name}: {plural(len(plan.points), 'point')} "
-                         f"({plural(sum(p.baseline for p in plan.points), 'baseline')}, {len(plan.invalid)} invalid)"),
+                         + (f"in {plural(len(launches), 'server launch', 'server launches')} " if shared else "")
+                         + f"({plural(sum(p.baseline for p in plan.points), 'baseline')}, {len(plan.invalid)} invalid)"),
               title_justify="left")
     axes = list(exp.grid.axes)
     t.add_column("id", style="dim")
+    if shared:
+        t.add_column("launch", style="dim")
     for a in axes:
         t.add_column(a)
     t.add_column("status")
@@ -29,7 +34,8 @@ def plan_table(plan: Plan) -> Table:
         base = "(baseline)" if p.baseline else (p.baseline_id or "none")
         notes = plural(len(p.errors), "error") if p.errors else (plural(len(p.warnings), "warning") if p.warnings else "")
         # ids, values and baselines as Text: a hex id that starts with a letter reads as a [tag]
-        t.add_row(Text(p.id), *[Text(p.params.get(a, "·")) for a in axes], status, Text(base), notes)
+        t.add_row(Text(p.id), *([Text(p.launch_id)] if shared else []), *[Text(p.params.get(a, "·")) for a in axes],
+                  status, Text(base), notes)
     return t
 
 

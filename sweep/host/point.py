@@ -36,6 +36,16 @@ OnProgress = Callable[[PointProgress], None]
 
 
 @dataclass
+class SubPoint:
+    """Another point of the same server launch: a client-side axis (benchmark settings only) made
+    it, so it differs from the launch's first point in its benchmark alone."""
+
+    point_id: str
+    label: str
+    bench: BenchSettings
+
+
+@dataclass
 class PointSpec:
     """Everything a host needs to run one point (picklable: it travels to the Ray task). The server's
     flags are the one source of what it runs: its argv is built from them at launch, and the checks
@@ -62,6 +72,8 @@ class PointSpec:
     launcher_args: list[str] = field(default_factory=list)  # the launcher's own options, after the flags (the fake's)
     architecture: str | None = None  # the experiment's server.architecture, where the host has no config.json
     check_rules: bool = True  # SGLang's argument rules checked again here (tests of the engine's own errors turn it off)
+    # the launch's other points, benchmarked in turn on this same server after this one (client-side axes)
+    subpoints: list[SubPoint] = field(default_factory=list)
 
     @property
     def argv(self) -> list[str]:
@@ -240,9 +252,14 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
 
 
 def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = None) -> PointResult:
-    """Run one point start to finish; the result says what happened, whatever happened."""
+    """Run one server launch start to finish: the point, then its ``subpoints`` in turn on the same
+    server (each benchmark flushes the cache first). The result says what happened, whatever happened;
+    the sub-points' results are in its ``more``. A benchmark failure of one sub-point, the server still
+    up, fails that one alone; a server that dies fails the rest with its failure."""
     from sweep.bench.runner import run as run_bench
 
+    subs = [(spec.point_id, spec.bench), *((s.point_id, s.bench) for s in spec.subpoints)]
+    parts: dict[str, PointResult] = {}  # what each one's benchmark measured, as far as it went
     with _Attempt(spec, host, progress) as at:
         res, emit = at.result, at.emit
         emit(PointProgress("preflight"))
@@ -256,19 +273,61 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
             res.phases = server.startup.durations()
             res.startup_progress = server.startup.progress_records()
         at.phase = "benchmark"
-        emit(PointProgress("benchmark"))
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
         # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
         power = Recorder(host.probe.power) if spec.device != "cpu" else None
-        bench = run_bench(server.endpoint, spec.bench, point_id=spec.point_id, progress=emit, power=power)
-        res.requests, res.single_stream, res.levels = bench.requests, bench.single_stream, bench.levels
-        res.metrics = bench.metrics
-        res.power_series = power.take() if power is not None else []
-        if not server.alive():
-            raise server.died("benchmark")
+        try:
+            for pid, settings in subs:
+                part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
+                tell = emit if pid == spec.point_id else _as_point(emit, pid)
+                tell(PointProgress("benchmark"))
+                try:
+                    bench = run_bench(server.endpoint, settings, point_id=pid, progress=tell, power=power)
+                except SweepError as e:
+                    if len(subs) == 1 or not server.alive():
+                        raise
+                    part.fail("benchmark", e.message, e.fix)  # this one alone: the server is still up
+                    part.ended_at = time.time()
+                    continue
+                part.requests, part.single_stream, part.levels = bench.requests, bench.single_stream, bench.levels
+                part.metrics, part.ended_at = bench.metrics, time.time()
+                if not server.alive():
+                    raise server.died("benchmark")
+                part.status = "ok"
+        finally:  # every sub-point's levels lie in the one series (each level keeps its own window)
+            res.power_series = power.take() if power is not None else []
         res.status = "ok"
-    return at.result
+    return _split(at.result, [pid for pid, _ in subs], parts)
+
+
+def _as_point(emit: OnProgress, point_id: str) -> OnProgress:
+    return lambda ev: emit(replace(ev, sub_point=point_id))
+
+
+def _split(launch: PointResult, ids: list[str], parts: dict[str, PointResult]) -> PointResult:
+    """The launch's result as one result per point: each with what its benchmark measured and its own
+    status (a benchmark failure of its own, else ok, else the launch's failure where it never finished);
+    the startup and the host's record shared, the startup's phases on the first point only (one launch)."""
+    out = []
+    for i, pid in enumerate(ids):
+        part = parts.get(pid)
+        r = replace(launch, point_id=pid, more=[])
+        if part is not None:
+            r.requests, r.single_stream, r.levels, r.metrics = part.requests, part.single_stream, part.levels, part.metrics
+            if part.status == "ok":
+                r.status, r.failure = "ok", None
+            elif part.failure is not None:
+                r.status, r.failure = "failed", part.failure
+            if len(ids) > 1 and i < len(ids) - 1:
+                r.ended_at = part.ended_at or r.ended_at
+        if i > 0:
+            r.phases, r.startup_progress = {}, []
+            r.started_at = part.started_at if part is not None else r.ended_at
+        out.append(r)
+    first = out[0]
+    first.more = out[1:]
+    return first
 
 
 def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None) -> PointResult:

@@ -91,7 +91,7 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
     def progress(ev: PointProgress) -> None:
-        board.post.remote(spec.point_id, ctx.name, task_id, ev)
+        board.post.remote(ev.sub_point or spec.point_id, ctx.name, task_id, ev)
 
     return spec, ctx, progress
 
@@ -294,9 +294,10 @@ class Runner:
         if g.host_lost:
             return self._retry_or_fail(p.spec, p.attempt, p.t0, "a host of the group")
         outcome = self._collect(ref, p.spec, p.attempt, p.t0)
-        if outcome is not None and outcome.result.levels is not None:  # every node's GPUs in the levels
-            res = outcome.result
-            res.levels = with_nodes(res.levels, res.power_series, samples, p.spec.nnodes)
+        if outcome is not None:  # every node's GPUs in the levels (of each point of the launch)
+            for res in (outcome.result, *outcome.result.more):
+                if res.levels is not None:
+                    res.levels = with_nodes(res.levels, res.power_series, samples, p.spec.nnodes)
         return outcome
 
     def _stop_group(self, g: Group) -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich.console import Console
@@ -30,8 +30,8 @@ from sweep.core.console import output_console, plural
 from sweep.experiment.dryrun import fake_args, fake_launcher
 from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsError
 from sweep.host import cpu as cpu_host
-from sweep.host.point import PointSpec
-from sweep.experiment.plan import Plan, PlannedPoint
+from sweep.host.point import PointSpec, SubPoint
+from sweep.experiment.plan import Plan, PlannedPoint, launches_of
 from sweep.core.redact import redact_argv
 from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
@@ -136,7 +136,7 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         sweep=sweep_name, point_id=pp.id, label=pp.label,
         launcher=launcher, flags=dict(pp.flags), launcher_args=extra, env=dict(pp.env),
         log_path=str(rd.log_path(pp.id).resolve()), tp_size=exp.server.tp_size,
-        bench=exp.benchmark, timeouts=exp.server.timeouts, reap=exp.server.reap,
+        bench=pp.bench, timeouts=exp.server.timeouts, reap=exp.server.reap,
         paths={"model_path": str(pp.flags.get("model-path") or ""),
                "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
         real_paths=not run.fake_server, device=str(pp.flags.get("device") or "cuda").lower(),
@@ -284,6 +284,13 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
               for h in hosts}
     specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
+
+    def launches(handed: Sequence[Any]) -> list[PointSpec]:
+        """The points handed out together, one spec per server launch (client-side axes share one)."""
+        points = [planned[p.id] for p in handed]  # the search's points are the plan's
+        # each sub-point's spec bench: what the gate gave it (its baseline's curve) included
+        return [replace(specs[group[0].id], subpoints=[SubPoint(q.id, q.label, specs[q.id].bench) for q in group[1:]])
+                for group in launches_of(points).values()]
     runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
                     exp.cluster.max_host_failures, run_fn=run_fn)
     progress = SweepProgress(len(sweep.todo), len(hosts), console,
@@ -317,15 +324,16 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
 
     with progress if opts.live else contextlib.nullcontext():
         try:
-            first = search.take(slots)
+            first = launches(search.take(slots))
             in_flight = len(first)
-            for out in runner.run([specs[p.id] for p in first], on_event):
-                r = replace(out.result, attempts=out.attempts)  # the driver's count of its hosts
-                record(r, out.spec.argv)
+            for out in runner.run(first, on_event):
+                for r in per_point(out.result, out.spec):
+                    r = replace(r, attempts=out.attempts)  # the driver's count of its hosts
+                    record(r, out.spec.argv)
+                    search.record(r.point_id, r.tables if r.status == "ok" else None)
                 in_flight -= 1
-                search.record(r.point_id, r.tables if r.status == "ok" else None)
-                for p in search.take(slots - in_flight):
-                    runner.submit(specs[p.id])
+                for spec in launches(search.take(slots - in_flight)):
+                    runner.submit(spec)
                     in_flight += 1
         except BaseException:
             runner.cancel_all()
@@ -334,6 +342,17 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             now = time.time()
             record(PointResult(pid, "", "", "pruned", Failure("search", reason, PRUNED_FIX),
                                started_at=now, ended_at=now, attempts=0), specs[pid].argv)
+
+
+def per_point(result: PointResult, spec: PointSpec) -> list[PointResult]:
+    """A launch's result as its points' results: the host's split (``run_point``), and for the points
+    it has none for (the host was lost, a stand-in ran) the launch's result under their id."""
+    out = [replace(result, more=[]), *result.more]
+    have = {r.point_id for r in out}
+    out += [replace(result, point_id=s.point_id, more=[], requests=None, single_stream=None, levels=None,
+                    metrics=None, phases={}, startup_progress=[])
+            for s in spec.subpoints if s.point_id not in have]
+    return out
 
 
 PRUNED_FIX = ("to measure it anyway: run again with --only LABEL, or search.strategy=grid "

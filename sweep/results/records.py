@@ -32,6 +32,10 @@ class PlannedPoint(Protocol):
     @property
     def baseline_id(self) -> Optional[str]: ...
     @property
+    def launch_id(self) -> str: ...
+    @property
+    def bench_key(self) -> str: ...
+    @property
     def env(self) -> Mapping[str, str]: ...
     @property
     def errors(self) -> Sequence[str]: ...
@@ -68,7 +72,8 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
     types = dict(axes) if isinstance(axes, Mapping) else {a: pa.string() for a in axes}
     row: dict[str, Any] = {
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
-        "baseline_id": pp.baseline_id, "param_roles": dict(pp.roles),
+        "baseline_id": pp.baseline_id, "launch_id": pp.launch_id or None, "bench_key": pp.bench_key,
+        "param_roles": dict(pp.roles),
         "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
         "errors": list(pp.errors), "warnings": list(pp.warnings), "attempts": result.attempts if result else 0,
         "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),

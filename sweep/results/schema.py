@@ -335,6 +335,11 @@ POINTS = pa.schema(
         ("experiment", pa.string()),
         ("baseline", pa.bool_()),  # a no-speculation point
         ("baseline_id", pa.string()),  # the baseline this point is compared with (null if none)
+        # the hash of what its server runs (launcher, flags, env): points of one launch share it, their
+        # client-side axes' values in bench_key ("workload=chat,max_tokens=256"; "" without any);
+        # null in directories older than launches
+        ("launch_id", pa.string()),
+        ("bench_key", pa.string()),
         ("param_roles", PARAM_ROLES),  # {axis: role}; the values are the axis_* columns
         ("argv", pa.list_(pa.string())),  # the server's command line, secrets redacted
         ("env", ENV),  # the server's extra env, secrets redacted
