@@ -220,6 +220,7 @@ def test_a_noisy_repeat_hides_a_smaller_change_and_no_repeat_leaves_the_interval
 
 
 @pytest.mark.slow
+@pytest.mark.scenario  # three whole dry runs (~40 s): the scenario tier, to keep the default suite under 8 minutes
 def test_history_of_real_dry_runs(tmp_path):
     """Three dry runs on the fake server (a baseline and one drafter): two identical, then one whose drafter
     accepts 0.1 of its drafts instead of 0.7. The history lists that setting, flags the drafter's single
