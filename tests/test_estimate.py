@@ -38,6 +38,17 @@ def test_benchmark_seconds_from_tokens_levels_and_speeds():
     assert math.isclose(e.bench_seconds(stopped, speed), expected - 10 * 50 / (10 * 20))
 
 
+def test_open_loop_levels_count_their_arrivals_and_a_drain():
+    speed = e.SpeedModel(single_tok_s=50, measured=((1, 50.0), (10, 20.0)))
+    rated = bench()
+    rated.rates = [2.0, 4.0]  # 100 requests each (open_loop's default): 50 s and 25 s of arrivals
+    drain = 50 / 50 + e.LEVEL_OVERHEAD_S  # the last request alone at C=1's speed
+    assert math.isclose(e.bench_seconds(rated, speed) - e.bench_seconds(bench(), speed), 50 + 25 + 2 * drain)
+    rated.open_loop.duration_s = 10.0  # the duration ends the 2 req/s level first, not the 4 req/s one's 25 s
+    assert math.isclose(e.rate_level_s(rated, 2.0, speed), 10 + drain)
+    assert math.isclose(e.rate_level_s(rated, 20.0, speed), 5 + drain)
+
+
 def test_speeds_interpolate_between_measured_levels_and_follow_the_default_shape_outside():
     m = e.SpeedModel(measured=((2, 40.0), (8, 10.0)))
     assert math.isclose(m.per_request(4), 20.0)  # log-log half way

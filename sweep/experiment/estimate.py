@@ -148,7 +148,16 @@ def bench_seconds(bench, speed: SpeedModel) -> float:
     total += sum(level_s(c) for c in levels)
     if bench.concurrency.refine and levels:  # at most refine_max more, counted at the middle level's cost
         total += bench.concurrency.refine_max * level_s(levels[len(levels) // 2])
-    return total
+    return total + sum(rate_level_s(bench, r, speed) for r in getattr(bench, "rates", None) or [])
+
+
+def rate_level_s(bench, rate: float, speed: SpeedModel) -> float:
+    """Seconds of one open-loop level: its arrivals (``open_loop.requests`` at ``rate``, or its
+    ``duration_s``, whichever ends first) and the drain of the last request (one request's latency
+    alone: a server that keeps up; one that does not takes longer)."""
+    o = bench.open_loop
+    spans = [s for s in (o.requests / rate if o.requests is not None else None, o.duration_s) if s is not None]
+    return min(spans) + bench.concurrency.max_tokens / speed.per_request(1) + LEVEL_OVERHEAD_S
 
 
 def schedule(durations: Sequence[float], hosts: int, span: int = 1) -> tuple[list[float], list[int], float]:
