@@ -90,6 +90,9 @@ class RequestRecord:
     start_mono: float  # time.perf_counter() at send (for in-flight accounting)
     latency_s: Optional[float] = None  # send to last byte (to the failure when it failed)
     ttft_s: Optional[float] = None  # send to the first chunk carrying a token (None if not streamed)
+    # send to the first chunk whose text is not empty (bench_serving's TTFT); later than ttft_s where
+    # the first token's text is held back by the detokenizer (part of a character, a special token)
+    first_text_s: Optional[float] = None
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
     chunk_times_s: list[float] = field(default_factory=list)
@@ -183,6 +186,7 @@ class StreamParser:
         self.api = api
         self.done = False  # "[DONE]" seen
         self.ttft_s: Optional[float] = None
+        self.first_text_s: Optional[float] = None
         self.prompt_tokens: Optional[int] = None
         self.completion_tokens = 0
         self.chunk_times: list[float] = []
@@ -212,7 +216,7 @@ class StreamParser:
     def feed_whole(self, body: bytes, t: float) -> None:
         """A non-streaming response body, received whole at ``t``."""
         self.feed(body, t)
-        self.ttft_s = None  # nothing was streamed: the first token's time is unknown
+        self.ttft_s = self.first_text_s = None  # nothing was streamed: the first token's time is unknown
         self.done = True
 
     @staticmethod
@@ -257,6 +261,8 @@ class StreamParser:
         text = obj.get("text")
         if isinstance(text, str):
             self._text = text
+            if text and self.first_text_s is None:
+                self.first_text_s = t
 
     def _openai(self, obj: dict, t: float) -> None:
         usage = obj.get("usage") or None
@@ -276,6 +282,8 @@ class StreamParser:
             piece = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
         if piece:
             self._pieces.append(piece)
+            if self.first_text_s is None:
+                self.first_text_s = t
         self.finish_reason = _finish_type(choice.get("finish_reason")) or self.finish_reason
         if isinstance(ct, int):  # continuous usage stats: the server's cumulative count
             self.exact = True
@@ -307,6 +315,7 @@ class StreamParser:
 
     def fill(self, rec: RequestRecord) -> None:
         rec.ttft_s = self.ttft_s
+        rec.first_text_s = self.first_text_s
         rec.prompt_tokens = self.prompt_tokens
         rec.completion_tokens = self.completion_tokens
         rec.chunk_times_s = self.chunk_times

@@ -99,7 +99,8 @@ def request_row(point_id: str, workload: Workload, api: str, s: Sent) -> dict:
         "workload": workload.name, "input_len_given": q.input_len, "output_len_given": q.output_len,
         "lengths_exact": q.lengths_exact,
         "conversation": q.conversation, "turn": q.turn, "prefix_group": q.group, "arrival_s": q.arrival_s,
-        "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None, "latency_s": r.latency_s,
+        "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None,
+        "first_text_s": r.first_text_s if r.ok else None, "latency_s": r.latency_s,
         "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "chunks": r.chunks,
         **stats.request_figures(r),
         **({"arrival_s": s.arrival_s, "offered_rate": s.offered_rate, "wait_s": s.wait_s}

@@ -61,6 +61,9 @@ REQUESTS = pa.schema(
         ("arrival_s", pa.float64()),
         ("start_at", pa.float64()),  # epoch seconds when the request was sent
         ("ttft_s", pa.float64()),  # time to the first chunk carrying a token; null on failure
+        # time to the first chunk with text (bench_serving's TTFT: later where the detokenizer holds
+        # the first token's text back); null on failure
+        ("first_text_s", pa.float64()),
         ("latency_s", pa.float64()),  # time to the last byte of the response
         ("prompt_tokens", pa.int32()),  # as counted by the server
         ("completion_tokens", pa.int32()),  # as counted by the server

@@ -78,6 +78,21 @@ def test_generate_counts_tokens_from_meta_info_whatever_the_read_sizes(piece):
     assert p.chunk_times == sorted(p.chunk_times) and p.ttft_s == p.chunk_times[0]
 
 
+def test_the_first_text_is_timed_apart_from_the_first_token():
+    """bench_serving's TTFT is the first chunk with text; a detokenizer may hold the first token's back."""
+    meta = {"prompt_tokens": 3, "finish_reason": None}
+    p = StreamParser("generate")
+    for t, text, n in ((0.0, "", 1), (1.0, "\u00e9t", 2), (2.0, "\u00e9te", 3)):  # one chunk a step
+        p.feed(json.dumps({"text": text, "meta_info": {**meta, "completion_tokens": n}}).encode(), t)
+    p.feed(b"[DONE]", 2.5)
+    assert (p.ttft_s, p.first_text_s) == (0.0, 1.0)
+    rec = RequestRecord(start_at=0.0, start_mono=0.0)
+    p.fill(rec)
+    assert (rec.ttft_s, rec.first_text_s) == (0.0, 1.0)
+    chat = parse("chat", CHAT_FINAL_USAGE_ONLY, 100_000)  # the role chunk has no text: the first text is "He"
+    assert chat.first_text_s == chat.ttft_s
+
+
 @pytest.mark.parametrize("meta, histogram", [
     ({"spec_correct_drafts_histogram": [1, 4, 2]}, [1, 4, 2]),  # 0.5.23
     ({"spec_correct_drafts_histogram": [1, 4], "spec_accept_histogram": [1, 4]}, [1, 4]),  # the builds between
