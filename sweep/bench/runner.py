@@ -200,16 +200,24 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         opts = RequestOptions(url=url, api=settings.api, prompts=workload, seed=settings.seed,
                               temperature=settings.temperature, ignore_eos=settings.ignore_eos,
                               model=settings.model or sm.model_name_of(info), timeout_s=settings.request_timeout_s)
+        request_rows: list[dict] = []  # the requests table's rows, built once as requests are recorded
+
+        def record(got: list[Sent]) -> list[dict]:
+            rows = [request_row(point_id, workload, settings.api, s) for s in got]
+            sent.extend(got)
+            request_rows.extend(rows)
+            return rows
+
         ss = settings.single_stream
         if ss.runs + ss.warmup > 0:
             if settings.flush_between_levels:
                 await sm.flush_cache(side, url, headers=admin)
-            sent += await single_stream(clients, opts, runs=ss.runs, warmup=ss.warmup,
-                                        max_tokens=ss.max_tokens, notify=notify)
+            record(await single_stream(clients, opts, runs=ss.runs, warmup=ss.warmup,
+                                        max_tokens=ss.max_tokens, notify=notify))
         rows_at: dict[int, list[dict]] = {}  # each level's requests rows, for the refinement's SLO verdicts
 
         async def run_level(c: int, refined: bool) -> None:
-            nonlocal sent, metric_rows
+            nonlocal metric_rows
             flushed = await sm.flush_cache(side, url, headers=admin) if settings.flush_between_levels else False
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
@@ -225,10 +233,10 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
                 watts, gpus = await meter.stop() if meter is not None else ([], 0)
             columns, rows = await _level_metrics(side, url, point_id, c, before, during)
             after_info = await sm.server_info(side, url) if flushed else None
-            sent += run.sent
+            level_requests = record(run.sent)
             metric_rows += rows
             if settings.concurrency.refine:
-                rows_at[c] = [request_row(point_id, workload, settings.api, s) for s in run.sent]
+                rows_at[c] = level_requests
             figures = stats.level_figures([s.record for s in run.sent])
             tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
             level_rows.append({
@@ -251,12 +259,12 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             got, row, rows = await _open_level(clients, opts, settings, level, point_id=point_id, notify=notify,
                                                admin=admin, metrics_every_s=metrics_every_s, power=power,
                                                power_every_s=power_every_s)
-            sent += got
+            record(got)
             level_rows.append(row)
             metric_rows += rows
     singles = [s for s in sent if s.phase == "single"]
     return BenchResult(
-        requests=from_rows([request_row(point_id, workload, settings.api, s) for s in sent], "requests"),
+        requests=from_rows(request_rows, "requests"),
         single_stream=from_rows([single_row(point_id, s) for s in singles], "single_stream"),
         levels=from_rows(level_rows, "levels"),  # in the order run: the given levels, then the refined ones
         metrics=from_rows(metric_rows, "metrics"),
