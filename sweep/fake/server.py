@@ -21,7 +21,10 @@ Shutdown (:func:`serve`), as the real launcher does it:
   watchdog (a poll every second) logs ``Subprocess scheduler_0 (pid=...) crashed with exit code -15.
   Triggering SIGQUIT for cleanup...`` and the SIGQUIT path below runs. Sent to the launcher alone,
   the drain watchdog (every five seconds) logs ``Gracefully exiting... Remaining number of requests
-  N. ...`` until none is left, then ``kill_process_tree``.
+  N. ...`` until none is left, then ``kill_process_tree``. Real SGLang's drain watchdog ticks every
+  5 s from startup, so a group SIGTERM that lands just before a tick takes this graceful path instead
+  of the crash path (seen once in CI); the fake, counting from the signal, always takes the crash
+  path. The host's stop treats both alike: it waits for the group to end.
 - SIGQUIT (a crashed scheduler): ``SIGQUIT received. signum=None, frame=None. It usually means one
   child failed.``, ``Sleeping 5 seconds before crash diagnostics to let GPU activity settle.``, the
   sleep, ``No live scheduler processes found; skipping py-spy and CUDA coredump.``, then

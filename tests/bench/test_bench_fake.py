@@ -122,7 +122,12 @@ def test_figures_agree_with_the_fake_model(fake_sglang):
         assert lv["flushed"] is True
         assert close(lv["accept_length_server"], expected_accept, 0.02), lv["accept_length_server"]
         assert close(lv["accept_length_requests"], expected_accept, 0.02), lv["accept_length_requests"]
-        assert 0.9 * c <= lv["achieved_concurrency"] <= c + 1e-9
+        # achieved concurrency is the requests' own arithmetic (their busy time over the level's wall, every
+        # request inside the window), never above C; how close to C it comes is a figure of
+        # tests/perf/bench_vs_model.py (a loaded machine widens the gaps between a request and the next)
+        busy = sum(r["latency_s"] for r in level_req)
+        assert lv["achieved_concurrency"] == pytest.approx(busy / lv["wall_s"], rel=0.02)
+        assert 0.5 * c <= lv["achieved_concurrency"] <= c + 1e-9
         assert lv["ttft_p50_s"] < lv["latency_p50_s"] and lv["tpot_p50_s"] > 0 and lv["itl_p50_s"] > 0
         # the server's own counts over the level (exact)
         assert lv["metrics_generation_tokens"] == 2 * c * LEVEL_TOKENS
