@@ -44,10 +44,11 @@ def main() -> None:
                 rows = [("single stream tok/s", tok_s, result.single_summary["tok_per_s"]),
                         ("single stream decode tok/s", decode, measured_decode)]
                 req = result.requests.to_pylist()
+                levels = result.levels.to_pylist()
                 rows += [(f"C={lv['concurrency']} output tok/s", level_expected(req, lv["concurrency"]),
-                          lv["output_throughput"]) for lv in result.levels.to_pylist()]
+                          lv["output_throughput"]) for lv in levels]
                 rows += [(f"C={lv['concurrency']} achieved concurrency", float(lv["concurrency"]),
-                          lv["achieved_concurrency"]) for lv in result.levels.to_pylist()]
+                          lv["achieved_concurrency"]) for lv in levels]
                 for name, model_value, measured in rows:
                     print(f"{i:>3}  {name:<28} {model_value:>10.1f} {measured:>10.1f} {measured / model_value:>6.3f}")
         finally:
