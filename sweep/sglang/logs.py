@@ -36,6 +36,10 @@ EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 # Failure signatures, most specific first: (kind, pattern, what the sweep reports, how to fix).
 FAILURES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    # uvicorn's own line when the server's port is taken (real SGLang and the fake print it alike):
+    # ``ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use``
+    ("port_in_use", re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\):[^\n]*"),
+     "another process took the server's port during the startup: stop it, or use another server.port"),
     ("oom", re.compile(r"(torch\.OutOfMemoryError|CUDA out of memory)[^\n]*"),
      "lower mem-fraction-static or cuda-graph-max-bs, or check for leftover processes on the GPUs"),
     ("not_enough_memory", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static\.?"),
@@ -73,7 +77,7 @@ def event_of(line: str) -> str | None:
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # oom | not_enough_memory | capture_failed | model_not_found | scheduler_died | exception |
+    kind: str  # port_in_use | oom | not_enough_memory | capture_failed | model_not_found | scheduler_died | exception |
     #   fatal_signal | exited
     reason: str  # the line that explains it, as the log says it
     fix: str

@@ -259,3 +259,12 @@ def test_an_error_torch_compile_met_is_given_as_the_error_itself():
                         "unspecified dimension size -1 can be any value and is ambiguous (while torch.compile traced it)")
     # a dynamo exception without the explanation stays as it is
     assert logs.find_failure(tail[:4]).reason == tail[3]
+
+
+def test_failure_port_in_use_names_the_bind_error():
+    tail = ["INFO:     Waiting for application startup.", "INFO:     Application startup complete.",
+            "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): "
+            "address already in use", "INFO:     Waiting for application shutdown."]
+    f = logs.find_failure(tail, 1)
+    assert f.kind == "port_in_use" and "('127.0.0.1', 30000)" in f.reason and "address already in use" in f.reason
+    assert "port" in f.fix
