@@ -77,3 +77,44 @@ def test_no_prompts_is_an_error_that_says_where_they_are_looked_for(tmp_path, mo
     monkeypatch.setattr(tm, "PROMPTS", tmp_path / "nowhere")
     with pytest.raises(SystemExit, match="no benchmark prompts at .*nowhere"):
         tm.ensure(tmp_path / "models")
+
+
+def test_a_seed_with_the_same_stamp_is_copied_one_with_another_is_made_again(tmp_path, monkeypatch):
+    made = []
+
+    def maker(name):
+        def make(out, root):
+            out.mkdir(parents=True)
+            (out / "w").write_text("made")
+            made.append(name)
+        return make
+
+    monkeypatch.setattr(tm, "MODELS", {n: maker(n) for n in ("target", "eagle3-random", "eagle3")})
+    seed = tmp_path / "seed"
+    want = tm.stamps()
+    for name in ("target", "eagle3"):
+        (seed / name).mkdir(parents=True)
+        (seed / name / "w").write_text("seeded")
+        (seed / name / tm.STAMP).write_text(want[name])
+        (seed / name / "w").chmod(0o444)  # the shared seed is read-only
+    (seed / "eagle3-random").mkdir()
+    (seed / "eagle3-random" / tm.STAMP).write_text("another recipe\n")
+    paths = tm.ensure(tmp_path / "models", seed)
+    assert made == ["eagle3-random"]
+    assert {n: (p / "w").read_text() for n, p in paths.items()} == \
+        {"target": "seeded", "eagle3": "seeded", "eagle3-random": "made"}
+    (paths["target"] / "w").write_text("writable")  # the copy is the cache's own
+    assert tm.ensure(tmp_path / "models", seed) == paths and len(made) == 1
+
+
+def test_the_shared_seed_matches_this_recipe():
+    """../shared/sglang-cpu/tiny-models seeds the real tier's models (11 minutes of training on an AVX2
+    machine): a change of recipe or prompts makes every fresh machine train again, said here."""
+    from tests.tools import REPO
+
+    seed = REPO.parent / "shared" / "sglang-cpu" / "tiny-models"
+    if not seed.is_dir():
+        pytest.skip(f"no seed at {seed} (../shared beside the checkout)")
+    want = tm.stamps()
+    stale = [n for n in want if (seed / n / tm.STAMP).is_file() and (seed / n / tm.STAMP).read_text() != want[n]]
+    assert not stale, f"the seed's {stale} were made by another recipe: each fresh machine makes them again"

@@ -51,7 +51,7 @@ fi
 if [ "$CPU_PATH" = amx ] && ! has amx_tile; then
   log "SWEEP_CPU_PATH=amx needs AMX, which this CPU lacks"; exit 3
 fi
-WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/torch_native_spec.py" "$HERE/torch_native_spec_backend.py" "$HERE/sweep_cpu_path.py" "$HERE/shm_noavx512.h" | sha256sum | cut -c1-16)"
+WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/build_kernels_avx2.sh" "$HERE/torch_native_spec.py" "$HERE/torch_native_spec_backend.py" "$HERE/sweep_cpu_path.py" "$HERE/shm_noavx512.h" | sha256sum | cut -c1-16)"
 kernels_load() { ( cd / && SGLANG_USE_CPU_ENGINE=1 "$PY" -c "import sgl_kernel, sglang.srt.server_args" ) >/dev/null 2>&1; }
 # AVX2 path: the first AVX-512 instructions (an EVEX register: zmm, a mask register, xmm/ymm 16-31) in
 # SGLang's kernel library, none when it is clean. Such code dies with SIGILL on an AVX2 CPU but runs
@@ -103,38 +103,25 @@ if [ "$CPU_PATH" = avx2 ]; then
     log "kernels built for AVX2 already installed"
   else
     rm -f "$PREFIX/.kernels-avx2"
-    SRC="$PREFIX/src/sglang-7f8f030/python/sglang/kernels/aot"
-    KB="$PREFIX/kbuild-avx2"
-    rm -rf "$KB.src"; cp -r "$SRC" "$KB.src"; cd "$KB.src"
-    cp pyproject_cpu.toml pyproject.toml
-    sed -i 's/"torch==2.12.0"/"torch"/' pyproject.toml
-    "$PY" - csrc/cpu/CMakeLists.txt <<'PY'
-import sys
-p = sys.argv[1]; s = open(p).read()
-edits = [
-    ('if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")\n    add_compile_definitions',
-     'if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64" OR DEFINED ENV{SGLANG_CPU_NO_AVX512})\n    add_compile_definitions'),
-    ('if(MY_ARCH_DIR STREQUAL "x86_64")\n    add_compile_options(',
-     'if(MY_ARCH_DIR STREQUAL "x86_64" AND NOT DEFINED ENV{SGLANG_CPU_NO_AVX512})\n    add_compile_options('),
-    # x86-64-v3 (AVX2, FMA, F16C), not -march=native: on a newer CPU, native would emit AVX-512
-    ('        -march=native', '        $<IF:$<BOOL:$ENV{SGLANG_CPU_NO_AVX512}>,-march=x86-64-v3,-march=native>'),
-]
-for old, new in edits:
-    if old not in s:
-        sys.exit(f"SGLang's CPU CMakeLists changed: {old[:60]!r}... not found")
-    s = s.replace(old, new)
-open(p, "w").write(s)
-PY
-    cp "$HERE/noavx512_stubs.cpp" csrc/cpu/x86_64/
-    # the shared-memory collectives (TP > 1): SGLang's x86 version is AVX-512 code under target
-    # attributes, built whatever -march says; a plain C++ one instead
-    cp "$HERE/shm_noavx512.h" csrc/cpu/x86_64/shm.h
-    log "building SGLang's CPU kernels for AVX2 (-march=x86-64-v3; about 8 min on 2 cores)"
-    mkdir -p "$PREFIX/wheels-avx2"; rm -f "$PREFIX"/wheels-avx2/*.whl
-    SGLANG_CPU_NO_AVX512=1 MAX_JOBS=2 CMAKE_BUILD_PARALLEL_LEVEL=2 VIRTUAL_ENV="$PREFIX/venv" PATH="$PREFIX/venv/bin:$PATH" \
-      "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$PREFIX/wheels-avx2" -C build-dir="$KB" . \
-      > "$PREFIX/kernel_build_avx2.log" 2>&1 || { log "kernel build failed: see $PREFIX/kernel_build_avx2.log"; exit 1; }
-    "$PY" -m pip install -q --no-deps --force-reinstall "$PREFIX"/wheels-avx2/sglang_kernel_cpu-*.whl
+    # a seed wheel (../shared/sglang-cpu/wheels-avx2) built by this very recipe is used as it is: the
+    # build is about 7 minutes of every fresh install; kernels-avx2.seed lists the wheels known to
+    # have been built by each recipe (the wheel's sha256 and the recipe's, below)
+    RECIPE=$(cat "$HERE/build_kernels_avx2.sh" "$HERE/noavx512_stubs.cpp" "$HERE/shm_noavx512.h" | sha256sum | cut -c1-16)
+    SEED_WHL=$(ls "$SHARED"/wheels-avx2/sglang_kernel_cpu-*.whl 2>/dev/null | head -1 || true)
+    SEEDED=""
+    if [ -n "$SEED_WHL" ] && grep -qx "$(sha256sum "$SEED_WHL" | cut -c1-64) recipe=$RECIPE" "$HERE/kernels-avx2.seed"; then
+      log "kernels for AVX2 from the seed $SEED_WHL (recipe $RECIPE)"
+      mkdir -p "$PREFIX/wheels-avx2"; rm -f "$PREFIX"/wheels-avx2/*.whl; cp "$SEED_WHL" "$PREFIX/wheels-avx2/"
+      "$PY" -m pip install -q --no-deps --force-reinstall "$PREFIX"/wheels-avx2/sglang_kernel_cpu-*.whl
+      if ( cd "$PREFIX" && kernels_load ) && [ -z "$(kernels_avx512)" ]; then SEEDED=1
+      else log "the seed's kernels do not load here (or hold AVX-512 instructions): building them"; fi
+    elif [ -n "$SEED_WHL" ]; then
+      log "the seed $SEED_WHL was not built by this recipe ($RECIPE, kernels-avx2.seed): building the kernels"
+    fi
+    if [ -z "$SEEDED" ]; then
+      bash "$HERE/build_kernels_avx2.sh" "$PY" "$PREFIX"
+      "$PY" -m pip install -q --no-deps --force-reinstall "$PREFIX"/wheels-avx2/sglang_kernel_cpu-*.whl
+    fi
     cd "$PREFIX"
     kernels_load || { log "the kernels built for AVX2 do not load: see $PREFIX/kernel_build_avx2.log"; exit 1; }
     touch "$PREFIX/.kernels-avx2"

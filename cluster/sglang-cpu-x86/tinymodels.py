@@ -2,6 +2,7 @@
 and one-layer EAGLE-3 drafters for it, with a byte-level BPE tokenizer trained here.
 
     python cluster/sglang-cpu-x86/tinymodels.py --out ~/.cache/sweep/tiny-models   # creates what is missing
+    ... --seed ../shared/sglang-cpu/tiny-models   # copies what a seed holds with the same stamp instead
 
 makes ``target``, ``eagle3`` (the drafter trained on the target: what experiments and tests serve)
 and ``eagle3-random`` (the same tensors, random: SGLang serves it and accepts nothing).
@@ -471,22 +472,35 @@ def stamps() -> dict[str, str]:
     return {"target": target + "\n", "eagle3-random": "ok\n", "eagle3": f"{TRAINED_STAMP.rstrip()} on {target}\n"}
 
 
-def ensure(root: Path) -> dict[str, Path]:
-    """Create every tiny model that is missing under ``root``; the paths of all of them."""
+def _stamped(path: Path, stamp: str) -> bool:
+    return (path / STAMP).is_file() and (path / STAMP).read_text() == stamp
+
+
+def ensure(root: Path, seed: Path | None = None) -> dict[str, Path]:
+    """Create every tiny model that is missing under ``root``; the paths of all of them. A model that
+    ``seed`` holds with the same stamp (the same recipe, made from the same prompts) is copied from
+    there instead of made (training the drafter is minutes); one whose stamp differs is made."""
+    import shutil
+
     out, want = {}, stamps()
     for name, make in MODELS.items():
         path = root / name
         stamp = want.get(name, "ok\n")
-        if not ((path / STAMP).is_file() and (path / STAMP).read_text() == stamp):
+        if not _stamped(path, stamp):
             tmp = root / f".{name}.tmp{os.getpid()}"
-            make(tmp, root)
-            (tmp / STAMP).write_text(stamp)
+            if seed is not None and _stamped(seed / name, stamp):
+                shutil.copytree(seed / name, tmp)
+                for f in [tmp, *tmp.rglob("*")]:  # a read-only seed's modes are not the cache's
+                    f.chmod(0o755 if f.is_dir() else 0o644)
+                how = f"copied from {seed / name}"
+            else:
+                make(tmp, root)
+                (tmp / STAMP).write_text(stamp)
+                how = "created"
             if path.exists():
-                import shutil
-
                 shutil.rmtree(path)
             tmp.rename(path)
-            print(f"created {path}", file=sys.stderr)
+            print(f"{path}: {how}", file=sys.stderr)
         out[name] = path
     return out
 
@@ -494,10 +508,13 @@ def ensure(root: Path) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python cluster/sglang-cpu-x86/tinymodels.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for the models (created)")
+    p.add_argument("--seed", help="a folder of models made before (e.g. ../shared/sglang-cpu/tiny-models): "
+                                  "those whose stamp matches are copied instead of made; a missing folder is ignored")
     args = p.parse_args(argv)
     root = Path(os.path.expanduser(args.out))
     root.mkdir(parents=True, exist_ok=True)
-    for name, path in ensure(root).items():
+    seed = Path(os.path.expanduser(args.seed)) if args.seed else None
+    for name, path in ensure(root, seed if seed is not None and seed.is_dir() else None).items():
         print(f"{name}={path}")
     return 0
 

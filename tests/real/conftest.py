@@ -83,6 +83,7 @@ def _env_sh() -> tuple[dict[str, str], Path | None]:
 
 KEYS = ("SGLANG_CPU_PYTHON", "SGLANG_CPU_LD_PRELOAD", "SGLANG_CPU_PATH", "SGLANG_CPU_ATTENTION_BACKEND")
 TINY_MODELS = Path(os.environ.get("SWEEP_TINY_MODELS", Path.home() / ".cache" / "sweep" / "tiny-models"))
+TINY_SEED = REPO.parent / "shared" / "sglang-cpu" / "tiny-models"
 
 
 def find_real_sglang(found: dict[str, str] | None = None, prefix: Path | None = None) -> tuple[RealSGLang | None, str]:
@@ -107,8 +108,9 @@ def find_real_sglang(found: dict[str, str] | None = None, prefix: Path | None = 
             (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
         return None, f"the CPU SGLang at {python} does not load here ({why})"
     amx = probe.stdout.strip().splitlines()[-1] == "True"
-    made = subprocess.run([python, str(TINYMODELS), "--out", str(TINY_MODELS)], capture_output=True, text=True,
-                          timeout=900)
+    # the models a fresh machine would train for minutes, copied from ../shared's seed where their stamps match
+    made = subprocess.run([python, str(TINYMODELS), "--out", str(TINY_MODELS), "--seed", str(TINY_SEED)],
+                          capture_output=True, text=True, timeout=900)
     if made.returncode != 0:
         return None, f"could not create the tiny models: {made.stderr.strip().splitlines()[-1:]}"
     backend = found.get("SGLANG_CPU_ATTENTION_BACKEND") or ("intel_amx" if amx else "torch_native")
@@ -158,3 +160,14 @@ def real_avx2_sglang(real_sglang) -> RealSGLang:
     if sglang is None:
         pytest.skip(why)
     return sglang
+
+
+@pytest.fixture(scope="session")
+def shared_servers(tmp_path_factory):
+    """Real servers shared by the tests that only read from them (tests/real/servers.py SharedServers)."""
+    from tests.real.servers import SharedServers
+
+    pool = SharedServers(tmp_path_factory.mktemp("shared-servers"))
+    yield pool
+    pool.close()
+

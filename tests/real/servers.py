@@ -105,3 +105,37 @@ def dies(real, log: Path, *flags: str, timeout_s: float = 420) -> tuple[str, str
     text = log.read_text(errors="replace")
     exc = exception_lines(text.splitlines())
     return (exc[-1] if exc else ""), text
+
+
+class SharedServers:
+    """Real servers that several tests only read from (requests, the cache flushed first by each test,
+    metrics read as deltas), started once per session: a server start is 40-90 s on 2 cores, more on an
+    AVX2 machine. ``get`` starts one for these flags on this install at its first use and keeps it until
+    ``close`` (the session's end), at most ``keep`` at a time (the oldest stopped first)."""
+
+    def __init__(self, root: Path, keep: int = 2):
+        self.root, self.keep = root, keep
+        self._live: dict[tuple, tuple[contextlib.ExitStack, Live]] = {}
+
+    def get(self, real, *flags: str) -> Live:
+        key = (real.python, flags)
+        if key in self._live and self._live[key][1].proc.poll() is None:
+            self._live[key] = self._live.pop(key)  # the newest now
+            return self._live[key][1]
+        self._stop(key)
+        while len(self._live) >= self.keep:
+            self._stop(next(iter(self._live)))
+        stack = contextlib.ExitStack()
+        log = self.root / f"shared{len(list(self.root.glob('shared*.log')))}.log"
+        srv = stack.enter_context(live_server(real, log, *flags))
+        self._live[key] = (stack, srv)
+        return srv
+
+    def _stop(self, key: tuple) -> None:
+        stack, _ = self._live.pop(key, (None, None))
+        if stack is not None:
+            stack.close()
+
+    def close(self) -> None:
+        for key in list(self._live):
+            self._stop(key)

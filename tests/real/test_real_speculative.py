@@ -9,6 +9,8 @@ Run with ``-s`` to see the figures (ready times, accept lengths, per-position hi
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import re
 import struct
@@ -71,13 +73,18 @@ def reference(real, tmp_path_factory) -> list[dict]:
     return _REFERENCE[key]
 
 
-def lossless_and_benchmarked(real, name: str, tmp_path, tmp_path_factory) -> dict:
+SHARED = ("eagle3-chain", "eagle3-tree")  # served again by later tests (the shared_servers fixture)
+
+
+def lossless_and_benchmarked(real, name: str, tmp_path, tmp_path_factory, shared=None) -> dict:
     """Serve one algorithm: its greedy output equals the baseline's token for token; the benchmark
-    runs two levels on it, and its accept figures are the server's own."""
+    runs two levels on it, and its accept figures are the server's own. With ``shared`` (the
+    shared_servers fixture), the servers later tests read from too are taken from it."""
     base = reference(real, tmp_path_factory)
     bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=0, warmup=0),
                           concurrency=ConcurrencySettings(levels=[1, 2], rounds=1, max_tokens=24), request_timeout_s=180)
-    with live_server(real, tmp_path / "server.log", *algorithms(real.models)[name]) as srv:
+    with (contextlib.nullcontext(shared.get(real, *algorithms(real.models)[name])) if shared and name in SHARED
+          else live_server(real, tmp_path / "server.log", *algorithms(real.models)[name])) as srv:
         spec = greedy(srv.url)
         res = run_bench(srv.url, bench, point_id=name)
         info = srv.text()
@@ -97,8 +104,8 @@ def lossless_and_benchmarked(real, name: str, tmp_path, tmp_path_factory) -> dic
 
 
 @pytest.mark.parametrize("name", ["ngram", "eagle3-chain", "eagle3-tree", "standalone"])
-def test_every_algorithm_is_lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory):
-    out = lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory)
+def test_every_algorithm_is_lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers):
+    out = lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers)
     if name == "eagle3-chain":  # the trained drafter predicts its target (a random one accepts nothing)
         assert sum(out["accept"]) / len(out["accept"]) > 1.5, out["accept"]
 
@@ -111,18 +118,18 @@ def test_the_avx2_path_is_lossless(real_avx2_sglang, name, tmp_path, tmp_path_fa
     lossless_and_benchmarked(real_avx2_sglang, name, tmp_path, tmp_path_factory)
 
 
-def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path):
+def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path, shared_servers):
     """The benchmark's accept length and each request's histogram against what the server says:
     ``meta_info`` of the same greedy request asked again, /server_info and the sglang:spec_* metrics
     delta over each level."""
     bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=MAX_TOKENS),
                           concurrency=ConcurrencySettings(levels=[1, 3], rounds=1, max_tokens=32), request_timeout_s=180)
-    with live_server(real_spec_sglang, tmp_path / "server.log", *algorithms(real_spec_sglang.models)["eagle3-chain"]) as srv:
-        res = run_bench(srv.url, bench, point_id="accept")
-        req = pl.from_arrow(res.requests)
-        single = req.filter(pl.col("phase") == "single").row(0, named=True)
-        flush(srv.url)
-        again = generate(srv.url, load_prompts("coding").prompts[single["prompt_index"]], MAX_TOKENS)["meta_info"]
+    srv = shared_servers.get(real_spec_sglang, *algorithms(real_spec_sglang.models)["eagle3-chain"])
+    res = run_bench(srv.url, bench, point_id="accept")
+    req = pl.from_arrow(res.requests)
+    single = req.filter(pl.col("phase") == "single").row(0, named=True)
+    flush(srv.url)
+    again = generate(srv.url, load_prompts("coding").prompts[single["prompt_index"]], MAX_TOKENS)["meta_info"]
     hist = again.get("spec_accept_histogram") or again.get("spec_correct_drafts_histogram")
     assert single["spec_accept_histogram"] == hist, (single["spec_accept_histogram"], again)
     assert single["spec_verify_ct"] == again["spec_verify_ct"]
@@ -309,7 +316,7 @@ def test_what_only_a_live_server_decides(real_spec_sglang, name, tmp_path):
         assert later.exception in said_eager and reason == said, (later.exception, said, reason, log[-3000:])
 
 
-def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path):
+def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path, shared_servers):
     """What the adaptive search relies on (sweep/search/adaptive.py), on real SGLang: a chain drafter
     drafts the same tokens whatever its step count, so the acceptance per draft position that a
     3-step server measures gives the accept length of a 1-step server of the same drafter."""
@@ -319,8 +326,10 @@ def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path)
     bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
                           concurrency=ConcurrencySettings(levels=[], rounds=1), request_timeout_s=180)
     got, requests = {}, {}
-    for steps in (3, 1):
-        with live_server(real, tmp_path / f"steps{steps}.log", *eagle3(real.models / "eagle3", steps, 1, steps + 1)) as srv:
+    for steps in (3, 1):  # 3 steps: the eagle3-chain server of the tests above
+        flags = eagle3(real.models / "eagle3", steps, 1, steps + 1)
+        with (contextlib.nullcontext(shared_servers.get(real, *flags)) if steps == 3
+              else live_server(real, tmp_path / f"steps{steps}.log", *flags)) as srv:
             res = run_bench(srv.url, bench, point_id=f"s{steps}")
         requests[steps] = pl.from_arrow(res.requests)
         got[steps] = from_tables(f"s{steps}", pl.from_arrow(res.levels), requests[steps],
@@ -348,7 +357,7 @@ def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path)
     assert got[3].accept_length(3) - 3 * len(rows) / verifies - 1e-9 <= pooled <= got[3].accept_length(3) + 1e-9
 
 
-def test_a_shallower_tree_bounds_a_deeper_ones_acceptance(real_spec_sglang, tmp_path):
+def test_a_shallower_tree_bounds_a_deeper_ones_acceptance(real_spec_sglang, tmp_path, shared_servers):
     """What the adaptive search's tree bound relies on (sweep/search/adaptive.py::tree_accept_bound),
     on real SGLang: with the same topk and draft tokens, a 3-step tree reaches each depth it shares
     with a 2-step one no more often, and accepts at most AL(2) + p_2 per verify."""
@@ -359,8 +368,10 @@ def test_a_shallower_tree_bounds_a_deeper_ones_acceptance(real_spec_sglang, tmp_
     bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
                           concurrency=ConcurrencySettings(levels=[], rounds=1), request_timeout_s=180)
     got = {}
-    for steps in (2, 3):
-        with live_server(real, tmp_path / f"tree{steps}.log", *eagle3(real.models / "eagle3", steps, 2, 4)) as srv:
+    for steps in (2, 3):  # 2 steps: the eagle3-tree server of the tests above
+        flags = eagle3(real.models / "eagle3", steps, 2, 4)
+        with (contextlib.nullcontext(shared_servers.get(real, *flags)) if steps == 2
+              else live_server(real, tmp_path / f"tree{steps}.log", *flags)) as srv:
             res = run_bench(srv.url, bench, point_id=f"t{steps}")
         got[steps] = from_tables(f"t{steps}", pl.from_arrow(res.levels), pl.from_arrow(res.requests),
                                  pl.from_arrow(res.single_stream), depth=steps).levels[SINGLE]
