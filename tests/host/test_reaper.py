@@ -1,6 +1,8 @@
 """Reaping kills what carries this sweep's marker for this host, and never anything else."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -146,3 +148,5 @@ def test_each_kill_says_how_it_was_found(marker, tmp_path, monkeypatch):
     finally:
         for p in (launcher, foreign):
             reaper.kill_group(p.pid, 1, "test cleanup")
+            with contextlib.suppress(ProcessLookupError):  # the foreign one's child, orphaned by its kill
+                os.killpg(p.pid, signal.SIGKILL)
