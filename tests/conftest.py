@@ -9,6 +9,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The project's shared data beside the checkout (../shared): real SGLang's transcripts and source. A
+# plain clone has none; the tests that read it skip with the reason (``needs_shared``).
+SHARED = REPO.parent / "shared"
+TRANSCRIPTS = SHARED / "sglang-cpu" / "transcripts"
+
+
+def needs_shared(path: Path = TRANSCRIPTS) -> pytest.MarkDecorator:
+    """Skip a test (or, as ``pytestmark``, a module) where ``path`` under ../shared is missing."""
+    return pytest.mark.skipif(not path.exists(), reason=f"no {path} (../shared beside the checkout; a plain "
+                                                        "clone has none)")
 
 
 @pytest.fixture(autouse=True, scope="session")

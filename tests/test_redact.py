@@ -17,9 +17,7 @@ from sweep.experiment import config
 from sweep.experiment import plan as planning
 from sweep.core import redact
 from sweep.core.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text, redact_tree
-from tests.conftest import run_sweep_cli
-
-TRANSCRIPTS = Path(__file__).resolve().parents[1].parent / "shared" / "sglang-cpu" / "transcripts"
+from tests.conftest import TRANSCRIPTS, needs_shared, run_sweep_cli
 
 KEY, HF, MINE, AXIS_TOKEN = "sk-flag-secret-123", "hf_env_secret_456", "from-env-secret-000", "hf_other_secret_789"
 SECRETS = (KEY, HF, MINE, AXIS_TOKEN)
@@ -104,6 +102,7 @@ def test_env_redaction():
         {"HF_TOKEN": REDACTED, "NCCL_ALGO": "Ring", "TOKENIZERS_PARALLELISM": "false", "EMPTY_TOKEN": ""}
 
 
+@needs_shared()
 def test_sglang_server_args_line_redacted():
     """The real line (CPU SGLang 7f8f030), with a key: ``api_key='...'`` hidden whether or not the
     value is known; everything else byte for byte."""
@@ -115,6 +114,7 @@ def test_sglang_server_args_line_redacted():
     assert redact_text(keyed, [KEY]) == redact_text(keyed)
 
 
+@needs_shared()
 def test_real_sglang_output_without_secrets_is_left_alone():
     """No false positives: every transcript of the real server (logs, API answers, process trees)
     comes out of the text redaction byte for byte."""

@@ -257,9 +257,17 @@ def _algorithm_type(version: str) -> Callable[[str], str]:
     return str.upper if version_tuple(version) >= (0, 5, 23) else str
 
 
+def prog_for(version: str) -> str:
+    """The name SGLang's argparse gives itself, in its ``usage:`` and ``PROG: error: ...`` lines:
+    ``sglang serve`` where prepare_server_args names its parser (0.5.23-era main, 7f8f030:
+    ``argparse.ArgumentParser(prog="sglang serve")``), else argparse's default, argv[0]'s basename,
+    which is ``launch_server.py`` under ``python -m sglang.launch_server``."""
+    return "sglang serve" if version_tuple(version) >= (0, 5, 23) else "launch_server.py"
+
+
 def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sweep.fake",
+        prog=prog_for(version),
         description=f"A fake SGLang {version} server (no GPU): same command line, log, HTTP API and "
                     "process tree as `python -m sglang.launch_server`, timed by a performance model.")
     for flag in SGLANG_FLAGS:

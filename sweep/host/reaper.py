@@ -8,7 +8,7 @@ their ``/proc/<pid>/environ``: the marker cannot be read back from exactly the p
 the GPUs. Every server starts in a session of its own, recorded on the host (``remember``), so its
 children are found by session id even after the launcher died. Only ours are killed. A process holding a GPU that is not ours is reported, and killed only when
 the experiment allows it (``server.reap.kill_foreign_gpu_processes``). Every kill is recorded with
-its reason.
+its reason and how the process was found (``found_by``: ``marker``, ``session`` or ``gpu``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Marker:
 
 @dataclass
 class ReapReport:
-    killed: list[dict] = field(default_factory=list)  # {pid, name, cmdline, reason}
+    killed: list[dict] = field(default_factory=list)  # {pid, name, cmdline, reason[, found_by][, gpu]}
     foreign: list[dict] = field(default_factory=list)  # GPU processes not ours, left alone
     gpu_free: bool = True
     port_free: bool = True
@@ -102,15 +102,19 @@ def _signal(procs: list[psutil.Process], sig: int, group: int | None) -> None:
                 pass
 
 
-def kill_processes(procs: list[psutil.Process], grace_s: float, reason: str, *,
-                   group: int | None = None) -> list[dict]:
+def kill_processes(procs: list[psutil.Process], grace_s: float, reason: str | dict[int, str], *,
+                   group: int | None = None, found_by: dict[int, str] | None = None) -> list[dict]:
     """SIGTERM, wait up to ``grace_s``, SIGKILL the rest, and wait until every one is gone. With
     ``group``, SIGTERM goes to that process group (a server started in its own group shuts down
-    the way it would on Ctrl-C), and SIGKILL to the group and to each process that left it."""
+    the way it would on Ctrl-C), and SIGKILL to the group and to each process that left it.
+    ``reason`` is one for all or one per pid; ``found_by`` (per pid) goes into each entry as it is."""
     procs = [p for p in procs if p.pid != os.getpid()]
     if not procs:
         return []
-    described = [_describe(p, reason) for p in procs]
+    described = [_describe(p, reason if isinstance(reason, str) else reason[p.pid]) for p in procs]
+    for d in described:
+        if found_by and d["pid"] in found_by:
+            d["found_by"] = found_by[d["pid"]]
     _signal(procs, signal.SIGTERM, group)
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
     still: list[psutil.Process] = []
@@ -183,20 +187,29 @@ def _forget_empty(marker: Marker, rows: list[dict], alive: set[int]) -> None:
 def marked(marker: Marker) -> list[psutil.Process]:
     """Live processes of this sweep on this host (never this process, nor its own session): those
     carrying the marker, and every process in the session of one of them or of a remembered server."""
+    return [p for p, _, _ in found(marker)]
+
+
+def found(marker: Marker) -> list[tuple[psutil.Process, str, int | None]]:
+    """``marked``'s processes, each with how it was found and its session: ``marker`` (its environment
+    carries SWEEP_SWEEP/SWEEP_HOST for this sweep and host), ``session`` (no marker readable, but in
+    the session of a marked process or of a server this sweep launched)."""
     me, my_sid = os.getpid(), _sid(os.getpid())
     procs = [p for p in psutil.process_iter() if p.pid != me]
     direct = {p.pid for p in procs if marker.owns(p)}
     rows = _remembered(marker)
     sids = {_sid(pid) for pid in direct} | {int(r["sid"]) for r in rows}
     sids -= {None, my_sid, 0, 1}
-    out: list[psutil.Process] = []
+    out: list[tuple[psutil.Process, str, int | None]] = []
     live_sids: set[int] = set()
     for p in procs:
         sid = _sid(p.pid) if sids else None
         if sid is not None and sid in sids:  # None was taken out of sids above: the same test, narrowed
             live_sids.add(sid)
-        if p.pid in direct or sid in sids:
-            out.append(p)
+        if p.pid in direct:
+            out.append((p, "marker", sid))
+        elif sid in sids:
+            out.append((p, "session", sid))
     _forget_empty(marker, rows, live_sids)
     return out
 
@@ -227,9 +240,13 @@ def reap(marker: Marker, probe: GpuProbe, *, port: int | None, grace_s: float = 
     """Kill what this sweep left on this host, deal with GPU holders, then wait (bounded) until
     GPU memory is back under ``gpu_free_mib`` on every GPU and ``port`` can be bound."""
     report = ReapReport()
-    ours = marked(marker)
+    ours = found(marker)
     if ours:
-        report.killed += kill_processes(ours, grace_s, f"{why}: carries this sweep's marker")
+        reasons = {p.pid: f"{why}: carries this sweep's marker" if how == "marker" else
+                   f"{why}: in the session (sid {sid}) of a server this sweep launched; no marker readable"
+                   for p, how, sid in ours}
+        report.killed += kill_processes([p for p, _, _ in ours], grace_s, reasons,
+                                        found_by={p.pid: how for p, how, _ in ours})
     for gp in probe.processes():
         try:
             proc = psutil.Process(gp.pid)
@@ -237,10 +254,12 @@ def reap(marker: Marker, probe: GpuProbe, *, port: int | None, grace_s: float = 
             continue
         entry = {**_describe(proc, f"holds {gp.mem_mib} MiB on GPU {gp.gpu_index}"), "gpu": gp.gpu_index}
         if marker.owns(proc):
-            report.killed += kill_processes([proc], grace_s, f"{why}: ours, holds GPU {gp.gpu_index}")
+            report.killed += kill_processes([proc], grace_s, f"{why}: ours (carries the marker), holds "
+                                            f"{gp.mem_mib} MiB on GPU {gp.gpu_index}", found_by={proc.pid: "gpu"})
         elif kill_foreign:
             report.killed += kill_processes([proc], grace_s,
-                                            f"not ours, holds GPU {gp.gpu_index}; kill_foreign_gpu_processes is on")
+                                            f"not ours, holds {gp.mem_mib} MiB on GPU {gp.gpu_index}; "
+                                            "kill_foreign_gpu_processes is on", found_by={proc.pid: "gpu"})
         else:
             report.foreign.append(entry)
     # memory held by a process we may not kill will not come back: check it once, don't wait for it

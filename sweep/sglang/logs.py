@@ -38,21 +38,38 @@ EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 FAILURES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     # uvicorn's own line when the server's port is taken (real SGLang and the fake print it alike):
     # ``ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use``
-    ("port_in_use", re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\):[^\n]*"),
+    ("port_in_use", re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\): "
+                               r"address already in use[^\n]*"),
      "another process took the server's port during the startup: stop it, or use another server.port"),
+    # the same line for any other bind error (asyncio's wording), e.g. an address not on this machine:
+    # ``[Errno 99] error while attempting to bind on address ('10.0.0.9', 30000): cannot assign requested address``
+    ("bind_failed", re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\):[^\n]*"),
+     "the server could not listen on server.host / server.port: use an address of this host (or 0.0.0.0) "
+     "and a port it may bind"),
     ("oom", re.compile(r"(torch\.OutOfMemoryError|CUDA out of memory)[^\n]*"),
      "lower mem-fraction-static or cuda-graph-max-bs, or check for leftover processes on the GPUs"),
     ("not_enough_memory", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static\.?"),
      "raise mem-fraction-static, or lower max-running-requests / context length"),
     ("capture_failed", re.compile(r"Capture (cuda|CUDA) graph failed:[^\n]*"),
      "lower cuda-graph-max-bs, or run with --disable-cuda-graph to find the cause"),
+    # ``RuntimeError: Cannot find any model weights with `/models/tiny-eagle``` (model_loader/loader.py:
+    # a folder with a config but no weights; real SGLang on CPU, shared/.../badargs_summary.txt)
     ("model_not_found", re.compile(r"[^\n]*(is not a local folder and is not a valid model identifier|"
-                                   r"No such file or directory|does not appear to have a file named)[^\n]*"),
-     "check model_path and speculative-draft-model-path on that host"),
+                                   r"No such file or directory|does not appear to have a file named|"
+                                   r"Cannot find any model weights with)[^\n]*"),
+     "check model_path and speculative-draft-model-path on that host (a folder needs its weights, or "
+     "load-format dummy)"),
+    # ``RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9
+    # (SIGKILL), a common cause is the OS OOM killer. ...`` (entrypoints/engine.py)
     ("scheduler_died", re.compile(r"Rank \d+ scheduler died during initialization[^\n]*"),
-     "read the log above this line for the rank's own error"),
+     "read the log above this line for the rank's own error; exit code -9 is SIGKILL, most often the "
+     "kernel's OOM killer (`dmesg -T | grep -i oom` on the host)"),
+    # a process whose step made no progress for --watchdog-timeout seconds (utils/watchdog.py):
+    # ``Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)``; it then SIGQUITs the launcher
+    ("watchdog_timeout", re.compile(r"\w+ watchdog timeout \(self\.watchdog_timeout=[^)]*\)"),
+     "a step hung past watchdog-timeout (a stuck collective, a deadlock, a kernel that never ends): read "
+     "the py-spy dump above it; raise watchdog-timeout only if a step is truly that slow"),
 )
-
 _EXCEPTION_LINE = re.compile(
     r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
 _LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[^\]]*)?\]\s*")
@@ -77,8 +94,9 @@ def event_of(line: str) -> str | None:
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # port_in_use | oom | not_enough_memory | capture_failed | model_not_found | scheduler_died | exception |
-    #   fatal_signal | exited
+    kind: str  # port_in_use | bind_failed | bad_argument | jit_build_failed | oom | not_enough_memory |
+    #   capture_failed | model_not_found | scheduler_died | watchdog_timeout | exception | fatal_signal |
+    #   child_crashed | child_failed | terminated | killed | exited
     reason: str  # the line that explains it, as the log says it
     fix: str
 
@@ -132,27 +150,191 @@ _FATAL = re.compile(r"Fatal Python error:.*?(Floating point exception|Segmentati
 _CHILD_CRASHED = re.compile(r"Subprocess (\w+) \(pid=\d+\) crashed with exit code (-?\d+)")
 
 
+# argparse's own error (exit code 2): ``usage: PROG [-h] ...`` (many lines for SGLang's hundreds of
+# flags), then ``PROG: error: MESSAGE``. PROG is ``sglang serve`` at 0.5.23-era main (prepare_server_args
+# names it), ``launch_server.py`` (``python -m sglang.launch_server``) or ``__main__.py`` where the parser
+# takes its name from argv[0]. Only argparse's own messages count, or any message under a usage line of
+# the same PROG (SGLang's DeprecatedAction calls parser.error with its own words): ``gcc: error: ...``
+# is no argparse error.
+_ARGPARSE_ERROR = re.compile(r"^(?P<prog>[\w.\-]+(?: [\w.\-]+){0,3}): error: (?P<msg>.+)$", re.M)
+_ARGPARSE_MSG = re.compile(r"^(?:argument \S+: |unrecognized arguments: |the following arguments are required: |"
+                           r"one of the arguments |ambiguous option: |expected one argument)")
+_INVALID_VALUE = re.compile(r"^argument (?P<flag>\S+): invalid (?P<type>\S+) value: (?P<value>'.*')$")
+_INVALID_CHOICE = re.compile(r"^argument (?P<flag>\S+): invalid choice: (?P<value>'.*?') \(choose from (?P<choices>.*)\)$")
+_EXPECTED = re.compile(r"^argument (?P<flag>\S+): (?P<what>expected (?:one|at least one|\d+) arguments?)$")
+_TYPE_WORDS = {"int": "an integer (e.g. 256)", "float": "a number (e.g. 0.85)", "str": "a string"}
+
+
+def _flag(names: str) -> str:
+    return names.split("/")[0]  # "--model-path/--model" -> "--model-path"
+
+
+def _argparse_failure(text: str) -> Failure | None:
+    found = [m for m in _ARGPARSE_ERROR.finditer(text)
+             if _ARGPARSE_MSG.match(m.group("msg"))
+             or re.search(r"^usage: " + re.escape(m.group("prog")) + r"(?: |$)", text, re.M)]
+    if not found:
+        return None
+    m = found[-1]
+    msg = m.group("msg").strip()
+    reason = f"{m.group('prog')}: error: {msg}"
+    if v := _INVALID_VALUE.match(msg):
+        want = _TYPE_WORDS.get(v.group("type"), f"a value its type check ({v.group('type')}) accepts")
+        fix = f"{_flag(v.group('flag'))} takes {want}, not {v.group('value')}: correct it in the experiment's server args"
+    elif c := _INVALID_CHOICE.match(msg):
+        fix = (f"{_flag(c.group('flag'))} takes one of {c.group('choices')}, not {c.group('value')}: correct it "
+               "in the experiment's server args (the choices are this SGLang version's)")
+    elif e := _EXPECTED.match(msg):
+        fix = (f"give {_flag(e.group('flag'))} its value ({e.group('what')}); a value that starts with '-' "
+               f"is written {_flag(e.group('flag'))}=VALUE")
+    elif msg.startswith("unrecognized arguments: "):
+        fix = (f"this SGLang has no flag {msg.split(': ', 1)[1]}: remove it, or check its name against the "
+               "installed version's `--help` (flags are renamed between versions)")
+    elif msg.startswith("the following arguments are required: "):
+        fix = f"pass {msg.split(': ', 1)[1]} in the experiment's server args"
+    elif msg.startswith("argument "):
+        fix = f"correct {_flag(msg.split()[1].rstrip(':'))} as the message says"
+    else:
+        fix = "correct the server args as the message says (SGLang's own check while it parses its command line)"
+    return Failure("bad_argument", reason, fix + " (argparse exits 2 before the server starts anything)")
+
+
+# A JIT-compiled kernel that does not build (SGLang compiles some kernels with ninja at startup): the
+# compiler's first error says why, ``ninja: build stopped: subcommand failed.`` that it stopped.
+_NINJA_STOPPED = re.compile(r"ninja: build stopped: subcommand failed\.?")
+_COMPILER_ERROR = re.compile(r"^\S+:\d+(?::\d+)?: (?:fatal )?error: .*$", re.M)
+
+
+def _jit_failure(text: str) -> Failure | None:
+    if not _NINJA_STOPPED.search(text):
+        return None
+    errors = _COMPILER_ERROR.findall(text)
+    reason = f"a kernel's JIT build failed: {errors[0].strip()}" if errors else "a kernel's JIT build failed: " + (
+        "ninja: build stopped: subcommand failed.")
+    return Failure("jit_build_failed", reason,
+                   "SGLang compiles this kernel at startup: check the host's compiler and headers (the compiler's "
+                   "first error is named), or choose a configuration that does not need the kernel")
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_MARKS = re.compile(r"^\s*[~^]+[~^\s]*$")  # Python 3.11+'s ^^^^ under the failing expression
+
+
+def _frame_of(stripped: list[str], at: int) -> tuple[str, str, str, str] | None:
+    """The frame an exception line at ``at`` was raised in: (file, line, function, its source line as
+    the traceback shows it), or None when no frame is right above it."""
+    source = ""
+    for line in reversed(stripped[max(0, at - 6):at]):
+        if _MARKS.match(line) or not line.strip():
+            continue
+        f = _FRAME.match(line)
+        if f:
+            return f.group("file"), f.group("line"), f.group("func"), source
+        if source:
+            return None  # two source lines: not a traceback's last frame
+        source = line.strip()
+    return None
+
+
+def _in_argument_resolution(path: str) -> bool:
+    return path.endswith("server_args.py") or "/arg_groups/" in path
+
+
+def _exception_failure(lines: list[str], raised: str) -> Failure:
+    stripped = [_strip(raw) for raw in lines]
+    at = max((i for i, line in enumerate(stripped) if line == raised or line.endswith("." + raised)), default=None)
+    frame = _frame_of(stripped, at) if at is not None else None
+    fix = "read the traceback in the point's log"
+    reason = raised
+    if frame is not None and at is not None:
+        path, lineno, func, source = frame
+        where = f"{path.rsplit('/', 1)[-1]}:{lineno} in {func}"
+        flags = sorted({"--" + a.replace("_", "-") for a in re.findall(r"server_args\.(\w+)", source)})
+        if raised == "AssertionError":  # a bare assert: its line is all there is to say
+            reason = f"AssertionError at {where}" + (f": `{source}`" if source else "")
+        start = max((i for i in range(at) if stripped[i].endswith("Traceback (most recent call last):")), default=0)
+        frames = [m.group("file") for m in (_FRAME.match(line) for line in stripped[start:at]) if m]
+        if any(_in_argument_resolution(f) for f in frames):  # raised while SGLang resolved its arguments
+            fix = ("SGLang rejected this combination of server args while resolving them (before it starts "
+                   f"anything): see the check at {where} in SGLang's source"
+                   + (f"; it involves {', '.join(flags)}" if flags else "") + ", and change the server args")
+        elif raised == "AssertionError":
+            fix = f"an assert in SGLang failed without a message: read the check at {where} in SGLang's source"
+    return Failure("exception", reason, fix)
+
+
+_CHILD_FAILED = re.compile(r"Received sigquit from a child process\. It usually means the child failed\.|"
+                           r"SIGQUIT received\. signum=\S+, frame=\S+\. It usually means one child failed\.")
+_SIGTERM_RECEIVED = re.compile(r"SIGTERM received\. signum=\S+ frame=\S+\. Draining requests and shutting down")
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+            11: "SIGSEGV", 15: "SIGTERM"}
+_KILLED_FIX = ("nothing in the log says why: the kernel's OOM killer is the usual cause (`dmesg -T | grep -i "
+               "-e oom -e 'killed process'` on the host), else a reaper, job scheduler or person outside the sweep")
+
+
+def _signal_of(exit_code: int | None) -> int | None:
+    """The signal that ended a process: -N from Python's subprocess, 128+N from a shell or launcher."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if 128 < exit_code < 160:
+        return exit_code - 128
+    return None
+
+
 def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
-    """Why a server died, from the tail of its log: the most specific signature wins, then the last
-    exception line of a traceback, then the exit code."""
+    """Why a server died, from the tail of its log: the most specific signature wins (a port taken,
+    argparse's rejection, a kernel's build, then SGLang's own fatal lines), then the last exception
+    line of a traceback, then a native crash, then what the launcher said of its children, then the
+    exit code (a signal named)."""
     text = "\n".join(_strip(line) for line in lines)
-    for kind, pattern, fix in FAILURES:
+    patterns = list(FAILURES)
+    for kind, pattern, fix in patterns[:2]:  # the bind errors: uvicorn's line says it all
+        found = list(pattern.finditer(text))
+        if found:
+            return Failure(kind, found[-1].group(0).strip(), fix)
+    special = _argparse_failure(text) or _jit_failure(text)
+    if special:
+        return special
+    for kind, pattern, fix in patterns[2:]:
         found = list(pattern.finditer(text))
         if found:
             return Failure(kind, found[-1].group(0).strip(), fix)
     raised = exception_lines(lines)
     if raised:
-        return Failure("exception", raised[-1], "read the traceback in the point's log")
+        return _exception_failure(lines, raised[-1])
     fatal = list(_FATAL.finditer(text))
+    children = [m for m in _CHILD_CRASHED.finditer(text) if m.group(2) != "-15"]  # -15: the group's own SIGTERM
     if fatal:
-        child = [m for m in _CHILD_CRASHED.finditer(text) if m.group(2) != "-15"]
-        who = f" ({child[0].group(1)} crashed with exit code {child[0].group(2)})" if child else ""
+        who = f" ({children[0].group(1)} crashed with exit code {children[0].group(2)})" if children else ""
         return Failure("fatal_signal", f"Fatal Python error: {fatal[-1].group(1)}{who}",
                        "a native kernel crashed: read the point's log (Python's faulthandler stack names the "
                        "call); a speculative argument that no SGLang check catches (e.g. topk 0) is a likely cause")
+    if children:
+        child = children[0]
+        sig = _signal_of(int(child.group(2)))
+        name = f" ({_SIGNALS.get(sig, f'signal {sig}')})" if sig else ""
+        return Failure("child_crashed", f"{child.group(0)}{name}, and the launcher stopped the server",
+                       _KILLED_FIX if sig == 9 else "read the point's log above this line for the child's own output")
+    sig = _signal_of(exit_code)
+    if _SIGTERM_RECEIVED.search(text) or sig == 15:
+        return Failure("terminated", f"the server got SIGTERM (exit code {exit_code}) while the sweep still needed it",
+                       "something outside the sweep stopped it: a job scheduler's time limit, a person, another "
+                       "sweep's reaper on this host")
+    if _CHILD_FAILED.search(text):
+        return Failure("child_failed", "a child process failed (SGLang: \"" + _CHILD_FAILED.findall(text)[-1]
+                       + "\") and the launcher killed its tree" + (f" (exit code {exit_code})" if exit_code else "")
+                       + "; the child's own error is not in the log's last lines",
+                       "read the whole point's log for the child's error (a traceback or a native crash)")
     code = f"exit code {exit_code}" if exit_code is not None else "no exit code"
-    sig = f" (signal {-exit_code})" if exit_code is not None and exit_code < 0 else ""
-    return Failure("exited", f"server exited with {code}{sig} and no error in its log",
+    if sig == 9:
+        return Failure("killed", f"the server was killed with SIGKILL ({code}) and its log names no error",
+                       _KILLED_FIX)
+    if sig is not None:
+        return Failure("killed", f"the server was killed by signal {sig} ({_SIGNALS.get(sig, 'unnamed')}, {code}) "
+                       "and its log names no error", "read the point's log; " + _KILLED_FIX.split(": ", 1)[1])
+    return Failure("exited", f"server exited with {code} and no error in its log",
                    "read the point's log; the process may have been killed from outside")
 
 

@@ -1,6 +1,8 @@
 """Reaping kills what carries this sweep's marker for this host, and never anything else."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -40,7 +42,8 @@ def test_reap_kills_ours_and_spares_others(marker, tmp_path):
         rep = reaper.reap(marker, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
         ours.wait(timeout=5)
         assert {k["pid"] for k in rep.killed} == set(ours_tree)
-        assert all("marker" in k["reason"] for k in rep.killed)
+        assert all(k["found_by"] == "marker" and k["reason"] == "left over: carries this sweep's marker"
+                   for k in rep.killed)
         assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in ours_tree)
         for p in (other_host, other_sweep, unmarked):
             assert p.poll() is None, "reaping touched a process that is not ours"
@@ -102,10 +105,48 @@ def test_a_child_without_the_marker_is_found_by_its_session(marker, tmp_path, mo
         launcher.wait()  # the child is an orphan now: no process with the marker is left
         assert [p.pid for p in reaper.marked(marker)] == [child.pid]
         rep = reaper.reap(marker, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
-        assert child.pid in {k["pid"] for k in rep.killed}
+        (entry,) = [k for k in rep.killed if k["pid"] == child.pid]
+        assert entry["found_by"] == "session" and "marker" not in entry["reason"].replace("no marker", "")
+        assert f"in the session (sid {launcher.pid}) of a server this sweep launched" in entry["reason"]
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
         assert reaper.marked(marker) == []
         assert psutil.Process(unrelated.pid).is_running()
     finally:
         for p in (launcher, unrelated):
             reaper.kill_group(p.pid, 1, "test cleanup")
+
+
+def test_each_kill_says_how_it_was_found(marker, tmp_path, monkeypatch):
+    """The launcher (marker) and its retitled child (session only) reaped together: each entry its own
+    way; an ours GPU holder and a foreign one (kill_foreign on) say ``gpu``."""
+    from sweep.host.gpu import GpuProcess
+
+    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    launcher = subprocess.Popen(RETITLED, env={**os.environ, **marker.env("p1")}, start_new_session=True)
+    reaper.remember(marker, launcher.pid)
+    foreign = spawn({})
+    try:
+        for _ in range(200):
+            kids = psutil.Process(launcher.pid).children()
+            if kids and "SWEEP_SWEEP" not in kids[0].environ():
+                break
+            psutil.wait_procs([], timeout=0.05)
+        child = psutil.Process(launcher.pid).children()[0]
+        rep = reaper.reap(marker, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
+        how = {k["pid"]: k["found_by"] for k in rep.killed}
+        assert how == {launcher.pid: "marker", child.pid: "session"}
+        assert psutil.Process(foreign.pid).is_running()
+
+        class Holding(FakeGpus):  # the foreign process holds GPU 0
+            def processes(self):
+                return [GpuProcess(pid=foreign.pid, gpu_index=0, mem_mib=4096)]
+
+        rep = reaper.reap(marker, Holding(tmp_path / "none"), port=None, grace_s=2, wait_s=0, kill_foreign=True)
+        (entry,) = [k for k in rep.killed if k["pid"] == foreign.pid]
+        assert entry["found_by"] == "gpu"
+        assert entry["reason"].startswith("not ours, holds 4096 MiB on GPU 0; kill_foreign_gpu_processes is on")
+    finally:
+        for p in (launcher, foreign):
+            reaper.kill_group(p.pid, 1, "test cleanup")
+            with contextlib.suppress(ProcessLookupError):  # the foreign one's child, orphaned by its kill
+                os.killpg(p.pid, signal.SIGKILL)

@@ -62,7 +62,9 @@ def test_failure_skips_the_resource_trackers_shutdown_traceback():
 def test_failure_scheduler_died_and_plain_exit():
     assert logs.find_failure([TS + "Rank 3 scheduler died during initialization (exit code: -9)"]).kind == "scheduler_died"
     f = logs.find_failure(["nothing useful"], -9)
-    assert f.kind == "exited" and "signal 9" in f.reason
+    assert f.kind == "killed" and "SIGKILL" in f.reason and "OOM killer" in f.fix
+    f = logs.find_failure(["nothing useful"], 1)
+    assert f.kind == "exited" and f.reason == "server exited with exit code 1 and no error in its log"
 
 
 def test_not_enough_memory_and_missing_model():
@@ -268,3 +270,139 @@ def test_failure_port_in_use_names_the_bind_error():
     f = logs.find_failure(tail, 1)
     assert f.kind == "port_in_use" and "('127.0.0.1', 30000)" in f.reason and "address already in use" in f.reason
     assert "port" in f.fix
+
+
+# --- every fatal line real SGLang (and its web server, and argparse) prints that the project has seen:
+# (where it comes from, the log's last lines, the exit code, the kind, a substring of the reason, of the fix).
+# "transcripts" = shared/sglang-cpu/transcripts (badargs_summary.txt: real SGLang 7f8f030 on CPU, each case's
+# tail as printed); "source" = SGLang 7f8f030's source (shared/sglang-cpu/sglang-src-7f8f030-python.tar.gz);
+# CPython's argparse / asyncio where the line is theirs.
+_USAGE = ["usage: sglang serve [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER_PATH]",
+          "                    [--max-running-requests MAX_RUNNING_REQUESTS]",
+          "                    [--speculative-algorithm SPECULATIVE_ALGORITHM]"]
+_ASSERT_TAIL = [  # badargs_summary.txt, case aba24d: EAGLE with topk and no num-steps, exit 1
+    "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    '  File "<string>", line 478, in __init__',
+    '  File "<site-packages>/sglang/srt/server_args.py", line 3618, in __post_init__',
+    "    self._run_resolution_pipeline()",
+    '  File "<site-packages>/sglang/srt/server_args.py", line 3775, in _run_resolution_pipeline',
+    "    handle_speculative_decoding(self)",
+    '  File "<site-packages>/sglang/srt/arg_groups/speculative_hook.py", line 144, in handle_speculative_decoding',
+    "    algo.handle_server_args(server_args)",
+    '  File "<site-packages>/sglang/srt/speculative/spec_info.py", line 224, in handle_server_args',
+    "    _handle_eagle_family(server_args)",
+    '  File "<site-packages>/sglang/srt/arg_groups/speculative_hook.py", line 612, in _handle_eagle_family',
+    "    and server_args.speculative_num_draft_tokens is None",
+    "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    "AssertionError"]
+REAL_FATAL = [
+    ("uvicorn/asyncio, port taken", ["INFO:     Waiting for application startup.",
+     "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use"],
+     1, "port_in_use", "('127.0.0.1', 30000): address already in use", "server.port"),
+    ("asyncio create_server, address not here",
+     ["ERROR:    [Errno 99] error while attempting to bind on address ('10.0.0.9', 30000): cannot assign requested address"],
+     1, "bind_failed", "cannot assign requested address", "server.host"),
+    ("argparse, sglang serve (server_args.prepare_server_args)",
+     [*_USAGE, "sglang serve: error: argument --max-running-requests: invalid int value: 'lots'"],
+     2, "bad_argument", "argument --max-running-requests: invalid int value: 'lots'", "--max-running-requests takes an integer"),
+    ("argparse, python -m sglang.launch_server (prog from argv[0]), usage scrolled out of the tail",
+     ["                    [--enable-metrics] [--decode-log-interval DECODE_LOG_INTERVAL]",
+      "launch_server.py: error: argument --mem-fraction-static: invalid float value: 'most'"],
+     2, "bad_argument", "launch_server.py: error: argument --mem-fraction-static", "takes a number"),
+    ("argparse, a choice", [*_USAGE, "__main__.py: error: argument --tool-call-parser: invalid choice: 'nope' "
+                                     "(choose from 'auto', 'llama3', 'qwen25')"],
+     2, "bad_argument", "invalid choice: 'nope'", "takes one of 'auto', 'llama3', 'qwen25'"),
+    ("argparse, an unknown flag", [*_USAGE, "sglang serve: error: unrecognized arguments: --cuda-graph-max-bs 64"],
+     2, "bad_argument", "unrecognized arguments: --cuda-graph-max-bs 64", "no flag --cuda-graph-max-bs 64"),
+    ("argparse, a missing value", [*_USAGE, "sglang serve: error: argument --speculative-algorithm: expected one argument"],
+     2, "bad_argument", "expected one argument", "give --speculative-algorithm its value"),
+    ("source: arg_groups/argparse_actions.py DeprecatedAction, parser.error(its own words)",
+     [*_USAGE, "sglang serve: error: --enable-flashinfer-mla is removed; use --attention-backend flashinfer"],
+     2, "bad_argument", "--enable-flashinfer-mla is removed", "correct the server args"),
+    ("transcripts: NGRAM's JIT kernel build (badargs 56e112, exit 137)",
+     ["<site-packages>/sglang/kernels/jit/csrc/ngram_corpus/result.h:15:8: note: candidate is: "
+      "‘void sglang::ngram::Result::truncate(int)’",
+      "<site-packages>/sglang/kernels/jit/csrc/ngram_corpus/result.h:12:3: error: no declaration matches "
+      "‘void sglang::ngram::Result::truncate(size_t)’",
+      "ninja: build stopped: subcommand failed.", "", "stderr:", "",
+      "[2026-12-01 07:22:20] Received sigquit from a child process. It usually means the child failed.",
+      "[2026-12-01 07:22:20] kill_process_tree called: parent_pid=20184, include_parent=True, pid=20184"],
+     137, "jit_build_failed", "result.h:12:3: error: no declaration matches", "compiler"),
+    ("torch", ["Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+               "2.00 GiB. GPU 0 has a total capacity of 139.81 GiB"], 1, "oom", "CUDA out of memory", "mem-fraction"),
+    ("source: model_executor/pool_configurator.py",
+     [TS + "Scheduler hit an exception: Traceback (most recent call last):",
+      "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."],
+     1, "not_enough_memory", "Not enough memory", "raise mem-fraction-static"),
+    ("source: model_executor/runner/decode_cuda_graph_runner.py",
+     ["Exception: Capture cuda graph failed: CUDA error: out of memory"], 1, "capture_failed",
+     "Capture cuda graph failed", "cuda-graph-max-bs"),
+    ("transcripts: a drafter folder without weights (badargs case3, exit 137)",
+     ['  File "<site-packages>/sglang/srt/model_loader/loader.py", line 562, in _prepare_weights',
+      "    raise RuntimeError(", "RuntimeError: Cannot find any model weights with `/models/tiny-eagle`", "",
+      "[2026-12-01 07:34:23] Received sigquit from a child process. It usually means the child failed.",
+      "[2026-12-01 07:34:23] kill_process_tree called: parent_pid=30774, include_parent=True, pid=30774"],
+     137, "model_not_found", "Cannot find any model weights with `/models/tiny-eagle`", "load-format dummy"),
+    ("huggingface_hub", ["OSError: /models/x is not a local folder and is not a valid model identifier listed on "
+                         "'https://huggingface.co/models'"], 1, "model_not_found", "is not a local folder", "model_path"),
+    ("source: entrypoints/engine.py _scheduler_died_error",
+     ["RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), "
+      "a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."],
+     1, "scheduler_died", "Rank 0 scheduler died during initialization (exit code: -9)", "OOM killer"),
+    ("source: utils/watchdog.py", [TS + "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "",
+                                   "[2026-11-29 10:05:05] Received sigquit from a child process. It usually means the "
+                                   "child failed."],
+     137, "watchdog_timeout", "Scheduler watchdog timeout (self.watchdog_timeout=300", "watchdog-timeout"),
+    ("transcripts: a bare assert in argument resolution (badargs aba24d, exit 1)", _ASSERT_TAIL, 1, "exception",
+     "AssertionError at speculative_hook.py:612 in _handle_eagle_family: "
+     "`and server_args.speculative_num_draft_tokens is None`", "--speculative-num-draft-tokens"),
+    ("transcripts: an unknown algorithm (badargs case4, exit 1)",
+     ['  File "<site-packages>/sglang/srt/server_args.py", line 3775, in _run_resolution_pipeline',
+      "    handle_speculative_decoding(self)",
+      '  File "<site-packages>/sglang/srt/speculative/spec_info.py", line 61, in from_string',
+      '    raise ValueError(f"Unknown speculative algorithm name: {name}")',
+      "ValueError: Unknown speculative algorithm name: FOO"],
+     1, "exception", "ValueError: Unknown speculative algorithm name: FOO", "spec_info.py:61 in from_string"),
+    ("transcripts: EAGLE3 without topk (badargs case2, exit 1)",
+     ['  File "<site-packages>/sglang/srt/arg_groups/speculative_hook.py", line 691, in _handle_eagle_family',
+      "    server_args.speculative_eagle_topk > 1",
+      "TypeError: '>' not supported between instances of 'NoneType' and 'int'"],
+     1, "exception", "TypeError: '>' not supported", "--speculative-eagle-topk"),
+    ("transcripts: draft tokens < topk, the warmup's crash (badargs case6, exit 137)",
+     ["    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^",
+      "RuntimeError: The expanded size of the tensor (2) must match the existing size (4) at non-singleton "
+      "dimension 1.  Target sizes: [1, 2].  Tensor sizes: [4]", "",
+      "[2026-12-01 07:39:02] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+      "[2026-12-01 07:39:07] kill_process_tree called: parent_pid=3344, include_parent=True, pid=3344"],
+     137, "exception", "RuntimeError: The expanded size of the tensor (2)", "traceback"),
+    ("real SGLang on CPU, topk 0 (tests/real)",
+     ["Fatal Python error: Floating point exception", "",
+      TS + "Subprocess scheduler_0 (pid=14030) crashed with exit code -8. Triggering SIGQUIT for cleanup..."],
+     137, "fatal_signal", "Floating point exception (scheduler_0 crashed with exit code -8)", "native"),
+    ("source: utils/watchdog.py SubprocessWatchdog, a child SIGKILLed",
+     [TS + "Subprocess scheduler_0 (pid=4242) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
+      TS + "SIGQUIT received. signum=None, frame=None. It usually means one child failed."],
+     137, "child_crashed", "scheduler_0 (pid=4242) crashed with exit code -9 (SIGKILL)", "OOM killer"),
+    ("source: entrypoints/engine.py launch_phase_sigquit_handler, the child's error scrolled out",
+     ["[2026-12-01 07:34:23] Received sigquit from a child process. It usually means the child failed.",
+      "[2026-12-01 07:34:23] kill_process_tree called: parent_pid=30774, include_parent=True, pid=30774"],
+     137, "child_failed", "Received sigquit from a child process", "whole point's log"),
+    ("transcripts: stopped from outside by `timeout` (badargs case5)",
+     ["[2026-12-01 07:37:31] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+      "[2026-12-01 07:37:32] Subprocess scheduler_0 (pid=31947) crashed with exit code -15. Triggering SIGQUIT for cleanup...",
+      "[2026-12-01 07:37:32] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+      "[2026-12-01 07:37:37] kill_process_tree called: parent_pid=31291, include_parent=True, pid=31291"],
+     137, "terminated", "got SIGTERM", "outside the sweep"),
+    ("the OOM killer: SIGKILL, nothing logged", [TS + "Load weight begin. avail mem=78.5 GB"], -9, "killed",
+     "killed with SIGKILL (exit code -9)", "OOM killer"),
+    ("the same through a shell: 128 + 9", [TS + "Load weight begin. avail mem=78.5 GB"], 137, "killed",
+     "killed with SIGKILL (exit code 137)", "dmesg"),
+    ("nothing at all", [TS + "Load weight begin. avail mem=78.5 GB"], 1, "exited",
+     "server exited with exit code 1 and no error in its log", "killed from outside"),
+]
+
+
+@pytest.mark.parametrize("source,tail,code,kind,reason,fix", REAL_FATAL, ids=[r[0] for r in REAL_FATAL])
+def test_real_fatal_lines(source, tail, code, kind, reason, fix):
+    f = logs.find_failure(tail, code)
+    assert (f.kind, reason in f.reason, fix in f.fix) == (kind, True, True), (f, source)
