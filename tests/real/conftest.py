@@ -171,3 +171,11 @@ def shared_servers(tmp_path_factory):
     yield pool
     pool.close()
 
+
+
+@pytest.fixture(autouse=True)
+def _pause_shared_servers(request):
+    """After a test that read from the shared servers, they wait paused (no CPU) for the next one."""
+    yield
+    if "shared_servers" in request.fixturenames:
+        request.getfixturevalue("shared_servers").pause()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -111,7 +112,9 @@ class SharedServers:
     """Real servers that several tests only read from (requests, the cache flushed first by each test,
     metrics read as deltas), started once per session: a server start is 40-90 s on 2 cores, more on an
     AVX2 machine. ``get`` starts one for these flags on this install at its first use and keeps it until
-    ``close`` (the session's end), at most ``keep`` at a time (the oldest stopped first)."""
+    ``close`` (the session's end), at most ``keep`` at a time (the oldest stopped first). A kept server
+    is paused (SIGSTOP to its process group) while another test runs: an idle CPU SGLang scheduler
+    polls, and took a quarter to half of a core here while it waited."""
 
     def __init__(self, root: Path, keep: int = 2):
         self.root, self.keep = root, keep
@@ -119,9 +122,12 @@ class SharedServers:
 
     def get(self, real, *flags: str) -> Live:
         key = (real.python, flags)
+        self.pause()
         if key in self._live and self._live[key][1].proc.poll() is None:
             self._live[key] = self._live.pop(key)  # the newest now
-            return self._live[key][1]
+            srv = self._live[key][1]
+            _signal_group(srv.proc, signal.SIGCONT)
+            return srv
         self._stop(key)
         while len(self._live) >= self.keep:
             self._stop(next(iter(self._live)))
@@ -131,11 +137,25 @@ class SharedServers:
         self._live[key] = (stack, srv)
         return srv
 
+    def pause(self) -> None:
+        """Pause every kept server (the next ``get`` of one resumes it)."""
+        for _, srv in self._live.values():
+            _signal_group(srv.proc, signal.SIGSTOP)
+
     def _stop(self, key: tuple) -> None:
-        stack, _ = self._live.pop(key, (None, None))
-        if stack is not None:
+        stack, srv = self._live.pop(key, (None, None))
+        if stack is not None and srv is not None:
+            _signal_group(srv.proc, signal.SIGCONT)  # a paused server drains on SIGTERM as it would
             stack.close()
 
     def close(self) -> None:
         for key in list(self._live):
             self._stop(key)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """``sig`` to a server's process group (``_launch`` starts each in a session of its own)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
