@@ -36,7 +36,7 @@ from sweep.core.redact import redact_argv
 from sweep.results.records import axis_types, point_row
 from sweep.results import lock as dir_lock
 from sweep.results.writer import ResultsDir, sweep_id
-from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent, SweepStarted
+from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import Failure, PointResult
 from sweep.results import store
 from sweep.search.adaptive import AdaptiveSearch
@@ -321,7 +321,10 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             progress.on(event)
         sweep.emit(event)
 
-    def on_event(pid: str, host: str, ev: PointProgress) -> None:
+    def on_event(pid: str, host: str, ev: HostEvent) -> None:
+        if isinstance(ev, PointMeasured):  # a point of a shared launch, measured: on disk now
+            finished(ev.result, specs[pid].argv)
+            return
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
     search = baseline_curve.gate(searcher(sweep), exp, sweep.todo, specs,  # refine: baselines' curves first
@@ -341,15 +344,24 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
         tell(PointFinished(planned[r.point_id].label, kept))
 
+    done: set[str] = set()  # the points recorded by this drive
+
+    def finished(r: PointResult, argv: list[str]) -> None:
+        """A point's result, recorded and told to the search once: a point of a shared launch comes
+        early (PointMeasured) and again in its launch's result, which then leaves it as it is."""
+        if r.point_id in done:
+            return
+        done.add(r.point_id)
+        record(r, argv)
+        search.record(r.point_id, r.tables if r.status == "ok" else None)
+
     with progress if opts.live else contextlib.nullcontext():
         try:
             first = launches(search.take(slots))
             in_flight = len(first)
             for out in runner.run(first, on_event):
-                for r in per_point(out.result, out.spec):
-                    r = replace(r, attempts=out.attempts)  # the driver's count of its hosts
-                    record(r, out.spec.argv)
-                    search.record(r.point_id, r.tables if r.status == "ok" else None)
+                for r in per_point(out.result, out.spec):  # those measured early (PointMeasured) are kept as recorded
+                    finished(replace(r, attempts=out.attempts), out.spec.argv)  # the driver's count of its hosts
                 in_flight -= 1
                 for spec in launches(search.take(slots - in_flight)):
                     runner.submit(spec)
