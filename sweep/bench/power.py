@@ -119,6 +119,11 @@ class Recorder:
     def sample(self) -> None:
         self()
 
+    def snapshot(self) -> Series:
+        """A copy of the samples so far, left in place (a point of a launch posted before it ends)."""
+        with self._lock:
+            return list(self.series)
+
     def take(self) -> Series:
         """The samples since the last ``take`` (a follower sends them in batches)."""
         with self._lock:

@@ -1,5 +1,7 @@
 """The events of a sweep, in order: one ``SweepStarted``; then, as the points go, ``PointStage`` (a
 host's ``PointProgress`` with its point and host) and ``PointFinished`` (a point's record is on disk).
+A host's ``PointMeasured`` (a point of a shared launch measured early) reaches the driver alone,
+which records it and tells ``PointFinished``.
 What ``sweep.run(progress=callback)`` receives and the live view draws. Frozen dataclasses,
 picklable: a host's ``PointProgress`` crosses from its Ray task to the driver.
 """
@@ -85,6 +87,26 @@ class PointStage(PointProgress):
     def at(cls, point_id: str, label: str, host: str, progress: PointProgress) -> PointStage:
         return cls(point_id=point_id, label=label, host=host,
                    **{f.name: getattr(progress, f.name) for f in fields(PointProgress)})
+
+
+@dataclass(frozen=True)
+class PointMeasured:
+    """A host's word that one point of a shared server launch (client-side axes) is measured, sent
+    as its benchmark ends, before the launch's other points run: its whole result, tables included
+    (the startup's phases on the launch's first point; the GPU power samples up to its end). The
+    driver records it at once, so a Ctrl-C, a killed driver or a host lost later in the launch keeps
+    it; the launch's final result does not record it again. The launch's last point comes with
+    that final result only. Crosses from the host's task to the driver through the progress board."""
+
+    result: PointResult
+
+    @property
+    def point_id(self) -> str:
+        return self.result.point_id
+
+
+HostEvent = PointProgress | PointMeasured
+"""What a host's point task tells the driver as it goes: its progress, and each point measured."""
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ from sweep.host import reaper
 from sweep.bench.power import POWER_EVERY_S, Recorder
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
-from sweep.core.events import PointProgress
+from sweep.core.events import HostEvent, PointMeasured, PointProgress
 from sweep.core.record import PointResult
 from sweep.core.types import FailurePhase
 from sweep.core.console import plural
 from sweep.sglang.args import flag_args, flag_value, flags_in_argv
 
-OnProgress = Callable[[PointProgress], None]
+OnProgress = Callable[[HostEvent], None]
 
 
 @dataclass
@@ -259,6 +259,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
     from sweep.bench.runner import run as run_bench
 
     subs = [(spec.point_id, spec.bench), *((s.point_id, s.bench) for s in spec.subpoints)]
+    ids = [pid for pid, _ in subs]
     parts: dict[str, PointResult] = {}  # what each one's benchmark measured, as far as it went
     with _Attempt(spec, host, progress) as at:
         res, emit = at.result, at.emit
@@ -280,7 +281,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         try:
             for pid, settings in subs:
                 part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
-                tell = emit if pid == spec.point_id else _as_point(emit, pid)
+                tell: Callable[[PointProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
                 tell(PointProgress("benchmark"))
                 try:
                     bench = run_bench(server.endpoint, settings, point_id=pid, progress=tell, power=power)
@@ -289,19 +290,23 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
                         raise
                     part.fail("benchmark", e.message, e.fix)  # this one alone: the server is still up
                     part.ended_at = time.time()
+                    if pid != subs[-1][0]:
+                        emit(PointMeasured(_measured(at, ids, part, power)))
                     continue
                 part.requests, part.single_stream, part.levels = bench.requests, bench.single_stream, bench.levels
                 part.metrics, part.ended_at = bench.metrics, time.time()
                 if not server.alive():
                     raise server.died("benchmark")
                 part.status = "ok"
+                if pid != subs[-1][0]:  # measured: the driver records it now (the last comes with the launch)
+                    emit(PointMeasured(_measured(at, ids, part, power)))
         finally:  # every sub-point's levels lie in the one series (each level keeps its own window)
             res.power_series = power.take() if power is not None else []
         res.status = "ok"
-    return _split(at.result, [pid for pid, _ in subs], parts)
+    return _split(at.result, ids, parts)
 
 
-def _as_point(emit: OnProgress, point_id: str) -> OnProgress:
+def _as_point(emit: OnProgress, point_id: str) -> Callable[[PointProgress], None]:
     return lambda ev: emit(replace(ev, sub_point=point_id))
 
 
@@ -309,25 +314,44 @@ def _split(launch: PointResult, ids: list[str], parts: dict[str, PointResult]) -
     """The launch's result as one result per point: each with what its benchmark measured and its own
     status (a benchmark failure of its own, else ok, else the launch's failure where it never finished);
     the startup and the host's record shared, the startup's phases on the first point only (one launch)."""
-    out = []
-    for i, pid in enumerate(ids):
-        part = parts.get(pid)
-        r = replace(launch, point_id=pid, more=[])
-        if part is not None:
-            r.requests, r.single_stream, r.levels, r.metrics = part.requests, part.single_stream, part.levels, part.metrics
-            if part.status == "ok":
-                r.status, r.failure = "ok", None
-            elif part.failure is not None:
-                r.status, r.failure = "failed", part.failure
-            if len(ids) > 1 and i < len(ids) - 1:
-                r.ended_at = part.ended_at or r.ended_at
-        if i > 0:
-            r.phases, r.startup_progress = {}, []
-            r.started_at = part.started_at if part is not None else r.ended_at
-        out.append(r)
+    out = [_one(launch, ids, i, parts.get(pid)) for i, pid in enumerate(ids)]
     first = out[0]
     first.more = out[1:]
     return first
+
+
+def _one(launch: PointResult, ids: list[str], i: int, part: PointResult | None) -> PointResult:
+    """Point ``ids[i]`` of the launch: what its benchmark measured (``part``) on the launch's record."""
+    r = replace(launch, point_id=ids[i], more=[])
+    if part is not None:
+        r.requests, r.single_stream, r.levels, r.metrics = part.requests, part.single_stream, part.levels, part.metrics
+        if part.status == "ok":
+            r.status, r.failure = "ok", None
+        elif part.failure is not None:
+            r.status, r.failure = "failed", part.failure
+        if len(ids) > 1 and i < len(ids) - 1:
+            r.ended_at = part.ended_at or r.ended_at
+    if i > 0:
+        r.phases, r.startup_progress = {}, []
+        r.started_at = part.started_at if part is not None else r.ended_at
+    return r
+
+
+def _measured(at: _Attempt, ids: list[str], part: PointResult, power: Recorder | None) -> PointResult:
+    """A point of the launch the moment its benchmark ends, as ``_split`` will give it at the launch's
+    end: the host's record so far (pre-flight, reaping before the launch), the startup's phases on the
+    first point, and the GPU power samples up to now (a copy: the launch keeps recording)."""
+    report, secrets = at.report, at.spec.secrets
+    launch = replace(at.result, sglang_version=report.sglang_version, gpu_name=report.gpu_name,
+                     gpu_count=report.gpu_count, checks=list(report.checks),
+                     drafter_aux_layers=report.drafter_aux_layers, drafter_checks=list(report.drafter_checks),
+                     reaped=at.reaped.as_dict(secrets), power_series=power.snapshot() if power is not None else [])
+    r = _one(launch, ids, ids.index(part.point_id), part)
+    if secrets and r.failure is not None:  # as _finish hides them in a launch's failure
+        fix = r.failure.fix
+        r.failure = replace(r.failure, reason=redact.redact_text(r.failure.reason, secrets),
+                            fix=redact.redact_text(fix, secrets) if fix else fix)
+    return r
 
 
 def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None) -> PointResult:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, cast
 
@@ -23,20 +24,21 @@ import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
-from sweep.bench.power import with_nodes
+from sweep.bench.power import POWER_EVERY_S, with_nodes
 from sweep.core.errors import Cancelled
 from sweep.core.record import Failure, PointResult
-from sweep.host.point import HostContext, PointSpec
+from sweep.host.point import HostContext, PointSpec, SubPoint
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_node_flags
-from sweep.core.events import PointProgress
+from sweep.core.events import HostEvent, PointMeasured, PointProgress
 from sweep.core.types import FailurePhase
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
 
-RunFn = Callable[[PointSpec, HostContext, Callable[[PointProgress], None]], PointResult]
-OnEvent = Callable[[str, str, PointProgress], None]  # (point id, host, what it said)
+RunFn = Callable[[PointSpec, HostContext, Callable[[HostEvent], None]], PointResult]
+# (point id, host, what it said): its progress, or a point of a shared launch measured (PointMeasured)
+OnEvent = Callable[[str, str, HostEvent], None]
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
 # (node rank 0) or a follower of a point that spans hosts
 PendingKind = Literal["point", "group-ready", "leader", "follower"]
@@ -63,16 +65,17 @@ class HostSetup:
 
 @ray.remote(num_cpus=0)
 class ProgressBoard:
-    """Where tasks post what they are doing (point id, host, task id, ``PointProgress``); the driver
-    reads it to draw the live view and to know which task runs where."""
+    """Where tasks post what they are doing (point id, host, task id, ``PointProgress``) and each point
+    of a shared launch as it is measured (``PointMeasured``); the driver reads it to draw the live
+    view, to know which task runs where, and to record those points at once."""
 
     def __init__(self) -> None:
-        self.events: list[tuple[str, str, str, PointProgress]] = []
+        self.events: list[tuple[str, str, str, HostEvent]] = []
 
-    def post(self, point_id: str, host: str, task_id: str, event: PointProgress) -> None:
+    def post(self, point_id: str, host: str, task_id: str, event: HostEvent) -> None:
         self.events.append((point_id, host, task_id, event))
 
-    def drain(self) -> list[tuple[str, str, str, PointProgress]]:
+    def drain(self) -> list[tuple[str, str, str, HostEvent]]:
         out, self.events = self.events, []
         return out
 
@@ -90,8 +93,9 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
-    def progress(ev: PointProgress) -> None:
-        board.post.remote(ev.sub_point or spec.point_id, ctx.name, task_id, ev)
+    def progress(ev: HostEvent) -> None:
+        pid = ev.point_id if isinstance(ev, PointMeasured) else ev.sub_point or spec.point_id
+        board.post.remote(pid, ctx.name, task_id, ev)
 
     return spec, ctx, progress
 
@@ -100,8 +104,6 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
     """A host the driver did not know when the sweep started (a host restarted mid-sweep comes back
     with a new node id): named as the cluster names it, so a rejoined host keeps its name, with the
     sweep's port, its GPU count and, for the fake server, a GPU ledger beside the other hosts'."""
-    from pathlib import Path
-
     from sweep.orchestrate.cluster import node_names
 
     name = node_names(ray.nodes()).get(node, node[:12])
@@ -191,6 +193,10 @@ class Runner:
     _stopping: set = field(default_factory=set)  # tasks that said they are stopping their server
     # point id -> {node rank: GPU power samples} its followers posted (a server over several hosts)
     _power: dict[str, dict[int, list]] = field(default_factory=dict)
+    _measured: set = field(default_factory=set)  # points of shared launches handed on as measured (PointMeasured)
+    # such points of a server over several hosts, held until the other nodes' power samples cover their
+    # end: (launch's point id, nodes, host, the event)
+    _held: list[tuple[str, int, str, PointMeasured]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._opts = dict(num_cpus=0, num_gpus=self.gpus_per_host, resources={self.resource: 1}, max_retries=0)
@@ -288,6 +294,7 @@ class Runner:
         # the leader is done: stop the followers, release the hosts
         self._stop_group(g)
         self._pump(self._on_event)  # the followers' last power samples
+        self._release_held(self._on_event, end_of=p.spec.point_id)
         samples = self._power.pop(p.spec.point_id, {})
         if g.failure is not None:
             return Outcome(p.spec, g.failure, p.attempt)
@@ -316,6 +323,9 @@ class Runner:
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
             return
         for pid, host, task_id, ev in events:
+            if isinstance(ev, PointMeasured):
+                self._measured_point(host, task_id, ev, on_event)
+                continue
             if ev.stage == "power":  # a follower's GPU samples: kept for its point, shown nowhere
                 if ev.node_rank is not None and pid in self._power:
                     self._power[pid].setdefault(ev.node_rank, []).extend(ev.power)
@@ -326,6 +336,46 @@ class Runner:
             if ev.stage == "stop":
                 self._stopping.add(task_id)
             on_event(pid, host, ev)
+        if self._held:
+            self._release_held(on_event)
+
+    def _measured_point(self, host: str, task_id: str, ev: PointMeasured, on_event: OnEvent) -> None:
+        """A point of a shared launch measured before its launch ended: handed on at once with the
+        task's attempt count; on a server over several hosts, once the other nodes' power samples
+        cover its end (their levels' power is every node's, as the launch's final result has it)."""
+        p = next((p for ref, p in self._pending.items() if ref.task_id().hex() == task_id), None)
+        ev = PointMeasured(replace(ev.result, attempts=p.attempt if p is not None else 1))
+        if p is not None and p.spec.nnodes > 1:
+            self._held.append((p.spec.point_id, p.spec.nnodes, host, ev))
+            return
+        self._measured.add(ev.point_id)
+        on_event(ev.point_id, host, ev)
+
+    def _release_held(self, on_event: OnEvent, end_of: str | None = None) -> None:
+        """Hand on the held points whose end the other nodes' samples cover, and every one of launch
+        ``end_of`` (it ended, or its host was lost: what samples there are is all there will be)."""
+        keep = []
+        for launch, nnodes, host, ev in self._held:
+            r, others = ev.result, self._power.get(launch, {})
+            covered = all(others.get(k) and max(s[0] for s in others[k]) >= r.ended_at + POWER_EVERY_S
+                          for k in range(1, nnodes))
+            if not covered and launch != end_of:
+                keep.append((launch, nnodes, host, ev))
+                continue
+            self._measured.add(ev.point_id)
+            on_event(ev.point_id, host,
+                     PointMeasured(replace(r, levels=with_nodes(r.levels, r.power_series, others, nnodes))))
+        self._held = keep
+
+    def _unmeasured(self, spec: PointSpec) -> PointSpec:
+        """A launch to run again without its points already measured (they are recorded)."""
+        left = [SubPoint(spec.point_id, spec.label, spec.bench), *spec.subpoints]
+        left = [s for s in left if s.point_id not in self._measured] or left
+        first = left[0]
+        log_path = spec.log_path if first.point_id == spec.point_id else \
+            str(Path(spec.log_path).with_name(f"{first.point_id}.log"))  # results/logs/<point id>.log
+        return replace(spec, point_id=first.point_id, label=first.label, bench=first.bench, log_path=log_path,
+                       subpoints=left[1:])
 
     def _lost_with_their_nodes(self) -> list[Outcome]:
         """Tasks on nodes the cluster has declared dead. A host cut off from the network is declared
@@ -368,7 +418,10 @@ class Runner:
 
     def _retry_or_fail(self, spec: PointSpec, attempt: int, t0: float, host: str) -> Outcome | None:
         reason = f"host {host} lost during attempt {attempt}"
+        if self._held and self._on_event is not None:
+            self._release_held(self._on_event, end_of=spec.point_id)
         if attempt <= self.max_host_failures:
+            spec = self._unmeasured(spec)  # the launch's points measured before the loss are recorded
             self._submit(spec, attempt + 1)
             if self._on_event is not None:  # said where the point was: the live view and the log show it
                 self._on_event(spec.point_id, self._where.get(spec.point_id, host),

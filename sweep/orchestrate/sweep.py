@@ -34,8 +34,9 @@ from sweep.host.point import PointSpec, SubPoint
 from sweep.experiment.plan import Plan, PlannedPoint, launches_of
 from sweep.core.redact import redact_argv
 from sweep.results.records import axis_types, point_row
+from sweep.results import lock as dir_lock
 from sweep.results.writer import ResultsDir, sweep_id
-from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent, SweepStarted
+from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import Failure, PointResult
 from sweep.results import store
 from sweep.search.adaptive import AdaptiveSearch
@@ -157,6 +158,7 @@ class Prepared:
     scale: dict
     nnodes: int  # hosts one server spans
     axes: dict  # the grid's axes and their column types
+    lock: dir_lock.DirLock  # the results directory's, held until run_sweep ends
 
     @property
     def experiment(self) -> config_mod.Experiment:
@@ -184,10 +186,10 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     ``ClusterError`` / ``ResultsError`` / ``ConfigError`` that stop a sweep."""
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
-    sweep = prepare(plan, opts, bench_scale or {}, console)
-    if not sweep.todo:
-        return sweep.run
+    sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
+        if not sweep.todo:
+            return sweep.run
         with cluster_session(sweep, console) as hosts:
             drive(sweep, hosts, console, run_fn)
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
@@ -197,17 +199,34 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
                           f"{sum(s == 'failed' for s in done.values())} failed are kept in {sweep.rd.path}; "
                           "running points were cancelled and their servers stopped",
                           fix="run the same command again to resume") from None
+    finally:
+        sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
     return sweep.run
 
 
 def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prepared:
-    """The results directory checked and opened, the points to run now selected (resume), the cluster
-    reached where it is not a local one (fails fast, before anything is written), the experiment, the
-    plan and the invalid points recorded."""
+    """The results directory checked, locked (``sweep.results.lock``: one writer; the caller releases
+    ``Prepared.lock``) and opened, the points to run now selected (resume), the cluster reached where
+    it is not a local one (fails fast, before anything is written), the experiment, the plan and the
+    invalid points recorded."""
+    exp, mode = plan.experiment, opts.mode
+    rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
+    held = dir_lock.acquire(rd.path)  # one writer: a second sweep into it is refused here, before it reads or writes
+    try:
+        return _prepare(plan, opts, scale, console, rd, held)
+    except BaseException:
+        held.release()
+        raise
+
+
+def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: ResultsDir,
+             held: dir_lock.DirLock) -> Prepared:
     from sweep.orchestrate import cluster
 
     exp, mode = plan.experiment, opts.mode
-    rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
+    if (note := held.takeover_note()) is not None:
+        console.print(f"[yellow]{escape(note)}[/yellow]")
+    rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
@@ -215,7 +234,7 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {escape(str(rd.path))}")
     sweep = Prepared(plan, opts, rd, todo, SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
-                     scale, hosts_per_point(exp), axis_types(plan.points, list(exp.grid.axes)))
+                     scale, hosts_per_point(exp), axis_types(plan.points, list(exp.grid.axes)), held)
     sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     if todo and not sweep.kind.local_cluster:
         cluster.connect(opts.address)  # fails fast, before anything is written
@@ -302,7 +321,10 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             progress.on(event)
         sweep.emit(event)
 
-    def on_event(pid: str, host: str, ev: PointProgress) -> None:
+    def on_event(pid: str, host: str, ev: HostEvent) -> None:
+        if isinstance(ev, PointMeasured):  # a point of a shared launch, measured: on disk now
+            finished(ev.result, specs[pid].argv)
+            return
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
     search = baseline_curve.gate(searcher(sweep), exp, sweep.todo, specs,  # refine: baselines' curves first
@@ -322,15 +344,24 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
         tell(PointFinished(planned[r.point_id].label, kept))
 
+    done: set[str] = set()  # the points recorded by this drive
+
+    def finished(r: PointResult, argv: list[str]) -> None:
+        """A point's result, recorded and told to the search once: a point of a shared launch comes
+        early (PointMeasured) and again in its launch's result, which then leaves it as it is."""
+        if r.point_id in done:
+            return
+        done.add(r.point_id)
+        record(r, argv)
+        search.record(r.point_id, r.tables if r.status == "ok" else None)
+
     with progress if opts.live else contextlib.nullcontext():
         try:
             first = launches(search.take(slots))
             in_flight = len(first)
             for out in runner.run(first, on_event):
-                for r in per_point(out.result, out.spec):
-                    r = replace(r, attempts=out.attempts)  # the driver's count of its hosts
-                    record(r, out.spec.argv)
-                    search.record(r.point_id, r.tables if r.status == "ok" else None)
+                for r in per_point(out.result, out.spec):  # those measured early (PointMeasured) are kept as recorded
+                    finished(replace(r, attempts=out.attempts), out.spec.argv)  # the driver's count of its hosts
                 in_flight -= 1
                 for spec in launches(search.take(slots - in_flight)):
                     runner.submit(spec)

@@ -21,6 +21,7 @@ from sweep.core import __version__
 
 from sweep.core import atomic
 from sweep.core.errors import ResultsError
+from sweep.results.lock import LOCK
 from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
 from sweep.results.schema import MANIFEST, TABLES, check
 from sweep.results.store import table_files
@@ -76,7 +77,7 @@ class ResultsDir:
             if meta.get("mode") != self.mode:
                 raise ResultsError(f"results directory {self.path} holds {meta.get('mode')} results; this is a {self.mode} run",
                                    fix="fake and real numbers never mix: give this run another results_dir=...")
-        elif self.path.exists() and any(self.path.iterdir()):
+        elif self.path.exists() and any(p.name != LOCK for p in self.path.iterdir()):  # a sweep's lock alone
             raise ResultsError(f"results directory {self.path} is not empty and was not written by a sweep",
                                fix="point results_dir=... at a new or empty directory")
         return self

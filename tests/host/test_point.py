@@ -230,3 +230,29 @@ def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
                                        pc.equal(r.requests["concurrency"], row["concurrency"])))
         tokens = sum(t for t, good in zip(ok["completion_tokens"].to_pylist(), ok["ok"].to_pylist()) if good)
         assert row["energy_per_token_j"] == pytest.approx(row["energy_j"] / tokens)
+
+
+def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_ends(tmp_path, host):
+    """Client-side axes: the host sends each point of the launch but the last (PointMeasured) before
+    the next one's benchmark starts, with its tables, the startup's phases (first point) and the power
+    samples up to its end; the launch's result has every point, the same measurements."""
+    from sweep.core.events import PointMeasured
+    from sweep.host.point import SubPoint
+
+    spec = make_spec(tmp_path, subpoints=[SubPoint("q2", "second", TINY), SubPoint("q3", "third", TINY)])
+    seen: list = []
+    r = run_point(spec, host, seen.append)
+    assert r.status == "ok" and [m.status for m in r.more] == ["ok", "ok"], r.failure
+    posted = [e for e in seen if isinstance(e, PointMeasured)]
+    assert [e.point_id for e in posted] == [spec.point_id, "q2"]  # q3 comes with the launch's result
+    for e in posted:  # posted before the next point's benchmark began
+        nxt = {spec.point_id: "q2", "q2": "q3"}[e.point_id]
+        assert seen.index(e) < next(i for i, x in enumerate(seen) if getattr(x, "sub_point", None) == nxt)
+    first, second = (e.result for e in posted)
+    assert first.phases["startup_s"] is not None and second.phases == {}
+    assert first.levels.equals(r.levels) and second.levels.equals(r.more[0].levels)
+    assert first.requests.num_rows == r.requests.num_rows and first.sglang_version == r.sglang_version
+    assert first.ended_at == r.ended_at and second.started_at == r.more[0].started_at
+    assert first.power_series and first.power_series[-1][0] <= first.ended_at
+    assert len(second.power_series) > len(first.power_series)  # a snapshot each: the launch kept recording
+    assert r.power_series[:len(second.power_series)] == second.power_series

@@ -150,3 +150,28 @@ def test_each_kill_says_how_it_was_found(marker, tmp_path, monkeypatch):
             reaper.kill_group(p.pid, 1, "test cleanup")
             with contextlib.suppress(ProcessLookupError):  # the foreign one's child, orphaned by its kill
                 os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_a_sweep_into_another_directory_is_never_reaped(tmp_path, monkeypatch):
+    """The marker is the results directory's (``sweep_id``): two sweeps on one host into two directories,
+    even directories of the same name, reap only their own servers, remembered sessions included."""
+    from sweep.results.writer import sweep_id
+
+    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    mine, theirs = (reaper.Marker(sweep_id(tmp_path / d / "res"), "host-a") for d in ("a", "b"))
+    assert mine.sweep != theirs.sweep and mine.sweep.startswith("res-")
+    ours, other = spawn(mine.env("p1")), spawn(theirs.env("p1"))  # the same point, the same host
+    reaper.remember(mine, ours.pid)
+    reaper.remember(theirs, other.pid)
+    other_tree = [other.pid] + [c.pid for c in psutil.Process(other.pid).children()]
+    try:
+        rep = reaper.reap(mine, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
+        ours.wait(timeout=5)
+        killed = {k["pid"] for k in rep.killed}
+        assert ours.pid in killed and not killed & set(other_tree)
+        assert all(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in other_tree)
+        assert {p.pid for p in reaper.marked(theirs)} == set(other_tree)
+    finally:
+        for p in (ours, other):
+            reaper.kill_group(p.pid, 1, "test cleanup")
+            p.wait(timeout=5)
