@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import psutil
@@ -19,10 +20,10 @@ SLEEPER = [sys.executable, "-c", "import time, subprocess, sys; "
 
 def spawn(env_extra):
     p = subprocess.Popen(SLEEPER, env={**os.environ, **env_extra}, start_new_session=True)
-    # wait until the child exists so the tree is complete
-    for _ in range(100):
-        if psutil.Process(p.pid).children():
-            break
+    # wait until the child exists so the tree is complete (a loaded machine takes seconds to start Python)
+    deadline = time.monotonic() + 60
+    while not psutil.Process(p.pid).children():
+        assert time.monotonic() < deadline, "the sleeper's child did not start within 60 s"
         psutil.wait_procs([], timeout=0.05)
     return p
 
