@@ -153,8 +153,9 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
     if spec.check_rules:
         pf.check_rules(spec.flags, spec.bench, report, spec.architecture, spec.env)
-    if serves_http and not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
-        pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
+    if serves_http:
+        if not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
+            pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
         pf.check_dist_init(spec.flag("dist-init-addr"), int(spec.flag("node-rank") or 0), host.name, report)  # node rank 0 of a server over several hosts
 
 

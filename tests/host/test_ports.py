@@ -188,3 +188,17 @@ def test_port_retries_are_bounded(tmp_path, host, monkeypatch):
     assert sum(c.rule == "port-taken" for c in r.checks) == ports.PORT_RETRIES
     assert r.port == taken[-1]
     assert host.probe.processes() == []
+
+
+@pytest.mark.slow
+def test_simulated_host_still_checks_the_dist_init_port(tmp_path, host):
+    """Node rank 0 of a server over several hosts: its HTTP port is chosen at launch, its rendezvous
+    port (the driver's choice) is still checked in pre-flight."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        held = s.getsockname()[1]
+        flags = {"nnodes": 2, "node-rank": 0, "dist-init-addr": f"127.0.0.1:{held}"}
+        r = run_point(replace(make_spec(tmp_path, flags=flags), choose_port=True, nnodes=2), host)
+    assert r.status == "failed" and r.failure_phase == "preflight"
+    assert f"--dist-init-addr port {held} is in use" in r.failure_reason and r.port is None
