@@ -74,6 +74,7 @@ class PointResult(FailureParts):
     drafter_checks: list[Check] = field(default_factory=list)  # the drafter pre-flight's findings
     reaped: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1  # the driver's count: a point whose host was lost runs again
+    port: int | None = None  # the port its server ran on (a simulated host's is chosen at launch); None: never launched
     requests: pa.Table | None = None
     single_stream: pa.Table | None = None
     levels: pa.Table | None = None

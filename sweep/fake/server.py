@@ -780,8 +780,12 @@ async def serve(cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = 
     try:
         await site.start()
     except OSError as exc:
-        Log.uvicorn(f"[Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
-                    f"{(exc.strerror or str(exc)).lower()}", level="ERROR")
+        # uvicorn logs asyncio's OSError as it is: "[Errno 98] error while attempting to bind on address
+        # ('127.0.0.1', 30000): address already in use" (its strerror already says the address)
+        said = str(exc) if "error while attempting to bind" in str(exc) else (
+            f"[Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
+            f"{(exc.strerror or str(exc)).lower()}")
+        Log.uvicorn(said, level="ERROR")
         return 1
     Log.uvicorn(f"Uvicorn running on http://{cfg.host}:{cfg.port} (Press CTRL+C to quit)")
     tasks = [asyncio.create_task(engine.run()), asyncio.create_task(server.watchdog())]

@@ -20,6 +20,7 @@ from sweep.core.settings import BenchSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.core.errors import PointFailure, SweepError
 from sweep.host import cpu as cpu_host
+from sweep.host import ports
 from sweep.host import preflight as pf
 from sweep.core import redact
 from sweep.host import reaper
@@ -31,6 +32,7 @@ from sweep.core.record import PointResult
 from sweep.core.types import FailurePhase
 from sweep.core.console import plural
 from sweep.sglang.args import flag_args, flag_value, flags_in_argv
+from sweep.sglang.logs import find_failure
 
 OnProgress = Callable[[HostEvent], None]
 
@@ -72,6 +74,10 @@ class PointSpec:
     launcher_args: list[str] = field(default_factory=list)  # the launcher's own options, after the flags (the fake's)
     architecture: str | None = None  # the experiment's server.architecture, where the host has no config.json
     check_rules: bool = True  # SGLang's argument rules checked again here (tests of the engine's own errors turn it off)
+    # a simulated host (a local cluster): the port is chosen free right before each launch, and the
+    # launch repeated on another where another process took it during the startup (sweep.host.ports);
+    # a real host's port is the flags' one
+    choose_port: bool = False
     # the launch's other points, benchmarked in turn on this same server after this one (client-side axes)
     subpoints: list[SubPoint] = field(default_factory=list)
 
@@ -112,8 +118,11 @@ class _Preflight(pf.PreflightReport):
     drafter_checks: list[Check] = field(default_factory=list)
 
 
-def _reap(spec: PointSpec, host: HostContext, why: str) -> reaper.ReapReport:
-    return reaper.reap(reaper.Marker(spec.sweep, host.name), host.probe, port=spec.port,
+def _reap(spec: PointSpec, host: HostContext, why: str, server: ServerProcess | None = None) -> reaper.ReapReport:
+    """Reap, and wait for the server's port to be free: the port it ran on, else the flags' one (none
+    on a simulated host before its launch: the port is chosen then)."""
+    port = server.port if server is not None else None if spec.choose_port else spec.port
+    return reaper.reap(reaper.Marker(spec.sweep, host.name), host.probe, port=port,
                        grace_s=min(spec.timeouts.stop_grace_s, 10.0), gpu_free_mib=spec.reap.gpu_mem_free_mib,
                        kill_foreign=spec.reap.kill_foreign_gpu_processes, wait_s=spec.reap.wait_s, why=why)
 
@@ -145,7 +154,8 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
     if spec.check_rules:
         pf.check_rules(spec.flags, spec.bench, report, spec.architecture, spec.env)
     if serves_http:
-        pf.check_port(spec.port, spec.bind_host, report)
+        if not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
+            pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
         pf.check_dist_init(spec.flag("dist-init-addr"), int(spec.flag("node-rank") or 0), host.name, report)  # node rank 0 of a server over several hosts
 
 
@@ -206,6 +216,48 @@ class _Attempt:
         self.server = _launch(self.spec, self.host, log_path)
         return self.server
 
+    def serve(self, log_path: Path, emit: OnProgress) -> ServerProcess:
+        """Launch the point's server and wait until it is ready; its startup phases go to the result
+        whatever happens. On a simulated host (``choose_port``) the port is chosen free right before
+        the launch, and a server that lost it to another process during its startup (uvicorn's bind
+        error: ``port_in_use``) is relaunched on another, up to ``ports.PORT_RETRIES`` times, each
+        loss a warning among the checks. The port used is the spec's from then on (the after-point
+        reap, the result's ``port``)."""
+        tried: list[int] = []
+        while True:
+            if self.spec.choose_port:
+                port = ports.free_port(self.spec.bind_host, avoid=[*tried, *_dist_port(self.spec)])
+                self.spec = replace(self.spec, flags={**self.spec.flags, "port": port})
+                self.report.checks.append(Check.ok(f"port {port} chosen free at launch (simulated host)"))
+            server = self.launch(log_path)
+            try:
+                server.wait_ready(self.spec.timeouts, emit)
+                return server
+            except PointFailure:
+                if not self._port_lost(server, tried):
+                    raise
+            finally:
+                self.result.phases = server.startup.durations()
+                self.result.startup_progress = server.startup.progress_records()
+
+    def _port_lost(self, server: ServerProcess, tried: list[int]) -> bool:
+        """True when ``server`` died because its port was taken during its startup and another try
+        is left: it is stopped (its whole tree), the loss recorded, and the port kept out of the next."""
+        if not self.spec.choose_port or server.alive() or server.proc is None:
+            return False
+        why = find_failure(server.log.tail, server.proc.returncode)
+        if why.kind != "port_in_use" or len(tried) >= ports.PORT_RETRIES:
+            return False
+        tried.append(server.port)
+        self.reaped.killed += [{**k, "reason": f"{k['reason']} (its port {server.port} was taken)"}
+                               for k in server.stop(server.grace_s)]
+        self.server = None
+        self.report.checks.append(Check.warning(
+            f"port {server.port} was taken by another process while the server started ({why.reason}); "
+            f"relaunched on another port (try {len(tried) + 1} of {ports.PORT_RETRIES + 1})",
+            fix="another sweep or server on this machine: nothing to do unless it keeps happening", rule="port-taken"))
+        return True
+
     def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: object) -> bool:
         res = self.result
         if self.node_rank is not None:
@@ -233,8 +285,9 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     if server is not None:
         reaped.killed += server.stop(server.grace_s)
         res.log_tail = (res.log_tail + "\n" if res.log_tail else "") + server.log.tail_text()
+        res.port = server.port
     if reap_after:
-        reaped.merge(_reap(spec, host, "after the point"))
+        reaped.merge(_reap(spec, host, "after the point", server))
     res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
     res.checks = report.checks
     res.drafter_aux_layers, res.drafter_checks = report.drafter_aux_layers, report.drafter_checks
@@ -267,12 +320,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         at.preflight()
         at.phase = "load"
         emit(PointProgress("load"))
-        server = at.launch(Path(spec.log_path))
-        try:
-            server.wait_ready(spec.timeouts, emit)
-        finally:
-            res.phases = server.startup.durations()
-            res.startup_progress = server.startup.progress_records()
+        server = at.serve(Path(spec.log_path), emit)  # phases and startup progress in res, whatever happens
         at.phase = "benchmark"
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
@@ -304,6 +352,12 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
             res.power_series = power.take() if power is not None else []
         res.status = "ok"
     return _split(at.result, ids, parts)
+
+
+def _dist_port(spec: PointSpec) -> list[int]:
+    """The --dist-init-addr port of a server over several hosts (the leader binds it too), else none."""
+    port = (spec.flag("dist-init-addr") or "").rpartition(":")[2]
+    return [int(port)] if port.isdigit() else []
 
 
 def _as_point(emit: OnProgress, point_id: str) -> Callable[[PointProgress], None]:
@@ -345,7 +399,8 @@ def _measured(at: _Attempt, ids: list[str], part: PointResult, power: Recorder |
     launch = replace(at.result, sglang_version=report.sglang_version, gpu_name=report.gpu_name,
                      gpu_count=report.gpu_count, checks=list(report.checks),
                      drafter_aux_layers=report.drafter_aux_layers, drafter_checks=list(report.drafter_checks),
-                     reaped=at.reaped.as_dict(secrets), power_series=power.snapshot() if power is not None else [])
+                     reaped=at.reaped.as_dict(secrets), power_series=power.snapshot() if power is not None else [],
+                     port=at.server.port if at.server is not None else None)  # the port it serves on
     r = _one(launch, ids, ids.index(part.point_id), part)
     if secrets and r.failure is not None:  # as _finish hides them in a launch's failure
         fix = r.failure.fix

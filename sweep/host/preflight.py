@@ -12,13 +12,14 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sweep.core import atomic
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
-from sweep.host import reaper
+from sweep.host import ports, reaper
 from sweep.host.gpu import Gpu, GpuProbe
 
 HELP_TIMEOUT_S = 120.0  # the real launcher imports torch before printing --help
@@ -139,10 +140,27 @@ def check_gpus(probe: GpuProbe, tp_size: int, free_mib: int, report: PreflightRe
     return gpus
 
 
-def check_port(port: int, host: str, report: PreflightReport) -> None:
-    if not reaper.port_free(port, host):
-        raise PointFailure("preflight", f"port {port} on {host} is in use by a process that is not this sweep's",
-                           fix="stop that process, or set server.port to a free port")
+def check_port(port: int, host: str, report: PreflightReport, wait_s: float = 0.0) -> None:
+    """The server's port free on ``host``, waited for up to ``wait_s`` (a server that is stopping lets
+    go of it); else the point fails naming who holds it (``sweep.host.ports.holders``): its pid and
+    name, and whether it is another sweep's server (its marker), with the fix for each."""
+    deadline = time.monotonic() + wait_s
+    while not reaper.port_free(port, host):
+        if time.monotonic() >= deadline:
+            held = ports.holders(port)
+            waited = f" (waited {wait_s:.0f} s: server.reap.wait_s)" if wait_s >= 1 else ""
+            who = "; ".join(h.describe() for h in held) or "a process psutil cannot name (run `ss -ltnp` as root)"
+            if any(h.sweep for h in held):
+                fix = ("another sweep runs on this host: wait until it ends, or give this sweep another "
+                       f"server.port (e.g. server.port={port + 100})")
+            elif any(h.pid is not None for h in held):
+                pids = " ".join(str(h.pid) for h in held if h.pid is not None)
+                fix = f"stop that process (kill {pids}), or set server.port to a free port"
+            else:
+                fix = (f"find the holder with `ss -ltnp 'sport = :{port}'` as root and stop it, or set "
+                       "server.port to a free port")
+            raise PointFailure("preflight", f"port {port} on {host} is in use{waited}: held by {who}", fix=fix)
+        time.sleep(0.2)
     report.checks.append(Check.ok(f"port {port} free"))
 
 

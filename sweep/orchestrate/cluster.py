@@ -6,8 +6,10 @@ cluster/). Hosts are keyed by node id: in a dry run every simulated host shares 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,12 +161,16 @@ class SimulatedCluster:
             state_file.parent.mkdir(parents=True, exist_ok=True)
             state_file.write_text(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0)}))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        logging.getLogger("ray").setLevel(logging.WARNING)  # not "Overwriting previous Ray address"
-        self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "object_store_memory": 150 * 2**20, "include_dashboard": False})
-        for i in range(n):
-            self.cluster.add_node(num_cpus=2, num_gpus=gpus_per_host, object_store_memory=100 * 2**20,
-                                  resources={resource: 1, f"{SIM_PREFIX}{i}": 1})
+        logging.getLogger("ray").setLevel(logging.WARNING)
+        with _ports_of_its_own():
+            # the head's dashboard agent would listen on Ray's fixed 52365 (the other nodes' get 0 from
+            # cluster_utils): 0 lets it take a free one, as every other port of the cluster does
+            self.cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 1, "object_store_memory": 150 * 2**20, "include_dashboard": False,
+                "dashboard_agent_listen_port": 0})
+            for i in range(n):
+                self.cluster.add_node(num_cpus=2, num_gpus=gpus_per_host, object_store_memory=100 * 2**20,
+                                      resources={resource: 1, f"{SIM_PREFIX}{i}": 1})
         ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
         self.cluster.wait_for_nodes()
 
@@ -172,4 +178,38 @@ class SimulatedCluster:
         try:
             ray.shutdown()
         finally:
-            self.cluster.shutdown()
+            with _ports_of_its_own():
+                self.cluster.shutdown()
+
+
+# Ray's fixed ports a local cluster's head would take (Ray 2.60; each read from the environment by
+# the process that binds it, which the head starts): a second cluster on the machine, another sweep's
+# dry run, would find them taken (its metrics servers then fail to start)
+_FIXED_PORT_ENV = ("AUTOSCALER_METRIC_PORT", "DASHBOARD_METRIC_PORT")  # 44217, 44227
+
+
+@contextlib.contextmanager
+def _ports_of_its_own() -> Iterator[None]:
+    """While a local cluster starts (or stops): Ray's fixed ports (``_FIXED_PORT_ENV``) chosen free
+    for it, unless set already; and Ray's address file, ``<temp dir>/ray/ray_current_cluster`` (what
+    ``ray.init(address="auto")`` and ``ray status`` read), left alone: ``Cluster`` writes its address
+    there and deletes the file when it shuts down, which would take it over from, then remove it
+    for, a cluster started with ``ray start`` on this machine or another sweep's dry run. This driver
+    connects by the cluster's address and reads no such file."""
+    import ray._common.utils as common_utils
+    import ray._private.utils as private_utils
+
+    from sweep.host.ports import free_port
+
+    set_here = [k for k in _FIXED_PORT_ENV if k not in os.environ]
+    for k in set_here:
+        os.environ[k] = str(free_port("0.0.0.0"))
+    write, reset = private_utils.write_ray_address, common_utils.reset_ray_address
+    private_utils.write_ray_address = lambda *a, **k: None
+    common_utils.reset_ray_address = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        private_utils.write_ray_address, common_utils.reset_ray_address = write, reset
+        for k in set_here:
+            os.environ.pop(k, None)

@@ -28,6 +28,7 @@ from sweep.bench.power import POWER_EVERY_S, with_nodes
 from sweep.core.errors import Cancelled
 from sweep.core.record import Failure, PointResult
 from sweep.host.point import HostContext, PointSpec, SubPoint
+from sweep.host.ports import free_port
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_node_flags
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
@@ -47,12 +48,15 @@ PendingKind = Literal["point", "group-ready", "leader", "follower"]
 @dataclass(frozen=True)
 class HostSetup:
     """How a task sets itself up on a host: its name, the port its server uses, and for simulated
-    hosts the fake GPU ledger (also handed to the fake server through its env)."""
+    hosts the fake GPU ledger (also handed to the fake server through its env). ``choose_port``: a
+    simulated host, whose server's port is chosen free at launch (``PointSpec.choose_port``);
+    ``port`` is then only the spec's until the launch."""
 
     host: Host
     port: int
     ledger_dir: str | None = None
     gpus: int = 8
+    choose_port: bool = False
 
     def context(self) -> HostContext:
         from sweep.host.gpu import FakeGpus, real_probe
@@ -89,7 +93,7 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     launcher = list(spec.launcher)
     if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
         launcher[0] = sys.executable
-    spec = replace(spec, flags={**spec.flags, "port": setup.port}, launcher=launcher)
+    spec = replace(spec, flags={**spec.flags, "port": setup.port}, launcher=launcher, choose_port=setup.choose_port)
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
@@ -110,7 +114,7 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
     like = next(iter(setups.values()), None)
     ledger = str(Path(like.ledger_dir).parent / name) if like is not None and like.ledger_dir else None
     gpus = like.gpus if like is not None else 8
-    return HostSetup(Host(node, name, -1, gpus), spec.port, ledger, gpus)
+    return HostSetup(Host(node, name, -1, gpus), spec.port, ledger, gpus, like.choose_port if like is not None else False)
 
 
 def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
@@ -229,7 +233,13 @@ class Runner:
         leader_node = nodes[0]
         ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == leader_node), "127.0.0.1")
         setup = self.setups.get(leader_node)
-        dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
+        if setup.choose_port if setup else any(s.choose_port for s in self.setups.values()):
+            # simulated hosts share this machine with other sweeps: the leader's HTTP port is chosen
+            # at its launch (and kept off this one), so the dist port cannot follow from it; it is
+            # chosen free here, where the leader runs, just before the group starts
+            dist = f"{ip}:{free_port(ip)}"
+        else:  # a real host's: the leader's port + the offset (README: <port+1000>)
+            dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
 
         def rank_spec(r: int) -> PointSpec:  # a retry: new hosts, new IP
             return replace(p.spec, flags=with_node_flags(p.spec.flags, p.spec.nnodes, r, dist))

@@ -297,9 +297,11 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     simulated = how.local_cluster
     # the fake server's GPUs live in a ledger on each host (a path that exists on every host)
     ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
+    # a simulated host's server takes a free port at launch (other sweeps may run on this machine):
+    # server.port + its index is only the spec's until then (sweep/host/ports.py)
     setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if simulated else 0),
                                    str(ledger_root / h.name) if how.fake_server else None,
-                                   exp.cluster.gpus_per_host)
+                                   exp.cluster.gpus_per_host, choose_port=simulated)
               for h in hosts}
     specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
@@ -323,7 +325,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
 
     def on_event(pid: str, host: str, ev: HostEvent) -> None:
         if isinstance(ev, PointMeasured):  # a point of a shared launch, measured: on disk now
-            finished(ev.result, specs[pid].argv)
+            finished(ev.result, ran_argv(specs[pid], ev.result))
             return
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
@@ -361,7 +363,8 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             in_flight = len(first)
             for out in runner.run(first, on_event):
                 for r in per_point(out.result, out.spec):  # those measured early (PointMeasured) are kept as recorded
-                    finished(replace(r, attempts=out.attempts), out.spec.argv)  # the driver's count of its hosts
+                    r = replace(r, attempts=out.attempts)  # the driver's count of its hosts
+                    finished(r, ran_argv(out.spec, r))
                 in_flight -= 1
                 for spec in launches(search.take(slots - in_flight)):
                     runner.submit(spec)
@@ -373,6 +376,14 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             now = time.time()
             record(PointResult(pid, "", "", "pruned", Failure("search", reason, PRUNED_FIX),
                                started_at=now, ended_at=now, attempts=0), specs[pid].argv)
+
+
+def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
+    """The server's command line as its host ran it: with the port it used (``result.port``: a
+    simulated host chooses it at launch), else as the driver planned it."""
+    if result.port is None or result.port == spec.port:
+        return spec.argv
+    return replace(spec, flags={**spec.flags, "port": result.port}).argv
 
 
 def per_point(result: PointResult, spec: PointSpec) -> list[PointResult]:

@@ -256,3 +256,4 @@ def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_e
     assert first.power_series and first.power_series[-1][0] <= first.ended_at
     assert len(second.power_series) > len(first.power_series)  # a snapshot each: the launch kept recording
     assert r.power_series[:len(second.power_series)] == second.power_series
+    assert first.port == second.port == r.port == r.more[0].port is not None  # the port it served on
