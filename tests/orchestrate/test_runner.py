@@ -4,11 +4,11 @@
 import pytest
 
 from sweep.core.settings import BenchSettings
-from sweep.host.point import PointSpec
+from sweep.host.point import PointSpec, SubPoint
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner
-from sweep.core.events import PointStage
-from tests.orchestrate.standins import timed_point
+from sweep.core.events import PointMeasured, PointStage
+from tests.orchestrate.standins import shared_launch, timed_point
 
 pytestmark = pytest.mark.slow
 
@@ -18,10 +18,10 @@ def specs(durations):
             for i, d in enumerate(durations)]
 
 
-def runner(tmp_path, **kw):
+def runner(tmp_path, run_fn=timed_point, **kw):
     hosts = cluster.require_hosts("gpu_host", 8)
     setups = {h.node_id: HostSetup(h, 31000 + h.index, str(tmp_path / h.name)) for h in hosts}
-    return Runner("gpu_host", 8, setups, run_fn=timed_point, **kw), hosts
+    return Runner("gpu_host", 8, setups, run_fn=run_fn, **kw), hosts
 
 
 def test_spread_one_point_per_host_at_a_time(sim_cluster, tmp_path):
@@ -62,3 +62,46 @@ def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
     assert [(e.point_id, e.host, e.attempt) for e in retry] == [("p0", victim["host"], 2)]
     assert outs["p1"].result.status == "ok"
     sim_cluster.cluster.add_node(num_cpus=2, num_gpus=8, resources={"gpu_host": 1, "sim_host_9": 1})
+
+
+def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, tmp_path):
+    """A launch of two points (a client-side axis): its host is lost after the first is measured
+    (PointMeasured) while the second runs. The first stays measured, once; the launch runs again on
+    another host with the second point alone."""
+    r, hosts = runner(tmp_path, run_fn=shared_launch, max_host_failures=1)
+    started = tmp_path / "started"
+    launch = PointSpec("t", "q0", "q0:0.5", ["x"], {"port": 1},
+                       {"STANDIN_STARTED": str(started), "STANDIN_HOLD_S": "30"},  # q1 outlasts the host
+                       str(tmp_path / "logs" / "q0.log"), 8, BenchSettings(),
+                       subpoints=[SubPoint("q1", "q1:0.5", BenchSettings())])
+    victim = {}
+    measured: list[tuple[str, str, PointMeasured]] = []
+    retries = []
+
+    def on_event(pid, host, ev):
+        if isinstance(ev, PointMeasured):
+            measured.append((pid, host, ev))
+            if pid == "q0" and not victim:  # q0 is measured, q1 runs: the host goes
+                node = next(n for n in sim_cluster.cluster.worker_nodes
+                            if n.node_id == next(h.node_id for h in hosts if h.name == host))
+                victim["host"] = host
+                sim_cluster.cluster.remove_node(node)
+        elif ev.stage == "retry":
+            retries.append((pid, ev.attempt))
+
+    outs = list(r.run([launch], on_event))
+    assert victim, "the first point was never measured"
+    assert [(pid, host, ev.result.status, ev.result.attempts) for pid, host, ev in measured] == \
+        [("q0", victim["host"], "ok", 1)]  # once, from the lost host, before its loss
+    assert retries == [("q1", 2)]
+    [o] = outs
+    # the launch run again: the second point alone, the first gone from it
+    assert o.spec.point_id == "q1" and o.spec.label == "q1:0.5" and o.spec.subpoints == []
+    assert o.spec.log_path == str(tmp_path / "logs" / "q1.log")
+    assert o.result.point_id == "q1" and o.result.more == []
+    assert o.result.status == "ok" and o.attempts == 2 and o.result.host != victim["host"]
+    lines = started.read_text().split()
+    starts = list(zip(lines[::2], lines[1::2]))  # (point, host) each time a point started
+    assert [s for s in starts if s[0] == "q0"] == [("q0", victim["host"])]  # never run again
+    assert starts[-1] == ("q1", o.result.host)
+    sim_cluster.cluster.add_node(num_cpus=2, num_gpus=8, resources={"gpu_host": 1, "sim_host_8": 1})
