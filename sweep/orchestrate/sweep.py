@@ -209,8 +209,13 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
     ``Prepared.lock``) and opened, the points to run now selected (resume), the cluster reached where
     it is not a local one (fails fast, before anything is written), the experiment, the plan and the
     invalid points recorded."""
+    from sweep.orchestrate import cluster
+
     exp, mode = plan.experiment, opts.mode
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
+    if not kind(mode).local_cluster and select(plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed,
+                                               only=opts.only):
+        cluster.connect(opts.address)  # fails fast, before anything is written (the lock file included)
     held = dir_lock.acquire(rd.path)  # one writer: a second sweep into it is refused here, before it reads or writes
     try:
         return _prepare(plan, opts, scale, console, rd, held)
@@ -221,6 +226,8 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
 
 def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: ResultsDir,
              held: dir_lock.DirLock) -> Prepared:
+    import ray
+
     from sweep.orchestrate import cluster
 
     exp, mode = plan.experiment, opts.mode
@@ -236,8 +243,8 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     sweep = Prepared(plan, opts, rd, todo, SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
                      scale, hosts_per_point(exp), axis_types(plan.points, list(exp.grid.axes)), held)
     sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
-    if todo and not sweep.kind.local_cluster:
-        cluster.connect(opts.address)  # fails fast, before anything is written
+    if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
+        cluster.connect(opts.address)
     rd.open()
     rd.write_experiment(config_mod.to_yaml(exp))
     rd.write_plan(plan.to_json())
