@@ -205,6 +205,7 @@ class _Attempt:
         self.reaped = reaper.ReapReport()
         self.server: ServerProcess | None = None
         self.phase: FailurePhase = "preflight"
+        self.port_taken: int | None = None  # a port another process took while the server started
 
     def __enter__(self) -> "_Attempt":
         return self
@@ -246,7 +247,10 @@ class _Attempt:
         if not self.spec.choose_port or server.alive() or server.proc is None:
             return False
         why = find_failure(server.log.tail, server.proc.returncode)
-        if why.kind != "port_in_use" or len(tried) >= ports.PORT_RETRIES:
+        if why.kind != "port_in_use":
+            return False
+        self.port_taken = server.port  # another process's now: the reaping after the point does not wait for it
+        if len(tried) >= ports.PORT_RETRIES:
             return False
         tried.append(server.port)
         self.reaped.killed += [{**k, "reason": f"{k['reason']} (its port {server.port} was taken)"}
@@ -275,19 +279,21 @@ class _Attempt:
             handled = isinstance(e, Exception)
             self.emit(PointProgress("stop"))
         reap_after = self.node_rank is not None or self.phase != "preflight" or bool(self.reaped.killed)
-        _finish(res, self.server, self.spec, self.host, self.report, self.reaped, reap_after=reap_after)
+        _finish(res, self.server, self.spec, self.host, self.report, self.reaped, reap_after=reap_after,
+                port_taken=self.port_taken)
         return handled
 
 
 def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, host: HostContext,
-            report: _Preflight, reaped: reaper.ReapReport, *, reap_after: bool) -> None:
+            report: _Preflight, reaped: reaper.ReapReport, *, reap_after: bool, port_taken: int | None = None) -> None:
     """Stop the server (whole tree), reap, and fill in what every result carries."""
     if server is not None:
         reaped.killed += server.stop(server.grace_s)
         res.log_tail = (res.log_tail + "\n" if res.log_tail else "") + server.log.tail_text()
         res.port = server.port
     if reap_after:
-        reaped.merge(_reap(spec, host, "after the point", server))
+        ours = server if server is not None and server.port != port_taken else None
+        reaped.merge(_reap(spec, host, "after the point", ours))
     res.sglang_version, res.gpu_name, res.gpu_count = report.sglang_version, report.gpu_name, report.gpu_count
     res.checks = report.checks
     res.drafter_aux_layers, res.drafter_checks = report.drafter_aux_layers, report.drafter_checks

@@ -36,7 +36,7 @@ from sweep.core.errors import PointFailure
 from sweep.core.events import PointProgress
 from sweep.core.types import FailurePhase
 from sweep.core import redact
-from sweep.host import reaper
+from sweep.host import ports, reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
 from sweep.sglang.logs import EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of, split_progress
 
@@ -517,6 +517,8 @@ class ServerProcess:
         """``/health`` answers 200 and one real generate request is answered, both with the API key
         (SGLang leaves ``/health`` open and guards ``/generate``). A 401 or 403 raises at once: the
         server will never take our requests, and waiting ``ready_s`` for it would only call it a hang."""
+        if self._a_neighbour_listens():
+            return False
         try:
             health = client.get(f"{self.url}/health")
         except httpx.HTTPError:
@@ -529,6 +531,15 @@ class ServerProcess:
         if rec.http_status in (401, 403):
             raise self._unauthorized("POST /generate", rec.http_status, rec.error or "")
         return rec.ok
+
+    def _a_neighbour_listens(self) -> bool:
+        """Another server of a sweep (one carrying a sweep marker, outside this server's process tree)
+        listens on this server's port: whatever answers there is not this server, however ready it
+        says it is (two sweeps on one machine; this one dies of the port taken, and is told so)."""
+        if self.proc is None:
+            return False
+        mine = {p.pid for p in reaper.tree(self.proc.pid)}
+        return any(h.pid is not None and h.pid not in mine and h.sweep is not None for h in ports.holders(self.port))
 
     def _unauthorized(self, request: str, status: int, body: str) -> PointFailure:
         what = "401 Unauthorized" if status == 401 else "403 Forbidden"

@@ -128,19 +128,47 @@ def test_simulated_host_chooses_a_free_port_at_launch(tmp_path, host):
     assert r.reaped["waited_s"] < 5  # not the flags' port waited for (wait_s 30)
 
 
-def _taken_after_the_pick(monkeypatch, times: int) -> list[socket.socket]:
-    """Another process's server taking the port during the startup, as two sweeps on one machine
-    did: each of the first ``times`` ports the launch picks is bound and listened on right after the
-    pick (before the fake binds it, at the end of its startup)."""
+NEIGHBOUR = """
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def _ok(self):
+        body = json.dumps({"text": "not yours", "meta_info": {"completion_tokens": 1}}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = _ok
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("listening", flush=True)
+s.serve_forever()
+"""
+
+
+class Neighbour:
+    """Another sweep's server on a port: a process carrying another sweep's marker that listens there
+    and answers every request 200 (as a ready server would)."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(port)], stdout=subprocess.PIPE, text=True,
+                                     env={**os.environ, **reaper.Marker("another-sweep", "h").env("q")})
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "listening"
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def _taken_after_the_pick(monkeypatch, times: int) -> list[Neighbour]:
+    """Another sweep's server taking the port during the startup, as two sweeps on one machine did:
+    each of the first ``times`` ports the launch picks is taken right after the pick (before the fake
+    binds it, at the end of its startup) by a neighbour that answers as if ready."""
     real, held = ports.free_port, []
 
     def pick(host: str = "127.0.0.1", avoid=()) -> int:
         port = real(host, avoid)
         if len(held) < times:
-            s = socket.socket()
-            s.bind((host, port))
-            s.listen()
-            held.append(s)
+            held.append(Neighbour(port))
         return port
 
     monkeypatch.setattr(ports, "free_port", pick)
@@ -153,7 +181,7 @@ def test_port_taken_during_startup_relaunched_on_another(tmp_path, host, monkeyp
     spec = replace(make_spec(tmp_path), choose_port=True)
     try:
         r = run_point(spec, host)
-        lost = held[0].getsockname()[1]
+        lost = held[0].port
     finally:
         for s in held:
             s.close()
@@ -178,7 +206,7 @@ def test_port_retries_are_bounded(tmp_path, host, monkeypatch):
     spec = replace(make_spec(tmp_path), choose_port=True)
     try:
         r = run_point(spec, host)
-        taken = [s.getsockname()[1] for s in held]
+        taken = [n.port for n in held]
     finally:
         for s in held:
             s.close()
