@@ -202,17 +202,6 @@ def test_preflight_unknown_flag_launches_nothing(tmp_path, host):
     _nothing_launched(spec, r, stages)
 
 
-def test_preflight_port_in_use(tmp_path, host):
-    import socket
-
-    spec = make_spec(tmp_path)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", spec.port))
-        s.listen()
-        r = run_point(replace(spec, reap=ReapConfig(wait_s=0.5)), host)
-    assert r.status == "failed" and r.failure_phase == "preflight" and f"port {spec.port}" in r.failure_reason
-
-
 def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
     """The host hands the benchmark its probe's power (here the fake's, through the GPU ledger): every
     level has its watts summed over the host's 8 GPUs, energy = mean watts x wall time, per token."""

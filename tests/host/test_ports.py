@@ -96,7 +96,7 @@ def test_real_host_preflight_names_a_process_that_is_no_sweeps(tmp_path, host):
         s.bind(("127.0.0.1", spec.port))
         s.listen()
         r = run_point(replace(spec, reap=ReapConfig(wait_s=0.5)), host)
-    assert r.status == "failed" and r.failure_phase == "preflight"
+    assert r.status == "failed" and r.failure_phase == "preflight" and f"port {spec.port}" in r.failure_reason
     assert f"pid {os.getpid()} (" in r.failure_reason and "not a sweep's server (no sweep marker)" in r.failure_reason
     assert f"kill {os.getpid()}" in r.failure.fix
 
