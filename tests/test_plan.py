@@ -201,9 +201,14 @@ SHIPPED_IDS = {"k26_eagle": (18, "2f022fe9e229378e"), "glm5_eagle_tree": (4, "58
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_IDS))
-def test_the_shipped_experiments_point_ids_do_not_move(name):
+def test_the_shipped_experiments_point_ids_do_not_move(name, monkeypatch):
     import hashlib
 
+    # cpu_tiny_spec's paths and launcher come from the environment (HOME, the CPU install's env.sh):
+    # pinned as they are for root with no install sourced, whoever runs the tests
+    monkeypatch.setenv("HOME", "/root")
+    for var in ("SWEEP_TINY_MODELS", "SGLANG_CPU_PYTHON", "SGLANG_CPU_ATTENTION_BACKEND", "SGLANG_CPU_LD_PRELOAD"):
+        monkeypatch.delenv(var, raising=False)
     points = plan.build(config.load(f"experiments/{name}.yaml", [])).points
     digest = hashlib.sha256(" ".join(sorted(p.id for p in points)).encode()).hexdigest()[:16]
     assert (len(points), digest) == SHIPPED_IDS[name]
