@@ -162,9 +162,10 @@ def real_avx2_sglang(real_sglang) -> RealSGLang:
     return sglang
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def shared_servers(tmp_path_factory):
-    """Real servers shared by the tests that only read from them (tests/real/servers.py SharedServers)."""
+    """Real servers shared by the tests of a module that only read from them (tests/real/servers.py
+    SharedServers), stopped when the module's tests are done."""
     from tests.real.servers import SharedServers
 
     pool = SharedServers(tmp_path_factory.mktemp("shared-servers"))

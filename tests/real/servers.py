@@ -110,9 +110,9 @@ def dies(real, log: Path, *flags: str, timeout_s: float = 420) -> tuple[str, str
 
 class SharedServers:
     """Real servers that several tests only read from (requests, the cache flushed first by each test,
-    metrics read as deltas), started once per session: a server start is 40-90 s on 2 cores, more on an
+    metrics read as deltas), started once per module (the shared_servers fixture): a server start is 40-90 s on 2 cores, more on an
     AVX2 machine. ``get`` starts one for these flags on this install at its first use and keeps it until
-    ``close`` (the session's end), at most ``keep`` at a time (the oldest stopped first). A kept server
+    ``close`` (the module's end), at most ``keep`` at a time (the oldest stopped first). A kept server
     is paused (SIGSTOP to its process group) while another test runs: an idle CPU SGLang scheduler
     polls, and took a quarter to half of a core here while it waited."""
 

@@ -45,6 +45,7 @@ def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
         local: {{hosts: 1}}
         results_dir: {out}
         """))
+    before = {p.pid for p in _sglang_processes()}  # another test's or run's servers are not this sweep's
     r = run_sweep_cli(str(exp), "--local", timeout=840)
     points = pl.read_parquet(out / "points" / "*.parquet")
     assert points.height == 2, r.stdout[-3000:]
@@ -72,7 +73,11 @@ def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
     assert "ngram" in rep.stdout
     assert (out / "report" / "report.md").is_file()
     # nothing of the sweep is left running: no server, no scheduler
-    left = [p.info["name"] for p in psutil.process_iter(["name", "cmdline"])
+    left = [p.info["name"] for p in _sglang_processes() if p.pid not in before]
+    assert not left, left
+
+
+def _sglang_processes() -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["name", "cmdline"])
             if p.info["name"] in ("sglang::scheduler", "sglang::detokenizer")
             or "sglang.launch_server" in " ".join(p.info["cmdline"] or [])]
-    assert not left, left
