@@ -353,14 +353,11 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
         tell(PointFinished(planned[r.point_id].label, kept))
 
-    done: set[str] = set()  # the points recorded by this drive
-
     def finished(r: PointResult, argv: list[str]) -> None:
         """A point's result, recorded and told to the search once: a point of a shared launch comes
         early (PointMeasured) and again in its launch's result, which then leaves it as it is."""
-        if r.point_id in done:
+        if r.point_id in sweep.run.results:  # recorded by this drive already (record() keeps each one there)
             return
-        done.add(r.point_id)
         record(r, argv)
         search.record(r.point_id, r.tables if r.status == "ok" else None)
 
