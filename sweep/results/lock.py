@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
+
 from sweep.core.errors import ResultsError
 from sweep.core.redact import redact_argv
 
@@ -39,15 +41,7 @@ def _holder_text(rec: dict[str, Any]) -> str:
 
 
 def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: it exists
-        return True
-    return True
+    return isinstance(pid, int) and pid > 0 and psutil.pid_exists(pid)  # someone else's process exists too
 
 
 def _read(f: IO[str]) -> dict[str, Any] | None:
