@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import psutil
-
 from sweep.core.errors import ResultsError
 from sweep.core.redact import redact_argv
 
@@ -41,7 +39,15 @@ def _holder_text(rec: dict[str, Any]) -> str:
 
 
 def _alive(pid: Any) -> bool:
-    return isinstance(pid, int) and pid > 0 and psutil.pid_exists(pid)  # someone else's process exists too
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
 
 
 def _read(f: IO[str]) -> dict[str, Any] | None:
