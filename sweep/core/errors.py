@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from sweep.core.types import FailurePhase
 
 
+BUG_EXIT_CODE = 70
+"""What the command line exits with on an exception that is none of these (EX_SOFTWARE: a bug in the
+sweep, not in its input); 1 stays "a point failed". ``sweep/cli.py`` prints one line and keeps the
+traceback in a file."""
+
+
 class SweepError(Exception):
     """Base of every error the sweep raises on purpose."""
 
