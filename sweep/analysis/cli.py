@@ -10,6 +10,7 @@ a bad --slo).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.markup import escape
@@ -80,15 +81,17 @@ def _slos(texts: list[str] | None) -> list | None:
 
 
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """``query DIR [DIR ...] "SQL" [--format table|csv|json|parquet] [--output FILE] [--max-rows N]``."""
+    """``query DIR [DIR ...] "SQL" [--format table|csv|json|ndjson|parquet|markdown] [--output FILE] [--max-rows N]``."""
     parser.add_argument("directory", metavar="DIR", nargs="+",
                         help="a results directory; several: every table gets a first column results_dir "
                              "(the directory), and the history views compare them")
     parser.add_argument("sql", metavar="SQL",
                         help="a query over points, single_stream, levels, requests, metrics (and the views "
                              "speedup, level_speedups, best_per_level, crossover, rate_levels; runs, picks, history, changes)")
-    parser.add_argument("--format", choices=query.FORMATS, default="table", dest="fmt",
-                        help="output format (default: table)")
+    # no argparse choices: an unknown format is the analysis's UnknownFormatError (exit 7), not a usage error (2)
+    parser.add_argument("--format", metavar="FORMAT", default=None, dest="fmt",
+                        help=f"output format: {', '.join(query.FORMATS)} (default: what --output's suffix "
+                             "says, .parquet .csv .json .ndjson/.jsonl .md .txt; else table)")
     parser.add_argument("--output", "-o", metavar="FILE", default=None,
                         help="write there instead of stdout (needed for parquet on a terminal)")
     parser.add_argument("--max-rows", type=int, default=100, help="rows shown by --format table")
@@ -97,7 +100,10 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
 def run_query(args: argparse.Namespace) -> int:
     """Run the query and write its result; returns 0."""
     directories = args.directory[0] if len(args.directory) == 1 else args.directory
-    query.query(directories, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    frame = query.query(directories, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    if args.output is not None:  # stderr: stdout stays the result's alone
+        fmt = query.output_format(args.fmt, args.output)
+        print(f"{plural(frame.height, 'row')} written to {args.output} ({fmt})", file=sys.stderr, flush=True)
     return 0
 
 

@@ -84,6 +84,11 @@ class UnknownFormatError(AnalysisError):
     """An output format ``query`` cannot write (or cannot write there: Parquet to a terminal)."""
 
 
+class OutputError(AnalysisError):
+    """A file the analysis was asked to write (``report --out``, ``query --output``, ``history --out``)
+    that cannot be written there: a read-only folder, a missing one, a file in the way."""
+
+
 class PointFailure(SweepError):
     """A grid point failed on its host. Raised inside the host layer, recorded as data there.
 
