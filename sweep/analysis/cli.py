@@ -27,7 +27,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vs", metavar="OTHER_DIR", default=None,
                         help="compare with another sweep: the same labels side by side, with the change")
     parser.add_argument("--out", metavar="DIR", default=None,
-                        help="where report.md, report.html and the plots go (default: DIR/report)")
+                        help="where report.md, report.html and the plots go (default: DIR/report; where DIR "
+                             "cannot be written, ~/.cache/sweep/reports/<name>-<hash>)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write report.md without PNG plots, and report.html without charts")
     parser.add_argument("--nccl-reference", metavar="PROFILE", default=None, dest="env_reference",
@@ -49,15 +50,16 @@ def run_report(args: argparse.Namespace) -> int:
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
 
     slos = _slos(args.slo)
-    out = Path(args.out) if args.out else Path(args.directory) / "report"
-    built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
-                         env_reference=args.env_reference, vs=args.vs, slos=slos,
-                         frontier_by=args.frontier_by)
-    path = report.write(built, out)
+    written = report.publish(args.directory, args.out, with_plots=not args.no_plots,
+                             env_reference=args.env_reference, vs=args.vs, slos=slos,
+                             frontier_by=args.frontier_by)
+    built, path = written.report, written.path
     # a pipe or a file has no width: give tables room instead of rich's 80 columns
     console = output_console()
     if not args.quiet:
-        render.terminal(built.sections, console, image_dir=f"{out}/")
+        render.terminal(built.sections, console, image_dir=f"{path.parent}/")
+    if written.moved:
+        console.print(f"note: {escape(written.moved)}", highlight=False, soft_wrap=True)
     console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')}) and "
                   f"{escape(str(path.with_suffix('.html')))}", highlight=False, soft_wrap=True)
     return 0
@@ -129,7 +131,12 @@ def run_history(args: argparse.Namespace) -> int:
     built = history.build(args.roots, experiment=args.experiment, slos=_slos(args.slo),
                           min_change=args.min_change / 100)
     sections = built.sections()
-    render.terminal(sections, output_console())
+    console = output_console()
+    render.terminal(sections, console)
     if args.out:
-        atomic.write_text(Path(args.out), render.markdown(sections))
+        try:
+            atomic.write_text(Path(args.out), render.markdown(sections))
+        except OSError as e:  # a folder that cannot be written: exit 7 naming it, the history printed above
+            raise query.cannot_write(Path(args.out), e) from None
+        console.print(f"history written to {escape(args.out)}", highlight=False, soft_wrap=True)
     return 0
