@@ -11,7 +11,7 @@
 Exit codes: 0 success; 1 a point failed (the sweep finished); 2 bad config; 3 invalid points;
 4 no cluster or no hosts; 5 unusable results directory; 6 benchmark could not start; 7 the analysis
 cannot answer (bad SQL, unknown metric or output format); 70 an internal error (a bug: one line,
-the traceback in a file); 130 interrupted.
+the traceback in a file); 130 interrupted; 141 the output's reader went away (``| head``).
 
 The sweep itself is ``sweep.api`` (``sweep.run``); this module parses, prints what the API returns
 (the plan, the end-of-sweep summary) and maps the result to an exit code.
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
 
 SUBCOMMANDS = ("bench", "report", "query", "history", "hosts", "check-drafter")
+READER_GONE_EXIT_CODE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
 REPORT_BUGS_AT = "the sweep project's issue tracker (README: Reporting a bug)"
 _results_logs: list[Path] = []  # the running sweep's DIR/logs, once known: where an internal error's traceback goes
 
@@ -305,4 +306,27 @@ def main(argv: list[str] | None = None) -> int:
         Console(stderr=True).print("interrupted")
         return 130
     except Exception as e:  # noqa: BLE001 - anything else is a bug: its own exit code, not 1 ("a point failed")
+        if _broken_pipe(e):  # `| head` closed the output: no bug, nothing more to say
+            return _reader_gone()
         return internal_error(e, argv)
+
+
+def _broken_pipe(e: BaseException) -> bool:
+    """Whether ``e`` is a write to an output whose reader went away (Python's BrokenPipeError, or
+    polars' OSError "Broken pipe (os error 32)")."""
+    import errno
+
+    return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and (
+        e.errno == errno.EPIPE or "Broken pipe" in str(e)))
+
+
+def _reader_gone() -> int:
+    """Exit as a program killed by SIGPIPE is seen (141), stdout pointed at /dev/null so that the
+    interpreter's last flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return READER_GONE_EXIT_CODE

@@ -55,3 +55,25 @@ def test_a_sweep_keeps_it_in_its_results_directory_logs(tmp_path):
     exp.write_text((REPO / "experiments" / "k26_eagle.yaml").read_text() + f"results_dir: {tmp_path / 'res'}\n")
     path = _one_line(_run(tmp_path, "sweep.api.plan_for", str(exp), "--plan"))
     assert path.parent == logs
+
+
+def test_a_reader_that_goes_away_is_no_bug(tmp_path):
+    """``query ... | head``: the closed pipe exits 141 (as SIGPIPE would), quietly; not 70."""
+    code = textwrap.dedent("""
+        import sys
+        import sweep.analysis.cli as a
+        import sweep.cli
+        def lots(args):
+            for _ in range(10_000):
+                sys.stdout.write("x" * 100 + "\\n")
+            sys.stdout.flush()
+            return 0
+        a.run_query = lots
+        raise SystemExit(sweep.cli.main(["query", "DIR", "SELECT 1"]))
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "TMPDIR": str(tmp_path)})
+    p.stdout.close()  # the reader is gone before the first write
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141 and err == "", err
+    assert not list(tmp_path.iterdir())
