@@ -708,6 +708,7 @@ def _scratch(target: Path) -> Path:
     if target.exists() and not target.is_dir():
         raise NotADirectoryError(20, "a file is in the way", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target)
     return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=atomic.TMP_SUFFIX))
 
 
@@ -724,7 +725,7 @@ def _swap(scratch: Path, target: Path) -> None:
         if not target.exists():
             scratch.rename(target)
             return
-        if all(p.name in REPORT_FILES and p.is_file() for p in target.iterdir()):
+        if not target.is_symlink() and all(p.name in REPORT_FILES and p.is_file() for p in target.iterdir()):
             old = Path(_scratch_name(target, "old"))
             target.rename(old)
             try:
@@ -743,6 +744,22 @@ def _swap(scratch: Path, target: Path) -> None:
         scratch.rmdir()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _remove_stale(target: Path, age_s: float = 86_400) -> None:
+    """The temporaries of reports killed (kill -9) more than ``age_s`` ago beside ``target``; younger
+    ones may be another report's at work."""
+    import shutil
+
+    for p in target.parent.glob(f".{target.name}.*{atomic.TMP_SUFFIX}"):
+        try:
+            if time.time() - p.lstat().st_mtime > age_s:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+        except OSError:
+            continue
 
 
 def _scratch_name(target: Path, what: str) -> str:

@@ -100,3 +100,24 @@ def test_history_says_where_it_wrote_and_an_out_it_cannot_write_is_exit_7(direct
     captured = capsys.readouterr()
     assert f"cannot write {tmp_path / 'file' / 'h.md'}" in captured.err and "Traceback" not in captured.err
     assert "Runs" in captured.out  # the history itself was printed first
+
+
+def test_a_killed_reports_old_temporary_is_cleared_a_young_one_kept(directory):
+    import os
+
+    old, young = directory / ".report.abc.tmp", directory / ".report.def.tmp"
+    for p in (old, young):
+        p.mkdir()
+        (p / "report.md").write_text("half")
+    os.utime(old, (0, 0))
+    assert main(["report", str(directory), "--no-plots", "--quiet"]) == 0
+    assert not old.exists() and young.exists()
+
+
+def test_a_report_folder_that_is_a_link_keeps_its_link(directory, tmp_path):
+    real = tmp_path / "elsewhere"
+    real.mkdir()
+    (directory / "report").symlink_to(real)
+    assert main(["report", str(directory), "--no-plots", "--quiet"]) == 0
+    assert (directory / "report").is_symlink() and (real / "report.md").is_file()
+    assert [p.name for p in directory.iterdir() if p.name.startswith(".report")] == []
