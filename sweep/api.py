@@ -268,10 +268,10 @@ class SweepResult:
                                fix="run the sweep first: sweep.run(experiment, mode='dry-run')")
         out = Path(out_dir) if out_dir else self.path / "report"
         with_plots = write if plots is None else plots
-        built = report_mod.build(self.path, out_dir=out, with_plots=with_plots,
-                                 slos=None if slos is None else [parse_slo(s) for s in slos])
-        if write:
-            report_mod.write(built, out)
+        judged = None if slos is None else [parse_slo(s) for s in slos]
+        if write:  # whole (built beside out and swapped in), as the command line's report
+            return report_mod.publish(self.path, out_dir, with_plots=with_plots, slos=judged).report.markdown
+        built = report_mod.build(self.path, out_dir=out, with_plots=with_plots, slos=judged)
         return built.markdown
 
     def __repr__(self) -> str:

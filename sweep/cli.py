@@ -10,7 +10,8 @@
 
 Exit codes: 0 success; 1 a point failed (the sweep finished); 2 bad config; 3 invalid points;
 4 no cluster or no hosts; 5 unusable results directory; 6 benchmark could not start; 7 the analysis
-cannot answer (bad SQL, unknown metric or output format); 130 interrupted.
+cannot answer (bad SQL, unknown metric or output format); 70 an internal error (a bug: one line,
+the traceback in a file); 130 interrupted; 141 the output's reader went away (``| head``).
 
 The sweep itself is ``sweep.api`` (``sweep.run``); this module parses, prints what the API returns
 (the plan, the end-of-sweep summary) and maps the result to an exit code.
@@ -21,9 +22,15 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
+import platform
 import re
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
@@ -32,13 +39,16 @@ from rich.markup import escape
 from sweep.core.checks import lines
 from sweep.core.console import output_console
 
-from sweep.core.errors import ConfigError, SweepError
+from sweep.core.errors import BUG_EXIT_CODE, ConfigError, SweepError
 from sweep.core.types import kind
 
 if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
 
 SUBCOMMANDS = ("bench", "report", "query", "history", "hosts", "check-drafter")
+READER_GONE_EXIT_CODE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
+REPORT_BUGS_AT = "the sweep project's issue tracker (README: Reporting a bug)"
+_results_logs: list[Path] = []  # the running sweep's DIR/logs, once known: where an internal error's traceback goes
 
 
 class _Parser(argparse.ArgumentParser):
@@ -220,6 +230,7 @@ def run_command(args: argparse.Namespace) -> int:
                               "python -m sweep query DIR \"SQL\" --format json")
     mode = _mode(args)
     exp = config.load(args.config, args.overrides)
+    _results_logs[:] = [_logs_of(exp, mode)]
     if args.plan:
         result = api.plan_for(exp, mode)  # type: ignore[arg-type]
         _print_plan(result, args.json)
@@ -232,8 +243,55 @@ def run_command(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
+def _logs_of(exp, mode: str) -> Path:
+    """The logs folder of the results directory this run writes (it may not exist yet)."""
+    from sweep.core.types import run_mode
+    from sweep.results.meta import LOGS
+
+    suffix = kind(run_mode(mode)).suffix  # type: ignore[arg-type]
+    return (Path(exp.results_dir) if exp.results_dir else Path("results") / f"{exp.name}{suffix}") / LOGS
+
+
+def save_traceback(e: BaseException, argv: list[str]) -> Path:
+    """The traceback of ``e`` with the command and versions, in a new file: in the sweep's results
+    directory's logs folder when it exists (a reading command never writes there), else in the temp
+    folder; returns its path."""
+    from sweep import __version__
+    from sweep.core.redact import redact_argv, redact_text
+
+    text = (f"command: python -m sweep {' '.join(redact_argv(argv))}\n"
+            f"sweep {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+            f"at {time.strftime('%Y-%m-%d %H:%M:%S %z')}, in {os.getcwd()}\n\n"
+            + redact_text("".join(traceback.format_exception(e))))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for folder in [*(d for d in _results_logs if d.is_dir()), Path(tempfile.gettempdir())]:
+        try:
+            fd, name = tempfile.mkstemp(dir=folder, prefix=f"sweep-internal-error-{stamp}-", suffix=".txt")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            return Path(name)
+        except OSError:
+            continue
+    raise OSError("no folder to write the traceback in")
+
+
+def internal_error(e: BaseException, argv: list[str]) -> int:
+    """An exception the sweep did not expect (a bug): one line on stderr, the traceback in a file;
+    returns BUG_EXIT_CODE."""
+    said = " ".join(str(e).split())
+    said = f"{type(e).__name__}: {said[:300]}{'...' if len(said) > 300 else ''}" if said else type(e).__name__
+    try:
+        where = f"the traceback is in {save_traceback(e, argv)}; please report it with that file at {REPORT_BUGS_AT}"
+    except OSError:  # nowhere to write: the traceback on stderr, as Python would
+        traceback.print_exception(e, file=sys.stderr)
+        where = f"the traceback is above; please report it at {REPORT_BUGS_AT}"
+    print(f"internal error: {said} (a bug in sweep, not in your input); {where}", file=sys.stderr, flush=True)
+    return BUG_EXIT_CODE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _results_logs.clear()
     try:
         if argv and argv[0] in SUBCOMMANDS:
             add, run = _subcommand(argv[0])
@@ -247,3 +305,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted")
         return 130
+    except Exception as e:  # noqa: BLE001 - anything else is a bug: its own exit code, not 1 ("a point failed")
+        if _broken_pipe(e):  # `| head` closed the output: no bug, nothing more to say
+            return _reader_gone()
+        return internal_error(e, argv)
+
+
+def _broken_pipe(e: BaseException) -> bool:
+    """Whether ``e`` is a write to an output whose reader went away (Python's BrokenPipeError, or
+    polars' OSError "Broken pipe (os error 32)")."""
+    import errno
+
+    return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and (
+        e.errno == errno.EPIPE or "Broken pipe" in str(e)))
+
+
+def _reader_gone() -> int:
+    """Exit as a program killed by SIGPIPE is seen (141), stdout pointed at /dev/null so that the
+    interpreter's last flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return READER_GONE_EXIT_CODE

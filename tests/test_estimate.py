@@ -152,3 +152,20 @@ def test_the_estimate_counts_in_the_right_number(tmp_path):
     h = e.History(startup_s={"baseline": 10.0}, points=1, sources=("results/old",))
     assert "startup from 1 earlier point (old)" in e.describe(e.estimate_sweep([("b", True)], bench(), hosts=1,
                                                                                 history=h), h)[0]
+
+
+def test_open_loop_levels_in_the_history_are_no_point_of_the_speed_curve(tmp_path):
+    """A ``benchmark.rates`` level is stored with concurrency 0: learning from it took log(0) (a
+    ValueError in every later --plan and --dry-run beside it)."""
+    import pyarrow.parquet as pq
+
+    from sweep.results.schema import from_rows
+
+    d = write_history(tmp_path)
+    base = next((d / "levels").glob("*.parquet")).stem
+    pq.write_table(from_rows([dict(point_id=base, concurrency=0, arrival="poisson", offered_rate=4.0, max_tokens=100,
+                                   requests=30, ok=30, failed=0, wall_s=10.0, output_throughput=300.0,
+                                   per_request_tok_s=90.0)], "levels"), d / "levels" / f"{base}-rate.parquet")
+    h = e.load_history([tmp_path], model_path="/models/m", dry_run=True)
+    assert h.speed.measured == ((1, 125.0), (8, 43.75))  # as without the open-loop row
+    assert e.bench_seconds(bench(), h.speed) > 0

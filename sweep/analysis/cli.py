@@ -10,6 +10,7 @@ a bad --slo).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.markup import escape
@@ -26,7 +27,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vs", metavar="OTHER_DIR", default=None,
                         help="compare with another sweep: the same labels side by side, with the change")
     parser.add_argument("--out", metavar="DIR", default=None,
-                        help="where report.md, report.html and the plots go (default: DIR/report)")
+                        help="where report.md, report.html and the plots go (default: DIR/report; where DIR "
+                             "cannot be written, ~/.cache/sweep/reports/<name>-<hash>)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write report.md without PNG plots, and report.html without charts")
     parser.add_argument("--nccl-reference", metavar="PROFILE", default=None, dest="env_reference",
@@ -48,15 +50,16 @@ def run_report(args: argparse.Namespace) -> int:
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
 
     slos = _slos(args.slo)
-    out = Path(args.out) if args.out else Path(args.directory) / "report"
-    built = report.build(args.directory, out_dir=out, with_plots=not args.no_plots,
-                         env_reference=args.env_reference, vs=args.vs, slos=slos,
-                         frontier_by=args.frontier_by)
-    path = report.write(built, out)
+    written = report.publish(args.directory, args.out, with_plots=not args.no_plots,
+                             env_reference=args.env_reference, vs=args.vs, slos=slos,
+                             frontier_by=args.frontier_by)
+    built, path = written.report, written.path
     # a pipe or a file has no width: give tables room instead of rich's 80 columns
     console = output_console()
     if not args.quiet:
-        render.terminal(built.sections, console, image_dir=f"{out}/")
+        render.terminal(built.sections, console, image_dir=f"{path.parent}/")
+    if written.moved:
+        console.print(f"note: {escape(written.moved)}", highlight=False, soft_wrap=True)
     console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')}) and "
                   f"{escape(str(path.with_suffix('.html')))}", highlight=False, soft_wrap=True)
     return 0
@@ -80,15 +83,17 @@ def _slos(texts: list[str] | None) -> list | None:
 
 
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    """``query DIR [DIR ...] "SQL" [--format table|csv|json|parquet] [--output FILE] [--max-rows N]``."""
+    """``query DIR [DIR ...] "SQL" [--format table|csv|json|ndjson|parquet|markdown] [--output FILE] [--max-rows N]``."""
     parser.add_argument("directory", metavar="DIR", nargs="+",
                         help="a results directory; several: every table gets a first column results_dir "
                              "(the directory), and the history views compare them")
     parser.add_argument("sql", metavar="SQL",
                         help="a query over points, single_stream, levels, requests, metrics (and the views "
                              "speedup, level_speedups, best_per_level, crossover, rate_levels; runs, picks, history, changes)")
-    parser.add_argument("--format", choices=query.FORMATS, default="table", dest="fmt",
-                        help="output format (default: table)")
+    # no argparse choices: an unknown format is the analysis's UnknownFormatError (exit 7), not a usage error (2)
+    parser.add_argument("--format", metavar="FORMAT", default=None, dest="fmt",
+                        help=f"output format: {', '.join(query.FORMATS)} (default: what --output's suffix "
+                             "says, .parquet .csv .json .ndjson/.jsonl .md .txt; else table)")
     parser.add_argument("--output", "-o", metavar="FILE", default=None,
                         help="write there instead of stdout (needed for parquet on a terminal)")
     parser.add_argument("--max-rows", type=int, default=100, help="rows shown by --format table")
@@ -97,7 +102,10 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
 def run_query(args: argparse.Namespace) -> int:
     """Run the query and write its result; returns 0."""
     directories = args.directory[0] if len(args.directory) == 1 else args.directory
-    query.query(directories, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    frame = query.query(directories, args.sql, args.fmt, args.output, max_rows=args.max_rows)
+    if args.output is not None:  # stderr: stdout stays the result's alone
+        fmt = query.output_format(args.fmt, args.output)
+        print(f"{plural(frame.height, 'row')} written to {args.output} ({fmt})", file=sys.stderr, flush=True)
     return 0
 
 
@@ -123,7 +131,12 @@ def run_history(args: argparse.Namespace) -> int:
     built = history.build(args.roots, experiment=args.experiment, slos=_slos(args.slo),
                           min_change=args.min_change / 100)
     sections = built.sections()
-    render.terminal(sections, output_console())
+    console = output_console()
+    render.terminal(sections, console)
     if args.out:
-        atomic.write_text(Path(args.out), render.markdown(sections))
+        try:
+            atomic.write_text(Path(args.out), render.markdown(sections))
+        except OSError as e:  # a folder that cannot be written: exit 7 naming it, the history printed above
+            raise query.cannot_write(Path(args.out), e) from None
+        console.print(f"history written to {escape(args.out)}", highlight=False, soft_wrap=True)
     return 0

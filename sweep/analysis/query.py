@@ -34,7 +34,8 @@ import polars as pl
 
 from sweep.analysis import openloop, realspeed, speedups
 from sweep.analysis.frames import Tables
-from sweep.core.errors import QueryError, UnknownFormatError
+from sweep.core import atomic
+from sweep.core.errors import OutputError, QueryError, UnknownFormatError
 from sweep.results import load
 
 def _closed(view: Callable[[Tables], pl.DataFrame]) -> Callable[[Tables], pl.DataFrame]:
@@ -49,7 +50,32 @@ VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {
     "crossover": _closed(speedups.crossover),
     "rate_levels": openloop.rate_levels,  # the open-loop levels, per point and offered rate
 }
-FORMATS = ("table", "csv", "json", "parquet")
+FORMATS = ("table", "csv", "json", "ndjson", "parquet", "markdown")
+SUFFIXES = {".txt": "table", ".csv": "csv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
+            ".parquet": "parquet", ".pq": "parquet", ".md": "markdown"}
+"""The format an output file's suffix says (``--output x.parquet`` writes Parquet)."""
+
+
+def output_format(fmt: str | None, output: str | Path | None) -> str:
+    """The format to write: ``fmt`` where given, else the one ``output``'s suffix says, else table.
+    An unknown ``fmt``, an unknown suffix with no ``fmt``, or a ``fmt`` the suffix contradicts is an
+    UnknownFormatError (exit 7), raised before the query runs."""
+    known = ", ".join(FORMATS)
+    if fmt is not None and fmt not in FORMATS:
+        raise UnknownFormatError(f"unknown output format {fmt!r}", fix=f"use one of {known}")
+    suffix = Path(output).suffix.lower() if output is not None else ""
+    by_suffix = SUFFIXES.get(suffix)
+    suffixes = ", ".join(f"{s} ({f})" for s, f in SUFFIXES.items())
+    if fmt is None:
+        if suffix and by_suffix is None:
+            raise UnknownFormatError(f"--output {output}: no output format is named {suffix}",
+                                     fix=f"name the file {suffixes}, or pass --format ({known})")
+        return by_suffix or "table"
+    if by_suffix is not None and by_suffix != fmt:
+        raise UnknownFormatError(f"--format {fmt} but --output {output} says {by_suffix} ({suffix})",
+                                 fix=f"drop --format (the suffix decides), or name the file for {fmt}: "
+                                     + ", ".join(s for s, f in SUFFIXES.items() if f == fmt))
+    return fmt
 
 
 def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
@@ -100,21 +126,43 @@ def _flat(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) -> None:
-    """Write the result in ``fmt`` (table | csv | json | parquet) to a binary stream."""
-    if fmt == "table":
+    """Write the result in ``fmt`` (one of FORMATS) to a binary stream."""
+    if fmt in ("table", "markdown"):
         # a terminal's width where there is one; a pipe or a file has none, and gets the whole table
         tty = getattr(out, "isatty", lambda: False)()
         width: dict[str, Any] = {} if tty or os.environ.get("COLUMNS") else {"tbl_width_chars": 65_535}
-        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80, **width):
+        style: dict[str, Any] = ({"tbl_formatting": "MARKDOWN", "tbl_hide_column_data_types": True,
+                                  "tbl_hide_dataframe_shape": True} if fmt == "markdown" else {})
+        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80, **width, **style):
             out.write(f"{frame}\n".encode())
     elif fmt == "csv":
         _flat(frame).write_csv(out)
     elif fmt == "json":
         out.write(frame.write_json().encode() + b"\n")
+    elif fmt == "ndjson":
+        frame.write_ndjson(out)
     elif fmt == "parquet":
         frame.write_parquet(out)
     else:
         raise UnknownFormatError(f"unknown output format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+
+
+def write_file(frame: pl.DataFrame, fmt: str, output: str | Path, *, max_rows: int = 100) -> None:
+    """``write`` to the file ``output``, whole or not at all (a temporary beside it, renamed); a
+    folder that cannot be written is an OutputError (exit 7) naming it."""
+    try:
+        with atomic.atomic_path(output) as tmp, open(tmp, "wb") as fh:
+            write(frame, fmt, fh, max_rows=max_rows)
+    except OSError as e:
+        raise cannot_write(Path(output), e) from None
+
+
+def cannot_write(path: Path, e: OSError) -> OutputError:
+    """The OutputError of a file the analysis cannot write at ``path``."""
+    why = e.strerror or type(e).__name__
+    return OutputError(f"cannot write {path}: {why}",
+                       fix=f"write it somewhere you can: another path (the folder {path.parent} must exist "
+                           "and be writable)")
 
 
 def _with_run(frames: Sequence[tuple[str, pl.LazyFrame]]) -> pl.LazyFrame:
@@ -152,10 +200,11 @@ def several(directories: Sequence[str | Path]) -> tuple[Tables, Views, list[real
     return tables, {**views, **history_views(directories)}, [speed for _, _, speed in scaled]
 
 
-def query(directory: str | Path | Sequence[str | Path], sql: str, fmt: str = "table",
+def query(directory: str | Path | Sequence[str | Path], sql: str, fmt: str | None = None,
           output: str | Path | None = None, *, max_rows: int = 100) -> pl.DataFrame:
     """Run ``sql`` on a results directory (or several: see the module docstring) and write the result
-    to ``output`` (default stdout)."""
+    to ``output`` (default stdout) in ``fmt`` (default: what ``output``'s suffix says, else table)."""
+    fmt = output_format(fmt, output)
     if isinstance(directory, (str, Path)):
         tables, speed = realspeed.at_real_speed(load(directory))
         views: Views = {name: partial(view, tables) for name, view in VIEWS.items()}
@@ -167,8 +216,7 @@ def query(directory: str | Path | Sequence[str | Path], sql: str, fmt: str = "ta
     for note in dict.fromkeys(s.query_note() for s in speeds if s.scaled):  # stderr: the result on stdout
         print(note, file=sys.stderr, flush=True)  # stays clean CSV, JSON or Parquet
     if output is not None:
-        with open(output, "wb") as fh:
-            write(frame, fmt, fh, max_rows=max_rows)
+        write_file(frame, fmt, output, max_rows=max_rows)
         return frame
     if fmt == "parquet" and sys.stdout.isatty():
         raise UnknownFormatError("parquet output is binary and stdout is a terminal",

@@ -672,3 +672,139 @@ def write(report: Report, out_dir: Path) -> Path:
     if report.html:
         atomic.write_text(out_dir / "report.html", report.html)
     return path
+
+
+# --- where the report's files go, and how they get there whole ------------------------------------
+
+REPORT_FILES = ("report.md", "report.html", *PLOTS)  # what a report folder holds; nothing else is touched
+
+
+@dataclass
+class Written:
+    """A report written by ``publish``: the report, its report.md, and why it is not where asked
+    (None: it is; else a sentence naming the folder that could not be written)."""
+
+    report: Report
+    path: Path
+    moved: Optional[str] = None
+
+
+def fallback_dir(directory: Path) -> Path:
+    """Where the report of a results directory that cannot be written goes: the user's cache
+    (``$XDG_CACHE_HOME``, else ``~/.cache``), ``sweep/reports/<name>-<hash of its path>``."""
+    import hashlib
+    import os
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    resolved = directory.resolve()
+    return cache / "sweep" / "reports" / f"{resolved.name}-{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
+
+
+def _scratch(target: Path) -> Path:
+    """A new empty folder beside ``target`` (same filesystem: renamed onto it at the end), hidden and
+    ending in .tmp; OSError where that folder cannot be written."""
+    import tempfile
+
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(20, "a file is in the way", str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target)
+    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=atomic.TMP_SUFFIX))
+
+
+def _swap(scratch: Path, target: Path) -> None:
+    """Put the finished report in ``scratch`` at ``target``: a folder holding only a report's files
+    (or none) is replaced by one rename, so it is the old report or the new one, never a mix; a
+    folder with other files too (``--out`` at a shared folder) gets each file by its own rename, and
+    loses the plots the new report does not have. Ctrl-C waits for the renames."""
+    import shutil
+    import signal
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        if not target.exists():
+            scratch.rename(target)
+            return
+        if not target.is_symlink() and all(p.name in REPORT_FILES and p.is_file() for p in target.iterdir()):
+            old = Path(_scratch_name(target, "old"))
+            target.rename(old)
+            try:
+                scratch.rename(target)
+            except BaseException:
+                old.rename(target)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        new = {p.name for p in scratch.iterdir()}
+        for p in scratch.iterdir():
+            p.replace(target / p.name)
+        for name in REPORT_FILES:
+            if name not in new:
+                (target / name).unlink(missing_ok=True)
+        scratch.rmdir()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _remove_stale(target: Path, age_s: float = 86_400) -> None:
+    """The temporaries of reports killed (kill -9) more than ``age_s`` ago beside ``target``; younger
+    ones may be another report's at work."""
+    import shutil
+
+    for p in target.parent.glob(f".{target.name}.*{atomic.TMP_SUFFIX}"):
+        try:
+            if time.time() - p.lstat().st_mtime > age_s:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+        except OSError:
+            continue
+
+
+def _scratch_name(target: Path, what: str) -> str:
+    import uuid
+
+    return str(target.parent / f".{target.name}.{what}-{uuid.uuid4().hex[:8]}{atomic.TMP_SUFFIX}")
+
+
+def publish(directory: str | Path, out_dir: str | Path | None = None, **options) -> Written:
+    """``build`` and ``write`` the report of ``directory`` (``options``: build's) into ``out_dir``
+    (default DIR/report) whole: it is built in a folder beside it and swapped in at the end, so an
+    interrupted report leaves the old one as it was and no temporary behind. Where DIR cannot be
+    written (a colleague's read-only share), the default goes to ``fallback_dir`` instead and
+    ``moved`` says so; an ``out_dir`` given that cannot be written is an OutputError (exit 7),
+    raised before anything is built."""
+    from sweep.core.errors import OutputError
+    from sweep.results.store import check_sweep_dir
+
+    directory = Path(directory)
+    check_sweep_dir(directory)  # a missing or wrong directory: its own error (exit 5), and nothing created
+    target = Path(out_dir) if out_dir else directory / "report"
+    moved = None
+    try:
+        scratch = _scratch(target)
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        if out_dir:
+            raise OutputError(f"cannot write the report in {target}: {why}",
+                              fix="pass --out a folder you can write") from None
+        fallback = fallback_dir(directory)
+        moved = f"{target} cannot be written ({why}): the report went to {fallback} (--out DIR to choose)"
+        target = fallback
+        try:
+            scratch = _scratch(target)
+        except OSError as e2:
+            raise OutputError(f"cannot write the report in {target} either: {e2.strerror or type(e2).__name__}",
+                              fix="pass --out a folder you can write") from None
+    try:
+        built = build(directory, out_dir=scratch, **options)
+        write(built, scratch)
+        _swap(scratch, target)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    built.images = [target / p.name for p in built.images]
+    return Written(built, target / "report.md", moved)

@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from sweep.core.types import FailurePhase
 
 
+BUG_EXIT_CODE = 70
+"""What the command line exits with on an exception that is none of these (EX_SOFTWARE: a bug in the
+sweep, not in its input); 1 stays "a point failed". ``sweep/cli.py`` prints one line and keeps the
+traceback in a file."""
+
+
 class SweepError(Exception):
     """Base of every error the sweep raises on purpose."""
 
@@ -76,6 +82,11 @@ class SLOError(AnalysisError):
 
 class UnknownFormatError(AnalysisError):
     """An output format ``query`` cannot write (or cannot write there: Parquet to a terminal)."""
+
+
+class OutputError(AnalysisError):
+    """A file the analysis was asked to write (``report --out``, ``query --output``, ``history --out``)
+    that cannot be written there: a read-only folder, a missing one, a file in the way."""
 
 
 class PointFailure(SweepError):

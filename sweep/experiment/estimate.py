@@ -313,7 +313,10 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
                 continue
     speed = None
     if levels:
-        lv = pl.concat(levels, how="diagonal_relaxed").filter(pl.col("per_request_tok_s") > 0)
+        # concurrency levels only: an open-loop level (``benchmark.rates``) is stored with concurrency 0,
+        # and its per-request speed is no point of the closed-loop curve (nor has a log)
+        lv = pl.concat(levels, how="diagonal_relaxed").filter((pl.col("per_request_tok_s") > 0)
+                                                              & (pl.col("concurrency") > 0))
         measured = tuple((int(c), float(v)) for c, v in lv.group_by("concurrency").agg(
             pl.col("per_request_tok_s").median()).sort("concurrency").iter_rows())
         single: float | None = None

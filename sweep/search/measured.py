@@ -78,7 +78,7 @@ def _histograms(requests: pl.DataFrame, depth: int | None) -> dict[int, tuple[fl
     sums: dict[int, list[int]] = {}
     for row in requests.filter(pl.col("ok")).select("phase", "concurrency", "spec_accept_histogram").iter_rows():
         phase, c, hist = row
-        if not hist or phase == "warmup":
+        if not hist or phase not in ("single", "level"):  # warmup; an open-loop level (phase rate, C 0)
             continue
         level = SINGLE if phase == "single" else int(c or 0)
         acc = sums.setdefault(level, [])
@@ -109,9 +109,9 @@ def from_tables(point_id: str, levels: pl.DataFrame, requests: pl.DataFrame, sin
                               max(ttft) if ttft else None)
     for row in levels.iter_rows(named=True):
         thr, speed = row.get("output_throughput"), row.get("per_request_tok_s")
-        if not thr or not speed or not row.get("ok"):
+        c = int(row.get("concurrency") or 0)
+        if not thr or not speed or not row.get("ok") or c <= 0:  # c 0: an open-loop level (no SINGLE's)
             continue
-        c = int(row["concurrency"])
         noise = row.get("throughput_precision")
         if noise is None:  # no stop rule: the spread of the level's per-request speeds
             rs = requests.filter((pl.col("phase") == "level") & (pl.col("concurrency") == c) & pl.col("ok"))

@@ -122,3 +122,46 @@ def test_a_table_in_a_pipe_or_a_file_is_never_squashed(directory, tmp_path, monk
     text = out.read_text()
     for label in frame["label"]:
         assert label in text, (label, text)
+
+
+@pytest.mark.parametrize("suffix,check", [(".parquet", pl.read_parquet), (".csv", pl.read_csv),
+                                          (".jsonl", pl.read_ndjson),
+                                          (".json", lambda p: pl.DataFrame(json.loads(p.read_text())))])
+def test_the_output_suffix_names_the_format(directory, tmp_path, suffix, check):
+    """``--output x.parquet`` without ``--format`` wrote a text table into a .parquet file."""
+    target = tmp_path / f"out{suffix}"
+    query(directory, "SELECT label FROM points ORDER BY label", "--output", str(target))
+    assert check(target)["label"].to_list() == ["drafter=d1,steps=2,nccl=default", "drafter=none,nccl=default"]
+
+
+def test_markdown_output(directory, tmp_path):
+    target = tmp_path / "out.md"
+    query(directory, "SELECT label FROM points ORDER BY label", "--output", str(target))
+    assert target.read_text().splitlines()[:2] == ["| label                           |",
+                                                   "|---------------------------------|"]
+
+
+@pytest.mark.parametrize("extra,said,fix", [(["--format", "xml"], "unknown output format 'xml'", "parquet"),
+                                            (["--output", "x.xlsx"], "no output format is named .xlsx", ".parquet"),
+                                            (["--format", "csv", "--output", "x.parquet"], "says parquet", ".csv")])
+def test_an_unknown_or_contradicted_format_is_exit_7_before_anything_is_written(directory, tmp_path, extra, said,
+                                                                                fix, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SweepError) as e:
+        query(directory, "SELECT label FROM points", *extra)
+    assert e.value.exit_code == 7 and said in e.value.message and fix in (e.value.fix or "")
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_format_xml_on_the_command_line_exits_7_not_argparses_2(directory):
+    from tests.conftest import run_sweep_cli
+
+    r = run_sweep_cli("query", str(directory), "SELECT 1", "--format", "xml")
+    assert r.returncode == 7 and "table, csv, json, ndjson, parquet, markdown" in r.stderr
+
+
+def test_an_output_that_cannot_be_written_is_exit_7_naming_it(directory, tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SweepError) as e:
+        query(directory, "SELECT label FROM points", "--output", str(tmp_path / "file" / "out.csv"))
+    assert e.value.exit_code == 7 and str(tmp_path / "file" / "out.csv") in e.value.message
