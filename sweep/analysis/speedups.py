@@ -112,8 +112,8 @@ def level_samples(tables: Tables) -> pl.LazyFrame:
                     value=pl.col("completion_tokens") / pl.col("latency_s")))
 
 
-def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int = 2000,
-                   seed: int = 0) -> pl.DataFrame:
+def level_speedups(tables: Tables, *, level_noise: float | None = None, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
     """One row per (point, concurrency level): throughputs, the matched baseline's, and ratios.
 
     ``throughput_ratio`` compares output throughput (tok/s of the whole server) and
@@ -124,7 +124,9 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     per-request ratio's. The per-request interval comes from the level's request rows; a level has one
     throughput figure, so its ratio's interval is the per-request interval's relative width around
     the throughput ratio (the same requests' noise; it is centred on the throughput ratio, so a ratio
-    above 1 is never called slower).
+    above 1 is never called slower). Both intervals are then widened by the level-wide noise
+    (``noise.judged``: ``level_noise``, by default ``noise.curve_noise`` of these levels, at least
+    ``noise.LEVEL_NOISE_FLOOR``), so that a level's verdict is never made on its requests' spread alone.
     """
     tables = realspeed.scaled(tables)
     conf = configurations(tables).with_columns(note=note_expr())
@@ -146,13 +148,16 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     pairs = frame.filter(pl.col("per_request_ratio").is_not_null()).select("key", "base_key")
     cis = noise.ratio_intervals(pairs, level_samples(tables), stat="mean",
                                 confidence=confidence, resamples=resamples, seed=seed)
-    frame = (frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
-             .with_columns(per_request_within_noise=noise.within_noise(),
-                           per_request_verdict=noise.verdict("per_request_ratio"))
-             .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high"})
-             .with_columns([noise.moved(f"per_request_ci_{end}", "per_request_ratio", "throughput_ratio")
-                            .alias(f"ci_{end}") for end in ("low", "high")])
-             .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("throughput_ratio")))
+    if level_noise is None:
+        level_noise = noise.curve_noise(frame)
+    frame = frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
+    moved = frame.with_columns([noise.moved(f"ci_{end}", "per_request_ratio", "throughput_ratio")
+                                .alias(f"ci_{end}") for end in ("low", "high")])
+    frame = (noise.judged(frame, "per_request_ratio", level_noise, confidence=confidence)
+             .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high",
+                      "within_noise": "per_request_within_noise", "verdict": "per_request_verdict"})
+             .with_columns(noise.judged(moved, "throughput_ratio", level_noise, confidence=confidence)
+                           .select("ci_low", "ci_high", "within_noise", "verdict")))
     return frame.sort("order", "concurrency").select(
         *ID_COLUMNS, "status", "baseline_id", "concurrency", "requests", "failed",
         "output_throughput", "per_request_tok_s", "baseline_output_throughput",
@@ -196,8 +201,8 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
     winner's mean per-request tok/s over the runner-up's at that level, from the two levels' request
     rows (``noise.ratio_intervals``), for output throughput as a relative width around the throughput
     ratio, as the level speedups do, then widened by the level-wide noise of each of the two levels,
-    ``level_noise``: a relative SD, by default ``noise.curve_noise`` of the levels ranked; 0 leaves it
-    out) and margin_within_noise (that interval contains 0: the runner-up is as good, within
+    ``level_noise``: a relative SD, by default ``noise.curve_noise`` of the levels ranked, at least
+    ``noise.LEVEL_NOISE_FLOOR`` as every verdict at a level) and margin_within_noise (that interval contains 0: the runner-up is as good, within
     run-to-run noise; null: no interval).
     ``by`` groups further, e.g. ``["profile"]`` for the best under each NCCL profile. ``samples``: the
     per-request samples (``level_samples``) when ``source`` is a ``level_speedups`` frame; from the
@@ -262,7 +267,7 @@ def _with_margin_intervals(best: pl.DataFrame, metric: str, samples: pl.LazyFram
     if metric == "output_throughput":
         joined = joined.with_columns(ci_low=noise.moved("ci_low", "_pr", "_ratio"),
                                      ci_high=noise.moved("ci_high", "_pr", "_ratio"))
-    joined = joined.with_columns(noise.widened("_ratio", level_noise, confidence=confidence))
+    joined = joined.with_columns(noise.widened("_ratio", noise.level_sigma(level_noise), confidence=confidence))
     return joined.with_columns(margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
                                margin_within_noise=noise.within_noise())
 
@@ -271,54 +276,65 @@ def _levels_text(levels: list[int]) -> str:
     return "C=" + ", ".join(str(c) for c in levels)
 
 
-def _crossing(levels: list[int], ratios: list[float]) -> dict:
-    """Where a ratio curve first goes below 1, and from where it stays there (see ``crossover``)."""
-    behind = [r < 1 for r in ratios]
+def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]) -> dict:
+    """Where a ratio curve falls behind, judged by each level's verdict (``noise.judged``): a level is
+    behind when its ratio is slower beyond noise, ahead when faster beyond noise, level otherwise (see
+    ``crossover``)."""
+    behind = [v == "slower" for v in verdicts]
+    ahead = [v == "faster" for v in verdicts]
     first = next((i for i, b in enumerate(behind) if b), None)
     behind_from = len(ratios)
     while behind_from > 0 and behind[behind_from - 1]:
         behind_from -= 1
+    last_ahead = max((i for i in range(len(ratios) if first is None else first) if ahead[i]), default=None)
     out: dict[str, Any] = {"first_behind": None if first is None else levels[first],
            "crossover": levels[behind_from] if behind_from < len(ratios) else None,
-           "ahead_up_to": levels[-1] if first is None else (levels[first - 1] if first > 0 else None),
-           "crossover_est": None, "mixed": first is not None and first != behind_from}
-    if first is not None and first > 0:  # where it first crosses 1, linearly in log concurrency
-        c0, c1, r0, r1 = levels[first - 1], levels[first], ratios[first - 1], ratios[first]
+           "ahead_up_to": None if last_ahead is None else levels[last_ahead],
+           "crossover_est": None, "mixed": first is not None and any(ahead[first + 1:])}
+    if first is not None and last_ahead is not None:  # where it crosses 1 between them, linearly in log C
+        j = max(i for i in range(last_ahead, first) if ratios[i] >= 1)  # ratios[j + 1 .. first] < 1
+        c0, c1, r0, r1 = levels[j], levels[j + 1], ratios[j], ratios[j + 1]
         frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
         out["crossover_est"] = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+    noisy = [c for c, a, b in zip(levels, ahead, behind) if not a and not b]
+    level_at = f"; within noise at {_levels_text(noisy)}" if noisy else ""
     if first is None:
-        out["outcome"] = f"ahead or level at every concurrency up to {levels[-1]}"
+        ahead_at = [c for c, a in zip(levels, ahead) if a]
+        out["outcome"] = (f"within noise of its baseline at every level ({_levels_text(levels)})" if not ahead_at
+                          else f"never behind beyond noise: ahead at {_levels_text(ahead_at)}{level_at}")
     elif behind_from == 0:
         out["outcome"] = f"slower at every concurrency from {levels[0]}"
     elif not out["mixed"]:
-        out["outcome"] = (f"slower from concurrency {out['crossover']} on "
-                          f"(crosses 1 near {out['crossover_est']:.0f})")
+        out["outcome"] = (f"slower from concurrency {out['crossover']} on"
+                          + (f" (crosses 1 near {out['crossover_est']:.0f})" if out["crossover_est"] else "")
+                          + level_at)
     else:
         out["outcome"] = (f"mixed: behind at {_levels_text([c for c, b in zip(levels, behind) if b])}; "
-                          f"ahead at {_levels_text([c for c, b in zip(levels, behind) if not b])}"
+                          f"ahead at {_levels_text([c for c, a in zip(levels, ahead) if a])}{level_at}"
                           + (f"; slower from concurrency {out['crossover']} on" if out["crossover"] else ""))
     return out
 
 
 def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput") -> pl.DataFrame:
-    """For each speculative point: where it falls behind its baseline, consistent with the per-level ratios.
+    """For each speculative point: where it falls behind its baseline, by the per-level verdicts.
 
-    ``ahead_up_to`` is the last level before it first falls behind (ratio < 1; null when it is behind
-    at the lowest level); ``first_behind`` that first level behind; ``crossover_est`` where the ratio
-    first crosses 1, interpolated linearly in log concurrency between those two; ``crossover`` the
-    lowest level from which it is slower at every higher level too (null if it is not slower at the
-    highest level measured). ``mixed``: it is behind at some levels and ahead at a higher one (the
-    outcome lists both). Only levels measured for both point and baseline count.
+    Behind and ahead are beyond noise (the level's ``verdict``: slower / faster, ``noise.judged``); a
+    level within noise is neither. ``first_behind`` is the first level behind; ``ahead_up_to`` the last
+    level ahead before it (null when none is); ``crossover_est`` where the ratio crosses 1 between
+    those two, interpolated linearly in log concurrency; ``crossover`` the lowest level from which it
+    is behind at every higher level too (null if it is not behind at the highest level measured).
+    ``mixed``: it is behind at some level and ahead at a higher one (the outcome lists both, and the
+    levels within noise). Only levels measured for both point and baseline count.
     """
-    ratio = _ratio_of(_check_metric(metric))
+    ratio = _ratio_of(metric := _check_metric(metric))
     levels = (_levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null())
               .sort("order", "concurrency"))
     curves = levels.group_by(["point_id", "label", "baseline_label", "order"], maintain_order=True).agg(
-        levels=pl.col("concurrency"), ratios=pl.col(ratio))
+        levels=pl.col("concurrency"), ratios=pl.col(ratio), verdicts=pl.col(_verdict_of(metric)))
     rows = [{"point_id": r["point_id"], "label": r["label"], "baseline_label": r["baseline_label"],
              "levels_measured": len(r["levels"]), "max_level": max(r["levels"]),
              "ratio_at_min": r["ratios"][0], "ratio_at_max": r["ratios"][-1],
-             **_crossing(r["levels"], r["ratios"])}
+             **_crossing(r["levels"], r["ratios"], r["verdicts"])}
             for r in curves.iter_rows(named=True)]
     schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String,
               "levels_measured": pl.Int64, "max_level": pl.Int64, "ratio_at_min": pl.Float64,
