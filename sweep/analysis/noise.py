@@ -139,14 +139,14 @@ def level_sigma(measured: float | None) -> float:
 
 
 def describe_level_noise(measured: float | None) -> str:
-    """Which level-wide noise the verdicts used, in one sentence (for the report, where verdicts are made)."""
+    """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made)."""
     if measured is None:
-        return (f"level-wide noise unknown (no configuration has the 5 levels its estimate needs): the "
-                f"floor of {LEVEL_NOISE_FLOOR:.0%} per level stands in")
+        return (f"the level-wide noise is unknown (no configuration has the 5 levels its estimate needs): "
+                f"the floor of {LEVEL_NOISE_FLOOR:.0%} per level stands in")
     if measured < LEVEL_NOISE_FLOOR:
-        return (f"level-wide noise measured at {measured:.1%}, under the floor of {LEVEL_NOISE_FLOOR:.0%} "
+        return (f"the level-wide noise measured, {measured:.1%}, is under the floor of {LEVEL_NOISE_FLOOR:.0%} "
                 "per level, which stands in")
-    return f"level-wide noise {measured:.1%} per level (measured from the curves)"
+    return f"the level-wide noise is {measured:.1%} per level (measured from the curves)"
 
 
 def judged(frame: pl.DataFrame, ratio: str, measured: float | None, *, confidence: float = 0.95) -> pl.DataFrame:

@@ -21,7 +21,7 @@ from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
 from sweep.core.errors import UnknownMetricError
 
 ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "profile", "group",
-              "drafter", "spec", "order"]
+              "drafter", "spec", "workload", "setup", "order"]
 LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
 
 
@@ -81,21 +81,28 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
 def fastest_single(single: pl.DataFrame, samples: pl.LazyFrame | None, *, confidence: float = 0.95,
                    resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
     """The fastest point in single stream (baselines included; ``single`` is ``speedup_table``'s frame)
-    against the next fastest: at most one row with label, tok_s, runner_up, runner_up_tok_s, margin
+    against the next fastest, within each workload (``workload``; labels are the ``setup``, the label
+    without the workload): at most one row per workload with workload, label, tok_s, runner_up, runner_up_tok_s, margin
     (tok_s / runner_up_tok_s - 1), margin_low / margin_high (its interval: the bootstrap of the two
     points' median tok/s over their runs, ``noise.ratio_intervals``) and margin_within_noise."""
+    schema = {"workload": pl.String, "label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String,
+              "runner_up_tok_s": pl.Float64, "margin": pl.Float64, "margin_low": pl.Float64,
+              "margin_high": pl.Float64, "margin_within_noise": pl.Boolean}
+    if "workload" in single.columns and single["workload"].n_unique() > 1:  # one race per workload
+        return pl.concat([fastest_single(g, samples, confidence=confidence, resamples=resamples, seed=seed)
+                          for _, g in single.sort("order").group_by("workload", maintain_order=True)]
+                         + [pl.DataFrame(schema=schema)])
     ranked = (single.filter(pl.col("tok_s").is_not_null()).sort(["tok_s", "order"], descending=[True, False])
               .head(2))
-    schema = {"label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String, "runner_up_tok_s": pl.Float64,
-              "margin": pl.Float64, "margin_low": pl.Float64, "margin_high": pl.Float64,
-              "margin_within_noise": pl.Boolean}
     if ranked.height < 2:
         return pl.DataFrame(schema=schema)
     top, nxt = ranked.row(0, named=True), ranked.row(1, named=True)
+    name = "setup" if "setup" in ranked.columns else "label"
     pair = pl.DataFrame({"key": [top["point_id"]], "base_key": [nxt["point_id"]]})
     ci = (noise.ratio_intervals(pair, samples, stat="median", confidence=confidence, resamples=resamples,
                                 seed=seed).row(0, named=True) if samples is not None else {"ci_low": None, "ci_high": None})
-    return pl.DataFrame([{"label": top["label"], "tok_s": top["tok_s"], "runner_up": nxt["label"],
+    return pl.DataFrame([{"workload": top.get("workload") or "", "label": top[name], "tok_s": top["tok_s"],
+                          "runner_up": nxt[name],
                           "runner_up_tok_s": nxt["tok_s"], "margin": top["tok_s"] / nxt["tok_s"] - 1,
                           "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}],
                         schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64}).with_columns(
@@ -190,10 +197,13 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
                    by: list[str] | None = None, samples: pl.LazyFrame | None = None,
                    level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000,
                    seed: int = 0) -> pl.DataFrame:
-    """The best configuration (baselines included) at each concurrency level.
+    """The best configuration (baselines included) at each concurrency level of each workload.
 
+    Per workload (``workload``: the client-side benchmark axes as ``axis=value``, "" without any): two
+    workloads are two traffic mixes on one server, never two setups to choose between, so each is
+    ranked apart and ``label``/``runner_up`` name the setup (the point's label without the workload).
     Ranked by the metric itself (the absolute figure one deploys for), never by a ratio.
-    Columns: [by...], concurrency, label, baseline (is the winner a baseline), value (the metric),
+    Columns: [by...], workload, concurrency, label, baseline (is the winner a baseline), value (the metric),
     speedup (the winner's ratio of that metric to its own baseline's), verdict (of that same ratio),
     runner_up, runner_up_value, margin
     (value / runner_up_value - 1), configurations (how many were measured at that level),
@@ -209,17 +219,17 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
     tables otherwise (without either, the margins have no interval).
     """
     metric = _check_metric(metric)
-    keys = [*(by or []), "concurrency"]
+    keys = [*(by or []), *([] if "workload" in (by or []) else ["workload"]), "concurrency"]
     levels = _levels(source)
     if level_noise is None:
         level_noise = noise.curve_noise(levels, metric)
     ranked = (levels.filter(pl.col(metric).is_not_null())
               .sort([*keys, metric], descending=[False] * len(keys) + [True]))
     best = (ranked.group_by(keys, maintain_order=True).agg(
-                label=pl.col("label").first(), baseline=pl.col("baseline").first(),
+                label=pl.col("setup").first(), baseline=pl.col("baseline").first(),
                 value=pl.col(metric).first(), speedup=pl.col(_ratio_of(metric)).first(),
                 verdict=pl.col(_verdict_of(metric)).first(),
-                runner_up=pl.col("label").get(1, null_on_oob=True),
+                runner_up=pl.col("setup").get(1, null_on_oob=True),
                 runner_up_value=pl.col(metric).get(1, null_on_oob=True),
                 configurations=pl.len().cast(pl.Int64),
                 point_id=pl.col("point_id").first(),
@@ -329,14 +339,15 @@ def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput
     ratio = _ratio_of(metric := _check_metric(metric))
     levels = (_levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null())
               .sort("order", "concurrency"))
-    curves = levels.group_by(["point_id", "label", "baseline_label", "order"], maintain_order=True).agg(
+    curves = levels.group_by(["point_id", "label", "baseline_label", "workload", "order"], maintain_order=True).agg(
         levels=pl.col("concurrency"), ratios=pl.col(ratio), verdicts=pl.col(_verdict_of(metric)))
     rows = [{"point_id": r["point_id"], "label": r["label"], "baseline_label": r["baseline_label"],
+             "workload": r["workload"],
              "levels_measured": len(r["levels"]), "max_level": max(r["levels"]),
              "ratio_at_min": r["ratios"][0], "ratio_at_max": r["ratios"][-1],
              **_crossing(r["levels"], r["ratios"], r["verdicts"])}
             for r in curves.iter_rows(named=True)]
-    schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String,
+    schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String, "workload": pl.String,
               "levels_measured": pl.Int64, "max_level": pl.Int64, "ratio_at_min": pl.Float64,
               "ratio_at_max": pl.Float64, "ahead_up_to": pl.Int64, "first_behind": pl.Int64,
               "crossover_est": pl.Float64, "crossover": pl.Int64, "mixed": pl.Boolean, "outcome": pl.String}
