@@ -112,11 +112,11 @@ class Summary:
             return [f"(no summary: {self.error})"]
         out = [f"- {line}" for line in self.headlines]
         for b in self.best:
-            vs = "(baseline)" if b.baseline else (
-                f"{b.speedup:.2f}x" + (f" ({b.verdict})" if b.verdict else "") if b.speedup is not None else "-")
+            vs = ("" if b.baseline or b.speedup is None else
+                  f", {b.speedup:.2f}x" + (f" ({b.verdict})" if b.verdict else "") + " vs its baseline")
             where = f"{b.workload}, C={b.concurrency}" if b.workload else f"C={b.concurrency}"
-            out.append(f"best at {where}: {b.label}, {b.value:.1f} output tok/s, {vs} vs its baseline"
-                       + ("" if b.runner_up is None else f", {b.vs_runner_up()}"))
+            out.append(f"best at {where}: {b.label}{' (a baseline)' if b.baseline else ''}, {b.value:.1f} output "
+                       f"tok/s{vs}" + ("" if b.runner_up is None else f", {b.vs_runner_up()}"))
         return out + [f"full report: python -m sweep report {self.path}"]
 
     def __str__(self) -> str:

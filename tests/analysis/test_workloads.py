@@ -113,5 +113,6 @@ def test_the_summary_gives_the_best_per_workload(tmp_path):
     assert [(b.workload, b.concurrency) for b in summary.best] == [
         ("workload=chat", 1), ("workload=chat", 64), ("workload=code", 1), ("workload=code", 64)]
     text = str(summary)
-    assert "best at workload=code, C=64: drafter=none,nccl=default" in text
+    assert "best at workload=code, C=64: drafter=none,nccl=default (a baseline), " in text
+    assert "vs its baseline" not in text.split("C=64: ")[1].split("\n")[0]  # not "(baseline) vs its baseline"
     assert "best at workload=code, C=1: drafter=d1,steps=2,nccl=default" in text and "(faster)" in text
