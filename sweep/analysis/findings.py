@@ -71,7 +71,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         request_failures=health.request_failures(tables),
         warnings=health.plan_warnings(tables),
         acceptance=acceptance.acceptance(tables),
-        frontier=frontier.frontier_table(tables, levels, by=frontier_by),
+        frontier=_frontier(tables, levels, frontier_by),
         frontier_by=frontier_by,
         slos=slos,
         speed=speed,
@@ -84,6 +84,18 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         open_levels=open_levels,
         open_slo=open_slo,
     )
+
+
+def _frontier(tables: Tables, levels: pl.DataFrame, by: str | None) -> pl.DataFrame:
+    """``frontier.frontier_table`` within each workload (its panels led by the workload's name): a
+    frontier ranks setups, and two workloads are two traffic mixes, never two setups."""
+    names = sorted({w for w in levels["workload"].to_list() if w}, key=natural_key) if "workload" in levels.columns else []
+    if len(names) < 2:
+        return frontier.frontier_table(tables, levels, by=by)
+    parts = [frontier.frontier_table(tables, levels.filter(pl.col("workload") == w), by=by)
+             .with_columns(panel=pl.concat_str([pl.lit(w), pl.col("panel")], separator=" ").str.strip_chars())
+             for w in names]
+    return pl.concat(parts, how="vertical_relaxed")
 
 
 def _x(value: float) -> str:
