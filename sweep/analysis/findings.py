@@ -198,6 +198,8 @@ def headlines(f: Findings) -> list[str]:
     for (profile, reference), g in f.env.group_by(["profile", "reference"], maintain_order=True):
         if g["geomean_ratio"].drop_nulls().len():
             lines.append(_profile_line(profile, reference, g))
+    if lines and f.level_noise is None and f.levels.height:  # the verdicts above assumed it: say so
+        lines.append(f"Verdicts at a level: {noise.describe_level_noise(None)} (see Method).")
     return lines
 
 

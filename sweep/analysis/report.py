@@ -568,7 +568,7 @@ def method_section(f: Findings) -> Section:
         "cannot call a difference faster or slower. Here "
         f"{noise.describe_level_noise(f.level_noise)}. One rule (sweep/analysis/noise.py `judged`) makes "
         "every verdict at a level: the Concurrency table's marks, the speedup grid, the best per level, "
-        "where speculation stops paying, the summary and the SLO picks.",
+        "where speculation stops paying, the summary, the SLO picks, and --vs and history at a level.",
         "- Crossover: behind and ahead are beyond noise (a level within noise is neither); ahead up to the "
         "last level ahead before the point first falls behind its baseline, slower from the lowest level "
         "from which it is behind at every higher level, mixed when it is behind at some levels and ahead at "

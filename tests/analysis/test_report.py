@@ -115,3 +115,5 @@ def test_the_crossover_table_agrees_with_the_per_level_ratios(tmp_path):
     assert re.search(r"\| ~1\.02x +\| within noise +\|", row) and "~+2.0%" in row
     summary = md.split("## Summary")[1].split("\n## ")[0]
     assert "mixed" not in summary and "Speculation stops paying" not in summary
+    assert "Verdicts at a level: the level-wide noise is unknown" in summary  # said where verdicts are made
+    assert "the level-wide noise is unknown" in section and "the level-wide noise is unknown" in best
