@@ -127,3 +127,19 @@ def test_vs_warns_where_the_two_sweeps_serve_different_servers(tmp_path):
     run_report(parser.parse_args([str(tmp_path / "a"), "--vs", str(glm_tp4), "--no-plots", "--quiet"]))
     md = (tmp_path / "a" / "report" / "report.md").read_text()
     assert "Warning: the two sweeps differ in model" in md and "are different servers" in md
+
+
+def test_a_level_change_between_two_runs_is_judged_with_the_level_wide_noise(tmp_path):
+    """3 % less throughput at C=16, each request 3 % slower, on requests that spread 1 %: beyond the
+    requests' interval, but a level is measured once, so the level-wide noise (unknown here: 2 levels, the
+    floor) puts it within noise, as every verdict at a level; history flags nothing from it."""
+    def one(path, k):
+        sd = SweepDir(path)
+        sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200 * k},
+                 jitter=0.01)
+        return load(sd.write())
+
+    table = compare_table(one(tmp_path / "a", 0.97), one(tmp_path / "b", 1.0))
+    for figure in ("output_throughput", "per_request_tok_s"):
+        row = table.filter((pl.col("figure") == figure) & (pl.col("concurrency") == 16)).row(0, named=True)
+        assert row["change"] == pytest.approx(-0.03) and row["within_noise"] is True, row
