@@ -119,3 +119,17 @@ def test_the_summary_gives_the_best_per_workload(tmp_path):
     assert "best at workload=code, C=64: drafter=none,nccl=default (a baseline), " in text
     assert "vs its baseline" not in text.split("C=64: ")[1].split("\n")[0]  # not "(baseline) vs its baseline"
     assert "best at workload=code, C=1: drafter=d1,steps=2,nccl=default" in text and "(faster)" in text
+
+
+def test_a_client_side_axis_is_known_by_its_recorded_role_not_its_name(tmp_path):
+    """An axis named 'mix' whose role is benchmark chooses the workload as surely as one named workload."""
+    sd = SweepDir(tmp_path, roles={**ROLES, "mix": "benchmark"})
+    for name, path in (("a", CODING), ("b", CHAT)):
+        base = sd.point(drafter="none", nccl="default", mix=name, baseline=True, tok_s=[100, 100],
+                        levels={1: 100, 8: 700}, requests_workload=path)
+        sd.point(drafter="d1", steps="2", nccl="default", mix=name, baseline_of=base, tok_s=[150, 150],
+                 levels={1: 150, 8: 800}, accept_length=2.5, requests_workload=path)
+    tables = load(sd.write())
+    f = analyze(tables)
+    assert set(wl.by_workload(tables, f.single, f.levels)["configuration"]) == {"drafter=d1 steps=2 nccl=default"}
+    assert sorted(f.best["workload"].unique()) == ["mix=a", "mix=b"] and not f.best["label"].str.contains("mix").any()
