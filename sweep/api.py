@@ -82,6 +82,8 @@ class BestAt:
     margin_low: float | None = None  # the margin's 95% interval (best_per_level)
     margin_high: float | None = None
     margin_within_noise: bool | None = None  # the interval contains 0: the runner-up is as good
+    workload: str = ""  # the client-side benchmark axes ("workload=code"); a pick is made within one
+    verdict: str | None = None  # of ``speedup``: faster | slower | within noise (noise.judged)
 
     def vs_runner_up(self) -> str:
         """'+3% (95% interval -6% .. +13%) over X', or 'within noise of X (...)'; '-' without one."""
@@ -97,7 +99,8 @@ class BestAt:
 @dataclass(frozen=True)
 class Summary:
     """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
-    (the lowest and highest levels measured). ``error``: why there is none (the report says more)."""
+    (the lowest and highest levels measured), per workload where the results hold several (a pick is
+    made within one workload, never across two). ``error``: why there is none (the report says more)."""
 
     path: Path
     headlines: list[str] = field(default_factory=list)
@@ -109,9 +112,11 @@ class Summary:
             return [f"(no summary: {self.error})"]
         out = [f"- {line}" for line in self.headlines]
         for b in self.best:
-            vs = "(baseline)" if b.baseline else (f"{b.speedup:.2f}x" if b.speedup is not None else "-")
-            out.append(f"best at C={b.concurrency}: {b.label}, {b.value:.1f} output tok/s, {vs} vs its baseline"
-                       + ("" if b.runner_up is None else f", {b.vs_runner_up()}"))
+            vs = ("" if b.baseline or b.speedup is None else
+                  f", {b.speedup:.2f}x" + (f" ({b.verdict})" if b.verdict else "") + " vs its baseline")
+            where = f"{b.workload}, C={b.concurrency}" if b.workload else f"C={b.concurrency}"
+            out.append(f"best at {where}: {b.label}{' (a baseline)' if b.baseline else ''}, {b.value:.1f} output "
+                       f"tok/s{vs}" + ("" if b.runner_up is None else f", {b.vs_runner_up()}"))
         return out + [f"full report: python -m sweep report {self.path}"]
 
     def __str__(self) -> str:
@@ -219,8 +224,9 @@ class SweepResult:
 
     @property
     def best(self) -> pl.DataFrame:
-        """The best configuration (baselines included) at each concurrency level, as the report
-        and the summary give it (``sweep.analysis.best_per_level``: concurrency, label, baseline,
+        """The best configuration (baselines included) at each concurrency level of each workload, as
+        the report and the summary give it (``sweep.analysis.best_per_level``: workload, concurrency,
+        label (the setup, without the workload), baseline,
         value = output tok/s, speedup over its baseline, verdict, runner_up, margin...); empty while
         no level is measured."""
         if not self.path.is_dir():
@@ -243,14 +249,14 @@ class SweepResult:
         except Exception as e:  # noqa: BLE001 - everything is on disk already; the report says more
             return Summary(self.path, error=f"{type(e).__name__}: {e}")
         best: list[BestAt] = []
-        if f.best.height:
-            levels = f.best["concurrency"].unique().sort()
+        for (workload,), mine in f.best.group_by("workload", maintain_order=True):
+            levels = mine["concurrency"].unique().sort()
             for c in sorted({levels[0], levels[-1]}):
-                b = f.best.filter(pl.col("concurrency") == c).row(0, named=True)
+                b = mine.filter(pl.col("concurrency") == c).row(0, named=True)
                 best.append(BestAt(int(c), b["label"], float(b["value"]), bool(b["baseline"]),
                                    None if b["speedup"] is None else float(b["speedup"]),
                                    b["runner_up"], b["margin"], b["margin_low"], b["margin_high"],
-                                   b["margin_within_noise"]))
+                                   b["margin_within_noise"], str(workload or ""), b["verdict"]))
         return Summary(self.path, lines, best)
 
     def report(self, *, write: bool = False, plots: bool | None = None, out_dir: str | Path | None = None,

@@ -121,7 +121,8 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     """One row per speculative point with a drafter: its acceptance and a verdict.
 
     Columns: point_id, label, drafter, status, algorithm, steps, topk, positions, accept_length
-    (tokens per verify: the levels' median, else the single-stream runs'), accepted (drafts per
+    (tokens per verify: the levels' median, else the single-stream runs'), accept_from (which: levels |
+    single stream), accepted (drafts per
     verify: accept_length - 1), accept_rate (the server's, else accepted / positions),
     position_rates (per draft position, from the server's histogram; empty without one), first_rate
     and first_source (histogram | steps=1 point), predicted_length (1 + p1 + ... + p1^positions,
@@ -129,7 +130,7 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     nothing was measured), aux_layers and drafter_checks (the pre-flight's), causes.
     """
     points = points_frame(tables)
-    conf = configurations(tables).select("point_id", "label", "drafter", "profile", "group", "order")
+    conf = configurations(tables).select("point_id", "label", "drafter", "profile", "group", "workload", "order")
     if not points.height:
         return empty()
     cols = set(points.columns)
@@ -152,29 +153,32 @@ def acceptance(tables: Tables) -> pl.DataFrame:
         if p.get("baseline") or shape["algorithm"] not in DRAFTER_ALGORITHMS:
             continue
         length, rate = lengths.get(p["point_id"], (None, None))
+        source = "levels" if length is not None else "single stream"
         length = length if length is not None else single_len.get(p["point_id"])
         accepted = None if length is None else max(length - 1, 0.0)
         if rate is None and accepted is not None and shape["positions"]:
             rate = accepted / shape["positions"]
         m = meta.get(p["point_id"], {})
         rows.append({"point_id": p["point_id"], "label": p["label"], "drafter": m.get("drafter"),
-                     "profile": m.get("profile"), "group": m.get("group"), "order": m.get("order"),
+                     "profile": m.get("profile"), "group": m.get("group"), "workload": m.get("workload"),
+                     "order": m.get("order"),
                      "status": p["status"], **{k: shape[k] for k in ("algorithm", "steps", "topk", "positions")},
-                     "accept_length": length, "accepted": accepted, "accept_rate": rate,
+                     "accept_length": length, "accept_from": None if length is None else source,
+                     "accepted": accepted, "accept_rate": rate,
                      "position_rates": position_rates(hists.get(p["point_id"]), _depth(shape)),
                      "aux_layers": p.get("drafter_aux_layers") if "drafter_aux_layers" in cols else None,
                      "drafter_checks": list(p.get("drafter_checks") or []) if "drafter_checks" in cols else []})
     if not rows:
         return empty()
-    # the first position: the histogram's, else the same drafter's steps=1 chain (same profile and group)
-    firsts = {(r["drafter"], r["profile"], r["group"], r["algorithm"]): r["accepted"] for r in rows
+    # the first position: the histogram's, else the same drafter's steps=1 chain (same profile, group, workload)
+    firsts = {(r["drafter"], r["profile"], r["group"], r["workload"], r["algorithm"]): r["accepted"] for r in rows
               if r["steps"] == 1 and r["topk"] == 1 and r["accepted"] is not None}
     for r in rows:
         rates = [x for x in r["position_rates"] if x is not None]
         if rates:
             r["first_rate"], r["first_source"] = rates[0], "histogram"
         else:
-            p1 = firsts.get((r["drafter"], r["profile"], r["group"], r["algorithm"]))
+            p1 = firsts.get((r["drafter"], r["profile"], r["group"], r["workload"], r["algorithm"]))
             r["first_rate"], r["first_source"] = (min(p1, 1.0), "steps=1 point") if p1 is not None else (None, None)
         chain = r["topk"] == 1
         r["predicted_length"] = chain_prediction(r["first_rate"], r["positions"]) if chain else None
@@ -189,7 +193,7 @@ def acceptance(tables: Tables) -> pl.DataFrame:
 SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "point_id": pl.String, "label": pl.String, "drafter": pl.String, "status": pl.String,
     "algorithm": pl.String, "steps": pl.Int64, "topk": pl.Int64, "positions": pl.Int64,
-    "accept_length": pl.Float64, "accepted": pl.Float64, "accept_rate": pl.Float64,
+    "accept_length": pl.Float64, "accept_from": pl.String, "accepted": pl.Float64, "accept_rate": pl.Float64,
     "position_rates": pl.List(pl.Float64), "first_rate": pl.Float64, "first_source": pl.String,
     "predicted_length": pl.Float64, "vs_predicted": pl.Float64, "verdict": pl.String,
     "aux_layers": pl.List(pl.Int64), "drafter_checks": pl.List(pl.String), "causes": pl.String}

@@ -20,6 +20,9 @@ from sweep.analysis.slo import server_gpus
 from sweep.analysis.speedups import level_samples, single_samples
 from sweep.core.argv import argv_value
 
+LEVEL_FIGURES = ("output_throughput", "per_request_tok_s")
+
+
 def figures(f: Findings) -> pl.DataFrame:
     """One sweep's figures as (label, figure, concurrency, point_id, value) rows: the rows ``compare_findings``
     matches (and ``sweep.analysis.history`` lists run by run)."""
@@ -73,8 +76,15 @@ def compare_findings(this: Findings, other: Findings, this_tables: Tables,
                                ci_high=noise.moved("ci_high", "_pr", "_tp"),
                                figure=pl.lit("output_throughput")))
     intervals = pl.concat(cis).select("label", "figure", "concurrency", "ci_low", "ci_high")
-    return (joined.join(intervals, on=["label", "figure", "concurrency"], how="left", nulls_equal=True)
-            .with_columns(within_noise=noise.within_noise())
+    found = joined.join(intervals, on=["label", "figure", "concurrency"], how="left", nulls_equal=True)
+    # a level's figure in two runs is two levels, each measured once: judged by the one rule of every
+    # verdict at a level (the requests' interval widened by the level-wide noise, at least its floor)
+    at_level = pl.col("concurrency").is_not_null() & pl.col("figure").is_in(LEVEL_FIGURES)
+    sigma = max((s for s in (this.level_noise, other.level_noise) if s is not None), default=None)
+    levels = noise.judged(found.filter(at_level).with_columns(_ratio=pl.col("this") / pl.col("other")),
+                          "_ratio", sigma).drop("_ratio", "verdict")
+    rest = found.filter(~at_level).with_columns(within_noise=noise.within_noise())
+    return (pl.concat([rest, levels.select(rest.columns)], how="vertical_relaxed")
             .sort("label", "figure", "concurrency", nulls_last=False))
 
 
@@ -84,7 +94,8 @@ def compare_table(this: Tables, other: Tables) -> pl.DataFrame:
     Columns: label, figure (tok_s, speedup, accept_length, output_throughput, per_request_tok_s,
     startup_s), concurrency (null for single-stream and startup figures), this_id, other_id,
     this, other, change (this / other - 1), ci_low/ci_high (interval of this / other, for tok_s,
-    per_request_tok_s and output_throughput), within_noise. A label present in one sweep only
+    per_request_tok_s and output_throughput; a level's widened by the level-wide noise,
+    ``noise.judged``), within_noise. A label present in one sweep only
     has nulls on the other side.
     """
     return compare_findings(analyze(this), analyze(other), this, other)

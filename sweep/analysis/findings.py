@@ -7,13 +7,13 @@ a reader wants first (does speculation pay at C=1, where does it stop, what did 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import polars as pl
 
 from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, realspeed, render, slo as slo_mod, slo_noise, speedups
-from sweep.analysis.frames import Tables
+from sweep.analysis.frames import Tables, natural_key
 from sweep.core.console import plural
 
 
@@ -71,7 +71,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         request_failures=health.request_failures(tables),
         warnings=health.plan_warnings(tables),
         acceptance=acceptance.acceptance(tables),
-        frontier=frontier.frontier_table(tables, levels, by=frontier_by),
+        frontier=_frontier(tables, levels, frontier_by),
         frontier_by=frontier_by,
         slos=slos,
         speed=speed,
@@ -86,14 +86,29 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     )
 
 
+def _frontier(tables: Tables, levels: pl.DataFrame, by: str | None) -> pl.DataFrame:
+    """``frontier.frontier_table`` within each workload (its panels led by the workload's name): a
+    frontier ranks setups, and two workloads are two traffic mixes, never two setups."""
+    names = sorted({w for w in levels["workload"].to_list() if w}, key=natural_key) if "workload" in levels.columns else []
+    if len(names) < 2:
+        return frontier.frontier_table(tables, levels, by=by)
+    parts = [frontier.frontier_table(tables, levels.filter(pl.col("workload") == w), by=by)
+             .with_columns(panel=pl.concat_str([pl.lit(w), pl.col("panel")], separator=" ").str.strip_chars())
+             for w in names]
+    return pl.concat(parts, how="vertical_relaxed")
+
+
 def _x(value: float) -> str:
     return f"{value:.2f}x"
 
 
-def _span(levels: pl.Series) -> str:
+def _span(levels: pl.Series, *, at: bool = False) -> str:
+    """'from C=64' (or 'at C=64'), 'from C=8 to C=64' (by configuration) for a set of levels."""
     # polars types a column's min and max as any Python literal; these columns hold numbers
     lo, hi = cast("float | None", levels.min()), cast("float | None", levels.max())
-    return f"C={lo}" if lo == hi else f"between C={lo} and C={hi}"
+    if at:
+        return f"C={lo}" if lo == hi else f"between C={lo} and C={hi}"
+    return f"from C={lo}" if lo == hi else f"from C={lo} to C={hi}, by configuration"
 
 
 def _per(value: float, per: str) -> str:
@@ -112,13 +127,25 @@ def slo_headlines(f: Findings) -> list[str]:
         b, r = rec["best"], rec["runner_up"]
         where = (f"up to C{b['c_text']}" if b["bound"] == "=" else
                  f"at every level measured (C{b['c_text']})")
-        text = (f"{head}: deploy {b['label']}" + (" (a baseline)" if b["baseline"] else "")
-                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
+        tied = b.get("margin_within_noise") and r is not None and r["tok_s_gpu"]
+        if tied:
+            high = b.get("margin_high")
+            floor = b["tok_s_gpu"] / (1 + high) if high is not None and high > -1 else 0.0
+            same = (f.slo_table.filter((pl.col("slo") == slo.name) & (pl.col("tok_s_gpu") > 0)
+                                       & (pl.col("tok_s_gpu") >= floor - 1e-9)
+                                       & (pl.col("workload") == (b.get("workload") or "")))
+                    .sort("rank")["label"].to_list())
+            text = (f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
+                    f"{b['label']}" + (" (a baseline)" if b["baseline"] else "")
+                    + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
+        else:
+            text = (f"{head}: deploy {b['label']}" + (" (a baseline)" if b["baseline"] else "")
+                    + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
         if r is not None and r["tok_s_gpu"]:
             text += (f", {render.margin(b['margin'], b.get('margin_low'), b.get('margin_high'))} over the "
                      f"runner-up {r['label']} ({_per(r['tok_s_gpu'], r['per'])})")
-            if b.get("margin_within_noise"):
-                text += f": {b['label']} is within noise of {r['label']} (either will do);"
+            if tied:
+                text += ";"
         elif r is not None:
             text += ", the only configuration that meets it"
         if not b["baseline"]:
@@ -133,8 +160,55 @@ def slo_headlines(f: Findings) -> list[str]:
     return lines
 
 
+def workloads(f: Findings) -> list[str]:
+    """The workloads the findings hold (the client-side benchmark axes as ``axis=value``; [""] without any)."""
+    found = [w for w in (f.single["workload"].unique(maintain_order=True).to_list()
+                         if "workload" in f.single.columns else []) if w is not None]
+    return sorted(found, key=natural_key) or [""]
+
+
+def within(f: Findings, workload: str) -> Findings:
+    """``f`` narrowed to one workload, every label the setup's (the label without the workload): what
+    one workload's verdicts and picks are made from."""
+    if "workload" not in f.single.columns:
+        return f
+    mine = f.single.filter(pl.col("workload") == workload)
+    ids = mine["point_id"].implode()
+    names = dict(zip(f.single["label"], f.single["setup"]))
+
+    def narrow(frame: pl.DataFrame) -> pl.DataFrame:
+        if "workload" in frame.columns:
+            frame = frame.filter(pl.col("workload") == workload)
+        elif "point_id" in frame.columns and frame.height:
+            frame = frame.filter(pl.col("point_id").is_in(ids))
+        return frame.with_columns([pl.col(c).replace(names) for c in ("label", "baseline_label", "runner_up")
+                                   if c in frame.columns and frame.schema[c] == pl.String])
+
+    return replace(f, single=narrow(f.single), levels=narrow(f.levels), best=narrow(f.best),
+                   crossover=narrow(f.crossover), acceptance=narrow(f.acceptance), fastest=narrow(f.fastest),
+                   slo_table=narrow(f.slo_table), env=f.env.clear())
+
+
 def headlines(f: Findings) -> list[str]:
-    """The sweep's story in a few sentences (empty when nothing has been measured yet)."""
+    """The sweep's story in a few sentences (empty when nothing has been measured yet): per workload
+    where the results hold several (each line then starts with ``workload=...:``), since two workloads
+    are two traffic mixes on one server, never two setups to choose between."""
+    names = workloads(f)
+    lines = [f"{w}: {line}" if w else line for w in names for line in _headlines(within(f, w))]
+    for (profile, reference), g in f.env.group_by(["profile", "reference"], maintain_order=True):
+        if g["geomean_ratio"].drop_nulls().len():
+            lines.append(_profile_line(profile, reference, g))
+    if lines and f.level_noise is None and f.levels.height:  # the verdicts above assumed it: say so
+        lines.append(f"Verdicts at a level: {noise.describe_level_noise(None)} (see Method).")
+    return lines
+
+
+def _equivalent(labels: list[str], what: str) -> str:
+    shown = ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
+    return f"no decision{what}: these {len(labels)} are equivalent (within noise): {shown}"
+
+
+def _headlines(f: Findings) -> list[str]:
     lines: list[str] = slo_headlines(f) if not f.slo_table.is_empty() else []
     spec = f.single.filter(pl.col("speedup").is_not_null())
     if spec.height:
@@ -151,47 +225,62 @@ def headlines(f: Findings) -> list[str]:
             best += (f"; within noise of {r['runner_up']} at {r['runner_up_tok_s']:.1f} tok/s: "
                      f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}")
         lines.append(
-            f"Single stream: {ahead} of {spec.height} speculative configurations are faster than "
-            f"their baseline beyond noise; {best}.")
+            f"Single stream: {ahead} of {plural(spec.height, 'speculative configuration')} "
+            f"{'is' if spec.height == 1 else 'are'} faster than {'its' if spec.height == 1 else 'their'} "
+            f"baseline beyond noise; {best}.")
     measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
         top_c = cast(int, measured["concurrency"].max())
         at_top = measured.filter(pl.col("concurrency") == top_c)
-        behind = at_top.filter(pl.col("throughput_ratio") < 1).height
+        behind = at_top.filter(pl.col("verdict") == "slower").height
         best_there = f.best.filter(pl.col("concurrency") == top_c)
         who = ""
         if best_there.height:
             b = best_there.row(0, named=True)
-            who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
-            if b["runner_up"] is not None:
+            if b["runner_up"] is not None and b["margin_within_noise"]:
                 margin = render.margin(b["margin"], b["margin_low"], b["margin_high"])
-                who += (f", within noise of {b['runner_up']}: {margin}" if b["margin_within_noise"] else
-                        f", {margin} over the runner-up {b['runner_up']}")
-        lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of {at_top.height} "
-                     f"speculative configurations are slower than their baseline{who}.")
+                tied = _tied(f.levels.filter(pl.col("concurrency") == top_c), b)
+                who = f"; {_equivalent(tied, ' there')} ({b['label']} {margin} over {b['runner_up']})"
+            else:
+                who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
+                if b["runner_up"] is not None:
+                    margin = render.margin(b["margin"], b["margin_low"], b["margin_high"])
+                    who += f", {margin} over the runner-up {b['runner_up']}"
+        lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of "
+                     f"{plural(at_top.height, 'speculative configuration')} {'is' if at_top.height == 1 else 'are'} "
+                     f"slower than {'its' if at_top.height == 1 else 'their'} baseline beyond noise{who}.")
     crossed = f.crossover.filter(pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null()
                                  & ~pl.col("mixed"))
     if crossed.height:
+        one = crossed.height == 1
         lines.append(f"Speculation stops paying {_span(crossed['crossover'])} ({crossed.height} "
-                     f"configurations that were ahead at low concurrency fall behind their baseline there).")
+                     f"{'configuration that was' if one else 'configurations that were'} ahead of "
+                     f"{'its' if one else 'their'} baseline beyond noise at lower concurrency "
+                     f"{'falls' if one else 'fall'} behind it there).")
     mixed = f.crossover.filter(pl.col("mixed"))
     if mixed.height:
-        behind_at = measured.filter((pl.col("throughput_ratio") < 1) & pl.col("point_id").is_in(mixed["point_id"].implode()))
-        many = "configurations are" if mixed.height != 1 else "configuration is"
-        lines.append(f"{mixed.height} {many} mixed: behind their baseline at some levels "
-                     f"({_span(behind_at['concurrency'])}) and ahead of it at a higher one (see Where speculation "
-                     "stops paying).")
+        behind_at = measured.filter((pl.col("verdict") == "slower") & pl.col("point_id").is_in(mixed["point_id"].implode()))
+        one = mixed.height == 1
+        lines.append(f"{plural(mixed.height, 'configuration')} {'is' if one else 'are'} mixed: behind "
+                     f"{'its' if one else 'their'} baseline beyond noise at some levels "
+                     f"({_span(behind_at['concurrency'], at=True)}) and ahead of it at a higher one (see Where "
+                     "speculation stops paying).")
     broken = f.acceptance.filter(pl.col("verdict").is_in(["broken", "low"]))
     if broken.height:
         lines.append(f"{plural(broken.height, 'speculative point')} {'accepts' if broken.height == 1 else 'accept'} far less than a working drafter would "
                      f"({', '.join(broken['label'].head(3))}{' ...' if broken.height > 3 else ''}): see Drafter "
                      "acceptance for the likely causes.")
-    for (profile, reference), g in f.env.group_by(["profile", "reference"], maintain_order=True):
-        ratios = g["geomean_ratio"].drop_nulls()
-        if not ratios.len():
-            continue
-        lines.append(_profile_line(profile, reference, g))
     return lines
+
+
+def _tied(level: pl.DataFrame, b: dict) -> list[str]:
+    """The configurations at one level within the pick's interval over its runner-up: the pick, and
+    every one whose output throughput is at least the pick's over the interval's upper end."""
+    floor = b["value"] / (1 + b["margin_high"]) if b["margin_high"] is not None and b["margin_high"] > -1 else b["value"]
+    rows = (level.filter(pl.col("output_throughput") >= floor - 1e-9)
+            .sort(["output_throughput", "order"], descending=[True, False]))
+    names = rows["setup" if "setup" in rows.columns else "label"].to_list()
+    return names if len(names) >= 2 else [b["label"], b["runner_up"]]
 
 
 def _range(values: pl.Series) -> str:

@@ -10,6 +10,10 @@ they become plain columns, so that "one panel per NCCL profile" or "drafter x st
 - ``profile``  the env (NCCL) axes as ``axis=value`` pairs; "" when the grid has no env axis
 - ``group``    every other axis (model, tp, ...) as ``axis=value`` pairs
 - ``config``   the label without the env axes: the same configuration under every NCCL profile
+- ``workload`` the client-side axes that set only benchmark settings (role ``benchmark``: the workload,
+               max_tokens...) as ``axis=value`` pairs; "" when the grid has none. Two workloads are two
+               traffic mixes on one server, never two setups: every pick is made within one workload
+- ``setup``    the label without those axes: what one deploys (the same setup on every workload)
 - ``order``    a natural sort order (steps=2 before steps=10, baselines first in their panel)
 """
 
@@ -27,6 +31,7 @@ Tables = Mapping[str, pl.LazyFrame]
 DRAFTER = "drafter"
 SPEC_ROLES = ("steps", "topk", "draft_tokens")
 ENV = "env"
+BENCHMARK = "benchmark"
 
 POINT_COLUMNS = ["point_id", "label", "status", "baseline", "baseline_id"]
 
@@ -81,6 +86,9 @@ def _describe(row: dict) -> dict:
         "profile": _pairs(params, by_role(ENV)),
         "group": _pairs(params, by_role("other")),
         "config": _pairs(params, [a for a in axes if roles.get(a) != ENV]) or (row["label"] or ""),
+        "workload": _pairs(params, by_role(BENCHMARK)),
+        "setup": (_pairs(params, [a for a in axes if roles.get(a) != BENCHMARK]) or (row["label"] or ""))
+        if by_role(BENCHMARK) else (row["label"] or ""),
     }
 
 
@@ -88,14 +96,15 @@ def configurations(tables: Tables) -> pl.DataFrame:
     """One row per point: identity, status, the matched baseline, and the parsed grid columns.
 
     Columns: point_id, label, status, baseline, baseline_id, baseline_label, baseline_status,
-    drafter, spec, profile, group, config, order, plus the point's ``axis_*`` columns.
+    drafter, spec, profile, group, config, workload, setup, order, plus the point's ``axis_*`` columns.
     ``baseline_label`` is null when the plan matched no baseline, or the baseline has not been
     written yet (a partial sweep); ``baseline_status`` then tells which.
     """
     points = points_frame(tables)
     axis_cols = [c for c in points.columns if c.startswith("axis_")]
     schema = {"point_id": pl.String, "drafter": pl.String, "spec": pl.String,
-              "profile": pl.String, "group": pl.String, "config": pl.String}
+              "profile": pl.String, "group": pl.String, "config": pl.String, "workload": pl.String,
+              "setup": pl.String}
     described = pl.DataFrame([_describe(r) for r in points.iter_rows(named=True)], schema=schema)
     frame = points.select(POINT_COLUMNS + axis_cols).join(described, on="point_id", how="left")
     base = frame.select(baseline_id="point_id", baseline_label="label", baseline_status="status")
@@ -105,11 +114,11 @@ def configurations(tables: Tables) -> pl.DataFrame:
     frame = frame.with_columns(order=pl.col("point_id").replace_strict(order, return_dtype=pl.Int64))
     return frame.sort("order").select(
         POINT_COLUMNS + ["baseline_label", "baseline_status", "drafter", "spec", "profile",
-                         "group", "config", "order"] + axis_cols)
+                         "group", "config", "workload", "setup", "order"] + axis_cols)
 
 
 def _sort_key(row: dict) -> tuple:
-    return (natural_key(row["group"]), natural_key(row["profile"]), not row["baseline"],
+    return (natural_key(row["workload"]), natural_key(row["group"]), natural_key(row["profile"]), not row["baseline"],
             natural_key(row["drafter"]), natural_key(row["spec"]), natural_key(row["label"]))
 
 

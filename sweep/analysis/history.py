@@ -97,7 +97,7 @@ RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mo
                "sglang_version": pl.String, "planned": pl.Int64, "points": pl.Int64,
                **{s: pl.Int64 for s in STATUSES}}
 PICKS_SCHEMA = {"run": pl.String, "experiment": pl.String, "mode": pl.String, "slo": pl.String,
-                "label": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64,
+                "workload": pl.String, "label": pl.String, "setup": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64,
                 "reason": pl.String}
 HISTORY_SCHEMA = {"experiment": pl.String, "mode": pl.String, "step": pl.Int64, "run": pl.String,
                   "previous": pl.String, "label": pl.String, "figure": pl.String, "concurrency": pl.Int64,
@@ -235,12 +235,15 @@ def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
 
 
 def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
+    """One row per run, SLO and workload (the client-side benchmark axes, "" without any): a pick is
+    made within one workload; ``label`` is the point's, ``setup`` the same without the workload."""
     rows = []
     for r in runs:
         for rec in slo_mod.recommendations(r.findings.slo_table, r.findings.slos):
             best = rec["best"] or {}
             rows.append({"run": r.run, "experiment": r.experiment, "mode": r.mode, "slo": rec["slo"].name,
-                         "label": best.get("label"), "baseline": best.get("baseline"),
+                         "workload": rec.get("workload") or "", "label": best.get("label"),
+                         "setup": best.get("setup"), "baseline": best.get("baseline"),
                          "c_text": best.get("c_text"), "tok_s_gpu": best.get("tok_s_gpu"),
                          "reason": rec["reason"]})
     return pl.DataFrame(rows, schema=PICKS_SCHEMA)

@@ -125,6 +125,42 @@ def verdict(ratio: str) -> pl.Expr:
             .otherwise(pl.lit("slower")))
 
 
+LEVEL_NOISE_FLOOR = 0.02
+"""The least level-wide noise a verdict at a level assumes (a relative SD of one level's figure): a
+level is measured once, so its requests' spread cannot see what moves the whole level; where the
+sweep's curves do not show it (``curve_noise``: fewer than 5 levels) or show less, this floor stands
+in. Two figures at +-2 % each make a ratio's 95 % interval at least about +-5.5 %."""
+
+
+def level_sigma(measured: float | None) -> float:
+    """The level-wide noise every verdict at a level uses: the sweep's own (``curve_noise``), at least
+    ``LEVEL_NOISE_FLOOR``."""
+    return max(measured or 0.0, LEVEL_NOISE_FLOOR)
+
+
+def describe_level_noise(measured: float | None) -> str:
+    """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made)."""
+    if measured is None:
+        return (f"the level-wide noise is unknown (no configuration has the 5 levels its estimate needs): "
+                f"the floor of {LEVEL_NOISE_FLOOR:.0%} per level stands in")
+    if measured < LEVEL_NOISE_FLOOR:
+        return (f"the level-wide noise measured, {measured:.1%}, is under the floor of {LEVEL_NOISE_FLOOR:.0%} "
+                "per level, which stands in")
+    return f"the level-wide noise is {measured:.1%} per level (measured from the curves)"
+
+
+def judged(frame: pl.DataFrame, ratio: str, measured: float | None, *, confidence: float = 0.95) -> pl.DataFrame:
+    """THE rule for a ratio of two levels' figures (a configuration against its baseline, or against
+    the runner-up, at one concurrency): ``frame``'s ``ci_low``/``ci_high`` (the requests' interval of
+    ``ratio``, null where there is none) widened by the level-wide noise on both figures
+    (``level_sigma(measured)``, :func:`widened`), then ``within_noise`` and ``verdict``
+    (faster | slower | within noise). Every verdict at a level in the report (the Concurrency table's
+    marks, the speedup grid, the best per level, where speculation stops paying, the summary, the SLO
+    picks, the history) comes from here."""
+    return (frame.with_columns(widened(ratio, level_sigma(measured), confidence=confidence))
+            .with_columns(within_noise=within_noise(), verdict=verdict(ratio)))
+
+
 def curve_noise(levels: pl.DataFrame, value: str = "output_throughput", *, degree: int = 3) -> float | None:
     """The run-to-run noise of one level's figure, as a relative standard deviation, from the sweep's
     own curves.

@@ -192,8 +192,9 @@ def slo_sections(f: Findings) -> list[Section]:
         paragraphs.append("DRY RUN: the SLOs are judged on the figures at real speed (see the top of the report).")
     out = [Section("SLOs and goodput", paragraphs)]
     for slo in f.slos:
-        t = f.slo_table.filter(pl.col("slo") == slo.name).sort("rank")
-        text = [f"{slo.describe()}."]
+        t = f.slo_table.filter(pl.col("slo") == slo.name).sort("workload", "rank")
+        several = t["workload"].n_unique() > 1
+        text = [f"{slo.describe()}." + (" Ranked within each workload (a traffic mix, not a setup)." if several else "")]
         columns: Columns = {
             "highest C meeting it": "c_text",
             "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
@@ -204,16 +205,17 @@ def slo_sections(f: Findings) -> list[Section]:
             "boundary": "boundary"}
         if energy_mod.measured(f.energy):  # at the highest level measured that meets it
             t = t.join(f.energy.select("point_id", last_met="concurrency", kw="tok_s_kw"),
-                       on=["point_id", "last_met"], how="left").sort("rank")
+                       on=["point_id", "last_met"], how="left").sort("workload", "rank")
             columns["tok/s per kW at the last level meeting it"] = render.cell(_n(1), "kw")
         table = t.select(
+            *([pl.col("workload")] if several else []),
             rank="rank",
-            configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
+            configuration=pl.when("baseline").then(pl.col("setup") + " (baseline)").otherwise("setup"),
             **columns)
         out.append(Section(f"SLO {slo.name}", text, table, level=3))
         good = f.slo_levels.filter(pl.col("slo") == slo.name)
         if good.height:
-            conf = t.select("point_id", "label", order="rank")
+            conf = t.with_row_index("order").select("point_id", "label", "order")
             cells = good.join(conf, on="point_id", how="inner").with_columns(
                 cell=render.cell(lambda g, a, met: f"{render.num(g, 1)} ({a:.0%})" + ("" if met else " x"),
                                  "goodput_tok_s_gpu", "attainment", "met"))
@@ -304,7 +306,7 @@ def single_stream_section(f: Findings, images: list[str]) -> Section:
         "speedup": render.cell(render.marked, "speedup", "within_noise"),
         "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
         "verdict": "verdict",
-        "accept len": render.cell(_n(2), "accept_length"),
+        "accept len (single stream)": render.cell(_n(2), "accept_length"),
         "note": "note"}
     table = f.single.select(
         point="label",
@@ -315,7 +317,8 @@ def single_stream_section(f: Findings, images: list[str]) -> Section:
     return Section("Single stream", [
         "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
         "speedup of the median over the matched baseline's (same model, tp and NCCL profile). "
-        f"'{render.NOISE_MARK}' marks a speedup whose interval contains 1 (within run-to-run noise)."],
+        f"'{render.NOISE_MARK}' marks a speedup whose interval contains 1 (within run-to-run noise). "
+        "Accept len: the single-stream runs' median (Drafter acceptance gives the concurrency levels')."],
         table, images)
 
 
@@ -353,28 +356,35 @@ def concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = (
         "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
         "its ratio to the matched baseline at the same level. "
         f"'{render.NOISE_MARK}' marks a ratio within noise (its interval: the relative width of the level's "
-        "per-request tok/s interval, around the throughput ratio).",
+        "per-request tok/s interval, around the throughput ratio, widened by the level-wide noise; "
+        f"{noise.describe_level_noise(f.level_noise)}: see Method).",
         *notes], _level_pivot(f.levels, cell), images)
 
 
 def best_section(f: Findings) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(0), "value"),
-        "vs its baseline": render.cell(render.ratio, "speedup"),
+        "vs its baseline": render.cell(lambda r, v: render.marked(r, v == "within noise"), "speedup", "verdict"),
         "verdict": "verdict", "runner-up": "runner_up",
         "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
         "margin": render.cell(lambda m, noisy: render.marked(m, noisy, render.change), "margin",
                               "margin_within_noise"),
         "margin 95% CI": render.cell(lambda lo, hi: render.MISSING if lo is None or hi is None else
                                      f"{render.change(lo)} .. {render.change(hi)}", "margin_low", "margin_high")}
+    several = f.best["workload"].n_unique() > 1 if "workload" in f.best.columns else False
     table = f.best.select(
+        *([pl.col("workload")] if several else []),
         C="concurrency",
         best=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
         **columns)
     return Section("Best configuration per concurrency level", [
-        "Highest output throughput at each level, baselines included; its ratio to its own baseline's "
-        "throughput and that ratio's verdict; its margin over the runner-up with the margin's 95% interval, "
-        f"'{render.NOISE_MARK}' when that contains 0 (the runner-up is as good, within run-to-run noise)."], table)
+        "Highest output throughput at each level, baselines included"
+        + (" and ranked within each workload (a workload is a traffic mix, not a setup: the configurations "
+           "are named without it)" if several else "")
+        + "; its ratio to its own baseline's throughput and that ratio's verdict; its margin over the "
+        f"runner-up with the margin's 95% interval, '{render.NOISE_MARK}' when that contains 0 (the runner-up "
+        "is as good, within run-to-run noise). Both intervals: the requests' spread widened by the level-wide "
+        f"noise ({noise.describe_level_noise(f.level_noise)})."], table)
 
 
 def crossover_section(f: Findings, images: list[str]) -> Section:
@@ -388,11 +398,13 @@ def crossover_section(f: Findings, images: list[str]) -> Section:
     table = f.crossover.select(point="label", baseline="baseline_label", **columns)
     return Section("Where speculation stops paying", [
         "For each speculative point, by its output throughput against its baseline's at each level (the "
-        "ratios of the Concurrency table): the last level before it first falls behind ('ahead up to'), "
-        "that level ('first behind'), where the ratio first crosses 1 (interpolated in log concurrency), "
+        "ratios and verdicts of the Concurrency table: ahead and behind are beyond noise, a level within "
+        "noise is neither): the last level ahead before it first falls behind ('ahead up to'), that level "
+        "('first behind'), where the ratio crosses 1 between them (interpolated in log concurrency), "
         "and the level from which it stays behind at every higher level measured ('slower from'). No "
-        "'first behind': ahead up to the highest level measured; no 'ahead up to': behind at the lowest; "
-        "'mixed': behind at some levels and ahead at a higher one."], table, images)
+        "'first behind': never behind beyond noise; no 'ahead up to': not ahead before it falls behind; "
+        "'mixed': behind at some levels and ahead at a higher one. Here "
+        f"{noise.describe_level_noise(f.level_noise)}."], table, images)
 
 
 def grid_sections(f: Findings, images: list[str]) -> list[Section]:
@@ -408,19 +420,19 @@ def grid_sections(f: Findings, images: list[str]) -> list[Section]:
                         .with_columns(value=render.cell(render.marked, "throughput_ratio", "within_noise"))))
     out = [Section("Speedup grid", [
         "Speedup over the matched baseline, drafter (rows) by speculative shape (columns), one "
-        f"table per NCCL profile; '{render.NOISE_MARK}' marks a speedup within noise, a word says why a "
-        "cell has none."], images=images)]
+        f"table per NCCL profile and workload; '{render.NOISE_MARK}' marks a speedup within noise (at a "
+        "level: the Concurrency table's verdict), a word says why a cell has none."], images=images)]
     for title, frame in sources:
         frame = frame.with_columns(
             value=pl.when(pl.col("value") == render.MISSING)
             .then(pl.coalesce(pl.col("note").str.replace("point ", ""), pl.lit(render.MISSING)))
             .otherwise("value"),
             drafter=pl.col("drafter").fill_null(render.MISSING))
-        for (group, profile), panel in frame.group_by(["group", "profile"], maintain_order=True):
+        for (workload, group, profile), panel in frame.group_by(["workload", "group", "profile"], maintain_order=True):
             specs = sorted(panel["spec"].unique().to_list(), key=natural_key)
             wide = panel.pivot(on="spec", index="drafter", values="value", aggregate_function="first")
             rank = {d: i for i, d in enumerate(sorted(wide["drafter"].to_list(), key=natural_key))}
-            name = " ".join(x for x in (group, profile) if x) or "all points"
+            name = " ".join(x for x in (workload, group, profile) if x) or "all points"
             out.append(Section(f"{name}, {title}", [], wide.sort(pl.col("drafter").replace_strict(rank))
                                .select("drafter", *specs), level=3))
     return out
@@ -449,7 +461,9 @@ def acceptance_section(f: Findings) -> Section:
     rates = lambda v: render.MISSING if not v else " ".join(render.MISSING if x is None else f"{x:.0%}" for x in v)  # noqa: E731
     pct = lambda v: render.MISSING if v is None else f"{v:.0%}"  # noqa: E731
     table = a.select(point="label", steps="steps", positions="positions",
-                     **{"accept len": render.cell(_n(2), "accept_length"),
+                     **{"accept len": render.cell(lambda v, src: render.MISSING if v is None else
+                                                  f"{v:.2f}" + ("" if src == "levels" else " (single stream)"),
+                                                  "accept_length", "accept_from"),
                         "accept rate": render.cell(pct, "accept_rate"),
                         "per position": render.cell(rates, "position_rates"),
                         "1st position": render.cell(pct, "first_rate"),
@@ -457,7 +471,9 @@ def acceptance_section(f: Findings) -> Section:
                         "verdict": pl.col("verdict").fill_null(render.MISSING)})
     flagged = acceptance.flagged_lines(a)
     return Section("Drafter acceptance", [
-        "Tokens per verify step (accept len, the bonus token included), accepted / proposed drafts (accept "
+        "Tokens per verify step (accept len, the bonus token included: the median over the concurrency "
+        "levels, '(single stream)' where no level measured it, so it may differ from the Single stream "
+        "table's), accepted / proposed drafts (accept "
         "rate), per draft position where the server's accept histogram was recorded, and what a chain whose "
         "positions accept like its first would reach (predicted len; the first position from the histogram "
         "or from the same drafter's steps=1 point). 'broken': accept rate under "
@@ -545,11 +561,22 @@ def method_section(f: Findings) -> Section:
         "- Single-stream speedup: ratio of median tok/s over the ok runs.",
         f"- Noise: {noise.describe()} A speedup whose interval contains 1 is marked '{render.NOISE_MARK}' "
         "(within noise). At a concurrency level the interval is the mean per-request tok/s ratio's, from the "
-        "level's request rows, applied around the output throughput ratio as a relative width.",
-        "- Crossover: ahead up to the last level before the point first falls behind its baseline (output "
-        "throughput ratio < 1), slower from the lowest level from which it is behind at every higher level, "
-        "mixed when it is behind at some levels and ahead at a higher one; the first crossing is "
-        "interpolated linearly in log concurrency.",
+        "level's request rows, applied around the output throughput ratio as a relative width, then widened "
+        "by the level-wide noise of both levels compared (in log space, z x sigma x sqrt 2 added in "
+        "quadrature), sigma the sweep's own (see Picks and their noise) but never under a floor of "
+        f"{noise.LEVEL_NOISE_FLOOR:.0%} per level: a level is measured once, so its requests' spread alone "
+        "cannot call a difference faster or slower. Here "
+        f"{noise.describe_level_noise(f.level_noise)}. One rule (sweep/analysis/noise.py `judged`) makes "
+        "every verdict at a level: the Concurrency table's marks, the speedup grid, the best per level, "
+        "where speculation stops paying, the summary, the SLO picks, and --vs and history at a level.",
+        "- Crossover: behind and ahead are beyond noise (a level within noise is neither); ahead up to the "
+        "last level ahead before the point first falls behind its baseline, slower from the lowest level "
+        "from which it is behind at every higher level, mixed when it is behind at some levels and ahead at "
+        "a higher one; the crossing is interpolated linearly in log concurrency.",
+        "- Workloads: the client-side axes that set only benchmark settings (role benchmark: the workload, "
+        "max_tokens...) are traffic mixes on one server, not setups: every pick (best per level, fastest, "
+        "SLOs, the summary) is made within one workload, names the setup without it, and never compares "
+        "two workloads.",
         "- One metric per comparison: every ratio at a level and its verdict are of output throughput, its "
         "interval the per-request tok/s interval's relative width around it; every 'best' is ranked by the "
         "absolute figure (tok/s, or tok/s per GPU under an SLO), its ratio beside it.",
@@ -574,8 +601,8 @@ def method_section(f: Findings) -> Section:
 def _level_noise_text(f: Findings) -> str:
     if f.level_noise is None:
         return ("a level is measured once: its level-wide run-to-run noise would come from the scatter of "
-                "the throughput curves about smooth ones, but no configuration has the 5 levels that needs, "
-                "so the intervals below count only the requests' spread.")
+                "the throughput curves about smooth ones, but no configuration has the 5 levels that needs: "
+                f"it is unknown, and the floor of {noise.LEVEL_NOISE_FLOOR:.0%} per level stands in.")
     return (f"a level is measured once, and its requests run together, so what slows the whole level moves "
             f"them all alike: its run-to-run noise is the scatter of the sweep's throughput curves about smooth "
             f"ones (a cubic in log concurrency per configuration, residuals pooled): {f.level_noise:.1%} here.")

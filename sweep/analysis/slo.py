@@ -320,12 +320,15 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
     """Per (SLO, configuration): the highest concurrency meeting it and the throughput there,
     ranked, with the margin over the runner-up and over the matched baseline.
 
-    Columns: slo, rank, point_id, label, baseline, baseline_id, baseline_label, profile, c, bound,
+    Ranked within each workload (``workload``: the client-side benchmark axes, "" without any; two
+    workloads are two traffic mixes on one server, never two setups to choose between).
+    Columns: slo, workload, rank, point_id, label, setup (the label without the workload), baseline, baseline_id, baseline_label, profile, c, bound,
     c_text ("≈12", ">=250", "<1"), tok_s_gpu (0 when no level meets it), per, binding, last_met,
     first_missed, boundary ("between C=12 and C=14, found by bisection": :func:`boundary_text`), baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
     winner's over the runner-up; on every row: over the next row).
     """
-    schema = {"slo": pl.String, "rank": pl.Int64, "point_id": pl.String, "label": pl.String, "baseline": pl.Boolean,
+    schema = {"slo": pl.String, "workload": pl.String, "rank": pl.Int64, "point_id": pl.String, "label": pl.String,
+              "setup": pl.String, "baseline": pl.Boolean,
               "baseline_id": pl.String, "baseline_label": pl.String, "profile": pl.String, "c": pl.Float64,
               "bound": pl.String, "c_text": pl.String, "tok_s_gpu": pl.Float64, "per": pl.String,
               "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64, "boundary": pl.String,
@@ -334,7 +337,7 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
     if per_level.is_empty():
         return pl.DataFrame(schema=schema)
     conf = configurations(tables).filter(pl.col("status") == "ok").select(
-        "point_id", "label", "baseline", "baseline_id", "baseline_label", "profile", "order")
+        "point_id", "label", "setup", "workload", "baseline", "baseline_id", "baseline_label", "profile", "order")
     rows = []
     for slo in slos:
         mine = per_level.filter(pl.col("slo") == slo.name)
@@ -345,8 +348,8 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                 continue
             h = found[r["point_id"]]
             per = by_point[r["point_id"]][0]["per"]
-            rows.append({"slo": slo.name, **{k: r[k] for k in ("point_id", "label", "baseline", "baseline_id",
-                                                                "baseline_label", "profile", "order")},
+            rows.append({"slo": slo.name, **{k: r[k] for k in ("point_id", "label", "setup", "workload", "baseline",
+                                                                "baseline_id", "baseline_label", "profile", "order")},
                          "c": h["c"], "bound": h["bound"], "c_text": c_text(h["c"], h["bound"]),
                          "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0, "per": per,
                          "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"],
@@ -364,10 +367,10 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                            .then(pl.col("tok_s_gpu") / pl.col("baseline_tok_s_gpu") - 1),
                            _slo=pl.col("slo").replace_strict(slo_order, return_dtype=pl.Int64),
                            _c=pl.col("c").fill_null(0))
-             .sort(["_slo", "tok_s_gpu", "_c", "order"], descending=[False, True, True, False])
-             .with_columns(rank=pl.int_range(1, pl.len() + 1).over("slo").cast(pl.Int64),
-                           margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo") > 0)
-                           .then(pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo") - 1)))
+             .sort(["_slo", "workload", "tok_s_gpu", "_c", "order"], descending=[False, False, True, True, False])
+             .with_columns(rank=pl.int_range(1, pl.len() + 1).over("slo", "workload").cast(pl.Int64),
+                           margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo", "workload") > 0)
+                           .then(pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo", "workload") - 1)))
     return frame.select(list(schema))
 
 
@@ -389,20 +392,25 @@ def c_text(c: float | None, bound: str | None) -> str:
 
 
 def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
-    """Per SLO: the winner (rank 1) with its runner-up and baseline, or why there is none."""
+    """Per SLO and workload: the winner (rank 1) with its runner-up and baseline, or why there is none
+    (``workload``: "" without a client-side benchmark axis)."""
     out: list[dict[str, Any]] = []
+    workloads = table["workload"].unique(maintain_order=True).to_list() if "workload" in table.columns else []
     for slo in slos:
-        mine = table.filter(pl.col("slo") == slo.name).sort("rank")
-        if mine.is_empty():
-            out.append({"slo": slo, "best": None, "runner_up": None, "reason": "no configuration measured yet"})
-            continue
-        best = mine.row(0, named=True)
-        if not best["tok_s_gpu"]:
-            lowest = cast(Optional[float], mine.filter(pl.col("bound") == "<")["c"].min())  # "c" is Float64
-            out.append({"slo": slo, "best": None, "runner_up": None,
-                        "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
-                        if lowest is not None else "no configuration meets it"})
-            continue
-        runner = mine.row(1, named=True) if mine.height > 1 else None
-        out.append({"slo": slo, "best": best, "runner_up": runner, "reason": None})
+        for w in workloads or [""]:
+            out.append({"workload": w, **_recommendation(table.filter(pl.col("workload") == w) if workloads else table, slo)})
     return out
+
+
+def _recommendation(table: pl.DataFrame, slo: SLO) -> dict[str, Any]:
+    mine = table.filter(pl.col("slo") == slo.name).sort("rank")
+    if mine.is_empty():
+        return {"slo": slo, "best": None, "runner_up": None, "reason": "no configuration measured yet"}
+    best = mine.row(0, named=True)
+    if not best["tok_s_gpu"]:
+        lowest = cast(Optional[float], mine.filter(pl.col("bound") == "<")["c"].min())  # "c" is Float64
+        return {"slo": slo, "best": None, "runner_up": None,
+                "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
+                if lowest is not None else "no configuration meets it"}
+    runner = mine.row(1, named=True) if mine.height > 1 else None
+    return {"slo": slo, "best": best, "runner_up": runner, "reason": None}

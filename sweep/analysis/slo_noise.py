@@ -173,7 +173,7 @@ def _pick(slo: slo_mod.SLO, best: dict, runner: dict | None, points: dict[str, _
     def between(a: str, b: str) -> tuple[float | None, float | None]:
         return _interval(draws[a], draws[b], measured.get(a) or 0.0, measured.get(b) or 0.0, resamples, confidence)
 
-    row: dict = {"slo": slo.name, "rank": 1}
+    row: dict = {"slo": slo.name, "workload": best.get("workload") or "", "rank": 1}
     if runner is not None:
         row["margin_low"], row["margin_high"] = between(best["point_id"], runner["point_id"])
     if best["vs_baseline"] is not None:
@@ -189,32 +189,35 @@ def margins(tables: Tables, slos: list[slo_mod.SLO], table: pl.DataFrame, per_le
     (the interval contains 0), and the same of ``vs_baseline`` (``vs_baseline_low``/``_high``/
     ``_within_noise``); null on the other rows, and where there is no interval (no runner-up that meets
     the SLO, or no level with a spread). ``level_noise``: the level-wide run-to-run noise of a level's
-    figures (a relative SD, ``noise.curve_noise``; None: none)."""
+    figures (a relative SD, ``noise.curve_noise``; at least ``noise.LEVEL_NOISE_FLOOR``, as every verdict
+    at a level). The picks are per workload (``workload``: the client-side benchmark axes)."""
     empty = table.with_columns([pl.lit(None, dtype).alias(c) for c, dtype in COLUMNS.items()])
     if table.is_empty() or not slos:
         return empty
     picks = []
-    for slo in slos:
-        mine = table.filter(pl.col("slo") == slo.name).sort("rank")
-        if mine.height and mine["tok_s_gpu"][0]:
-            best = mine.row(0, named=True)
-            runner = mine.row(1, named=True) if mine.height > 1 and mine["tok_s_gpu"][1] else None
-            picks.append((slo, best, runner))
+    for slo in slos:  # a pick per workload: two workloads are two traffic mixes, never two setups
+        for _, mine in table.filter(pl.col("slo") == slo.name).sort("rank").group_by("workload", maintain_order=True):
+            if mine.height and mine["tok_s_gpu"][0]:
+                best = mine.row(0, named=True)
+                runner = mine.row(1, named=True) if mine.height > 1 and mine["tok_s_gpu"][1] else None
+                picks.append((slo, best, runner))
     wanted = sorted({pid for _, b, r in picks
                      for pid in (b["point_id"], r["point_id"] if r else None,
                                  b["baseline_id"] if b["vs_baseline"] is not None else None) if pid})
     if not wanted:
         return empty
     requests = _requests(tables, wanted, {limit.metric for s in slos for limit in s.limits})
-    points = {pid: _Point(pid, requests[pid], level_noise, resamples, seed) for pid in wanted}
+    sigma = noise.level_sigma(level_noise)  # the level-wide noise of every verdict at a level (noise.judged)
+    points = {pid: _Point(pid, requests[pid], sigma, resamples, seed) for pid in wanted}
     rows = [_pick(slo, best, runner, points, per_level.filter(pl.col("slo") == slo.name),
-                  dict(table.filter(pl.col("slo") == slo.name).select("point_id", "tok_s_gpu").iter_rows()),
+                  dict(table.filter((pl.col("slo") == slo.name) & (pl.col("workload") == best["workload"]))
+                       .select("point_id", "tok_s_gpu").iter_rows()),
                   resamples=resamples, confidence=confidence)
             for slo, best, runner in picks]
-    found = pl.DataFrame(rows, schema={"slo": pl.String, "rank": pl.Int64,
+    found = pl.DataFrame(rows, schema={"slo": pl.String, "workload": pl.String, "rank": pl.Int64,
                                        **{c: pl.Float64 for c in COLUMNS if not c.endswith("noise")}})
     within = lambda low, high: pl.when(pl.col(low).is_not_null() & pl.col(high).is_not_null()).then(  # noqa: E731
         (pl.col(low) <= 0) & (pl.col(high) >= 0))
     found = found.with_columns(margin_within_noise=within("margin_low", "margin_high"),
                                vs_baseline_within_noise=within("vs_baseline_low", "vs_baseline_high"))
-    return table.join(found, on=["slo", "rank"], how="left").select(*table.columns, *COLUMNS)
+    return table.join(found, on=["slo", "workload", "rank"], how="left").select(*table.columns, *COLUMNS)

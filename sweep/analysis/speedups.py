@@ -21,7 +21,7 @@ from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
 from sweep.core.errors import UnknownMetricError
 
 ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "profile", "group",
-              "drafter", "spec", "order"]
+              "drafter", "spec", "workload", "setup", "order"]
 LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
 
 
@@ -81,21 +81,28 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
 def fastest_single(single: pl.DataFrame, samples: pl.LazyFrame | None, *, confidence: float = 0.95,
                    resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
     """The fastest point in single stream (baselines included; ``single`` is ``speedup_table``'s frame)
-    against the next fastest: at most one row with label, tok_s, runner_up, runner_up_tok_s, margin
+    against the next fastest, within each workload (``workload``; labels are the ``setup``, the label
+    without the workload): at most one row per workload with workload, label, tok_s, runner_up, runner_up_tok_s, margin
     (tok_s / runner_up_tok_s - 1), margin_low / margin_high (its interval: the bootstrap of the two
     points' median tok/s over their runs, ``noise.ratio_intervals``) and margin_within_noise."""
+    schema = {"workload": pl.String, "label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String,
+              "runner_up_tok_s": pl.Float64, "margin": pl.Float64, "margin_low": pl.Float64,
+              "margin_high": pl.Float64, "margin_within_noise": pl.Boolean}
+    if "workload" in single.columns and single["workload"].n_unique() > 1:  # one race per workload
+        return pl.concat([fastest_single(g, samples, confidence=confidence, resamples=resamples, seed=seed)
+                          for _, g in single.sort("order").group_by("workload", maintain_order=True)]
+                         + [pl.DataFrame(schema=schema)])
     ranked = (single.filter(pl.col("tok_s").is_not_null()).sort(["tok_s", "order"], descending=[True, False])
               .head(2))
-    schema = {"label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String, "runner_up_tok_s": pl.Float64,
-              "margin": pl.Float64, "margin_low": pl.Float64, "margin_high": pl.Float64,
-              "margin_within_noise": pl.Boolean}
     if ranked.height < 2:
         return pl.DataFrame(schema=schema)
     top, nxt = ranked.row(0, named=True), ranked.row(1, named=True)
+    name = "setup" if "setup" in ranked.columns else "label"
     pair = pl.DataFrame({"key": [top["point_id"]], "base_key": [nxt["point_id"]]})
     ci = (noise.ratio_intervals(pair, samples, stat="median", confidence=confidence, resamples=resamples,
                                 seed=seed).row(0, named=True) if samples is not None else {"ci_low": None, "ci_high": None})
-    return pl.DataFrame([{"label": top["label"], "tok_s": top["tok_s"], "runner_up": nxt["label"],
+    return pl.DataFrame([{"workload": top.get("workload") or "", "label": top[name], "tok_s": top["tok_s"],
+                          "runner_up": nxt[name],
                           "runner_up_tok_s": nxt["tok_s"], "margin": top["tok_s"] / nxt["tok_s"] - 1,
                           "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}],
                         schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64}).with_columns(
@@ -112,8 +119,8 @@ def level_samples(tables: Tables) -> pl.LazyFrame:
                     value=pl.col("completion_tokens") / pl.col("latency_s")))
 
 
-def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int = 2000,
-                   seed: int = 0) -> pl.DataFrame:
+def level_speedups(tables: Tables, *, level_noise: float | None = None, confidence: float = 0.95,
+                   resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
     """One row per (point, concurrency level): throughputs, the matched baseline's, and ratios.
 
     ``throughput_ratio`` compares output throughput (tok/s of the whole server) and
@@ -124,7 +131,9 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     per-request ratio's. The per-request interval comes from the level's request rows; a level has one
     throughput figure, so its ratio's interval is the per-request interval's relative width around
     the throughput ratio (the same requests' noise; it is centred on the throughput ratio, so a ratio
-    above 1 is never called slower).
+    above 1 is never called slower). Both intervals are then widened by the level-wide noise
+    (``noise.judged``: ``level_noise``, by default ``noise.curve_noise`` of these levels, at least
+    ``noise.LEVEL_NOISE_FLOOR``), so that a level's verdict is never made on its requests' spread alone.
     """
     tables = realspeed.scaled(tables)
     conf = configurations(tables).with_columns(note=note_expr())
@@ -146,13 +155,16 @@ def level_speedups(tables: Tables, *, confidence: float = 0.95, resamples: int =
     pairs = frame.filter(pl.col("per_request_ratio").is_not_null()).select("key", "base_key")
     cis = noise.ratio_intervals(pairs, level_samples(tables), stat="mean",
                                 confidence=confidence, resamples=resamples, seed=seed)
-    frame = (frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
-             .with_columns(per_request_within_noise=noise.within_noise(),
-                           per_request_verdict=noise.verdict("per_request_ratio"))
-             .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high"})
-             .with_columns([noise.moved(f"per_request_ci_{end}", "per_request_ratio", "throughput_ratio")
-                            .alias(f"ci_{end}") for end in ("low", "high")])
-             .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("throughput_ratio")))
+    if level_noise is None:
+        level_noise = noise.curve_noise(frame)
+    frame = frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
+    moved = frame.with_columns([noise.moved(f"ci_{end}", "per_request_ratio", "throughput_ratio")
+                                .alias(f"ci_{end}") for end in ("low", "high")])
+    frame = (noise.judged(frame, "per_request_ratio", level_noise, confidence=confidence)
+             .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high",
+                      "within_noise": "per_request_within_noise", "verdict": "per_request_verdict"})
+             .with_columns(noise.judged(moved, "throughput_ratio", level_noise, confidence=confidence)
+                           .select("ci_low", "ci_high", "within_noise", "verdict")))
     return frame.sort("order", "concurrency").select(
         *ID_COLUMNS, "status", "baseline_id", "concurrency", "requests", "failed",
         "output_throughput", "per_request_tok_s", "baseline_output_throughput",
@@ -185,10 +197,13 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
                    by: list[str] | None = None, samples: pl.LazyFrame | None = None,
                    level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000,
                    seed: int = 0) -> pl.DataFrame:
-    """The best configuration (baselines included) at each concurrency level.
+    """The best configuration (baselines included) at each concurrency level of each workload.
 
+    Per workload (``workload``: the client-side benchmark axes as ``axis=value``, "" without any): two
+    workloads are two traffic mixes on one server, never two setups to choose between, so each is
+    ranked apart and ``label``/``runner_up`` name the setup (the point's label without the workload).
     Ranked by the metric itself (the absolute figure one deploys for), never by a ratio.
-    Columns: [by...], concurrency, label, baseline (is the winner a baseline), value (the metric),
+    Columns: [by...], workload, concurrency, label, baseline (is the winner a baseline), value (the metric),
     speedup (the winner's ratio of that metric to its own baseline's), verdict (of that same ratio),
     runner_up, runner_up_value, margin
     (value / runner_up_value - 1), configurations (how many were measured at that level),
@@ -196,25 +211,25 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
     winner's mean per-request tok/s over the runner-up's at that level, from the two levels' request
     rows (``noise.ratio_intervals``), for output throughput as a relative width around the throughput
     ratio, as the level speedups do, then widened by the level-wide noise of each of the two levels,
-    ``level_noise``: a relative SD, by default ``noise.curve_noise`` of the levels ranked; 0 leaves it
-    out) and margin_within_noise (that interval contains 0: the runner-up is as good, within
+    ``level_noise``: a relative SD, by default ``noise.curve_noise`` of the levels ranked, at least
+    ``noise.LEVEL_NOISE_FLOOR`` as every verdict at a level) and margin_within_noise (that interval contains 0: the runner-up is as good, within
     run-to-run noise; null: no interval).
     ``by`` groups further, e.g. ``["profile"]`` for the best under each NCCL profile. ``samples``: the
     per-request samples (``level_samples``) when ``source`` is a ``level_speedups`` frame; from the
     tables otherwise (without either, the margins have no interval).
     """
     metric = _check_metric(metric)
-    keys = [*(by or []), "concurrency"]
+    keys = [*(by or []), *([] if "workload" in (by or []) else ["workload"]), "concurrency"]
     levels = _levels(source)
     if level_noise is None:
         level_noise = noise.curve_noise(levels, metric)
     ranked = (levels.filter(pl.col(metric).is_not_null())
               .sort([*keys, metric], descending=[False] * len(keys) + [True]))
     best = (ranked.group_by(keys, maintain_order=True).agg(
-                label=pl.col("label").first(), baseline=pl.col("baseline").first(),
+                label=pl.col("setup").first(), baseline=pl.col("baseline").first(),
                 value=pl.col(metric).first(), speedup=pl.col(_ratio_of(metric)).first(),
                 verdict=pl.col(_verdict_of(metric)).first(),
-                runner_up=pl.col("label").get(1, null_on_oob=True),
+                runner_up=pl.col("setup").get(1, null_on_oob=True),
                 runner_up_value=pl.col(metric).get(1, null_on_oob=True),
                 configurations=pl.len().cast(pl.Int64),
                 point_id=pl.col("point_id").first(),
@@ -262,7 +277,7 @@ def _with_margin_intervals(best: pl.DataFrame, metric: str, samples: pl.LazyFram
     if metric == "output_throughput":
         joined = joined.with_columns(ci_low=noise.moved("ci_low", "_pr", "_ratio"),
                                      ci_high=noise.moved("ci_high", "_pr", "_ratio"))
-    joined = joined.with_columns(noise.widened("_ratio", level_noise, confidence=confidence))
+    joined = joined.with_columns(noise.widened("_ratio", noise.level_sigma(level_noise), confidence=confidence))
     return joined.with_columns(margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
                                margin_within_noise=noise.within_noise())
 
@@ -271,56 +286,68 @@ def _levels_text(levels: list[int]) -> str:
     return "C=" + ", ".join(str(c) for c in levels)
 
 
-def _crossing(levels: list[int], ratios: list[float]) -> dict:
-    """Where a ratio curve first goes below 1, and from where it stays there (see ``crossover``)."""
-    behind = [r < 1 for r in ratios]
+def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]) -> dict:
+    """Where a ratio curve falls behind, judged by each level's verdict (``noise.judged``): a level is
+    behind when its ratio is slower beyond noise, ahead when faster beyond noise, level otherwise (see
+    ``crossover``)."""
+    behind = [v == "slower" for v in verdicts]
+    ahead = [v == "faster" for v in verdicts]
     first = next((i for i, b in enumerate(behind) if b), None)
     behind_from = len(ratios)
     while behind_from > 0 and behind[behind_from - 1]:
         behind_from -= 1
+    last_ahead = max((i for i in range(len(ratios) if first is None else first) if ahead[i]), default=None)
     out: dict[str, Any] = {"first_behind": None if first is None else levels[first],
            "crossover": levels[behind_from] if behind_from < len(ratios) else None,
-           "ahead_up_to": levels[-1] if first is None else (levels[first - 1] if first > 0 else None),
-           "crossover_est": None, "mixed": first is not None and first != behind_from}
-    if first is not None and first > 0:  # where it first crosses 1, linearly in log concurrency
-        c0, c1, r0, r1 = levels[first - 1], levels[first], ratios[first - 1], ratios[first]
+           "ahead_up_to": None if last_ahead is None else levels[last_ahead],
+           "crossover_est": None, "mixed": first is not None and any(ahead[first + 1:])}
+    if first is not None and last_ahead is not None:  # where it crosses 1 between them, linearly in log C
+        j = max(i for i in range(last_ahead, first) if ratios[i] >= 1)  # ratios[j + 1 .. first] < 1
+        c0, c1, r0, r1 = levels[j], levels[j + 1], ratios[j], ratios[j + 1]
         frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
         out["crossover_est"] = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+    noisy = [c for c, a, b in zip(levels, ahead, behind) if not a and not b]
+    level_at = f"; within noise at {_levels_text(noisy)}" if noisy else ""
     if first is None:
-        out["outcome"] = f"ahead or level at every concurrency up to {levels[-1]}"
+        ahead_at = [c for c, a in zip(levels, ahead) if a]
+        out["outcome"] = (f"within noise of its baseline at every level ({_levels_text(levels)})" if not ahead_at
+                          else f"never behind beyond noise: ahead at {_levels_text(ahead_at)}{level_at}")
     elif behind_from == 0:
         out["outcome"] = f"slower at every concurrency from {levels[0]}"
     elif not out["mixed"]:
-        out["outcome"] = (f"slower from concurrency {out['crossover']} on "
-                          f"(crosses 1 near {out['crossover_est']:.0f})")
+        out["outcome"] = (f"slower from concurrency {out['crossover']} on"
+                          + (f" (crosses 1 near {out['crossover_est']:.0f})" if out["crossover_est"] else "")
+                          + level_at)
     else:
         out["outcome"] = (f"mixed: behind at {_levels_text([c for c, b in zip(levels, behind) if b])}; "
-                          f"ahead at {_levels_text([c for c, b in zip(levels, behind) if not b])}"
+                          f"ahead at {_levels_text([c for c, a in zip(levels, ahead) if a])}{level_at}"
                           + (f"; slower from concurrency {out['crossover']} on" if out["crossover"] else ""))
     return out
 
 
 def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput") -> pl.DataFrame:
-    """For each speculative point: where it falls behind its baseline, consistent with the per-level ratios.
+    """For each speculative point: where it falls behind its baseline, by the per-level verdicts.
 
-    ``ahead_up_to`` is the last level before it first falls behind (ratio < 1; null when it is behind
-    at the lowest level); ``first_behind`` that first level behind; ``crossover_est`` where the ratio
-    first crosses 1, interpolated linearly in log concurrency between those two; ``crossover`` the
-    lowest level from which it is slower at every higher level too (null if it is not slower at the
-    highest level measured). ``mixed``: it is behind at some levels and ahead at a higher one (the
-    outcome lists both). Only levels measured for both point and baseline count.
+    Behind and ahead are beyond noise (the level's ``verdict``: slower / faster, ``noise.judged``); a
+    level within noise is neither. ``first_behind`` is the first level behind; ``ahead_up_to`` the last
+    level ahead before it (null when none is); ``crossover_est`` where the ratio crosses 1 between
+    those two, interpolated linearly in log concurrency; ``crossover`` the lowest level from which it
+    is behind at every higher level too (null if it is not behind at the highest level measured).
+    ``mixed``: it is behind at some level and ahead at a higher one (the outcome lists both, and the
+    levels within noise). Only levels measured for both point and baseline count.
     """
-    ratio = _ratio_of(_check_metric(metric))
+    ratio = _ratio_of(metric := _check_metric(metric))
     levels = (_levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null())
               .sort("order", "concurrency"))
-    curves = levels.group_by(["point_id", "label", "baseline_label", "order"], maintain_order=True).agg(
-        levels=pl.col("concurrency"), ratios=pl.col(ratio))
+    curves = levels.group_by(["point_id", "label", "baseline_label", "workload", "order"], maintain_order=True).agg(
+        levels=pl.col("concurrency"), ratios=pl.col(ratio), verdicts=pl.col(_verdict_of(metric)))
     rows = [{"point_id": r["point_id"], "label": r["label"], "baseline_label": r["baseline_label"],
+             "workload": r["workload"],
              "levels_measured": len(r["levels"]), "max_level": max(r["levels"]),
              "ratio_at_min": r["ratios"][0], "ratio_at_max": r["ratios"][-1],
-             **_crossing(r["levels"], r["ratios"])}
+             **_crossing(r["levels"], r["ratios"], r["verdicts"])}
             for r in curves.iter_rows(named=True)]
-    schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String,
+    schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String, "workload": pl.String,
               "levels_measured": pl.Int64, "max_level": pl.Int64, "ratio_at_min": pl.Float64,
               "ratio_at_max": pl.Float64, "ahead_up_to": pl.Int64, "first_behind": pl.Int64,
               "crossover_est": pl.Float64, "crossover": pl.Int64, "mixed": pl.Boolean, "outcome": pl.String}

@@ -3,8 +3,9 @@ workloads the results hold (coding against chat, say). Pure.
 
 A point's workload is what its requests record (the requests table's ``workload`` column, the
 name the benchmark gave it: ``sharegpt:FILE``, ``synthetic:in=...``, a prompt set). Its
-configuration is its grid axes without any axis that chooses the workload (an axis whose name
-says ``workload`` or ``prompts``), else its label: so points that differ only in workload, whether
+configuration is its grid axes without any axis that chooses the workload (a client-side axis, its
+recorded role ``benchmark``; or, in a directory whose axis has another role, one whose name says
+``workload`` or ``prompts``), else its label: so points that differ only in workload, whether
 by a grid axis or by separate experiments written to one directory, line up as one configuration.
 
 Figures per point: the accept length (tokens per verify step), the server's where it was measured
@@ -21,7 +22,7 @@ from typing import Optional
 
 import polars as pl
 
-from sweep.analysis.frames import Tables, axes_of, configurations, points_frame
+from sweep.analysis.frames import BENCHMARK, Tables, as_dict, axes_of, configurations, points_frame
 
 SERVER_FIRST = ("accept_length_server", "metrics_spec_accept_length", "accept_length_metrics", "accept_length_requests")
 CHOOSES_WORKLOAD = re.compile(r"workload|prompts", re.IGNORECASE)
@@ -48,7 +49,9 @@ def point_workloads(tables: Tables) -> dict[str, str]:
 
 
 def _configuration(row: dict) -> str:
-    axes = {a: v for a, v in axes_of(row).items() if not CHOOSES_WORKLOAD.search(a) and v is not None}
+    roles = as_dict(row.get("param_roles"))
+    axes = {a: v for a, v in axes_of(row).items()
+            if roles.get(a) != BENCHMARK and not CHOOSES_WORKLOAD.search(a) and v is not None}
     return " ".join(f"{a}={v}" for a, v in axes.items()) or (row.get("label") or row["point_id"])
 
 

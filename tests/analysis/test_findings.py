@@ -47,3 +47,25 @@ def test_the_single_stream_best_is_the_fastest_not_the_largest_ratio(tmp_path):
 def test_one_curve_is_one_curve():
     line = _profile_line("nccl=tuned", "nccl=default", _env([(1.13, 1.12, 0.98, 1.03, 0.98)]))
     assert line.startswith("nccl=tuned against nccl=default lifts 0 of 1 curve at every level: "), line
+
+
+def test_one_configuration_is_one_configuration_in_the_summary(tmp_path):
+    """'Speculation stops paying from C=64 (1 configuration that was ... falls behind it there)', not
+    'stops paying C=64 (1 configurations ...)'; '1 configuration is mixed: behind its baseline', not
+    'behind their baseline'."""
+    from sweep.analysis import analyze, headlines
+    from sweep.results import load
+    from tests.analysis.sweepdir import SweepDir
+
+    def lines(path, levels):
+        sd = SweepDir(path)
+        base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 8: 800, 64: 6400})
+        sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, levels=levels)
+        return "\n".join(headlines(analyze(load(sd.write()))))
+
+    crossing = lines(tmp_path / "a", {1: 130, 8: 1040, 64: 4480})
+    assert ("Speculation stops paying from C=64 (1 configuration that was ahead of its baseline beyond noise "
+            "at lower concurrency falls behind it there).") in crossing
+    assert "1 of 1 speculative configuration is slower than its baseline beyond noise" in crossing
+    mixed = lines(tmp_path / "b", {1: 130, 8: 560, 64: 8320})
+    assert "1 configuration is mixed: behind its baseline beyond noise at some levels (C=8)" in mixed

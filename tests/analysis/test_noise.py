@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from sweep.analysis import noise
 from sweep.analysis.noise import bootstrap_ratio, ratio_intervals
 
 
@@ -36,3 +37,19 @@ def test_no_interval_without_spread_information():
     out = ratio_intervals(pairs, samples(a=[1.0], b=[1.0, 2.0], c=[1.0, 2.0]), stat="median")
     assert out["ci_low"].to_list() == [None, None]
     assert out["key"].to_list() == ["a", "c"]  # the pairs' order is kept
+
+
+def test_a_level_verdict_never_rests_on_the_requests_spread_alone():
+    """A 1.03x ratio whose requests' interval is +-0.5 % is within noise when the level-wide noise is
+    unknown (fewer than 5 levels) or measured under the floor: the floor stands in; 1.20x is faster,
+    0.80x slower, and a ratio without a requests' interval still gets the level-wide one."""
+    frame = pl.DataFrame({"r": [1.03, 1.20, 0.80, 1.03], "ci_low": [1.025, 1.19, 0.79, None],
+                          "ci_high": [1.035, 1.21, 0.81, None]})
+    for measured in (None, 0.001):
+        out = noise.judged(frame, "r", measured)
+        assert out["verdict"].to_list() == ["within noise", "faster", "slower", "within noise"]
+        assert out["ci_low"][0] < 0.98 and out["ci_high"][0] > 1.08
+    wide = noise.judged(frame, "r", 0.10)  # a noisier sweep's own figure is used where above the floor
+    assert wide["verdict"].to_list()[:3] == ["within noise", "within noise", "within noise"]
+    assert noise.level_sigma(None) == noise.LEVEL_NOISE_FLOOR and noise.level_sigma(0.1) == 0.1
+    assert "unknown" in noise.describe_level_noise(None)

@@ -64,34 +64,47 @@ def test_a_runner_up_clearly_behind_gets_the_interval_and_no_within_noise(tmp_pa
 
 def test_a_runner_up_within_noise_is_named_on_the_line(tmp_path):
     f = analyze(load(sweep_of(tmp_path, 0.995).write()), slos=SLOS)
-    for line in slo_headlines(f):
-        assert f"deploy {BEST}" in line
-        assert f"{BEST} is within noise of {NEXT} (either will do)" in line
+    for line in slo_headlines(f):  # no "deploy X" where the pick is within noise: both named, neither picked
+        assert f"deploy {BEST}" not in line
+        assert f": no decision: these 2 are equivalent (within noise): {BEST}, {NEXT}; {BEST}, " in line
         low, high = (float(x) for x in line.split("(95% interval ")[1].split(")")[0].replace("%", "").split(" .. "))
         assert low < 0 < high  # the interval on the line is the one that contains 0
     assert f.slo_table.filter(pl.col("rank") == 1)["margin_within_noise"].all()
     best = f.best.filter(pl.col("concurrency") == 16).row(0, named=True)
     assert best["margin_within_noise"] is True and best["margin_low"] < 0 < best["margin_high"]
     top = next(line for line in headlines(f) if line.startswith("At the highest concurrency"))
-    assert f"the best there is {BEST}, within noise of {NEXT}: +1% (95% interval" in top
+    assert (f"no decision there: these 2 are equivalent (within noise): {BEST}, {NEXT} ({BEST} +1% (95% interval"
+            in top) and "the best there is" not in top
     single = next(line for line in headlines(f) if line.startswith("Single stream"))  # 120 against 119.4 tok/s
     assert f"the fastest is {BEST} at 120.0 tok/s" in single and f"within noise of {NEXT} at 119.4 tok/s: +0.5%" in single
 
 
 def test_the_level_wide_noise_widens_what_the_requests_alone_call_clear(tmp_path):
-    """2 % ahead on requests that spread 1 %: clear on the requests alone; a level-wide noise of 5 %
-    (each level measured once) puts the runner-up within noise."""
-    tables = load(sweep_of(tmp_path, 0.98, jitter=0.01).write())
+    """11 % ahead on requests that spread 1 %: clear at the floor of the level-wide noise (unknown here:
+    the curves have too few levels); a level-wide noise of 8 % (each level measured once) puts the
+    runner-up within noise."""
+    tables = load(sweep_of(tmp_path, 0.90, jitter=0.01).write())
     per_level = level_slo(tables, SLOS[:1])
     table = slo_table(tables, SLOS[:1], per_level)
     quiet = slo_noise.margins(tables, SLOS[:1], table, per_level).row(0, named=True)
-    loud = slo_noise.margins(tables, SLOS[:1], table, per_level, level_noise=0.05).row(0, named=True)
+    loud = slo_noise.margins(tables, SLOS[:1], table, per_level, level_noise=0.08).row(0, named=True)
     assert quiet["label"] == BEST and quiet["margin_within_noise"] is False and quiet["margin_low"] > 0
     assert loud["margin_within_noise"] is True and loud["margin_low"] < 0 < loud["margin_high"]
-    again = slo_noise.margins(tables, SLOS[:1], table, per_level, level_noise=0.05).row(0, named=True)
+    again = slo_noise.margins(tables, SLOS[:1], table, per_level, level_noise=0.08).row(0, named=True)
     assert again == loud  # seeded: the same interval every time
     assert best_per_level(tables, level_noise=0.0).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is False
-    assert best_per_level(tables, level_noise=0.05).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is True
+    assert best_per_level(tables, level_noise=0.08).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is True
+
+
+def test_two_percent_on_the_requests_alone_is_within_noise(tmp_path):
+    """2 % ahead on requests that spread 1 %: clear on the requests alone, but no level-wide noise was
+    measured (too few levels), so the floor stands in and the pick is within noise, in the SLO pick and
+    the best per level alike."""
+    tables = load(sweep_of(tmp_path, 0.98, jitter=0.01).write())
+    per_level = level_slo(tables, SLOS[:1])
+    pick = slo_noise.margins(tables, SLOS[:1], slo_table(tables, SLOS[:1], per_level), per_level).row(0, named=True)
+    assert pick["margin_within_noise"] is True and pick["margin_low"] < 0 < pick["margin_high"]
+    assert best_per_level(tables).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is True
 
 
 def test_a_runner_up_that_meets_the_slo_nowhere_in_some_resamples_is_unbounded(tmp_path):

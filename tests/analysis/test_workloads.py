@@ -3,6 +3,8 @@ results directories built with known numbers."""
 
 from __future__ import annotations
 
+import polars as pl
+
 from sweep.analysis import workloads as wl
 from sweep.analysis.findings import analyze
 from sweep.analysis.report import build
@@ -62,3 +64,72 @@ def test_the_report_has_the_section_only_where_there_are_several_workloads(tmp_p
     tables = load(old.write())
     assert wl.point_workloads(tables) == {} and "Acceptance per workload" not in build(old.path, with_plots=False).markdown
 
+
+
+def _two_workloads(tmp_path):
+    """A client-side workload axis (role benchmark): code is served 30 % faster than chat by the same
+    setups; on each, the drafter is 1.5x its baseline at C=1 and 0.8x at C=64."""
+    sd = SweepDir(tmp_path, roles={**ROLES, "workload": "benchmark"})
+    for name, k in (("code", 1.3), ("chat", 1.0)):
+        base = sd.point(drafter="none", nccl="default", workload=name, baseline=True, tok_s=[100 * k] * 3,
+                        levels={1: 100 * k, 8: 700 * k, 64: 3000 * k})
+        sd.point(drafter="d1", steps="2", nccl="default", workload=name, baseline_of=base, tok_s=[150 * k] * 3,
+                 levels={1: 150 * k, 8: 800 * k, 64: 2400 * k})
+    return load(sd.write())
+
+
+def test_picks_are_made_within_each_workload_and_name_the_setup_without_it(tmp_path):
+    """Two workloads are two traffic mixes on one server, never two setups: the best per level, the
+    summary, the SLO picks rank within each, and name the setup without the workload."""
+    from sweep.analysis import analyze, headlines
+    from sweep.analysis.slo import parse_slo
+
+    f = analyze(_two_workloads(tmp_path), slos=[parse_slo("any: tpot_p90<=10s")])
+    best = f.best.sort("workload", "concurrency")
+    assert best["workload"].to_list() == ["workload=chat"] * 3 + ["workload=code"] * 3
+    assert best["label"].to_list()[:3] == ["drafter=d1,steps=2,nccl=default"] * 2 + ["drafter=none,nccl=default"]
+    assert best["label"].to_list()[3:] == best["label"].to_list()[:3]
+    assert not best["runner_up"].str.contains("workload").any()  # never another workload's point
+    lines = headlines(f)
+    assert not any("workload=code" in line.split(": ", 1)[1] or "workload=chat" in line.split(": ", 1)[1]
+                   for line in lines)  # the workload leads a line, never names a setup in it
+    for w in ("workload=chat", "workload=code"):
+        mine = [line for line in lines if line.startswith(f"{w}: ")]
+        assert any(line.startswith(f"{w}: SLO any") for line in mine)
+        assert any(f"{w}: Single stream: 1 of 1 speculative configuration is faster than its baseline" in line
+                   for line in mine)
+        assert any("the best there is drafter=none,nccl=default (a baseline)" in line for line in mine)
+    picks = f.slo_table.filter(pl.col("rank") == 1)
+    assert sorted(picks["workload"].to_list()) == ["workload=chat", "workload=code"]
+    assert f.fastest.height == 2 and not f.fastest["runner_up"].str.contains("workload").any()
+    for (panel,), g in f.frontier.group_by("panel"):  # a frontier per workload, never one across two
+        workload = panel.split(" ")[0]  # then the NCCL profile, the default panels
+        assert workload in ("workload=chat", "workload=code") and g["label"].str.contains(workload).all()
+
+
+def test_the_summary_gives_the_best_per_workload(tmp_path):
+    from sweep.api import SweepResult
+
+    _two_workloads(tmp_path)
+    summary = SweepResult(experiment=None, mode="local", path=tmp_path, plan=None, points=[]).summary()  # type: ignore[arg-type]
+    assert summary.error is None
+    assert [(b.workload, b.concurrency) for b in summary.best] == [
+        ("workload=chat", 1), ("workload=chat", 64), ("workload=code", 1), ("workload=code", 64)]
+    text = str(summary)
+    assert "best at workload=code, C=64: drafter=none,nccl=default (a baseline), " in text
+    assert "vs its baseline" not in text.split("C=64: ")[1].split("\n")[0]  # not "(baseline) vs its baseline"
+    assert "best at workload=code, C=1: drafter=d1,steps=2,nccl=default" in text and "(faster)" in text
+
+
+def test_a_client_side_axis_is_known_by_its_recorded_role_not_its_name(tmp_path):
+    """An axis named 'mix' whose role is benchmark chooses the workload as surely as one named workload."""
+    sd = SweepDir(tmp_path, roles={**ROLES, "mix": "benchmark"})
+    for name, path in (("a", CODING), ("b", CHAT)):
+        base = sd.point(drafter="none", nccl="default", mix=name, baseline=True, tok_s=[100, 100],
+                        levels={1: 100, 8: 700}, requests_workload=path)
+        sd.point(drafter="d1", steps="2", nccl="default", mix=name, baseline_of=base, tok_s=[150, 150],
+                 levels={1: 150, 8: 800}, accept_length=2.5, requests_workload=path)
+    tables = load(sd.write())
+    f = analyze(tables)
+    assert set(wl.by_workload(tables, f.single, f.levels)["configuration"]) == {"drafter=d1 steps=2 nccl=default"}
+    assert sorted(f.best["workload"].unique()) == ["mix=a", "mix=b"] and not f.best["label"].str.contains("mix").any()
