@@ -263,7 +263,7 @@ def open_loop_sections(f: Findings) -> list[Section]:
         good = f.open_slo.filter(pl.col("slo") == slo.name).select(
             "point_id", "offered_rate", **{f"g_{slo.name}": "goodput_rps", f"a_{slo.name}": "attainment",
                                            f"m_{slo.name}": "met"})
-        frame = frame.join(good, on=["point_id", "offered_rate"], how="left")
+        frame = openloop.join_on_rate(frame, good)  # on the rate's key, never the raw float
         columns[f"goodput {slo.name} req/s"] = render.cell(
             lambda g, a, met: render.MISSING if g is None else f"{render.num(g, 2)} ({a:.0%})" + ("" if met else " x"),
             f"g_{slo.name}", f"a_{slo.name}", f"m_{slo.name}")
