@@ -62,15 +62,14 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
         "single_stream_runs": [before["single_stream"]["runs"], b.single_stream.runs],
         "levels": list(b.concurrency.levels),
     }
-    if b.rates:  # (absent without open-loop levels: the record of a plain dry run is as it was)
-        scale["rates"] = [list(before["rates"]), list(b.rates)]
     return out, scale
 
 
 def _open_loop_at_fake_speed(b, speed: float) -> None:
     """The open-loop levels of ``b`` (in place) at the fake's speed, as its every other time: each
     rate ``speed`` times higher, the seconds of arrivals and of ramp-up, and a trace replay's gaps,
-    ``speed`` times shorter. Counts (requests, max_in_flight) are left alone."""
+    ``speed`` times shorter. Counts (requests, max_in_flight) are left alone. (The record of the scale
+    needs no more than its ``fake_speed``: the points' Parquet type of it stays as it was.)"""
     b.rates = [float(r) * speed for r in b.rates]
     o = b.open_loop
     if o.duration_s is not None:

@@ -179,7 +179,7 @@ def test_a_dry_run_sends_the_rates_at_the_fakes_speed_and_the_report_shows_the_u
         benchmark={"rates": [1, 4, 16], "open_loop": {"duration_s": 30, "ramp_up_s": 10}})))
     out, scale = scaled(exp)
     k = exp.dry_run.fake_speed
-    assert k != 1 and out.benchmark.rates == [1 * k, 4 * k, 16 * k] and scale["rates"] == [[1, 4, 16], out.benchmark.rates]
+    assert k != 1 and out.benchmark.rates == [1 * k, 4 * k, 16 * k] and scale["fake_speed"] == k
     assert (out.benchmark.open_loop.duration_s, out.benchmark.open_loop.ramp_up_s) == (30 / k, 10 / k)
     assert exp.benchmark.rates == [1, 4, 16]  # the experiment itself untouched
     # what the fake measured at those rates, divided back: the user's rates
