@@ -5,7 +5,7 @@ busy to send) measured another server load: its per-request tok/s is that of ~31
 levels row records ``achieved_concurrency`` (requests in flight, time-weighted over the level's wall
 time, from the requests' send and end times: sweep/bench/stats.py). A closed-loop level keeps exactly
 C in flight until its last requests drain, so it stays close to C; one that falls below ``SHORT``
-of C is flagged ("short") in the report, ``sweep bench``'s report and ``sweep query``. Between two
+of C is flagged ("short") in the report and ``sweep bench``'s tables (sweep/core/achieved.py). Between two
 runs, a level whose achieved concurrency differs by more than that margin measured two loads:
 ``sweep history`` marks its change ``not comparable`` instead of an improvement or a regression.
 Pure functions over polars frames.
@@ -13,11 +13,12 @@ Pure functions over polars frames.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import polars as pl
 
-SHORT = 0.9  # a level that kept fewer than this share of its C in flight is flagged
+from sweep.analysis import render
+from sweep.analysis.render import Section
+from sweep.core.achieved import SHORT, cell
+
 NOT_COMPARABLE = "not comparable"  # history's verdict for a change between levels that achieved different loads
 # the history table's columns beside sweep.analysis.history.HISTORY_SCHEMA's: a level's load in the run and its reference
 HISTORY_COLUMNS = {"achieved": pl.Float64, "previous_achieved": pl.Float64}
@@ -29,34 +30,10 @@ def margin_text() -> str:
     return f"{SHORT:.0%}"
 
 
-def is_short(concurrency: Optional[int], achieved: Optional[float]) -> bool:
-    """Whether a level of nominal ``concurrency`` kept fewer than ``SHORT`` of it in flight on average
-    (unknown, or an open-loop level: concurrency 0, never)."""
-    return bool(concurrency and concurrency > 0 and achieved is not None and achieved < SHORT * concurrency)
-
-
-def comparable(achieved: Optional[float], other: Optional[float]) -> bool:
-    """Whether two runs of a level achieved the same load within the margin (unknown: yes, nothing to
-    say otherwise)."""
-    if achieved is None or other is None or achieved <= 0 or other <= 0:
-        return True
-    return min(achieved, other) / max(achieved, other) >= SHORT
-
-
 def short_expr() -> pl.Expr:
     """``is_short`` over a frame's ``concurrency`` and ``achieved_concurrency`` columns."""
     c = pl.col("concurrency")
     return (c > 0) & pl.col("achieved_concurrency").is_not_null() & (pl.col("achieved_concurrency") < SHORT * c)
-
-
-def cell(concurrency: Optional[int], achieved: Optional[float]) -> str:
-    """'63.1', or '31.0 (44%) short' for a level below the margin; '-' unknown."""
-    if achieved is None:
-        return "-"
-    text = f"{achieved:.1f}"
-    if is_short(concurrency, achieved):
-        text += f" ({achieved / concurrency:.0%}) short"  # type: ignore[operator]  (is_short: concurrency > 0)
-    return text
 
 
 def short_levels(levels: pl.DataFrame) -> pl.DataFrame:
@@ -113,3 +90,22 @@ def run_levels(run: str, levels: pl.DataFrame) -> pl.DataFrame:
 def runs_levels(runs) -> pl.DataFrame:
     """``run_levels`` of every run (``sweep.analysis.history.Run``: its ``run`` and ``findings.levels``)."""
     return pl.concat([pl.DataFrame(schema=RUN_LEVELS)] + [run_levels(r.run, r.findings.levels) for r in runs])
+
+
+def section(levels: pl.DataFrame) -> list[Section]:
+    """The report's "Achieved concurrency" table: per configuration and level, the requests kept in
+    flight on average ('short' below the margin); none without levels."""
+    if not levels.height or "achieved_concurrency" not in levels.columns:
+        return []
+    cs = sorted(levels["concurrency"].unique().to_list())
+    wide = (levels.with_columns(cell=render.cell(cell, "concurrency", "achieved_concurrency"),
+                                c=pl.format("C={}", "concurrency"))
+            .pivot(on="c", index=["order", "label"], values="cell", aggregate_function="first").sort("order"))
+    table = wide.select(pl.col("label").alias("point"), *[f"C={c}" for c in cs])
+    short = short_levels(levels).height
+    return [Section("Achieved concurrency", [
+        "Requests in flight at each level, time-weighted over its wall time (from the requests' send and end "
+        "times; a closed loop keeps C in flight until its last requests drain). A level below "
+        f"{margin_text()} of its C is marked 'short' (in brackets its share of C): its figures are those of "
+        "the load it achieved, not of C. "
+        + (f"{short} level(s) fell short." if short else "Every level kept at least that share.")], table)]

@@ -19,6 +19,7 @@ import polars as pl
 from sweep.core import atomic
 from sweep.core.console import plural
 from sweep.analysis import acceptance, charts, workloads as workloads_mod, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
+from sweep.analysis import achieved
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -644,7 +645,9 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                 *open_loop_sections(f),
                 energy_section(f),
                 single_stream_section(f, img("single_stream.png")),
-                concurrency_section(f, img("concurrency.png"), stop_note(openloop.closed_loop(tables))),
+                concurrency_section(f, img("concurrency.png"),
+                                    stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)),
+                *achieved.section(f.levels),
                 best_section(f),
                 crossover_section(f, img("speedup_vs_concurrency.png")),
                 *grid_sections(f, img("speedup_grid.png")),

@@ -56,3 +56,15 @@ def test_history_does_not_judge_a_level_whose_load_differs_between_runs(tmp_path
     short, text = verdict(tmp_path / "short")
     assert short["verdict"] == achieved.NOT_COMPARABLE and (short["achieved"], short["previous_achieved"]) == (7.0, 16.0)
     assert "Not comparable: 2 level figures" in text and "16.0 -> 7.0 requests in flight" in text
+
+
+def test_the_report_shows_each_levels_load_and_flags_the_short_one(tmp_path):
+    from sweep.analysis import report as report_mod
+
+    path = _set_achieved(nightly(tmp_path / "n-a", 1000.0), {D1: {16: 7.0}})
+    sections = {s.title: s for s in report_mod.build(path, with_plots=False).sections}
+    table = sections["Achieved concurrency"].table
+    assert table is not None and table.filter(pl.col("point") == D1)["C=16"].to_list() == ["7.0 (44%) short"]
+    assert table.filter(pl.col("point") != D1)["C=16"].to_list() == ["16.0"]
+    assert "below 90% of its C" in sections["Achieved concurrency"].paragraphs[0]
+    assert any(f"{D1} at C=16 kept 7.0 in flight (44%)" in p for p in sections["Concurrency"].paragraphs)
