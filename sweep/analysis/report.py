@@ -274,16 +274,23 @@ def open_loop_sections(f: Findings) -> list[Section]:
     return [Section("Open loop: goodput against offered rate", text, frame.select(**columns))]
 
 
-def energy_section(f: Findings) -> Section:
-    """Joules per output token and output tok/s per kW at each level, or why there are none."""
+def energy_section(f: Findings, tables=None) -> Section:
+    """Joules per output token and output tok/s per kW at each level, or why there are none
+    (``tables``: to name the points whose power covers other GPUs than the server's)."""
     title = "Energy per token"
     if not energy_mod.measured(f.energy):
         return Section(title, [energy_mod.NO_POWER[0].upper() + energy_mod.NO_POWER[1:] + " (GPU hosts with NVML "
                                "give real figures; `sweep bench` on its own measures no power)."])
     text = ["Joules per output token at each level, and in brackets output tok/s per kW (= 1000 / J per token): "
-            "the GPUs' power sampled every 0.5 s while the level ran, summed over every GPU of the host running "
-            "the server (node 0's only for a server over several hosts); energy = mean power x the level's wall "
+            "the GPUs' power sampled every 0.5 s while the level ran, summed over the GPUs the server uses "
+            "(tp x pp x dp from its argv, on every host it spans); energy = mean power x the level's wall "
             "time, over its output (completion) tokens."]
+    other = energy_mod.other_gpus(tables, f.energy) if tables is not None else pl.DataFrame()
+    if other.height:
+        text.append("WARNING: the power of " + ", ".join(f"{r['label']} ({r['power_gpus']} GPUs summed, the server "
+                                                           f"uses {r['gpus']})" for r in other.head(6).iter_rows(named=True))
+                    + (" ..." if other.height > 6 else "") + " covers other GPUs than the server's (results measured "
+                    "before power was read on the server's GPUs only): their energy is not the server's.")
     if f.summary.get("dry_run"):
         text.append("DRY RUN: the watts are the fake server's power model (sweep/fake/model.py), not a GPU's; "
                     "energy is at real speed.")
@@ -643,7 +650,7 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                 *frontier_section(f, img("frontier.png")),
                 *slo_sections(f),
                 *open_loop_sections(f),
-                energy_section(f),
+                energy_section(f, tables),
                 single_stream_section(f, img("single_stream.png")),
                 concurrency_section(f, img("concurrency.png"),
                                     stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)),

@@ -97,13 +97,15 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
 
 
 def benchmark_row(*, label: str, sglang_version: str | None, started_at: float | None,
-                  ended_at: float | None) -> pa.Table:
+                  ended_at: float | None, argv: list[str] | None = None, gpu_count: int | None = None) -> pa.Table:
     """The ``points`` row of a benchmark run on its own (``python -m sweep bench --out``): point_id
     "" like its tables' rows, experiment ``bench``, status ok (failed requests are rows of the
-    requests table), baseline unknown (null): no grid, no plan."""
+    requests table), baseline unknown (null): no grid, no plan. ``argv``: the server's parallelism
+    as flags (from its ``/server_info``), ``gpu_count`` the GPUs it is known to use (0: a CPU server),
+    so that per-GPU figures are counted as a sweep's are."""
     row = {"point_id": "", "label": label, "experiment": "bench", "status": "ok", "attempts": 1,
            "sglang_version": sglang_version, "started_at": started_at, "ended_at": ended_at,
-           "dry_run": False, "sweep_version": __version__}
+           "dry_run": False, "sweep_version": __version__, "argv": argv or None, "gpu_count": gpu_count}
     return from_rows([row], "points")
 
 
