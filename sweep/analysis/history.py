@@ -75,6 +75,7 @@ from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
 from sweep.core.errors import ResultsError
+from sweep.core.redact import REDACTED
 from sweep.results import load
 from sweep.results.meta import read_experiment, read_manifest, read_plan
 from sweep.results.store import read_columns, sweep_dirs
@@ -188,7 +189,10 @@ def _plan_labels(directory: Path) -> frozenset[str] | None:
     points = read_plan(directory).get("points")
     if not isinstance(points, list):
         return None
-    return frozenset(str(p["label"]) for p in points if isinstance(p, dict) and p.get("label"))
+    labels = [str(p["label"]) for p in points if isinstance(p, dict) and p.get("label")]
+    if any(REDACTED in label for label in labels):  # an older plan.json hid client-side axis values (bench_key)
+        return None  # its labels are not the points': the plan is not known
+    return frozenset(labels)
 
 
 def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
