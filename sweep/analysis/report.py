@@ -305,10 +305,18 @@ def energy_section(f: Findings, tables=None) -> Section:
     return Section(title, text, _level_pivot(cells, pl.col("cell")))
 
 
+def _runs_cell(ok: int | None, failed: int | None, status: str | None) -> str:
+    """'3', '2 (1 failed)', or '-' with why for a point without runs ('- (pruned)', '- (failed)')."""
+    if ok is None:
+        return render.MISSING + (f" ({status})" if status and status != "ok" else "")
+    return f"{ok} ({failed} failed)" if failed else str(ok)
+
+
 def single_stream_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(1), "tok_s"),
-        "min-max": render.cell(lambda lo, hi: f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
+        "min-max": render.cell(lambda lo, hi: render.MISSING if lo is None and hi is None else
+                               f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
         "speedup": render.cell(render.marked, "speedup", "within_noise"),
         "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
         "verdict": "verdict",
@@ -317,8 +325,7 @@ def single_stream_section(f: Findings, images: list[str]) -> Section:
     table = f.single.select(
         point="label",
         baseline=pl.when("baseline").then(pl.lit("(is a baseline)")).otherwise("baseline_label"),
-        runs=render.cell(lambda ok, failed: f"{ok} ({failed} failed)" if failed else str(ok),
-                         "runs", "failed_runs"),
+        runs=render.cell(_runs_cell, "runs", "failed_runs", "status"),
         **columns)
     return Section("Single stream", [
         "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
