@@ -11,7 +11,7 @@ def test_crowded_labels_are_placed_apart_and_deterministically():
     sizes = [labels.text_size(f"drafter=mine,steps={i} C={2 ** i}", 7) for i in range(8)]
     boxes = labels.place(points, sizes, bounds=(0, 0, 600, 400))
     assert labels.clear(boxes) and boxes == labels.place(points, sizes, bounds=(0, 0, 600, 400))
-    for (x, y), box in zip(points, boxes):  # none covers a point's marker
+    for box in boxes:  # none covers a point's marker
         for px, py in points:
             assert not (box[0] < px < box[2] and box[1] < py < box[3])
     # a lone label sits right of its point

@@ -3,8 +3,6 @@ header names the SGLang and GPU of the points that ran, and the single-stream ta
 
 from __future__ import annotations
 
-import polars as pl
-
 from sweep.analysis import report
 from tests.analysis.sweepdir import SweepDir
 

@@ -188,3 +188,17 @@ def test_a_dry_run_sends_the_rates_at_the_fakes_speed_and_the_report_shows_the_u
                            "offered_rate": out.benchmark.rates}).lazy()
     real, _ = at_real_speed({"points": points, "levels": levels})
     assert real["levels"].collect()["offered_rate"].to_list() == pytest.approx([1, 4, 16])
+
+
+def test_a_dry_run_replays_a_trace_at_the_fakes_speed():
+    """A trace's gaps are a time too: a dry run replays them fake_speed times shorter (time_scale)."""
+    from sweep.core.settings import WorkloadSettings
+    from sweep.experiment.dryrun import _open_loop_at_fake_speed
+
+    b = BenchSettings(workload=WorkloadSettings(kind="trace", path="t.jsonl", time_scale=0.5),
+                      open_loop=OpenLoopSettings(replay=True))
+    _open_loop_at_fake_speed(b, 5.0)
+    assert b.workload is not None and b.workload.time_scale == 0.1 and b.rates == []
+    plain = BenchSettings(workload=WorkloadSettings(kind="synthetic"))  # no trace: its id-shaping keys untouched
+    _open_loop_at_fake_speed(plain, 5.0)
+    assert plain.workload is not None and plain.workload.time_scale == 1.0
