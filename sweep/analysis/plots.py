@@ -403,11 +403,12 @@ def _label_frontier(ax, front: pl.DataFrame, dpi: float) -> None:
     if not rows:
         return
     px = 72.0 / dpi  # points per pixel
-    at = [tuple(ax.transData.transform((r["user_tok_s"], r["tok_s_gpu"]))) for r in rows]
+    at = [(float(x), float(y)) for x, y in (ax.transData.transform((r["user_tok_s"], r["tok_s_gpu"])) for r in rows)]
     texts = [frontier_label(r) for r in rows]
-    sizes = [tuple(v / px for v in labels.text_size(t, LABEL_SIZE)) for t in texts]
+    sizes = [(w / px, h / px) for w, h in (labels.text_size(t, LABEL_SIZE) for t in texts)]
     marker = FRONT_MARKER / 2 / px  # the frontier's markers, half their size in pixels
-    boxes = labels.place(at, sizes, bounds=tuple(ax.bbox.extents), marker=marker)
+    x0, y0, x1, y1 = (float(v) for v in ax.bbox.extents)
+    boxes = labels.place(at, sizes, bounds=(x0, y0, x1, y1), marker=marker)
     for r, (x, y), text, box in zip(rows, at, texts, boxes):
         far = labels.far((x, y), box, marker)
         ax.annotate(text, (r["user_tok_s"], r["tok_s_gpu"]), xytext=((box[0] - x) * px, (box[1] - y) * px),
