@@ -23,7 +23,7 @@ import polars as pl
 from matplotlib.colors import to_hex
 from plotly.subplots import make_subplots
 
-from sweep.analysis import plots, render
+from sweep.analysis import labels, plots, render
 from sweep.analysis.frames import natural_key
 from sweep.analysis.speedups import reference_profile
 
@@ -301,6 +301,33 @@ def chart_startup(startup: pl.DataFrame) -> go.Figure | None:
     return _finish(fig, "Startup phases per point", 180 + 26 * data.height, [])
 
 
+FRONTIER_HEIGHT = 600
+PANEL_PX = (700, 430)  # the plotting area the labels are placed for, shared by the panels (a ~1000 px page less its legend; smaller: safer)
+LABEL_FONT = 10
+
+
+def frontier_annotations(front: list[dict], x_range: list[float], y_range: list[float], panels: int) -> list[dict]:
+    """Each frontier point's label (its configuration and C: ``plots.frontier_label``) as a plotly
+    annotation, placed clear of the others and of the points (``labels.place``, in the pixels of a
+    panel ``PANEL_PX`` wide shared by ``panels``), a thin line to its point."""
+    if not front:
+        return []
+    w, h = PANEL_PX[0] / max(panels, 1), PANEL_PX[1]
+    span_x, span_y = (x_range[1] - x_range[0]) or 1.0, (y_range[1] - y_range[0]) or 1.0
+    at = [((math.log10(r["user_tok_s"]) - x_range[0]) / span_x * w, (r["tok_s_gpu"] - y_range[0]) / span_y * h)
+          for r in front]
+    texts = [plots.frontier_label(r) for r in front]
+    boxes = labels.place(at, [labels.text_size(t, LABEL_FONT) for t in texts], bounds=(0.0, 0.0, w, h), marker=6.0)
+    out = []
+    for r, (x, y), text, box in zip(front, at, texts, boxes):
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        out.append(dict(x=math.log10(r["user_tok_s"]), y=r["tok_s_gpu"], text=text, showarrow=True,
+                        ax=cx - x, ay=-(cy - y),  # pixels from the point to the label's centre (plotly: y down)
+                        arrowhead=0, arrowwidth=0.8, arrowcolor="crimson", standoff=6,
+                        font=dict(color="crimson", size=LABEL_FONT)))
+    return out
+
+
 def chart_frontier(frontier: pl.DataFrame) -> go.Figure | None:
     """Output tok/s per GPU against per-user speed, every configuration and level, a panel per NCCL
     profile (or axis), the Pareto frontier drawn over them."""
@@ -312,6 +339,10 @@ def chart_frontier(frontier: pl.DataFrame) -> go.Figure | None:
     per = "host" if (data["per"] == "host").all() else "GPU"
     fig = make_subplots(rows=1, cols=len(panels), shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=[p or "all points" for p in panels])
+    # the axes' ranges set here, so that the labels can be placed where the points are drawn
+    lo, hi = math.log10(cast(float, data["user_tok_s"].min())), math.log10(cast(float, data["user_tok_s"].max()))
+    pad = max(hi - lo, 0.3) * 0.06
+    x_range, y_range = [lo - pad, hi + pad], [0.0, cast(float, data["tok_s_gpu"].max()) * 1.08 or 1.0]
 
     def hover(r: dict) -> list[str]:
         return [r["label"] + (" (baseline)" if r["baseline"] else ""), str(r["concurrency"]),
@@ -334,15 +365,15 @@ def chart_frontier(frontier: pl.DataFrame) -> go.Figure | None:
             seen.add(config)
         front = panel.filter("on_frontier").sort("user_tok_s").to_dicts()
         fig.add_trace(go.Scatter(
-            x=[r["user_tok_s"] for r in front], y=[r["tok_s_gpu"] for r in front], mode="lines+markers+text",
+            x=[r["user_tok_s"] for r in front], y=[r["tok_s_gpu"] for r in front], mode="lines+markers",
             name="Pareto frontier", legendgroup="frontier", showlegend=col == 1, meta=key,
             line=dict(color="crimson", width=3), marker=dict(size=10, color="rgba(0,0,0,0)",
                                                              line=dict(color="crimson", width=2)),
-            text=[f"C={r['concurrency']}" for r in front], textposition="top right",
-            textfont=dict(color="crimson", size=10),
             customdata=[hover(r) for r in front], hovertemplate=_hover(*lines)), row=1, col=col)
-    fig.update_xaxes(type="log", title_text="per-user speed, tok/s per request (output tokens / latency; log)")
-    fig.update_yaxes(rangemode="tozero")
+        for a in frontier_annotations(front, x_range, y_range, len(panels)):
+            fig.add_annotation(a, row=1, col=col)
+    fig.update_xaxes(type="log", range=x_range, title_text="per-user speed, tok/s per request (output tokens / latency; log)")
+    fig.update_yaxes(range=y_range)
     fig.update_yaxes(title_text=f"output tok/s per {per} (completion tokens only)", row=1, col=1)
-    return _finish(fig, "Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier",
-                   600, panels)
+    return _finish(fig, "Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier "
+                   "(labelled)", FRONTIER_HEIGHT, panels)

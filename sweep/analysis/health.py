@@ -88,6 +88,9 @@ def _distinct(points: pl.DataFrame, column: str) -> list:
     return sorted(v for v in points[column].unique().to_list() if v not in (None, ""))
 
 
+NEVER_RAN = ("pruned", "invalid")  # statuses of points that never reached a host
+
+
 def sweep_summary(tables: Tables) -> dict:
     """Facts for the report's header: experiment, point counts, dry run and benchmark scaling,
     SGLang versions, GPUs, hosts, and the time span covered."""
@@ -97,6 +100,7 @@ def sweep_summary(tables: Tables) -> dict:
                      for scale in points["bench_scale"].to_list() if scale})
     levels = tables["levels"].select(pl.col("concurrency").unique().sort()).collect()["concurrency"]
     span = points.select(pl.col("started_at").min(), pl.col("ended_at").max()).row(0) if points.height else (None, None)
+    ran = points.filter(~pl.col("status").is_in(NEVER_RAN)) if points.height else points
     return {
         "experiments": _distinct(points, "experiment"),
         "points": points.height,
@@ -104,9 +108,10 @@ def sweep_summary(tables: Tables) -> dict:
         "status": statuses,
         "dry_run": bool(points["dry_run"].fill_null(False).any()) if points.height else False,
         "bench_scale": scales,
-        "sglang_versions": _distinct(points, "sglang_version"),
-        "gpus": _distinct(points, "gpu_name"),
-        "hosts": _distinct(points, "host"),
+        # of the points that ran: a pruned one never reached a host (its row says SGLang "unknown", no GPU)
+        "sglang_versions": _distinct(ran, "sglang_version"),
+        "gpus": _distinct(ran, "gpu_name"),
+        "hosts": _distinct(ran, "host"),
         "levels": levels.to_list(),
         "started_at": span[0],
         "ended_at": span[1],

@@ -69,11 +69,13 @@ from typing import Any
 import polars as pl
 
 from sweep.analysis import noise, render, slo as slo_mod
+from sweep.analysis import achieved
 from sweep.analysis.compare import compare_findings, figures
 from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
 from sweep.core.errors import ResultsError
+from sweep.core.redact import REDACTED
 from sweep.results import load
 from sweep.results.meta import read_experiment, read_manifest, read_plan
 from sweep.results.store import read_columns, sweep_dirs
@@ -187,7 +189,10 @@ def _plan_labels(directory: Path) -> frozenset[str] | None:
     points = read_plan(directory).get("points")
     if not isinstance(points, list):
         return None
-    return frozenset(str(p["label"]) for p in points if isinstance(p, dict) and p.get("label"))
+    labels = [str(p["label"]) for p in points if isinstance(p, dict) and p.get("label")]
+    if any(REDACTED in label for label in labels):  # an older plan.json hid client-side axis values (bench_key)
+        return None  # its labels are not the points': the plan is not known
+    return frozenset(labels)
 
 
 def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
@@ -437,7 +442,7 @@ def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
     repeated = repeats(changes_table(runs) if changes is None else changes, runs)
     parts = [_pair(r, refs, i) for s in series(runs) for i, (r, refs) in enumerate(zip(s, references(s, repeated)))]
     if not parts:
-        return pl.DataFrame(schema=HISTORY_SCHEMA)
+        return pl.DataFrame(schema={**HISTORY_SCHEMA, **achieved.HISTORY_COLUMNS})
     table = pl.concat(parts)
     noise_ = _run_noise(table, repeated)
     if noise_:
@@ -455,7 +460,8 @@ def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
     shifts = shifts_of(table)
     if shifts.height:
         table = table.drop("shared_shift", "shift_spread").join(shifts, on=SHIFT_KEYS, how="left", nulls_equal=True)
-    return table.with_columns(verdict=verdict(min_change)).select(list(HISTORY_SCHEMA))
+    table = table.with_columns(verdict=verdict(min_change))
+    return achieved.history_verdicts(table, achieved.runs_levels(runs)).select([*HISTORY_SCHEMA, *achieved.HISTORY_COLUMNS])
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import render
+from sweep.analysis import achieved, render
 from sweep.analysis.history import FIGURE_NAMES, FLAGGED, MARGIN, History, shifts_of
 from sweep.analysis.render import Section
 from sweep.core.console import plural
@@ -33,7 +33,8 @@ def _cell(value: float | None, change: float | None, verdict: str | None, digits
     text = render.num(value, digits)
     if value is None or change is None:
         return text + (" (new)" if verdict == "new" else "")
-    mark = {"regression": " worse", "improvement": " better", "shared shift": " (shared)"}.get(verdict or "", "")
+    mark = {"regression": " worse", "improvement": " better", "shared shift": " (shared)",
+            achieved.NOT_COMPARABLE: " (other load)"}.get(verdict or "", "")
     return f"{text} {render.marked(change, verdict == 'within noise', render.change)}{mark}"
 
 
@@ -68,6 +69,24 @@ def _flag_line(r: dict, names: dict[str, str]) -> str:
     return (f"- {r['verdict']}: {r['label']}, {FIGURE_NAMES.get(r['figure'], r['figure'])}{where}: "
             f"{render.num(r['previous_value'])} -> {render.num(r['value'])} ({render.change(r['change'])}, "
             f"ratio interval {interval}{own}) in {names.get(r['run'], r['run'])}")
+
+
+def _load_lines(pair: pl.DataFrame, names: dict[str, str]) -> list[str]:
+    """The level figures not judged because the two runs kept different loads in flight (``achieved``)."""
+    apart = pair.filter(pl.col("verdict") == achieved.NOT_COMPARABLE)
+    if not apart.height or "achieved" not in apart.columns:
+        return []
+    lines = [f"Not comparable: {plural(apart.height, 'level figure')} whose level kept a load in flight more than "
+             f"{1 - achieved.SHORT:.0%} apart in the two runs (achieved concurrency), so the change is that of "
+             "another load, not of the configuration:"]
+    for r in apart.sort(pl.col("change").abs(), descending=True, nulls_last=True).head(SHOWN).iter_rows(named=True):
+        lines.append(f"- {r['label']}, {FIGURE_NAMES.get(r['figure'], r['figure'])} at C={r['concurrency']}: "
+                     f"{render.num(r['previous_value'])} -> {render.num(r['value'])} ({render.change(r['change'])}) "
+                     f"with {r['previous_achieved']:.1f} -> {r['achieved']:.1f} requests in flight, "
+                     f"in {names.get(r['run'], r['run'])}")
+    if apart.height > SHOWN:
+        lines.append(f"- ... and {apart.height - SHOWN} more")
+    return lines
 
 
 def _shift_lines(pair: pl.DataFrame, changed: pl.DataFrame) -> list[str]:
@@ -154,6 +173,7 @@ def _pair_lines(h: History, run: str, previous: str, names: dict[str, str]) -> l
                  f"beyond noise{threshold}, of {compared} with an interval.")
     flagged = flagged.sort(pl.col("change").abs(), descending=True)
     lines += [_flag_line(r, names) for r in flagged.head(SHOWN).iter_rows(named=True)]
+    lines += _load_lines(pair, names)
     if flagged.height > SHOWN:
         lines.append(f"- ... and {flagged.height - SHOWN} more (all of them: the history table, "
                      "sweep.history(...).history or `python -m sweep query DIR... \"SELECT * FROM history "

@@ -18,7 +18,24 @@ from sweep.analysis import realspeed, slo as slo_mod
 from sweep.analysis.frames import Tables, configurations
 
 OPEN_PHASE = "rate"  # the requests' phase (sweep.bench.openloop.OPEN_PHASE)
-RATE_KEY = 1_000_000  # offered rates as integer keys for slo.level_slo (its level key is an integer)
+RATE_KEY = 1_000_000  # offered rates as integer keys (micro-requests/s): what rates are matched on, never raw floats
+
+
+def rate_key(column: str = "offered_rate") -> pl.Expr:
+    """An offered rate as an integer key (``RATE_KEY`` per request/s, rounded): what open-loop rows
+    are matched on. Two computations of one rate need not give the same float (a dry run's 5.0 / 5
+    against 1e6 / 1e6 * 0.2), so no join is ever on the float itself."""
+    return (pl.col(column) * RATE_KEY).round(0).cast(pl.Int64)
+
+
+def join_on_rate(left: pl.DataFrame, right: pl.DataFrame, how: str = "left") -> pl.DataFrame:
+    """``left`` joined with ``right`` on ``point_id`` and offered rate (by :func:`rate_key`; ``left``'s
+    ``offered_rate`` kept, ``right``'s dropped)."""
+    key = "__rate_key"
+    joined = left.with_columns(rate_key().alias(key)).join(
+        right.with_columns(rate_key().alias(key)).drop("offered_rate"), on=["point_id", key], how=how,  # type: ignore[arg-type]
+        maintain_order="left")
+    return joined.drop(key)
 
 
 def _has(frame: pl.LazyFrame, column: str) -> bool:
@@ -88,10 +105,15 @@ def rate_slo(tables: Tables, slos: list) -> pl.DataFrame:
     if not slos or "levels" not in tables or not _has(tables["levels"], "arrival"):
         return empty
     tables = realspeed.scaled(tables)  # first: the keys are the real-speed rates rate_levels shows
-    key = (pl.col("offered_rate") * RATE_KEY).round(0).cast(pl.Int64)
+    key = rate_key()
     view = dict(tables)
     view["levels"] = tables["levels"].filter(_is_open(tables["levels"])).with_columns(concurrency=key)
     view["requests"] = (tables["requests"].filter(pl.col("phase") == OPEN_PHASE)
                         .with_columns(phase=pl.lit("level"), concurrency=key))
     out = slo_mod.level_slo(view, slos)
-    return out.with_columns(pl.col("concurrency").cast(pl.Float64) / RATE_KEY).rename({"concurrency": "offered_rate"})
+    # each key back to its level's own rate (the one rate_levels shows), not a float rebuilt from the key
+    rates = (view["levels"].select("point_id", "concurrency", "offered_rate").collect()
+             .with_columns(pl.col("concurrency").cast(pl.Int64)).unique(["point_id", "concurrency"], keep="last"))
+    return (out.join(rates, on=["point_id", "concurrency"], how="left", maintain_order="left")
+            .with_columns(pl.col("offered_rate").fill_null(pl.col("concurrency").cast(pl.Float64) / RATE_KEY))
+            .drop("concurrency").select(["offered_rate" if c == "concurrency" else c for c in out.columns]))

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, NullLocator, ScalarFormatter
 
+from sweep.analysis import labels
 from sweep.analysis.frames import natural_key
 from sweep.analysis.speedups import reference_profile
 
@@ -352,6 +353,7 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
     fig = Figure(figsize=(_width(len(panels), 6.5), 6.2), layout="constrained", dpi=DPI)
     axes = fig.subplots(1, len(panels), squeeze=False, sharex=True, sharey=True)[0]
     per = "host" if (data["per"] == "host").all() else "GPU"
+    fronts: list[tuple] = []  # (axes, its frontier rows): labelled once the layout is done
     for ax, key in zip(axes, panels):
         panel = data.filter(pl.col("panel") == key)
         for config, curve in panel.sort("concurrency").group_by("config", maintain_order=True):
@@ -360,15 +362,10 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
             ax.plot(curve["user_tok_s"], curve["tok_s_gpu"], **s)
         front = panel.filter("on_frontier").sort("user_tok_s")
         ax.plot(front["user_tok_s"], front["tok_s_gpu"], color="crimson", linewidth=2.2, alpha=0.8, zorder=3)
-        for i, r in enumerate(front.iter_rows(named=True)):
-            ax.plot([r["user_tok_s"]], [r["tok_s_gpu"]], marker=style[r["config"]]["marker"], markersize=8,
+        for r in front.iter_rows(named=True):
+            ax.plot([r["user_tok_s"]], [r["tok_s_gpu"]], marker=style[r["config"]]["marker"], markersize=FRONT_MARKER,
                     color=style[r["config"]]["color"], markeredgecolor="crimson", markeredgewidth=1.5, zorder=4)
-            name = r["config"] + (" (baseline)" if r["baseline"] else "")
-            group = set(r["group"].split(",")) if r["group"] else set()
-            short = ",".join(p for p in name.split(",") if p not in group)
-            ax.annotate(f"{short} C={r['concurrency']}", (r["user_tok_s"], r["tok_s_gpu"]),
-                        xytext=(6, -10 if i % 2 else 5), textcoords="offset points", fontsize=7,
-                        color="crimson", zorder=5)
+        fronts.append((ax, front))
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -381,5 +378,41 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
     _legend(fig, data, style)
     fig.suptitle("Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier "
                  "(labelled)", fontsize=12)
+    fig.draw_without_rendering()  # the layout, so that the labels are placed where the points are drawn
+    for ax, front in fronts:
+        _label_frontier(ax, front, fig.dpi)
     fig.savefig(path)
     return path
+
+
+LABEL_SIZE = 7  # points
+FRONT_MARKER = 8  # points: a frontier point's marker
+
+
+def frontier_label(r: dict) -> str:
+    """A frontier point's label: its configuration (without what its panel's group already says) and C."""
+    name = r["config"] + (" (baseline)" if r["baseline"] else "")
+    group = set(r["group"].split(",")) if r.get("group") else set()
+    return f"{','.join(p for p in name.split(',') if p not in group)} C={r['concurrency']}"
+
+
+def _label_frontier(ax, front: pl.DataFrame, dpi: float) -> None:
+    """Each frontier point's label, placed clear of the others and of the points (``labels.place``, in
+    pixels of the drawn axes), a thin leader line to its point where it sits farther out."""
+    rows = front.to_dicts()
+    if not rows:
+        return
+    px = 72.0 / dpi  # points per pixel
+    at = [(float(x), float(y)) for x, y in (ax.transData.transform((r["user_tok_s"], r["tok_s_gpu"])) for r in rows)]
+    texts = [frontier_label(r) for r in rows]
+    sizes = [(w / px, h / px) for w, h in (labels.text_size(t, LABEL_SIZE) for t in texts)]
+    marker = FRONT_MARKER / 2 / px  # the frontier's markers, half their size in pixels
+    x0, y0, x1, y1 = (float(v) for v in ax.bbox.extents)
+    boxes = labels.place(at, sizes, bounds=(x0, y0, x1, y1), marker=marker)
+    for r, (x, y), text, box in zip(rows, at, texts, boxes):
+        far = labels.far((x, y), box, marker)
+        ax.annotate(text, (r["user_tok_s"], r["tok_s_gpu"]), xytext=((box[0] - x) * px, (box[1] - y) * px),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=LABEL_SIZE, color="crimson",
+                    zorder=5, annotation_clip=False, in_layout=False,
+                    arrowprops=None if not far else dict(arrowstyle="-", color="crimson", linewidth=0.6, alpha=0.7,
+                                                      shrinkA=0, shrinkB=3))

@@ -19,6 +19,7 @@ import polars as pl
 from sweep.core import atomic
 from sweep.core.console import plural
 from sweep.analysis import acceptance, charts, workloads as workloads_mod, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
+from sweep.analysis import achieved
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -265,7 +266,7 @@ def open_loop_sections(f: Findings) -> list[Section]:
         good = f.open_slo.filter(pl.col("slo") == slo.name).select(
             "point_id", "offered_rate", **{f"g_{slo.name}": "goodput_rps", f"a_{slo.name}": "attainment",
                                            f"m_{slo.name}": "met"})
-        frame = frame.join(good, on=["point_id", "offered_rate"], how="left")
+        frame = openloop.join_on_rate(frame, good)  # on the rate's key, never the raw float
         columns[f"goodput {slo.name} req/s"] = render.cell(
             lambda g, a, met: render.MISSING if g is None else f"{render.num(g, 2)} ({a:.0%})" + ("" if met else " x"),
             f"g_{slo.name}", f"a_{slo.name}", f"m_{slo.name}")
@@ -275,16 +276,23 @@ def open_loop_sections(f: Findings) -> list[Section]:
     return [Section("Open loop: goodput against offered rate", text, frame.select(**columns))]
 
 
-def energy_section(f: Findings) -> Section:
-    """Joules per output token and output tok/s per kW at each level, or why there are none."""
+def energy_section(f: Findings, tables=None) -> Section:
+    """Joules per output token and output tok/s per kW at each level, or why there are none
+    (``tables``: to name the points whose power covers other GPUs than the server's)."""
     title = "Energy per token"
     if not energy_mod.measured(f.energy):
         return Section(title, [energy_mod.NO_POWER[0].upper() + energy_mod.NO_POWER[1:] + " (GPU hosts with NVML "
                                "give real figures; `sweep bench` on its own measures no power)."])
     text = ["Joules per output token at each level, and in brackets output tok/s per kW (= 1000 / J per token): "
-            "the GPUs' power sampled every 0.5 s while the level ran, summed over every GPU of the host running "
-            "the server (node 0's only for a server over several hosts); energy = mean power x the level's wall "
+            "the GPUs' power sampled every 0.5 s while the level ran, summed over the GPUs the server uses "
+            "(tp x pp x dp from its argv, on every host it spans); energy = mean power x the level's wall "
             "time, over its output (completion) tokens."]
+    other = energy_mod.other_gpus(tables, f.energy) if tables is not None else pl.DataFrame()
+    if other.height:
+        text.append("WARNING: the power of " + ", ".join(f"{r['label']} ({r['power_gpus']} GPUs summed, the server "
+                                                           f"uses {r['gpus']})" for r in other.head(6).iter_rows(named=True))
+                    + (" ..." if other.height > 6 else "") + " covers other GPUs than the server's (results measured "
+                    "before power was read on the server's GPUs only): their energy is not the server's.")
     if f.summary.get("dry_run"):
         text.append("DRY RUN: the watts are the fake server's power model (sweep/fake/model.py), not a GPU's; "
                     "energy is at real speed.")
@@ -299,10 +307,18 @@ def energy_section(f: Findings) -> Section:
     return Section(title, text, _level_pivot(cells, pl.col("cell")))
 
 
+def _runs_cell(ok: int | None, failed: int | None, status: str | None) -> str:
+    """'3', '2 (1 failed)', or '-' with why for a point without runs ('- (pruned)', '- (failed)')."""
+    if ok is None:
+        return render.MISSING + (f" ({status})" if status and status != "ok" else "")
+    return f"{ok} ({failed} failed)" if failed else str(ok)
+
+
 def single_stream_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(1), "tok_s"),
-        "min-max": render.cell(lambda lo, hi: f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
+        "min-max": render.cell(lambda lo, hi: render.MISSING if lo is None and hi is None else
+                               f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
         "speedup": render.cell(render.marked, "speedup", "within_noise"),
         "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
         "verdict": "verdict",
@@ -311,8 +327,7 @@ def single_stream_section(f: Findings, images: list[str]) -> Section:
     table = f.single.select(
         point="label",
         baseline=pl.when("baseline").then(pl.lit("(is a baseline)")).otherwise("baseline_label"),
-        runs=render.cell(lambda ok, failed: f"{ok} ({failed} failed)" if failed else str(ok),
-                         "runs", "failed_runs"),
+        runs=render.cell(_runs_cell, "runs", "failed_runs", "status"),
         **columns)
     return Section("Single stream", [
         "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
@@ -669,9 +684,11 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                 *frontier_section(f, img("frontier.png")),
                 *slo_sections(f),
                 *open_loop_sections(f),
-                energy_section(f),
+                energy_section(f, tables),
                 single_stream_section(f, img("single_stream.png")),
-                concurrency_section(f, img("concurrency.png"), stop_note(openloop.closed_loop(tables))),
+                concurrency_section(f, img("concurrency.png"),
+                                    stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)),
+                *achieved.section(f.levels),
                 best_section(f),
                 crossover_section(f, img("speedup_vs_concurrency.png")),
                 *grid_sections(f, img("speedup_grid.png")),

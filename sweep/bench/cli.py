@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from sweep.bench.client import APIS
 from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
+from sweep.core.argv import node_gpus
 from sweep.core.console import output_console
 from sweep.core import workload_spec
 from sweep.core.errors import BenchError, ConfigError
@@ -190,6 +191,29 @@ def span(requests) -> tuple[float | None, float | None]:
     return min((a for a, _ in ends), default=None), max((b for _, b in ends), default=None)
 
 
+SIZE_FLAGS = (("tp_size", "--tp-size"), ("pp_size", "--pp-size"), ("dp_size", "--dp-size"),
+              ("nnodes", "--nnodes"), ("base_gpu_id", "--base-gpu-id"))  # SGLang's server args -> its flags
+
+
+def server_argv(info: dict) -> tuple[list[str], int | None]:
+    """The server's parallelism as its command line would say it (``--tp-size 8`` ...), from its
+    ``/server_info``, and the GPUs that makes on this host (0 for a CPU server; None when the server
+    said nothing of it): what a per-GPU figure is divided by (``sweep.core.argv.node_gpus``)."""
+    argv: list[str] = []
+    for key, flag in SIZE_FLAGS:
+        value = info.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            argv += [flag, str(value)]
+    if info.get("enable_dp_attention") is True:
+        argv.append("--enable-dp-attention")
+    device = info.get("device")
+    if isinstance(device, str):
+        argv += ["--device", device]
+    if device == "cpu":
+        return argv, 0
+    return argv, (node_gpus(argv)[1] if any(a == "--tp-size" for a in argv) else None)
+
+
 def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     """``--out DIR``: the four tables as DIR/<table>.parquet (as ever; their paths are returned), and
     DIR as a results directory (``sweep.results.load``, ``query``, ``report``): the same tables in
@@ -201,8 +225,9 @@ def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     info = result.server_info or {}
     version = info.get("version") if isinstance(info.get("version"), str) else None
     started, ended = span(result.requests)
+    argv, gpus = server_argv(info)
     row = records.benchmark_row(label=f"bench {urlsplit(url).netloc.rpartition('@')[2]}", sglang_version=version,
-                                started_at=started, ended_at=ended)
+                                started_at=started, ended_at=ended, argv=argv, gpu_count=gpus)
     writer.check_benchmark_dir(out)  # a sweep's directory: nothing written
     try:
         paths = result.write(out)

@@ -11,6 +11,8 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
+from sweep.core import achieved
+
 
 def _f(value: Optional[float], digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
@@ -59,12 +61,17 @@ def levels_table(levels: pa.Table) -> Optional[Table]:
             "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "achieved C", "accept srv", "accept req")
     for col in cols:
         t.add_column(col, justify="right")
+    short = [r for r in rows if achieved.is_short(r["concurrency"], r["achieved_concurrency"])]
+    if short:
+        t.caption = (f"achieved C 'short': fewer than {achieved.SHORT:.0%} of C in flight on average (C="
+                     + ", ".join(str(r["concurrency"]) for r in short) + "): the figures are those of the load achieved")
     for r in rows:
-        style = "red" if r["failed"] else None
+        style = "red" if r["failed"] else "yellow" if achieved.is_short(r["concurrency"], r["achieved_concurrency"]) else None
         t.add_row(str(r["concurrency"]), f"{r['ok']}/{r['requests']}", _f(r["output_throughput"]),
                   _f(r["request_throughput"], 2), _f(r["per_request_tok_s"]), _ms(r["latency_mean_s"]),
                   _ms(r["latency_p50_s"]), _ms(r["latency_p99_s"]), _ms(r["ttft_p50_s"]), _ms(r["ttft_p99_s"]),
-                  _ms(r["tpot_p50_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]), _f(r["achieved_concurrency"]),
+                  _ms(r["tpot_p50_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]),
+                  achieved.cell(r["concurrency"], r["achieved_concurrency"]),
                   _f(r["accept_length_server"], 2), _f(r["accept_length_requests"], 2), style=style)
     return t
 

@@ -38,7 +38,10 @@ LAST_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"
 ANY_WORDS = frozenset({"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey"})
 # SGLang flags that end in a secret word without holding a secret (checked against every flag
 # SGLang knows in tests/test_redact.py)
-NOT_SECRET = frozenset({"bucket-time-to-first-token", "kt-max-deferred-experts-per-token"})
+NOT_SECRET = frozenset({"bucket-time-to-first-token", "kt-max-deferred-experts-per-token",
+                        # the sweep's own: a plan point's bench_key names its client-side axis values
+                        # (workload=code), no secret; hidden, it took every label holding them with it
+                        "bench-key"})
 
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 _PLAIN = re.compile(r"(?i)^(?:[-+]?\d+(?:\.\d+)?|true|false|yes|no|on|off|none|null)$")

@@ -1,7 +1,10 @@
 """Fitting the real plan on a laptop: ``--dry-run`` keeps every point, phase and concurrency level,
 and scales only token counts, requests per level and single-stream runs; the fake server runs its
-startup much faster and serves at ``dry_run.fake_speed`` times the real system. The scale is
-recorded with every point and shown in the report. Pure."""
+startup much faster and serves at ``dry_run.fake_speed`` times the real system, so the open-loop
+levels' rates are sent that many times higher and their seconds (``duration_s``, ``ramp_up_s``, a
+trace's ``time_scale``) that many times shorter: the report divides every rate and time back
+(sweep/analysis/realspeed.py) and shows the rates the user set. The scale is recorded with every
+point and shown in the report. Pure."""
 
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
     b.concurrency.slo_time_scale = float(d.fake_speed)
     if b.workload is not None:  # the workload's own output lengths, scaled as max_tokens are
         b.workload.output_scale = b.workload.output_scale * d.max_tokens_scale
+    _open_loop_at_fake_speed(b, float(d.fake_speed))
     scale = {
         "fake_speed": d.fake_speed,
         "fake_startup_speed": d.fake_startup_speed,
@@ -59,3 +63,17 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
         "levels": list(b.concurrency.levels),
     }
     return out, scale
+
+
+def _open_loop_at_fake_speed(b, speed: float) -> None:
+    """The open-loop levels of ``b`` (in place) at the fake's speed, as its every other time: each
+    rate ``speed`` times higher, the seconds of arrivals and of ramp-up, and a trace replay's gaps,
+    ``speed`` times shorter. Counts (requests, max_in_flight) are left alone. (The record of the scale
+    needs no more than its ``fake_speed``: the points' Parquet type of it stays as it was.)"""
+    b.rates = [float(r) * speed for r in b.rates]
+    o = b.open_loop
+    if o.duration_s is not None:
+        o.duration_s = o.duration_s / speed
+    o.ramp_up_s = o.ramp_up_s / speed
+    if o.replay and b.workload is not None and b.workload.kind == "trace":
+        b.workload.time_scale = b.workload.time_scale / speed

@@ -24,7 +24,8 @@ from sweep.host import ports
 from sweep.host import preflight as pf
 from sweep.core import redact
 from sweep.host import reaper
-from sweep.bench.power import POWER_EVERY_S, Recorder
+from sweep.bench.power import POWER_EVERY_S, Recorder, only as only_gpus
+from sweep.core.argv import node_gpus
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
@@ -331,7 +332,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
         # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
-        power = Recorder(host.probe.power) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
         try:
             for pid, settings in subs:
                 part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
@@ -425,7 +426,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: O
         at.preflight()  # only node rank 0 listens
         at.emit(PointProgress("node", node_rank=node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
-        power = Recorder(host.probe.power) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
         sampled = posted = time.monotonic()
         try:
             while server.alive():

@@ -413,7 +413,8 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
         return GridOrder(sweep.todo)
     valid = [p for p in sweep.plan.points if not p.errors]
     search = AdaptiveSearch(valid, sweep.todo, tolerance=exp.search.tolerance,
-                            ttft_limits=[s.ttft_s for s in exp.benchmark.slo if s.ttft_s is not None])
+                            ttft_limits=[s.ttft_s for s in exp.benchmark.slo if s.ttft_s is not None],
+                            time_scale=exp.benchmark.concurrency.slo_time_scale)  # a dry run's: at real speed
     ok = [pid for pid, st in sweep.run.statuses.items() if st == "ok" and pid in search.points]
     if ok:
         tables = {name: store.table(sweep.rd.path, name).filter(pl.col("point_id").is_in(ok)).collect()

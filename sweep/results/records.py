@@ -88,7 +88,8 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
                    failure_reason=failure.reason if failure else None, failure_fix=failure.fix if failure else None,
                    log_tail=result.log_tail[-4000:] if result.log_tail else None, host=result.host,
                    node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
-                   sglang_version=result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
+                   # a pruned point never reached a host: no version rather than the probe's "unknown"
+                   sglang_version=None if result.status == "pruned" else result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
                    reaped=struct_value(result.reaped, REAPED), startup_progress=list(result.startup_progress),
                    drafter_aux_layers=result.drafter_aux_layers, drafter_checks=lines(result.drafter_checks),
                    preflight_checks=lines(result.checks),
@@ -97,13 +98,15 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
 
 
 def benchmark_row(*, label: str, sglang_version: str | None, started_at: float | None,
-                  ended_at: float | None) -> pa.Table:
+                  ended_at: float | None, argv: list[str] | None = None, gpu_count: int | None = None) -> pa.Table:
     """The ``points`` row of a benchmark run on its own (``python -m sweep bench --out``): point_id
     "" like its tables' rows, experiment ``bench``, status ok (failed requests are rows of the
-    requests table), baseline unknown (null): no grid, no plan."""
+    requests table), baseline unknown (null): no grid, no plan. ``argv``: the server's parallelism
+    as flags (from its ``/server_info``), ``gpu_count`` the GPUs it is known to use (0: a CPU server),
+    so that per-GPU figures are counted as a sweep's are."""
     row = {"point_id": "", "label": label, "experiment": "bench", "status": "ok", "attempts": 1,
            "sglang_version": sglang_version, "started_at": started_at, "ended_at": ended_at,
-           "dry_run": False, "sweep_version": __version__}
+           "dry_run": False, "sweep_version": __version__, "argv": argv or None, "gpu_count": gpu_count}
     return from_rows([row], "points")
 
 

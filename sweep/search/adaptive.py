@@ -170,8 +170,11 @@ class AdaptiveSearch:
     run now (resume: the rest are recorded); ``measured``: what the recorded ok points measured."""
 
     def __init__(self, points: Sequence[Point], todo: Sequence[Point], measured: Mapping[str, Measured] | None = None,
-                 *, tolerance: float = 0.05, ttft_limits: Sequence[float] = ()):
+                 *, tolerance: float = 0.05, ttft_limits: Sequence[float] = (), time_scale: float = 1.0):
         self.points = {p.id: p for p in points}
+        # what a measured second is at real speed: a dry run's fake serves time_scale times faster (its
+        # concurrency.slo_time_scale), so its TTFTs are judged, and its tok/s quoted, at real speed
+        self.time_scale = time_scale
         self.todo = [p.id for p in todo]
         self.tolerance = tolerance
         self.ttft_limits = list(ttft_limits)  # the SLOs' TTFT limits: where a first token's time decides
@@ -482,8 +485,9 @@ class AdaptiveSearch:
         limit, it meets it (its p99) wherever the prediction might (its median under the limit)."""
         up = 1 + pr.allowance
         for limit in self.ttft_limits:
-            might = pr.ttft_s is None or pr.ttft_s <= limit * up
-            meets = f.ttft_p99_s is not None and f.ttft_p99_s <= limit
+            k = self.time_scale
+            might = pr.ttft_s is None or pr.ttft_s * k <= limit * up
+            meets = f.ttft_p99_s is not None and f.ttft_p99_s * k <= limit
             if might and not meets:
                 return False
         return True
@@ -549,7 +553,8 @@ class AdaptiveSearch:
         closest = max(beaten, key=lambda x: x[0].throughput * (1 + x[0].allowance) / x[1][1].throughput)  # type: ignore[index]
         pr, (mid, f) = closest  # type: ignore[misc]
         band = self.band(pr, f)
+        k = self.time_scale  # tok/s at real speed, as the report shows them
         return (f"at best within noise of a point already measured at every level ({len(preds)}); closest at "
-                f"{level_name(pr.level)}: at most {pr.throughput * (1 + pr.allowance):.4g} tok/s (+{pr.allowance:.0%} "
-                f"allowed) against {f.throughput:.4g} tok/s (+-{band:.0%} noise) of "
+                f"{level_name(pr.level)}: at most {pr.throughput * (1 + pr.allowance) / k:.4g} tok/s (+{pr.allowance:.0%} "
+                f"allowed) against {f.throughput / k:.4g} tok/s (+-{band:.0%} noise) of "
                 f"{self.points[mid].label if mid in self.points else mid}; {how}")

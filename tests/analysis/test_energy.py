@@ -76,3 +76,20 @@ def test_results_written_before_the_energy_columns_still_load(tmp_path):
     assert levels.schema["power_mean_w"] == pl.Float64 and levels.schema["power_samples"] == pl.Int32
     assert levels["energy_per_token_j"].null_count() == levels.height
     assert energy.NO_POWER.lower() in report.build(d, with_plots=False).markdown.lower()
+
+
+def test_power_summed_over_other_gpus_than_the_servers_is_named(tmp_path):
+    """Results measured when power summed the host's 8 GPUs for a TP=4 server: the report says their
+    energy is not the server's; a TP=8 server's 8 are its own."""
+    sd = SweepDir(tmp_path)
+    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[90, 90], levels={1: 90}, jitter=0.0,
+             power={1: 3000.0}, argv=["python", "-m", "sglang.launch_server", "--tp-size", "4"])
+    sd.point(drafter="d1", steps="2", nccl="default", tok_s=[90, 90], levels={1: 90}, jitter=0.0,
+             power={1: 3000.0}, argv=["python", "-m", "sglang.launch_server", "--tp-size", "8"])
+    tables = load(sd.write())
+    other = energy.other_gpus(tables, energy.level_energy(tables))
+    assert other.to_dicts() == [{"label": "drafter=none,nccl=default", "power_gpus": 8, "gpus": 4}]
+    md = report.build(tmp_path, with_plots=False).markdown
+    section = md.split("## Energy per token", 1)[1].split("\n## ", 1)[0]
+    assert "summed over the GPUs the server uses" in section
+    assert "drafter=none,nccl=default (8 GPUs summed, the server uses 4)" in section and "d1" not in section.split("WARNING")[1].split(".")[0]

@@ -86,3 +86,20 @@ def test_bench_out_against_a_server_is_queried_like_a_sweep(fake_sglang, tmp_pat
     rows = query_csv(out, "SELECT concurrency, requests, failed FROM levels ORDER BY concurrency")
     assert rows == [{"concurrency": "1", "requests": "1", "failed": "0"}, {"concurrency": "2", "requests": "2", "failed": "0"}]
     assert query_csv(out, "SELECT status, experiment FROM points") == [{"status": "ok", "experiment": "bench"}]
+
+
+def test_a_bench_directory_counts_per_gpu_by_the_servers_parallelism(tmp_path):
+    """The server said tp_size 8 in its /server_info: its per-GPU figures are per GPU of those 8, not
+    '(per host)' as for a CPU server."""
+    from dataclasses import replace
+
+    from sweep.analysis.slo import gpus_frame
+
+    assert cli.server_argv({"tp_size": 8, "dp_size": 1, "device": "cuda"}) == (
+        ["--tp-size", "8", "--dp-size", "1", "--device", "cuda"], 8)
+    assert cli.server_argv({"tp_size": 1, "device": "cpu"})[1] == 0 and cli.server_argv({})[1] is None
+    out = tmp_path / "bench"
+    cli.write_out(str(out), replace(_result(), server_info={"version": "0.5.10", "tp_size": 8, "device": "cuda"}),
+                  url="http://127.0.0.1:30000")
+    gpus = gpus_frame(load(out)).row(0, named=True)
+    assert (gpus["gpus"], gpus["per"], gpus["gpus_from"]) == (8.0, "GPU", "argv")

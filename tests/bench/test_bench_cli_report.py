@@ -117,3 +117,13 @@ def test_write_is_atomic_and_readable_by_the_store(tmp_path):
     assert req[0]["chunk_tokens"] == [1, 5, 4] and req[0]["tpot_s"] == pytest.approx(0.1)
     assert req[1]["ok"] is False and req[1]["ttft_s"] is None
     assert pq.read_table(paths["single_stream"]).column("tok_per_s").to_pylist() == [10.0]
+
+
+def test_a_level_short_of_its_concurrency_is_flagged():
+    """C=70 that kept 31 in flight measured another load: the table says so, with the margin."""
+    rows = [{"point_id": "", "concurrency": c, "requests": 2 * c, "ok": 2 * c, "failed": 0, "achieved_concurrency": a}
+            for c, a in ((8, 7.8), (70, 31.0))]
+    buf = io.StringIO()
+    Console(file=buf, width=250).print(report.levels_table(from_rows(rows, "levels")))
+    out = buf.getvalue()
+    assert "31.0 (44%) short" in out and "7.8 (" not in out and "fewer than 90% of C" in out and "(C=70)" in out

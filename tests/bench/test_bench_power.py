@@ -174,3 +174,19 @@ def test_bench_power_ledger_fills_the_levels_power_columns(tmp_path):
     [level] = load(tmp_path / "out")["levels"].collect().to_dicts()
     assert level["power_gpus"] == 8 and level["power_nodes"] == 1 and level["power_samples"] >= 1
     assert level["power_mean_w"] >= 8 * 75.0 and level["energy_per_token_j"] > 0
+
+
+def test_power_is_read_on_the_gpus_the_server_uses_not_the_hosts():
+    """A TP=4 server on an 8-GPU host: its 4 GPUs (from --base-gpu-id), not the 8 summed."""
+    from sweep.bench.power import only
+    from sweep.core.argv import node_gpus
+
+    host = lambda: [300.0, 310.0, 320.0, 330.0, 75.0, 75.0, 75.0, 75.0]  # noqa: E731
+    assert node_gpus(["--tp-size", "4"]) == (0, 4)
+    assert node_gpus(["--tp-size", "4", "--base-gpu-id", "4"]) == (4, 4)
+    assert node_gpus(["--tp-size", "2", "--dp-size", "2", "--pp-size", "2"]) == (0, 8)
+    assert node_gpus(["--tp-size", "16", "--nnodes", "2"]) == (0, 8)
+    assert node_gpus(["--tp-size", "8", "--dp-size", "8", "--enable-dp-attention"]) == (0, 8)
+    assert only(host, *node_gpus(["--tp-size", "4"]))() == [300.0, 310.0, 320.0, 330.0]
+    assert only(host, 4, 4)() == [75.0] * 4
+    assert only(host, 6, 4)() is None  # fewer GPUs listed than the server's: no figure, not a part

@@ -165,3 +165,40 @@ def test_an_experiment_file_takes_rates_and_refuses_what_cannot_run(tmp_path):
     with pytest.raises(ConfigError, match="search.strategy: adaptive"):
         config.load(write(tmp_path / "adaptive.yaml", experiment(benchmark={"rates": [1]},
                                                                  search={"strategy": "adaptive"})))
+
+
+def test_a_dry_run_sends_the_rates_at_the_fakes_speed_and_the_report_shows_the_users(tmp_path):
+    """The fake serves fake_speed times faster: a rate of 1 req/s is sent as fake_speed req/s (and
+    its seconds shortened as much), so that divided back at real speed it is the 1 the user set."""
+    from sweep.analysis.realspeed import at_real_speed
+    from sweep.experiment import config
+    from sweep.experiment.dryrun import scaled
+    from tests.experiments import experiment, write
+
+    exp = config.load(write(tmp_path / "r.yaml", experiment(
+        benchmark={"rates": [1, 4, 16], "open_loop": {"duration_s": 30, "ramp_up_s": 10}})))
+    out, scale = scaled(exp)
+    k = exp.dry_run.fake_speed
+    assert k != 1 and out.benchmark.rates == [1 * k, 4 * k, 16 * k] and scale["fake_speed"] == k
+    assert (out.benchmark.open_loop.duration_s, out.benchmark.open_loop.ramp_up_s) == (30 / k, 10 / k)
+    assert exp.benchmark.rates == [1, 4, 16]  # the experiment itself untouched
+    # what the fake measured at those rates, divided back: the user's rates
+    points = pl.DataFrame({"point_id": ["p"], "bench_scale": [{"fake_speed": k}]}).lazy()
+    levels = pl.DataFrame({"point_id": ["p"] * 3, "concurrency": [0] * 3, "arrival": ["poisson"] * 3,
+                           "offered_rate": out.benchmark.rates}).lazy()
+    real, _ = at_real_speed({"points": points, "levels": levels})
+    assert real["levels"].collect()["offered_rate"].to_list() == pytest.approx([1, 4, 16])
+
+
+def test_a_dry_run_replays_a_trace_at_the_fakes_speed():
+    """A trace's gaps are a time too: a dry run replays them fake_speed times shorter (time_scale)."""
+    from sweep.core.settings import WorkloadSettings
+    from sweep.experiment.dryrun import _open_loop_at_fake_speed
+
+    b = BenchSettings(workload=WorkloadSettings(kind="trace", path="t.jsonl", time_scale=0.5),
+                      open_loop=OpenLoopSettings(replay=True))
+    _open_loop_at_fake_speed(b, 5.0)
+    assert b.workload is not None and b.workload.time_scale == 0.1 and b.rates == []
+    plain = BenchSettings(workload=WorkloadSettings(kind="synthetic"))  # no trace: its id-shaping keys untouched
+    _open_loop_at_fake_speed(plain, 5.0)
+    assert plain.workload is not None and plain.workload.time_scale == 1.0

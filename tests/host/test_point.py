@@ -204,7 +204,8 @@ def test_preflight_unknown_flag_launches_nothing(tmp_path, host):
 
 def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
     """The host hands the benchmark its probe's power (here the fake's, through the GPU ledger): every
-    level has its watts summed over the host's 8 GPUs, energy = mean watts x wall time, per token."""
+    level has its watts summed over the GPUs the server uses (tp-size 2: 2 of the host's 8), energy =
+    mean watts x wall time, per token."""
     import pyarrow.compute as pc
 
     from sweep.fake import model
@@ -212,8 +213,8 @@ def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
     r = run_point(make_spec(tmp_path), host)
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     for row in r.levels.to_pylist():
-        assert row["power_gpus"] == 8 and row["power_samples"] >= 1  # one at least: as the level ends
-        assert 8 * model.IDLE_W <= row["power_mean_w"] <= row["power_peak_w"] <= 8 * model.TDP_W
+        assert row["power_gpus"] == 2 and row["power_samples"] >= 1  # one at least: as the level ends
+        assert 2 * model.IDLE_W <= row["power_mean_w"] <= row["power_peak_w"] <= 2 * model.TDP_W
         assert row["energy_j"] == pytest.approx(row["power_mean_w"] * row["wall_s"])
         ok = r.requests.filter(pc.and_(pc.equal(r.requests["phase"], "level"),
                                        pc.equal(r.requests["concurrency"], row["concurrency"])))

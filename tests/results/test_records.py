@@ -100,3 +100,16 @@ def test_the_dry_runs_scale_fits_its_struct():
     _, scale = scaled(load(REPO / "experiments" / "k26_eagle.yaml"))
     assert list(scale) == _names(BENCH_SCALE)
     assert struct_value(scale, BENCH_SCALE) == scale
+
+
+def test_a_pruned_point_row_names_no_sglang_version():
+    """The adaptive search pruned it: it never reached a host, so no version (not 'unknown')."""
+    from sweep.core.record import Failure, PointResult
+
+    pruned = PointResult("p1", "", "", "pruned", Failure("search", "within noise of ..."), attempts=0)
+    row = point_row(_planned(), "exp", axes=["drafter"], argv=[], result=pruned, mode="dry-run",
+                    bench_scale=SCALE).to_pylist()[0]
+    assert row["status"] == "pruned" and row["sglang_version"] is None
+    ran = point_row(_planned(), "exp", axes=["drafter"], argv=[], result=_result(sglang_version="0.5.10"),
+                    mode="dry-run", bench_scale=SCALE).to_pylist()[0]
+    assert ran["sglang_version"] == "0.5.10"

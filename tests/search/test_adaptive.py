@@ -150,3 +150,25 @@ def test_slope_and_acceptance_arithmetic():
     assert reached([10, 90], depth=3) == pytest.approx((0.9, 0.0, 0.0))  # positions never reached: 0
     f = Figures(10.0, 10.0, None, 0.0, r)
     assert f.accept_length(2) == pytest.approx(2.6) and f.accept_length(4) is None and f.accept_length(0) == 1.0
+
+
+def test_a_dry_runs_reasons_quote_tok_s_at_real_speed_and_its_ttft_is_judged_there():
+    """The fake serves 5x faster: its measured tok/s are quoted divided by 5 (as the report shows
+    them), and a TTFT limit is met only by a first token that meets it at real speed."""
+    import re
+
+    points = grid(drafters={"strong": 0.78, "weak": 0.55}, steps=(2, 4), nccl=("default",))
+    _, fast, _ = run(points)
+    _, real, _ = run(points, time_scale=5.0)
+    assert fast.keys() == real.keys() and fast
+
+    def quoted(why: str) -> list[float]:
+        return [float(x) for x in re.findall(r"([\d.]+) tok/s", why)]
+
+    for pid in fast:
+        assert quoted(real[pid]) == pytest.approx([v / 5 for v in quoted(fast[pid])], rel=1e-3)
+    # a measured p99 TTFT of 0.3 s (1.5 s at real speed) does not meet a 1 s limit: nothing beaten by it
+    f = Figures(100.0, 100.0, 0.1, 0.02, ttft_p99_s=0.3)
+    pr = type("Pr", (), {"allowance": 0.0, "ttft_s": 0.1})()
+    assert AdaptiveSearch(points, points, ttft_limits=[1.0])._ttft_no_worse(f, pr)
+    assert not AdaptiveSearch(points, points, ttft_limits=[1.0], time_scale=5.0)._ttft_no_worse(f, pr)
