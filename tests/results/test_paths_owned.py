@@ -25,6 +25,7 @@ FOLDERS = (*TABLES, "logs")  # DIR/<table>/, DIR/logs/
 ALLOWED = {
     # not a results file: the file the user names for the query's output (--output FILE.parquet)
     ("sweep/analysis/query.py", ".parquet"): "the user's --output file",
+    ("sweep/analysis/cli.py", ".parquet"): "the --output help: the suffixes that name a format",
 }
 
 
