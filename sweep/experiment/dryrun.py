@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from typing import Any
 
-from sweep.experiment.config import Experiment
+from sweep.core.settings import BenchSettings
+from sweep.experiment.config import DryRunConfig, Experiment
 
 FAKE_LAUNCHER_MODULE = "sweep.fake"
 
@@ -28,29 +31,12 @@ def fake_args(exp: Experiment) -> list[str]:
 
 
 def scaled(exp: Experiment) -> tuple[Experiment, dict]:
-    """A copy of ``exp`` with the benchmark scaled for a dry run, and the record of the scale."""
+    """A copy of ``exp`` with the benchmark scaled for a dry run, and the record of the scale. The
+    client-side axes' benchmark settings are scaled where the plan merges them (``bench_scaler``)."""
     d = exp.dry_run
     out = copy.deepcopy(exp)
-    b = out.benchmark
     before = asdict(exp.benchmark)
-
-    def tokens(n: int) -> int:
-        return max(d.min_max_tokens, int(round(n * d.max_tokens_scale)))
-
-    b.single_stream.max_tokens = tokens(b.single_stream.max_tokens)
-    b.single_stream.runs = min(b.single_stream.runs, d.single_stream_runs)
-    b.single_stream.warmup = min(b.single_stream.warmup, d.single_stream_warmup)
-    b.concurrency.max_tokens = tokens(b.concurrency.max_tokens)
-    b.concurrency.rounds = min(b.concurrency.rounds, d.rounds)
-    if b.concurrency.requests_per_level is not None:
-        b.concurrency.requests_per_level = max(max(b.concurrency.levels),
-                                               int(b.concurrency.requests_per_level * d.rounds / max(exp.benchmark.concurrency.rounds, 1)))
-    b.request_timeout_s = min(b.request_timeout_s, 120.0)
-    # the host's refinement judges SLOs at real speed, as the report does (sweep.analysis.realspeed)
-    b.concurrency.slo_time_scale = float(d.fake_speed)
-    if b.workload is not None:  # the workload's own output lengths, scaled as max_tokens are
-        b.workload.output_scale = b.workload.output_scale * d.max_tokens_scale
-    _open_loop_at_fake_speed(b, float(d.fake_speed))
+    b = _scale(out.benchmark, d)
     scale = {
         "fake_speed": d.fake_speed,
         "fake_startup_speed": d.fake_startup_speed,
@@ -63,6 +49,52 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
         "levels": list(b.concurrency.levels),
     }
     return out, scale
+
+
+def bench_scaler(exp: Experiment) -> Callable[[Mapping[str, Any], str], dict[str, Any]]:
+    """What scales a client-side axis value's benchmark settings (``{concurrency: {max_tokens: 512}}``,
+    ``{rates: [4, 8]}``) as ``scaled`` scales the experiment's: its own keys only, each at the dry
+    run's scale (merged over the defaults, scaled whole, and its keys picked back), so an axis value
+    is measured at the same scale as the experiment it is merged into, not at full size."""
+    d = exp.dry_run
+
+    def scale(override: Mapping[str, Any], where: str) -> dict[str, Any]:
+        from sweep.experiment.grid import merged_bench
+
+        whole = asdict(_scale(merged_bench(BenchSettings(), [override], where), d))
+        return _picked(whole, override)
+
+    return scale
+
+
+def _picked(tree: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of ``tree`` at the keys ``keys`` sets (a mapping recursed into, but a workload whole)."""
+    return {k: _picked(tree[k], v) if isinstance(v, Mapping) and k != "workload" and isinstance(tree.get(k), Mapping)
+            else tree.get(k) for k, v in keys.items()}
+
+
+def _scale(b: BenchSettings, d: DryRunConfig) -> BenchSettings:
+    """``b`` (in place) at the dry run's scale: token counts, rounds, runs; the open loop at the fake's speed."""
+    rounds_before = b.concurrency.rounds
+
+    def tokens(n: int) -> int:
+        return max(d.min_max_tokens, int(round(n * d.max_tokens_scale)))
+
+    b.single_stream.max_tokens = tokens(b.single_stream.max_tokens)
+    b.single_stream.runs = min(b.single_stream.runs, d.single_stream_runs)
+    b.single_stream.warmup = min(b.single_stream.warmup, d.single_stream_warmup)
+    b.concurrency.max_tokens = tokens(b.concurrency.max_tokens)
+    b.concurrency.rounds = min(b.concurrency.rounds, d.rounds)
+    if b.concurrency.requests_per_level is not None:
+        b.concurrency.requests_per_level = max(max(b.concurrency.levels),
+                                               int(b.concurrency.requests_per_level * d.rounds / max(rounds_before, 1)))
+    b.request_timeout_s = min(b.request_timeout_s, 120.0)
+    # the host's refinement judges SLOs at real speed, as the report does (sweep.analysis.realspeed)
+    b.concurrency.slo_time_scale = float(d.fake_speed)
+    if b.workload is not None:  # the workload's own output lengths, scaled as max_tokens are
+        b.workload.output_scale = b.workload.output_scale * d.max_tokens_scale
+    _open_loop_at_fake_speed(b, float(d.fake_speed))
+    return b
 
 
 def _open_loop_at_fake_speed(b, speed: float) -> None:
