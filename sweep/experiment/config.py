@@ -176,13 +176,29 @@ class Experiment:
     source: str = ""  # the file it was loaded from (set by load)
 
 
+class NotANumber(ValueError):
+    """An argument of a derived value's resolver (``${add:${steps},1}``) that is not a number."""
+
+    def __init__(self, resolver: str, value: Any):
+        self.value = value
+        super().__init__(f"{resolver} takes numbers, got {value!r}")
+
+
+def _numbers(resolver: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    for a in args:
+        if isinstance(a, bool) or not isinstance(a, (int, float)):
+            raise NotANumber(resolver, a)
+    return args
+
+
 def _register_resolvers() -> None:
-    """Resolvers for derived values: ``${add:${steps},1}``, ``${mul:...}``, ``${max:...}``, ``${min:...}``."""
+    """Resolvers for derived values: ``${add:${steps},1}``, ``${mul:...}``, ``${max:...}``, ``${min:...}``;
+    an argument that is not a number raises ``NotANumber`` naming it."""
     for name, fn in {
-        "add": lambda *a: sum(a),
-        "mul": lambda a, b: a * b,
-        "max": lambda *a: max(a),
-        "min": lambda *a: min(a),
+        "add": lambda *a: sum(_numbers("add", a)),
+        "mul": lambda a, b: _numbers("mul", (a, b))[0] * b,
+        "max": lambda *a: max(_numbers("max", a)),
+        "min": lambda *a: min(_numbers("min", a)),
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_resolver(name, fn, annotation_validation="off")
