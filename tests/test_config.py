@@ -152,10 +152,16 @@ def test_a_level_or_rate_given_twice_is_refused(write_yaml, override, shown, twi
 
 
 @pytest.mark.parametrize("override", ["server.tp_size=0", "benchmark.concurrency.rounds=0", "name=a b",
-                                      "benchmark.rates=[1,-1]"])
+                                      "benchmark.rates=[1,-1]", "search.strategy=foo", "benchmark.seed=${nope}",
+                                      "benchmark.slo=[{ttft_s: -1}]"])
 def test_a_bad_value_from_an_override_names_the_override_not_the_file(write_yaml, override):
     path = write_yaml(MINIMAL)
     with pytest.raises(ConfigError) as e:
         config.load(path, [override])
     msg = str(e.value)
     assert f"command-line override ({override})" in msg and "line ?" not in msg and str(path) not in msg
+
+
+def test_a_sections_own_check_names_the_files_line(write_yaml):
+    with pytest.raises(ConfigError, match=r"exp.yaml, line 11: search.strategy = 'foo'"):
+        config.load(write_yaml(MINIMAL + "search: {strategy: foo}\n"))

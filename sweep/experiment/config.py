@@ -309,13 +309,20 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
         OmegaConf.resolve(cfg)
         missing = sorted(OmegaConf.missing_keys(cfg))
     except OmegaConfBaseException as e:
-        raise _config_error(e, path, "file") from None
+        key = str(getattr(e, "full_key", None) or "")
+        given = _where(path, key, tuple(overrides)) if key else ""
+        raise _config_error(e, path, given[len("command-line override ("):-1]
+                            if given.startswith("command-line override (") else "file") from None
     if missing:
         raise ConfigError(f"{path}: required {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)} not set",
                           fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...")
     cfg.source = str(path)
     # OmegaConf's stubs say any container: a structured config converts to its dataclass, a DictConfig to a dict
-    exp = cast(Experiment, OmegaConf.to_object(cfg))
+    try:
+        exp = cast(Experiment, OmegaConf.to_object(cfg))
+    except ConfigError as e:  # a section's own check (search, benchmark.slo): where its value came from
+        key = e.message.split(" ", 1)[0].rstrip(":")
+        raise ConfigError(f"{_where(path, key, tuple(overrides))}: {e.message}", fix=e.fix) from None
     exp.grid.derived = cast("dict[str, Any]", derived)
     _normalize_flags(exp, path)
     _check_values(exp, path, tuple(overrides))
@@ -331,9 +338,8 @@ def _where(path: Path, key: str, overrides: tuple[str, ...] = ()) -> str:
         if given == key or key.startswith(given + ".") or given.startswith(key + "."):
             return f"command-line override ({ov})"
     parts = key.split(".")
-    line = next((n for k in range(len(parts), 1, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
-    line = line or _line_of(path, key)
-    return f"{path}, line {line or '?'}"
+    line = next((n for k in range(len(parts), 0, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
+    return f"{path}, line {line}" if line else str(path)
 
 
 def auto_levels(concurrency: dict) -> dict:
