@@ -222,3 +222,11 @@ def test_a_bad_base_flag_value_makes_every_point_invalid_baselines_included(writ
     with pytest.raises(PlanError) as e:
         p.require_valid()
     assert e.value.exit_code == 3 and said in str(e.value) and "drafter=none" in str(e.value)
+    assert f"in server.flags.{override.split('.')[2].split('=')[0]})" in str(e.value)  # where the file sets it
+
+
+def test_a_bad_axis_flag_value_names_the_axis_value(write_yaml):
+    p = build(write_yaml, BASE.replace("values: [1, 2, 3]", "values: [1, x]"))
+    bad = [pt for pt in p.points if pt.errors]
+    assert [pt.params["steps"] for pt in bad] == ["x"] * 4  # d1 and d2, each nccl profile; baselines have no steps
+    assert "invalid int value: 'x'" in bad[0].errors[0] and "in grid.axes.steps (value x)" in bad[0].errors[0]

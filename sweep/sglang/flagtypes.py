@@ -673,7 +673,7 @@ def _refused(name: str, value: Any, kind: str, choices: tuple[str, ...]) -> Opti
             typed = convert(text) if convert else text
         except ValueError:
             return (f"argument --{name}: invalid {convert.__name__ if convert else 'str'} value: {text!r}",
-                    f"give --{name} {_TYPE_WORDS[kind]}, e.g. {'256' if convert is int else '0.85'}")
+                    f"give --{name} {_TYPE_WORDS[kind]}, not {text!r}")
         if choices and str(typed) not in choices:
             return (f"argument --{name}: invalid choice: {text!r} (choose from {', '.join(map(repr, choices))})",
                     f"one of {', '.join(choices)}")

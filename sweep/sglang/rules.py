@@ -141,11 +141,13 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
 
 # --- flag values: what argparse makes of them ---
 
-def read_values(named: Flags, target: Target) -> list[Check]:
+def read_values(named: Flags, target: Target, sources: Optional[Mapping[str, str]] = None) -> list[Check]:
     """Every flag value SGLang's argparse would refuse (``invalid int value``, ``invalid choice``, a
     value after a switch, a switch's missing value), by the types of the target's version (those every
     known version agrees on for a version this tool does not know); ``named``: the flags under the
-    names argparse reads (``read_names``). The algorithm's spelling is the speculative rules' (below)."""
+    names argparse reads (``read_names``); ``sources``: where the experiment sets each flag
+    (``server.flags.X``, an axis, ``grid.derived.X``), named in the fix. The algorithm's spelling is
+    the speculative rules' (below)."""
     every = version_flags(target.checked_version) or ()
     findings: list[Check] = []
     for name, value in named.items():
@@ -154,7 +156,7 @@ def read_values(named: Flags, target: Target) -> list[Check]:
             message, fix = refused
             findings.append(Check(ERROR, "bad-flag-value", f"--{name} {_shown(value)}: SGLang {target.checked_version}'s "
                                   f"argparse dies before anything starts ({message})",
-                                  f"{fix}, where server.flags, an axis or grid.derived sets it"))
+                                  f"{fix}, in {(sources or {}).get(name) or 'server.flags, the axis or grid.derived that sets it'}"))
     return findings
 
 
@@ -255,13 +257,14 @@ RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_
 
 
 def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
-             env: Optional[Mapping[str, str]] = None) -> Evaluation:
+             env: Optional[Mapping[str, str]] = None, sources: Optional[Mapping[str, str]] = None) -> Evaluation:
     """Every finding for one point's flags (names normalized, reserved flags included), and SGLang's
     outcome (its verdict and the steps, topk, draft tokens and running cap it would run with).
-    ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC)."""
+    ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC);
+    ``sources``: where the experiment sets each flag, for the fixes."""
     target = target or Target()
     named, findings = read_names(flags, target)
-    bad_values = read_values(named, target)
+    bad_values = read_values(named, target, sources)
     findings += bad_values
     outcome = None
     if _algo(named) is not None and not bad_values:  # argparse dies first: nothing else of SGLang's runs
