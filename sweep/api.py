@@ -330,7 +330,8 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
 
         checks = {p.id: r for p in plan.points if (r := drafter.check_flags(p.flags)) is not None}  # files readable here
     path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
-    ResultsDir(path, exp.name, run_mode(target)).check()  # what the run would refuse, refused now (writes nothing)
+    default = not results_dir and not exp.results_dir  # results/<name> may create results/; a given one no parent
+    ResultsDir(path, exp.name, run_mode(target), create_parents=default).check()  # what the run would refuse, refused now
     points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
                           p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
               for p in plan.points]

@@ -72,6 +72,14 @@ CASES = {
                               ["line 71: benchmark.workload 'sharegp:chat.json': unknown kind 'sharegp'"]),
     "missing workload file": (K26, ["benchmark.workload=sharegpt:/nonexistent/chat.json"], 2,
                               ["sharegpt workload file '/nonexistent/chat.json' not found"]),
+    "bad flag value, baselines included": (K26, ["server.flags.max-running-requests=lots"], 3,
+                                           ["drafter=none,nccl=default", "bad-flag-value",
+                                            "argument --max-running-requests: invalid int value: 'lots'"]),
+    "a level given twice": (K26, ["benchmark.concurrency.levels=[4,4,1]"], 2,
+                            ["command-line override (benchmark.concurrency.levels=[4,4,1])", "4 is given twice"]),
+    "an axis value holding =": (K26.replace("        tuned:", "        'a=b':"), [], 2, ["grid.axes.nccl: value 'a=b'"]),
+    "a derived value over a word": (K26, ["grid.axes.steps.values=[1,2,three]"], 2,
+                                    ["grid.derived.speculative-num-draft-tokens", "'three'", "axis 'steps'"]),
 }
 
 
@@ -88,7 +96,7 @@ def test_bad_experiment(name, tmp_path):
 
 @pytest.mark.parametrize("name, data, says", [
     ("empty conversations", b'[{"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": []}]',
-     'line 2: empty "conversations"'),
+     'line 2 (record 2 of the array): empty "conversations"'),
     ("not UTF-8", b'{"conversations": [{"from": "human", "value": "hi"}]}\n\n{"conversations": [{"from": "human", '
                   b'"value": "caf\xe9"}]}\n', "line 3: not UTF-8 text"),
 ])
@@ -211,6 +219,15 @@ def test_results_dir_that_is_a_file(tmp_path, plan):
         r = cli("experiments/k26_eagle.yaml", *(["--plan"] if plan else ["--dry-run"]), f"results_dir={where}")
         check(r, 5, "is a file, not a directory", "results_dir=")
     assert a_file.read_text() == "precious"
+
+
+@pytest.mark.parametrize("plan", [True, False], ids=["plan", "dry-run"])
+def test_results_dir_under_a_missing_folder(tmp_path, plan):
+    env, ray_mark = no_ray(tmp_path)
+    r = cli("experiments/k26_eagle.yaml", *(["--plan"] if plan else ["--dry-run"]),
+            f"results_dir={tmp_path / 'reslts' / 'x'}", env=env)
+    check(r, 5, f"{tmp_path / 'reslts'} does not exist (nothing was created)")
+    assert not (tmp_path / "reslts").exists() and not ray_mark.exists()
 
 
 def test_report_on_a_file(tmp_path):

@@ -136,3 +136,32 @@ def test_the_tests_experiment_builder_writes_experiments_the_sweep_loads(tmp_pat
     exp = config.load(write(tmp_path / "x.yaml", changed))
     assert exp.server.port == 31000 and exp.server.flags == {} and exp.server.timeouts.total_s == 60
     assert list(exp.grid.axes) == ["drafter", "steps"] and "${add:${steps},1}" in (tmp_path / "x.yaml").read_text()
+
+
+@pytest.mark.parametrize("override,shown,twice", [("benchmark.concurrency.levels=[4,4,1]", "[4, 4, 1]", "4"),
+                                                   ("benchmark.rates=[1,2,1.0]", "[1.0, 2.0, 1.0]", "1.0")])
+def test_a_level_or_rate_given_twice_is_refused(write_yaml, override, shown, twice):
+    key = override.partition("=")[0]
+    with pytest.raises(ConfigError, match=rf"(?s){key} = \[.*{twice} is given twice") as e:
+        config.load(write_yaml(MINIMAL), [override])
+    assert shown in str(e.value)
+    path = write_yaml(MINIMAL + "benchmark:\n  concurrency:\n    levels: [4, 4, 1]\n")
+    with pytest.raises(ConfigError, match=r"line 13: benchmark.concurrency.levels"):
+        config.load(path)
+    assert config.load(write_yaml(MINIMAL), ["benchmark.concurrency.levels=[4,1]"]).benchmark.concurrency.levels == [4, 1]
+
+
+@pytest.mark.parametrize("override", ["server.tp_size=0", "benchmark.concurrency.rounds=0", "name=a b",
+                                      "benchmark.rates=[1,-1]", "search.strategy=foo", "benchmark.seed=${nope}",
+                                      "benchmark.slo=[{ttft_s: -1}]"])
+def test_a_bad_value_from_an_override_names_the_override_not_the_file(write_yaml, override):
+    path = write_yaml(MINIMAL)
+    with pytest.raises(ConfigError) as e:
+        config.load(path, [override])
+    msg = str(e.value)
+    assert f"command-line override ({override})" in msg and "line ?" not in msg and str(path) not in msg
+
+
+def test_a_sections_own_check_names_the_files_line(write_yaml):
+    with pytest.raises(ConfigError, match=r"exp.yaml, line 11: search.strategy = 'foo'"):
+        config.load(write_yaml(MINIMAL + "search: {strategy: foo}\n"))

@@ -458,7 +458,7 @@ def test_from_flags():
 def test_check_drafter_command(target, tmp_path):
     good = build(tmp_path / "good", MISTAKES["ok"])
     bad = build(tmp_path / "bad", MISTAKES["aux-out-of-range"])
-    warn = build(tmp_path / "warn", MISTAKES["ddp-prefix"])
+    warn = build(tmp_path / "warn", MISTAKES["aux-unsorted"])
     run = [sys.executable, "-m", "sweep", "check-drafter"]
     r = subprocess.run([*run, str(target), str(good)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -467,7 +467,7 @@ def test_check_drafter_command(target, tmp_path):
                        timeout=60)
     assert r.returncode == 1 and "aux-layers" in r.stdout and "fix:" in r.stdout
     r = subprocess.run([*run, str(target), str(warn)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "weights-ignored" in r.stdout
+    assert r.returncode == 0 and "warning: [aux-layers]" in r.stdout
     r = subprocess.run([*run, str(target), str(warn), "--strict"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     r = subprocess.run([*run, str(target), str(good), "--json"], capture_output=True, text=True, timeout=60)
@@ -475,6 +475,29 @@ def test_check_drafter_command(target, tmp_path):
     assert out["aux_layers"] == [0, 1, 2] and out["findings"] == []
     r = subprocess.run([*run, str(tmp_path / "nowhere"), str(good)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "nowhere" in r.stderr
+
+
+def test_check_drafter_refuses_a_drafter_whose_parameters_get_no_weight(target, tmp_path, capsys):
+    """SGLang loads such a drafter without a word and serves the parameters uninitialized: the check
+    alone exits 1 and names every one (a sweep still runs it, with the warning, and measures it)."""
+    import argparse
+
+    from sweep.sglang import drafter_cli
+
+    tensors = eagle3_tensors()
+    dropped = sorted(tensors)[:10]
+    d = write_drafter(tmp_path / "dropped", eagle3_config(), without(tensors, *dropped))
+    args = argparse.Namespace(target=str(target), drafter=str(d), algorithm="EAGLE3", json=False, strict=False)
+    assert drafter_cli.run_cli(args) == 1
+    out = capsys.readouterr().out
+    report = dr.check(target, d, "EAGLE3")
+    assert not report.errors and len(report.missing_weights) >= 5  # q/k/v stack into one parameter, gate/up too
+    assert "unusable:" in out and all(m in out for m in report.missing_weights)
+    for name in ("ddp-prefix", "no-fc", "no-lm-head"):  # a wrapper's prefix, one weight missing
+        args.drafter = str(build(tmp_path / name, MISTAKES[name]))
+        assert drafter_cli.run_cli(args) == 1, name
+    args.drafter = str(build(tmp_path / "ok", MISTAKES["ok"]))
+    assert drafter_cli.run_cli(args) == 0
 
 
 def test_plan_prints_the_drafter_findings(target, tmp_path):

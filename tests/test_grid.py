@@ -122,3 +122,20 @@ def test_null_scalar_leaves_flag_out(write_yaml):
     pts = expand(write_yaml, BASE.replace("values: [1, 2, 3]", "values: [null, 2]"))
     unset = [p for p in pts if p.params.get("steps") == "unset"]
     assert unset and all("speculative-num-steps" not in p.flags for p in unset)
+
+
+def test_a_derived_value_over_a_non_numeric_axis_value_names_the_value_and_the_key(write_yaml):
+    text = BASE + "  derived:\n    speculative-num-draft-tokens: ${add:${steps},1}\n"
+    with pytest.raises(ConfigError) as e:
+        expand(write_yaml, text, "grid.axes.steps.values=[1,2,three]")
+    msg = str(e.value)
+    assert "grid.derived.speculative-num-draft-tokens" in msg and "'three'" in msg and "axis 'steps'" in msg
+    assert "TypeError" not in msg
+
+
+@pytest.mark.parametrize("old,new,value", [("values: [1, 2, 3]", "values: [1, '2,3']", "'2,3'"),
+                                           ("tuned: {env:", "'a=b': {env:", "'a=b'"),
+                                           ("tuned: {env:", "'x,y': {env:", "'x,y'")])
+def test_an_axis_value_with_a_comma_or_equals_sign_is_refused(write_yaml, old, new, value):
+    with pytest.raises(ConfigError, match=rf"grid.axes.(steps|nccl): value {value} holds .* ambiguous"):
+        expand(write_yaml, BASE.replace(old, new))

@@ -212,3 +212,21 @@ def test_the_shipped_experiments_point_ids_do_not_move(name, monkeypatch):
     points = plan.build(config.load(f"experiments/{name}.yaml", [])).points
     digest = hashlib.sha256(" ".join(sorted(p.id for p in points)).encode()).hexdigest()[:16]
     assert (len(points), digest) == SHIPPED_IDS[name]
+
+
+@pytest.mark.parametrize("override,said", [("server.flags.max-running-requests=lots", "invalid int value: 'lots'"),
+                                           ("server.flags.mem-fraction-static=abc", "invalid float value: 'abc'")])
+def test_a_bad_base_flag_value_makes_every_point_invalid_baselines_included(write_yaml, override, said):
+    p = build(write_yaml, BASE, override)
+    assert p.points and all(pt.errors for pt in p.points) and any(pt.baseline for pt in p.points)
+    with pytest.raises(PlanError) as e:
+        p.require_valid()
+    assert e.value.exit_code == 3 and said in str(e.value) and "drafter=none" in str(e.value)
+    assert f"in server.flags.{override.split('.')[2].split('=')[0]})" in str(e.value)  # where the file sets it
+
+
+def test_a_bad_axis_flag_value_names_the_axis_value(write_yaml):
+    p = build(write_yaml, BASE.replace("values: [1, 2, 3]", "values: [1, x]"))
+    bad = [pt for pt in p.points if pt.errors]
+    assert [pt.params["steps"] for pt in bad] == ["x"] * 4  # d1 and d2, each nccl profile; baselines have no steps
+    assert "invalid int value: 'x'" in bad[0].errors[0] and "in grid.axes.steps (value x)" in bad[0].errors[0]

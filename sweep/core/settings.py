@@ -6,7 +6,7 @@ builds the experiment, so a bad value is a ``ConfigError`` that names the key.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from sweep.core.errors import ConfigError
 
@@ -226,6 +226,16 @@ class WorkloadSettings:
         return out
 
 
+def _repeated(values: list[Any]) -> Any:
+    """The first value given twice in ``values`` (1 and 1.0 are one value), else None."""
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            return v
+        seen.add(v)
+    return None
+
+
 @dataclass
 class BenchSettings:
     prompts: str = "coding"  # built-in set name (coding, encyclopedic) or a JSONL file path
@@ -275,6 +285,10 @@ class BenchSettings:
         want(cc.max_tokens >= 1, "concurrency.max_tokens", cc.max_tokens, "at least 1 token")
         want(all(isinstance(c, int) and c >= 1 for c in cc.levels), "concurrency.levels", list(cc.levels),
              "positive integers, e.g. [1, 8, 64]")
+        twice = _repeated(cc.levels)
+        want(not twice, "concurrency.levels", list(cc.levels),
+             f"each level once ({twice} is given twice; a level's rows are keyed by it), e.g. "
+             f"{sorted(set(cc.levels))}")
         want(cc.refine_max >= 0, "concurrency.refine_max", cc.refine_max, "a count of added levels >= 0, e.g. 4")
         want(cc.refine_ratio > 1, "concurrency.refine_ratio", cc.refine_ratio,
              "a ratio above 1 (stop bisecting when hi/lo is at most it), e.g. 1.2")
@@ -286,6 +300,10 @@ class BenchSettings:
              "a positive number of seconds")
         want(all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in self.rates), "rates",
              list(self.rates), "positive request rates in requests/s, e.g. [1, 2, 4, 8]")
+        twice_rate = _repeated(self.rates)
+        want(not twice_rate, "rates", list(self.rates),
+             f"each rate once ({twice_rate} is given twice; a level's rows are keyed by it), e.g. "
+             f"{sorted(set(self.rates))}")
         out += self.open_loop.problems()
         want(not self.open_loop.replay or (self.workload is not None and self.workload.kind == "trace"),
              "open_loop.replay", self.open_loop.replay, "a trace workload (workload.kind: trace), or replay: false")

@@ -176,13 +176,29 @@ class Experiment:
     source: str = ""  # the file it was loaded from (set by load)
 
 
+class NotANumber(ValueError):
+    """An argument of a derived value's resolver (``${add:${steps},1}``) that is not a number."""
+
+    def __init__(self, resolver: str, value: Any):
+        self.value = value
+        super().__init__(f"{resolver} takes numbers, got {value!r}")
+
+
+def _numbers(resolver: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    for a in args:
+        if isinstance(a, bool) or not isinstance(a, (int, float)):
+            raise NotANumber(resolver, a)
+    return args
+
+
 def _register_resolvers() -> None:
-    """Resolvers for derived values: ``${add:${steps},1}``, ``${mul:...}``, ``${max:...}``, ``${min:...}``."""
+    """Resolvers for derived values: ``${add:${steps},1}``, ``${mul:...}``, ``${max:...}``, ``${min:...}``;
+    an argument that is not a number raises ``NotANumber`` naming it."""
     for name, fn in {
-        "add": lambda *a: sum(a),
-        "mul": lambda a, b: a * b,
-        "max": lambda *a: max(a),
-        "min": lambda *a: min(a),
+        "add": lambda *a: sum(_numbers("add", a)),
+        "mul": lambda a, b: _numbers("mul", (a, b))[0] * b,
+        "max": lambda *a: max(_numbers("max", a)),
+        "min": lambda *a: min(_numbers("min", a)),
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_resolver(name, fn, annotation_validation="off")
@@ -293,17 +309,37 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
         OmegaConf.resolve(cfg)
         missing = sorted(OmegaConf.missing_keys(cfg))
     except OmegaConfBaseException as e:
-        raise _config_error(e, path, "file") from None
+        key = str(getattr(e, "full_key", None) or "")
+        given = _where(path, key, tuple(overrides)) if key else ""
+        raise _config_error(e, path, given[len("command-line override ("):-1]
+                            if given.startswith("command-line override (") else "file") from None
     if missing:
         raise ConfigError(f"{path}: required {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)} not set",
                           fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...")
     cfg.source = str(path)
     # OmegaConf's stubs say any container: a structured config converts to its dataclass, a DictConfig to a dict
-    exp = cast(Experiment, OmegaConf.to_object(cfg))
+    try:
+        exp = cast(Experiment, OmegaConf.to_object(cfg))
+    except ConfigError as e:  # a section's own check (search, benchmark.slo): where its value came from
+        key = e.message.split(" ", 1)[0].rstrip(":")
+        raise ConfigError(f"{_where(path, key, tuple(overrides))}: {e.message}", fix=e.fix) from None
     exp.grid.derived = cast("dict[str, Any]", derived)
     _normalize_flags(exp, path)
-    _check_values(exp, path)
+    _check_values(exp, path, tuple(overrides))
     return exp
+
+
+def _where(path: Path, key: str, overrides: tuple[str, ...] = ()) -> str:
+    """Where a value came from: the last override that set ``key`` (or a key above or below it), as
+    given on the command line, else the file and the line of the key (of the key above it, for a
+    key the file wrote compactly)."""
+    for ov in reversed(overrides):
+        given = ov.partition("=")[0].strip()
+        if given == key or key.startswith(given + ".") or given.startswith(key + "."):
+            return f"command-line override ({ov})"
+    parts = key.split(".")
+    line = next((n for k in range(len(parts), 0, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
+    return f"{path}, line {line}" if line else str(path)
 
 
 def auto_levels(concurrency: dict) -> dict:
@@ -359,10 +395,10 @@ def _normalize_flags(exp: Experiment, path: Path) -> None:
             axis.flag = normalize_flag(axis.flag)
 
 
-def _check_values(exp: Experiment, path: Path) -> None:
+def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) -> None:
     """Checks the types cannot express: positive sizes, non-empty lists, a sane name."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", exp.name):
-        raise ConfigError(f"{path}: name {exp.name!r} must be letters, digits, '_', '-' or '.'",
+        raise ConfigError(f"{_where(path, 'name', overrides)}: name {exp.name!r} must be letters, digits, '_', '-' or '.'",
                           fix="it names the results directory; e.g. name: k26_eagle")
     checks = [
         ("server.tp_size", exp.server.tp_size >= 1),
@@ -374,21 +410,19 @@ def _check_values(exp: Experiment, path: Path) -> None:
     ]
     for key, ok in checks:
         if not ok:
-            raise ConfigError(f"{path}, line {_line_of(path, key) or '?'}: {key} is out of range",
+            raise ConfigError(f"{_where(path, key, overrides)}: {key} is out of range",
                               fix="sizes, counts and levels must be positive; ports 1-65535")
     for key, value, use in exp.benchmark.problems():
-        parts = ("benchmark." + key).split(".")  # a key the file wrote compactly: the line of the key above it
-        line = next((n for k in range(len(parts), 1, -1) if (n := _line_of(path, ".".join(parts[:k])))), None)
-        raise ConfigError(f"{path}, line {line or '?'}: benchmark.{key} = {value!r} "
+        raise ConfigError(f"{_where(path, 'benchmark.' + key, overrides)}: benchmark.{key} = {value!r} "
                           "is out of range", fix=f"use {use}")
     if exp.search.strategy == "adaptive" and (exp.benchmark.rates or exp.benchmark.open_loop.replay):
         # sweep/search/measured.py keys a point's figures by concurrency, the single stream's by 0: an
         # open-loop level (concurrency 0) would be read as the single stream
-        raise ConfigError(f"{path}, line {_line_of(path, 'benchmark.rates') or '?'}: benchmark.rates (open-loop "
+        raise ConfigError(f"{_where(path, 'benchmark.rates', overrides)}: benchmark.rates (open-loop "
                           "levels) with search.strategy: adaptive, which learns from concurrency levels only",
                           fix="run the rates with search.strategy: grid, or leave benchmark.rates out of the adaptive sweep")
     if not exp.server.launcher:
-        raise ConfigError(f"{path}: server.launcher is empty",
+        raise ConfigError(f"{_where(path, 'server.launcher', overrides)}: server.launcher is empty",
                           fix="leave it out for python -m sglang.launch_server")
 
 

@@ -22,7 +22,7 @@ from typing import Any, Mapping, cast
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.experiment.config import AxisConfig, Experiment, normalized_flags
+from sweep.experiment.config import AxisConfig, Experiment, NotANumber, normalized_flags
 from sweep.core import workload_spec
 from sweep.core.errors import ConfigError
 from sweep.core.settings import BenchSettings
@@ -208,6 +208,15 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
         flag = None
     if not values:
         raise _bad(f"{where} has an empty list of values", "give at least one value, or remove the axis")
+    for v in values:  # a label is axis=value,axis=value: these two characters would make it ambiguous
+        if "," in v.name or "=" in v.name:
+            clean = v.name.replace(",", "_").replace("=", "_")
+            scalar = cfg.flag is not None or bench_key is not None
+            raise _bad(f"{where}: value {v.name!r} holds {'a comma' if ',' in v.name else 'an equals sign'}, which "
+                       "makes point labels (axis=value,axis=value) ambiguous",
+                       f"use a value without ',' and '=', e.g. {clean!r}" if not scalar else
+                       "a flag's value cannot hold ',' or '=' here; several values are a list in brackets, "
+                       "e.g. values: [1, 2]")
     dupes = sorted({v.name for v in values if [w.name for w in values].count(v.name) > 1})
     if dupes:
         raise _bad(f"{where}: value {dupes[0]!r} appears twice", "each value of an axis must be distinct")
@@ -261,18 +270,37 @@ def _matches(rule: Mapping[str, Any], params: Mapping[str, str]) -> bool:
     return all(k in params and fnmatch.fnmatchcase(params[k], str(v)) for k, v in rule.items())
 
 
+def _not_a_number(e: BaseException) -> NotANumber | None:
+    """The resolver's NotANumber behind OmegaConf's error (it chains it as the context), if any."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, NotANumber):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _derive(derived: Mapping[str, Any], context: Mapping[str, Any], label: str) -> dict[str, Any]:
-    if not derived:
-        return {}
-    try:
-        cfg = OmegaConf.create({**context, "__derived__": dict(derived)})
-        out = OmegaConf.to_container(cfg["__derived__"], resolve=True)
-    except OmegaConfBaseException as e:
-        first = str(getattr(e, "msg", e)).splitlines()[0]
-        raise _bad(f"grid.derived for point {label}: {first}",
-                   f"derived values may use the axes ({', '.join(k for k in context)}) and add/mul/max/min, "
-                   "e.g. \"${add:${steps},1}\"") from None
-    return cast("dict[str, Any]", out)  # a DictConfig converts to a new dict; keys normalised by config.load
+    """``grid.derived`` resolved over one point's axis values, key by key, so an error names its key."""
+    out: dict[str, Any] = {}
+    for key, expr in derived.items():
+        try:
+            cfg = OmegaConf.create({**context, "__derived__": {key: expr}})
+            out.update(cast("dict[str, Any]", OmegaConf.to_container(cfg["__derived__"], resolve=True)))
+        except OmegaConfBaseException as e:
+            cause = _not_a_number(e)
+            if cause is not None:
+                axes = [n for n, v in context.items() if v == cause.value and "${" + n + "}" in str(expr)]
+                raise _bad(f"grid.derived.{key} = {expr!r} for point {label}: {cause}"
+                           + (f" (the value of axis {axes[0]!r})" if axes else ""),
+                           f"give axis {axes[0]!r} numeric values (e.g. values: [1, 2, 3]), or leave it out of "
+                           f"grid.derived.{key}" if axes else "give add/mul/max/min numbers or axes with numeric "
+                           "values, e.g. \"${add:${steps},1}\"") from None
+            first = str(getattr(e, "msg", e)).splitlines()[0]
+            raise _bad(f"grid.derived.{key} for point {label}: {first}",
+                       f"derived values may use the axes ({', '.join(k for k in context)}) and add/mul/max/min, "
+                       "e.g. \"${add:${steps},1}\"") from None
+    return out  # keys normalised by config.load
 
 
 def expand(exp: Experiment) -> list[GridPoint]:

@@ -261,6 +261,19 @@ def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rule
                         version_given=bool(version)), warnings
 
 
+def _sources(exp: Experiment, axes: list, gp: Any) -> dict[str, str]:
+    """Where the experiment sets each of a point's flags, for the fixes of its findings: the server
+    section, the axis value that sets it, or grid.derived (the later wins, as in the point's flags)."""
+    out = {k: f"server.flags.{k}" for k in exp.server.flags}
+    out.update({"model-path": "server.model_path", "tp-size": "server.tp_size"})
+    for a in axes:
+        for v in a.values:
+            if gp.params.get(a.name) == v.name:
+                out.update({f: f"grid.axes.{a.name} (value {v.name})" for f in v.flags})
+    out.update({k: f"grid.derived.{k}" for k in gp.derived})
+    return out
+
+
 def build(exp: Experiment) -> Plan:
     """Expand the grid and validate every point; never raises for a point's errors (see require_valid)."""
     axes = build_axes(exp)
@@ -278,7 +291,7 @@ def build(exp: Experiment) -> Plan:
             roles={k: roles[k] for k in gp.params}, baseline=gp.baseline, flags=flags, env=env,
             launcher=list(exp.server.launcher), bench=bench, launch_id=launch_id(exp, flags, env),
             bench_key=gp.bench_key)
-        ev = rules.evaluate(flags, bench, target, env)
+        ev = rules.evaluate(flags, bench, target, env, _sources(exp, axes, gp))
         for f in ev.findings:
             (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
         if ev.outcome is not None:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from sweep.sglang import flagtypes
+
 DEFAULT_VERSION = "0.5.10"
 DEFAULT_GPU = "H200"  # the GPU the fake's hosts have, for SGLang's GPU-dependent choices
 SUPPORTED_VERSIONS = ("0.5.10", "0.5.23")
@@ -279,8 +281,9 @@ def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
             continue
         kind = _algorithm_type(version) if flag.name == "speculative-algorithm" else flag.kind
         kw: dict[str, Any] = dict(type=kind, default=flag.default, help=flag.help)
-        if flag.choices and not (flag.name == "speculative-algorithm" and version_tuple(version) >= (0, 5, 23)):
-            kw["choices"] = flag.choices
+        choices = flag.choices or flagtypes.CHOICES.get(version, {}).get(flag.name)  # SGLang's own, where it has them
+        if choices and not (flag.name == "speculative-algorithm" and version_tuple(version) >= (0, 5, 23)):
+            kw["choices"] = choices
         if flag.nargs:
             kw["nargs"] = flag.nargs
         parser.add_argument(*names, **kw)
@@ -290,17 +293,24 @@ def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
     return parser
 
 
-def _split_unknown(parser: argparse.ArgumentParser, rest: list[str]) -> list[str]:
-    """Well-formed unknown flags (with their value, if any) -> their names; anything else is an error."""
+def _split_unknown(parser: argparse.ArgumentParser, rest: list[str], version: str = DEFAULT_VERSION) -> list[str]:
+    """Well-formed unknown flags (with their value, if any) -> their names; anything else is an error,
+    and so is a value SGLang's own parser would refuse for a flag the fake does not model
+    (``sweep.sglang.flagtypes``: an int flag's ``lots``, a switch's value, a choice it lacks)."""
     names: list[str] = []
     i = 0
     while i < len(rest):
         tok = rest[i]
         if not _WELL_FORMED.match(tok):
             parser.error(f"unrecognized arguments: {' '.join(rest[i:])}")
-        names.append(tok.split("=", 1)[0])
-        if "=" not in tok and i + 1 < len(rest) and (not rest[i + 1].startswith("-") or _NUMBER.match(rest[i + 1])):
+        name, eq, value = tok.partition("=")
+        names.append(name)
+        if not eq and i + 1 < len(rest) and (not rest[i + 1].startswith("-") or _NUMBER.match(rest[i + 1])):
             i += 1  # its value
+            value, eq = rest[i], "="
+        refused = flagtypes.refusal(name[2:], value if eq else True, version)
+        if refused:
+            parser.error(refused[0])
         i += 1
     return names
 
@@ -310,7 +320,7 @@ def parse(argv: Sequence[str]) -> Parsed:
     version = pick_version(argv)
     parser = build_parser(version)
     ns, rest = parser.parse_known_args(list(argv))
-    unknown = _split_unknown(parser, rest)
+    unknown = _split_unknown(parser, rest, version)
     if ns.model_path is None:
         parser.error("the following arguments are required: --model-path/--model")
     return Parsed(ns, unknown, version)

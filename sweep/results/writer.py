@@ -7,6 +7,7 @@ never sees half a file and a point counts as finished only once its ``points`` r
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import time
@@ -53,12 +54,32 @@ def _unwritable(path: Path, e: OSError) -> ResultsError:
                             "same command resumes where it stopped")
 
 
+def _missing_parent(path: Path, parent: Path) -> ResultsError:
+    """A results_dir whose parent folder does not exist: the first missing folder and, where a folder
+    beside it has a close name, that one."""
+    missing = parent
+    while not missing.parent.is_dir() and missing.parent != missing:
+        missing = missing.parent
+    try:
+        siblings = [p.name for p in missing.parent.iterdir() if p.is_dir()]
+    except OSError:
+        siblings = []
+    close = difflib.get_close_matches(missing.name, siblings, n=1, cutoff=0.6)
+    meant = f"did you mean {missing.parent / close[0]}? " if close else ""
+    return ResultsError(f"results directory {path}: {missing} does not exist (nothing was created)",
+                        fix=f"{meant}correct results_dir, or create {parent} first (mkdir -p {parent})")
+
+
 class ResultsDir:
-    def __init__(self, path: str | Path, experiment: str, mode: str):
-        """``mode`` is ``real``, ``dry-run`` or ``fake``: runs of different modes never share a directory."""
+    def __init__(self, path: str | Path, experiment: str, mode: str, *, create_parents: bool = True):
+        """``mode`` is ``real``, ``dry-run`` or ``fake``: runs of different modes never share a directory.
+        ``create_parents``: whether folders above the directory may be created (the default
+        ``results/<name>`` may create ``results/``; a ``results_dir`` given by the user may not, so
+        that a mistyped parent is an error rather than a new tree)."""
         self.path = Path(path)
         self.experiment = experiment
         self.mode = mode
+        self.create_parents = create_parents
         self.set_aside: list[str] = []  # unreadable files of an earlier run, renamed *.corrupt
 
     def check(self) -> "ResultsDir":
@@ -68,6 +89,9 @@ class ResultsDir:
             raise ResultsError(f"results directory {self.path}: {blocked} is a file, not a directory",
                                fix="point results_dir=... at a directory (new, empty, or one a sweep wrote), "
                                    f"e.g. results_dir=results/{self.experiment}")
+        parent = self.path.absolute().parent
+        if not self.create_parents and not self.path.exists() and not parent.is_dir():
+            raise _missing_parent(self.path, parent)
         meta = read_manifest(self.path)
         if meta is not None:
             if meta.get("experiment") != self.experiment:

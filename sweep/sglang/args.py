@@ -82,6 +82,12 @@ def flag_args(flags: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def arg_values(value: Any) -> list[str]:
+    """What follows a flag's name in the argv (``flag_args``): nothing for a switch, each of a list's
+    values, or the value."""
+    return _values(value)
+
+
 def _values(value: Any) -> list[str]:
     """What follows a flag's name in the argv: nothing for a switch, each of a list's values, or the value."""
     if value is True:

@@ -83,6 +83,9 @@ class DrafterReport:
     findings: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
     seconds: float = 0.0
+    # parameters of the drafter's model class that no weight of the checkpoint reaches: SGLang loads it
+    # and serves them uninitialized without a word (a sweep measures it; check-drafter refuses it)
+    missing_weights: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Check]:
@@ -426,6 +429,7 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
         report.add(WARNING, "weights-ignored",
                    f"{len(ignored)} of {len(tensors)} weights map to no parameter of {arch} and are dropped "
                    f"without a message: {_fmt(ignored)}", fix)
+    report.missing_weights = missing
     if missing:
         report.add(WARNING, "weights-missing",
                    f"{plural(len(missing), 'parameter')} of {arch} get no weight and keep their initial "
@@ -453,6 +457,7 @@ def _check_mla_names(tensors: dict[str, Tensor], report: DrafterReport) -> None:
                    f"(SGLang logs 'skipping unexpected weight' and leaves those parameters uninitialized): {_fmt(odd)}",
                    "rename them to midlayer.* / layers.0.*, fc, norm, lm_head")
     if not any(re.sub(r"^layers\.0\.", "midlayer.", n).startswith("midlayer.") for n in tensors):
+        report.missing_weights = ["midlayer.* (the decoder layer)"]
         report.add(WARNING, "weights-missing", "no decoder-layer weights (midlayer.* or layers.0.*): the drafter's "
                    "layer keeps its initial values", "export the drafter's decoder layer as midlayer.* or layers.0.*")
 

@@ -5,7 +5,9 @@ names SGLang's model class would drop or miss, the target layers it reads, hidde
 vocabularies, architecture against the algorithm (sweep/sglang/drafter.py). Reads config.json files and
 safetensors headers only: milliseconds, even for a large checkpoint.
 
-Exit 0: no error (warnings printed); 1: an error (or, with --strict, a warning); 2: a folder missing.
+Exit 0: no error (warnings printed); 1: an error, or parameters no weight of the checkpoint reaches
+(SGLang would load the drafter and serve them uninitialized: a drafter that cannot accept), or with
+--strict a warning; 2: a folder missing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sweep.core.errors import ConfigError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = ("Check a drafter checkpoint against its target the way SGLang would load it (config.json and "
-                     "safetensors headers only). Exit 1 on an error.")
+                     "safetensors headers only). Exit 1 on an error or on parameters no weight reaches.")
     p.add_argument("target", help="the target model's folder (its config.json)")
     p.add_argument("drafter", help="the drafter's folder (config.json and *.safetensors)")
     p.add_argument("--algorithm", default="EAGLE3", type=str.upper,
@@ -48,4 +50,7 @@ def run_cli(args: argparse.Namespace) -> int:
         print(report.summary())
         for f in report.findings:
             print(f"{f.level}: [{f.rule}] {f.message}\n  fix: {f.fix}")
-    return 1 if report.errors or (args.strict and report.warnings) else 0
+        if report.missing_weights:
+            print(f"unusable: {len(report.missing_weights)} parameter(s) get no weight and would serve uninitialized "
+                  f"(SGLang loads the drafter without a word): {', '.join(report.missing_weights)} (exit 1)")
+    return 1 if report.errors or report.missing_weights or (args.strict and report.warnings) else 0

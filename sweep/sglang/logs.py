@@ -187,6 +187,9 @@ def _argparse_failure(text: str) -> Failure | None:
     elif e := _EXPECTED.match(msg):
         fix = (f"give {_flag(e.group('flag'))} its value ({e.group('what')}); a value that starts with '-' "
                f"is written {_flag(e.group('flag'))}=VALUE")
+    elif msg.startswith("unrecognized arguments: ") and not msg.split(": ", 1)[1].startswith("-"):
+        fix = (f"{msg.split(': ', 1)[1]} follows a flag that takes no value (a switch: write it as `flag: true`) "
+               "or fewer values: correct it in the experiment's server args")
     elif msg.startswith("unrecognized arguments: "):
         fix = (f"this SGLang has no flag {msg.split(': ', 1)[1]}: remove it, or check its name against the "
                "installed version's `--help` (flags are renamed between versions)")

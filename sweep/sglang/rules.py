@@ -18,8 +18,8 @@ from typing import Any, Callable, Final, Mapping, Optional
 
 from sweep.core.checks import Check
 from sweep.core.settings import BenchSettings
-from sweep.sglang import serverargs as sa
-from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, argparse_name, closest_flag, version_flags
+from sweep.sglang import flagtypes, serverargs as sa
+from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, arg_values, argparse_name, closest_flag, version_flags
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
@@ -139,6 +139,31 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
     return out, findings
 
 
+# --- flag values: what argparse makes of them ---
+
+def read_values(named: Flags, target: Target, sources: Optional[Mapping[str, str]] = None) -> list[Check]:
+    """Every flag value SGLang's argparse would refuse (``invalid int value``, ``invalid choice``, a
+    value after a switch, a switch's missing value), by the types of the target's version (those every
+    known version agrees on for a version this tool does not know); ``named``: the flags under the
+    names argparse reads (``read_names``); ``sources``: where the experiment sets each flag
+    (``server.flags.X``, an axis, ``grid.derived.X``), named in the fix. The algorithm's spelling is
+    the speculative rules' (below)."""
+    every = version_flags(target.checked_version) or ()
+    findings: list[Check] = []
+    for name, value in named.items():
+        refused = flagtypes.refusal(name, value, target.checked_version, name in every)
+        if refused:
+            message, fix = refused
+            findings.append(Check(ERROR, "bad-flag-value", f"--{name} {_shown(value)}: SGLang {target.checked_version}'s "
+                                  f"argparse dies before anything starts ({message})",
+                                  f"{fix}, in {(sources or {}).get(name) or 'server.flags, the axis or grid.derived that sets it'}"))
+    return findings
+
+
+def _shown(value: Any) -> str:
+    return "(no value)" if value is True else " ".join(arg_values(value))
+
+
 # --- the speculative rules, from SGLang's modelled resolution ---
 
 def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
@@ -232,14 +257,17 @@ RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_
 
 
 def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
-             env: Optional[Mapping[str, str]] = None) -> Evaluation:
+             env: Optional[Mapping[str, str]] = None, sources: Optional[Mapping[str, str]] = None) -> Evaluation:
     """Every finding for one point's flags (names normalized, reserved flags included), and SGLang's
     outcome (its verdict and the steps, topk, draft tokens and running cap it would run with).
-    ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC)."""
+    ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC);
+    ``sources``: where the experiment sets each flag, for the fixes."""
     target = target or Target()
     named, findings = read_names(flags, target)
+    bad_values = read_values(named, target, sources)
+    findings += bad_values
     outcome = None
-    if _algo(named) is not None:
+    if _algo(named) is not None and not bad_values:  # argparse dies first: nothing else of SGLang's runs
         outcome = sa.resolve(named, target.context(named, env))
         findings += _from_outcome(outcome, named, target)
     findings += _running_cap(outcome, named, bench)

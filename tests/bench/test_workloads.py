@@ -6,11 +6,13 @@ requests files written before the workload columns still loading."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 import pytest
 
 import sweep
@@ -123,6 +125,17 @@ def test_sharegpt_multiturn_sends_every_turn_with_the_conversation_so_far_in_ord
     assert any(len(u) == 2 for u in units)
 
 
+def test_an_error_in_a_one_line_json_array_names_the_record(tmp_path):
+    good = '{"conversations": [{"from": "human", "value": "hi"}]}'
+    path = _write(tmp_path, "bad.json", "[" + ", ".join([good] * 1233 + ['{"conversations": []}', good]) + "]")
+    with pytest.raises(ConfigError) as e:
+        _sharegpt(path)
+    assert f"workload file {path}, line 1 (record 1234 of the array): empty \"conversations\"" in e.value.message
+    path = _write(tmp_path, "bad2.json", "[" + ", ".join([good] * 7) + " " + good + "]")
+    with pytest.raises(ConfigError, match=r"line 1 \(record 7 of the array\): expected , or \]"):
+        _sharegpt(path)
+
+
 @pytest.mark.parametrize("text, line, says", [
     ('[\n  {"conversations": []}\n]', 2, 'empty "conversations"'),
     ('{"conversations": [{"from": "human", "value": "hi"}]}\n{"id": 3}\n', 2, 'no "conversations" field'),
@@ -139,7 +152,8 @@ def test_a_bad_sharegpt_file_fails_at_load_with_its_file_and_line(tmp_path, text
     path = _write(tmp_path, "bad.json", text)
     with pytest.raises(ConfigError) as e:
         _sharegpt(path)
-    assert f"workload file {path}, line {line}: " in e.value.message and says in e.value.message
+    assert re.search(rf"workload file {re.escape(str(path))}, line {line}( \(record \d+ of the array\))?: ",
+                     e.value.message) and says in e.value.message
     assert e.value.fix
 
 
@@ -309,7 +323,7 @@ def test_a_bad_workload_in_an_experiment_names_the_file_line_and_key(tmp_path):
 def test_a_bad_workload_file_stops_the_plan_before_anything_launches(tmp_path):
     bad = _write(tmp_path, "chat.json", '[{"conversations": [{"from": "human", "value": "hi"}]},\n{"conversations": []}]')
     exp = _experiment(tmp_path, f"  workload: sharegpt:{bad}\n")
-    with pytest.raises(ConfigError, match=f"workload file {bad}, line 2: empty \"conversations\""):
+    with pytest.raises(ConfigError, match=re.escape(f"workload file {bad}, line 2 (record 2 of the array): empty \"conversations\"")):
         sweep.run(exp, mode="plan")
     with pytest.raises(ConfigError, match=f"workload file {bad}, line 2"):
         sweep.run(exp, mode="dry-run", progress=False, results_dir=tmp_path / "res")
@@ -370,3 +384,16 @@ def test_a_dry_run_scales_the_workloads_own_output_lengths_as_it_scales_max_toke
     assert [r.output_len for r in small.requests] == [max(1, round(r.output_len / 8)) for r in full.requests]
     assert [r.input_ids for r in small.requests] == [r.input_ids for r in full.requests]  # inputs kept
     assert scaled(config.load(_experiment(tmp_path, "")))[0].benchmark.workload is None
+
+
+def test_a_workload_file_is_read_once_while_it_does_not_change(tmp_path):
+    good = '{"conversations": [{"from": "human", "value": "hi"}]}'
+    path = Path(_write(tmp_path, "w.json", f"[{good}]"))
+    settings = BenchSettings(workload=WorkloadSettings(kind="sharegpt", path=str(path)))
+    first = workloads.load(settings)
+    assert workloads.load(settings) is first  # the plan checks the experiment's and each axis value's
+    path.write_text(f"[{good}, {good}]")
+    assert len(workloads.load(settings).requests) == 2  # a changed file is read again
+    path.write_text(f"[{good}, {{\"conversations\": []}}]")
+    with pytest.raises(ConfigError, match="record 2 of the array"):
+        workloads.load(settings)

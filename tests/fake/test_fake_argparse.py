@@ -64,3 +64,13 @@ def test_the_host_reads_the_argparse_error_from_the_log(tmp_path):
         server.stop(2.0)
     assert failure.reason == "launch_server.py: error: argument --mem-fraction-static: invalid float value: 'most'"
     assert failure.fix and "takes a number" in failure.fix
+
+
+@pytest.mark.parametrize("argv,said", [(["--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
+                                       (["--attention-backend", "nope"], "argument --attention-backend: invalid choice"),
+                                       (["--enable-metrics", "2"], "unrecognized arguments: 2"),
+                                       (["--speculative-num-steps", "three"], "invalid int value: 'three'")])
+def test_the_fake_refuses_what_sglangs_argparse_refuses(argv, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        fake_args.parse(["--model-path", "/m", *argv])
+    assert exit_.value.code == 2 and said in capsys.readouterr().err

@@ -158,6 +158,56 @@ def test_flag_lists_match_the_installs():
         pytest.skip("no SGLang install to read flags from")
 
 
+_DUMP_FLAG_TYPES = """
+import argparse, json, logging, warnings
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+from sglang.srt.server_args import ServerArgs
+p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)
+out = {}
+for a in p._actions:
+    if isinstance(a, argparse._HelpAction):
+        continue
+    if a.nargs == 0:
+        kind = "switch"
+    elif a.nargs in ("+", "*"):
+        kind = {int: "int", float: "float"}.get(a.type, "str") + "-list"
+    elif a.nargs == "?":
+        kind = "optional"
+    else:
+        kind = {int: "int", float: "float"}.get(a.type, "str")
+    choices = sorted(str(c) for c in a.choices) if a.choices is not None and a.nargs != 0 else []
+    for o in a.option_strings:
+        if o.startswith("--"):
+            out[o[2:]] = [kind, choices]
+print(json.dumps(out))
+"""
+
+
+def dump_flag_types(python: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Every flag of an install's launch_server parser with its kind and choices (what
+    sweep/sglang/flagtypes.py holds: ``str`` is any one value)."""
+    r = subprocess.run([python, "-c", _DUMP_FLAG_TYPES], capture_output=True, text=True, timeout=300, cwd="/")
+    return {k: (v[0], tuple(v[1])) for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+
+
+def test_flag_types_match_the_installs():
+    from sweep.sglang.flagtypes import CHOICES, TYPES
+
+    checked = 0
+    for install in installs():
+        if install.python is None:
+            continue
+        version = sglang_version(install.python)
+        key = next((c for c in serverargs.KNOWN_BUILDS if c in version), version)
+        if key in TYPES:
+            real = dump_flag_types(install.python)
+            assert {k: kind for k, (kind, _) in real.items() if kind != "str"} == TYPES[key], key
+            assert {k: ch for k, (_, ch) in real.items() if ch} == {k: tuple(sorted(c)) for k, c in CHOICES[key].items()}, key
+            checked += 1
+    if not checked:
+        pytest.skip("no SGLang install to read flag types from")
+
+
 # --- verdicts, as comparable tuples ---
 
 Verdict = tuple  # ("error",) or (verdict, steps, topk, draft tokens, running cap)

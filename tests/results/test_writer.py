@@ -96,3 +96,26 @@ def test_rescue_writes_elsewhere(tmp_path, monkeypatch):
     rd = ResultsDir(tmp_path / "res", "exp", "dry-run")
     where = rd.rescue("p1", {"levels": _levels("p1"), "metrics": None})
     assert pq.read_table(where / "levels.parquet").num_rows == 1 and not (where / "metrics.parquet").exists()
+
+
+def test_a_results_dir_under_a_missing_folder_is_refused_unless_it_is_the_default(tmp_path):
+    (tmp_path / "results").mkdir()
+    mistyped = tmp_path / "reslts" / "x"
+    with pytest.raises(ResultsError, match=r"reslts does not exist \(nothing was created\)") as e:
+        ResultsDir(mistyped, "exp", "dry-run", create_parents=False).check()
+    assert f"did you mean {tmp_path / 'results'}" in str(e.value) and e.value.exit_code == 5
+    assert not (tmp_path / "reslts").exists()
+    ResultsDir(tmp_path / "results" / "x", "exp", "dry-run", create_parents=False).check()  # the parent exists
+    ResultsDir(mistyped, "exp", "dry-run").open()  # the default results/<name> may create results/
+    assert (mistyped / MANIFEST).is_file()
+
+
+def test_plan_refuses_a_results_dir_whose_parent_is_missing(tmp_path):
+    from sweep import api
+
+    with pytest.raises(ResultsError, match="does not exist"):
+        api.plan_for("experiments/k26_eagle.yaml", "plan", [f"results_dir={tmp_path / 'nope' / 'x'}"])
+    with pytest.raises(ResultsError, match="does not exist"):
+        api.plan_for("experiments/k26_eagle.yaml", "plan", results_dir=tmp_path / "nope" / "x")
+    assert api.plan_for("experiments/k26_eagle.yaml", "plan", results_dir=tmp_path / "x").path == tmp_path / "x"
+    assert not (tmp_path / "nope").exists()

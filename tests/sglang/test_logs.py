@@ -314,6 +314,8 @@ REAL_FATAL = [
      2, "bad_argument", "invalid choice: 'nope'", "takes one of 'auto', 'llama3', 'qwen25'"),
     ("argparse, an unknown flag", [*_USAGE, "sglang serve: error: unrecognized arguments: --cuda-graph-max-bs 64"],
      2, "bad_argument", "unrecognized arguments: --cuda-graph-max-bs 64", "no flag --cuda-graph-max-bs 64"),
+    ("argparse, a value after a switch", [*_USAGE, "sglang serve: error: unrecognized arguments: 2"],
+     2, "bad_argument", "unrecognized arguments: 2", "follows a flag that takes no value"),
     ("argparse, a missing value", [*_USAGE, "sglang serve: error: argument --speculative-algorithm: expected one argument"],
      2, "bad_argument", "expected one argument", "give --speculative-algorithm its value"),
     ("source: arg_groups/argparse_actions.py DeprecatedAction, parser.error(its own words)",

@@ -281,3 +281,41 @@ def test_pipeline_parallel_speculation_with_sglang_enable_pp_spec():
     # host_check takes the env too
     assert not [f for f in rules.host_check({"model-path": "/m", **NEXTN_PP}, OK_BENCH, version="0.5.23", gpu="H200",
                                             architecture=DSV3, env=on) if f.level == "error"]
+
+
+# --- flag values, checked as SGLang's argparse types them (sweep.sglang.flagtypes), baselines included ---
+
+@pytest.mark.parametrize("flags,said", [
+    ({"max-running-requests": "lots"}, "argument --max-running-requests: invalid int value: 'lots'"),
+    ({"mem-fraction-static": "abc"}, "argument --mem-fraction-static: invalid float value: 'abc'"),
+    ({"page-size": True}, "argument --page-size: expected one argument"),
+    ({"enable-metrics": 2}, "unrecognized arguments: 2"),
+    ({"dtype": "fp8"}, "argument --dtype: invalid choice: 'fp8'"),
+    ({"max-running-requests": [8, 16]}, "unrecognized arguments: 16"),
+    ({"max-running-requests": 2.5}, "invalid int value: '2.5'"),
+])
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
+def test_a_flag_value_argparse_refuses_is_an_error_of_every_point(flags, said, version):
+    target = rules.Target(version=version, version_given=True)
+    for spec in ({}, {**E3, "speculative-num-steps": 2, "speculative-eagle-topk": 1}):  # a baseline and a speculative point
+        ev = rules.evaluate({"model-path": "/m", "tp-size": 8, **spec, **flags}, OK_BENCH, target)
+        errors = [f for f in ev.findings if f.level == "error"]
+        assert [f.rule for f in errors] == ["bad-flag-value"], errors
+        assert said in errors[0].message and f"SGLang {version}" in errors[0].message and errors[0].fix
+
+
+@pytest.mark.parametrize("flags", [{"max-running-requests": 256, "mem-fraction-static": 0.85, "enable-metrics": True,
+                                    "trust-remote-code": False, "dtype": "bfloat16", "cuda-graph-bs": [1, 2, 4],
+                                    "random-seed": None, "page-size": 16.0, "attention-backend": "fa3"}])
+def test_flag_values_argparse_takes_pass(flags):
+    for version in ("0.5.10", "0.5.23", None, "0.9.0"):
+        assert not [f for f in rules.check({"model-path": "/m", "tp-size": 8, **flags}, OK_BENCH,
+                                           rules.Target(version=version)) if f.rule == "bad-flag-value"], version
+
+
+def test_a_speculative_flags_bad_value_is_argparses_error_alone():
+    target = rules.Target(version="0.5.23", version_given=True)
+    ev = rules.evaluate({"model-path": "/m", **E3, "speculative-num-steps": "three", "speculative-eagle-topk": 1},
+                        OK_BENCH, target)
+    assert [(f.level, f.rule) for f in ev.findings if f.level == "error"] == [("error", "bad-flag-value")]
+    assert "invalid int value: 'three'" in ev.findings[0].message and ev.outcome is None

@@ -24,14 +24,16 @@ experiment), with the file, line, what is wrong and the fix (``ConfigError``, ex
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Optional
 
 from sweep.bench.workloads import tokens
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.core.errors import ConfigError
-from sweep.core.settings import BenchSettings
+from sweep.core.settings import BenchSettings, WorkloadSettings
 
 ORDERS = ("shuffle", "conversations", "file")
 
@@ -129,13 +131,13 @@ def load(settings: BenchSettings) -> Workload:
     from sweep.bench.workloads import sharegpt, synthetic, trace
 
     if w.kind == "sharegpt":
-        out = sharegpt.load(w)
+        out = _cached(w, sharegpt.load)
     elif w.kind == "synthetic":
         out = synthetic.synthetic(w, settings.seed)
     elif w.kind == "shared-prefix":
         out = synthetic.shared_prefix(w, settings.seed)
     elif w.kind == "trace":
-        out = trace.load(w)
+        out = _cached(w, trace.load)
     else:
         raise ConfigError(f"benchmark.workload.kind = {w.kind!r} is unknown",
                           fix="one of prompts, sharegpt, synthetic, shared-prefix, trace")
@@ -146,6 +148,26 @@ def load(settings: BenchSettings) -> Workload:
     if w.max_context is not None:
         check_context(out, w.max_context, max_tokens=max_phase_tokens(settings), what="benchmark.workload.max_context")
     return out
+
+
+_FILES: dict[tuple, Workload] = {}  # a file's workload by what it was read with and the file's stat
+
+
+def _cached(w: WorkloadSettings, read: Callable[[WorkloadSettings], Workload]) -> Workload:
+    """``read(w)``, once per file as it is on disk (path, size, modification time) and the settings
+    that shape what it reads: the plan checks the experiment's workload and each client-side axis
+    value's, which mostly name the same file. A file that changes is read again."""
+    try:
+        st = os.stat(os.path.expanduser(w.path))
+    except OSError:
+        return read(w)  # the reader names what is wrong
+    key = (read, os.path.abspath(os.path.expanduser(w.path)), st.st_size, st.st_mtime_ns,
+           repr(replace(w, output_scale=1.0, max_context=None)))
+    if key not in _FILES:
+        if len(_FILES) >= 4:
+            _FILES.pop(next(iter(_FILES)))
+        _FILES[key] = read(w)
+    return _FILES[key]
 
 
 def max_phase_tokens(settings: BenchSettings) -> int:

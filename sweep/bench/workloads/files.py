@@ -12,8 +12,29 @@ from typing import Any
 from sweep.core.errors import ConfigError
 
 
+class Loc(int):
+    """Where a record starts: its line (the int), and for an item of a JSON array its place in the
+    array (``record``, from 1), since a whole array may sit on one line."""
+
+    record: int | None
+
+    def __new__(cls, line: int, record: int | None = None) -> "Loc":
+        loc = super().__new__(cls, line)
+        loc.record = record
+        return loc
+
+
+def at(line: int | None) -> str:
+    """``line 7``, or ``line 1 (record 1234 of the array)`` for an item of a JSON array (counted
+    from 1); "" where unknown."""
+    if not line:
+        return ""
+    record = getattr(line, "record", None)
+    return f"line {int(line)}" + (f" (record {record} of the array)" if record is not None else "")
+
+
 def bad(source: str, line: int | None, what: str, fix: str) -> ConfigError:
-    where = f"workload file {source}" + (f", line {line}" if line else "")
+    where = f"workload file {source}" + (f", {at(line)}" if line else "")
     return ConfigError(f"{where}: {what}", fix=fix)
 
 
@@ -32,8 +53,19 @@ def read_text(path: str, kind: str) -> str:
                   fix="convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8") from None
 
 
-def _line(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
+class _Lines:
+    """Line numbers of ascending positions in ``text``, each counted from the one before (counting
+    from the start every time made a 20 MB array take half a minute)."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.pos:
+            return self.text.count("\n", 0, pos) + 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
 
 
 def records(text: str, source: str, example: str) -> Iterator[tuple[int, Any]]:
@@ -55,6 +87,8 @@ def records(text: str, source: str, example: str) -> Iterator[tuple[int, Any]]:
 def _array(text: str, pos: int, source: str, example: str) -> Iterator[tuple[int, Any]]:
     decoder = json.JSONDecoder()
     n = len(text)
+    _line = _Lines(text)
+    record = 0
 
     def skip(i: int) -> int:
         while i < n and text[i] in " \t\r\n":
@@ -66,20 +100,21 @@ def _array(text: str, pos: int, source: str, example: str) -> Iterator[tuple[int
         return
     while True:
         pos = skip(pos)
+        record += 1
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            raise bad(source, _line(text, e.pos), f"not JSON ({e.msg})",
+            raise bad(source, Loc(_line(e.pos), record), f"not JSON ({e.msg})",
                       fix=f"a JSON array of objects, e.g. [{example}]") from None
-        yield _line(text, pos), value
+        yield Loc(_line(pos), record), value
         pos = skip(end)
         if pos < n and text[pos] == ",":
             pos += 1
             continue
         if pos < n and text[pos] == "]":
             if skip(pos + 1) < n:
-                raise bad(source, _line(text, skip(pos + 1)), "text after the closing ]",
+                raise bad(source, _line(skip(pos + 1)), "text after the closing ]",
                           fix="one JSON array per file")
             return
-        raise bad(source, _line(text, min(pos, n - 1) if n else 0), "expected , or ] in the array",
+        raise bad(source, Loc(_line(min(pos, n - 1) if n else 0), record), "expected , or ] in the array",
                   fix=f"a JSON array of objects, e.g. [{example}]")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from sweep.bench.workloads import Request, Workload, tokens
-from sweep.bench.workloads.files import bad, read_text, records
+from sweep.bench.workloads.files import at, bad, read_text, records
 from sweep.core.settings import WorkloadSettings
 
 USER = ("human", "user")
@@ -75,7 +75,7 @@ def load(w: WorkloadSettings) -> Workload:
     n = 0
     for n, (line, obj) in enumerate(records(text, w.path, EXAMPLE), start=1):
         turns = _turns(obj, w.path, line)
-        origin = f"workload file {w.path}, line {line}"
+        origin = f"workload file {w.path}, {at(line)}"
         conv = n - 1
         if not w.multiturn:
             k = next(i for i, (r, v) in enumerate(turns) if r == "user" and v.strip())

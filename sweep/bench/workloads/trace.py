@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.bench.workloads import Request, Workload, tokens
-from sweep.bench.workloads.files import bad, read_text, records
+from sweep.bench.workloads.files import at, bad, read_text, records
 from sweep.core.settings import WorkloadSettings
 
 BLOCK = 512  # tokens per hash id in Mooncake's traces
@@ -79,6 +79,6 @@ def load(w: WorkloadSettings) -> Workload:
     rows.sort(key=lambda r: r[0])  # stable: ties keep the file's order
     t0 = rows[0][0]
     out = tuple(Request(input_ids=ids, input_len=n_in, output_len=n_out, group=group,
-                        arrival_s=(t - t0) * w.time_scale, origin=f"workload file {w.path}, line {line}")
+                        arrival_s=(t - t0) * w.time_scale, origin=f"workload file {w.path}, {at(line)}")
                 for t, line, ids, n_in, n_out, group in rows)
     return Workload(f"trace:{w.path}" + (f",scale={w.time_scale:g}" if w.time_scale != 1 else ""), out, order="file")
