@@ -314,14 +314,16 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     target: Mode = "cluster" if mode == "plan" else mode
     exp = _experiment(experiment, overrides)
     scale: dict = {}
+    bench_scale = None
     if kind(target).scaled:
-        from sweep.experiment.dryrun import scaled
+        from sweep.experiment.dryrun import bench_scaler, scaled
 
         exp, scale = scaled(exp)
+        bench_scale = bench_scaler(exp)
     from sweep.bench.workloads import check_experiment
 
     check_experiment(exp.benchmark, exp.server.model_path, exp.server.flags)  # a bad workload file: nothing runs
-    plan = planning.build(exp)
+    plan = planning.build(exp, bench_scale)
     for bench in {repr(p.bench): p.bench for p in plan.points if p.bench is not exp.benchmark}.values():
         check_experiment(bench, exp.server.model_path, exp.server.flags)  # the client-side axes' workloads too
     checks = {}

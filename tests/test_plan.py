@@ -230,3 +230,26 @@ def test_a_bad_axis_flag_value_names_the_axis_value(write_yaml):
     bad = [pt for pt in p.points if pt.errors]
     assert [pt.params["steps"] for pt in bad] == ["x"] * 4  # d1 and d2, each nccl profile; baselines have no steps
     assert "invalid int value: 'x'" in bad[0].errors[0] and "in grid.axes.steps (value x)" in bad[0].errors[0]
+
+
+def test_a_dry_run_scales_the_client_side_axes_benchmark_settings_as_the_experiments(tmp_path):
+    """An axis value's benchmark settings are merged over a dry run's scaled benchmark: they are
+    scaled as it is (tokens, runs, rates), not run at full size beside points that are scaled."""
+    from sweep.api import plan_for
+    from tests.experiments import experiment, write
+
+    exp = write(tmp_path / "axes.yaml", experiment(
+        grid={"axes": {"load": {"values": {"small": {"benchmark": {"rates": [4, 8], "concurrency": {"max_tokens": 512}}},
+                                           "big": {"benchmark": {"single_stream": {"runs": 9}}}}},
+                       "mt": {"key": "benchmark.concurrency.max_tokens", "values": [256, None]}}},
+        benchmark={"concurrency": {"max_tokens": 1024}, "rates": [2]}), results_dir=tmp_path / "out")
+    full = {p.label: p for p in plan_for(exp, "cluster").plan.points}
+    dry = plan_for(exp, "dry-run")
+    d = config.load(exp).dry_run
+    tokens = lambda n: max(d.min_max_tokens, round(n * d.max_tokens_scale))  # noqa: E731
+    for p in dry.plan.points:
+        f = full[p.label].bench
+        assert p.bench.rates == [r * d.fake_speed for r in f.rates], p.label
+        assert p.bench.concurrency.max_tokens == tokens(f.concurrency.max_tokens), p.label
+        assert p.bench.single_stream.runs == min(f.single_stream.runs, d.single_stream_runs), p.label
+    assert {p.label: p.bench.concurrency.max_tokens for p in dry.plan.points}["load=small,mt=unset"] == tokens(512)

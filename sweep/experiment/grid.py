@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, cast
 
 from omegaconf import OmegaConf
@@ -37,6 +38,10 @@ _ROLE_OF_FLAG = {
 _SPEC_ONLY_ROLES = ("steps", "topk", "draft_tokens")
 _BUNDLE_KEYS = ("flags", "env", "benchmark")
 BENCH_PREFIX = "benchmark."
+
+
+# a dry run's scale of an axis value's benchmark settings: (the settings, where they are) -> scaled
+BenchScale = Callable[[Mapping[str, Any], str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -303,9 +308,13 @@ def _derive(derived: Mapping[str, Any], context: Mapping[str, Any], label: str) 
     return out  # keys normalised by config.load
 
 
-def expand(exp: Experiment) -> list[GridPoint]:
-    """All grid points, baselines collapsed and exclusions applied, in file order."""
+def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridPoint]:
+    """All grid points, baselines collapsed and exclusions applied, in file order. ``bench_scale``
+    (a dry run's): what puts each axis value's benchmark settings at the experiment's scale."""
     axes = build_axes(exp)
+    if bench_scale is not None:
+        axes = [replace(a, values=[replace(v, bench=bench_scale(v.bench, f"grid.axes.{a.name}.values.{v.name}.benchmark"))
+                                   if v.bench else v for v in a.values]) for a in axes]
     names = {a.name for a in axes}
     for rule in exp.grid.exclude:
         unknown = [k for k in rule if k not in names]

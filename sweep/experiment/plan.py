@@ -24,7 +24,7 @@ from sweep.core.console import plural
 from sweep.core.errors import ConfigError, PlanError
 from sweep.core.settings import OpenLoopSettings
 from sweep.core.settings import BenchSettings
-from sweep.experiment.grid import build_axes, expand
+from sweep.experiment.grid import BenchScale, build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
 from sweep.core.types import PlanStatus
@@ -274,12 +274,13 @@ def _sources(exp: Experiment, axes: list, gp: Any) -> dict[str, str]:
     return out
 
 
-def build(exp: Experiment) -> Plan:
-    """Expand the grid and validate every point; never raises for a point's errors (see require_valid)."""
+def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
+    """Expand the grid and validate every point; never raises for a point's errors (see require_valid).
+    ``bench_scale``: a dry run's scale of the client-side axes' benchmark settings (grid.expand)."""
     axes = build_axes(exp)
     roles = {a.name: a.role for a in axes}
     base_flags = _server_flags(exp)
-    grid = list(expand(exp))
+    grid = list(expand(exp, bench_scale))
     target, target_warnings = target_of(exp, [{**base_flags, **gp.flags} for gp in grid])
     points: list[PlannedPoint] = []
     for gp in grid:
