@@ -136,7 +136,7 @@ def slo_headlines(f: Findings) -> list[str]:
                                        & (pl.col("workload") == (b.get("workload") or "")))
                     .sort("rank")["label"].to_list())
             text = (f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
-                    f"{b['label']}" + (" (a baseline)" if b["baseline"] else "")
+                    f"the highest of them, {b['label']}" + (" (a baseline)" if b["baseline"] else "")
                     + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
         else:
             text = (f"{head}: deploy {b['label']}" + (" (a baseline)" if b["baseline"] else "")

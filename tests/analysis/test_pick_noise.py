@@ -66,7 +66,7 @@ def test_a_runner_up_within_noise_is_named_on_the_line(tmp_path):
     f = analyze(load(sweep_of(tmp_path, 0.995).write()), slos=SLOS)
     for line in slo_headlines(f):  # no "deploy X" where the pick is within noise: both named, neither picked
         assert f"deploy {BEST}" not in line
-        assert f": no decision: these 2 are equivalent (within noise): {BEST}, {NEXT}; {BEST}, " in line
+        assert f": no decision: these 2 are equivalent (within noise): {BEST}, {NEXT}; the highest of them, {BEST}, " in line
         low, high = (float(x) for x in line.split("(95% interval ")[1].split(")")[0].replace("%", "").split(" .. "))
         assert low < 0 < high  # the interval on the line is the one that contains 0
     assert f.slo_table.filter(pl.col("rank") == 1)["margin_within_noise"].all()
