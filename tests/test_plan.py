@@ -81,6 +81,17 @@ def test_invalid_points_listed_all_at_once(write_yaml):
     assert {x["status"] for x in doc["points"]} == {"ok", "invalid"}
 
 
+def test_skip_invalid_with_every_point_invalid_is_refused_not_an_empty_success(write_yaml):
+    """--skip-invalid runs the valid points; where there are none it is the plan's error (exit 3),
+    not a sweep that runs nothing and exits 0."""
+    p = build(write_yaml, BASE.replace("server: {model_path: /m, tp_size: 8}",
+                                       "server: {model_path: /m, tp_size: 8, flags: {max-running-requests: lots}}"))
+    assert p.points and len(p.invalid) == len(p.points)
+    with pytest.raises(PlanError, match="--skip-invalid leaves nothing to run"):
+        p.require_valid(skip_invalid=True)
+
+
+
 def test_reserved_flag_in_base_flags(write_yaml):
     with pytest.raises(ConfigError, match="--port"):
         build(write_yaml, BASE, "server.flags.port=1")

@@ -116,6 +116,11 @@ class Plan:
     def require_valid(self, skip_invalid: bool = False) -> None:
         """Raise PlanError listing every invalid point, unless they are to be recorded as invalid."""
         bad = self.invalid
+        if bad and skip_invalid and len(bad) == len(self.points):  # nothing would be left to run
+            raise PlanError(f"all {plural(len(self.points), 'point')} would fail in SGLang; --skip-invalid leaves "
+                            "nothing to run, and nothing was launched:\n"
+                            + "\n".join(f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors),
+                            fix="fix the experiment file: --skip-invalid runs the valid points, and there are none")
         if bad and not skip_invalid:
             lines = [f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors]
             raise PlanError(f"{len(bad)} of {plural(len(self.points), 'point')} would fail in SGLang; nothing was launched:\n"
