@@ -61,16 +61,22 @@ def summary_lines(markdown: str) -> list[str]:
     return [line for line in summary.splitlines() if line.startswith("- ")]
 
 
-def pick_of(line: str) -> str:
-    """What a summary line decides, as 'its subject: the setup it names first' (or 'no decision')."""
+def decision(line: str) -> tuple[str, str, str]:
+    """What a summary line decides, as (its subject, the decision, a detail): the setup it names first
+    after 'deploy'/'fastest is'/'best there is', 'no decision' (the detail: how many are equivalent),
+    the span of 'stops paying', or for any other line its count ('3 of 9') as the detail."""
     text = line[2:]
     head, _, rest = text.partition(": ")
     if len(head) > 50:  # a sentence, not a subject: its first words are
-        head, rest = " ".join(text.split()[:4]), text
-    if re.search(r"no decision|equivalent", rest):
-        return f"{head}: no decision"
-    m = re.search(r"(?:deploy|fastest is|best there is|best is|between)\s+(\S+)", rest)
-    return f"{head}: {m.group(1).rstrip('.,;') if m else '-'}"
+        head, rest = " ".join([w for w in text.split() if not any(c.isdigit() for c in w)][:4]), text
+    if m := re.search(r"no decision[^:]*: these (\d+)", rest):
+        return head, "no decision", f"{m.group(1)} equivalent"
+    if m := re.search(r"stops paying ((?:from|between|at) C=\d+(?: (?:to|and) C=\d+)?)", rest):
+        return head, m.group(1), ""
+    if m := re.search(r"(?:deploy|fastest is|best there is|best is)\s+(\S+)", rest):
+        return head, m.group(1).rstrip(".,;"), ""
+    count = re.search(r"\d+ of \d+", rest)
+    return head, "said", count.group(0) if count else ""
 
 
 def main() -> int:
@@ -78,15 +84,16 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--experiment", default="experiments/k26_eagle.yaml")
     ap.add_argument("--keep", type=Path, help="keep the results directories under this folder")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: report on the runs already there, run none")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="sweep-run-to-run-"))
     root.mkdir(parents=True, exist_ok=True)
     frames, picks = [], []
     for i in range(args.runs):
         out = root / f"run{i}"
-        md = dry_run(args.experiment, out)
+        md = (out / "report" / "report.md").read_text() if args.reuse else dry_run(args.experiment, out)
         frames.append(figures(out, i))
-        picks.append([pick_of(line) for line in summary_lines(md)])
+        picks.append({h: (d, x) for h, d, x in map(decision, summary_lines(md))})
         print(f"run {i}: {out}", flush=True)
     spread = (pl.concat(frames).group_by("kind", "level", "label")
               .agg((pl.col("value").max() / pl.col("value").min() - 1).alias("spread"), pl.len().alias("runs"))
@@ -102,11 +109,15 @@ def main() -> int:
     overall = spread.group_by("kind").agg(pl.col("spread").median().alias("median"), pl.col("spread").max().alias("largest"))
     for row in overall.sort("kind").iter_rows(named=True):
         print(f"{row['kind']}: median spread {100 * row['median']:.1f} %, largest {100 * row['largest']:.1f} %")
-    same = sum(1 for lines in zip(*picks) if len(set(lines)) == 1)
-    print(f"\nsummary lines: {same} of {min(len(p) for p in picks)} decide the same in every run")
-    for lines in zip(*picks):
-        mark = "same" if len(set(lines)) == 1 else "DIFFERS"
-        print(f"  [{mark}] " + "  |  ".join(lines))
+    heads = list(dict.fromkeys(h for p in picks for h in p))
+    decided = [h for h in heads if len({p.get(h, ("(no such line)", ""))[0] for p in picks}) == 1]
+    exact = [h for h in decided if len({p.get(h) for p in picks}) == 1]
+    print(f"\nsummary lines: {len(decided)} of {len(heads)} decide the same in every run ({len(exact)} with the "
+          "same detail too: how many are equivalent, a count); a line missing from a run differs")
+    for h in heads:
+        mark = "same" if h in exact else "same decision" if h in decided else "DIFFERS"
+        shown = [(lambda d, x: f"{d} ({x})" if x else d)(*p[h]) if h in p else "(no such line)" for p in picks]
+        print(f"  [{mark}] {h}: " + "  |  ".join(shown))
     return 0
 
 
