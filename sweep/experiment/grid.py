@@ -313,8 +313,8 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
     (a dry run's): what puts each axis value's benchmark settings at the experiment's scale."""
     axes = build_axes(exp)
     if bench_scale is not None:
-        axes = [replace(a, values=[replace(v, bench=bench_scale(v.bench, f"grid.axes.{a.name}.values.{v.name}.benchmark"))
-                                   if v.bench else v for v in a.values]) for a in axes]
+        axes = [replace(a, values=tuple(replace(v, bench=bench_scale(v.bench, f"grid.axes.{a.name}.values.{v.name}.benchmark"))
+                                        if v.bench else v for v in a.values)) for a in axes]
     names = {a.name for a in axes}
     for rule in exp.grid.exclude:
         unknown = [k for k in rule if k not in names]
