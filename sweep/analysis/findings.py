@@ -220,10 +220,11 @@ def _headlines(f: Findings) -> list[str]:
                 f"the fastest is {top['label']} at {top['tok_s']:.1f} tok/s"
                 + (f", {_x(top['speedup'])} over {top['baseline_label']} ({top['verdict']})"
                    if top["speedup"] is not None else ""))
-        if f.fastest.height and f.fastest["margin_within_noise"][0]:
+        if f.fastest.height and f.fastest["margin_within_noise"][0]:  # no pick: the two named, neither chosen
             r = f.fastest.row(0, named=True)
-            best += (f"; within noise of {r['runner_up']} at {r['runner_up_tok_s']:.1f} tok/s: "
-                     f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}")
+            best = (f"no decision on the fastest: {best.removeprefix('the fastest is ')} and {r['runner_up']} at "
+                    f"{r['runner_up_tok_s']:.1f} tok/s are within noise of each other: "
+                    f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}")
         lines.append(
             f"Single stream: {ahead} of {plural(spec.height, 'speculative configuration')} "
             f"{'is' if spec.height == 1 else 'are'} faster than {'its' if spec.height == 1 else 'their'} "

@@ -69,8 +69,9 @@ def decision(line: str) -> tuple[str, str, str]:
     head, _, rest = text.partition(": ")
     if len(head) > 50:  # a sentence, not a subject: its first words are
         head, rest = " ".join([w for w in text.split() if not any(c.isdigit() for c in w)][:4]), text
-    if m := re.search(r"no decision[^:]*: these (\d+)", rest):
-        return head, "no decision", f"{m.group(1)} equivalent"
+    if "no decision" in rest:
+        m = re.search(r"no decision[^:]*: these (\d+)", rest)
+        return head, "no decision", f"{m.group(1) if m else 2} equivalent"
     if m := re.search(r"stops paying ((?:from|between|at) C=\d+(?: (?:to|and) C=\d+)?)", rest):
         return head, m.group(1), ""
     if m := re.search(r"(?:deploy|fastest is|best there is|best is)\s+(\S+)", rest):
