@@ -235,6 +235,7 @@ def test_history_of_real_dry_runs(tmp_path):
                            "derived": DRAFT_TOKENS},
                      benchmark={"single_stream": {"runs": 3}})
     root = tmp_path / "results"
+    root.mkdir()  # results_dir's parent must exist (a mistyped one is refused)
     slower = experiment(exp, server={"flags": {"fake-accept-rate": 0.1}})
     for name, e in (("a", exp), ("b", exp), ("c", slower)):
         path = write(tmp_path / f"{name}.yaml", e, results_dir=root / f"hist-{name}-{os.getpid()}")
