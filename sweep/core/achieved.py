@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-SHORT = 0.9  # a level that kept fewer than this share of its C in flight on average is flagged
+SHORT = 0.8  # a level that kept fewer than this share of its C in flight on average is flagged (one round
+# of a closed loop drains at its end, which alone keeps a sound level near 85-95 % of C)
 
 
 def is_short(concurrency: Optional[int], achieved: Optional[float]) -> bool:

@@ -126,4 +126,4 @@ def test_a_level_short_of_its_concurrency_is_flagged():
     buf = io.StringIO()
     Console(file=buf, width=250).print(report.levels_table(from_rows(rows, "levels")))
     out = buf.getvalue()
-    assert "31.0 (44%) short" in out and "7.8 (" not in out and "fewer than 90% of C" in out and "(C=70)" in out
+    assert "31.0 (44%) short" in out and "7.8 (" not in out and "fewer than 80% of C" in out and "(C=70)" in out
