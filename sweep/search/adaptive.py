@@ -504,10 +504,10 @@ class AdaptiveSearch:
     def band(self, pr: Prediction, f: Figures) -> float:
         """How far above a measured figure the prediction may lie and still be within noise of it:
         the report's 95 % test of a margin between two measured figures, each with the level's noise
-        (the curves' scatter, or the level's own spread where that is larger). At a concurrency level
-        the curves' scatter is never under the report's floor (``noise.level_sigma``), as its every
-        verdict at a level; the single stream's is its own, as the report's single-stream intervals."""
-        curve = (self.level_noise() or 0.0) if pr.level == SINGLE else noise.level_sigma(self.level_noise())
+        (the curves' scatter, or the level's own spread where that is larger). Not the report's 2 %
+        floor (``noise.level_sigma``): the floor keeps a verdict from calling a difference real, and
+        here a wider band would prune more, so it would make the search less careful, not more."""
+        curve = self.level_noise() or 0.0
         sd_a, sd_m = max(curve, pr.noise / Z), max(curve, f.noise / Z)
         return Z * math.sqrt(sd_a ** 2 + sd_m ** 2)
 

@@ -173,17 +173,3 @@ def test_a_dry_runs_reasons_quote_tok_s_at_real_speed_and_its_ttft_is_judged_the
     assert AdaptiveSearch(points, points, ttft_limits=[1.0])._ttft_no_worse(f, pr)
     assert not AdaptiveSearch(points, points, ttft_limits=[1.0], time_scale=5.0)._ttft_no_worse(f, pr)
 
-
-def test_pruning_at_a_level_uses_the_reports_noise_floor_where_the_curves_show_none():
-    """A pruning is a verdict at a level: with no curve scatter measured yet (fewer than 5 levels),
-    a prediction 3 % over a measured figure is within the report's floor of noise there (as the
-    report would call it), while the single stream keeps its own (none here: 3 % is beyond it)."""
-    from sweep.analysis.noise import LEVEL_NOISE_FLOOR
-    from sweep.search.adaptive import Prediction
-
-    s = AdaptiveSearch(grid(drafters={"strong": 0.78}, steps=(2,), nccl=("default",)), [])
-    assert s.level_noise() is None
-    f = Figures(100.0, 1.0, 0.1, 0.0)
-    at_level, single = Prediction(10, 103.0, 1.03, None, None, 0.0), Prediction(SINGLE, 103.0, 1.03, None, None, 0.0)
-    assert s.band(at_level, f) >= 1.96 * (2 ** 0.5) * LEVEL_NOISE_FLOOR > 0.03
-    assert s.band(single, f) == 0.0
