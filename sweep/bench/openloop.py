@@ -119,6 +119,14 @@ def settle_s(run: OpenRun) -> float:
     return first[len(first) // 2] if first else 0.0
 
 
+def unqueued_s(run: OpenRun) -> float:
+    """The latency of a request that did not queue: the shortest of the first five's. (Their median,
+    ``settle_s``, is a queued one's where they arrive as a burst at a server that takes fewer at once,
+    and it moves with the order the server happens to take them in.)"""
+    first = [s.record.latency_s for s in run.sent if s.seq < 5 and s.record.latency_s]
+    return min(first) if first else 0.0
+
+
 def queue_growth(arrivals: list[float], outstanding: list[int], settle: float = 0.0) -> Optional[float]:
     """How many requests the backlog grew by over the level: the least-squares slope of the
     requests outstanding at each arrival against its time, times the span, over the arrivals after
@@ -157,8 +165,8 @@ def kept_up(growth: Optional[float], outstanding: list[int], drain: Optional[flo
     """Whether the server kept up with the arrivals: the backlog did not grow beyond chance
     (``growth_noise``). A level too short to fit a growth (fewer than 10 arrivals after the
     settling, e.g. a burst) is judged by its drain instead: kept up unless the last request took
-    more than 3 unqueued latencies (``settle``) to answer after the last send. None where neither
-    can say."""
+    more than 3 unqueued latencies (``settle``: ``unqueued_s``) to answer after the last send. None
+    where neither can say."""
     if growth is not None:
         return growth <= growth_noise(outstanding)
     if drain is None or not settle > 0 or len(outstanding) < 2:
@@ -182,7 +190,7 @@ def level_columns(run: OpenRun, *, offered_rate: Optional[float], arrival: str, 
         "achieved_rate": ok / wall_s if wall_s else None,
         "max_in_flight_seen": run.max_in_flight_seen,
         "outstanding_mean": sum(run.outstanding) / len(run.outstanding) if run.outstanding else None,
-        "queue_growth": growth, "kept_up": kept_up(growth, run.outstanding, drain_s(run), settle),
+        "queue_growth": growth, "kept_up": kept_up(growth, run.outstanding, drain_s(run), unqueued_s(run)),
         "wait_mean_s": sum(waits) / len(waits) if waits else None,
         "wait_max_s": waits[-1] if waits else None,
     }
