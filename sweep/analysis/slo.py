@@ -39,7 +39,7 @@ import polars as pl
 
 from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.core.argv import argv_value
+from sweep.core.argv import nodes, server_gpus
 from sweep.core.errors import ConfigError
 from sweep.core.slo_rule import FAILED, METRICS, Limit, amount, failed_value, holds, limits_of, meets
 
@@ -168,34 +168,6 @@ def _meets(limit: Limit) -> pl.Expr:
     return (v <= limit.value if limit.upper else v >= limit.value).fill_null(True)
 
 
-PARALLEL = {  # SGLang's spellings of each size
-    "tp": ("--tp-size", "--tensor-parallel-size"),
-    "pp": ("--pp-size", "--pipeline-parallel-size"),
-    "dp": ("--dp-size", "--data-parallel-size"),
-}
-SERVER_FLAGS = ("--model-path", "--model")  # an argv with one of these is a server's: its sizes default to 1
-
-
-def _size(argv, sizes: tuple[str, ...]) -> int | None:
-    value = argv_value(argv, *sizes)
-    try:
-        return max(1, int(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def server_gpus(argv) -> int | None:
-    """The GPUs one server uses, from its argv: tp x pp, times dp for data-parallel replicas (not with
-    attention DP, which runs inside the TP group); over every host it spans (``--nnodes`` splits the
-    same GPUs over hosts). None when the argv names no size and is not a server's command line."""
-    argv = [str(a) for a in argv or ()]
-    tp, pp, dp = (_size(argv, PARALLEL[k]) for k in ("tp", "pp", "dp"))
-    if tp is None and pp is None and dp is None and not any(argv_value(argv, f) for f in SERVER_FLAGS):
-        return None
-    dp_attention = "--enable-dp-attention" in argv or argv_value(argv, "--attn-dp-size", "--attention-data-parallel-size")
-    return (tp or 1) * (pp or 1) * (1 if dp_attention else (dp or 1))
-
-
 def gpus_frame(tables: Tables) -> pl.DataFrame:
     """point_id -> divisor for "per GPU" figures: ``gpus`` (the GPUs the server uses, from its argv:
     :func:`server_gpus`), ``per`` ("GPU", or "host" for a CPU point: ``gpu_count`` 0, divided by the
@@ -207,7 +179,7 @@ def gpus_frame(tables: Tables) -> pl.DataFrame:
         argv, count = r.get("argv") or [], r["gpu_count"] or 0
         used = server_gpus(argv)
         if count <= 0:  # a CPU host: per host, over the hosts one server spans
-            rows.append({"point_id": r["point_id"], "gpus": float(_size(argv, ("--nnodes",)) or 1),
+            rows.append({"point_id": r["point_id"], "gpus": float(nodes(argv)),
                          "per": "host", "gpus_from": "argv"})
         elif used is None:
             rows.append({"point_id": r["point_id"], "gpus": float(count), "per": "GPU", "gpus_from": "host"})
