@@ -51,7 +51,7 @@ fi
 if [ "$CPU_PATH" = amx ] && ! has amx_tile; then
   log "SWEEP_CPU_PATH=amx needs AMX, which this CPU lacks"; exit 3
 fi
-WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/build_kernels_avx2.sh" "$HERE/torch_native_spec.py" "$HERE/torch_native_spec_backend.py" "$HERE/sweep_cpu_path.py" "$HERE/shm_noavx512.h" | sha256sum | cut -c1-16)"
+WANT="$CPU_PATH $(sha256sum "$HERE/install.sh" "$HERE/build_kernels_avx2.sh" "$HERE/torch_native_spec.py" "$HERE/torch_native_spec_backend.py" "$HERE/adaptive_cpu.py" "$HERE/sweep_cpu_path.py" "$HERE/shm_noavx512.h" | sha256sum | cut -c1-16)"
 kernels_load() { ( cd / && SGLANG_USE_CPU_ENGINE=1 "$PY" -c "import sgl_kernel, sglang.srt.server_args" ) >/dev/null 2>&1; }
 # AVX2 path: the first AVX-512 instructions (an EVEX register: zmm, a mask register, xmm/ymm 16-31) in
 # SGLang's kernel library, none when it is clean. Such code dies with SIGILL on an AVX2 CPU but runs
@@ -132,6 +132,9 @@ fi
 #    tree serves every path): target verify with the draft tokens' mask, draft extend, multi-step draft
 #    decode; idempotent
 "$PY" "$HERE/torch_native_spec.py" "$SITE"
+# 4b. adaptive speculation (--speculative-adaptive) at 0 steps on the CPU engine: the 1-node verify's
+#     token as int64, as the CPU kernel requires (adaptive_cpu.py says why); idempotent
+"$PY" "$HERE/adaptive_cpu.py" "$SITE"
 
 # 5. the path, in every process of this venv that runs SGLang's CPU engine: a startup hook (.pth)
 #    that, when SGLANG_USE_CPU_ENGINE=1, claims AMX (avx512-bf16) or holds torch to AVX2 (avx2)

@@ -79,9 +79,36 @@ EDITS = {
 }
 
 
-def fail(msg: str):
-    print(f"[torch_native_spec] {msg}", file=sys.stderr)
+def fail(msg: str, who: str = "torch_native_spec"):
+    print(f"[{who}] {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+def apply_edits(site: str, edits: dict, who: str) -> list:
+    """Each (old, new) snippet of ``edits`` ({path under SITE: [(old, new), ...]}) replaced once, where
+    ``new`` is not there yet; exits 1 naming the file and the snippet when SGLang's source is not what
+    the edit expects. The files changed."""
+    changed = []
+    for rel, pairs in edits.items():
+        path = os.path.join(site, rel)
+        if not os.path.exists(path):
+            fail(f"{path} is missing", who)
+        text = original = open(path).read()
+        for old, new in pairs:
+            if new in text:
+                continue
+            if text.count(old) != 1:
+                fail(
+                    f"{path}: expected exactly one {old!r} "
+                    f"(found {text.count(old)}); SGLang changed, update "
+                    f"cluster/sglang-cpu-x86/{who}.py", who
+                )
+            text = text.replace(old, new)
+        if text != original:
+            with open(path, "w") as f:
+                f.write(text)
+            changed.append(path)
+    return changed
 
 
 def main(site: str) -> int:
@@ -96,26 +123,7 @@ def main(site: str) -> int:
         with open(dst, "w") as f:
             f.write(src)
         changed.append(dst)
-
-    for rel, edits in EDITS.items():
-        path = os.path.join(site, rel)
-        if not os.path.exists(path):
-            fail(f"{path} is missing")
-        text = original = open(path).read()
-        for old, new in edits:
-            if new in text:
-                continue
-            if text.count(old) != 1:
-                fail(
-                    f"{path}: expected exactly one {old!r} "
-                    f"(found {text.count(old)}); SGLang changed, update "
-                    "cluster/sglang-cpu-x86/torch_native_spec.py"
-                )
-            text = text.replace(old, new)
-        if text != original:
-            with open(path, "w") as f:
-                f.write(text)
-            changed.append(path)
+    changed += apply_edits(site, EDITS, "torch_native_spec")
 
     what = ", ".join(os.path.relpath(p, site) for p in changed) if changed else "nothing (already patched)"
     print(f"[torch_native_spec] torch_native speculative decoding: changed {what}", file=sys.stderr)
