@@ -39,6 +39,7 @@ from sweep.results.writer import ResultsDir, sweep_id
 from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import Failure, PointResult
 from sweep.results import store
+from sweep.results.meta import read_plan
 from sweep.search.adaptive import AdaptiveSearch
 from sweep.search.grid import GridOrder
 from sweep.core.types import PointStatus, RunKind, RunMode, kind
@@ -62,6 +63,10 @@ class RunOptions:
     results_dir: str | Path | None = None  # default: results_path(experiment, mode)
     on_event: Callable[[SweepEvent], None] | None = None
     live: bool = True
+    # "grid": the experiment's plan; "confirm": the policies' confirmation points after it
+    # (sweep/orchestrate/confirm.py), run in grid order into the same directory, the plan's record
+    # there extended, not replaced
+    phase: str = "grid"
 
 
 @dataclass
@@ -237,7 +242,8 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
-    console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), 'point')}, {len(todo)} to run"
+    what = "confirmation " if opts.phase == "confirm" else ""
+    console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), what + 'point')}, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {escape(str(rd.path))}")
     sweep = Prepared(plan, opts, rd, todo, SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
@@ -246,8 +252,11 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
     rd.open()
-    rd.write_experiment(config_mod.to_yaml(exp))
-    rd.write_plan(plan.to_json())
+    if opts.phase == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
+        rd.write_plan(with_points(read_plan(rd.path), plan.to_json()))
+    else:
+        rd.write_experiment(config_mod.to_yaml(exp))
+        rd.write_plan(plan.to_json())
     for f in rd.set_aside:
         console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
@@ -409,7 +418,7 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
     """The experiment's search over the points to run now: the grid, or the adaptive search told
     what the points already recorded measured (a resumed sweep continues from what it has)."""
     exp = sweep.experiment
-    if exp.search.strategy != "adaptive":
+    if exp.search.strategy != "adaptive" or sweep.opts.phase != "grid":
         return GridOrder(sweep.todo)
     valid = [p for p in sweep.plan.points if not p.errors]
     search = AdaptiveSearch(valid, sweep.todo, tolerance=exp.search.tolerance,
@@ -422,6 +431,16 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
         for pid in ok:
             search.record(pid, tables)
     return search
+
+
+def with_points(recorded: dict, more: dict) -> dict:
+    """The results' plan.json ``recorded`` with the points of ``more`` (a plan's ``to_json``) added, a
+    point already there replaced by its new record."""
+    if not recorded:
+        return more
+    ids = {p.get("id") for p in more.get("points", [])}
+    kept = [p for p in recorded.get("points", []) if p.get("id") not in ids]
+    return {**recorded, "points": kept + list(more.get("points", []))}
 
 
 def run_setup(argv: list[str], console: Console) -> None:

@@ -8,6 +8,7 @@ against the launcher's ``--help`` of the installed version; this list catches ty
 
 from __future__ import annotations
 
+import json
 import difflib
 from typing import Any, Iterable, Mapping, Optional
 
@@ -96,6 +97,8 @@ def _values(value: Any) -> list[str]:
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, Mapping):  # a config given inline (--speculative-adaptive-config): its JSON, keys sorted
+        return json.dumps(v, sort_keys=True, separators=(",", ":"))
     if isinstance(v, float) and v.is_integer():
         return str(int(v)) if abs(v) >= 1 else str(v)
     return str(v)
