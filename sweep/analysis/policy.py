@@ -510,3 +510,21 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
             levels=tuple(level_rows), static_steps=static, sglang_version=version, notes=tuple(policy_notes),
             confirmation_ids=tuple(g.confirmations)))
     return out
+
+
+def from_tables(tables, *, level_noise: float | None = None, confidence: float = 0.95) -> Policies:
+    """``derive`` on a results directory's tables (``sweep.results.load``), its figures at real speed
+    as the report reads them (``level_noise``: by default the curves' own, ``noise.curve_noise``)."""
+    from sweep.analysis import speedups
+    from sweep.analysis.frames import configurations, points_frame
+
+    levels = speedups.level_speedups(tables)
+    return derive(levels, points_frame(tables), configurations=configurations(tables),
+                  samples=speedups.level_samples(tables),
+                  level_noise=noise.curve_noise(levels) if level_noise is None else level_noise,
+                  confidence=confidence)
+
+
+def for_point(policies: list[Policy], point_id: str) -> Policy | None:
+    """The policy whose group holds the point (a step count of it), if any."""
+    return next((p for p in policies if point_id in p.member_ids), None)
