@@ -29,7 +29,7 @@ from sweep.experiment.plan import Plan, PlannedPoint, confirmation_point, target
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sweep.orchestrate.sweep import RunOptions, SweepRun
+    from sweep.orchestrate.sweep import Prepared, RunOptions, Session, SweepRun
 
 
 @dataclass(frozen=True)
@@ -64,18 +64,17 @@ def _without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.Lazy
 def derive(path: str | Path, slos: list | None = None) -> tuple[list, Any]:
     """The policies of a results directory's grid, and its findings (the SLO picks, the best per
     level): ``slos`` as given, else the experiment's ``benchmark.slo``."""
-    from sweep.analysis import analyze, policy, realspeed, speedups
-    from sweep.analysis.frames import configurations
+    from sweep.analysis import analyze, policy, realspeed
     from sweep.analysis.slo import from_experiment
     from sweep.results import load
 
     tables = _without_confirmations(load(path))
     f = analyze(tables, slos=from_experiment(path) if slos is None else slos)
-    real, _ = realspeed.at_real_speed(tables)
-    points = tables["points"].collect().unique("point_id", keep="last", maintain_order=True)
-    found = policy.derive(f.levels, points, configurations=configurations(tables),
-                          samples=speedups.level_samples(real), level_noise=f.level_noise)
-    return list(found), f
+    found = getattr(f, "policies", None)  # the report's own, where the findings carry them
+    if found is None:
+        real, _ = realspeed.at_real_speed(tables)
+        found = policy.from_tables(real, level_noise=f.level_noise)
+    return found, f
 
 
 def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
@@ -151,13 +150,42 @@ def plan_confirmation(plan: Plan, path: str | Path) -> ConfirmPlan:
     return cp
 
 
-def run(plan: Plan, opts: RunOptions, *, bench_scale: dict, console: Console) -> tuple[ConfirmPlan, SweepRun | None]:
-    """The confirmation phase on the results directory ``opts.results_dir``: its points planned from
-    what the grid recorded there and run as ordinary points (resume, ``--only``, failures as data).
-    Returns the confirmation plan and what ran (None when there was nothing to confirm)."""
-    from dataclasses import replace
-
+def _announce(cp: ConfirmPlan, console: Console) -> None:
     from rich.markup import escape
+
+    for note in cp.notes:
+        console.print(escape(f"confirm: {note}"), soft_wrap=True)
+    if not cp.points:
+        console.print("confirm: no policy to confirm", soft_wrap=True)
+    for pp in cp.points:
+        c = cp.chosen[pp.id]
+        console.print(escape(f"confirm: {pp.label} [{pp.id}] runs the policy of {c.policy.group} ({'; '.join(c.why)})"),
+                      soft_wrap=True)
+
+
+class Phase:
+    """The confirmation as a phase after the grid (``run_sweep(..., after=[Phase()])``): on the grid's
+    directory, lock and cluster session. ``planned``: its confirmation plan, once it ran."""
+
+    def __init__(self) -> None:
+        self.planned: ConfirmPlan | None = None
+
+    def __call__(self, sweep: Prepared, session: Session, console: Console) -> SweepRun | None:
+        from sweep.orchestrate.sweep import run_phase
+
+        self.planned = cp = plan_confirmation(sweep.plan, sweep.rd.path)
+        _announce(cp, console)
+        if not cp.points:
+            return None
+        return run_phase(sweep, Plan(sweep.plan.experiment, cp.points, []), session, console, phase="confirm")
+
+
+def run(plan: Plan, opts: RunOptions, *, bench_scale: dict, console: Console) -> tuple[ConfirmPlan, SweepRun | None]:
+    """The confirmation phase alone (``python -m sweep confirm DIR``) on the results directory
+    ``opts.results_dir`` whose grid ``plan`` is: its points planned from what the grid recorded there
+    and run as ordinary points of that sweep (resume, ``--only``, failures as data). Returns the
+    confirmation plan and what ran (None when there was nothing to confirm)."""
+    from dataclasses import replace
 
     from sweep.orchestrate.sweep import run_sweep
 
@@ -165,15 +193,9 @@ def run(plan: Plan, opts: RunOptions, *, bench_scale: dict, console: Console) ->
     if path is None or not path.is_dir():
         return ConfirmPlan(notes=["nothing recorded yet"]), None
     cp = plan_confirmation(plan, path)
-    for note in cp.notes:
-        console.print(f"confirm: {escape(note)}", soft_wrap=True)
+    _announce(cp, console)
     if not cp.points:
-        console.print("confirm: no policy to confirm", soft_wrap=True)
         return cp, None
-    for pp in cp.points:
-        c = cp.chosen[pp.id]
-        console.print(f"confirm: {escape(pp.label)} [{pp.id}] runs the policy of {escape(c.policy.group)} "
-                      f"({escape('; '.join(c.why))})", soft_wrap=True)
-    sub = Plan(plan.experiment, cp.points, [])
-    done = run_sweep(sub, replace(opts, phase="confirm"), bench_scale=bench_scale, console=console)
+    done = run_sweep(Plan(plan.experiment, cp.points, []), replace(opts, phase="confirm"), bench_scale=bench_scale,
+                     console=console)
     return cp, done

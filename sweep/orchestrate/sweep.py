@@ -182,21 +182,45 @@ class Prepared:
                          bench_scale=self.scale)
 
 
+# a phase after the grid (sweep/orchestrate/confirm.py, decide): given the prepared sweep (the grid's
+# results recorded by now) and the cluster session (started on first call), it runs its points
+# (``run_phase``) and returns what ran, or None
+Session = Callable[[], "list[Host]"]
+Phase = Callable[["Prepared", Session, Console], "SweepRun | None"]
+
+
 def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dict | None = None,
-              console: Console | None = None, run_fn=None, **option_overrides) -> SweepRun:
+              console: Console | None = None, run_fn=None, after: Sequence[Phase] = (),
+              **option_overrides) -> SweepRun:
     """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
     ``force``, ``retry_failed``, ``only``, ``address``, ``results_dir``, ``on_event``, ``live``) and
     return what ran with every recorded status: prepare the results directory, hold the cluster for
-    the session, drive the points through it. Raises ``Interrupted`` on Ctrl-C (exit 130), and the
-    ``ClusterError`` / ``ResultsError`` / ``ConfigError`` that stop a sweep."""
+    the session, drive the points through it; then each phase of ``after`` in turn, on the same
+    directory (its lock held throughout) and cluster session (what they ran joins the ``SweepRun``).
+    Raises ``Interrupted`` on Ctrl-C (exit 130), and the ``ClusterError`` / ``ResultsError`` /
+    ``ConfigError`` that stop a sweep."""
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
     sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
-        if not sweep.todo:
+        if not sweep.todo and not after:
             return sweep.run
-        with cluster_session(sweep, console) as hosts:
-            drive(sweep, hosts, console, run_fn)
+        with contextlib.ExitStack() as stack:
+            started: list[list[Host]] = []
+
+            def session() -> list[Host]:  # the cluster, started once, when a phase first needs it
+                if not started:
+                    started.append(stack.enter_context(cluster_session(sweep, console)))
+                return started[0]
+
+            if sweep.todo:
+                drive(sweep, session(), console, run_fn)
+            for phase in after:
+                ran = phase(sweep, session, console)
+                if ran is not None:
+                    sweep.run.results.update(ran.results)
+                    sweep.run.statuses.update(ran.statuses)
+                    sweep.run.selected += ran.selected
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = sweep.run.statuses
         why = e.message if isinstance(e, Interrupted) else "interrupted"
@@ -207,6 +231,17 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     finally:
         sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
     return sweep.run
+
+
+def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *, phase: str,
+              run_fn=None) -> SweepRun:
+    """A phase's points (``plan``: its own points, of the sweep's experiment) run as the sweep's own:
+    into its directory under the lock it holds, selected as it selects (resume, ``--only``,
+    ``--retry-failed``, ``--force``), its invalid ones recorded as such, on its cluster session."""
+    sub = _prepare(plan, replace(sweep.opts, phase=phase), sweep.scale, console, sweep.rd, sweep.lock)
+    if sub.todo:
+        drive(sub, session(), console, run_fn)
+    return sub.run
 
 
 def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prepared:
@@ -236,7 +271,7 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     from sweep.orchestrate import cluster
 
     exp, mode = plan.experiment, opts.mode
-    if (note := held.takeover_note()) is not None:
+    if opts.phase == "grid" and (note := held.takeover_note()) is not None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
