@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from sweep.analysis.history import History
     from sweep.sglang.drafter import DrafterReport
     from sweep.experiment.plan import Plan
-    from sweep.orchestrate.confirm import ConfirmPlan
+    from sweep.experiment.plan import ConfirmPlan
 
 @dataclass(frozen=True)
 class PointRecord(FailureParts):
@@ -396,9 +396,10 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
                       results_dir=planned.path, on_event=on_event, live=progress is True)
     after = []
     if planned.experiment.policy.confirm:  # after the grid: the policies' own servers
+        from sweep.analysis.confirmation import to_confirm
         from sweep.orchestrate import confirm as confirm_mod
 
-        after.append(confirm_mod.Phase())
+        after.append(confirm_mod.Phase(to_confirm))
     done = run_sweep(planned.plan, opts, bench_scale=planned.scale, console=console, after=after)
     confirmation = after[0].planned if after else None
     return _with_records(replace(planned, mode=mode, path=done.path, ran=done.ran, confirmation=confirmation),
@@ -440,6 +441,7 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
     directory, in its mode (a dry run's with the fake server). The same call again resumes (a recorded
     confirmation point is not run again; ``retry_failed``, ``force``, ``only`` as for ``run``).
     Returns the sweep's ``SweepResult``: every recorded point, and ``confirmation``."""
+    from sweep.analysis.confirmation import to_confirm
     from sweep.orchestrate import confirm as confirm_mod
     from sweep.orchestrate.sweep import RunOptions
     from sweep.results.meta import experiment_path, read_manifest
@@ -470,7 +472,7 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
         console = Console(highlight=False) if progress is True else Console(quiet=True)
     opts = RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only), address=address,
                       results_dir=path, on_event=progress if callable(progress) else None, live=progress is True)
-    confirmation, done = confirm_mod.run(planned.plan, opts, bench_scale=planned.scale, console=console)
+    confirmation, done = confirm_mod.run(planned.plan, opts, to_confirm, bench_scale=planned.scale, console=console)
     results = dict(done.results) if done is not None else {}
     return _with_records(replace(planned, mode=mode, ran=list(results), confirmation=confirmation), results)
 

@@ -332,6 +332,41 @@ def confirmation_point(exp: Experiment, member: PlannedPoint, step_axis: str, la
     return pp
 
 
+@dataclass
+class ConfirmPlan:
+    """The confirmation phase's points (valid or not: an invalid one is recorded as such), the chosen
+    policy each runs (point id -> ``sweep.analysis.confirmation.Chosen``: the policy and why), and notes
+    on what is not confirmed, and why."""
+
+    points: list[PlannedPoint] = field(default_factory=list)
+    chosen: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def confirmation_points(plan: Plan, chosen: list[Any], labels: dict[str, str] | None = None) -> ConfirmPlan:
+    """The confirmation point of each chosen policy (``chosen``: items with ``.policy``, whose
+    ``member_ids``, ``step_axis``, ``group`` and ``launch_flags()`` are read), built on a member of its
+    group found in ``plan`` by id, else by label (``labels``: the recorded label of each id, for a plan
+    rebuilt from a results directory); one point per distinct launch. Pure."""
+    exp = plan.experiment
+    by_id = {p.id: p for p in plan.points}
+    by_label = {p.label: p for p in plan.points}
+    target, _ = target_of(exp, [p.flags for p in plan.points])
+    out = ConfirmPlan()
+    for c in chosen:
+        pol = c.policy
+        found = [by_id.get(i) or by_label.get((labels or {}).get(i, "")) for i in pol.member_ids]
+        members = [m for m in found if m is not None]
+        if not members:
+            out.notes.append(f"{pol.group}: none of its points is in the experiment's plan any more: not confirmed")
+            continue
+        pp = confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target)
+        if pp.id not in out.chosen:
+            out.points.append(pp)
+            out.chosen[pp.id] = c
+    return out
+
+
 def _steps(p: PlannedPoint) -> int | None:
     try:
         return int(p.flags["speculative-num-steps"])
