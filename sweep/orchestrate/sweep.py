@@ -188,10 +188,11 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     console = console or output_console(highlight=False)
     sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
-        if not sweep.todo:
+        if not sweep.todo and not wants_decide(sweep):
             return sweep.run
         with cluster_session(sweep, console) as hosts:
             drive(sweep, hosts, console, run_fn)
+            decide_after_grid(sweep, hosts, console, run_fn)
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = sweep.run.statuses
         why = e.message if isinstance(e, Interrupted) else "interrupted"
@@ -380,6 +381,22 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             now = time.time()
             record(PointResult(pid, "", "", "pruned", Failure("search", reason, PRUNED_FIX),
                                started_at=now, ended_at=now, attempts=0), specs[pid].argv)
+
+
+def wants_decide(sweep: Prepared) -> bool:
+    """Whether ``decide`` has work on a sweep with no point left to run: it is on and has not ended
+    its decisions on these results yet (``decisions.parquet``)."""
+    from sweep.results.schema import DECISIONS
+
+    return sweep.experiment.decide.enabled and not (sweep.rd.path / DECISIONS).is_file()
+
+
+def decide_after_grid(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> None:
+    """The ``decide`` phase (``sweep.orchestrate.decide``): the picks within noise measured again."""
+    from sweep.orchestrate.decide import decide_phase
+
+    if sweep.experiment.decide.enabled:
+        decide_phase(sweep, hosts, console, run_fn)
 
 
 def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
