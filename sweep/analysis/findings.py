@@ -12,7 +12,7 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, realspeed, render, slo as slo_mod, slo_noise, speedups
+from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, realspeed, render, repeats, slo as slo_mod, slo_noise, speedups
 from sweep.analysis.frames import Tables, natural_key
 from sweep.core.console import plural
 
@@ -49,7 +49,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     """All the report's frames for one results directory, a dry run's at real speed
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
-    tables, speed = realspeed.at_real_speed(tables)
+    tables, speed = realspeed.at_real_speed(repeats.pooled(tables))  # decide's repeats: one row per level
     slos = list(slos or [])
     open_levels, open_slo = openloop.rate_levels(tables), openloop.rate_slo(tables, slos)
     tables = openloop.closed_loop(tables)  # the concurrency analysis never sees an open-loop level

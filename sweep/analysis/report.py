@@ -402,6 +402,39 @@ def best_section(f: Findings) -> Section:
         f"noise ({noise.describe_level_noise(f.level_noise)})."], table)
 
 
+def decisions_section(directory: Path) -> list[Section]:
+    """How ``decide`` ended each pick it measured again (``decisions.parquet``): none without it."""
+    from sweep.results.store import decisions
+
+    d = decisions(directory)
+    if not d.height:
+        return []
+    pct = lambda v: render.MISSING if v is None else ("inf" if v == float("inf") else render.change(v))  # noqa: E731
+    counts = {o: int((d["outcome"] == o).sum()) for o in ("decided", "equal", "budget")}
+    from sweep.results.store import read_columns
+
+    again = read_columns(directory, "levels", ["repeat", "wall_s"]).filter(pl.col("repeat").fill_null(0) > 0)
+    bench = float(again["wall_s"].sum() or 0.0)  # each re-measured level once (decisions may share one)
+    margin = float(d["practical_margin"][0])
+    table = d.select(
+        decision="subject", **({"workload": "workload"} if (d["workload"] != "").any() else {}),
+        ended="outcome", pick="pick_label", other="other_label",
+        first=pl.struct("margin_first", "low_first", "high_first").map_elements(
+            lambda r: f"{pct(r['margin_first'])} ({pct(r['low_first'])} .. {pct(r['high_first'])})", return_dtype=pl.String),
+        now=pl.struct("margin", "low", "high").map_elements(
+            lambda r: f"{pct(r['margin'])} ({pct(r['low'])} .. {pct(r['high'])})", return_dtype=pl.String),
+        measurements=pl.format("{} / {}", "repeats_pick", "repeats_other"),
+        bench_s=pl.col("bench_s").round(1), why="detail")
+    return [Section("Decisions measured again (decide)", [
+        f"{plural(d.height, 'pick')} within noise after the grid had their deciding levels measured again "
+        f"(every measurement pooled): {counts['decided']} decided (the margin's 95% interval excludes 0), "
+        f"{counts['equal']} equal (the interval within +-{margin:.0%}: either will do), {counts['budget']} "
+        f"undecided when the budget ran out; {plural(again.height, 'level')} measured again, {bench:,.1f} s of "
+        "benchmark (as measured; 'bench_s': a decision's own, shared ones counted in each). "
+        "'first': the pick's margin over the other and its interval before; 'now': after, as every table "
+        "here reads it; 'measurements': of the pick's and the other's deciding levels."], table)]
+
+
 def crossover_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "ahead up to C": "ahead_up_to", "first behind at C": "first_behind",
@@ -690,6 +723,7 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                                     stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)),
                 *achieved.section(f.levels),
                 best_section(f),
+                *decisions_section(directory),
                 crossover_section(f, img("speedup_vs_concurrency.png")),
                 *grid_sections(f, img("speedup_grid.png")),
                 env_section(f, img("nccl_effect.png")),

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep.core import workload_spec
-from sweep.core.settings import AUTO_LEVELS, BenchSettings
+from sweep.core.settings import AUTO_LEVELS, BenchSettings, DecideSettings
 from sweep.core.errors import ConfigError
 
 
@@ -182,6 +182,7 @@ class Experiment:
     grid: GridConfig = field(default_factory=GridConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    decide: DecideSettings = field(default_factory=DecideSettings)  # re-measure picks within noise
     benchmark: BenchSettings = field(default_factory=BenchSettings)
     dry_run: DryRunConfig = field(default_factory=DryRunConfig)
     local: LocalConfig = field(default_factory=LocalConfig)

@@ -203,7 +203,8 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     console = console or output_console(highlight=False)
     sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
-        if not sweep.todo and not after:
+        decide = opts.phase == "grid" and (bool(sweep.todo) or wants_decide(sweep))  # after the grid only
+        if not sweep.todo and not after and not decide:
             return sweep.run
         with contextlib.ExitStack() as stack:
             started: list[list[Host]] = []
@@ -215,6 +216,8 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
 
             if sweep.todo:
                 drive(sweep, session(), console, run_fn)
+            if decide:
+                decide_after_grid(sweep, session(), console, run_fn)
             for phase in after:
                 ran = phase(sweep, session, console)
                 if ran is not None:
@@ -424,6 +427,22 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             now = time.time()
             record(PointResult(pid, "", "", "pruned", Failure("search", reason, PRUNED_FIX),
                                started_at=now, ended_at=now, attempts=0), specs[pid].argv)
+
+
+def wants_decide(sweep: Prepared) -> bool:
+    """Whether ``decide`` has work on a sweep with no point left to run: it is on and has not ended
+    its decisions on these results yet (``decisions.parquet``)."""
+    from sweep.results.schema import DECISIONS
+
+    return sweep.experiment.decide.enabled and not (sweep.rd.path / DECISIONS).is_file()
+
+
+def decide_after_grid(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> None:
+    """The ``decide`` phase (``sweep.orchestrate.decide``): the picks within noise measured again."""
+    from sweep.orchestrate.decide import decide_phase
+
+    if sweep.experiment.decide.enabled:
+        decide_phase(sweep, hosts, console, run_fn)
 
 
 def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
