@@ -375,11 +375,11 @@ def _steps(p: PlannedPoint) -> int | None:
 
 
 def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint]]]:
-    """The plan's groups of valid speculative chains (topk 1) that differ only in their step count, as
+    """The plan's groups of speculative chains (topk 1) that differ only in their step count, as
     (step axis, members): the axis of role ``steps``, else the one axis whose values alone tell apart
     points of different step counts (a bundle setting steps and draft tokens). Groups of one step
     count are left out: there is no policy to derive there."""
-    chains = [p for p in points if not p.baseline and not p.errors and _steps(p) is not None
+    chains = [p for p in points if not p.baseline and _steps(p) is not None
               and int(p.flags.get("speculative-eagle-topk") or 1) == 1]
     found: dict[tuple, tuple[str, list[PlannedPoint]]] = {}
     for p in chains:
