@@ -209,12 +209,19 @@ class Params:
     """``AdaptiveSpeculativeParams`` (CUDA-graph padding left out: SGLang pads a batch to its graph's
     size before routing only where the graph sizes straddle a tier key; the fake routes the batch)."""
 
-    def __init__(self, initial_steps: int, cfg: Any, log: Callable[[str], None] = lambda line: None):
+    def __init__(self, initial_steps: int, cfg: Any, log: Callable[[str], None] = lambda line: None,
+                 announce: bool = True):
+        """``announce``: log SGLang's ``initialized`` line now (as its constructor does)."""
         cfg, tiers = load_config(cfg)
         self.keys = sorted(tiers)
         self.slots = {bs: StepSlot.create(initial_steps, {**cfg, **tiers[bs]}, log) for bs in self.keys}
+        if announce:
+            log(self.initialized())
+
+    def initialized(self) -> str:
+        """SGLang's ``AdaptiveSpeculativeParams initialized`` line (the first tier's steps and candidates)."""
         first = self.slots[self.keys[0]]
-        log(initialized_line(first.current_steps, first.candidate_steps))
+        return initialized_line(first.current_steps, first.candidate_steps)
 
     @property
     def candidate_steps(self) -> list[int]:
@@ -236,9 +243,10 @@ class Controller:
     """``AdaptiveController`` with the worker's step count: :meth:`before_batch` (``activate_step_by_batch``)
     and :meth:`after_verify` (``on_verify_complete``) switch it, logging ``Switch adaptive runtime state``."""
 
-    def __init__(self, initial_steps: int, cfg: Any, log: Callable[[str], None] = lambda line: None):
+    def __init__(self, initial_steps: int, cfg: Any, log: Callable[[str], None] = lambda line: None,
+                 announce: bool = True):
         self.log = log
-        self.params = Params(initial_steps, cfg, log)
+        self.params = Params(initial_steps, cfg, log, announce)
         self.steps = initial_steps
         self.switches = 0
 

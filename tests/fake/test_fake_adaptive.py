@@ -189,3 +189,113 @@ def test_the_same_batches_give_sglang_s_steps_and_lines(tmp_path, root, which):
         assert ours.steps == sg.steps
     assert ours_lines == theirs
     assert sum("Switch adaptive" in line for line in theirs) > 10  # the sequence exercised the rule
+
+
+# --- the fake's command line and startup ---
+
+FLAGS = ["--model-path", "/models/Kimi-K2-Instruct", "--speculative-algorithm", "EAGLE3",
+         "--speculative-draft-model-path", "/models/eagle3", "--speculative-num-steps", "3",
+         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+TIERS = {"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}}
+
+
+def _config(tmp_path: Path, cfg=TIERS) -> str:
+    path = tmp_path / "adaptive.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_the_flags_are_argparse_errors_where_the_version_lacks_them(capsys):
+    from sweep.fake import args as fake_args
+
+    argv = [*FLAGS, "--speculative-adaptive", "--speculative-adaptive-config", "/x.json"]
+    with pytest.raises(SystemExit) as info:
+        fake_args.parse([*argv, "--fake-version", "0.5.10"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        "launch_server.py: error: unrecognized arguments: --speculative-adaptive --speculative-adaptive-config /x.json")
+    ns = fake_args.parse([*argv, "--fake-version", "0.5.23"]).ns
+    assert ns.speculative_adaptive is True and ns.speculative_adaptive_config == "/x.json"
+
+
+def _resolve(*argv: str):
+    from sweep.fake import args as fake_args, rules
+
+    parsed = fake_args.parse([*FLAGS, "--speculative-adaptive", *argv, "--fake-version", "0.5.23"])
+    warnings: list[str] = []
+    return rules.resolve(parsed.ns, parsed.version, warn=warnings.append), warnings
+
+
+def test_a_config_sglang_refuses_stops_the_launch_while_resolving(tmp_path):
+    from sweep.fake import rules
+
+    with pytest.raises(rules.ArgsRejected) as info:
+        _resolve("--speculative-adaptive-config", _config(tmp_path, {"1": {"candidate_steps": [1, -3]}}))
+    assert info.value.exception == ("ValueError: BS 1: candidate_steps must be a list of non-negative ints, "
+                                    "got [1, -3]")
+    with pytest.raises(rules.ArgsRejected) as info:
+        _resolve("--speculative-adaptive-config", _config(tmp_path, {"1": {"candidate_steps": [1, 2]}}))
+    assert "--speculative-num-steps=3 is not in the adaptive config candidate_steps [1, 2]" in info.value.exception
+
+
+def test_adaptive_resolves_to_its_steps_or_falls_back_with_sglang_s_warning(tmp_path):
+    resolved, warnings = _resolve("--speculative-adaptive-config", _config(tmp_path))
+    assert resolved.adaptive_config == TIERS and resolved.args["speculative_adaptive"] is True
+    assert (resolved.args["speculative_num_steps"], resolved.args["speculative_num_draft_tokens"]) == (3, 4)
+    from sweep.fake import args as fake_args, rules
+
+    tree = [a if a != "1" else "4" for a in FLAGS]  # topk 4
+    parsed = fake_args.parse([*tree, "--speculative-adaptive", "--fake-version", "0.5.23"])
+    warnings = []
+    resolved = rules.resolve(parsed.ns, parsed.version, warn=warnings.append)
+    assert resolved.adaptive_config is None and resolved.args["speculative_adaptive"] is False
+    assert ("speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported). "
+            "Falling back to static speculative params.") in warnings
+
+
+@pytest.mark.slow
+def test_the_fake_switches_per_tier_and_logs_it(start_fake, tmp_path):
+    import asyncio
+
+    import httpx
+
+    server = start_fake(*FLAGS, "--speculative-adaptive", "--speculative-adaptive-config", _config(tmp_path),
+                        "--fake-version", "0.5.23", "--fake-accept-rate", "0.7", "--enable-metrics")
+    server.wait_ready()
+    log = server.log()
+    assert "AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3]" in log
+    assert re.search(r"Built adaptive runtime state steps=0: elapsed=\d+\.\d\ds, mem=\d+\.\d\dGB", log)
+    assert "Built adaptive runtime state steps=1:" in log and "Built adaptive runtime state steps=3:" not in log
+
+    async def burst(n: int) -> list[dict]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            async def one(i: int) -> dict:
+                r = await client.post(f"{server.base}/generate", json={
+                    "text": f"request {i}", "sampling_params": {"max_new_tokens": 150, "ignore_eos": True}})
+                return r.json()
+            return await asyncio.gather(*(one(i) for i in range(n)))
+
+    alone = asyncio.run(burst(1))[0]["meta_info"]
+    # C=1: tier 1's EMA of ~1.5 accepted drafts keeps it at 3 steps
+    assert "Switch adaptive runtime state" not in server.log()[len(log):]
+    assert alone["spec_num_proposed_drafts"] == 3 * alone["spec_verify_ct"]
+    # C=6: tier 4 (from 4 requests up) runs its own step count, 1 (its middle candidate: 3 is not one of its)
+    many = asyncio.run(burst(6))
+    server.wait_for_log(r"Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2")
+    proposed = [r["meta_info"]["spec_num_proposed_drafts"] / r["meta_info"]["spec_verify_ct"] for r in many]
+    assert min(proposed) < 3  # verified with 1 draft token under load
+    metrics = server.get("/metrics").text
+    assert re.search(r"^sglang:spec_num_steps\{[^}]*\} [13]\.0$", metrics, re.M)
+
+
+def test_a_poor_drafter_drops_a_tier_to_no_speculation_and_probes_back():
+    lines: list[str] = []
+    c = adaptive.Controller(3, TIERS, lines.append)
+    for _ in range(15):  # 15 batches of 6 at 1 step, a drafter accepting nothing
+        c.before_batch(6)
+        c.after_verify([0] * 6, 6)
+    assert c.steps == 0 and lines[-1] == "Switch adaptive runtime state: steps 1 -> 0, draft_tokens 2 -> 1"
+    for _ in range(5):
+        c.before_batch(6)
+        c.after_verify([0] * 6, 6)
+    assert c.steps == 1 and "Adaptive spec params updated: steps 0 -> 1" in lines[-2]
