@@ -142,8 +142,7 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
                                    spec.flag("attention-backend") or cpu_host.DEFAULT_ATTENTION_BACKEND,
                                    engine, report.checks)
         cpu_host.check_nodes(int(spec.flag("nnodes") or 1), engine, report.checks)
-    pf.check_flags([*spec.flags, *flags_in_argv(spec.launcher_args)], spec.launcher, report.sglang_version, host.name,
-                   spec.launcher_args)
+    pf.check_flags([*spec.flags, *flags_in_argv(spec.launcher_args)], spec.launcher, report.sglang_version, host.name)
     pf.check_paths(spec.paths, spec.real_paths, report)
     if spec.real_paths:
         _check_drafter(spec, report)

@@ -45,17 +45,10 @@ def _version_probe(launcher: list[str], launcher_args: Sequence[str] = ()) -> li
         if pkg == "sglang":
             return [launcher[0], "-c", "import sglang; print(sglang.__version__)"]
         if launcher[2] == "sweep.fake":
-            return [*launcher, *_pinned(launcher, launcher_args), "--fake-print-version"]
+            own = list(launcher_args)
+            pinned = own[own.index("--fake-version"):][:2] if "--fake-version" in own else []
+            return [*launcher, *pinned, "--fake-print-version"]
     return None
-
-
-def _pinned(launcher: list[str], launcher_args: Sequence[str]) -> list[str]:
-    """The fake's ``--fake-version`` among its own options (``[]`` for any other launcher): its
-    version and its ``--help`` answer for that release."""
-    own = list(launcher_args)
-    if len(launcher) < 3 or launcher[2] != "sweep.fake" or "--fake-version" not in own:
-        return []
-    return own[own.index("--fake-version"):][:2]
 
 
 def sglang_version(launcher: list[str], timeout: float = 60.0, launcher_args: Sequence[str] = ()) -> str:
@@ -74,10 +67,8 @@ def sglang_version(launcher: list[str], timeout: float = 60.0, launcher_args: Se
     return out.stdout.strip().splitlines()[-1]
 
 
-def accepted_flags(launcher: list[str], version: str, host: str, launcher_args: Sequence[str] = ()) -> set[str]:
-    """The flags the launcher's ``--help`` lists, cached per host, launcher and version (the fake's:
-    of the release its ``--fake-version`` in ``launcher_args`` pins)."""
-    launcher = [*launcher, *_pinned(launcher, launcher_args)]
+def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
+    """The flags the launcher's ``--help`` lists, cached per host, launcher and version."""
     key = hashlib.sha256(json.dumps([host, launcher, version]).encode()).hexdigest()[:16]
     cache = _cache_dir() / "help" / f"{key}.json"
     if cache.is_file():
@@ -102,10 +93,9 @@ def accepted_flags(launcher: list[str], version: str, host: str, launcher_args: 
     return flags
 
 
-def check_flags(names: Sequence[str], launcher: list[str], version: str, host: str,
-                launcher_args: Sequence[str] = ()) -> None:
+def check_flags(names: Sequence[str], launcher: list[str], version: str, host: str) -> None:
     """Every flag name the server gets (no dashes) is one its launcher's ``--help`` lists."""
-    known = accepted_flags(launcher, version, host, launcher_args)
+    known = accepted_flags(launcher, version, host)
     unknown = [f for f in names if f not in known and f.replace("_", "-") not in known]
     if unknown:
         raise PointFailure("preflight", f"SGLang {version} on {host} does not accept "

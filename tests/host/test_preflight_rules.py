@@ -39,16 +39,3 @@ def test_the_hosts_config_json_names_the_architecture(tmp_path):
     # read as a Llama (the host's config.json), not as the experiment's DeepSeek (which SGLang gives (3, 1, 4))
     assert [c.rule for c in r.checks] == ["auto-speculative-params"], lines(r.checks)
     assert "SGLang picks (5, 4, 8) for EAGLE on LlamaForCausalLM" in r.checks[0].message
-
-
-def test_the_fakes_flags_are_those_of_the_release_its_launcher_args_pin(tmp_path, monkeypatch):
-    """A fake pinned to 0.5.23 (``--fake-version`` among its own options, as a dry run of a 0.5.23
-    experiment passes it) accepts 0.5.23's adaptive flags; its default release (0.5.10) has none."""
-    import sys
-
-    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path))
-    fake = [sys.executable, "-m", "sweep.fake"]
-    names = ["model-path", "speculative-adaptive", "speculative-adaptive-config"]
-    pf.check_flags(names, fake, "0.5.23", "sim-host-0", ["--fake-speed", "8", "--fake-version", "0.5.23"])
-    with pytest.raises(PointFailure, match="does not accept --speculative-adaptive"):
-        pf.check_flags(names, fake, "0.5.10", "sim-host-0", [])
