@@ -12,6 +12,10 @@ polars LazyFrames; the best configuration at each concurrency level; the summary
     result.best.select("concurrency", "label", "value")
     result.tables["levels"].filter(pl.col("concurrency") == 1).collect()
 
+With ``policy.confirm`` in the experiment, ``run`` goes on after the grid: the speculative policies
+are derived from what it measured and each chosen one runs on its own server as more points of the
+sweep (``SweepResult.confirmation``); ``confirm(DIR)`` does that on a results directory already there.
+
 The modes are the command line's: ``plan`` (``--plan``: nothing launched), ``dry-run``, ``local``,
 ``fake`` and ``cluster`` (no flag). The command line (``sweep/cli.py``) is a thin shell over this
 module: it prints what this returns and maps it to an exit code. What stops a sweep as a whole is
