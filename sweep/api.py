@@ -454,8 +454,8 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
     path = Path(directory)
     check_sweep_dir(path)
     manifest = read_manifest(path) or {}
-    rm = manifest.get("mode")
-    if rm not in get_args(RunMode) or not experiment_path(path).is_file():
+    recorded = manifest.get("mode")
+    if recorded not in get_args(RunMode) or not experiment_path(path).is_file():
         raise ResultsError(f"{path} holds no sweep's experiment and mode ({experiment_path(path).name}, sweep.json): "
                            "there is no grid to derive a policy from",
                            fix="confirm a directory a sweep wrote (python -m sweep EXP.yaml wrote it); "
@@ -468,6 +468,7 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
                           "cannot be launched from it",
                           fix="run the experiment file itself with policy.confirm=true (python -m sweep EXP.yaml "
                               "policy.confirm=true ...): it resumes, and only the confirmation runs")
+    rm = cast(RunMode, recorded)
     mode: Mode = "cluster" if rm == "real" else rm
     planned = _stored_plan(exp, mode, path)
     if console is None:
