@@ -337,6 +337,10 @@ RESOLVED = pa.struct([  # sweep.sglang.serverargs.Outcome.summary(): the plan's 
     ("version", pa.string()),  # the SGLang version whose rules resolved it
     ("architecture", pa.string()),
     ("gpu", pa.string()),
+    ("adaptive", pa.bool_()),  # --speculative-adaptive given: whether the server adapts (false: SGLang falls back)
+    ("candidate_steps", pa.list_(pa.int64())),  # adaptive: the step counts it may switch between (every tier's)
+    ("adaptive_disabled_reason", pa.string()),  # SGLang's reason for falling back to static speculation
+    ("max_draft_tokens", pa.int64()),  # the draft tokens the KV and CUDA-graph sizes follow (adaptive: largest + 1)
 ])
 
 POINTS = pa.schema(
