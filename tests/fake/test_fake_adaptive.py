@@ -268,3 +268,31 @@ def test_a_poor_drafter_drops_a_tier_to_no_speculation_and_probes_back():
         c.before_batch(6)
         c.after_verify([0] * 6, 6)
     assert c.steps == 1 and "Adaptive spec params updated: steps 0 -> 1" in lines[-2]
+
+
+@pytest.mark.slow
+def test_a_dry_run_shows_the_switches_per_level(tmp_path):
+    """One adaptive point through the whole sweep (local Ray, the fake of 0.5.23): the config given inline,
+    the levels table says tier 1 kept its 3 steps at C=1 and tier 4's 1 step ran at C=8."""
+    import sweep
+    from sweep.results import load
+    from tests.conftest import free_port
+    from tests.experiments import experiment, write
+
+    flags = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d1", "speculative-eagle-topk": 1,
+             "speculative-num-steps": 3, "speculative-num-draft-tokens": 4, "speculative-adaptive": True,
+             "speculative-adaptive-config": TIERS}
+    exp = experiment(name="adaptive", server={"port": free_port(), "sglang_version": "0.5.23"},
+                     grid={"axes": {"drafter": {"values": {"d1": {"flags": flags}}}}},
+                     benchmark={"single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16}, "server_metrics": False,
+                                "concurrency": {"levels": [1, 8], "rounds": 2, "max_tokens": 64}},
+                     dry_run={"fake_args": ["--fake-version", "0.5.23"]})
+    result = sweep.run(write(tmp_path / "adaptive.yaml", exp, results_dir=tmp_path / "res"), mode="dry-run",
+                       progress=False)
+    assert [p.status for p in result.points] == ["ok"], [(p.label, p.failure_reason) for p in result.points]
+    tables = load(tmp_path / "res")
+    point = tables["points"].collect().row(0, named=True)
+    assert point["adaptive"] is True and point["adaptive_disabled_reason"] is None
+    levels = {r["concurrency"]: r for r in tables["levels"].collect().to_dicts()}
+    assert (levels[1]["adaptive_switches"], levels[1]["adaptive_steps"]) == (0, [3])
+    assert levels[8]["adaptive_switches"] >= 1 and levels[8]["adaptive_steps"] == [3, 1]
