@@ -4,11 +4,10 @@ A faithful copy of ``sglang/srt/speculative/adaptive_spec_params.py`` (0.5.23; t
 same rule with ``[1, 3, 7]`` for batch size 1 in its default config) and of the controller around it
 (``adaptive_runtime_state.py``, ``eagle_worker_v2.py``):
 
-- the config: integer-string batch-size keys (others ignored), each with ``candidate_steps`` (a
-  non-empty list of non-negative ints; ``0`` = no speculation in that tier) and optional knobs
+- the config, as SGLang's loader reads it (``sweep.sglang.adaptive.load``, which refuses what it refuses):
+  batch-size tiers, each with its ``candidate_steps`` (``0`` = no speculation in that tier) and its knobs
   ``ema_alpha`` (0.2), ``update_interval`` (5), ``warmup_batches`` (10), ``down_hysteresis`` (-0.25),
-  ``up_hysteresis`` (0.0), ``ceiling_coeff`` (0), top-level or per tier (the tier's win);
-  :func:`load_config` refuses what ``_load_adaptive_config`` refuses, with its ``ValueError`` text;
+  ``up_hysteresis`` (0.0), ``ceiling_coeff`` (0);
 - a batch goes to the tier of the closest lower key (the smallest key below the smallest);
 - each tier (:class:`StepSlot`) keeps its own step count and an EMA of the accepted draft tokens per
   request, and moves it only after ``warmup_batches`` and then every ``update_interval`` of its
@@ -27,86 +26,11 @@ SGLang's log lines (``log_info_on_rank0``), exact: :func:`initialized_line`, :fu
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-# 0.5.23's DEFAULT_ADAPTIVE_CONFIG (the CPU build's has [1, 3, 7] for "1")
-DEFAULT_CONFIG: dict[str, dict[str, Any]] = {
-    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
-    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
-}
-
-
-class ConfigRefused(ValueError):
-    """What SGLang raises loading the config: ``exception`` is the traceback's last line
-    (``ValueError: ...``, ``FileNotFoundError: ...``, ``json.decoder.JSONDecodeError: ...``)."""
-
-    def __init__(self, exception: str):
-        self.exception = exception
-        super().__init__(exception)
-
-
-def read_config(path: Optional[str]) -> dict[str, Any]:
-    """The config SGLang reads: the JSON file at ``path`` (``open`` + ``json.load``), or the default."""
-    if path is None:
-        return DEFAULT_CONFIG
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise ConfigRefused(f"FileNotFoundError: [Errno 2] No such file or directory: {path!r}") from None
-    except IsADirectoryError:
-        raise ConfigRefused(f"IsADirectoryError: [Errno 21] Is a directory: {path!r}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigRefused(f"json.decoder.JSONDecodeError: {exc}") from None
-
-
-def load_config(cfg: Any) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
-    """``_load_adaptive_config`` on a loaded config: (the config, its tiers by batch size). Raises
-    :class:`ConfigRefused` with SGLang's message where SGLang raises."""
-    if not isinstance(cfg, dict):  # SGLang calls cfg.items(): a list or a number is an AttributeError
-        raise ConfigRefused(f"AttributeError: '{type(cfg).__name__}' object has no attribute 'items'")
-    tiers: dict[int, dict[str, Any]] = {}
-    for key, entry in cfg.items():
-        if not key.isdigit():
-            continue
-        if not isinstance(entry, dict):
-            raise ConfigRefused(f"AttributeError: '{type(entry).__name__}' object has no attribute 'get'")
-        steps = entry.get("candidate_steps")
-        # bool is an int to Python, as to SGLang's isinstance check
-        if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
-            raise ConfigRefused(f"ValueError: BS {key}: candidate_steps must be a list of non-negative ints, "
-                                f"got {steps!r}")
-        tiers[int(key)] = entry
-    if not tiers:
-        raise ConfigRefused("ValueError: speculative_adaptive_config must contain at least one integer-string BS key, "
-                            'e.g. {"1": {"candidate_steps": [1,3,7]}}. '
-                            f"Got keys: {list(cfg.keys())}")
-    return cfg, tiers
-
-
-def candidate_steps(cfg: Any) -> list[int]:
-    """``resolve_candidate_steps_from_config``: every tier's candidates, sorted (sizes the runtime states)."""
-    _, tiers = load_config(cfg)
-    return sorted({int(s) for entry in tiers.values() for s in entry["candidate_steps"]})
-
-
-def initial_steps(cfg: Any, steps: Optional[int]) -> int:
-    """``_init_adaptive_speculative_params``: the step count the server starts with (``--speculative-num-steps``,
-    else the middle candidate). Raises :class:`ConfigRefused` with SGLang's message when the given one is
-    not a candidate."""
-    cands = candidate_steps(cfg)
-    if steps is None:
-        return cands[len(cands) // 2]
-    if steps not in cands:
-        raise ConfigRefused(f"ValueError: --speculative-num-steps={steps} is not in the adaptive config "
-                            f"candidate_steps {cands}. Pass one of those values.")
-    return steps
-
+from sweep.sglang.adaptive import Config
 
 # --- SGLang's log lines ---
 def initialized_line(steps: int, candidates: list[int]) -> str:
@@ -209,12 +133,14 @@ class Params:
     """``AdaptiveSpeculativeParams`` (CUDA-graph padding left out: SGLang pads a batch to its graph's
     size before routing only where the graph sizes straddle a tier key; the fake routes the batch)."""
 
-    def __init__(self, initial_steps: int, cfg: Any, log: Callable[[str], None] = lambda line: None,
+    def __init__(self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None,
                  announce: bool = True):
-        """``announce``: log SGLang's ``initialized`` line now (as its constructor does)."""
-        cfg, tiers = load_config(cfg)
-        self.keys = sorted(tiers)
-        self.slots = {bs: StepSlot.create(initial_steps, {**cfg, **tiers[bs]}, log) for bs in self.keys}
+        """``config``: as SGLang loaded it; ``announce``: log SGLang's ``initialized`` line now (as its
+        constructor does)."""
+        self.keys = sorted(config.tiers)
+        self.slots = {bs: StepSlot.create(initial_steps, {**config.knobs.get(bs, {}),
+                                                          "candidate_steps": list(config.tiers[bs])}, log)
+                      for bs in self.keys}
         if announce:
             log(self.initialized())
 
@@ -243,10 +169,10 @@ class Controller:
     """``AdaptiveController`` with the worker's step count: :meth:`before_batch` (``activate_step_by_batch``)
     and :meth:`after_verify` (``on_verify_complete``) switch it, logging ``Switch adaptive runtime state``."""
 
-    def __init__(self, initial_steps: int, cfg: Any, log: Callable[[str], None] = lambda line: None,
+    def __init__(self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None,
                  announce: bool = True):
         self.log = log
-        self.params = Params(initial_steps, cfg, log, announce)
+        self.params = Params(initial_steps, config, log, announce)
         self.steps = initial_steps
         self.switches = 0
 

@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Optional
 from sweep.fake import adaptive, metrics, model, text
 from sweep.fake.cache import PrefixCache
 from sweep.fake.log import Log
+from sweep.sglang.adaptive import Config
 
 MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
 
@@ -36,7 +37,7 @@ class EngineConfig:
     real_wording: bool = False  # the 0.5.23 prefill log line (``#pending-token``, graph, input throughput)
     # --speculative-adaptive in force: SGLang's config (loaded); each decode batch then runs with its tier's
     # step count (sweep/fake/adaptive.py), ``spec`` being the launch's (its steps the starting ones)
-    adaptive: Optional[dict] = None
+    adaptive: Optional[Config] = None
     adaptive_start: Optional[int] = None  # the step count it starts with (default spec.steps)
 
 

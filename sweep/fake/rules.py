@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from sweep.sglang import serverargs
-from sweep.fake import adaptive, tracebacks
+from sweep.fake import tracebacks
+from sweep.sglang import adaptive as ad
 from sweep.fake.args import DEFAULT_GPU
 
 LLAMA_LIKE = serverargs.LLAMA_LIKE_AUTO
@@ -64,7 +65,7 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
     architecture: str = "LlamaForCausalLM"
     deferred: Optional[Deferred] = None
-    adaptive_config: Optional[dict[str, Any]] = None  # --speculative-adaptive in force: SGLang's config (loaded)
+    adaptive_config: Optional[ad.Config] = None  # --speculative-adaptive in force: the config SGLang loaded
     adaptive_disabled: Optional[str] = None  # --speculative-adaptive given, and why SGLang fell back to static
 
     @property
@@ -135,7 +136,6 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
         a["chunked_prefill_size"] = DEFAULT_CHUNKED_PREFILL_SIZE
     a.setdefault("disable_overlap_schedule", False)
 
-    given_steps, given_topk = a.get("speculative_num_steps"), a.get("speculative_eagle_topk")
     draft_path = a.get("speculative_draft_model_path")
     ctx = serverargs.Context(version=version, architecture=out.architecture, gpu=gpu,
                              target_config=serverargs.read_config(a["model_path"]),
@@ -168,48 +168,31 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
              "decoding.")
     else:
         warn("Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.")
-    if a.get("speculative_adaptive"):
-        _adaptive(a, out, warn, given_steps, given_topk)
+    if o.adaptive_requested:
+        _adaptive(a, out, o)
     if o.later is not None:
         stage = o.later.stage if o.later.stage in tracebacks.INIT_STACKS else "draft_capture"
         out.deferred = Deferred(stage, o.later.exception)
     return out
 
 
-def adaptive_unsupported_reason(a: dict[str, Any]) -> Optional[str]:
-    """SGLang's ``adaptive_unsupported_reason`` (0.5.23) on the flags the fake models, in its order."""
-    algo, topk = a.get("speculative_algorithm"), a.get("speculative_eagle_topk")
-    if algo not in ("EAGLE", "EAGLE3"):
-        return f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
-    if topk is not None and topk != 1:
-        return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
-    if a.get("enable_dp_attention"):
-        return "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"
-    if a.get("enable_multi_layer_eagle"):
-        return "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)"
-    return None
-
-
-def _adaptive(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], given_steps: Optional[int],
-              given_topk: Optional[int]) -> None:
-    """``_maybe_disable_adaptive`` then ``_init_adaptive_speculative_params``: an unsupported setup falls back
-    to static speculation with SGLang's warning; else the config is loaded (refused as SGLang refuses it),
-    topk 1, the steps given (a candidate) or the middle candidate, draft tokens steps + 1 (SGLang skips
-    its auto-chosen parameters under adaptive: the given ones are the ones that count)."""
-    reason = adaptive_unsupported_reason({**a, "speculative_eagle_topk": given_topk})
-    if reason is not None:
-        warn(f"speculative_adaptive disabled: {reason}. Falling back to static speculative params.")
-        a["speculative_adaptive"] = False
-        out.adaptive_disabled = reason
+def _adaptive(a: dict[str, Any], out: Resolved, o: serverargs.Outcome) -> None:
+    """What SGLang made of ``--speculative-adaptive`` (``serverargs``: its fallback, with the warning already
+    logged, or the config it loaded and the steps it starts with). The config the plan could not read
+    (a path) is read here, the server's own machine, failing as SGLang's ``open`` / ``json.load`` do."""
+    a["speculative_adaptive"] = o.adaptive
+    if not o.adaptive:
+        out.adaptive_disabled = o.adaptive_disabled_reason
         return
-    try:
-        cfg = adaptive.read_config(a.get("speculative_adaptive_config"))
-        steps = adaptive.initial_steps(cfg, given_steps)
-    except adaptive.ConfigRefused as exc:
-        raise ArgsRejected(exc.exception, "raise ValueError(" if exc.exception.startswith("ValueError")
-                           else "with open(cfg_path) as f:") from None
-    a["speculative_eagle_topk"], a["speculative_num_steps"], a["speculative_num_draft_tokens"] = 1, steps, steps + 1
-    out.adaptive_config = cfg
+    config = ad.Config(dict(o.adaptive_tiers), dict(o.adaptive_knobs)) if o.adaptive_tiers else None
+    if config is None:
+        try:
+            config = ad.load(ad.read(str(a.get("speculative_adaptive_config"))))
+        except OSError as exc:
+            raise ArgsRejected(f"{type(exc).__name__}: {exc}", "with open(cfg_path) as f:") from None
+        except ValueError as exc:
+            raise ArgsRejected(f"{type(exc).__name__}: {exc}", "raise ValueError(") from None
+    out.adaptive_config = config
 
 
 def server_args_repr(args: dict[str, Any]) -> str:

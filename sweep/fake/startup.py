@@ -35,6 +35,7 @@ from sweep.fake import adaptive, progress, rules, tracebacks
 from sweep.core.ledger import ledger_record
 from sweep.fake.args import version_tuple
 from sweep.fake.log import Log, rank_prefix
+from sweep.sglang import adaptive as ad
 
 GB = 1e9
 CONTEXT_GB = 0.79  # CUDA context + NCCL buffers after init
@@ -133,7 +134,7 @@ class StartupPlan:
     ledger_dir: Optional[Path] = None
     context_len: int = rules.DEFAULT_CONTEXT_LENGTH
     sync: Optional[RankSync] = None  # with tp > 1 on this node: the ranks' meeting points around bars
-    adaptive: Optional[dict[str, Any]] = None  # --speculative-adaptive in force: SGLang's config (loaded)
+    adaptive: Optional[ad.Config] = None  # --speculative-adaptive in force: the config SGLang loaded
 
     @property
     def speculative(self) -> bool:

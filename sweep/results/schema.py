@@ -145,6 +145,14 @@ LEVELS = pa.schema(
         # as accept_length_requests, on any route); null without speculation or spec_verify_calls_total
         ("accept_length_metrics", pa.float64()),
         ("flushed", pa.bool_()),  # the server's counters were reset before the level
+        # --- adaptive speculation (--speculative-adaptive; sweep/sglang/logs.py AdaptiveLog): from the server's
+        # log lines, timed as the host read them (a switch in a level's last ~0.1 s may count in the next);
+        # all null for a server that does not run it (points.adaptive not true)
+        ("adaptive_switches", pa.int32()),  # "Switch adaptive runtime state" lines during the level
+        # the step counts the server ran during the level, in order of first use: the one in force when it
+        # began, then each switch's (0 = no speculation: a tier's candidate 0)
+        ("adaptive_steps", pa.list_(pa.int32())),
+        ("adaptive_steps_final", pa.int32()),  # the step count in force at the level's end
         # added by concurrency.refine's bisection (sweep/bench/refine.py); null: refinement off
         ("refined", pa.bool_()),
         # --- how the level ended (sweep/bench/stop.py): with benchmark.concurrency.stop, a level ends once
@@ -402,6 +410,13 @@ POINTS = pa.schema(
         ("bench_scale", BENCH_SCALE),  # how a dry run scaled the benchmark (null if unscaled)
         ("sweep_version", pa.string()),
         ("resolved", RESOLVED),  # SGLang's settings as the plan resolved them (null where it could not)
+        # adaptive speculation (--speculative-adaptive), from the server's log: true when SGLang initialised it
+        # ("AdaptiveSpeculativeParams initialized") and did not fall back, false when the point asked for it and
+        # the server runs static speculation, null when it did not ask (or never started)
+        ("adaptive", pa.bool_()),
+        ("adaptive_disabled_reason", pa.string()),  # SGLang's reason for the fallback ("speculative_adaptive
+        # disabled: <reason>. Falling back to static speculative params."), e.g. "speculative_eagle_topk=4 (only
+        # topk=1 is supported)"
     ]
 )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sweep.fake import adaptive
+from sweep.sglang import adaptive as ad
 
 RELEASE = Path.home() / ".cache/sweep-sglang-releases/v0.5.23/lib/python3.11/site-packages/sglang"
 CPU = Path.home() / ".cache/sweep-sglang-cpu/venv/lib/python3.11/site-packages/sglang"
@@ -21,44 +22,8 @@ SOURCE = "srt/speculative/adaptive_spec_params.py"
 
 def controller(cfg, steps=None):
     lines: list[str] = []
-    return adaptive.Controller(adaptive.initial_steps(cfg, steps), cfg, lines.append), lines
-
-
-# --- the config, as _load_adaptive_config reads it ---
-
-@pytest.mark.parametrize("cfg, message", [
-    ({"1": {"candidate_steps": []}}, "ValueError: BS 1: candidate_steps must be a list of non-negative ints, got []"),
-    ({"1": {"candidate_steps": [1, -1]}}, "got [1, -1]"),
-    ({"1": {"candidate_steps": [1.5]}}, "got [1.5]"),
-    ({"8": {"steps": [1]}}, "BS 8: candidate_steps must be a list of non-negative ints, got None"),
-    ({"ema_alpha": 0.3}, "ValueError: speculative_adaptive_config must contain at least one integer-string BS key, "
-                         'e.g. {"1": {"candidate_steps": [1,3,7]}}. Got keys: [\'ema_alpha\']'),
-    ({"1": [1, 3]}, "AttributeError: 'list' object has no attribute 'get'"),
-])
-def test_a_config_sglang_refuses_is_refused_with_its_words(cfg, message):
-    with pytest.raises(adaptive.ConfigRefused) as info:
-        adaptive.load_config(cfg)
-    assert message in info.value.exception
-
-
-def test_the_start_step_is_the_given_one_or_the_middle_candidate():
-    cfg = {"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}}
-    assert adaptive.candidate_steps(cfg) == [0, 1, 3]
-    assert adaptive.initial_steps(cfg, None) == 1  # candidates[len // 2]
-    assert adaptive.initial_steps(cfg, 3) == 3
-    with pytest.raises(adaptive.ConfigRefused) as info:
-        adaptive.initial_steps(cfg, 2)
-    assert info.value.exception == ("ValueError: --speculative-num-steps=2 is not in the adaptive config "
-                                    "candidate_steps [0, 1, 3]. Pass one of those values.")
-
-
-def test_a_missing_or_broken_file_fails_as_open_and_json_load_do(tmp_path):
-    with pytest.raises(adaptive.ConfigRefused, match=r"^FileNotFoundError: \[Errno 2\] No such file or directory"):
-        adaptive.read_config(str(tmp_path / "none.json"))
-    bad = tmp_path / "bad.json"
-    bad.write_text("{1: }")
-    with pytest.raises(adaptive.ConfigRefused, match=r"^json\.decoder\.JSONDecodeError: Expecting property name"):
-        adaptive.read_config(str(bad))
+    config = ad.load(cfg)
+    return adaptive.Controller(config.initial_steps(steps), config, lines.append), lines
 
 
 # --- the rule, replayed by hand ---
@@ -172,9 +137,9 @@ def test_the_same_batches_give_sglang_s_steps_and_lines(tmp_path, root, which):
     if cfg is not None:
         path = str(tmp_path / "adaptive.json")
         Path(path).write_text(json.dumps(cfg))
-    ours_cfg = adaptive.read_config(path) if cfg is not None else module.DEFAULT_ADAPTIVE_CONFIG
+    ours_cfg = ad.load(ad.read(path) if cfg is not None else module.DEFAULT_ADAPTIVE_CONFIG)
     start = module.resolve_candidate_steps_from_config(path)[-1]
-    assert adaptive.candidate_steps(ours_cfg) == module.resolve_candidate_steps_from_config(path)
+    assert list(ours_cfg.candidate_steps) == module.resolve_candidate_steps_from_config(path)
     ours_lines: list[str] = []
     ours = adaptive.Controller(start, ours_cfg, ours_lines.append)
     sg = _SGLangController(module, start, path, theirs)
@@ -234,13 +199,17 @@ def test_a_config_sglang_refuses_stops_the_launch_while_resolving(tmp_path):
     assert info.value.exception == ("ValueError: BS 1: candidate_steps must be a list of non-negative ints, "
                                     "got [1, -3]")
     with pytest.raises(rules.ArgsRejected) as info:
+        _resolve("--speculative-adaptive-config", str(tmp_path / "none.json"))
+    assert info.value.exception == (f"FileNotFoundError: [Errno 2] No such file or directory: "
+                                    f"'{tmp_path / 'none.json'}'")
+    with pytest.raises(rules.ArgsRejected) as info:
         _resolve("--speculative-adaptive-config", _config(tmp_path, {"1": {"candidate_steps": [1, 2]}}))
     assert "--speculative-num-steps=3 is not in the adaptive config candidate_steps [1, 2]" in info.value.exception
 
 
 def test_adaptive_resolves_to_its_steps_or_falls_back_with_sglang_s_warning(tmp_path):
     resolved, warnings = _resolve("--speculative-adaptive-config", _config(tmp_path))
-    assert resolved.adaptive_config == TIERS and resolved.args["speculative_adaptive"] is True
+    assert resolved.adaptive_config.tiers == {1: (1, 3), 4: (0, 1)} and resolved.args["speculative_adaptive"] is True
     assert (resolved.args["speculative_num_steps"], resolved.args["speculative_num_draft_tokens"]) == (3, 4)
     from sweep.fake import args as fake_args, rules
 
@@ -290,7 +259,7 @@ def test_the_fake_switches_per_tier_and_logs_it(start_fake, tmp_path):
 
 def test_a_poor_drafter_drops_a_tier_to_no_speculation_and_probes_back():
     lines: list[str] = []
-    c = adaptive.Controller(3, TIERS, lines.append)
+    c = adaptive.Controller(3, ad.load(TIERS), lines.append)
     for _ in range(15):  # 15 batches of 6 at 1 step, a drafter accepting nothing
         c.before_batch(6)
         c.after_verify([0] * 6, 6)
@@ -299,3 +268,31 @@ def test_a_poor_drafter_drops_a_tier_to_no_speculation_and_probes_back():
         c.before_batch(6)
         c.after_verify([0] * 6, 6)
     assert c.steps == 1 and "Adaptive spec params updated: steps 0 -> 1" in lines[-2]
+
+
+@pytest.mark.slow
+def test_a_dry_run_shows_the_switches_per_level(tmp_path):
+    """One adaptive point through the whole sweep (local Ray, the fake of 0.5.23): the config given inline,
+    the levels table says tier 1 kept its 3 steps at C=1 and tier 4's 1 step ran at C=8."""
+    import sweep
+    from sweep.results import load
+    from tests.conftest import free_port
+    from tests.experiments import experiment, write
+
+    flags = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d1", "speculative-eagle-topk": 1,
+             "speculative-num-steps": 3, "speculative-num-draft-tokens": 4, "speculative-adaptive": True,
+             "speculative-adaptive-config": TIERS}
+    exp = experiment(name="adaptive", server={"port": free_port(), "sglang_version": "0.5.23"},
+                     grid={"axes": {"drafter": {"values": {"d1": {"flags": flags}}}}},
+                     benchmark={"single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16}, "server_metrics": False,
+                                "concurrency": {"levels": [1, 8], "rounds": 2, "max_tokens": 64}},
+                     dry_run={"fake_args": ["--fake-version", "0.5.23"]})
+    result = sweep.run(write(tmp_path / "adaptive.yaml", exp, results_dir=tmp_path / "res"), mode="dry-run",
+                       progress=False)
+    assert [p.status for p in result.points] == ["ok"], [(p.label, p.failure_reason) for p in result.points]
+    tables = load(tmp_path / "res")
+    point = tables["points"].collect().row(0, named=True)
+    assert point["adaptive"] is True and point["adaptive_disabled_reason"] is None
+    levels = {r["concurrency"]: r for r in tables["levels"].collect().to_dicts()}
+    assert (levels[1]["adaptive_switches"], levels[1]["adaptive_steps"]) == (0, [3])
+    assert levels[8]["adaptive_switches"] >= 1 and levels[8]["adaptive_steps"] == [3, 1]
