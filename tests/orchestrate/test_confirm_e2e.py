@@ -71,3 +71,8 @@ def test_grid_then_confirmation_resumed_and_a_failure_kept_as_data(tmp_path):
     assert fixed.returncode == 0
     levels = load(res)["levels"].filter(pl.col("point_id") == conf["point_id"]).collect()
     assert sorted(levels["concurrency"].to_list()) == [1, 4]  # the group's levels
+    # the server ran SGLang's adaptive speculation (not its fallback to static), its step counts per level
+    assert conf2["adaptive"] is True and conf2["adaptive_disabled_reason"] is None
+    assert levels["adaptive_steps_final"].null_count() == 0 and levels["adaptive_switches"].null_count() == 0
+    ran = {s for steps in levels["adaptive_steps"].to_list() for s in steps}
+    assert ran <= {k for tier in config.values() for k in tier["candidate_steps"]}, (ran, config)
