@@ -68,7 +68,8 @@ def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
         if i is None:
             notes.append(f"{where}: its pick {r['label']} is "
                          + ("a baseline: the answer is no speculation, no policy to confirm" if r["baseline"]
-                            else "in no group of step counts: no policy to confirm"))
+                            else "in no policy's group (its group got none, or it is its drafter's only step "
+                            "count): no policy to confirm"))
             continue
         why.setdefault(i, []).append(where)
     if not why:  # no SLO, or none picked a policy's point: the best group of each workload
