@@ -161,3 +161,19 @@ def test_without_an_slo_the_group_best_at_the_most_levels():
     chosen, notes = choose([a, b], f)
     assert [(c.policy.group, c.why) for c in chosen] == [("drafter=b", ("best at 2 of 4 levels",))] and not notes
     assert choose([a, b], _findings([], [{"workload": "", "concurrency": 1, "point_id": "base"}])) == ([], [])
+
+
+def test_where_no_pick_is_in_a_policys_group_the_best_policy_derived():
+    def pol(group, ids, figures):
+        levels = tuple(SimpleNamespace(concurrency=c, policy_tok_s=v) for c, v in figures.items())
+        return Policy(group=group, params={}, step_axis="steps", workload="", tiers=(Tier(1, 1, 1, (1,)),),
+                      break_even=None, member_ids=tuple(ids), levels=levels)
+
+    a = pol("drafter=a,nccl=default", ["a1"], {1: 90.0, 4: 200.0, 16: 400.0})
+    b = pol("drafter=b,nccl=default", ["b1"], {1: 95.0, 4: 210.0, 16: 390.0})
+    f = _findings([{"slo": "chat", "workload": "", "rank": 1, "point_id": "t3", "label": "drafter=a,steps=3,nccl=tuned",
+                    "baseline": False, "tok_s_gpu": 10.0}], [{"workload": "", "concurrency": 1, "point_id": "t3"}])
+    chosen, notes = choose([a, b], f)
+    assert [c.policy.group for c in chosen] == ["drafter=b,nccl=default"]
+    assert "ahead of the other policies at 2 of 3 levels" in chosen[0].why[0]
+    assert "in no policy's group" in notes[0]

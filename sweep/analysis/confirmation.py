@@ -5,7 +5,8 @@ recorded are left out of the tables they are derived from, so the same grid give
 hence the same confirmation points, and a rerun finds them recorded). The ones confirmed: the group
 that holds each SLO's pick (per workload), once each; where no SLO picked a point of any group (no
 SLO, or the picks are baselines or drafters with one step count), per workload the group whose step
-counts are the best at the most levels. A pick that is a baseline means "no speculation": nothing to
+counts are the best at the most levels; and where no such best is in a policy's group either, the
+best of the policies derived (ahead of the others at the most levels). A pick that is a baseline means "no speculation": nothing to
 confirm, and the notes say so.
 
 Pure over the results tables (``sweep.results.load``); the points themselves are built by the plan
@@ -86,7 +87,39 @@ def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
         for w, mine in counts.items():
             i = max(mine, key=lambda k: (mine[k], -k))
             why.setdefault(i, []).append(f"best at {mine[i]} of {levels[w]} levels" + (f" ({w})" if w else ""))
+    if not why and policies:  # no pick in any policy's group: the best of the policies there are
+        for i, (won, total) in _best_policies(policies).items():
+            why.setdefault(i, []).append(f"the best policy derived: ahead of the other policies at {won} of {total} "
+                                         "levels (no pick of an SLO or of a level is in a policy's group)")
     return [Chosen(policies[i], tuple(w)) for i, w in sorted(why.items())], notes
+
+
+def _best_policies(policies: list) -> dict[int, tuple[int, int]]:
+    """Per workload, the policy whose figure (``Level.policy_tok_s``) is the highest of the policies'
+    at the most levels (a tie: the higher mean): {index: (levels won, levels)}."""
+    by_workload: dict[str, list[int]] = {}
+    for i, p in enumerate(policies):
+        by_workload.setdefault(getattr(p, "workload", "") or "", []).append(i)
+    out: dict[int, tuple[int, int]] = {}
+    for members in by_workload.values():
+        at: dict[int, dict[int, float]] = {}
+        for i in members:
+            for lv in getattr(policies[i], "levels", ()):
+                if lv.policy_tok_s is not None:
+                    at.setdefault(lv.concurrency, {})[i] = lv.policy_tok_s
+        if not at:  # nothing measured to rank them by
+            continue
+        won = {i: 0 for i in members}
+        for figures in at.values():
+            won[max(figures, key=lambda k: figures[k])] += 1
+
+        def mean(i: int) -> float:
+            values = [lv.policy_tok_s for lv in getattr(policies[i], "levels", ()) if lv.policy_tok_s is not None]
+            return sum(values) / len(values) if values else 0.0
+
+        best = max(members, key=lambda i: (won[i], mean(i), -i))
+        out[best] = (won[best], len(at))
+    return out
 
 
 def to_confirm(path: str | Path) -> tuple[list[Chosen], list[str], dict[str, str]]:
