@@ -528,3 +528,72 @@ def from_tables(tables, *, level_noise: float | None = None, confidence: float =
 def for_point(policies: list[Policy], point_id: str) -> Policy | None:
     """The policy whose group holds the point (a step count of it), if any."""
     return next((p for p in policies if point_id in p.member_ids), None)
+
+
+CONFIRMATION = {"concurrency": pl.Int64, "policy_tok_s": pl.Float64, "static_tok_s": pl.Float64,
+                "static_label": pl.String, "envelope_tok_s": pl.Float64, "envelope_label": pl.String,
+                "baseline_tok_s": pl.Float64, "vs_envelope": pl.Float64, "vs_envelope_low": pl.Float64,
+                "vs_envelope_high": pl.Float64, "short": pl.Boolean, "vs_static": pl.Float64,
+                "vs_static_low": pl.Float64, "vs_static_high": pl.Float64, "vs_baseline": pl.Float64,
+                "vs_baseline_low": pl.Float64, "vs_baseline_high": pl.Float64}
+
+
+def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | None = None,
+                 level_noise: float | None = None, confidence: float = 0.95) -> pl.DataFrame:
+    """The policy's own server (its confirmation point, measured as an ordinary point) against, per
+    level: the group's best single static setup, the envelope (the best the group measured at that
+    level: any of its step counts or its baseline) and the baseline. Each ``vs_*`` is the policy's
+    throughput over the other's - 1, with its interval (the report's rule: the two levels' per-request
+    interval as a relative width, widened by the level-wide noise); ``short``: below the envelope
+    beyond noise. Empty without a measured confirmation point (``CONFIRMATION``)."""
+    sigma = noise.level_sigma(level_noise)
+    rows_of: dict[str, dict[int, dict]] = {}
+    for r in levels.filter(pl.col("concurrency") > 0).iter_rows(named=True):
+        if r.get("output_throughput"):
+            rows_of.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
+    mine = next((rows_of[c] for c in p.confirmation_ids if c in rows_of), None)
+    cid = next((c for c in p.confirmation_ids if c in rows_of), None)
+    if mine is None or cid is None:
+        return pl.DataFrame(schema=CONFIRMATION)
+    ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
+    label = {**p.labels, 0: p.baseline_label or "no speculation"}
+    out, pairs = [], []
+    for c, r in sorted(mine.items()):
+        opts = {k: rows_of[pid][c] for k, pid in ids.items() if pid in rows_of and c in rows_of[pid]}
+        if 0 not in opts and r.get("baseline_output_throughput"):
+            opts[0] = {"point_id": p.baseline_id, "output_throughput": r["baseline_output_throughput"],
+                       "per_request_tok_s": r.get("baseline_per_request_tok_s")}
+        env_k = max(opts, key=lambda k: opts[k]["output_throughput"]) if opts else None
+        row: dict[str, Any] = {"concurrency": c, "policy_tok_s": r["output_throughput"],
+                               "static_tok_s": opts[p.static_steps]["output_throughput"]
+                               if p.static_steps in opts else None,
+                               "static_label": label.get(p.static_steps) if p.static_steps is not None else None,
+                               "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
+                               "envelope_label": label.get(env_k) if env_k is not None else None,
+                               "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None}
+        for name, k in (("envelope", env_k), ("static", p.static_steps), ("baseline", 0)):
+            other = opts.get(k) if k is not None else None
+            if other is None:
+                continue
+            row[f"vs_{name}"] = r["output_throughput"] / other["output_throughput"] - 1
+            pairs.append((name, c, cid, other["point_id"], r.get("per_request_tok_s"), other.get("per_request_tok_s")))
+        out.append(row)
+    intervals = _request_intervals([(a, b, c, 0.0) for _, c, a, b, _, _ in pairs], samples, confidence)
+    by = {(name, c): (a, b, pa, pb) for name, c, a, b, pa, pb in pairs}
+    for row in out:
+        for name in ("envelope", "static", "baseline"):
+            if row.get(f"vs_{name}") is None:
+                continue
+            a, b, pa, pb = by[(name, row["concurrency"])]
+            ratio = row[f"vs_{name}"] + 1
+            lo, hi = intervals.get((a, b, row["concurrency"]), (None, None))
+            if lo is not None and hi is not None and pa and pb:
+                lo, hi = ratio * lo / (pa / pb), ratio * hi / (pa / pb)
+            else:
+                lo = hi = None
+            judged = noise.judged(pl.DataFrame([{"ratio": ratio, "ci_low": lo, "ci_high": hi}],
+                                               schema={"ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}),
+                                  "ratio", sigma, confidence=confidence).row(0, named=True)
+            row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
+        row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
+    return pl.DataFrame(out, schema=CONFIRMATION)
