@@ -142,6 +142,7 @@ class Policy:
     sglang_version: str | None = None
     notes: tuple[str, ...] = ()
     confirmation_ids: tuple[str, ...] = ()  # measured points of this policy's own server
+    axis_order: tuple[str, ...] = ()  # the grid's axes in its order (the step axis among them)
 
     def config(self) -> dict[str, dict]:
         """SGLang's adaptive config (``--speculative-adaptive-config``): integer-string batch-size keys."""
@@ -184,8 +185,11 @@ class Policy:
         return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.replace("=", "-").replace(",", "_")).strip("-") or "all"
 
     def label(self) -> str:
-        """The confirmation point's label: the group's params with the step axis set to 'adaptive'."""
-        return ",".join(f"{a}={v}" for a, v in {**self.params, self.step_axis: ADAPTIVE}.items())
+        """The confirmation point's label: the group's params with the step axis set to 'adaptive', in
+        the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
+        values = {**self.params, self.step_axis: ADAPTIVE}
+        order = [a for a in self.axis_order if a in values] + [a for a in values if a not in self.axis_order]
+        return ",".join(f"{a}={values[a]}" for a in order)
 
 
 def static_flags(steps: int) -> dict[str, Any]:
@@ -287,6 +291,7 @@ class _Group:
     params: dict[str, Any]
     step_axis: str
     workload: str
+    order: tuple[str, ...] = ()
     members: dict[int, dict] = field(default_factory=dict)  # steps -> points row
     pruned: list[str] = field(default_factory=list)
     confirmations: list[str] = field(default_factory=list)
@@ -311,7 +316,7 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
             continue
         params = {a: v for a, v in axes_of(r).items() if a != axis and v is not None}
         key = (tuple(sorted((a, str(v)) for a, v in params.items())), axis)
-        g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], "")))
+        g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], ""), tuple(axes_of(r))))
         if is_confirmation(r):
             g.confirmations.append(r["point_id"])
             continue
@@ -508,7 +513,7 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
             member_ids=tuple(member_ids.values()), steps=member_ids,
             labels={k: r["label"] for k, r in g.members.items()}, baseline_id=base_id, baseline_label=base_label,
             levels=tuple(level_rows), static_steps=static, sglang_version=version, notes=tuple(policy_notes),
-            confirmation_ids=tuple(g.confirmations)))
+            confirmation_ids=tuple(g.confirmations), axis_order=g.order))
     return out
 
 
