@@ -45,7 +45,6 @@ import polars as pl
 from sweep.analysis import noise
 from sweep.analysis.acceptance import spec_shape
 from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, natural_key
-from sweep.core.argv import argv_value
 
 ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
 ADAPTIVE_FLAG = "speculative-adaptive"
