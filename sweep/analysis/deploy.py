@@ -117,13 +117,14 @@ def _predicted(p: policy_mod.Policy) -> str:
             + (" (an upper bound)" if multi else "") + ".")
 
 
-def policy_lines(p: policy_mod.Policy, f: Findings) -> list[str]:
-    """A policy in a few lines: its tiers, the break-even, the file and flags, the plain table."""
+def policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -> list[str]:
+    """A policy in a few lines: its tiers, the break-even (and, with ``predicted``, its gain over the
+    best static setup), the file and flags, the plain table."""
     where = f" [{p.workload}]" if p.workload else ""
     be = p.break_even.text() if p.break_even else (
         "speculation pays at every level measured" if p.levels and 0 not in p.levels[-1].candidate_steps
         else "no break-even measured")
-    lines = [f"- Policy {p.group}{where}: steps {tiers_text(p)}; {be}." + _predicted(p)]
+    lines = [f"- Policy {p.group}{where}: steps {tiers_text(p)}; {be}." + (_predicted(p) if predicted else "")]
     flags = {**p.launch_flags(), policy_mod.CONFIG_FLAG: config_name(p)}
     lines.append(f"  Run: {policy_mod.flags_text(flags)} (the file is beside report.md).")
     need = policy_mod.needs_text(p.sglang_version)
@@ -147,17 +148,22 @@ def _vs(v: float | None, lo: float | None, hi: float | None) -> str:
     return f"{mark}{render.percent(v)} ({render.percent(lo)}..{render.percent(hi)})"
 
 
-def confirmation_rows(table: pl.DataFrame) -> pl.DataFrame:
-    """The confirmation as the report shows it: per level, the four figures and the policy's margins."""
+def confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy) -> pl.DataFrame:
+    """The confirmation as the report shows it: per level, the policy's measured output tok/s, the
+    best single static setup's, the envelope's (the group's best there, named) and the baseline's, with
+    the policy's margin over each (95% interval; '~' within noise, SHORT: below the envelope beyond it)."""
+    static = f"best static ({p.step_axis}={p.static_steps})" if p.static_steps else "best static"
     return table.select(
         C="concurrency",
         **{"policy (measured)": render.cell(lambda v: render.num(v, 0), "policy_tok_s"),
-           "vs best static": render.cell(_vs, "vs_static", "vs_static_low", "vs_static_high"),
+           static: render.cell(lambda v: render.num(v, 0), "static_tok_s"),
+           "policy vs it": render.cell(_vs, "vs_static", "vs_static_low", "vs_static_high"),
            "envelope": render.cell(lambda v, lab: render.MISSING if v is None else f"{render.num(v, 0)} ({lab})",
                                    "envelope_tok_s", "envelope_label"),
-           "vs envelope": render.cell(lambda v, lo, hi, short: _vs(v, lo, hi) + (" SHORT" if short else ""),
-                                      "vs_envelope", "vs_envelope_low", "vs_envelope_high", "short"),
-           "baseline": render.cell(lambda v: render.num(v, 0), "baseline_tok_s")})
+           "policy vs envelope": render.cell(lambda v, lo, hi, short: _vs(v, lo, hi) + (" SHORT" if short else ""),
+                                             "vs_envelope", "vs_envelope_low", "vs_envelope_high", "short"),
+           "baseline": render.cell(lambda v: render.num(v, 0), "baseline_tok_s"),
+           "policy vs baseline": render.cell(_vs, "vs_baseline", "vs_baseline_low", "vs_baseline_high")})
 
 
 def confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
@@ -174,9 +180,18 @@ def deploy_section(f: Findings) -> Section:
     lines: list[str] = []
     if f.slos and f.slo_table.height:
         lines += [_slo_line(rec) for rec in slo_mod.recommendations(f.slo_table, f.slos)]
-    shown = preferred(f)[:SHOWN]
+    ranked = preferred(f)
+    # the policy whose own server was measured (a confirmation point) comes with its table per level:
+    # then it alone is shown here, to keep the answer on one screen
+    table, confirmed = None, None
+    for p in ranked[:SHOWN]:
+        t = confirmation_table(p, f) if p.confirmation_ids else None
+        if t is not None and t.height:
+            table, confirmed = t, p
+            break
+    shown = [confirmed] if confirmed is not None else ranked[:SHOWN]
     for p in shown:
-        lines += policy_lines(p, f)
+        lines += policy_lines(p, f, predicted=False)
     more = len(f.policies) - len(shown)
     if more > 0:
         lines.append(f"- {more} more {'policy' if more == 1 else 'policies'} under 'Speculative policy' below.")
@@ -186,19 +201,15 @@ def deploy_section(f: Findings) -> Section:
     lines += [f"- {x}" for x in flagged[:2]]
     if len(flagged) > 2:
         lines.append(f"- {len(flagged) - 2} more phantom speedups under 'Speculative policy'.")
-    if not lines:
-        lines.append("Nothing measured yet: no point has finished its benchmark.")
-    table = None
-    confirmed = next((p for p in shown if p.confirmation_ids), None)
-    if confirmed is not None:
-        t = confirmation_table(confirmed, f)
-        if t.height:
-            lines.append(confirmation_line(confirmed, t))
-            table = confirmation_rows(t)
     if f.policies:
         lines.append("Steps by load: the best step count from each C, in brackets those within noise of it "
                      "(SGLang's candidate_steps; none: no speculation). Evidence below; noise: see Method.")
-    return Section("Deploy", lines, table)
+    if confirmed is not None and table is not None:
+        lines.append(confirmation_line(confirmed, table))
+        return Section("Deploy", lines, confirmation_rows(table, confirmed))
+    if not lines:
+        lines.append("Nothing measured yet: no point has finished its benchmark.")
+    return Section("Deploy", lines)
 
 
 def policy_sections(f: Findings) -> list[Section]:
@@ -236,6 +247,6 @@ def policy_sections(f: Findings) -> list[Section]:
         if p.confirmation_ids:
             t = confirmation_table(p, f)
             if t.height:
-                out.append(Section(f"Confirmation of {p.label()}", [confirmation_line(p, t)], confirmation_rows(t),
+                out.append(Section(f"Confirmation of {p.label()}", [confirmation_line(p, t)], confirmation_rows(t, p),
                                    level=3))
     return out

@@ -104,8 +104,8 @@ class BreakEven:
     def text(self) -> str:
         est = f"C~{self.concurrency:.0f}" if self.concurrency is not None else f"C~{self.low}"
         if self.high is None:
-            return (f"speculation off above {est} (ahead beyond noise up to C={self.low}; within noise of "
-                    f"the baseline from there to C={self.top})")
+            return (f"speculation off above {est} (ahead beyond noise up to C={self.low}, within noise of the "
+                    f"baseline above, to C={self.top})")
         return f"speculation off above {est} (between C={self.low} and C={self.high})"
 
 
@@ -560,7 +560,7 @@ def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | Non
     if mine is None or cid is None:
         return pl.DataFrame(schema=CONFIRMATION)
     ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
-    label = {**p.labels, 0: p.baseline_label or "no speculation"}
+    label = {k: f"{p.step_axis}={k}" for k in p.steps} | {0: "no speculation"}  # within the group
     out, pairs = [], []
     for c, r in sorted(mine.items()):
         opts = {k: rows_of[pid][c] for k, pid in ids.items() if pid in rows_of and c in rows_of[pid]}
