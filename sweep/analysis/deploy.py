@@ -140,39 +140,49 @@ def confirmation_table(p: policy_mod.Policy, f: Findings) -> pl.DataFrame:
 
 
 def _vs(v: float | None, lo: float | None, hi: float | None) -> str:
+    """'+22% (+14..+30)': a margin and its 95% interval in percent, '~' in front when within noise."""
     if v is None:
         return render.MISSING
     if lo is None or hi is None:
         return render.percent(v)
     mark = render.NOISE_MARK if lo <= 0 <= hi else ""
-    return f"{mark}{render.percent(v)} ({render.percent(lo)}..{render.percent(hi)})"
+    return f"{mark}{render.percent(v)} ({lo * 100:+.0f}..{hi * 100:+.0f})"
 
 
-def confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy) -> pl.DataFrame:
+def _mark(v: float | None, lo: float | None, hi: float | None) -> str:
+    """'~-1%': a margin, '~' in front when its interval contains 0 (the interval is in the Speculative
+    policy section's table)."""
+    return _vs(v, lo, hi).split(" (")[0]
+
+
+def confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy, *, intervals: bool = False) -> pl.DataFrame:
     """The confirmation as the report shows it: per level, the policy's measured output tok/s, the
     best single static setup's, the envelope's (the group's best there, named) and the baseline's, with
     the policy's margin over each (95% interval; '~' within noise, SHORT: below the envelope beyond it)."""
-    static = f"best static ({p.step_axis}={p.static_steps})" if p.static_steps else "best static"
+    static = "static"
     return table.select(
         C="concurrency",
-        **{"policy (measured)": render.cell(lambda v: render.num(v, 0), "policy_tok_s"),
-           static: render.cell(lambda v: render.num(v, 0), "static_tok_s"),
-           "policy vs it": render.cell(_vs, "vs_static", "vs_static_low", "vs_static_high"),
-           "envelope": render.cell(lambda v, lab: render.MISSING if v is None else f"{render.num(v, 0)} ({lab})",
+        policy=render.cell(lambda v: render.num(v, 0), "policy_tok_s"),
+        **{static: render.cell(lambda v: render.num(v, 0), "static_tok_s"),
+           "vs static": render.cell(_vs if intervals else _mark, "vs_static", "vs_static_low", "vs_static_high"),
+           "envelope": render.cell(lambda v, lab: render.MISSING if v is None else f"{render.num(v, 0)} {lab}",
                                    "envelope_tok_s", "envelope_label"),
-           "policy vs envelope": render.cell(lambda v, lo, hi, short: _vs(v, lo, hi) + (" SHORT" if short else ""),
-                                             "vs_envelope", "vs_envelope_low", "vs_envelope_high", "short"),
+           "vs envelope": render.cell(lambda v, lo, hi, short: _vs(v, lo, hi) + (" SHORT" if short else ""),
+                                      "vs_envelope", "vs_envelope_low", "vs_envelope_high", "short"),
            "baseline": render.cell(lambda v: render.num(v, 0), "baseline_tok_s"),
-           "policy vs baseline": render.cell(_vs, "vs_baseline", "vs_baseline_low", "vs_baseline_high")})
+           "vs baseline": render.cell(_vs if intervals else _mark, "vs_baseline", "vs_baseline_low", "vs_baseline_high")})
 
 
 def confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
+    """Where the policy's own server falls short of the envelope beyond noise, in one sentence."""
     short = table.filter(pl.col("short"))
-    head = f"The policy's own server ({p.label()}) measured, output tok/s per level"
+    static = f", against the best static setup {p.step_axis}={p.static_steps}" if p.static_steps else ""
+    head = f"The policy's own server, {p.label()}, measured (output tok/s{static})"
+    tail = " ('~': within noise; 95% intervals; the group's best at each level is the envelope)."
     if not short.height:
-        return head + ": within noise of the envelope or above it at every level measured ('~': within noise)."
+        return head + ": within noise of the envelope or above it at every level measured" + tail
     where = ", ".join(f"C={r['concurrency']} ({render.percent(r['vs_envelope'])})" for r in short.iter_rows(named=True))
-    return head + f": short of the envelope beyond noise at {where} ('~': within noise)."
+    return head + f": short of the envelope beyond noise at {where}" + tail
 
 
 def deploy_section(f: Findings) -> Section:
@@ -247,6 +257,6 @@ def policy_sections(f: Findings) -> list[Section]:
         if p.confirmation_ids:
             t = confirmation_table(p, f)
             if t.height:
-                out.append(Section(f"Confirmation of {p.label()}", [confirmation_line(p, t)], confirmation_rows(t, p),
+                out.append(Section(f"Confirmation of {p.label()}", [confirmation_line(p, t)], confirmation_rows(t, p, intervals=True),
                                    level=3))
     return out

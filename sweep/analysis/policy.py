@@ -560,7 +560,7 @@ def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | Non
     if mine is None or cid is None:
         return pl.DataFrame(schema=CONFIRMATION)
     ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
-    label = {k: f"{p.step_axis}={k}" for k in p.steps} | {0: "no speculation"}  # within the group
+    label = {k: f"{p.step_axis}={k}" for k in p.steps} | {0: "none"}  # within the group
     out, pairs = [], []
     for c, r in sorted(mine.items()):
         opts = {k: rows_of[pid][c] for k, pid in ids.items() if pid in rows_of and c in rows_of[pid]}
