@@ -79,7 +79,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         failures=health.failures(tables),
         request_failures=health.request_failures(tables),
         warnings=health.plan_warnings(tables),
-        acceptance=acceptance.acceptance(tables),
+        acceptance=_adaptive_acceptance(acceptance.acceptance(tables), points_frame(tables)),
         frontier=_frontier(tables, levels, frontier_by),
         frontier_by=frontier_by,
         slos=slos,
@@ -97,6 +97,21 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         phantoms=phantom.phantoms(tables, single, levels),
         level_samples=samples,
     )
+
+
+def _adaptive_acceptance(frame: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """An adaptive server (a policy's confirmation point) switches its step count with the load: no
+    chain of its launch's steps predicts its accept length, so it is judged 'broken' (an accept rate
+    near zero) but never 'low' against that prediction."""
+    adaptive = [r["point_id"] for r in points.iter_rows(named=True) if policy_mod.is_confirmation(r)]
+    if not adaptive or not frame.height:
+        return frame
+    mine = pl.col("point_id").is_in(adaptive)
+    return frame.with_columns(
+        predicted_length=pl.when(mine).then(None).otherwise("predicted_length"),
+        vs_predicted=pl.when(mine).then(None).otherwise("vs_predicted"),
+        verdict=pl.when(mine & (pl.col("verdict") == "low")).then(pl.lit("ok")).otherwise("verdict"),
+        causes=pl.when(mine & (pl.col("verdict") == "low")).then(None).otherwise("causes"))
 
 
 def _user_workloads(tables: Tables, conf: pl.DataFrame) -> list[str]:

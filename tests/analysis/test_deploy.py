@@ -134,3 +134,21 @@ def test_the_builtin_prompt_sets_are_the_benchmarks():
     from sweep.bench.prompts import BUILTIN
 
     assert phantom.BUILTIN_PROMPTS == BUILTIN
+
+
+def test_an_adaptive_server_is_not_judged_against_a_chain_of_its_launch_steps(tmp_path):
+    """It runs fewer steps under load: a chain of 3 steps accepting like the steps=1 point (0.7 at
+    position 1) would reach 2.53 tokens per verify; the adaptive server's 1.3 is no 'low' drafter."""
+    from sweep.analysis.findings import analyze
+
+    sd = SweepDir(tmp_path / "a")
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100, 64: 3000})
+    eagle = ["python", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d1"]
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[130, 130], levels={1: 130, 64: 2600},
+             accept_length=1.7, argv=eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1"])
+    sd.point(drafter="d1", steps="adaptive", nccl="default", baseline_of=base, tok_s=[130, 130],
+             levels={1: 130, 64: 2900}, accept_length=1.3,
+             argv=eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-adaptive"])
+    acc = analyze(load(sd.write())).acceptance
+    verdicts = dict(zip(acc["label"].to_list(), acc["verdict"].to_list()))
+    assert verdicts["drafter=d1,steps=adaptive,nccl=default"] == "ok"
