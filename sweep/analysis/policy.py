@@ -420,6 +420,18 @@ def _break_even(rows: list[dict]) -> BreakEven | None:
     return BreakEven(est, rows[last]["c"], None if high is None else rows[high]["c"], rows[-1]["c"])
 
 
+def _version(points: pl.DataFrame) -> str | None:
+    """The SGLang the points ran (the hosts' ``sglang_version``, else the version the plan resolved
+    against); the oldest where they differ (the flags must be in every one)."""
+    found = set()
+    for r in points.iter_rows(named=True):
+        v = r.get("sglang_version") or (_resolved(r) or {}).get("version")
+        if v and v != "unknown":
+            found.add(str(v))
+    known = sorted((v for v in found if has_adaptive(v) is not None), key=lambda v: (has_adaptive(v), natural_key(v)))
+    return known[0] if known else (sorted(found)[0] if found else None)
+
+
 def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.DataFrame | None = None,
            samples: pl.LazyFrame | None = None, level_noise: float | None = None,
            confidence: float = 0.95) -> Policies:
@@ -436,10 +448,7 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
     for r in lv.iter_rows(named=True):
         if r.get("output_throughput") is not None:
             figures.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
-    version = None
-    if "sglang_version" in points.columns:
-        versions = [v for v in points["sglang_version"].drop_nulls().unique().to_list() if v]
-        version = sorted(versions)[0] if versions else None
+    version = _version(points)
     out = Policies(notes=notes)
     for g in found:
         if not g.members:

@@ -160,3 +160,12 @@ def test_the_noise_rule_is_the_reports():
     assert policy.derive(levels, points)[0].levels[0].candidate_steps == (1, 2)
     levels, points = _frames({"1": {1: 94}, "2": {1: 100}}, base={1: 60})
     assert policy.derive(levels, points)[0].levels[0].candidate_steps == (2,)
+
+
+def test_the_sglang_of_the_policy_is_the_oldest_the_points_ran():
+    levels, points = _frames(CURVES, base=BASE)
+    newer = points.with_columns(sglang_version=pl.lit("0.5.23"))
+    assert policy.derive(levels, newer)[0].sglang_version == "0.5.23"
+    mixed = newer.with_columns(sglang_version=pl.when(pl.col("point_id") == "d1-2").then(pl.lit("0.5.10"))
+                               .otherwise(pl.col("sglang_version")))
+    assert policy.derive(levels, mixed)[0].sglang_version == "0.5.10"  # the flags must be in every one
