@@ -126,7 +126,7 @@ def policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -
         else "no break-even measured")
     lines = [f"- Policy {p.group}{where}: steps {tiers_text(p)}; {be}." + (_predicted(p) if predicted else "")]
     flags = {**p.launch_flags(), policy_mod.CONFIG_FLAG: config_name(p)}
-    lines.append(f"  Run: {policy_mod.flags_text(flags)} (the file is beside report.md).")
+    lines.append(f"  Run: `{policy_mod.flags_text(flags)}` (the file is beside report.md).")
     need = policy_mod.needs_text(p.sglang_version)
     if need:
         lines.append(f"  {need[0].upper() + need[1:]}: {plain_text(p)}.")

@@ -148,7 +148,9 @@ class Policy:
         return {str(t.lo): {"candidate_steps": list(t.candidate_steps)} for t in self.tiers}
 
     def config_json(self) -> str:
-        return json.dumps(self.config(), indent=2, sort_keys=False) + "\n"
+        """The config as the file SGLang reads: one tier a line."""
+        tiers = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in self.config().items()]
+        return "{\n" + ",\n".join(tiers) + "\n}\n"
 
     def largest(self) -> int:
         return max(s for t in self.tiers for s in t.candidate_steps)

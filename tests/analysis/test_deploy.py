@@ -33,7 +33,7 @@ def test_the_report_opens_with_what_to_deploy_on_one_screen(tmp_path):
     text = "\n".join(deploy.paragraphs)
     # the policy: steps by load, the break-even with its bracket, the file and flags, the plain table
     assert "- Policy drafter=k26_" in text and "speculation off above C~" in text and "(between C=" in text
-    assert "Run: --speculative-adaptive --speculative-adaptive-config policy-drafter-k26_" in text
+    assert "Run: `--speculative-adaptive --speculative-adaptive-config policy-drafter-k26_" in text
     assert "--speculative-eagle-topk 1" in text
     assert ("Needs SGLang >= 0.5.23 (--speculative-adaptive); on this version (0.5.10) deploy the plain table: "
             "C=1") in text and "no speculation." in text
@@ -49,7 +49,7 @@ def test_the_report_opens_with_what_to_deploy_on_one_screen(tmp_path):
     # the terminal shows the same first screen; the page puts its contents after it
     console = Console(width=WIDTH, record=True, force_terminal=False)
     render.terminal(built.sections[:2], console)
-    assert "Run: --speculative-adaptive" in console.export_text()
+    assert "Run: `--speculative-adaptive" in console.export_text()
     assert built.html.index(">Deploy<") < built.html.index("<nav>")
 
 
