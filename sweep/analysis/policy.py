@@ -282,6 +282,13 @@ def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
     return out
 
 
+def _prediction(reason: str | None) -> str:
+    """The adaptive search's prediction for a pruned point, from its recorded reason (its closest level:
+    ``C=8: at most 410 tok/s (+5% allowed) against 400 tok/s (+-6% noise) of LABEL``), in brackets."""
+    m = re.search(r"closest at (C=\d+: at most [^;]*)", reason or "")
+    return f" (predicted at {m.group(1)})" if m else ""
+
+
 def _pairs(params: dict[str, Any]) -> str:
     return ",".join(f"{a}={v}" for a, v in params.items() if v is not None)
 
@@ -328,7 +335,7 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
         if steps is None:
             continue
         if r.get("status") == "pruned":
-            g.pruned.append(r["label"])
+            g.pruned.append(r["label"] + _prediction(r.get("failure_reason")))
             continue
         if r.get("status") != "ok":
             continue
@@ -512,8 +519,9 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
                                     tok.get(static) if static is not None else None, tok.get(0)))
         policy_notes = []
         if g.pruned:
-            policy_notes.append(f"not measured (pruned by the adaptive search, predicted to be the best at no "
-                                f"level): {', '.join(g.pruned)}; left out of the candidates")
+            policy_notes.append(f"not measured (pruned by the adaptive search: predicted to be at best within noise "
+                                f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
+                                "out of the candidates, which hold measured step counts only")
         if base_id is None or all(0 not in options[c] for c in concurrencies):
             policy_notes.append("no matched baseline measured: 0 (no speculation) is never a candidate, and "
                                 "there is no break-even")
