@@ -285,7 +285,7 @@ def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
 def _prediction(reason: str | None) -> str:
     """The adaptive search's prediction for a pruned point, from its recorded reason (its closest level:
     ``C=8: at most 410 tok/s (+5% allowed) against 400 tok/s (+-6% noise) of LABEL``), in brackets."""
-    m = re.search(r"closest at (C=\d+: at most [^;]*)", reason or "")
+    m = re.search(r"closest at ((?:C=\d+|the single stream): at most [^;]*)", reason or "")
     return f" (predicted at {m.group(1)})" if m else ""
 
 
