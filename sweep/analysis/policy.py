@@ -45,7 +45,6 @@ import polars as pl
 from sweep.analysis import noise
 from sweep.analysis.acceptance import spec_shape
 from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, natural_key
-from sweep.core.argv import argv_value
 
 ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
 ADAPTIVE_FLAG = "speculative-adaptive"
@@ -105,8 +104,8 @@ class BreakEven:
     def text(self) -> str:
         est = f"C~{self.concurrency:.0f}" if self.concurrency is not None else f"C~{self.low}"
         if self.high is None:
-            return (f"speculation off above {est} (ahead beyond noise up to C={self.low}; within noise of "
-                    f"the baseline from there to C={self.top})")
+            return (f"speculation off above {est} (ahead beyond noise up to C={self.low}, within noise of the "
+                    f"baseline above, to C={self.top})")
         return f"speculation off above {est} (between C={self.low} and C={self.high})"
 
 
@@ -142,13 +141,16 @@ class Policy:
     sglang_version: str | None = None
     notes: tuple[str, ...] = ()
     confirmation_ids: tuple[str, ...] = ()  # measured points of this policy's own server
+    axis_order: tuple[str, ...] = ()  # the grid's axes in its order (the step axis among them)
 
     def config(self) -> dict[str, dict]:
         """SGLang's adaptive config (``--speculative-adaptive-config``): integer-string batch-size keys."""
         return {str(t.lo): {"candidate_steps": list(t.candidate_steps)} for t in self.tiers}
 
     def config_json(self) -> str:
-        return json.dumps(self.config(), indent=2, sort_keys=False) + "\n"
+        """The config as the file SGLang reads: one tier a line."""
+        tiers = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in self.config().items()]
+        return "{\n" + ",\n".join(tiers) + "\n}\n"
 
     def largest(self) -> int:
         return max(s for t in self.tiers for s in t.candidate_steps)
@@ -184,8 +186,11 @@ class Policy:
         return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.replace("=", "-").replace(",", "_")).strip("-") or "all"
 
     def label(self) -> str:
-        """The confirmation point's label: the group's params with the step axis set to 'adaptive'."""
-        return ",".join(f"{a}={v}" for a, v in {**self.params, self.step_axis: ADAPTIVE}.items())
+        """The confirmation point's label: the group's params with the step axis set to 'adaptive', in
+        the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
+        values = {**self.params, self.step_axis: ADAPTIVE}
+        order = [a for a in self.axis_order if a in values] + [a for a in values if a not in self.axis_order]
+        return ",".join(f"{a}={values[a]}" for a in order)
 
 
 def static_flags(steps: int) -> dict[str, Any]:
@@ -277,6 +282,13 @@ def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
     return out
 
 
+def _prediction(reason: str | None) -> str:
+    """The adaptive search's prediction for a pruned point, from its recorded reason (its closest level:
+    ``C=8: at most 410 tok/s (+5% allowed) against 400 tok/s (+-6% noise) of LABEL``), in brackets."""
+    m = re.search(r"closest at ((?:C=\d+|the single stream): at most [^;]*)", reason or "")
+    return f" (predicted at {m.group(1)})" if m else ""
+
+
 def _pairs(params: dict[str, Any]) -> str:
     return ",".join(f"{a}={v}" for a, v in params.items() if v is not None)
 
@@ -287,6 +299,7 @@ class _Group:
     params: dict[str, Any]
     step_axis: str
     workload: str
+    order: tuple[str, ...] = ()
     members: dict[int, dict] = field(default_factory=dict)  # steps -> points row
     pruned: list[str] = field(default_factory=list)
     confirmations: list[str] = field(default_factory=list)
@@ -311,7 +324,7 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
             continue
         params = {a: v for a, v in axes_of(r).items() if a != axis and v is not None}
         key = (tuple(sorted((a, str(v)) for a, v in params.items())), axis)
-        g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], "")))
+        g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], ""), tuple(axes_of(r))))
         if is_confirmation(r):
             g.confirmations.append(r["point_id"])
             continue
@@ -322,7 +335,7 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
         if steps is None:
             continue
         if r.get("status") == "pruned":
-            g.pruned.append(r["label"])
+            g.pruned.append(r["label"] + _prediction(r.get("failure_reason")))
             continue
         if r.get("status") != "ok":
             continue
@@ -416,6 +429,18 @@ def _break_even(rows: list[dict]) -> BreakEven | None:
     return BreakEven(est, rows[last]["c"], None if high is None else rows[high]["c"], rows[-1]["c"])
 
 
+def _version(points: pl.DataFrame) -> str | None:
+    """The SGLang the points ran (the hosts' ``sglang_version``, else the version the plan resolved
+    against); the oldest where they differ (the flags must be in every one)."""
+    found = set()
+    for r in points.iter_rows(named=True):
+        v = r.get("sglang_version") or (_resolved(r) or {}).get("version")
+        if v and v != "unknown":
+            found.add(str(v))
+    known = sorted((v for v in found if has_adaptive(v) is not None), key=lambda v: (has_adaptive(v), natural_key(v)))
+    return known[0] if known else (sorted(found)[0] if found else None)
+
+
 def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.DataFrame | None = None,
            samples: pl.LazyFrame | None = None, level_noise: float | None = None,
            confidence: float = 0.95) -> Policies:
@@ -432,10 +457,7 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
     for r in lv.iter_rows(named=True):
         if r.get("output_throughput") is not None:
             figures.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
-    version = None
-    if "sglang_version" in points.columns:
-        versions = [v for v in points["sglang_version"].drop_nulls().unique().to_list() if v]
-        version = sorted(versions)[0] if versions else None
+    version = _version(points)
     out = Policies(notes=notes)
     for g in found:
         if not g.members:
@@ -497,8 +519,9 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
                                     tok.get(static) if static is not None else None, tok.get(0)))
         policy_notes = []
         if g.pruned:
-            policy_notes.append(f"not measured (pruned by the adaptive search, predicted to be the best at no "
-                                f"level): {', '.join(g.pruned)}; left out of the candidates")
+            policy_notes.append(f"not measured (pruned by the adaptive search: predicted to be at best within noise "
+                                f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
+                                "out of the candidates, which hold measured step counts only")
         if base_id is None or all(0 not in options[c] for c in concurrencies):
             policy_notes.append("no matched baseline measured: 0 (no speculation) is never a candidate, and "
                                 "there is no break-even")
@@ -508,7 +531,7 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
             member_ids=tuple(member_ids.values()), steps=member_ids,
             labels={k: r["label"] for k, r in g.members.items()}, baseline_id=base_id, baseline_label=base_label,
             levels=tuple(level_rows), static_steps=static, sglang_version=version, notes=tuple(policy_notes),
-            confirmation_ids=tuple(g.confirmations)))
+            confirmation_ids=tuple(g.confirmations), axis_order=g.order))
     return out
 
 
@@ -528,3 +551,72 @@ def from_tables(tables, *, level_noise: float | None = None, confidence: float =
 def for_point(policies: list[Policy], point_id: str) -> Policy | None:
     """The policy whose group holds the point (a step count of it), if any."""
     return next((p for p in policies if point_id in p.member_ids), None)
+
+
+CONFIRMATION = {"concurrency": pl.Int64, "policy_tok_s": pl.Float64, "static_tok_s": pl.Float64,
+                "static_label": pl.String, "envelope_tok_s": pl.Float64, "envelope_label": pl.String,
+                "baseline_tok_s": pl.Float64, "vs_envelope": pl.Float64, "vs_envelope_low": pl.Float64,
+                "vs_envelope_high": pl.Float64, "short": pl.Boolean, "vs_static": pl.Float64,
+                "vs_static_low": pl.Float64, "vs_static_high": pl.Float64, "vs_baseline": pl.Float64,
+                "vs_baseline_low": pl.Float64, "vs_baseline_high": pl.Float64}
+
+
+def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | None = None,
+                 level_noise: float | None = None, confidence: float = 0.95) -> pl.DataFrame:
+    """The policy's own server (its confirmation point, measured as an ordinary point) against, per
+    level: the group's best single static setup, the envelope (the best the group measured at that
+    level: any of its step counts or its baseline) and the baseline. Each ``vs_*`` is the policy's
+    throughput over the other's - 1, with its interval (the report's rule: the two levels' per-request
+    interval as a relative width, widened by the level-wide noise); ``short``: below the envelope
+    beyond noise. Empty without a measured confirmation point (``CONFIRMATION``)."""
+    sigma = noise.level_sigma(level_noise)
+    rows_of: dict[str, dict[int, dict]] = {}
+    for r in levels.filter(pl.col("concurrency") > 0).iter_rows(named=True):
+        if r.get("output_throughput"):
+            rows_of.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
+    mine = next((rows_of[c] for c in p.confirmation_ids if c in rows_of), None)
+    cid = next((c for c in p.confirmation_ids if c in rows_of), None)
+    if mine is None or cid is None:
+        return pl.DataFrame(schema=CONFIRMATION)
+    ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
+    label = {k: f"{p.step_axis}={k}" for k in p.steps} | {0: "none"}  # within the group
+    out, pairs = [], []
+    for c, r in sorted(mine.items()):
+        opts = {k: rows_of[pid][c] for k, pid in ids.items() if pid in rows_of and c in rows_of[pid]}
+        if 0 not in opts and r.get("baseline_output_throughput"):
+            opts[0] = {"point_id": p.baseline_id, "output_throughput": r["baseline_output_throughput"],
+                       "per_request_tok_s": r.get("baseline_per_request_tok_s")}
+        env_k = max(opts, key=lambda k: opts[k]["output_throughput"]) if opts else None
+        row: dict[str, Any] = {"concurrency": c, "policy_tok_s": r["output_throughput"],
+                               "static_tok_s": opts[p.static_steps]["output_throughput"]
+                               if p.static_steps in opts else None,
+                               "static_label": label.get(p.static_steps) if p.static_steps is not None else None,
+                               "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
+                               "envelope_label": label.get(env_k) if env_k is not None else None,
+                               "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None}
+        for name, k in (("envelope", env_k), ("static", p.static_steps), ("baseline", 0)):
+            other = opts.get(k) if k is not None else None
+            if other is None:
+                continue
+            row[f"vs_{name}"] = r["output_throughput"] / other["output_throughput"] - 1
+            pairs.append((name, c, cid, other["point_id"], r.get("per_request_tok_s"), other.get("per_request_tok_s")))
+        out.append(row)
+    intervals = _request_intervals([(a, b, c, 0.0) for _, c, a, b, _, _ in pairs], samples, confidence)
+    by = {(name, c): (a, b, pa, pb) for name, c, a, b, pa, pb in pairs}
+    for row in out:
+        for name in ("envelope", "static", "baseline"):
+            if row.get(f"vs_{name}") is None:
+                continue
+            a, b, pa, pb = by[(name, row["concurrency"])]
+            ratio = row[f"vs_{name}"] + 1
+            lo, hi = intervals.get((a, b, row["concurrency"]), (None, None))
+            if lo is not None and hi is not None and pa and pb:
+                lo, hi = ratio * lo / (pa / pb), ratio * hi / (pa / pb)
+            else:
+                lo = hi = None
+            judged = noise.judged(pl.DataFrame([{"ratio": ratio, "ci_low": lo, "ci_high": hi}],
+                                               schema={"ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}),
+                                  "ratio", sigma, confidence=confidence).row(0, named=True)
+            row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
+        row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
+    return pl.DataFrame(out, schema=CONFIRMATION)
