@@ -221,7 +221,7 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
         for line in _adaptive_lines(plan, result):
             print(line)
     if plan.experiment.policy.confirm:
-        for line in _confirm_lines(plan):
+        for line in _confirm_lines(plan, result):
             print(line)
     if not kind(result.run_mode).scaled:
         # a dry run scales the benchmark, which is part of a point's id
@@ -250,13 +250,18 @@ def _adaptive_lines(plan, result: SweepResult) -> list[str]:
             "  points it may skip: " + (", ".join(label[i] for i in may) if may else "none")]
 
 
-def _confirm_lines(plan) -> list[str]:
+def _confirm_lines(plan, result: SweepResult) -> list[str]:
     """What ``--plan`` says of ``policy.confirm``: the confirmation points come after the grid (how
-    many is known only then), and SGLang's rules on the launch each step group's policy may ask for."""
+    many is known only then; each costs about a speculative point of its group), and SGLang's rules
+    on the launch each step group's policy may ask for."""
+    from sweep.experiment.estimate import fmt_s, point_estimates
+
     groups = plan.confirm_probes
+    each = point_estimates(plan.experiment, groups, mode=result.run_mode, scale=result.scale) if groups else {}
+    cost = f"; each about {fmt_s(max(each.values()))} of host time" if each else ""
     out = [f"policy confirmation (policy.confirm): after the grid, up to {len(groups)} more "
            f"point{'s' if len(groups) != 1 else ''} (one per step group holding an SLO's pick; how many is "
-           "known only after the grid), each the policy's own server over its group's levels and workloads"]
+           f"known only after the grid), each the policy's own server over its group's levels and workloads{cost}"]
     for p in groups:
         out.append(f"  {p.label}: {'would fail in SGLang' if p.errors else 'ok by SGLang rules'} "
                    "(the launch at most: every step count a candidate)")
