@@ -1,7 +1,8 @@
 """sweep: find the best speculative-decoding setup for an SGLang server.
 
 From Python: ``sweep.run(experiment, mode=...)`` returns a ``sweep.SweepResult`` (see ``sweep.api``);
-``sweep.history("results")`` the history of the runs there.
+``sweep.history("results")`` the history of the runs there; ``sweep.confirm(DIR)`` the policies of a
+results directory proven on their own servers (``python -m sweep confirm DIR``).
 All are imported on first use, so that ``import sweep`` stays cheap: the fake server and the hosts'
 processes import this package and need neither Ray nor the analysis.
 """
@@ -12,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from sweep.core import __version__
 
-__all__ = ["SweepResult", "__version__", "history", "run"]
+__all__ = ["SweepResult", "__version__", "confirm", "history", "run"]
 
 if TYPE_CHECKING:
-    from sweep.api import SweepResult, history, run
+    from sweep.api import SweepResult, confirm, history, run
 
-_API = ("run", "history", "SweepResult")
+_API = ("run", "history", "confirm", "SweepResult")
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,10 @@ polars LazyFrames; the best configuration at each concurrency level; the summary
     result.best.select("concurrency", "label", "value")
     result.tables["levels"].filter(pl.col("concurrency") == 1).collect()
 
+With ``policy.confirm`` in the experiment, ``run`` goes on after the grid: the speculative policies
+are derived from what it measured and each chosen one runs on its own server as more points of the
+sweep (``SweepResult.confirmation``); ``confirm(DIR)`` does that on a results directory already there.
+
 The modes are the command line's: ``plan`` (``--plan``: nothing launched), ``dry-run``, ``local``,
 ``fake`` and ``cluster`` (no flag). The command line (``sweep/cli.py``) is a thin shell over this
 module: it prints what this returns and maps it to an exit code. What stops a sweep as a whole is
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast, get_args
 
 from sweep.experiment import config as config_mod
-from sweep.core.errors import ConfigError
+from sweep.core.errors import ConfigError, ResultsError
 from sweep.core.events import SweepEvent
 from sweep.core.record import Failure, FailureParts, PointResult
 from sweep.core.types import (
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from sweep.analysis.history import History
     from sweep.sglang.drafter import DrafterReport
     from sweep.experiment.plan import Plan
+    from sweep.experiment.plan import ConfirmPlan
 
 @dataclass(frozen=True)
 class PointRecord(FailureParts):
@@ -139,6 +144,9 @@ class SweepResult:
     scale: dict = field(default_factory=dict)  # the dry run's (or fake's) benchmark scale
     drafter_checks: dict[str, DrafterReport] = field(default_factory=dict)  # plan: drafters readable here
     run_mode: RunMode = "real"  # the results directory's mode (for a plan: the run's it plans)
+    # the confirmation phase (policy.confirm, ``confirm``): its points (in ``points`` too, their
+    # params' step axis ``adaptive``), the policy each runs, notes on what was not confirmed
+    confirmation: ConfirmPlan | None = None
     _findings: Findings | None = field(default=None, repr=False, compare=False)
 
     # --- the points ---------------------------------------------------------------------------
@@ -160,7 +168,8 @@ class SweepResult:
         """A plan: every point valid and no drafter error. A run: no recorded point failed (the
         command line's exit 0)."""
         if self.mode == "plan":
-            return not self.invalid and not any(r.errors for r in self.drafter_checks.values())
+            return (not self.invalid and not any(r.errors for r in self.drafter_checks.values())
+                    and not self.plan.confirm_errors)
         return not self.failed
 
     def point(self, label_or_id: str) -> PointRecord:
@@ -387,25 +396,114 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
     if console is None:
         console = Console(highlight=False) if progress is True else Console(quiet=True)
     rm: RunMode = run_mode(mode)
-    done = run_sweep(planned.plan, RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only),
-                                              address=address, results_dir=planned.path, on_event=on_event,
-                                              live=progress is True),
-                     bench_scale=planned.scale, console=console)
-    earlier = _recorded(done.path, skip=done.ran)
+    opts = RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only), address=address,
+                      results_dir=planned.path, on_event=on_event, live=progress is True)
+    after = []
+    if planned.experiment.policy.confirm:  # after the grid: the policies' own servers
+        from sweep.analysis.confirmation import to_confirm
+        from sweep.orchestrate import confirm as confirm_mod
+
+        after.append(confirm_mod.Phase(to_confirm))
+    done = run_sweep(planned.plan, opts, bench_scale=planned.scale, console=console, after=after)
+    confirmation = after[0].planned if after else None
+    return _with_records(replace(planned, mode=mode, path=done.path, ran=done.ran, confirmation=confirmation),
+                         done.results)
+
+
+def _with_records(result: SweepResult, results: dict[str, PointResult]) -> SweepResult:
+    """``result`` with each point's status as it stands: its record where this call ran it
+    (``results``), else the recorded one; the confirmation points after the plan's; and an earlier
+    run's points that the plan no longer has (``in_plan`` False)."""
+    earlier = _recorded(result.path, skip=list(results))
+    planned = list(result.points)
+    if result.confirmation is not None:
+        planned += [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), False,
+                                p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
+                    for p in result.confirmation.points]
     points: list[PointRecord] = []
-    for p in planned.points:
-        if (r := done.results.get(p.point_id)) is not None:  # run now: its record
+    for p in planned:
+        if (r := results.get(p.point_id)) is not None:  # run now: its record
             points.append(replace(p, status=r.status, failure=r.failure, ran=True, result=r))
         elif p.point_id in earlier:
             _, status, failure = earlier[p.point_id]
             points.append(replace(p, status=status, failure=failure))
         else:
             points.append(p)
-    in_plan = {p.point_id for p in planned.points}
+    in_plan = {p.point_id for p in planned}
     for pid, (label, status, failure) in earlier.items():  # an earlier run's points that this plan no longer has
         if pid not in in_plan:
             points.append(PointRecord(pid, label, status, failure=failure, in_plan=False))
-    return replace(planned, mode=mode, path=done.path, points=points, ran=done.ran)
+    return replace(result, points=points)
+
+
+def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None] = True, *, force: bool = False,
+            retry_failed: bool = False, only: Sequence[str] = (), address: str | None = None,
+            console: Console | None = None) -> SweepResult:
+    """``python -m sweep confirm DIR``: the confirmation phase (``policy.confirm``) on a results
+    directory a sweep wrote: the policies derived from its grid, each chosen one's server launched and
+    benchmarked over the group's levels and workloads as ordinary points of that sweep, in that
+    directory, in its mode (a dry run's with the fake server). The same call again resumes (a recorded
+    confirmation point is not run again; ``retry_failed``, ``force``, ``only`` as for ``run``).
+    Returns the sweep's ``SweepResult``: every recorded point, and ``confirmation``."""
+    from sweep.analysis.confirmation import to_confirm
+    from sweep.orchestrate import confirm as confirm_mod
+    from sweep.orchestrate.sweep import RunOptions
+    from sweep.results.meta import experiment_path, read_manifest
+    from sweep.results.store import check_sweep_dir
+
+    path = Path(directory)
+    check_sweep_dir(path)
+    manifest = read_manifest(path) or {}
+    recorded = manifest.get("mode")
+    if recorded not in get_args(RunMode) or not experiment_path(path).is_file():
+        raise ResultsError(f"{path} holds no sweep's experiment and mode ({experiment_path(path).name}, sweep.json): "
+                           "there is no grid to derive a policy from",
+                           fix="confirm a directory a sweep wrote (python -m sweep EXP.yaml wrote it); "
+                               "a bench --out directory has no grid")
+    exp = config_mod.load(experiment_path(path))
+    from sweep.core.redact import REDACTED
+
+    if REDACTED in experiment_path(path).read_text():
+        raise ConfigError(f"{experiment_path(path)} had secrets redacted when it was written, so its servers "
+                          "cannot be launched from it",
+                          fix="run the experiment file itself with policy.confirm=true (python -m sweep EXP.yaml "
+                              "policy.confirm=true ...): it resumes, and only the confirmation runs")
+    rm = cast(RunMode, recorded)
+    mode: Mode = "cluster" if rm == "real" else rm
+    planned = _stored_plan(exp, mode, path)
+    if console is None:
+        from rich.console import Console
+
+        console = Console(highlight=False) if progress is True else Console(quiet=True)
+    opts = RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only), address=address,
+                      results_dir=path, on_event=progress if callable(progress) else None, live=progress is True)
+    confirmation, done = confirm_mod.run(planned.plan, opts, to_confirm, bench_scale=planned.scale, console=console)
+    results = dict(done.results) if done is not None else {}
+    return _with_records(replace(planned, mode=mode, ran=list(results), confirmation=confirmation), results)
+
+
+def _stored_plan(exp: config_mod.Experiment, mode: Mode, path: Path) -> SweepResult:
+    """The plan of the experiment a results directory recorded, as its sweep planned it: a dry run's
+    recorded experiment is already at the dry run's scale (only the client-side axes' settings are
+    scaled where they merge), and the scale is the one its points recorded."""
+    import polars as pl
+
+    from sweep.experiment import plan as planning
+    from sweep.results import load
+
+    bench_scale = None
+    scale: dict = {}
+    if kind(mode).scaled:
+        from sweep.experiment.dryrun import bench_scaler
+
+        bench_scale = bench_scaler(exp)
+        rows = load(path)["points"].filter(pl.col("bench_scale").is_not_null()).select("bench_scale").head(1).collect()
+        scale = dict(rows["bench_scale"][0]) if rows.height else {}
+    plan = planning.build(exp, bench_scale)
+    points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
+                          p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
+              for p in plan.points]
+    return SweepResult(exp, mode, path, plan, points, scale=scale, run_mode=run_mode(mode))
 
 
 def history(roots: str | Path | Sequence[str | Path] = "results", *, experiment: str | None = None,

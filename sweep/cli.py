@@ -2,6 +2,7 @@
 
     python -m sweep CONFIG [key=value ...] [--plan [--json]] [--dry-run | --local | --fake] ...
     python -m sweep bench --url URL ...
+    python -m sweep confirm DIR [--only LABEL-GLOB] [--retry-failed] [--force]
     python -m sweep report DIR [--vs OTHER]
     python -m sweep query DIR [DIR ...] "SQL"
     python -m sweep history [RESULTS_ROOT]
@@ -45,7 +46,7 @@ from sweep.core.types import kind
 if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
 
-SUBCOMMANDS = ("bench", "report", "query", "history", "hosts", "check-drafter")
+SUBCOMMANDS = ("bench", "confirm", "report", "query", "history", "hosts", "check-drafter")
 READER_GONE_EXIT_CODE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
 REPORT_BUGS_AT = "the sweep project's issue tracker (README: Reporting a bug)"
 _results_logs: list[Path] = []  # the running sweep's DIR/logs, once known: where an internal error's traceback goes
@@ -115,6 +116,8 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
             return bench_cli.run_cli(args, power=power_source(getattr(args, "power", None)))
 
         return bench_cli.add_arguments, run_bench
+    if name == "confirm":
+        return _confirm_arguments, run_confirm
     if name == "report":
         from sweep.analysis import cli as a
 
@@ -134,6 +137,51 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
     from sweep.orchestrate import hosts_cli
 
     return hosts_cli.add_arguments, hosts_cli.run_cli
+
+
+def _confirm_arguments(p: argparse.ArgumentParser) -> None:
+    """``confirm DIR``: the confirmation phase of ``policy.confirm`` on an existing results directory."""
+    p.description = ("Derive the speculative policies from the grid recorded in DIR and run each chosen "
+                     "policy's server (--speculative-adaptive) for the pick of each SLO (no SLO: the best "
+                     "group's) over the same levels and workloads, as points of that sweep, in DIR and in its "
+                     "mode. Run it again to resume.")
+    p.add_argument("directory", metavar="DIR", help="a results directory a sweep wrote, e.g. results/k26_eagle-dryrun")
+    p.add_argument("--retry-failed", action="store_true", help="run failed confirmation points again")
+    p.add_argument("--force", action="store_true", help="run the confirmation points again, even those with an ok result")
+    p.add_argument("--only", action="append", metavar="LABEL-GLOB", default=[],
+                   help="run only confirmation points whose label matches, e.g. '*steps=adaptive*' (repeatable)")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or auto)")
+
+
+def run_confirm(args: argparse.Namespace) -> int:
+    """``confirm DIR``: 0 when every recorded point is ok, 1 when one failed (a confirmation's
+    failure is recorded as data), as a sweep's exit code."""
+    from sweep import api
+    from sweep.results.meta import LOGS
+
+    _results_logs[:] = [Path(args.directory) / LOGS]
+    console = output_console(highlight=False)
+    result = api.confirm(args.directory, progress=True, force=args.force, retry_failed=args.retry_failed,
+                         only=args.only, address=args.address, console=console)
+    for line in confirmation_lines(result):
+        console.print(escape(line), soft_wrap=True)
+    return exit_code(result)
+
+
+def confirmation_lines(result: SweepResult) -> list[str]:
+    """What the confirmation phase came to: each confirmation point, its status and the policy it ran."""
+    c = result.confirmation
+    if c is None or not c.points:
+        return []
+    status = {p.point_id: p for p in result.points}
+    out = ["confirmation (the policies' own servers):"]
+    for pp in c.points:
+        rec = status.get(pp.id)
+        state = rec.status if rec is not None else "pending"
+        why = f": {rec.failure_phase}: {rec.failure_reason}" if rec is not None and rec.failure is not None else ""
+        out.append(f"  {pp.label} [{pp.id}] {state}{why} (policy of {c.chosen[pp.id].policy.group}; "
+                   f"{'; '.join(c.chosen[pp.id].why)})")
+    return out + [f"  compare: python -m sweep report {result.path}"]
 
 
 def _mode(args: argparse.Namespace) -> str:
@@ -172,6 +220,9 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
     if plan.experiment.search.strategy == "adaptive":
         for line in _adaptive_lines(plan, result):
             print(line)
+    if plan.experiment.policy.confirm:
+        for line in _confirm_lines(plan, result):
+            print(line)
     if not kind(result.run_mode).scaled:
         # a dry run scales the benchmark, which is part of a point's id
         print(f"  note: these ids are a {result.run_mode} run's; a dry run's differ (its benchmark is scaled): "
@@ -197,6 +248,25 @@ def _adaptive_lines(plan, result: SweepResult) -> list[str]:
             "(the baselines, the points outside a group, one probe per group with its most steps, one point "
             f"for the cost of a step); may skip up to {len(may)}{share}, as what the others measure decides",
             "  points it may skip: " + (", ".join(label[i] for i in may) if may else "none")]
+
+
+def _confirm_lines(plan, result: SweepResult) -> list[str]:
+    """What ``--plan`` says of ``policy.confirm``: the confirmation points come after the grid (how
+    many is known only then; each costs about a speculative point of its group), and SGLang's rules
+    on the launch each step group's policy may ask for."""
+    from sweep.experiment.estimate import fmt_s, point_estimates
+
+    groups = plan.confirm_probes
+    each = point_estimates(plan.experiment, groups, mode=result.run_mode, scale=result.scale) if groups else {}
+    cost = f"; each about {fmt_s(max(each.values()))} of host time" if each else ""
+    out = [f"policy confirmation (policy.confirm): after the grid, up to {len(groups)} more "
+           f"point{'s' if len(groups) != 1 else ''} (one per step group holding an SLO's pick; how many is "
+           f"known only after the grid), each the policy's own server over its group's levels and workloads{cost}"]
+    for p in groups:
+        out.append(f"  {p.label}: {'would fail in SGLang' if p.errors else 'ok by SGLang rules'} "
+                   "(the launch at most: every step count a candidate)")
+        out += [f"    error: {e}" for e in p.errors]
+    return out
 
 
 def print_summary(summary: Summary, console: Console) -> None:
@@ -240,6 +310,8 @@ def run_command(args: argparse.Namespace) -> int:
                      only=args.only, skip_invalid=args.skip_invalid, address=args.address, console=console)
     if result.ran:
         print_summary(result.summary(), console)
+    for line in confirmation_lines(result):
+        console.print(escape(line), soft_wrap=True)
     return exit_code(result)
 
 

@@ -165,3 +165,21 @@ def test_a_bad_value_from_an_override_names_the_override_not_the_file(write_yaml
 def test_a_sections_own_check_names_the_files_line(write_yaml):
     with pytest.raises(ConfigError, match=r"exp.yaml, line 11: search.strategy = 'foo'"):
         config.load(write_yaml(MINIMAL + "search: {strategy: foo}\n"))
+
+
+def test_policy_confirm_setting(write_yaml):
+    assert config.load(write_yaml(MINIMAL)).policy.confirm is False  # off unless asked
+    assert config.load(write_yaml(MINIMAL + "policy: {confirm: true}\n")).policy.confirm is True
+    assert config.load(write_yaml(MINIMAL), ["policy.confirm=true"]).policy.confirm is True
+    path = write_yaml(MINIMAL + "policy: true\n")
+    with pytest.raises(ConfigError) as e:  # a section given one value: named, with the mapping to write
+        config.load(path)
+    assert "line 11" in e.value.message and "policy is a section" in e.value.message
+    assert "policy: {confirm: true}" in e.value.fix
+    with pytest.raises(ConfigError, match=r"override \(policy=yes\): policy is a section"):
+        config.load(write_yaml(MINIMAL), ["policy=yes"])
+    with pytest.raises(ConfigError) as e:
+        config.load(write_yaml(MINIMAL + "policy: {confrim: true}\n"))
+    assert "did you mean 'confirm'" in e.value.fix
+    with pytest.raises(ConfigError, match="policy.confirm.*not a valid bool"):
+        config.load(write_yaml(MINIMAL), ["policy.confirm=maybe"])

@@ -105,7 +105,8 @@ def test_json_object_shape(write_yaml):
 
 
 def test_shipped_experiments_plan_clean():
-    for f, n in (("experiments/k26_eagle.yaml", 18), ("experiments/glm5_eagle_tree.yaml", 4)):
+    for f, n in (("experiments/k26_eagle.yaml", 18), ("experiments/glm5_eagle_tree.yaml", 4),
+                 ("experiments/k26_eagle_adaptive.yaml", 18)):
         p = plan.build(config.load(f))
         assert len(p.points) == n
         assert not p.invalid
@@ -113,6 +114,13 @@ def test_shipped_experiments_plan_clean():
         assert p.warnings == [], p.warnings
         assert not [w for x in p.points for w in x.warnings], f
         assert all(x.resolved["verdict"] == "ok" for x in p.points if not x.baseline), f
+        assert not p.confirm_errors and not [w for x in p.confirm_probes for w in x.warnings], f
+    # the variant for 0.5.23 confirms its policies; on 0.5.10 the policy's server is refused in SGLang's words
+    adaptive = plan.build(config.load("experiments/k26_eagle_adaptive.yaml"))
+    assert len(adaptive.confirm_probes) == 4
+    old = plan.build(config.load("experiments/k26_eagle_adaptive.yaml",
+                                 ["server.sglang_version=0.5.10", "server.flags.cuda-graph-max-bs-decode=null"]))
+    assert any("unrecognized arguments: --speculative-adaptive" in e for e in old.confirm_errors), old.confirm_errors
 
 
 TREE = """

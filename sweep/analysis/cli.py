@@ -60,8 +60,10 @@ def run_report(args: argparse.Namespace) -> int:
         render.terminal(built.sections, console, image_dir=f"{path.parent}/")
     if written.moved:
         console.print(f"note: {escape(written.moved)}", highlight=False, soft_wrap=True)
+    configs = (f"; the policies' SGLang configs beside it: {escape(', '.join(sorted(built.files)))}"
+               if built.files else "")
     console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')}) and "
-                  f"{escape(str(path.with_suffix('.html')))}", highlight=False, soft_wrap=True)
+                  f"{escape(str(path.with_suffix('.html')))}{configs}", highlight=False, soft_wrap=True)
     return 0
 
 

@@ -12,8 +12,9 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, realspeed, render, slo as slo_mod, slo_noise, speedups
-from sweep.analysis.frames import Tables, natural_key
+from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, phantom, realspeed, render, repeats, slo as slo_mod, slo_noise, speedups
+from sweep.analysis import policy as policy_mod
+from sweep.analysis.frames import Tables, configurations, natural_key, points_frame
 from sweep.core.console import plural
 
 
@@ -42,6 +43,10 @@ class Findings:
     energy: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=energy_mod.SCHEMA))  # energy.level_energy
     open_levels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=openloop.SCHEMA))  # openloop.rate_levels
     open_slo: pl.DataFrame = field(default_factory=pl.DataFrame)  # openloop.rate_slo: goodput per SLO and rate
+    policies: policy_mod.Policies = field(default_factory=policy_mod.Policies)  # policy.derive: per step-count group
+    policy_workloads: dict = field(default_factory=dict)  # {"user": [frames' workloads run on the user's workload]}
+    phantoms: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=phantom.SCHEMA))  # phantom.phantoms
+    level_samples: pl.LazyFrame | None = None  # speedups.level_samples: per-request tok/s per point and level
 
 
 def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
@@ -49,7 +54,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     """All the report's frames for one results directory, a dry run's at real speed
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
-    tables, speed = realspeed.at_real_speed(tables)
+    tables, speed = realspeed.at_real_speed(repeats.pooled(tables))  # decide's repeats: one row per level
     slos = list(slos or [])
     open_levels, open_slo = openloop.rate_levels(tables), openloop.rate_slo(tables, slos)
     tables = openloop.closed_loop(tables)  # the concurrency analysis never sees an open-loop level
@@ -59,18 +64,22 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     slo_levels = slo_mod.level_slo(tables, slos)
     slo_table = slo_noise.margins(tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels,
                                   level_noise=level_noise)
+    samples = speedups.level_samples(tables)
+    conf = configurations(tables)
+    policies = policy_mod.derive(levels, points_frame(tables), configurations=conf, samples=samples,
+                                 level_noise=level_noise)
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
         levels=levels,
-        best=speedups.best_per_level(levels, samples=speedups.level_samples(tables), level_noise=level_noise),
+        best=speedups.best_per_level(levels, samples=samples, level_noise=level_noise),
         crossover=speedups.crossover(levels),
         env=speedups.env_effect(levels, reference=env_reference, single=single),
         startup=health.startup_phases(tables),
         failures=health.failures(tables),
         request_failures=health.request_failures(tables),
         warnings=health.plan_warnings(tables),
-        acceptance=acceptance.acceptance(tables),
+        acceptance=_adaptive_acceptance(acceptance.acceptance(tables), points_frame(tables)),
         frontier=_frontier(tables, levels, frontier_by),
         frontier_by=frontier_by,
         slos=slos,
@@ -83,7 +92,36 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         energy=energy_mod.level_energy(tables),
         open_levels=open_levels,
         open_slo=open_slo,
+        policies=policies,
+        policy_workloads={"user": _user_workloads(tables, conf)},
+        phantoms=phantom.phantoms(tables, single, levels),
+        level_samples=samples,
     )
+
+
+def _adaptive_acceptance(frame: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """An adaptive server (a policy's confirmation point) switches its step count with the load: no
+    chain of its launch's steps predicts its accept length, so it is judged 'broken' (an accept rate
+    near zero) but never 'low' against that prediction."""
+    adaptive = [r["point_id"] for r in points.iter_rows(named=True) if policy_mod.is_confirmation(r)]
+    if not adaptive or not frame.height:
+        return frame
+    mine = pl.col("point_id").is_in(adaptive)
+    return frame.with_columns(
+        predicted_length=pl.when(mine).then(None).otherwise("predicted_length"),
+        vs_predicted=pl.when(mine).then(None).otherwise("vs_predicted"),
+        verdict=pl.when(mine & (pl.col("verdict") == "low")).then(pl.lit("ok")).otherwise("verdict"),
+        causes=pl.when(mine & (pl.col("verdict") == "low")).then(None).otherwise("causes"))
+
+
+def _user_workloads(tables: Tables, conf: pl.DataFrame) -> list[str]:
+    """The frames' workloads (client-side axes as ``axis=value``) whose points ran the user's workload
+    (not a built-in prompt set), where the results also hold a built-in one; [] otherwise."""
+    named = phantom.workloads.point_workloads(tables)
+    if not any(phantom.is_builtin(w) for w in named.values()):
+        return []
+    return sorted({r["workload"] or "" for r in conf.iter_rows(named=True)
+                   if r["point_id"] in named and not phantom.is_builtin(named[r["point_id"]])}, key=natural_key)
 
 
 def _frontier(tables: Tables, levels: pl.DataFrame, by: str | None) -> pl.DataFrame:

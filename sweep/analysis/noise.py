@@ -149,6 +149,15 @@ def describe_level_noise(measured: float | None) -> str:
     return f"the level-wide noise is {measured:.1%} per level (measured from the curves)"
 
 
+def sides_of(frame: pl.DataFrame, a: str = "repeats", b: str = "baseline_repeats") -> pl.Expr | int:
+    """How many level-wide noises a ratio of two levels' figures carries: 2 (one per level), or, where
+    the levels pool repeated measurements (``frame``'s ``a`` and ``b`` columns, sweep/analysis/repeats.py),
+    1/repeats of each: a level measured R times has the level-wide noise of its mean, sigma/sqrt(R)."""
+    if a in frame.columns and b in frame.columns:
+        return 1.0 / pl.col(a).fill_null(1).clip(lower_bound=1) + 1.0 / pl.col(b).fill_null(1).clip(lower_bound=1)
+    return 2
+
+
 def judged(frame: pl.DataFrame, ratio: str, measured: float | None, *, confidence: float = 0.95) -> pl.DataFrame:
     """THE rule for a ratio of two levels' figures (a configuration against its baseline, or against
     the runner-up, at one concurrency): ``frame``'s ``ci_low``/``ci_high`` (the requests' interval of
@@ -157,7 +166,7 @@ def judged(frame: pl.DataFrame, ratio: str, measured: float | None, *, confidenc
     (faster | slower | within noise). Every verdict at a level in the report (the Concurrency table's
     marks, the speedup grid, the best per level, where speculation stops paying, the summary, the SLO
     picks, the history) comes from here."""
-    return (frame.with_columns(widened(ratio, level_sigma(measured), confidence=confidence))
+    return (frame.with_columns(widened(ratio, level_sigma(measured), sides=sides_of(frame), confidence=confidence))
             .with_columns(within_noise=within_noise(), verdict=verdict(ratio)))
 
 
@@ -189,11 +198,13 @@ def curve_noise(levels: pl.DataFrame, value: str = "output_throughput", *, degre
     return float(np.sqrt(np.mean(np.concatenate(residuals) ** 2)))
 
 
-def widened(ratio: str, sigma: float | None, *, sides: int = 2, confidence: float = 0.95) -> list[pl.Expr]:
+def widened(ratio: str, sigma: float | None, *, sides: int | float | pl.Expr = 2,
+            confidence: float = 0.95) -> list[pl.Expr]:
     """``ci_low``/``ci_high`` of ``ratio`` widened by a level-wide noise ``sigma`` (relative SD,
     :func:`curve_noise`) on each of ``sides`` figures: in log space, each half-width and
     z * sigma * sqrt(sides) add in quadrature; with no interval, that term alone. Unchanged when
-    ``sigma`` is None or 0."""
+    ``sigma`` is None or 0. ``sides`` may be an expression: a figure pooled over R repeated
+    measurements counts 1/R (:func:`sides_of`)."""
     if not sigma:
         return [pl.col("ci_low"), pl.col("ci_high")]
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)

@@ -173,10 +173,12 @@ def html_table(frame: pl.DataFrame) -> str:
     return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
 
 
-def html(sections: list[Section], charts: Mapping[str, str] | None = None, script: str = "") -> str:
+def html(sections: list[Section], charts: Mapping[str, str] | None = None, script: str = "",
+         nav_after: int = 1) -> str:
     """The sections as one self-contained HTML page: ``charts`` maps an image name (a section's
     ``images``) to the HTML that draws it, ``script`` is inlined once in the head (the charting library);
-    an image with no chart is left out."""
+    an image with no chart is left out. The table of contents follows the first ``nav_after`` sections
+    (the header; the report's answer too, so that it opens the page)."""
     charts = charts or {}
     title = sections[0].title if sections else "Sweep report"
     parts: list[str] = []
@@ -193,7 +195,7 @@ def html(sections: list[Section], charts: Mapping[str, str] | None = None, scrip
                  for image in s.images if image in charts]
         parts.append("\n".join(body) + "</section>")
     if toc and parts:
-        parts.insert(1, "<nav>" + "".join(toc) + "</nav>")  # after the header
+        parts.insert(min(nav_after, len(parts)), "<nav>" + "".join(toc) + "</nav>")
     # "</script" inside the inlined library would end its tag early
     js = "<script>" + script.replace("</script", "<\\/script") + "</script>" if script else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

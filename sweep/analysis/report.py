@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, cast
 
@@ -19,7 +19,7 @@ import polars as pl
 from sweep.core import atomic
 from sweep.core.console import plural
 from sweep.analysis import acceptance, charts, workloads as workloads_mod, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
-from sweep.analysis import achieved
+from sweep.analysis import achieved, deploy
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
@@ -34,6 +34,7 @@ class Report:
     markdown: str
     images: list[Path]
     html: str = ""  # report.html: the same sections, the charts inlined
+    files: dict[str, str] = field(default_factory=dict)  # beside report.md: {name: text} (policy-*.json)
 
 
 def planned_points(plan: dict) -> list[dict]:
@@ -50,11 +51,25 @@ def _when(epoch: float | None) -> str:
 
 
 def header(directory: Path, f: Findings, plan: dict) -> Section:
+    """The report's title and the two lines that place it (what was written, on what); the rest of
+    what the sweep was (its directory, a partial sweep, a dry run's scaling) is ``about_section``,
+    below the answer (``deploy.deploy_section``)."""
     s = f.summary
     title = f"Sweep report: {', '.join(s['experiments']) or directory.name}"
     counts = ", ".join(f"{n} {status}" for status, n in sorted(s["status"].items()))
-    lines = [f"Directory: {directory}",
-             f"Points written: {s['points']} ({counts or 'none yet'}), of which {plural(s['baselines'], 'baseline')}."]
+    lines = [f"Points written: {s['points']} ({counts or 'none yet'}), of which {plural(s['baselines'], 'baseline')}."
+             + (" DRY RUN: the fake server's figures, not a GPU's (see 'This sweep')." if s["dry_run"] else "")]
+    lines.append(f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
+                 f"SGLang {', '.join(s['sglang_versions']) or render.MISSING}; GPU "
+                 f"{', '.join(s['gpus']) or render.MISSING}; {plural(len(s['hosts']), 'host')}; "
+                 f"{_when(s['started_at'])} to {_when(s['ended_at'])}.")
+    return Section(title, lines, level=1)
+
+
+def about_section(directory: Path, f: Findings, plan: dict) -> Section:
+    """Where the results are, what is not written yet, and how a dry run's figures came to be."""
+    s = f.summary
+    lines = [f"Directory: {directory}"]
     planned = planned_points(plan)
     written = set(f.single["point_id"].to_list())
     if planned:
@@ -71,11 +86,7 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
         lines.append(f.speed.note())
     for scale in s["bench_scale"]:
         lines.append(f"Benchmark scaled down for this run: {scale}")
-    lines.append(f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
-                 f"SGLang {', '.join(s['sglang_versions']) or render.MISSING}; GPU "
-                 f"{', '.join(s['gpus']) or render.MISSING}; {plural(len(s['hosts']), 'host')}; "
-                 f"{_when(s['started_at'])} to {_when(s['ended_at'])}.")
-    return Section(title, lines, level=1)
+    return Section("This sweep", lines)
 
 
 def summary_section(f: Findings) -> Section:
@@ -402,6 +413,39 @@ def best_section(f: Findings) -> Section:
         f"noise ({noise.describe_level_noise(f.level_noise)})."], table)
 
 
+def decisions_section(directory: Path) -> list[Section]:
+    """How ``decide`` ended each pick it measured again (``decisions.parquet``): none without it."""
+    from sweep.results.store import decisions
+
+    d = decisions(directory)
+    if not d.height:
+        return []
+    pct = lambda v: render.MISSING if v is None else ("inf" if v == float("inf") else render.change(v))  # noqa: E731
+    counts = {o: int((d["outcome"] == o).sum()) for o in ("decided", "equal", "budget")}
+    from sweep.results.store import read_columns
+
+    again = read_columns(directory, "levels", ["repeat", "wall_s"]).filter(pl.col("repeat").fill_null(0) > 0)
+    bench = float(again["wall_s"].sum() or 0.0)  # each re-measured level once (decisions may share one)
+    margin = float(d["practical_margin"][0])
+    table = d.select(
+        decision="subject", **({"workload": "workload"} if (d["workload"] != "").any() else {}),
+        ended="outcome", pick="pick_label", other="other_label",
+        first=pl.struct("margin_first", "low_first", "high_first").map_elements(
+            lambda r: f"{pct(r['margin_first'])} ({pct(r['low_first'])} .. {pct(r['high_first'])})", return_dtype=pl.String),
+        now=pl.struct("margin", "low", "high").map_elements(
+            lambda r: f"{pct(r['margin'])} ({pct(r['low'])} .. {pct(r['high'])})", return_dtype=pl.String),
+        measurements=pl.format("{} / {}", "repeats_pick", "repeats_other"),
+        bench_s=pl.col("bench_s").round(1), why="detail")
+    return [Section("Decisions measured again (decide)", [
+        f"{plural(d.height, 'pick')} within noise after the grid had their deciding levels measured again "
+        f"(every measurement pooled): {counts['decided']} decided (the margin's 95% interval excludes 0), "
+        f"{counts['equal']} equal (the interval within +-{margin:.0%}: either will do), {counts['budget']} "
+        f"undecided when the budget ran out; {plural(again.height, 'level')} measured again, {bench:,.1f} s of "
+        "benchmark (as measured; 'bench_s': a decision's own, shared ones counted in each). "
+        "'first': the pick's margin over the other and its interval before; 'now': after, as every table "
+        "here reads it; 'measurements': of the pick's and the other's deciding levels."], table)]
+
+
 def crossover_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "ahead up to C": "ahead_up_to", "first behind at C": "first_behind",
@@ -680,7 +724,8 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
     drawn = draw(f, out) if with_plots else {}
     img = lambda *names: [n for n in names if n in drawn]  # noqa: E731
     plan = read_plan(directory)  # {} without one (a directory written by ``bench --out`` has none)
-    sections = [header(directory, f, plan), summary_section(f),
+    sections = [header(directory, f, plan), deploy.deploy_section(f), about_section(directory, f, plan),
+                summary_section(f), *deploy.policy_sections(f),
                 *frontier_section(f, img("frontier.png")),
                 *slo_sections(f),
                 *open_loop_sections(f),
@@ -690,6 +735,7 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                                     stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)),
                 *achieved.section(f.levels),
                 best_section(f),
+                *decisions_section(directory),
                 crossover_section(f, img("speedup_vs_concurrency.png")),
                 *grid_sections(f, img("speedup_grid.png")),
                 env_section(f, img("nccl_effect.png")),
@@ -703,8 +749,9 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
                                      tables, other_tables, directory, other)
     sections.append(method_section(f))
     fragments = html_charts(f) if with_plots else {}
-    page = render.html(sections, fragments, charts.script() if fragments else "")
-    return Report(sections, render.markdown(sections), list(drawn.values()), page)
+    page = render.html(sections, fragments, charts.script() if fragments else "", nav_after=2)  # after Deploy
+    return Report(sections, render.markdown(sections), list(drawn.values()), page,
+                  files=deploy.config_files(f.policies))
 
 
 def write(report: Report, out_dir: Path) -> Path:
@@ -715,12 +762,19 @@ def write(report: Report, out_dir: Path) -> Path:
     atomic.write_text(path, report.markdown)
     if report.html:
         atomic.write_text(out_dir / "report.html", report.html)
+    for name, text in report.files.items():
+        atomic.write_text(out_dir / name, text)
     return path
 
 
 # --- where the report's files go, and how they get there whole ------------------------------------
 
 REPORT_FILES = ("report.md", "report.html", *PLOTS)  # what a report folder holds; nothing else is touched
+
+
+def is_report_file(name: str) -> bool:
+    """A file a report writes: one of ``REPORT_FILES``, or a policy's config (``policy-<slug>.json``)."""
+    return name in REPORT_FILES or (name.startswith("policy-") and name.endswith(".json"))
 
 
 @dataclass
@@ -769,7 +823,7 @@ def _swap(scratch: Path, target: Path) -> None:
         if not target.exists():
             scratch.rename(target)
             return
-        if not target.is_symlink() and all(p.name in REPORT_FILES and p.is_file() for p in target.iterdir()):
+        if not target.is_symlink() and all(is_report_file(p.name) and p.is_file() for p in target.iterdir()):
             old = Path(_scratch_name(target, "old"))
             target.rename(old)
             try:
@@ -785,6 +839,9 @@ def _swap(scratch: Path, target: Path) -> None:
         for name in REPORT_FILES:
             if name not in new:
                 (target / name).unlink(missing_ok=True)
+        for old in target.glob("policy-*.json"):  # an earlier report's policies that are no more
+            if old.name not in new and old.is_file():
+                old.unlink()
         scratch.rmdir()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

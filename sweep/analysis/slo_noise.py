@@ -31,7 +31,7 @@ import zlib
 import numpy as np
 import polars as pl
 
-from sweep.analysis import noise, realspeed
+from sweep.analysis import noise, realspeed, repeats
 from sweep.analysis import slo as slo_mod
 from sweep.analysis.frames import Tables
 
@@ -54,9 +54,10 @@ class _Point:
     """One configuration's requests, level by level, and their resamples (drawn once, on first use)."""
 
     def __init__(self, point_id: str, levels: dict[int, dict[str, np.ndarray]], level_noise: float | None,
-                 resamples: int, seed: int):
+                 resamples: int, seed: int, repeats: dict[int, int] | None = None):
         self.point_id, self.levels, self.level_noise = point_id, levels, level_noise or 0.0
         self.resamples, self.seed = resamples, seed
+        self.repeats = repeats or {}  # measurements a level pools (decide's repeats): its level noise / sqrt(R)
         self._drawn: dict[int, tuple[np.ndarray | None, np.ndarray]] = {}
 
     def spread(self, level: int) -> bool:
@@ -69,7 +70,8 @@ class _Point:
             n = self.levels[level]["rate"].size
             rng = np.random.default_rng([self.seed, zlib.crc32(self.point_id.encode()), level])
             idx = noise.draws(np.arange(n), self.resamples, rng) if n >= 2 else None
-            factor = (np.exp(self.level_noise * rng.standard_normal(self.resamples)) if self.level_noise
+            sigma = self.level_noise / np.sqrt(max(1, self.repeats.get(level, 1)))
+            factor = (np.exp(sigma * rng.standard_normal(self.resamples)) if sigma
                       else np.ones(self.resamples))
             self._drawn[level] = idx, factor
         return self._drawn[level]
@@ -208,7 +210,12 @@ def margins(tables: Tables, slos: list[slo_mod.SLO], table: pl.DataFrame, per_le
         return empty
     requests = _requests(tables, wanted, {limit.metric for s in slos for limit in s.limits})
     sigma = noise.level_sigma(level_noise)  # the level-wide noise of every verdict at a level (noise.judged)
-    points = {pid: _Point(pid, requests[pid], sigma, resamples, seed) for pid in wanted}
+    counts: dict[str, dict[int, int]] = {}
+    if repeats.REPEATS in tables["levels"].collect_schema().names():
+        for pid, c, r in (tables["levels"].filter(pl.col("point_id").is_in(wanted))
+                          .select("point_id", "concurrency", repeats.REPEATS).collect().iter_rows()):
+            counts.setdefault(pid, {})[int(c)] = int(r or 1)
+    points = {pid: _Point(pid, requests[pid], sigma, resamples, seed, counts.get(pid)) for pid in wanted}
     rows = [_pick(slo, best, runner, points, per_level.filter(pl.col("slo") == slo.name),
                   dict(table.filter((pl.col("slo") == slo.name) & (pl.col("workload") == best["workload"]))
                        .select("point_id", "tok_s_gpu").iter_rows()),

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from sweep.analysis import noise, realspeed
+from sweep.analysis import noise, realspeed, repeats
 from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
 from sweep.core.errors import UnknownMetricError
 
@@ -135,16 +135,19 @@ def level_speedups(tables: Tables, *, level_noise: float | None = None, confiden
     (``noise.judged``: ``level_noise``, by default ``noise.curve_noise`` of these levels, at least
     ``noise.LEVEL_NOISE_FLOOR``), so that a level's verdict is never made on its requests' spread alone.
     """
-    tables = realspeed.scaled(tables)
+    tables = realspeed.scaled(repeats.pooled(tables))  # a level measured again by decide: one pooled row
     conf = configurations(tables).with_columns(note=note_expr())
+    pooled = repeats.REPEATS in tables["levels"].collect_schema().names()
     levels = tables["levels"].select(
         "point_id", "concurrency", "requests", "failed", "output_throughput", "per_request_tok_s",
         "achieved_concurrency", "latency_p50_s", "ttft_p50_s",
         accept_length=pl.coalesce("accept_length_server", "accept_length_requests", "accept_length_metrics"),
+        **({repeats.REPEATS: pl.col(repeats.REPEATS)} if pooled else {}),
     ).collect().unique(["point_id", "concurrency"], keep="last")
     base = levels.select(baseline_id="point_id", concurrency="concurrency",
                          baseline_output_throughput="output_throughput",
-                         baseline_per_request_tok_s="per_request_tok_s")
+                         baseline_per_request_tok_s="per_request_tok_s",
+                         **({"baseline_repeats": pl.col(repeats.REPEATS)} if pooled else {}))
     frame = (conf.join(levels, on="point_id", how="inner")
              .join(base, on=["baseline_id", "concurrency"], how="left")
              .with_columns(
@@ -171,7 +174,7 @@ def level_speedups(tables: Tables, *, level_noise: float | None = None, confiden
         "baseline_per_request_tok_s", "throughput_ratio", "per_request_ratio", "ci_low",
         "ci_high", "within_noise", "verdict", "per_request_ci_low", "per_request_ci_high",
         "per_request_within_noise", "per_request_verdict", "accept_length", "achieved_concurrency",
-        "latency_p50_s", "ttft_p50_s", "note")
+        "latency_p50_s", "ttft_p50_s", "note", *([repeats.REPEATS] if pooled else []))
 
 
 def _levels(source: Tables | pl.DataFrame) -> pl.DataFrame:
@@ -239,7 +242,7 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
     if samples is None and not isinstance(source, pl.DataFrame):
         samples = level_samples(source)
     return _with_margin_intervals(best, metric, samples, level_noise, confidence=confidence,
-                                  resamples=resamples, seed=seed).select(
+                                  resamples=resamples, seed=seed, levels=levels).select(
         *keys, "label", "baseline", "value", "speedup", "verdict", "runner_up", "runner_up_value",
         "configurations", "margin", "point_id", "runner_up_id", "margin_low", "margin_high",
         "margin_within_noise")
@@ -247,7 +250,7 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
 
 def _with_margin_intervals(best: pl.DataFrame, metric: str, samples: pl.LazyFrame | None,
                            level_noise: float | None, *, confidence: float, resamples: int,
-                           seed: int) -> pl.DataFrame:
+                           seed: int, levels: pl.DataFrame | None = None) -> pl.DataFrame:
     """``best`` with the interval of each winner's margin over its runner-up (see ``best_per_level``)."""
     at = lambda pid: pl.col(pid) + "@" + pl.col("concurrency").cast(pl.String)  # noqa: E731
     pairs = best.filter(pl.col("runner_up_id").is_not_null()).select(
@@ -277,7 +280,15 @@ def _with_margin_intervals(best: pl.DataFrame, metric: str, samples: pl.LazyFram
     if metric == "output_throughput":
         joined = joined.with_columns(ci_low=noise.moved("ci_low", "_pr", "_ratio"),
                                      ci_high=noise.moved("ci_high", "_pr", "_ratio"))
-    joined = joined.with_columns(noise.widened("_ratio", noise.level_sigma(level_noise), confidence=confidence))
+    sides: pl.Expr | int = 2
+    if levels is not None and repeats.REPEATS in levels.columns:  # levels pooled over repeats: each side's level-wide noise / sqrt(R)
+        counts = levels.select("point_id", "concurrency", _r=pl.col(repeats.REPEATS)).unique(["point_id", "concurrency"])
+        joined = (joined.join(counts, on=["point_id", "concurrency"], how="left")
+                  .join(counts.rename({"point_id": "runner_up_id", "_r": "_r_b"}), on=["runner_up_id", "concurrency"],
+                        how="left"))
+        sides = noise.sides_of(joined, "_r", "_r_b")
+    joined = joined.with_columns(noise.widened("_ratio", noise.level_sigma(level_noise), sides=sides,
+                                               confidence=confidence))
     return joined.with_columns(margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
                                margin_within_noise=noise.within_noise())
 

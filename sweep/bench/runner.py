@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -67,6 +67,8 @@ class BenchResult:
     server_info: Optional[dict] = None  # /server_info as read before the benchmark
     single_summary: dict = field(default_factory=dict)  # overall single-stream figures
     metrics: pa.Table = field(default_factory=METRICS.empty_table)  # the raw /metrics around each level
+    # per levels row, in order: what ``run_benchmark``'s ``window`` returned as the level began and ended
+    windows: list[tuple[Any, Any]] = field(default_factory=list)
 
     def write(self, directory: str | Path) -> dict[str, Path]:
         """Write ``requests.parquet``, ``single_stream.parquet``, ``levels.parquet`` and
@@ -167,7 +169,8 @@ def refinement(settings: BenchSettings, level_rows: list[dict], rows_at: dict[in
 async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
                         progress: Callable[[PointProgress], None] | None = None,
                         metrics_every_s: float = METRICS_EVERY_S, power: pw.PowerSource | None = None,
-                        power_every_s: float = pw.POWER_EVERY_S) -> BenchResult:
+                        power_every_s: float = pw.POWER_EVERY_S,
+                        window: Callable[[], Any] | None = None) -> BenchResult:
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
     key) as ``settings`` say; see the module docstring.
 
@@ -177,7 +180,9 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
     (``stopped`` when it ended early, having measured enough). ``metrics_every_s`` is
     the period of the ``/metrics`` scrapes during a level (the first at half of it). ``power``: the
     watts of the GPUs serving (``sweep.bench.power``), sampled every ``power_every_s`` during each
-    level; None (``sweep bench``): the energy columns are null.
+    level; None (``sweep bench``): the energy columns are null. ``window``: called as each level begins
+    and as it ends (beside its ``level_started_at`` / ``level_ended_at``), what it returns kept in
+    ``BenchResult.windows`` (the host marks where the server's log was, for the lines of each level).
     """
     endpoint = Endpoint.of(server)
     url = check_url(endpoint.url)
@@ -187,6 +192,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
     levels = list(settings.concurrency.levels)
     sent: list[Sent] = []
     level_rows: list[dict] = []
+    windows: list[tuple[Any, Any]] = []  # window()'s marks per level row
     metric_rows: list[dict] = []
     admin = endpoint.admin_headers()  # /flush_cache is an admin route
     async with Clients(settings.request_timeout_s, api_key=endpoint.api_key) as clients:
@@ -223,12 +229,14 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             sampler = sm.Sampler(side, url, metrics_every_s) if before is not None else None
             meter = pw.Meter(power, power_every_s) if power is not None else None
             started = time.time()  # the level's window (a server over several hosts: pw.with_nodes)
+            mark = window() if window is not None else None
             try:
                 run = await closed_loop_until(clients, opts, concurrency=c, requests=settings.requests_at(c),
                                               max_tokens=settings.concurrency.max_tokens, notify=notify,
                                               stop=settings.concurrency.stop)
             finally:
                 ended = time.time()
+                windows.append((mark, window() if window is not None else None))
                 during = await sampler.stop() if sampler is not None else []
                 watts, gpus = await meter.stop() if meter is not None else ([], 0)
             columns, rows = await _level_metrics(side, url, point_id, c, before, during)
@@ -258,7 +266,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         for level in open_levels(settings, workload):
             got, row, rows = await _open_level(clients, opts, settings, level, point_id=point_id, notify=notify,
                                                admin=admin, metrics_every_s=metrics_every_s, power=power,
-                                               power_every_s=power_every_s)
+                                               power_every_s=power_every_s, window=window, windows=windows)
             record(got)
             level_rows.append(row)
             metric_rows += rows
@@ -268,6 +276,7 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         single_stream=from_rows([single_row(point_id, s) for s in singles], "single_stream"),
         levels=from_rows(level_rows, "levels"),  # in the order run: the given levels, then the refined ones
         metrics=from_rows(metric_rows, "metrics"),
+        windows=windows,
         server_info=info,
         single_summary=stats.single_overall([s.record for s in singles]),
     )
@@ -305,7 +314,8 @@ def open_levels(settings: BenchSettings, workload: Workload) -> list[OpenLevel]:
 
 async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSettings, level: OpenLevel, *,
                       point_id: str, notify: Notifier, admin: dict, metrics_every_s: float,
-                      power: pw.PowerSource | None, power_every_s: float) -> tuple[list[Sent], dict, list[dict]]:
+                      power: pw.PowerSource | None, power_every_s: float, window: Callable[[], Any] | None = None,
+                      windows: list[tuple[Any, Any]] | None = None) -> tuple[list[Sent], dict, list[dict]]:
     """Run one open-loop level with the closed loop's flush, scrapes and power; its requests, its
     levels row and its metrics rows (``offered_rate`` set, concurrency 0)."""
     side, url = clients.side, opts.url
@@ -315,6 +325,7 @@ async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSet
     meter = pw.Meter(power, power_every_s) if power is not None else None
     o = settings.open_loop
     started = time.time()  # the level's window (a server over several hosts: pw.with_nodes)
+    mark = window() if window is not None else None
     try:
         run = await ol.open_loop(clients, opts, arrivals=level.arrivals, indices=level.indices,
                                  max_tokens=settings.concurrency.max_tokens, notify=notify,
@@ -322,6 +333,8 @@ async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSet
                                  rate=level.offered_rate if level.offered_rate is not None else 0.0)
     finally:
         ended = time.time()
+        if windows is not None:
+            windows.append((mark, window() if window is not None else None))
         during = await sampler.stop() if sampler is not None else []
         watts, gpus = await meter.stop() if meter is not None else ([], 0)
     columns, rows = await _level_metrics(side, url, point_id, 0, before, during)
@@ -344,7 +357,7 @@ async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSet
 
 def run(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
         progress: Callable[[PointProgress], None] | None = None, metrics_every_s: float = METRICS_EVERY_S,
-        power: pw.PowerSource | None = None) -> BenchResult:
+        power: pw.PowerSource | None = None, window: Callable[[], Any] | None = None) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
     return asyncio.run(run_benchmark(server, settings, point_id=point_id, progress=progress,
-                                     metrics_every_s=metrics_every_s, power=power))
+                                     metrics_every_s=metrics_every_s, power=power, window=window))

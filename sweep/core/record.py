@@ -75,6 +75,10 @@ class PointResult(FailureParts):
     reaped: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1  # the driver's count: a point whose host was lost runs again
     port: int | None = None  # the port its server ran on (a simulated host's is chosen at launch); None: never launched
+    # adaptive speculation, from the server's log (points.adaptive, points.adaptive_disabled_reason): None
+    # where the point did not ask for it
+    adaptive: bool | None = None
+    adaptive_disabled_reason: str | None = None
     requests: pa.Table | None = None
     single_stream: pa.Table | None = None
     levels: pa.Table | None = None

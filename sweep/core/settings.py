@@ -314,3 +314,35 @@ class BenchSettings:
     def requests_at(self, concurrency: int) -> int:
         c = self.concurrency
         return c.requests_per_level if c.requests_per_level is not None else c.rounds * concurrency
+
+
+@dataclass
+class DecideSettings:
+    """``decide``: after the grid, spend measurement on the picks that are within noise (an SLO's pick
+    against its runner-up, a level's best against the second; sweep/search/decide.py). Each open
+    decision's two candidates have their deciding levels measured again (a relaunch measuring only
+    those levels; every measurement kept as a ``repeat`` of the level) until the interval of their
+    difference excludes zero (decided), lies within +-``margin`` (equal), or the budget runs out:
+    ``budget_s`` host-seconds of relaunches, at most ``budget_share`` of the host time the grid's points
+    took, and at most ``max_repeats`` measurements of one level of one point (the first included).
+    Off unless ``enabled``."""
+
+    enabled: bool = False
+    margin: float = 0.03  # relative: two candidates closer than this are equal for any practical purpose
+    budget_s: Optional[float] = None  # host-seconds of re-measurement (launch + benchmark); None: no cap of its own
+    budget_share: float = 0.25  # of the host time the grid's points took: the cap that keeps a sweep's size
+    max_repeats: int = 4  # measurements of one level of one point, the grid's first included
+
+    def __post_init__(self) -> None:
+        if not 0 < self.margin < 1:
+            raise ConfigError(f"decide.margin = {self.margin!r} is out of range",
+                              fix="a relative difference between 0 and 1, e.g. 0.03 for 3 %")
+        if self.budget_s is not None and not self.budget_s > 0:
+            raise ConfigError(f"decide.budget_s = {self.budget_s!r} is out of range",
+                              fix="positive host-seconds, e.g. 1800, or leave it out (budget_share caps it)")
+        if not 0 < self.budget_share <= 10:
+            raise ConfigError(f"decide.budget_share = {self.budget_share!r} is out of range",
+                              fix="a share of the grid's host time in (0, 10], e.g. 0.25")
+        if self.max_repeats < 2:
+            raise ConfigError(f"decide.max_repeats = {self.max_repeats!r} is out of range",
+                              fix="at least 2 measurements of a level (the grid's and one more), e.g. 4")

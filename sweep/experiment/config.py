@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep.core import workload_spec
-from sweep.core.settings import AUTO_LEVELS, BenchSettings
+from sweep.core.settings import AUTO_LEVELS, BenchSettings, DecideSettings
 from sweep.core.errors import ConfigError
 
 
@@ -162,6 +162,18 @@ class SearchConfig:
 
 
 @dataclass
+class PolicyConfig:
+    """``policy``: the speculative policy across load (``sweep.analysis.policy``: per group of points
+    that differ only in their step count, SGLang's adaptive config). With ``confirm``, after the grid
+    the sweep derives the policies and runs each one's own server (``--speculative-adaptive``) for the
+    pick of each SLO (no SLO: the best group's) over the group's levels and workloads, as ordinary
+    points of the sweep labelled ``<step axis>=adaptive`` (sweep/orchestrate/confirm.py);
+    ``python -m sweep confirm DIR`` does that second part on an existing results directory."""
+
+    confirm: bool = False
+
+
+@dataclass
 class Experiment:
     name: str = "???"
     description: str = ""
@@ -169,6 +181,8 @@ class Experiment:
     server: ServerConfig = field(default_factory=ServerConfig)
     grid: GridConfig = field(default_factory=GridConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    decide: DecideSettings = field(default_factory=DecideSettings)  # re-measure picks within noise
     benchmark: BenchSettings = field(default_factory=BenchSettings)
     dry_run: DryRunConfig = field(default_factory=DryRunConfig)
     local: LocalConfig = field(default_factory=LocalConfig)
@@ -282,6 +296,8 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             raise ConfigError(f"{path}, line {line or '?'}: benchmark.{e.message}", fix=e.fix) from None
     if isinstance(bench, dict) and isinstance(bench.get("concurrency"), dict):
         raw["benchmark"] = {**raw["benchmark"], "concurrency": auto_levels(bench["concurrency"])}
+    for key, value in raw.items():  # a section given one value: OmegaConf's error names no key
+        _check_section(str(key), value, lambda k: f"{path}, line {_line_of(path, k) or '?'}")
     base = OmegaConf.structured(Experiment)
     try:
         cfg = OmegaConf.merge(base, OmegaConf.create(raw))
@@ -357,6 +373,8 @@ def _merge_override(cfg: Any, ov: str) -> Any:
     replaces the whole workload, ``benchmark.workload.input_len=uniform(1,9)`` a compact length."""
     key, _, value = ov.partition("=")
     key = key.strip()
+    if "." not in key and value.strip() and not value.strip().startswith("{"):
+        _check_section(key, value, lambda k: "")
     if key == "benchmark.workload" and value.strip() not in ("", "null", "None") and not value.strip().startswith("{"):
         cfg.benchmark.workload = None
         return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"workload": workload_spec.parse(value)}}))
@@ -367,6 +385,25 @@ def _merge_override(cfg: Any, ov: str) -> Any:
         tree = workload_spec.parse_length(value.strip(), key)
         return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"workload": {leaf: tree}}}))
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
+
+
+SECTION_EXAMPLES = {"policy": "policy: {confirm: true}", "search": "search: {strategy: adaptive}"}
+
+
+def _check_section(key: str, value: Any, where) -> None:
+    """A top-level section (``policy``, ``search``, ``server``...) given one value instead of a mapping:
+    a ConfigError naming the key (``where(key)``: the file and line; "" for an override)."""
+    fields = getattr(Experiment, "__dataclass_fields__", {})
+    f = fields.get(key)
+    if f is None or value is None or isinstance(value, dict):
+        return
+    if not hasattr(f.default_factory, "__dataclass_fields__"):  # a scalar key (name, results_dir...)
+        return
+    valid = ", ".join(sorted(f.default_factory.__dataclass_fields__))
+    example = SECTION_EXAMPLES.get(key, f"{key}: {{...}}")
+    at = where(key)
+    raise ConfigError(f"{at + ': ' if at else ''}{key} is a section, not one value (got {value!r})",
+                      fix=f"write it as a mapping, e.g. {example} (its keys: {valid})")
 
 
 def normalize_flag(name: str) -> str:

@@ -96,6 +96,15 @@ class Plan:
     experiment: Experiment
     points: list[PlannedPoint]
     warnings: list[str] = field(default_factory=list)  # about the plan as a whole
+    # with policy.confirm: one stand-in per step group of what its policy's server will launch (the
+    # group's largest step count with --speculative-adaptive and every step count a candidate), checked
+    # by SGLang's rules now; the real confirmation points are known only after the grid
+    confirm_probes: list[PlannedPoint] = field(default_factory=list)
+
+    @property
+    def confirm_errors(self) -> list[str]:
+        """The rules a policy's launch would break (``confirm_probes``), one line each."""
+        return [f"  {p.label} [policy launch]: {e}" for p in self.confirm_probes for e in p.errors]
 
     @property
     def invalid(self) -> list[PlannedPoint]:
@@ -109,9 +118,12 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         """The plan as one JSON object, secrets redacted (``PlannedPoint.to_json``)."""
         secrets = sorted({s for p in self.points for s in p.secrets})
-        return {"experiment": self.experiment.name, "points": [p.to_json() for p in self.points],
-                "launches": len(launches_of(self.points)),
-                "warnings": [redact.redact_text(w, secrets) for w in self.warnings]}
+        out = {"experiment": self.experiment.name, "points": [p.to_json() for p in self.points],
+               "launches": len(launches_of(self.points)),
+               "warnings": [redact.redact_text(w, secrets) for w in self.warnings]}
+        if self.experiment.policy.confirm:
+            out["confirm"] = {"after_grid": True, "probes": [p.to_json() for p in self.confirm_probes]}
+        return out
 
     def require_valid(self, skip_invalid: bool = False) -> None:
         """Raise PlanError listing every invalid point, unless they are to be recorded as invalid."""
@@ -126,6 +138,12 @@ class Plan:
             raise PlanError(f"{len(bad)} of {plural(len(self.points), 'point')} would fail in SGLang; nothing was launched:\n"
                             + "\n".join(lines),
                             fix="fix the experiment file, or pass --skip-invalid to record these points as invalid and run the rest")
+        if self.confirm_errors and not skip_invalid:
+            raise PlanError("policy.confirm: the policy's server would fail in SGLang; nothing was launched:\n"
+                            + "\n".join(self.confirm_errors),
+                            fix="set server.sglang_version to a release with --speculative-adaptive (0.5.23), or "
+                                "turn the confirmation off (policy.confirm=false: the report still writes the policy); "
+                                "--skip-invalid records the confirmation points as invalid and runs the grid")
 
 
 def launches_of(points: list[PlannedPoint]) -> dict[str, list[PlannedPoint]]:
@@ -279,6 +297,124 @@ def _sources(exp: Experiment, axes: list, gp: Any) -> dict[str, str]:
     return out
 
 
+ADAPTIVE = "adaptive"  # a confirmation point's value of its step axis (sweep.analysis.policy.ADAPTIVE)
+# the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
+STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
+
+
+def confirmation_point(exp: Experiment, member: PlannedPoint, step_axis: str, launch_flags: dict[str, Any],
+                       target: rules.Target | None = None) -> PlannedPoint:
+    """The point that runs a policy's own server: a member of its step group (``member``: any point of
+    the group, its bench and workload the policy's) with the step axis set to ``adaptive`` and its
+    static chain's flags (``STEP_FLAGS``) replaced by the policy's ``launch_flags``
+    (``--speculative-adaptive``, the config as a mapping, steps and draft tokens for the largest
+    candidate, topk 1). Same baseline, same benchmark (levels, workload); checked by SGLang's rules
+    against ``target`` (default: the experiment's). Pure."""
+    flags = {k: v for k, v in member.flags.items() if k not in STEP_FLAGS}
+    flags.update(launch_flags)
+    params = {a: (ADAPTIVE if a == step_axis else v) for a, v in member.params.items()}
+    if step_axis not in params:
+        params[step_axis] = ADAPTIVE
+    label = ",".join(f"{k}={v}" for k, v in params.items())
+    roles = {a: member.roles.get(a, "steps") for a in params}
+    pp = PlannedPoint(
+        id=point_id(exp, flags, member.env, member.bench), label=label, params=params, roles=roles,
+        baseline=False, flags=flags, env=dict(member.env), launcher=list(member.launcher), bench=member.bench,
+        launch_id=launch_id(exp, flags, member.env), bench_key=member.bench_key, baseline_id=member.baseline_id)
+    if target is None:
+        target, _ = target_of(exp, [flags])
+    sources = {k: "the policy's launch flags (sweep.analysis.policy)" for k in launch_flags}
+    ev = rules.evaluate(flags, member.bench, target, member.env, sources)
+    for f in ev.findings:
+        (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
+    if ev.outcome is not None:
+        pp.resolved = ev.outcome.summary()
+    return pp
+
+
+@dataclass
+class ConfirmPlan:
+    """The confirmation phase's points (valid or not: an invalid one is recorded as such), the chosen
+    policy each runs (point id -> ``sweep.analysis.confirmation.Chosen``: the policy and why), and notes
+    on what is not confirmed, and why."""
+
+    points: list[PlannedPoint] = field(default_factory=list)
+    chosen: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def confirmation_points(plan: Plan, chosen: list[Any], labels: dict[str, str] | None = None) -> ConfirmPlan:
+    """The confirmation point of each chosen policy (``chosen``: items with ``.policy``, whose
+    ``member_ids``, ``step_axis``, ``group`` and ``launch_flags()`` are read), built on a member of its
+    group found in ``plan`` by id, else by label (``labels``: the recorded label of each id, for a plan
+    rebuilt from a results directory); one point per distinct launch. Pure."""
+    exp = plan.experiment
+    by_id = {p.id: p for p in plan.points}
+    by_label = {p.label: p for p in plan.points}
+    target, _ = target_of(exp, [p.flags for p in plan.points])
+    out = ConfirmPlan()
+    for c in chosen:
+        pol = c.policy
+        found = [by_id.get(i) or by_label.get((labels or {}).get(i, "")) for i in pol.member_ids]
+        members = [m for m in found if m is not None]
+        if not members:
+            out.notes.append(f"{pol.group}: none of its points is in the experiment's plan any more: not confirmed")
+            continue
+        pp = confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target)
+        if pp.id not in out.chosen:
+            out.points.append(pp)
+            out.chosen[pp.id] = c
+    return out
+
+
+def _steps(p: PlannedPoint) -> int | None:
+    try:
+        return int(p.flags["speculative-num-steps"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint]]]:
+    """The plan's groups of speculative chains (topk 1) that differ only in their step count, as
+    (step axis, members): the axis of role ``steps``, else the one axis whose values alone tell apart
+    points of different step counts (a bundle setting steps and draft tokens). Groups of one step
+    count are left out: there is no policy to derive there."""
+    chains = [p for p in points if not p.baseline and _steps(p) is not None
+              and int(p.flags.get("speculative-eagle-topk") or 1) == 1]
+    found: dict[tuple, tuple[str, list[PlannedPoint]]] = {}
+    for p in chains:
+        axis = next((a for a, r in p.roles.items() if r == "steps"), None)
+        if axis is None:
+            for a, r in p.roles.items():
+                if r in ("drafter", "env", "benchmark"):
+                    continue
+                rest = {b: v for b, v in p.params.items() if b != a}
+                if any({b: v for b, v in q.params.items() if b != a} == rest and _steps(q) != _steps(p) for q in chains):
+                    axis = a
+                    break
+        if axis is None:
+            continue
+        key = (axis, tuple(sorted((a, v) for a, v in p.params.items() if a != axis)))
+        found.setdefault(key, (axis, []))[1].append(p)
+    return [(axis, members) for axis, members in found.values() if len({_steps(m) for m in members}) > 1]
+
+
+def confirm_probes(exp: Experiment, points: list[PlannedPoint], target: rules.Target | None = None) -> list[PlannedPoint]:
+    """What ``--plan`` checks of ``policy.confirm`` before the grid has measured anything: per step
+    group, the launch its policy could ask for at most (every step count of the group a candidate in
+    one tier, steps and draft tokens for the largest): SGLang's rules on the adaptive flags (the
+    release that has them, topk 1, the conditions under which SGLang disables it)."""
+    out = []
+    for axis, members in step_groups(points):
+        top = max(members, key=lambda m: _steps(m) or 0)
+        steps = sorted({s for m in members if (s := _steps(m)) is not None})
+        k = steps[-1]
+        flags = {"speculative-adaptive": True, "speculative-adaptive-config": {"1": {"candidate_steps": steps}},
+                 "speculative-num-steps": k, "speculative-num-draft-tokens": k + 1, "speculative-eagle-topk": 1}
+        out.append(confirmation_point(exp, top, axis, flags, target))
+    return out
+
+
 def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
     """Expand the grid and validate every point; never raises for a point's errors (see require_valid).
     ``bench_scale``: a dry run's scale of the client-side axes' benchmark settings (grid.expand)."""
@@ -312,4 +448,9 @@ def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
     plan_warnings = target_warnings + _match_baselines(points)
     # Baselines first, so that speedups can be read as soon as the first speculative point ends.
     points.sort(key=lambda p: not p.baseline)
-    return Plan(exp, points, plan_warnings)
+    probes = confirm_probes(exp, points, target) if exp.policy.confirm else []
+    if exp.policy.confirm and not probes:
+        plan_warnings.append("policy-nothing-to-confirm: policy.confirm is on, but no group of points differs only in "
+                             "its step count, so no policy will be derived (fix: add a steps axis, or turn "
+                             "policy.confirm off)")
+    return Plan(exp, points, plan_warnings, probes)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from sweep.sglang import flagtypes
+from sweep.sglang import flagnames, flagtypes
 
 DEFAULT_VERSION = "0.5.10"
 DEFAULT_GPU = "H200"  # the GPU the fake's hosts have, for SGLang's GPU-dependent choices
@@ -162,8 +162,10 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("speculative-ngram-max-bfs-breadth", int, 10, "The maximum breadth for BFS in ngram speculative "
        "decoding."),
     _f("enable-multi-layer-eagle", "switch", False, "Enable multi-layer Eagle speculative decoding."),
-    _f("speculative-adaptive", "switch", False, "Adapt the speculative steps to the load at runtime.",
-       since="0.5.23"),
+    _f("speculative-adaptive", "switch", False, "Enable adaptive speculative decoding that dynamically adjusts "
+       "num_steps based on acceptance rate.", since="0.5.23"),
+    _f("speculative-adaptive-config", str, None, "Path to a JSON config file for adaptive speculative decoding "
+       "tuning knobs.", since="0.5.23"),
     # PD disaggregation (the fake serves like a plain server; SGLang's rules read the mode)
     _f("disaggregation-mode", str, "null", 'Only used for PD disaggregation. "prefill" for prefill-only server, '
        'and "decode" for decode-only server. If not specified, it is not PD disaggregated',
@@ -298,21 +300,38 @@ def _split_unknown(parser: argparse.ArgumentParser, rest: list[str], version: st
     and so is a value SGLang's own parser would refuse for a flag the fake does not model
     (``sweep.sglang.flagtypes``: an int flag's ``lots``, a switch's value, a choice it lacks)."""
     names: list[str] = []
+    newer: list[str] = []  # SGLang's flags of another version only: this version's argparse knows none of them
     i = 0
     while i < len(rest):
         tok = rest[i]
         if not _WELL_FORMED.match(tok):
             parser.error(f"unrecognized arguments: {' '.join(rest[i:])}")
         name, eq, value = tok.partition("=")
-        names.append(name)
+        start = i
         if not eq and i + 1 < len(rest) and (not rest[i + 1].startswith("-") or _NUMBER.match(rest[i + 1])):
             i += 1  # its value
             value, eq = rest[i], "="
+        if _of_another_version(name[2:], version):
+            newer += rest[start:i + 1]
+            i += 1
+            continue
+        names.append(name)
         refused = flagtypes.refusal(name[2:], value if eq else True, version)
         if refused:
             parser.error(refused[0])
         i += 1
+    if newer:
+        parser.error(f"unrecognized arguments: {' '.join(newer)}")
     return names
+
+
+def _of_another_version(name: str, version: str) -> bool:
+    """A flag of SGLang's that ``version`` lacks (``--speculative-adaptive`` for 0.5.10): neither one of its
+    flags nor a prefix of one (argparse's abbreviations), but another version's (sweep.sglang.flagnames)."""
+    mine = flagnames.FLAGS.get(version)
+    if mine is None or name in mine or any(f.startswith(name) for f in mine):
+        return False
+    return any(name in flags for v, flags in flagnames.FLAGS.items() if v != version)
 
 
 def parse(argv: Sequence[str]) -> Parsed:

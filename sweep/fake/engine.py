@@ -15,9 +15,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from sweep.fake import metrics, model, text
+from sweep.fake import adaptive, metrics, model, text
 from sweep.fake.cache import PrefixCache
 from sweep.fake.log import Log
+from sweep.sglang.adaptive import Config
 
 MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
 
@@ -34,6 +35,10 @@ class EngineConfig:
     decode_log_interval: int = 40
     stream_interval: int = 1
     real_wording: bool = False  # the 0.5.23 prefill log line (``#pending-token``, graph, input throughput)
+    # --speculative-adaptive in force: SGLang's config (loaded); each decode batch then runs with its tier's
+    # step count (sweep/fake/adaptive.py), ``spec`` being the launch's (its steps the starting ones)
+    adaptive: Optional[Config] = None
+    adaptive_start: Optional[int] = None  # the step count it starts with (default spec.steps)
 
 
 class Req:
@@ -43,7 +48,7 @@ class Req:
     __slots__ = ("rid", "prompt_tokens", "max_new_tokens", "stop_len", "seed", "created", "acceptor",
                  "produced", "verify_ct", "accepted", "marks", "finished", "finish_reason", "first_token_at",
                  "finished_at", "event", "external", "streaming", "accept_hist", "received_ts", "entry_time",
-                 "prefilled_time", "last_token_at", "log_metrics", "ids", "cached")
+                 "prefilled_time", "last_token_at", "log_metrics", "ids", "cached", "proposed")
 
     def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, stop_len: int, seed: int,
                  spec: Optional[model.Spec], external: bool = True, streaming: bool = False,
@@ -60,6 +65,7 @@ class Req:
         self.produced = 0
         self.verify_ct = 0
         self.accepted = 0  # draft tokens accepted (before truncation at the end)
+        self.proposed = 0  # draft tokens proposed: num_draft_tokens - 1 per verify (it changes under adaptive)
         self.marks: list[int] = []
         self.finished = False
         self.finish_reason: Optional[str] = None  # length | stop | abort
@@ -139,6 +145,11 @@ class Engine:
         self._decode_steps = 0
         self.last_output_at = 0.0  # perf_counter of the last step that produced tokens (health checks)
         self._depth = model.max_accepted(cfg.spec) if cfg.spec else 0
+        # adaptive speculation: SGLang's controller (its "initialized" line is the startup's, not logged here)
+        start = cfg.adaptive_start if cfg.adaptive_start is not None else cfg.spec.steps if cfg.spec else 0
+        self.adaptive = (adaptive.Controller(start, cfg.adaptive, self.log.info, announce=False)
+                         if cfg.adaptive is not None and cfg.spec is not None else None)
+        self._specs: dict[int, Optional[model.Spec]] = {}
         self.cache = PrefixCache(cfg.max_total_tokens)
         self.excess_j = 0.0  # per GPU: joules above idle of every forward so far (sweep/fake/power.py)
 
@@ -199,10 +210,11 @@ class Engine:
             else:
                 n = len(self.running)
                 graph = self.cfg.cuda_graph_max_bs is not None and n <= self.cfg.cuda_graph_max_bs
-                step = model.step_time_s(n, self.cfg.spec, self.cfg.nccl_env, cuda_graph=graph) / speed
+                spec = self.spec_now(n)
+                step = model.step_time_s(n, spec, self.cfg.nccl_env, cuda_graph=graph) / speed
                 deadline = await self._sleep_until(loop, deadline + step)
-                self.excess_j += (model.forward_power_w(n * model.verify_tokens(self.cfg.spec)) - model.IDLE_W) * step
-                self._decode_step(graph)
+                self.excess_j += (model.forward_power_w(n * model.verify_tokens(spec)) - model.IDLE_W) * step
+                self._decode_step(graph, spec)
 
     @staticmethod
     async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> float:
@@ -257,19 +269,38 @@ class Engine:
                 self.running.append(req)
                 req.event.set()
 
-    def _decode_step(self, graph: bool) -> None:
+    def spec_now(self, batch: int) -> Optional[model.Spec]:
+        """The speculative config the next decode step over ``batch`` requests runs with: the launch's, or
+        under adaptive speculation its tier's step count (``activate_step_by_batch``; a chain of that depth,
+        topk 1, steps + 1 draft tokens; 0 steps: a plain decode)."""
+        if self.adaptive is None:
+            return self.cfg.spec
+        steps = self.adaptive.before_batch(batch)
+        if steps not in self._specs:
+            base = self.cfg.spec
+            self._specs[steps] = (model.Spec(steps, 1, steps + 1, base.accept_rate, ngram=base.ngram)
+                                  if steps > 0 and base is not None else None)
+        return self._specs[steps]
+
+    def _decode_step(self, graph: bool, spec: Optional[model.Spec] = None) -> None:
+        spec = self.cfg.spec if spec is None and self.adaptive is None else spec
         stats = self.stats
         interval = self.cfg.stream_interval
         still: list[Req] = []
         now = self.last_output_at = time.perf_counter()
         stats.decode_passes += 1
         stats.decode_graph_passes += int(graph)
+        depth = model.max_accepted(spec) if spec else 0
+        proposed = max(spec.draft_tokens - 1, 0) if spec else 0
+        verified: list[int] = []  # accepted drafts per request, for the adaptive controller
         for req in self.running:
             if req.finished:
                 continue
-            a = req.acceptor.next()
+            a = req.acceptor.next(depth)
+            verified.append(a)
             req.verify_ct += 1
             req.accepted += a
+            req.proposed += proposed
             if self.cfg.spec:
                 stats.spec_verify_calls += 1  # per request, as the real counter (the sum of spec_verify_ct)
                 while len(req.accept_hist) <= a:
@@ -298,6 +329,8 @@ class Engine:
                 still.append(req)
         running_before = len(self.running)
         self.running = still
+        if self.adaptive is not None:  # on_verify_complete: the tier's EMA, and a switch where it moves
+            self.adaptive.after_verify(verified, running_before)
         self._decode_steps += 1
         if self._decode_steps % max(1, self.cfg.decode_log_interval) == 0:
             self._log_decode(running_before, graph)
@@ -333,7 +366,10 @@ class Engine:
         return s.spec_tokens / s.spec_steps if self.cfg.spec and s.spec_steps else None
 
     def proposed_per_verify(self) -> int:
-        """Draft tokens each verify proposes, as SGLang counts them: num_draft_tokens - 1."""
+        """Draft tokens each verify proposes, as SGLang counts them: num_draft_tokens - 1 (under adaptive
+        speculation, the last step's)."""
+        if self.adaptive is not None:
+            return self.adaptive.steps
         return max(self.cfg.spec.draft_tokens - 1, 0) if self.cfg.spec else 0
 
     def _log_prefill(self, batch: list[Req], tokens: int, elapsed: float) -> None:
@@ -389,8 +425,10 @@ class Engine:
             "decode_sum_seq_lens": float(used), "utilization": min(len(self.running) / max(self.cfg.max_running, 1), 1.0),
             "is_cuda_graph": float(self.cfg.cuda_graph_max_bs is not None and 0 < len(self.running) <= self.cfg.cuda_graph_max_bs),
             "spec_accept_length": s.last_accept_length, "spec_accept_rate": s.last_accept_rate,
-            "spec_num_steps": float(self.cfg.spec.steps if self.cfg.spec else 0),
-            "spec_num_draft_tokens": float(self.cfg.spec.draft_tokens if self.cfg.spec else 0),
+            "spec_num_steps": float(self.adaptive.steps if self.adaptive is not None
+                                    else self.cfg.spec.steps if self.cfg.spec else 0),
+            "spec_num_draft_tokens": float(self.adaptive.steps + 1 if self.adaptive is not None
+                                           else self.cfg.spec.draft_tokens if self.cfg.spec else 0),
             "prompt_tokens_total": metrics.series("is_streaming", {k: s.by_streaming[k]["prompt"] for k in streaming}),
             "generation_tokens_total": metrics.series("is_streaming",
                                                       {k: s.by_streaming[k]["generation"] for k in streaming}),

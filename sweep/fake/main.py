@@ -58,7 +58,10 @@ def speculative_config(resolved: rules.Resolved, ns: argparse.Namespace) -> Opti
     a = resolved.args
     if not a.get("speculative_algorithm") or resolved.deferred is not None:
         return None  # a deferred failure ends the startup before anything is served
-    return model.Spec(int(a["speculative_num_steps"]), int(a["speculative_eagle_topk"]),
+    steps = int(a["speculative_num_steps"])
+    if resolved.adaptive_config is not None and steps == 0:  # adaptive from 0 steps: the drafter's rate is what counts
+        return model.Spec(1, 1, 2, accept_rate(resolved, ns))
+    return model.Spec(steps, int(a["speculative_eagle_topk"]),
                       int(a["speculative_num_draft_tokens"]), accept_rate(resolved, ns),
                       ngram=a["speculative_algorithm"] == "NGRAM")
 
@@ -115,7 +118,8 @@ def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.
         speed=ns.fake_startup_speed or ns.fake_speed, weights_gb=ns.fake_weights_gb, gpu_mem_gb=ns.fake_gpu_mem_gb,
         fail_at=ns.fake_fail_at if ns.fake_fail_at in ("load", "capture") else None, hang_at=ns.fake_hang_at,
         check_paths=ns.fake_check_paths, deferred=resolved.deferred, ledger_dir=ledger_dir(ns.fake_ledger),
-        context_len=ns.context_length or rules.DEFAULT_CONTEXT_LENGTH)
+        context_len=ns.context_length or rules.DEFAULT_CONTEXT_LENGTH,
+        adaptive=resolved.adaptive_config if resolved.deferred is None else None)
 
 
 def node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
@@ -165,7 +169,8 @@ def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.Star
         max_prefill_tokens=int(ns.max_prefill_tokens), max_total_tokens=int(ready["max_total_num_tokens"]),
         cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
         decode_log_interval=int(ns.decode_log_interval), stream_interval=max(1, int(ns.stream_interval)),
-        real_wording=plan.real_wording),
+        real_wording=plan.real_wording, adaptive=plan.adaptive if spec is not None else None,
+        adaptive_start=int(resolved.args["speculative_num_steps"]) if plan.adaptive is not None else None),
         Log(rank_prefix(0, plan.tp_size, plan.real_wording)))
     cfg = server.ServerConfig(
         host=host, port=int(ns.port), served_model_name=resolved.args["served_model_name"],

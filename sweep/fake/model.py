@@ -62,6 +62,11 @@ a shallower one's (the adaptive search's tree bound rests on this; ``tests/fake`
 Each request turns that mean into whole tokens with an error-diffusion accumulator (:class:`Acceptor`),
 so over any run its measured accept length equals the model's value to within one token.
 
+Adaptive speculation (``--speculative-adaptive``, sweep/fake/adaptive.py): each decode step runs with
+the step count SGLang's controller holds for its batch's size tier, as a chain of that depth (topk 1,
+``steps + 1`` draft tokens: its time and its acceptance above); 0 steps is a plain decode. Each request's
+:class:`Acceptor` keeps one accumulator per depth, so a step count that changes keeps its rates exact.
+
 Prefill: a request's prompt is processed in prefill forwards of at most ``max_prefill_tokens``
 tokens (SGLang's budget, 16384 by default), each costing ``P_FIXED + P_TOKEN * tokens + allreduce``;
 the prefill yields the request's first token. SGLang runs waiting prefills before decoding.
@@ -259,17 +264,22 @@ class Acceptor:
     the running mean of accepted tokens to the model's, within one token per position in total.
     """
 
-    __slots__ = ("_p", "_acc")
+    __slots__ = ("_p", "_acc", "_depth")
 
     def __init__(self, spec: Optional[Spec]):
         depth = max_accepted(spec) if spec else 0
-        self._p = effective_accept_rate(spec) if spec and depth else 0.0
+        self._p = effective_accept_rate(spec) if spec else 0.0
+        self._depth = depth
         self._acc = [0.5] * depth  # 0.5: round to nearest, from the first step on
 
-    def next(self) -> int:
-        """Draft tokens accepted in the next step (the step yields this + 1 tokens)."""
+    def next(self, depth: Optional[int] = None) -> int:
+        """Draft tokens accepted in the next step (the step yields this + 1 tokens); ``depth``: the draft's
+        depth this step, where it changes from step to step (adaptive speculation; default the spec's)."""
+        depth = self._depth if depth is None else depth
+        while len(self._acc) < depth:
+            self._acc.append(0.5)
         k = 0
-        for k_acc in range(len(self._acc)):
+        for k_acc in range(depth):
             self._acc[k_acc] += self._p
             if self._acc[k_acc] < 1.0:
                 break

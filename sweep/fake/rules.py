@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from sweep.sglang import serverargs
 from sweep.fake import tracebacks
+from sweep.sglang import adaptive as ad
 from sweep.fake.args import DEFAULT_GPU
 
 LLAMA_LIKE = serverargs.LLAMA_LIKE_AUTO
@@ -64,6 +65,8 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
     architecture: str = "LlamaForCausalLM"
     deferred: Optional[Deferred] = None
+    adaptive_config: Optional[ad.Config] = None  # --speculative-adaptive in force: the config SGLang loaded
+    adaptive_disabled: Optional[str] = None  # --speculative-adaptive given, and why SGLang fell back to static
 
     @property
     def speculative(self) -> bool:
@@ -165,10 +168,31 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
              "decoding.")
     else:
         warn("Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.")
+    if o.adaptive_requested:
+        _adaptive(a, out, o)
     if o.later is not None:
         stage = o.later.stage if o.later.stage in tracebacks.INIT_STACKS else "draft_capture"
         out.deferred = Deferred(stage, o.later.exception)
     return out
+
+
+def _adaptive(a: dict[str, Any], out: Resolved, o: serverargs.Outcome) -> None:
+    """What SGLang made of ``--speculative-adaptive`` (``serverargs``: its fallback, with the warning already
+    logged, or the config it loaded and the steps it starts with). The config the plan could not read
+    (a path) is read here, the server's own machine, failing as SGLang's ``open`` / ``json.load`` do."""
+    a["speculative_adaptive"] = o.adaptive
+    if not o.adaptive:
+        out.adaptive_disabled = o.adaptive_disabled_reason
+        return
+    config = ad.Config(dict(o.adaptive_tiers), dict(o.adaptive_knobs)) if o.adaptive_tiers else None
+    if config is None:
+        try:
+            config = ad.load(ad.read(str(a.get("speculative_adaptive_config"))))
+        except OSError as exc:
+            raise ArgsRejected(f"{type(exc).__name__}: {exc}", "with open(cfg_path) as f:") from None
+        except ValueError as exc:
+            raise ArgsRejected(f"{type(exc).__name__}: {exc}", "raise ValueError(") from None
+    out.adaptive_config = config
 
 
 def server_args_repr(args: dict[str, Any]) -> str:

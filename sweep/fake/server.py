@@ -461,7 +461,7 @@ class FakeServer:
         verify_ct = req.verify_ct
         if not self.cfg.spec or verify_ct <= 0:
             return {}
-        proposed = verify_ct * self.engine.proposed_per_verify()
+        proposed = req.proposed  # verify_ct x (num_draft_tokens - 1), each verify's own under adaptive speculation
         if proposed <= 0:
             return {}
         correct = req.accepted

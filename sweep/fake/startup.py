@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from sweep.fake import progress, rules, tracebacks
+from sweep.fake import adaptive, progress, rules, tracebacks
 from sweep.core.ledger import ledger_record
 from sweep.fake.args import version_tuple
 from sweep.fake.log import Log, rank_prefix
+from sweep.sglang import adaptive as ad
 
 GB = 1e9
 CONTEXT_GB = 0.79  # CUDA context + NCCL buffers after init
@@ -133,6 +134,7 @@ class StartupPlan:
     ledger_dir: Optional[Path] = None
     context_len: int = rules.DEFAULT_CONTEXT_LENGTH
     sync: Optional[RankSync] = None  # with tp > 1 on this node: the ranks' meeting points around bars
+    adaptive: Optional[ad.Config] = None  # --speculative-adaptive in force: the config SGLang loaded
 
     @property
     def speculative(self) -> bool:
@@ -350,6 +352,8 @@ class Rank:
             if not p.real_wording:
                 load_s += self._load_drafter()
             self._draft_graphs(max_running)
+            if p.adaptive is not None:
+                self._build_adaptive_states()
         elif p.deferred is not None:
             self.fail(p.deferred.where, p.deferred.exception)
         if self.rank == 0:
@@ -457,7 +461,28 @@ class Rank:
         self.hold(DRAFT_WEIGHTS_GB)
         self.weights_used_gb += DRAFT_WEIGHTS_GB
         self.log.info(p.word("load_end", t=t, arch=self._draft_architecture(), avail=self.avail, m=DRAFT_WEIGHTS_GB))
+        if p.adaptive is not None and self.rank == 0:  # EAGLEWorkerV2.__init__ makes its AdaptiveController
+            self.log.info(self._adaptive().initialized())
         return t
+
+    def _adaptive(self) -> adaptive.Params:
+        return adaptive.Params(int(self.plan.args["speculative_num_steps"]), self.plan.adaptive, announce=False)
+
+    def _build_adaptive_states(self) -> None:
+        """``init_cuda_graphs`` under adaptive speculation: a runtime state (attention backends, and with
+        graphs the drafter's and the target's verify graphs) per candidate step count but the starting one,
+        each logged by rank 0 (``Built adaptive runtime state steps=...``)."""
+        p = self.plan
+        start = int(p.args["speculative_num_steps"])
+        for steps in self._adaptive().candidate_steps:
+            if steps == start:
+                continue
+            before = self.avail
+            t = self.pause((p.durations.draft_capture + p.durations.draft_extend_capture) / 2 if p.graphs else 0.01)
+            if p.graphs:
+                self.hold(DRAFT_GRAPH_GB + DRAFT_EXTEND_GRAPH_GB)
+            if self.rank == 0:
+                self.log.info(adaptive.built_line(steps, t, before - self.avail))
 
     def _draft_graphs(self, max_running: int) -> None:
         p, d, a = self.plan, self.plan.durations, self.plan.args

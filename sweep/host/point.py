@@ -8,8 +8,10 @@ log where there is one, the fix) and the tail of the log. What was measured befo
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -33,7 +35,8 @@ from sweep.core.record import PointResult
 from sweep.core.types import FailurePhase
 from sweep.core.console import plural
 from sweep.sglang.args import flag_args, flag_value, flags_in_argv
-from sweep.sglang.logs import find_failure
+from sweep.sglang.logs import AdaptiveLog, find_failure
+from sweep.core.atomic import write_text as atomic_write_text
 
 OnProgress = Callable[[HostEvent], None]
 
@@ -142,7 +145,8 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
                                    spec.flag("attention-backend") or cpu_host.DEFAULT_ATTENTION_BACKEND,
                                    engine, report.checks)
         cpu_host.check_nodes(int(spec.flag("nnodes") or 1), engine, report.checks)
-    pf.check_flags([*spec.flags, *flags_in_argv(spec.launcher_args)], spec.launcher, report.sglang_version, host.name)
+    pf.check_flags([*spec.flags, *flags_in_argv(spec.launcher_args)], spec.launcher, report.sglang_version, host.name,
+                   launcher_args=spec.launcher_args)
     pf.check_paths(spec.paths, spec.real_paths, report)
     if spec.real_paths:
         _check_drafter(spec, report)
@@ -176,11 +180,42 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     report.checks.append(Check("warning" if found.findings else "ok", "", found.summary()))
 
 
+ADAPTIVE_CONFIG = "speculative-adaptive-config"
+
+
+def adaptive_config_path(log_path: Path) -> Path:
+    """Where the host writes a point's adaptive config given as a mapping: beside its log (the point's own
+    space on the host), ``<log name>.adaptive-config.json``."""
+    return log_path.with_name(f"{log_path.stem}.adaptive-config.json")
+
+
+def _plain(value: Any) -> Any:
+    """A mapping or list from the experiment (omegaconf's containers too) as plain JSON values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
+    """The server's argv at launch: ``spec.argv``, but a ``speculative-adaptive-config`` given as the config
+    itself (a mapping, SGLang's JSON shape) is written to a JSON file first (sorted keys; see
+    ``adaptive_config_path``) and that path passed, as SGLang reads the flag as a path."""
+    cfg = spec.flags.get(ADAPTIVE_CONFIG)
+    if not isinstance(cfg, Mapping):
+        return spec.argv
+    path = adaptive_config_path(log_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(_plain(cfg), sort_keys=True, indent=1) + "\n")
+    return [*spec.launcher, *flag_args({**spec.flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
+
+
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
     """The point's server, started and remembered by the reaper; stopped when its ``with`` ends."""
     marker = reaper.Marker(spec.sweep, host.name)
     env = {**spec.env, **host.extra_env, **marker.env(spec.point_id)}
-    server = ServerProcess(spec.argv, env, log_path, port=spec.port, host=spec.bind_host,
+    server = ServerProcess(launch_argv(spec, log_path), env, log_path, port=spec.port, host=spec.bind_host,
                            secrets=spec.secrets,
                            api_key=spec.flag("api-key"), admin_api_key=spec.flag("admin-api-key"),
                            grace_s=spec.timeouts.stop_grace_s)
@@ -241,6 +276,9 @@ class _Attempt:
             finally:
                 self.result.phases = server.startup.durations()
                 self.result.startup_progress = server.startup.progress_records()
+                if self.spec.flags.get("speculative-adaptive"):  # what the server made of it, from its log
+                    self.result.adaptive = server.adaptive.running
+                    self.result.adaptive_disabled_reason = server.adaptive.disabled
 
     def _port_lost(self, server: ServerProcess, tried: list[int]) -> bool:
         """True when ``server`` died because its port was taken during its startup and another try
@@ -339,7 +377,8 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
                 tell: Callable[[PointProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
                 tell(PointProgress("benchmark"))
                 try:
-                    bench = run_bench(server.endpoint, settings, point_id=pid, progress=tell, power=power)
+                    bench = run_bench(server.endpoint, settings, point_id=pid, progress=tell, power=power,
+                                      window=server.adaptive_mark)  # the log read up to each level's bounds
                 except SweepError as e:
                     if len(subs) == 1 or not server.alive():
                         raise
@@ -348,7 +387,8 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
                     if pid != subs[-1][0]:
                         emit(PointMeasured(_measured(at, ids, part, power)))
                     continue
-                part.requests, part.single_stream, part.levels = bench.requests, bench.single_stream, bench.levels
+                part.requests, part.single_stream = bench.requests, bench.single_stream
+                part.levels = with_adaptive(bench.levels, server.adaptive, bench.windows)
                 part.metrics, part.ended_at = bench.metrics, time.time()
                 if not server.alive():
                     raise server.died("benchmark")
@@ -359,6 +399,24 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
             res.power_series = power.take() if power is not None else []
         res.status = "ok"
     return _split(at.result, ids, parts)
+
+
+def with_adaptive(levels: Any, log: AdaptiveLog, windows: list[tuple[Any, Any]]) -> Any:
+    """The levels table with each level's adaptive-speculation columns (``AdaptiveLog.level`` between the
+    marks taken as it began and ended, ``windows``); unchanged for a server that does not run adaptive
+    speculation (the columns stay null)."""
+    if levels is None or not log.running or levels.num_rows == 0 or len(windows) != levels.num_rows:
+        return levels
+    import pyarrow as pa
+
+    from sweep.results.schema import LEVELS
+
+    rows = [log.level(begin, end) for begin, end in windows]
+    for name in ("adaptive_switches", "adaptive_steps", "adaptive_steps_final"):
+        column = pa.array([r[name] for r in rows], type=LEVELS.field(name).type)
+        i = levels.schema.get_field_index(name)
+        levels = levels.set_column(i, name, column) if i >= 0 else levels.append_column(name, column)
+    return levels
 
 
 def _dist_port(spec: PointSpec) -> list[int]:

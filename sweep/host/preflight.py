@@ -67,9 +67,10 @@ def sglang_version(launcher: list[str], timeout: float = 60.0, launcher_args: Se
     return out.stdout.strip().splitlines()[-1]
 
 
-def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
-    """The flags the launcher's ``--help`` lists, cached per host, launcher and version."""
-    key = hashlib.sha256(json.dumps([host, launcher, version]).encode()).hexdigest()[:16]
+def accepted_flags(launcher: list[str], version: str, host: str, launcher_args: Sequence[str] = ()) -> set[str]:
+    """The flags the launcher's ``--help`` lists, cached per host, launcher (with its own options) and version."""
+    key = hashlib.sha256(json.dumps([host, launcher, version, *([list(launcher_args)] if launcher_args else [])])
+                         .encode()).hexdigest()[:16]
     cache = _cache_dir() / "help" / f"{key}.json"
     if cache.is_file():
         try:
@@ -77,7 +78,8 @@ def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
         except (OSError, ValueError):
             pass
     try:
-        out = subprocess.run([*launcher, "--help"], capture_output=True, text=True, timeout=HELP_TIMEOUT_S)
+        out = subprocess.run([*launcher, *launcher_args, "--help"], capture_output=True, text=True,
+                             timeout=HELP_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PointFailure("preflight", f"{' '.join(launcher)} --help failed: {e}",
                            fix="check server.launcher on this host") from None
@@ -93,9 +95,11 @@ def accepted_flags(launcher: list[str], version: str, host: str) -> set[str]:
     return flags
 
 
-def check_flags(names: Sequence[str], launcher: list[str], version: str, host: str) -> None:
-    """Every flag name the server gets (no dashes) is one its launcher's ``--help`` lists."""
-    known = accepted_flags(launcher, version, host)
+def check_flags(names: Sequence[str], launcher: list[str], version: str, host: str,
+                launcher_args: Sequence[str] = ()) -> None:
+    """Every flag name the server gets (no dashes) is one its launcher's ``--help`` lists (asked with the
+    launcher's own options: the fake's ``--fake-version`` names the SGLang whose flags it takes)."""
+    known = accepted_flags(launcher, version, host, launcher_args)
     unknown = [f for f in names if f not in known and f.replace("_", "-") not in known]
     if unknown:
         raise PointFailure("preflight", f"SGLang {version} on {host} does not accept "

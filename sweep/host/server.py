@@ -38,7 +38,8 @@ from sweep.core.types import FailurePhase
 from sweep.core import redact
 from sweep.host import ports, reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
-from sweep.sglang.logs import EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of, split_progress
+from sweep.sglang.logs import (AdaptiveLog, EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of,
+                               split_progress)
 
 POLL_S = 0.1
 TAIL_LINES = 60
@@ -366,6 +367,8 @@ class ServerProcess:
         self._progress_kind = ""
         self.grace_s = grace_s
         self.killed: list[dict] = []  # what stopping it killed (reaper.kill_group's records), every stop
+        self.adaptive = AdaptiveLog()  # what its log says of adaptive speculation
+        self._log_lock = threading.Lock()  # one reader of the log at a time
 
     def __enter__(self) -> "ServerProcess":
         if self.proc is None:
@@ -424,7 +427,8 @@ class ServerProcess:
         time.sleep(0.05)  # let the last lines reach the file
         if self._pump is not None:
             self._pump.settle(1.0)
-        self.log.read()
+        with self._log_lock:
+            self.log.read()
         f = find_failure(self.log.tail, self.proc.returncode if self.proc else None)
         return PointFailure(phase, f"{f.reason}", fix=f.fix)
 
@@ -433,9 +437,15 @@ class ServerProcess:
         the progress bars (reported at most every PROGRESS_EVERY_S; a new kind, a finished bar, or
         the last update before a phase change at once). True when any byte arrived: a bar's ``\\r``
         update is as much a sign of life as a line."""
+        with self._log_lock:
+            return self._poll_log(progress)
+
+    def _poll_log(self, progress: Callable[[PointProgress], None] | None) -> bool:
         now = self.elapsed()
         got = self.log.read()
         for item in got.items:
+            if not isinstance(item, Progress) and self.adaptive.see(item) is not None:
+                continue
             if isinstance(item, Progress):
                 if self.startup.see_progress(item, now):
                     self._progress_pending = (item, self.startup.phase)
@@ -455,6 +465,13 @@ class ServerProcess:
                         progress(PointProgress(self.startup.phase, elapsed_s=round(now, 1)))
         self._send_progress(progress, now)
         return got.nbytes > 0
+
+    def adaptive_mark(self) -> int:
+        """Read the log as far as the server has written it; the adaptive switches seen so far (a
+        benchmark level's bound: ``AdaptiveLog.level``). SGLang writes each line whole as it logs it;
+        through the pump (a point with secrets) a complete line reaches the file at once too."""
+        self.poll_log()
+        return self.adaptive.mark()
 
     def _send_progress(self, progress: Callable[[PointProgress], None] | None, now: float, force: bool = False) -> None:
         if self._progress_pending is None:

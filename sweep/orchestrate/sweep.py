@@ -39,6 +39,7 @@ from sweep.results.writer import ResultsDir, sweep_id
 from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import Failure, PointResult
 from sweep.results import store
+from sweep.results.meta import read_plan
 from sweep.search.adaptive import AdaptiveSearch
 from sweep.search.grid import GridOrder
 from sweep.core.types import PointStatus, RunKind, RunMode, kind
@@ -62,6 +63,10 @@ class RunOptions:
     results_dir: str | Path | None = None  # default: results_path(experiment, mode)
     on_event: Callable[[SweepEvent], None] | None = None
     live: bool = True
+    # "grid": the experiment's plan; "confirm": the policies' confirmation points after it
+    # (sweep/orchestrate/confirm.py), run in grid order into the same directory, the plan's record
+    # there extended, not replaced
+    phase: str = "grid"
 
 
 @dataclass
@@ -177,21 +182,48 @@ class Prepared:
                          bench_scale=self.scale)
 
 
+# a phase after the grid (sweep/orchestrate/confirm.py, decide): given the prepared sweep (the grid's
+# results recorded by now) and the cluster session (started on first call), it runs its points
+# (``run_phase``) and returns what ran, or None
+Session = Callable[[], "list[Host]"]
+Phase = Callable[["Prepared", Session, Console], "SweepRun | None"]
+
+
 def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dict | None = None,
-              console: Console | None = None, run_fn=None, **option_overrides) -> SweepRun:
+              console: Console | None = None, run_fn=None, after: Sequence[Phase] = (),
+              **option_overrides) -> SweepRun:
     """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
     ``force``, ``retry_failed``, ``only``, ``address``, ``results_dir``, ``on_event``, ``live``) and
     return what ran with every recorded status: prepare the results directory, hold the cluster for
-    the session, drive the points through it. Raises ``Interrupted`` on Ctrl-C (exit 130), and the
-    ``ClusterError`` / ``ResultsError`` / ``ConfigError`` that stop a sweep."""
+    the session, drive the points through it; then each phase of ``after`` in turn, on the same
+    directory (its lock held throughout) and cluster session (what they ran joins the ``SweepRun``).
+    Raises ``Interrupted`` on Ctrl-C (exit 130), and the ``ClusterError`` / ``ResultsError`` /
+    ``ConfigError`` that stop a sweep."""
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
     sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
-        if not sweep.todo:
+        decide = opts.phase == "grid" and (bool(sweep.todo) or wants_decide(sweep))  # after the grid only
+        if not sweep.todo and not after and not decide:
             return sweep.run
-        with cluster_session(sweep, console) as hosts:
-            drive(sweep, hosts, console, run_fn)
+        with contextlib.ExitStack() as stack:
+            started: list[list[Host]] = []
+
+            def session() -> list[Host]:  # the cluster, started once, when a phase first needs it
+                if not started:
+                    started.append(stack.enter_context(cluster_session(sweep, console)))
+                return started[0]
+
+            if sweep.todo:
+                drive(sweep, session(), console, run_fn)
+            if decide:
+                decide_after_grid(sweep, session(), console, run_fn)
+            for phase in after:
+                ran = phase(sweep, session, console)
+                if ran is not None:
+                    sweep.run.results.update(ran.results)
+                    sweep.run.statuses.update(ran.statuses)
+                    sweep.run.selected += ran.selected
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = sweep.run.statuses
         why = e.message if isinstance(e, Interrupted) else "interrupted"
@@ -202,6 +234,17 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     finally:
         sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
     return sweep.run
+
+
+def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *, phase: str,
+              run_fn=None) -> SweepRun:
+    """A phase's points (``plan``: its own points, of the sweep's experiment) run as the sweep's own:
+    into its directory under the lock it holds, selected as it selects (resume, ``--only``,
+    ``--retry-failed``, ``--force``), its invalid ones recorded as such, on its cluster session."""
+    sub = _prepare(plan, replace(sweep.opts, phase=phase), sweep.scale, console, sweep.rd, sweep.lock)
+    if sub.todo:
+        drive(sub, session(), console, run_fn)
+    return sub.run
 
 
 def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prepared:
@@ -231,13 +274,14 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     from sweep.orchestrate import cluster
 
     exp, mode = plan.experiment, opts.mode
-    if (note := held.takeover_note()) is not None:
+    if opts.phase == "grid" and (note := held.takeover_note()) is not None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
-    console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), 'point')}, {len(todo)} to run"
+    what = "confirmation " if opts.phase == "confirm" else ""
+    console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), what + 'point')}, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {escape(str(rd.path))}")
     sweep = Prepared(plan, opts, rd, todo, SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
@@ -246,8 +290,11 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
     rd.open()
-    rd.write_experiment(config_mod.to_yaml(exp))
-    rd.write_plan(plan.to_json())
+    if opts.phase == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
+        rd.write_plan(with_points(read_plan(rd.path), plan.to_json()))
+    else:
+        rd.write_experiment(config_mod.to_yaml(exp))
+        rd.write_plan(plan.to_json())
     for f in rd.set_aside:
         console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
@@ -382,6 +429,22 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
                                started_at=now, ended_at=now, attempts=0), specs[pid].argv)
 
 
+def wants_decide(sweep: Prepared) -> bool:
+    """Whether ``decide`` has work on a sweep with no point left to run: it is on and has not ended
+    its decisions on these results yet (``decisions.parquet``)."""
+    from sweep.results.schema import DECISIONS
+
+    return sweep.experiment.decide.enabled and not (sweep.rd.path / DECISIONS).is_file()
+
+
+def decide_after_grid(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> None:
+    """The ``decide`` phase (``sweep.orchestrate.decide``): the picks within noise measured again."""
+    from sweep.orchestrate.decide import decide_phase
+
+    if sweep.experiment.decide.enabled:
+        decide_phase(sweep, hosts, console, run_fn)
+
+
 def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
     """The server's command line as its host ran it: with the port it used (``result.port``: a
     simulated host chooses it at launch), else as the driver planned it."""
@@ -409,7 +472,7 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
     """The experiment's search over the points to run now: the grid, or the adaptive search told
     what the points already recorded measured (a resumed sweep continues from what it has)."""
     exp = sweep.experiment
-    if exp.search.strategy != "adaptive":
+    if exp.search.strategy != "adaptive" or sweep.opts.phase != "grid":
         return GridOrder(sweep.todo)
     valid = [p for p in sweep.plan.points if not p.errors]
     search = AdaptiveSearch(valid, sweep.todo, tolerance=exp.search.tolerance,
@@ -422,6 +485,16 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
         for pid in ok:
             search.record(pid, tables)
     return search
+
+
+def with_points(recorded: dict, more: dict) -> dict:
+    """The results' plan.json ``recorded`` with the points of ``more`` (a plan's ``to_json``) added, a
+    point already there replaced by its new record."""
+    if not recorded:
+        return more
+    ids = {p.get("id") for p in more.get("points", [])}
+    kept = [p for p in recorded.get("points", []) if p.get("id") not in ids]
+    return {**recorded, "points": kept + list(more.get("points", []))}
 
 
 def run_setup(argv: list[str], console: Console) -> None:

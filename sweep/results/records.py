@@ -93,6 +93,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
                    reaped=struct_value(result.reaped, REAPED), startup_progress=list(result.startup_progress),
                    drafter_aux_layers=result.drafter_aux_layers, drafter_checks=lines(result.drafter_checks),
                    preflight_checks=lines(result.checks),
+                   adaptive=result.adaptive, adaptive_disabled_reason=result.adaptive_disabled_reason,
                    **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
     return from_rows([row], "points", {f"{AXIS_PREFIX}{a}": kind for a, kind in types.items()})
 

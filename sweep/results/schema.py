@@ -10,6 +10,9 @@ Tables:
 - ``single_stream``: one row per single-stream run (warmups excluded).
 - ``levels``: one row per concurrency level, then one per open-loop level (``benchmark.rates``,
   a trace replayed at its timing): those have ``concurrency`` 0 and ``arrival`` set.
+- ``levels`` and ``requests`` of a re-measured level (``decide``): one more row per repeat, with its
+  ``repeat`` index, in ``<table>/<point_id>~r<round>.parquet`` beside the point's own file.
+- ``decisions`` (``decisions.parquet``, not per point): how each decision ``decide`` took on ended.
 - ``metrics``: one row per Prometheus sample and level: the server's raw ``/metrics`` around it.
 - ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` column per grid
   axis, holding the value's name; those vary per experiment and are checked by prefix). An axis
@@ -90,6 +93,9 @@ REQUESTS = pa.schema(
         # actual send minus scheduled arrival: the wait for a max_in_flight slot, and the event loop's
         # lateness; outside ttft_s and latency_s, which run from the send (as in SGLang's bench_serving)
         ("wait_s", pa.float64()),
+        # which measurement of its level (point, phase, concurrency) the request belongs to: 0 (or null,
+        # before repeats) the grid's, 1.. a re-measurement by ``decide`` (sweep/search/decide.py)
+        ("repeat", pa.int32()),
     ]
 )
 
@@ -139,6 +145,14 @@ LEVELS = pa.schema(
         # as accept_length_requests, on any route); null without speculation or spec_verify_calls_total
         ("accept_length_metrics", pa.float64()),
         ("flushed", pa.bool_()),  # the server's counters were reset before the level
+        # --- adaptive speculation (--speculative-adaptive; sweep/sglang/logs.py AdaptiveLog): from the server's
+        # log lines, timed as the host read them (a switch in a level's last ~0.1 s may count in the next);
+        # all null for a server that does not run it (points.adaptive not true)
+        ("adaptive_switches", pa.int32()),  # "Switch adaptive runtime state" lines during the level
+        # the step counts the server ran during the level, in order of first use: the one in force when it
+        # began, then each switch's (0 = no speculation: a tier's candidate 0)
+        ("adaptive_steps", pa.list_(pa.int32())),
+        ("adaptive_steps_final", pa.int32()),  # the step count in force at the level's end
         # added by concurrency.refine's bisection (sweep/bench/refine.py); null: refinement off
         ("refined", pa.bool_()),
         # --- how the level ended (sweep/bench/stop.py): with benchmark.concurrency.stop, a level ends once
@@ -211,6 +225,11 @@ LEVELS = pa.schema(
         ("kept_up", pa.bool_()),
         ("wait_mean_s", pa.float64()),  # requests' wait_s: mean and largest
         ("wait_max_s", pa.float64()),
+        # which measurement of the level this row is: 0 (null in results written before repeats) the
+        # grid's, 1.. the re-measurements ``decide`` made of it (sweep/search/decide.py), each a row of its
+        # own with its requests (theirs carry the same index); the analysis pools them
+        # (sweep/analysis/repeats.py), never overwriting the first
+        ("repeat", pa.int32()),
     ]
 )
 
@@ -329,6 +348,10 @@ RESOLVED = pa.struct([  # sweep.sglang.serverargs.Outcome.summary(): the plan's 
     ("version", pa.string()),  # the SGLang version whose rules resolved it
     ("architecture", pa.string()),
     ("gpu", pa.string()),
+    ("adaptive", pa.bool_()),  # --speculative-adaptive given: whether the server adapts (false: SGLang falls back)
+    ("candidate_steps", pa.list_(pa.int64())),  # adaptive: the step counts it may switch between (every tier's)
+    ("adaptive_disabled_reason", pa.string()),  # SGLang's reason for falling back to static speculation
+    ("max_draft_tokens", pa.int64()),  # the draft tokens the KV and CUDA-graph sizes follow (adaptive: largest + 1)
 ])
 
 POINTS = pa.schema(
@@ -387,8 +410,61 @@ POINTS = pa.schema(
         ("bench_scale", BENCH_SCALE),  # how a dry run scaled the benchmark (null if unscaled)
         ("sweep_version", pa.string()),
         ("resolved", RESOLVED),  # SGLang's settings as the plan resolved them (null where it could not)
+        # adaptive speculation (--speculative-adaptive), from the server's log: true when SGLang initialised it
+        # ("AdaptiveSpeculativeParams initialized") and did not fall back, false when the point asked for it and
+        # the server runs static speculation, null when it did not ask (or never started)
+        ("adaptive", pa.bool_()),
+        ("adaptive_disabled_reason", pa.string()),  # SGLang's reason for the fallback ("speculative_adaptive
+        # disabled: <reason>. Falling back to static speculative params."), e.g. "speculative_eagle_topk=4 (only
+        # topk=1 is supported)"
     ]
 )
+
+# How each decision ``decide`` took on ended (sweep/search/decide.py), one row per decision, in
+# DIR/decisions.parquet (written whole after the decide phase): an SLO's pick against its runner-up, a
+# level's best against the second, or a pair a caller asked about (a policy tier's candidates)
+DECISIONS = "decisions.parquet"
+DECISIONS_SCHEMA = pa.schema(
+    [
+        ("decision", pa.string()),  # its key: slo:<name>[@workload], level:C=<c>[@workload], pair:<a>|<b>@C=<c>
+        ("kind", pa.string()),  # slo | level | pair
+        ("subject", pa.string()),  # in words: "SLO interactive", "the best at C=30"
+        ("workload", pa.string()),  # "" without client-side axes
+        ("pick_id", pa.string()),  # the candidate ahead at the end (the report's pick)
+        ("pick_label", pa.string()),
+        ("other_id", pa.string()),  # the other candidate (the runner-up)
+        ("other_label", pa.string()),
+        ("levels", pa.list_(pa.int32())),  # the deciding levels re-measured
+        ("margin_first", pa.float64()),  # pick over other - 1, and its interval, before any re-measurement
+        ("low_first", pa.float64()),
+        ("high_first", pa.float64()),
+        ("margin", pa.float64()),  # the same at the end, from every measurement pooled
+        ("low", pa.float64()),
+        ("high", pa.float64()),
+        ("outcome", pa.string()),  # decided | equal | budget
+        ("detail", pa.string()),  # in words: which limit ended it, whether the pick changed
+        ("repeats_pick", pa.int32()),  # measurements of the pick's deciding levels (the first included)
+        ("repeats_other", pa.int32()),
+        ("rounds", pa.int32()),  # rounds of re-measurement it took part in
+        ("bench_s", pa.float64()),  # benchmark seconds of its candidates' re-measured levels (as measured)
+        ("practical_margin", pa.float64()),  # decide.margin: inside +-it, the two are equal
+    ]
+)
+REPEAT_MARK = "~r"  # <table>/<point_id>~r<round>.parquet: a re-measurement's rows
+
+
+def repeat_stem(point_id: str, round_: int) -> str:
+    return f"{point_id}{REPEAT_MARK}{round_}"
+
+
+def check_decisions(table: pa.Table) -> pa.Table:
+    """``table`` in the decisions schema (ResultsError where it does not fit)."""
+    missing = set(DECISIONS_SCHEMA.names) - set(table.column_names)
+    if missing:
+        raise ResultsError(f"table 'decisions' does not match its schema: missing {sorted(missing)}",
+                           fix="this is a bug in the writer; sweep/results/schema.py is the definition")
+    return table.select(DECISIONS_SCHEMA.names).cast(DECISIONS_SCHEMA)
+
 
 MANIFEST = "sweep.json"  # what makes a directory a sweep's: its experiment and mode
 

@@ -226,3 +226,14 @@ def _fit(value: Any, kind: pa.DataType) -> Any:
     if isinstance(kind, pa.ListType):
         return [_fit(v, kind.value_type) for v in value]
     return value
+
+
+def decisions(directory: str | Path) -> pl.DataFrame:
+    """How each decision ``decide`` took on ended (``decisions.parquet``); empty, in its schema, where
+    decide did not run."""
+    from sweep.results.schema import DECISIONS, DECISIONS_SCHEMA
+
+    path = Path(directory) / DECISIONS
+    if not path.is_file():
+        return _frame(DECISIONS_SCHEMA.empty_table())
+    return _frame(pq.read_table(path))

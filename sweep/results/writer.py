@@ -24,7 +24,7 @@ from sweep.core import atomic
 from sweep.core.errors import ResultsError
 from sweep.results.lock import LOCK
 from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
-from sweep.results.schema import MANIFEST, TABLES, check
+from sweep.results.schema import DECISIONS, MANIFEST, REPEAT_MARK, TABLES, check, check_decisions, repeat_stem
 from sweep.results.store import table_files
 
 
@@ -153,20 +153,44 @@ class ResultsDir:
         """The plan, the object ``Plan.to_json()`` gives (the same as ``--plan --json``)."""
         self.write_text(PLAN, json.dumps(plan, indent=2))
 
-    def write_table(self, table_name: str, point_id: str, table: pa.Table) -> None:
+    def write_table(self, table_name: str, point_id: str, table: pa.Table, *, stem: str | None = None) -> None:
         table = check(table, table_name)
-        target = self.path / table_name / f"{point_id}.parquet"
+        target = self.path / table_name / f"{stem or point_id}.parquet"
         try:
             write_parquet(target, table)
         except OSError as e:
             raise _unwritable(target, e) from None
 
     def write_point(self, point_id: str, row: pa.Table, tables: dict[str, pa.Table | None]) -> None:
-        """The measurement tables first, the ``points`` row last: its presence marks the point done."""
+        """The measurement tables first, the ``points`` row last: its presence marks the point done. A
+        point measured anew (``--force``, ``--retry-failed``) drops the re-measurements ``decide`` made
+        of its earlier run: they were repeats of levels no longer there."""
+        self.drop_repeats(point_id)
         for name, t in tables.items():
             if t is not None:
                 self.write_table(name, point_id, t)
         self.write_table("points", point_id, row)
+
+    def write_repeat(self, point_id: str, round_: int, tables: Mapping[str, pa.Table]) -> None:
+        """A re-measurement of some of a point's levels (``decide``): its ``levels`` and ``requests``
+        rows (their ``repeat`` set) as ``<table>/<point_id>~r<round>.parquet``, beside the point's own
+        files, which stay as they are."""
+        for name in ("requests", "levels"):  # the levels row last: a reader pools a level once it is there
+            if name in tables and tables[name] is not None:
+                self.write_table(name, point_id, tables[name], stem=repeat_stem(point_id, round_))
+
+    def drop_repeats(self, point_id: str) -> None:
+        for name in TABLES:
+            for f in (self.path / name).glob(f"{point_id}{REPEAT_MARK}*.parquet"):
+                f.unlink(missing_ok=True)
+
+    def write_decisions(self, table: pa.Table) -> Path:
+        """How each decision ended (``decide``), the whole table at once: ``decisions.parquet``."""
+        target = self.path / DECISIONS
+        try:
+            return write_parquet(target, check_decisions(table))
+        except OSError as e:
+            raise _unwritable(target, e) from None
 
     def rescue(self, point_id: str, tables: dict[str, pa.Table | None]) -> Path:
         """Write a point that could not be written here to a directory in the system's temp dir."""

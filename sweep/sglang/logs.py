@@ -549,3 +549,103 @@ def engine_timings(line: str) -> EngineTimings | None:
     graphs = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("cuda_graph.")}
     other = {k: v for k, v in values.items() if k not in top and not k.startswith("cuda_graph.")}
     return EngineTimings(**{k: values.get(k) for k in top}, cuda_graph=graphs or None, other=other or None)
+
+
+# Adaptive speculation (``--speculative-adaptive``): rank 0's lines, SGLang's wording
+# (srt/speculative/adaptive_spec_params.py, eagle_worker_v2.py, arg_groups/speculative_hook.py).
+_ADAPTIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("initialized", re.compile(r"AdaptiveSpeculativeParams initialized: steps=(?P<to>\d+), "
+                               r"candidate_steps=\[(?P<candidates>[\d, ]*)\]")),
+    ("built", re.compile(r"Built adaptive runtime state steps=(?P<to>\d+): elapsed=[\d.]+s, mem=-?[\d.]+GB")),
+    ("updated", re.compile(r"Adaptive spec params updated: steps (?P<before>\d+) -> (?P<to>\d+) "
+                           r"\(ema_accept_len=(?P<ema>-?[\d.]+)\)")),
+    ("switch", re.compile(r"Switch adaptive runtime state: steps (?P<before>\d+) -> (?P<to>\d+), "
+                          r"draft_tokens \d+ -> \d+")),
+    ("disabled", re.compile(r"speculative_adaptive disabled: (?P<reason>.*)\. "
+                            r"Falling back to static speculative params\.")),
+)
+
+
+@dataclass(frozen=True)
+class AdaptiveLine:
+    """One of SGLang's adaptive-speculation lines: ``initialized`` (the starting step count and the first
+    tier's candidates), ``built`` (a runtime state for one candidate step count), ``updated`` (a tier's
+    EMA moved its step count), ``switch`` (the worker changed its step count: a batch of another tier, or
+    an update), ``disabled`` (SGLang fell back to static speculation, and why)."""
+
+    kind: str
+    steps: int | None = None  # initialized: the starting count; built: its count; updated / switch: the new one
+    before: int | None = None  # updated / switch: the old count
+    candidates: tuple[int, ...] = ()
+    ema: float | None = None
+    reason: str | None = None
+
+
+def adaptive_line(line: str) -> AdaptiveLine | None:
+    """The adaptive-speculation line ``line`` is, or None."""
+    if "daptive" not in line:  # most lines: one substring test
+        return None
+    for kind, pattern in _ADAPTIVE:
+        m = pattern.search(line)
+        if m is None:
+            continue
+        g = m.groupdict()
+        return AdaptiveLine(kind, steps=int(g["to"]) if g.get("to") else None,
+                            before=int(g["before"]) if g.get("before") else None,
+                            candidates=tuple(int(c) for c in (g.get("candidates") or "").replace(" ", "").split(",") if c),
+                            ema=float(g["ema"]) if g.get("ema") else None, reason=g.get("reason"))
+    return None
+
+
+@dataclass
+class AdaptiveLog:
+    """What a server's log says of adaptive speculation, fed line by line (``see``): whether it runs
+    (``running``), why not (``disabled``), and its switches, in order. ``mark`` (the switches seen so far),
+    taken as a benchmark level begins and ends with the log read up to then, bounds the level's switches:
+    ``level`` gives its columns (sweep/results/schema.py LEVELS: adaptive_*)."""
+
+    start_steps: int | None = None  # "initialized": the server runs adaptive speculation from this count
+    candidates: tuple[int, ...] = ()
+    built: list[int] | None = None
+    disabled: str | None = None  # SGLang's reason for falling back to static speculation
+    switches: list[tuple[int, int]] | None = None  # (from, to), as logged
+
+    def see(self, line: str) -> AdaptiveLine | None:
+        got = adaptive_line(line)
+        if got is None:
+            return None
+        if got.kind == "initialized":
+            self.start_steps, self.candidates = got.steps, got.candidates
+        elif got.kind == "built":
+            self.built = [*(self.built or []), got.steps or 0]
+        elif got.kind == "disabled":
+            self.disabled = got.reason
+        elif got.kind == "switch":
+            self.switches = [*(self.switches or []), (got.before or 0, got.steps or 0)]
+        return got
+
+    @property
+    def running(self) -> bool:
+        """The server runs adaptive speculation: initialised, and not fallen back to static."""
+        return self.start_steps is not None and self.disabled is None
+
+    def mark(self) -> int:
+        return len(self.switches or [])
+
+    def level(self, begin: int | None, end: int | None) -> dict[str, object]:
+        """A level's columns from its marks (``mark`` as it began and as it ended): ``adaptive_switches``
+        (the switch lines logged meanwhile), ``adaptive_steps`` (the step counts the server ran in it, in
+        order of first use: the count in force when it began, then each switch's), ``adaptive_steps_final``
+        (the count in force at its end); all null for a server that does not run adaptive speculation
+        (or a level without marks)."""
+        if not self.running or begin is None or end is None:
+            return {"adaptive_switches": None, "adaptive_steps": None, "adaptive_steps_final": None}
+        switches = self.switches or []
+        steps = switches[begin - 1][1] if begin > 0 else self.start_steps
+        inside = [to for _, to in switches[begin:end]]
+        used = [steps]
+        for to in inside:
+            if to not in used:
+                used.append(to)
+        return {"adaptive_switches": len(inside), "adaptive_steps": used,
+                "adaptive_steps_final": inside[-1] if inside else steps}

@@ -18,7 +18,7 @@ from typing import Any, Callable, Final, Mapping, Optional
 
 from sweep.core.checks import Check
 from sweep.core.settings import BenchSettings
-from sweep.sglang import flagtypes, serverargs as sa
+from sweep.sglang import adaptive as ad, flagtypes, serverargs as sa
 from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, arg_values, argparse_name, closest_flag, version_flags
 
 ERROR: Final = "error"
@@ -121,11 +121,14 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
         close = closest_flag(name, known)
         assumed = "" if target.version_given else " (server.sglang_version unset: the newest the rules know)"
         if mine is not None and elsewhere:
+            shown = f"--{name}" if value is True else f"--{name} {_shown_value(name, value)}"
             findings.append(Check(ERROR, "unknown-flag", f"SGLang {version}{assumed} has no --{name} "
-                                    f"(SGLang {', '.join(elsewhere)} has it)",
+                                    f"(SGLang {', '.join(elsewhere)} has it): its argparse dies before anything starts "
+                                    f"(unrecognized arguments: {shown})",
                                     f"use --{close}" if close else
                                     f"drop it, or set server.sglang_version: {elsewhere[-1]} if that is the SGLang you run"
-                                    if assumed else f"drop it, or run SGLang {elsewhere[-1]}"))
+                                    if assumed else _ADAPTIVE_ELSEWHERE.format(since=elsewhere[-1], version=version)
+                                    if name in (ad.FLAG, ad.CONFIG_FLAG) else f"drop it, or run SGLang {elsewhere[-1]}"))
         elif close:
             findings.append(Check(ERROR, "unknown-flag", f"--{name} is not an SGLang flag", f"did you mean --{close}?"))
         elif mine is not None and not assumed:
@@ -164,6 +167,16 @@ def _shown(value: Any) -> str:
     return "(no value)" if value is True else " ".join(arg_values(value))
 
 
+def _shown_value(name: str, value: Any) -> str:
+    if name == ad.CONFIG_FLAG and isinstance(value, Mapping):
+        return "<the config file the host writes>"
+    return " ".join(arg_values(value))
+
+
+_ADAPTIVE_ELSEWHERE = ("run SGLang {since} or newer for adaptive speculation, or drop the adaptive flags and deploy the "
+                       "policy's plain table (one static setup per load range) on SGLang {version}")
+
+
 # --- the speculative rules, from SGLang's modelled resolution ---
 
 def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
@@ -184,6 +197,13 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
                                + " and ".join(keys.get(u, u) for u in unknown if u in keys)))
             if o.error or o.later:
                 return out  # an error on some hosts only: not an error of the plan
+    if "adaptive-config" in o.depends_on:
+        out.append(Check(WARNING, "checked-on-host", "; ".join(n for n in o.notes if "adaptive config" in n)
+                           + ": its tiers and candidate steps are left unchecked here",
+                           "nothing to do if the hosts have the file; or give speculative-adaptive-config as a mapping "
+                           "(the config itself), which the plan checks"))
+    if o.error and o.error.rule == "unknown-flag":
+        return out  # argparse's refusal of a flag: read_names says it
     if o.error:
         f = o.error
         what = f"{f.what}: " if f.what else ""
@@ -210,7 +230,28 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
                                "(speculative-ngram-max-bfs-breadth sets it)"))
         elif a.rule == "drafter-is-target":
             out.append(Check(WARNING, a.rule, a.message, "add speculative-draft-model-path to the drafter's bundle"))
+        elif a.rule == "adaptive-draft-tokens-overridden":
+            out.append(Check(WARNING, a.rule, a.message, "leave speculative-num-draft-tokens out, or set it to "
+                               f"{(o.steps or 0) + 1} (speculative-num-steps + 1)"))
+        elif a.rule == "adaptive-initial-steps":
+            out.append(Check(WARNING, a.rule, a.message + " (the values recorded with the point)",
+                               f"give speculative-num-steps, one of {list(o.candidate_steps)} (the policy's launch "
+                               "flags give the largest)"))
+    if o.adaptive_requested and not o.adaptive and o.adaptive_disabled_reason and not o.error:
+        reason = o.adaptive_disabled_reason
+        out.append(Check(WARNING, "adaptive-disabled",
+                           f"SGLang {version} logs \"{ad.disabled_warning(reason)}\" and runs static speculation "
+                           f"(steps {o.steps}, topk {o.topk}, draft tokens {o.draft_tokens}): the point would not be "
+                           "adaptive", ad.reason_fix(reason)))
     return out
+
+
+def rule_adaptive_config_unused(flags: Flags, bench: BenchSettings) -> list[Check]:
+    """--speculative-adaptive-config without --speculative-adaptive: SGLang never reads it."""
+    if flags.get(ad.CONFIG_FLAG) not in (None, False, "") and not flags.get(ad.FLAG) and _algo(flags) is not None:
+        return [Check(WARNING, "adaptive-config-unused", f"--{ad.CONFIG_FLAG} without --{ad.FLAG}: SGLang never "
+                        "reads the config and runs static speculation", f"add {ad.FLAG}: true, or drop the config")]
+    return []
 
 
 def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> list[Check]:
@@ -253,7 +294,8 @@ def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Check]:
 
 
 # Rules of flags and benchmark settings alone; the speculative ones come from serverargs.resolve.
-RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_level, rule_metrics)
+RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_level, rule_metrics,
+                           rule_adaptive_config_unused)
 
 
 def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,

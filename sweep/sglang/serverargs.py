@@ -39,6 +39,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from sweep.sglang import adaptive as ad
+
 # --- versions ---
 
 KNOWN_VERSIONS = ("0.5.10", "0.5.23")
@@ -245,6 +247,16 @@ class Outcome:
     version: str = NEWEST
     architecture: Optional[str] = None
     gpu: Optional[str] = None
+    # adaptive speculation (--speculative-adaptive, 0.5.23 and the CPU build): steps / draft_tokens above are what
+    # the server starts with; these say whether it adapts and between which step counts
+    adaptive_requested: bool = False  # --speculative-adaptive given
+    adaptive: bool = False  # the server runs adaptive: requested, supported, its config loaded (else static)
+    adaptive_disabled_reason: Optional[str] = None  # SGLang's reason when it falls back to static
+    candidate_steps: tuple[int, ...] = ()  # the union of every tier's candidates (sizes the runtime buffers)
+    adaptive_tiers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # batch-size key -> its candidates
+    adaptive_knobs: dict[int, dict[str, Any]] = field(default_factory=dict)  # batch-size key -> EMA knobs, defaults filled
+    adaptive_config: Optional[str] = None  # where the config comes from: a path, "mapping", or "default" (SGLang's)
+    max_draft_tokens: Optional[int] = None  # what the KV and CUDA-graph sizes follow: largest candidate + 1 when adaptive
 
     @property
     def final(self) -> tuple[Optional[int], Optional[int], Optional[int], Optional[int]]:
@@ -257,7 +269,9 @@ class Outcome:
                 "error": self.error.exception if self.error else None,
                 "later": f"{self.later.stage}: {self.later.exception}" if self.later else None,
                 "depends_on": list(self.depends_on), "version": self.version, "architecture": self.architecture,
-                "gpu": self.gpu}
+                "gpu": self.gpu, "adaptive": self.adaptive if self.adaptive_requested else None,
+                "candidate_steps": list(self.candidate_steps) if self.adaptive else None,
+                "adaptive_disabled_reason": self.adaptive_disabled_reason, "max_draft_tokens": self.max_draft_tokens}
 
 
 class _Raise(Exception):
@@ -358,6 +372,8 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
             if algo not in ALGORITHMS_0523:
                 raise _Raise(Failure("unknown-algorithm", f"ValueError: Unknown speculative algorithm name: {algo}",
                                      "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM"))
+    if not new and adaptive_given(flags):
+        raise _Raise(adaptive_unrecognized(flags, version))
     steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
     draft, cap = _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests")
     page = _int(flags, "page-size")
@@ -406,6 +422,8 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
     # 3./4. speculative decoding
     if algo == "NEXTN":
         algo = out.algorithm = "EAGLE"
+    if algo is not None and new and flags.get(ad.FLAG):
+        steps, topk, draft = _adaptive(out, flags, ctx, algo, steps, topk, draft, dp_attention)
     if algo in EAGLE_FAMILY:
         out.draft_model_path = draft_path
         _eagle_family(out, version, arch, gpu, ctx, algo, steps, topk, draft, cap, page, backends, dp_attention,
@@ -420,13 +438,153 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
     else:
         out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
 
+    if out.adaptive:
+        _adaptive_after(out, flags, ctx, gpu)
+    if out.max_draft_tokens is None:
+        out.max_draft_tokens = out.draft_tokens
+
     # 5. check_server_args
     if algo is not None and pp > 1:
         if not new:
             raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism is not compatible "
                                  "with overlap schedule, speculative decoding, mixed chunked prefill.",
                                  "drop pp-size, or run without speculation", source="assert ("))
-        _pipeline_parallel_0523(flags, ctx, algo, dp_attention)
+        _pipeline_parallel_0523(flags, ctx, algo, dp_attention, out.adaptive)
+
+
+def adaptive_given(flags: Mapping[str, Any]) -> bool:
+    return any(flags.get(n) not in (None, False) for n in (ad.FLAG, ad.CONFIG_FLAG))
+
+
+def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> Failure:
+    """0.5.10's argparse: no adaptive flags (``sglang serve: error: unrecognized arguments: ...``)."""
+    words = []
+    for name in (ad.FLAG, ad.CONFIG_FLAG):
+        value = flags.get(name)
+        if value in (None, False):
+            continue
+        words.append(f"--{name}" if value is True else
+                     f"--{name} {value if isinstance(value, str) else '<the config file the host writes>'}")
+    return Failure("unknown-flag", "unrecognized arguments: " + " ".join(words),
+                   f"run SGLang {ad.SINCE} or newer, which has them (server.sglang_version), or drop them and deploy "
+                   "the policy's plain table (one static setup per load range)", source="argparse",
+                   what=f"SGLang {version} has no adaptive speculation (--{ad.FLAG} came in {ad.SINCE})")
+
+
+def _adaptive(out: Outcome, flags: Mapping[str, Any], ctx: Context, algo: str, steps: Optional[int],
+              topk: Optional[int], draft: Optional[int],
+              dp_attention: bool) -> tuple[Optional[int], Optional[int], Optional[int]]:
+    """handle_speculative_decoding's adaptive step (arg_groups/speculative_hook.py, after the algorithm's alias is
+    resolved and before the algorithm's own handling): ``_maybe_disable_adaptive`` (SGLang's reason, a warning, and
+    static speculation from there on), then ``_init_adaptive_speculative_params``: the config loaded (its refusals
+    raise here), topk None -> 1, steps None -> the middle of the candidates' union, steps outside the union refused,
+    draft tokens = steps + 1 whatever was given. The (steps, topk, draft tokens) that follow."""
+    out.adaptive_requested = True
+    reason = ad.unsupported_reason(algorithm=algo, topk=topk, dp_attention=dp_attention,
+                                   multi_layer=bool(flags.get("enable-multi-layer-eagle")),
+                                   two_batch_overlap=bool(flags.get("enable-two-batch-overlap")),
+                                   pdmux=bool(flags.get("enable-pdmux")), version=ctx.version)
+    if reason is not None:
+        out.adaptive_disabled_reason = reason
+        out.warnings.append(ad.disabled_warning(reason))
+        return steps, topk, draft
+    config = _adaptive_config(out, flags.get(ad.CONFIG_FLAG), ctx)
+    out.adaptive = True
+    if topk is None:
+        topk = 1
+    if config is None:  # a path this machine cannot read: the host's pre-flight reads it
+        return steps, topk, steps + 1 if steps is not None else None
+    union = config.candidate_steps
+    out.candidate_steps, out.adaptive_tiers, out.adaptive_knobs = union, dict(config.tiers), dict(config.knobs)
+    out.max_draft_tokens = max(union) + 1
+    if steps is None:
+        steps = config.initial_steps(None)
+        out.adjustments.append(Adjustment("adaptive-initial-steps", f"no --speculative-num-steps: adaptive SGLang "
+                                          f"starts at steps {steps}, the middle of the candidates {list(union)}"))
+    if steps not in union:
+        raise _Raise(Failure("adaptive-steps-not-candidate",
+                             f"ValueError: --speculative-num-steps={steps} is not in the adaptive config candidate_steps "
+                             f"{list(union)}. Pass one of those values.",
+                             f"set speculative-num-steps to one of {list(union)} (the policy's launch flags use the "
+                             "largest), or leave it out"))
+    if draft is not None and draft != steps + 1:
+        out.adjustments.append(Adjustment("adaptive-draft-tokens-overridden",
+                                          f"--speculative-num-draft-tokens {draft} with adaptive speculation: SGLang "
+                                          f"silently uses steps+1 = {steps + 1} (and steps+1 of each step count it "
+                                          "switches to)"))
+    return steps, topk, steps + 1
+
+
+def _adaptive_config(out: Outcome, value: Any, ctx: Context) -> Optional[ad.Config]:
+    """The config SGLang loads: its own default, a mapping (as the file the host writes), or a path read here; None
+    for a path this machine cannot read (a note, not a verdict). Raises SGLang's refusals."""
+    try:
+        if value in (None, False, ""):
+            out.adaptive_config = "default"
+            return ad.load(ad.default_config(ctx.version))
+        if isinstance(value, Mapping):
+            out.adaptive_config = "mapping"
+            return ad.load(ad.as_json(value))
+        out.adaptive_config = path = str(value)
+        try:
+            raw = ad.read(path)
+        except OSError as exc:
+            out.depends_on.append("adaptive-config")
+            out.notes.append(f"the adaptive config {path} cannot be read here ({type(exc).__name__}: {exc}): the host "
+                             "reads it at pre-flight, as SGLang will")
+            return None
+        return ad.load(raw)
+    except ValueError as exc:  # SGLang's own refusals, and json's (JSONDecodeError is a ValueError)
+        name = type(exc).__name__
+        what = "the adaptive config is not JSON" if name == "JSONDecodeError" else "SGLang's adaptive config loader " \
+            "refuses the config"
+        raise _Raise(Failure("adaptive-config-refused", f"{name}: {exc}", _CONFIG_FIX, what=what)) from None
+    except (AttributeError, TypeError) as exc:  # not an object, or a tier that is not one
+        raise _Raise(Failure("adaptive-config-refused", f"{type(exc).__name__}: {exc}", _CONFIG_FIX,
+                             what="the adaptive config is not an object of batch-size tiers",
+                             source="for key, entry in cfg.items():")) from None
+
+
+_CONFIG_FIX = ('give speculative-adaptive-config an object of batch-size tiers, e.g. {"1": {"candidate_steps": [1, 3]}, '
+               '"32": {"candidate_steps": [0]}} (integer-string keys; candidate_steps a non-empty list of '
+               'non-negative integers; 0 = no drafting)')
+
+
+def decode_graph_disabled(flags: Mapping[str, Any]) -> bool:
+    """Whether the decode phase's CUDA graph is off (ServerArgs._resolve_cuda_graph_config of the CPU build: the JSON
+    of --cuda-graph-config wins over --cuda-graph-backend-decode, which wins over --disable-decode-cuda-graph and
+    --disable-cuda-graph)."""
+    raw = flags.get("cuda-graph-config")
+    if raw not in (None, False, ""):
+        try:
+            cfg = json.loads(raw) if isinstance(raw, str) else raw
+            backend = ((cfg or {}).get("decode") or {}).get("backend")
+        except (ValueError, AttributeError):
+            backend = None
+        if backend is not None:
+            return str(backend) == "disabled"
+    chosen = flags.get("cuda-graph-backend-decode")
+    if chosen not in (None, False, ""):
+        return str(chosen) == "disabled"
+    return bool(flags.get("disable-decode-cuda-graph") or flags.get("disable-cuda-graph"))
+
+
+def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: Gpu) -> None:
+    """What adaptive speculation meets after its own step: the HiSparse hook (0.5.23, not the CPU build) refuses it;
+    on CPU, building its runtime states captures a decode graph per step count (eagle_worker_v2
+    build_adaptive_runtime_state: DecodeCudaGraphRunner unless the decode graph backend is disabled), which the CPU
+    attention backends do not implement (base_attn_backend.init_cuda_graph_state raises NotImplementedError)."""
+    if flags.get("enable-hisparse") and not (ctx.version and ad.CPU_BUILD in ctx.version):
+        raise _Raise(Failure("adaptive-hisparse", "ValueError: HiSparse speculative decoding uses statically sized swap "
+                             "state; --speculative-adaptive is not supported.",
+                             "drop speculative-adaptive (or enable-hisparse)"))
+    if gpu.sm == 0 and out.later is None and not decode_graph_disabled(flags):
+        out.later = Failure("adaptive-cuda-graph-cpu", "NotImplementedError",
+                            "add disable-cuda-graph: true (or disable-decode-cuda-graph: true, or "
+                            "cuda-graph-backend-decode: disabled) to the point's flags",
+                            stage="draft_capture", source="raise NotImplementedError()",
+                            what="adaptive speculation on CPU builds a decode CUDA graph per step count "
+                                 "(build_adaptive_runtime_state), which no CPU attention backend implements")
 
 
 def env_true(value: Any) -> bool:
@@ -434,7 +592,8 @@ def env_true(value: Any) -> bool:
     return str(value or "").strip().lower() in ("true", "1", "yes", "y")
 
 
-def _pipeline_parallel_0523(flags: Mapping[str, Any], ctx: Context, algo: str, dp_attention: bool) -> None:
+def _pipeline_parallel_0523(flags: Mapping[str, Any], ctx: Context, algo: str, dp_attention: bool,
+                            adaptive: bool) -> None:
     """0.5.23's check_pipeline_parallel_compat (srt/arg_groups/validation_hook.py:119, the prefill-only assertion at
     :161), from check_server_args (:197):
     speculation with pp > 1 is EAGLE (NEXTN) only, and only on a prefill node of a disaggregated
@@ -459,8 +618,8 @@ def _pipeline_parallel_0523(flags: Mapping[str, Any], ctx: Context, algo: str, d
         for bad, exception, fix in (
                 (mode != "null", "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode",
                  "drop disaggregation-mode, or unset SGLANG_ENABLE_PP_SPEC"),
-                (bool(flags.get("speculative-adaptive")), "SGLANG_ENABLE_PP_SPEC is not compatible with "
-                 "--speculative-adaptive", "drop speculative-adaptive"),
+                (adaptive, "SGLANG_ENABLE_PP_SPEC is not compatible with --speculative-adaptive",
+                 "drop speculative-adaptive (or SGLANG_ENABLE_PP_SPEC)"),
                 (dp_attention, "SGLANG_ENABLE_PP_SPEC is not compatible with attention DP (--attn-dp-size)",
                  "drop enable-dp-attention")):
             if bad:
@@ -509,6 +668,9 @@ def _eagle_family(out: Outcome, version: str, arch: str, gpu: Gpu, ctx: Context,
         raise _Raise(Failure("dp-attention-unsupported", "ValueError: Currently standalone speculative decoding does not "
                              "support dp attention.", "drop enable-dp-attention for this drafter"))
     cap = _running_cap(out, cap)
+    if out.adaptive and steps is None:  # the config could not be read here: its steps are the host's to check
+        out.topk, out.max_running_requests = topk, cap
+        return
     self_draft = mtp_self_draft(arch, version)
     if self_draft and out.draft_model_path is None:
         out.draft_model_path = str(model_path) if model_path else None
@@ -561,7 +723,7 @@ def _eagle_family(out: Outcome, version: str, arch: str, gpu: Gpu, ctx: Context,
 def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str, steps: int, topk: int,
                  draft: Optional[int], model_path: Any) -> None:
     """Failures past the arguments: SGLang accepts these, then dies at load, capture or the first request."""
-    if steps < 1:
+    if steps < 1 and not out.adaptive:  # adaptive: steps 0 is its no-drafting tier, which the worker serves
         out.later = Failure("steps-zero", "RuntimeError: the drafter runs no step",
                             "use speculative-num-steps >= 1", stage="draft_capture",
                             what=f"speculative-num-steps {steps}: SGLang's argument checks let it pass")

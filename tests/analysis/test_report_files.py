@@ -30,7 +30,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_ctrl_c_mid_report_leaves_the_old_report_whole_and_no_temporary(directory, monkeypatch, capsys):
     assert main(["report", str(directory), "--no-plots", "--quiet"]) == 0
     old = _files(directory / "report")
-    assert set(old) == {"report.md", "report.html"}
+    assert set(old) == {"report.md", "report.html", "policy-drafter-d1_nccl-default.json"}  # the policy's config
 
     def interrupted(f, path):
         raise KeyboardInterrupt
@@ -87,7 +87,8 @@ def test_an_out_folder_with_other_files_keeps_them(directory, tmp_path):
     (shared / "notes.txt").write_text("mine")
     (shared / "startup.png").write_bytes(b"an old report's plot")
     assert main(["report", str(directory), "--out", str(shared), "--no-plots", "--quiet"]) == 0
-    assert sorted(p.name for p in shared.iterdir()) == ["notes.txt", "report.html", "report.md"]
+    assert sorted(p.name for p in shared.iterdir()) == ["notes.txt", "policy-drafter-d1_nccl-default.json",
+                                                        "report.html", "report.md"]
 
 
 def test_history_says_where_it_wrote_and_an_out_it_cannot_write_is_exit_7(directory, tmp_path, capsys):

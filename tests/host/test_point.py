@@ -247,3 +247,34 @@ def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_e
     assert len(second.power_series) > len(first.power_series)  # a snapshot each: the launch kept recording
     assert r.power_series[:len(second.power_series)] == second.power_series
     assert first.port == second.port == r.port == r.more[0].port is not None  # the port it served on
+
+
+ADAPTIVE = {"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}}
+
+
+def test_an_adaptive_config_given_inline_is_served_and_its_switches_land_in_their_levels(tmp_path, host):
+    """A mapping value of speculative-adaptive-config is written to a JSON file beside the point's log and
+    its path passed; the server's switch lines (the fake's, SGLang's wording) are read as each level begins
+    and ends: none at C=1 (tier 1 keeps 3 steps), tier 4's own step count at C=4."""
+    import json
+
+    flags = {**SPEC_FLAGS, "speculative-num-steps": 3, "speculative-num-draft-tokens": 4,
+             "speculative-adaptive": True, "speculative-adaptive-config": ADAPTIVE}
+    bench = replace(TINY, concurrency=ConcurrencySettings(levels=[1, 4], rounds=2, max_tokens=48))
+    r = run_point(make_spec(tmp_path, "--fake-version", "0.5.23", flags=flags, bench=bench), host)
+    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
+    written = tmp_path / "server.adaptive-config.json"
+    assert json.loads(written.read_text()) == ADAPTIVE
+    assert f"speculative_adaptive_config='{written}'" in (tmp_path / "server.log").read_text()  # server_args=
+    assert r.adaptive is True and r.adaptive_disabled_reason is None
+    rows = {row["concurrency"]: row for row in r.levels.to_pylist()}
+    assert (rows[1]["adaptive_switches"], rows[1]["adaptive_steps"], rows[1]["adaptive_steps_final"]) == (0, [3], 3)
+    assert rows[4]["adaptive_switches"] >= 1 and rows[4]["adaptive_steps"] == [3, 1]
+    assert rows[4]["adaptive_steps_final"] in (1, 3)
+
+
+def test_a_point_without_adaptive_speculation_has_no_adaptive_figures(tmp_path, host):
+    r = run_point(make_spec(tmp_path, flags=SPEC_FLAGS), host)
+    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
+    assert r.adaptive is None and r.adaptive_disabled_reason is None
+    assert set(r.levels.column("adaptive_switches").to_pylist()) == {None}

@@ -408,3 +408,48 @@ REAL_FATAL = [
 def test_real_fatal_lines(source, tail, code, kind, reason, fix):
     f = logs.find_failure(tail, code)
     assert (f.kind, reason in f.reason, fix in f.fix) == (kind, True, True), (f, source)
+
+
+# --- adaptive speculation (SGLang's wording: adaptive_spec_params.py, eagle_worker_v2.py, speculative_hook.py)
+
+def test_adaptive_lines_are_read_in_sglang_s_wording():
+    from sweep.sglang.logs import AdaptiveLine, adaptive_line
+
+    assert adaptive_line("[2026-12-05 03:20:41 TP0] AdaptiveSpeculativeParams initialized: steps=3, "
+                         "candidate_steps=[1, 3, 5, 7]") == AdaptiveLine("initialized", 3, candidates=(1, 3, 5, 7))
+    assert adaptive_line("Built adaptive runtime state steps=0: elapsed=0.01s, mem=0.56GB") == AdaptiveLine("built", 0)
+    assert adaptive_line("Adaptive spec params updated: steps 1 -> 0 (ema_accept_len=-0.07)") == \
+        AdaptiveLine("updated", 0, 1, ema=-0.07)
+    assert adaptive_line("[2026-12-05 03:20:42] Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2") == \
+        AdaptiveLine("switch", 1, 3)
+    assert adaptive_line("[2026-12-05 03:20:40] speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 "
+                         "is supported). Falling back to static speculative params.") == \
+        AdaptiveLine("disabled", reason="speculative_eagle_topk=4 (only topk=1 is supported)")
+    assert adaptive_line("Decode batch, #running-req: 5, accept len: 1.70") is None
+    assert adaptive_line("enable_adaptive_dispatch_to_encoder=False") is None
+
+
+def test_a_level_s_switches_are_those_between_its_marks():
+    from sweep.sglang.logs import AdaptiveLog
+
+    log = AdaptiveLog()
+    log.see("AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3]")
+    begin_1 = log.mark()  # C=1: nothing switches
+    end_1 = begin_4 = log.mark()
+    for line in ("Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2",
+                 "Adaptive spec params updated: steps 1 -> 0 (ema_accept_len=0.07)",
+                 "Switch adaptive runtime state: steps 1 -> 0, draft_tokens 2 -> 1",
+                 "Switch adaptive runtime state: steps 0 -> 3, draft_tokens 1 -> 4",
+                 "Switch adaptive runtime state: steps 3 -> 0, draft_tokens 4 -> 1"):
+        log.see(line)
+    end_4 = log.mark()
+    assert log.running and log.level(begin_1, end_1) == {"adaptive_switches": 0, "adaptive_steps": [3],
+                                                         "adaptive_steps_final": 3}
+    assert log.level(begin_4, end_4) == {"adaptive_switches": 4, "adaptive_steps": [3, 1, 0],
+                                         "adaptive_steps_final": 0}
+    assert log.level(end_4, end_4)["adaptive_steps"] == [0]  # the next level starts where this one ended
+    static = AdaptiveLog()
+    static.see("speculative_adaptive disabled: attention DP is not supported (adaptive tier decisions are not "
+               "synchronized across DP ranks). Falling back to static speculative params.")
+    assert not static.running and static.disabled.startswith("attention DP is not supported")
+    assert static.level(0, 0) == {"adaptive_switches": None, "adaptive_steps": None, "adaptive_steps_final": None}

@@ -319,3 +319,135 @@ def test_a_speculative_flags_bad_value_is_argparses_error_alone():
                         OK_BENCH, target)
     assert [(f.level, f.rule) for f in ev.findings if f.level == "error"] == [("error", "bad-flag-value")]
     assert "invalid int value: 'three'" in ev.findings[0].message and ev.outcome is None
+
+
+# --- adaptive speculation (--speculative-adaptive, 0.5.23 and the CPU build 7f8f030; not 0.5.10) ---
+
+POLICY = {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0]}}
+AD = {**E3, "speculative-adaptive": True, "speculative-adaptive-config": POLICY, "speculative-num-steps": 3,
+      "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4, "max-running-requests": 64}
+CPU_BUILD = rules.Target(version="0.0.0.dev0+g7f8f030", architecture="LlamaForCausalLM", gpu="cpu", version_given=True)
+
+ADAPTIVE_CASES = [
+    # (rule, level, failing flags, passing flags)
+    ("adaptive-disabled", "warning", {**AD, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}, AD),
+    ("adaptive-disabled", "warning", {**AD, "speculative-algorithm": "STANDALONE"}, AD),
+    ("adaptive-disabled", "warning", {**AD, "speculative-algorithm": "NGRAM"}, AD),
+    ("adaptive-disabled", "warning", {**AD, "enable-dp-attention": True, "dp-size": 2}, {**AD, "enable-dp-attention": True}),
+    ("adaptive-disabled", "warning", {**AD, "enable-multi-layer-eagle": True}, AD),
+    ("adaptive-disabled", "warning", {**AD, "enable-two-batch-overlap": True}, AD),
+    ("adaptive-disabled", "warning", {**AD, "enable-pdmux": True}, AD),
+    ("adaptive-steps-not-candidate", "error", {**AD, "speculative-num-steps": 2}, {**AD, "speculative-num-steps": 0}),
+    ("adaptive-draft-tokens-overridden", "warning", {**AD, "speculative-num-draft-tokens": 9},
+     {k: v for k, v in AD.items() if k != "speculative-num-draft-tokens"}),
+    ("adaptive-initial-steps", "warning", {k: v for k, v in AD.items() if k != "speculative-num-steps"}, AD),
+    ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"1": {"candidate_steps": [1, -1]}}}, AD),
+    ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"1": {"candidate_steps": []}}}, AD),
+    ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"1": {"candidate_steps": [1.0, 3]}}}, AD),
+    ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"1": {"steps": [1]}}}, AD),
+    ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"ema_alpha": 0.3}}, AD),
+    ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"bs1": {"candidate_steps": [1]}}}, AD),
+    ("adaptive-hisparse", "error", {**AD, "enable-hisparse": True, "disable-radix-cache": True}, AD),
+    ("adaptive-config-unused", "warning", {**AD, "speculative-adaptive": False}, AD),
+]
+
+
+@pytest.mark.parametrize("rule,level,bad,good", ADAPTIVE_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(ADAPTIVE_CASES)])
+def test_adaptive_rule(rule, level, bad, good):
+    assert (level, rule) in found(bad, target=H200_LLAMA)
+    assert not any(r == rule for _, r in found(good, target=H200_LLAMA))
+
+
+def test_the_policy_launch_is_accepted_by_0523_and_refused_by_0510_in_argparses_words():
+    assert not [f for f in rules.check({"model-path": "/m", **AD}, OK_BENCH, H200_LLAMA) if f.level == rules.ERROR]
+    old = rules.Target(version="0.5.10", architecture="LlamaForCausalLM", gpu="H200", version_given=True)
+    errors = [f for f in rules.check({"model-path": "/m", **AD}, OK_BENCH, old) if f.level == rules.ERROR]
+    assert {f.rule for f in errors} == {"unknown-flag"} and len(errors) == 2  # one per flag, no duplicate from the model
+    text = " ".join(f"{f.message} {f.fix}" for f in errors)
+    assert "unrecognized arguments: --speculative-adaptive" in text and "0.5.23" in text
+    o = outcome(AD, version="0.5.10")  # the model (the fake's too) refuses them as argparse does
+    assert o.verdict == "error" and o.error.exception.startswith("unrecognized arguments: --speculative-adaptive ")
+
+
+def test_adaptive_outcome_says_what_the_server_runs():
+    o = outcome(AD)
+    assert o.adaptive and o.adaptive_requested and o.adaptive_disabled_reason is None
+    assert o.candidate_steps == (0, 1, 3) and o.adaptive_tiers == {1: (1, 3), 32: (0,)}
+    assert (o.steps, o.topk, o.draft_tokens, o.max_draft_tokens) == (3, 1, 4, 4)
+    assert o.adaptive_knobs[1]["ema_alpha"] == 0.2 and o.adaptive_knobs[32]["update_interval"] == 5
+    s = o.summary()
+    assert s["adaptive"] is True and s["candidate_steps"] == [0, 1, 3] and s["max_draft_tokens"] == 4
+    # SGLang's own config when none is given (0.5.23's and the CPU build's differ), the knobs a tier overrides
+    assert outcome({**AD, "speculative-adaptive-config": None}).candidate_steps == (0, 1, 3, 5, 7)
+    assert outcome({**AD, "speculative-adaptive-config": None}, version="0.0.0.dev0+g7f8f030").candidate_steps == (0, 1, 3, 7)
+    knobs = outcome({**AD, "speculative-adaptive-config": {"ema_alpha": 0.5, "1": {"candidate_steps": [1, 3],
+                                                                                    "ema_alpha": 0.1}, "8": {"candidate_steps": [3]}}})
+    assert knobs.adaptive_knobs[1]["ema_alpha"] == 0.1 and knobs.adaptive_knobs[8]["ema_alpha"] == 0.5
+    # steps None: the middle of the union; topk None: 1; draft tokens: steps + 1; the largest candidate sizes the KV
+    o = outcome({**E3, "speculative-adaptive": True, "speculative-adaptive-config": {1: {"candidate_steps": [0, 2, 5]}}})
+    assert (o.steps, o.topk, o.draft_tokens, o.max_draft_tokens) == (2, 1, 3, 6)
+    assert outcome({**AD, "speculative-num-steps": 0}).later is None  # steps 0 is adaptive's no-drafting tier
+
+
+def test_adaptive_disabled_runs_static_with_sglangs_reason():
+    o = outcome({**AD, "speculative-algorithm": "NEXTN", "speculative-draft-model-path": None},
+                architecture="DeepseekV3ForCausalLM")
+    assert o.adaptive and o.algorithm == "EAGLE"  # NEXTN is EAGLE before the adaptive check
+    o = outcome({k: v for k, v in AD.items() if not k.startswith("speculative-num") and k != "speculative-eagle-topk"}
+                | {"enable-dp-attention": True, "dp-size": 2})
+    assert not o.adaptive and o.adaptive_disabled_reason.startswith("attention DP is not supported")
+    assert (o.steps, o.topk, o.draft_tokens) == (5, 4, 8)  # static from there on: the automatic choice for Llama
+    assert "speculative_adaptive disabled: attention DP is not supported" in " ".join(o.warnings)
+    o = outcome({**AD, "enable-dp-attention": True, "dp-size": 2}, version="0.0.0.dev0+g7f8f030")
+    assert o.adaptive_disabled_reason.startswith("enable_dp_attention=True is not supported")
+
+
+def test_adaptive_on_cpu_needs_the_decode_graph_off():
+    cpu = {**AD, "device": "cpu"}
+    assert ("error", "adaptive-cuda-graph-cpu") in found(cpu, target=CPU_BUILD)
+    for off in ({"disable-cuda-graph": True}, {"disable-decode-cuda-graph": True},
+                {"cuda-graph-backend-decode": "disabled"}, {"cuda-graph-config": '{"decode": {"backend": "disabled"}}'}):
+        assert not any(r == "adaptive-cuda-graph-cpu" for _, r in found({**cpu, **off}, target=CPU_BUILD)), off
+    # the JSON wins over the flags, the backend flag over the switches
+    assert ("error", "adaptive-cuda-graph-cpu") in found({**cpu, "disable-cuda-graph": True,
+                                                          "cuda-graph-backend-decode": "full"}, target=CPU_BUILD)
+    o = outcome(cpu, version="0.0.0.dev0+g7f8f030", gpu="cpu")
+    assert o.later.exception == "NotImplementedError" and "disable-cuda-graph: true" in o.later.fix
+    assert ("error", "adaptive-hisparse") not in found({**AD, "enable-hisparse": True, "disable-radix-cache": True},
+                                                      target=rules.Target(version="0.0.0.dev0+g7f8f030",
+                                                                          architecture="LlamaForCausalLM", gpu="H200",
+                                                                          version_given=True))
+
+
+def test_adaptive_config_from_a_path(tmp_path):
+    good = tmp_path / "policy.json"
+    good.write_text('{"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0]}}')
+    assert outcome({**AD, "speculative-adaptive-config": str(good)}).candidate_steps == (0, 1, 3)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    o = outcome({**AD, "speculative-adaptive-config": str(bad)})
+    assert o.error.exception.startswith("JSONDecodeError: Expecting property name")
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    assert outcome({**AD, "speculative-adaptive-config": str(listed)}).error.exception == \
+        "AttributeError: 'list' object has no attribute 'items'"
+    # a path this machine cannot read: the host's to check, not an error of the plan
+    missing = {**AD, "speculative-adaptive-config": str(tmp_path / "on-the-hosts.json")}
+    assert ("warning", "checked-on-host") in found(missing, target=H200_LLAMA)
+    assert not any(level == "error" for level, _ in found(missing, target=H200_LLAMA))
+
+
+def test_pp_spec_refuses_adaptive_only_when_it_stays_on():
+    pp = {**AD, "speculative-algorithm": "NEXTN", "speculative-draft-model-path": None, "pp-size": 2}
+    ctx = serverargs.Context("0.5.23", "DeepseekV3ForCausalLM", "H200", env={"SGLANG_ENABLE_PP_SPEC": "1"})
+    o = serverargs.resolve({"model-path": "/m", **pp}, ctx)
+    assert o.error and "SGLANG_ENABLE_PP_SPEC is not compatible with --speculative-adaptive" in o.error.exception
+    o = serverargs.resolve({"model-path": "/m", **pp, "enable-multi-layer-eagle": True}, ctx)
+    assert "--speculative-adaptive" not in (o.error.exception if o.error else "")
+
+
+def test_a_mapping_flag_value_is_json_in_the_argv():
+    from sweep.sglang.args import flag_args
+
+    assert flag_args({"speculative-adaptive-config": {32: {"candidate_steps": [0]}, "1": {"candidate_steps": [1, 3]}}}) \
+        == ["--speculative-adaptive-config", '{"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0]}}']

@@ -1,0 +1,139 @@
+"""Which speculative policies to prove on a server (``policy.confirm``, ``python -m sweep confirm DIR``).
+
+The policies come from the grid alone (``sweep.analysis.policy``; the confirmation points already
+recorded are left out of the tables they are derived from, so the same grid gives the same policies,
+hence the same confirmation points, and a rerun finds them recorded). The ones confirmed: the group
+that holds each SLO's pick (per workload), once each; where no SLO picked a point of any group (no
+SLO, or the picks are baselines or drafters with one step count), per workload the group whose step
+counts are the best at the most levels; and where no such best is in a policy's group either, the
+best of the policies derived (ahead of the others at the most levels). A pick that is a baseline means "no speculation": nothing to
+confirm, and the notes say so.
+
+Pure over the results tables (``sweep.results.load``); the points themselves are built by the plan
+(``sweep.experiment.plan.confirmation_points``) and run by ``sweep.orchestrate.confirm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A policy to confirm (``sweep.analysis.policy.Policy``) and why: the SLOs whose pick is in its
+    group, or "best at N of M levels"."""
+
+    policy: Any
+    why: tuple[str, ...]
+
+
+def without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
+    """The tables without the confirmation points (a policy is derived from the grid alone)."""
+    from sweep.analysis.policy import is_confirmation
+
+    points = tables["points"].collect()
+    drop = [r["point_id"] for r in points.iter_rows(named=True) if is_confirmation(r)]
+    if not drop:
+        return tables
+    return {name: frame.filter(~pl.col("point_id").is_in(drop)) for name, frame in tables.items()}
+
+
+def derive(tables: dict[str, pl.LazyFrame], slos: list) -> tuple[list, Any]:
+    """The policies of the grid in ``tables`` (confirmation points left out) and its findings (the
+    SLO picks, the best per level), judged by ``slos``."""
+    from sweep.analysis import analyze, policy, realspeed
+
+    tables = without_confirmations(tables)
+    f = analyze(tables, slos=slos)
+    found = getattr(f, "policies", None)  # the report's own, where the findings carry them
+    if found is None:
+        real, _ = realspeed.at_real_speed(tables)
+        found = policy.from_tables(real, level_noise=f.level_noise)
+    return found, f
+
+
+def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
+    """The policies to confirm (see the module docstring), and notes on the picks no policy holds."""
+    member = {pid: i for i, p in enumerate(policies) for pid in (*p.member_ids, *getattr(p, "confirmation_ids", ()))}
+    why: dict[int, list[str]] = {}
+    notes: list[str] = []
+    table = findings.slo_table
+    picks = table.filter((pl.col("rank") == 1) & (pl.col("tok_s_gpu") > 0)) if not table.is_empty() else table
+    for r in picks.iter_rows(named=True) if not picks.is_empty() else ():
+        where = f"SLO {r['slo']}" + (f" ({r['workload']})" if r.get("workload") else "")
+        i = member.get(r["point_id"])
+        if i is None:
+            notes.append(f"{where}: its pick {r['label']} is "
+                         + ("a baseline: the answer is no speculation, no policy to confirm" if r["baseline"]
+                            else "in no policy's group (its group got none, or it is its drafter's only step "
+                            "count): no policy to confirm"))
+            continue
+        why.setdefault(i, []).append(where)
+    if not why:  # no SLO, or none picked a policy's point: the best group of each workload
+        best = findings.best
+        counts: dict[str, dict[int, int]] = {}
+        levels: dict[str, int] = {}
+        for r in best.iter_rows(named=True) if not best.is_empty() else ():
+            w = r.get("workload") or ""
+            levels[w] = levels.get(w, 0) + 1
+            i = member.get(r["point_id"])
+            if i is not None:
+                mine = counts.setdefault(w, {})
+                mine[i] = mine.get(i, 0) + 1
+        for w, mine in counts.items():
+            i = max(mine, key=lambda k: (mine[k], -k))
+            why.setdefault(i, []).append(f"best at {mine[i]} of {levels[w]} levels" + (f" ({w})" if w else ""))
+    if not why and policies:  # no pick in any policy's group: the best of the policies there are
+        for i, (won, total) in _best_policies(policies).items():
+            why.setdefault(i, []).append(f"the best policy derived: ahead of the other policies at {won} of {total} "
+                                         "levels (no pick of an SLO or of a level is in a policy's group)")
+    return [Chosen(policies[i], tuple(w)) for i, w in sorted(why.items())], notes
+
+
+def _best_policies(policies: list) -> dict[int, tuple[int, int]]:
+    """Per workload, the policy whose figure (``Level.policy_tok_s``) is the highest of the policies'
+    at the most levels (a tie: the higher mean): {index: (levels won, levels)}."""
+    by_workload: dict[str, list[int]] = {}
+    for i, p in enumerate(policies):
+        by_workload.setdefault(getattr(p, "workload", "") or "", []).append(i)
+    out: dict[int, tuple[int, int]] = {}
+    for members in by_workload.values():
+        at: dict[int, dict[int, float]] = {}
+        for i in members:
+            for lv in getattr(policies[i], "levels", ()):
+                if lv.policy_tok_s is not None:
+                    at.setdefault(lv.concurrency, {})[i] = lv.policy_tok_s
+        if not at:  # nothing measured to rank them by
+            continue
+        won = {i: 0 for i in members}
+        for figures in at.values():
+            won[max(figures, key=lambda k: figures[k])] += 1
+
+        def mean(i: int) -> float:
+            values = [lv.policy_tok_s for lv in getattr(policies[i], "levels", ()) if lv.policy_tok_s is not None]
+            return sum(values) / len(values) if values else 0.0
+
+        best = max(members, key=lambda i: (won[i], mean(i), -i))
+        out[best] = (won[best], len(at))
+    return out
+
+
+def to_confirm(path: str | Path) -> tuple[list[Chosen], list[str], dict[str, str]]:
+    """For the results directory ``path``: the policies to confirm, notes (the groups that got no
+    policy, the picks no policy holds), and the recorded label of every point id (a plan rebuilt from
+    the directory finds a group's members by it)."""
+    from sweep.analysis.slo import from_experiment
+    from sweep.results import load
+
+    tables = load(path)
+    policies, findings = derive(tables, from_experiment(path))
+    chosen, notes = choose(policies, findings)
+    notes = list(getattr(policies, "notes", [])) + notes
+    if not policies:
+        notes.append("no policy: no group of step counts was measured, or the baseline wins at every level")
+    labels = {r["point_id"]: r["label"] for r in tables["points"].select("point_id", "label").collect().iter_rows(named=True)}
+    return chosen, notes, labels

@@ -1,0 +1,622 @@
+"""The speculative policy across load, from what the levels measured: the answer one deploys when
+the best step count changes with the load (k steps at C=1, fewer above, none past the break-even).
+
+A **group** is the points that differ only in their step count (a drafter with every other setting:
+NCCL profile, the other axes, the workload). Per group and measured level, from the levels'
+output throughput (the Concurrency table's figures):
+
+- the best option: a step count of the group, or ``0`` (no speculation: the matched baseline);
+- the **candidates**: every option within noise of the best (the report's one rule for a ratio of
+  two levels' figures, ``noise.judged``: the two levels' per-request interval as a relative width,
+  widened by the level-wide noise, at least ``noise.LEVEL_NOISE_FLOOR``). ``0`` is a candidate where
+  the baseline wins, or is within noise of the best;
+- **tiers**: SGLang routes a batch size to the closest *lower* key of its adaptive config
+  (``AdaptiveSpeculativeParams._find_closest_bs``), so a tier starts at each measured level where the
+  candidate set changes (adjacent equal sets merged; the first key is 1) and holds up to the next;
+- the **break-even**: the concurrency above which no step count beats the baseline, bracketed by
+  the last level where one is ahead beyond noise and the first from which the baseline is ahead
+  beyond noise of every step count (levels within noise between them widen the bracket), its
+  estimate where the best step count's ratio to the baseline crosses 1, linearly in log C.
+
+Written as SGLang's adaptive config (``Policy.config``: ``{"1": {"candidate_steps": [...]}, ...}``,
+for ``--speculative-adaptive-config``), its launch flags (``Policy.launch_flags``), and a plain table
+(concurrency range -> the best static step count) for engines without adaptive speculation.
+
+What it does not model: SGLang's EMA rule picks among a tier's candidates by the acceptance it sees
+(``AdaptiveStepSlot``: about one step beyond the accepted drafts), not by throughput, so for a tier
+of several candidates the policy's throughput here (the best candidate's measured figure) is an upper
+bound of what the rule picks. Trees (topk > 1) are left out: SGLang's adaptive speculation runs topk 1
+only. Points the adaptive search pruned were not measured: their prediction said they are the best
+at no level, so they are no tier's best; they are left out of the candidates, and the notes say so.
+
+Pure: polars frames in (``speedups.level_speedups`` and the points table), dataclasses out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from sweep.analysis import noise
+from sweep.analysis.acceptance import spec_shape
+from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, natural_key
+
+ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
+ADAPTIVE_FLAG = "speculative-adaptive"
+CONFIG_FLAG = "speculative-adaptive-config"
+ADAPTIVE_SINCE = "0.5.23"  # the first release with --speculative-adaptive (sweep/sglang/flagnames.py)
+ADAPTIVE_BUILDS = {"7f8f030": True}  # builds named by commit: the CPU build has the flags
+STEP_ROLES = ("steps",)
+
+
+def has_adaptive(version: str | None) -> bool | None:
+    """Whether SGLang ``version`` has ``--speculative-adaptive`` (None: unknown version)."""
+    if not version:
+        return None
+    if version in ADAPTIVE_BUILDS:
+        return ADAPTIVE_BUILDS[version]
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        return None
+    since = tuple(int(x) for x in ADAPTIVE_SINCE.split("."))
+    return tuple(int(x) for x in m.groups()) >= since
+
+
+def needs_text(version: str | None) -> str | None:
+    """What the report says where the sweep's SGLang lacks the flags (None where it has them)."""
+    if has_adaptive(version) is False:
+        return (f"needs SGLang >= {ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
+                "deploy the plain table")
+    return None
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One batch-size tier of SGLang's adaptive config: from ``lo`` (its key) to ``hi`` (the last
+    measured level in it; the tier holds up to the next key). ``candidate_steps``: within noise of
+    the best at every level of the tier, sorted (0: no speculation); ``best_steps``: the best at its
+    levels (the most frequent best, the larger on a tie)."""
+
+    lo: int
+    hi: int
+    best_steps: int
+    candidate_steps: tuple[int, ...]
+    levels: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """Where speculation stops paying: above ``concurrency`` (an estimate: where the best step
+    count's ratio to the baseline crosses 1, linearly in log C) no step count beats the baseline;
+    ``low``: the last level where one is ahead beyond noise; ``high``: the first level from which the
+    baseline is ahead of every step count beyond noise (None: within noise up to the highest level)."""
+
+    concurrency: float | None
+    low: int
+    high: int | None
+    top: int  # the highest level measured
+
+    def text(self) -> str:
+        est = f"C~{self.concurrency:.0f}" if self.concurrency is not None else f"C~{self.low}"
+        if self.high is None:
+            return (f"speculation off above {est} (ahead beyond noise up to C={self.low}, within noise of the "
+                    f"baseline above, to C={self.top})")
+        return f"speculation off above {est} (between C={self.low} and C={self.high})"
+
+
+@dataclass(frozen=True)
+class Level:
+    """One measured level of a policy: the options' figures (output tok/s, at real speed where the
+    report reads them so) and which of them the policy runs."""
+
+    concurrency: int
+    best_steps: int
+    candidate_steps: tuple[int, ...]
+    tok_s: dict[int, float]  # steps -> output tok/s measured (0: the baseline)
+    policy_tok_s: float | None  # the best candidate's (an upper bound of the EMA rule's, for several)
+    static_tok_s: float | None  # the group's best single static setup's
+    baseline_tok_s: float | None
+
+
+@dataclass(frozen=True)
+class Policy:
+    group: str  # the group's label: its params as axis=value pairs
+    params: dict[str, Any]  # axis -> value of the group, without the step axis
+    step_axis: str
+    workload: str
+    tiers: tuple[Tier, ...]
+    break_even: BreakEven | None
+    member_ids: tuple[str, ...]
+    steps: dict[int, str] = field(default_factory=dict)  # step count -> the member's point id
+    labels: dict[int, str] = field(default_factory=dict)  # step count -> the member's label
+    baseline_id: str | None = None
+    baseline_label: str | None = None
+    levels: tuple[Level, ...] = ()
+    static_steps: int | None = None  # the group's best single static setup (by mean rank over levels)
+    sglang_version: str | None = None
+    notes: tuple[str, ...] = ()
+    confirmation_ids: tuple[str, ...] = ()  # measured points of this policy's own server
+    axis_order: tuple[str, ...] = ()  # the grid's axes in its order (the step axis among them)
+
+    def config(self) -> dict[str, dict]:
+        """SGLang's adaptive config (``--speculative-adaptive-config``): integer-string batch-size keys."""
+        return {str(t.lo): {"candidate_steps": list(t.candidate_steps)} for t in self.tiers}
+
+    def config_json(self) -> str:
+        """The config as the file SGLang reads: one tier a line."""
+        tiers = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in self.config().items()]
+        return "{\n" + ",\n".join(tiers) + "\n}\n"
+
+    def largest(self) -> int:
+        return max(s for t in self.tiers for s in t.candidate_steps)
+
+    def launch_flags(self) -> dict[str, Any]:
+        """The speculative flags to launch the policy with: the largest candidate's steps (SGLang
+        requires --speculative-num-steps among the candidates and sizes its buffers for it), its draft
+        tokens (steps + 1), topk 1, and the config as a mapping (the host writes it to a file)."""
+        k = self.largest()
+        return {ADAPTIVE_FLAG: True, CONFIG_FLAG: self.config(), "speculative-num-steps": k,
+                "speculative-num-draft-tokens": k + 1, "speculative-eagle-topk": 1}
+
+    def plain_table(self) -> list[dict]:
+        """For engines without adaptive speculation: per concurrency range (measured levels, adjacent
+        ones with the same best merged) the best static step count (0: no speculation), its label and
+        flags. ``to`` is the range's last level (None for the last range: and above)."""
+        rows: list[dict] = []
+        for lv in self.levels:
+            if rows and rows[-1]["steps"] == lv.best_steps:
+                rows[-1]["hi"] = lv.concurrency
+                continue
+            rows.append({"lo": lv.concurrency, "hi": lv.concurrency, "steps": lv.best_steps})
+        for i, r in enumerate(rows):
+            r["to"] = rows[i + 1]["lo"] - 1 if i + 1 < len(rows) else None
+            k = r["steps"]
+            r["label"] = self.labels.get(k) if k else self.baseline_label
+            r["flags"] = static_flags(k)
+        return rows
+
+    def slug(self) -> str:
+        """A file name's stem for this policy's config (``policy-<slug>.json``)."""
+        text = ",".join(x for x in (self.group, self.workload) if x) or "all"
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.replace("=", "-").replace(",", "_")).strip("-") or "all"
+
+    def label(self) -> str:
+        """The confirmation point's label: the group's params with the step axis set to 'adaptive', in
+        the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
+        values = {**self.params, self.step_axis: ADAPTIVE}
+        order = [a for a in self.axis_order if a in values] + [a for a in values if a not in self.axis_order]
+        return ",".join(f"{a}={values[a]}" for a in order)
+
+
+def static_flags(steps: int) -> dict[str, Any]:
+    """The speculative flags of a static chain of ``steps`` (0: no speculation)."""
+    if not steps:
+        return {}
+    return {"speculative-num-steps": steps, "speculative-num-draft-tokens": steps + 1, "speculative-eagle-topk": 1}
+
+
+def flags_text(flags: dict[str, Any]) -> str:
+    """Flags as a command line's words (a mapping as its JSON; True as a bare flag)."""
+    out = []
+    for k, v in flags.items():
+        if v is True:
+            out.append(f"--{k}")
+        elif isinstance(v, dict):
+            out.append(f"--{k} '{json.dumps(v, sort_keys=True, separators=(',', ':'))}'")
+        else:
+            out.append(f"--{k} {v}")
+    return " ".join(out)
+
+
+class Policies(list):
+    """``derive``'s answer: the policies, and ``notes`` on the groups that got none (and why)."""
+
+    def __init__(self, items=(), notes: list[str] | None = None):
+        super().__init__(items)
+        self.notes: list[str] = list(notes or [])
+
+
+def is_confirmation(row: dict) -> bool:
+    """A point of a policy's own server: a step axis valued 'adaptive', or --speculative-adaptive."""
+    if any(str(v) == ADAPTIVE for v in axes_of(row).values() if v is not None):
+        return True
+    argv = row.get("argv") or []
+    return f"--{ADAPTIVE_FLAG}" in argv
+
+
+def _step_axis(row: dict) -> str | None:
+    roles = as_dict(row.get("param_roles"))
+    for a, role in roles.items():
+        if role in STEP_ROLES:
+            return a
+    return None
+
+
+def _steps_of(row: dict, axis: str | None) -> int | None:
+    shape = spec_shape(row.get("argv"), _resolved(row))
+    if shape["steps"] is not None:
+        return int(shape["steps"])
+    if axis is not None:
+        try:
+            return int(str(row.get(f"axis_{axis}")))
+        except ValueError:
+            return None
+    return None
+
+
+def _resolved(row: dict) -> dict | None:
+    r = row.get("resolved")
+    return r if isinstance(r, dict) else None
+
+
+def _topk(row: dict) -> int:
+    shape = spec_shape(row.get("argv"), _resolved(row))
+    return int(shape["topk"] or 1)
+
+
+def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
+    """{point_id: its step axis} for speculative points with no axis of role steps: the axis (not the
+    drafter's, an env's or a workload's) whose value tells points apart that share every other axis
+    and differ in their step count (a bundle axis setting steps and draft tokens)."""
+    out: dict[str, str] = {}
+    loose = [r for r in rows if _step_axis(r) is None]
+    if not loose:
+        return out
+    for r in loose:
+        roles = as_dict(r.get("param_roles"))
+        params = axes_of(r)
+        for a in params:
+            if roles.get(a) in (DRAFTER, ENV, BENCHMARK) or params[a] is None:
+                continue
+            rest = {b: v for b, v in params.items() if b != a}
+            mates = [q for q in loose if {b: v for b, v in axes_of(q).items() if b != a} == rest
+                     and q["point_id"] != r["point_id"]]
+            if any(_steps_of(q, None) != _steps_of(r, None) for q in mates):
+                out[r["point_id"]] = a
+                break
+    return out
+
+
+def _prediction(reason: str | None) -> str:
+    """The adaptive search's prediction for a pruned point, from its recorded reason (its closest level:
+    ``C=8: at most 410 tok/s (+5% allowed) against 400 tok/s (+-6% noise) of LABEL``), in brackets."""
+    m = re.search(r"closest at ((?:C=\d+|the single stream): at most [^;]*)", reason or "")
+    return f" (predicted at {m.group(1)})" if m else ""
+
+
+def _pairs(params: dict[str, Any]) -> str:
+    return ",".join(f"{a}={v}" for a, v in params.items() if v is not None)
+
+
+@dataclass
+class _Group:
+    key: tuple
+    params: dict[str, Any]
+    step_axis: str
+    workload: str
+    order: tuple[str, ...] = ()
+    members: dict[int, dict] = field(default_factory=dict)  # steps -> points row
+    pruned: list[str] = field(default_factory=list)
+    confirmations: list[str] = field(default_factory=list)
+
+
+def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> tuple[list[_Group], list[str]]:
+    """The step-count groups of a points table (chains of topk 1 only), and notes on what was left
+    out (trees; points without a step count). ``configurations``: ``frames.configurations`` of the same
+    tables, for each point's workload (the client-side axes)."""
+    rows = [r for r in points.iter_rows(named=True) if not r.get("baseline")]
+    workload = ({r["point_id"]: r["workload"] or "" for r in configurations.iter_rows(named=True)}
+                if configurations is not None and "workload" in configurations.columns else {})
+    inferred = _infer_step_axis([r for r in rows if not is_confirmation(r)])
+    found: dict[tuple, _Group] = {}
+    notes: list[str] = []
+    trees: set[str] = set()
+    for r in rows:
+        axis = _step_axis(r) or inferred.get(r["point_id"])
+        if axis is None and is_confirmation(r):
+            axis = next((a for a, v in axes_of(r).items() if str(v) == ADAPTIVE), None)
+        if axis is None:
+            continue
+        params = {a: v for a, v in axes_of(r).items() if a != axis and v is not None}
+        key = (tuple(sorted((a, str(v)) for a, v in params.items())), axis)
+        g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], ""), tuple(axes_of(r))))
+        if is_confirmation(r):
+            g.confirmations.append(r["point_id"])
+            continue
+        if _topk(r) > 1:
+            trees.add(_pairs(params))
+            continue
+        steps = _steps_of(r, axis)
+        if steps is None:
+            continue
+        if r.get("status") == "pruned":
+            g.pruned.append(r["label"] + _prediction(r.get("failure_reason")))
+            continue
+        if r.get("status") != "ok":
+            continue
+        g.members[steps] = r
+    for t in sorted(trees, key=natural_key):
+        notes.append(f"{t}: a tree (topk > 1), left out: SGLang's adaptive speculation runs topk 1 only "
+                     "('only topk=1 is supported')")
+    return sorted(found.values(), key=lambda g: (natural_key(g.workload), natural_key(_pairs(g.params)))), notes
+
+
+def _judge(rows: list[dict], sigma: float, confidence: float) -> list[bool | None]:
+    """Within noise, per row of {ratio, ci_low, ci_high} (the requests' interval of the ratio, or
+    None): ``noise.judged``'s rule."""
+    if not rows:
+        return []
+    frame = pl.DataFrame(rows, schema={"ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64})
+    judged = noise.judged(frame, "ratio", sigma, confidence=confidence)
+    return judged["within_noise"].to_list()
+
+
+def _request_intervals(pairs: list[tuple[str, str, int, float]], samples: pl.LazyFrame | None,
+                       confidence: float) -> dict[tuple[str, str, int], tuple[float | None, float | None]]:
+    """The per-request interval of each pair's throughput ratio (a, b, level, per-request ratio): the
+    interval of a's mean per-request tok/s over b's at that level, moved to the throughput ratio as a
+    relative width by the caller. Empty without samples."""
+    if samples is None or not pairs:
+        return {}
+    frame = pl.DataFrame([{"key": f"{a}@{c}", "base_key": f"{b}@{c}"} for a, b, c, _ in pairs],
+                         schema={"key": pl.String, "base_key": pl.String}).unique()
+    found = noise.ratio_intervals(frame, samples, stat="mean", confidence=confidence)
+    out = {}
+    for r in found.iter_rows(named=True):
+        a, c = r["key"].rsplit("@", 1)
+        b = r["base_key"].rsplit("@", 1)[0]
+        out[(a, b, int(c))] = (r["ci_low"], r["ci_high"])
+    return out
+
+
+def _within(best: tuple[str, float, float | None], other: tuple[str, float, float | None], c: int,
+            intervals: dict, sigma: float, confidence: float) -> bool:
+    """Is ``other`` (point id, throughput, per-request tok/s) within noise of ``best`` at level c."""
+    (a, ta, pa), (b, tb, pb) = best, other
+    if a == b:
+        return True
+    ratio = tb / ta if ta > 0 else None
+    if ratio is None:
+        return False
+    lo, hi = intervals.get((b, a, c), (None, None))
+    if lo is not None and hi is not None and pa and pb:
+        pr = pb / pa
+        lo, hi = ratio * lo / pr, ratio * hi / pr
+    else:
+        lo = hi = None
+    return bool(_judge([{"ratio": ratio, "ci_low": lo, "ci_high": hi}], sigma, confidence)[0])
+
+
+def _tiers(levels: list[Level]) -> tuple[Tier, ...]:
+    tiers: list[Tier] = []
+    for lv in levels:
+        if tiers and tiers[-1].candidate_steps == lv.candidate_steps:
+            t = tiers[-1]
+            tiers[-1] = Tier(t.lo, lv.concurrency, t.best_steps, t.candidate_steps, t.levels + (lv.concurrency,))
+            continue
+        tiers.append(Tier(1 if not tiers else lv.concurrency, lv.concurrency, lv.best_steps, lv.candidate_steps,
+                          (lv.concurrency,)))
+    out = []
+    for t in tiers:  # the tier's best: the most frequent best over its levels, the larger on a tie
+        bests = [lv.best_steps for lv in levels if lv.concurrency in t.levels]
+        best = max(set(bests), key=lambda s: (bests.count(s), s))
+        out.append(Tier(t.lo, t.hi, best, t.candidate_steps, t.levels))
+    return tuple(out)
+
+
+def _break_even(rows: list[dict]) -> BreakEven | None:
+    """From per level {c, ahead (a step count faster than the baseline beyond noise), behind (the
+    baseline faster than every step count beyond noise), ratio (the best step count's over the
+    baseline)}: None when no level is ahead (never pays) or the highest is (never stops paying)."""
+    rows = [r for r in rows if r["ratio"] is not None]
+    if not rows or not any(r["ahead"] for r in rows) or rows[-1]["ahead"]:
+        return None
+    last = max(i for i, r in enumerate(rows) if r["ahead"])
+    high = next((i for i in range(last + 1, len(rows)) if all(x["behind"] for x in rows[i:])), None)
+    est = None
+    for i in range(last, len(rows) - 1):  # where the best ratio crosses 1 after the last level ahead
+        r0, r1 = rows[i]["ratio"], rows[i + 1]["ratio"]
+        if r0 >= 1 > r1:
+            c0, c1 = rows[i]["c"], rows[i + 1]["c"]
+            frac = (r0 - 1) / (r0 - r1)
+            est = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
+            break
+    return BreakEven(est, rows[last]["c"], None if high is None else rows[high]["c"], rows[-1]["c"])
+
+
+def _version(points: pl.DataFrame) -> str | None:
+    """The SGLang the points ran (the hosts' ``sglang_version``, else the version the plan resolved
+    against); the oldest where they differ (the flags must be in every one)."""
+    found = set()
+    for r in points.iter_rows(named=True):
+        v = r.get("sglang_version") or (_resolved(r) or {}).get("version")
+        if v and v != "unknown":
+            found.add(str(v))
+    known = sorted((v for v in found if has_adaptive(v) is not None), key=lambda v: (has_adaptive(v), natural_key(v)))
+    return known[0] if known else (sorted(found)[0] if found else None)
+
+
+def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.DataFrame | None = None,
+           samples: pl.LazyFrame | None = None, level_noise: float | None = None,
+           confidence: float = 0.95) -> Policies:
+    """One ``Policy`` per group of points that differ only in their step count (``groups``), from
+    ``levels`` (``speedups.level_speedups``: output_throughput, per_request_tok_s and the matched
+    baseline's, per point and level) and ``points`` (the points table: roles, axes, argv, resolved,
+    status). ``samples``: the per-request tok/s (``speedups.level_samples``) for the intervals;
+    without it, the level-wide noise alone. ``level_noise``: ``noise.curve_noise`` (at least the
+    floor). None for a group that never beats its baseline beyond noise (``notes`` says so)."""
+    sigma = noise.level_sigma(level_noise)
+    found, notes = groups(points, configurations)
+    lv = levels.filter(pl.col("concurrency") > 0) if levels.height else levels
+    figures: dict[str, dict[int, dict]] = {}
+    for r in lv.iter_rows(named=True):
+        if r.get("output_throughput") is not None:
+            figures.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
+    version = _version(points)
+    out = Policies(notes=notes)
+    for g in found:
+        if not g.members:
+            continue
+        name = _pairs(g.params)
+        member_ids = {k: r["point_id"] for k, r in sorted(g.members.items())}
+        base_id = next((r.get("baseline_id") for r in g.members.values() if r.get("baseline_id")), None)
+        base_label = None
+        concurrencies = sorted({c for pid in member_ids.values() for c in figures.get(pid, {})})
+        if not concurrencies:
+            continue
+        # every option at every level: (point id, throughput, per-request tok/s)
+        options: dict[int, dict[int, tuple[str, float, float | None]]] = {}
+        for c in concurrencies:
+            at: dict[int, tuple[str, float, float | None]] = {}
+            for k, pid in member_ids.items():
+                row = figures.get(pid, {}).get(c)
+                if row is not None and row["output_throughput"] > 0:
+                    at[k] = (pid, row["output_throughput"], row.get("per_request_tok_s"))
+                    if base_id and row.get("baseline_output_throughput"):
+                        at[0] = (base_id, row["baseline_output_throughput"], row.get("baseline_per_request_tok_s"))
+                        base_label = base_label or row.get("baseline_label")
+            options[c] = at
+        pairs = [(b[0], a[0], c, 0.0) for c, at in options.items() for a in at.values() for b in at.values()
+                 if a[0] != b[0]]
+        intervals = _request_intervals(pairs, samples, confidence)
+        rows, judged = [], []
+        for c in concurrencies:
+            at = options[c]
+            if not at:
+                continue
+            best_k = max(at, key=lambda k: (at[k][1], -k))
+            cands = tuple(sorted(k for k in at if _within(at[best_k], at[k], c, intervals, sigma, confidence)))
+            spec = {k: v for k, v in at.items() if k}
+            top_spec = max(spec, key=lambda k: spec[k][1]) if spec else None
+            ahead = behind = False
+            ratio = None
+            if 0 in at and top_spec is not None:
+                ratio = spec[top_spec][1] / at[0][1]
+                ahead = any(v[1] > at[0][1] and not _within(v, at[0], c, intervals, sigma, confidence)
+                            for v in spec.values())
+                behind = all(at[0][1] > v[1] and not _within(at[0], v, c, intervals, sigma, confidence)
+                             for v in spec.values())
+            judged.append({"c": c, "ahead": ahead, "behind": behind, "ratio": ratio})
+            rows.append((c, best_k, cands, {k: v[1] for k, v in at.items()}))
+        if not any(j["ahead"] for j in judged) and any(j["ratio"] is not None for j in judged):
+            out.notes.append(f"{name}: no policy: no step count is faster than its baseline beyond noise at any "
+                             "level (no speculation)")
+            continue
+        # the group's best single static setup: the best mean rank over the levels (then geomean)
+        ranks: dict[int, list[int]] = {}
+        for _, _, _, tok in rows:
+            for i, k in enumerate(sorted((k for k in tok if k), key=lambda k: -tok[k])):
+                ranks.setdefault(k, []).append(i)
+        static = min(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), -len(ranks[k]), k)) if ranks else None
+        level_rows = []
+        for c, best_k, cands, tok in rows:
+            level_rows.append(Level(c, best_k, cands, tok, max((tok[k] for k in cands if k in tok), default=None),
+                                    tok.get(static) if static is not None else None, tok.get(0)))
+        policy_notes = []
+        if g.pruned:
+            policy_notes.append(f"not measured (pruned by the adaptive search: predicted to be at best within noise "
+                                f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
+                                "out of the candidates, which hold measured step counts only")
+        if base_id is None or all(0 not in options[c] for c in concurrencies):
+            policy_notes.append("no matched baseline measured: 0 (no speculation) is never a candidate, and "
+                                "there is no break-even")
+        out.append(Policy(
+            group=name, params=g.params, step_axis=g.step_axis, workload=g.workload,
+            tiers=_tiers(level_rows), break_even=_break_even(judged),
+            member_ids=tuple(member_ids.values()), steps=member_ids,
+            labels={k: r["label"] for k, r in g.members.items()}, baseline_id=base_id, baseline_label=base_label,
+            levels=tuple(level_rows), static_steps=static, sglang_version=version, notes=tuple(policy_notes),
+            confirmation_ids=tuple(g.confirmations), axis_order=g.order))
+    return out
+
+
+def from_tables(tables, *, level_noise: float | None = None, confidence: float = 0.95) -> Policies:
+    """``derive`` on a results directory's tables (``sweep.results.load``), its figures at real speed
+    as the report reads them (``level_noise``: by default the curves' own, ``noise.curve_noise``)."""
+    from sweep.analysis import speedups
+    from sweep.analysis.frames import configurations, points_frame
+
+    levels = speedups.level_speedups(tables)
+    return derive(levels, points_frame(tables), configurations=configurations(tables),
+                  samples=speedups.level_samples(tables),
+                  level_noise=noise.curve_noise(levels) if level_noise is None else level_noise,
+                  confidence=confidence)
+
+
+def for_point(policies: list[Policy], point_id: str) -> Policy | None:
+    """The policy whose group holds the point (a step count of it), if any."""
+    return next((p for p in policies if point_id in p.member_ids), None)
+
+
+CONFIRMATION = {"concurrency": pl.Int64, "policy_tok_s": pl.Float64, "static_tok_s": pl.Float64,
+                "static_label": pl.String, "envelope_tok_s": pl.Float64, "envelope_label": pl.String,
+                "baseline_tok_s": pl.Float64, "vs_envelope": pl.Float64, "vs_envelope_low": pl.Float64,
+                "vs_envelope_high": pl.Float64, "short": pl.Boolean, "vs_static": pl.Float64,
+                "vs_static_low": pl.Float64, "vs_static_high": pl.Float64, "vs_baseline": pl.Float64,
+                "vs_baseline_low": pl.Float64, "vs_baseline_high": pl.Float64}
+
+
+def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | None = None,
+                 level_noise: float | None = None, confidence: float = 0.95) -> pl.DataFrame:
+    """The policy's own server (its confirmation point, measured as an ordinary point) against, per
+    level: the group's best single static setup, the envelope (the best the group measured at that
+    level: any of its step counts or its baseline) and the baseline. Each ``vs_*`` is the policy's
+    throughput over the other's - 1, with its interval (the report's rule: the two levels' per-request
+    interval as a relative width, widened by the level-wide noise); ``short``: below the envelope
+    beyond noise. Empty without a measured confirmation point (``CONFIRMATION``)."""
+    sigma = noise.level_sigma(level_noise)
+    rows_of: dict[str, dict[int, dict]] = {}
+    for r in levels.filter(pl.col("concurrency") > 0).iter_rows(named=True):
+        if r.get("output_throughput"):
+            rows_of.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
+    mine = next((rows_of[c] for c in p.confirmation_ids if c in rows_of), None)
+    cid = next((c for c in p.confirmation_ids if c in rows_of), None)
+    if mine is None or cid is None:
+        return pl.DataFrame(schema=CONFIRMATION)
+    ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
+    label = {k: f"{p.step_axis}={k}" for k in p.steps} | {0: "none"}  # within the group
+    out, pairs = [], []
+    for c, r in sorted(mine.items()):
+        opts = {k: rows_of[pid][c] for k, pid in ids.items() if pid in rows_of and c in rows_of[pid]}
+        if 0 not in opts and r.get("baseline_output_throughput"):
+            opts[0] = {"point_id": p.baseline_id, "output_throughput": r["baseline_output_throughput"],
+                       "per_request_tok_s": r.get("baseline_per_request_tok_s")}
+        env_k = max(opts, key=lambda k: opts[k]["output_throughput"]) if opts else None
+        row: dict[str, Any] = {"concurrency": c, "policy_tok_s": r["output_throughput"],
+                               "static_tok_s": opts[p.static_steps]["output_throughput"]
+                               if p.static_steps in opts else None,
+                               "static_label": label.get(p.static_steps) if p.static_steps is not None else None,
+                               "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
+                               "envelope_label": label.get(env_k) if env_k is not None else None,
+                               "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None}
+        for name, k in (("envelope", env_k), ("static", p.static_steps), ("baseline", 0)):
+            other = opts.get(k) if k is not None else None
+            if other is None:
+                continue
+            row[f"vs_{name}"] = r["output_throughput"] / other["output_throughput"] - 1
+            pairs.append((name, c, cid, other["point_id"], r.get("per_request_tok_s"), other.get("per_request_tok_s")))
+        out.append(row)
+    intervals = _request_intervals([(a, b, c, 0.0) for _, c, a, b, _, _ in pairs], samples, confidence)
+    by = {(name, c): (a, b, pa, pb) for name, c, a, b, pa, pb in pairs}
+    for row in out:
+        for name in ("envelope", "static", "baseline"):
+            if row.get(f"vs_{name}") is None:
+                continue
+            a, b, pa, pb = by[(name, row["concurrency"])]
+            ratio = row[f"vs_{name}"] + 1
+            lo, hi = intervals.get((a, b, row["concurrency"]), (None, None))
+            if lo is not None and hi is not None and pa and pb:
+                lo, hi = ratio * lo / (pa / pb), ratio * hi / (pa / pb)
+            else:
+                lo = hi = None
+            judged = noise.judged(pl.DataFrame([{"ratio": ratio, "ci_low": lo, "ci_high": hi}],
+                                               schema={"ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}),
+                                  "ratio", sigma, confidence=confidence).row(0, named=True)
+            row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
+        row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
+    return pl.DataFrame(out, schema=CONFIRMATION)

@@ -1,0 +1,193 @@
+"""SGLang's adaptive speculative decoding (``--speculative-adaptive``), as the fake runs it. Pure.
+
+A faithful copy of ``sglang/srt/speculative/adaptive_spec_params.py`` (0.5.23; the CPU build's is the
+same rule with ``[1, 3, 7]`` for batch size 1 in its default config) and of the controller around it
+(``adaptive_runtime_state.py``, ``eagle_worker_v2.py``):
+
+- the config, as SGLang's loader reads it (``sweep.sglang.adaptive.load``, which refuses what it refuses):
+  batch-size tiers, each with its ``candidate_steps`` (``0`` = no speculation in that tier) and its knobs
+  ``ema_alpha`` (0.2), ``update_interval`` (5), ``warmup_batches`` (10), ``down_hysteresis`` (-0.25),
+  ``up_hysteresis`` (0.0), ``ceiling_coeff`` (0);
+- a batch goes to the tier of the closest lower key (the smallest key below the smallest);
+- each tier (:class:`StepSlot`) keeps its own step count and an EMA of the accepted draft tokens per
+  request, and moves it only after ``warmup_batches`` and then every ``update_interval`` of its
+  batches: down while the EMA is at or below the next lower candidate's threshold
+  (``prev - 0.5 + down_hysteresis``; ``0.5 + down_hysteresis`` to reach a 0 floor), else up while it
+  is above ``current - 0.5 + up_hysteresis``; ``ceiling_coeff`` caps a non-rising target at
+  ``ceil(ema * coeff)``; from 0 steps it probes the smallest positive candidate (the EMA, which does
+  not move at 0 steps, restarts at that step's neutral ``steps - 1`` if it was negative);
+- the worker (:class:`Controller`) switches its runtime state to the tier's step count before each
+  decode batch and to a tier's new step count after its verify, logging SGLang's lines.
+
+SGLang's log lines (``log_info_on_rank0``), exact: :func:`initialized_line`, :func:`built_line`,
+:func:`updated_line`, :func:`switch_line`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from sweep.sglang.adaptive import Config
+
+# --- SGLang's log lines ---
+def initialized_line(steps: int, candidates: list[int]) -> str:
+    return f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}"
+
+
+def built_line(steps: int, elapsed_s: float, mem_gb: float) -> str:
+    return f"Built adaptive runtime state steps={steps}: elapsed={elapsed_s:.2f}s, mem={mem_gb:.2f}GB"
+
+
+def updated_line(old: int, new: int, ema: float) -> str:
+    return f"Adaptive spec params updated: steps {old} -> {new} (ema_accept_len={ema:.2f})"
+
+
+def switch_line(old: int, new: int) -> str:
+    return f"Switch adaptive runtime state: steps {old} -> {new}, draft_tokens {old + 1} -> {new + 1}"
+
+
+@dataclass
+class StepSlot:
+    """``AdaptiveStepSlot``: one batch-size tier's step count and EMA of accepted drafts per request."""
+
+    candidate_steps: list[int]
+    current_steps: int
+    ema_accept_len: float
+    ema_alpha: float = 0.2
+    update_interval: int = 5
+    warmup_batches: int = 10
+    down_hysteresis: float = -0.25
+    up_hysteresis: float = 0.0
+    ceiling_coeff: float = 0
+    batch_count: int = 0
+    log: Callable[[str], None] = field(default=lambda line: None, repr=False, compare=False)
+
+    @classmethod
+    def create(cls, initial_steps: int, cfg: Mapping[str, Any], log: Callable[[str], None] = lambda line: None
+               ) -> "StepSlot":
+        cands = sorted(set(cfg["candidate_steps"]))
+        current = initial_steps if initial_steps in cands else cands[len(cands) // 2]
+        return cls(cands, current, float(current - 1), ema_alpha=cfg.get("ema_alpha", 0.2),
+                   update_interval=cfg.get("update_interval", 5), warmup_batches=cfg.get("warmup_batches", 10),
+                   down_hysteresis=cfg.get("down_hysteresis", -0.25), up_hysteresis=cfg.get("up_hysteresis", 0.0),
+                   ceiling_coeff=cfg.get("ceiling_coeff", 0), log=log)
+
+    def update(self, accepted_per_req: list[int]) -> bool:
+        """One verify's accepted draft tokens per request; True when the step count changed."""
+        if not accepted_per_req:
+            return False
+        if self.current_steps > 0:
+            batch_avg = sum(accepted_per_req) / len(accepted_per_req)
+            self.ema_accept_len = (1 - self.ema_alpha) * self.ema_accept_len + self.ema_alpha * batch_avg
+        self.batch_count += 1
+        if self.batch_count <= self.warmup_batches:
+            return False
+        if (self.batch_count - self.warmup_batches) % self.update_interval != 0:
+            return False
+        return self._recompute()
+
+    def _recompute(self) -> bool:
+        old = self.current_steps
+        idx = self.candidate_steps.index(old)
+        old_idx = idx
+        if old == 0:  # probe the smallest positive step after a zero-step interval
+            idx = min(idx + 1, len(self.candidate_steps) - 1)
+            target = self.candidate_steps[idx]
+            if target > 0 and self.ema_accept_len < 0:
+                self.ema_accept_len = float(target - 1)
+            return self._apply(old, target)
+        while idx > 0:
+            prev = self.candidate_steps[idx - 1]
+            drop = (0.5 if prev == 0 else prev - 0.5) + self.down_hysteresis
+            if self.ema_accept_len <= drop:
+                idx -= 1
+            else:
+                break
+        if not idx < old_idx:
+            while idx < len(self.candidate_steps) - 1:
+                if self.ema_accept_len > self.candidate_steps[idx] - 0.5 + self.up_hysteresis:
+                    idx += 1
+                else:
+                    break
+        target = self.candidate_steps[idx]
+        if self.ceiling_coeff > 0:
+            ceiling = max(1, math.ceil(self.ema_accept_len * self.ceiling_coeff))
+            if ceiling < target <= old:
+                while idx > 0 and self.candidate_steps[idx] > ceiling:
+                    idx -= 1
+                target = self.candidate_steps[idx]
+        return self._apply(old, target)
+
+    def _apply(self, old: int, target: int) -> bool:
+        if target != old:
+            self.current_steps = target
+            self.log(updated_line(old, target, self.ema_accept_len))
+            return True
+        return False
+
+
+class Params:
+    """``AdaptiveSpeculativeParams`` (CUDA-graph padding left out: SGLang pads a batch to its graph's
+    size before routing only where the graph sizes straddle a tier key; the fake routes the batch)."""
+
+    def __init__(self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None,
+                 announce: bool = True):
+        """``config``: as SGLang loaded it; ``announce``: log SGLang's ``initialized`` line now (as its
+        constructor does)."""
+        self.keys = sorted(config.tiers)
+        self.slots = {bs: StepSlot.create(initial_steps, {**config.knobs.get(bs, {}),
+                                                          "candidate_steps": list(config.tiers[bs])}, log)
+                      for bs in self.keys}
+        if announce:
+            log(self.initialized())
+
+    def initialized(self) -> str:
+        """SGLang's ``AdaptiveSpeculativeParams initialized`` line (the first tier's steps and candidates)."""
+        first = self.slots[self.keys[0]]
+        return initialized_line(first.current_steps, first.candidate_steps)
+
+    @property
+    def candidate_steps(self) -> list[int]:
+        return sorted({s for slot in self.slots.values() for s in slot.candidate_steps})
+
+    def route(self, batch_size: int) -> StepSlot:
+        idx = bisect.bisect_right(self.keys, batch_size) - 1
+        return self.slots[self.keys[max(0, idx)]]
+
+    def steps_for_batch(self, batch_size: int) -> int:
+        return self.route(batch_size).current_steps
+
+    def on_verify_complete(self, accepted_per_req: list[int], batch_size: int) -> Optional[int]:
+        slot = self.route(batch_size)
+        return slot.current_steps if slot.update(accepted_per_req) else None
+
+
+class Controller:
+    """``AdaptiveController`` with the worker's step count: :meth:`before_batch` (``activate_step_by_batch``)
+    and :meth:`after_verify` (``on_verify_complete``) switch it, logging ``Switch adaptive runtime state``."""
+
+    def __init__(self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None,
+                 announce: bool = True):
+        self.log = log
+        self.params = Params(initial_steps, config, log, announce)
+        self.steps = initial_steps
+        self.switches = 0
+
+    def _activate(self, steps: int) -> None:
+        if steps != self.steps:
+            self.log(switch_line(self.steps, steps))
+            self.steps = steps
+            self.switches += 1
+
+    def before_batch(self, batch_size: int) -> int:
+        """The step count the batch runs with."""
+        self._activate(self.params.steps_for_batch(batch_size))
+        return self.steps
+
+    def after_verify(self, accepted_per_req: list[int], batch_size: int) -> None:
+        new = self.params.on_verify_complete(accepted_per_req, batch_size)
+        if new is not None:
+            self._activate(new)

@@ -1,0 +1,87 @@
+"""The confirmation phase: the policy proven on a server, not only derived.
+
+After the grid (``policy.confirm`` in the experiment: ``run_sweep(..., after=[Phase(choose)])``) or
+on an existing results directory (``python -m sweep confirm DIR``: ``run``): the policies to confirm
+are chosen from what the grid recorded (``choose``: ``sweep.analysis.confirmation.to_confirm``, handed
+in by ``sweep.api``: orchestration never reads the analysis itself), each becomes one ordinary point
+of the sweep (``sweep.experiment.plan.confirmation_points``: a member's flags with its static chain
+replaced by the policy's launch flags, the step axis valued ``adaptive``, the same baseline, levels
+and workload), and those points run as any other: resumed (a recorded one is not run again),
+selected by ``--only``, an invalid one recorded as invalid, a failure recorded as data.
+
+``decide`` (the re-measurement of undecided picks) is another phase after the grid, beside this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from sweep.experiment.plan import ConfirmPlan, Plan, confirmation_points
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sweep.orchestrate.sweep import Prepared, RunOptions, Session, SweepRun
+
+# a results directory -> (the policies to confirm, notes, {point id: label}): analysis.confirmation.to_confirm
+Chooser = Callable[[Path], "tuple[list[Any], list[str], dict[str, str]]"]
+
+
+def plan_confirmation(plan: Plan, path: Path, choose: Chooser) -> ConfirmPlan:
+    """The confirmation points of the grid ``plan`` recorded in ``path``."""
+    chosen, notes, labels = choose(path)
+    cp = confirmation_points(plan, chosen, labels)
+    cp.notes = notes + cp.notes
+    return cp
+
+
+def announce(cp: ConfirmPlan, console: Console) -> None:
+    for note in cp.notes:
+        console.print(escape(f"confirm: {note}"), soft_wrap=True)
+    if not cp.points:
+        console.print("confirm: no policy to confirm", soft_wrap=True)
+    for pp in cp.points:
+        c = cp.chosen[pp.id]
+        console.print(escape(f"confirm: {pp.label} [{pp.id}] runs the policy of {c.policy.group} "
+                             f"({'; '.join(c.why)})"), soft_wrap=True)
+
+
+class Phase:
+    """The confirmation as a phase after the grid, on the grid's directory, lock and cluster session.
+    ``planned``: its confirmation plan, once it ran."""
+
+    def __init__(self, choose: Chooser) -> None:
+        self.choose = choose
+        self.planned: ConfirmPlan | None = None
+
+    def __call__(self, sweep: Prepared, session: Session, console: Console) -> SweepRun | None:
+        from sweep.orchestrate.sweep import run_phase
+
+        self.planned = cp = plan_confirmation(sweep.plan, sweep.rd.path, self.choose)
+        announce(cp, console)
+        if not cp.points:
+            return None
+        return run_phase(sweep, Plan(sweep.plan.experiment, cp.points, []), session, console, phase="confirm")
+
+
+def run(plan: Plan, opts: RunOptions, choose: Chooser, *, bench_scale: dict,
+        console: Console) -> tuple[ConfirmPlan, SweepRun | None]:
+    """The confirmation phase alone on the results directory ``opts.results_dir`` whose grid ``plan``
+    is. Returns the confirmation plan and what ran (None when there was nothing to confirm)."""
+    from sweep.orchestrate.sweep import run_sweep
+
+    path = Path(opts.results_dir) if opts.results_dir else None
+    if path is None or not path.is_dir():
+        return ConfirmPlan(notes=["nothing recorded yet"]), None
+    cp = plan_confirmation(plan, path, choose)
+    announce(cp, console)
+    if not cp.points:
+        return cp, None
+    done = run_sweep(Plan(plan.experiment, cp.points, []), replace(opts, phase="confirm"), bench_scale=bench_scale,
+                     console=console)
+    return cp, done

@@ -1,0 +1,170 @@
+"""The ``decide`` phase of a sweep, after the grid: the picks within noise measured again until each is
+decided, equal, or out of budget (the rules: ``sweep.search.decide``).
+
+Each round relaunches the points an open decision needs (one launch for points of the same launch,
+as the grid ran them), measuring only their deciding levels, and writes each measurement as a repeat
+of its level (``ResultsDir.write_repeat``: new ``levels`` and ``requests`` rows with their ``repeat``
+index, never over the first). The analysis then pools every measurement, and the decisions are
+judged again. At the end ``decisions.parquet`` says how each one ended, and the report shows it.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pyarrow as pa
+from rich.console import Console
+from rich.markup import escape
+
+from sweep.core.console import plural
+from sweep.experiment.plan import launches_of
+from sweep.host.point import PointSpec, SubPoint
+from sweep.results import store
+from sweep.results.schema import DECISIONS_SCHEMA
+from sweep.results.writer import sweep_id
+from sweep.search import decide
+
+if TYPE_CHECKING:
+    from sweep.orchestrate.cluster import Host
+    from sweep.orchestrate.sweep import Prepared
+
+
+def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None,
+                 pairs: Sequence[tuple[str, str, int]] = ()) -> list[dict]:
+    """Run ``decide`` on the sweep's results (``sweep.experiment.decide``; nothing when it is off):
+    rounds of re-measurement while decisions are open and the budget lasts; ``decisions.parquet``
+    written; one line per decision on the console. ``pairs``: more decisions to take on, (point,
+    point, level) each (a policy tier's candidates). Returns the decisions' rows."""
+    exp, rd = sweep.experiment, sweep.rd
+    s = exp.decide
+    if not s.enabled:
+        return []
+    slos = list(exp.benchmark.slo)
+    tracked = decide.take_on(decide.evaluate(store.load(rd.path), slos, pairs), s.margin)
+    points = store.table(rd.path, "points").collect().unique("point_id", keep="last")
+    grid_s = float(points.filter(pl.col("status") == "ok")
+                   .select((pl.col("ended_at") - pl.col("started_at")).clip(lower_bound=0).sum()).item() or 0.0)
+    budget = min(s.budget_s if s.budget_s is not None else math.inf, s.budget_share * grid_s)
+    console.print(f"decide: {plural(len(tracked), 'pick')} within noise to decide, budget "
+                  f"{budget:,.0f} host-s ({s.budget_share:g} of the grid's {grid_s:,.0f}"
+                  + (f", at most {s.budget_s:g}" if s.budget_s is not None else "") + ")")
+    spent, round_no = 0.0, 0
+    startup = {pid: float(v or 0.0) for pid, v in points.select("point_id", "startup_s").iter_rows()}
+    planned = {p.id: p for p in sweep.plan.points if not p.errors}
+    specs = _specs(sweep)
+    runner = None
+    while any(t.open for t in tracked.values()):
+        raw = store.table(rd.path, "levels").collect()
+        counts = decide.counts_of(raw)
+        walls = {(str(p), int(c)): float(w or 0.0) for p, c, w in
+                 raw.filter(pl.col("concurrency") > 0).group_by("point_id", "concurrency")
+                 .agg(pl.col("wall_s").mean()).iter_rows()}
+        cost = {pid: startup.get(pid, 0.0) + 2.0 for pid in planned}  # a launch: its startup, the reaps
+        rnd = decide.plan_round(tracked, counts, max_repeats=s.max_repeats, left_s=budget - spent,
+                                cost=cost, per_level_s=walls)
+        if not rnd.levels:
+            break
+        round_no += 1
+        if runner is None:
+            runner = _runner(sweep, hosts, run_fn)
+        launches = _launches(rnd, planned, specs, rd.path, round_no)
+        console.print(f"decide: round {round_no}: {plural(len(rnd.decisions), 'decision')}, "
+                      f"{plural(sum(len(v) for v in rnd.levels.values()), 'level')} of "
+                      f"{plural(len(rnd.levels), 'point')} measured again ({plural(len(launches), 'launch', 'launches')})")
+        failed: dict[str, str] = {}
+        try:
+            for out in runner.run(launches, lambda *_: None):
+                spent += max(0.0, out.result.seconds)  # the launch's host time (its points' included)
+                for r in [replace(out.result, more=[]), *out.result.more]:
+                    if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
+                        failed[r.point_id] = str(r.failure or "no level measured")
+                        continue
+                    rd.write_repeat(r.point_id, round_no, _stamped(r, counts))
+        except BaseException:
+            runner.cancel_all()
+            raise
+        for key in rnd.decisions:
+            tracked[key].rounds += 1
+        decide.update(tracked, decide.evaluate(store.load(rd.path), slos, pairs), s.margin)
+        for t in tracked.values():
+            if t.open and failed.keys() & set(t.now.points):
+                pid = next(p for p in t.now.points if p in failed)
+                t.outcome, t.detail = decide.BUDGET, f"re-measuring {planned[pid].label} failed: {failed[pid]}"
+    decide.close(tracked, "the time budget ran out (decide.budget_s / budget_share)")
+    raw = store.table(rd.path, "levels").collect()
+    bench_s = {(str(p), int(c)): float(w or 0.0) for p, c, w in
+               raw.filter(pl.col("repeat").fill_null(0) > 0).group_by("point_id", "concurrency")
+               .agg(pl.col("wall_s").sum()).iter_rows()}
+    rows = decide.rows(tracked, decide.counts_of(raw), bench_s, s.margin)
+    rd.write_decisions(pa.Table.from_pylist(rows, schema=DECISIONS_SCHEMA) if rows else DECISIONS_SCHEMA.empty_table())
+    ended = {o: sum(r["outcome"] == o for r in rows) for o in decide.OUTCOMES}
+    console.print(f"decide: {ended['decided']} decided, {ended['equal']} equal within +-{s.margin:.0%}, "
+                  f"{ended['budget']} undecided (budget); {spent:,.0f} host-s in {plural(round_no, 'round')}, "
+                  f"{sum(bench_s.values()):,.1f} s of benchmark levels measured again")
+    for r in rows:
+        console.print(f"  {escape(r['subject'])}: {r['outcome']}: {escape(r['pick_label'])} vs "
+                      f"{escape(r['other_label'])} {_pct(r['margin'])} [{_pct(r['low'])} .. {_pct(r['high'])}]"
+                      + (f" ({escape(r['detail'])})" if r["detail"] else ""))
+    return rows
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else ("inf" if math.isinf(v) else f"{v:+.1%}")
+
+
+def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
+    """A re-measurement's levels and requests, each level's rows with its repeat index (the number of
+    measurements of it so far: the grid's is 0)."""
+    levels = pl.from_arrow(r.levels)
+    index = {int(c): counts.get((r.point_id, int(c)), 1) for c in levels["concurrency"].to_list()}
+    top = max(index.values(), default=1)
+    rep = lambda c: pl.col(c).cast(pl.Int64).replace_strict(index, default=top).cast(pl.Int32)  # noqa: E731
+    out = {"levels": levels.with_columns(repeat=rep("concurrency")).to_arrow()}
+    if r.requests is not None:
+        req = pl.from_arrow(r.requests)
+        out["requests"] = req.with_columns(
+            repeat=pl.when(pl.col("phase") == "level").then(rep("concurrency")).otherwise(pl.lit(top, pl.Int32))).to_arrow()
+    return out
+
+
+def _specs(sweep: Prepared) -> dict[str, PointSpec]:
+    from sweep.orchestrate.sweep import _spec
+
+    how = sweep.kind
+    name = sweep_id(sweep.rd.path)
+    return {p.id: replace(_spec(p, sweep.experiment, sweep.rd, how, name), nnodes=sweep.nnodes)
+            for p in sweep.plan.points if not p.errors}
+
+
+def _launches(rnd: decide.Round, planned: dict, specs: dict[str, PointSpec], path: Path, round_no: int) -> list[PointSpec]:
+    """The round's launches: points of one launch share it, each measuring only its levels."""
+    out = []
+    points = [planned[pid] for pid in rnd.levels]
+    for group in launches_of(points).values():
+        def bench(pid: str):
+            return decide.restricted(specs[pid].bench, rnd.levels[pid])
+        lead = group[0].id
+        log = Path(specs[lead].log_path)
+        out.append(replace(specs[lead], bench=bench(lead), log_path=str(log.with_name(f"{log.stem}~r{round_no}.log")),
+                           subpoints=[SubPoint(q.id, q.label, bench(q.id)) for q in group[1:]]))
+    return out
+
+
+def _runner(sweep: Prepared, hosts: list[Host], run_fn):
+    from sweep.orchestrate.ray_runner import HostSetup, Runner
+
+    exp, how = sweep.experiment, sweep.kind
+    ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_id(sweep.rd.path)
+    setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if how.local_cluster else 0),
+                                   str(ledger_root / h.name) if how.fake_server else None,
+                                   exp.cluster.gpus_per_host, choose_port=how.local_cluster)
+              for h in hosts}
+    return Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
+                  exp.cluster.max_host_failures, run_fn=run_fn)
+
