@@ -123,14 +123,15 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("decode-attention-backend", str, None, "Choose the kernels for decode attention layers."),
     _f("sampling-backend", str, None, "Choose the kernels for sampling layers."),
     _f("moe-runner-backend", str, "auto", "Choose the runner backend for MoE."),
-    _f("disable-cuda-graph", "switch", False, "Disable cuda graph.", until="0.5.22"),
+    _f("disable-cuda-graph", "switch", False, "Disable cuda graph (0.5.23: deprecated, its only spelling on the "
+       "command line; use --cuda-graph-backend-{decode,prefill}=disabled)."),
     _f("cuda-graph-max-bs", int, None, "Set the maximum batch size for cuda graph.", until="0.5.22"),
     _f("cuda-graph-bs", int, None, "Set the list of batch sizes for cuda graph.", nargs="+"),
     _f("cuda-graph-max-bs-decode", int, None, "Set the maximum batch size for the decode cuda graph.",
        since="0.5.23"),
     _f("cuda-graph-max-bs-prefill", int, None, "Set the maximum batch size for the prefill cuda graph.",
        since="0.5.23"),
-    _f("cuda-graph-backend-decode", str, "full", "CUDA graph backend for decode (disabled turns it off).",
+    _f("cuda-graph-backend-decode", str, None, "CUDA graph backend for decode (disabled turns it off; default full).",
        since="0.5.23", choices=("full", "piecewise", "disabled")),
     _f("disable-custom-all-reduce", "switch", False, "Disable the custom all-reduce kernel and fall back "
        "to NCCL."),

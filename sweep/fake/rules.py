@@ -94,7 +94,7 @@ def auto_speculative_params(algorithm: str, arch: str) -> tuple[int, int, int]:
 
 
 def cuda_graph_enabled(args: dict[str, Any]) -> bool:
-    return not args.get("disable_cuda_graph") and args.get("cuda_graph_backend_decode", "full") != "disabled"
+    return not args.get("disable_cuda_graph") and args.get("cuda_graph_backend_decode") != "disabled"
 
 
 def cuda_graph_max_bs(args: dict[str, Any]) -> int:
@@ -171,7 +171,8 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
     if o.adaptive_requested:
         _adaptive(a, out, o)
     if o.later is not None:
-        stage = o.later.stage if o.later.stage in tracebacks.INIT_STACKS else "draft_capture"
+        stage = ("adaptive_capture" if o.later.rule == "adaptive-cuda-graph-cpu"  # the runtime states, after the graphs
+                 else o.later.stage if o.later.stage in tracebacks.INIT_STACKS else "draft_capture")
         out.deferred = Deferred(stage, o.later.exception)
     return out
 

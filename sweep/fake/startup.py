@@ -352,6 +352,8 @@ class Rank:
             if not p.real_wording:
                 load_s += self._load_drafter()
             self._draft_graphs(max_running)
+            if p.deferred is not None and p.deferred.where == "adaptive_capture":
+                self.fail("adaptive_capture", p.deferred.exception)
             if p.adaptive is not None:
                 self._build_adaptive_states()
         elif p.deferred is not None:

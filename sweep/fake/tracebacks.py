@@ -72,6 +72,18 @@ _DRAFT_INIT: tuple[Frame, ...] = (
     ("srt/speculative/eagle_worker.py", 158, "__init__", "if self.topk > 1 and self.page_size > 1:"),
 )
 
+# adaptive speculation builds a runtime state per candidate step count after the graphs (0.5.23's
+# eagle_worker_v2): the target's verify graph runner for each, which no CPU attention backend implements
+_ADAPTIVE_CAPTURE: tuple[Frame, ...] = (
+    ("srt/speculative/eagle_worker_v2.py", 1408, "init_cuda_graphs", "self.adaptive_controller.init_states("),
+    ("srt/speculative/adaptive_runtime_state.py", 112, "init_states", "state = self.worker.build_adaptive_runtime_state("),
+    ("srt/speculative/eagle_worker_v2.py", 1820, "build_adaptive_runtime_state",
+     "target_graph_runner = TargetGraphRunnerCls("),
+    ("srt/model_executor/runner/decode_cuda_graph_runner.py", 429, "__init__",
+     "self.attn_backend.init_cuda_graph_state(self.max_bs, self.max_num_token)"),
+    ("srt/layers/attention/base_attn_backend.py", 258, "init_cuda_graph_state", "raise NotImplementedError()"),
+)
+
 _DRAFT_CAPTURE: tuple[Frame, ...] = (
     ("srt/speculative/eagle_worker.py", 212, "init_cuda_graphs", "self.cuda_graph_runner = EAGLEDraftCudaGraphRunner(self)"),
     ("srt/speculative/eagle_draft_cuda_graph_runner.py", 101, "__init__", "self.capture()"),
@@ -120,6 +132,7 @@ INIT_STACKS: dict[str, tuple[Frame, ...]] = {
     "draft_init": (*_SCHEDULER_INIT, *_DRAFT_INIT),
     "draft_load": (*_SCHEDULER_INIT, *_DRAFT_WORKER, *_LOAD),
     "draft_capture": (*_SCHEDULER_INIT, *_DRAFT_CAPTURE),
+    "adaptive_capture": (*_SCHEDULER_INIT, *_ADAPTIVE_CAPTURE),
     "serve": _SERVE,
 }
 

@@ -35,6 +35,7 @@ from sweep.core.record import PointResult
 from sweep.core.types import FailurePhase
 from sweep.core.console import plural
 from sweep.sglang.args import flag_args, flag_value, flags_in_argv
+from sweep.sglang import adaptive
 from sweep.sglang.logs import AdaptiveLog, find_failure
 from sweep.core.atomic import write_text as atomic_write_text
 
@@ -180,22 +181,13 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     report.checks.append(Check("warning" if found.findings else "ok", "", found.summary()))
 
 
-ADAPTIVE_CONFIG = "speculative-adaptive-config"
+ADAPTIVE_CONFIG = adaptive.CONFIG_FLAG
 
 
 def adaptive_config_path(log_path: Path) -> Path:
     """Where the host writes a point's adaptive config given as a mapping: beside its log (the point's own
     space on the host), ``<log name>.adaptive-config.json``."""
     return log_path.with_name(f"{log_path.stem}.adaptive-config.json")
-
-
-def _plain(value: Any) -> Any:
-    """A mapping or list from the experiment (omegaconf's containers too) as plain JSON values."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
@@ -207,7 +199,7 @@ def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
         return spec.argv
     path = adaptive_config_path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(_plain(cfg), sort_keys=True, indent=1) + "\n")
+    atomic_write_text(path, json.dumps(adaptive.as_json(cfg), sort_keys=True, indent=1) + "\n")
     return [*spec.launcher, *flag_args({**spec.flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
 
 

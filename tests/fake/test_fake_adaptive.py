@@ -296,3 +296,17 @@ def test_a_dry_run_shows_the_switches_per_level(tmp_path):
     levels = {r["concurrency"]: r for r in tables["levels"].collect().to_dicts()}
     assert (levels[1]["adaptive_switches"], levels[1]["adaptive_steps"]) == (0, [3])
     assert levels[8]["adaptive_switches"] >= 1 and levels[8]["adaptive_steps"] == [3, 1]
+
+
+def test_on_cpu_adaptive_needs_the_graphs_off_as_sglang_does():
+    """SGLang builds a verify graph per candidate step count; on CPU that dies (NotImplementedError) unless
+    the decode graph is off: --disable-cuda-graph (0.5.23's deprecated spelling, still its only one) does it."""
+    from sweep.fake import args as fake_args, rules
+
+    argv = [*FLAGS, "--speculative-adaptive", "--device", "cpu", "--fake-version", "0.5.23"]
+    parsed = fake_args.parse(argv)
+    resolved = rules.resolve(parsed.ns, parsed.version)
+    assert resolved.deferred == rules.Deferred("adaptive_capture", "NotImplementedError")
+    parsed = fake_args.parse([*argv, "--disable-cuda-graph"])
+    resolved = rules.resolve(parsed.ns, parsed.version)
+    assert resolved.deferred is None and resolved.adaptive_config is not None

@@ -57,6 +57,7 @@ def test_ready_with_phase_timings_and_tables(tmp_path, host):
     assert stages[:2] == ["preflight", "load"] and "capture" in stages and "benchmark" in stages
     assert r.reaped["port_free"] and r.reaped["gpu_free"]
     assert host.probe.processes() == []  # every rank gave its GPU memory back
+    assert r.adaptive is None and set(r.levels.column("adaptive_switches").to_pylist()) == {None}  # not asked for
 
 
 def test_capture_oom_explained_from_the_log_of_the_dead_server(tmp_path, host):
@@ -272,9 +273,3 @@ def test_an_adaptive_config_given_inline_is_served_and_its_switches_land_in_thei
     assert rows[4]["adaptive_switches"] >= 1 and rows[4]["adaptive_steps"] == [3, 1]
     assert rows[4]["adaptive_steps_final"] in (1, 3)
 
-
-def test_a_point_without_adaptive_speculation_has_no_adaptive_figures(tmp_path, host):
-    r = run_point(make_spec(tmp_path, flags=SPEC_FLAGS), host)
-    assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
-    assert r.adaptive is None and r.adaptive_disabled_reason is None
-    assert set(r.levels.column("adaptive_switches").to_pylist()) == {None}

@@ -453,3 +453,25 @@ def test_a_level_s_switches_are_those_between_its_marks():
                "synchronized across DP ranks). Falling back to static speculative params.")
     assert not static.running and static.disabled.startswith("attention DP is not supported")
     assert static.level(0, 0) == {"adaptive_switches": None, "adaptive_steps": None, "adaptive_steps_final": None}
+
+
+# real SGLang (the CPU build, 7f8f030, --disable-cuda-graph, the tiny EAGLE-3 drafter; config {"1": [1, 3], "4": [1]}),
+# 2026-12-05: its tier 1 dropped to 1 step at C=1 (the drafter accepted little)
+REAL_ADAPTIVE = """\
+[2026-12-05 03:53:16] AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3]
+[2026-12-05 03:53:18] Built adaptive runtime state steps=1: elapsed=0.03s, mem=0.00GB
+[2026-12-05 03:53:20] Adaptive spec params updated: steps 3 -> 1 (ema_accept_len=0.07)
+[2026-12-05 03:53:20] Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2
+[2026-12-05 03:53:21] Decode batch, #running-req: 1, #token: 42, token usage: 0.00, accept len: 1.10, accept rate: 0.10, \
+cpu graph: False, gen throughput (token/s): 0.26, #queue-req: 0
+"""
+
+
+def test_real_sglang_s_adaptive_lines_are_read():
+    from sweep.sglang.logs import AdaptiveLog
+
+    log = AdaptiveLog()
+    for line in REAL_ADAPTIVE.splitlines():
+        log.see(line)
+    assert (log.start_steps, log.candidates, log.built, log.switches) == (3, (1, 3), [1], [(3, 1)])
+    assert log.level(0, log.mark()) == {"adaptive_switches": 1, "adaptive_steps": [3, 1], "adaptive_steps_final": 1}
