@@ -373,7 +373,11 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
                 raise _Raise(Failure("unknown-algorithm", f"ValueError: Unknown speculative algorithm name: {algo}",
                                      "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM"))
     if not new and adaptive_given(flags):
-        raise _Raise(adaptive_unrecognized(flags, version))
+        if rules_version(ctx.version)[1] is None:  # a version whose flags are known: 0.5.10 has none
+            raise _Raise(adaptive_unrecognized(flags, version))
+        out.depends_on.append("adaptive-version")  # between 0.5.10 (none) and 0.5.23 (both): the host's --help knows
+        out.notes.append(f"SGLang {ctx.version} may lack --{ad.FLAG} (0.5.10 has none, {ad.SINCE} has it): the host's "
+                         "pre-flight checks its flags against --help; adaptive speculation is not modelled here")
     steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
     draft, cap = _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests")
     page = _int(flags, "page-size")

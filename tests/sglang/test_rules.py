@@ -442,8 +442,9 @@ def test_pp_spec_refuses_adaptive_only_when_it_stays_on():
     ctx = serverargs.Context("0.5.23", "DeepseekV3ForCausalLM", "H200", env={"SGLANG_ENABLE_PP_SPEC": "1"})
     o = serverargs.resolve({"model-path": "/m", **pp}, ctx)
     assert o.error and "SGLANG_ENABLE_PP_SPEC is not compatible with --speculative-adaptive" in o.error.exception
-    o = serverargs.resolve({"model-path": "/m", **pp, "enable-multi-layer-eagle": True}, ctx)
-    assert "--speculative-adaptive" not in (o.error.exception if o.error else "")
+    # a tree turns adaptive off first, and SGLang's PP check reads the switch as resolved (measured on 0.5.23)
+    o = serverargs.resolve({"model-path": "/m", **pp, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}, ctx)
+    assert o.error is None and not o.adaptive and o.final == (3, 4, 8, 64)
 
 
 def test_a_mapping_flag_value_is_json_in_the_argv():
@@ -451,3 +452,13 @@ def test_a_mapping_flag_value_is_json_in_the_argv():
 
     assert flag_args({"speculative-adaptive-config": {32: {"candidate_steps": [0]}, "1": {"candidate_steps": [1, 3]}}}) \
         == ["--speculative-adaptive-config", '{"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0]}}']
+    from sweep.sglang import flagtypes
+
+    for version in ("0.5.23", "0.0.0.dev0+g7f8f030"):  # argparse takes it as one value (the host's file path)
+        assert flagtypes.refusal("speculative-adaptive-config", POLICY, version, True) is None
+
+
+def test_adaptive_flags_of_a_version_between_the_known_ones_are_the_hosts_to_check():
+    between = rules.Target(version="0.5.15", architecture="LlamaForCausalLM", gpu="H200", version_given=True)
+    got = found(AD, target=between)
+    assert ("warning", "checked-on-host") in got and not any(level == "error" for level, _ in got)
