@@ -23,7 +23,18 @@ releases; ``check_server_args``), in SGLang's order, for the part that speculati
 4. NGRAM: topk from its BFS breadth (10), 12 draft tokens, (0.5.23) steps = draft // topk, the
    same paged-KV check (flashinfer only), CUDA only in 0.5.10;
 5. ``check_server_args``: speculation with pipeline parallelism (0.5.10: none; 0.5.23: EAGLE / NEXTN
-   only, and only on a prefill node unless the server's env sets SGLANG_ENABLE_PP_SPEC=1).
+   only, and only on a prefill node unless the server's env sets SGLANG_ENABLE_PP_SPEC=1, which in
+   turn refuses adaptive speculation that stays on).
+
+Adaptive speculation (``--speculative-adaptive``, ``--speculative-adaptive-config``: 0.5.23 and the
+CPU build; 0.5.10's argparse refuses them) runs between 2. and 3., after NEXTN became EAGLE:
+``_maybe_disable_adaptive`` (each of ``adaptive_unsupported_reason``'s conditions: a warning, and
+static speculation from there on, the automatic steps included), then
+``_init_adaptive_speculative_params`` (the config loaded, ``sweep.sglang.adaptive``, its refusals
+raised; topk 1; the steps given, else the middle candidate; the steps checked against the
+candidates' union; draft tokens = steps + 1). HiSparse (0.5.23) refuses it after; on CPU it dies
+building a decode CUDA graph per step count unless the decode graph is off (``later``). The
+outcome says whether the server stays adaptive, its candidates per tier and its knobs.
 
 Failures SGLang only meets after the arguments (at model load, CUDA-graph capture or the first
 request) are returned apart, as ``later``: the plan reports them, the fake raises them there.
@@ -577,7 +588,9 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
     """What adaptive speculation meets after its own step: the HiSparse hook (0.5.23, not the CPU build) refuses it;
     on CPU, building its runtime states captures a decode graph per step count (eagle_worker_v2
     build_adaptive_runtime_state: DecodeCudaGraphRunner unless the decode graph backend is disabled), which the CPU
-    attention backends do not implement (base_attn_backend.init_cuda_graph_state raises NotImplementedError)."""
+    attention backends do not implement (base_attn_backend.init_cuda_graph_state raises NotImplementedError).
+    Measured on the CPU build (tiny target, EAGLE3, candidates [1, 3]): with none of the flags it dies so;
+    --disable-cuda-graph, --disable-decode-cuda-graph and --cuda-graph-backend-decode disabled each let it start."""
     if flags.get("enable-hisparse") and not (ctx.version and ad.CPU_BUILD in ctx.version):
         raise _Raise(Failure("adaptive-hisparse", "ValueError: HiSparse speculative decoding uses statically sized swap "
                              "state; --speculative-adaptive is not supported.",
