@@ -457,6 +457,8 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
         _adaptive_after(out, flags, ctx, gpu)
     if out.max_draft_tokens is None:
         out.max_draft_tokens = out.draft_tokens
+    if algo is not None and (flags.get("enable-lora") or flags.get("lora-paths")):
+        _lora(out, ctx, algo, new)
 
     # 5. check_server_args
     if algo is not None and pp > 1:
@@ -602,6 +604,26 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
                             stage="draft_capture", source="raise NotImplementedError()",
                             what="adaptive speculation on CPU builds a decode CUDA graph per step count "
                                  "(build_adaptive_runtime_state), which no CPU attention backend implements")
+
+
+def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
+    """LoRA with speculation: 0.5.10 and the CPU build take NGRAM only (ServerArgs' LoRA checks); 0.5.23 takes EAGLE /
+    EAGLE3 (NEXTN is EAGLE), NGRAM, DFLASH and DSPARK, and refuses adaptive speculation that stays on
+    (arg_groups/lora_hook.py check_lora_speculative_compatibility)."""
+    if not new or (ctx.version and ad.CPU_BUILD in ctx.version):
+        if algo != "NGRAM":
+            raise _Raise(Failure("lora-speculative", "ValueError: Currently LoRA is only compatible with NGRAM "
+                                 "speculative decoding.", "drop enable-lora / lora-paths, or speculate with NGRAM"))
+        return
+    if algo not in ("NGRAM", "EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+        raise _Raise(Failure("lora-speculative", "ValueError: LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, "
+                             f"DFLASH, or DSPARK speculative decoding, not {algo}.",
+                             "drop enable-lora / lora-paths, or use EAGLE / EAGLE3 / NGRAM"))
+    if out.adaptive:
+        raise _Raise(Failure("adaptive-lora", "ValueError: LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does not "
+                             "support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, and "
+                             "the runtime-state swap does not rebuild LoRA cuda-graph metadata.",
+                             "drop speculative-adaptive (or LoRA)"))
 
 
 def env_true(value: Any) -> bool:

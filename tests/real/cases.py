@@ -202,6 +202,7 @@ PIPELINE = [
 # conditions, start at the given steps (else the middle candidate) with draft tokens = steps + 1
 _E3 = dict(algo="EAGLE3", drafter="llama-eagle3")
 _AD = dict(adaptive=True, config="policy")
+_LORA = {"enable-lora": True, "max-lora-rank": 8, "lora-target-modules": "q_proj"}
 ADAPTIVE = [
     _case("H200", "llama", **_E3, **_AD),
     _case("H200", "llama", **_E3, adaptive=True),  # SGLang's own config (0.5.23's and the CPU build's differ)
@@ -233,6 +234,13 @@ ADAPTIVE = [
     _case("H200", "dsv32", algo="NEXTN", **_AD, **{"enable-hisparse": True, "disable-radix-cache": True}),
     _case("H200", "dsv32", algo="NEXTN", **_AD, **{"enable-hisparse": True, "disable-radix-cache": True,
                                                    "enable-dp-attention": True, "dp-size": 2, "tp-size": 2}),
+    _case("H200", "llama", **_E3, **_AD, **{"enable-pdmux": True, "disable-overlap-schedule": True,
+                                            "chunked-prefill-size": -1}),
+    # LoRA: 0.5.23 refuses adaptive speculation with it; 0.5.10 and the CPU build refuse any speculation but NGRAM
+    _case("H200", "llama", **_E3, **_AD, **_LORA),
+    _case("H200", "llama", **_E3, steps=3, topk=1, draft=4, **_LORA),
+    _case("H200", "llama", algo="STANDALONE", drafter="llama-small", steps=3, topk=1, draft=4, **_LORA),
+    _case("H200", "llama", algo="NGRAM", **_LORA),
     # on CPU the arguments pass; without the decode CUDA graph off, startup dies building the runtime states
     _case("cpu", "llama", **_E3, **_AD, device="cpu"),
     _case("cpu", "llama", **_E3, **_AD, device="cpu", **{"disable-cuda-graph": True}),

@@ -315,7 +315,7 @@ _PP_BUILD = ("the CPU build 7f8f030 rejects any speculation with pp > 1 (ServerA
              "(arg_groups/validation_hook.py:159). No CPU server runs pp with PD disaggregation.")
 
 # flags the fake server takes without serving what they do (it accepts any well-formed flag of SGLang's)
-FAKE_UNSERVED = ("enable-two-batch-overlap", "enable-hisparse", "enable-pdmux")
+FAKE_UNSERVED = ("enable-two-batch-overlap", "enable-hisparse", "enable-pdmux", "enable-lora")
 
 
 def _fake_unserved(case: C.Case, real: Verdict, mine: Verdict) -> bool:
@@ -329,10 +329,10 @@ KNOWN_DIFFERENCES: tuple[Known, ...] = (
           "NGRAM: SGLang 0.5.10 leaves speculative_num_steps unset and 0.5.23 sets it to draft // topk (0 below 10 "
           "draft tokens); the fake reports 1, since its scheduler model (fake/main.speculative_config, "
           "fake/model.Spec) needs a step. NGRAM never reads the value."),
-    Known("fake", ("0.5.23",), _fake_unserved,
-          "the fake takes --enable-two-batch-overlap, --enable-hisparse and --enable-pdmux as flags it does not serve "
-          "(sweep/fake/args.py parses only what it models), so SGLang's adaptive fallback (two-batch overlap) and "
-          "HiSparse's refusal of adaptive speculation do not reach its model; the plan's verdict is SGLang's"),
+    Known("fake", ("0.5.10", "0.5.23"), _fake_unserved,
+          "the fake takes --enable-two-batch-overlap, --enable-hisparse, --enable-pdmux and --enable-lora as flags it "
+          "does not serve (sweep/fake/args.py parses only what it models), so SGLang's adaptive fallback (two-batch "
+          "overlap, pdmux) and the refusals of HiSparse and LoRA do not reach its model; the plan's verdict is SGLang's"),
 )
 
 

@@ -349,6 +349,7 @@ ADAPTIVE_CASES = [
     ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"bs1": {"candidate_steps": [1]}}}, AD),
     ("adaptive-hisparse", "error", {**AD, "enable-hisparse": True, "disable-radix-cache": True}, AD),
     ("adaptive-config-unused", "warning", {**AD, "speculative-adaptive": False}, AD),
+    ("adaptive-lora", "error", {**AD, "enable-lora": True}, {**AD, "speculative-adaptive": False, "enable-lora": True}),
 ]
 
 
@@ -462,3 +463,13 @@ def test_adaptive_flags_of_a_version_between_the_known_ones_are_the_hosts_to_che
     between = rules.Target(version="0.5.15", architecture="LlamaForCausalLM", gpu="H200", version_given=True)
     got = found(AD, target=between)
     assert ("warning", "checked-on-host") in got and not any(level == "error" for level, _ in got)
+
+
+def test_lora_with_speculation_per_version():
+    lora = {**E3, "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4,
+            "enable-lora": True}
+    assert outcome(lora).error is None  # 0.5.23 takes EAGLE3 with LoRA (static)
+    for version in ("0.5.10", "0.0.0.dev0+g7f8f030"):
+        assert "only compatible with NGRAM" in outcome(lora, version=version).error.exception
+    assert outcome({**lora, "speculative-algorithm": "STANDALONE"}).error.exception.endswith("not STANDALONE.")
+    assert outcome({"speculative-algorithm": "NGRAM", "enable-lora": True}, version="0.5.10", gpu="H200").error is None
