@@ -2,6 +2,8 @@
 depends on: the SGLang version, the target's architecture and the GPU (the differential test in
 tests/real/ checks the same model against real SGLang)."""
 
+import json
+
 import pytest
 
 from sweep.core.settings import BenchSettings, ConcurrencySettings
@@ -473,3 +475,42 @@ def test_lora_with_speculation_per_version():
         assert "only compatible with NGRAM" in outcome(lora, version=version).error.exception
     assert outcome({**lora, "speculative-algorithm": "STANDALONE"}).error.exception.endswith("not STANDALONE.")
     assert outcome({"speculative-algorithm": "NGRAM", "enable-lora": True}, version="0.5.10", gpu="H200").error is None
+
+
+POLICY_PLAN = """
+name: policy
+server: {model_path: /m, tp_size: 8, architecture: KimiK25ForConditionalGeneration, gpu: H200,
+         flags: {max-running-requests: 256}}
+grid:
+  axes:
+    drafter:
+      values:
+        none: {}
+        d1:
+          flags:
+            speculative-algorithm: EAGLE3
+            speculative-draft-model-path: /d1
+            speculative-adaptive: true
+            speculative-adaptive-config: {"1": {"candidate_steps": [3, 5]}, "30": {"candidate_steps": [1, 2]}, "100": {"candidate_steps": [0]}}
+            speculative-num-steps: 5
+            speculative-num-draft-tokens: 6
+            speculative-eagle-topk: 1
+"""
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.10"])
+def test_plan_of_the_policy_launch(write_yaml, version):
+    """--plan: the policy's launch flags (a mapping config) pass 0.5.23's rules, and 0.5.10 refuses them as its
+    argparse does."""
+    from sweep.experiment import config, plan
+
+    built = plan.build(config.load(write_yaml(POLICY_PLAN), [f"server.sglang_version={version}"]))
+    point = next(p for p in built.points if not p.baseline)
+    if version == "0.5.23":
+        assert not point.errors and point.resolved["adaptive"] is True
+        assert point.resolved["candidate_steps"] == [0, 1, 2, 3, 5] and point.resolved["max_draft_tokens"] == 6
+        config_arg = point.argv[point.argv.index("--speculative-adaptive-config") + 1]
+        assert json.loads(config_arg)["30"] == {"candidate_steps": [1, 2]}
+    else:
+        assert len(point.errors) == 2 and all("unrecognized arguments: --speculative-adaptive" in e for e in point.errors)
+        assert all("0.5.23" in e for e in point.errors)
