@@ -151,6 +151,8 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
     if not o.algorithm:
         return out
     a["speculative_algorithm"] = o.algorithm
+    if o.adaptive_requested:  # SGLang turns the switch off where it falls back to static speculation
+        a["speculative_adaptive"] = o.adaptive
     a["speculative_num_steps"], a["speculative_eagle_topk"] = o.steps, o.topk
     a["speculative_num_draft_tokens"], a["max_running_requests"] = o.draft_tokens, o.max_running_requests
     a["speculative_draft_model_path"] = o.draft_model_path

@@ -344,7 +344,8 @@ RESOLVED = pa.struct([  # sweep.sglang.serverargs.Outcome.summary(): the plan's 
     ("page_size", pa.int64()),
     ("error", pa.string()),  # the exception SGLang's argument checks raise, if any
     ("later", pa.string()),  # where and how it fails later (drafter load, CUDA graph capture)
-    ("depends_on", pa.list_(pa.string())),  # what the verdict depends on (GPU, architecture)
+    ("depends_on", pa.list_(pa.string())),  # what the verdict depends on: gpu, architecture, algorithm, adaptive-config
+    # (a config path not readable where it was planned), adaptive-version (a version that may lack the flags)
     ("version", pa.string()),  # the SGLang version whose rules resolved it
     ("architecture", pa.string()),
     ("gpu", pa.string()),

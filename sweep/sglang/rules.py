@@ -202,6 +202,9 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
                            + ": its tiers and candidate steps are left unchecked here",
                            "nothing to do if the hosts have the file; or give speculative-adaptive-config as a mapping "
                            "(the config itself), which the plan checks"))
+    if "adaptive-version" in o.depends_on:
+        out.append(Check(WARNING, "checked-on-host", next(n for n in o.notes if "may lack" in n),
+                           f"set server.sglang_version to the SGLang the hosts run ({ad.SINCE} has the adaptive flags)"))
     if o.error and o.error.rule == "unknown-flag":
         return out  # argparse's refusal of a flag: read_names says it
     if o.error:

@@ -23,7 +23,18 @@ releases; ``check_server_args``), in SGLang's order, for the part that speculati
 4. NGRAM: topk from its BFS breadth (10), 12 draft tokens, (0.5.23) steps = draft // topk, the
    same paged-KV check (flashinfer only), CUDA only in 0.5.10;
 5. ``check_server_args``: speculation with pipeline parallelism (0.5.10: none; 0.5.23: EAGLE / NEXTN
-   only, and only on a prefill node unless the server's env sets SGLANG_ENABLE_PP_SPEC=1).
+   only, and only on a prefill node unless the server's env sets SGLANG_ENABLE_PP_SPEC=1, which in
+   turn refuses adaptive speculation that stays on).
+
+Adaptive speculation (``--speculative-adaptive``, ``--speculative-adaptive-config``: 0.5.23 and the
+CPU build; 0.5.10's argparse refuses them) runs between 2. and 3., after NEXTN became EAGLE:
+``_maybe_disable_adaptive`` (each of ``adaptive_unsupported_reason``'s conditions: a warning, and
+static speculation from there on, the automatic steps included), then
+``_init_adaptive_speculative_params`` (the config loaded, ``sweep.sglang.adaptive``, its refusals
+raised; topk 1; the steps given, else the middle candidate; the steps checked against the
+candidates' union; draft tokens = steps + 1). HiSparse (0.5.23) refuses it after; on CPU it dies
+building a decode CUDA graph per step count unless the decode graph is off (``later``). The
+outcome says whether the server stays adaptive, its candidates per tier and its knobs.
 
 Failures SGLang only meets after the arguments (at model load, CUDA-graph capture or the first
 request) are returned apart, as ``later``: the plan reports them, the fake raises them there.
@@ -373,7 +384,11 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
                 raise _Raise(Failure("unknown-algorithm", f"ValueError: Unknown speculative algorithm name: {algo}",
                                      "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM"))
     if not new and adaptive_given(flags):
-        raise _Raise(adaptive_unrecognized(flags, version))
+        if rules_version(ctx.version)[1] is None:  # a version whose flags are known: 0.5.10 has none
+            raise _Raise(adaptive_unrecognized(flags, version))
+        out.depends_on.append("adaptive-version")  # between 0.5.10 (none) and 0.5.23 (both): the host's --help knows
+        out.notes.append(f"SGLang {ctx.version} may lack --{ad.FLAG} (0.5.10 has none, {ad.SINCE} has it): the host's "
+                         "pre-flight checks its flags against --help; adaptive speculation is not modelled here")
     steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
     draft, cap = _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests")
     page = _int(flags, "page-size")
@@ -442,6 +457,8 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
         _adaptive_after(out, flags, ctx, gpu)
     if out.max_draft_tokens is None:
         out.max_draft_tokens = out.draft_tokens
+    if algo is not None and (flags.get("enable-lora") or flags.get("lora-paths")):
+        _lora(out, ctx, algo, new)
 
     # 5. check_server_args
     if algo is not None and pp > 1:
@@ -573,7 +590,9 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
     """What adaptive speculation meets after its own step: the HiSparse hook (0.5.23, not the CPU build) refuses it;
     on CPU, building its runtime states captures a decode graph per step count (eagle_worker_v2
     build_adaptive_runtime_state: DecodeCudaGraphRunner unless the decode graph backend is disabled), which the CPU
-    attention backends do not implement (base_attn_backend.init_cuda_graph_state raises NotImplementedError)."""
+    attention backends do not implement (base_attn_backend.init_cuda_graph_state raises NotImplementedError).
+    Measured on the CPU build (tiny target, EAGLE3, candidates [1, 3]): with none of the flags it dies so;
+    --disable-cuda-graph, --disable-decode-cuda-graph and --cuda-graph-backend-decode disabled each let it start."""
     if flags.get("enable-hisparse") and not (ctx.version and ad.CPU_BUILD in ctx.version):
         raise _Raise(Failure("adaptive-hisparse", "ValueError: HiSparse speculative decoding uses statically sized swap "
                              "state; --speculative-adaptive is not supported.",
@@ -585,6 +604,26 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
                             stage="draft_capture", source="raise NotImplementedError()",
                             what="adaptive speculation on CPU builds a decode CUDA graph per step count "
                                  "(build_adaptive_runtime_state), which no CPU attention backend implements")
+
+
+def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
+    """LoRA with speculation: 0.5.10 and the CPU build take NGRAM only (ServerArgs' LoRA checks); 0.5.23 takes EAGLE /
+    EAGLE3 (NEXTN is EAGLE), NGRAM, DFLASH and DSPARK, and refuses adaptive speculation that stays on
+    (arg_groups/lora_hook.py check_lora_speculative_compatibility)."""
+    if not new or (ctx.version and ad.CPU_BUILD in ctx.version):
+        if algo != "NGRAM":
+            raise _Raise(Failure("lora-speculative", "ValueError: Currently LoRA is only compatible with NGRAM "
+                                 "speculative decoding.", "drop enable-lora / lora-paths, or speculate with NGRAM"))
+        return
+    if algo not in ("NGRAM", "EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+        raise _Raise(Failure("lora-speculative", "ValueError: LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, "
+                             f"DFLASH, or DSPARK speculative decoding, not {algo}.",
+                             "drop enable-lora / lora-paths, or use EAGLE / EAGLE3 / NGRAM"))
+    if out.adaptive:
+        raise _Raise(Failure("adaptive-lora", "ValueError: LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does not "
+                             "support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, and "
+                             "the runtime-state swap does not rebuild LoRA cuda-graph metadata.",
+                             "drop speculative-adaptive (or LoRA)"))
 
 
 def env_true(value: Any) -> bool:

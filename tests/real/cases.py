@@ -36,6 +36,24 @@ MODELS: dict[str, dict[str, Any]] = {
     "llama-eagle": {**LLAMA, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
     "llama-small": {**LLAMA, "num_hidden_layers": 1},
     "dsv3-nextn": {**DEEPSEEK_V3, "architectures": ["DeepseekV3ForCausalLMNextN"], "num_hidden_layers": 1},
+    # a DeepSeek Sparse Attention target (index_topk): what --enable-hisparse takes
+    "dsv32": {**DEEPSEEK_V3, "architectures": ["DeepseekV32ForCausalLM"], "index_topk": 64, "index_head_dim": 32,
+              "index_n_heads": 4},
+}
+# adaptive speculation configs (--speculative-adaptive-config NAME: written as adaptive/NAME.json), as text
+ADAPTIVE_CONFIGS: dict[str, str] = {
+    "policy": '{"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0]}}',
+    "knobs": '{"ema_alpha": 0.3, "1": {"candidate_steps": [0, 2, 5], "update_interval": 3}, "8": {"candidate_steps": [2]}}',
+    "off": '{"1": {"candidate_steps": [0]}}',
+    "negative": '{"1": {"candidate_steps": [1, -1]}}',
+    "not-a-list": '{"1": {"candidate_steps": 3}}',
+    "empty": '{"1": {"candidate_steps": []}}',
+    "float": '{"1": {"candidate_steps": [1.0, 3]}}',
+    "no-steps": '{"1": {"steps": [1]}}',
+    "no-tier": '{"ema_alpha": 0.3}',
+    "named-tier": '{"bs1": {"candidate_steps": [1]}}',
+    "a-list": '[1, 2]',
+    "not-json": '{not json',
 }
 TARGETS = ("llama", "dsv3")
 # drafters each algorithm is given per target (None: no --speculative-draft-model-path)
@@ -67,17 +85,19 @@ class Case:
     def all_flags(self, models: Path) -> dict[str, Any]:
         out: dict[str, Any] = {"model-path": str(models / self.target)}
         for k, v in self.flags.items():
-            out[k] = str(models / v) if k == "speculative-draft-model-path" and v else v
+            out[k] = str(models / v) if k == "speculative-draft-model-path" and v else \
+                str(models / "adaptive" / f"{v}.json") if k == "speculative-adaptive-config" and v else v
         return out
 
 
 def _label(gpu: str, target: str, flags: dict[str, Any]) -> str:
     short = {"speculative-algorithm": "", "speculative-num-steps": "s", "speculative-eagle-topk": "k",
              "speculative-num-draft-tokens": "d", "page-size": "p", "attention-backend": "",
-             "max-running-requests": "cap", "speculative-draft-model-path": "drafter=", "device": "device="}
+             "max-running-requests": "cap", "speculative-draft-model-path": "drafter=", "device": "device=",
+             "speculative-adaptive": "adaptive", "speculative-adaptive-config": "config="}
     parts = [gpu, target]
     for k, v in flags.items():
-        parts.append(f"{short[k]}{v}" if k in short else f"{k}={v}")
+        parts.append((short[k] if v is True else f"{short[k]}{v}") if k in short else f"{k}={v}")
     return "/".join(parts)
 
 
@@ -85,7 +105,8 @@ def _case(gpu: str, target: str, **given: Any) -> Case:
     names = {"algo": "speculative-algorithm", "drafter": "speculative-draft-model-path",
              "steps": "speculative-num-steps", "topk": "speculative-eagle-topk",
              "draft": "speculative-num-draft-tokens", "page": "page-size", "backend": "attention-backend",
-             "cap": "max-running-requests", "device": "device"}
+             "cap": "max-running-requests", "device": "device", "adaptive": "speculative-adaptive",
+             "config": "speculative-adaptive-config"}
     flags = {names.get(k, k): v for k, v in given.items() if v is not None}
     return Case(_label(gpu, target, flags), gpu, target, flags)
 
@@ -175,11 +196,64 @@ PIPELINE = [
     _case("H200", "llama", algo="STANDALONE", drafter="llama-small", steps=3, topk=1, draft=4,
           **{"pp-size": 2, "disaggregation-mode": "prefill"}),
 ]
-NAMED += TOPK_BELOW_ONE + NGRAM_TOPK + TREE_ONE_TOKEN + PIPELINE
+
+# adaptive speculation (issue 35): 0.5.10's argparse refuses the flags; 0.5.23 and the CPU build load the config
+# (refusing what its loader refuses), fall back to static speculation for each of adaptive_unsupported_reason's
+# conditions, start at the given steps (else the middle candidate) with draft tokens = steps + 1
+_E3 = dict(algo="EAGLE3", drafter="llama-eagle3")
+_AD = dict(adaptive=True, config="policy")
+_LORA = {"enable-lora": True, "max-lora-rank": 8, "lora-target-modules": "q_proj"}
+ADAPTIVE = [
+    _case("H200", "llama", **_E3, **_AD),
+    _case("H200", "llama", **_E3, adaptive=True),  # SGLang's own config (0.5.23's and the CPU build's differ)
+    _case("H200", "llama", **_E3, **_AD, steps=3, topk=1, draft=4),
+    _case("H200", "llama", **_E3, **_AD, steps=1),
+    _case("H200", "llama", **_E3, **_AD, steps=0),
+    _case("H200", "llama", **_E3, **_AD, steps=2),  # not a candidate
+    _case("H200", "llama", **_E3, **_AD, steps=3, topk=1, draft=9),  # draft tokens: steps + 1 whatever is given
+    _case("H200", "llama", **_E3, **_AD, draft=4),  # no steps: allowed with adaptive (the middle candidate)
+    _case("H200", "llama", **_E3, adaptive=True, config="knobs"),
+    _case("H200", "llama", **_E3, adaptive=True, config="off"),
+    *[_case("H200", "llama", **_E3, adaptive=True, config=bad) for bad in
+      ("negative", "not-a-list", "empty", "float", "no-steps", "no-tier", "named-tier", "a-list", "not-json")],
+    _case("H200", "llama", **_E3, config="negative", steps=3, topk=1, draft=4),  # config without the switch: unread
+    # adaptive_unsupported_reason: static speculation from there on (the automatic choice where no steps are given)
+    _case("H200", "llama", **_E3, **_AD, steps=3, topk=4, draft=8),
+    _case("H200", "llama", **_E3, **_AD, topk=4),
+    _case("H200", "llama", algo="STANDALONE", drafter="llama-small", **_AD),
+    _case("H200", "llama", algo="NGRAM", **_AD),
+    _case("H200", "dsv3", algo="NEXTN", **_AD),  # NEXTN is EAGLE by then: adaptive
+    _case("H200", "dsv3", algo="NEXTN", **_AD, **{"enable-dp-attention": True, "dp-size": 2, "tp-size": 2}),
+    _case("H200", "dsv3", algo="NEXTN", **_AD, **{"enable-dp-attention": True}),  # dp 1: no attention DP
+    _case("H200", "llama", **_E3, **_AD, **{"enable-dp-attention": True, "dp-size": 2, "tp-size": 2}),
+    _case("H200", "dsv3", algo="NEXTN", **_AD, **{"enable-multi-layer-eagle": True}),
+    _case("H200", "llama", algo="EAGLE", drafter="llama-eagle", **_AD, **{"enable-multi-layer-eagle": True}),
+    _case("H200", "dsv3", algo="NEXTN", **_AD, **{"enable-two-batch-overlap": True, "moe-a2a-backend": "deepep",
+                                                  "tp-size": 2, "ep-size": 2}),
+    # HiSparse (0.5.23; not the CPU build) refuses adaptive speculation that stays on
+    _case("H200", "dsv32", algo="NEXTN", **_AD, **{"enable-hisparse": True, "disable-radix-cache": True}),
+    _case("H200", "dsv32", algo="NEXTN", **_AD, **{"enable-hisparse": True, "disable-radix-cache": True,
+                                                   "enable-dp-attention": True, "dp-size": 2, "tp-size": 2}),
+    _case("H200", "llama", **_E3, **_AD, **{"enable-pdmux": True, "disable-overlap-schedule": True,
+                                            "chunked-prefill-size": -1}),
+    # LoRA: 0.5.23 refuses adaptive speculation with it; 0.5.10 and the CPU build refuse any speculation but NGRAM
+    _case("H200", "llama", **_E3, **_AD, **_LORA),
+    _case("H200", "llama", **_E3, steps=3, topk=1, draft=4, **_LORA),
+    _case("H200", "llama", algo="STANDALONE", drafter="llama-small", steps=3, topk=1, draft=4, **_LORA),
+    _case("H200", "llama", algo="NGRAM", **_LORA),
+    # on CPU the arguments pass; without the decode CUDA graph off, startup dies building the runtime states
+    _case("cpu", "llama", **_E3, **_AD, device="cpu"),
+    _case("cpu", "llama", **_E3, **_AD, device="cpu", **{"disable-cuda-graph": True}),
+    _case("cpu", "llama", **_E3, **_AD, device="cpu", **{"cuda-graph-backend-decode": "disabled"}),
+]
+NAMED += TOPK_BELOW_ONE + NGRAM_TOPK + TREE_ONE_TOKEN + PIPELINE + ADAPTIVE
 
 # What the plan must predict for cases SGLang's argument checks pass: case id -> the later failure's rule
 EXPECT_LATER = {**{c.id: "topk-below-one" for c in TOPK_BELOW_ONE},
-                **{c.id: "draft-tokens-too-few" for c in TREE_ONE_TOKEN}}
+                **{c.id: "draft-tokens-too-few" for c in TREE_ONE_TOKEN},
+                ADAPTIVE[-3].id: "adaptive-cuda-graph-cpu"}
+# where SGLang has no adaptive flags (0.5.10), EXPECT_LATER's cases that use them are refused by its argparse
+ADAPTIVE_IDS = frozenset(c.id for c in ADAPTIVE)
 
 
 def generate(n_random: int = N_RANDOM, seed: int = 12) -> list[Case]:
@@ -201,4 +275,7 @@ def write_models(root: Path) -> Path:
     for name, config in MODELS.items():
         (root / name).mkdir(exist_ok=True)
         (root / name / "config.json").write_text(json.dumps(config, indent=1))
+    (root / "adaptive").mkdir(exist_ok=True)
+    for name, text in ADAPTIVE_CONFIGS.items():
+        (root / "adaptive" / f"{name}.json").write_text(text)
     return root

@@ -7,7 +7,8 @@ Run by the python of an SGLang install (stdlib + sglang only), never imported by
 GPU is one of ``GPUS`` (``cpu``: no CUDA at all). Each input line is ``{"id", "argv"}`` (the argv of
 ``launch_server`` without the launcher); each output line is ``{"id", "verdict": "error"|"ok",
 "exception", "message", "steps", "topk", "draft", "max_running", "algorithm", "attention_backend",
-"page_size", "draft_model_path", "device"}``. What runs per case is what ``launch_server`` runs
+"page_size", "draft_model_path", "device", "adaptive"}`` (adaptive: whether adaptive speculation stays on, where
+the version has it). What runs per case is what ``launch_server`` runs
 before it starts the scheduler: ``prepare_server_args`` (argparse + ``ServerArgs.__post_init__``),
 ``resolve_once`` where the version has it (the resolution pipeline of newer releases), and
 ``check_server_args``. One process per GPU, since SGLang caches its probes.
@@ -133,7 +134,7 @@ def _values(sa) -> dict:
              "draft": "speculative_num_draft_tokens", "max_running": "max_running_requests",
              "algorithm": "speculative_algorithm", "attention_backend": "attention_backend",
              "page_size": "page_size", "draft_model_path": "speculative_draft_model_path",
-             "device": "device"}
+             "device": "device", "adaptive": "speculative_adaptive"}
     out = {}
     for key, name in names.items():
         v = get(sa, name, None)

@@ -2,6 +2,8 @@
 depends on: the SGLang version, the target's architecture and the GPU (the differential test in
 tests/real/ checks the same model against real SGLang)."""
 
+import json
+
 import pytest
 
 from sweep.core.settings import BenchSettings, ConcurrencySettings
@@ -349,6 +351,7 @@ ADAPTIVE_CASES = [
     ("adaptive-config-refused", "error", {**AD, "speculative-adaptive-config": {"bs1": {"candidate_steps": [1]}}}, AD),
     ("adaptive-hisparse", "error", {**AD, "enable-hisparse": True, "disable-radix-cache": True}, AD),
     ("adaptive-config-unused", "warning", {**AD, "speculative-adaptive": False}, AD),
+    ("adaptive-lora", "error", {**AD, "enable-lora": True}, {**AD, "speculative-adaptive": False, "enable-lora": True}),
 ]
 
 
@@ -442,8 +445,9 @@ def test_pp_spec_refuses_adaptive_only_when_it_stays_on():
     ctx = serverargs.Context("0.5.23", "DeepseekV3ForCausalLM", "H200", env={"SGLANG_ENABLE_PP_SPEC": "1"})
     o = serverargs.resolve({"model-path": "/m", **pp}, ctx)
     assert o.error and "SGLANG_ENABLE_PP_SPEC is not compatible with --speculative-adaptive" in o.error.exception
-    o = serverargs.resolve({"model-path": "/m", **pp, "enable-multi-layer-eagle": True}, ctx)
-    assert "--speculative-adaptive" not in (o.error.exception if o.error else "")
+    # a tree turns adaptive off first, and SGLang's PP check reads the switch as resolved (measured on 0.5.23)
+    o = serverargs.resolve({"model-path": "/m", **pp, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8}, ctx)
+    assert o.error is None and not o.adaptive and o.final == (3, 4, 8, 64)
 
 
 def test_a_mapping_flag_value_is_json_in_the_argv():
@@ -451,3 +455,62 @@ def test_a_mapping_flag_value_is_json_in_the_argv():
 
     assert flag_args({"speculative-adaptive-config": {32: {"candidate_steps": [0]}, "1": {"candidate_steps": [1, 3]}}}) \
         == ["--speculative-adaptive-config", '{"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0]}}']
+    from sweep.sglang import flagtypes
+
+    for version in ("0.5.23", "0.0.0.dev0+g7f8f030"):  # argparse takes it as one value (the host's file path)
+        assert flagtypes.refusal("speculative-adaptive-config", POLICY, version, True) is None
+
+
+def test_adaptive_flags_of_a_version_between_the_known_ones_are_the_hosts_to_check():
+    between = rules.Target(version="0.5.15", architecture="LlamaForCausalLM", gpu="H200", version_given=True)
+    got = found(AD, target=between)
+    assert ("warning", "checked-on-host") in got and not any(level == "error" for level, _ in got)
+
+
+def test_lora_with_speculation_per_version():
+    lora = {**E3, "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4,
+            "enable-lora": True}
+    assert outcome(lora).error is None  # 0.5.23 takes EAGLE3 with LoRA (static)
+    for version in ("0.5.10", "0.0.0.dev0+g7f8f030"):
+        assert "only compatible with NGRAM" in outcome(lora, version=version).error.exception
+    assert outcome({**lora, "speculative-algorithm": "STANDALONE"}).error.exception.endswith("not STANDALONE.")
+    assert outcome({"speculative-algorithm": "NGRAM", "enable-lora": True}, version="0.5.10", gpu="H200").error is None
+
+
+POLICY_PLAN = """
+name: policy
+server: {model_path: /m, tp_size: 8, architecture: KimiK25ForConditionalGeneration, gpu: H200,
+         flags: {max-running-requests: 256}}
+grid:
+  axes:
+    drafter:
+      values:
+        none: {}
+        d1:
+          flags:
+            speculative-algorithm: EAGLE3
+            speculative-draft-model-path: /d1
+            speculative-adaptive: true
+            speculative-adaptive-config: {"1": {"candidate_steps": [3, 5]}, "30": {"candidate_steps": [1, 2]}, "100": {"candidate_steps": [0]}}
+            speculative-num-steps: 5
+            speculative-num-draft-tokens: 6
+            speculative-eagle-topk: 1
+"""
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.10"])
+def test_plan_of_the_policy_launch(write_yaml, version):
+    """--plan: the policy's launch flags (a mapping config) pass 0.5.23's rules, and 0.5.10 refuses them as its
+    argparse does."""
+    from sweep.experiment import config, plan
+
+    built = plan.build(config.load(write_yaml(POLICY_PLAN), [f"server.sglang_version={version}"]))
+    point = next(p for p in built.points if not p.baseline)
+    if version == "0.5.23":
+        assert not point.errors and point.resolved["adaptive"] is True
+        assert point.resolved["candidate_steps"] == [0, 1, 2, 3, 5] and point.resolved["max_draft_tokens"] == 6
+        config_arg = point.argv[point.argv.index("--speculative-adaptive-config") + 1]
+        assert json.loads(config_arg)["30"] == {"candidate_steps": [1, 2]}
+    else:
+        assert len(point.errors) == 2 and all("unrecognized arguments: --speculative-adaptive" in e for e in point.errors)
+        assert all("0.5.23" in e for e in point.errors)
