@@ -27,10 +27,10 @@ def test_the_picks_within_noise_are_measured_again_and_each_decision_ends(tmp_pa
                        "steps": {"flag": "speculative-num-steps", "values": [2]}},
               "derived": DRAFT_TOKENS},
         benchmark={"single_stream": {"runs": 1, "warmup": 1, "max_tokens": 32},
-                   "concurrency": {"levels": [1, 4], "rounds": 2, "max_tokens": 32},
+                   "concurrency": {"levels": [1, 4], "rounds": 1, "max_tokens": 32},
                    "slo": [{"name": "any", "percentile": 90, "tok_s": 1}]},
         dry_run={"hosts": 2, "fake_args": ["--fake-accept-map", json.dumps({"da": 0.7, "db": 0.69})]},
-        decide={"enabled": True, "budget_share": 3.0, "max_repeats": 3})
+        decide={"enabled": True, "budget_share": 3.0, "max_repeats": 2})
     path = write(tmp_path / "decide.yaml", exp, results_dir=tmp_path / "res")
     res = tmp_path / "res"
 
