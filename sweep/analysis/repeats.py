@@ -143,4 +143,4 @@ def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throu
     df = int(groups["n"].sum() - groups.height) if groups.height else 0
     if df < MIN_DF:
         return None, df
-    return float((groups["ss"].sum() / df) ** 0.5), df
+    return float(groups["ss"].sum() / df) ** 0.5, df

@@ -128,13 +128,13 @@ def _pct(v: float | None) -> str:
 def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
     """A re-measurement's levels and requests, each level's rows with its repeat index (the number of
     measurements of it so far: the grid's is 0)."""
-    levels = pl.from_arrow(r.levels)
+    levels = pl.DataFrame(pl.from_arrow(r.levels))
     index = {int(c): counts.get((r.point_id, int(c)), 1) for c in levels["concurrency"].to_list()}
     top = max(index.values(), default=1)
     rep = lambda c: pl.col(c).cast(pl.Int64).replace_strict(index, default=top).cast(pl.Int32)  # noqa: E731
     out = {"levels": levels.with_columns(repeat=rep("concurrency")).to_arrow()}
     if r.requests is not None:
-        req = pl.from_arrow(r.requests)
+        req = pl.DataFrame(pl.from_arrow(r.requests))
         out["requests"] = req.with_columns(
             repeat=pl.when(pl.col("phase") == "level").then(rep("concurrency")).otherwise(pl.lit(top, pl.Int32))).to_arrow()
     return out
