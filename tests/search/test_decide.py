@@ -138,3 +138,31 @@ def test_the_pair_hook_takes_two_points_and_a_level(tmp_path):
     found = decide.evaluate(store.load(tmp_path), SLO, pairs=[(b, base, C)])
     d = found[decide.pair_key(b, base, C)]
     assert d.kind == "pair" and d.points == (b, base) and d.low > 0  # 960 against 300: decided already
+
+
+def test_the_repeats_measure_the_level_wide_noise_themselves(tmp_path):
+    """Levels measured again show what moves a level as a whole: their pooled spread (log throughput,
+    between the repeats of each level) is the level noise, once there are enough of them."""
+    sd, a, b = sweep(tmp_path, 1000.0, 960.0)
+    assert repeats.repeat_noise(store.table(tmp_path, "levels"))[0] is None  # nothing measured twice
+    for k, (va, vb) in enumerate([(1100.0, 1056.0), (900.0, 864.0), (1000.0, 960.0), (1050.0, 1008.0)], 1):
+        for i, (lv, fa, fb) in enumerate(((1, 80 / 1000, 70 / 960), (C, 1.0, 1.0))):  # each level as the grid's, moved
+            remeasure(sd, a, lv, va * fa, 2 * k + i, k)  # a file per level here (the driver: one per launch)
+            remeasure(sd, b, lv, vb * fb, 2 * k + i, k)
+    sigma, df = repeats.repeat_noise(store.table(tmp_path, "levels"))
+    assert df == 16 and sigma == pytest.approx(0.0746, abs=0.001)  # the SD of log([1, 1.1, 0.9, 1, 1.05])
+    # it is the noise every verdict uses: a and b moved together (4 % apart each time), and the
+    # pooled margin's interval is centred on 4 % and as wide as that noise makes it
+    d = level_decision(tmp_path)
+    assert d.margin == pytest.approx(0.04, abs=0.005)
+    half = 1.96 * 0.0746 * (2 / 5) ** 0.5
+    assert (d.high - d.low) / 2 == pytest.approx(half, rel=0.25)
+
+
+def test_a_re_measurement_runs_only_its_levels():
+    from sweep.core.settings import BenchSettings
+
+    s = decide.restricted(BenchSettings(rates=[1.0]), [30, 5])
+    assert s.concurrency.levels == [30, 5] and not s.concurrency.refine and not s.concurrency.auto
+    assert s.single_stream.runs == 0 and s.single_stream.warmup == BenchSettings().single_stream.warmup
+    assert s.rates == [] and not s.open_loop.replay and s.problems() == []
