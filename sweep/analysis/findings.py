@@ -38,6 +38,8 @@ class Findings:
     slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
     slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table, with slo_noise.margins
     level_noise: float | None = None  # noise.curve_noise of the levels: a level's run-to-run noise
+    # > 0: level_noise was measured from decide's repeats (their degrees of freedom), not from the curves
+    level_noise_repeats: int = 0
     fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
     pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
     energy: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=energy_mod.SCHEMA))  # energy.level_energy
@@ -54,13 +56,15 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     """All the report's frames for one results directory, a dry run's at real speed
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
+    measured_noise, repeats_df = repeats.repeat_noise(tables["levels"]) if repeats.has_repeats(tables) else (None, 0)
     tables, speed = realspeed.at_real_speed(repeats.pooled(tables))  # decide's repeats: one row per level
     slos = list(slos or [])
     open_levels, open_slo = openloop.rate_levels(tables), openloop.rate_slo(tables, slos)
     tables = openloop.closed_loop(tables)  # the concurrency analysis never sees an open-loop level
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
-    level_noise = noise.curve_noise(levels)
+    # a level's run-to-run noise: measured by decide's repeats where they are enough, else from the curves
+    level_noise = measured_noise if measured_noise is not None else noise.curve_noise(levels)
     slo_levels = slo_mod.level_slo(tables, slos)
     slo_table = slo_noise.margins(tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels,
                                   level_noise=level_noise)
@@ -87,6 +91,7 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
         slo_levels=slo_levels,
         slo_table=slo_table,
         level_noise=level_noise,
+        level_noise_repeats=repeats_df if measured_noise is not None else 0,
         fastest=speedups.fastest_single(single, speedups.single_samples(tables)),
         pruned=health.pruned(tables),
         energy=energy_mod.level_energy(tables),

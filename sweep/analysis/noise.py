@@ -138,8 +138,15 @@ def level_sigma(measured: float | None) -> float:
     return max(measured or 0.0, LEVEL_NOISE_FLOOR)
 
 
-def describe_level_noise(measured: float | None) -> str:
-    """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made)."""
+def describe_level_noise(measured: float | None, repeats: int = 0) -> str:
+    """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made).
+    ``repeats``: it was measured from levels measured again (``decide``), with these degrees of freedom."""
+    if repeats and measured is not None and measured >= LEVEL_NOISE_FLOOR:
+        return (f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
+                f"repeated measurements of the same levels, {repeats} degrees of freedom)")
+    if repeats and measured is not None:
+        return (f"the level-wide noise measured between repeated measurements of the same levels, {measured:.1%}, "
+                f"is under the floor of {LEVEL_NOISE_FLOOR:.0%} per level, which stands in")
     if measured is None:
         return (f"the level-wide noise is unknown (no configuration has the 5 levels its estimate needs): "
                 f"the floor of {LEVEL_NOISE_FLOOR:.0%} per level stands in")

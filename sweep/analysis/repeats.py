@@ -120,3 +120,27 @@ def repeats_of(levels: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
 
 assert set(FROM_REQUESTS) <= set(LEVELS.names) and SUMMED <= set(LEVELS.names)
+
+
+MIN_DF = 8  # repeats (beyond each level's first) before their spread stands for the level-wide noise
+
+
+def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throughput") -> tuple[float | None, int]:
+    """The level-wide run-to-run noise measured directly: the pooled standard deviation of ``log value``
+    between the repeats of each re-measured level (point, concurrency), as a relative SD, and its
+    degrees of freedom (measurements beyond each level's first). ``noise.curve_noise`` infers the same
+    quantity from the scatter of the curves about smooth ones, and errs wide where a curve bends; a
+    level measured again on a fresh launch shows it as it is. None under ``MIN_DF`` degrees of freedom.
+    Raw levels (before :func:`pooled`)."""
+    frame = levels.collect() if isinstance(levels, pl.LazyFrame) else levels
+    if "repeat" not in frame.columns or not frame.height:
+        return None, 0
+    groups = (frame.filter((pl.col("concurrency") > 0) & (pl.col(value) > 0))
+              .with_columns(_l=pl.col(value).log())
+              .group_by("point_id", "concurrency")
+              .agg(n=pl.len(), ss=((pl.col("_l") - pl.col("_l").mean()) ** 2).sum())
+              .filter(pl.col("n") > 1))
+    df = int(groups["n"].sum() - groups.height) if groups.height else 0
+    if df < MIN_DF:
+        return None, df
+    return float(groups["ss"].sum() / df) ** 0.5, df

@@ -383,7 +383,7 @@ def concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = (
         "its ratio to the matched baseline at the same level. "
         f"'{render.NOISE_MARK}' marks a ratio within noise (its interval: the relative width of the level's "
         "per-request tok/s interval, around the throughput ratio, widened by the level-wide noise; "
-        f"{noise.describe_level_noise(f.level_noise)}: see Method).",
+        f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}: see Method).",
         *notes], _level_pivot(f.levels, cell), images)
 
 
@@ -410,7 +410,7 @@ def best_section(f: Findings) -> Section:
         + "; its ratio to its own baseline's throughput and that ratio's verdict; its margin over the "
         f"runner-up with the margin's 95% interval, '{render.NOISE_MARK}' when that contains 0 (the runner-up "
         "is as good, within run-to-run noise). Both intervals: the requests' spread widened by the level-wide "
-        f"noise ({noise.describe_level_noise(f.level_noise)})."], table)
+        f"noise ({noise.describe_level_noise(f.level_noise, f.level_noise_repeats)})."], table)
 
 
 def decisions_section(directory: Path) -> list[Section]:
@@ -463,7 +463,7 @@ def crossover_section(f: Findings, images: list[str]) -> Section:
         "and the level from which it stays behind at every higher level measured ('slower from'). No "
         "'first behind': never behind beyond noise; no 'ahead up to': not ahead before it falls behind; "
         "'mixed': behind at some levels and ahead at a higher one. Here "
-        f"{noise.describe_level_noise(f.level_noise)}."], table, images)
+        f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}."], table, images)
 
 
 def grid_sections(f: Findings, images: list[str]) -> list[Section]:
@@ -625,7 +625,7 @@ def method_section(f: Findings) -> Section:
         "quadrature), sigma the sweep's own (see Picks and their noise) but never under a floor of "
         f"{noise.LEVEL_NOISE_FLOOR:.0%} per level: a level is measured once, so its requests' spread alone "
         "cannot call a difference faster or slower. Here "
-        f"{noise.describe_level_noise(f.level_noise)}. One rule (sweep/analysis/noise.py `judged`) makes "
+        f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}. One rule (sweep/analysis/noise.py `judged`) makes "
         "every verdict at a level: the Concurrency table's marks, the speedup grid, the best per level, "
         "where speculation stops paying, the summary, the SLO picks, and --vs and history at a level.",
         "- Crossover: behind and ahead are beyond noise (a level within noise is neither); ahead up to the "
@@ -658,6 +658,12 @@ def method_section(f: Findings) -> Section:
 
 
 def _level_noise_text(f: Findings) -> str:
+    if f.level_noise_repeats and f.level_noise is not None:
+        return (f"levels measured again (decide) show a level's run-to-run noise directly: the spread of log "
+                f"throughput between repeated measurements of the same level, pooled ({f.level_noise_repeats} "
+                f"degrees of freedom): {f.level_noise:.1%} here; it stands in for the scatter of the curves about "
+                "smooth ones (which counts a curve's bends as noise), and a level measured R times has 1/sqrt(R) "
+                "of it in its pooled figure.")
     if f.level_noise is None:
         return ("a level is measured once: its level-wide run-to-run noise would come from the scatter of "
                 "the throughput curves about smooth ones, but no configuration has the 5 levels that needs: "

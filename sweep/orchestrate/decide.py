@@ -55,6 +55,7 @@ def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=No
                   f"{budget:,.0f} host-s ({s.budget_share:g} of the grid's {grid_s:,.0f}"
                   + (f", at most {s.budget_s:g}" if s.budget_s is not None else "") + ")")
     spent, round_no = 0.0, 0
+    overheads: list[float] = []
     startup = {pid: float(v or 0.0) for pid, v in points.select("point_id", "startup_s").iter_rows()}
     planned = {p.id: p for p in sweep.plan.points if not p.errors}
     specs = _specs(sweep)
@@ -65,7 +66,10 @@ def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=No
         walls = {(str(p), int(c)): float(w or 0.0) for p, c, w in
                  raw.filter(pl.col("concurrency") > 0).group_by("point_id", "concurrency")
                  .agg(pl.col("wall_s").mean()).iter_rows()}
-        cost = {pid: startup.get(pid, 0.0) + 2.0 for pid in planned}  # a launch: its startup, the reaps
+        # a launch: its startup, plus what the last rounds' launches took beyond startup and levels
+        # (pre-flight, warmup, reaps; 2 s before any was seen)
+        cost = {pid: startup.get(pid, 0.0) + (sum(overheads) / len(overheads) if overheads else 2.0)
+                for pid in planned}
         rnd = decide.plan_round(tracked, counts, max_repeats=s.max_repeats, left_s=budget - spent,
                                 cost=cost, per_level_s=walls)
         if not rnd.levels:
@@ -81,6 +85,9 @@ def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=No
         try:
             for out in runner.run(launches, lambda *_: None):
                 spent += max(0.0, out.result.seconds)  # the launch's host time (its points' included)
+                measured = sum(float(w or 0.0) for r in [out.result, *out.result.more] if r.levels is not None
+                               for w in r.levels.column("wall_s").to_pylist())
+                overheads.append(max(0.0, out.result.seconds - measured - startup.get(out.result.point_id, 0.0)))
                 for r in [replace(out.result, more=[]), *out.result.more]:
                     if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
                         failed[r.point_id] = str(r.failure or "no level measured")
@@ -121,13 +128,13 @@ def _pct(v: float | None) -> str:
 def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
     """A re-measurement's levels and requests, each level's rows with its repeat index (the number of
     measurements of it so far: the grid's is 0)."""
-    levels = pl.from_arrow(r.levels)
+    levels = pl.DataFrame(pl.from_arrow(r.levels))
     index = {int(c): counts.get((r.point_id, int(c)), 1) for c in levels["concurrency"].to_list()}
     top = max(index.values(), default=1)
     rep = lambda c: pl.col(c).cast(pl.Int64).replace_strict(index, default=top).cast(pl.Int32)  # noqa: E731
     out = {"levels": levels.with_columns(repeat=rep("concurrency")).to_arrow()}
     if r.requests is not None:
-        req = pl.from_arrow(r.requests)
+        req = pl.DataFrame(pl.from_arrow(r.requests))
         out["requests"] = req.with_columns(
             repeat=pl.when(pl.col("phase") == "level").then(rep("concurrency")).otherwise(pl.lit(top, pl.Int32))).to_arrow()
     return out

@@ -119,3 +119,17 @@ def test_plan_refuses_a_results_dir_whose_parent_is_missing(tmp_path):
         api.plan_for("experiments/k26_eagle.yaml", "plan", results_dir=tmp_path / "nope" / "x")
     assert api.plan_for("experiments/k26_eagle.yaml", "plan", results_dir=tmp_path / "x").path == tmp_path / "x"
     assert not (tmp_path / "nope").exists()
+
+
+def test_a_repeat_is_kept_beside_the_first_and_dropped_when_the_point_runs_anew(tmp_path):
+    """decide's re-measurements are rows of their own (repeat 1..), never over the grid's; a point
+    measured anew (--force) drops the repeats of its earlier run."""
+    rd = ResultsDir(tmp_path / "res", "exp", "dry-run").open()
+    rd.write_point("p1", _point("p1"), {"levels": _levels("p1")})
+    again = from_rows([{"point_id": "p1", "concurrency": 1, "output_throughput": 11.0, "repeat": 1}], "levels")
+    rd.write_repeat("p1", 1, {"levels": again})
+    levels = load(rd.path)["levels"].collect().sort("repeat", nulls_last=False)
+    assert levels["repeat"].to_list() == [None, 1] and levels["point_id"].to_list() == ["p1", "p1"]
+    assert rd.statuses() == {"p1": "ok"}  # a repeat is a measurement, not a point
+    rd.write_point("p1", _point("p1"), {"levels": _levels("p1")})
+    assert load(rd.path)["levels"].collect()["repeat"].to_list() == [None]

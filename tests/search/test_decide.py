@@ -1,0 +1,168 @@
+"""``decide`` without a cluster: decisions read from results directories with known numbers, repeats
+written as the driver writes them, and the rounds planned and ended by the pure rules of
+sweep/search/decide.py (a decision that separates, one equal within the margin, one out of budget)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from sweep.analysis import repeats
+from sweep.core.settings import SLOSettings
+from sweep.results import store
+from sweep.results.schema import from_rows, repeat_stem
+from sweep.search import decide
+from tests.analysis.sweepdir import SweepDir
+
+C = 8  # the contested level
+SLO = [SLOSettings(name="any", tok_s=1.0)]  # met everywhere: the pick is the best at the top level
+
+
+def sweep(path: Path, a: float, b: float) -> tuple[SweepDir, str, str]:
+    """A baseline far behind and two drafters ``a`` and ``b`` tok/s at C=8 (close: within noise after
+    one measurement, the level-wide noise floor of 2 % on each)."""
+    sd = SweepDir(path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[50, 50, 50], levels={1: 50, C: 300})
+    pa_ = sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[80, 80, 80],
+                   levels={1: 80, C: a}, jitter=0.01)
+    pb = sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, tok_s=[70, 70, 70],
+                  levels={1: 70, C: b}, jitter=0.01)
+    sd.write()
+    return sd, pa_, pb
+
+
+def remeasure(sd: SweepDir, point_id: str, level: int, value: float, round_: int, index: int) -> None:
+    """A re-measurement of one level as the driver writes it: new levels and requests rows with their
+    repeat index, in <table>/<point>~r<round>.parquet (the point's own files untouched)."""
+    p = next(p for p in sd.points if p.point_id == point_id)
+    tables = sd._tables(type(p)(**{**p.__dict__, "levels": {level: value}, "tok_s": [], "lost": []}))
+    for name in ("requests", "levels"):
+        rows = [dict(r, repeat=index) for r in tables[name] if r.get("phase", "level") == "level"]
+        pq.write_table(from_rows(rows, name), sd.path / name / f"{repeat_stem(point_id, round_)}.parquet")
+
+
+def level_decision(path: Path) -> decide.Decision:
+    return decide.evaluate(store.load(path), SLO)[f"level:C={C}"]
+
+
+def run_rounds(sd: SweepDir, truth: dict[str, float], *, margin: float, max_repeats: int = 8,
+               left_s: float = 1e9, round_cost_s: float = 10.0) -> dict[str, decide.Tracked]:
+    """The driver's loop, with each re-measurement giving the point's true figure: take on what is within
+    noise, plan a round, measure, judge again, until nothing is open or the plan is empty."""
+    tracked = decide.take_on(decide.evaluate(store.load(sd.path), SLO), margin)
+    spent, round_ = 0.0, 0
+    while any(t.open for t in tracked.values()):
+        counts = decide.counts_of(store.table(sd.path, "levels").collect())
+        rnd = decide.plan_round(tracked, counts, max_repeats=max_repeats, left_s=left_s - spent,
+                                cost={pid: round_cost_s for pid in truth}, per_level_s={})
+        if not rnd.levels:
+            break
+        round_ += 1
+        for pid, levels in rnd.levels.items():
+            for lv in levels:
+                remeasure(sd, pid, lv, truth[pid], round_, counts.get((pid, lv), 1))
+        spent += rnd.cost_s
+        for key in rnd.decisions:
+            tracked[key].rounds += 1
+        decide.update(tracked, decide.evaluate(store.load(sd.path), SLO), margin)
+    decide.close(tracked, "budget")
+    return tracked
+
+
+def test_judge_reads_the_three_endings():
+    assert decide.judge(0.01, 0.09, 0.03) == decide.DECIDED
+    assert decide.judge(-0.09, -0.01, 0.03) == decide.DECIDED  # the other is ahead: decided too
+    assert decide.judge(-0.02, 0.025, 0.03) == decide.EQUAL
+    assert decide.judge(-0.04, 0.05, 0.03) is None  # open
+    assert decide.judge(None, 0.05, 0.03) is None  # no interval: nothing to decide
+
+
+def test_a_decision_that_separates(tmp_path):
+    """4 % apart: within noise after one measurement each; repeats average the level-wide noise out
+    until the margin's interval excludes 0, and every figure reads the pooled measurements."""
+    sd, a, b = sweep(tmp_path, 1000.0, 960.0)
+    first = level_decision(tmp_path)
+    assert first.points == (a, b) and first.low < 0 < first.high
+    tracked = run_rounds(sd, {a: 1000.0, b: 960.0}, margin=0.01)
+    t = tracked[f"level:C={C}"]
+    assert t.outcome == decide.DECIDED and t.now.low > 0, t
+    assert t.now.high - t.now.low < first.high - first.low
+    assert tracked["slo:any"].outcome == decide.DECIDED  # the SLO's pick is read from the same level
+    raw = store.table(tmp_path, "levels").collect().filter(pl.col("point_id") == a, pl.col("concurrency") == C)
+    assert raw.height == t.rounds + 1 and raw["repeat"].fill_null(0).sort().to_list() == list(range(raw.height))
+    pooled = repeats.pooled(store.load(tmp_path))["levels"].collect().filter(pl.col("point_id") == a,
+                                                                              pl.col("concurrency") == C)
+    assert pooled.height == 1 and pooled["repeats"][0] == raw.height
+    assert pooled["requests"][0] == raw["requests"].sum()
+
+
+def test_a_decision_equal_within_the_margin(tmp_path):
+    """0.5 % apart: never decided, but once the interval lies within +-5 %, the two are equal."""
+    sd, a, b = sweep(tmp_path, 1000.0, 995.0)
+    tracked = run_rounds(sd, {a: 1000.0, b: 995.0}, margin=0.05)
+    t = tracked[f"level:C={C}"]
+    assert t.outcome == decide.EQUAL, t
+    assert -0.05 <= t.now.low < 0 < t.now.high <= 0.05
+    assert "either will do" in t.detail
+
+
+@pytest.mark.parametrize("limit", ["time", "repeats"])
+def test_a_decision_that_runs_out_of_budget(tmp_path, limit):
+    """Too close to call with the margin asked: the budget (time, or measurements of a level) ends it,
+    with the measurements it got kept."""
+    sd, a, b = sweep(tmp_path, 1000.0, 985.0)
+    budget = {"left_s": 25.0, "round_cost_s": 10.0} if limit == "time" else {"max_repeats": 3}
+    tracked = run_rounds(sd, {a: 1000.0, b: 985.0}, margin=0.005, **budget)
+    t = tracked[f"level:C={C}"]
+    assert t.outcome == decide.BUDGET and t.now.low < 0 < t.now.high, t
+    assert ("time budget" if limit == "time" else "max_repeats") in t.detail
+    counts = decide.counts_of(store.table(tmp_path, "levels").collect())
+    assert counts[(a, C)] == (2 if limit == "time" else 3)  # time: 2 launches of 10 s fit in 25 s, one round
+    rows = decide.rows(tracked, counts, {}, 0.005)
+    assert {r["outcome"] for r in rows} == {decide.BUDGET}
+
+
+def test_tables_without_repeats_are_read_as_before(tmp_path):
+    sweep(tmp_path, 1000.0, 960.0)
+    tables = store.load(tmp_path)
+    assert repeats.pooled(tables)["levels"] is tables["levels"]
+
+
+def test_the_pair_hook_takes_two_points_and_a_level(tmp_path):
+    """A policy tier's candidates: any two points at one level, by the rule of a level's best."""
+    sd, a, b = sweep(tmp_path, 1000.0, 960.0)
+    base = sd.points[0].point_id
+    found = decide.evaluate(store.load(tmp_path), SLO, pairs=[(b, base, C)])
+    d = found[decide.pair_key(b, base, C)]
+    assert d.kind == "pair" and d.points == (b, base) and d.low > 0  # 960 against 300: decided already
+
+
+def test_the_repeats_measure_the_level_wide_noise_themselves(tmp_path):
+    """Levels measured again show what moves a level as a whole: their pooled spread (log throughput,
+    between the repeats of each level) is the level noise, once there are enough of them."""
+    sd, a, b = sweep(tmp_path, 1000.0, 960.0)
+    assert repeats.repeat_noise(store.table(tmp_path, "levels"))[0] is None  # nothing measured twice
+    for k, (va, vb) in enumerate([(1100.0, 1056.0), (900.0, 864.0), (1000.0, 960.0), (1050.0, 1008.0)], 1):
+        for i, (lv, fa, fb) in enumerate(((1, 80 / 1000, 70 / 960), (C, 1.0, 1.0))):  # each level as the grid's, moved
+            remeasure(sd, a, lv, va * fa, 2 * k + i, k)  # a file per level here (the driver: one per launch)
+            remeasure(sd, b, lv, vb * fb, 2 * k + i, k)
+    sigma, df = repeats.repeat_noise(store.table(tmp_path, "levels"))
+    assert df == 16 and sigma == pytest.approx(0.0746, abs=0.001)  # the SD of log([1, 1.1, 0.9, 1, 1.05])
+    # it is the noise every verdict uses: a and b moved together (4 % apart each time), and the
+    # pooled margin's interval is centred on 4 % and as wide as that noise makes it
+    d = level_decision(tmp_path)
+    assert d.margin == pytest.approx(0.04, abs=0.005)
+    half = 1.96 * 0.0746 * (2 / 5) ** 0.5
+    assert (d.high - d.low) / 2 == pytest.approx(half, rel=0.25)
+
+
+def test_a_re_measurement_runs_only_its_levels():
+    from sweep.core.settings import BenchSettings
+
+    s = decide.restricted(BenchSettings(rates=[1.0]), [30, 5])
+    assert s.concurrency.levels == [30, 5] and not s.concurrency.refine and not s.concurrency.auto
+    assert s.single_stream.runs == 0 and s.single_stream.warmup == BenchSettings().single_stream.warmup
+    assert s.rates == [] and not s.open_loop.replay and s.problems() == []
