@@ -468,6 +468,7 @@ class Rank:
         return t
 
     def _adaptive(self) -> adaptive.Params:
+        assert self.plan.adaptive is not None, "called for an adaptive server only"
         return adaptive.Params(int(self.plan.args["speculative_num_steps"]), self.plan.adaptive, announce=False)
 
     def _build_adaptive_states(self) -> None:
