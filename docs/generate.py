@@ -27,7 +27,7 @@ FRONTIER = REPO / "docs" / "frontier.png"
 # of a dry run, the results and the analysis
 SOURCES = (EXPERIMENT, "sweep/fake", "sweep/bench", "sweep/analysis", "sweep/results", "sweep/experiment/dryrun.py",
            "sweep/experiment/grid.py", "sweep/experiment/plan.py", "sweep/core/settings.py")
-SECTIONS = ("Summary", "SLOs and goodput", "Throughput-interactivity frontier")
+SECTIONS = ("Deploy", "Summary", "SLOs and goodput", "Throughput-interactivity frontier")
 STAMP = re.compile(r"^<!-- sources: ([0-9a-f]{16}) -->$", re.M)
 
 
