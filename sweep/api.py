@@ -456,7 +456,7 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
     manifest = read_manifest(path) or {}
     recorded = manifest.get("mode")
     if recorded not in get_args(RunMode) or not experiment_path(path).is_file():
-        raise ResultsError(f"{path} holds no sweep's experiment and mode ({experiment_path(path).name}, sweep.json): "
+        raise ResultsError(f"{path} holds no sweep's experiment and mode ({experiment_path(path).name} and the manifest): "
                            "there is no grid to derive a policy from",
                            fix="confirm a directory a sweep wrote (python -m sweep EXP.yaml wrote it); "
                                "a bench --out directory has no grid")

@@ -82,6 +82,6 @@ def run(plan: Plan, opts: RunOptions, choose: Chooser, *, bench_scale: dict,
     announce(cp, console)
     if not cp.points:
         return cp, None
-    done = run_sweep(Plan(plan.experiment, cp.points, []), replace(opts, phase="confirm"), bench_scale=bench_scale,
+    done = run_sweep(Plan(plan.experiment, cp.points, []), replace(opts, part="confirm"), bench_scale=bench_scale,
                      console=console)
     return cp, done

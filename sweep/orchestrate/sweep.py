@@ -66,7 +66,7 @@ class RunOptions:
     # "grid": the experiment's plan; "confirm": the policies' confirmation points after it
     # (sweep/orchestrate/confirm.py), run in grid order into the same directory, the plan's record
     # there extended, not replaced
-    phase: str = "grid"
+    part: str = "grid"  # which part of the sweep: the grid, or the confirmation after it
 
 
 @dataclass
@@ -203,7 +203,7 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     console = console or output_console(highlight=False)
     sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
-        decide = opts.phase == "grid" and (bool(sweep.todo) or wants_decide(sweep))  # after the grid only
+        decide = opts.part == "grid" and (bool(sweep.todo) or wants_decide(sweep))  # after the grid only
         if not sweep.todo and not after and not decide:
             return sweep.run
         with contextlib.ExitStack() as stack:
@@ -241,7 +241,7 @@ def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *
     """A phase's points (``plan``: its own points, of the sweep's experiment) run as the sweep's own:
     into its directory under the lock it holds, selected as it selects (resume, ``--only``,
     ``--retry-failed``, ``--force``), its invalid ones recorded as such, on its cluster session."""
-    sub = _prepare(plan, replace(sweep.opts, phase=phase), sweep.scale, console, sweep.rd, sweep.lock)
+    sub = _prepare(plan, replace(sweep.opts, part=phase), sweep.scale, console, sweep.rd, sweep.lock)
     if sub.todo:
         drive(sub, session(), console, run_fn)
     return sub.run
@@ -274,13 +274,13 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     from sweep.orchestrate import cluster
 
     exp, mode = plan.experiment, opts.mode
-    if opts.phase == "grid" and (note := held.takeover_note()) is not None:
+    if opts.part == "grid" and (note := held.takeover_note()) is not None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
-    what = "confirmation " if opts.phase == "confirm" else ""
+    what = "confirmation " if opts.part == "confirm" else ""
     console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), what + 'point')}, {len(todo)} to run"
                   + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
                   + f" -> {escape(str(rd.path))}")
@@ -290,7 +290,7 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
     rd.open()
-    if opts.phase == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
+    if opts.part == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
         rd.write_plan(with_points(read_plan(rd.path), plan.to_json()))
     else:
         rd.write_experiment(config_mod.to_yaml(exp))
@@ -472,7 +472,7 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
     """The experiment's search over the points to run now: the grid, or the adaptive search told
     what the points already recorded measured (a resumed sweep continues from what it has)."""
     exp = sweep.experiment
-    if exp.search.strategy != "adaptive" or sweep.opts.phase != "grid":
+    if exp.search.strategy != "adaptive" or sweep.opts.part != "grid":
         return GridOrder(sweep.todo)
     valid = [p for p in sweep.plan.points if not p.errors]
     search = AdaptiveSearch(valid, sweep.todo, tolerance=exp.search.tolerance,
