@@ -272,3 +272,20 @@ def test_a_dry_run_scales_the_client_side_axes_benchmark_settings_as_the_experim
         assert p.bench.concurrency.max_tokens == tokens(f.concurrency.max_tokens), p.label
         assert p.bench.single_stream.runs == min(f.single_stream.runs, d.single_stream_runs), p.label
     assert {p.label: p.bench.concurrency.max_tokens for p in dry.plan.points}["load=small,mt=unset"] == tokens(512)
+
+
+@pytest.mark.parametrize("version, pinned, expected", [
+    ("0.5.23", [], ["--fake-version", "0.5.23"]),
+    ("0.0.0.dev0+g7f8f030", [], ["--fake-version", "0.5.23"]),  # the CPU build follows 0.5.23's rules
+    ("0.5.10", [], ["--fake-version", "0.5.10"]),
+    ("0.5.15", [], []),  # a release the rules only guess at: the fake's default
+    ("0.5.23", ["--fake-version", "0.5.10"], ["--fake-version", "0.5.10"]),  # the experiment's own pin wins
+])
+def test_a_dry_run_fake_speaks_the_release_planned_for(version, pinned, expected):
+    """Without it, a 0.5.23 experiment's dry run met a 0.5.10 fake that refused --speculative-adaptive."""
+    from sweep.experiment import config, dryrun
+    exp = config.load("experiments/k26_eagle_adaptive.yaml",
+                      [f"server.sglang_version={version}", f"dry_run.fake_args={pinned}"])
+    args = dryrun.fake_args(exp)
+    got = [a for i, a in enumerate(args) if a == "--fake-version" or (i and args[i - 1] == "--fake-version")]
+    assert got == expected, args

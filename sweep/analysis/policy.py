@@ -58,8 +58,9 @@ def has_adaptive(version: str | None) -> bool | None:
     """Whether SGLang ``version`` has ``--speculative-adaptive`` (None: unknown version)."""
     if not version:
         return None
-    if version in ADAPTIVE_BUILDS:
-        return ADAPTIVE_BUILDS[version]
+    for commit, has in ADAPTIVE_BUILDS.items():  # "7f8f030", "0.0.0.dev0+g7f8f030"
+        if commit in version:
+            return has
     m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
     if not m:
         return None

@@ -16,6 +16,7 @@ from typing import Any
 
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import DryRunConfig, Experiment
+from sweep.sglang import serverargs
 
 FAKE_LAUNCHER_MODULE = "sweep.fake"
 
@@ -25,9 +26,24 @@ def fake_launcher() -> list[str]:
 
 
 def fake_args(exp: Experiment) -> list[str]:
+    """The fake's own options: its speeds, and the SGLang release it speaks: the experiment's
+    ``server.sglang_version`` where it names a release the rules know (the fake speaks those), unless
+    ``dry_run.fake_args`` sets ``--fake-version`` itself (else the fake's default, 0.5.10)."""
     d = exp.dry_run
+    version = _release(exp.server.sglang_version)
+    pinned = ["--fake-version", version] if version and not any(
+        a == "--fake-version" or a.startswith("--fake-version=") for a in d.fake_args) else []
     return ["--fake-speed", str(d.fake_speed), "--fake-startup-speed", str(d.fake_startup_speed),
-            "--stream-interval", str(d.stream_interval), *d.fake_args]
+            "--stream-interval", str(d.stream_interval), *pinned, *d.fake_args]
+
+
+def _release(version: str | None) -> str | None:
+    """The known release whose rules ``version`` follows exactly (a release, or a build named by its
+    commit), else None: a guess is not pinned."""
+    if not version:
+        return None
+    release, guess = serverargs.rules_version(version)
+    return None if guess else release
 
 
 def scaled(exp: Experiment) -> tuple[Experiment, dict]:

@@ -139,7 +139,7 @@ def test_a_confirmation_point_is_no_step_count_of_its_group():
 
 
 @pytest.mark.parametrize("version, has", [("0.5.10", False), ("0.5.23", True), ("0.6.0", True),
-                                          ("7f8f030", True), ("weird", None), (None, None)])
+                                          ("7f8f030", True), ("0.0.0.dev0+g7f8f030", True), ("weird", None), (None, None)])
 def test_which_sglang_has_the_flags(version, has):
     assert policy.has_adaptive(version) is has
     if has is False:

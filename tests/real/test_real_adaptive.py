@@ -90,7 +90,8 @@ def _policy(out) -> pol.Policy:
 def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
     out, r = policy_sweep
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-4000:])
-    points = pl.read_parquet(out / "points" / "*.parquet")
+    # through the store: the step axis holds numbers and the confirmation's "adaptive"
+    points = store.table(out, "points").collect()
     assert points.height == 4, points.select("label", "status")
     assert (points["status"] == "ok").all(), points.select("label", "status", "failure_reason").rows()
     p = _policy(out)
@@ -99,7 +100,7 @@ def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
     conf = points.filter(pl.col("label") == p.label()).row(0, named=True)
     assert conf["adaptive"] is True, conf
     # what the confirmation's server ran at each level: the steps of the tier the level routes to
-    levels = pl.read_parquet(out / "levels" / "*.parquet").filter(pl.col("point_id") == conf["point_id"])
+    levels = store.table(out, "levels").collect().filter(pl.col("point_id") == conf["point_id"])
     ran = {lv["concurrency"]: lv["adaptive_steps"] for lv in levels.iter_rows(named=True)}
     print(f"confirmation {conf['label']}: steps run per level {ran}")
     for c in LEVELS:
