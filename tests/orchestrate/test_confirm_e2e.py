@@ -16,7 +16,7 @@ from sweep.results import load
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import DRAFT_TOKENS, DRAFTERS, experiment, write
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # a whole dry run with its phase after the grid: the scenario tier
 
 
 def _experiment(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import DRAFT_TOKENS, experiment, write
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # a whole dry run with its phase after the grid: the scenario tier
 
 D = {"speculative-algorithm": "EAGLE3", "speculative-eagle-topk": 1}
 
