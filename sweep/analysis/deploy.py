@@ -217,8 +217,11 @@ def deploy_section(f: Findings) -> Section:
     if confirmed is not None and table is not None:
         lines.append(confirmation_line(confirmed, table))
         return Section("Deploy", lines, confirmation_rows(table, confirmed))
-    if not lines:
+    if not lines and f.levels.is_empty():
         lines.append("Nothing measured yet: no point has finished its benchmark.")
+    elif not lines:  # measured, but no SLO to answer and no step group ahead of its baseline beyond noise
+        lines.append("No SLO given (benchmark.slo, or report --slo) and no speculative policy: no step count is "
+                     "ahead of its baseline beyond noise at any level; the picks per level are in Summary below.")
     return Section("Deploy", lines)
 
 
