@@ -47,7 +47,9 @@ def main() -> int:
     out = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="policy-real-"))
     cmd = [sys.executable, "-m", "sweep", "experiments/cpu_tiny_spec.yaml", "--local",
            "--only", "drafter=none*", "--only", "drafter=eagle3,spec=steps*", "--only", "*spec=adaptive*",
-           f"benchmark.concurrency.levels=[{args.levels}]", "policy.confirm=true", f"results_dir={out}"]
+           f"benchmark.concurrency.levels=[{args.levels}]",
+           # the experiment's levels (1 round of 32 tokens) last 40-300 ms on this model: noise, not figures
+           "benchmark.concurrency.rounds=4", "benchmark.concurrency.max_tokens=64", "policy.confirm=true", f"results_dir={out}"]
     print("$", " ".join(cmd), flush=True)
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     print(r.stdout[-1500:])
