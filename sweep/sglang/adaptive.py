@@ -86,9 +86,14 @@ def load(raw: Any) -> Config:
     return Config(tiers, knobs)
 
 
+def config_text(value: Mapping[str, Any]) -> str:
+    """A mapping flag value as JSON text, keys sorted (the argv's value; what the host's file holds)."""
+    return json.dumps(_plain(value), sort_keys=True)
+
+
 def as_json(value: Mapping[str, Any]) -> Any:
     """A mapping flag value as SGLang will read the file the host writes: through JSON (keys as text)."""
-    return json.loads(json.dumps(_plain(value), sort_keys=True))
+    return json.loads(config_text(value))
 
 
 def _plain(value: Any) -> Any:

@@ -9,8 +9,9 @@ against the launcher's ``--help`` of the installed version; this list catches ty
 from __future__ import annotations
 
 import difflib
-import json
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional
+
+from sweep.sglang.adaptive import config_text
 
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
@@ -98,18 +99,10 @@ def _values(value: Any) -> list[str]:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, Mapping):  # a flag whose value is JSON (speculative-adaptive-config given as the config itself)
-        return json.dumps(_plain(v), sort_keys=True)
+        return config_text(v)
     if isinstance(v, float) and v.is_integer():
         return str(int(v)) if abs(v) >= 1 else str(v)
     return str(v)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def flags_in_argv(argv: Iterable[str]) -> list[str]:
