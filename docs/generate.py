@@ -25,8 +25,17 @@ DOC = REPO / "docs" / "reference-dryrun.md"
 FRONTIER = REPO / "docs" / "frontier.png"
 # what the figures come from: the experiment, the fake and its speed, the benchmark, the orchestration
 # of a dry run, the results and the analysis
-SOURCES = (EXPERIMENT, "sweep/fake", "sweep/bench", "sweep/analysis", "sweep/results", "sweep/experiment/dryrun.py",
-           "sweep/experiment/grid.py", "sweep/experiment/plan.py", "sweep/core/settings.py")
+SOURCES = (
+    EXPERIMENT,
+    "sweep/fake",
+    "sweep/bench",
+    "sweep/analysis",
+    "sweep/results",
+    "sweep/experiment/dryrun.py",
+    "sweep/experiment/grid.py",
+    "sweep/experiment/plan.py",
+    "sweep/core/settings.py",
+)
 SECTIONS = ("Deploy", "Summary", "SLOs and goodput", "Throughput-interactivity frontier")
 STAMP = re.compile(r"^<!-- sources: ([0-9a-f]{16}) -->$", re.M)
 
@@ -65,8 +74,13 @@ def main() -> int:
         run = [sys.executable, "-m", "sweep", EXPERIMENT, "--dry-run", f"results_dir={tmp}"]
         subprocess.run(run, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
         out = Path(tmp)  # results_dir is the sweep's own directory
-        subprocess.run([sys.executable, "-m", "sweep", "report", str(out)], cwd=REPO, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "sweep", "report", str(out)],
+            cwd=REPO,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         report = out / "report"
         shutil.copyfile(report / "frontier.png", FRONTIER)
         body = "\n\n".join(sections((report / "report.md").read_text(), SECTIONS))
@@ -78,10 +92,11 @@ def main() -> int:
         "**One run, not the expected answer.** The fake serves its model in real time on the machine that ran "
         "this, so every figure below moves from run to run, and a pick within noise of its runner-up (the lines "
         "that say so, and every 'no decision') can name the other setup next time. How much identical dry runs "
-        "of this experiment move, measured by `python tests/perf/run_to_run.py`, is in the README (\"How much "
-        "a dry run moves from run to run\"). What holds from run to run is the shape: which lines are within "
+        'of this experiment move, measured by `python tests/perf/run_to_run.py`, is in the README ("How much '
+        'a dry run moves from run to run"). What holds from run to run is the shape: which lines are within '
         "noise, speculation ahead at low concurrency and behind at the highest, the NCCL lift fading with load.\n\n"
-        f"<!-- sources: {digest()} -->\n\n{body}\n")
+        f"<!-- sources: {digest()} -->\n\n{body}\n"
+    )
     print(f"wrote {DOC.relative_to(REPO)} and {FRONTIER.relative_to(REPO)} (sources {digest()})")
     return 0
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast, get_args
 
-from sweep.experiment import config as config_mod
 from sweep.core.errors import ConfigError, ResultsError
 from sweep.core.events import SweepEvent
 from sweep.core.record import Failure, FailureParts, PointResult
@@ -43,6 +42,7 @@ from sweep.core.types import (
     kind,
     run_mode,
 )
+from sweep.experiment import config as config_mod
 
 if TYPE_CHECKING:
     import polars as pl
@@ -50,9 +50,9 @@ if TYPE_CHECKING:
 
     from sweep.analysis import Findings
     from sweep.analysis.history import History
+    from sweep.experiment.plan import ConfirmPlan, Plan
     from sweep.sglang.drafter import DrafterReport
-    from sweep.experiment.plan import Plan
-    from sweep.experiment.plan import ConfirmPlan
+
 
 @dataclass(frozen=True)
 class PointRecord(FailureParts):
@@ -97,8 +97,11 @@ class BestAt:
         if self.runner_up is None or self.margin is None:
             return "-"
         margin = render.margin(self.margin, self.margin_low, self.margin_high)
-        return (f"within noise of {self.runner_up} ({margin})" if self.margin_within_noise
-                else f"{margin} over {self.runner_up}")
+        return (
+            f"within noise of {self.runner_up} ({margin})"
+            if self.margin_within_noise
+            else f"{margin} over {self.runner_up}"
+        )
 
 
 @dataclass(frozen=True)
@@ -117,11 +120,16 @@ class Summary:
             return [f"(no summary: {self.error})"]
         out = [f"- {line}" for line in self.headlines]
         for b in self.best:
-            vs = ("" if b.baseline or b.speedup is None else
-                  f", {b.speedup:.2f}x" + (f" ({b.verdict})" if b.verdict else "") + " vs its baseline")
+            vs = (
+                ""
+                if b.baseline or b.speedup is None
+                else f", {b.speedup:.2f}x" + (f" ({b.verdict})" if b.verdict else "") + " vs its baseline"
+            )
             where = f"{b.workload}, C={b.concurrency}" if b.workload else f"C={b.concurrency}"
-            out.append(f"best at {where}: {b.label}{' (a baseline)' if b.baseline else ''}, {b.value:.1f} output "
-                       f"tok/s{vs}" + ("" if b.runner_up is None else f", {b.vs_runner_up()}"))
+            out.append(
+                f"best at {where}: {b.label}{' (a baseline)' if b.baseline else ''}, {b.value:.1f} output "
+                f"tok/s{vs}" + ("" if b.runner_up is None else f", {b.vs_runner_up()}")
+            )
         return out + [f"full report: python -m sweep report {self.path}"]
 
     def __str__(self) -> str:
@@ -168,8 +176,11 @@ class SweepResult:
         """A plan: every point valid and no drafter error. A run: no recorded point failed (the
         command line's exit 0)."""
         if self.mode == "plan":
-            return (not self.invalid and not any(r.errors for r in self.drafter_checks.values())
-                    and not self.plan.confirm_errors)
+            return (
+                not self.invalid
+                and not any(r.errors for r in self.drafter_checks.values())
+                and not self.plan.confirm_errors
+            )
         return not self.failed
 
     def point(self, label_or_id: str) -> PointRecord:
@@ -190,17 +201,35 @@ class SweepResult:
 
         axes = list(self.experiment.grid.axes)
         kinds = {a: axis_type(p.params.get(a) for p in self.points) for a in axes}  # as the points table has them
-        rows = [{"point_id": p.point_id, "label": p.label, "status": p.status, "failure_phase": p.failure_phase,
-                 "failure_reason": p.failure_reason, "failure_fix": p.failure_fix, "baseline": p.baseline,
-                 "baseline_id": p.baseline_id, "ran": p.ran,
-                 **{f"axis_{a}": axis_value(p.params.get(a), kinds[a]) for a in axes}}
-                for p in self.points]
+        rows = [
+            {
+                "point_id": p.point_id,
+                "label": p.label,
+                "status": p.status,
+                "failure_phase": p.failure_phase,
+                "failure_reason": p.failure_reason,
+                "failure_fix": p.failure_fix,
+                "baseline": p.baseline,
+                "baseline_id": p.baseline_id,
+                "ran": p.ran,
+                **{f"axis_{a}": axis_value(p.params.get(a), kinds[a]) for a in axes},
+            }
+            for p in self.points
+        ]
         # pl.from_arrow of an Array is a Series (polars types it DataFrame | Series: a Table gives a DataFrame)
         dtypes = {a: cast(pl.Series, pl.from_arrow(pa.array([], kinds[a]))).dtype for a in axes}
         schema: dict[str, pl.DataType | type[pl.DataType]] = {
-            "point_id": pl.String, "label": pl.String, "status": pl.String, "failure_phase": pl.String,
-            "failure_reason": pl.String, "failure_fix": pl.String, "baseline": pl.Boolean, "baseline_id": pl.String,
-            "ran": pl.Boolean, **{f"axis_{a}": dtypes[a] for a in axes}}
+            "point_id": pl.String,
+            "label": pl.String,
+            "status": pl.String,
+            "failure_phase": pl.String,
+            "failure_reason": pl.String,
+            "failure_fix": pl.String,
+            "baseline": pl.Boolean,
+            "baseline_id": pl.String,
+            "ran": pl.Boolean,
+            **{f"axis_{a}": dtypes[a] for a in axes},
+        }
         return pl.DataFrame(rows, schema=schema)
 
     # --- the measurements ---------------------------------------------------------------------
@@ -218,8 +247,10 @@ class SweepResult:
         from sweep.results.schema import TABLES
 
         # pl.from_arrow of a Table is a DataFrame (polars types it DataFrame | Series)
-        return {name: pl.LazyFrame(schema=cast(pl.DataFrame, pl.from_arrow(schema.empty_table())).schema)
-                for name, schema in TABLES.items()}
+        return {
+            name: pl.LazyFrame(schema=cast(pl.DataFrame, pl.from_arrow(schema.empty_table())).schema)
+            for name, schema in TABLES.items()
+        }
 
     def findings(self) -> Findings:
         """Every frame of the report (``sweep.analysis.analyze``: speedups, levels, best, crossover,
@@ -262,14 +293,32 @@ class SweepResult:
             levels = mine["concurrency"].unique().sort()
             for c in sorted({levels[0], levels[-1]}):
                 b = mine.filter(pl.col("concurrency") == c).row(0, named=True)
-                best.append(BestAt(int(c), b["label"], float(b["value"]), bool(b["baseline"]),
-                                   None if b["speedup"] is None else float(b["speedup"]),
-                                   b["runner_up"], b["margin"], b["margin_low"], b["margin_high"],
-                                   b["margin_within_noise"], str(workload or ""), b["verdict"]))
+                best.append(
+                    BestAt(
+                        int(c),
+                        b["label"],
+                        float(b["value"]),
+                        bool(b["baseline"]),
+                        None if b["speedup"] is None else float(b["speedup"]),
+                        b["runner_up"],
+                        b["margin"],
+                        b["margin_low"],
+                        b["margin_high"],
+                        b["margin_within_noise"],
+                        str(workload or ""),
+                        b["verdict"],
+                    )
+                )
         return Summary(self.path, lines, best)
 
-    def report(self, *, write: bool = False, plots: bool | None = None, out_dir: str | Path | None = None,
-               slos: Sequence[str] | None = None) -> str:
+    def report(
+        self,
+        *,
+        write: bool = False,
+        plots: bool | None = None,
+        out_dir: str | Path | None = None,
+        slos: Sequence[str] | None = None,
+    ) -> str:
         """The report as Markdown (``python -m sweep report DIR``'s sections). ``write``: also write
         ``report.md`` and ``report.html`` into ``out_dir`` (default DIR/report), with the PNG plots and
         the page's charts unless ``plots=False``;
@@ -279,8 +328,10 @@ class SweepResult:
         from sweep.core.errors import ResultsError
 
         if not self.path.is_dir():
-            raise ResultsError(f"nothing recorded in {self.path} yet (a {self.mode} result)",
-                               fix="run the sweep first: sweep.run(experiment, mode='dry-run')")
+            raise ResultsError(
+                f"nothing recorded in {self.path} yet (a {self.mode} result)",
+                fix="run the sweep first: sweep.run(experiment, mode='dry-run')",
+            )
         out = Path(out_dir) if out_dir else self.path / "report"
         with_plots = write if plots is None else plots
         judged = None if slos is None else [parse_slo(s) for s in slos]
@@ -298,8 +349,10 @@ class SweepResult:
 def _experiment(experiment: str | Path | config_mod.Experiment, overrides: Sequence[str]) -> config_mod.Experiment:
     if isinstance(experiment, config_mod.Experiment):
         if overrides:
-            raise ConfigError("overrides apply to an experiment file, not to a loaded Experiment",
-                              fix="pass the file's path with overrides=[...], or change the Experiment's fields")
+            raise ConfigError(
+                "overrides apply to an experiment file, not to a loaded Experiment",
+                fix="pass the file's path with overrides=[...], or change the Experiment's fields",
+            )
         return experiment
     return config_mod.load(experiment, list(overrides))
 
@@ -309,9 +362,14 @@ def _check_mode(mode: str) -> None:
         raise ConfigError(f"unknown mode {mode!r}", fix=f"use one of {', '.join(get_args(Mode))}")
 
 
-def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster",
-             overrides: Sequence[str] = (), *, results_dir: str | Path | None = None,
-             drafter_checks: bool = True) -> SweepResult:
+def plan_for(
+    experiment: str | Path | config_mod.Experiment,
+    mode: Mode = "cluster",
+    overrides: Sequence[str] = (),
+    *,
+    results_dir: str | Path | None = None,
+    drafter_checks: bool = True,
+) -> SweepResult:
     """The plan of a run in ``mode`` (a dry run's is scaled), launching nothing: a ``SweepResult``
     whose points are ``pending`` or ``invalid`` (with the rule in ``failure_reason``). ``drafter_checks``:
     check the drafters whose files are readable here (as ``--plan`` does)."""
@@ -339,13 +397,26 @@ def plan_for(experiment: str | Path | config_mod.Experiment, mode: Mode = "clust
     if drafter_checks:
         from sweep.sglang import drafter
 
-        checks = {p.id: r for p in plan.points if (r := drafter.check_flags(p.flags)) is not None}  # files readable here
+        checks = {
+            p.id: r for p in plan.points if (r := drafter.check_flags(p.flags)) is not None
+        }  # files readable here
     path = Path(results_dir) if results_dir else results_path(exp, run_mode(target))
     default = not results_dir and not exp.results_dir  # results/<name> may create results/; a given one no parent
-    ResultsDir(path, exp.name, run_mode(target), create_parents=default).check()  # what the run would refuse, refused now
-    points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
-                          p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
-              for p in plan.points]
+    ResultsDir(
+        path, exp.name, run_mode(target), create_parents=default
+    ).check()  # what the run would refuse, refused now
+    points = [
+        PointRecord(
+            p.id,
+            p.label,
+            "invalid" if p.errors else "pending",
+            dict(p.params),
+            p.baseline,
+            p.baseline_id,
+            Failure("plan", "; ".join(p.errors)) if p.errors else None,
+        )
+        for p in plan.points
+    ]
     return SweepResult(exp, "plan", path, plan, points, scale=scale, drafter_checks=checks, run_mode=run_mode(target))
 
 
@@ -360,15 +431,32 @@ def _recorded(path: Path, skip: Sequence[str] = ()) -> dict[str, tuple[str, Poin
         return {}
     cols = ["point_id", "label", "status", "failure_phase", "failure_reason", "failure_fix"]
     frame = load(path)["points"].select(cols).filter(~pl.col("point_id").is_in(list(skip))).collect()
-    return {r["point_id"]: (r["label"], r["status"], None if r["status"] == "ok" or r["failure_phase"] is None else
-                            Failure(r["failure_phase"], r["failure_reason"] or "", r["failure_fix"]))
-            for r in frame.iter_rows(named=True)}
+    return {
+        r["point_id"]: (
+            r["label"],
+            r["status"],
+            None
+            if r["status"] == "ok" or r["failure_phase"] is None
+            else Failure(r["failure_phase"], r["failure_reason"] or "", r["failure_fix"]),
+        )
+        for r in frame.iter_rows(named=True)
+    }
 
 
-def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", overrides: Sequence[str] = (),
-        progress: bool | Callable[[SweepEvent], None] = True, *, force: bool = False, retry_failed: bool = False,
-        only: Sequence[str] = (), skip_invalid: bool = False, address: str | None = None,
-        results_dir: str | Path | None = None, console: Console | None = None) -> SweepResult:
+def run(
+    experiment: str | Path | config_mod.Experiment,
+    mode: Mode = "cluster",
+    overrides: Sequence[str] = (),
+    progress: bool | Callable[[SweepEvent], None] = True,
+    *,
+    force: bool = False,
+    retry_failed: bool = False,
+    only: Sequence[str] = (),
+    skip_invalid: bool = False,
+    address: str | None = None,
+    results_dir: str | Path | None = None,
+    console: Console | None = None,
+) -> SweepResult:
     """Run the sweep of ``experiment`` (an experiment file, or a loaded ``sweep.experiment.config.Experiment``)
     in ``mode`` and return what it came to; see ``SweepResult``.
 
@@ -396,8 +484,16 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
     if console is None:
         console = Console(highlight=False) if progress is True else Console(quiet=True)
     rm: RunMode = run_mode(mode)
-    opts = RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only), address=address,
-                      results_dir=planned.path, on_event=on_event, live=progress is True)
+    opts = RunOptions(
+        mode=rm,
+        force=force,
+        retry_failed=retry_failed,
+        only=tuple(only),
+        address=address,
+        results_dir=planned.path,
+        on_event=on_event,
+        live=progress is True,
+    )
     after = []
     if planned.experiment.policy.confirm:  # after the grid: the policies' own servers
         from sweep.analysis.confirmation import to_confirm
@@ -406,8 +502,9 @@ def run(experiment: str | Path | config_mod.Experiment, mode: Mode = "cluster", 
         after.append(confirm_mod.Phase(to_confirm))
     done = run_sweep(planned.plan, opts, bench_scale=planned.scale, console=console, after=after)
     confirmation = after[0].planned if after else None
-    return _with_records(replace(planned, mode=mode, path=done.path, ran=done.ran, confirmation=confirmation),
-                         done.results)
+    return _with_records(
+        replace(planned, mode=mode, path=done.path, ran=done.ran, confirmation=confirmation), done.results
+    )
 
 
 def _with_records(result: SweepResult, results: dict[str, PointResult]) -> SweepResult:
@@ -417,9 +514,18 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
     earlier = _recorded(result.path, skip=list(results))
     planned = list(result.points)
     if result.confirmation is not None:
-        planned += [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), False,
-                                p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
-                    for p in result.confirmation.points]
+        planned += [
+            PointRecord(
+                p.id,
+                p.label,
+                "invalid" if p.errors else "pending",
+                dict(p.params),
+                False,
+                p.baseline_id,
+                Failure("plan", "; ".join(p.errors)) if p.errors else None,
+            )
+            for p in result.confirmation.points
+        ]
     points: list[PointRecord] = []
     for p in planned:
         if (r := results.get(p.point_id)) is not None:  # run now: its record
@@ -436,9 +542,16 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
     return replace(result, points=points)
 
 
-def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None] = True, *, force: bool = False,
-            retry_failed: bool = False, only: Sequence[str] = (), address: str | None = None,
-            console: Console | None = None) -> SweepResult:
+def confirm(
+    directory: str | Path,
+    progress: bool | Callable[[SweepEvent], None] = True,
+    *,
+    force: bool = False,
+    retry_failed: bool = False,
+    only: Sequence[str] = (),
+    address: str | None = None,
+    console: Console | None = None,
+) -> SweepResult:
     """``python -m sweep confirm DIR``: the confirmation phase (``policy.confirm``) on a results
     directory a sweep wrote: the policies derived from its grid, each chosen one's server launched and
     benchmarked over the group's levels and workloads as ordinary points of that sweep, in that
@@ -456,18 +569,22 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
     manifest = read_manifest(path) or {}
     recorded = manifest.get("mode")
     if recorded not in get_args(RunMode) or not experiment_path(path).is_file():
-        raise ResultsError(f"{path} holds no sweep's experiment and mode ({experiment_path(path).name} and the manifest): "
-                           "there is no grid to derive a policy from",
-                           fix="confirm a directory a sweep wrote (python -m sweep EXP.yaml wrote it); "
-                               "a bench --out directory has no grid")
+        raise ResultsError(
+            f"{path} holds no sweep's experiment and mode ({experiment_path(path).name} and the manifest): "
+            "there is no grid to derive a policy from",
+            fix="confirm a directory a sweep wrote (python -m sweep EXP.yaml wrote it); "
+            "a bench --out directory has no grid",
+        )
     exp = config_mod.load(experiment_path(path))
     from sweep.core.redact import REDACTED
 
     if REDACTED in experiment_path(path).read_text():
-        raise ConfigError(f"{experiment_path(path)} had secrets redacted when it was written, so its servers "
-                          "cannot be launched from it",
-                          fix="run the experiment file itself with policy.confirm=true (python -m sweep EXP.yaml "
-                              "policy.confirm=true ...): it resumes, and only the confirmation runs")
+        raise ConfigError(
+            f"{experiment_path(path)} had secrets redacted when it was written, so its servers "
+            "cannot be launched from it",
+            fix="run the experiment file itself with policy.confirm=true (python -m sweep EXP.yaml "
+            "policy.confirm=true ...): it resumes, and only the confirmation runs",
+        )
     rm = cast(RunMode, recorded)
     mode: Mode = "cluster" if rm == "real" else rm
     planned = _stored_plan(exp, mode, path)
@@ -475,8 +592,16 @@ def confirm(directory: str | Path, progress: bool | Callable[[SweepEvent], None]
         from rich.console import Console
 
         console = Console(highlight=False) if progress is True else Console(quiet=True)
-    opts = RunOptions(mode=rm, force=force, retry_failed=retry_failed, only=tuple(only), address=address,
-                      results_dir=path, on_event=progress if callable(progress) else None, live=progress is True)
+    opts = RunOptions(
+        mode=rm,
+        force=force,
+        retry_failed=retry_failed,
+        only=tuple(only),
+        address=address,
+        results_dir=path,
+        on_event=progress if callable(progress) else None,
+        live=progress is True,
+    )
     confirmation, done = confirm_mod.run(planned.plan, opts, to_confirm, bench_scale=planned.scale, console=console)
     results = dict(done.results) if done is not None else {}
     return _with_records(replace(planned, mode=mode, ran=list(results), confirmation=confirmation), results)
@@ -500,14 +625,28 @@ def _stored_plan(exp: config_mod.Experiment, mode: Mode, path: Path) -> SweepRes
         rows = load(path)["points"].filter(pl.col("bench_scale").is_not_null()).select("bench_scale").head(1).collect()
         scale = dict(rows["bench_scale"][0]) if rows.height else {}
     plan = planning.build(exp, bench_scale)
-    points = [PointRecord(p.id, p.label, "invalid" if p.errors else "pending", dict(p.params), p.baseline,
-                          p.baseline_id, Failure("plan", "; ".join(p.errors)) if p.errors else None)
-              for p in plan.points]
+    points = [
+        PointRecord(
+            p.id,
+            p.label,
+            "invalid" if p.errors else "pending",
+            dict(p.params),
+            p.baseline,
+            p.baseline_id,
+            Failure("plan", "; ".join(p.errors)) if p.errors else None,
+        )
+        for p in plan.points
+    ]
     return SweepResult(exp, mode, path, plan, points, scale=scale, run_mode=run_mode(mode))
 
 
-def history(roots: str | Path | Sequence[str | Path] = "results", *, experiment: str | None = None,
-            slos: Sequence[str] | None = None, min_change: float = 0.0) -> History:
+def history(
+    roots: str | Path | Sequence[str | Path] = "results",
+    *,
+    experiment: str | None = None,
+    slos: Sequence[str] | None = None,
+    min_change: float = 0.0,
+) -> History:
     """``python -m sweep history``: every results directory under ``roots`` (a folder of them, such as
     ``results``, or results directories), and for each experiment's runs over time each configuration's
     figures run by run, regressions and improvements beyond noise, and the settings that changed.
@@ -519,5 +658,6 @@ def history(roots: str | Path | Sequence[str | Path] = "results", *, experiment:
     from sweep.analysis.slo import parse_slo
 
     given = [roots] if isinstance(roots, (str, Path)) else list(roots)
-    return history_mod.build(given, experiment=experiment, min_change=min_change,
-                             slos=None if slos is None else [parse_slo(s) for s in slos])
+    return history_mod.build(
+        given, experiment=experiment, min_change=min_change, slos=None if slos is None else [parse_slo(s) for s in slos]
+    )

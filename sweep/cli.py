@@ -39,7 +39,6 @@ from rich.markup import escape
 
 from sweep.core.checks import lines
 from sweep.core.console import output_console
-
 from sweep.core.errors import BUG_EXIT_CODE, ConfigError, SweepError
 from sweep.core.types import kind
 
@@ -68,8 +67,10 @@ class _Parser(argparse.ArgumentParser):
             if hints:
                 message += " (" + "; ".join(hints) + ")"
         elif "required: config" in message:
-            message = ("name an experiment file, e.g. python -m sweep experiments/k26_eagle.yaml --dry-run "
-                       f"(other commands: {', '.join(SUBCOMMANDS)})")
+            message = (
+                "name an experiment file, e.g. python -m sweep experiments/k26_eagle.yaml --dry-run "
+                f"(other commands: {', '.join(SUBCOMMANDS)})"
+            )
         super().error(message)
 
 
@@ -77,24 +78,43 @@ def _run_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m sweep",
         description="Launch, benchmark and record an SGLang server for every grid point of an experiment. "
-                    f"Other commands: {', '.join(SUBCOMMANDS)} (python -m sweep COMMAND --help).")
+        f"Other commands: {', '.join(SUBCOMMANDS)} (python -m sweep COMMAND --help).",
+    )
     p.add_argument("config", help="experiment file, e.g. experiments/k26_eagle.yaml")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="override any key of the file, e.g. benchmark.single_stream.runs=3")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override any key of the file, e.g. benchmark.single_stream.runs=3",
+    )
     p.add_argument("--plan", action="store_true", help="print the validated plan and exit; nothing is launched")
     p.add_argument("--json", action="store_true", help="with --plan: print the plan as one JSON object")
-    p.add_argument("--dry-run", action="store_true",
-                   help="local Ray, simulated hosts and the fake SGLang server; results in results/<name>-dryrun")
-    p.add_argument("--local", action="store_true",
-                   help="a real sweep on this machine: local Ray, local.hosts hosts, the experiment's own launcher "
-                        "(real SGLang), nothing scaled; results in results/<name>-local")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="local Ray, simulated hosts and the fake SGLang server; results in results/<name>-dryrun",
+    )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="a real sweep on this machine: local Ray, local.hosts hosts, the experiment's own launcher "
+        "(real SGLang), nothing scaled; results in results/<name>-local",
+    )
     p.add_argument("--fake", action="store_true", help="use the fake SGLang server on the real cluster's hosts")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="record points that break SGLang's rules as invalid and run the rest")
+    p.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="record points that break SGLang's rules as invalid and run the rest",
+    )
     p.add_argument("--retry-failed", action="store_true", help="run failed points again (ok points are kept)")
     p.add_argument("--force", action="store_true", help="run every point again, even those with an ok result")
-    p.add_argument("--only", action="append", metavar="LABEL-GLOB", default=[],
-                   help="run only points whose label matches, e.g. 'drafter=none*' (repeatable)")
+    p.add_argument(
+        "--only",
+        action="append",
+        metavar="LABEL-GLOB",
+        default=[],
+        help="run only points whose label matches, e.g. 'drafter=none*' (repeatable)",
+    )
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or auto)")
     return p
 
@@ -141,15 +161,24 @@ def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], C
 
 def _confirm_arguments(p: argparse.ArgumentParser) -> None:
     """``confirm DIR``: the confirmation phase of ``policy.confirm`` on an existing results directory."""
-    p.description = ("Derive the speculative policies from the grid recorded in DIR and run each chosen "
-                     "policy's server (--speculative-adaptive) for the pick of each SLO (no SLO: the best "
-                     "group's) over the same levels and workloads, as points of that sweep, in DIR and in its "
-                     "mode. Run it again to resume.")
+    p.description = (
+        "Derive the speculative policies from the grid recorded in DIR and run each chosen "
+        "policy's server (--speculative-adaptive) for the pick of each SLO (no SLO: the best "
+        "group's) over the same levels and workloads, as points of that sweep, in DIR and in its "
+        "mode. Run it again to resume."
+    )
     p.add_argument("directory", metavar="DIR", help="a results directory a sweep wrote, e.g. results/k26_eagle-dryrun")
     p.add_argument("--retry-failed", action="store_true", help="run failed confirmation points again")
-    p.add_argument("--force", action="store_true", help="run the confirmation points again, even those with an ok result")
-    p.add_argument("--only", action="append", metavar="LABEL-GLOB", default=[],
-                   help="run only confirmation points whose label matches, e.g. '*steps=adaptive*' (repeatable)")
+    p.add_argument(
+        "--force", action="store_true", help="run the confirmation points again, even those with an ok result"
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        metavar="LABEL-GLOB",
+        default=[],
+        help="run only confirmation points whose label matches, e.g. '*steps=adaptive*' (repeatable)",
+    )
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or auto)")
 
 
@@ -161,8 +190,15 @@ def run_confirm(args: argparse.Namespace) -> int:
 
     _results_logs[:] = [Path(args.directory) / LOGS]
     console = output_console(highlight=False)
-    result = api.confirm(args.directory, progress=True, force=args.force, retry_failed=args.retry_failed,
-                         only=args.only, address=args.address, console=console)
+    result = api.confirm(
+        args.directory,
+        progress=True,
+        force=args.force,
+        retry_failed=args.retry_failed,
+        only=args.only,
+        address=args.address,
+        console=console,
+    )
     for line in confirmation_lines(result):
         console.print(escape(line), soft_wrap=True)
     return exit_code(result)
@@ -179,8 +215,10 @@ def confirmation_lines(result: SweepResult) -> list[str]:
         rec = status.get(pp.id)
         state = rec.status if rec is not None else "pending"
         why = f": {rec.failure_phase}: {rec.failure_reason}" if rec is not None and rec.failure is not None else ""
-        out.append(f"  {pp.label} [{pp.id}] {state}{why} (policy of {c.chosen[pp.id].policy.group}; "
-                   f"{'; '.join(c.chosen[pp.id].why)})")
+        out.append(
+            f"  {pp.label} [{pp.id}] {state}{why} (policy of {c.chosen[pp.id].policy.group}; "
+            f"{'; '.join(c.chosen[pp.id].why)})"
+        )
     return out + [f"  compare: python -m sweep report {result.path}"]
 
 
@@ -188,9 +226,11 @@ def _mode(args: argparse.Namespace) -> str:
     """``sweep.run``'s mode from the flags (none: the cluster); two of them are an error."""
     modes = [f for f, on in (("--dry-run", args.dry_run), ("--local", args.local), ("--fake", args.fake)) if on]
     if len(modes) > 1:
-        raise ConfigError(f"{' and '.join(modes)} cannot be combined",
-                          fix="--dry-run: fake server, simulated hosts; --local: real server here; "
-                              "--fake: fake server on the cluster")
+        raise ConfigError(
+            f"{' and '.join(modes)} cannot be combined",
+            fix="--dry-run: fake server, simulated hosts; --local: real server here; "
+            "--fake: fake server on the cluster",
+        )
     return modes[0].removeprefix("--") if modes else "cluster"
 
 
@@ -225,8 +265,10 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
             print(line)
     if not kind(result.run_mode).scaled:
         # a dry run scales the benchmark, which is part of a point's id
-        print(f"  note: these ids are a {result.run_mode} run's; a dry run's differ (its benchmark is scaled): "
-              "add --dry-run to --plan to see them")
+        print(
+            f"  note: these ids are a {result.run_mode} run's; a dry run's differ (its benchmark is scaled): "
+            "add --dry-run to --plan to see them"
+        )
     for p in plan.points:
         for f in drafters[p.id].findings if p.id in drafters else ():
             print(f"drafter {f.level} {p.label} [{p.id}]: {f.message} (fix: {f.fix})")
@@ -244,10 +286,12 @@ def _adaptive_lines(plan, result: SweepResult) -> list[str]:
     label = {p.id: p.label for p in valid}
     total, skip = sum(est.values()), sum(est.get(label[i], 0.0) for i in may)
     share = f" (~{skip / 3600:.1f} h of the {total / 3600:.1f} h estimated on one host)" if total else ""
-    return [f"adaptive search (search.strategy=adaptive): runs at least {len(must)} of {len(valid)} points "
-            "(the baselines, the points outside a group, one probe per group with its most steps, one point "
-            f"for the cost of a step); may skip up to {len(may)}{share}, as what the others measure decides",
-            "  points it may skip: " + (", ".join(label[i] for i in may) if may else "none")]
+    return [
+        f"adaptive search (search.strategy=adaptive): runs at least {len(must)} of {len(valid)} points "
+        "(the baselines, the points outside a group, one probe per group with its most steps, one point "
+        f"for the cost of a step); may skip up to {len(may)}{share}, as what the others measure decides",
+        "  points it may skip: " + (", ".join(label[i] for i in may) if may else "none"),
+    ]
 
 
 def _confirm_lines(plan, result: SweepResult) -> list[str]:
@@ -259,12 +303,16 @@ def _confirm_lines(plan, result: SweepResult) -> list[str]:
     groups = plan.confirm_probes
     each = point_estimates(plan.experiment, groups, mode=result.run_mode, scale=result.scale) if groups else {}
     cost = f"; each about {fmt_s(max(each.values()))} of host time" if each else ""
-    out = [f"policy confirmation (policy.confirm): after the grid, up to {len(groups)} more "
-           f"point{'s' if len(groups) != 1 else ''} (one per step group holding an SLO's pick; how many is "
-           f"known only after the grid), each the policy's own server over its group's levels and workloads{cost}"]
+    out = [
+        f"policy confirmation (policy.confirm): after the grid, up to {len(groups)} more "
+        f"point{'s' if len(groups) != 1 else ''} (one per step group holding an SLO's pick; how many is "
+        f"known only after the grid), each the policy's own server over its group's levels and workloads{cost}"
+    ]
     for p in groups:
-        out.append(f"  {p.label}: {'would fail in SGLang' if p.errors else 'ok by SGLang rules'} "
-                   "(the launch at most: every step count a candidate)")
+        out.append(
+            f"  {p.label}: {'would fail in SGLang' if p.errors else 'ok by SGLang rules'} "
+            "(the launch at most: every step count a candidate)"
+        )
         out += [f"    error: {e}" for e in p.errors]
     return out
 
@@ -295,9 +343,11 @@ def run_command(args: argparse.Namespace) -> int:
     from sweep.experiment import config
 
     if args.json and not args.plan:
-        raise ConfigError("--json prints the plan, and needs --plan (a sweep's results are Parquet, not JSON)",
-                          fix="add --plan: python -m sweep CONFIG --plan --json; after a sweep, "
-                              "python -m sweep query DIR \"SQL\" --format json")
+        raise ConfigError(
+            "--json prints the plan, and needs --plan (a sweep's results are Parquet, not JSON)",
+            fix="add --plan: python -m sweep CONFIG --plan --json; after a sweep, "
+            'python -m sweep query DIR "SQL" --format json',
+        )
     mode = _mode(args)
     exp = config.load(args.config, args.overrides)
     _results_logs[:] = [_logs_of(exp, mode)]
@@ -306,8 +356,17 @@ def run_command(args: argparse.Namespace) -> int:
         _print_plan(result, args.json)
         return exit_code(result)
     console = output_console(highlight=False)
-    result = api.run(exp, mode, progress=True, force=args.force, retry_failed=args.retry_failed,  # type: ignore[arg-type]
-                     only=args.only, skip_invalid=args.skip_invalid, address=args.address, console=console)
+    result = api.run(
+        exp,
+        mode,  # type: ignore[arg-type]
+        progress=True,
+        force=args.force,
+        retry_failed=args.retry_failed,
+        only=args.only,
+        skip_invalid=args.skip_invalid,
+        address=args.address,
+        console=console,
+    )
     if result.ran:
         print_summary(result.summary(), console)
     for line in confirmation_lines(result):
@@ -331,10 +390,12 @@ def save_traceback(e: BaseException, argv: list[str]) -> Path:
     from sweep import __version__
     from sweep.core.redact import redact_argv, redact_text
 
-    text = (f"command: python -m sweep {' '.join(redact_argv(argv))}\n"
-            f"sweep {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
-            f"at {time.strftime('%Y-%m-%d %H:%M:%S %z')}, in {os.getcwd()}\n\n"
-            + redact_text("".join(traceback.format_exception(e))))
+    text = (
+        f"command: python -m sweep {' '.join(redact_argv(argv))}\n"
+        f"sweep {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+        f"at {time.strftime('%Y-%m-%d %H:%M:%S %z')}, in {os.getcwd()}\n\n"
+        + redact_text("".join(traceback.format_exception(e)))
+    )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for folder in [*(d for d in _results_logs if d.is_dir()), Path(tempfile.gettempdir())]:
         try:
@@ -388,8 +449,9 @@ def _broken_pipe(e: BaseException) -> bool:
     polars' OSError "Broken pipe (os error 32)")."""
     import errno
 
-    return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and (
-        e.errno == errno.EPIPE or "Broken pipe" in str(e)))
+    return isinstance(e, BrokenPipeError) or (
+        isinstance(e, OSError) and (e.errno == errno.EPIPE or "Broken pipe" in str(e))
+    )
 
 
 def _reader_gone() -> int:

@@ -31,11 +31,23 @@ from typing import Any
 import aiohttp
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "chrome")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
-         # networking off: every request goes to a proxy that is a closed port (loopback too)
-         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--hide-scrollbars",
+    # networking off: every request goes to a proxy that is a closed port (loopback too)
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+]
 MISSING = "no Chromium installed (apt-get install chromium; .ci/run installs it)"
 
 
@@ -53,9 +65,9 @@ class Page:
 
     def __init__(self, browser: Browser, session: str):
         self.browser, self.session = browser, session
-        self.errors: list[str] = []     # console.error, uncaught exceptions, the browser's error log
-        self.requests: list[str] = []   # every URL the page asked for
-        self.urls: dict[str, str] = {}   # by request id
+        self.errors: list[str] = []  # console.error, uncaught exceptions, the browser's error log
+        self.requests: list[str] = []  # every URL the page asked for
+        self.urls: dict[str, str] = {}  # by request id
         self.loaded = asyncio.Event()
 
     async def send(self, method: str, **params: Any) -> dict:
@@ -63,8 +75,9 @@ class Page:
 
     def event(self, method: str, params: dict) -> None:
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            self.errors.append("console: " + " ".join(str(a.get("value", a.get("description", "")))
-                                                      for a in params.get("args", [])))
+            self.errors.append(
+                "console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+            )
         elif method == "Runtime.exceptionThrown":
             d = params.get("exceptionDetails", {})
             self.errors.append("exception: " + str(d.get("exception", {}).get("description") or d.get("text")))
@@ -75,8 +88,9 @@ class Page:
             self.urls[params.get("requestId", "")] = url = params.get("request", {}).get("url", "")
             self.requests.append(url)
         elif method == "Network.loadingFailed":
-            self.errors.append(f"request failed: {self.urls.get(params.get('requestId', ''), '?')} "
-                               f"({params.get('errorText')})")
+            self.errors.append(
+                f"request failed: {self.urls.get(params.get('requestId', ''), '?')} ({params.get('errorText')})"
+            )
         elif method == "Page.loadEventFired":
             self.loaded.set()
 
@@ -130,9 +144,19 @@ class Browser:
         self.workdir.mkdir(parents=True, exist_ok=True)
         profile = Path(tempfile.mkdtemp(prefix="chromium-profile-", dir=self.workdir))  # a new, empty profile
         self.log = open(self.workdir / "chromium.log", "wb")
-        self.proc = subprocess.Popen([self.binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                                      f"--window-size={self.width},{self.height}", "about:blank"],
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-port=0",
+                f"--window-size={self.width},{self.height}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         active = profile / "DevToolsActivePort"  # the port it chose, and the browser's websocket path
         deadline = time.monotonic() + self.timeout
         while not (active.exists() and len(active.read_text().split()) == 2):
@@ -176,8 +200,11 @@ class Browser:
         i = next(self.ids)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.pending[i] = future
-        await self.ws.send_str(json.dumps({"id": i, "method": method, "params": params or {},
-                                           **({"sessionId": session} if session else {})}))
+        await self.ws.send_str(
+            json.dumps(
+                {"id": i, "method": method, "params": params or {}, **({"sessionId": session} if session else {})}
+            )
+        )
         reply = await asyncio.wait_for(future, self.timeout)
         if "error" in reply:
             raise CDPError(f"{method}: {reply['error']}")
@@ -190,10 +217,16 @@ class Browser:
         page = self.pages[session] = Page(self, session)
         for domain in ("Page", "Runtime", "Log", "Network"):
             await page.send(f"{domain}.enable")
-        await page.send("Network.emulateNetworkConditions", offline=True, latency=0,
-                        downloadThroughput=-1, uploadThroughput=-1)
-        await page.send("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
-                        deviceScaleFactor=1, mobile=False)
+        await page.send(
+            "Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1, uploadThroughput=-1
+        )
+        await page.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         await page.send("Page.navigate", url=url)
         await asyncio.wait_for(page.loaded.wait(), self.timeout)
         return page

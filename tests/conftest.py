@@ -17,8 +17,9 @@ TRANSCRIPTS = SHARED / "sglang-cpu" / "transcripts"
 
 def needs_shared(path: Path = TRANSCRIPTS) -> pytest.MarkDecorator:
     """Skip a test (or, as ``pytestmark``, a module) where ``path`` under ../shared is missing."""
-    return pytest.mark.skipif(not path.exists(), reason=f"no {path} (../shared beside the checkout; a plain "
-                                                        "clone has none)")
+    return pytest.mark.skipif(
+        not path.exists(), reason=f"no {path} (../shared beside the checkout; a plain clone has none)"
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -53,5 +54,11 @@ def write_yaml(tmp_path):
 def run_sweep_cli(*args: str, cwd: Path = REPO, timeout: float = 120, env: dict | None = None):
     import subprocess
 
-    return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "sweep", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )

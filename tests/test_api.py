@@ -23,9 +23,13 @@ from tests.experiments import D1, DRAFT_TOKENS, DRAFTERS, FAULTS, experiment, wr
 # a baseline, and one drafter at one step count whose second point dies in capture (the fake's fault)
 EXPERIMENT = experiment(
     name="api",
-    grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1]}, "fault": FAULTS},
-          "derived": DRAFT_TOKENS, "exclude": [{"drafter": "none", "fault": "oom"}]},
-    dry_run={"hosts": 2})
+    grid={
+        "axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1]}, "fault": FAULTS},
+        "derived": DRAFT_TOKENS,
+        "exclude": [{"drafter": "none", "fault": "oom"}],
+    },
+    dry_run={"hosts": 2},
+)
 
 OOM = "drafter=d1,steps=1,fault=oom"
 
@@ -33,14 +37,19 @@ OOM = "drafter=d1,steps=1,fault=oom"
 def _experiment(tmp_path, port: int = 32600):
     """The experiment, its results in ``tmp_path/api-res-<pid>``: the directory's name is the sweep's
     name in its servers' marker, so that no other sweep on this machine reaps them as its own."""
-    return write(tmp_path / "api.yaml", experiment(EXPERIMENT, server={"port": port}),
-                 results_dir=tmp_path / f"api-res-{os.getpid()}")
+    return write(
+        tmp_path / "api.yaml",
+        experiment(EXPERIMENT, server={"port": port}),
+        results_dir=tmp_path / f"api-res-{os.getpid()}",
+    )
 
 
 def test_import_sweep_stays_cheap():
-    code = ("import sys, sweep; assert 'sweep.api' not in sys.modules and 'ray' not in sys.modules; "
-            "import sweep.fake.main; assert 'ray' not in sys.modules and 'sweep.api' not in sys.modules; "
-            "assert callable(sweep.run) and sweep.SweepResult.__name__ == 'SweepResult'")
+    code = (
+        "import sys, sweep; assert 'sweep.api' not in sys.modules and 'ray' not in sys.modules; "
+        "import sweep.fake.main; assert 'ray' not in sys.modules and 'sweep.api' not in sys.modules; "
+        "assert callable(sweep.run) and sweep.SweepResult.__name__ == 'SweepResult'"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
 
 
@@ -62,10 +71,15 @@ def test_plan_mode_launches_nothing(tmp_path):
 
 def test_the_points_frame_has_numeric_axes_as_numbers():
     """As in the points table (sweep/results/schema.axis_type): steps 10 sorts after 5, not before 2."""
-    frame = sweep.run("experiments/k26_eagle.yaml", mode="plan",
-                      overrides=["grid.axes.steps.values=[1,2,10]"]).points_frame
+    frame = sweep.run(
+        "experiments/k26_eagle.yaml", mode="plan", overrides=["grid.axes.steps.values=[1,2,10]"]
+    ).points_frame
     assert frame.schema["axis_steps"] == pl.Int64 and frame.schema["axis_drafter"] == pl.String
-    assert frame.drop_nulls("axis_steps").sort("axis_steps")["axis_steps"].unique(maintain_order=True).to_list() == [1, 2, 10]
+    assert frame.drop_nulls("axis_steps").sort("axis_steps")["axis_steps"].unique(maintain_order=True).to_list() == [
+        1,
+        2,
+        10,
+    ]
 
 
 def test_plan_mode_reports_invalid_points_as_data(tmp_path):

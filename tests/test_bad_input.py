@@ -30,7 +30,8 @@ def no_ray(tmp_path: Path) -> tuple[dict, Path]:
     (stand_in / "ray").mkdir(parents=True)
     mark = tmp_path / "ray-was-imported"
     (stand_in / "ray" / "__init__.py").write_text(
-        f"open({str(mark)!r}, 'w').close()\nraise ImportError('ray imported for bad input')\n")
+        f"open({str(mark)!r}, 'w').close()\nraise ImportError('ray imported for bad input')\n"
+    )
     return {"PYTHONPATH": str(stand_in)}, mark
 
 
@@ -49,37 +50,102 @@ CASES = {
     "wrong type": (K26.replace("  tp_size: 8", "  tp_size: eight"), [], 2, ["server.tp_size", "Integer"]),
     "bad override": (K26, ["benchmark.single_stream.runs=many"], 2, ["runs", "override"]),
     "override not key=value": (K26, ["benchmark"], 2, ["not key=value"]),
-    "override not valid YAML": (K26, ["benchmark.concurrency.levels=[1,4"], 2,
-                                ["levels=[1,4", "not valid YAML", "close every bracket"]),
-    "override list without brackets": (K26, ["benchmark.concurrency.levels=1,4,16"], 2,
-                                       ["takes a list", "'benchmark.concurrency.levels=[1,4,16]'"]),
-    "axis values without brackets": (K26.replace("values: [1, 2, 3, 5]", "values: 1,2,3,5"), [], 2,
-                                     ["grid.axes.steps", "one value, not a list", "values: [1,2,3,5]"]),
+    "override not valid YAML": (
+        K26,
+        ["benchmark.concurrency.levels=[1,4"],
+        2,
+        ["levels=[1,4", "not valid YAML", "close every bracket"],
+    ),
+    "override list without brackets": (
+        K26,
+        ["benchmark.concurrency.levels=1,4,16"],
+        2,
+        ["takes a list", "'benchmark.concurrency.levels=[1,4,16]'"],
+    ),
+    "axis values without brackets": (
+        K26.replace("values: [1, 2, 3, 5]", "values: 1,2,3,5"),
+        [],
+        2,
+        ["grid.axes.steps", "one value, not a list", "values: [1,2,3,5]"],
+    ),
     "axis values without brackets in a flow mapping": (
-        K26.replace("    steps:\n      flag: speculative-num-steps\n      values: [1, 2, 3, 5]",
-                    "    steps: {flag: speculative-num-steps, values: 1,2,4}"), [], 2,
-        ["grid.axes.steps.2", "a number where a key belongs", "in brackets"]),
+        K26.replace(
+            "    steps:\n      flag: speculative-num-steps\n      values: [1, 2, 3, 5]",
+            "    steps: {flag: speculative-num-steps, values: 1,2,4}",
+        ),
+        [],
+        2,
+        ["grid.axes.steps.2", "a number where a key belongs", "in brackets"],
+    ),
     "empty grid": ("name: x\nserver: {model_path: /m}\n", [], 2, ["grid.axes is empty"]),
-    "everything excluded": (K26.replace("  derived:", "  exclude: [{nccl: '*'}]\n  derived:"), [], 2, ["grid is empty"]),
-    "invalid speculative combination": (K26.replace("            speculative-eagle-topk: 1  # a chain drafter\n", ""), [], 3,
-                                        ["steps-without-topk", "--skip-invalid"]),
-    "draft tree too small": (K26.replace("speculative-num-draft-tokens: ${add:${steps},1}",
-                                         "speculative-num-draft-tokens: 16").replace(
-        "speculative-eagle-topk: 1  # a chain drafter", "speculative-eagle-topk: 2"), [], 3, ["draft-tree-too-small"]),
-    "misspelt SGLang flag": (K26.replace("enable-metrics: true", "enable-metric: true"), [], 3, ["did you mean --enable-metrics"]),
-    "reserved flag in flags": (K26.replace("  flags:\n", "  flags:\n    port: 1\n", 1), [], 2, ["--port", "server.port"]),
-    "unknown workload kind": (K26.replace("  prompts: coding", "  workload: sharegp:chat.json"), [], 2,
-                              ["line 71: benchmark.workload 'sharegp:chat.json': unknown kind 'sharegp'"]),
-    "missing workload file": (K26, ["benchmark.workload=sharegpt:/nonexistent/chat.json"], 2,
-                              ["sharegpt workload file '/nonexistent/chat.json' not found"]),
-    "bad flag value, baselines included": (K26, ["server.flags.max-running-requests=lots"], 3,
-                                           ["drafter=none,nccl=default", "bad-flag-value",
-                                            "argument --max-running-requests: invalid int value: 'lots'"]),
-    "a level given twice": (K26, ["benchmark.concurrency.levels=[4,4,1]"], 2,
-                            ["command-line override (benchmark.concurrency.levels=[4,4,1])", "4 is given twice"]),
-    "an axis value holding =": (K26.replace("        tuned:", "        'a=b':"), [], 2, ["grid.axes.nccl: value 'a=b'"]),
-    "a derived value over a word": (K26, ["grid.axes.steps.values=[1,2,three]"], 2,
-                                    ["grid.derived.speculative-num-draft-tokens", "'three'", "axis 'steps'"]),
+    "everything excluded": (
+        K26.replace("  derived:", "  exclude: [{nccl: '*'}]\n  derived:"),
+        [],
+        2,
+        ["grid is empty"],
+    ),
+    "invalid speculative combination": (
+        K26.replace("            speculative-eagle-topk: 1  # a chain drafter\n", ""),
+        [],
+        3,
+        ["steps-without-topk", "--skip-invalid"],
+    ),
+    "draft tree too small": (
+        K26.replace("speculative-num-draft-tokens: ${add:${steps},1}", "speculative-num-draft-tokens: 16").replace(
+            "speculative-eagle-topk: 1  # a chain drafter", "speculative-eagle-topk: 2"
+        ),
+        [],
+        3,
+        ["draft-tree-too-small"],
+    ),
+    "misspelt SGLang flag": (
+        K26.replace("enable-metrics: true", "enable-metric: true"),
+        [],
+        3,
+        ["did you mean --enable-metrics"],
+    ),
+    "reserved flag in flags": (
+        K26.replace("  flags:\n", "  flags:\n    port: 1\n", 1),
+        [],
+        2,
+        ["--port", "server.port"],
+    ),
+    "unknown workload kind": (
+        K26.replace("  prompts: coding", "  workload: sharegp:chat.json"),
+        [],
+        2,
+        ["line 71: benchmark.workload 'sharegp:chat.json': unknown kind 'sharegp'"],
+    ),
+    "missing workload file": (
+        K26,
+        ["benchmark.workload=sharegpt:/nonexistent/chat.json"],
+        2,
+        ["sharegpt workload file '/nonexistent/chat.json' not found"],
+    ),
+    "bad flag value, baselines included": (
+        K26,
+        ["server.flags.max-running-requests=lots"],
+        3,
+        ["drafter=none,nccl=default", "bad-flag-value", "argument --max-running-requests: invalid int value: 'lots'"],
+    ),
+    "a level given twice": (
+        K26,
+        ["benchmark.concurrency.levels=[4,4,1]"],
+        2,
+        ["command-line override (benchmark.concurrency.levels=[4,4,1])", "4 is given twice"],
+    ),
+    "an axis value holding =": (
+        K26.replace("        tuned:", "        'a=b':"),
+        [],
+        2,
+        ["grid.axes.nccl: value 'a=b'"],
+    ),
+    "a derived value over a word": (
+        K26,
+        ["grid.axes.steps.values=[1,2,three]"],
+        2,
+        ["grid.derived.speculative-num-draft-tokens", "'three'", "axis 'steps'"],
+    ),
 }
 
 
@@ -94,19 +160,34 @@ def test_bad_experiment(name, tmp_path):
     assert not ray_mark.exists(), "bad input reached the cluster layer (Ray was imported)"
 
 
-@pytest.mark.parametrize("name, data, says", [
-    ("empty conversations", b'[{"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": []}]',
-     'line 2 (record 2 of the array): empty "conversations"'),
-    ("not UTF-8", b'{"conversations": [{"from": "human", "value": "hi"}]}\n\n{"conversations": [{"from": "human", '
-                  b'"value": "caf\xe9"}]}\n', "line 3: not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        (
+            "empty conversations",
+            b'[{"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": []}]',
+            'line 2 (record 2 of the array): empty "conversations"',
+        ),
+        (
+            "not UTF-8",
+            b'{"conversations": [{"from": "human", "value": "hi"}]}\n\n{"conversations": [{"from": "human", '
+            b'"value": "caf\xe9"}]}\n',
+            "line 3: not UTF-8 text",
+        ),
+    ],
+)
 def test_bad_workload_file(name, data, says, tmp_path):
     """A bad workload file stops the sweep before anything runs, naming the file and line."""
     chat = tmp_path / "chat.json"
     chat.write_bytes(data)
     env, ray_mark = no_ray(tmp_path)
-    r = cli("experiments/k26_eagle.yaml", "--dry-run", f"benchmark.workload=sharegpt:{chat}",
-            f"results_dir={tmp_path / 'res'}", env=env)
+    r = cli(
+        "experiments/k26_eagle.yaml",
+        "--dry-run",
+        f"benchmark.workload=sharegpt:{chat}",
+        f"results_dir={tmp_path / 'res'}",
+        env=env,
+    )
     check(r, 2, f"workload file {chat}, {says}")
     assert not (tmp_path / "res").exists() and not ray_mark.exists()
 
@@ -173,8 +254,11 @@ def alone_on_the_machine(tmp_path: Path) -> dict:
 def test_no_cluster_at_all(tmp_path):
     """No RAY_ADDRESS and no cluster: exit 4, and try --dry-run. Whatever other Ray runs on this
     machine (another test run, a dry run, the netns tier's nodes) is kept out of sight."""
-    r = cli("experiments/k26_eagle.yaml", f"results_dir={tmp_path / 'res'}",
-            env={"RAY_ADDRESS": "", **alone_on_the_machine(tmp_path)})
+    r = cli(
+        "experiments/k26_eagle.yaml",
+        f"results_dir={tmp_path / 'res'}",
+        env={"RAY_ADDRESS": "", **alone_on_the_machine(tmp_path)},
+    )
     check(r, 4, "no Ray cluster", "--dry-run")
 
 
@@ -182,7 +266,11 @@ def test_results_dir_of_another_experiment(tmp_path):
     res = tmp_path / "res"
     res.mkdir()
     (res / "sweep.json").write_text(json.dumps({"experiment": "glm5_eagle_tree", "mode": "real"}))
-    check(cli("experiments/k26_eagle.yaml", "--dry-run", f"results_dir={res}"), 5, "belongs to experiment 'glm5_eagle_tree'")
+    check(
+        cli("experiments/k26_eagle.yaml", "--dry-run", f"results_dir={res}"),
+        5,
+        "belongs to experiment 'glm5_eagle_tree'",
+    )
 
 
 def test_results_dir_of_a_real_run_for_a_dry_run(tmp_path):
@@ -224,8 +312,12 @@ def test_results_dir_that_is_a_file(tmp_path, plan):
 @pytest.mark.parametrize("plan", [True, False], ids=["plan", "dry-run"])
 def test_results_dir_under_a_missing_folder(tmp_path, plan):
     env, ray_mark = no_ray(tmp_path)
-    r = cli("experiments/k26_eagle.yaml", *(["--plan"] if plan else ["--dry-run"]),
-            f"results_dir={tmp_path / 'reslts' / 'x'}", env=env)
+    r = cli(
+        "experiments/k26_eagle.yaml",
+        *(["--plan"] if plan else ["--dry-run"]),
+        f"results_dir={tmp_path / 'reslts' / 'x'}",
+        env=env,
+    )
     check(r, 5, f"{tmp_path / 'reslts'} does not exist (nothing was created)")
     assert not (tmp_path / "reslts").exists() and not ray_mark.exists()
 
@@ -258,11 +350,14 @@ def test_report_with_a_bad_slo_is_an_analysis_error(tmp_path):
     check(cli("report", str(tmp_path), "--slo", "a: ttft_p90<=2s", "--slo", "a: ttft_p90<=3s"), 7, "more than once")
 
 
-@pytest.mark.parametrize("args, hint", [
-    (["experiments/k26_eagle.yaml", "--dryrun"], "did you mean --dry-run?"),
-    (["experiments/k26_eagle.yaml", "--plan", "--retry-faild"], "did you mean --retry-failed?"),
-    (["report", "results", "--vss", "x"], "did you mean --vs?"),
-])
+@pytest.mark.parametrize(
+    "args, hint",
+    [
+        (["experiments/k26_eagle.yaml", "--dryrun"], "did you mean --dry-run?"),
+        (["experiments/k26_eagle.yaml", "--plan", "--retry-faild"], "did you mean --retry-failed?"),
+        (["report", "results", "--vss", "x"], "did you mean --vs?"),
+    ],
+)
 def test_a_mistyped_option_gets_did_you_mean(args, hint):
     r = cli(*args)
     assert r.returncode == 2 and hint in r.stderr, r.stderr

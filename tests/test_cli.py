@@ -11,6 +11,7 @@ def test_plan_table():
 
 def test_the_plan_says_a_dry_runs_ids_differ_and_how_to_see_them():
     """The scaled benchmark is part of a point's id: a dry run's log is not under a --plan id."""
+
     def ids(*args):
         r = run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--json", *args)
         return [p["id"] for p in json.loads(r.stdout)["points"]]
@@ -36,7 +37,9 @@ def test_bad_config_exit_2_no_traceback():
 
 
 def test_invalid_points_exit_3(write_yaml):
-    path = write_yaml(open("experiments/k26_eagle.yaml").read().replace("speculative-eagle-topk: 1  # a chain drafter", ""))
+    path = write_yaml(
+        open("experiments/k26_eagle.yaml").read().replace("speculative-eagle-topk: 1  # a chain drafter", "")
+    )
     r = run_sweep_cli(str(path), "--plan", "--json")
     assert r.returncode == 3
     doc = json.loads(r.stdout)
@@ -48,7 +51,9 @@ def test_invalid_points_exit_3(write_yaml):
 def test_plan_with_policy_confirm_lists_the_phase_and_refuses_the_launch_sglang_would(write_yaml):
     ok = run_sweep_cli("experiments/k26_eagle_adaptive.yaml", "--plan")
     assert ok.returncode == 0, ok.stderr
-    assert "policy confirmation (policy.confirm): after the grid" in ok.stdout and "known only after the grid" in ok.stdout
+    assert (
+        "policy confirmation (policy.confirm): after the grid" in ok.stdout and "known only after the grid" in ok.stdout
+    )
     assert "drafter=k26_100k,steps=adaptive,nccl=tuned: ok by SGLang rules" in ok.stdout
     as_json = json.loads(run_sweep_cli("experiments/k26_eagle_adaptive.yaml", "--plan", "--json").stdout)
     assert as_json["confirm"]["after_grid"] is True and len(as_json["confirm"]["probes"]) == 4
@@ -57,8 +62,11 @@ def test_plan_with_policy_confirm_lists_the_phase_and_refuses_the_launch_sglang_
     assert old.returncode == 3 and "would fail in SGLang" in old.stdout
     assert "unrecognized arguments: --speculative-adaptive" in old.stdout
     run = run_sweep_cli("experiments/k26_eagle.yaml", "--dry-run", "policy.confirm=true")
-    assert run.returncode == 3 and "policy.confirm: the policy's server would fail in SGLang; nothing was launched" \
-        in run.stderr and "policy.confirm=false" in run.stderr
+    assert (
+        run.returncode == 3
+        and "policy.confirm: the policy's server would fail in SGLang; nothing was launched" in run.stderr
+        and "policy.confirm=false" in run.stderr
+    )
 
 
 def test_confirm_needs_a_sweeps_results_directory(tmp_path):

@@ -48,8 +48,11 @@ def _cluster_settings() -> tuple[str, int]:
     experiments run on CPU hosts (cpu_host, no GPUs), which the GPU cluster files do not start."""
     default = config.ClusterConfig()
     settings = {(default.host_resource, default.gpus_per_host)}
-    settings |= {(e.cluster.host_resource, e.cluster.gpus_per_host) for e in map(config.load, EXPERIMENTS)
-                 if not config.is_cpu(e)}
+    settings |= {
+        (e.cluster.host_resource, e.cluster.gpus_per_host)
+        for e in map(config.load, EXPERIMENTS)
+        if not config.is_cpu(e)
+    }
     assert len(settings) == 1, f"experiments disagree on the cluster they need: {settings}"
     return settings.pop()
 
@@ -131,7 +134,9 @@ def test_launcher_starts_every_node_through_the_bootstrap_script():
     assert len(head) == 1 and " head" in head[0] and "--autoscaling-config=" in head[0]
     assert len(workers) == 1 and "worker $RAY_HEAD_IP" in workers[0]
     assert f"SWEEP_HOST_RESOURCE={RESOURCE}" in workers[0] and f"SWEEP_GPUS_PER_HOST={GPUS}" in workers[0]
-    assert not any(re.search(r"(^|\s)ray start", c) for c in cfg["head_start_ray_commands"] + cfg["worker_start_ray_commands"])
+    assert not any(
+        re.search(r"(^|\s)ray start", c) for c in cfg["head_start_ray_commands"] + cfg["worker_start_ray_commands"]
+    )
     # that the token reaches every host and shells there are authenticated is what the commands do
     # when run: test_launcher_commands_start_every_host_with_token_auth
 
@@ -215,7 +220,8 @@ class Bootstrap:
         for d in (self.home, self.venv / "bin", self.log):
             d.mkdir(parents=True)
         (self.venv / "bin" / "activate").write_text(
-            f'export VIRTUAL_ENV="{self.venv}"\nexport PATH="$VIRTUAL_ENV/bin:$PATH"\n')
+            f'export VIRTUAL_ENV="{self.venv}"\nexport PATH="$VIRTUAL_ENV/bin:$PATH"\n'
+        )
         ray = self.venv / "bin" / "ray"
         ray.write_text(STUB_RAY)
         ray.chmod(0o755)
@@ -228,18 +234,23 @@ class Bootstrap:
         return self.home / ".ray" / "auth_token"
 
     def env(self, **extra: str) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith(("RAY_", "SWEEP_", "NCCL_", "VIRTUAL_ENV", "HF_"))}
+        base = {
+            k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWEEP_", "NCCL_", "VIRTUAL_ENV", "HF_"))
+        }
         return {**base, "HOME": str(self.home), "STUB_LOG": str(self.log), "PYTHONPATH": str(REPO), **extra}
 
     def run(self, *args: str, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                              env=self.env(**{"SWEEP_VENV": str(self.venv), **env}), timeout=60)
+        return subprocess.run(
+            ["bash", str(SCRIPT), *args],
+            capture_output=True,
+            text=True,
+            env=self.env(**{"SWEEP_VENV": str(self.venv), **env}),
+            timeout=60,
+        )
 
     def shell(self, command: str, **env: str) -> subprocess.CompletedProcess:
         """A command line in a fresh bash on this stand-in host (its HOME, no SWEEP_VENV)."""
-        return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=self.env(**env),
-                              timeout=60)
+        return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=self.env(**env), timeout=60)
 
     def ray_args(self) -> list[str] | None:
         p = self.log / "args"
@@ -263,9 +274,16 @@ def _resources_arg(args: list[str]) -> dict | None:
 def test_cpu_head_starts_in_the_venv_with_auth_and_no_host_resource(boot):
     r = boot.run("head")
     assert r.returncode == 0, r.stderr
-    assert boot.ray_args() == ["start", "--head", "--port=6379", "--include-dashboard=true",
-                               "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--num-gpus=0",
-                               "--object-store-memory=2147483648"]
+    assert boot.ray_args() == [
+        "start",
+        "--head",
+        "--port=6379",
+        "--include-dashboard=true",
+        "--dashboard-host=127.0.0.1",
+        "--dashboard-port=8265",
+        "--num-gpus=0",
+        "--object-store-memory=2147483648",
+    ]
     env = boot.ray_env()
     assert env["RAY_AUTH_MODE"] == "token"
     assert env["VIRTUAL_ENV"] == str(boot.venv) and env["PYTHON"] == str(boot.venv / "bin" / "python")
@@ -287,8 +305,9 @@ def test_gpu_head_advertises_the_experiments_host_resource(boot):
 def test_worker_joins_the_head_as_one_gpu_host(boot):
     boot.token().parent.mkdir()
     boot.token().write_text("copied-from-head")
-    r = boot.run("worker", "10.0.0.10", "--", "--node-ip-address=10.0.0.11",
-                 HF_HOME="/models/hf-cache", NCCL_ALGO="Ring")
+    r = boot.run(
+        "worker", "10.0.0.10", "--", "--node-ip-address=10.0.0.11", HF_HOME="/models/hf-cache", NCCL_ALGO="Ring"
+    )
     assert r.returncode == 0, r.stderr
     args = boot.ray_args()
     assert args[:2] == ["start", "--address=10.0.0.10:6379"]
@@ -339,8 +358,9 @@ def test_launcher_commands_start_every_host_with_token_auth(tmp_path, role):
     assert host.shell('source ~/.bashrc; printf %s "$RAY_AUTH_MODE"').stdout == "token"
     assert (host.home / ".bashrc").read_text().count("RAY_AUTH_MODE") == 1
     for command in cfg[f"{role}_start_ray_commands"]:
-        r = host.shell(f"source ~/.bashrc; export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore && ({command})",
-                       RAY_HEAD_IP="10.0.0.10")
+        r = host.shell(
+            f"source ~/.bashrc; export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore && ({command})", RAY_HEAD_IP="10.0.0.10"
+        )
         assert r.returncode == 0, (command, r.stderr)
     args, env = host.ray_args(), host.ray_env()
     assert args[0] == "start" and env["RAY_AUTH_MODE"] == "token"
@@ -354,15 +374,18 @@ def test_launcher_commands_start_every_host_with_token_auth(tmp_path, role):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, env, culprit", [
-    (["worker", "10.0.0.10; reboot"], {}, "is not HOST or HOST:PORT"),
-    (["head"], {"SWEEP_HOST_RESOURCE": 'gpu_host", "GPU": 99, "x'}, "SWEEP_HOST_RESOURCE"),
-    (["head"], {"SWEEP_GPUS_PER_HOST": "$(id)"}, "SWEEP_GPUS_PER_HOST"),
-    (["head"], {"SWEEP_OBJECT_STORE_BYTES": "1000"}, "SWEEP_OBJECT_STORE_BYTES"),
-    (["head"], {"SWEEP_DASHBOARD_HOST": "0.0.0.0 --block"}, "SWEEP_DASHBOARD_HOST"),
-    (["head", "extra"], {}, "unexpected argument"),
-    (["primary"], {}, "head or worker"),
-])
+@pytest.mark.parametrize(
+    "args, env, culprit",
+    [
+        (["worker", "10.0.0.10; reboot"], {}, "is not HOST or HOST:PORT"),
+        (["head"], {"SWEEP_HOST_RESOURCE": 'gpu_host", "GPU": 99, "x'}, "SWEEP_HOST_RESOURCE"),
+        (["head"], {"SWEEP_GPUS_PER_HOST": "$(id)"}, "SWEEP_GPUS_PER_HOST"),
+        (["head"], {"SWEEP_OBJECT_STORE_BYTES": "1000"}, "SWEEP_OBJECT_STORE_BYTES"),
+        (["head"], {"SWEEP_DASHBOARD_HOST": "0.0.0.0 --block"}, "SWEEP_DASHBOARD_HOST"),
+        (["head", "extra"], {}, "unexpected argument"),
+        (["primary"], {}, "head or worker"),
+    ],
+)
 def test_bad_settings_are_refused_before_ray_starts(boot, args, env, culprit):
     r = boot.run(*args, **env)
     assert r.returncode == 2 and culprit in r.stderr and "fix:" in r.stderr, r.stderr
@@ -410,9 +433,13 @@ def _begins_as_quoted(message: str, quote: str, values: dict[str, str]) -> bool:
 
 def _node(name: str, ip: str, **resources: float) -> dict:
     """A live node as ray.nodes() describes it."""
-    return {"NodeID": (name.encode().hex() * 28)[:56], "Alive": True, "NodeManagerHostname": name,
-            "NodeManagerAddress": ip, "Resources": {"CPU": 96.0, "memory": 1e12, "object_store_memory": 2e9,
-                                                    f"node:{ip}": 1.0, **resources}}
+    return {
+        "NodeID": (name.encode().hex() * 28)[:56],
+        "Alive": True,
+        "NodeManagerHostname": name,
+        "NodeManagerAddress": ip,
+        "Resources": {"CPU": 96.0, "memory": 1e12, "object_store_memory": 2e9, f"node:{ip}": 1.0, **resources},
+    }
 
 
 def _cluster_with(monkeypatch, nodes: list[dict]):
@@ -421,8 +448,10 @@ def _cluster_with(monkeypatch, nodes: list[dict]):
     from sweep.orchestrate import cluster
 
     def no_cluster(*args, **kwargs):
-        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to "
-                              "by setting `--address` flag or `RAY_ADDRESS` environment variable.")
+        raise ConnectionError(
+            "Could not find any running Ray instance. Please specify the one to connect to "
+            "by setting `--address` flag or `RAY_ADDRESS` environment variable."
+        )
 
     monkeypatch.setattr(cluster.ray, "nodes", lambda: nodes)
     monkeypatch.setattr(cluster.ray, "init", no_cluster)
@@ -468,15 +497,17 @@ def _no_sglang(monkeypatch, tmp_path):
 
 
 def _gpus_held(monkeypatch, tmp_path):
+    from sweep.core.ledger import ledger_record
     from sweep.experiment.config import ReapConfig
     from sweep.host import preflight
-    from sweep.core.ledger import ledger_record
     from sweep.host.gpu import FakeGpus
 
     ledger_record(tmp_path, os.getpid(), 3, 60_000)  # a live process that is not the sweep's holds GPU 3
     probe = FakeGpus(tmp_path)
-    return (lambda: preflight.check_gpus(probe, GPUS, ReapConfig().gpu_mem_free_mib, preflight.PreflightReport()),
-            {"pid P": f"pid {os.getpid()}"})
+    return (
+        lambda: preflight.check_gpus(probe, GPUS, ReapConfig().gpu_mem_free_mib, preflight.PreflightReport()),
+        {"pid P": f"pid {os.getpid()}"},
+    )
 
 
 def _too_few_gpus_visible(monkeypatch, tmp_path):
@@ -484,8 +515,10 @@ def _too_few_gpus_visible(monkeypatch, tmp_path):
     from sweep.host import preflight
     from sweep.host.gpu import NoGpus
 
-    return (lambda: preflight.check_gpus(NoGpus(), GPUS, ReapConfig().gpu_mem_free_mib, preflight.PreflightReport()),
-            {"N GPUs": "0 GPUs"})
+    return (
+        lambda: preflight.check_gpus(NoGpus(), GPUS, ReapConfig().gpu_mem_free_mib, preflight.PreflightReport()),
+        {"N GPUs": "0 GPUs"},
+    )
 
 
 def _flag_unknown(monkeypatch, tmp_path):
@@ -494,21 +527,30 @@ def _flag_unknown(monkeypatch, tmp_path):
     monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path))
     launcher = [sys.executable, "-m", "sweep.fake"]  # answers --help with the flags of its SGLang version
     names = ["model-path", "speculative-num-stepz"]  # a point's flag names (PointSpec.flags)
-    return (lambda: preflight.check_flags(names, launcher, "0.5.10", "gpu-a"),
-            {"SGLang X on H": "SGLang 0.5.10 on gpu-a", "--flag": "--speculative-num-stepz"})
+    return (
+        lambda: preflight.check_flags(names, launcher, "0.5.10", "gpu-a"),
+        {"SGLang X on H": "SGLang 0.5.10 on gpu-a", "--flag": "--speculative-num-stepz"},
+    )
 
 
-@pytest.mark.parametrize("phrase, situation, error", [
-    pytest.param("no node of the cluster advertises the host resource", _no_host_resource, "ClusterError",
-                 id="no-host-resource"),
-    pytest.param("advertises fewer than", _too_few_gpus, "ClusterError", id="too-few-gpus"),
-    pytest.param("no Ray cluster to join at", _no_cluster_to_join, "ClusterError", id="no-cluster"),
-    pytest.param("no Ray cluster answers at", _nothing_answers, "ClusterError", id="nothing-answers"),
-    pytest.param("SGLang is not importable with", _no_sglang, "PointFailure", id="no-sglang"),
-    pytest.param("GPUs are not free", _gpus_held, "PointFailure", id="gpus-held"),
-    pytest.param("GPUs visible, tp size", _too_few_gpus_visible, "PointFailure", id="gpus-missing"),
-    pytest.param("does not accept", _flag_unknown, "PointFailure", id="flag-unknown"),
-])
+@pytest.mark.parametrize(
+    "phrase, situation, error",
+    [
+        pytest.param(
+            "no node of the cluster advertises the host resource",
+            _no_host_resource,
+            "ClusterError",
+            id="no-host-resource",
+        ),
+        pytest.param("advertises fewer than", _too_few_gpus, "ClusterError", id="too-few-gpus"),
+        pytest.param("no Ray cluster to join at", _no_cluster_to_join, "ClusterError", id="no-cluster"),
+        pytest.param("no Ray cluster answers at", _nothing_answers, "ClusterError", id="nothing-answers"),
+        pytest.param("SGLang is not importable with", _no_sglang, "PointFailure", id="no-sglang"),
+        pytest.param("GPUs are not free", _gpus_held, "PointFailure", id="gpus-held"),
+        pytest.param("GPUs visible, tp size", _too_few_gpus_visible, "PointFailure", id="gpus-missing"),
+        pytest.param("does not accept", _flag_unknown, "PointFailure", id="flag-unknown"),
+    ],
+)
 def test_readme_quotes_what_the_code_says(monkeypatch, tmp_path, phrase, situation, error):
     from sweep.core import errors
 

@@ -1,7 +1,7 @@
 import pytest
 
-from sweep.experiment import config
 from sweep.core.errors import ConfigError
+from sweep.experiment import config
 
 MINIMAL = """
 name: t
@@ -88,9 +88,14 @@ def test_derived_kept_raw_for_per_point_resolution(write_yaml):
     assert exp.grid.derived["speculative-num-draft-tokens"] == "${add:${steps},1}"
 
 
-@pytest.mark.parametrize("override,key", [("server.tp_size=0", "server.tp_size"),
-                                          ("benchmark.concurrency.levels=[0]", "levels"),
-                                          ("server.port=70000", "server.port")])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("server.tp_size=0", "server.tp_size"),
+        ("benchmark.concurrency.levels=[0]", "levels"),
+        ("server.port=70000", "server.port"),
+    ],
+)
 def test_out_of_range(write_yaml, override, key):
     with pytest.raises(ConfigError, match=key):
         config.load(write_yaml(MINIMAL), [override])
@@ -109,16 +114,22 @@ def test_shipped_experiments_load():
 
 
 def test_flag_names_are_normalised_once_at_load(write_yaml):
-    exp = config.load(write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {--mem_fraction_static: 0.8}")
-                                 + "    steps: {flag: speculative_num_steps, values: [1]}\n"
-                                 + "  derived: {speculative_num_draft_tokens: 2}\n"))
+    exp = config.load(
+        write_yaml(
+            MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {--mem_fraction_static: 0.8}")
+            + "    steps: {flag: speculative_num_steps, values: [1]}\n"
+            + "  derived: {speculative_num_draft_tokens: 2}\n"
+        )
+    )
     assert exp.server.flags == {"mem-fraction-static": 0.8}
     assert exp.grid.axes["steps"].flag == "speculative-num-steps"
     assert exp.grid.derived == {"speculative-num-draft-tokens": 2}
 
 
 def test_one_flag_spelled_twice_is_named(write_yaml):
-    path = write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {mem_fraction_static: 0.8, mem-fraction-static: 0.7}"))
+    path = write_yaml(
+        MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {mem_fraction_static: 0.8, mem-fraction-static: 0.7}")
+    )
     with pytest.raises(ConfigError, match="server.flags sets --mem-fraction-static twice"):
         config.load(path)
 
@@ -130,16 +141,26 @@ def test_the_tests_experiment_builder_writes_experiments_the_sweep_loads(tmp_pat
 
     exp = config.load(write(tmp_path / "base.yaml", experiment(), results_dir=tmp_path / "res"))
     assert exp.name == "test" and exp.server.tp_size == 8 and exp.server.flags == {"max-running-requests": 64}
-    changed = experiment(name="x", server={"port": 31000, "flags": {"max-running-requests": None}},
-                         grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 2]}},
-                               "derived": DRAFT_TOKENS})
+    changed = experiment(
+        name="x",
+        server={"port": 31000, "flags": {"max-running-requests": None}},
+        grid={
+            "axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 2]}},
+            "derived": DRAFT_TOKENS,
+        },
+    )
     exp = config.load(write(tmp_path / "x.yaml", changed))
     assert exp.server.port == 31000 and exp.server.flags == {} and exp.server.timeouts.total_s == 60
     assert list(exp.grid.axes) == ["drafter", "steps"] and "${add:${steps},1}" in (tmp_path / "x.yaml").read_text()
 
 
-@pytest.mark.parametrize("override,shown,twice", [("benchmark.concurrency.levels=[4,4,1]", "[4, 4, 1]", "4"),
-                                                   ("benchmark.rates=[1,2,1.0]", "[1.0, 2.0, 1.0]", "1.0")])
+@pytest.mark.parametrize(
+    "override,shown,twice",
+    [
+        ("benchmark.concurrency.levels=[4,4,1]", "[4, 4, 1]", "4"),
+        ("benchmark.rates=[1,2,1.0]", "[1.0, 2.0, 1.0]", "1.0"),
+    ],
+)
 def test_a_level_or_rate_given_twice_is_refused(write_yaml, override, shown, twice):
     key = override.partition("=")[0]
     with pytest.raises(ConfigError, match=rf"(?s){key} = \[.*{twice} is given twice") as e:
@@ -148,12 +169,24 @@ def test_a_level_or_rate_given_twice_is_refused(write_yaml, override, shown, twi
     path = write_yaml(MINIMAL + "benchmark:\n  concurrency:\n    levels: [4, 4, 1]\n")
     with pytest.raises(ConfigError, match=r"line 13: benchmark.concurrency.levels"):
         config.load(path)
-    assert config.load(write_yaml(MINIMAL), ["benchmark.concurrency.levels=[4,1]"]).benchmark.concurrency.levels == [4, 1]
+    assert config.load(write_yaml(MINIMAL), ["benchmark.concurrency.levels=[4,1]"]).benchmark.concurrency.levels == [
+        4,
+        1,
+    ]
 
 
-@pytest.mark.parametrize("override", ["server.tp_size=0", "benchmark.concurrency.rounds=0", "name=a b",
-                                      "benchmark.rates=[1,-1]", "search.strategy=foo", "benchmark.seed=${nope}",
-                                      "benchmark.slo=[{ttft_s: -1}]"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "server.tp_size=0",
+        "benchmark.concurrency.rounds=0",
+        "name=a b",
+        "benchmark.rates=[1,-1]",
+        "search.strategy=foo",
+        "benchmark.seed=${nope}",
+        "benchmark.slo=[{ttft_s: -1}]",
+    ],
+)
 def test_a_bad_value_from_an_override_names_the_override_not_the_file(write_yaml, override):
     path = write_yaml(MINIMAL)
     with pytest.raises(ConfigError) as e:

@@ -40,9 +40,15 @@ def _plan(write_yaml, *overrides):
 
 def _policy(p, nccl="tuned", tiers=((1, 4, 5, (3, 5)), (16, 16, 0, (0, 1)))):
     members = [q for q in p.points if q.params.get("drafter") == "d1" and q.params.get("nccl") == nccl]
-    return Policy(group=f"drafter=d1,nccl={nccl}", params={"drafter": "d1", "nccl": nccl}, step_axis="steps",
-                  workload="", tiers=tuple(Tier(lo, hi, best, cands) for lo, hi, best, cands in tiers),
-                  break_even=None, member_ids=tuple(q.id for q in members))
+    return Policy(
+        group=f"drafter=d1,nccl={nccl}",
+        params={"drafter": "d1", "nccl": nccl},
+        step_axis="steps",
+        workload="",
+        tiers=tuple(Tier(lo, hi, best, cands) for lo, hi, best, cands in tiers),
+        break_even=None,
+        member_ids=tuple(q.id for q in members),
+    )
 
 
 def test_a_confirmation_point_is_a_member_with_the_policys_launch(write_yaml):
@@ -57,11 +63,18 @@ def test_a_confirmation_point_is_a_member_with_the_policys_launch(write_yaml):
     assert cp.chosen[pp.id].why == ("SLO chat",)
     # the member's flags and env, the static chain replaced by the policy's launch: the largest candidate
     assert pp.flags["speculative-adaptive"] is True
-    assert pp.flags["speculative-adaptive-config"] == {"1": {"candidate_steps": [3, 5]}, "16": {"candidate_steps": [0, 1]}}
-    assert (pp.flags["speculative-num-steps"], pp.flags["speculative-num-draft-tokens"],
-            pp.flags["speculative-eagle-topk"]) == (5, 6, 1)
-    assert {k: v for k, v in pp.flags.items() if not k.startswith("speculative-")} == \
-        {k: v for k, v in member.flags.items() if not k.startswith("speculative-")}
+    assert pp.flags["speculative-adaptive-config"] == {
+        "1": {"candidate_steps": [3, 5]},
+        "16": {"candidate_steps": [0, 1]},
+    }
+    assert (
+        pp.flags["speculative-num-steps"],
+        pp.flags["speculative-num-draft-tokens"],
+        pp.flags["speculative-eagle-topk"],
+    ) == (5, 6, 1)
+    assert {k: v for k, v in pp.flags.items() if not k.startswith("speculative-")} == {
+        k: v for k, v in member.flags.items() if not k.startswith("speculative-")
+    }
     assert pp.flags["speculative-draft-model-path"] == "/d1" and pp.env == member.env == {"NCCL_PROTO": "LL"}
     # the same baseline and benchmark (levels, workload): a point of the sweep like any other
     assert pp.baseline_id == member.baseline_id and pp.bench == member.bench and not pp.baseline
@@ -102,8 +115,10 @@ def test_sglang_0_5_10_refuses_the_policys_server_in_its_words(write_yaml):
 
 def test_the_plan_checks_the_launch_each_group_could_ask_for(write_yaml):
     p = _plan(write_yaml)
-    assert [q.label for q in p.confirm_probes] == ["drafter=d1,steps=adaptive,nccl=default",
-                                                   "drafter=d1,steps=adaptive,nccl=tuned"]
+    assert [q.label for q in p.confirm_probes] == [
+        "drafter=d1,steps=adaptive,nccl=default",
+        "drafter=d1,steps=adaptive,nccl=tuned",
+    ]
     probe = p.confirm_probes[0]
     assert probe.flags["speculative-adaptive-config"] == {"1": {"candidate_steps": [1, 3, 5]}}
     assert probe.flags["speculative-num-steps"] == 5 and not p.confirm_errors
@@ -125,39 +140,95 @@ def test_a_grid_without_step_groups_warns_that_nothing_will_be_confirmed(write_y
 
 
 def _findings(slo_rows, best_rows):
-    slo = pl.DataFrame(slo_rows, schema={"slo": pl.String, "workload": pl.String, "rank": pl.Int64, "point_id": pl.String,
-                                         "label": pl.String, "baseline": pl.Boolean, "tok_s_gpu": pl.Float64})
+    slo = pl.DataFrame(
+        slo_rows,
+        schema={
+            "slo": pl.String,
+            "workload": pl.String,
+            "rank": pl.Int64,
+            "point_id": pl.String,
+            "label": pl.String,
+            "baseline": pl.Boolean,
+            "tok_s_gpu": pl.Float64,
+        },
+    )
     best = pl.DataFrame(best_rows, schema={"workload": pl.String, "concurrency": pl.Int64, "point_id": pl.String})
     return SimpleNamespace(slo_table=slo, best=best)
 
 
 def _pol(group, ids):
-    return Policy(group=group, params={}, step_axis="steps", workload="", tiers=(Tier(1, 1, 1, (1,)),),
-                  break_even=None, member_ids=tuple(ids))
+    return Policy(
+        group=group,
+        params={},
+        step_axis="steps",
+        workload="",
+        tiers=(Tier(1, 1, 1, (1,)),),
+        break_even=None,
+        member_ids=tuple(ids),
+    )
 
 
 def test_the_groups_of_the_slo_picks_once_each_and_a_baseline_pick_is_a_note():
     a, b = _pol("drafter=a", ["a1", "a3"]), _pol("drafter=b", ["b1", "b3"])
-    f = _findings([{"slo": "chat", "workload": "", "rank": 1, "point_id": "a3", "label": "drafter=a,steps=3",
-                    "baseline": False, "tok_s_gpu": 10.0},
-                   {"slo": "chat", "workload": "", "rank": 2, "point_id": "b1", "label": "x", "baseline": False,
-                    "tok_s_gpu": 9.0},
-                   {"slo": "fast", "workload": "", "rank": 1, "point_id": "a1", "label": "drafter=a,steps=1",
-                    "baseline": False, "tok_s_gpu": 5.0},
-                   {"slo": "batch", "workload": "", "rank": 1, "point_id": "base", "label": "drafter=none",
-                    "baseline": True, "tok_s_gpu": 50.0}],
-                  [{"workload": "", "concurrency": 1, "point_id": "b3"}])
+    f = _findings(
+        [
+            {
+                "slo": "chat",
+                "workload": "",
+                "rank": 1,
+                "point_id": "a3",
+                "label": "drafter=a,steps=3",
+                "baseline": False,
+                "tok_s_gpu": 10.0,
+            },
+            {
+                "slo": "chat",
+                "workload": "",
+                "rank": 2,
+                "point_id": "b1",
+                "label": "x",
+                "baseline": False,
+                "tok_s_gpu": 9.0,
+            },
+            {
+                "slo": "fast",
+                "workload": "",
+                "rank": 1,
+                "point_id": "a1",
+                "label": "drafter=a,steps=1",
+                "baseline": False,
+                "tok_s_gpu": 5.0,
+            },
+            {
+                "slo": "batch",
+                "workload": "",
+                "rank": 1,
+                "point_id": "base",
+                "label": "drafter=none",
+                "baseline": True,
+                "tok_s_gpu": 50.0,
+            },
+        ],
+        [{"workload": "", "concurrency": 1, "point_id": "b3"}],
+    )
     chosen, notes = choose([a, b], f)
     assert [(c.policy.group, c.why) for c in chosen] == [("drafter=a", ("SLO chat", "SLO fast"))]
-    assert notes == ["SLO batch: its pick drafter=none is a baseline: the answer is no speculation, no policy to confirm"]
+    assert notes == [
+        "SLO batch: its pick drafter=none is a baseline: the answer is no speculation, no policy to confirm"
+    ]
 
 
 def test_without_an_slo_the_group_best_at_the_most_levels():
     a, b = _pol("drafter=a", ["a1", "a3"]), _pol("drafter=b", ["b1", "b3"])
-    f = _findings([], [{"workload": "", "concurrency": 1, "point_id": "a3"},
-                       {"workload": "", "concurrency": 4, "point_id": "b1"},
-                       {"workload": "", "concurrency": 16, "point_id": "b3"},
-                       {"workload": "", "concurrency": 64, "point_id": "base"}])
+    f = _findings(
+        [],
+        [
+            {"workload": "", "concurrency": 1, "point_id": "a3"},
+            {"workload": "", "concurrency": 4, "point_id": "b1"},
+            {"workload": "", "concurrency": 16, "point_id": "b3"},
+            {"workload": "", "concurrency": 64, "point_id": "base"},
+        ],
+    )
     chosen, notes = choose([a, b], f)
     assert [(c.policy.group, c.why) for c in chosen] == [("drafter=b", ("best at 2 of 4 levels",))] and not notes
     assert choose([a, b], _findings([], [{"workload": "", "concurrency": 1, "point_id": "base"}])) == ([], [])
@@ -166,13 +237,33 @@ def test_without_an_slo_the_group_best_at_the_most_levels():
 def test_where_no_pick_is_in_a_policys_group_the_best_policy_derived():
     def pol(group, ids, figures):
         levels = tuple(SimpleNamespace(concurrency=c, policy_tok_s=v) for c, v in figures.items())
-        return Policy(group=group, params={}, step_axis="steps", workload="", tiers=(Tier(1, 1, 1, (1,)),),
-                      break_even=None, member_ids=tuple(ids), levels=levels)
+        return Policy(
+            group=group,
+            params={},
+            step_axis="steps",
+            workload="",
+            tiers=(Tier(1, 1, 1, (1,)),),
+            break_even=None,
+            member_ids=tuple(ids),
+            levels=levels,
+        )
 
     a = pol("drafter=a,nccl=default", ["a1"], {1: 90.0, 4: 200.0, 16: 400.0})
     b = pol("drafter=b,nccl=default", ["b1"], {1: 95.0, 4: 210.0, 16: 390.0})
-    f = _findings([{"slo": "chat", "workload": "", "rank": 1, "point_id": "t3", "label": "drafter=a,steps=3,nccl=tuned",
-                    "baseline": False, "tok_s_gpu": 10.0}], [{"workload": "", "concurrency": 1, "point_id": "t3"}])
+    f = _findings(
+        [
+            {
+                "slo": "chat",
+                "workload": "",
+                "rank": 1,
+                "point_id": "t3",
+                "label": "drafter=a,steps=3,nccl=tuned",
+                "baseline": False,
+                "tok_s_gpu": 10.0,
+            }
+        ],
+        [{"workload": "", "concurrency": 1, "point_id": "t3"}],
+    )
     chosen, notes = choose([a, b], f)
     assert [c.policy.group for c in chosen] == ["drafter=b,nccl=default"]
     assert "ahead of the other policies at 2 of 3 levels" in chosen[0].why[0]

@@ -17,7 +17,8 @@ def test_the_reference_figures_are_from_the_code_as_it_is():
     gen = _generate()
     assert gen.stamped() == gen.digest(), (
         "the code that computes docs/reference-dryrun.md and docs/frontier.png changed since they were generated: "
-        "run `python docs/generate.py` and commit what it writes")
+        "run `python docs/generate.py` and commit what it writes"
+    )
 
 
 def test_the_digest_follows_the_sources(tmp_path, monkeypatch):
@@ -58,5 +59,9 @@ def test_the_readmes_first_experiment_plans_clean(tmp_path):
     p = plan.build(config.load(str(path)))
     assert len(p.points) == 4 and not p.invalid, [x.errors for x in p.invalid]
     assert p.warnings == [] and not [w for x in p.points for w in x.warnings]
-    assert sorted(x.label for x in p.points) == ["drafter=mine,steps=1", "drafter=mine,steps=2",
-                                                 "drafter=mine,steps=3", "drafter=none"]
+    assert sorted(x.label for x in p.points) == [
+        "drafter=mine,steps=1",
+        "drafter=mine,steps=2",
+        "drafter=mine,steps=3",
+        "drafter=none",
+    ]

@@ -22,8 +22,14 @@ from sweep.sglang import drafter as dr
 from tests.tools import tinymodels
 
 AUX_LAYER_IDS, HEADS, HIDDEN, INTERMEDIATE, KV_HEADS, TARGET_LAYERS, VOCAB = (
-    tinymodels.AUX_LAYER_IDS, tinymodels.HEADS, tinymodels.HIDDEN, tinymodels.INTERMEDIATE, tinymodels.KV_HEADS,
-    tinymodels.TARGET_LAYERS, tinymodels.VOCAB)
+    tinymodels.AUX_LAYER_IDS,
+    tinymodels.HEADS,
+    tinymodels.HIDDEN,
+    tinymodels.INTERMEDIATE,
+    tinymodels.KV_HEADS,
+    tinymodels.TARGET_LAYERS,
+    tinymodels.VOCAB,
+)
 
 BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
 Tensors = dict  # name -> (dtype, shape)
@@ -48,19 +54,37 @@ def write_safetensors(path: Path, tensors: Tensors) -> None:
 
 def target_config(*, hidden: int = HIDDEN, vocab: int = VOCAB, layers: int = TARGET_LAYERS) -> dict:
     """The tiny Llama target's config.json (tinymodels.make_target (cluster/sglang-cpu-x86/tinymodels.py), as transformers saves it)."""
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
-            "intermediate_size": INTERMEDIATE, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
-            "num_hidden_layers": layers, "head_dim": hidden // HEADS, "vocab_size": vocab, "rms_norm_eps": 1e-5,
-            "max_position_embeddings": 4096, "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1,
-            "pad_token_id": 3, "hidden_act": "silu", "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
-            "dtype": "bfloat16"}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": INTERMEDIATE,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "num_hidden_layers": layers,
+        "head_dim": hidden // HEADS,
+        "vocab_size": vocab,
+        "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 3,
+        "hidden_act": "silu",
+        "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+        "dtype": "bfloat16",
+    }
 
 
-def eagle3_config(*, hidden: int = HIDDEN, vocab: int = VOCAB, draft_vocab: int | None = VOCAB,
-                  aux: list[int] | None = AUX_LAYER_IDS) -> dict:
+def eagle3_config(
+    *, hidden: int = HIDDEN, vocab: int = VOCAB, draft_vocab: int | None = VOCAB, aux: list[int] | None = AUX_LAYER_IDS
+) -> dict:
     """tinymodels.eagle3_config() without transformers: a one-layer LlamaForCausalLMEagle3."""
-    cfg = {**target_config(hidden=hidden, vocab=vocab, layers=1), "architectures": ["LlamaForCausalLMEagle3"],
-           "target_hidden_size": hidden}
+    cfg = {
+        **target_config(hidden=hidden, vocab=vocab, layers=1),
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "target_hidden_size": hidden,
+    }
     if draft_vocab is not None:
         cfg["draft_vocab_size"] = draft_vocab
     if aux is not None:
@@ -165,62 +189,163 @@ MISTAKES: dict[str, Mistake] = {
     # the training library saved the decoder layer as layers.0.*: SGLang's own name, it loads ...
     "layers0": Mistake(eagle3_config, _layers0, "ok", (), "loads"),
     # ... as the probe shows: the same names with a norm of the wrong size stop the load
-    "layers0-probe": Mistake(eagle3_config, lambda: reshape(_layers0(), NORM.replace("midlayer.", "layers.0."), 32),
-                             "error", ("weight-shape",), "load-error", "AssertionError"),
+    "layers0-probe": Mistake(
+        eagle3_config,
+        lambda: reshape(_layers0(), NORM.replace("midlayer.", "layers.0."), 32),
+        "error",
+        ("weight-shape",),
+        "load-error",
+        "AssertionError",
+    ),
     # extra rows of a stacked (q/k/v, gate/up) weight: the tensor-parallel loader cuts them off
-    "q-rows-extra": Mistake(eagle3_config, lambda: reshape(_layers0(), Q.replace("midlayer.", "layers.0."), 32),
-                            "warning", ("weight-shape",), "loads", after="serves with q_proj's first rows"),
+    "q-rows-extra": Mistake(
+        eagle3_config,
+        lambda: reshape(_layers0(), Q.replace("midlayer.", "layers.0."), 32),
+        "warning",
+        ("weight-shape",),
+        "loads",
+        after="serves with q_proj's first rows",
+    ),
     # a DDP wrapper's module.* prefix: nothing maps, nothing is said
-    "ddp-prefix": Mistake(eagle3_config, _ddp, "warning", ("weights-ignored", "weights-missing"), "loads",
-                          after="serves with an uninitialized drafter: acceptance near zero"),
+    "ddp-prefix": Mistake(
+        eagle3_config,
+        _ddp,
+        "warning",
+        ("weights-ignored", "weights-missing"),
+        "loads",
+        after="serves with an uninitialized drafter: acceptance near zero",
+    ),
     # ... and the probe: even a norm of the wrong size goes unnoticed, so those names were never loaded
-    "ddp-prefix-probe": Mistake(eagle3_config, lambda: reshape(_ddp(), "module." + NORM, 32), "warning",
-                                ("weights-ignored", "weights-missing"), "loads",
-                                after="serves with an uninitialized drafter: acceptance near zero"),
-    "no-lm-head": Mistake(eagle3_config, lambda: without(eagle3_tensors(), "lm_head.weight"), "warning",
-                          ("weights-missing",), "loads", after="serves with an uninitialized lm_head"),
-    "no-fc": Mistake(eagle3_config, lambda: without(eagle3_tensors(), "fc.weight"), "warning",
-                     ("weights-missing",), "loads", after="serves with an uninitialized fc"),
+    "ddp-prefix-probe": Mistake(
+        eagle3_config,
+        lambda: reshape(_ddp(), "module." + NORM, 32),
+        "warning",
+        ("weights-ignored", "weights-missing"),
+        "loads",
+        after="serves with an uninitialized drafter: acceptance near zero",
+    ),
+    "no-lm-head": Mistake(
+        eagle3_config,
+        lambda: without(eagle3_tensors(), "lm_head.weight"),
+        "warning",
+        ("weights-missing",),
+        "loads",
+        after="serves with an uninitialized lm_head",
+    ),
+    "no-fc": Mistake(
+        eagle3_config,
+        lambda: without(eagle3_tensors(), "fc.weight"),
+        "warning",
+        ("weights-missing",),
+        "loads",
+        after="serves with an uninitialized fc",
+    ),
     # aux layer ids: 3 is the last layer of a 4-layer target, whose output SGLang never captures
-    "aux-out-of-range": Mistake(_cfg(aux=[0, 1, 3]), eagle3_tensors, "error", ("aux-layers",), "loads",
-                                after="captures 2 hidden states for an fc of 3: dies at the first forward pass",
-                                first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x512 and 768x256)"),
+    "aux-out-of-range": Mistake(
+        _cfg(aux=[0, 1, 3]),
+        eagle3_tensors,
+        "error",
+        ("aux-layers",),
+        "loads",
+        after="captures 2 hidden states for an fc of 3: dies at the first forward pass",
+        first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x512 and 768x256)",
+    ),
     # the "fix" of the issue: -1 makes SGLang capture the input of layer 0
-    "aux-minus-one": Mistake(_cfg(aux=[-1, 1, 2]), eagle3_tensors, "error", ("aux-layers",), "loads",
-                             after="TypeError (hidden_states + None) at the first forward pass",
-                             first_forward="TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'"),
-    "aux-unsorted": Mistake(_cfg(aux=[2, 0, 1]), eagle3_tensors, "warning", ("aux-layers",), "loads",
-                            after="serves with the hidden states in another order than training's"),
+    "aux-minus-one": Mistake(
+        _cfg(aux=[-1, 1, 2]),
+        eagle3_tensors,
+        "error",
+        ("aux-layers",),
+        "loads",
+        after="TypeError (hidden_states + None) at the first forward pass",
+        first_forward="TypeError: unsupported operand type(s) for +: 'Tensor' and 'NoneType'",
+    ),
+    "aux-unsorted": Mistake(
+        _cfg(aux=[2, 0, 1]),
+        eagle3_tensors,
+        "warning",
+        ("aux-layers",),
+        "loads",
+        after="serves with the hidden states in another order than training's",
+    ),
     # no ids: SGLang's default [2, n//2, n-3] is [2, 2, 1] on a 4-layer target
-    "aux-default": Mistake(_cfg(aux=None), eagle3_tensors, "error", ("aux-layers",), "loads",
-                           after="captures 2 hidden states for an fc of 3: dies at the first forward pass",
-                           first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x512 and 768x256)"),
+    "aux-default": Mistake(
+        _cfg(aux=None),
+        eagle3_tensors,
+        "error",
+        ("aux-layers",),
+        "loads",
+        after="captures 2 hidden states for an fc of 3: dies at the first forward pass",
+        first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x512 and 768x256)",
+    ),
     # trained for another target: hidden size 512 (self-consistent, so its weights load)
-    "other-hidden": Mistake(_cfg(hidden=512), lambda: eagle3_tensors(hidden=512), "error", ("hidden-size",),
-                            "loads", after="fc takes 3x512, gets 3x256: dies at the first forward pass",
-                            first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x768 and 1536x512)"),
+    "other-hidden": Mistake(
+        _cfg(hidden=512),
+        lambda: eagle3_tensors(hidden=512),
+        "error",
+        ("hidden-size",),
+        "loads",
+        after="fc takes 3x512, gets 3x256: dies at the first forward pass",
+        first_forward="RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x768 and 1536x512)",
+    ),
     # trained for another target's vocabulary (2048 tokens)
-    "other-vocab": Mistake(_cfg(vocab=2048, draft_vocab=2048), lambda: eagle3_tensors(vocab=2048, draft_vocab=2048),
-                           "error", ("vocab", "draft-vocab"), "loads",
-                           after="draft ids up to 2047 on a 1024-token target: fails at the first verify"),
-    "draft-vocab-vs-lm-head": Mistake(_cfg(draft_vocab=512), eagle3_tensors, "error", ("weight-shape", "draft-vocab"),
-                                      "load-error", "AssertionError"),
-    "d2t-short": Mistake(_cfg(draft_vocab=512),
-                         lambda: {**eagle3_tensors(draft_vocab=512), "d2t": ("I64", (256,))},
-                         "error", ("draft-vocab",), "loads",
-                         after="a draft id >= 256 indexes past the map at the first draft step"),
-    "no-d2t": Mistake(_cfg(draft_vocab=512), lambda: without(eagle3_tensors(draft_vocab=512), "d2t"), "warning",
-                      ("draft-vocab",), "loads", after="takes draft ids as target ids: acceptance near zero"),
-    "eagle1-under-eagle3": Mistake(lambda: {**target_config(layers=1), "architectures": ["LlamaForCausalLMEagle"]},
-                                   eagle1_tensors, "error", ("algorithm",), "startup-error",
-                                   "has no attribute 'hot_token_id'"),
-    "eagle3-under-eagle": Mistake(eagle3_config, eagle3_tensors, "warning", ("algorithm",), "loads",
-                                  after="serves without aux hidden states and with the target's lm_head",
-                                  algorithm="EAGLE"),
-    "missing-shard": Mistake(eagle3_config, eagle3_tensors, "error", ("shards",), "load-error",
-                             "missing", shards=(("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"),
-                                                tuple(k for k in eagle3_tensors() if k.startswith("midlayer."))),
-                             drop_shard=1),
+    "other-vocab": Mistake(
+        _cfg(vocab=2048, draft_vocab=2048),
+        lambda: eagle3_tensors(vocab=2048, draft_vocab=2048),
+        "error",
+        ("vocab", "draft-vocab"),
+        "loads",
+        after="draft ids up to 2047 on a 1024-token target: fails at the first verify",
+    ),
+    "draft-vocab-vs-lm-head": Mistake(
+        _cfg(draft_vocab=512), eagle3_tensors, "error", ("weight-shape", "draft-vocab"), "load-error", "AssertionError"
+    ),
+    "d2t-short": Mistake(
+        _cfg(draft_vocab=512),
+        lambda: {**eagle3_tensors(draft_vocab=512), "d2t": ("I64", (256,))},
+        "error",
+        ("draft-vocab",),
+        "loads",
+        after="a draft id >= 256 indexes past the map at the first draft step",
+    ),
+    "no-d2t": Mistake(
+        _cfg(draft_vocab=512),
+        lambda: without(eagle3_tensors(draft_vocab=512), "d2t"),
+        "warning",
+        ("draft-vocab",),
+        "loads",
+        after="takes draft ids as target ids: acceptance near zero",
+    ),
+    "eagle1-under-eagle3": Mistake(
+        lambda: {**target_config(layers=1), "architectures": ["LlamaForCausalLMEagle"]},
+        eagle1_tensors,
+        "error",
+        ("algorithm",),
+        "startup-error",
+        "has no attribute 'hot_token_id'",
+    ),
+    "eagle3-under-eagle": Mistake(
+        eagle3_config,
+        eagle3_tensors,
+        "warning",
+        ("algorithm",),
+        "loads",
+        after="serves without aux hidden states and with the target's lm_head",
+        algorithm="EAGLE",
+    ),
+    "missing-shard": Mistake(
+        eagle3_config,
+        eagle3_tensors,
+        "error",
+        ("shards",),
+        "load-error",
+        "missing",
+        shards=(
+            ("fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"),
+            tuple(k for k in eagle3_tensors() if k.startswith("midlayer.")),
+        ),
+        drop_shard=1,
+    ),
 }
 
 
@@ -230,7 +355,9 @@ def write_target(folder: Path, cfg: dict | None = None) -> Path:
     return folder
 
 
-def write_drafter(folder: Path, cfg: dict, tensors: Tensors, *, shards: tuple = (), drop_shard: int | None = None) -> Path:
+def write_drafter(
+    folder: Path, cfg: dict, tensors: Tensors, *, shards: tuple = (), drop_shard: int | None = None
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(cfg, indent=1))
     if not shards:
@@ -260,6 +387,7 @@ def target(tmp_path) -> Path:
 
 
 # --- each mistake -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(MISTAKES))
 def test_each_mistake_gets_its_verdict(name, target, tmp_path):
@@ -305,12 +433,19 @@ def test_aux_ids_of_the_issue_on_a_61_layer_llama(tmp_path):
 
 
 def test_deepseek_targets_keep_the_ids_unless_the_first_is_one(tmp_path):
-    kimi = write_target(tmp_path / "kimi", {"architectures": ["KimiK25ForConditionalGeneration"],
-                                           "text_config": {**target_config(layers=61),
-                                                           "architectures": ["DeepseekV3ForCausalLM"]}})
+    kimi = write_target(
+        tmp_path / "kimi",
+        {
+            "architectures": ["KimiK25ForConditionalGeneration"],
+            "text_config": {**target_config(layers=61), "architectures": ["DeepseekV3ForCausalLM"]},
+        },
+    )
     assert dr.capture_indices(json.loads((kimi / "config.json").read_text()), [2, 30, 58]) == [2, 30, 58]
-    assert dr.capture_indices({"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61},
-                              [1, 29, 57]) == [2, 30, 58]
+    assert dr.capture_indices({"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61}, [1, 29, 57]) == [
+        2,
+        30,
+        58,
+    ]
     report = dr.check(kimi, write_drafter(tmp_path / "d", eagle3_config(aux=[2, 30, 58]), eagle3_tensors()), "EAGLE3")
     assert report.findings == [] and report.aux_layers == [1, 29, 57]
     report = dr.check(kimi, write_drafter(tmp_path / "e", eagle3_config(aux=[-1, 2, 30]), eagle3_tensors()), "EAGLE3")
@@ -392,7 +527,9 @@ def test_eagle1_drafter_under_eagle(target, tmp_path):
 
 def test_standalone_drafter_may_be_narrower(tmp_path):
     target = write_target(tmp_path / "t", target_config(hidden=512))
-    small = write_drafter(tmp_path / "d", target_config(hidden=256, layers=2), {"lm_head.weight": ("BF16", (VOCAB, 256))})
+    small = write_drafter(
+        tmp_path / "d", target_config(hidden=256, layers=2), {"lm_head.weight": ("BF16", (VOCAB, 256))}
+    )
     report = dr.check(target, small, "STANDALONE")
     assert report.findings == [] and "not checked" in report.summary()
     report = dr.check(target, write_drafter(tmp_path / "e", eagle3_config(), eagle3_tensors()), "STANDALONE")
@@ -442,17 +579,35 @@ def test_only_the_headers_are_read(target, tmp_path, monkeypatch):
 
 
 def test_from_flags():
-    flags = {"model-path": "/m", "speculative-algorithm": "eagle3", "speculative-draft-model-path": "/d",
-             "speculative-num-steps": 2}
+    flags = {
+        "model-path": "/m",
+        "speculative-algorithm": "eagle3",
+        "speculative-draft-model-path": "/d",
+        "speculative-num-steps": 2,
+    }
     assert dr.from_flags(flags) == ("/m", "/d", "EAGLE3")
     assert dr.from_flags({"model-path": "/m", "speculative-algorithm": "NGRAM"}) is None
     assert dr.from_flags({"model-path": "/m"}) is None
-    assert dr.from_flags({"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": None}) is None
+    assert (
+        dr.from_flags({"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": None})
+        is None
+    )
     # aliases: the later in the map wins, as the later flag of the argv built from it does in argparse
-    assert dr.from_flags({"model": "/a", "model-path": "/m", "speculative-draft": "/d1", "speculative-algorithm": "EAGLE",
-                          "speculative-draft-model-path": "/d"}) == ("/m", "/d", "EAGLE")
-    assert dr.check_flags({"model-path": "/nope", "speculative-algorithm": "EAGLE3",
-                           "speculative-draft-model-path": "/nope2"}) is None
+    assert dr.from_flags(
+        {
+            "model": "/a",
+            "model-path": "/m",
+            "speculative-draft": "/d1",
+            "speculative-algorithm": "EAGLE",
+            "speculative-draft-model-path": "/d",
+        }
+    ) == ("/m", "/d", "EAGLE")
+    assert (
+        dr.check_flags(
+            {"model-path": "/nope", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/nope2"}
+        )
+        is None
+    )
 
 
 def test_check_drafter_command(target, tmp_path):
@@ -463,8 +618,9 @@ def test_check_drafter_command(target, tmp_path):
     r = subprocess.run([*run, str(target), str(good)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout and "[0, 1, 2]" in r.stdout
-    r = subprocess.run([*run, str(target), str(bad), "--algorithm", "EAGLE3"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [*run, str(target), str(bad), "--algorithm", "EAGLE3"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 1 and "aux-layers" in r.stdout and "fix:" in r.stdout
     r = subprocess.run([*run, str(target), str(warn)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "warning: [aux-layers]" in r.stdout
@@ -504,8 +660,11 @@ def test_plan_prints_the_drafter_findings(target, tmp_path):
     bad = build(tmp_path / "bad", MISTAKES["aux-out-of-range"])
     warn = build(tmp_path / "warn", MISTAKES["ddp-prefix"])
     exp = tmp_path / "exp.yaml"
-    values = "\n".join(f"        {name}: {{flags: {{speculative-algorithm: EAGLE3, speculative-draft-model-path: {d}, "
-                       "speculative-eagle-topk: 1}}" for name, d in (("bad", bad), ("warn", warn)))
+    values = "\n".join(
+        f"        {name}: {{flags: {{speculative-algorithm: EAGLE3, speculative-draft-model-path: {d}, "
+        "speculative-eagle-topk: 1}}"
+        for name, d in (("bad", bad), ("warn", warn))
+    )
     exp.write_text(f"""name: dcheck
 server:
   model_path: {target}
@@ -532,5 +691,7 @@ grid:
     checks = {p["label"]: p.get("drafter_checks") for p in json.loads(r.stdout)["points"]}
     assert checks["drafter=none"] is None and checks["drafter=hub,steps=2"] is None
     assert checks["drafter=bad,steps=2"][0].startswith("error: [aux-layers]")
-    assert [c.split("]")[0] for c in checks["drafter=warn,steps=2"]] == ["warning: [weights-ignored",
-                                                                        "warning: [weights-missing"]
+    assert [c.split("]")[0] for c in checks["drafter=warn,steps=2"]] == [
+        "warning: [weights-ignored",
+        "warning: [weights-missing",
+    ]

@@ -16,21 +16,31 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from sweep.core import errors
 from sweep.analysis import best_per_level, query
 from sweep.cli import main
-from sweep.results import load
+from sweep.core import errors
 from sweep.core.events import PointFinished, PointProgress, PointStage, SweepStarted
 from sweep.core.record import Failure, PointResult
 from sweep.core.types import FAILURE_PHASES, POINT_STATUSES, STAGES
+from sweep.results import load
 
 SWEEP = Path(__file__).resolve().parents[1] / "sweep"
 
 
 def test_every_error_has_its_exit_code():
-    codes = {errors.ConfigError: 2, errors.PlanError: 3, errors.ClusterError: 4, errors.ResultsError: 5,
-             errors.BenchError: 6, errors.AnalysisError: 7, errors.QueryError: 7, errors.UnknownMetricError: 7,
-             errors.UnknownFormatError: 7, errors.Interrupted: 130, errors.Cancelled: 130}
+    codes = {
+        errors.ConfigError: 2,
+        errors.PlanError: 3,
+        errors.ClusterError: 4,
+        errors.ResultsError: 5,
+        errors.BenchError: 6,
+        errors.AnalysisError: 7,
+        errors.QueryError: 7,
+        errors.UnknownMetricError: 7,
+        errors.UnknownFormatError: 7,
+        errors.Interrupted: 130,
+        errors.Cancelled: 130,
+    }
     for cls, code in codes.items():
         assert issubclass(cls, errors.SweepError) and cls.exit_code == code, cls
     assert issubclass(errors.QueryError, errors.AnalysisError) and issubclass(errors.Cancelled, errors.Interrupted)
@@ -79,9 +89,12 @@ def _const(node) -> str | None:
 
 
 def test_no_keyboard_interrupt_raised_as_control_flow():
-    raised = [f"{p.relative_to(SWEEP.parent)}:{n.lineno}" for p in sorted(SWEEP.rglob("*.py"))
-              for n in ast.walk(ast.parse(p.read_text()))
-              if isinstance(n, ast.Raise) and n.exc is not None and "KeyboardInterrupt" in ast.unparse(n.exc)]
+    raised = [
+        f"{p.relative_to(SWEEP.parent)}:{n.lineno}"
+        for p in sorted(SWEEP.rglob("*.py"))
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.Raise) and n.exc is not None and "KeyboardInterrupt" in ast.unparse(n.exc)
+    ]
     assert not raised, raised
 
 
@@ -100,8 +113,13 @@ def test_every_failure_phase_written_is_a_failure_phase():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.keyword) and node.arg == "failure_phase" and _const(node.value):
                 seen.add(_const(node.value))
-            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and _const(node.value)
-                    and any(getattr(t, "id", None) == "phase" for t in getattr(node, "targets", [getattr(node, "target", None)]))):
+            if (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                and _const(node.value)
+                and any(
+                    getattr(t, "id", None) == "phase" for t in getattr(node, "targets", [getattr(node, "target", None)])
+                )
+            ):
                 seen.add(_const(node.value))
     assert {"preflight", "benchmark", "host", "internal", "plan"} <= seen
     assert seen <= set(FAILURE_PHASES), seen - set(FAILURE_PHASES)
@@ -123,8 +141,11 @@ def test_every_status_written_is_a_point_status():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.keyword) and node.arg == "status" and _const(node.value):
                 seen.add(_const(node.value))
-            if (isinstance(node, ast.Assign) and any(getattr(t, "attr", None) == "status" for t in node.targets)
-                    and _const(node.value)):
+            if (
+                isinstance(node, ast.Assign)
+                and any(getattr(t, "attr", None) == "status" for t in node.targets)
+                and _const(node.value)
+            ):
                 seen.add(_const(node.value))
     for _, call in _calls("PointResult"):
         if len(call.args) > 3 and _const(call.args[3]):
@@ -145,7 +166,15 @@ def test_progress_events_are_typed_end_to_end():
     assert PointProgress("single", run=1, of=3).detail == "run 1/3" and PointProgress("load").title == "load"
     assert pickle.loads(pickle.dumps(e)) == e  # they cross from a host's task to the driver
     ok = PointFinished("l", PointResult("p", "h", "n", "ok", started_at=10.0, ended_at=11.0))
-    assert (ok.point_id, ok.host, ok.status, ok.seconds, ok.attempts, ok.failure, ok.reason) == ("p", "h", "ok", 1.0, 1, None, "")
+    assert (ok.point_id, ok.host, ok.status, ok.seconds, ok.attempts, ok.failure, ok.reason) == (
+        "p",
+        "h",
+        "ok",
+        1.0,
+        1,
+        None,
+        "",
+    )
     oom = Failure("capture", "CUDA out of memory", fix="lower --mem-fraction-static")
     failed = PointFinished("l", PointResult("p", "h", "n", "failed", oom, attempts=2))
     assert failed.failure is oom and failed.reason == "capture: CUDA out of memory" and failed.attempts == 2
@@ -164,7 +193,9 @@ def test_the_live_view_takes_typed_events():
     assert sp.hosts["gpu-1"].label == "drafter=none" and sp.hosts["gpu-1"].detail == "27/64 shards"
     sp.on(PointStage.at("p1", "drafter=none", "gpu-1", PointProgress("retry", attempt=2)))
     assert sp.hosts["gpu-1"].stage == "host lost, retrying (attempt 2)"
-    sp.on(PointFinished("drafter=none", PointResult("p1", "gpu-1", "n", "failed", Failure("load", "oom"), ended_at=12.0)))
+    sp.on(
+        PointFinished("drafter=none", PointResult("p1", "gpu-1", "n", "failed", Failure("load", "oom"), ended_at=12.0))
+    )
     assert (sp.done, sp.failed) == (0, 1) and "failed in 12s (load: oom)" in out.getvalue()
 
 
@@ -194,9 +225,9 @@ def test_nvml_own_error_text_is_kept(monkeypatch):
 def test_a_point_cancelled_outside_the_sweep_is_cancelled_not_a_keyboard_interrupt(monkeypatch):
     import ray
 
+    from sweep.core.settings import BenchSettings
     from sweep.host.point import PointSpec
     from sweep.orchestrate import ray_runner
-    from sweep.core.settings import BenchSettings
 
     def cancelled(ref, **kw):
         raise ray.exceptions.TaskCancelledError()

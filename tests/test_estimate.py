@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sweep.experiment import config, estimate as e, plan as planning
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings
+from sweep.experiment import config
+from sweep.experiment import estimate as e
+from sweep.experiment import plan as planning
 from sweep.orchestrate.progress import SweepProgress
 
 sys.path.insert(0, str(Path(__file__).parent / "analysis"))
@@ -21,8 +23,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def bench(**kw) -> BenchSettings:
-    return BenchSettings(single_stream=SingleStreamSettings(runs=3, warmup=1, max_tokens=100),
-                         concurrency=ConcurrencySettings(levels=[1, 10], rounds=2, max_tokens=50, **kw))
+    return BenchSettings(
+        single_stream=SingleStreamSettings(runs=3, warmup=1, max_tokens=100),
+        concurrency=ConcurrencySettings(levels=[1, 10], rounds=2, max_tokens=50, **kw),
+    )
 
 
 def test_benchmark_seconds_from_tokens_levels_and_speeds():
@@ -71,11 +75,11 @@ def test_list_scheduling_and_the_eta():
 def write_history(root: Path) -> Path:
     sd = SweepDir(root / "old-dryrun", dry_run=True)
     argv = ["python", "--model-path", "/models/m"]
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100, 8: 400},
-                    argv=argv)
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[150], levels={1: 150, 8: 300},
-             argv=argv)
-    sd.point(drafter="none", nccl="x", baseline=True, tok_s=[1], levels={1: 1}, argv=["python", "--model-path", "/other"])
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100, 8: 400}, argv=argv)
+    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[150], levels={1: 150, 8: 300}, argv=argv)
+    sd.point(
+        drafter="none", nccl="x", baseline=True, tok_s=[1], levels={1: 1}, argv=["python", "--model-path", "/other"]
+    )
     return sd.write()
 
 
@@ -92,17 +96,20 @@ def test_history_of_the_same_model_gives_startup_and_speeds(tmp_path):
     assert est.points[0].overhead_s == e.DEFAULT_OVERHEAD_S
     assert math.isclose(est.points[0].bench_s, e.bench_seconds(bench(), h.speed))
     default = e.estimate_sweep([("b", True), ("s", False)], bench(), hosts=1, startup_factor=300)
-    assert [p.startup_s for p in default.points] == [e.DEFAULT_STARTUP_S["baseline"] / 300,
-                                                     e.DEFAULT_STARTUP_S["speculative"] / 300]
+    assert [p.startup_s for p in default.points] == [
+        e.DEFAULT_STARTUP_S["baseline"] / 300,
+        e.DEFAULT_STARTUP_S["speculative"] / 300,
+    ]
     assert any("no earlier results" in n for n in default.notes)
 
 
 def test_plan_prints_the_time_per_host(tmp_path, capsys):
     write_history(tmp_path)
     exp_file = tmp_path / "exp.yaml"
-    exp_file.write_text((REPO / "experiments" / "k26_eagle.yaml").read_text()
-                        .replace("/models/Kimi-K2.6-INT4", "/models/m")
-                        + f"results_dir: {tmp_path / 'new'}\n")
+    exp_file.write_text(
+        (REPO / "experiments" / "k26_eagle.yaml").read_text().replace("/models/Kimi-K2.6-INT4", "/models/m")
+        + f"results_dir: {tmp_path / 'new'}\n"
+    )
     from sweep.cli import main
 
     assert main([str(exp_file), "--plan", "--dry-run"]) == 0
@@ -134,8 +141,11 @@ def test_a_cpu_point_is_estimated_with_a_cpu_servers_startup(tmp_path):
     assert "startup 50s (baseline) / 1m00s (speculative)" in lines[0], lines
     assert "default for a CPU server 50 s (baseline) / 60 s (speculative)" in "\n".join(lines)
     est = e.estimate_sweep([("b", True, "cpu"), ("s", False, "cpu"), ("g", False, None)], bench(), hosts=1)
-    assert [p.startup_s for p in est.points] == [e.CPU_STARTUP_S["baseline"], e.CPU_STARTUP_S["speculative"],
-                                                 e.DEFAULT_STARTUP_S["speculative"]]
+    assert [p.startup_s for p in est.points] == [
+        e.CPU_STARTUP_S["baseline"],
+        e.CPU_STARTUP_S["speculative"],
+        e.DEFAULT_STARTUP_S["speculative"],
+    ]
     assert 40 <= e.CPU_STARTUP_S["baseline"] <= e.CPU_STARTUP_S["speculative"] <= 90
     whole = next(line for line in lines if "whole sweep" in line)
     assert "h" not in whole.split(":")[-1]  # minutes, not 1h32m
@@ -143,15 +153,19 @@ def test_a_cpu_point_is_estimated_with_a_cpu_servers_startup(tmp_path):
 
 def test_the_estimate_counts_in_the_right_number(tmp_path):
     exp_file = tmp_path / "exp.yaml"
-    exp_file.write_text("name: one\nserver: {model_path: /m, tp_size: 8}\n"
-                        "grid: {axes: {drafter: {values: {none: {}}}}}\n"
-                        f"results_dir: {tmp_path / 'new'}\n")
+    exp_file.write_text(
+        "name: one\nserver: {model_path: /m, tp_size: 8}\n"
+        "grid: {axes: {drafter: {values: {none: {}}}}}\n"
+        f"results_dir: {tmp_path / 'new'}\n"
+    )
     lines = e.plan_lines(planning.build(config.load(exp_file)), mode="real", hosts=1)
     assert lines[0].startswith("estimate: 1 point, ") and any(line.startswith("  host 1: 1 point, ") for line in lines)
     assert any(line.startswith("  whole sweep on 1 host:") for line in lines)
     h = e.History(startup_s={"baseline": 10.0}, points=1, sources=("results/old",))
-    assert "startup from 1 earlier point (old)" in e.describe(e.estimate_sweep([("b", True)], bench(), hosts=1,
-                                                                                history=h), h)[0]
+    assert (
+        "startup from 1 earlier point (old)"
+        in e.describe(e.estimate_sweep([("b", True)], bench(), hosts=1, history=h), h)[0]
+    )
 
 
 def test_open_loop_levels_in_the_history_are_no_point_of_the_speed_curve(tmp_path):
@@ -163,9 +177,27 @@ def test_open_loop_levels_in_the_history_are_no_point_of_the_speed_curve(tmp_pat
 
     d = write_history(tmp_path)
     base = next((d / "levels").glob("*.parquet")).stem
-    pq.write_table(from_rows([dict(point_id=base, concurrency=0, arrival="poisson", offered_rate=4.0, max_tokens=100,
-                                   requests=30, ok=30, failed=0, wall_s=10.0, output_throughput=300.0,
-                                   per_request_tok_s=90.0)], "levels"), d / "levels" / f"{base}-rate.parquet")
+    pq.write_table(
+        from_rows(
+            [
+                dict(
+                    point_id=base,
+                    concurrency=0,
+                    arrival="poisson",
+                    offered_rate=4.0,
+                    max_tokens=100,
+                    requests=30,
+                    ok=30,
+                    failed=0,
+                    wall_s=10.0,
+                    output_throughput=300.0,
+                    per_request_tok_s=90.0,
+                )
+            ],
+            "levels",
+        ),
+        d / "levels" / f"{base}-rate.parquet",
+    )
     h = e.load_history([tmp_path], model_path="/models/m", dry_run=True)
     assert h.speed.measured == ((1, 125.0), (8, 43.75))  # as without the open-loop row
     assert e.bench_seconds(bench(), h.speed) > 0

@@ -1,7 +1,7 @@
 import pytest
 
-from sweep.experiment import config, grid
 from sweep.core.errors import ConfigError
+from sweep.experiment import config, grid
 
 BASE = """
 name: g
@@ -51,11 +51,14 @@ def test_roles_inferred(write_yaml):
 
 
 def test_zip(write_yaml):
-    text = BASE + """    topk:
+    text = (
+        BASE
+        + """    topk:
       flag: speculative-eagle-topk
       values: [1, 2, 4]
   zip: [[steps, topk]]
 """
+    )
     pts = expand(write_yaml, text)
     spec = [p for p in pts if not p.baseline]
     assert len(spec) == 2 * 3 * 2
@@ -133,9 +136,14 @@ def test_a_derived_value_over_a_non_numeric_axis_value_names_the_value_and_the_k
     assert "TypeError" not in msg
 
 
-@pytest.mark.parametrize("old,new,value", [("values: [1, 2, 3]", "values: [1, '2,3']", "'2,3'"),
-                                           ("tuned: {env:", "'a=b': {env:", "'a=b'"),
-                                           ("tuned: {env:", "'x,y': {env:", "'x,y'")])
+@pytest.mark.parametrize(
+    "old,new,value",
+    [
+        ("values: [1, 2, 3]", "values: [1, '2,3']", "'2,3'"),
+        ("tuned: {env:", "'a=b': {env:", "'a=b'"),
+        ("tuned: {env:", "'x,y': {env:", "'x,y'"),
+    ],
+)
 def test_an_axis_value_with_a_comma_or_equals_sign_is_refused(write_yaml, old, new, value):
     with pytest.raises(ConfigError, match=rf"grid.axes.(steps|nccl): value {value} holds .* ambiguous"):
         expand(write_yaml, BASE.replace(old, new))

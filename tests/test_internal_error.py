@@ -25,8 +25,14 @@ def _run(tmp_path: Path, patch: str, *argv: str) -> subprocess.CompletedProcess:
     """)
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "TMPDIR": str(tmp)})
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
 
 
 def _one_line(r: subprocess.CompletedProcess) -> Path:
@@ -34,8 +40,9 @@ def _one_line(r: subprocess.CompletedProcess) -> Path:
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     line = lines[0]
-    assert line.startswith("internal error: RuntimeError: boom second line (a bug in sweep, not in your input); "
-                           "the traceback is in "), line
+    assert line.startswith(
+        "internal error: RuntimeError: boom second line (a bug in sweep, not in your input); the traceback is in "
+    ), line
     assert "please report it with that file at" in line
     path = Path(line.split("the traceback is in ")[1].split(";")[0])
     text = path.read_text()
@@ -71,8 +78,13 @@ def test_a_reader_that_goes_away_is_no_bug(tmp_path):
         a.run_query = lots
         raise SystemExit(sweep.cli.main(["query", "DIR", "SELECT 1"]))
     """)
-    p = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env={**os.environ, "TMPDIR": str(tmp_path)})
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     p.stdout.close()  # the reader is gone before the first write
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 141 and err == "", err

@@ -66,17 +66,28 @@ server: {model_path: /m, tp_size: 8}
 grid: {axes: {drafter: {values: {none: {}}}}}
 """
     plain = build(write_yaml, one).points[0]
-    keyed = build(write_yaml, one.replace("{none: {}}}", "{none: {}}}, mt: {key: benchmark.concurrency.max_tokens, "
-                                                     "values: [512]}")).points[0]
+    keyed = build(
+        write_yaml,
+        one.replace("{none: {}}}", "{none: {}}}, mt: {key: benchmark.concurrency.max_tokens, values: [512]}"),
+    ).points[0]
     assert keyed.id == plain.id and keyed.launch_id == plain.launch_id
 
 
-@pytest.mark.parametrize("change, culprit", [
-    ("chat: {benchmark: {prompts: encyclopedic, api: chat}}", "grid.axes.workload.values.chat.benchmark.api"),
-    ("chat: {benchmark: {concurency: {max_tokens: 3}}}", "grid.axes.workload.values.chat.benchmark.concurency"),
-    ("chat: {benchmark: {concurrency: {max_tokens: 0}}}", "grid.axes.workload.values.chat.benchmark.concurrency.max_tokens"),
-    ("chat: {benchmark: {concurrency: {levels: many}}}", "grid.axes.workload.values.chat.benchmark.concurrency.levels"),
-])
+@pytest.mark.parametrize(
+    "change, culprit",
+    [
+        ("chat: {benchmark: {prompts: encyclopedic, api: chat}}", "grid.axes.workload.values.chat.benchmark.api"),
+        ("chat: {benchmark: {concurency: {max_tokens: 3}}}", "grid.axes.workload.values.chat.benchmark.concurency"),
+        (
+            "chat: {benchmark: {concurrency: {max_tokens: 0}}}",
+            "grid.axes.workload.values.chat.benchmark.concurrency.max_tokens",
+        ),
+        (
+            "chat: {benchmark: {concurrency: {levels: many}}}",
+            "grid.axes.workload.values.chat.benchmark.concurrency.levels",
+        ),
+    ],
+)
 def test_a_bad_benchmark_setting_names_the_axis_value(write_yaml, change, culprit):
     text = AXES.replace("chat: {benchmark: {prompts: encyclopedic, api: chat}}", change)
     if "api" in culprit:
@@ -86,16 +97,22 @@ def test_a_bad_benchmark_setting_names_the_axis_value(write_yaml, change, culpri
     assert culprit in e.value.message and e.value.fix
 
 
-@pytest.mark.parametrize("axis, words", [
-    ("{key: concurrency.max_tokens, values: [1]}", "is not a benchmark setting"),
-    ("{key: benchmark.concurrency.max_tokens, flag: max-total-tokens, values: [1]}", "has both flag: and key:"),
-    ("{key: benchmark.concurrency.max_tokens, values: 3}", "is one value, not a list"),
-])
+@pytest.mark.parametrize(
+    "axis, words",
+    [
+        ("{key: concurrency.max_tokens, values: [1]}", "is not a benchmark setting"),
+        ("{key: benchmark.concurrency.max_tokens, flag: max-total-tokens, values: [1]}", "has both flag: and key:"),
+        ("{key: benchmark.concurrency.max_tokens, values: 3}", "is one value, not a list"),
+    ],
+)
 def test_a_bad_key_axis_is_refused(write_yaml, axis, words):
-    text = AXES.replace("""    max_tokens:
+    text = AXES.replace(
+        """    max_tokens:
       key: benchmark.concurrency.max_tokens
       values: [128, 256]
-""", f"    max_tokens: {axis}\n")
+""",
+        f"    max_tokens: {axis}\n",
+    )
     with pytest.raises(ConfigError) as e:
         build(write_yaml, text)
     assert words in e.value.message and "grid.axes.max_tokens" in e.value.message
@@ -108,8 +125,9 @@ def test_the_estimate_counts_one_startup_per_launch(write_yaml):
     assert est.points[1].bench_s > 0 and est.points[1].overhead_s == 0
     assert "8 points in 2 server launches" in estimate.describe(est, estimate.History())[0]
     text = AXES.replace("code: {benchmark: {prompts: coding}}", "code: {benchmark: {prompts: coding}, env: {W: c}}")
-    apart, _ = estimate._for_experiment(build(write_yaml, text).experiment, build(write_yaml, text).points,
-                                        mode="real", scale=None, hosts=1)
+    apart, _ = estimate._for_experiment(
+        build(write_yaml, text).experiment, build(write_yaml, text).points, mode="real", scale=None, hosts=1
+    )
     assert apart.launches == 4 and apart.makespan_s > est.makespan_s
 
 

@@ -62,8 +62,11 @@ def imports() -> tuple[tuple[str, int, str], ...]:
                 out += [(mod, node.lineno, a.name) for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 out.append((mod, node.lineno, node.module))
-                out += [(mod, node.lineno, f"{node.module}.{a.name}") for a in node.names
-                        if node.module == "sweep" and a.name != "__version__"]
+                out += [
+                    (mod, node.lineno, f"{node.module}.{a.name}")
+                    for a in node.names
+                    if node.module == "sweep" and a.name != "__version__"
+                ]
     return tuple(out)
 
 
@@ -91,7 +94,7 @@ def floors() -> dict[str, int]:
 
     def floor(room: str, path: tuple[str, ...]) -> int:
         if room in path:
-            circle = path[path.index(room):] + (room,)
+            circle = path[path.index(room) :] + (room,)
             where = "; ".join(f"{a} -> {b} at {', '.join(graph[a][b][:3])}" for a, b in zip(circle, circle[1:]))
             raise AssertionError(f"rooms import each other: {' -> '.join(circle)} ({where})")
         if room not in out:
@@ -129,7 +132,8 @@ def test_no_import_points_up():
 def test_the_readme_draws_the_floors():
     assert readme_floors() == floors(), (
         "the floors changed (an import lifted a room, or a room came or went): "
-        f"draw them in README.md ('Development'): {sorted(floors().items(), key=lambda kv: -kv[1])}")
+        f"draw them in README.md ('Development'): {sorted(floors().items(), key=lambda kv: -kv[1])}"
+    )
 
 
 def test_the_core_imports_nothing_outside_it():
@@ -143,8 +147,11 @@ def test_analysis_reads_only_results():
 
 def test_nothing_outside_the_fake_imports_it():
     """The fake is reached through its command line, HTTP and the GPU ledger (sweep.host.gpu)."""
-    bad = [f"{m}:{line} imports {d}" for m, line, d in imports()
-           if (d == "sweep.fake" or d.startswith("sweep.fake.")) and not m.startswith("sweep.fake")]
+    bad = [
+        f"{m}:{line} imports {d}"
+        for m, line, d in imports()
+        if (d == "sweep.fake" or d.startswith("sweep.fake.")) and not m.startswith("sweep.fake")
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -162,6 +169,8 @@ def test_ray_only_in_orchestrate_and_sglang_never(package):
 def test_a_circle_is_found(monkeypatch):
     """The check itself: an import from the core up into the host makes a circle, named with its line."""
     real = imports()
-    monkeypatch.setattr(sys.modules[__name__], "imports", lambda: real + (("sweep.core.errors", 7, "sweep.host.point"),))
+    monkeypatch.setattr(
+        sys.modules[__name__], "imports", lambda: real + (("sweep.core.errors", 7, "sweep.host.point"),)
+    )
     with pytest.raises(AssertionError, match=r"core -> host.*sweep.core.errors:7"):
         floors()

@@ -39,7 +39,8 @@ def test_dead_processes_are_dropped(tmp_path):
 
 def test_recycled_pid_does_not_inherit_an_entry(tmp_path):
     (tmp_path / f"{os.getpid()}.json").write_text(
-        f'{{"pid": {os.getpid()}, "gpu_index": 0, "mem_mib": 9, "start_time": 1.0}}')
+        f'{{"pid": {os.getpid()}, "gpu_index": 0, "mem_mib": 9, "start_time": 1.0}}'
+    )
     assert ledger_read(tmp_path) == []
 
 

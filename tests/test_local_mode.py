@@ -9,10 +9,10 @@ import sys
 import pytest
 from rich.console import Console
 
-from sweep.experiment import config
 from sweep.core.errors import ConfigError
-from sweep.orchestrate import sweep as orch
 from sweep.core.types import KINDS, kind
+from sweep.experiment import config
+from sweep.orchestrate import sweep as orch
 from tests.conftest import REPO, run_sweep_cli
 
 CPU_EXP = """
@@ -53,8 +53,12 @@ def test_every_run_mode_is_one_row_of_the_kinds_table():
     real on one; the fake mode fakes on the cluster's hosts; the cluster is real (``cluster`` and
     ``plan`` are recorded as ``real``)."""
     rows = {m: (k.fake_server, k.local_cluster, k.scaled) for m, k in KINDS.items()}
-    assert rows == {"real": (False, False, False), "dry-run": (True, True, True),
-                    "local": (False, True, False), "fake": (True, False, True)}
+    assert rows == {
+        "real": (False, False, False),
+        "dry-run": (True, True, True),
+        "local": (False, True, False),
+        "fake": (True, False, True),
+    }
     assert kind("cluster") is KINDS["real"] and kind("plan") is KINDS["real"]
 
 
@@ -65,15 +69,19 @@ def test_modes_do_not_combine(write_yaml):
 
 def test_setup_runs_with_the_sweep_importable(tmp_path):
     out = tmp_path / "made"
-    orch.run_setup(["python", "-c", f"import sweep.core.errors, pathlib; pathlib.Path({str(out)!r}).write_text('ok')"],
-                   Console(file=open(tmp_path / "log", "w")))
+    orch.run_setup(
+        ["python", "-c", f"import sweep.core.errors, pathlib; pathlib.Path({str(out)!r}).write_text('ok')"],
+        Console(file=open(tmp_path / "log", "w")),
+    )
     assert out.read_text() == "ok"
 
 
 def test_a_failed_setup_stops_before_anything_launches(tmp_path):
     with pytest.raises(ConfigError) as e:
-        orch.run_setup([sys.executable, "-c", "import sys; sys.stderr.write('no space left\\n'); sys.exit(4)"],
-                       Console(file=open(tmp_path / "log", "w")))
+        orch.run_setup(
+            [sys.executable, "-c", "import sys; sys.stderr.write('no space left\\n'); sys.exit(4)"],
+            Console(file=open(tmp_path / "log", "w")),
+        )
     assert "exit 4" in e.value.message and "no space left" in e.value.message
 
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from sweep.experiment import config, plan
 from sweep.core.errors import ConfigError, PlanError
+from sweep.experiment import config, plan
 from tests.test_grid import BASE
 
 
@@ -24,14 +24,20 @@ def test_argv_and_env(write_yaml):
 
 def test_ids_stable_under_axis_and_key_reordering(write_yaml):
     a = build(write_yaml, BASE)
-    reordered = BASE.replace("""    steps:
+    reordered = BASE.replace(
+        """    steps:
       flag: speculative-num-steps
       values: [1, 2, 3]
-""", "").replace("    nccl:\n", """    steps:
+""",
+        "",
+    ).replace(
+        "    nccl:\n",
+        """    steps:
       values: [3, 1, 2]
       flag: speculative-num-steps
     nccl:
-""")
+""",
+    )
     b = build(write_yaml, reordered)
     ids_a = {x.id for x in a.points}
     assert ids_a == {x.id for x in b.points}
@@ -70,7 +76,8 @@ def test_no_baseline_is_a_plan_warning(write_yaml):
 def test_invalid_points_listed_all_at_once(write_yaml):
     text = BASE.replace("speculative-eagle-topk: 1}}\n        d2", "speculative-eagle-topk: 1}}\n        d2").replace(
         "d2: {flags: {speculative-algorithm: EAGLE3, speculative-draft-model-path: /d2, speculative-eagle-topk: 1}}",
-        "d2: {flags: {speculative-algorithm: EAGLE3, speculative-draft-model-path: /d2}}")
+        "d2: {flags: {speculative-algorithm: EAGLE3, speculative-draft-model-path: /d2}}",
+    )
     p = build(write_yaml, text)
     assert len(p.invalid) == 6  # d2 has steps but no topk: every d2 point
     with pytest.raises(PlanError) as e:
@@ -84,12 +91,16 @@ def test_invalid_points_listed_all_at_once(write_yaml):
 def test_skip_invalid_with_every_point_invalid_is_refused_not_an_empty_success(write_yaml):
     """--skip-invalid runs the valid points; where there are none it is the plan's error (exit 3),
     not a sweep that runs nothing and exits 0."""
-    p = build(write_yaml, BASE.replace("server: {model_path: /m, tp_size: 8}",
-                                       "server: {model_path: /m, tp_size: 8, flags: {max-running-requests: lots}}"))
+    p = build(
+        write_yaml,
+        BASE.replace(
+            "server: {model_path: /m, tp_size: 8}",
+            "server: {model_path: /m, tp_size: 8, flags: {max-running-requests: lots}}",
+        ),
+    )
     assert p.points and len(p.invalid) == len(p.points)
     with pytest.raises(PlanError, match="--skip-invalid leaves nothing to run"):
         p.require_valid(skip_invalid=True)
-
 
 
 def test_reserved_flag_in_base_flags(write_yaml):
@@ -105,8 +116,11 @@ def test_json_object_shape(write_yaml):
 
 
 def test_shipped_experiments_plan_clean():
-    for f, n in (("experiments/k26_eagle.yaml", 18), ("experiments/glm5_eagle_tree.yaml", 4),
-                 ("experiments/k26_eagle_adaptive.yaml", 18)):
+    for f, n in (
+        ("experiments/k26_eagle.yaml", 18),
+        ("experiments/glm5_eagle_tree.yaml", 4),
+        ("experiments/k26_eagle_adaptive.yaml", 18),
+    ):
         p = plan.build(config.load(f))
         assert len(p.points) == n
         assert not p.invalid
@@ -118,8 +132,12 @@ def test_shipped_experiments_plan_clean():
     # the variant for 0.5.23 confirms its policies; on 0.5.10 the policy's server is refused in SGLang's words
     adaptive = plan.build(config.load("experiments/k26_eagle_adaptive.yaml"))
     assert len(adaptive.confirm_probes) == 4
-    old = plan.build(config.load("experiments/k26_eagle_adaptive.yaml",
-                                 ["server.sglang_version=0.5.10", "server.flags.cuda-graph-max-bs-decode=null"]))
+    old = plan.build(
+        config.load(
+            "experiments/k26_eagle_adaptive.yaml",
+            ["server.sglang_version=0.5.10", "server.flags.cuda-graph-max-bs-decode=null"],
+        )
+    )
     assert any("unrecognized arguments: --speculative-adaptive" in e for e in old.confirm_errors), old.confirm_errors
 
 
@@ -152,8 +170,13 @@ def test_architecture_from_config_json_and_gpu_from_the_experiment(write_yaml, t
     pt, p = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", "server.gpu=H200")
     assert not pt.errors and not p.warnings
     assert pt.resolved["attention_backend"] == "fa3" and pt.resolved["architecture"] == "DeepseekV3ForCausalLM"
-    assert (pt.resolved["steps"], pt.resolved["topk"], pt.resolved["draft_tokens"],
-            pt.resolved["max_running_requests"], pt.resolved["verdict"]) == (2, 4, 8, 64, "ok")
+    assert (
+        pt.resolved["steps"],
+        pt.resolved["topk"],
+        pt.resolved["draft_tokens"],
+        pt.resolved["max_running_requests"],
+        pt.resolved["verdict"],
+    ) == (2, 4, 8, 64, "ok")
     pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", "server.gpu=B200")
     assert any(e.startswith("topk-page-size-backend") and "trtllm_mla" in e for e in pt.errors)
     # the GPU unknown: the verdict depends on it, so the host checks it
@@ -183,8 +206,13 @@ def test_version_from_the_experiment(write_yaml, tmp_path):
 def test_the_servers_env_reaches_the_rules(write_yaml, tmp_path):
     """SGLang 0.5.23 reads SGLANG_ENABLE_PP_SPEC from its environment: NEXTN with pp-size 2 is an
     error without it (not a prefill node) and fine with it in server.env."""
-    nextn = ["server.gpu=H200", "server.sglang_version=0.5.23", "server.flags.pp-size=2",
-             "server.flags.speculative-algorithm=NEXTN", "server.flags.speculative-eagle-topk=1"]
+    nextn = [
+        "server.gpu=H200",
+        "server.sglang_version=0.5.23",
+        "server.flags.pp-size=2",
+        "server.flags.speculative-algorithm=NEXTN",
+        "server.flags.speculative-eagle-topk=1",
+    ]
     pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", *nextn)
     assert any(e.startswith("pp-spec-prefill-only") for e in pt.errors), pt.errors
     pt, _ = _tree(write_yaml, tmp_path, "DeepseekV3ForCausalLM", *nextn, "server.env.SGLANG_ENABLE_PP_SPEC=1")
@@ -215,8 +243,11 @@ def test_an_unset_version_means_the_newest_the_rules_know(write_yaml):
 # moves them (a new benchmark setting that lands in point_id at its default, say) makes every existing
 # results directory rerun from scratch on resume: leave a new setting out of the id at its default, as
 # point_id does for benchmark.concurrency.stop, or change these knowingly and say so in the README.
-SHIPPED_IDS = {"k26_eagle": (18, "2f022fe9e229378e"), "glm5_eagle_tree": (4, "58def169fee703a1"),
-               "cpu_tiny_spec": (7, "ee7d9a0ce5676b07")}
+SHIPPED_IDS = {
+    "k26_eagle": (18, "2f022fe9e229378e"),
+    "glm5_eagle_tree": (4, "58def169fee703a1"),
+    "cpu_tiny_spec": (7, "ee7d9a0ce5676b07"),
+}
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_IDS))
@@ -233,8 +264,13 @@ def test_the_shipped_experiments_point_ids_do_not_move(name, monkeypatch):
     assert (len(points), digest) == SHIPPED_IDS[name]
 
 
-@pytest.mark.parametrize("override,said", [("server.flags.max-running-requests=lots", "invalid int value: 'lots'"),
-                                           ("server.flags.mem-fraction-static=abc", "invalid float value: 'abc'")])
+@pytest.mark.parametrize(
+    "override,said",
+    [
+        ("server.flags.max-running-requests=lots", "invalid int value: 'lots'"),
+        ("server.flags.mem-fraction-static=abc", "invalid float value: 'abc'"),
+    ],
+)
 def test_a_bad_base_flag_value_makes_every_point_invalid_baselines_included(write_yaml, override, said):
     p = build(write_yaml, BASE, override)
     assert p.points and all(pt.errors for pt in p.points) and any(pt.baseline for pt in p.points)
@@ -257,11 +293,24 @@ def test_a_dry_run_scales_the_client_side_axes_benchmark_settings_as_the_experim
     from sweep.api import plan_for
     from tests.experiments import experiment, write
 
-    exp = write(tmp_path / "axes.yaml", experiment(
-        grid={"axes": {"load": {"values": {"small": {"benchmark": {"rates": [4, 8], "concurrency": {"max_tokens": 512}}},
-                                           "big": {"benchmark": {"single_stream": {"runs": 9}}}}},
-                       "mt": {"key": "benchmark.concurrency.max_tokens", "values": [256, None]}}},
-        benchmark={"concurrency": {"max_tokens": 1024}, "rates": [2]}), results_dir=tmp_path / "out")
+    exp = write(
+        tmp_path / "axes.yaml",
+        experiment(
+            grid={
+                "axes": {
+                    "load": {
+                        "values": {
+                            "small": {"benchmark": {"rates": [4, 8], "concurrency": {"max_tokens": 512}}},
+                            "big": {"benchmark": {"single_stream": {"runs": 9}}},
+                        }
+                    },
+                    "mt": {"key": "benchmark.concurrency.max_tokens", "values": [256, None]},
+                }
+            },
+            benchmark={"concurrency": {"max_tokens": 1024}, "rates": [2]},
+        ),
+        results_dir=tmp_path / "out",
+    )
     full = {p.label: p for p in plan_for(exp, "cluster").plan.points}
     dry = plan_for(exp, "dry-run")
     d = config.load(exp).dry_run
@@ -274,18 +323,23 @@ def test_a_dry_run_scales_the_client_side_axes_benchmark_settings_as_the_experim
     assert {p.label: p.bench.concurrency.max_tokens for p in dry.plan.points}["load=small,mt=unset"] == tokens(512)
 
 
-@pytest.mark.parametrize("version, pinned, expected", [
-    ("0.5.23", [], ["--fake-version", "0.5.23"]),
-    ("0.0.0.dev0+g7f8f030", [], ["--fake-version", "0.5.23"]),  # the CPU build follows 0.5.23's rules
-    ("0.5.10", [], ["--fake-version", "0.5.10"]),
-    ("0.5.15", [], []),  # a release the rules only guess at: the fake's default
-    ("0.5.23", ["--fake-version", "0.5.10"], ["--fake-version", "0.5.10"]),  # the experiment's own pin wins
-])
+@pytest.mark.parametrize(
+    "version, pinned, expected",
+    [
+        ("0.5.23", [], ["--fake-version", "0.5.23"]),
+        ("0.0.0.dev0+g7f8f030", [], ["--fake-version", "0.5.23"]),  # the CPU build follows 0.5.23's rules
+        ("0.5.10", [], ["--fake-version", "0.5.10"]),
+        ("0.5.15", [], []),  # a release the rules only guess at: the fake's default
+        ("0.5.23", ["--fake-version", "0.5.10"], ["--fake-version", "0.5.10"]),  # the experiment's own pin wins
+    ],
+)
 def test_a_dry_run_fake_speaks_the_release_planned_for(version, pinned, expected):
     """Without it, a 0.5.23 experiment's dry run met a 0.5.10 fake that refused --speculative-adaptive."""
     from sweep.experiment import config, dryrun
-    exp = config.load("experiments/k26_eagle_adaptive.yaml",
-                      [f"server.sglang_version={version}", f"dry_run.fake_args={pinned}"])
+
+    exp = config.load(
+        "experiments/k26_eagle_adaptive.yaml", [f"server.sglang_version={version}", f"dry_run.fake_args={pinned}"]
+    )
     args = dryrun.fake_args(exp)
     got = [a for i, a in enumerate(args) if a == "--fake-version" or (i and args[i - 1] == "--fake-version")]
     assert got == expected, args

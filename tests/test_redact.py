@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.experiment import config
-from sweep.experiment import plan as planning
 from sweep.core import redact
 from sweep.core.redact import REDACTED, is_secret_name, redact_argv, redact_env, redact_text, redact_tree
+from sweep.experiment import config
+from sweep.experiment import plan as planning
 from tests.conftest import TRANSCRIPTS, needs_shared, run_sweep_cli
 
 KEY, HF, MINE, AXIS_TOKEN = "sk-flag-secret-123", "hf_env_secret_456", "from-env-secret-000", "hf_other_secret_789"
@@ -52,16 +52,44 @@ def assert_no_secret(text: str, where: str) -> None:
 
 # --- names ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MY_API_KEY", "OPENAI_API_KEY",
-                                  "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "DB_PASSWORD", "GOOGLE_CREDENTIALS",
-                                  "--api-key", "--admin-api-key", "--ssl-keyfile-password", "apiKey", "api_key"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "MY_API_KEY",
+        "OPENAI_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "DB_PASSWORD",
+        "GOOGLE_CREDENTIALS",
+        "--api-key",
+        "--admin-api-key",
+        "--ssl-keyfile-password",
+        "apiKey",
+        "api_key",
+    ],
+)
 def test_secret_names(name):
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "NCCL_ALGO", "--max-total-tokens", "--skip-tokenizer-init",
-                                  "--speculative-num-draft-tokens", "--speculative-token-map", "--ssl-keyfile",
-                                  "--tokenizer-path", "--bucket-time-to-first-token", "SGLANG_ROUTING_KEY_POLICY_DEBUG_LOG"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "TOKENIZERS_PARALLELISM",
+        "NCCL_ALGO",
+        "--max-total-tokens",
+        "--skip-tokenizer-init",
+        "--speculative-num-draft-tokens",
+        "--speculative-token-map",
+        "--ssl-keyfile",
+        "--tokenizer-path",
+        "--bucket-time-to-first-token",
+        "SGLANG_ROUTING_KEY_POLICY_DEBUG_LOG",
+    ],
+)
 def test_names_that_are_not_secret(name):
     assert not is_secret_name(name)
 
@@ -76,14 +104,46 @@ def test_of_every_flag_sglang_knows_only_its_keys_are_secret():
 
 # --- argv, env, text, trees ------------------------------------------------------------------------
 
+
 def test_argv_redaction_keeps_every_other_flag():
-    argv = ["python", "-m", "sglang.launch_server", "--skip-tokenizer-init", "--speculative-num-draft-tokens", "3",
-            "--api-key", KEY, "--max-total-tokens=4096", "--admin-api-key=adm-secret", "--ssl-keyfile", "/k.pem",
-            "--ssl-keyfile-password", "pw-secret", "--enable-auth", "--port", "1"]
+    argv = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--skip-tokenizer-init",
+        "--speculative-num-draft-tokens",
+        "3",
+        "--api-key",
+        KEY,
+        "--max-total-tokens=4096",
+        "--admin-api-key=adm-secret",
+        "--ssl-keyfile",
+        "/k.pem",
+        "--ssl-keyfile-password",
+        "pw-secret",
+        "--enable-auth",
+        "--port",
+        "1",
+    ]
     assert redact_argv(argv) == [
-        "python", "-m", "sglang.launch_server", "--skip-tokenizer-init", "--speculative-num-draft-tokens", "3",
-        "--api-key", REDACTED, "--max-total-tokens=4096", f"--admin-api-key={REDACTED}", "--ssl-keyfile", "/k.pem",
-        "--ssl-keyfile-password", REDACTED, "--enable-auth", "--port", "1"]
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--skip-tokenizer-init",
+        "--speculative-num-draft-tokens",
+        "3",
+        "--api-key",
+        REDACTED,
+        "--max-total-tokens=4096",
+        f"--admin-api-key={REDACTED}",
+        "--ssl-keyfile",
+        "/k.pem",
+        "--ssl-keyfile-password",
+        REDACTED,
+        "--enable-auth",
+        "--port",
+        "1",
+    ]
     # a known value anywhere else in the argv goes too
     assert redact_argv(["--model-path", f"/m/{KEY}"], [KEY]) == ["--model-path", f"/m/{REDACTED}"]
 
@@ -93,13 +153,23 @@ def test_the_points_argv_column_keeps_draft_tokens():
     --speculative-num-draft-tokens from this column)."""
     from sweep.results.records import redact_argv as column
 
-    assert column(["--speculative-num-draft-tokens", "3", "--api-key", KEY, "--x", KEY]) == \
-        ["--speculative-num-draft-tokens", "3", "--api-key", REDACTED, "--x", REDACTED]
+    assert column(["--speculative-num-draft-tokens", "3", "--api-key", KEY, "--x", KEY]) == [
+        "--speculative-num-draft-tokens",
+        "3",
+        "--api-key",
+        REDACTED,
+        "--x",
+        REDACTED,
+    ]
 
 
 def test_env_redaction():
-    assert redact_env({"HF_TOKEN": HF, "NCCL_ALGO": "Ring", "TOKENIZERS_PARALLELISM": "false", "EMPTY_TOKEN": ""}) == \
-        {"HF_TOKEN": REDACTED, "NCCL_ALGO": "Ring", "TOKENIZERS_PARALLELISM": "false", "EMPTY_TOKEN": ""}
+    assert redact_env({"HF_TOKEN": HF, "NCCL_ALGO": "Ring", "TOKENIZERS_PARALLELISM": "false", "EMPTY_TOKEN": ""}) == {
+        "HF_TOKEN": REDACTED,
+        "NCCL_ALGO": "Ring",
+        "TOKENIZERS_PARALLELISM": "false",
+        "EMPTY_TOKEN": "",
+    }
 
 
 @needs_shared()
@@ -127,25 +197,39 @@ def test_real_sglang_output_without_secrets_is_left_alone():
 
 def test_text_redaction_forms():
     assert redact_text(f'{{"api_key":"{KEY}","model":"m"}}') == f'{{"api_key":"{REDACTED}","model":"m"}}'
-    assert redact_text(f"python -m sglang.launch_server --api-key {KEY} --port 1") == \
-        f"python -m sglang.launch_server --api-key {REDACTED} --port 1"
+    assert (
+        redact_text(f"python -m sglang.launch_server --api-key {KEY} --port 1")
+        == f"python -m sglang.launch_server --api-key {REDACTED} --port 1"
+    )
     assert redact_text(f"HF_TOKEN={HF} python x") == f"HF_TOKEN={REDACTED} python x"
     assert redact_text(f"Authorization: Bearer {KEY}") == f"Authorization: Bearer {REDACTED}"
     assert redact_text(f"loading from /cache/{HF}/x", [HF]) == f"loading from /cache/{REDACTED}/x"
     # short or plain values are hidden under their name, never searched for in free text
-    assert redact_text("max_total_tokens=4096 #token: 1 true", ["1", "true", "4096"]) == \
-        "max_total_tokens=4096 #token: 1 true"
+    assert (
+        redact_text("max_total_tokens=4096 #token: 1 true", ["1", "true", "4096"])
+        == "max_total_tokens=4096 #token: 1 true"
+    )
 
 
 def test_tree_redaction():
-    tree = {"env": {"HF_TOKEN": HF, "A": "b"}, "argv": ["x", "--api-key", KEY], "label": f"k={KEY}",
-            "n": 3, "nested": [{"password": "pw-secret-1"}, "see pw-secret-1"]}
-    assert redact_tree(tree) == {"env": {"HF_TOKEN": REDACTED, "A": "b"}, "argv": ["x", "--api-key", REDACTED],
-                                 "label": f"k={REDACTED}", "n": 3,
-                                 "nested": [{"password": REDACTED}, f"see {REDACTED}"]}
+    tree = {
+        "env": {"HF_TOKEN": HF, "A": "b"},
+        "argv": ["x", "--api-key", KEY],
+        "label": f"k={KEY}",
+        "n": 3,
+        "nested": [{"password": "pw-secret-1"}, "see pw-secret-1"],
+    }
+    assert redact_tree(tree) == {
+        "env": {"HF_TOKEN": REDACTED, "A": "b"},
+        "argv": ["x", "--api-key", REDACTED],
+        "label": f"k={REDACTED}",
+        "n": 3,
+        "nested": [{"password": REDACTED}, f"see {REDACTED}"],
+    }
 
 
 # --- the plan: --plan --json, --plan, plan.json, ids ------------------------------------------------
+
 
 def test_plan_json_redacted_ids_unchanged(secret_exp):
     exp = config.load(secret_exp)
@@ -188,6 +272,7 @@ def test_plan_cli_json_and_text_redacted(secret_exp):
 
 # --- experiment.yaml --------------------------------------------------------------------------------
 
+
 def test_experiment_yaml_redacted_by_reference(secret_exp):
     exp = config.load(secret_exp)
     assert exp.server.flags["api-key"] == KEY and exp.server.env["MY_API_KEY"] == MINE  # the run has the values
@@ -195,8 +280,11 @@ def test_experiment_yaml_redacted_by_reference(secret_exp):
     assert_no_secret(text, "experiment.yaml")
     doc = yaml.safe_load(text)
     assert doc["server"]["flags"]["api-key"] == REDACTED
-    assert doc["server"]["env"] == {"HF_TOKEN": REDACTED, "MY_API_KEY": "${oc.env:SWEEP_TEST_KEY_SOURCE}",
-                                    "NCCL_ALGO": "Ring"}  # the reference the file wrote, kept
+    assert doc["server"]["env"] == {
+        "HF_TOKEN": REDACTED,
+        "MY_API_KEY": "${oc.env:SWEEP_TEST_KEY_SOURCE}",
+        "NCCL_ALGO": "Ring",
+    }  # the reference the file wrote, kept
     assert doc["grid"]["axes"]["drafter"]["values"]["d1"]["env"] == {"HF_TOKEN": REDACTED}
     assert doc["server"]["flags"]["max-total-tokens"] == 4096
     # what the report reads back from it still reads
@@ -214,18 +302,31 @@ def test_experiment_yaml_without_secrets_is_unchanged():
 
 # --- the points table -------------------------------------------------------------------------------
 
+
 def test_points_row_argv_env_reaped_tail_redacted(secret_exp):
     from sweep.core.record import Failure, PointResult
     from sweep.results.records import point_row
 
     plan = planning.build(config.load(secret_exp))
     pp = next(p for p in plan.points if not p.baseline)
-    result = PointResult(pp.id, "h", "n", "failed", Failure("ready", "x"), log_tail="tail",
-                         reaped={"killed": [{"pid": 1, "name": "python",
-                                             "cmdline": redact_text(" ".join(pp.argv)), "reason": "stopped"}],
-                                 "foreign": [], "gpu_free": True, "port_free": True, "waited_s": 0.0})
-    row = point_row(pp, "sec", axes=["drafter"], argv=pp.argv, result=result, mode="dry-run",
-                    bench_scale={}).to_pylist()[0]
+    result = PointResult(
+        pp.id,
+        "h",
+        "n",
+        "failed",
+        Failure("ready", "x"),
+        log_tail="tail",
+        reaped={
+            "killed": [{"pid": 1, "name": "python", "cmdline": redact_text(" ".join(pp.argv)), "reason": "stopped"}],
+            "foreign": [],
+            "gpu_free": True,
+            "port_free": True,
+            "waited_s": 0.0,
+        },
+    )
+    row = point_row(
+        pp, "sec", axes=["drafter"], argv=pp.argv, result=result, mode="dry-run", bench_scale={}
+    ).to_pylist()[0]
     assert_no_secret(json.dumps(row, default=str), "the points row")
     assert row["argv"][row["argv"].index("--api-key") + 1] == REDACTED
     env = dict(row["env"]) if isinstance(row["env"], list) else row["env"]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sweep.experiment import config, plan as planning
+from sweep.experiment import config
+from sweep.experiment import plan as planning
 from sweep.experiment.render import print_plan
 from tests.test_grid import BASE
 
@@ -50,11 +51,20 @@ LONG = "a_drafter_with_a_long_descriptive_name_trained_on_100k_samples"
 
 def test_a_piped_plan_keeps_each_line_and_each_id_whole(write_yaml):
     """In a pipe rich would fold at 80 columns: a label split as 'nccl=t' / 'uned', ids cut to 'e767ee383…'."""
-    exp = write_yaml(BASE.replace("d1: {", f"{LONG}: {{").replace("tp_size: 8}", "tp_size: 8, flags: {no-such-flag-anywhere: 1}}"))
+    exp = write_yaml(
+        BASE.replace("d1: {", f"{LONG}: {{").replace("tp_size: 8}", "tp_size: 8, flags: {no-such-flag-anywhere: 1}}")
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.run([sys.executable, "-m", "sweep", str(exp), "--plan"], cwd=REPO, env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", str(exp), "--plan"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     label = f"drafter={LONG},steps=3,nccl=tuned"

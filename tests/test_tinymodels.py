@@ -19,6 +19,7 @@ def test_ensure_makes_what_is_missing_once_and_remakes_an_old_recipe(tmp_path, m
             out.mkdir(parents=True)
             (out / "w").write_text(name)
             made.append(name)
+
         return make
 
     monkeypatch.setattr(tm, "MODELS", {n: maker(n) for n in ("target", "eagle3-random", "eagle3")})
@@ -37,8 +38,9 @@ def test_the_trained_drafter_has_the_random_ones_tensors():
     torch = pytest.importorskip("torch")
     model = tm._drafter_module(torch.zeros(tm.VOCAB, tm.HIDDEN))
     random = tm.eagle3_weights()
-    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == \
-        {k: tuple(v.shape) for k, v in random.items() if k not in ("d2t", "t2d")}
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
+        k: tuple(v.shape) for k, v in random.items() if k not in ("d2t", "t2d")
+    }
 
 
 def test_the_tokenizer_and_the_drafter_learn_the_benchmarks_prompts():
@@ -58,6 +60,7 @@ def test_models_made_from_other_prompts_are_made_again(tmp_path, monkeypatch):
         def make(out, root):
             out.mkdir(parents=True)
             made.append(name)
+
         return make
 
     monkeypatch.setattr(tm, "MODELS", {n: maker(n) for n in ("target", "eagle3-random", "eagle3")})
@@ -87,6 +90,7 @@ def test_a_seed_with_the_same_stamp_is_copied_one_with_another_is_made_again(tmp
             out.mkdir(parents=True)
             (out / "w").write_text("made")
             made.append(name)
+
         return make
 
     monkeypatch.setattr(tm, "MODELS", {n: maker(n) for n in ("target", "eagle3-random", "eagle3")})
@@ -101,8 +105,11 @@ def test_a_seed_with_the_same_stamp_is_copied_one_with_another_is_made_again(tmp
     (seed / "eagle3-random" / tm.STAMP).write_text("another recipe\n")
     paths = tm.ensure(tmp_path / "models", seed)
     assert made == ["eagle3-random"]
-    assert {n: (p / "w").read_text() for n, p in paths.items()} == \
-        {"target": "seeded", "eagle3": "seeded", "eagle3-random": "made"}
+    assert {n: (p / "w").read_text() for n, p in paths.items()} == {
+        "target": "seeded",
+        "eagle3": "seeded",
+        "eagle3-random": "made",
+    }
     (paths["target"] / "w").write_text("writable")  # the copy is the cache's own
     assert tm.ensure(tmp_path / "models", seed) == paths and len(made) == 1
 

@@ -20,8 +20,7 @@ NOT_YET: set[str] = set()  # paths under sweep/, e.g. "analysis/report.py"
 
 def clean_files() -> list[str]:
     package = REPO / "sweep"
-    return sorted(str(p.relative_to(REPO)) for p in package.rglob("*.py")
-                  if str(p.relative_to(package)) not in NOT_YET)
+    return sorted(str(p.relative_to(REPO)) for p in package.rglob("*.py") if str(p.relative_to(package)) not in NOT_YET)
 
 
 def test_not_yet_names_existing_files():
@@ -29,10 +28,16 @@ def test_not_yet_names_existing_files():
     assert not missing, f"NOT_YET names files that are gone: {missing}"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
-                    reason="mypy is not installed: pip install -e '.[test]' installs it")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mypy") is None, reason="mypy is not installed: pip install -e '.[test]' installs it"
+)
 def test_mypy_finds_nothing():
     # the files not named are still read for their types, but their errors are theirs (NOT_YET)
-    r = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", *clean_files()],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--follow-imports=silent", *clean_files()],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]

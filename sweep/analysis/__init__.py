@@ -33,7 +33,21 @@ from sweep.analysis.speedups import (
 )
 
 __all__ = [
-    "Findings", "analyze", "best_per_level", "compare_table", "configurations", "crossover",
-    "env_effect", "failures", "headlines", "level_speedups", "plan_warnings", "request_failures",
-    "run_sql", "single_stream_summary", "speedup_table", "startup_phases", "sweep_summary",
+    "Findings",
+    "analyze",
+    "best_per_level",
+    "compare_table",
+    "configurations",
+    "crossover",
+    "env_effect",
+    "failures",
+    "headlines",
+    "level_speedups",
+    "plan_warnings",
+    "request_failures",
+    "run_sql",
+    "single_stream_summary",
+    "speedup_table",
+    "startup_phases",
+    "sweep_summary",
 ]

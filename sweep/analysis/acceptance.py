@@ -29,10 +29,12 @@ NEAR_ZERO = 0.05  # accept rate (accepted / proposed drafts) under which a draft
 FAR_BELOW = 0.5  # accepted drafts per verify under this share of the first position's prediction: "low"
 DRAFTER_ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 
-CAUSES = ("weights SGLang did not load (layers.0.* vs midlayer.*, a module./_orig_mod. prefix: dropped without "
-          "a word, left uninitialized), the wrong target layers (eagle_aux_hidden_state_layer_ids, or SGLang's "
-          "default when absent), a drafter trained for another target (hidden size, vocabulary, d2t/t2d), or an "
-          "EAGLE-3 drafter under EAGLE; `python -m sweep check-drafter TARGET DRAFTER` checks all of them")
+CAUSES = (
+    "weights SGLang did not load (layers.0.* vs midlayer.*, a module./_orig_mod. prefix: dropped without "
+    "a word, left uninitialized), the wrong target layers (eagle_aux_hidden_state_layer_ids, or SGLang's "
+    "default when absent), a drafter trained for another target (hidden size, vocabulary, d2t/t2d), or an "
+    "EAGLE-3 drafter under EAGLE; `python -m sweep check-drafter TARGET DRAFTER` checks all of them"
+)
 
 
 def _int(text: str | None) -> int | None:
@@ -54,14 +56,23 @@ def spec_shape(argv: list[str] | None, resolved: dict | None = None) -> dict:
     else:
         algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper() or None
         steps = _int(argv_value(argv, "--speculative-num-steps"))
-        topk, tokens = _int(argv_value(argv, "--speculative-eagle-topk")), _int(argv_value(argv, "--speculative-num-draft-tokens"))
+        topk, tokens = (
+            _int(argv_value(argv, "--speculative-eagle-topk")),
+            _int(argv_value(argv, "--speculative-num-draft-tokens")),
+        )
     positions: int | None
     if topk in (None, 1) and steps is not None:
         positions = steps  # topk 1: SGLang makes draft tokens steps + 1
     else:
         positions = tokens - 1 if tokens else None
-    return {"algorithm": algorithm, "steps": steps, "topk": topk or 1, "draft_tokens": tokens,
-            "positions": positions, "drafter_path": argv_value(argv, "--speculative-draft-model-path")}
+    return {
+        "algorithm": algorithm,
+        "steps": steps,
+        "topk": topk or 1,
+        "draft_tokens": tokens,
+        "positions": positions,
+        "drafter_path": argv_value(argv, "--speculative-draft-model-path"),
+    }
 
 
 def position_rates(histogram: list[int] | None, depth: int | None = None) -> list[float | None]:
@@ -89,7 +100,7 @@ def chain_prediction(p1: float | None, positions: int | None) -> float | None:
     """Tokens per verify of a chain of ``positions`` drafts that each accept like the first."""
     if p1 is None or not positions:
         return None
-    return 1 + sum(p1 ** k for k in range(1, positions + 1))
+    return 1 + sum(p1**k for k in range(1, positions + 1))
 
 
 def _median(values) -> float | None:
@@ -106,8 +117,11 @@ def _histograms(tables: Tables) -> dict[str, list[int]]:
     if "spec_accept_histogram" not in requests.collect_schema().names():
         return {}
     out: dict[str, list[int]] = {}
-    rows = (requests.filter(pl.col("ok").fill_null(False) & (pl.col("phase") != "warmup"))
-            .select("point_id", "spec_accept_histogram").collect())
+    rows = (
+        requests.filter(pl.col("ok").fill_null(False) & (pl.col("phase") != "warmup"))
+        .select("point_id", "spec_accept_histogram")
+        .collect()
+    )
     for pid, hist in rows.iter_rows():
         acc = out.setdefault(pid, [])
         for k, v in enumerate(hist or []):
@@ -140,9 +154,24 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     lengths = {}
     for pid, g in levels.group_by("point_id"):
         pid = pid[0]
-        per_level = g.select(pl.coalesce(*[c for c in ("accept_length_requests", "accept_length_metrics",
-                                                       "accept_length_server", "metrics_spec_accept_length")
-                                          if c in g.columns])).to_series().to_list()
+        per_level = (
+            g.select(
+                pl.coalesce(
+                    *[
+                        c
+                        for c in (
+                            "accept_length_requests",
+                            "accept_length_metrics",
+                            "accept_length_server",
+                            "metrics_spec_accept_length",
+                        )
+                        if c in g.columns
+                    ]
+                )
+            )
+            .to_series()
+            .to_list()
+        )
         accept_rates = g["metrics_spec_accept_rate"].to_list() if "metrics_spec_accept_rate" in g.columns else []
         lengths[pid] = (_median(per_level), _median(accept_rates))
     single_len = {pid[0]: _median(g["accept_length"].to_list()) for pid, g in single.group_by("point_id")}
@@ -159,20 +188,34 @@ def acceptance(tables: Tables) -> pl.DataFrame:
         if rate is None and accepted is not None and shape["positions"]:
             rate = accepted / shape["positions"]
         m = meta.get(p["point_id"], {})
-        rows.append({"point_id": p["point_id"], "label": p["label"], "drafter": m.get("drafter"),
-                     "profile": m.get("profile"), "group": m.get("group"), "workload": m.get("workload"),
-                     "order": m.get("order"),
-                     "status": p["status"], **{k: shape[k] for k in ("algorithm", "steps", "topk", "positions")},
-                     "accept_length": length, "accept_from": None if length is None else source,
-                     "accepted": accepted, "accept_rate": rate,
-                     "position_rates": position_rates(hists.get(p["point_id"]), _depth(shape)),
-                     "aux_layers": p.get("drafter_aux_layers") if "drafter_aux_layers" in cols else None,
-                     "drafter_checks": list(p.get("drafter_checks") or []) if "drafter_checks" in cols else []})
+        rows.append(
+            {
+                "point_id": p["point_id"],
+                "label": p["label"],
+                "drafter": m.get("drafter"),
+                "profile": m.get("profile"),
+                "group": m.get("group"),
+                "workload": m.get("workload"),
+                "order": m.get("order"),
+                "status": p["status"],
+                **{k: shape[k] for k in ("algorithm", "steps", "topk", "positions")},
+                "accept_length": length,
+                "accept_from": None if length is None else source,
+                "accepted": accepted,
+                "accept_rate": rate,
+                "position_rates": position_rates(hists.get(p["point_id"]), _depth(shape)),
+                "aux_layers": p.get("drafter_aux_layers") if "drafter_aux_layers" in cols else None,
+                "drafter_checks": list(p.get("drafter_checks") or []) if "drafter_checks" in cols else [],
+            }
+        )
     if not rows:
         return empty()
     # the first position: the histogram's, else the same drafter's steps=1 chain (same profile, group, workload)
-    firsts = {(r["drafter"], r["profile"], r["group"], r["workload"], r["algorithm"]): r["accepted"] for r in rows
-              if r["steps"] == 1 and r["topk"] == 1 and r["accepted"] is not None}
+    firsts = {
+        (r["drafter"], r["profile"], r["group"], r["workload"], r["algorithm"]): r["accepted"]
+        for r in rows
+        if r["steps"] == 1 and r["topk"] == 1 and r["accepted"] is not None
+    }
     for r in rows:
         rates = [x for x in r["position_rates"] if x is not None]
         if rates:
@@ -185,18 +228,35 @@ def acceptance(tables: Tables) -> pl.DataFrame:
         gain = None if r["predicted_length"] is None else r["predicted_length"] - 1
         r["vs_predicted"] = r["accepted"] / gain if gain and r["accepted"] is not None else None
         r["verdict"], r["causes"] = _verdict(r)
-    frame = pl.DataFrame(rows, schema=SCHEMA | {"profile": pl.String, "group": pl.String, "order": pl.Int64},
-                         strict=False)
+    frame = pl.DataFrame(
+        rows, schema=SCHEMA | {"profile": pl.String, "group": pl.String, "order": pl.Int64}, strict=False
+    )
     return frame.sort("order", nulls_last=True).select(list(SCHEMA))
 
 
 SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
-    "point_id": pl.String, "label": pl.String, "drafter": pl.String, "status": pl.String,
-    "algorithm": pl.String, "steps": pl.Int64, "topk": pl.Int64, "positions": pl.Int64,
-    "accept_length": pl.Float64, "accept_from": pl.String, "accepted": pl.Float64, "accept_rate": pl.Float64,
-    "position_rates": pl.List(pl.Float64), "first_rate": pl.Float64, "first_source": pl.String,
-    "predicted_length": pl.Float64, "vs_predicted": pl.Float64, "verdict": pl.String,
-    "aux_layers": pl.List(pl.Int64), "drafter_checks": pl.List(pl.String), "causes": pl.String}
+    "point_id": pl.String,
+    "label": pl.String,
+    "drafter": pl.String,
+    "status": pl.String,
+    "algorithm": pl.String,
+    "steps": pl.Int64,
+    "topk": pl.Int64,
+    "positions": pl.Int64,
+    "accept_length": pl.Float64,
+    "accept_from": pl.String,
+    "accepted": pl.Float64,
+    "accept_rate": pl.Float64,
+    "position_rates": pl.List(pl.Float64),
+    "first_rate": pl.Float64,
+    "first_source": pl.String,
+    "predicted_length": pl.Float64,
+    "vs_predicted": pl.Float64,
+    "verdict": pl.String,
+    "aux_layers": pl.List(pl.Int64),
+    "drafter_checks": pl.List(pl.String),
+    "causes": pl.String,
+}
 
 
 def empty() -> pl.DataFrame:
@@ -222,13 +282,17 @@ def flagged_lines(frame: pl.DataFrame) -> list[str]:
     out = []
     for r in frame.filter(pl.col("verdict").is_in(["broken", "low"])).iter_rows(named=True):
         rate = f"accept rate {r['accept_rate']:.0%}" if r["accept_rate"] is not None else "accept rate unknown"
-        what = (f"{r['label']}: {rate} over {plural(r['positions'], 'draft position')}, accept length "
-                f"{r['accept_length']:.2f}")
+        what = (
+            f"{r['label']}: {rate} over {plural(r['positions'], 'draft position')}, accept length "
+            f"{r['accept_length']:.2f}"
+        )
         if r["verdict"] == "broken":
             what += ": acceptance near zero, a broken drafter"
         else:
-            what += (f", {r['vs_predicted']:.0%} of the gain its first position predicts ("
-                     f"{r['first_rate']:.0%} at position 1, from its {r['first_source']}: "
-                     f"{r['predicted_length']:.2f} expected)")
+            what += (
+                f", {r['vs_predicted']:.0%} of the gain its first position predicts ("
+                f"{r['first_rate']:.0%} at position 1, from its {r['first_source']}: "
+                f"{r['predicted_length']:.2f} expected)"
+            )
         out.append(f"{what}; {r['causes']}.")
     return out

@@ -49,13 +49,17 @@ def note(levels: pl.DataFrame, shown: int = 6) -> list[str]:
     if not short.height:
         return []
     order = [c for c in ("order", "concurrency") if c in short.columns]
-    parts = [f"{r['label']} at C={r['concurrency']} kept {r['achieved_concurrency']:.1f} in flight "
-             f"({r['achieved_concurrency'] / r['concurrency']:.0%})"
-             for r in short.sort(order).head(shown).iter_rows(named=True)]
+    parts = [
+        f"{r['label']} at C={r['concurrency']} kept {r['achieved_concurrency']:.1f} in flight "
+        f"({r['achieved_concurrency'] / r['concurrency']:.0%})"
+        for r in short.sort(order).head(shown).iter_rows(named=True)
+    ]
     more = f" and {short.height - shown} more" if short.height > shown else ""
-    return [f"Short of the level: {short.height} level(s) kept fewer than {margin_text()} of their C in flight on "
-            f"average ({'; '.join(parts)}{more}). Their figures are those of the load achieved, not of C: "
-            "per-request speed rises as the load falls, so compare them with care (table 'Achieved concurrency')."]
+    return [
+        f"Short of the level: {short.height} level(s) kept fewer than {margin_text()} of their C in flight on "
+        f"average ({'; '.join(parts)}{more}). Their figures are those of the load achieved, not of C: "
+        "per-request speed rises as the load falls, so compare them with care (table 'Achieved concurrency')."
+    ]
 
 
 def history_verdicts(history: pl.DataFrame, achieved: pl.DataFrame) -> pl.DataFrame:
@@ -67,13 +71,22 @@ def history_verdicts(history: pl.DataFrame, achieved: pl.DataFrame) -> pl.DataFr
     mine = achieved.select(*keys, pl.col("achieved_concurrency").alias("achieved")).unique(keys, keep="last")
     theirs = mine.rename({"run": "previous", "point_id": "previous_id", "achieved": "previous_achieved"})
     history = history.drop([c for c in HISTORY_COLUMNS if c in history.columns])
-    out = (history.join(mine, on=keys, how="left", maintain_order="left")
-           .join(theirs, on=["previous", "previous_id", "concurrency"], how="left", maintain_order="left"))
+    out = history.join(mine, on=keys, how="left", maintain_order="left").join(
+        theirs, on=["previous", "previous_id", "concurrency"], how="left", maintain_order="left"
+    )
     a, b = pl.col("achieved"), pl.col("previous_achieved")
-    apart = (a.is_not_null() & b.is_not_null() & (a > 0) & (b > 0)
-             & (pl.min_horizontal(a, b) / pl.max_horizontal(a, b) < SHORT))
-    return out.with_columns(verdict=pl.when(apart & pl.col("verdict").is_in(JUDGED)).then(pl.lit(NOT_COMPARABLE))
-                            .otherwise(pl.col("verdict")))
+    apart = (
+        a.is_not_null()
+        & b.is_not_null()
+        & (a > 0)
+        & (b > 0)
+        & (pl.min_horizontal(a, b) / pl.max_horizontal(a, b) < SHORT)
+    )
+    return out.with_columns(
+        verdict=pl.when(apart & pl.col("verdict").is_in(JUDGED))
+        .then(pl.lit(NOT_COMPARABLE))
+        .otherwise(pl.col("verdict"))
+    )
 
 
 RUN_LEVELS = {"run": pl.String, "point_id": pl.String, "concurrency": pl.Int64, "achieved_concurrency": pl.Float64}
@@ -83,8 +96,12 @@ def run_levels(run: str, levels: pl.DataFrame) -> pl.DataFrame:
     """One run's ``run, point_id, concurrency, achieved_concurrency`` (for ``history_verdicts``)."""
     if not levels.height or "achieved_concurrency" not in levels.columns:
         return pl.DataFrame(schema=RUN_LEVELS)
-    return levels.select(run=pl.lit(run), point_id="point_id", concurrency=pl.col("concurrency").cast(pl.Int64),
-                         achieved_concurrency=pl.col("achieved_concurrency").cast(pl.Float64))
+    return levels.select(
+        run=pl.lit(run),
+        point_id="point_id",
+        concurrency=pl.col("concurrency").cast(pl.Int64),
+        achieved_concurrency=pl.col("achieved_concurrency").cast(pl.Float64),
+    )
 
 
 def runs_levels(runs) -> pl.DataFrame:
@@ -98,14 +115,25 @@ def section(levels: pl.DataFrame) -> list[Section]:
     if not levels.height or "achieved_concurrency" not in levels.columns:
         return []
     cs = sorted(levels["concurrency"].unique().to_list())
-    wide = (levels.with_columns(cell=render.cell(cell, "concurrency", "achieved_concurrency"),
-                                c=pl.format("C={}", "concurrency"))
-            .pivot(on="c", index=["order", "label"], values="cell", aggregate_function="first").sort("order"))
+    wide = (
+        levels.with_columns(
+            cell=render.cell(cell, "concurrency", "achieved_concurrency"), c=pl.format("C={}", "concurrency")
+        )
+        .pivot(on="c", index=["order", "label"], values="cell", aggregate_function="first")
+        .sort("order")
+    )
     table = wide.select(pl.col("label").alias("point"), *[f"C={c}" for c in cs])
     short = short_levels(levels).height
-    return [Section("Achieved concurrency", [
-        "Requests in flight at each level, time-weighted over its wall time (from the requests' send and end "
-        "times; a closed loop keeps C in flight until its last requests drain). A level below "
-        f"{margin_text()} of its C is marked 'short' (in brackets its share of C): its figures are those of "
-        "the load it achieved, not of C. "
-        + (f"{short} level(s) fell short." if short else "Every level kept at least that share.")], table)]
+    return [
+        Section(
+            "Achieved concurrency",
+            [
+                "Requests in flight at each level, time-weighted over its wall time (from the requests' send and end "
+                "times; a closed loop keeps C in flight until its last requests drain). A level below "
+                f"{margin_text()} of its C is marked 'short' (in brackets its share of C): its figures are those of "
+                "the load it achieved, not of C. "
+                + (f"{short} level(s) fell short." if short else "Every level kept at least that share.")
+            ],
+            table,
+        )
+    ]

@@ -24,25 +24,46 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """``report DIR [--vs OTHER] [--out DIR] [--no-plots] [--nccl-reference PROFILE] [--slo SLO]...
     [--frontier-by AXIS] [--quiet]``."""
     parser.add_argument("directory", metavar="DIR", help="a results directory (e.g. results/k26_eagle-dryrun)")
-    parser.add_argument("--vs", metavar="OTHER_DIR", default=None,
-                        help="compare with another sweep: the same labels side by side, with the change")
-    parser.add_argument("--out", metavar="DIR", default=None,
-                        help="where report.md, report.html and the plots go (default: DIR/report; where DIR "
-                             "cannot be written, ~/.cache/sweep/reports/<name>-<hash>)")
-    parser.add_argument("--no-plots", action="store_true",
-                        help="write report.md without PNG plots, and report.html without charts")
-    parser.add_argument("--nccl-reference", metavar="PROFILE", default=None, dest="env_reference",
-                        help="NCCL profile the others are compared with, as in the labels "
-                             "(e.g. nccl=default; default: the one named default/none/off)")
-    parser.add_argument("--slo", metavar="SLO", action="append", default=None,
-                        help="judge every configuration by this SLO instead of the experiment's benchmark.slo "
-                             "(repeatable): '[NAME:] LIMIT,...' with limits such as ttft_p90<=2s, tpot_p90<=50ms, "
-                             "latency_p99<=30s, tok_s_p10>=20 (90%% of requests at 20 tok/s or more)")
-    parser.add_argument("--frontier-by", metavar="AXIS", default=None,
-                        help="the frontier's panels: one per value of this grid axis, or 'all' for one "
-                             "(default: one per NCCL profile)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="write the files and print only where they are")
+    parser.add_argument(
+        "--vs",
+        metavar="OTHER_DIR",
+        default=None,
+        help="compare with another sweep: the same labels side by side, with the change",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="where report.md, report.html and the plots go (default: DIR/report; where DIR "
+        "cannot be written, ~/.cache/sweep/reports/<name>-<hash>)",
+    )
+    parser.add_argument(
+        "--no-plots", action="store_true", help="write report.md without PNG plots, and report.html without charts"
+    )
+    parser.add_argument(
+        "--nccl-reference",
+        metavar="PROFILE",
+        default=None,
+        dest="env_reference",
+        help="NCCL profile the others are compared with, as in the labels "
+        "(e.g. nccl=default; default: the one named default/none/off)",
+    )
+    parser.add_argument(
+        "--slo",
+        metavar="SLO",
+        action="append",
+        default=None,
+        help="judge every configuration by this SLO instead of the experiment's benchmark.slo "
+        "(repeatable): '[NAME:] LIMIT,...' with limits such as ttft_p90<=2s, tpot_p90<=50ms, "
+        "latency_p99<=30s, tok_s_p10>=20 (90%% of requests at 20 tok/s or more)",
+    )
+    parser.add_argument(
+        "--frontier-by",
+        metavar="AXIS",
+        default=None,
+        help="the frontier's panels: one per value of this grid axis, or 'all' for one (default: one per NCCL profile)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="write the files and print only where they are")
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -50,9 +71,15 @@ def run_report(args: argparse.Namespace) -> int:
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
 
     slos = _slos(args.slo)
-    written = report.publish(args.directory, args.out, with_plots=not args.no_plots,
-                             env_reference=args.env_reference, vs=args.vs, slos=slos,
-                             frontier_by=args.frontier_by)
+    written = report.publish(
+        args.directory,
+        args.out,
+        with_plots=not args.no_plots,
+        env_reference=args.env_reference,
+        vs=args.vs,
+        slos=slos,
+        frontier_by=args.frontier_by,
+    )
     built, path = written.report, written.path
     # a pipe or a file has no width: give tables room instead of rich's 80 columns
     console = output_console()
@@ -60,10 +87,15 @@ def run_report(args: argparse.Namespace) -> int:
         render.terminal(built.sections, console, image_dir=f"{path.parent}/")
     if written.moved:
         console.print(f"note: {escape(written.moved)}", highlight=False, soft_wrap=True)
-    configs = (f"; the policies' SGLang configs beside it: {escape(', '.join(sorted(built.files)))}"
-               if built.files else "")
-    console.print(f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')}) and "
-                  f"{escape(str(path.with_suffix('.html')))}{configs}", highlight=False, soft_wrap=True)
+    configs = (
+        f"; the policies' SGLang configs beside it: {escape(', '.join(sorted(built.files)))}" if built.files else ""
+    )
+    console.print(
+        f"report written to {escape(str(path))} ({plural(len(built.images), 'plot')}) and "
+        f"{escape(str(path.with_suffix('.html')))}{configs}",
+        highlight=False,
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -79,25 +111,44 @@ def _slos(texts: list[str] | None) -> list | None:
         names = [s.name for s in slos]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise SLOError(f"--slo names {', '.join(map(repr, dupes))} more than once",
-                           fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'")
+            raise SLOError(
+                f"--slo names {', '.join(map(repr, dupes))} more than once",
+                fix="give each SLO its own name: --slo 'strict: ...' --slo 'loose: ...'",
+            )
     return slos
 
 
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
     """``query DIR [DIR ...] "SQL" [--format table|csv|json|ndjson|parquet|markdown] [--output FILE] [--max-rows N]``."""
-    parser.add_argument("directory", metavar="DIR", nargs="+",
-                        help="a results directory; several: every table gets a first column results_dir "
-                             "(the directory), and the history views compare them")
-    parser.add_argument("sql", metavar="SQL",
-                        help="a query over points, single_stream, levels, requests, metrics (and the views "
-                             "speedup, level_speedups, best_per_level, crossover, rate_levels; runs, picks, history, changes)")
+    parser.add_argument(
+        "directory",
+        metavar="DIR",
+        nargs="+",
+        help="a results directory; several: every table gets a first column results_dir "
+        "(the directory), and the history views compare them",
+    )
+    parser.add_argument(
+        "sql",
+        metavar="SQL",
+        help="a query over points, single_stream, levels, requests, metrics (and the views "
+        "speedup, level_speedups, best_per_level, crossover, rate_levels; runs, picks, history, changes)",
+    )
     # no argparse choices: an unknown format is the analysis's UnknownFormatError (exit 7), not a usage error (2)
-    parser.add_argument("--format", metavar="FORMAT", default=None, dest="fmt",
-                        help=f"output format: {', '.join(query.FORMATS)} (default: what --output's suffix "
-                             "says, .parquet .csv .json .ndjson/.jsonl .md .txt; else table)")
-    parser.add_argument("--output", "-o", metavar="FILE", default=None,
-                        help="write there instead of stdout (needed for parquet on a terminal)")
+    parser.add_argument(
+        "--format",
+        metavar="FORMAT",
+        default=None,
+        dest="fmt",
+        help=f"output format: {', '.join(query.FORMATS)} (default: what --output's suffix "
+        "says, .parquet .csv .json .ndjson/.jsonl .md .txt; else table)",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        default=None,
+        help="write there instead of stdout (needed for parquet on a terminal)",
+    )
     parser.add_argument("--max-rows", type=int, default=100, help="rows shown by --format table")
 
 
@@ -113,15 +164,30 @@ def run_query(args: argparse.Namespace) -> int:
 
 def add_history_arguments(parser: argparse.ArgumentParser) -> None:
     """``history [RESULTS_ROOT ...] [--experiment NAME] [--slo SLO]... [--min-change PCT] [--out FILE]``."""
-    parser.add_argument("roots", metavar="RESULTS_ROOT", nargs="*", default=["results"],
-                        help="a folder of results directories (default: results), or results directories")
+    parser.add_argument(
+        "roots",
+        metavar="RESULTS_ROOT",
+        nargs="*",
+        default=["results"],
+        help="a folder of results directories (default: results), or results directories",
+    )
     parser.add_argument("--experiment", metavar="NAME", default=None, help="only the runs of this experiment")
-    parser.add_argument("--slo", metavar="SLO", action="append", default=None,
-                        help="pick the configuration to deploy by this SLO instead of each experiment's "
-                             "benchmark.slo (repeatable; as report --slo)")
-    parser.add_argument("--min-change", metavar="PCT", type=float, default=0.0,
-                        help="flag a regression or improvement only when the figure moved by at least PCT "
-                             "percent, besides beyond noise (default: 0, any change beyond noise)")
+    parser.add_argument(
+        "--slo",
+        metavar="SLO",
+        action="append",
+        default=None,
+        help="pick the configuration to deploy by this SLO instead of each experiment's "
+        "benchmark.slo (repeatable; as report --slo)",
+    )
+    parser.add_argument(
+        "--min-change",
+        metavar="PCT",
+        type=float,
+        default=0.0,
+        help="flag a regression or improvement only when the figure moved by at least PCT "
+        "percent, besides beyond noise (default: 0, any change beyond noise)",
+    )
     parser.add_argument("--out", metavar="FILE", default=None, help="also write the history as Markdown there")
 
 
@@ -130,8 +196,9 @@ def run_history(args: argparse.Namespace) -> int:
     from sweep.analysis import history
     from sweep.core import atomic
 
-    built = history.build(args.roots, experiment=args.experiment, slos=_slos(args.slo),
-                          min_change=args.min_change / 100)
+    built = history.build(
+        args.roots, experiment=args.experiment, slos=_slos(args.slo), min_change=args.min_change / 100
+    )
     sections = built.sections()
     console = output_console()
     render.terminal(sections, console)

@@ -67,10 +67,15 @@ def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
         where = f"SLO {r['slo']}" + (f" ({r['workload']})" if r.get("workload") else "")
         i = member.get(r["point_id"])
         if i is None:
-            notes.append(f"{where}: its pick {r['label']} is "
-                         + ("a baseline: the answer is no speculation, no policy to confirm" if r["baseline"]
-                            else "in no policy's group (its group got none, or it is its drafter's only step "
-                            "count): no policy to confirm"))
+            notes.append(
+                f"{where}: its pick {r['label']} is "
+                + (
+                    "a baseline: the answer is no speculation, no policy to confirm"
+                    if r["baseline"]
+                    else "in no policy's group (its group got none, or it is its drafter's only step "
+                    "count): no policy to confirm"
+                )
+            )
             continue
         why.setdefault(i, []).append(where)
     if not why:  # no SLO, or none picked a policy's point: the best group of each workload
@@ -89,8 +94,10 @@ def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
             why.setdefault(i, []).append(f"best at {mine[i]} of {levels[w]} levels" + (f" ({w})" if w else ""))
     if not why and policies:  # no pick in any policy's group: the best of the policies there are
         for i, (won, total) in _best_policies(policies).items():
-            why.setdefault(i, []).append(f"the best policy derived: ahead of the other policies at {won} of {total} "
-                                         "levels (no pick of an SLO or of a level is in a policy's group)")
+            why.setdefault(i, []).append(
+                f"the best policy derived: ahead of the other policies at {won} of {total} "
+                "levels (no pick of an SLO or of a level is in a policy's group)"
+            )
     return [Chosen(policies[i], tuple(w)) for i, w in sorted(why.items())], notes
 
 
@@ -135,5 +142,7 @@ def to_confirm(path: str | Path) -> tuple[list[Chosen], list[str], dict[str, str
     notes = list(getattr(policies, "notes", [])) + notes
     if not policies:
         notes.append("no policy: no group of step counts was measured, or the baseline wins at every level")
-    labels = {r["point_id"]: r["label"] for r in tables["points"].select("point_id", "label").collect().iter_rows(named=True)}
+    labels = {
+        r["point_id"]: r["label"] for r in tables["points"].select("point_id", "label").collect().iter_rows(named=True)
+    }
     return chosen, notes, labels

@@ -12,12 +12,13 @@ policy's tiers, predicted throughput per level and plain table.
 
 from __future__ import annotations
 
-import polars as pl
-
 import json
 
-from sweep.analysis import phantom, render, slo as slo_mod
+import polars as pl
+
+from sweep.analysis import phantom, render
 from sweep.analysis import policy as policy_mod
+from sweep.analysis import slo as slo_mod
 from sweep.analysis.findings import Findings
 from sweep.analysis.frames import natural_key
 from sweep.analysis.render import Section
@@ -44,11 +45,14 @@ def preferred(f: Findings) -> list[policy_mod.Policy]:
     picks = set(f.slo_table.filter(pl.col("rank") == 1)["point_id"].to_list()) if f.slo_table.height else set()
 
     def gain(p: policy_mod.Policy) -> float:
-        return max((lv.policy_tok_s / lv.baseline_tok_s for lv in p.levels
-                    if lv.policy_tok_s and lv.baseline_tok_s), default=0.0)
+        return max(
+            (lv.policy_tok_s / lv.baseline_tok_s for lv in p.levels if lv.policy_tok_s and lv.baseline_tok_s),
+            default=0.0,
+        )
 
-    return sorted(policies, key=lambda p: (not (picks & set(p.member_ids + p.confirmation_ids)), -gain(p),
-                                           natural_key(p.group)))
+    return sorted(
+        policies, key=lambda p: (not (picks & set(p.member_ids + p.confirmation_ids)), -gain(p), natural_key(p.group))
+    )
 
 
 def _steps(cands: tuple[int, ...]) -> str:
@@ -75,8 +79,10 @@ def tiers_text(p: policy_mod.Policy) -> str:
 
 
 def plain_text(p: policy_mod.Policy) -> str:
-    return " · ".join(f"{_range(r['lo'], r['to'])}: " + (f"steps={r['steps']}" if r["steps"] else "no speculation")
-                      for r in p.plain_table())
+    return " · ".join(
+        f"{_range(r['lo'], r['to'])}: " + (f"steps={r['steps']}" if r["steps"] else "no speculation")
+        for r in p.plain_table()
+    )
 
 
 def _pct(lo: float | None, hi: float | None) -> str:
@@ -94,8 +100,10 @@ def _slo_line(rec: dict) -> str:
     text = f"- {head}: {name}{' (no speculation)' if b['baseline'] else ''}, {where}, {b['tok_s_gpu']:,.0f} tok/s per {b['per']}"
     if r is not None and r["tok_s_gpu"]:
         sure = "no decision: within noise of" if b.get("margin_within_noise") else "ahead of"
-        text += (f"; {sure} {r.get('setup') or r['label']} ({render.percent(b['margin'])}, "
-                 f"{_pct(b.get('margin_low'), b.get('margin_high'))})")
+        text += (
+            f"; {sure} {r.get('setup') or r['label']} ({render.percent(b['margin'])}, "
+            f"{_pct(b.get('margin_low'), b.get('margin_high'))})"
+        )
     return text + "."
 
 
@@ -113,17 +121,26 @@ def _predicted(p: policy_mod.Policy) -> str:
     if best[0] <= 0.005:
         return f" Predicted: no gain over the best static {static}."
     multi = any(len(t.candidate_steps) > 1 for t in p.tiers)
-    return (f" Predicted: up to {best[0]:+.0%} over the best static {static} at C={best[1]}"
-            + (" (an upper bound)" if multi else "") + ".")
+    return (
+        f" Predicted: up to {best[0]:+.0%} over the best static {static} at C={best[1]}"
+        + (" (an upper bound)" if multi else "")
+        + "."
+    )
 
 
 def policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -> list[str]:
     """A policy in a few lines: its tiers, the break-even (and, with ``predicted``, its gain over the
     best static setup), the file and flags, the plain table."""
     where = f" [{p.workload}]" if p.workload else ""
-    be = p.break_even.text() if p.break_even else (
-        "speculation pays at every level measured" if p.levels and 0 not in p.levels[-1].candidate_steps
-        else "no break-even measured")
+    be = (
+        p.break_even.text()
+        if p.break_even
+        else (
+            "speculation pays at every level measured"
+            if p.levels and 0 not in p.levels[-1].candidate_steps
+            else "no break-even measured"
+        )
+    )
     lines = [f"- Policy {p.group}{where}: steps {tiers_text(p)}; {be}." + (_predicted(p) if predicted else "")]
     flags = {**p.launch_flags(), policy_mod.CONFIG_FLAG: config_name(p)}
     lines.append(f"  Run: `{policy_mod.flags_text(flags)}` (the file is beside report.md).")
@@ -163,14 +180,27 @@ def confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy, *, intervals: b
     return table.select(
         C="concurrency",
         policy=render.cell(lambda v: render.num(v, 0), "policy_tok_s"),
-        **{static: render.cell(lambda v: render.num(v, 0), "static_tok_s"),
-           "vs static": render.cell(_vs if intervals else _mark, "vs_static", "vs_static_low", "vs_static_high"),
-           "envelope": render.cell(lambda v, lab: render.MISSING if v is None else f"{render.num(v, 0)} {lab}",
-                                   "envelope_tok_s", "envelope_label"),
-           "vs envelope": render.cell(lambda v, lo, hi, short: _vs(v, lo, hi) + (" SHORT" if short else ""),
-                                      "vs_envelope", "vs_envelope_low", "vs_envelope_high", "short"),
-           "baseline": render.cell(lambda v: render.num(v, 0), "baseline_tok_s"),
-           "vs baseline": render.cell(_vs if intervals else _mark, "vs_baseline", "vs_baseline_low", "vs_baseline_high")})
+        **{
+            static: render.cell(lambda v: render.num(v, 0), "static_tok_s"),
+            "vs static": render.cell(_vs if intervals else _mark, "vs_static", "vs_static_low", "vs_static_high"),
+            "envelope": render.cell(
+                lambda v, lab: render.MISSING if v is None else f"{render.num(v, 0)} {lab}",
+                "envelope_tok_s",
+                "envelope_label",
+            ),
+            "vs envelope": render.cell(
+                lambda v, lo, hi, short: _vs(v, lo, hi) + (" SHORT" if short else ""),
+                "vs_envelope",
+                "vs_envelope_low",
+                "vs_envelope_high",
+                "short",
+            ),
+            "baseline": render.cell(lambda v: render.num(v, 0), "baseline_tok_s"),
+            "vs baseline": render.cell(
+                _vs if intervals else _mark, "vs_baseline", "vs_baseline_low", "vs_baseline_high"
+            ),
+        },
+    )
 
 
 def confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
@@ -212,16 +242,20 @@ def deploy_section(f: Findings) -> Section:
     if len(flagged) > 2:
         lines.append(f"- {len(flagged) - 2} more phantom speedups under 'Speculative policy'.")
     if f.policies:
-        lines.append("Steps by load: the best step count from each C, in brackets those within noise of it "
-                     "(SGLang's candidate_steps; none: no speculation). Evidence below; noise: see Method.")
+        lines.append(
+            "Steps by load: the best step count from each C, in brackets those within noise of it "
+            "(SGLang's candidate_steps; none: no speculation). Evidence below; noise: see Method."
+        )
     if confirmed is not None and table is not None:
         lines.append(confirmation_line(confirmed, table))
         return Section("Deploy", lines, confirmation_rows(table, confirmed))
     if not lines and f.levels.is_empty():
         lines.append("Nothing measured yet: no point has finished its benchmark.")
     elif not lines:  # measured, but no SLO to answer and no step group ahead of its baseline beyond noise
-        lines.append("No SLO given (benchmark.slo, or report --slo) and no speculative policy: no step count is "
-                     "ahead of its baseline beyond noise at any level; the picks per level are in Summary below.")
+        lines.append(
+            "No SLO given (benchmark.slo, or report --slo) and no speculative policy: no step count is "
+            "ahead of its baseline beyond noise at any level; the picks per level are in Summary below."
+        )
     return Section("Deploy", lines)
 
 
@@ -240,26 +274,44 @@ def policy_sections(f: Findings) -> list[Section]:
         "every step count beyond noise, and where the best ratio crosses 1 between them (log C). 'policy' is "
         "the best candidate's measured figure: where a tier has several, an upper bound of what SGLang's EMA "
         "rule (it follows the acceptance, not the throughput) picks. Trees (topk > 1) are left out: SGLang's "
-        "adaptive speculation runs topk 1 only."]
+        "adaptive speculation runs topk 1 only."
+    ]
     text += [f"- {n}" for n in f.policies.notes]
     text += [f"- {x}" for x in phantom.lines(f.phantoms)]
     out = [Section("Speculative policy", text)]
     for p in f.policies:
         lines = policy_lines(p, f) + [f"  Config {config_name(p)}: {json.dumps(p.config(), separators=(',', ':'))}"]
         lines += [f"  Note: {n}" for n in p.notes]
-        rows = [{"C": lv.concurrency, "best steps": "none" if lv.best_steps == 0 else str(lv.best_steps),
-                 "candidates": _steps(lv.candidate_steps),
-                 "policy tok/s": render.num(lv.policy_tok_s, 0),
-                 "best static tok/s": render.num(lv.static_tok_s, 0),
-                 "baseline tok/s": render.num(lv.baseline_tok_s, 0),
-                 **{("none" if k == 0 else f"steps={k}"): render.num(v, 0) for k, v in sorted(lv.tok_s.items())}}
-                for lv in p.levels]
+        rows = [
+            {
+                "C": lv.concurrency,
+                "best steps": "none" if lv.best_steps == 0 else str(lv.best_steps),
+                "candidates": _steps(lv.candidate_steps),
+                "policy tok/s": render.num(lv.policy_tok_s, 0),
+                "best static tok/s": render.num(lv.static_tok_s, 0),
+                "baseline tok/s": render.num(lv.baseline_tok_s, 0),
+                **{("none" if k == 0 else f"steps={k}"): render.num(v, 0) for k, v in sorted(lv.tok_s.items())},
+            }
+            for lv in p.levels
+        ]
         table = pl.DataFrame(rows) if rows else None
-        out.append(Section(f"Policy {p.group}" + (f" [{p.workload}]" if p.workload else ""),
-                           [x.removeprefix("- ") for x in lines], table, level=3))
+        out.append(
+            Section(
+                f"Policy {p.group}" + (f" [{p.workload}]" if p.workload else ""),
+                [x.removeprefix("- ") for x in lines],
+                table,
+                level=3,
+            )
+        )
         if p.confirmation_ids:
             t = confirmation_table(p, f)
             if t.height:
-                out.append(Section(f"Confirmation of {p.label()}", [confirmation_line(p, t)], confirmation_rows(t, p, intervals=True),
-                                   level=3))
+                out.append(
+                    Section(
+                        f"Confirmation of {p.label()}",
+                        [confirmation_line(p, t)],
+                        confirmation_rows(t, p, intervals=True),
+                        level=3,
+                    )
+                )
     return out

@@ -19,10 +19,22 @@ from sweep.analysis.frames import Tables, configurations
 from sweep.analysis.slo import gpus_frame
 
 NO_POWER = "no power source on these hosts (CPU or no NVML): energy columns are null"
-SCHEMA = {"point_id": pl.String, "concurrency": pl.Int64, "power_mean_w": pl.Float64, "power_peak_w": pl.Float64,
-          "j_per_token": pl.Float64, "tok_s_kw": pl.Float64, "power_gpus": pl.Int64}
-_READ = {"power_mean_w": pl.Float64, "power_peak_w": pl.Float64, "energy_per_token_j": pl.Float64,
-         "output_throughput": pl.Float64, "power_gpus": pl.Int64}
+SCHEMA = {
+    "point_id": pl.String,
+    "concurrency": pl.Int64,
+    "power_mean_w": pl.Float64,
+    "power_peak_w": pl.Float64,
+    "j_per_token": pl.Float64,
+    "tok_s_kw": pl.Float64,
+    "power_gpus": pl.Int64,
+}
+_READ = {
+    "power_mean_w": pl.Float64,
+    "power_peak_w": pl.Float64,
+    "energy_per_token_j": pl.Float64,
+    "output_throughput": pl.Float64,
+    "power_gpus": pl.Int64,
+}
 
 
 def level_energy(tables: Tables) -> pl.DataFrame:
@@ -31,12 +43,21 @@ def level_energy(tables: Tables) -> pl.DataFrame:
     levels = realspeed.scaled(tables)["levels"]
     names = set(levels.collect_schema().names())
     cols = [(pl.col(c) if c in names else pl.lit(None)).cast(t).alias(c) for c, t in _READ.items()]
-    frame = (levels.select("point_id", pl.col("concurrency").cast(pl.Int64), *cols).collect()
-             .unique(["point_id", "concurrency"], keep="last", maintain_order=True))
+    frame = (
+        levels.select("point_id", pl.col("concurrency").cast(pl.Int64), *cols)
+        .collect()
+        .unique(["point_id", "concurrency"], keep="last", maintain_order=True)
+    )
     kw = pl.col("power_mean_w") / 1000.0
     return frame.select(
-        "point_id", "concurrency", "power_mean_w", "power_peak_w", j_per_token="energy_per_token_j",
-        tok_s_kw=pl.when(kw > 0).then(pl.col("output_throughput") / kw), power_gpus="power_gpus").cast(pl.Schema(SCHEMA))
+        "point_id",
+        "concurrency",
+        "power_mean_w",
+        "power_peak_w",
+        j_per_token="energy_per_token_j",
+        tok_s_kw=pl.when(kw > 0).then(pl.col("output_throughput") / kw),
+        power_gpus="power_gpus",
+    ).cast(pl.Schema(SCHEMA))
 
 
 def measured(frame: pl.DataFrame) -> bool:
@@ -54,6 +75,11 @@ def other_gpus(tables: Tables, energy: pl.DataFrame) -> pl.DataFrame:
     used = gpus_frame(tables).filter((pl.col("per") == "GPU") & (pl.col("gpus_from") == "argv"))
     summed = energy.filter(pl.col("power_gpus").is_not_null()).group_by("point_id").agg(pl.col("power_gpus").max())
     names = configurations(tables).select("point_id", "label")
-    return (summed.join(used, on="point_id", how="inner").filter(pl.col("power_gpus") != pl.col("gpus"))
-            .join(names, on="point_id", how="left")
-            .select("label", "power_gpus", pl.col("gpus").cast(pl.Int64)).sort("label").cast(pl.Schema(schema)))
+    return (
+        summed.join(used, on="point_id", how="inner")
+        .filter(pl.col("power_gpus") != pl.col("gpus"))
+        .join(names, on="point_id", how="left")
+        .select("label", "power_gpus", pl.col("gpus").cast(pl.Int64))
+        .sort("label")
+        .cast(pl.Schema(schema))
+    )

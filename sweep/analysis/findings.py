@@ -12,8 +12,22 @@ from typing import cast
 
 import polars as pl
 
-from sweep.analysis import acceptance, energy as energy_mod, frontier, health, noise, openloop, phantom, realspeed, render, repeats, slo as slo_mod, slo_noise, speedups
+from sweep.analysis import (
+    acceptance,
+    frontier,
+    health,
+    noise,
+    openloop,
+    phantom,
+    realspeed,
+    render,
+    repeats,
+    slo_noise,
+    speedups,
+)
+from sweep.analysis import energy as energy_mod
 from sweep.analysis import policy as policy_mod
+from sweep.analysis import slo as slo_mod
 from sweep.analysis.frames import Tables, configurations, natural_key, points_frame
 from sweep.core.console import plural
 
@@ -43,7 +57,9 @@ class Findings:
     fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
     pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
     energy: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=energy_mod.SCHEMA))  # energy.level_energy
-    open_levels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=openloop.SCHEMA))  # openloop.rate_levels
+    open_levels: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=openloop.SCHEMA)
+    )  # openloop.rate_levels
     open_slo: pl.DataFrame = field(default_factory=pl.DataFrame)  # openloop.rate_slo: goodput per SLO and rate
     policies: policy_mod.Policies = field(default_factory=policy_mod.Policies)  # policy.derive: per step-count group
     policy_workloads: dict = field(default_factory=dict)  # {"user": [frames' workloads run on the user's workload]}
@@ -51,8 +67,9 @@ class Findings:
     level_samples: pl.LazyFrame | None = None  # speedups.level_samples: per-request tok/s per point and level
 
 
-def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | None = None,
-            frontier_by: str | None = None) -> Findings:
+def analyze(
+    tables: Tables, *, env_reference: str | None = None, slos: list | None = None, frontier_by: str | None = None
+) -> Findings:
     """All the report's frames for one results directory, a dry run's at real speed
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
@@ -66,12 +83,14 @@ def analyze(tables: Tables, *, env_reference: str | None = None, slos: list | No
     # a level's run-to-run noise: measured by decide's repeats where they are enough, else from the curves
     level_noise = measured_noise if measured_noise is not None else noise.curve_noise(levels)
     slo_levels = slo_mod.level_slo(tables, slos)
-    slo_table = slo_noise.margins(tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels,
-                                  level_noise=level_noise)
+    slo_table = slo_noise.margins(
+        tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels, level_noise=level_noise
+    )
     samples = speedups.level_samples(tables)
     conf = configurations(tables)
-    policies = policy_mod.derive(levels, points_frame(tables), configurations=conf, samples=samples,
-                                 level_noise=level_noise)
+    policies = policy_mod.derive(
+        levels, points_frame(tables), configurations=conf, samples=samples, level_noise=level_noise
+    )
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
@@ -116,7 +135,8 @@ def _adaptive_acceptance(frame: pl.DataFrame, points: pl.DataFrame) -> pl.DataFr
         predicted_length=pl.when(mine).then(None).otherwise("predicted_length"),
         vs_predicted=pl.when(mine).then(None).otherwise("vs_predicted"),
         verdict=pl.when(mine & (pl.col("verdict") == "low")).then(pl.lit("ok")).otherwise("verdict"),
-        causes=pl.when(mine & (pl.col("verdict") == "low")).then(None).otherwise("causes"))
+        causes=pl.when(mine & (pl.col("verdict") == "low")).then(None).otherwise("causes"),
+    )
 
 
 def _user_workloads(tables: Tables, conf: pl.DataFrame) -> list[str]:
@@ -125,19 +145,30 @@ def _user_workloads(tables: Tables, conf: pl.DataFrame) -> list[str]:
     named = phantom.workloads.point_workloads(tables)
     if not any(phantom.is_builtin(w) for w in named.values()):
         return []
-    return sorted({r["workload"] or "" for r in conf.iter_rows(named=True)
-                   if r["point_id"] in named and not phantom.is_builtin(named[r["point_id"]])}, key=natural_key)
+    return sorted(
+        {
+            r["workload"] or ""
+            for r in conf.iter_rows(named=True)
+            if r["point_id"] in named and not phantom.is_builtin(named[r["point_id"]])
+        },
+        key=natural_key,
+    )
 
 
 def _frontier(tables: Tables, levels: pl.DataFrame, by: str | None) -> pl.DataFrame:
     """``frontier.frontier_table`` within each workload (its panels led by the workload's name): a
     frontier ranks setups, and two workloads are two traffic mixes, never two setups."""
-    names = sorted({w for w in levels["workload"].to_list() if w}, key=natural_key) if "workload" in levels.columns else []
+    names = (
+        sorted({w for w in levels["workload"].to_list() if w}, key=natural_key) if "workload" in levels.columns else []
+    )
     if len(names) < 2:
         return frontier.frontier_table(tables, levels, by=by)
-    parts = [frontier.frontier_table(tables, levels.filter(pl.col("workload") == w), by=by)
-             .with_columns(panel=pl.concat_str([pl.lit(w), pl.col("panel")], separator=" ").str.strip_chars())
-             for w in names]
+    parts = [
+        frontier.frontier_table(tables, levels.filter(pl.col("workload") == w), by=by).with_columns(
+            panel=pl.concat_str([pl.lit(w), pl.col("panel")], separator=" ").str.strip_chars()
+        )
+        for w in names
+    ]
     return pl.concat(parts, how="vertical_relaxed")
 
 
@@ -168,33 +199,50 @@ def slo_headlines(f: Findings) -> list[str]:
             lines.append(f"{head}: {rec['reason']}.")
             continue
         b, r = rec["best"], rec["runner_up"]
-        where = (f"up to C{b['c_text']}" if b["bound"] == "=" else
-                 f"at every level measured (C{b['c_text']})")
+        where = f"up to C{b['c_text']}" if b["bound"] == "=" else f"at every level measured (C{b['c_text']})"
         tied = b.get("margin_within_noise") and r is not None and r["tok_s_gpu"]
         if tied:
             high = b.get("margin_high")
             floor = b["tok_s_gpu"] / (1 + high) if high is not None and high > -1 else 0.0
-            same = (f.slo_table.filter((pl.col("slo") == slo.name) & (pl.col("tok_s_gpu") > 0)
-                                       & (pl.col("tok_s_gpu") >= floor - 1e-9)
-                                       & (pl.col("workload") == (b.get("workload") or "")))
-                    .sort("rank")["label"].to_list())
-            text = (f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
-                    f"the highest of them, {b['label']}" + (" (a baseline)" if b["baseline"] else "")
-                    + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
+            same = (
+                f.slo_table.filter(
+                    (pl.col("slo") == slo.name)
+                    & (pl.col("tok_s_gpu") > 0)
+                    & (pl.col("tok_s_gpu") >= floor - 1e-9)
+                    & (pl.col("workload") == (b.get("workload") or ""))
+                )
+                .sort("rank")["label"]
+                .to_list()
+            )
+            text = (
+                f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
+                f"the highest of them, {b['label']}"
+                + (" (a baseline)" if b["baseline"] else "")
+                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}"
+            )
         else:
-            text = (f"{head}: deploy {b['label']}" + (" (a baseline)" if b["baseline"] else "")
-                    + f", {where}: {_per(b['tok_s_gpu'], b['per'])}")
+            text = (
+                f"{head}: deploy {b['label']}"
+                + (" (a baseline)" if b["baseline"] else "")
+                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}"
+            )
         if r is not None and r["tok_s_gpu"]:
-            text += (f", {render.margin(b['margin'], b.get('margin_low'), b.get('margin_high'))} over the "
-                     f"runner-up {r['label']} ({_per(r['tok_s_gpu'], r['per'])})")
+            text += (
+                f", {render.margin(b['margin'], b.get('margin_low'), b.get('margin_high'))} over the "
+                f"runner-up {r['label']} ({_per(r['tok_s_gpu'], r['per'])})"
+            )
             if tied:
                 text += ";"
         elif r is not None:
             text += ", the only configuration that meets it"
         if not b["baseline"]:
             if b["vs_baseline"] is not None:
-                vs = render.margin(b["vs_baseline"], b.get("vs_baseline_low"), b.get("vs_baseline_high"),
-                                   within_noise=b.get("vs_baseline_within_noise"))
+                vs = render.margin(
+                    b["vs_baseline"],
+                    b.get("vs_baseline_low"),
+                    b.get("vs_baseline_high"),
+                    within_noise=b.get("vs_baseline_within_noise"),
+                )
                 text += f"{'' if text.endswith(';') else ','} {vs} over its baseline {b['baseline_label']}"
             elif b["baseline_label"]:
                 text = text.removesuffix(";") + f"; its baseline {b['baseline_label']} meets it at no level"
@@ -205,8 +253,11 @@ def slo_headlines(f: Findings) -> list[str]:
 
 def workloads(f: Findings) -> list[str]:
     """The workloads the findings hold (the client-side benchmark axes as ``axis=value``; [""] without any)."""
-    found = [w for w in (f.single["workload"].unique(maintain_order=True).to_list()
-                         if "workload" in f.single.columns else []) if w is not None]
+    found = [
+        w
+        for w in (f.single["workload"].unique(maintain_order=True).to_list() if "workload" in f.single.columns else [])
+        if w is not None
+    ]
     return sorted(found, key=natural_key) or [""]
 
 
@@ -224,12 +275,25 @@ def within(f: Findings, workload: str) -> Findings:
             frame = frame.filter(pl.col("workload") == workload)
         elif "point_id" in frame.columns and frame.height:
             frame = frame.filter(pl.col("point_id").is_in(ids))
-        return frame.with_columns([pl.col(c).replace(names) for c in ("label", "baseline_label", "runner_up")
-                                   if c in frame.columns and frame.schema[c] == pl.String])
+        return frame.with_columns(
+            [
+                pl.col(c).replace(names)
+                for c in ("label", "baseline_label", "runner_up")
+                if c in frame.columns and frame.schema[c] == pl.String
+            ]
+        )
 
-    return replace(f, single=narrow(f.single), levels=narrow(f.levels), best=narrow(f.best),
-                   crossover=narrow(f.crossover), acceptance=narrow(f.acceptance), fastest=narrow(f.fastest),
-                   slo_table=narrow(f.slo_table), env=f.env.clear())
+    return replace(
+        f,
+        single=narrow(f.single),
+        levels=narrow(f.levels),
+        best=narrow(f.best),
+        crossover=narrow(f.crossover),
+        acceptance=narrow(f.acceptance),
+        fastest=narrow(f.fastest),
+        slo_table=narrow(f.slo_table),
+        env=f.env.clear(),
+    )
 
 
 def headlines(f: Findings) -> list[str]:
@@ -256,22 +320,34 @@ def _headlines(f: Findings) -> list[str]:
     spec = f.single.filter(pl.col("speedup").is_not_null())
     if spec.height:
         # the best is the fastest (the tok/s one deploys for), baselines included; its ratio beside it
-        top = (f.single.filter(pl.col("tok_s").is_not_null())
-               .sort(["tok_s", "order"], descending=[True, False]).row(0, named=True))
+        top = (
+            f.single.filter(pl.col("tok_s").is_not_null())
+            .sort(["tok_s", "order"], descending=[True, False])
+            .row(0, named=True)
+        )
         ahead = spec.filter(pl.col("verdict") == "faster").height
-        best = (f"the fastest is {top['label']} (a baseline) at {top['tok_s']:.1f} tok/s" if top["baseline"] else
-                f"the fastest is {top['label']} at {top['tok_s']:.1f} tok/s"
-                + (f", {_x(top['speedup'])} over {top['baseline_label']} ({top['verdict']})"
-                   if top["speedup"] is not None else ""))
+        best = (
+            f"the fastest is {top['label']} (a baseline) at {top['tok_s']:.1f} tok/s"
+            if top["baseline"]
+            else f"the fastest is {top['label']} at {top['tok_s']:.1f} tok/s"
+            + (
+                f", {_x(top['speedup'])} over {top['baseline_label']} ({top['verdict']})"
+                if top["speedup"] is not None
+                else ""
+            )
+        )
         if f.fastest.height and f.fastest["margin_within_noise"][0]:  # no pick: the two named, neither chosen
             r = f.fastest.row(0, named=True)
-            best = (f"no decision on the fastest: {best.removeprefix('the fastest is ')} and {r['runner_up']} at "
-                    f"{r['runner_up_tok_s']:.1f} tok/s are within noise of each other: "
-                    f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}")
+            best = (
+                f"no decision on the fastest: {best.removeprefix('the fastest is ')} and {r['runner_up']} at "
+                f"{r['runner_up_tok_s']:.1f} tok/s are within noise of each other: "
+                f"{render.margin(r['margin'], r['margin_low'], r['margin_high'], digits=1)}"
+            )
         lines.append(
             f"Single stream: {ahead} of {plural(spec.height, 'speculative configuration')} "
             f"{'is' if spec.height == 1 else 'are'} faster than {'its' if spec.height == 1 else 'their'} "
-            f"baseline beyond noise; {best}.")
+            f"baseline beyond noise; {best}."
+        )
     measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
         top_c = cast(int, measured["concurrency"].max())
@@ -290,39 +366,53 @@ def _headlines(f: Findings) -> list[str]:
                 if b["runner_up"] is not None:
                     margin = render.margin(b["margin"], b["margin_low"], b["margin_high"])
                     who += f", {margin} over the runner-up {b['runner_up']}"
-        lines.append(f"At the highest concurrency measured (C={top_c}), {behind} of "
-                     f"{plural(at_top.height, 'speculative configuration')} {'is' if at_top.height == 1 else 'are'} "
-                     f"slower than {'its' if at_top.height == 1 else 'their'} baseline beyond noise{who}.")
-    crossed = f.crossover.filter(pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null()
-                                 & ~pl.col("mixed"))
+        lines.append(
+            f"At the highest concurrency measured (C={top_c}), {behind} of "
+            f"{plural(at_top.height, 'speculative configuration')} {'is' if at_top.height == 1 else 'are'} "
+            f"slower than {'its' if at_top.height == 1 else 'their'} baseline beyond noise{who}."
+        )
+    crossed = f.crossover.filter(
+        pl.col("ahead_up_to").is_not_null() & pl.col("crossover").is_not_null() & ~pl.col("mixed")
+    )
     if crossed.height:
         one = crossed.height == 1
-        lines.append(f"Speculation stops paying {_span(crossed['crossover'])} ({crossed.height} "
-                     f"{'configuration that was' if one else 'configurations that were'} ahead of "
-                     f"{'its' if one else 'their'} baseline beyond noise at lower concurrency "
-                     f"{'falls' if one else 'fall'} behind it there).")
+        lines.append(
+            f"Speculation stops paying {_span(crossed['crossover'])} ({crossed.height} "
+            f"{'configuration that was' if one else 'configurations that were'} ahead of "
+            f"{'its' if one else 'their'} baseline beyond noise at lower concurrency "
+            f"{'falls' if one else 'fall'} behind it there)."
+        )
     mixed = f.crossover.filter(pl.col("mixed"))
     if mixed.height:
-        behind_at = measured.filter((pl.col("verdict") == "slower") & pl.col("point_id").is_in(mixed["point_id"].implode()))
+        behind_at = measured.filter(
+            (pl.col("verdict") == "slower") & pl.col("point_id").is_in(mixed["point_id"].implode())
+        )
         one = mixed.height == 1
-        lines.append(f"{plural(mixed.height, 'configuration')} {'is' if one else 'are'} mixed: behind "
-                     f"{'its' if one else 'their'} baseline beyond noise at some levels "
-                     f"({_span(behind_at['concurrency'], at=True)}) and ahead of it at a higher one (see Where "
-                     "speculation stops paying).")
+        lines.append(
+            f"{plural(mixed.height, 'configuration')} {'is' if one else 'are'} mixed: behind "
+            f"{'its' if one else 'their'} baseline beyond noise at some levels "
+            f"({_span(behind_at['concurrency'], at=True)}) and ahead of it at a higher one (see Where "
+            "speculation stops paying)."
+        )
     broken = f.acceptance.filter(pl.col("verdict").is_in(["broken", "low"]))
     if broken.height:
-        lines.append(f"{plural(broken.height, 'speculative point')} {'accepts' if broken.height == 1 else 'accept'} far less than a working drafter would "
-                     f"({', '.join(broken['label'].head(3))}{' ...' if broken.height > 3 else ''}): see Drafter "
-                     "acceptance for the likely causes.")
+        lines.append(
+            f"{plural(broken.height, 'speculative point')} {'accepts' if broken.height == 1 else 'accept'} far less than a working drafter would "
+            f"({', '.join(broken['label'].head(3))}{' ...' if broken.height > 3 else ''}): see Drafter "
+            "acceptance for the likely causes."
+        )
     return lines
 
 
 def _tied(level: pl.DataFrame, b: dict) -> list[str]:
     """The configurations at one level within the pick's interval over its runner-up: the pick, and
     every one whose output throughput is at least the pick's over the interval's upper end."""
-    floor = b["value"] / (1 + b["margin_high"]) if b["margin_high"] is not None and b["margin_high"] > -1 else b["value"]
-    rows = (level.filter(pl.col("output_throughput") >= floor - 1e-9)
-            .sort(["output_throughput", "order"], descending=[True, False]))
+    floor = (
+        b["value"] / (1 + b["margin_high"]) if b["margin_high"] is not None and b["margin_high"] > -1 else b["value"]
+    )
+    rows = level.filter(pl.col("output_throughput") >= floor - 1e-9).sort(
+        ["output_throughput", "order"], descending=[True, False]
+    )
     names = rows["setup" if "setup" in rows.columns else "label"].to_list()
     return names if len(names) >= 2 else [b["label"], b["runner_up"]]
 
@@ -338,7 +428,9 @@ def _profile_line(profile: str, reference: str, g: pl.DataFrame) -> str:
     the shift, single stream, lowest and highest level, so that a lift that fades with load (NCCL
     tuning: all-reduce latency matters most to small batches) reads as such."""
     lifted = g.filter(pl.col("min_ratio") > 1).height
-    verb = "lifts every curve" if lifted == g.height else f"lifts {lifted} of {plural(g.height, 'curve')} at every level"
+    verb = (
+        "lifts every curve" if lifted == g.height else f"lifts {lifted} of {plural(g.height, 'curve')} at every level"
+    )
     parts = []
     if g["single_stream_ratio"].drop_nulls().len():
         parts.append(f"single stream {_range(g['single_stream_ratio'])}")
@@ -351,5 +443,7 @@ def _profile_line(profile: str, reference: str, g: pl.DataFrame) -> str:
         elif high_mid > low_mid * 1.05:
             parts.append("the lift grows with load")
     shape = f": {', '.join(parts)}" if parts else ""
-    return (f"{profile} against {reference} {verb}{shape} (geometric mean over levels "
-            f"{_range(g['geomean_ratio'])}, per configuration).")
+    return (
+        f"{profile} against {reference} {verb}{shape} (geometric mean over levels "
+        f"{_range(g['geomean_ratio'])}, per configuration)."
+    )

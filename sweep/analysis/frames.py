@@ -61,7 +61,7 @@ def axes_of(row: dict) -> dict[str, str | int | float | None]:
     """``{axis: value}`` of one points row (a name, or a number for a numeric axis), in the grid's order: the axes ``param_roles`` names,
     then any other ``axis_*`` column; null where the axis collapsed (a baseline)."""
     names = list(as_dict(row.get("param_roles")))
-    names += [k[len(AXIS):] for k in row if k.startswith(AXIS) and k[len(AXIS):] not in names]
+    names += [k[len(AXIS) :] for k in row if k.startswith(AXIS) and k[len(AXIS) :] not in names]
     return {a: row.get(f"{AXIS}{a}") for a in names}
 
 
@@ -88,7 +88,8 @@ def _describe(row: dict) -> dict:
         "config": _pairs(params, [a for a in axes if roles.get(a) != ENV]) or (row["label"] or ""),
         "workload": _pairs(params, by_role(BENCHMARK)),
         "setup": (_pairs(params, [a for a in axes if roles.get(a) != BENCHMARK]) or (row["label"] or ""))
-        if by_role(BENCHMARK) else (row["label"] or ""),
+        if by_role(BENCHMARK)
+        else (row["label"] or ""),
     }
 
 
@@ -102,9 +103,16 @@ def configurations(tables: Tables) -> pl.DataFrame:
     """
     points = points_frame(tables)
     axis_cols = [c for c in points.columns if c.startswith("axis_")]
-    schema = {"point_id": pl.String, "drafter": pl.String, "spec": pl.String,
-              "profile": pl.String, "group": pl.String, "config": pl.String, "workload": pl.String,
-              "setup": pl.String}
+    schema = {
+        "point_id": pl.String,
+        "drafter": pl.String,
+        "spec": pl.String,
+        "profile": pl.String,
+        "group": pl.String,
+        "config": pl.String,
+        "workload": pl.String,
+        "setup": pl.String,
+    }
     described = pl.DataFrame([_describe(r) for r in points.iter_rows(named=True)], schema=schema)
     frame = points.select(POINT_COLUMNS + axis_cols).join(described, on="point_id", how="left")
     base = frame.select(baseline_id="point_id", baseline_label="label", baseline_status="status")
@@ -113,21 +121,48 @@ def configurations(tables: Tables) -> pl.DataFrame:
     order = {r["point_id"]: rank for rank, r in enumerate(ranked)}
     frame = frame.with_columns(order=pl.col("point_id").replace_strict(order, return_dtype=pl.Int64))
     return frame.sort("order").select(
-        POINT_COLUMNS + ["baseline_label", "baseline_status", "drafter", "spec", "profile",
-                         "group", "config", "workload", "setup", "order"] + axis_cols)
+        POINT_COLUMNS
+        + [
+            "baseline_label",
+            "baseline_status",
+            "drafter",
+            "spec",
+            "profile",
+            "group",
+            "config",
+            "workload",
+            "setup",
+            "order",
+        ]
+        + axis_cols
+    )
 
 
 def _sort_key(row: dict) -> tuple:
-    return (natural_key(row["workload"]), natural_key(row["group"]), natural_key(row["profile"]), not row["baseline"],
-            natural_key(row["drafter"]), natural_key(row["spec"]), natural_key(row["label"]))
+    return (
+        natural_key(row["workload"]),
+        natural_key(row["group"]),
+        natural_key(row["profile"]),
+        not row["baseline"],
+        natural_key(row["drafter"]),
+        natural_key(row["spec"]),
+        natural_key(row["label"]),
+    )
 
 
 def note_expr() -> pl.Expr:
     """Why a speculative point has no speedup against its baseline, in words (null if it has one
     or is a baseline). Reads the status and baseline_* columns of ``configurations``."""
-    return (pl.when(pl.col("baseline")).then(None)
-            .when(pl.col("status") != "ok").then(pl.lit("point ") + pl.col("status"))
-            .when(pl.col("baseline_id").is_null()).then(pl.lit("no matching baseline in the plan"))
-            .when(pl.col("baseline_status").is_null()).then(pl.lit("baseline not written yet"))
-            .when(pl.col("baseline_status") != "ok").then(pl.lit("baseline ") + pl.col("baseline_status"))
-            .otherwise(None))
+    return (
+        pl.when(pl.col("baseline"))
+        .then(None)
+        .when(pl.col("status") != "ok")
+        .then(pl.lit("point ") + pl.col("status"))
+        .when(pl.col("baseline_id").is_null())
+        .then(pl.lit("no matching baseline in the plan"))
+        .when(pl.col("baseline_status").is_null())
+        .then(pl.lit("baseline not written yet"))
+        .when(pl.col("baseline_status") != "ok")
+        .then(pl.lit("baseline ") + pl.col("baseline_status"))
+        .otherwise(None)
+    )

@@ -21,10 +21,12 @@ def startup_phases(tables: Tables) -> pl.DataFrame:
     """
     conf = configurations(tables).select("point_id", "label", "status", "baseline", "order")
     times = points_frame(tables).select("point_id", *PHASES, "startup_s")
-    return (conf.join(times, on="point_id", how="left")
-            .with_columns(other_s=(pl.col("startup_s") - pl.sum_horizontal(PHASES)).clip(lower_bound=0))
-            .sort("order")
-            .select("point_id", "label", "status", "baseline", *PHASES, "other_s", "startup_s"))
+    return (
+        conf.join(times, on="point_id", how="left")
+        .with_columns(other_s=(pl.col("startup_s") - pl.sum_horizontal(PHASES)).clip(lower_bound=0))
+        .sort("order")
+        .select("point_id", "label", "status", "baseline", *PHASES, "other_s", "startup_s")
+    )
 
 
 def failures(tables: Tables) -> pl.DataFrame:
@@ -36,10 +38,21 @@ def failures(tables: Tables) -> pl.DataFrame:
     """
     conf = configurations(tables).select("point_id", "order")
     points = points_frame(tables).filter(pl.col("status").is_in(["failed", "invalid"]))
-    return (points.join(conf, on="point_id", how="left").sort("order")
-            .select("point_id", "label", "status", "failure_phase", "failure_reason", "failure_fix",
-                    errors=pl.col("errors").list.join("; "), attempts="attempts",
-                    log_tail="log_tail"))
+    return (
+        points.join(conf, on="point_id", how="left")
+        .sort("order")
+        .select(
+            "point_id",
+            "label",
+            "status",
+            "failure_phase",
+            "failure_reason",
+            "failure_fix",
+            errors=pl.col("errors").list.join("; "),
+            attempts="attempts",
+            log_tail="log_tail",
+        )
+    )
 
 
 def pruned(tables: Tables) -> pl.DataFrame:
@@ -48,8 +61,11 @@ def pruned(tables: Tables) -> pl.DataFrame:
     Columns: point_id, label, reason, fix (how to measure it anyway)."""
     conf = configurations(tables).select("point_id", "order")
     points = points_frame(tables).filter(pl.col("status") == "pruned")
-    return (points.join(conf, on="point_id", how="left").sort("order")
-            .select("point_id", "label", reason="failure_reason", fix="failure_fix"))
+    return (
+        points.join(conf, on="point_id", how="left")
+        .sort("order")
+        .select("point_id", "label", reason="failure_reason", fix="failure_fix")
+    )
 
 
 def request_failures(tables: Tables) -> pl.DataFrame:
@@ -58,30 +74,46 @@ def request_failures(tables: Tables) -> pl.DataFrame:
     Columns: point_id, label, failed_single, failed_levels, first_error (the most frequent error
     text), error_count.
     """
-    counts = (tables["requests"]
-              .filter(~pl.col("ok").fill_null(False) & (pl.col("phase") != "warmup"))
-              .group_by("point_id", error=pl.col("error").fill_null("unknown"))
-              .agg(n=pl.len().cast(pl.Int64),
-                   single=(pl.col("phase") == "single").sum().cast(pl.Int64),
-                   level=(pl.col("phase") == "level").sum().cast(pl.Int64))
-              .collect())
-    per_point = (counts.sort(["point_id", "n", "error"], descending=[False, True, False])
-                 .group_by("point_id", maintain_order=True)
-                 .agg(failed_single=pl.col("single").sum(), failed_levels=pl.col("level").sum(),
-                      first_error=pl.col("error").first(), error_count=pl.col("n").first()))
+    counts = (
+        tables["requests"]
+        .filter(~pl.col("ok").fill_null(False) & (pl.col("phase") != "warmup"))
+        .group_by("point_id", error=pl.col("error").fill_null("unknown"))
+        .agg(
+            n=pl.len().cast(pl.Int64),
+            single=(pl.col("phase") == "single").sum().cast(pl.Int64),
+            level=(pl.col("phase") == "level").sum().cast(pl.Int64),
+        )
+        .collect()
+    )
+    per_point = (
+        counts.sort(["point_id", "n", "error"], descending=[False, True, False])
+        .group_by("point_id", maintain_order=True)
+        .agg(
+            failed_single=pl.col("single").sum(),
+            failed_levels=pl.col("level").sum(),
+            first_error=pl.col("error").first(),
+            error_count=pl.col("n").first(),
+        )
+    )
     conf = configurations(tables).select("point_id", "label", "order")
-    return (per_point.join(conf, on="point_id", how="left").sort("order", nulls_last=True)
-            .select("point_id", "label", "failed_single", "failed_levels", "first_error",
-                    "error_count"))
+    return (
+        per_point.join(conf, on="point_id", how="left")
+        .sort("order", nulls_last=True)
+        .select("point_id", "label", "failed_single", "failed_levels", "first_error", "error_count")
+    )
 
 
 def plan_warnings(tables: Tables) -> pl.DataFrame:
     """Each distinct plan warning with the points it applies to (columns: warning, points, labels)."""
-    return (points_frame(tables).select("label", "warnings").explode("warnings")
-            .filter(pl.col("warnings").is_not_null())
-            .group_by("warnings", maintain_order=True)
-            .agg(points=pl.len().cast(pl.Int64), labels=pl.col("label").sort().str.join(", "))
-            .rename({"warnings": "warning"}))
+    return (
+        points_frame(tables)
+        .select("label", "warnings")
+        .explode("warnings")
+        .filter(pl.col("warnings").is_not_null())
+        .group_by("warnings", maintain_order=True)
+        .agg(points=pl.len().cast(pl.Int64), labels=pl.col("label").sort().str.join(", "))
+        .rename({"warnings": "warning"})
+    )
 
 
 def _distinct(points: pl.DataFrame, column: str) -> list:
@@ -96,8 +128,13 @@ def sweep_summary(tables: Tables) -> dict:
     SGLang versions, GPUs, hosts, and the time span covered."""
     points = points_frame(tables)
     statuses = dict(points.group_by("status").len().iter_rows()) if points.height else {}
-    scales = sorted({json.dumps({k: v for k, v in scale.items() if v is not None})
-                     for scale in points["bench_scale"].to_list() if scale})
+    scales = sorted(
+        {
+            json.dumps({k: v for k, v in scale.items() if v is not None})
+            for scale in points["bench_scale"].to_list()
+            if scale
+        }
+    )
     levels = tables["levels"].select(pl.col("concurrency").unique().sort()).collect()["concurrency"]
     span = points.select(pl.col("started_at").min(), pl.col("ended_at").max()).row(0) if points.height else (None, None)
     ran = points.filter(~pl.col("status").is_in(NEVER_RAN)) if points.height else points

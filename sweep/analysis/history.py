@@ -68,8 +68,8 @@ from typing import Any
 
 import polars as pl
 
-from sweep.analysis import noise, render, slo as slo_mod
-from sweep.analysis import achieved
+from sweep.analysis import achieved, noise, render
+from sweep.analysis import slo as slo_mod
 from sweep.analysis.compare import compare_findings, figures
 from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
@@ -82,9 +82,14 @@ from sweep.results.store import read_columns, sweep_dirs
 
 STATUSES = ("ok", "failed", "invalid", "pruned")
 FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures with an interval
-FIGURE_NAMES = {"tok_s": "single-stream tok/s", "speedup": "single-stream speedup",
-                "accept_length": "accept length", "output_throughput": "output tok/s",
-                "per_request_tok_s": "per-request tok/s", "startup_s": "startup s"}
+FIGURE_NAMES = {
+    "tok_s": "single-stream tok/s",
+    "speedup": "single-stream speedup",
+    "accept_length": "accept length",
+    "output_throughput": "output tok/s",
+    "per_request_tok_s": "per-request tok/s",
+    "startup_s": "startup s",
+}
 NOT_SETTINGS = ("name", "description", "results_dir", "source")  # experiment keys that say nothing of a run
 MARGIN = 1.5  # the run-to-run noise: the repeats' largest change, widened (one repeat says little of the next)
 REFERENCE_RUNS = 5  # a run's reference: the median of at most this many earlier runs with its settings
@@ -94,23 +99,67 @@ SHARED_SPREAD = 0.5  # ... by a similar amount: their scatter (MAD) at most this
 SHARED_MIN_SHIFT = 0.02  # ... and the shift at least this large (relative), and beyond the run-to-run noise
 VIEWS = ("runs", "picks", "history", "changes")  # also sweep.analysis.query.HISTORY_VIEWS
 
-RUNS_SCHEMA = {"run": pl.String, "name": pl.String, "experiment": pl.String, "mode": pl.String,
-               "created_at": pl.Float64, "started_at": pl.Float64, "ended_at": pl.Float64,
-               "sglang_version": pl.String, "planned": pl.Int64, "points": pl.Int64,
-               **{s: pl.Int64 for s in STATUSES}}
-PICKS_SCHEMA = {"run": pl.String, "experiment": pl.String, "mode": pl.String, "slo": pl.String,
-                "workload": pl.String, "label": pl.String, "setup": pl.String, "baseline": pl.Boolean, "c_text": pl.String, "tok_s_gpu": pl.Float64,
-                "reason": pl.String}
-HISTORY_SCHEMA = {"experiment": pl.String, "mode": pl.String, "step": pl.Int64, "run": pl.String,
-                  "previous": pl.String, "label": pl.String, "figure": pl.String, "concurrency": pl.Int64,
-                  "point_id": pl.String, "previous_id": pl.String, "value": pl.Float64,
-                  "previous_value": pl.Float64, "change": pl.Float64, "ci_low": pl.Float64,
-                  "ci_high": pl.Float64, "within_noise": pl.Boolean, "run_noise": pl.Float64,
-                  "noise_from": pl.String, "reference_runs": pl.Int64, "shared_shift": pl.Float64,
-                  "shift_spread": pl.Float64,
-                  "verdict": pl.String, "order": pl.Int64}
-CHANGES_SCHEMA = {"experiment": pl.String, "mode": pl.String, "run": pl.String, "previous": pl.String,
-                  "what": pl.String, "before": pl.String, "after": pl.String, "points": pl.Int64}
+RUNS_SCHEMA = {
+    "run": pl.String,
+    "name": pl.String,
+    "experiment": pl.String,
+    "mode": pl.String,
+    "created_at": pl.Float64,
+    "started_at": pl.Float64,
+    "ended_at": pl.Float64,
+    "sglang_version": pl.String,
+    "planned": pl.Int64,
+    "points": pl.Int64,
+    **{s: pl.Int64 for s in STATUSES},
+}
+PICKS_SCHEMA = {
+    "run": pl.String,
+    "experiment": pl.String,
+    "mode": pl.String,
+    "slo": pl.String,
+    "workload": pl.String,
+    "label": pl.String,
+    "setup": pl.String,
+    "baseline": pl.Boolean,
+    "c_text": pl.String,
+    "tok_s_gpu": pl.Float64,
+    "reason": pl.String,
+}
+HISTORY_SCHEMA = {
+    "experiment": pl.String,
+    "mode": pl.String,
+    "step": pl.Int64,
+    "run": pl.String,
+    "previous": pl.String,
+    "label": pl.String,
+    "figure": pl.String,
+    "concurrency": pl.Int64,
+    "point_id": pl.String,
+    "previous_id": pl.String,
+    "value": pl.Float64,
+    "previous_value": pl.Float64,
+    "change": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "within_noise": pl.Boolean,
+    "run_noise": pl.Float64,
+    "noise_from": pl.String,
+    "reference_runs": pl.Int64,
+    "shared_shift": pl.Float64,
+    "shift_spread": pl.Float64,
+    "verdict": pl.String,
+    "order": pl.Int64,
+}
+CHANGES_SCHEMA = {
+    "experiment": pl.String,
+    "mode": pl.String,
+    "run": pl.String,
+    "previous": pl.String,
+    "what": pl.String,
+    "before": pl.String,
+    "after": pl.String,
+    "points": pl.Int64,
+}
 
 
 @dataclass(frozen=True)
@@ -168,8 +217,10 @@ def identity(directory: str | Path) -> tuple[str, str]:
     points = read_columns(d, "points", ["experiment", "dry_run"])
     named = sorted({e for e in points["experiment"].to_list() if e})
     dry = bool(points["dry_run"].fill_null(False).any())
-    return (str(manifest.get("experiment") or ", ".join(named) or d.name),
-            str(manifest.get("mode") or ("dry-run" if dry else "real")))
+    return (
+        str(manifest.get("experiment") or ", ".join(named) or d.name),
+        str(manifest.get("mode") or ("dry-run" if dry else "real")),
+    )
 
 
 def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
@@ -180,9 +231,16 @@ def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
     experiment, mode = identity(d)
     created = (read_manifest(d) or {}).get("created_at")
     findings = analyze(tables, slos=slo_mod.from_experiment(d) if slos is None else slos)
-    return Run(path=d, experiment=experiment, mode=mode,
-               created_at=float(created) if isinstance(created, (int, float)) else None,
-               tables=tables, findings=findings, points=points_frame(tables), planned_labels=_plan_labels(d))
+    return Run(
+        path=d,
+        experiment=experiment,
+        mode=mode,
+        created_at=float(created) if isinstance(created, (int, float)) else None,
+        tables=tables,
+        findings=findings,
+        points=points_frame(tables),
+        planned_labels=_plan_labels(d),
+    )
 
 
 def _plan_labels(directory: Path) -> frozenset[str] | None:
@@ -195,26 +253,30 @@ def _plan_labels(directory: Path) -> frozenset[str] | None:
     return frozenset(labels)
 
 
-def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None,
-              slos: list | None = None) -> list[Run]:
+def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None, slos: list | None = None) -> list[Run]:
     """Every results directory under ``roots`` (each a results directory or a folder of them), of
     ``experiment`` only when given; a ResultsError when there is none."""
     paths = [Path(r) for r in roots]
     for root in paths:
         if not root.exists():
-            raise ResultsError(f"{str(root)!r} does not exist",
-                               fix="pass the folder the sweeps write into (results/ by default) or results directories")
+            raise ResultsError(
+                f"{str(root)!r} does not exist",
+                fix="pass the folder the sweeps write into (results/ by default) or results directories",
+            )
     dirs = sweep_dirs(paths)
     if not dirs:
-        raise ResultsError(f"no results directory under {', '.join(map(str, paths))}",
-                           fix="pass the folder the sweeps write into (results/ by default), e.g. "
-                               "python -m sweep history results")
+        raise ResultsError(
+            f"no results directory under {', '.join(map(str, paths))}",
+            fix="pass the folder the sweeps write into (results/ by default), e.g. python -m sweep history results",
+        )
     if experiment is not None:
         names = {d: identity(d)[0] for d in dirs}
         dirs = [d for d in dirs if names[d] == experiment]
         if not dirs:
-            raise ResultsError(f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
-                               fix=f"the experiments there: {', '.join(sorted(set(names.values())))}")
+            raise ResultsError(
+                f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
+                fix=f"the experiments there: {', '.join(sorted(set(names.values())))}",
+            )
     return [load_run(d, slos=slos) for d in dirs]
 
 
@@ -232,10 +294,21 @@ def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
     for r in runs:
         status = r.points["status"].to_list() if r.points.height else []
         versions = sorted({v for v in r.points["sglang_version"].to_list() if v}) if r.points.height else []
-        rows.append({"run": r.run, "name": r.path.name, "experiment": r.experiment, "mode": r.mode,
-                     "created_at": r.created_at, "started_at": r.started_at, "ended_at": r.ended_at,
-                     "sglang_version": ", ".join(versions) or None, "planned": r.planned, "points": len(status),
-                     **{s: status.count(s) for s in STATUSES}})
+        rows.append(
+            {
+                "run": r.run,
+                "name": r.path.name,
+                "experiment": r.experiment,
+                "mode": r.mode,
+                "created_at": r.created_at,
+                "started_at": r.started_at,
+                "ended_at": r.ended_at,
+                "sglang_version": ", ".join(versions) or None,
+                "planned": r.planned,
+                "points": len(status),
+                **{s: status.count(s) for s in STATUSES},
+            }
+        )
     return pl.DataFrame(rows, schema=RUNS_SCHEMA)
 
 
@@ -246,11 +319,21 @@ def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
     for r in runs:
         for rec in slo_mod.recommendations(r.findings.slo_table, r.findings.slos):
             best = rec["best"] or {}
-            rows.append({"run": r.run, "experiment": r.experiment, "mode": r.mode, "slo": rec["slo"].name,
-                         "workload": rec.get("workload") or "", "label": best.get("label"),
-                         "setup": best.get("setup"), "baseline": best.get("baseline"),
-                         "c_text": best.get("c_text"), "tok_s_gpu": best.get("tok_s_gpu"),
-                         "reason": rec["reason"]})
+            rows.append(
+                {
+                    "run": r.run,
+                    "experiment": r.experiment,
+                    "mode": r.mode,
+                    "slo": rec["slo"].name,
+                    "workload": rec.get("workload") or "",
+                    "label": best.get("label"),
+                    "setup": best.get("setup"),
+                    "baseline": best.get("baseline"),
+                    "c_text": best.get("c_text"),
+                    "tok_s_gpu": best.get("tok_s_gpu"),
+                    "reason": rec["reason"],
+                }
+            )
     return pl.DataFrame(rows, schema=PICKS_SCHEMA)
 
 
@@ -268,26 +351,38 @@ def verdict(min_change: float = 0.0) -> pl.Expr:
 
     def beyond(ratio: pl.Expr, change: pl.Expr, within: pl.Expr) -> pl.Expr:
         inside_runs = pl.col("run_noise").is_not_null() & (ratio.log().abs() <= (1 + pl.col("run_noise")).log())
-        return (within.not_() & ~inside_runs & (pl.col("noise_from") != "this repeat")
-                & (change.abs() >= min_change))
+        return within.not_() & ~inside_runs & (pl.col("noise_from") != "this repeat") & (change.abs() >= min_change)
 
     raw = pl.col("value") / pl.col("previous_value")
     own_change = (1 + pl.col("change")) / f - 1
-    own_within = (pl.when(shift.is_null()).then(pl.col("within_noise"))
-                  .otherwise((pl.col("ci_low") / f <= 1) & (pl.col("ci_high") / f >= 1)))
+    own_within = (
+        pl.when(shift.is_null())
+        .then(pl.col("within_noise"))
+        .otherwise((pl.col("ci_low") / f <= 1) & (pl.col("ci_high") / f >= 1))
+    )
     apart = (raw / f).log().abs() > 2 * (1 + pl.col("shift_spread").fill_null(0.0)).log()
     own = beyond(raw / f, own_change, own_within) & apart
-    return (pl.when(pl.col("verdict").is_not_null()).then(pl.col("verdict"))
-            .when(pl.col("step") == 0).then(None)
-            .when(pl.col("value").is_null() & pl.col("previous_value").is_not_null()).then(pl.lit("gone"))
-            .when(pl.col("previous_value").is_null() & pl.col("value").is_not_null()).then(pl.lit("new"))
-            .when(pl.col("change").is_null()).then(None)
-            .when(pl.col("within_noise").is_null()).then(pl.lit("no interval"))
-            .when(own & (own_change < 0)).then(pl.lit("regression"))
-            .when(own & (own_change > 0)).then(pl.lit("improvement"))
-            .when(shift.is_not_null() & beyond(raw, pl.col("change"), pl.col("within_noise")))
-            .then(pl.lit("shared shift"))
-            .otherwise(pl.lit("within noise")))
+    return (
+        pl.when(pl.col("verdict").is_not_null())
+        .then(pl.col("verdict"))
+        .when(pl.col("step") == 0)
+        .then(None)
+        .when(pl.col("value").is_null() & pl.col("previous_value").is_not_null())
+        .then(pl.lit("gone"))
+        .when(pl.col("previous_value").is_null() & pl.col("value").is_not_null())
+        .then(pl.lit("new"))
+        .when(pl.col("change").is_null())
+        .then(None)
+        .when(pl.col("within_noise").is_null())
+        .then(pl.lit("no interval"))
+        .when(own & (own_change < 0))
+        .then(pl.lit("regression"))
+        .when(own & (own_change > 0))
+        .then(pl.lit("improvement"))
+        .when(shift.is_not_null() & beyond(raw, pl.col("change"), pl.col("within_noise")))
+        .then(pl.lit("shared shift"))
+        .otherwise(pl.lit("within noise"))
+    )
 
 
 def references(runs: Sequence[Run], repeated: set[str]) -> list[list[Run]]:
@@ -315,22 +410,35 @@ def _against(run: Run, refs: Sequence[Run]) -> pl.DataFrame:
     ``other`` is the median of their values, ``other_id`` and the interval those of the run whose
     value lies nearest it (the interval moved by their ratio: it is of this / that run), ``_n`` how
     many of them have the figure and ``_scatter`` the log of their largest over their smallest."""
-    tables = [compare_findings(run.findings, ref.findings, run.tables, ref.tables).with_columns(_ref=pl.lit(k))
-              for k, ref in enumerate(refs)]
+    tables = [
+        compare_findings(run.findings, ref.findings, run.tables, ref.tables).with_columns(_ref=pl.lit(k))
+        for k, ref in enumerate(refs)
+    ]
     every = pl.concat(tables, how="vertical_relaxed")  # a figure null in one run: its column typed Null there
-    stats = every.filter(pl.col("other").is_not_null()).group_by(KEYS).agg(
-        _median=pl.col("other").median(), _n=pl.col("other").count(),
-        _scatter=pl.when(pl.col("other").min() > 0).then((pl.col("other").max() / pl.col("other").min()).log()))
-    chosen = (every.join(stats, on=KEYS, how="left", nulls_equal=True)
-              .with_columns(_d=(pl.col("other") - pl.col("_median")).abs())
-              .sort([*KEYS, "_d", "_ref"], descending=[False, False, False, False, True], nulls_last=True)
-              .unique(subset=KEYS, keep="first", maintain_order=True))
+    stats = (
+        every.filter(pl.col("other").is_not_null())
+        .group_by(KEYS)
+        .agg(
+            _median=pl.col("other").median(),
+            _n=pl.col("other").count(),
+            _scatter=pl.when(pl.col("other").min() > 0).then((pl.col("other").max() / pl.col("other").min()).log()),
+        )
+    )
+    chosen = (
+        every.join(stats, on=KEYS, how="left", nulls_equal=True)
+        .with_columns(_d=(pl.col("other") - pl.col("_median")).abs())
+        .sort([*KEYS, "_d", "_ref"], descending=[False, False, False, False, True], nulls_last=True)
+        .unique(subset=KEYS, keep="first", maintain_order=True)
+    )
     moved = pl.when(pl.col("_median") > 0).then(pl.col("other") / pl.col("_median")).otherwise(1.0)
-    return (chosen.with_columns(ci_low=pl.col("ci_low") * moved, ci_high=pl.col("ci_high") * moved,
-                                other=pl.coalesce("_median", "other"))
-            .with_columns(change=pl.col("this") / pl.col("other") - 1)
-            .with_columns(within_noise=noise.within_noise())
-            .drop("_median", "_d", "_ref"))
+    return (
+        chosen.with_columns(
+            ci_low=pl.col("ci_low") * moved, ci_high=pl.col("ci_high") * moved, other=pl.coalesce("_median", "other")
+        )
+        .with_columns(change=pl.col("this") / pl.col("other") - 1)
+        .with_columns(within_noise=noise.within_noise())
+        .drop("_median", "_d", "_ref")
+    )
 
 
 def _pair(run: Run, refs: Sequence[Run], step: int) -> pl.DataFrame:
@@ -340,30 +448,53 @@ def _pair(run: Run, refs: Sequence[Run], step: int) -> pl.DataFrame:
     order = dict(run.findings.single.select("label", "order").iter_rows())
     previous = refs[-1] if refs else None
     if previous is None:
-        table = (figures(run.findings).rename({"point_id": "this_id", "value": "this"})
-                 .with_columns(other_id=pl.lit(None, pl.String), other=pl.lit(None, pl.Float64),
-                               change=pl.lit(None, pl.Float64), ci_low=pl.lit(None, pl.Float64),
-                               ci_high=pl.lit(None, pl.Float64), within_noise=pl.lit(None, pl.Boolean),
-                               _n=pl.lit(None, pl.UInt32), _scatter=pl.lit(None, pl.Float64)))
+        table = (
+            figures(run.findings)
+            .rename({"point_id": "this_id", "value": "this"})
+            .with_columns(
+                other_id=pl.lit(None, pl.String),
+                other=pl.lit(None, pl.Float64),
+                change=pl.lit(None, pl.Float64),
+                ci_low=pl.lit(None, pl.Float64),
+                ci_high=pl.lit(None, pl.Float64),
+                within_noise=pl.lit(None, pl.Boolean),
+                _n=pl.lit(None, pl.UInt32),
+                _scatter=pl.lit(None, pl.Float64),
+            )
+        )
     elif len(refs) == 1:
-        table = (compare_findings(run.findings, previous.findings, run.tables, previous.tables)
-                 .with_columns(_n=pl.when(pl.col("other").is_not_null()).then(pl.lit(1, pl.UInt32)),
-                               _scatter=pl.lit(None, pl.Float64)))
+        table = compare_findings(run.findings, previous.findings, run.tables, previous.tables).with_columns(
+            _n=pl.when(pl.col("other").is_not_null()).then(pl.lit(1, pl.UInt32)), _scatter=pl.lit(None, pl.Float64)
+        )
     else:
         table = _against(run, refs)
     pending = pl.col("label").is_in(sorted(run.pending)) & pl.col("this").is_null()
     return table.select(
-        experiment=pl.lit(run.experiment), mode=pl.lit(run.mode), step=pl.lit(step, pl.Int64),
-        run=pl.lit(run.run), previous=pl.lit(previous.run if previous else None, pl.String),
-        label="label", figure="figure", concurrency=pl.col("concurrency").cast(pl.Int64),
-        point_id="this_id", previous_id="other_id", value="this", previous_value="other",
-        change="change", ci_low="ci_low", ci_high="ci_high", within_noise="within_noise",
-        run_noise=pl.lit(None, pl.Float64), noise_from=pl.lit(None, pl.String),
-        reference_runs=pl.col("_n").cast(pl.Int64), shared_shift=pl.lit(None, pl.Float64),
+        experiment=pl.lit(run.experiment),
+        mode=pl.lit(run.mode),
+        step=pl.lit(step, pl.Int64),
+        run=pl.lit(run.run),
+        previous=pl.lit(previous.run if previous else None, pl.String),
+        label="label",
+        figure="figure",
+        concurrency=pl.col("concurrency").cast(pl.Int64),
+        point_id="this_id",
+        previous_id="other_id",
+        value="this",
+        previous_value="other",
+        change="change",
+        ci_low="ci_low",
+        ci_high="ci_high",
+        within_noise="within_noise",
+        run_noise=pl.lit(None, pl.Float64),
+        noise_from=pl.lit(None, pl.String),
+        reference_runs=pl.col("_n").cast(pl.Int64),
+        shared_shift=pl.lit(None, pl.Float64),
         shift_spread=pl.lit(None, pl.Float64),
         verdict=pl.when(pending).then(pl.lit("pending")).otherwise(pl.lit(None, pl.String)),
         order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64),
-        _scatter=pl.col("_scatter")).cast({**HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[dict-item]
+        _scatter=pl.col("_scatter"),
+    ).cast({**HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[dict-item]
 
 
 def repeats(changes: pl.DataFrame, runs: Sequence[Run]) -> set[str]:
@@ -382,20 +513,27 @@ def _run_noise(history: pl.DataFrame, repeated: set[str]) -> dict[tuple, tuple[f
     no repeat: the intervals alone)."""
     keys = ["experiment", "mode", "figure", "concurrency", "run"]
     judged = history.filter((pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED)).select(keys).unique()
-    samples = (history.filter(pl.col("run").is_in(sorted(repeated)) & pl.col("figure").is_in(FLAGGED)
-                              & (pl.col("value") > 0) & (pl.col("previous_value") > 0))
-               .with_columns(lr=(pl.col("value") / pl.col("previous_value")).log().abs()))
+    samples = history.filter(
+        pl.col("run").is_in(sorted(repeated))
+        & pl.col("figure").is_in(FLAGGED)
+        & (pl.col("value") > 0)
+        & (pl.col("previous_value") > 0)
+    ).with_columns(lr=(pl.col("value") / pl.col("previous_value")).log().abs())
     at_level = {tuple(k): m for *k, m in samples.group_by(keys).agg(pl.col("lr").max()).iter_rows()}
     any_level: dict[tuple, float] = {}
     for (e, mode, fig, _c, run), m in at_level.items():
         any_level[(e, mode, fig, run)] = max(m, any_level.get((e, mode, fig, run), 0.0))
     out: dict[tuple, tuple[float | None, str]] = {}
     for e, mode, fig, c, run in judged.iter_rows():
-        others = [m for (e2, mode2, fig2, c2, r2), m in at_level.items()
-                  if (e2, mode2, fig2, c2) == (e, mode, fig, c) and r2 != run]
+        others = [
+            m
+            for (e2, mode2, fig2, c2, r2), m in at_level.items()
+            if (e2, mode2, fig2, c2) == (e, mode, fig, c) and r2 != run
+        ]
         if not others:
-            others = [m for (e2, mode2, fig2, r2), m in any_level.items()
-                      if (e2, mode2, fig2) == (e, mode, fig) and r2 != run]
+            others = [
+                m for (e2, mode2, fig2, r2), m in any_level.items() if (e2, mode2, fig2) == (e, mode, fig) and r2 != run
+            ]
         if others:
             out[(e, mode, fig, c, run)] = (math.exp(MARGIN * max(others)) - 1, "repeats")
         else:
@@ -425,9 +563,9 @@ SHIFT_KEYS = ["experiment", "mode", "run", "figure", "concurrency"]
 def shifts_of(history: pl.DataFrame) -> pl.DataFrame:
     """Per run, figure and level, the shift every configuration shared (``shared_shift``) and its
     scatter (``shift_spread``): rows only where there is one."""
-    rows = (history.filter((pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED)
-                           & (pl.col("value") > 0) & (pl.col("previous_value") > 0))
-            .with_columns(_lr=(pl.col("value") / pl.col("previous_value")).log()))
+    rows = history.filter(
+        (pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED) & (pl.col("value") > 0) & (pl.col("previous_value") > 0)
+    ).with_columns(_lr=(pl.col("value") / pl.col("previous_value")).log())
     found = []
     for *key, lrs, noise_ in rows.group_by(SHIFT_KEYS).agg(pl.col("_lr"), pl.col("run_noise").max()).iter_rows():
         shift = shared_shift(lrs, noise_)
@@ -437,8 +575,7 @@ def shifts_of(history: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(found, orient="row", schema=schema)
 
 
-def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
-                  changes: pl.DataFrame | None = None) -> pl.DataFrame:
+def history_table(runs: Sequence[Run], *, min_change: float = 0.0, changes: pl.DataFrame | None = None) -> pl.DataFrame:
     repeated = repeats(changes_table(runs) if changes is None else changes, runs)
     parts = [_pair(r, refs, i) for s in series(runs) for i, (r, refs) in enumerate(zip(s, references(s, repeated)))]
     if not parts:
@@ -447,21 +584,31 @@ def history_table(runs: Sequence[Run], *, min_change: float = 0.0,
     noise_ = _run_noise(table, repeated)
     if noise_:
         keys = ["experiment", "mode", "figure", "concurrency", "run"]
-        found = pl.DataFrame([(*k, v, src) for k, (v, src) in noise_.items()], orient="row",
-                             schema={**{k: HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String})
-        table = (table.join(found, on=keys, how="left", nulls_equal=True)
-                 .with_columns(run_noise=pl.col("_noise"), noise_from=pl.col("_from")).drop("_noise", "_from"))
+        found = pl.DataFrame(
+            [(*k, v, src) for k, (v, src) in noise_.items()],
+            orient="row",
+            schema={**{k: HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String},
+        )
+        table = (
+            table.join(found, on=keys, how="left", nulls_equal=True)
+            .with_columns(run_noise=pl.col("_noise"), noise_from=pl.col("_from"))
+            .drop("_noise", "_from")
+        )
     # two or more reference runs: their own scatter of this figure, where it is the larger noise
     scattered = (pl.col("reference_runs") >= 2) & pl.col("_scatter").is_not_null() & pl.col("figure").is_in(FLAGGED)
     from_scatter = (MARGIN * pl.col("_scatter")).exp() - 1
     larger = scattered & (pl.col("run_noise").is_null() | (from_scatter > pl.col("run_noise")))
-    table = table.with_columns(run_noise=pl.when(larger).then(from_scatter).otherwise(pl.col("run_noise")),
-                               noise_from=pl.when(larger).then(pl.lit("reference runs")).otherwise(pl.col("noise_from")))
+    table = table.with_columns(
+        run_noise=pl.when(larger).then(from_scatter).otherwise(pl.col("run_noise")),
+        noise_from=pl.when(larger).then(pl.lit("reference runs")).otherwise(pl.col("noise_from")),
+    )
     shifts = shifts_of(table)
     if shifts.height:
         table = table.drop("shared_shift", "shift_spread").join(shifts, on=SHIFT_KEYS, how="left", nulls_equal=True)
     table = table.with_columns(verdict=verdict(min_change))
-    return achieved.history_verdicts(table, achieved.runs_levels(runs)).select([*HISTORY_SCHEMA, *achieved.HISTORY_COLUMNS])
+    return achieved.history_verdicts(table, achieved.runs_levels(runs)).select(
+        [*HISTORY_SCHEMA, *achieved.HISTORY_COLUMNS]
+    )
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, str]:
@@ -522,18 +669,35 @@ def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
     labels_a = set(previous.points["label"].to_list()) if previous.points.height else set()
     labels_b = set(run.points["label"].to_list()) if run.points.height else set()
     if labels_b - labels_a:
-        rows.append({"what": "points only in this run", "before": None,
-                     "after": ", ".join(sorted(labels_b - labels_a)), "points": len(labels_b - labels_a)})
+        rows.append(
+            {
+                "what": "points only in this run",
+                "before": None,
+                "after": ", ".join(sorted(labels_b - labels_a)),
+                "points": len(labels_b - labels_a),
+            }
+        )
     gone = labels_a - labels_b - run.pending  # not yet written is not gone
     if gone:
-        rows.append({"what": "points only in the previous run", "before": ", ".join(sorted(gone)),
-                     "after": None, "points": len(gone)})
+        rows.append(
+            {
+                "what": "points only in the previous run",
+                "before": ", ".join(sorted(gone)),
+                "after": None,
+                "points": len(gone),
+            }
+        )
     return rows
 
 
 def changes_table(runs: Sequence[Run]) -> pl.DataFrame:
-    rows = [{"experiment": r.experiment, "mode": r.mode, "run": r.run, "previous": s[i - 1].run, **c}
-            for s in series(runs) for i, r in enumerate(s) if i for c in changes_between(r, s[i - 1])]
+    rows = [
+        {"experiment": r.experiment, "mode": r.mode, "run": r.run, "previous": s[i - 1].run, **c}
+        for s in series(runs)
+        for i, r in enumerate(s)
+        if i
+        for c in changes_between(r, s[i - 1])
+    ]
     return pl.DataFrame(rows, schema=CHANGES_SCHEMA)
 
 
@@ -570,14 +734,25 @@ class History:
         return self.markdown()
 
 
-def build(roots: Iterable[str | Path] = ("results",), *, experiment: str | None = None,
-          slos: list | None = None, min_change: float = 0.0, runs: Sequence[Run] | None = None) -> History:
+def build(
+    roots: Iterable[str | Path] = ("results",),
+    *,
+    experiment: str | None = None,
+    slos: list | None = None,
+    min_change: float = 0.0,
+    runs: Sequence[Run] | None = None,
+) -> History:
     """The ``History`` of every results directory under ``roots`` (of one experiment when given);
     ``slos``: the SLOs to pick by (default each run's experiment's ``benchmark.slo``); ``runs``:
     already loaded ones (``load_runs``)."""
     paths = [Path(r) for r in roots]
     runs = list(runs) if runs is not None else load_runs(paths, experiment=experiment, slos=slos)
     changes = changes_table(runs)
-    return History(roots=paths, runs=runs_table(runs), picks=picks_table(runs),
-                   history=history_table(runs, min_change=min_change, changes=changes), changes=changes,
-                   min_change=min_change)
+    return History(
+        roots=paths,
+        runs=runs_table(runs),
+        picks=picks_table(runs),
+        history=history_table(runs, min_change=min_change, changes=changes),
+        changes=changes,
+        min_change=min_change,
+    )

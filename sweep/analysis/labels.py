@@ -44,8 +44,12 @@ def _box(x: float, y: float, w: float, h: float, dx: int, dy: int, ring: float, 
     return left, bottom, left + w, bottom + h
 
 
-def place(points: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, float]],
-          bounds: Box | None = None, marker: float = MARKER) -> list[Box]:
+def place(
+    points: Sequence[tuple[float, float]],
+    sizes: Sequence[tuple[float, float]],
+    bounds: Box | None = None,
+    marker: float = MARKER,
+) -> list[Box]:
     """Each label's box (x0, y0, x1, y1), in the units of ``points`` (x right, y up), for labels of
     ``sizes`` (width, height) beside their ``points``, in order; inside ``bounds`` where it can be,
     clear of every point's marker (half-size ``marker``)."""
@@ -80,4 +84,4 @@ def far(point: tuple[float, float], box: Box, marker: float = MARKER) -> bool:
 
 def clear(boxes: Sequence[Box]) -> bool:
     """Whether no two boxes overlap (what ``place`` achieves wherever there is room)."""
-    return all(_overlap(a, b) == 0 for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    return all(_overlap(a, b) == 0 for i, a in enumerate(boxes) for b in boxes[i + 1 :])

@@ -26,14 +26,15 @@ import polars as pl
 
 Stat = Literal["mean", "median"]
 
-METHOD = ("{pct:g}% interval of the ratio: percentile bootstrap ({resamples} resamples of each "
-          "side, seed {seed}); for means with at least {normal_from} observations on both sides, "
-          "the normal approximation on the log ratio (delta method). Fewer than 2 observations on "
-          "a side: no interval.")
+METHOD = (
+    "{pct:g}% interval of the ratio: percentile bootstrap ({resamples} resamples of each "
+    "side, seed {seed}); for means with at least {normal_from} observations on both sides, "
+    "the normal approximation on the log ratio (delta method). Fewer than 2 observations on "
+    "a side: no interval."
+)
 
 
-def describe(confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
-             normal_from: int = 30) -> str:
+def describe(confidence: float = 0.95, resamples: int = 2000, seed: int = 0, normal_from: int = 30) -> str:
     """The method in one sentence, for the report's footer."""
     return METHOD.format(pct=confidence * 100, resamples=resamples, seed=seed, normal_from=normal_from)
 
@@ -50,8 +51,9 @@ def percentile_interval(resampled: np.ndarray, confidence: float = 0.95) -> tupl
     return float(lo), float(hi)
 
 
-def bootstrap_ratio(a: np.ndarray, b: np.ndarray, stat: Stat, *, confidence: float = 0.95,
-                    resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ratio(
+    a: np.ndarray, b: np.ndarray, stat: Stat, *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile-bootstrap interval of ``stat(a) / stat(b)``."""
     rng = np.random.default_rng(seed)
     fn = np.median if stat == "median" else np.mean
@@ -60,9 +62,16 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, stat: Stat, *, confidence: flo
     return percentile_interval(sa / sb, confidence)
 
 
-def ratio_intervals(pairs: pl.DataFrame, samples: pl.LazyFrame, *, stat: Stat,
-                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
-                    normal_from: int = 30) -> pl.DataFrame:
+def ratio_intervals(
+    pairs: pl.DataFrame,
+    samples: pl.LazyFrame,
+    *,
+    stat: Stat,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    normal_from: int = 30,
+) -> pl.DataFrame:
     """``pairs`` (columns ``key``, ``base_key``) with ``ci_low`` and ``ci_high`` added.
 
     ``samples`` holds the observations as (``key``, ``value``) rows; non-positive values are
@@ -70,18 +79,25 @@ def ratio_intervals(pairs: pl.DataFrame, samples: pl.LazyFrame, *, stat: Stat,
     """
     wanted = pl.concat([pairs["key"], pairs["base_key"]]).drop_nulls().unique()
     kept = samples.filter(pl.col("key").is_in(wanted.implode()) & (pl.col("value") > 0))
-    stats = kept.group_by("key").agg(n=pl.len(), mean=pl.col("value").mean(),
-                                     sd=pl.col("value").std()).collect()
-    joined = (pairs.with_row_index("_row")
-              .join(stats, on="key", how="left")
-              .join(stats.rename(lambda c: c if c == "key" else f"base_{c}"),
-                    left_on="base_key", right_on="key", how="left", suffix="_b"))
+    stats = kept.group_by("key").agg(n=pl.len(), mean=pl.col("value").mean(), sd=pl.col("value").std()).collect()
+    joined = (
+        pairs.with_row_index("_row")
+        .join(stats, on="key", how="left")
+        .join(
+            stats.rename(lambda c: c if c == "key" else f"base_{c}"),
+            left_on="base_key",
+            right_on="key",
+            how="left",
+            suffix="_b",
+        )
+    )
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    se = ((pl.col("sd") ** 2 / (pl.col("n") * pl.col("mean") ** 2))
-          + (pl.col("base_sd") ** 2 / (pl.col("base_n") * pl.col("base_mean") ** 2))).sqrt()
+    se = (
+        (pl.col("sd") ** 2 / (pl.col("n") * pl.col("mean") ** 2))
+        + (pl.col("base_sd") ** 2 / (pl.col("base_n") * pl.col("base_mean") ** 2))
+    ).sqrt()
     ratio = pl.col("mean") / pl.col("base_mean")
-    normal = (pl.lit(stat == "mean") & (pl.col("n") >= normal_from)
-              & (pl.col("base_n") >= normal_from))
+    normal = pl.lit(stat == "mean") & (pl.col("n") >= normal_from) & (pl.col("base_n") >= normal_from)
     joined = joined.with_columns(
         ci_low=pl.when(normal).then(ratio * (-z * se).exp()),
         ci_high=pl.when(normal).then(ratio * (z * se).exp()),
@@ -90,16 +106,27 @@ def ratio_intervals(pairs: pl.DataFrame, samples: pl.LazyFrame, *, stat: Stat,
     boot = joined.filter("_boot")
     if boot.height:
         keys = pl.concat([boot["key"], boot["base_key"]]).unique()
-        values = dict(kept.filter(pl.col("key").is_in(keys.implode()))
-                      .group_by("key").agg(pl.col("value")).collect().iter_rows())
-        bounds = [bootstrap_ratio(np.asarray(values[k]), np.asarray(values[b]), stat,
-                                  confidence=confidence, resamples=resamples, seed=seed)
-                  for k, b in boot.select("key", "base_key").iter_rows()]
+        values = dict(
+            kept.filter(pl.col("key").is_in(keys.implode())).group_by("key").agg(pl.col("value")).collect().iter_rows()
+        )
+        bounds = [
+            bootstrap_ratio(
+                np.asarray(values[k]),
+                np.asarray(values[b]),
+                stat,
+                confidence=confidence,
+                resamples=resamples,
+                seed=seed,
+            )
+            for k, b in boot.select("key", "base_key").iter_rows()
+        ]
         filled = boot.select("_row").with_columns(
             _lo=pl.Series([lo for lo, _ in bounds], dtype=pl.Float64),
-            _hi=pl.Series([hi for _, hi in bounds], dtype=pl.Float64))
+            _hi=pl.Series([hi for _, hi in bounds], dtype=pl.Float64),
+        )
         joined = joined.join(filled, on="_row", how="left").with_columns(
-            ci_low=pl.coalesce("ci_low", "_lo"), ci_high=pl.coalesce("ci_high", "_hi"))
+            ci_low=pl.coalesce("ci_low", "_lo"), ci_high=pl.coalesce("ci_high", "_hi")
+        )
     return joined.sort("_row").select(*pairs.columns, "ci_low", "ci_high")
 
 
@@ -112,17 +139,24 @@ def moved(bound: str, ratio: str, to: str) -> pl.Expr:
 def within_noise() -> pl.Expr:
     """True when the interval [ci_low, ci_high] contains 1; null when there is no interval."""
     return pl.when(pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null()).then(
-        (pl.col("ci_low") <= 1) & (pl.col("ci_high") >= 1))
+        (pl.col("ci_low") <= 1) & (pl.col("ci_high") >= 1)
+    )
 
 
 def verdict(ratio: str) -> pl.Expr:
     """faster | slower | within noise | no interval, for a ratio column against a baseline."""
     noisy = within_noise()
-    return (pl.when(pl.col(ratio).is_null()).then(None)
-            .when(noisy.is_null()).then(pl.lit("no interval"))
-            .when(noisy).then(pl.lit("within noise"))
-            .when(pl.col(ratio) > 1).then(pl.lit("faster"))
-            .otherwise(pl.lit("slower")))
+    return (
+        pl.when(pl.col(ratio).is_null())
+        .then(None)
+        .when(noisy.is_null())
+        .then(pl.lit("no interval"))
+        .when(noisy)
+        .then(pl.lit("within noise"))
+        .when(pl.col(ratio) > 1)
+        .then(pl.lit("faster"))
+        .otherwise(pl.lit("slower"))
+    )
 
 
 LEVEL_NOISE_FLOOR = 0.02
@@ -142,17 +176,25 @@ def describe_level_noise(measured: float | None, repeats: int = 0) -> str:
     """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made).
     ``repeats``: it was measured from levels measured again (``decide``), with these degrees of freedom."""
     if repeats and measured is not None and measured >= LEVEL_NOISE_FLOOR:
-        return (f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
-                f"repeated measurements of the same levels, {repeats} degrees of freedom)")
+        return (
+            f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
+            f"repeated measurements of the same levels, {repeats} degrees of freedom)"
+        )
     if repeats and measured is not None:
-        return (f"the level-wide noise measured between repeated measurements of the same levels, {measured:.1%}, "
-                f"is under the floor of {LEVEL_NOISE_FLOOR:.0%} per level, which stands in")
+        return (
+            f"the level-wide noise measured between repeated measurements of the same levels, {measured:.1%}, "
+            f"is under the floor of {LEVEL_NOISE_FLOOR:.0%} per level, which stands in"
+        )
     if measured is None:
-        return (f"the level-wide noise is unknown (no configuration has the 5 levels its estimate needs): "
-                f"the floor of {LEVEL_NOISE_FLOOR:.0%} per level stands in")
+        return (
+            f"the level-wide noise is unknown (no configuration has the 5 levels its estimate needs): "
+            f"the floor of {LEVEL_NOISE_FLOOR:.0%} per level stands in"
+        )
     if measured < LEVEL_NOISE_FLOOR:
-        return (f"the level-wide noise measured, {measured:.1%}, is under the floor of {LEVEL_NOISE_FLOOR:.0%} "
-                "per level, which stands in")
+        return (
+            f"the level-wide noise measured, {measured:.1%}, is under the floor of {LEVEL_NOISE_FLOOR:.0%} "
+            "per level, which stands in"
+        )
     return f"the level-wide noise is {measured:.1%} per level (measured from the curves)"
 
 
@@ -173,8 +215,9 @@ def judged(frame: pl.DataFrame, ratio: str, measured: float | None, *, confidenc
     (faster | slower | within noise). Every verdict at a level in the report (the Concurrency table's
     marks, the speedup grid, the best per level, where speculation stops paying, the summary, the SLO
     picks, the history) comes from here."""
-    return (frame.with_columns(widened(ratio, level_sigma(measured), sides=sides_of(frame), confidence=confidence))
-            .with_columns(within_noise=within_noise(), verdict=verdict(ratio)))
+    return frame.with_columns(
+        widened(ratio, level_sigma(measured), sides=sides_of(frame), confidence=confidence)
+    ).with_columns(within_noise=within_noise(), verdict=verdict(ratio))
 
 
 def curve_noise(levels: pl.DataFrame, value: str = "output_throughput", *, degree: int = 3) -> float | None:
@@ -205,8 +248,9 @@ def curve_noise(levels: pl.DataFrame, value: str = "output_throughput", *, degre
     return float(np.sqrt(np.mean(np.concatenate(residuals) ** 2)))
 
 
-def widened(ratio: str, sigma: float | None, *, sides: int | float | pl.Expr = 2,
-            confidence: float = 0.95) -> list[pl.Expr]:
+def widened(
+    ratio: str, sigma: float | None, *, sides: int | float | pl.Expr = 2, confidence: float = 0.95
+) -> list[pl.Expr]:
     """``ci_low``/``ci_high`` of ``ratio`` widened by a level-wide noise ``sigma`` (relative SD,
     :func:`curve_noise`) on each of ``sides`` figures: in log space, each half-width and
     z * sigma * sqrt(sides) add in quadrature; with no interval, that term alone. Unchanged when
@@ -219,5 +263,7 @@ def widened(ratio: str, sigma: float | None, *, sides: int | float | pl.Expr = 2
     centre = pl.col(ratio).log()
     low_half = (centre - pl.col("ci_low").log()).clip(lower_bound=0).fill_null(0.0)
     high_half = (pl.col("ci_high").log() - centre).clip(lower_bound=0).fill_null(0.0)
-    return [pl.when(pl.col(ratio) > 0).then((centre - (low_half ** 2 + extra).sqrt()).exp()).alias("ci_low"),
-            pl.when(pl.col(ratio) > 0).then((centre + (high_half ** 2 + extra).sqrt()).exp()).alias("ci_high")]
+    return [
+        pl.when(pl.col(ratio) > 0).then((centre - (low_half**2 + extra).sqrt()).exp()).alias("ci_low"),
+        pl.when(pl.col(ratio) > 0).then((centre + (high_half**2 + extra).sqrt()).exp()).alias("ci_high"),
+    ]

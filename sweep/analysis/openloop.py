@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from sweep.analysis import realspeed, slo as slo_mod
+from sweep.analysis import realspeed
+from sweep.analysis import slo as slo_mod
 from sweep.analysis.frames import Tables, configurations
 
 OPEN_PHASE = "rate"  # the requests' phase (sweep.bench.openloop.OPEN_PHASE)
@@ -33,8 +34,11 @@ def join_on_rate(left: pl.DataFrame, right: pl.DataFrame, how: str = "left") -> 
     ``offered_rate`` kept, ``right``'s dropped)."""
     key = "__rate_key"
     joined = left.with_columns(rate_key().alias(key)).join(
-        right.with_columns(rate_key().alias(key)).drop("offered_rate"), on=["point_id", key], how=how,  # type: ignore[arg-type]
-        maintain_order="left")
+        right.with_columns(rate_key().alias(key)).drop("offered_rate"),
+        on=["point_id", key],
+        how=how,  # type: ignore[arg-type]
+        maintain_order="left",
+    )
     return joined.drop(key)
 
 
@@ -58,12 +62,27 @@ def closed_loop(tables: Tables) -> dict[str, pl.LazyFrame]:
     return out
 
 
-SCHEMA = {"point_id": pl.String, "label": pl.String, "order": pl.Int64, "offered_rate": pl.Float64,
-          "arrival": pl.String, "burstiness": pl.Float64, "arrival_rate": pl.Float64, "achieved_rate": pl.Float64,
-          "requests": pl.Int64, "ok": pl.Int64, "output_throughput": pl.Float64, "ttft_p50_s": pl.Float64,
-          "ttft_p99_s": pl.Float64, "tpot_p50_s": pl.Float64, "latency_p99_s": pl.Float64,
-          "queue_growth": pl.Float64, "kept_up": pl.Boolean, "max_in_flight_seen": pl.Int64,
-          "wait_max_s": pl.Float64}
+SCHEMA = {
+    "point_id": pl.String,
+    "label": pl.String,
+    "order": pl.Int64,
+    "offered_rate": pl.Float64,
+    "arrival": pl.String,
+    "burstiness": pl.Float64,
+    "arrival_rate": pl.Float64,
+    "achieved_rate": pl.Float64,
+    "requests": pl.Int64,
+    "ok": pl.Int64,
+    "output_throughput": pl.Float64,
+    "ttft_p50_s": pl.Float64,
+    "ttft_p99_s": pl.Float64,
+    "tpot_p50_s": pl.Float64,
+    "latency_p99_s": pl.Float64,
+    "queue_growth": pl.Float64,
+    "kept_up": pl.Boolean,
+    "max_in_flight_seen": pl.Int64,
+    "wait_max_s": pl.Float64,
+}
 
 
 def rate_levels(tables: Tables) -> pl.DataFrame:
@@ -77,10 +96,15 @@ def rate_levels(tables: Tables) -> pl.DataFrame:
         return pl.DataFrame(schema=SCHEMA)
     names = configurations(tables).select("point_id", "label", "order")
     cols = [c for c in SCHEMA if c not in ("label", "order")]
-    return (rows.select(cols).unique(["point_id", "arrival", "offered_rate"], keep="last", maintain_order=True)
-            .join(names, on="point_id", how="left")
-            .with_columns(label=pl.col("label").fill_null(pl.col("point_id")), order=pl.col("order").fill_null(0))
-            .select(list(SCHEMA)).cast(pl.Schema(SCHEMA)).sort("order", "arrival", "offered_rate"))
+    return (
+        rows.select(cols)
+        .unique(["point_id", "arrival", "offered_rate"], keep="last", maintain_order=True)
+        .join(names, on="point_id", how="left")
+        .with_columns(label=pl.col("label").fill_null(pl.col("point_id")), order=pl.col("order").fill_null(0))
+        .select(list(SCHEMA))
+        .cast(pl.Schema(SCHEMA))
+        .sort("order", "arrival", "offered_rate")
+    )
 
 
 def first_overload(levels: pl.DataFrame) -> pl.DataFrame:
@@ -91,29 +115,46 @@ def first_overload(levels: pl.DataFrame) -> pl.DataFrame:
     schema = {"point_id": pl.String, "label": pl.String, "kept_up_to": pl.Float64, "overloaded_at": pl.Float64}
     if not rated.height:
         return pl.DataFrame(schema=schema)
-    return (rated.group_by("point_id", "label", "order", maintain_order=True)
-            .agg(kept_up_to=pl.col("offered_rate").filter(pl.col("kept_up").fill_null(False)).max(),
-                 overloaded_at=pl.col("offered_rate").filter(pl.col("kept_up") == False).min())  # noqa: E712
-            .sort("order").select(list(schema)))
+    return (
+        rated.group_by("point_id", "label", "order", maintain_order=True)
+        .agg(
+            kept_up_to=pl.col("offered_rate").filter(pl.col("kept_up").fill_null(False)).max(),
+            overloaded_at=pl.col("offered_rate").filter(pl.col("kept_up").not_()).min(),
+        )
+        .sort("order")
+        .select(list(schema))
+    )
 
 
 def rate_slo(tables: Tables, slos: list) -> pl.DataFrame:
     """``slo.level_slo`` over the open-loop levels: one row per (SLO, point, offered rate), with
     ``offered_rate`` in place of ``concurrency`` (met, attainment, goodput_rps...)."""
-    empty = slo_mod.level_slo(tables, []).rename({"concurrency": "offered_rate"}).with_columns(
-        pl.col("offered_rate").cast(pl.Float64))
+    empty = (
+        slo_mod.level_slo(tables, [])
+        .rename({"concurrency": "offered_rate"})
+        .with_columns(pl.col("offered_rate").cast(pl.Float64))
+    )
     if not slos or "levels" not in tables or not _has(tables["levels"], "arrival"):
         return empty
     tables = realspeed.scaled(tables)  # first: the keys are the real-speed rates rate_levels shows
     key = rate_key()
     view = dict(tables)
     view["levels"] = tables["levels"].filter(_is_open(tables["levels"])).with_columns(concurrency=key)
-    view["requests"] = (tables["requests"].filter(pl.col("phase") == OPEN_PHASE)
-                        .with_columns(phase=pl.lit("level"), concurrency=key))
+    view["requests"] = (
+        tables["requests"].filter(pl.col("phase") == OPEN_PHASE).with_columns(phase=pl.lit("level"), concurrency=key)
+    )
     out = slo_mod.level_slo(view, slos)
     # each key back to its level's own rate (the one rate_levels shows), not a float rebuilt from the key
-    rates = (view["levels"].select("point_id", "concurrency", "offered_rate").collect()
-             .with_columns(pl.col("concurrency").cast(pl.Int64)).unique(["point_id", "concurrency"], keep="last"))
-    return (out.join(rates, on=["point_id", "concurrency"], how="left", maintain_order="left")
-            .with_columns(pl.col("offered_rate").fill_null(pl.col("concurrency").cast(pl.Float64) / RATE_KEY))
-            .drop("concurrency").select(["offered_rate" if c == "concurrency" else c for c in out.columns]))
+    rates = (
+        view["levels"]
+        .select("point_id", "concurrency", "offered_rate")
+        .collect()
+        .with_columns(pl.col("concurrency").cast(pl.Int64))
+        .unique(["point_id", "concurrency"], keep="last")
+    )
+    return (
+        out.join(rates, on=["point_id", "concurrency"], how="left", maintain_order="left")
+        .with_columns(pl.col("offered_rate").fill_null(pl.col("concurrency").cast(pl.Float64) / RATE_KEY))
+        .drop("concurrency")
+        .select(["offered_rate" if c == "concurrency" else c for c in out.columns])
+    )

@@ -45,10 +45,13 @@ def styles(frame: pl.DataFrame) -> dict[str, dict]:
         cmap = colormaps[FAMILIES[d_index % len(FAMILIES)]]
         for s_index, spec in enumerate(specs):
             shade = 0.55 if len(specs) == 1 else 0.4 + 0.55 * s_index / (len(specs) - 1)
-            by_shape[(drafter, spec)] = {"color": cmap(shade), "marker": MARKERS[s_index % len(MARKERS)],
-                                         "linewidth": 1.6, "markersize": 5}
-    return {r["config"]: dict(BASELINE) if r["baseline"] else by_shape[(r["drafter"] or "", r["spec"])]
-            for r in rows}
+            by_shape[(drafter, spec)] = {
+                "color": cmap(shade),
+                "marker": MARKERS[s_index % len(MARKERS)],
+                "linewidth": 1.6,
+                "markersize": 5,
+            }
+    return {r["config"]: dict(BASELINE) if r["baseline"] else by_shape[(r["drafter"] or "", r["spec"])] for r in rows}
 
 
 def panel_key() -> pl.Expr:
@@ -83,8 +86,9 @@ def _legend(fig: Figure, frame: pl.DataFrame, style: dict[str, dict]) -> None:
     """One legend for the figure, in report order, baselines named as such. Entries leave out the
     panel's own axes (group), so a configuration shown in several panels is listed once."""
     entries: dict[str, dict] = {}
-    for config, group, baseline in (frame.sort("order").unique("config", maintain_order=True)
-                                    .select("config", "group", "baseline").rows()):
+    for config, group, baseline in (
+        frame.sort("order").unique("config", maintain_order=True).select("config", "group", "baseline").rows()
+    ):
         shown = set(group.split(",")) if group else set()
         name = ",".join(p for p in config.split(",") if p not in shown) or config
         entries.setdefault(f"{name}  (baseline)" if baseline else name, style[config])
@@ -99,8 +103,10 @@ def plot_concurrency(levels: pl.DataFrame, path: Path) -> Path | None:
         return None
     panels, style = panel_keys(data), styles(data)
     ticks = sorted(data["concurrency"].unique().to_list())
-    metrics = [("output_throughput", "output throughput (tok/s)"),
-               ("per_request_tok_s", "per-request speed (tok/s, log scale)")]
+    metrics = [
+        ("output_throughput", "output throughput (tok/s)"),
+        ("per_request_tok_s", "per-request speed (tok/s, log scale)"),
+    ]
     fig = Figure(figsize=(_width(len(panels)), 8.5), layout="constrained", dpi=DPI)
     axes = fig.subplots(2, len(panels), squeeze=False, sharex=True, sharey="row")
     for col, key in enumerate(panels):
@@ -142,8 +148,9 @@ def plot_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame, path: Pat
         ax.axhspan(0, 1, color="#f4cccc", alpha=0.35, zorder=0)
         ax.axhline(1, color="black", linewidth=1)
         ax.text(ticks[0], 1, " baseline", va="bottom", fontsize=8)
-        for (config, pid), curve in (panel_of(data, key).sort("concurrency")
-                                     .group_by("config", "point_id", maintain_order=True)):
+        for (config, pid), curve in (
+            panel_of(data, key).sort("concurrency").group_by("config", "point_id", maintain_order=True)
+        ):
             ax.plot(curve["concurrency"], curve["throughput_ratio"], **style[config])
             if est.get(pid):
                 ax.plot([est[pid]], [1], marker="|", markersize=14, color=style[config]["color"])
@@ -152,8 +159,7 @@ def plot_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame, path: Pat
         ax.set_title(f"{key or 'all points'}", fontsize=10)
     axes[0].set_ylabel("output throughput / baseline's\n(below 1 = slower than baseline)")
     _legend(fig, data, style)
-    fig.suptitle("Speedup over the matched baseline against concurrency (| marks the crossover)",
-                 fontsize=12)
+    fig.suptitle("Speedup over the matched baseline against concurrency (| marks the crossover)", fontsize=12)
     fig.savefig(path)
     return path
 
@@ -164,11 +170,12 @@ def env_ratios(levels: pl.DataFrame, reference: str | None) -> pl.DataFrame | No
     if reference is None:  # no NCCL profile axis
         return None
     data = levels.filter(pl.col("output_throughput").is_not_null())
-    ref = data.filter(pl.col("profile") == reference).select(
-        "config", "group", "concurrency", ref="output_throughput")
-    data = (data.filter(pl.col("profile") != reference)
-            .join(ref, on=["config", "group", "concurrency"], how="inner")
-            .with_columns(ratio=pl.col("output_throughput") / pl.col("ref")))
+    ref = data.filter(pl.col("profile") == reference).select("config", "group", "concurrency", ref="output_throughput")
+    data = (
+        data.filter(pl.col("profile") != reference)
+        .join(ref, on=["config", "group", "concurrency"], how="inner")
+        .with_columns(ratio=pl.col("output_throughput") / pl.col("ref"))
+    )
     return None if data.is_empty() else data
 
 
@@ -198,7 +205,8 @@ def plot_env_effect(levels: pl.DataFrame, path: Path, reference: str | None = No
 
 def _grid_values(frame: pl.DataFrame, ratio: str) -> pl.DataFrame:
     return frame.filter(~pl.col("baseline")).select(
-        "group", "profile", "drafter", "spec", "within_noise", "note", value=ratio)
+        "group", "profile", "drafter", "spec", "within_noise", "note", value=ratio
+    )
 
 
 def grid_rows(single: pl.DataFrame, levels: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
@@ -210,15 +218,21 @@ def grid_rows(single: pl.DataFrame, levels: pl.DataFrame) -> list[tuple[str, pl.
     measured = levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
         top_c = cast(int, measured["concurrency"].max())
-        rows.append((f"C={top_c} (highest level), output throughput",
-                     _grid_values(levels.filter(pl.col("concurrency") == top_c), "throughput_ratio")))
+        rows.append(
+            (
+                f"C={top_c} (highest level), output throughput",
+                _grid_values(levels.filter(pl.col("concurrency") == top_c), "throughput_ratio"),
+            )
+        )
     return rows
 
 
 def grid_axes(values: pl.DataFrame) -> tuple[list[str], list[str]]:
     """The grid's drafters (rows; '' for none) and speculative shapes (columns), in natural order."""
-    return (sorted({d or "" for d in values["drafter"].to_list()}, key=natural_key),
-            sorted(set(values["spec"].to_list()), key=natural_key))
+    return (
+        sorted({d or "" for d in values["drafter"].to_list()}, key=natural_key),
+        sorted(set(values["spec"].to_list()), key=natural_key),
+    )
 
 
 def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) -> Path | None:
@@ -235,8 +249,7 @@ def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) ->
     norm = TwoSlopeNorm(vcenter=1.0, vmin=math.exp(-spread), vmax=math.exp(spread))
     cmap = colormaps["RdYlGn"]
     width = 1.8 + len(panels) * (1.2 + 1.1 * len(specs))
-    fig = Figure(figsize=(width, 1.2 + len(rows) * (1.1 + 0.55 * len(drafters))),
-                 layout="constrained", dpi=DPI)
+    fig = Figure(figsize=(width, 1.2 + len(rows) * (1.1 + 0.55 * len(drafters))), layout="constrained", dpi=DPI)
     axes = fig.subplots(len(rows), len(panels), squeeze=False)
     for r, (title, values) in enumerate(rows):
         for c, key in enumerate(panels):
@@ -256,21 +269,19 @@ def plot_speedup_grid(single: pl.DataFrame, levels: pl.DataFrame, path: Path) ->
                     color = "dimgray" if noisy else ("white" if dark else "black")
                 ax.text(j, i, text, ha="center", va="center", fontsize=9, color=color)
             ax.set_facecolor("#eeeeee")  # not measured: grey, distinct from a neutral 1.0x
-            ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto",
-                      alpha=np.where(np.isnan(grid), 0.0, 1.0))
+            ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto", alpha=np.where(np.isnan(grid), 0.0, 1.0))
             noisy_mask = np.zeros_like(grid)
             for cell in panel.iter_rows(named=True):
                 if cell["within_noise"]:
                     noisy_mask[drafters.index(cell["drafter"] or ""), specs.index(cell["spec"])] = 1
-            ax.imshow(np.where(noisy_mask == 1, 1.0, np.nan), cmap="Greys", vmin=0, vmax=1.5,
-                      aspect="auto", alpha=0.55)
+            ax.imshow(np.where(noisy_mask == 1, 1.0, np.nan), cmap="Greys", vmin=0, vmax=1.5, aspect="auto", alpha=0.55)
             ax.set_xticks(range(len(specs)), specs, fontsize=9)
-            ax.set_yticks(range(len(drafters)), [f"drafter {d}" if d else "-" for d in drafters],
-                          fontsize=9)
+            ax.set_yticks(range(len(drafters)), [f"drafter {d}" if d else "-" for d in drafters], fontsize=9)
             ax.set_title(f"{key or 'all points'}\n{title}", fontsize=10)
     fig.colorbar(axes[0][0].images[0], ax=axes, label="speedup over matched baseline", shrink=0.8)
-    fig.suptitle("Speedup grid: drafter x speculative shape (green faster, red slower, grey = within noise)",
-                 fontsize=12)
+    fig.suptitle(
+        "Speedup grid: drafter x speculative shape (green faster, red slower, grey = within noise)", fontsize=12
+    )
     fig.savefig(path)
     return path
 
@@ -285,10 +296,15 @@ def plot_single_stream(single: pl.DataFrame, path: Path) -> Path | None:
     ax = fig.subplots()
     y = np.arange(data.height)
     colors = [style[c]["color"] for c in data["config"]]
-    ax.barh(y, data["tok_s"], color=colors, alpha=0.85,
-            hatch=["//" if b else "" for b in data["baseline"]], edgecolor="white")
-    err = np.vstack([(data["tok_s"] - data["tok_s_min"]).to_numpy(),
-                     (data["tok_s_max"] - data["tok_s"]).to_numpy()])
+    ax.barh(
+        y,
+        data["tok_s"],
+        color=colors,
+        alpha=0.85,
+        hatch=["//" if b else "" for b in data["baseline"]],
+        edgecolor="white",
+    )
+    err = np.vstack([(data["tok_s"] - data["tok_s_min"]).to_numpy(), (data["tok_s_max"] - data["tok_s"]).to_numpy()])
     ax.errorbar(data["tok_s"], y, xerr=err, fmt="none", ecolor="black", capsize=3, linewidth=1)
     for yi, row in enumerate(data.iter_rows(named=True)):
         if row["baseline"]:
@@ -307,9 +323,15 @@ def plot_single_stream(single: pl.DataFrame, path: Path) -> Path | None:
     return path
 
 
-PHASE_COLORS = {"load_s": "#4e79a7", "kv_cache_s": "#9c755f", "capture_s": "#f28e2b",
-                "draft_capture_s": "#e15759", "http_s": "#76b7b2", "ready_s": "#59a14f",
-                "other_s": "#bab0ac"}
+PHASE_COLORS = {
+    "load_s": "#4e79a7",
+    "kv_cache_s": "#9c755f",
+    "capture_s": "#f28e2b",
+    "draft_capture_s": "#e15759",
+    "http_s": "#76b7b2",
+    "ready_s": "#59a14f",
+    "other_s": "#bab0ac",
+}
 
 
 def plot_startup(startup: pl.DataFrame, path: Path) -> Path | None:
@@ -329,8 +351,7 @@ def plot_startup(startup: pl.DataFrame, path: Path) -> Path | None:
     for yi, row in enumerate(data.iter_rows(named=True)):
         total = row["startup_s"]
         label = f"{total:.1f} s" if total is not None and total < 10 else f"{total or 0:.0f} s"
-        ax.text(left[yi], yi, f"  {label}" if total is not None else f"  {row['status']}",
-                va="center", fontsize=8)
+        ax.text(left[yi], yi, f"  {label}" if total is not None else f"  {row['status']}", va="center", fontsize=8)
     ax.set_yticks(y, data["label"], fontsize=8)
     ax.set_xlabel("seconds from launch to ready")
     ax.set_xlim(0, left.max() * 1.15 if left.max() > 0 else 1)
@@ -363,8 +384,16 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
         front = panel.filter("on_frontier").sort("user_tok_s")
         ax.plot(front["user_tok_s"], front["tok_s_gpu"], color="crimson", linewidth=2.2, alpha=0.8, zorder=3)
         for r in front.iter_rows(named=True):
-            ax.plot([r["user_tok_s"]], [r["tok_s_gpu"]], marker=style[r["config"]]["marker"], markersize=FRONT_MARKER,
-                    color=style[r["config"]]["color"], markeredgecolor="crimson", markeredgewidth=1.5, zorder=4)
+            ax.plot(
+                [r["user_tok_s"]],
+                [r["tok_s_gpu"]],
+                marker=style[r["config"]]["marker"],
+                markersize=FRONT_MARKER,
+                color=style[r["config"]]["color"],
+                markeredgecolor="crimson",
+                markeredgewidth=1.5,
+                zorder=4,
+            )
         fronts.append((ax, front))
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -376,8 +405,10 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
     axes[0].set_ylabel(f"output tok/s per {per} (completion tokens only)")
     axes[0].set_ylim(bottom=0)
     _legend(fig, data, style)
-    fig.suptitle("Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier "
-                 "(labelled)", fontsize=12)
+    fig.suptitle(
+        "Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier (labelled)",
+        fontsize=12,
+    )
     fig.draw_without_rendering()  # the layout, so that the labels are placed where the points are drawn
     for ax, front in fronts:
         _label_frontier(ax, front, fig.dpi)
@@ -411,8 +442,19 @@ def _label_frontier(ax, front: pl.DataFrame, dpi: float) -> None:
     boxes = labels.place(at, sizes, bounds=(x0, y0, x1, y1), marker=marker)
     for r, (x, y), text, box in zip(rows, at, texts, boxes):
         far = labels.far((x, y), box, marker)
-        ax.annotate(text, (r["user_tok_s"], r["tok_s_gpu"]), xytext=((box[0] - x) * px, (box[1] - y) * px),
-                    textcoords="offset points", ha="left", va="bottom", fontsize=LABEL_SIZE, color="crimson",
-                    zorder=5, annotation_clip=False, in_layout=False,
-                    arrowprops=None if not far else dict(arrowstyle="-", color="crimson", linewidth=0.6, alpha=0.7,
-                                                      shrinkA=0, shrinkB=3))
+        ax.annotate(
+            text,
+            (r["user_tok_s"], r["tok_s_gpu"]),
+            xytext=((box[0] - x) * px, (box[1] - y) * px),
+            textcoords="offset points",
+            ha="left",
+            va="bottom",
+            fontsize=LABEL_SIZE,
+            color="crimson",
+            zorder=5,
+            annotation_clip=False,
+            in_layout=False,
+            arrowprops=None
+            if not far
+            else dict(arrowstyle="-", color="crimson", linewidth=0.6, alpha=0.7, shrinkA=0, shrinkB=3),
+        )

@@ -71,8 +71,10 @@ def has_adaptive(version: str | None) -> bool | None:
 def needs_text(version: str | None) -> str | None:
     """What the report says where the sweep's SGLang lacks the flags (None where it has them)."""
     if has_adaptive(version) is False:
-        return (f"needs SGLang >= {ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
-                "deploy the plain table")
+        return (
+            f"needs SGLang >= {ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
+            "deploy the plain table"
+        )
     return None
 
 
@@ -105,8 +107,10 @@ class BreakEven:
     def text(self) -> str:
         est = f"C~{self.concurrency:.0f}" if self.concurrency is not None else f"C~{self.low}"
         if self.high is None:
-            return (f"speculation off above {est} (ahead beyond noise up to C={self.low}, within noise of the "
-                    f"baseline above, to C={self.top})")
+            return (
+                f"speculation off above {est} (ahead beyond noise up to C={self.low}, within noise of the "
+                f"baseline above, to C={self.top})"
+            )
         return f"speculation off above {est} (between C={self.low} and C={self.high})"
 
 
@@ -161,8 +165,13 @@ class Policy:
         requires --speculative-num-steps among the candidates and sizes its buffers for it), its draft
         tokens (steps + 1), topk 1, and the config as a mapping (the host writes it to a file)."""
         k = self.largest()
-        return {ADAPTIVE_FLAG: True, CONFIG_FLAG: self.config(), "speculative-num-steps": k,
-                "speculative-num-draft-tokens": k + 1, "speculative-eagle-topk": 1}
+        return {
+            ADAPTIVE_FLAG: True,
+            CONFIG_FLAG: self.config(),
+            "speculative-num-steps": k,
+            "speculative-num-draft-tokens": k + 1,
+            "speculative-eagle-topk": 1,
+        }
 
     def plain_table(self) -> list[dict]:
         """For engines without adaptive speculation: per concurrency range (measured levels, adjacent
@@ -275,8 +284,11 @@ def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
             if roles.get(a) in (DRAFTER, ENV, BENCHMARK) or params[a] is None:
                 continue
             rest = {b: v for b, v in params.items() if b != a}
-            mates = [q for q in loose if {b: v for b, v in axes_of(q).items() if b != a} == rest
-                     and q["point_id"] != r["point_id"]]
+            mates = [
+                q
+                for q in loose
+                if {b: v for b, v in axes_of(q).items() if b != a} == rest and q["point_id"] != r["point_id"]
+            ]
             if any(_steps_of(q, None) != _steps_of(r, None) for q in mates):
                 out[r["point_id"]] = a
                 break
@@ -311,8 +323,11 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
     out (trees; points without a step count). ``configurations``: ``frames.configurations`` of the same
     tables, for each point's workload (the client-side axes)."""
     rows = [r for r in points.iter_rows(named=True) if not r.get("baseline")]
-    workload = ({r["point_id"]: r["workload"] or "" for r in configurations.iter_rows(named=True)}
-                if configurations is not None and "workload" in configurations.columns else {})
+    workload = (
+        {r["point_id"]: r["workload"] or "" for r in configurations.iter_rows(named=True)}
+        if configurations is not None and "workload" in configurations.columns
+        else {}
+    )
     inferred = _infer_step_axis([r for r in rows if not is_confirmation(r)])
     found: dict[tuple, _Group] = {}
     notes: list[str] = []
@@ -342,8 +357,10 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
             continue
         g.members[steps] = r
     for t in sorted(trees, key=natural_key):
-        notes.append(f"{t}: a tree (topk > 1), left out: SGLang's adaptive speculation runs topk 1 only "
-                     "('only topk=1 is supported')")
+        notes.append(
+            f"{t}: a tree (topk > 1), left out: SGLang's adaptive speculation runs topk 1 only "
+            "('only topk=1 is supported')"
+        )
     return sorted(found.values(), key=lambda g: (natural_key(g.workload), natural_key(_pairs(g.params)))), notes
 
 
@@ -357,15 +374,18 @@ def _judge(rows: list[dict], sigma: float, confidence: float) -> list[bool | Non
     return judged["within_noise"].to_list()
 
 
-def _request_intervals(pairs: list[tuple[str, str, int, float]], samples: pl.LazyFrame | None,
-                       confidence: float) -> dict[tuple[str, str, int], tuple[float | None, float | None]]:
+def _request_intervals(
+    pairs: list[tuple[str, str, int, float]], samples: pl.LazyFrame | None, confidence: float
+) -> dict[tuple[str, str, int], tuple[float | None, float | None]]:
     """The per-request interval of each pair's throughput ratio (a, b, level, per-request ratio): the
     interval of a's mean per-request tok/s over b's at that level, moved to the throughput ratio as a
     relative width by the caller. Empty without samples."""
     if samples is None or not pairs:
         return {}
-    frame = pl.DataFrame([{"key": f"{a}@{c}", "base_key": f"{b}@{c}"} for a, b, c, _ in pairs],
-                         schema={"key": pl.String, "base_key": pl.String}).unique()
+    frame = pl.DataFrame(
+        [{"key": f"{a}@{c}", "base_key": f"{b}@{c}"} for a, b, c, _ in pairs],
+        schema={"key": pl.String, "base_key": pl.String},
+    ).unique()
     found = noise.ratio_intervals(frame, samples, stat="mean", confidence=confidence)
     out = {}
     for r in found.iter_rows(named=True):
@@ -375,8 +395,14 @@ def _request_intervals(pairs: list[tuple[str, str, int, float]], samples: pl.Laz
     return out
 
 
-def _within(best: tuple[str, float, float | None], other: tuple[str, float, float | None], c: int,
-            intervals: dict, sigma: float, confidence: float) -> bool:
+def _within(
+    best: tuple[str, float, float | None],
+    other: tuple[str, float, float | None],
+    c: int,
+    intervals: dict,
+    sigma: float,
+    confidence: float,
+) -> bool:
     """Is ``other`` (point id, throughput, per-request tok/s) within noise of ``best`` at level c."""
     (a, ta, pa), (b, tb, pb) = best, other
     if a == b:
@@ -400,8 +426,11 @@ def _tiers(levels: list[Level]) -> tuple[Tier, ...]:
             t = tiers[-1]
             tiers[-1] = Tier(t.lo, lv.concurrency, t.best_steps, t.candidate_steps, t.levels + (lv.concurrency,))
             continue
-        tiers.append(Tier(1 if not tiers else lv.concurrency, lv.concurrency, lv.best_steps, lv.candidate_steps,
-                          (lv.concurrency,)))
+        tiers.append(
+            Tier(
+                1 if not tiers else lv.concurrency, lv.concurrency, lv.best_steps, lv.candidate_steps, (lv.concurrency,)
+            )
+        )
     out = []
     for t in tiers:  # the tier's best: the most frequent best over its levels, the larger on a tie
         bests = [lv.best_steps for lv in levels if lv.concurrency in t.levels]
@@ -442,9 +471,15 @@ def _version(points: pl.DataFrame) -> str | None:
     return known[0] if known else (sorted(found)[0] if found else None)
 
 
-def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.DataFrame | None = None,
-           samples: pl.LazyFrame | None = None, level_noise: float | None = None,
-           confidence: float = 0.95) -> Policies:
+def derive(
+    levels: pl.DataFrame,
+    points: pl.DataFrame,
+    *,
+    configurations: pl.DataFrame | None = None,
+    samples: pl.LazyFrame | None = None,
+    level_noise: float | None = None,
+    confidence: float = 0.95,
+) -> Policies:
     """One ``Policy`` per group of points that differ only in their step count (``groups``), from
     ``levels`` (``speedups.level_speedups``: output_throughput, per_request_tok_s and the matched
     baseline's, per point and level) and ``points`` (the points table: roles, axes, argv, resolved,
@@ -482,8 +517,9 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
                         at[0] = (base_id, row["baseline_output_throughput"], row.get("baseline_per_request_tok_s"))
                         base_label = base_label or row.get("baseline_label")
             options[c] = at
-        pairs = [(b[0], a[0], c, 0.0) for c, at in options.items() for a in at.values() for b in at.values()
-                 if a[0] != b[0]]
+        pairs = [
+            (b[0], a[0], c, 0.0) for c, at in options.items() for a in at.values() for b in at.values() if a[0] != b[0]
+        ]
         intervals = _request_intervals(pairs, samples, confidence)
         rows, judged = [], []
         for c in concurrencies:
@@ -498,15 +534,19 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
             ratio = None
             if 0 in at and top_spec is not None:
                 ratio = spec[top_spec][1] / at[0][1]
-                ahead = any(v[1] > at[0][1] and not _within(v, at[0], c, intervals, sigma, confidence)
-                            for v in spec.values())
-                behind = all(at[0][1] > v[1] and not _within(at[0], v, c, intervals, sigma, confidence)
-                             for v in spec.values())
+                ahead = any(
+                    v[1] > at[0][1] and not _within(v, at[0], c, intervals, sigma, confidence) for v in spec.values()
+                )
+                behind = all(
+                    at[0][1] > v[1] and not _within(at[0], v, c, intervals, sigma, confidence) for v in spec.values()
+                )
             judged.append({"c": c, "ahead": ahead, "behind": behind, "ratio": ratio})
             rows.append((c, best_k, cands, {k: v[1] for k, v in at.items()}))
         if not any(j["ahead"] for j in judged) and any(j["ratio"] is not None for j in judged):
-            out.notes.append(f"{name}: no policy: no step count is faster than its baseline beyond noise at any "
-                             "level (no speculation)")
+            out.notes.append(
+                f"{name}: no policy: no step count is faster than its baseline beyond noise at any "
+                "level (no speculation)"
+            )
             continue
         # the group's best single static setup: the best mean rank over the levels (then geomean)
         ranks: dict[int, list[int]] = {}
@@ -516,23 +556,49 @@ def derive(levels: pl.DataFrame, points: pl.DataFrame, *, configurations: pl.Dat
         static = min(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), -len(ranks[k]), k)) if ranks else None
         level_rows = []
         for c, best_k, cands, tok in rows:
-            level_rows.append(Level(c, best_k, cands, tok, max((tok[k] for k in cands if k in tok), default=None),
-                                    tok.get(static) if static is not None else None, tok.get(0)))
+            level_rows.append(
+                Level(
+                    c,
+                    best_k,
+                    cands,
+                    tok,
+                    max((tok[k] for k in cands if k in tok), default=None),
+                    tok.get(static) if static is not None else None,
+                    tok.get(0),
+                )
+            )
         policy_notes = []
         if g.pruned:
-            policy_notes.append(f"not measured (pruned by the adaptive search: predicted to be at best within noise "
-                                f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
-                                "out of the candidates, which hold measured step counts only")
+            policy_notes.append(
+                f"not measured (pruned by the adaptive search: predicted to be at best within noise "
+                f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
+                "out of the candidates, which hold measured step counts only"
+            )
         if base_id is None or all(0 not in options[c] for c in concurrencies):
-            policy_notes.append("no matched baseline measured: 0 (no speculation) is never a candidate, and "
-                                "there is no break-even")
-        out.append(Policy(
-            group=name, params=g.params, step_axis=g.step_axis, workload=g.workload,
-            tiers=_tiers(level_rows), break_even=_break_even(judged),
-            member_ids=tuple(member_ids.values()), steps=member_ids,
-            labels={k: r["label"] for k, r in g.members.items()}, baseline_id=base_id, baseline_label=base_label,
-            levels=tuple(level_rows), static_steps=static, sglang_version=version, notes=tuple(policy_notes),
-            confirmation_ids=tuple(g.confirmations), axis_order=g.order))
+            policy_notes.append(
+                "no matched baseline measured: 0 (no speculation) is never a candidate, and there is no break-even"
+            )
+        out.append(
+            Policy(
+                group=name,
+                params=g.params,
+                step_axis=g.step_axis,
+                workload=g.workload,
+                tiers=_tiers(level_rows),
+                break_even=_break_even(judged),
+                member_ids=tuple(member_ids.values()),
+                steps=member_ids,
+                labels={k: r["label"] for k, r in g.members.items()},
+                baseline_id=base_id,
+                baseline_label=base_label,
+                levels=tuple(level_rows),
+                static_steps=static,
+                sglang_version=version,
+                notes=tuple(policy_notes),
+                confirmation_ids=tuple(g.confirmations),
+                axis_order=g.order,
+            )
+        )
     return out
 
 
@@ -543,10 +609,14 @@ def from_tables(tables, *, level_noise: float | None = None, confidence: float =
     from sweep.analysis.frames import configurations, points_frame
 
     levels = speedups.level_speedups(tables)
-    return derive(levels, points_frame(tables), configurations=configurations(tables),
-                  samples=speedups.level_samples(tables),
-                  level_noise=noise.curve_noise(levels) if level_noise is None else level_noise,
-                  confidence=confidence)
+    return derive(
+        levels,
+        points_frame(tables),
+        configurations=configurations(tables),
+        samples=speedups.level_samples(tables),
+        level_noise=noise.curve_noise(levels) if level_noise is None else level_noise,
+        confidence=confidence,
+    )
 
 
 def for_point(policies: list[Policy], point_id: str) -> Policy | None:
@@ -554,16 +624,35 @@ def for_point(policies: list[Policy], point_id: str) -> Policy | None:
     return next((p for p in policies if point_id in p.member_ids), None)
 
 
-CONFIRMATION = {"concurrency": pl.Int64, "policy_tok_s": pl.Float64, "static_tok_s": pl.Float64,
-                "static_label": pl.String, "envelope_tok_s": pl.Float64, "envelope_label": pl.String,
-                "baseline_tok_s": pl.Float64, "vs_envelope": pl.Float64, "vs_envelope_low": pl.Float64,
-                "vs_envelope_high": pl.Float64, "short": pl.Boolean, "vs_static": pl.Float64,
-                "vs_static_low": pl.Float64, "vs_static_high": pl.Float64, "vs_baseline": pl.Float64,
-                "vs_baseline_low": pl.Float64, "vs_baseline_high": pl.Float64}
+CONFIRMATION = {
+    "concurrency": pl.Int64,
+    "policy_tok_s": pl.Float64,
+    "static_tok_s": pl.Float64,
+    "static_label": pl.String,
+    "envelope_tok_s": pl.Float64,
+    "envelope_label": pl.String,
+    "baseline_tok_s": pl.Float64,
+    "vs_envelope": pl.Float64,
+    "vs_envelope_low": pl.Float64,
+    "vs_envelope_high": pl.Float64,
+    "short": pl.Boolean,
+    "vs_static": pl.Float64,
+    "vs_static_low": pl.Float64,
+    "vs_static_high": pl.Float64,
+    "vs_baseline": pl.Float64,
+    "vs_baseline_low": pl.Float64,
+    "vs_baseline_high": pl.Float64,
+}
 
 
-def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | None = None,
-                 level_noise: float | None = None, confidence: float = 0.95) -> pl.DataFrame:
+def confirmation(
+    p: Policy,
+    levels: pl.DataFrame,
+    *,
+    samples: pl.LazyFrame | None = None,
+    level_noise: float | None = None,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
     """The policy's own server (its confirmation point, measured as an ordinary point) against, per
     level: the group's best single static setup, the envelope (the best the group measured at that
     level: any of its step counts or its baseline) and the baseline. Each ``vs_*`` is the policy's
@@ -585,16 +674,21 @@ def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | Non
     for c, r in sorted(mine.items()):
         opts = {k: rows_of[pid][c] for k, pid in ids.items() if pid in rows_of and c in rows_of[pid]}
         if 0 not in opts and r.get("baseline_output_throughput"):
-            opts[0] = {"point_id": p.baseline_id, "output_throughput": r["baseline_output_throughput"],
-                       "per_request_tok_s": r.get("baseline_per_request_tok_s")}
+            opts[0] = {
+                "point_id": p.baseline_id,
+                "output_throughput": r["baseline_output_throughput"],
+                "per_request_tok_s": r.get("baseline_per_request_tok_s"),
+            }
         env_k = max(opts, key=lambda k: opts[k]["output_throughput"]) if opts else None
-        row: dict[str, Any] = {"concurrency": c, "policy_tok_s": r["output_throughput"],
-                               "static_tok_s": opts[p.static_steps]["output_throughput"]
-                               if p.static_steps in opts else None,
-                               "static_label": label.get(p.static_steps) if p.static_steps is not None else None,
-                               "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
-                               "envelope_label": label.get(env_k) if env_k is not None else None,
-                               "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None}
+        row: dict[str, Any] = {
+            "concurrency": c,
+            "policy_tok_s": r["output_throughput"],
+            "static_tok_s": opts[p.static_steps]["output_throughput"] if p.static_steps in opts else None,
+            "static_label": label.get(p.static_steps) if p.static_steps is not None else None,
+            "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
+            "envelope_label": label.get(env_k) if env_k is not None else None,
+            "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None,
+        }
         for name, k in (("envelope", env_k), ("static", p.static_steps), ("baseline", 0)):
             other = opts.get(k) if k is not None else None
             if other is None:
@@ -615,9 +709,15 @@ def confirmation(p: Policy, levels: pl.DataFrame, *, samples: pl.LazyFrame | Non
                 lo, hi = ratio * lo / (pa / pb), ratio * hi / (pa / pb)
             else:
                 lo = hi = None
-            judged = noise.judged(pl.DataFrame([{"ratio": ratio, "ci_low": lo, "ci_high": hi}],
-                                               schema={"ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}),
-                                  "ratio", sigma, confidence=confidence).row(0, named=True)
+            judged = noise.judged(
+                pl.DataFrame(
+                    [{"ratio": ratio, "ci_low": lo, "ci_high": hi}],
+                    schema={"ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64},
+                ),
+                "ratio",
+                sigma,
+                confidence=confidence,
+            ).row(0, named=True)
             row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
         row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
     return pl.DataFrame(out, schema=CONFIRMATION)

@@ -38,6 +38,7 @@ from sweep.core import atomic
 from sweep.core.errors import OutputError, QueryError, UnknownFormatError
 from sweep.results import load
 
+
 def _closed(view: Callable[[Tables], pl.DataFrame]) -> Callable[[Tables], pl.DataFrame]:
     """``view`` over the concurrency levels only (open-loop levels have no concurrency)."""
     return lambda tables: view(openloop.closed_loop(tables))
@@ -51,8 +52,16 @@ VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {
     "rate_levels": openloop.rate_levels,  # the open-loop levels, per point and offered rate
 }
 FORMATS = ("table", "csv", "json", "ndjson", "parquet", "markdown")
-SUFFIXES = {".txt": "table", ".csv": "csv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
-            ".parquet": "parquet", ".pq": "parquet", ".md": "markdown"}
+SUFFIXES = {
+    ".txt": "table",
+    ".csv": "csv",
+    ".json": "json",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".md": "markdown",
+}
 """The format an output file's suffix says (``--output x.parquet`` writes Parquet)."""
 
 
@@ -68,13 +77,17 @@ def output_format(fmt: str | None, output: str | Path | None) -> str:
     suffixes = ", ".join(f"{s} ({f})" for s, f in SUFFIXES.items())
     if fmt is None:
         if suffix and by_suffix is None:
-            raise UnknownFormatError(f"--output {output}: no output format is named {suffix}",
-                                     fix=f"name the file {suffixes}, or pass --format ({known})")
+            raise UnknownFormatError(
+                f"--output {output}: no output format is named {suffix}",
+                fix=f"name the file {suffixes}, or pass --format ({known})",
+            )
         return by_suffix or "table"
     if by_suffix is not None and by_suffix != fmt:
-        raise UnknownFormatError(f"--format {fmt} but --output {output} says {by_suffix} ({suffix})",
-                                 fix=f"drop --format (the suffix decides), or name the file for {fmt}: "
-                                     + ", ".join(s for s, f in SUFFIXES.items() if f == fmt))
+        raise UnknownFormatError(
+            f"--format {fmt} but --output {output} says {by_suffix} ({suffix})",
+            fix=f"drop --format (the suffix decides), or name the file for {fmt}: "
+            + ", ".join(s for s, f in SUFFIXES.items() if f == fmt),
+        )
     return fmt
 
 
@@ -113,16 +126,18 @@ def _run(tables: Tables, sql: str, views: Views | None = None) -> pl.DataFrame:
         return context.execute(sql).collect()
     except pl.exceptions.PolarsError as e:
         names = ", ".join([*tables, *views])
-        raise QueryError(f"the query failed: {str(e).strip().splitlines()[0]}",
-                         fix=f"tables are {names}; list a table's columns with "
-                             "\"SELECT * FROM points LIMIT 1\"") from e
+        raise QueryError(
+            f"the query failed: {str(e).strip().splitlines()[0]}",
+            fix=f'tables are {names}; list a table\'s columns with "SELECT * FROM points LIMIT 1"',
+        ) from e
 
 
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:
     """Nested columns (lists, structs) as JSON text, for CSV, which cannot hold them."""
     nested = [c for c, t in frame.schema.items() if t.is_nested()]
     return frame.with_columns(
-        pl.struct(v=pl.col(c)).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested)
+        pl.struct(v=pl.col(c)).struct.json_encode().str.json_path_match("$.v").alias(c) for c in nested
+    )
 
 
 def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) -> None:
@@ -131,8 +146,11 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
         # a terminal's width where there is one; a pipe or a file has none, and gets the whole table
         tty = getattr(out, "isatty", lambda: False)()
         width: dict[str, Any] = {} if tty or os.environ.get("COLUMNS") else {"tbl_width_chars": 65_535}
-        style: dict[str, Any] = ({"tbl_formatting": "MARKDOWN", "tbl_hide_column_data_types": True,
-                                  "tbl_hide_dataframe_shape": True} if fmt == "markdown" else {})
+        style: dict[str, Any] = (
+            {"tbl_formatting": "MARKDOWN", "tbl_hide_column_data_types": True, "tbl_hide_dataframe_shape": True}
+            if fmt == "markdown"
+            else {}
+        )
         with pl.Config(tbl_rows=max_rows, tbl_cols=-1, fmt_str_lengths=80, **width, **style):
             out.write(f"{frame}\n".encode())
     elif fmt == "csv":
@@ -160,15 +178,15 @@ def write_file(frame: pl.DataFrame, fmt: str, output: str | Path, *, max_rows: i
 def cannot_write(path: Path, e: OSError) -> OutputError:
     """The OutputError of a file the analysis cannot write at ``path``."""
     why = e.strerror or type(e).__name__
-    return OutputError(f"cannot write {path}: {why}",
-                       fix=f"write it somewhere you can: another path (the folder {path.parent} must exist "
-                           "and be writable)")
+    return OutputError(
+        f"cannot write {path}: {why}",
+        fix=f"write it somewhere you can: another path (the folder {path.parent} must exist and be writable)",
+    )
 
 
 def _with_run(frames: Sequence[tuple[str, pl.LazyFrame]]) -> pl.LazyFrame:
     """The frames of several directories as one, a first column ``results_dir`` naming each one's directory."""
-    return pl.concat([f.select(pl.lit(run).alias(RESULTS_DIR), pl.all()) for run, f in frames],
-                     how="diagonal_relaxed")
+    return pl.concat([f.select(pl.lit(run).alias(RESULTS_DIR), pl.all()) for run, f in frames], how="diagonal_relaxed")
 
 
 def _per_run(view: Callable[[Tables], pl.DataFrame], scaled: Sequence[tuple[str, Tables]]) -> pl.DataFrame:
@@ -200,8 +218,14 @@ def several(directories: Sequence[str | Path]) -> tuple[Tables, Views, list[real
     return tables, {**views, **history_views(directories)}, [speed for _, _, speed in scaled]
 
 
-def query(directory: str | Path | Sequence[str | Path], sql: str, fmt: str | None = None,
-          output: str | Path | None = None, *, max_rows: int = 100) -> pl.DataFrame:
+def query(
+    directory: str | Path | Sequence[str | Path],
+    sql: str,
+    fmt: str | None = None,
+    output: str | Path | None = None,
+    *,
+    max_rows: int = 100,
+) -> pl.DataFrame:
     """Run ``sql`` on a results directory (or several: see the module docstring) and write the result
     to ``output`` (default stdout) in ``fmt`` (default: what ``output``'s suffix says, else table)."""
     fmt = output_format(fmt, output)
@@ -219,8 +243,10 @@ def query(directory: str | Path | Sequence[str | Path], sql: str, fmt: str | Non
         write_file(frame, fmt, output, max_rows=max_rows)
         return frame
     if fmt == "parquet" and sys.stdout.isatty():
-        raise UnknownFormatError("parquet output is binary and stdout is a terminal",
-                         fix="pass --output FILE.parquet, or redirect stdout to a file")
+        raise UnknownFormatError(
+            "parquet output is binary and stdout is a terminal",
+            fix="pass --output FILE.parquet, or redirect stdout to a file",
+        )
     write(frame, fmt, sys.stdout.buffer, max_rows=max_rows)
     sys.stdout.buffer.flush()
     return frame

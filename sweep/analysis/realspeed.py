@@ -29,17 +29,37 @@ from sweep.analysis.frames import Tables, points_frame
 # per table: columns in seconds (multiplied by the speed) and in per-second rates (divided by it)
 TIMES = {
     "single_stream": ("latency_s", "ttft_s"),
-    "levels": ("wall_s", "latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "ttft_p50_s",
-               "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s",
-               "energy_j", "energy_per_token_j",  # watts x seconds: the fake's watts are real, its seconds not
-               "wait_mean_s", "wait_max_s"),
+    "levels": (
+        "wall_s",
+        "latency_mean_s",
+        "latency_p50_s",
+        "latency_p90_s",
+        "latency_p99_s",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
+        "itl_p50_s",
+        "itl_p99_s",
+        "energy_j",
+        "energy_per_token_j",  # watts x seconds: the fake's watts are real, its seconds not
+        "wait_mean_s",
+        "wait_max_s",
+    ),
     "requests": ("ttft_s", "latency_s", "tpot_s", "itl_p50_s", "itl_p99_s", "wait_s"),
 }
 RATES = {
     "single_stream": ("tok_per_s",),
-    "levels": ("output_throughput", "request_throughput", "per_request_tok_s", "steady_throughput",
-               "metrics_gen_throughput",
-               "offered_rate", "arrival_rate", "achieved_rate"),  # an open-loop level's (sweep/bench/openloop.py)
+    "levels": (
+        "output_throughput",
+        "request_throughput",
+        "per_request_tok_s",
+        "steady_throughput",
+        "metrics_gen_throughput",
+        "offered_rate",
+        "arrival_rate",
+        "achieved_rate",
+    ),  # an open-loop level's (sweep/bench/openloop.py)
     "requests": ("offered_rate",),
 }
 TIME_LISTS = {"requests": ("chunk_times_s",)}
@@ -60,16 +80,28 @@ class Speed:
         return self.factor != 1.0 and self.points > 0
 
     def note(self) -> str:
-        return (f"DRY RUN at {self.factor:g}x: the fake served {self.factor:g} times faster than the real system "
+        return (
+            (
+                f"DRY RUN at {self.factor:g}x: the fake served {self.factor:g} times faster than the real system "
                 f"it models; every benchmark time and rate below is divided back by {self.factor:g} (real "
                 "speed). Startup times are the fake's own (its startup is compressed separately). The Parquet "
-                f"files keep what was measured (`sweep query`: the *{MEASURED} columns).") if self.scaled else ""
+                f"files keep what was measured (`sweep query`: the *{MEASURED} columns)."
+            )
+            if self.scaled
+            else ""
+        )
 
     def query_note(self) -> str:
         """What ``sweep query`` says (on stderr) about a dry run's figures."""
-        return (f"DRY RUN at {self.factor:g}x: times and rates in these tables and views are at real speed (the "
+        return (
+            (
+                f"DRY RUN at {self.factor:g}x: times and rates in these tables and views are at real speed (the "
                 f"fake's divided back by {self.factor:g}, as in the report); what the fake measured is in the "
-                f"*{MEASURED} columns of single_stream, levels and requests.") if self.scaled else ""
+                f"*{MEASURED} columns of single_stream, levels and requests."
+            )
+            if self.scaled
+            else ""
+        )
 
 
 def speeds(tables: Tables) -> pl.DataFrame:
@@ -126,7 +158,9 @@ def at_real_speed(tables: Tables) -> tuple[dict[str, pl.LazyFrame], Speed]:
         frame = out[table].join(lazy.rename({"speed": "__speed"}), on="point_id", how="left", maintain_order="left")
         frame = frame.with_columns(kept).with_columns(exprs)
         out[table] = frame.drop("__speed")
-    out["points"] = (out["points"].join(lazy.rename({"speed": DIVIDED}), on="point_id", how="left",
-                                        maintain_order="left")
-                     .with_columns(pl.col(DIVIDED).fill_null(1.0)))
+    out["points"] = (
+        out["points"]
+        .join(lazy.rename({"speed": DIVIDED}), on="point_id", how="left", maintain_order="left")
+        .with_columns(pl.col(DIVIDED).fill_null(1.0))
+    )
     return out, _speed(per_point["speed"].to_list(), per_point.height)

@@ -9,10 +9,9 @@ chart of that name (a fragment the caller gives, ``sweep.analysis.charts``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import html as html_mod
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -53,15 +52,24 @@ def percent(value: float, digits: int = 0) -> str:
     return "unbounded" if value == float("inf") else f"{value * 100:+.{digits}f}%"
 
 
-def margin(value: float, low: float | None, high: float | None, *, within_noise: bool | None = None,
-           confidence: float = 0.95, digits: int = 0) -> str:
+def margin(
+    value: float,
+    low: float | None,
+    high: float | None,
+    *,
+    within_noise: bool | None = None,
+    confidence: float = 0.95,
+    digits: int = 0,
+) -> str:
     """A margin with its interval: '+4% (95% interval -1% .. +9%)', ', within noise' added inside the
     brackets when asked and true; '+4% (no interval)' without one (too few observations to tell)."""
     if low is None or high is None:
         return f"{percent(value, digits)} (no interval)"
     noisy = ", within noise" if within_noise else ""
-    return (f"{percent(value, digits)} ({confidence * 100:g}% interval {percent(low, digits)} .. "
-            f"{percent(high, digits)}{noisy})")
+    return (
+        f"{percent(value, digits)} ({confidence * 100:g}% interval {percent(low, digits)} .. "
+        f"{percent(high, digits)}{noisy})"
+    )
 
 
 def interval(low: float | None, high: float | None) -> str:
@@ -75,8 +83,7 @@ def marked(value: float | None, within_noise: bool | None, fmt: Callable[[float 
 
 def cell(fn: Callable[..., str], *columns: str) -> pl.Expr:
     """A text column: ``fn`` applied to each row's values of ``columns`` (nulls included)."""
-    return pl.struct(columns).map_elements(lambda row: fn(*(row[c] for c in columns)),
-                                           return_dtype=pl.String)
+    return pl.struct(columns).map_elements(lambda row: fn(*(row[c] for c in columns)), return_dtype=pl.String)
 
 
 def strings(frame: pl.DataFrame) -> pl.DataFrame:
@@ -92,9 +99,15 @@ def markdown(sections: list[Section]) -> str:
         out += [f"{p}\n" for p in s.paragraphs]
         if s.table is not None and s.table.height:
             escaped = strings(s.table).select(pl.all().str.replace_all("|", r"\|", literal=True))
-            with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
-                           tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1,
-                           fmt_str_lengths=10_000, tbl_width_chars=60_000):
+            with pl.Config(
+                tbl_formatting="MARKDOWN",
+                tbl_hide_column_data_types=True,
+                tbl_hide_dataframe_shape=True,
+                tbl_rows=-1,
+                tbl_cols=-1,
+                fmt_str_lengths=10_000,
+                tbl_width_chars=60_000,
+            ):
                 out.append(f"{escaped}\n")
         out += [f"![{s.title}]({image})\n" for image in s.images]
     return "\n".join(out)
@@ -168,13 +181,13 @@ def html_table(frame: pl.DataFrame) -> str:
     """A table of strings (as ``strings`` makes them) as an HTML table."""
     text = strings(frame)
     head = "".join(f"<th>{html_mod.escape(c)}</th>" for c in text.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html_mod.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in text.iter_rows())
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html_mod.escape(c)}</td>" for c in row) + "</tr>" for row in text.iter_rows()
+    )
     return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
 
 
-def html(sections: list[Section], charts: Mapping[str, str] | None = None, script: str = "",
-         nav_after: int = 1) -> str:
+def html(sections: list[Section], charts: Mapping[str, str] | None = None, script: str = "", nav_after: int = 1) -> str:
     """The sections as one self-contained HTML page: ``charts`` maps an image name (a section's
     ``images``) to the HTML that draws it, ``script`` is inlined once in the head (the charting library);
     an image with no chart is left out. The table of contents follows the first ``nav_after`` sections
@@ -191,14 +204,19 @@ def html(sections: list[Section], charts: Mapping[str, str] | None = None, scrip
         body = [f'<section><h{level} id="{anchor}">{html_mod.escape(s.title)}</h{level}>', *_paragraphs(s.paragraphs)]
         if s.table is not None and s.table.height:
             body.append(html_table(s.table))
-        body += [f'<div class="chart" data-image="{html_mod.escape(image)}">{charts[image]}</div>'
-                 for image in s.images if image in charts]
+        body += [
+            f'<div class="chart" data-image="{html_mod.escape(image)}">{charts[image]}</div>'
+            for image in s.images
+            if image in charts
+        ]
         parts.append("\n".join(body) + "</section>")
     if toc and parts:
         parts.insert(min(nav_after, len(parts)), "<nav>" + "".join(toc) + "</nav>")
     # "</script" inside the inlined library would end its tag early
     js = "<script>" + script.replace("</script", "<\\/script") + "</script>" if script else ""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html_mod.escape(title)}</title><style>{PAGE_STYLE}</style>{js}</head>\n"
-            "<body>\n" + "\n".join(parts) + "\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html_mod.escape(title)}</title><style>{PAGE_STYLE}</style>{js}</head>\n"
+        "<body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )

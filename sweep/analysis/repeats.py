@@ -31,12 +31,30 @@ from sweep.results.schema import LEVELS
 
 REPEATS = "repeats"  # the pooled levels' column: how many measurements a row pools
 KEYS = ("point_id", "concurrency")
-SUMMED = {"requests", "ok", "failed", "wall_s", "planned_requests", "stop_cancelled", "metrics_scrapes",
-          "metrics_prompt_tokens", "metrics_generation_tokens", "metrics_requests", "energy_j",
-          "power_samples", "precision_batches"}
-FROM_REQUESTS = {"latency_p50_s": ("latency_s", 0.50), "latency_p90_s": ("latency_s", 0.90),
-                 "latency_p99_s": ("latency_s", 0.99), "ttft_p50_s": ("ttft_s", 0.50),
-                 "ttft_p99_s": ("ttft_s", 0.99), "tpot_p50_s": ("tpot_s", 0.50), "tpot_p99_s": ("tpot_s", 0.99)}
+SUMMED = {
+    "requests",
+    "ok",
+    "failed",
+    "wall_s",
+    "planned_requests",
+    "stop_cancelled",
+    "metrics_scrapes",
+    "metrics_prompt_tokens",
+    "metrics_generation_tokens",
+    "metrics_requests",
+    "energy_j",
+    "power_samples",
+    "precision_batches",
+}
+FROM_REQUESTS = {
+    "latency_p50_s": ("latency_s", 0.50),
+    "latency_p90_s": ("latency_s", 0.90),
+    "latency_p99_s": ("latency_s", 0.99),
+    "ttft_p50_s": ("ttft_s", 0.50),
+    "ttft_p99_s": ("ttft_s", 0.99),
+    "tpot_p50_s": ("tpot_s", 0.50),
+    "tpot_p99_s": ("tpot_s", 0.99),
+}
 FIRST_ONLY = {"level_started_at"}  # the first repeat's start; level_ended_at: the last's end
 
 
@@ -78,17 +96,25 @@ def pooled(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
             aggs.append(((col * ok).sum() / ok.filter(col.is_not_null()).sum()).cast(dtype).alias(name))
         elif dtype.is_float() and name not in FIRST_ONLY:
             present = col.is_not_null()
-            aggs.append(pl.when(present.any()).then((col * weight).filter(present).sum()
-                                                    / weight.filter(present).sum()).cast(dtype).alias(name))
+            aggs.append(
+                pl.when(present.any())
+                .then((col * weight).filter(present).sum() / weight.filter(present).sum())
+                .cast(dtype)
+                .alias(name)
+            )
         elif name == "stopped_early":
             aggs.append(col.any().alias(name))
         else:
             aggs.append(col.first().alias(name))
-    merged = closed.sort("point_id", "concurrency", pl.col("repeat").fill_null(0)).group_by(
-        list(KEYS), maintain_order=True).agg(aggs)
+    merged = (
+        closed.sort("point_id", "concurrency", pl.col("repeat").fill_null(0))
+        .group_by(list(KEYS), maintain_order=True)
+        .agg(aggs)
+    )
     merged = _percentiles(merged, tables["requests"])
-    frame = pl.concat([merged.select(levels.columns + [REPEATS]), open_.select(levels.columns + [REPEATS])],
-                      how="vertical_relaxed")
+    frame = pl.concat(
+        [merged.select(levels.columns + [REPEATS]), open_.select(levels.columns + [REPEATS])], how="vertical_relaxed"
+    )
     out["levels"] = frame.lazy()
     return out
 
@@ -99,16 +125,20 @@ def _percentiles(merged: pl.DataFrame, requests: pl.LazyFrame) -> pl.DataFrame:
     again = merged.filter(pl.col(REPEATS) > 1).select(*KEYS)
     if not again.height:
         return merged
-    found = (requests.filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False))
-             .join(again.lazy(), on=list(KEYS), how="inner")
-             .group_by(*KEYS)
-             .agg([pl.col(src).quantile(q, "linear").alias(name) for name, (src, q) in FROM_REQUESTS.items()])
-             .collect())
+    found = (
+        requests.filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False))
+        .join(again.lazy(), on=list(KEYS), how="inner")
+        .group_by(*KEYS)
+        .agg([pl.col(src).quantile(q, "linear").alias(name) for name, (src, q) in FROM_REQUESTS.items()])
+        .collect()
+    )
     found = found.with_columns([pl.col(c).cast(merged.schema[c]) for c in KEYS])
     cols = list(FROM_REQUESTS)
-    return (merged.join(found.rename({c: f"_{c}" for c in cols}), on=list(KEYS), how="left")
-            .with_columns([pl.coalesce(f"_{c}", c).alias(c) for c in cols])
-            .drop([f"_{c}" for c in cols]))
+    return (
+        merged.join(found.rename({c: f"_{c}" for c in cols}), on=list(KEYS), how="left")
+        .with_columns([pl.coalesce(f"_{c}", c).alias(c) for c in cols])
+        .drop([f"_{c}" for c in cols])
+    )
 
 
 def repeats_of(levels: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -135,11 +165,13 @@ def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throu
     frame = levels.collect() if isinstance(levels, pl.LazyFrame) else levels
     if "repeat" not in frame.columns or not frame.height:
         return None, 0
-    groups = (frame.filter((pl.col("concurrency") > 0) & (pl.col(value) > 0))
-              .with_columns(_l=pl.col(value).log())
-              .group_by("point_id", "concurrency")
-              .agg(n=pl.len(), ss=((pl.col("_l") - pl.col("_l").mean()) ** 2).sum())
-              .filter(pl.col("n") > 1))
+    groups = (
+        frame.filter((pl.col("concurrency") > 0) & (pl.col(value) > 0))
+        .with_columns(_l=pl.col(value).log())
+        .group_by("point_id", "concurrency")
+        .agg(n=pl.len(), ss=((pl.col("_l") - pl.col("_l").mean()) ** 2).sum())
+        .filter(pl.col("n") > 1)
+    )
     df = int(groups["n"].sum() - groups.height) if groups.height else 0
     if df < MIN_DF:
         return None, df

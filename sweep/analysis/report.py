@@ -16,17 +16,21 @@ from typing import Optional, cast
 
 import polars as pl
 
-from sweep.core import atomic
-from sweep.core.console import plural
-from sweep.analysis import acceptance, charts, workloads as workloads_mod, energy as energy_mod, frontier as frontier_mod, noise, openloop, plots, render, slo as slo_mod, slo_noise
-from sweep.analysis import achieved, deploy
+from sweep.analysis import acceptance, achieved, charts, deploy, noise, openloop, plots, render, slo_noise
+from sweep.analysis import energy as energy_mod
+from sweep.analysis import frontier as frontier_mod
+from sweep.analysis import slo as slo_mod
+from sweep.analysis import workloads as workloads_mod
 from sweep.analysis.compare import compare_sections
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
 from sweep.analysis.health import PHASES
 from sweep.analysis.render import Section
+from sweep.core import atomic
+from sweep.core.console import plural
 from sweep.results import load
 from sweep.results.meta import read_plan
+
 
 @dataclass
 class Report:
@@ -42,8 +46,11 @@ def planned_points(plan: dict) -> list[dict]:
     points = plan.get("points")
     if not isinstance(points, list):
         return []
-    return [{"point_id": p.get("id") or p.get("point_id"), "label": p.get("label") or ""}
-            for p in points if isinstance(p, dict) and (p.get("id") or p.get("point_id"))]
+    return [
+        {"point_id": p.get("id") or p.get("point_id"), "label": p.get("label") or ""}
+        for p in points
+        if isinstance(p, dict) and (p.get("id") or p.get("point_id"))
+    ]
 
 
 def _when(epoch: float | None) -> str:
@@ -57,12 +64,16 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
     s = f.summary
     title = f"Sweep report: {', '.join(s['experiments']) or directory.name}"
     counts = ", ".join(f"{n} {status}" for status, n in sorted(s["status"].items()))
-    lines = [f"Points written: {s['points']} ({counts or 'none yet'}), of which {plural(s['baselines'], 'baseline')}."
-             + (" DRY RUN: the fake server's figures, not a GPU's (see 'This sweep')." if s["dry_run"] else "")]
-    lines.append(f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
-                 f"SGLang {', '.join(s['sglang_versions']) or render.MISSING}; GPU "
-                 f"{', '.join(s['gpus']) or render.MISSING}; {plural(len(s['hosts']), 'host')}; "
-                 f"{_when(s['started_at'])} to {_when(s['ended_at'])}.")
+    lines = [
+        f"Points written: {s['points']} ({counts or 'none yet'}), of which {plural(s['baselines'], 'baseline')}."
+        + (" DRY RUN: the fake server's figures, not a GPU's (see 'This sweep')." if s["dry_run"] else "")
+    ]
+    lines.append(
+        f"Concurrency levels: {', '.join(map(str, s['levels'])) or 'none measured yet'}. "
+        f"SGLang {', '.join(s['sglang_versions']) or render.MISSING}; GPU "
+        f"{', '.join(s['gpus']) or render.MISSING}; {plural(len(s['hosts']), 'host')}; "
+        f"{_when(s['started_at'])} to {_when(s['ended_at'])}."
+    )
     return Section(title, lines, level=1)
 
 
@@ -77,11 +88,12 @@ def about_section(directory: Path, f: Findings, plan: dict) -> Section:
         if pending:
             names = ", ".join(p["label"] or p["point_id"] for p in pending[:10])
             more = f" and {len(pending) - 10} more" if len(pending) > 10 else ""
-            lines.append(f"Partial sweep: {len(pending)} of {plural(len(planned), 'planned point')} not written "
-                         f"yet ({names}{more}).")
+            lines.append(
+                f"Partial sweep: {len(pending)} of {plural(len(planned), 'planned point')} not written "
+                f"yet ({names}{more})."
+            )
     if s["dry_run"]:
-        lines.append("DRY RUN: every number below comes from the fake server's performance model, "
-                     "not from a GPU.")
+        lines.append("DRY RUN: every number below comes from the fake server's performance model, not from a GPU.")
     if f.speed.scaled:
         lines.append(f.speed.note())
     for scale in s["bench_scale"]:
@@ -92,8 +104,10 @@ def about_section(directory: Path, f: Findings, plan: dict) -> Section:
 def summary_section(f: Findings) -> Section:
     measured = f.levels.height > 0 or f.single.filter(pl.col("tok_s").is_not_null()).height > 0
     lines = headlines(f) or [
-        "Only baselines were measured: no speculative point finished its benchmark (see Failures)." if measured
-        else "Nothing measured yet: no point has finished its benchmark."]
+        "Only baselines were measured: no speculative point finished its benchmark (see Failures)."
+        if measured
+        else "Nothing measured yet: no point has finished its benchmark."
+    ]
     return Section("Summary", [f"- {line}" for line in lines])
 
 
@@ -106,14 +120,17 @@ Columns = dict[str, str | pl.Expr]
 expression (the headings that are no identifiers, passed as ``**columns``)."""
 
 
-COUNTED = ("Tokens counted: output (completion) tokens only, prompt tokens not; per GPU = the level's "
-           "output tok/s divided by the GPUs the server uses (tp x pp, x dp for data-parallel replicas, from "
-           "its argv; over every host it spans), not by the host's GPUs")
+COUNTED = (
+    "Tokens counted: output (completion) tokens only, prompt tokens not; per GPU = the level's "
+    "output tok/s divided by the GPUs the server uses (tp x pp, x dp for data-parallel replicas, from "
+    "its argv; over every host it spans), not by the host's GPUs"
+)
 
 
 def _per_note(frame: pl.DataFrame) -> str:
     """How "per GPU" was counted, naming the points counted otherwise: per host (CPU points) or by the
     host's GPUs (an argv that names no parallelism)."""
+
     def names(rows: pl.DataFrame) -> str:
         labels = sorted(rows["label"].unique().to_list())
         return ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
@@ -126,8 +143,10 @@ def _per_note(frame: pl.DataFrame) -> str:
     if frame.height and "gpus_from" in frame.columns:
         fallback = frame.filter((pl.col("per") == "GPU") & (pl.col("gpus_from") == "host"))
         if fallback.height:
-            text += (f"; WARNING: the argv of {names(fallback)} names no parallelism (--tp-size), so those are "
-                     "divided by the host's GPUs (gpu_count), which is right only if the server used them all")
+            text += (
+                f"; WARNING: the argv of {names(fallback)} names no parallelism (--tp-size), so those are "
+                "divided by the host's GPUs (gpu_count), which is right only if the server used them all"
+            )
     return text + "."
 
 
@@ -136,32 +155,50 @@ def frontier_section(f: Findings, images: list[str]) -> list[Section]:
     if fr.is_empty():
         return []
     by = f.frontier_by
-    panels = ("one panel per NCCL profile" if by in (None, "profile") else
-              "one panel for all points" if by.lower() in frontier_mod.ALL else f"one panel per value of {by}")
+    panels = (
+        "one panel per NCCL profile"
+        if by in (None, "profile")
+        else "one panel for all points"
+        if by.lower() in frontier_mod.ALL
+        else f"one panel per value of {by}"
+    )
     paragraphs = [
         "Every configuration at every concurrency level: per-user speed (x: output tokens / latency of "
         "each request, TTFT included, mean over the level) against output tokens per second per GPU (y), "
         f"{panels}. A point is on the frontier when no other point is at least as fast per user and serves "
-        "more per GPU: read along it, it names the configuration to run for the per-user speed wanted. "
-        + _per_note(fr)]
+        "more per GPU: read along it, it names the configuration to run for the per-user speed wanted. " + _per_note(fr)
+    ]
     spans = frontier_mod.frontier_spans(fr)
     for panel, g in spans.group_by("panel", maintain_order=True):
-        parts = [f"{r['label']}{' (baseline)' if r['baseline'] else ''} "
-                 + (f"from {render.num(r['user_tok_s_max'], 0)} to {render.num(r['user_tok_s_min'], 0)} "
-                    f"tok/s per user (C={r['c_from']}-{r['c_to']})" if r["c_to"] != r["c_from"] else
-                    f"at {render.num(r['user_tok_s_max'], 0)} tok/s per user (C={r['c_from']})")
-                 for r in g.iter_rows(named=True)]
+        parts = [
+            f"{r['label']}{' (baseline)' if r['baseline'] else ''} "
+            + (
+                f"from {render.num(r['user_tok_s_max'], 0)} to {render.num(r['user_tok_s_min'], 0)} "
+                f"tok/s per user (C={r['c_from']}-{r['c_to']})"
+                if r["c_to"] != r["c_from"]
+                else f"at {render.num(r['user_tok_s_max'], 0)} tok/s per user (C={r['c_from']})"
+            )
+            for r in g.iter_rows(named=True)
+        ]
         paragraphs.append(f"- {panel[0] or 'all points'}: " + "; then ".join(parts) + ".")
     on = frontier_mod.frontier_only(fr)
-    power: Columns = ({"tok/s per kW": render.cell(_n(1), "tok_s_kw"), "J/token": render.cell(_n(2), "j_per_token")}
-                      if energy_mod.measured(f.energy) else {})
+    power: Columns = (
+        {"tok/s per kW": render.cell(_n(1), "tok_s_kw"), "J/token": render.cell(_n(2), "j_per_token")}
+        if energy_mod.measured(f.energy)
+        else {}
+    )
     table = on.select(
         panel=pl.when(pl.col("panel") == "").then(pl.lit("all")).otherwise("panel"),
         configuration=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
         C="concurrency",
-        **{"per-user tok/s": render.cell(_n(1), "user_tok_s"),
-           "output tok/s per GPU": render.cell(lambda v, per: render.num(v, 1) + ("" if per == "GPU" else " (per host)"),
-                                                "tok_s_gpu", "per"), **power})
+        **{
+            "per-user tok/s": render.cell(_n(1), "user_tok_s"),
+            "output tok/s per GPU": render.cell(
+                lambda v, per: render.num(v, 1) + ("" if per == "GPU" else " (per host)"), "tok_s_gpu", "per"
+            ),
+            **power,
+        },
+    )
     return [Section("Throughput-interactivity frontier", paragraphs, table, images)]
 
 
@@ -185,10 +222,16 @@ def _vs_baseline_cell(vs: float | None, baseline: bool, tok: float, base_tok: fl
 
 def slo_sections(f: Findings) -> list[Section]:
     if not f.slos:
-        return [Section("SLOs and goodput", [
-            "No SLO given: set benchmark.slo in the experiment, or try some with "
-            "`python -m sweep report DIR --slo 'ttft_p90<=2s,tpot_p90<=50ms'` (metrics ttft, tpot, "
-            "latency, tok_s; any percentile; several --slo for several SLOs)."])]
+        return [
+            Section(
+                "SLOs and goodput",
+                [
+                    "No SLO given: set benchmark.slo in the experiment, or try some with "
+                    "`python -m sweep report DIR --slo 'ttft_p90<=2s,tpot_p90<=50ms'` (metrics ttft, tpot, "
+                    "latency, tok_s; any percentile; several --slo for several SLOs)."
+                ],
+            )
+        ]
     paragraphs = [
         "Per configuration, the highest concurrency at which every limit of the SLO holds at its "
         "percentile (interpolated in log concurrency between the last level that meets it and the first "
@@ -199,42 +242,65 @@ def slo_sections(f: Findings) -> list[Section]:
         f"interval in the Summary, and '{render.NOISE_MARK}' marks the pick's margin over the next one when "
         "it is within noise (see Method). Goodput is the rate of requests that "
         "meet their SLO (DistServe): per level, the requests that met every limit, their output tok/s per "
-        "GPU. A failed request meets no limit. " + _per_note(f.frontier)]
+        "GPU. A failed request meets no limit. " + _per_note(f.frontier)
+    ]
     if f.speed.scaled:
         paragraphs.append("DRY RUN: the SLOs are judged on the figures at real speed (see the top of the report).")
     out = [Section("SLOs and goodput", paragraphs)]
     for slo in f.slos:
         t = f.slo_table.filter(pl.col("slo") == slo.name).sort("workload", "rank")
         several = t["workload"].n_unique() > 1
-        text = [f"{slo.describe()}." + (" Ranked within each workload (a traffic mix, not a setup)." if several else "")]
+        text = [
+            f"{slo.describe()}." + (" Ranked within each workload (a traffic mix, not a setup)." if several else "")
+        ]
         columns: Columns = {
             "highest C meeting it": "c_text",
-            "output tok/s per GPU there": render.cell(lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"),
+            "output tok/s per GPU there": render.cell(
+                lambda v: render.num(v, 1) if v else "0 (meets it nowhere)", "tok_s_gpu"
+            ),
             "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu", "margin_within_noise"),
-            "vs its baseline": render.cell(_vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu",
-                                           "baseline_tok_s_gpu"),
+            "vs its baseline": render.cell(
+                _vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu", "baseline_tok_s_gpu"
+            ),
             "binding limit": "binding",
-            "boundary": "boundary"}
+            "boundary": "boundary",
+        }
         if energy_mod.measured(f.energy):  # at the highest level measured that meets it
-            t = t.join(f.energy.select("point_id", last_met="concurrency", kw="tok_s_kw"),
-                       on=["point_id", "last_met"], how="left").sort("workload", "rank")
+            t = t.join(
+                f.energy.select("point_id", last_met="concurrency", kw="tok_s_kw"),
+                on=["point_id", "last_met"],
+                how="left",
+            ).sort("workload", "rank")
             columns["tok/s per kW at the last level meeting it"] = render.cell(_n(1), "kw")
         table = t.select(
             *([pl.col("workload")] if several else []),
             rank="rank",
             configuration=pl.when("baseline").then(pl.col("setup") + " (baseline)").otherwise("setup"),
-            **columns)
+            **columns,
+        )
         out.append(Section(f"SLO {slo.name}", text, table, level=3))
         good = f.slo_levels.filter(pl.col("slo") == slo.name)
         if good.height:
             conf = t.with_row_index("order").select("point_id", "label", "order")
             cells = good.join(conf, on="point_id", how="inner").with_columns(
-                cell=render.cell(lambda g, a, met: f"{render.num(g, 1)} ({a:.0%})" + ("" if met else " x"),
-                                 "goodput_tok_s_gpu", "attainment", "met"))
-            out.append(Section(f"Goodput under {slo.name}", [
-                "Output tok/s per GPU of the requests that met every limit, at each level; in brackets the "
-                "share of requests that did; 'x' marks a level that misses the SLO at its percentiles."],
-                _level_pivot(cells, pl.col("cell")), level=3))
+                cell=render.cell(
+                    lambda g, a, met: f"{render.num(g, 1)} ({a:.0%})" + ("" if met else " x"),
+                    "goodput_tok_s_gpu",
+                    "attainment",
+                    "met",
+                )
+            )
+            out.append(
+                Section(
+                    f"Goodput under {slo.name}",
+                    [
+                        "Output tok/s per GPU of the requests that met every limit, at each level; in brackets the "
+                        "share of requests that did; 'x' marks a level that misses the SLO at its percentiles."
+                    ],
+                    _level_pivot(cells, pl.col("cell")),
+                    level=3,
+                )
+            )
     return out
 
 
@@ -244,13 +310,15 @@ def open_loop_sections(f: Findings) -> list[Section]:
     lv = f.open_levels
     if not lv.height:
         return []
-    text = ["Open-loop levels (benchmark.rates; a trace replayed at its own timing): requests sent at drawn "
-            "arrival times whatever the server does, so a server that cannot keep up builds a queue. 'kept up' "
-            "is 'no' where the backlog (requests arrived and unanswered, seen at each arrival) grew over the level "
-            "beyond chance (the least-squares growth above 3 sqrt(mean backlog + 1) + 1 requests); '<-' marks the "
-            "lowest rate each configuration did not keep up with. Achieved req/s is ok requests over the level's "
-            "wall time (SGLang bench_serving's request throughput: the drain after the last arrival keeps it a "
-            "little below the rate even when the server keeps up). TTFT runs from the send, as in bench_serving."]
+    text = [
+        "Open-loop levels (benchmark.rates; a trace replayed at its own timing): requests sent at drawn "
+        "arrival times whatever the server does, so a server that cannot keep up builds a queue. 'kept up' "
+        "is 'no' where the backlog (requests arrived and unanswered, seen at each arrival) grew over the level "
+        "beyond chance (the least-squares growth above 3 sqrt(mean backlog + 1) + 1 requests); '<-' marks the "
+        "lowest rate each configuration did not keep up with. Achieved req/s is ok requests over the level's "
+        "wall time (SGLang bench_serving's request throughput: the drain after the last arrival keeps it a "
+        "little below the rate even when the server keeps up). TTFT runs from the send, as in bench_serving."
+    ]
     for r in openloop.first_overload(lv).iter_rows(named=True):
         up = "no rate" if r["kept_up_to"] is None else f"{r['kept_up_to']:g} req/s"
         down = "every rate measured" if r["overloaded_at"] is None else f"not at {r['overloaded_at']:g} req/s"
@@ -261,29 +329,49 @@ def open_loop_sections(f: Findings) -> list[Section]:
     frame = lv.join(first, on="point_id", how="left")
     columns: Columns = {
         "configuration": "label",
-        "offered req/s": render.cell(lambda rate, arrival, b: f"{rate:g}" + (" (trace)" if arrival == "trace" else
-                                     f" (gamma {b:g})" if arrival == "gamma" else ""),
-                                     "offered_rate", "arrival", "burstiness"),
+        "offered req/s": render.cell(
+            lambda rate, arrival, b: (
+                f"{rate:g}" + (" (trace)" if arrival == "trace" else f" (gamma {b:g})" if arrival == "gamma" else "")
+            ),
+            "offered_rate",
+            "arrival",
+            "burstiness",
+        ),
         "achieved req/s": render.cell(_n(2), "achieved_rate"),
         "output tok/s": render.cell(_n(1), "output_throughput"),
-        "TTFT p50 s": render.cell(_n(3), "ttft_p50_s"), "TTFT p99 s": render.cell(_n(3), "ttft_p99_s"),
+        "TTFT p50 s": render.cell(_n(3), "ttft_p50_s"),
+        "TTFT p99 s": render.cell(_n(3), "ttft_p99_s"),
         "TPOT p50 ms": render.cell(lambda v: render.num(None if v is None else v * 1000, 1), "tpot_p50_s"),
         "backlog growth": render.cell(_n(1), "queue_growth"),
-        "kept up": render.cell(lambda k, rate, over: render.MISSING if k is None else
-                               ("yes" if k else "no") + (" <-" if over is not None and rate == over else ""),
-                               "kept_up", "offered_rate", "overloaded_at"),
+        "kept up": render.cell(
+            lambda k, rate, over: (
+                render.MISSING
+                if k is None
+                else ("yes" if k else "no") + (" <-" if over is not None and rate == over else "")
+            ),
+            "kept_up",
+            "offered_rate",
+            "overloaded_at",
+        ),
     }
     for slo in f.slos:
         good = f.open_slo.filter(pl.col("slo") == slo.name).select(
-            "point_id", "offered_rate", **{f"g_{slo.name}": "goodput_rps", f"a_{slo.name}": "attainment",
-                                           f"m_{slo.name}": "met"})
+            "point_id",
+            "offered_rate",
+            **{f"g_{slo.name}": "goodput_rps", f"a_{slo.name}": "attainment", f"m_{slo.name}": "met"},
+        )
         frame = openloop.join_on_rate(frame, good)  # on the rate's key, never the raw float
         columns[f"goodput {slo.name} req/s"] = render.cell(
             lambda g, a, met: render.MISSING if g is None else f"{render.num(g, 2)} ({a:.0%})" + ("" if met else " x"),
-            f"g_{slo.name}", f"a_{slo.name}", f"m_{slo.name}")
+            f"g_{slo.name}",
+            f"a_{slo.name}",
+            f"m_{slo.name}",
+        )
     if f.slos:
-        text.append("Goodput per SLO: requests per second that met every limit (in brackets the share that did; "
-                    "'x': the level misses the SLO at its percentiles).")
+        text.append(
+            "Goodput per SLO: requests per second that met every limit (in brackets the share that did; "
+            "'x': the level misses the SLO at its percentiles)."
+        )
     return [Section("Open loop: goodput against offered rate", text, frame.select(**columns))]
 
 
@@ -292,29 +380,49 @@ def energy_section(f: Findings, tables=None) -> Section:
     (``tables``: to name the points whose power covers other GPUs than the server's)."""
     title = "Energy per token"
     if not energy_mod.measured(f.energy):
-        return Section(title, [energy_mod.NO_POWER[0].upper() + energy_mod.NO_POWER[1:] + " (GPU hosts with NVML "
-                               "give real figures; `sweep bench` on its own measures no power)."])
-    text = ["Joules per output token at each level, and in brackets output tok/s per kW (= 1000 / J per token): "
-            "the GPUs' power sampled every 0.5 s while the level ran, summed over the GPUs the server uses "
-            "(tp x pp x dp from its argv, on every host it spans); energy = mean power x the level's wall "
-            "time, over its output (completion) tokens."]
+        return Section(
+            title,
+            [
+                energy_mod.NO_POWER[0].upper() + energy_mod.NO_POWER[1:] + " (GPU hosts with NVML "
+                "give real figures; `sweep bench` on its own measures no power)."
+            ],
+        )
+    text = [
+        "Joules per output token at each level, and in brackets output tok/s per kW (= 1000 / J per token): "
+        "the GPUs' power sampled every 0.5 s while the level ran, summed over the GPUs the server uses "
+        "(tp x pp x dp from its argv, on every host it spans); energy = mean power x the level's wall "
+        "time, over its output (completion) tokens."
+    ]
     other = energy_mod.other_gpus(tables, f.energy) if tables is not None else pl.DataFrame()
     if other.height:
-        text.append("WARNING: the power of " + ", ".join(f"{r['label']} ({r['power_gpus']} GPUs summed, the server "
-                                                           f"uses {r['gpus']})" for r in other.head(6).iter_rows(named=True))
-                    + (" ..." if other.height > 6 else "") + " covers other GPUs than the server's (results measured "
-                    "before power was read on the server's GPUs only): their energy is not the server's.")
+        text.append(
+            "WARNING: the power of "
+            + ", ".join(
+                f"{r['label']} ({r['power_gpus']} GPUs summed, the server uses {r['gpus']})"
+                for r in other.head(6).iter_rows(named=True)
+            )
+            + (" ..." if other.height > 6 else "")
+            + " covers other GPUs than the server's (results measured "
+            "before power was read on the server's GPUs only): their energy is not the server's."
+        )
     if f.summary.get("dry_run"):
-        text.append("DRY RUN: the watts are the fake server's power model (sweep/fake/model.py), not a GPU's; "
-                    "energy is at real speed.")
-    cells = (f.energy.join(f.levels.select("point_id", "concurrency", "label", "order"),
-                           on=["point_id", "concurrency"], how="inner")
-             .with_columns(cell=render.cell(lambda j, kw: render.MISSING if j is None else
-                                            f"{j:.2f} J ({render.num(kw, 1)})", "j_per_token", "tok_s_kw")))
+        text.append(
+            "DRY RUN: the watts are the fake server's power model (sweep/fake/model.py), not a GPU's; "
+            "energy is at real speed."
+        )
+    cells = f.energy.join(
+        f.levels.select("point_id", "concurrency", "label", "order"), on=["point_id", "concurrency"], how="inner"
+    ).with_columns(
+        cell=render.cell(
+            lambda j, kw: render.MISSING if j is None else f"{j:.2f} J ({render.num(kw, 1)})", "j_per_token", "tok_s_kw"
+        )
+    )
     missing = cells.filter(pl.col("j_per_token").is_null())["label"].unique().sort().to_list()
     if missing:
-        text.append(f"No power figures ('{render.MISSING}') for: {', '.join(missing[:6])}"
-                    f"{' ...' if len(missing) > 6 else ''} ({energy_mod.NO_POWER}).")
+        text.append(
+            f"No power figures ('{render.MISSING}') for: {', '.join(missing[:6])}"
+            f"{' ...' if len(missing) > 6 else ''} ({energy_mod.NO_POWER})."
+        )
     return Section(title, text, _level_pivot(cells, pl.col("cell")))
 
 
@@ -328,24 +436,34 @@ def _runs_cell(ok: int | None, failed: int | None, status: str | None) -> str:
 def single_stream_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(1), "tok_s"),
-        "min-max": render.cell(lambda lo, hi: render.MISSING if lo is None and hi is None else
-                               f"{render.num(lo)}-{render.num(hi)}", "tok_s_min", "tok_s_max"),
+        "min-max": render.cell(
+            lambda lo, hi: render.MISSING if lo is None and hi is None else f"{render.num(lo)}-{render.num(hi)}",
+            "tok_s_min",
+            "tok_s_max",
+        ),
         "speedup": render.cell(render.marked, "speedup", "within_noise"),
         "95% CI": render.cell(render.interval, "ci_low", "ci_high"),
         "verdict": "verdict",
         "accept len (single stream)": render.cell(_n(2), "accept_length"),
-        "note": "note"}
+        "note": "note",
+    }
     table = f.single.select(
         point="label",
         baseline=pl.when("baseline").then(pl.lit("(is a baseline)")).otherwise("baseline_label"),
         runs=render.cell(_runs_cell, "runs", "failed_runs", "status"),
-        **columns)
-    return Section("Single stream", [
-        "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
-        "speedup of the median over the matched baseline's (same model, tp and NCCL profile). "
-        f"'{render.NOISE_MARK}' marks a speedup whose interval contains 1 (within run-to-run noise). "
-        "Accept len: the single-stream runs' median (Drafter acceptance gives the concurrency levels')."],
-        table, images)
+        **columns,
+    )
+    return Section(
+        "Single stream",
+        [
+            "Decode speed of one request at a time: median over the runs (min-max beside it), and the "
+            "speedup of the median over the matched baseline's (same model, tp and NCCL profile). "
+            f"'{render.NOISE_MARK}' marks a speedup whose interval contains 1 (within run-to-run noise). "
+            "Accept len: the single-stream runs' median (Drafter acceptance gives the concurrency levels')."
+        ],
+        table,
+        images,
+    )
 
 
 def _level_pivot(levels: pl.DataFrame, cell: pl.Expr) -> pl.DataFrame:
@@ -353,8 +471,11 @@ def _level_pivot(levels: pl.DataFrame, cell: pl.Expr) -> pl.DataFrame:
     if levels.is_empty():
         return pl.DataFrame()
     concurrencies = sorted(levels["concurrency"].unique().to_list())
-    wide = (levels.with_columns(cell=cell, c=pl.format("C={}", "concurrency"))
-            .pivot(on="c", index=["order", "label"], values="cell").sort("order"))
+    wide = (
+        levels.with_columns(cell=cell, c=pl.format("C={}", "concurrency"))
+        .pivot(on="c", index=["order", "label"], values="cell")
+        .sort("order")
+    )
     return wide.select(pl.col("label").alias("point"), *[f"C={c}" for c in concurrencies])
 
 
@@ -371,46 +492,70 @@ def stop_note(tables) -> list[str]:
         return []
     sent, planned = lv["requests"].sum(), lv["planned_requests"].drop_nulls().sum()
     share = f"{sent / planned:.0%} of the {planned:,} requests the fixed rounds would have sent" if planned else ""
-    return [f"Stop rule (benchmark.concurrency.stop): {stopped.height} of {plural(lv.height, 'level')} ended once their "
-            f"throughput was known well enough (median precision +-{stopped['throughput_precision'].median():.1%}); "
-            f"the levels sent {share}. Levels table: stopped_early, planned_requests, throughput_precision."]
+    return [
+        f"Stop rule (benchmark.concurrency.stop): {stopped.height} of {plural(lv.height, 'level')} ended once their "
+        f"throughput was known well enough (median precision +-{stopped['throughput_precision'].median():.1%}); "
+        f"the levels sent {share}. Levels table: stopped_early, planned_requests, throughput_precision."
+    ]
 
 
 def concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = ()) -> Section:
     cell = render.cell(_throughput_cell, "output_throughput", "throughput_ratio", "within_noise")
-    return Section("Concurrency", [
-        "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
-        "its ratio to the matched baseline at the same level. "
-        f"'{render.NOISE_MARK}' marks a ratio within noise (its interval: the relative width of the level's "
-        "per-request tok/s interval, around the throughput ratio, widened by the level-wide noise; "
-        f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}: see Method).",
-        *notes], _level_pivot(f.levels, cell), images)
+    return Section(
+        "Concurrency",
+        [
+            "Output throughput (tok/s of the whole server) at each concurrency level, and in brackets "
+            "its ratio to the matched baseline at the same level. "
+            f"'{render.NOISE_MARK}' marks a ratio within noise (its interval: the relative width of the level's "
+            "per-request tok/s interval, around the throughput ratio, widened by the level-wide noise; "
+            f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}: see Method).",
+            *notes,
+        ],
+        _level_pivot(f.levels, cell),
+        images,
+    )
 
 
 def best_section(f: Findings) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(0), "value"),
         "vs its baseline": render.cell(lambda r, v: render.marked(r, v == "within noise"), "speedup", "verdict"),
-        "verdict": "verdict", "runner-up": "runner_up",
+        "verdict": "verdict",
+        "runner-up": "runner_up",
         "runner-up tok/s": render.cell(_n(0), "runner_up_value"),
-        "margin": render.cell(lambda m, noisy: render.marked(m, noisy, render.change), "margin",
-                              "margin_within_noise"),
-        "margin 95% CI": render.cell(lambda lo, hi: render.MISSING if lo is None or hi is None else
-                                     f"{render.change(lo)} .. {render.change(hi)}", "margin_low", "margin_high")}
+        "margin": render.cell(lambda m, noisy: render.marked(m, noisy, render.change), "margin", "margin_within_noise"),
+        "margin 95% CI": render.cell(
+            lambda lo, hi: (
+                render.MISSING if lo is None or hi is None else f"{render.change(lo)} .. {render.change(hi)}"
+            ),
+            "margin_low",
+            "margin_high",
+        ),
+    }
     several = f.best["workload"].n_unique() > 1 if "workload" in f.best.columns else False
     table = f.best.select(
         *([pl.col("workload")] if several else []),
         C="concurrency",
         best=pl.when("baseline").then(pl.col("label") + " (baseline)").otherwise("label"),
-        **columns)
-    return Section("Best configuration per concurrency level", [
-        "Highest output throughput at each level, baselines included"
-        + (" and ranked within each workload (a workload is a traffic mix, not a setup: the configurations "
-           "are named without it)" if several else "")
-        + "; its ratio to its own baseline's throughput and that ratio's verdict; its margin over the "
-        f"runner-up with the margin's 95% interval, '{render.NOISE_MARK}' when that contains 0 (the runner-up "
-        "is as good, within run-to-run noise). Both intervals: the requests' spread widened by the level-wide "
-        f"noise ({noise.describe_level_noise(f.level_noise, f.level_noise_repeats)})."], table)
+        **columns,
+    )
+    return Section(
+        "Best configuration per concurrency level",
+        [
+            "Highest output throughput at each level, baselines included"
+            + (
+                " and ranked within each workload (a workload is a traffic mix, not a setup: the configurations "
+                "are named without it)"
+                if several
+                else ""
+            )
+            + "; its ratio to its own baseline's throughput and that ratio's verdict; its margin over the "
+            f"runner-up with the margin's 95% interval, '{render.NOISE_MARK}' when that contains 0 (the runner-up "
+            "is as good, within run-to-run noise). Both intervals: the requests' spread widened by the level-wide "
+            f"noise ({noise.describe_level_noise(f.level_noise, f.level_noise_repeats)})."
+        ],
+        table,
+    )
 
 
 def decisions_section(directory: Path) -> list[Section]:
@@ -428,89 +573,145 @@ def decisions_section(directory: Path) -> list[Section]:
     bench = float(again["wall_s"].sum() or 0.0)  # each re-measured level once (decisions may share one)
     margin = float(d["practical_margin"][0])
     table = d.select(
-        decision="subject", **({"workload": "workload"} if (d["workload"] != "").any() else {}),
-        ended="outcome", pick="pick_label", other="other_label",
+        decision="subject",
+        **({"workload": "workload"} if (d["workload"] != "").any() else {}),
+        ended="outcome",
+        pick="pick_label",
+        other="other_label",
         first=pl.struct("margin_first", "low_first", "high_first").map_elements(
-            lambda r: f"{pct(r['margin_first'])} ({pct(r['low_first'])} .. {pct(r['high_first'])})", return_dtype=pl.String),
+            lambda r: f"{pct(r['margin_first'])} ({pct(r['low_first'])} .. {pct(r['high_first'])})",
+            return_dtype=pl.String,
+        ),
         now=pl.struct("margin", "low", "high").map_elements(
-            lambda r: f"{pct(r['margin'])} ({pct(r['low'])} .. {pct(r['high'])})", return_dtype=pl.String),
+            lambda r: f"{pct(r['margin'])} ({pct(r['low'])} .. {pct(r['high'])})", return_dtype=pl.String
+        ),
         measurements=pl.format("{} / {}", "repeats_pick", "repeats_other"),
-        bench_s=pl.col("bench_s").round(1), why="detail")
-    return [Section("Decisions measured again (decide)", [
-        f"{plural(d.height, 'pick')} within noise after the grid had their deciding levels measured again "
-        f"(every measurement pooled): {counts['decided']} decided (the margin's 95% interval excludes 0), "
-        f"{counts['equal']} equal (the interval within +-{margin:.0%}: either will do), {counts['budget']} "
-        f"undecided when the budget ran out; {plural(again.height, 'level')} measured again, {bench:,.1f} s of "
-        "benchmark (as measured; 'bench_s': a decision's own, shared ones counted in each). "
-        "'first': the pick's margin over the other and its interval before; 'now': after, as every table "
-        "here reads it; 'measurements': of the pick's and the other's deciding levels."], table)]
+        bench_s=pl.col("bench_s").round(1),
+        why="detail",
+    )
+    return [
+        Section(
+            "Decisions measured again (decide)",
+            [
+                f"{plural(d.height, 'pick')} within noise after the grid had their deciding levels measured again "
+                f"(every measurement pooled): {counts['decided']} decided (the margin's 95% interval excludes 0), "
+                f"{counts['equal']} equal (the interval within +-{margin:.0%}: either will do), {counts['budget']} "
+                f"undecided when the budget ran out; {plural(again.height, 'level')} measured again, {bench:,.1f} s of "
+                "benchmark (as measured; 'bench_s': a decision's own, shared ones counted in each). "
+                "'first': the pick's margin over the other and its interval before; 'now': after, as every table "
+                "here reads it; 'measurements': of the pick's and the other's deciding levels."
+            ],
+            table,
+        )
+    ]
 
 
 def crossover_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
-        "ahead up to C": "ahead_up_to", "first behind at C": "first_behind",
+        "ahead up to C": "ahead_up_to",
+        "first behind at C": "first_behind",
         "slower from C": "crossover",
         "crosses 1 near C": render.cell(_n(0), "crossover_est"),
         "at lowest C": render.cell(render.ratio, "ratio_at_min"),
         "at highest C": render.cell(render.ratio, "ratio_at_max"),
-        "outcome": "outcome"}
+        "outcome": "outcome",
+    }
     table = f.crossover.select(point="label", baseline="baseline_label", **columns)
-    return Section("Where speculation stops paying", [
-        "For each speculative point, by its output throughput against its baseline's at each level (the "
-        "ratios and verdicts of the Concurrency table: ahead and behind are beyond noise, a level within "
-        "noise is neither): the last level ahead before it first falls behind ('ahead up to'), that level "
-        "('first behind'), where the ratio crosses 1 between them (interpolated in log concurrency), "
-        "and the level from which it stays behind at every higher level measured ('slower from'). No "
-        "'first behind': never behind beyond noise; no 'ahead up to': not ahead before it falls behind; "
-        "'mixed': behind at some levels and ahead at a higher one. Here "
-        f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}."], table, images)
+    return Section(
+        "Where speculation stops paying",
+        [
+            "For each speculative point, by its output throughput against its baseline's at each level (the "
+            "ratios and verdicts of the Concurrency table: ahead and behind are beyond noise, a level within "
+            "noise is neither): the last level ahead before it first falls behind ('ahead up to'), that level "
+            "('first behind'), where the ratio crosses 1 between them (interpolated in log concurrency), "
+            "and the level from which it stays behind at every higher level measured ('slower from'). No "
+            "'first behind': never behind beyond noise; no 'ahead up to': not ahead before it falls behind; "
+            "'mixed': behind at some levels and ahead at a higher one. Here "
+            f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}."
+        ],
+        table,
+        images,
+    )
 
 
 def grid_sections(f: Findings, images: list[str]) -> list[Section]:
     """The speedup grid: drafter (rows) by speculative shape (columns), a table per NCCL profile,
     at single stream and at the highest concurrency level."""
-    sources = [("single stream (C=1)", f.single.filter(~pl.col("baseline"))
-                .with_columns(value=render.cell(render.marked, "speedup", "within_noise")))]
+    sources = [
+        (
+            "single stream (C=1)",
+            f.single.filter(~pl.col("baseline")).with_columns(
+                value=render.cell(render.marked, "speedup", "within_noise")
+            ),
+        )
+    ]
     measured = f.levels.filter(~pl.col("baseline") & pl.col("throughput_ratio").is_not_null())
     if measured.height:
         top = cast(Optional[int], measured["concurrency"].max())  # of an integer column
-        sources.append((f"C={top}, output throughput",
-                        f.levels.filter(~pl.col("baseline") & (pl.col("concurrency") == top))
-                        .with_columns(value=render.cell(render.marked, "throughput_ratio", "within_noise"))))
-    out = [Section("Speedup grid", [
-        "Speedup over the matched baseline, drafter (rows) by speculative shape (columns), one "
-        f"table per NCCL profile and workload; '{render.NOISE_MARK}' marks a speedup within noise (at a "
-        "level: the Concurrency table's verdict), a word says why a cell has none."], images=images)]
+        sources.append(
+            (
+                f"C={top}, output throughput",
+                f.levels.filter(~pl.col("baseline") & (pl.col("concurrency") == top)).with_columns(
+                    value=render.cell(render.marked, "throughput_ratio", "within_noise")
+                ),
+            )
+        )
+    out = [
+        Section(
+            "Speedup grid",
+            [
+                "Speedup over the matched baseline, drafter (rows) by speculative shape (columns), one "
+                f"table per NCCL profile and workload; '{render.NOISE_MARK}' marks a speedup within noise (at a "
+                "level: the Concurrency table's verdict), a word says why a cell has none."
+            ],
+            images=images,
+        )
+    ]
     for title, frame in sources:
         frame = frame.with_columns(
             value=pl.when(pl.col("value") == render.MISSING)
             .then(pl.coalesce(pl.col("note").str.replace("point ", ""), pl.lit(render.MISSING)))
             .otherwise("value"),
-            drafter=pl.col("drafter").fill_null(render.MISSING))
+            drafter=pl.col("drafter").fill_null(render.MISSING),
+        )
         for (workload, group, profile), panel in frame.group_by(["workload", "group", "profile"], maintain_order=True):
             specs = sorted(panel["spec"].unique().to_list(), key=natural_key)
             wide = panel.pivot(on="spec", index="drafter", values="value", aggregate_function="first")
             rank = {d: i for i, d in enumerate(sorted(wide["drafter"].to_list(), key=natural_key))}
             name = " ".join(x for x in (workload, group, profile) if x) or "all points"
-            out.append(Section(f"{name}, {title}", [], wide.sort(pl.col("drafter").replace_strict(rank))
-                               .select("drafter", *specs), level=3))
+            out.append(
+                Section(
+                    f"{name}, {title}",
+                    [],
+                    wide.sort(pl.col("drafter").replace_strict(rank)).select("drafter", *specs),
+                    level=3,
+                )
+            )
     return out
 
 
 def env_section(f: Findings, images: list[str]) -> Section:
     table = f.env.select(
         configuration=pl.when("baseline").then(pl.col("config") + " (baseline)").otherwise("config"),
-        profile="profile", against="reference",
-        **{"single stream": render.cell(render.ratio, "single_stream_ratio"),
-           "lowest C": render.cell(render.ratio, "ratio_min_level"),
-           "highest C": render.cell(render.ratio, "ratio_max_level"),
-           "geomean over C": render.cell(render.ratio, "geomean_ratio"),
-           "range": render.cell(lambda lo, hi: f"{render.ratio(lo)}-{render.ratio(hi)}",
-                                "min_ratio", "max_ratio")})
-    return Section("NCCL profiles", [
-        "Each configuration under an NCCL profile, relative to the same configuration under the "
-        "reference profile (output throughput per level; median tok/s for single stream)."],
-        table, images)
+        profile="profile",
+        against="reference",
+        **{
+            "single stream": render.cell(render.ratio, "single_stream_ratio"),
+            "lowest C": render.cell(render.ratio, "ratio_min_level"),
+            "highest C": render.cell(render.ratio, "ratio_max_level"),
+            "geomean over C": render.cell(render.ratio, "geomean_ratio"),
+            "range": render.cell(lambda lo, hi: f"{render.ratio(lo)}-{render.ratio(hi)}", "min_ratio", "max_ratio"),
+        },
+    )
+    return Section(
+        "NCCL profiles",
+        [
+            "Each configuration under an NCCL profile, relative to the same configuration under the "
+            "reference profile (output throughput per level; median tok/s for single stream)."
+        ],
+        table,
+        images,
+    )
 
 
 def acceptance_section(f: Findings) -> Section:
@@ -519,25 +720,40 @@ def acceptance_section(f: Findings) -> Section:
         return Section("Drafter acceptance", ["No speculative point with a drafter."])
     rates = lambda v: render.MISSING if not v else " ".join(render.MISSING if x is None else f"{x:.0%}" for x in v)  # noqa: E731
     pct = lambda v: render.MISSING if v is None else f"{v:.0%}"  # noqa: E731
-    table = a.select(point="label", steps="steps", positions="positions",
-                     **{"accept len": render.cell(lambda v, src: render.MISSING if v is None else
-                                                  f"{v:.2f}" + ("" if src == "levels" else " (single stream)"),
-                                                  "accept_length", "accept_from"),
-                        "accept rate": render.cell(pct, "accept_rate"),
-                        "per position": render.cell(rates, "position_rates"),
-                        "1st position": render.cell(pct, "first_rate"),
-                        "predicted len": render.cell(_n(2), "predicted_length"),
-                        "verdict": pl.col("verdict").fill_null(render.MISSING)})
+    table = a.select(
+        point="label",
+        steps="steps",
+        positions="positions",
+        **{
+            "accept len": render.cell(
+                lambda v, src: (
+                    render.MISSING if v is None else f"{v:.2f}" + ("" if src == "levels" else " (single stream)")
+                ),
+                "accept_length",
+                "accept_from",
+            ),
+            "accept rate": render.cell(pct, "accept_rate"),
+            "per position": render.cell(rates, "position_rates"),
+            "1st position": render.cell(pct, "first_rate"),
+            "predicted len": render.cell(_n(2), "predicted_length"),
+            "verdict": pl.col("verdict").fill_null(render.MISSING),
+        },
+    )
     flagged = acceptance.flagged_lines(a)
-    return Section("Drafter acceptance", [
-        "Tokens per verify step (accept len, the bonus token included: the median over the concurrency "
-        "levels, '(single stream)' where no level measured it, so it may differ from the Single stream "
-        "table's), accepted / proposed drafts (accept "
-        "rate), per draft position where the server's accept histogram was recorded, and what a chain whose "
-        "positions accept like its first would reach (predicted len; the first position from the histogram "
-        "or from the same drafter's steps=1 point). 'broken': accept rate under "
-        f"{acceptance.NEAR_ZERO:.0%}; 'low': under {acceptance.FAR_BELOW:.0%} of the predicted gain.",
-        *[f"- {line}" for line in flagged]], table)
+    return Section(
+        "Drafter acceptance",
+        [
+            "Tokens per verify step (accept len, the bonus token included: the median over the concurrency "
+            "levels, '(single stream)' where no level measured it, so it may differ from the Single stream "
+            "table's), accepted / proposed drafts (accept "
+            "rate), per draft position where the server's accept histogram was recorded, and what a chain whose "
+            "positions accept like its first would reach (predicted len; the first position from the histogram "
+            "or from the same drafter's steps=1 point). 'broken': accept rate under "
+            f"{acceptance.NEAR_ZERO:.0%}; 'low': under {acceptance.FAR_BELOW:.0%} of the predicted gain.",
+            *[f"- {line}" for line in flagged],
+        ],
+        table,
+    )
 
 
 def workload_sections(f: Findings, tables) -> list[Section]:
@@ -546,34 +762,52 @@ def workload_sections(f: Findings, tables) -> list[Section]:
     if not frame.height:
         return []
     table = frame.select(
-        configuration="configuration", workload="workload",
-        **{"accept len": render.cell(lambda v, src: render.MISSING if v is None else f"{v:.2f}"
-                                     + ("" if src == "server" else " (requests)"), "accept_length", "accept_source"),
-           "speedup C=1": render.cell(render.ratio, "speedup"),
-           "throughput ratio": render.cell(lambda r, c: render.MISSING if r is None else f"{render.ratio(r)} at C={c}",
-                                           "throughput_ratio", "concurrency")})
-    return [Section("Acceptance per workload", [
-        "Each speculative configuration on each workload its points ran (the workload its requests "
-        "record; the configuration: its grid axes without the one choosing the workload): its accept "
-        "length, the server's where measured, else the requests' '(requests)'; its single-stream speedup "
-        "over its baseline on the same workload; its output-throughput ratio to that baseline at the "
-        "highest concurrency level both measured.",
-        *[f"- {line}" for line in workloads_mod.lines(frame)]], table)]
+        configuration="configuration",
+        workload="workload",
+        **{
+            "accept len": render.cell(
+                lambda v, src: render.MISSING if v is None else f"{v:.2f}" + ("" if src == "server" else " (requests)"),
+                "accept_length",
+                "accept_source",
+            ),
+            "speedup C=1": render.cell(render.ratio, "speedup"),
+            "throughput ratio": render.cell(
+                lambda r, c: render.MISSING if r is None else f"{render.ratio(r)} at C={c}",
+                "throughput_ratio",
+                "concurrency",
+            ),
+        },
+    )
+    return [
+        Section(
+            "Acceptance per workload",
+            [
+                "Each speculative configuration on each workload its points ran (the workload its requests "
+                "record; the configuration: its grid axes without the one choosing the workload): its accept "
+                "length, the server's where measured, else the requests' '(requests)'; its single-stream speedup "
+                "over its baseline on the same workload; its output-throughput ratio to that baseline at the "
+                "highest concurrency level both measured.",
+                *[f"- {line}" for line in workloads_mod.lines(frame)],
+            ],
+            table,
+        )
+    ]
 
 
 def startup_section(f: Findings, images: list[str]) -> Section:
     s = f.startup
     cols = [*PHASES, "other_s", "startup_s"]
-    table = s.select(point="label", status="status",
-                     **{c.removesuffix("_s"): render.cell(_n(1), c) for c in cols})
+    table = s.select(point="label", status="status", **{c.removesuffix("_s"): render.cell(_n(1), c) for c in cols})
     mean = s.select(pl.col(cols).mean())
-    paragraphs = ["Seconds from launch to ready, by phase; 'other' is the launch overhead and the gaps "
-                  "between logged phases."]
+    paragraphs = [
+        "Seconds from launch to ready, by phase; 'other' is the launch overhead and the gaps between logged phases."
+    ]
     if s.height and mean["startup_s"][0]:
         total = mean["startup_s"][0]
-        shares = ", ".join(f"{c.removesuffix('_s')} {mean[c][0] / total:.0%}"
-                           for c in cols[:-1] if mean[c][0])
-        paragraphs.append(f"Mean startup {total:.0f} s over {plural(s['startup_s'].drop_nulls().len(), 'point')}: {shares}.")
+        shares = ", ".join(f"{c.removesuffix('_s')} {mean[c][0] / total:.0%}" for c in cols[:-1] if mean[c][0])
+        paragraphs.append(
+            f"Mean startup {total:.0f} s over {plural(s['startup_s'].drop_nulls().len(), 'point')}: {shares}."
+        )
     return Section("Startup phases", paragraphs, table, images)
 
 
@@ -585,92 +819,135 @@ def _last_line(text: str | None, width: int = 120) -> str:
 def failures_section(f: Findings, plan: dict) -> list[Section]:
     out: list[Section] = []
     if f.failures.height:
-        out.append(Section("Failed and invalid points", [
-            "Where each point stopped and why; the last line of its server log, the full log "
-            "being in DIR/logs/<point_id>.log."], f.failures.select(
-            point="label", status="status", phase="failure_phase", reason="failure_reason",
-            fix="failure_fix", errors="errors", attempts="attempts",
-            **{"last log line": render.cell(_last_line, "log_tail")})))
+        out.append(
+            Section(
+                "Failed and invalid points",
+                [
+                    "Where each point stopped and why; the last line of its server log, the full log "
+                    "being in DIR/logs/<point_id>.log."
+                ],
+                f.failures.select(
+                    point="label",
+                    status="status",
+                    phase="failure_phase",
+                    reason="failure_reason",
+                    fix="failure_fix",
+                    errors="errors",
+                    attempts="attempts",
+                    **{"last log line": render.cell(_last_line, "log_tail")},
+                ),
+            )
+        )
     else:
         out.append(Section("Failed and invalid points", ["None."]))
     if f.pruned.height:
-        out.append(Section("Pruned by the adaptive search", [
-            f"{plural(f.pruned.height, 'point')} of the plan were not run (search.strategy=adaptive): what the "
-            "measured points showed, and the prediction made from them, left each the best at no level, so "
-            "the pick of no SLO. The prediction is raised by an allowance (search.tolerance plus the noise "
-            "measured) before it must lose."], f.pruned.select(point="label", why="reason", fix="fix"), level=3))
+        out.append(
+            Section(
+                "Pruned by the adaptive search",
+                [
+                    f"{plural(f.pruned.height, 'point')} of the plan were not run (search.strategy=adaptive): what the "
+                    "measured points showed, and the prediction made from them, left each the best at no level, so "
+                    "the pick of no SLO. The prediction is raised by an allowance (search.tolerance plus the noise "
+                    "measured) before it must lose."
+                ],
+                f.pruned.select(point="label", why="reason", fix="fix"),
+                level=3,
+            )
+        )
     if f.request_failures.height:
-        out.append(Section("Lost requests", ["Points that finished but lost requests."],
-                           f.request_failures.select(
-                               point="label", **{"failed single": "failed_single",
-                                                 "failed in levels": "failed_levels",
-                                                 "most frequent error": "first_error",
-                                                 "times": "error_count"}), level=3))
+        out.append(
+            Section(
+                "Lost requests",
+                ["Points that finished but lost requests."],
+                f.request_failures.select(
+                    point="label",
+                    **{
+                        "failed single": "failed_single",
+                        "failed in levels": "failed_levels",
+                        "most frequent error": "first_error",
+                        "times": "error_count",
+                    },
+                ),
+                level=3,
+            )
+        )
     overall = [w for w in plan.get("warnings") or [] if isinstance(w, str)]
     if f.warnings.height or overall:
-        out.append(Section("Plan warnings", [f"- {w}" for w in overall],
-                           f.warnings.select("warning", "points", "labels"), level=3))
+        out.append(
+            Section(
+                "Plan warnings", [f"- {w}" for w in overall], f.warnings.select("warning", "points", "labels"), level=3
+            )
+        )
     return out
 
 
 def method_section(f: Findings) -> Section:
-    return Section("Method", [
-        "- Matching: each speculative point is compared with the baseline the plan matched it to "
-        "(baseline_id: same model, tp and NCCL profile); tables name it.",
-        "- Single-stream speedup: ratio of median tok/s over the ok runs.",
-        f"- Noise: {noise.describe()} A speedup whose interval contains 1 is marked '{render.NOISE_MARK}' "
-        "(within noise). At a concurrency level the interval is the mean per-request tok/s ratio's, from the "
-        "level's request rows, applied around the output throughput ratio as a relative width, then widened "
-        "by the level-wide noise of both levels compared (in log space, z x sigma x sqrt 2 added in "
-        "quadrature), sigma the sweep's own (see Picks and their noise) but never under a floor of "
-        f"{noise.LEVEL_NOISE_FLOOR:.0%} per level: a level is measured once, so its requests' spread alone "
-        "cannot call a difference faster or slower. Here "
-        f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}. One rule (sweep/analysis/noise.py `judged`) makes "
-        "every verdict at a level: the Concurrency table's marks, the speedup grid, the best per level, "
-        "where speculation stops paying, the summary, the SLO picks, and --vs and history at a level.",
-        "- Crossover: behind and ahead are beyond noise (a level within noise is neither); ahead up to the "
-        "last level ahead before the point first falls behind its baseline, slower from the lowest level "
-        "from which it is behind at every higher level, mixed when it is behind at some levels and ahead at "
-        "a higher one; the crossing is interpolated linearly in log concurrency.",
-        "- Workloads: the client-side axes that set only benchmark settings (role benchmark: the workload, "
-        "max_tokens...) are traffic mixes on one server, not setups: every pick (best per level, fastest, "
-        "SLOs, the summary) is made within one workload, names the setup without it, and never compares "
-        "two workloads.",
-        "- One metric per comparison: every ratio at a level and its verdict are of output throughput, its "
-        "interval the per-request tok/s interval's relative width around it; every 'best' is ranked by the "
-        "absolute figure (tok/s, or tok/s per GPU under an SLO), its ratio beside it.",
-        "- NCCL profiles are compared with one reference profile"
-        + (f" ({f.env['reference'][0]})" if f.env.height else "")
-        + ": --nccl-reference when given, else the one named default/none/off, else the first.",
-        "- Frontier: per-user speed = a request's output tokens / its latency (TTFT included), mean over "
-        "the level's ok requests; output tok/s per GPU = the level's completion tokens / wall time / "
-        "the GPUs the server uses (tp x pp x dp from its argv; the host's gpu_count where it names none); "
-        "Pareto frontier within each panel.",
-        "- SLOs: each limit at its percentile over the level's requests (failed ones meet none); highest "
-        "concurrency meeting it interpolated linearly in log concurrency; goodput counts the requests that "
-        "met every limit themselves.",
-        f"- Picks and their noise: {_level_noise_text(f)} The best at each level: its margin over the "
-        "runner-up has the interval of the two levels' per-request tok/s ratio, as a relative width around "
-        "the throughput ratio, widened by that level-wide noise on both sides; the SLOs: "
-        f"{slo_noise.describe()}.",
-        "- Every figure is recomputable from the Parquet tables: `python -m sweep query DIR \"SQL\"`.",
-    ])
+    return Section(
+        "Method",
+        [
+            "- Matching: each speculative point is compared with the baseline the plan matched it to "
+            "(baseline_id: same model, tp and NCCL profile); tables name it.",
+            "- Single-stream speedup: ratio of median tok/s over the ok runs.",
+            f"- Noise: {noise.describe()} A speedup whose interval contains 1 is marked '{render.NOISE_MARK}' "
+            "(within noise). At a concurrency level the interval is the mean per-request tok/s ratio's, from the "
+            "level's request rows, applied around the output throughput ratio as a relative width, then widened "
+            "by the level-wide noise of both levels compared (in log space, z x sigma x sqrt 2 added in "
+            "quadrature), sigma the sweep's own (see Picks and their noise) but never under a floor of "
+            f"{noise.LEVEL_NOISE_FLOOR:.0%} per level: a level is measured once, so its requests' spread alone "
+            "cannot call a difference faster or slower. Here "
+            f"{noise.describe_level_noise(f.level_noise, f.level_noise_repeats)}. One rule (sweep/analysis/noise.py `judged`) makes "
+            "every verdict at a level: the Concurrency table's marks, the speedup grid, the best per level, "
+            "where speculation stops paying, the summary, the SLO picks, and --vs and history at a level.",
+            "- Crossover: behind and ahead are beyond noise (a level within noise is neither); ahead up to the "
+            "last level ahead before the point first falls behind its baseline, slower from the lowest level "
+            "from which it is behind at every higher level, mixed when it is behind at some levels and ahead at "
+            "a higher one; the crossing is interpolated linearly in log concurrency.",
+            "- Workloads: the client-side axes that set only benchmark settings (role benchmark: the workload, "
+            "max_tokens...) are traffic mixes on one server, not setups: every pick (best per level, fastest, "
+            "SLOs, the summary) is made within one workload, names the setup without it, and never compares "
+            "two workloads.",
+            "- One metric per comparison: every ratio at a level and its verdict are of output throughput, its "
+            "interval the per-request tok/s interval's relative width around it; every 'best' is ranked by the "
+            "absolute figure (tok/s, or tok/s per GPU under an SLO), its ratio beside it.",
+            "- NCCL profiles are compared with one reference profile"
+            + (f" ({f.env['reference'][0]})" if f.env.height else "")
+            + ": --nccl-reference when given, else the one named default/none/off, else the first.",
+            "- Frontier: per-user speed = a request's output tokens / its latency (TTFT included), mean over "
+            "the level's ok requests; output tok/s per GPU = the level's completion tokens / wall time / "
+            "the GPUs the server uses (tp x pp x dp from its argv; the host's gpu_count where it names none); "
+            "Pareto frontier within each panel.",
+            "- SLOs: each limit at its percentile over the level's requests (failed ones meet none); highest "
+            "concurrency meeting it interpolated linearly in log concurrency; goodput counts the requests that "
+            "met every limit themselves.",
+            f"- Picks and their noise: {_level_noise_text(f)} The best at each level: its margin over the "
+            "runner-up has the interval of the two levels' per-request tok/s ratio, as a relative width around "
+            "the throughput ratio, widened by that level-wide noise on both sides; the SLOs: "
+            f"{slo_noise.describe()}.",
+            '- Every figure is recomputable from the Parquet tables: `python -m sweep query DIR "SQL"`.',
+        ],
+    )
 
 
 def _level_noise_text(f: Findings) -> str:
     if f.level_noise_repeats and f.level_noise is not None:
-        return (f"levels measured again (decide) show a level's run-to-run noise directly: the spread of log "
-                f"throughput between repeated measurements of the same level, pooled ({f.level_noise_repeats} "
-                f"degrees of freedom): {f.level_noise:.1%} here; it stands in for the scatter of the curves about "
-                "smooth ones (which counts a curve's bends as noise), and a level measured R times has 1/sqrt(R) "
-                "of it in its pooled figure.")
+        return (
+            f"levels measured again (decide) show a level's run-to-run noise directly: the spread of log "
+            f"throughput between repeated measurements of the same level, pooled ({f.level_noise_repeats} "
+            f"degrees of freedom): {f.level_noise:.1%} here; it stands in for the scatter of the curves about "
+            "smooth ones (which counts a curve's bends as noise), and a level measured R times has 1/sqrt(R) "
+            "of it in its pooled figure."
+        )
     if f.level_noise is None:
-        return ("a level is measured once: its level-wide run-to-run noise would come from the scatter of "
-                "the throughput curves about smooth ones, but no configuration has the 5 levels that needs: "
-                f"it is unknown, and the floor of {noise.LEVEL_NOISE_FLOOR:.0%} per level stands in.")
-    return (f"a level is measured once, and its requests run together, so what slows the whole level moves "
-            f"them all alike: its run-to-run noise is the scatter of the sweep's throughput curves about smooth "
-            f"ones (a cubic in log concurrency per configuration, residuals pooled): {f.level_noise:.1%} here.")
+        return (
+            "a level is measured once: its level-wide run-to-run noise would come from the scatter of "
+            "the throughput curves about smooth ones, but no configuration has the 5 levels that needs: "
+            f"it is unknown, and the floor of {noise.LEVEL_NOISE_FLOOR:.0%} per level stands in."
+        )
+    return (
+        f"a level is measured once, and its requests run together, so what slows the whole level moves "
+        f"them all alike: its run-to-run noise is the scatter of the sweep's throughput curves about smooth "
+        f"ones (a cubic in log concurrency per configuration, residuals pooled): {f.level_noise:.1%} here."
+    )
 
 
 PLOTS = {
@@ -678,8 +955,9 @@ PLOTS = {
     "concurrency.png": lambda f, p: plots.plot_concurrency(f.levels, p),
     "speedup_vs_concurrency.png": lambda f, p: plots.plot_speedup_curves(f.levels, f.crossover, p),
     "speedup_grid.png": lambda f, p: plots.plot_speedup_grid(f.single, f.levels, p),
-    "nccl_effect.png": lambda f, p: plots.plot_env_effect(f.levels, p, f.env["reference"].first()
-                                                          if f.env.height else None),
+    "nccl_effect.png": lambda f, p: plots.plot_env_effect(
+        f.levels, p, f.env["reference"].first() if f.env.height else None
+    ),
     "startup.png": lambda f, p: plots.plot_startup(f.startup, p),
     "frontier.png": lambda f, p: plots.plot_frontier(f.frontier, p),
 }
@@ -690,7 +968,9 @@ CHARTS = {
     "concurrency.png": lambda f: charts.chart_concurrency(f.levels),
     "speedup_vs_concurrency.png": lambda f: charts.chart_speedup_curves(f.levels, f.crossover),
     "speedup_grid.png": lambda f: charts.chart_speedup_grid(f.single, f.levels),
-    "nccl_effect.png": lambda f: charts.chart_env_effect(f.levels, f.env["reference"].first() if f.env.height else None),
+    "nccl_effect.png": lambda f: charts.chart_env_effect(
+        f.levels, f.env["reference"].first() if f.env.height else None
+    ),
     "startup.png": lambda f: charts.chart_startup(f.startup),
     "frontier.png": lambda f: charts.chart_frontier(f.frontier),
 }
@@ -715,9 +995,16 @@ def draw(f: Findings, out_dir: Path) -> dict[str, Path]:
     return {name: path for name, path in drawn.items() if path is not None}
 
 
-def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plots: bool = True,
-          env_reference: str | None = None, vs: str | Path | None = None,
-          slos: list | None = None, frontier_by: str | None = None) -> Report:
+def build(
+    directory: str | Path,
+    *,
+    out_dir: str | Path | None = None,
+    with_plots: bool = True,
+    env_reference: str | None = None,
+    vs: str | Path | None = None,
+    slos: list | None = None,
+    frontier_by: str | None = None,
+) -> Report:
     """Analyse ``directory`` and return the report's sections, Markdown and HTML; plots are written to
     ``out_dir`` (default DIR/report) when ``with_plots``, and drawn as charts in the HTML. ``slos``: the SLOs to judge by
     (``sweep.analysis.slo.SLO``; default: the experiment's ``benchmark.slo``, from
@@ -730,34 +1017,47 @@ def build(directory: str | Path, *, out_dir: str | Path | None = None, with_plot
     drawn = draw(f, out) if with_plots else {}
     img = lambda *names: [n for n in names if n in drawn]  # noqa: E731
     plan = read_plan(directory)  # {} without one (a directory written by ``bench --out`` has none)
-    sections = [header(directory, f, plan), deploy.deploy_section(f), about_section(directory, f, plan),
-                summary_section(f), *deploy.policy_sections(f),
-                *frontier_section(f, img("frontier.png")),
-                *slo_sections(f),
-                *open_loop_sections(f),
-                energy_section(f, tables),
-                single_stream_section(f, img("single_stream.png")),
-                concurrency_section(f, img("concurrency.png"),
-                                    stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)),
-                *achieved.section(f.levels),
-                best_section(f),
-                *decisions_section(directory),
-                crossover_section(f, img("speedup_vs_concurrency.png")),
-                *grid_sections(f, img("speedup_grid.png")),
-                env_section(f, img("nccl_effect.png")),
-                acceptance_section(f),
-                *workload_sections(f, tables),
-                startup_section(f, img("startup.png")),
-                *failures_section(f, plan)]
+    sections = [
+        header(directory, f, plan),
+        deploy.deploy_section(f),
+        about_section(directory, f, plan),
+        summary_section(f),
+        *deploy.policy_sections(f),
+        *frontier_section(f, img("frontier.png")),
+        *slo_sections(f),
+        *open_loop_sections(f),
+        energy_section(f, tables),
+        single_stream_section(f, img("single_stream.png")),
+        concurrency_section(
+            f, img("concurrency.png"), stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)
+        ),
+        *achieved.section(f.levels),
+        best_section(f),
+        *decisions_section(directory),
+        crossover_section(f, img("speedup_vs_concurrency.png")),
+        *grid_sections(f, img("speedup_grid.png")),
+        env_section(f, img("nccl_effect.png")),
+        acceptance_section(f),
+        *workload_sections(f, tables),
+        startup_section(f, img("startup.png")),
+        *failures_section(f, plan),
+    ]
     if vs is not None:
         other, other_tables = Path(vs), load(vs)
-        sections += compare_sections(f, analyze(other_tables, env_reference=env_reference, frontier_by=frontier_by),
-                                     tables, other_tables, directory, other)
+        sections += compare_sections(
+            f,
+            analyze(other_tables, env_reference=env_reference, frontier_by=frontier_by),
+            tables,
+            other_tables,
+            directory,
+            other,
+        )
     sections.append(method_section(f))
     fragments = html_charts(f) if with_plots else {}
     page = render.html(sections, fragments, charts.script() if fragments else "", nav_after=2)  # after Deploy
-    return Report(sections, render.markdown(sections), list(drawn.values()), page,
-                  files=deploy.config_files(f.policies))
+    return Report(
+        sections, render.markdown(sections), list(drawn.values()), page, files=deploy.config_files(f.policies)
+    )
 
 
 def write(report: Report, out_dir: Path) -> Path:
@@ -894,16 +1194,19 @@ def publish(directory: str | Path, out_dir: str | Path | None = None, **options)
     except OSError as e:
         why = e.strerror or type(e).__name__
         if out_dir:
-            raise OutputError(f"cannot write the report in {target}: {why}",
-                              fix="pass --out a folder you can write") from None
+            raise OutputError(
+                f"cannot write the report in {target}: {why}", fix="pass --out a folder you can write"
+            ) from None
         fallback = fallback_dir(directory)
         moved = f"{target} cannot be written ({why}): the report went to {fallback} (--out DIR to choose)"
         target = fallback
         try:
             scratch = _scratch(target)
         except OSError as e2:
-            raise OutputError(f"cannot write the report in {target} either: {e2.strerror or type(e2).__name__}",
-                              fix="pass --out a folder you can write") from None
+            raise OutputError(
+                f"cannot write the report in {target} either: {e2.strerror or type(e2).__name__}",
+                fix="pass --out a folder you can write",
+            ) from None
     try:
         built = build(directory, out_dir=scratch, **options)
         write(built, scratch)

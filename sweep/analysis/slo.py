@@ -43,7 +43,6 @@ from sweep.core.argv import nodes, server_gpus
 from sweep.core.errors import ConfigError
 from sweep.core.slo_rule import FAILED, METRICS, Limit, amount, failed_value, holds, limits_of, meets
 
-
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
 
@@ -63,8 +62,10 @@ class SLO:
 _amount = amount
 
 
-LIMIT_RE = re.compile(r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
-                      r"(?P<value>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(?P<unit>[a-zµ/]*)$")
+LIMIT_RE = re.compile(
+    r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
+    r"(?P<value>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(?P<unit>[a-zµ/]*)$"
+)
 
 
 def parse_limit(text: str, *, where: str = "--slo") -> Limit:
@@ -72,9 +73,11 @@ def parse_limit(text: str, *, where: str = "--slo") -> Limit:
     raw = text.strip()
     m = LIMIT_RE.match(raw.lower())
     if not m:
-        raise ConfigError(f"{where}: {raw!r} is not a limit",
-                          fix="write METRIC_pPCT<=VALUE (or >= for tok_s), e.g. ttft_p90<=2s, tpot_p90<=50ms, "
-                              f"tok_s_p10>=20; metrics: {', '.join(METRICS)}")
+        raise ConfigError(
+            f"{where}: {raw!r} is not a limit",
+            fix="write METRIC_pPCT<=VALUE (or >= for tok_s), e.g. ttft_p90<=2s, tpot_p90<=50ms, "
+            f"tok_s_p10>=20; metrics: {', '.join(METRICS)}",
+        )
     name, op, unit = m["metric"], m["op"], m["unit"]
     if name not in METRICS:
         raise ConfigError(f"{where}: {raw!r}: unknown metric {name!r}", fix=f"use one of {', '.join(METRICS)}")
@@ -87,13 +90,19 @@ def parse_limit(text: str, *, where: str = "--slo") -> Limit:
     if metric.upper != op.startswith("<"):
         want = "<=" if metric.upper else ">="
         kind = "a time: its limit is an upper bound" if metric.upper else "a speed: its limit is a lower bound"
-        raise ConfigError(f"{where}: {raw!r}: {name} is {kind}", fix=f"write {name}_p{m['pct']}{want}{m['value']}{unit}")
+        raise ConfigError(
+            f"{where}: {raw!r}: {name} is {kind}", fix=f"write {name}_p{m['pct']}{want}{m['value']}{unit}"
+        )
     units = TIME_UNITS if metric.upper else SPEED_UNITS
     if metric.upper and not unit:
-        raise ConfigError(f"{where}: {raw!r}: {name} needs a unit", fix=f"e.g. {name}_p{m['pct']}<={m['value']}s or ...ms")
+        raise ConfigError(
+            f"{where}: {raw!r}: {name} needs a unit", fix=f"e.g. {name}_p{m['pct']}<={m['value']}s or ...ms"
+        )
     if unit not in units:
-        raise ConfigError(f"{where}: {raw!r}: unit {unit!r} of {name} is not {' or '.join(repr(u) for u in units if u)}",
-                          fix="times in s, ms or us (e.g. 50ms); speeds in tok/s or no unit")
+        raise ConfigError(
+            f"{where}: {raw!r}: unit {unit!r} of {name} is not {' or '.join(repr(u) for u in units if u)}",
+            fix="times in s, ms or us (e.g. 50ms); speeds in tok/s or no unit",
+        )
     value = float(m["value"]) * units[unit]
     if value <= 0:
         raise ConfigError(f"{where}: {raw!r}: the limit must be positive", fix="e.g. ttft_p90<=2s")
@@ -107,8 +116,10 @@ def parse_slo(text: str, *, where: str = "--slo") -> SLO:
     if ":" in body:
         name, body = (part.strip() for part in body.split(":", 1))
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
-            raise ConfigError(f"{where}: SLO name {name!r} must be letters, digits, '_', '-', '.' or '+'",
-                              fix="e.g. --slo 'chat: ttft_p90<=2s,tpot_p90<=50ms'")
+            raise ConfigError(
+                f"{where}: SLO name {name!r} must be letters, digits, '_', '-', '.' or '+'",
+                fix="e.g. --slo 'chat: ttft_p90<=2s,tpot_p90<=50ms'",
+            )
     parts = [p for p in (x.strip() for x in body.split(",")) if p]
     if not parts:
         raise ConfigError(f"{where}: {text!r} has no limit", fix="e.g. --slo 'ttft_p90<=2s,tpot_p90<=50ms'")
@@ -139,8 +150,9 @@ def from_experiment(directory) -> list[SLO]:
     for item in experiment_slos(directory):
         # the values as the experiment file has them (any type): what SLOSettings or from_settings
         # rejects (ConfigError, TypeError) is left out below
-        fields: dict[str, Any] = {k: item.get(k) for k in ("name", "percentile", "ttft_s", "tpot_s", "tok_s")
-                                  if item.get(k) is not None}
+        fields: dict[str, Any] = {
+            k: item.get(k) for k in ("name", "percentile", "ttft_s", "tpot_s", "tok_s") if item.get(k) is not None
+        }
         try:
             out.append(from_settings(SLOSettings(**fields)))
         except (ConfigError, TypeError):
@@ -150,17 +162,26 @@ def from_experiment(directory) -> list[SLO]:
 
 # --- the data -------------------------------------------------------------------------------
 
+
 def _value(metric: str) -> pl.Expr:
     """A request's value of ``metric``: failed requests get the worst value (FAILED s, or 0
     tok/s); an ok request where it is undefined (TPOT of a one-token answer) gets null, which the
     percentiles skip and which breaks no limit."""
     ok = pl.col("ok").fill_null(False)
-    raw = {"ttft": pl.col("ttft_s"), "tpot": pl.col("tpot_s"), "latency": pl.col("latency_s"),
-           "tok_s": pl.col("completion_tokens") / pl.col("latency_s")}[metric].cast(pl.Float64)
+    raw = {
+        "ttft": pl.col("ttft_s"),
+        "tpot": pl.col("tpot_s"),
+        "latency": pl.col("latency_s"),
+        "tok_s": pl.col("completion_tokens") / pl.col("latency_s"),
+    }[metric].cast(pl.Float64)
     worst = 0.0 if metric == "tok_s" else FAILED
-    return (pl.when(~ok).then(pl.lit(worst))
-            .when(raw.is_not_null() & raw.is_finite()).then(raw)
-            .otherwise(pl.lit(None, pl.Float64)))
+    return (
+        pl.when(~ok)
+        .then(pl.lit(worst))
+        .when(raw.is_not_null() & raw.is_finite())
+        .then(raw)
+        .otherwise(pl.lit(None, pl.Float64))
+    )
 
 
 def _meets(limit: Limit) -> pl.Expr:
@@ -175,18 +196,20 @@ def gpus_frame(tables: Tables) -> pl.DataFrame:
     and the host's ``gpu_count`` is all there is)."""
     points = points_frame(tables)
     rows = []
-    for r in points.select("point_id", "gpu_count", *(["argv"] if "argv" in points.columns else [])).iter_rows(named=True):
+    for r in points.select("point_id", "gpu_count", *(["argv"] if "argv" in points.columns else [])).iter_rows(
+        named=True
+    ):
         argv, count = r.get("argv") or [], r["gpu_count"] or 0
         used = server_gpus(argv)
         if count <= 0:  # a CPU host: per host, over the hosts one server spans
-            rows.append({"point_id": r["point_id"], "gpus": float(nodes(argv)),
-                         "per": "host", "gpus_from": "argv"})
+            rows.append({"point_id": r["point_id"], "gpus": float(nodes(argv)), "per": "host", "gpus_from": "argv"})
         elif used is None:
             rows.append({"point_id": r["point_id"], "gpus": float(count), "per": "GPU", "gpus_from": "host"})
         else:
             rows.append({"point_id": r["point_id"], "gpus": float(used), "per": "GPU", "gpus_from": "argv"})
-    return pl.DataFrame(rows, schema={"point_id": pl.String, "gpus": pl.Float64, "per": pl.String,
-                                      "gpus_from": pl.String})
+    return pl.DataFrame(
+        rows, schema={"point_id": pl.String, "gpus": pl.Float64, "per": pl.String, "gpus_from": pl.String}
+    )
 
 
 def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:
@@ -198,42 +221,72 @@ def level_slo(tables: Tables, slos: list[SLO]) -> pl.DataFrame:
     bisection, ``concurrency.refine``), v0..vN (N = most limits of any SLO).
     """
     width = max((len(s.limits) for s in slos), default=0)
-    schema = {"slo": pl.String, "point_id": pl.String, "concurrency": pl.Int64, "requests": pl.Int64,
-              "met": pl.Boolean, "attainment": pl.Float64, "goodput_rps": pl.Float64,
-              "goodput_tok_s_gpu": pl.Float64, "throughput_tok_s_gpu": pl.Float64, "per": pl.String,
-              "refined": pl.Boolean, **{f"v{i}": pl.Float64 for i in range(width)}}
+    schema = {
+        "slo": pl.String,
+        "point_id": pl.String,
+        "concurrency": pl.Int64,
+        "requests": pl.Int64,
+        "met": pl.Boolean,
+        "attainment": pl.Float64,
+        "goodput_rps": pl.Float64,
+        "goodput_tok_s_gpu": pl.Float64,
+        "throughput_tok_s_gpu": pl.Float64,
+        "per": pl.String,
+        "refined": pl.Boolean,
+        **{f"v{i}": pl.Float64 for i in range(width)},
+    }
     if not slos:
         return pl.DataFrame(schema=schema)
     tables = realspeed.scaled(tables)  # a dry run's at real speed, as the report judges it
     requests = tables["requests"].filter(pl.col("phase") == "level")
     level_cols = tables["levels"].collect_schema().names()
     refined = pl.col("refined").fill_null(False) if "refined" in level_cols else pl.lit(False)
-    walls = (tables["levels"].select("point_id", pl.col("concurrency").cast(pl.Int64), "wall_s", "output_throughput",
-                                     refined.alias("refined"))
-             .collect().unique(["point_id", "concurrency"], keep="last"))
+    walls = (
+        tables["levels"]
+        .select(
+            "point_id", pl.col("concurrency").cast(pl.Int64), "wall_s", "output_throughput", refined.alias("refined")
+        )
+        .collect()
+        .unique(["point_id", "concurrency"], keep="last")
+    )
     gpus = gpus_frame(tables)
     frames = []
     for slo in slos:
         good = pl.all_horizontal([_meets(limit) for limit in slo.limits])
-        aggs = [pl.len().cast(pl.Int64).alias("requests"),
-                good.mean().alias("attainment"),
-                good.sum().cast(pl.Float64).alias("good"),
-                pl.col("completion_tokens").filter(good & pl.col("ok").fill_null(False)).sum().cast(pl.Float64).alias("good_tokens")]
-        aggs += [_value(limit.metric).quantile(limit.percentile / 100, "linear").alias(f"v{i}")
-                 for i, limit in enumerate(slo.limits)]
+        aggs = [
+            pl.len().cast(pl.Int64).alias("requests"),
+            good.mean().alias("attainment"),
+            good.sum().cast(pl.Float64).alias("good"),
+            pl.col("completion_tokens")
+            .filter(good & pl.col("ok").fill_null(False))
+            .sum()
+            .cast(pl.Float64)
+            .alias("good_tokens"),
+        ]
+        aggs += [
+            _value(limit.metric).quantile(limit.percentile / 100, "linear").alias(f"v{i}")
+            for i, limit in enumerate(slo.limits)
+        ]
         per_level = requests.group_by("point_id", pl.col("concurrency").cast(pl.Int64)).agg(aggs).collect()
         # the verdict: the one rule the host's refinement uses too (sweep.core.slo_rule.meets)
         vs = [f"v{i}" for i in range(len(slo.limits))]
-        met = pl.Series("met", [meets(slo.limits, [r[v] for v in vs]) for r in per_level.select(vs).iter_rows(named=True)],
-                        dtype=pl.Boolean)
+        met = pl.Series(
+            "met",
+            [meets(slo.limits, [r[v] for v in vs]) for r in per_level.select(vs).iter_rows(named=True)],
+            dtype=pl.Boolean,
+        )
         per_level = per_level.with_columns(met)
-        frame = (per_level.join(walls, on=["point_id", "concurrency"], how="left")
-                 .join(gpus, on="point_id", how="left")
-                 .with_columns(slo=pl.lit(slo.name),
-                               goodput_rps=pl.col("good") / pl.col("wall_s"),
-                               goodput_tok_s_gpu=pl.col("good_tokens") / pl.col("wall_s") / pl.col("gpus"),
-                               throughput_tok_s_gpu=pl.col("output_throughput") / pl.col("gpus"))
-                 .with_columns([pl.lit(None, pl.Float64).alias(f"v{i}") for i in range(len(slo.limits), width)]))
+        frame = (
+            per_level.join(walls, on=["point_id", "concurrency"], how="left")
+            .join(gpus, on="point_id", how="left")
+            .with_columns(
+                slo=pl.lit(slo.name),
+                goodput_rps=pl.col("good") / pl.col("wall_s"),
+                goodput_tok_s_gpu=pl.col("good_tokens") / pl.col("wall_s") / pl.col("gpus"),
+                throughput_tok_s_gpu=pl.col("output_throughput") / pl.col("gpus"),
+            )
+            .with_columns([pl.lit(None, pl.Float64).alias(f"v{i}") for i in range(len(slo.limits), width)])
+        )
         frames.append(frame.select(list(schema)))
     return pl.concat(frames).sort("slo", "point_id", "concurrency")
 
@@ -265,24 +318,42 @@ def highest_meeting(slo: SLO, levels: list[dict]) -> dict:
     if first is None:
         r = rows[0]
         broken = [lim.text() for i, lim in enumerate(slo.limits) if not _holds(lim, r.get(f"v{i}"))]
-        return {"c": float(r["concurrency"]), "bound": "<", "tok_s_gpu": None, "binding": ", ".join(broken),
-                "last_met": None, "first_missed": r["concurrency"]}
+        return {
+            "c": float(r["concurrency"]),
+            "bound": "<",
+            "tok_s_gpu": None,
+            "binding": ", ".join(broken),
+            "last_met": None,
+            "first_missed": r["concurrency"],
+        }
     last = first
     while last + 1 < len(rows) and rows[last + 1]["met"]:
         last += 1
     lo = rows[last]
     if last + 1 == len(rows):
-        return {"c": float(lo["concurrency"]), "bound": ">=", "tok_s_gpu": lo["throughput_tok_s_gpu"],
-                "binding": None, "last_met": lo["concurrency"], "first_missed": None}
+        return {
+            "c": float(lo["concurrency"]),
+            "bound": ">=",
+            "tok_s_gpu": lo["throughput_tok_s_gpu"],
+            "binding": None,
+            "last_met": lo["concurrency"],
+            "first_missed": None,
+        }
     hi = rows[last + 1]
     fracs = [(_crossing(lim, lo[f"v{i}"], hi[f"v{i}"]), lim.text()) for i, lim in enumerate(slo.limits)]
     frac, binding = min(fracs)
     c0, c1 = math.log(lo["concurrency"]), math.log(hi["concurrency"])
     t0, t1 = lo["throughput_tok_s_gpu"], hi["throughput_tok_s_gpu"]
     tok = None if t0 is None or t1 is None else t0 + frac * (t1 - t0)
-    return {"c": math.exp(c0 + frac * (c1 - c0)), "bound": "=", "tok_s_gpu": tok, "binding": binding,
-            "last_met": lo["concurrency"], "first_missed": hi["concurrency"],
-            "bisected": bool(lo.get("refined") or hi.get("refined"))}
+    return {
+        "c": math.exp(c0 + frac * (c1 - c0)),
+        "bound": "=",
+        "tok_s_gpu": tok,
+        "binding": binding,
+        "last_met": lo["concurrency"],
+        "first_missed": hi["concurrency"],
+        "bisected": bool(lo.get("refined") or hi.get("refined")),
+    }
 
 
 _holds = holds
@@ -299,17 +370,40 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
     first_missed, boundary ("between C=12 and C=14, found by bisection": :func:`boundary_text`), baseline_tok_s_gpu, vs_baseline (tok_s_gpu / baseline's - 1), margin (the
     winner's over the runner-up; on every row: over the next row).
     """
-    schema = {"slo": pl.String, "workload": pl.String, "rank": pl.Int64, "point_id": pl.String, "label": pl.String,
-              "setup": pl.String, "baseline": pl.Boolean,
-              "baseline_id": pl.String, "baseline_label": pl.String, "profile": pl.String, "c": pl.Float64,
-              "bound": pl.String, "c_text": pl.String, "tok_s_gpu": pl.Float64, "per": pl.String,
-              "binding": pl.String, "last_met": pl.Int64, "first_missed": pl.Int64, "boundary": pl.String,
-              "baseline_tok_s_gpu": pl.Float64, "vs_baseline": pl.Float64, "margin": pl.Float64}
+    schema = {
+        "slo": pl.String,
+        "workload": pl.String,
+        "rank": pl.Int64,
+        "point_id": pl.String,
+        "label": pl.String,
+        "setup": pl.String,
+        "baseline": pl.Boolean,
+        "baseline_id": pl.String,
+        "baseline_label": pl.String,
+        "profile": pl.String,
+        "c": pl.Float64,
+        "bound": pl.String,
+        "c_text": pl.String,
+        "tok_s_gpu": pl.Float64,
+        "per": pl.String,
+        "binding": pl.String,
+        "last_met": pl.Int64,
+        "first_missed": pl.Int64,
+        "boundary": pl.String,
+        "baseline_tok_s_gpu": pl.Float64,
+        "vs_baseline": pl.Float64,
+        "margin": pl.Float64,
+    }
     per_level = level_slo(tables, slos) if per_level is None else per_level
     if per_level.is_empty():
         return pl.DataFrame(schema=schema)
-    conf = configurations(tables).filter(pl.col("status") == "ok").select(
-        "point_id", "label", "setup", "workload", "baseline", "baseline_id", "baseline_label", "profile", "order")
+    conf = (
+        configurations(tables)
+        .filter(pl.col("status") == "ok")
+        .select(
+            "point_id", "label", "setup", "workload", "baseline", "baseline_id", "baseline_label", "profile", "order"
+        )
+    )
     rows = []
     for slo in slos:
         mine = per_level.filter(pl.col("slo") == slo.name)
@@ -320,29 +414,69 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                 continue
             h = found[r["point_id"]]
             per = by_point[r["point_id"]][0]["per"]
-            rows.append({"slo": slo.name, **{k: r[k] for k in ("point_id", "label", "setup", "workload", "baseline",
-                                                                "baseline_id", "baseline_label", "profile", "order")},
-                         "c": h["c"], "bound": h["bound"], "c_text": c_text(h["c"], h["bound"]),
-                         "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0, "per": per,
-                         "binding": h["binding"], "last_met": h["last_met"], "first_missed": h["first_missed"],
-                         "boundary": boundary_text(h)})
+            rows.append(
+                {
+                    "slo": slo.name,
+                    **{
+                        k: r[k]
+                        for k in (
+                            "point_id",
+                            "label",
+                            "setup",
+                            "workload",
+                            "baseline",
+                            "baseline_id",
+                            "baseline_label",
+                            "profile",
+                            "order",
+                        )
+                    },
+                    "c": h["c"],
+                    "bound": h["bound"],
+                    "c_text": c_text(h["c"], h["bound"]),
+                    "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0,
+                    "per": per,
+                    "binding": h["binding"],
+                    "last_met": h["last_met"],
+                    "first_missed": h["first_missed"],
+                    "boundary": boundary_text(h),
+                }
+            )
     if not rows:
         return pl.DataFrame(schema=schema)
-    frame = pl.DataFrame(rows, schema_overrides={"c": pl.Float64, "last_met": pl.Int64, "first_missed": pl.Int64,
-                                                 "baseline_id": pl.String, "baseline_label": pl.String,
-                                                 "binding": pl.String, "bound": pl.String, "boundary": pl.String,
-                                                 "baseline": pl.Boolean})  # null in a ``bench --out`` directory
+    frame = pl.DataFrame(
+        rows,
+        schema_overrides={
+            "c": pl.Float64,
+            "last_met": pl.Int64,
+            "first_missed": pl.Int64,
+            "baseline_id": pl.String,
+            "baseline_label": pl.String,
+            "binding": pl.String,
+            "bound": pl.String,
+            "boundary": pl.String,
+            "baseline": pl.Boolean,
+        },
+    )  # null in a ``bench --out`` directory
     base = frame.select("slo", baseline_id="point_id", baseline_tok_s_gpu="tok_s_gpu")
     slo_order = {s.name: i for i, s in enumerate(slos)}
-    frame = (frame.join(base, on=["slo", "baseline_id"], how="left")
-             .with_columns(vs_baseline=pl.when(~pl.col("baseline") & (pl.col("baseline_tok_s_gpu") > 0))
-                           .then(pl.col("tok_s_gpu") / pl.col("baseline_tok_s_gpu") - 1),
-                           _slo=pl.col("slo").replace_strict(slo_order, return_dtype=pl.Int64),
-                           _c=pl.col("c").fill_null(0))
-             .sort(["_slo", "workload", "tok_s_gpu", "_c", "order"], descending=[False, False, True, True, False])
-             .with_columns(rank=pl.int_range(1, pl.len() + 1).over("slo", "workload").cast(pl.Int64),
-                           margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo", "workload") > 0)
-                           .then(pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo", "workload") - 1)))
+    frame = (
+        frame.join(base, on=["slo", "baseline_id"], how="left")
+        .with_columns(
+            vs_baseline=pl.when(~pl.col("baseline") & (pl.col("baseline_tok_s_gpu") > 0)).then(
+                pl.col("tok_s_gpu") / pl.col("baseline_tok_s_gpu") - 1
+            ),
+            _slo=pl.col("slo").replace_strict(slo_order, return_dtype=pl.Int64),
+            _c=pl.col("c").fill_null(0),
+        )
+        .sort(["_slo", "workload", "tok_s_gpu", "_c", "order"], descending=[False, False, True, True, False])
+        .with_columns(
+            rank=pl.int_range(1, pl.len() + 1).over("slo", "workload").cast(pl.Int64),
+            margin=pl.when(pl.col("tok_s_gpu").shift(-1).over("slo", "workload") > 0).then(
+                pl.col("tok_s_gpu") / pl.col("tok_s_gpu").shift(-1).over("slo", "workload") - 1
+            ),
+        )
+    )
     return frame.select(list(schema))
 
 
@@ -370,7 +504,9 @@ def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
     workloads = table["workload"].unique(maintain_order=True).to_list() if "workload" in table.columns else []
     for slo in slos:
         for w in workloads or [""]:
-            out.append({"workload": w, **_recommendation(table.filter(pl.col("workload") == w) if workloads else table, slo)})
+            out.append(
+                {"workload": w, **_recommendation(table.filter(pl.col("workload") == w) if workloads else table, slo)}
+            )
     return out
 
 
@@ -381,8 +517,13 @@ def _recommendation(table: pl.DataFrame, slo: SLO) -> dict[str, Any]:
     best = mine.row(0, named=True)
     if not best["tok_s_gpu"]:
         lowest = cast(Optional[float], mine.filter(pl.col("bound") == "<")["c"].min())  # "c" is Float64
-        return {"slo": slo, "best": None, "runner_up": None,
-                "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
-                if lowest is not None else "no configuration meets it"}
+        return {
+            "slo": slo,
+            "best": None,
+            "runner_up": None,
+            "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
+            if lowest is not None
+            else "no configuration meets it",
+        }
     runner = mine.row(1, named=True) if mine.height > 1 else None
     return {"slo": slo, "best": best, "runner_up": runner, "reason": None}

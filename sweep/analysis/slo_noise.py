@@ -35,14 +35,21 @@ from sweep.analysis import noise, realspeed, repeats
 from sweep.analysis import slo as slo_mod
 from sweep.analysis.frames import Tables
 
-COLUMNS = {"margin_low": pl.Float64, "margin_high": pl.Float64, "margin_within_noise": pl.Boolean,
-           "vs_baseline_low": pl.Float64, "vs_baseline_high": pl.Float64,
-           "vs_baseline_within_noise": pl.Boolean}
+COLUMNS = {
+    "margin_low": pl.Float64,
+    "margin_high": pl.Float64,
+    "margin_within_noise": pl.Boolean,
+    "vs_baseline_low": pl.Float64,
+    "vs_baseline_high": pl.Float64,
+    "vs_baseline_within_noise": pl.Boolean,
+}
 
-METHOD = ("the pick's margins over the runner-up and over its baseline carry a {pct:g}% percentile-bootstrap "
-          "interval ({resamples} resamples): each level's requests resampled and each level moved as a whole "
-          "by its level-wide noise, the SLO's percentiles, the highest concurrency meeting it and the "
-          "throughput there recomputed; 'within noise of' the runner-up when the interval contains 0")
+METHOD = (
+    "the pick's margins over the runner-up and over its baseline carry a {pct:g}% percentile-bootstrap "
+    "interval ({resamples} resamples): each level's requests resampled and each level moved as a whole "
+    "by its level-wide noise, the SLO's percentiles, the highest concurrency meeting it and the "
+    "throughput there recomputed; 'within noise of' the runner-up when the interval contains 0"
+)
 
 
 def describe(confidence: float = 0.95, resamples: int = 2000) -> str:
@@ -53,8 +60,15 @@ def describe(confidence: float = 0.95, resamples: int = 2000) -> str:
 class _Point:
     """One configuration's requests, level by level, and their resamples (drawn once, on first use)."""
 
-    def __init__(self, point_id: str, levels: dict[int, dict[str, np.ndarray]], level_noise: float | None,
-                 resamples: int, seed: int, repeats: dict[int, int] | None = None):
+    def __init__(
+        self,
+        point_id: str,
+        levels: dict[int, dict[str, np.ndarray]],
+        level_noise: float | None,
+        resamples: int,
+        seed: int,
+        repeats: dict[int, int] | None = None,
+    ):
         self.point_id, self.levels, self.level_noise = point_id, levels, level_noise or 0.0
         self.resamples, self.seed = resamples, seed
         self.repeats = repeats or {}  # measurements a level pools (decide's repeats): its level noise / sqrt(R)
@@ -71,8 +85,7 @@ class _Point:
             rng = np.random.default_rng([self.seed, zlib.crc32(self.point_id.encode()), level])
             idx = noise.draws(np.arange(n), self.resamples, rng) if n >= 2 else None
             sigma = self.level_noise / np.sqrt(max(1, self.repeats.get(level, 1)))
-            factor = (np.exp(sigma * rng.standard_normal(self.resamples)) if sigma
-                      else np.ones(self.resamples))
+            factor = np.exp(sigma * rng.standard_normal(self.resamples)) if sigma else np.ones(self.resamples)
             self._drawn[level] = idx, factor
         return self._drawn[level]
 
@@ -108,13 +121,20 @@ def _requests(tables: Tables, point_ids: list[str], metrics: set[str]) -> dict[s
     """The request values each limit needs (as ``slo.level_slo`` computes them; NaN where undefined),
     and each request's tok/s (0 for a failed one), per point and level."""
     ok = pl.col("ok").fill_null(False)
-    rows = (realspeed.scaled(tables)["requests"]
-            .filter((pl.col("phase") == "level") & pl.col("point_id").is_in(point_ids))
-            .select("point_id", concurrency=pl.col("concurrency").cast(pl.Int64),
-                    rate=pl.when(ok & (pl.col("latency_s") > 0))
-                    .then(pl.col("completion_tokens") / pl.col("latency_s")).otherwise(0.0).cast(pl.Float64),
-                    **{m: slo_mod._value(m).fill_null(float("nan")) for m in metrics})
-            .collect())
+    rows = (
+        realspeed.scaled(tables)["requests"]
+        .filter((pl.col("phase") == "level") & pl.col("point_id").is_in(point_ids))
+        .select(
+            "point_id",
+            concurrency=pl.col("concurrency").cast(pl.Int64),
+            rate=pl.when(ok & (pl.col("latency_s") > 0))
+            .then(pl.col("completion_tokens") / pl.col("latency_s"))
+            .otherwise(0.0)
+            .cast(pl.Float64),
+            **{m: slo_mod._value(m).fill_null(float("nan")) for m in metrics},
+        )
+        .collect()
+    )
     out: dict[str, dict[int, dict[str, np.ndarray]]] = {pid: {} for pid in point_ids}
     for (pid, c), g in rows.group_by("point_id", "concurrency"):
         out[str(pid)][int(str(c))] = {col: g[col].to_numpy().astype(float) for col in ("rate", *metrics)}
@@ -135,13 +155,23 @@ def _throughputs(point: _Point, slo: slo_mod.SLO, levels: list[dict]) -> np.ndar
         met = np.ones(point.resamples, dtype=bool)
         for limit, v in zip(slo.limits, values):
             met &= np.isnan(v) | ((v <= limit.value) if limit.upper else (v >= limit.value))
-        tok = ([None] * point.resamples if r["throughput_tok_s_gpu"] is None
-               else (r["throughput_tok_s_gpu"] * point.speed_factor(c)).tolist())
+        tok = (
+            [None] * point.resamples
+            if r["throughput_tok_s_gpu"] is None
+            else (r["throughput_tok_s_gpu"] * point.speed_factor(c)).tolist()
+        )
         columns.append((c, [[None if x != x else x for x in v.tolist()] for v in values], met.tolist(), tok))
     out = np.zeros(point.resamples)
     for i in range(point.resamples):
-        resampled = [{"concurrency": c, "met": met[i], "throughput_tok_s_gpu": tok[i],
-                      **{f"v{k}": v[i] for k, v in enumerate(values)}} for c, values, met, tok in columns]
+        resampled = [
+            {
+                "concurrency": c,
+                "met": met[i],
+                "throughput_tok_s_gpu": tok[i],
+                **{f"v{k}": v[i] for k, v in enumerate(values)},
+            }
+            for c, values, met, tok in columns
+        ]
         out[i] = slo_mod.highest_meeting(slo, resampled)["tok_s_gpu"] or 0.0
     return out
 
@@ -149,8 +179,9 @@ def _throughputs(point: _Point, slo: slo_mod.SLO, levels: list[dict]) -> np.ndar
 UNBOUNDED = 1e12  # stands for an infinite ratio (the other meets the SLO nowhere in a resample)
 
 
-def _interval(a: np.ndarray | None, b: np.ndarray | None, a_measured: float, b_measured: float,
-              resamples: int, confidence: float) -> tuple[float | None, float | None]:
+def _interval(
+    a: np.ndarray | None, b: np.ndarray | None, a_measured: float, b_measured: float, resamples: int, confidence: float
+) -> tuple[float | None, float | None]:
     """The interval of a / b - 1 over the resamples; a side without spread is its measured figure. Two
     configurations that both meet the SLO nowhere in a resample tie there; one that meets it where the
     other does not is infinitely ahead (an unbounded interval: ``inf``)."""
@@ -164,13 +195,26 @@ def _interval(a: np.ndarray | None, b: np.ndarray | None, a_measured: float, b_m
     return (lo - 1 if lo < UNBOUNDED / 10 else float("inf")), (hi - 1 if hi < UNBOUNDED / 10 else float("inf"))
 
 
-def _pick(slo: slo_mod.SLO, best: dict, runner: dict | None, points: dict[str, _Point], per_level: pl.DataFrame,
-          measured: dict[str, float], *, resamples: int, confidence: float) -> dict:
+def _pick(
+    slo: slo_mod.SLO,
+    best: dict,
+    runner: dict | None,
+    points: dict[str, _Point],
+    per_level: pl.DataFrame,
+    measured: dict[str, float],
+    *,
+    resamples: int,
+    confidence: float,
+) -> dict:
     """One SLO's rank-1 row of intervals: over the runner-up and over the pick's baseline."""
-    needed = {best["point_id"], *([runner["point_id"]] if runner is not None else []),
-              *([best["baseline_id"]] if best["vs_baseline"] is not None else [])}
-    draws = {pid: _throughputs(points[pid], slo, per_level.filter(pl.col("point_id") == pid).to_dicts())
-             for pid in needed}
+    needed = {
+        best["point_id"],
+        *([runner["point_id"]] if runner is not None else []),
+        *([best["baseline_id"]] if best["vs_baseline"] is not None else []),
+    }
+    draws = {
+        pid: _throughputs(points[pid], slo, per_level.filter(pl.col("point_id") == pid).to_dicts()) for pid in needed
+    }
 
     def between(a: str, b: str) -> tuple[float | None, float | None]:
         return _interval(draws[a], draws[b], measured.get(a) or 0.0, measured.get(b) or 0.0, resamples, confidence)
@@ -183,9 +227,17 @@ def _pick(slo: slo_mod.SLO, best: dict, runner: dict | None, points: dict[str, _
     return row
 
 
-def margins(tables: Tables, slos: list[slo_mod.SLO], table: pl.DataFrame, per_level: pl.DataFrame, *,
-            level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000,
-            seed: int = 0) -> pl.DataFrame:
+def margins(
+    tables: Tables,
+    slos: list[slo_mod.SLO],
+    table: pl.DataFrame,
+    per_level: pl.DataFrame,
+    *,
+    level_noise: float | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> pl.DataFrame:
     """``slo.slo_table``'s ``table`` with the intervals of the pick's margins: on each SLO's rank-1 row,
     ``margin_low``/``margin_high`` (of its margin over the runner-up, rank 2), ``margin_within_noise``
     (the interval contains 0), and the same of ``vs_baseline`` (``vs_baseline_low``/``_high``/
@@ -203,28 +255,64 @@ def margins(tables: Tables, slos: list[slo_mod.SLO], table: pl.DataFrame, per_le
                 best = mine.row(0, named=True)
                 runner = mine.row(1, named=True) if mine.height > 1 and mine["tok_s_gpu"][1] else None
                 picks.append((slo, best, runner))
-    wanted = sorted({pid for _, b, r in picks
-                     for pid in (b["point_id"], r["point_id"] if r else None,
-                                 b["baseline_id"] if b["vs_baseline"] is not None else None) if pid})
+    wanted = sorted(
+        {
+            pid
+            for _, b, r in picks
+            for pid in (
+                b["point_id"],
+                r["point_id"] if r else None,
+                b["baseline_id"] if b["vs_baseline"] is not None else None,
+            )
+            if pid
+        }
+    )
     if not wanted:
         return empty
     requests = _requests(tables, wanted, {limit.metric for s in slos for limit in s.limits})
     sigma = noise.level_sigma(level_noise)  # the level-wide noise of every verdict at a level (noise.judged)
     counts: dict[str, dict[int, int]] = {}
     if repeats.REPEATS in tables["levels"].collect_schema().names():
-        for pid, c, r in (tables["levels"].filter(pl.col("point_id").is_in(wanted))
-                          .select("point_id", "concurrency", repeats.REPEATS).collect().iter_rows()):
+        for pid, c, r in (
+            tables["levels"]
+            .filter(pl.col("point_id").is_in(wanted))
+            .select("point_id", "concurrency", repeats.REPEATS)
+            .collect()
+            .iter_rows()
+        ):
             counts.setdefault(pid, {})[int(c)] = int(r or 1)
     points = {pid: _Point(pid, requests[pid], sigma, resamples, seed, counts.get(pid)) for pid in wanted}
-    rows = [_pick(slo, best, runner, points, per_level.filter(pl.col("slo") == slo.name),
-                  dict(table.filter((pl.col("slo") == slo.name) & (pl.col("workload") == best["workload"]))
-                       .select("point_id", "tok_s_gpu").iter_rows()),
-                  resamples=resamples, confidence=confidence)
-            for slo, best, runner in picks]
-    found = pl.DataFrame(rows, schema={"slo": pl.String, "workload": pl.String, "rank": pl.Int64,
-                                       **{c: pl.Float64 for c in COLUMNS if not c.endswith("noise")}})
+    rows = [
+        _pick(
+            slo,
+            best,
+            runner,
+            points,
+            per_level.filter(pl.col("slo") == slo.name),
+            dict(
+                table.filter((pl.col("slo") == slo.name) & (pl.col("workload") == best["workload"]))
+                .select("point_id", "tok_s_gpu")
+                .iter_rows()
+            ),
+            resamples=resamples,
+            confidence=confidence,
+        )
+        for slo, best, runner in picks
+    ]
+    found = pl.DataFrame(
+        rows,
+        schema={
+            "slo": pl.String,
+            "workload": pl.String,
+            "rank": pl.Int64,
+            **{c: pl.Float64 for c in COLUMNS if not c.endswith("noise")},
+        },
+    )
     within = lambda low, high: pl.when(pl.col(low).is_not_null() & pl.col(high).is_not_null()).then(  # noqa: E731
-        (pl.col(low) <= 0) & (pl.col(high) >= 0))
-    found = found.with_columns(margin_within_noise=within("margin_low", "margin_high"),
-                               vs_baseline_within_noise=within("vs_baseline_low", "vs_baseline_high"))
+        (pl.col(low) <= 0) & (pl.col(high) >= 0)
+    )
+    found = found.with_columns(
+        margin_within_noise=within("margin_low", "margin_high"),
+        vs_baseline_within_noise=within("vs_baseline_low", "vs_baseline_high"),
+    )
     return table.join(found, on=["slo", "workload", "rank"], how="left").select(*table.columns, *COLUMNS)

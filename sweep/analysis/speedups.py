@@ -20,8 +20,20 @@ from sweep.analysis import noise, realspeed, repeats
 from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
 from sweep.core.errors import UnknownMetricError
 
-ID_COLUMNS = ["point_id", "label", "baseline", "baseline_label", "config", "profile", "group",
-              "drafter", "spec", "workload", "setup", "order"]
+ID_COLUMNS = [
+    "point_id",
+    "label",
+    "baseline",
+    "baseline_label",
+    "config",
+    "profile",
+    "group",
+    "drafter",
+    "spec",
+    "workload",
+    "setup",
+    "order",
+]
 LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
 
 
@@ -29,25 +41,32 @@ def single_stream_summary(tables: Tables) -> pl.DataFrame:
     """Per point: ok runs, median/min/max tok/s, median accept length and TTFT over ok runs."""
     tables = realspeed.scaled(tables)
     ok = pl.col("ok").fill_null(False)
-    return (tables["single_stream"]
-            .group_by("point_id")
-            .agg(runs=ok.sum().cast(pl.Int64), failed_runs=(~ok).sum().cast(pl.Int64),
-                 tok_s=pl.col("tok_per_s").filter(ok).median(),
-                 tok_s_min=pl.col("tok_per_s").filter(ok).min(),
-                 tok_s_max=pl.col("tok_per_s").filter(ok).max(),
-                 accept_length=pl.col("accept_length").filter(ok).median(),
-                 ttft_s=pl.col("ttft_s").filter(ok).median())
-            .collect())
+    return (
+        tables["single_stream"]
+        .group_by("point_id")
+        .agg(
+            runs=ok.sum().cast(pl.Int64),
+            failed_runs=(~ok).sum().cast(pl.Int64),
+            tok_s=pl.col("tok_per_s").filter(ok).median(),
+            tok_s_min=pl.col("tok_per_s").filter(ok).min(),
+            tok_s_max=pl.col("tok_per_s").filter(ok).max(),
+            accept_length=pl.col("accept_length").filter(ok).median(),
+            ttft_s=pl.col("ttft_s").filter(ok).median(),
+        )
+        .collect()
+    )
 
 
 def single_samples(tables: Tables) -> pl.LazyFrame:
     """Single-stream tok/s of each ok run, keyed by point id (the noise model's observations)."""
-    return realspeed.scaled(tables)["single_stream"].filter(pl.col("ok").fill_null(False)).select(
-        key="point_id", value="tok_per_s")
+    return (
+        realspeed.scaled(tables)["single_stream"]
+        .filter(pl.col("ok").fill_null(False))
+        .select(key="point_id", value="tok_per_s")
+    )
 
 
-def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 2000,
-                  seed: int = 0) -> pl.DataFrame:
+def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
     """Single-stream tok/s of every point and its speedup over its matched baseline.
 
     One row per point (baselines included, with null speedup). ``speedup`` is the ratio of median
@@ -59,68 +78,130 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
     conf = configurations(tables).with_columns(note=note_expr())
     summary = single_stream_summary(tables)
     base = summary.select(baseline_id="point_id", baseline_tok_s="tok_s", baseline_runs="runs")
-    frame = (conf.join(summary, on="point_id", how="left")
-             .join(base, on="baseline_id", how="left")
-             .with_columns(speedup=pl.when(~pl.col("baseline"))
-                           .then(pl.col("tok_s") / pl.col("baseline_tok_s"))))
+    frame = (
+        conf.join(summary, on="point_id", how="left")
+        .join(base, on="baseline_id", how="left")
+        .with_columns(speedup=pl.when(~pl.col("baseline")).then(pl.col("tok_s") / pl.col("baseline_tok_s")))
+    )
     pairs = frame.filter(pl.col("speedup").is_not_null()).select(key="point_id", base_key="baseline_id")
-    cis = noise.ratio_intervals(pairs, single_samples(tables), stat="median",
-                                confidence=confidence, resamples=resamples, seed=seed)
-    frame = (frame.join(cis.select(point_id="key", ci_low="ci_low", ci_high="ci_high"),
-                        on="point_id", how="left")
-             .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("speedup"))
-             .with_columns(note=pl.coalesce(
-                 "note", pl.when(~pl.col("baseline") & pl.col("speedup").is_null())
-                 .then(pl.lit("no single-stream runs yet")))))
+    cis = noise.ratio_intervals(
+        pairs, single_samples(tables), stat="median", confidence=confidence, resamples=resamples, seed=seed
+    )
+    frame = (
+        frame.join(cis.select(point_id="key", ci_low="ci_low", ci_high="ci_high"), on="point_id", how="left")
+        .with_columns(within_noise=noise.within_noise(), verdict=noise.verdict("speedup"))
+        .with_columns(
+            note=pl.coalesce(
+                "note",
+                pl.when(~pl.col("baseline") & pl.col("speedup").is_null()).then(pl.lit("no single-stream runs yet")),
+            )
+        )
+    )
     return frame.sort("order").select(
-        *ID_COLUMNS, "status", "baseline_id", "runs", "failed_runs", "tok_s", "tok_s_min",
-        "tok_s_max", "baseline_tok_s", "baseline_runs", "speedup", "ci_low", "ci_high",
-        "within_noise", "verdict", "accept_length", "ttft_s", "note")
+        *ID_COLUMNS,
+        "status",
+        "baseline_id",
+        "runs",
+        "failed_runs",
+        "tok_s",
+        "tok_s_min",
+        "tok_s_max",
+        "baseline_tok_s",
+        "baseline_runs",
+        "speedup",
+        "ci_low",
+        "ci_high",
+        "within_noise",
+        "verdict",
+        "accept_length",
+        "ttft_s",
+        "note",
+    )
 
 
-def fastest_single(single: pl.DataFrame, samples: pl.LazyFrame | None, *, confidence: float = 0.95,
-                   resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
+def fastest_single(
+    single: pl.DataFrame,
+    samples: pl.LazyFrame | None,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> pl.DataFrame:
     """The fastest point in single stream (baselines included; ``single`` is ``speedup_table``'s frame)
     against the next fastest, within each workload (``workload``; labels are the ``setup``, the label
     without the workload): at most one row per workload with workload, label, tok_s, runner_up, runner_up_tok_s, margin
     (tok_s / runner_up_tok_s - 1), margin_low / margin_high (its interval: the bootstrap of the two
     points' median tok/s over their runs, ``noise.ratio_intervals``) and margin_within_noise."""
-    schema = {"workload": pl.String, "label": pl.String, "tok_s": pl.Float64, "runner_up": pl.String,
-              "runner_up_tok_s": pl.Float64, "margin": pl.Float64, "margin_low": pl.Float64,
-              "margin_high": pl.Float64, "margin_within_noise": pl.Boolean}
+    schema = {
+        "workload": pl.String,
+        "label": pl.String,
+        "tok_s": pl.Float64,
+        "runner_up": pl.String,
+        "runner_up_tok_s": pl.Float64,
+        "margin": pl.Float64,
+        "margin_low": pl.Float64,
+        "margin_high": pl.Float64,
+        "margin_within_noise": pl.Boolean,
+    }
     if "workload" in single.columns and single["workload"].n_unique() > 1:  # one race per workload
-        return pl.concat([fastest_single(g, samples, confidence=confidence, resamples=resamples, seed=seed)
-                          for _, g in single.sort("order").group_by("workload", maintain_order=True)]
-                         + [pl.DataFrame(schema=schema)])
-    ranked = (single.filter(pl.col("tok_s").is_not_null()).sort(["tok_s", "order"], descending=[True, False])
-              .head(2))
+        return pl.concat(
+            [
+                fastest_single(g, samples, confidence=confidence, resamples=resamples, seed=seed)
+                for _, g in single.sort("order").group_by("workload", maintain_order=True)
+            ]
+            + [pl.DataFrame(schema=schema)]
+        )
+    ranked = single.filter(pl.col("tok_s").is_not_null()).sort(["tok_s", "order"], descending=[True, False]).head(2)
     if ranked.height < 2:
         return pl.DataFrame(schema=schema)
     top, nxt = ranked.row(0, named=True), ranked.row(1, named=True)
     name = "setup" if "setup" in ranked.columns else "label"
     pair = pl.DataFrame({"key": [top["point_id"]], "base_key": [nxt["point_id"]]})
-    ci = (noise.ratio_intervals(pair, samples, stat="median", confidence=confidence, resamples=resamples,
-                                seed=seed).row(0, named=True) if samples is not None else {"ci_low": None, "ci_high": None})
-    return pl.DataFrame([{"workload": top.get("workload") or "", "label": top[name], "tok_s": top["tok_s"],
-                          "runner_up": nxt[name],
-                          "runner_up_tok_s": nxt["tok_s"], "margin": top["tok_s"] / nxt["tok_s"] - 1,
-                          "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}],
-                        schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64}).with_columns(
-        margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
-        margin_within_noise=noise.within_noise()).select(list(schema))
+    ci = (
+        noise.ratio_intervals(pair, samples, stat="median", confidence=confidence, resamples=resamples, seed=seed).row(
+            0, named=True
+        )
+        if samples is not None
+        else {"ci_low": None, "ci_high": None}
+    )
+    return (
+        pl.DataFrame(
+            [
+                {
+                    "workload": top.get("workload") or "",
+                    "label": top[name],
+                    "tok_s": top["tok_s"],
+                    "runner_up": nxt[name],
+                    "runner_up_tok_s": nxt["tok_s"],
+                    "margin": top["tok_s"] / nxt["tok_s"] - 1,
+                    "ci_low": ci["ci_low"],
+                    "ci_high": ci["ci_high"],
+                }
+            ],
+            schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64},
+        )
+        .with_columns(
+            margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1, margin_within_noise=noise.within_noise()
+        )
+        .select(list(schema))
+    )
 
 
 def level_samples(tables: Tables) -> pl.LazyFrame:
     """Per-request tok/s at each concurrency level, keyed "point_id@concurrency"."""
-    return (realspeed.scaled(tables)["requests"]
-            .filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False)
-                    & (pl.col("latency_s") > 0))
-            .select(key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
-                    value=pl.col("completion_tokens") / pl.col("latency_s")))
+    return (
+        realspeed.scaled(tables)["requests"]
+        .filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False) & (pl.col("latency_s") > 0))
+        .select(
+            key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
+            value=pl.col("completion_tokens") / pl.col("latency_s"),
+        )
+    )
 
 
-def level_speedups(tables: Tables, *, level_noise: float | None = None, confidence: float = 0.95,
-                   resamples: int = 2000, seed: int = 0) -> pl.DataFrame:
+def level_speedups(
+    tables: Tables, *, level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> pl.DataFrame:
     """One row per (point, concurrency level): throughputs, the matched baseline's, and ratios.
 
     ``throughput_ratio`` compares output throughput (tok/s of the whole server) and
@@ -138,43 +219,98 @@ def level_speedups(tables: Tables, *, level_noise: float | None = None, confiden
     tables = realspeed.scaled(repeats.pooled(tables))  # a level measured again by decide: one pooled row
     conf = configurations(tables).with_columns(note=note_expr())
     pooled = repeats.REPEATS in tables["levels"].collect_schema().names()
-    levels = tables["levels"].select(
-        "point_id", "concurrency", "requests", "failed", "output_throughput", "per_request_tok_s",
-        "achieved_concurrency", "latency_p50_s", "ttft_p50_s",
-        accept_length=pl.coalesce("accept_length_server", "accept_length_requests", "accept_length_metrics"),
-        **({repeats.REPEATS: pl.col(repeats.REPEATS)} if pooled else {}),
-    ).collect().unique(["point_id", "concurrency"], keep="last")
-    base = levels.select(baseline_id="point_id", concurrency="concurrency",
-                         baseline_output_throughput="output_throughput",
-                         baseline_per_request_tok_s="per_request_tok_s",
-                         **({"baseline_repeats": pl.col(repeats.REPEATS)} if pooled else {}))
-    frame = (conf.join(levels, on="point_id", how="inner")
-             .join(base, on=["baseline_id", "concurrency"], how="left")
-             .with_columns(
-                 throughput_ratio=pl.col("output_throughput") / pl.col("baseline_output_throughput"),
-                 per_request_ratio=pl.col("per_request_tok_s") / pl.col("baseline_per_request_tok_s"),
-                 key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
-                 base_key=pl.col("baseline_id") + "@" + pl.col("concurrency").cast(pl.String)))
+    levels = (
+        tables["levels"]
+        .select(
+            "point_id",
+            "concurrency",
+            "requests",
+            "failed",
+            "output_throughput",
+            "per_request_tok_s",
+            "achieved_concurrency",
+            "latency_p50_s",
+            "ttft_p50_s",
+            accept_length=pl.coalesce("accept_length_server", "accept_length_requests", "accept_length_metrics"),
+            **({repeats.REPEATS: pl.col(repeats.REPEATS)} if pooled else {}),
+        )
+        .collect()
+        .unique(["point_id", "concurrency"], keep="last")
+    )
+    base = levels.select(
+        baseline_id="point_id",
+        concurrency="concurrency",
+        baseline_output_throughput="output_throughput",
+        baseline_per_request_tok_s="per_request_tok_s",
+        **({"baseline_repeats": pl.col(repeats.REPEATS)} if pooled else {}),
+    )
+    frame = (
+        conf.join(levels, on="point_id", how="inner")
+        .join(base, on=["baseline_id", "concurrency"], how="left")
+        .with_columns(
+            throughput_ratio=pl.col("output_throughput") / pl.col("baseline_output_throughput"),
+            per_request_ratio=pl.col("per_request_tok_s") / pl.col("baseline_per_request_tok_s"),
+            key=pl.col("point_id") + "@" + pl.col("concurrency").cast(pl.String),
+            base_key=pl.col("baseline_id") + "@" + pl.col("concurrency").cast(pl.String),
+        )
+    )
     pairs = frame.filter(pl.col("per_request_ratio").is_not_null()).select("key", "base_key")
-    cis = noise.ratio_intervals(pairs, level_samples(tables), stat="mean",
-                                confidence=confidence, resamples=resamples, seed=seed)
+    cis = noise.ratio_intervals(
+        pairs, level_samples(tables), stat="mean", confidence=confidence, resamples=resamples, seed=seed
+    )
     if level_noise is None:
         level_noise = noise.curve_noise(frame)
     frame = frame.join(cis.select("key", "ci_low", "ci_high"), on="key", how="left")
-    moved = frame.with_columns([noise.moved(f"ci_{end}", "per_request_ratio", "throughput_ratio")
-                                .alias(f"ci_{end}") for end in ("low", "high")])
-    frame = (noise.judged(frame, "per_request_ratio", level_noise, confidence=confidence)
-             .rename({"ci_low": "per_request_ci_low", "ci_high": "per_request_ci_high",
-                      "within_noise": "per_request_within_noise", "verdict": "per_request_verdict"})
-             .with_columns(noise.judged(moved, "throughput_ratio", level_noise, confidence=confidence)
-                           .select("ci_low", "ci_high", "within_noise", "verdict")))
+    moved = frame.with_columns(
+        [
+            noise.moved(f"ci_{end}", "per_request_ratio", "throughput_ratio").alias(f"ci_{end}")
+            for end in ("low", "high")
+        ]
+    )
+    frame = (
+        noise.judged(frame, "per_request_ratio", level_noise, confidence=confidence)
+        .rename(
+            {
+                "ci_low": "per_request_ci_low",
+                "ci_high": "per_request_ci_high",
+                "within_noise": "per_request_within_noise",
+                "verdict": "per_request_verdict",
+            }
+        )
+        .with_columns(
+            noise.judged(moved, "throughput_ratio", level_noise, confidence=confidence).select(
+                "ci_low", "ci_high", "within_noise", "verdict"
+            )
+        )
+    )
     return frame.sort("order", "concurrency").select(
-        *ID_COLUMNS, "status", "baseline_id", "concurrency", "requests", "failed",
-        "output_throughput", "per_request_tok_s", "baseline_output_throughput",
-        "baseline_per_request_tok_s", "throughput_ratio", "per_request_ratio", "ci_low",
-        "ci_high", "within_noise", "verdict", "per_request_ci_low", "per_request_ci_high",
-        "per_request_within_noise", "per_request_verdict", "accept_length", "achieved_concurrency",
-        "latency_p50_s", "ttft_p50_s", "note", *([repeats.REPEATS] if pooled else []))
+        *ID_COLUMNS,
+        "status",
+        "baseline_id",
+        "concurrency",
+        "requests",
+        "failed",
+        "output_throughput",
+        "per_request_tok_s",
+        "baseline_output_throughput",
+        "baseline_per_request_tok_s",
+        "throughput_ratio",
+        "per_request_ratio",
+        "ci_low",
+        "ci_high",
+        "within_noise",
+        "verdict",
+        "per_request_ci_low",
+        "per_request_ci_high",
+        "per_request_within_noise",
+        "per_request_verdict",
+        "accept_length",
+        "achieved_concurrency",
+        "latency_p50_s",
+        "ttft_p50_s",
+        "note",
+        *([repeats.REPEATS] if pooled else []),
+    )
 
 
 def _levels(source: Tables | pl.DataFrame) -> pl.DataFrame:
@@ -196,10 +332,17 @@ def _verdict_of(metric: str) -> str:
     return "verdict" if metric == "output_throughput" else "per_request_verdict"
 
 
-def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throughput",
-                   by: list[str] | None = None, samples: pl.LazyFrame | None = None,
-                   level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000,
-                   seed: int = 0) -> pl.DataFrame:
+def best_per_level(
+    source: Tables | pl.DataFrame,
+    *,
+    metric: str = "output_throughput",
+    by: list[str] | None = None,
+    samples: pl.LazyFrame | None = None,
+    level_noise: float | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> pl.DataFrame:
     """The best configuration (baselines included) at each concurrency level of each workload.
 
     Per workload (``workload``: the client-side benchmark axes as ``axis=value``, "" without any): two
@@ -226,71 +369,118 @@ def best_per_level(source: Tables | pl.DataFrame, *, metric: str = "output_throu
     levels = _levels(source)
     if level_noise is None:
         level_noise = noise.curve_noise(levels, metric)
-    ranked = (levels.filter(pl.col(metric).is_not_null())
-              .sort([*keys, metric], descending=[False] * len(keys) + [True]))
-    best = (ranked.group_by(keys, maintain_order=True).agg(
-                label=pl.col("setup").first(), baseline=pl.col("baseline").first(),
-                value=pl.col(metric).first(), speedup=pl.col(_ratio_of(metric)).first(),
-                verdict=pl.col(_verdict_of(metric)).first(),
-                runner_up=pl.col("setup").get(1, null_on_oob=True),
-                runner_up_value=pl.col(metric).get(1, null_on_oob=True),
-                configurations=pl.len().cast(pl.Int64),
-                point_id=pl.col("point_id").first(),
-                runner_up_id=pl.col("point_id").get(1, null_on_oob=True))
-            .with_columns(margin=pl.col("value") / pl.col("runner_up_value") - 1)
-            .sort(keys))
+    ranked = levels.filter(pl.col(metric).is_not_null()).sort([*keys, metric], descending=[False] * len(keys) + [True])
+    best = (
+        ranked.group_by(keys, maintain_order=True)
+        .agg(
+            label=pl.col("setup").first(),
+            baseline=pl.col("baseline").first(),
+            value=pl.col(metric).first(),
+            speedup=pl.col(_ratio_of(metric)).first(),
+            verdict=pl.col(_verdict_of(metric)).first(),
+            runner_up=pl.col("setup").get(1, null_on_oob=True),
+            runner_up_value=pl.col(metric).get(1, null_on_oob=True),
+            configurations=pl.len().cast(pl.Int64),
+            point_id=pl.col("point_id").first(),
+            runner_up_id=pl.col("point_id").get(1, null_on_oob=True),
+        )
+        .with_columns(margin=pl.col("value") / pl.col("runner_up_value") - 1)
+        .sort(keys)
+    )
     if samples is None and not isinstance(source, pl.DataFrame):
         samples = level_samples(source)
-    return _with_margin_intervals(best, metric, samples, level_noise, confidence=confidence,
-                                  resamples=resamples, seed=seed, levels=levels).select(
-        *keys, "label", "baseline", "value", "speedup", "verdict", "runner_up", "runner_up_value",
-        "configurations", "margin", "point_id", "runner_up_id", "margin_low", "margin_high",
-        "margin_within_noise")
+    return _with_margin_intervals(
+        best, metric, samples, level_noise, confidence=confidence, resamples=resamples, seed=seed, levels=levels
+    ).select(
+        *keys,
+        "label",
+        "baseline",
+        "value",
+        "speedup",
+        "verdict",
+        "runner_up",
+        "runner_up_value",
+        "configurations",
+        "margin",
+        "point_id",
+        "runner_up_id",
+        "margin_low",
+        "margin_high",
+        "margin_within_noise",
+    )
 
 
-def _with_margin_intervals(best: pl.DataFrame, metric: str, samples: pl.LazyFrame | None,
-                           level_noise: float | None, *, confidence: float, resamples: int,
-                           seed: int, levels: pl.DataFrame | None = None) -> pl.DataFrame:
+def _with_margin_intervals(
+    best: pl.DataFrame,
+    metric: str,
+    samples: pl.LazyFrame | None,
+    level_noise: float | None,
+    *,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    levels: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """``best`` with the interval of each winner's margin over its runner-up (see ``best_per_level``)."""
     at = lambda pid: pl.col(pid) + "@" + pl.col("concurrency").cast(pl.String)  # noqa: E731
-    pairs = best.filter(pl.col("runner_up_id").is_not_null()).select(
-        "point_id", "runner_up_id", "concurrency", key=at("point_id"), base_key=at("runner_up_id")).unique()
+    pairs = (
+        best.filter(pl.col("runner_up_id").is_not_null())
+        .select("point_id", "runner_up_id", "concurrency", key=at("point_id"), base_key=at("runner_up_id"))
+        .unique()
+    )
     if samples is None or not pairs.height:
         found = pairs.select("key", "base_key", ci_low=pl.lit(None, pl.Float64), ci_high=pl.lit(None, pl.Float64))
     else:
-        found = noise.ratio_intervals(pairs.select("key", "base_key"), samples, stat="mean",
-                                      confidence=confidence, resamples=resamples, seed=seed)
-    per_request = (pairs.join(found, on=["key", "base_key"], how="left")
-                   .select("point_id", "runner_up_id", "concurrency", "ci_low", "ci_high"))
+        found = noise.ratio_intervals(
+            pairs.select("key", "base_key"), samples, stat="mean", confidence=confidence, resamples=resamples, seed=seed
+        )
+    per_request = pairs.join(found, on=["key", "base_key"], how="left").select(
+        "point_id", "runner_up_id", "concurrency", "ci_low", "ci_high"
+    )
     if metric == "output_throughput":  # a level has one throughput figure: the requests' noise, as a
         # relative width around the throughput ratio (as level_speedups does against the baseline)
         wanted = pl.concat([pairs["key"], pairs["base_key"]]).unique().implode()
-        means = (samples.filter(pl.col("key").is_in(wanted) & (pl.col("value") > 0))
-                 .group_by("key").agg(mean=pl.col("value").mean()).collect()
-                 if samples is not None and pairs.height else pl.DataFrame(schema={"key": pl.String, "mean": pl.Float64}))
-        per_request = (per_request.with_columns(key=at("point_id"), base_key=at("runner_up_id"))
-                       .join(means, on="key", how="left")
-                       .join(means.rename({"key": "base_key", "mean": "base_mean"}), on="base_key", how="left")
-                       .with_columns(_pr=pl.col("mean") / pl.col("base_mean"))
-                       .drop("key", "base_key", "mean", "base_mean"))
+        means = (
+            samples.filter(pl.col("key").is_in(wanted) & (pl.col("value") > 0))
+            .group_by("key")
+            .agg(mean=pl.col("value").mean())
+            .collect()
+            if samples is not None and pairs.height
+            else pl.DataFrame(schema={"key": pl.String, "mean": pl.Float64})
+        )
+        per_request = (
+            per_request.with_columns(key=at("point_id"), base_key=at("runner_up_id"))
+            .join(means, on="key", how="left")
+            .join(means.rename({"key": "base_key", "mean": "base_mean"}), on="base_key", how="left")
+            .with_columns(_pr=pl.col("mean") / pl.col("base_mean"))
+            .drop("key", "base_key", "mean", "base_mean")
+        )
     else:
         per_request = per_request.with_columns(_pr=pl.lit(None, pl.Float64))
-    joined = (best.join(per_request, on=["point_id", "runner_up_id", "concurrency"], how="left")
-              .with_columns(_ratio=pl.col("margin") + 1))
+    joined = best.join(per_request, on=["point_id", "runner_up_id", "concurrency"], how="left").with_columns(
+        _ratio=pl.col("margin") + 1
+    )
     if metric == "output_throughput":
-        joined = joined.with_columns(ci_low=noise.moved("ci_low", "_pr", "_ratio"),
-                                     ci_high=noise.moved("ci_high", "_pr", "_ratio"))
+        joined = joined.with_columns(
+            ci_low=noise.moved("ci_low", "_pr", "_ratio"), ci_high=noise.moved("ci_high", "_pr", "_ratio")
+        )
     sides: pl.Expr | int = 2
-    if levels is not None and repeats.REPEATS in levels.columns:  # levels pooled over repeats: each side's level-wide noise / sqrt(R)
-        counts = levels.select("point_id", "concurrency", _r=pl.col(repeats.REPEATS)).unique(["point_id", "concurrency"])
-        joined = (joined.join(counts, on=["point_id", "concurrency"], how="left")
-                  .join(counts.rename({"point_id": "runner_up_id", "_r": "_r_b"}), on=["runner_up_id", "concurrency"],
-                        how="left"))
+    if (
+        levels is not None and repeats.REPEATS in levels.columns
+    ):  # levels pooled over repeats: each side's level-wide noise / sqrt(R)
+        counts = levels.select("point_id", "concurrency", _r=pl.col(repeats.REPEATS)).unique(
+            ["point_id", "concurrency"]
+        )
+        joined = joined.join(counts, on=["point_id", "concurrency"], how="left").join(
+            counts.rename({"point_id": "runner_up_id", "_r": "_r_b"}), on=["runner_up_id", "concurrency"], how="left"
+        )
         sides = noise.sides_of(joined, "_r", "_r_b")
-    joined = joined.with_columns(noise.widened("_ratio", noise.level_sigma(level_noise), sides=sides,
-                                               confidence=confidence))
-    return joined.with_columns(margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1,
-                               margin_within_noise=noise.within_noise())
+    joined = joined.with_columns(
+        noise.widened("_ratio", noise.level_sigma(level_noise), sides=sides, confidence=confidence)
+    )
+    return joined.with_columns(
+        margin_low=pl.col("ci_low") - 1, margin_high=pl.col("ci_high") - 1, margin_within_noise=noise.within_noise()
+    )
 
 
 def _levels_text(levels: list[int]) -> str:
@@ -308,10 +498,13 @@ def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]
     while behind_from > 0 and behind[behind_from - 1]:
         behind_from -= 1
     last_ahead = max((i for i in range(len(ratios) if first is None else first) if ahead[i]), default=None)
-    out: dict[str, Any] = {"first_behind": None if first is None else levels[first],
-           "crossover": levels[behind_from] if behind_from < len(ratios) else None,
-           "ahead_up_to": None if last_ahead is None else levels[last_ahead],
-           "crossover_est": None, "mixed": first is not None and any(ahead[first + 1:])}
+    out: dict[str, Any] = {
+        "first_behind": None if first is None else levels[first],
+        "crossover": levels[behind_from] if behind_from < len(ratios) else None,
+        "ahead_up_to": None if last_ahead is None else levels[last_ahead],
+        "crossover_est": None,
+        "mixed": first is not None and any(ahead[first + 1 :]),
+    }
     if first is not None and last_ahead is not None:  # where it crosses 1 between them, linearly in log C
         j = max(i for i in range(last_ahead, first) if ratios[i] >= 1)  # ratios[j + 1 .. first] < 1
         c0, c1, r0, r1 = levels[j], levels[j + 1], ratios[j], ratios[j + 1]
@@ -321,18 +514,25 @@ def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]
     level_at = f"; within noise at {_levels_text(noisy)}" if noisy else ""
     if first is None:
         ahead_at = [c for c, a in zip(levels, ahead) if a]
-        out["outcome"] = (f"within noise of its baseline at every level ({_levels_text(levels)})" if not ahead_at
-                          else f"never behind beyond noise: ahead at {_levels_text(ahead_at)}{level_at}")
+        out["outcome"] = (
+            f"within noise of its baseline at every level ({_levels_text(levels)})"
+            if not ahead_at
+            else f"never behind beyond noise: ahead at {_levels_text(ahead_at)}{level_at}"
+        )
     elif behind_from == 0:
         out["outcome"] = f"slower at every concurrency from {levels[0]}"
     elif not out["mixed"]:
-        out["outcome"] = (f"slower from concurrency {out['crossover']} on"
-                          + (f" (crosses 1 near {out['crossover_est']:.0f})" if out["crossover_est"] else "")
-                          + level_at)
+        out["outcome"] = (
+            f"slower from concurrency {out['crossover']} on"
+            + (f" (crosses 1 near {out['crossover_est']:.0f})" if out["crossover_est"] else "")
+            + level_at
+        )
     else:
-        out["outcome"] = (f"mixed: behind at {_levels_text([c for c, b in zip(levels, behind) if b])}; "
-                          f"ahead at {_levels_text([c for c, a in zip(levels, ahead) if a])}{level_at}"
-                          + (f"; slower from concurrency {out['crossover']} on" if out["crossover"] else ""))
+        out["outcome"] = (
+            f"mixed: behind at {_levels_text([c for c, b in zip(levels, behind) if b])}; "
+            f"ahead at {_levels_text([c for c, a in zip(levels, ahead) if a])}{level_at}"
+            + (f"; slower from concurrency {out['crossover']} on" if out["crossover"] else "")
+        )
     return out
 
 
@@ -348,20 +548,40 @@ def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput
     levels within noise). Only levels measured for both point and baseline count.
     """
     ratio = _ratio_of(metric := _check_metric(metric))
-    levels = (_levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null())
-              .sort("order", "concurrency"))
+    levels = _levels(source).filter(~pl.col("baseline") & pl.col(ratio).is_not_null()).sort("order", "concurrency")
     curves = levels.group_by(["point_id", "label", "baseline_label", "workload", "order"], maintain_order=True).agg(
-        levels=pl.col("concurrency"), ratios=pl.col(ratio), verdicts=pl.col(_verdict_of(metric)))
-    rows = [{"point_id": r["point_id"], "label": r["label"], "baseline_label": r["baseline_label"],
-             "workload": r["workload"],
-             "levels_measured": len(r["levels"]), "max_level": max(r["levels"]),
-             "ratio_at_min": r["ratios"][0], "ratio_at_max": r["ratios"][-1],
-             **_crossing(r["levels"], r["ratios"], r["verdicts"])}
-            for r in curves.iter_rows(named=True)]
-    schema = {"point_id": pl.String, "label": pl.String, "baseline_label": pl.String, "workload": pl.String,
-              "levels_measured": pl.Int64, "max_level": pl.Int64, "ratio_at_min": pl.Float64,
-              "ratio_at_max": pl.Float64, "ahead_up_to": pl.Int64, "first_behind": pl.Int64,
-              "crossover_est": pl.Float64, "crossover": pl.Int64, "mixed": pl.Boolean, "outcome": pl.String}
+        levels=pl.col("concurrency"), ratios=pl.col(ratio), verdicts=pl.col(_verdict_of(metric))
+    )
+    rows = [
+        {
+            "point_id": r["point_id"],
+            "label": r["label"],
+            "baseline_label": r["baseline_label"],
+            "workload": r["workload"],
+            "levels_measured": len(r["levels"]),
+            "max_level": max(r["levels"]),
+            "ratio_at_min": r["ratios"][0],
+            "ratio_at_max": r["ratios"][-1],
+            **_crossing(r["levels"], r["ratios"], r["verdicts"]),
+        }
+        for r in curves.iter_rows(named=True)
+    ]
+    schema = {
+        "point_id": pl.String,
+        "label": pl.String,
+        "baseline_label": pl.String,
+        "workload": pl.String,
+        "levels_measured": pl.Int64,
+        "max_level": pl.Int64,
+        "ratio_at_min": pl.Float64,
+        "ratio_at_max": pl.Float64,
+        "ahead_up_to": pl.Int64,
+        "first_behind": pl.Int64,
+        "crossover_est": pl.Float64,
+        "crossover": pl.Int64,
+        "mixed": pl.Boolean,
+        "outcome": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema).select(list(schema))
 
 
@@ -378,8 +598,9 @@ def reference_profile(profiles: list[str]) -> str | None:
     return candidates[0] if candidates else None
 
 
-def env_effect(source: Tables | pl.DataFrame, *, reference: str | None = None,
-               single: pl.DataFrame | None = None) -> pl.DataFrame:
+def env_effect(
+    source: Tables | pl.DataFrame, *, reference: str | None = None, single: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """How much each NCCL profile moved every curve, against a reference profile.
 
     One row per (config, profile != reference): the same configuration (the label without the
@@ -395,29 +616,47 @@ def env_effect(source: Tables | pl.DataFrame, *, reference: str | None = None,
         single = speedup_table(source)
     profiles = levels["profile"].to_list() + (single["profile"].to_list() if single is not None else [])
     reference = reference or reference_profile(profiles)
-    schema = {"config": pl.String, "group": pl.String, "baseline": pl.Boolean, "profile": pl.String,
-              "reference": pl.String, "single_stream_ratio": pl.Float64, "levels": pl.Int64,
-              "ratio_min_level": pl.Float64, "ratio_max_level": pl.Float64,
-              "geomean_ratio": pl.Float64, "min_ratio": pl.Float64, "max_ratio": pl.Float64}
+    schema = {
+        "config": pl.String,
+        "group": pl.String,
+        "baseline": pl.Boolean,
+        "profile": pl.String,
+        "reference": pl.String,
+        "single_stream_ratio": pl.Float64,
+        "levels": pl.Int64,
+        "ratio_min_level": pl.Float64,
+        "ratio_max_level": pl.Float64,
+        "geomean_ratio": pl.Float64,
+        "min_ratio": pl.Float64,
+        "max_ratio": pl.Float64,
+    }
     if reference is None:
         return pl.DataFrame(schema=schema)
     keys = ["config", "group", "baseline"]
-    ref = levels.filter(pl.col("profile") == reference).select(
-        *keys, "concurrency", ref_throughput="output_throughput")
-    ratios = (levels.filter(pl.col("profile") != reference)
-              .join(ref, on=[*keys, "concurrency"], how="inner")
-              .with_columns(r=pl.col("output_throughput") / pl.col("ref_throughput"))
-              .sort("concurrency")
-              .group_by([*keys, "profile", "order"])
-              .agg(levels=pl.len().cast(pl.Int64), ratio_min_level=pl.col("r").first(),
-                   ratio_max_level=pl.col("r").last(), geomean_ratio=pl.col("r").log().mean().exp(),
-                   min_ratio=pl.col("r").min(), max_ratio=pl.col("r").max()))
+    ref = levels.filter(pl.col("profile") == reference).select(*keys, "concurrency", ref_throughput="output_throughput")
+    ratios = (
+        levels.filter(pl.col("profile") != reference)
+        .join(ref, on=[*keys, "concurrency"], how="inner")
+        .with_columns(r=pl.col("output_throughput") / pl.col("ref_throughput"))
+        .sort("concurrency")
+        .group_by([*keys, "profile", "order"])
+        .agg(
+            levels=pl.len().cast(pl.Int64),
+            ratio_min_level=pl.col("r").first(),
+            ratio_max_level=pl.col("r").last(),
+            geomean_ratio=pl.col("r").log().mean().exp(),
+            min_ratio=pl.col("r").min(),
+            max_ratio=pl.col("r").max(),
+        )
+    )
     if single is not None:
         ss_ref = single.filter(pl.col("profile") == reference).select(*keys, ref_tok_s="tok_s")
-        ss = (single.filter(pl.col("profile") != reference).join(ss_ref, on=keys, how="inner")
-              .select(*keys, "profile", "order",
-                      single_stream_ratio=pl.col("tok_s") / pl.col("ref_tok_s"))
-              .filter(pl.col("single_stream_ratio").is_not_null()))
+        ss = (
+            single.filter(pl.col("profile") != reference)
+            .join(ss_ref, on=keys, how="inner")
+            .select(*keys, "profile", "order", single_stream_ratio=pl.col("tok_s") / pl.col("ref_tok_s"))
+            .filter(pl.col("single_stream_ratio").is_not_null())
+        )
         ratios = ratios.join(ss, on=[*keys, "profile", "order"], how="full", coalesce=True)
     else:
         ratios = ratios.with_columns(single_stream_ratio=pl.lit(None, pl.Float64))

@@ -27,9 +27,17 @@ from sweep.analysis.frames import BENCHMARK, Tables, as_dict, axes_of, configura
 SERVER_FIRST = ("accept_length_server", "metrics_spec_accept_length", "accept_length_metrics", "accept_length_requests")
 CHOOSES_WORKLOAD = re.compile(r"workload|prompts", re.IGNORECASE)
 SCHEMA: dict[str, type[pl.DataType]] = {
-    "configuration": pl.String, "workload": pl.String, "point_id": pl.String, "label": pl.String,
-    "accept_length": pl.Float64, "accept_source": pl.String, "speedup": pl.Float64,
-    "throughput_ratio": pl.Float64, "concurrency": pl.Int64, "order": pl.Int64}
+    "configuration": pl.String,
+    "workload": pl.String,
+    "point_id": pl.String,
+    "label": pl.String,
+    "accept_length": pl.Float64,
+    "accept_source": pl.String,
+    "speedup": pl.Float64,
+    "throughput_ratio": pl.Float64,
+    "concurrency": pl.Int64,
+    "order": pl.Int64,
+}
 
 
 def short(name: Optional[str]) -> Optional[str]:
@@ -43,15 +51,24 @@ def point_workloads(tables: Tables) -> dict[str, str]:
     req = tables.get("requests")
     if req is None or "workload" not in req.collect_schema().names():
         return {}
-    counts = (req.select("point_id", "workload").drop_nulls().group_by("point_id", "workload").len()
-              .sort(["point_id", "len", "workload"], descending=[False, True, False]).collect())
+    counts = (
+        req.select("point_id", "workload")
+        .drop_nulls()
+        .group_by("point_id", "workload")
+        .len()
+        .sort(["point_id", "len", "workload"], descending=[False, True, False])
+        .collect()
+    )
     return {r["point_id"]: r["workload"] for r in counts.unique("point_id", keep="first").iter_rows(named=True)}
 
 
 def _configuration(row: dict) -> str:
     roles = as_dict(row.get("param_roles"))
-    axes = {a: v for a, v in axes_of(row).items()
-            if roles.get(a) != BENCHMARK and not CHOOSES_WORKLOAD.search(a) and v is not None}
+    axes = {
+        a: v
+        for a, v in axes_of(row).items()
+        if roles.get(a) != BENCHMARK and not CHOOSES_WORKLOAD.search(a) and v is not None
+    }
     return " ".join(f"{a}={v}" for a, v in axes.items()) or (row.get("label") or row["point_id"])
 
 
@@ -68,7 +85,7 @@ def _accept(tables: Tables) -> dict[str, tuple[Optional[float], Optional[str]]]:
     out: dict[str, tuple[Optional[float], Optional[str]]] = {}
     levels = tables["levels"].collect() if "levels" in tables else pl.DataFrame()
     cols = [c for c in SERVER_FIRST if c in levels.columns]
-    for (pid,), g in (levels.group_by("point_id") if levels.height and cols else []):
+    for (pid,), g in levels.group_by("point_id") if levels.height and cols else []:
         for c in cols:
             if (m := _median(g[c].to_list())) is not None:
                 out[pid] = (m, "server" if c != "accept_length_requests" else "requests")
@@ -93,7 +110,7 @@ def by_workload(tables: Tables, single: pl.DataFrame, levels: pl.DataFrame) -> p
     accept = _accept(tables)
     speed = {r["point_id"]: r["speedup"] for r in single.iter_rows(named=True)} if single.height else {}
     top: dict[str, tuple[int, float]] = {}
-    for r in (levels.filter(pl.col("throughput_ratio").is_not_null()).iter_rows(named=True) if levels.height else []):
+    for r in levels.filter(pl.col("throughput_ratio").is_not_null()).iter_rows(named=True) if levels.height else []:
         if r["point_id"] not in top or r["concurrency"] > top[r["point_id"]][0]:
             top[r["point_id"]] = (r["concurrency"], r["throughput_ratio"])
     rows = []
@@ -104,9 +121,20 @@ def by_workload(tables: Tables, single: pl.DataFrame, levels: pl.DataFrame) -> p
         c, ratio = top.get(pid, (None, None))
         if length is None and speed.get(pid) is None and ratio is None:
             continue
-        rows.append({"configuration": _configuration(p), "workload": short(named[pid]), "point_id": pid,
-                     "label": p.get("label"), "accept_length": length, "accept_source": source,
-                     "speedup": speed.get(pid), "throughput_ratio": ratio, "concurrency": c, "order": order.get(pid)})
+        rows.append(
+            {
+                "configuration": _configuration(p),
+                "workload": short(named[pid]),
+                "point_id": pid,
+                "label": p.get("label"),
+                "accept_length": length,
+                "accept_source": source,
+                "speedup": speed.get(pid),
+                "throughput_ratio": ratio,
+                "concurrency": c,
+                "order": order.get(pid),
+            }
+        )
     return pl.DataFrame(rows, schema=SCHEMA).sort(["order", "workload"], nulls_last=True)
 
 

@@ -43,8 +43,16 @@ def _clock(u: np.ndarray, rate: float, ramp_up_s: float) -> np.ndarray:
     return np.where(u <= ramp, np.sqrt(2 * ramp_up_s * np.maximum(u, 0) / rate), ramp_up_s + (u - ramp) / rate)
 
 
-def times(rate: float, *, seed: int, requests: Optional[int] = None, duration_s: Optional[float] = None,
-          arrival: str = "poisson", burstiness: float = 1.0, ramp_up_s: float = 0.0) -> list[float]:
+def times(
+    rate: float,
+    *,
+    seed: int,
+    requests: Optional[int] = None,
+    duration_s: Optional[float] = None,
+    arrival: str = "poisson",
+    burstiness: float = 1.0,
+    ramp_up_s: float = 0.0,
+) -> list[float]:
     """Arrival times in seconds from the level's start: ``requests`` of them, and only those before
     ``duration_s`` when that is given (at least one: the first, at 0)."""
     if not rate > 0 or not math.isfinite(rate):

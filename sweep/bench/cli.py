@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from sweep.bench.client import APIS
 from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
+from sweep.core import workload_spec
 from sweep.core.argv import node_gpus
 from sweep.core.console import output_console
-from sweep.core import workload_spec
 from sweep.core.errors import BenchError, ConfigError
 from sweep.core.events import PointProgress
 from sweep.core.settings import BenchSettings
@@ -53,63 +53,131 @@ def _rates(text: str) -> list[float]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m sweep bench``."""
-    parser.description = "Benchmark a running SGLang (or OpenAI-compatible) server: single stream, then a concurrency sweep."
+    parser.description = (
+        "Benchmark a running SGLang (or OpenAI-compatible) server: single stream, then a concurrency sweep."
+    )
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:30000")
-    parser.add_argument("--api-key", default=None, metavar="KEY",
-                        help=f"the server's --api-key, sent as Authorization: Bearer KEY (default: ${API_KEY_ENV}; "
-                             "the variable keeps the key out of the process list)")
-    parser.add_argument("--admin-api-key", default=None, metavar="KEY",
-                        help=f"the server's --admin-api-key, which its admin routes (/flush_cache) want instead "
-                             f"(default: ${ADMIN_KEY_ENV})")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help=f"the server's --api-key, sent as Authorization: Bearer KEY (default: ${API_KEY_ENV}; "
+        "the variable keeps the key out of the process list)",
+    )
+    parser.add_argument(
+        "--admin-api-key",
+        default=None,
+        metavar="KEY",
+        help=f"the server's --admin-api-key, which its admin routes (/flush_cache) want instead "
+        f"(default: ${ADMIN_KEY_ENV})",
+    )
     g = parser.add_argument_group("single stream")
-    g.add_argument("--runs", type=int, help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips them and their warmup)")
-    g.add_argument("--warmup", type=int, help=f"warmup runs before them, left out of the figures (default {_D.single_stream.warmup})")
-    g.add_argument("--single-max-tokens", type=int, help=f"tokens per single-stream request (default {_D.single_stream.max_tokens})")
+    g.add_argument(
+        "--runs",
+        type=int,
+        help=f"measured runs, one request at a time (default {_D.single_stream.runs}; 0 skips them and their warmup)",
+    )
+    g.add_argument(
+        "--warmup",
+        type=int,
+        help=f"warmup runs before them, left out of the figures (default {_D.single_stream.warmup})",
+    )
+    g.add_argument(
+        "--single-max-tokens",
+        type=int,
+        help=f"tokens per single-stream request (default {_D.single_stream.max_tokens})",
+    )
     g = parser.add_argument_group("concurrency sweep")
-    g.add_argument("--levels", type=_levels,
-                   help="concurrency levels, comma-separated (default "
-                        f"{','.join(map(str, _D.concurrency.levels))}; 'none' skips the sweep)")
-    g.add_argument("--requests-per-level", type=int,
-                   help="requests sent at each level (default: rounds x concurrency)")
-    g.add_argument("--rounds", type=int, help=f"with no --requests-per-level: requests = rounds x C (default {_D.concurrency.rounds})")
-    g.add_argument("--max-tokens", type=int, help=f"tokens per request in the sweep (default {_D.concurrency.max_tokens})")
+    g.add_argument(
+        "--levels",
+        type=_levels,
+        help="concurrency levels, comma-separated (default "
+        f"{','.join(map(str, _D.concurrency.levels))}; 'none' skips the sweep)",
+    )
+    g.add_argument("--requests-per-level", type=int, help="requests sent at each level (default: rounds x concurrency)")
+    g.add_argument(
+        "--rounds",
+        type=int,
+        help=f"with no --requests-per-level: requests = rounds x C (default {_D.concurrency.rounds})",
+    )
+    g.add_argument(
+        "--max-tokens", type=int, help=f"tokens per request in the sweep (default {_D.concurrency.max_tokens})"
+    )
     g = parser.add_argument_group("open loop (requests at drawn arrival times, after the concurrency sweep)")
-    g.add_argument("--rates", type=_rates,
-                   help="request rates in requests/s, comma-separated, one open-loop level each (default none)")
-    g.add_argument("--arrival", choices=("poisson", "gamma"),
-                   help=f"arrival gaps: poisson (exponential) or gamma of shape --burstiness (default {_D.open_loop.arrival})")
-    g.add_argument("--burstiness", type=float, help="gamma's shape: < 1 burstier, > 1 more regular (default 1: Poisson)")
-    g.add_argument("--rate-requests", type=int,
-                   help=f"requests per rate level (default {_D.open_loop.requests}; with --duration: at most)")
-    g.add_argument("--duration", type=float, metavar="SECONDS",
-                   help="seconds of arrivals per rate level (with --rate-requests: whichever ends first)")
-    g.add_argument("--max-in-flight", type=int, help="at most this many requests unanswered; later ones wait (default: no cap)")
-    g.add_argument("--ramp-up", type=float, metavar="SECONDS", help="the rate climbs from 0 over these first seconds (default 0)")
-    g.add_argument("--replay", action="store_true",
-                   help="a trace workload: one more level at the trace's own timing (scaled by its scale=)")
+    g.add_argument(
+        "--rates",
+        type=_rates,
+        help="request rates in requests/s, comma-separated, one open-loop level each (default none)",
+    )
+    g.add_argument(
+        "--arrival",
+        choices=("poisson", "gamma"),
+        help=f"arrival gaps: poisson (exponential) or gamma of shape --burstiness (default {_D.open_loop.arrival})",
+    )
+    g.add_argument(
+        "--burstiness", type=float, help="gamma's shape: < 1 burstier, > 1 more regular (default 1: Poisson)"
+    )
+    g.add_argument(
+        "--rate-requests",
+        type=int,
+        help=f"requests per rate level (default {_D.open_loop.requests}; with --duration: at most)",
+    )
+    g.add_argument(
+        "--duration",
+        type=float,
+        metavar="SECONDS",
+        help="seconds of arrivals per rate level (with --rate-requests: whichever ends first)",
+    )
+    g.add_argument(
+        "--max-in-flight", type=int, help="at most this many requests unanswered; later ones wait (default: no cap)"
+    )
+    g.add_argument(
+        "--ramp-up", type=float, metavar="SECONDS", help="the rate climbs from 0 over these first seconds (default 0)"
+    )
+    g.add_argument(
+        "--replay",
+        action="store_true",
+        help="a trace workload: one more level at the trace's own timing (scaled by its scale=)",
+    )
     g = parser.add_argument_group("requests")
-    g.add_argument("--prompts", help=f"built-in set ({', '.join(BUILTIN)}) or a JSONL file of {{\"prompt\": ...}} lines (default {_D.prompts})")
-    g.add_argument("--workload", metavar="SPEC",
-                   help="what the requests are, instead of --prompts: sharegpt:FILE, sharegpt-multiturn:FILE, "
-                        "synthetic:in=uniform(100,400),out=normal(200,50), "
-                        "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5 "
-                        "(sweep/core/workload_spec.py; the README's 'Workloads')")
+    g.add_argument(
+        "--prompts",
+        help=f'built-in set ({", ".join(BUILTIN)}) or a JSONL file of {{"prompt": ...}} lines (default {_D.prompts})',
+    )
+    g.add_argument(
+        "--workload",
+        metavar="SPEC",
+        help="what the requests are, instead of --prompts: sharegpt:FILE, sharegpt-multiturn:FILE, "
+        "synthetic:in=uniform(100,400),out=normal(200,50), "
+        "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5 "
+        "(sweep/core/workload_spec.py; the README's 'Workloads')",
+    )
     g.add_argument("--api", choices=APIS, help="route: generate = SGLang's /generate (default), completions, chat")
     g.add_argument("--model", help="'model' of OpenAI-route requests (default: the server's served_model_name)")
     g.add_argument("--seed", type=int, help=f"seeds the prompt choice (default {_D.seed})")
     g.add_argument("--temperature", type=float, help=f"sampling temperature (default {_D.temperature})")
-    g.add_argument("--no-ignore-eos", action="store_true", help="let requests stop at EOS (default: exactly max tokens)")
+    g.add_argument(
+        "--no-ignore-eos", action="store_true", help="let requests stop at EOS (default: exactly max tokens)"
+    )
     g.add_argument("--timeout", type=float, help=f"seconds per request (default {_D.request_timeout_s:g})")
     g.add_argument("--no-flush", action="store_true", help="do not POST /flush_cache before each level")
     g.add_argument("--no-server-metrics", action="store_true", help="do not scrape /metrics around each level")
-    parser.add_argument("--out", metavar="DIR", help="write the requests, single_stream, levels and metrics tables "
-                                                     "into DIR as Parquet files, and DIR as a results directory "
-                                                     "(sweep query/report DIR)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the requests, single_stream, levels and metrics tables "
+        "into DIR as Parquet files, and DIR as a results directory "
+        "(sweep query/report DIR)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
-    parser.add_argument("--power", metavar="SOURCE", type=power_source_arg,
-                        help="sample GPU power during each level (the levels' power_*/energy_* columns): "
-                             "nvml (this machine's GPUs; nvml:0,1 for some of them) or ledger:DIR "
-                             "(the fake server's GPU ledger)")
+    parser.add_argument(
+        "--power",
+        metavar="SOURCE",
+        type=power_source_arg,
+        help="sample GPU power during each level (the levels' power_*/energy_* columns): "
+        "nvml (this machine's GPUs; nvml:0,1 for some of them) or ledger:DIR "
+        "(the fake server's GPU ledger)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
@@ -117,22 +185,35 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     s = BenchSettings()
     ss, cc, ol = s.single_stream, s.concurrency, s.open_loop
     for obj, attr, value in (
-        (ss, "runs", args.runs), (ss, "warmup", args.warmup), (ss, "max_tokens", args.single_max_tokens),
-        (cc, "levels", args.levels), (cc, "requests_per_level", args.requests_per_level),
-        (cc, "rounds", args.rounds), (cc, "max_tokens", args.max_tokens),
-        (s, "prompts", args.prompts), (s, "api", args.api), (s, "model", args.model), (s, "seed", args.seed),
-        (s, "temperature", args.temperature), (s, "request_timeout_s", args.timeout),
-        (s, "rates", getattr(args, "rates", None)), (ol, "arrival", getattr(args, "arrival", None)),
-        (ol, "burstiness", getattr(args, "burstiness", None)), (ol, "requests", getattr(args, "rate_requests", None)),
-        (ol, "duration_s", getattr(args, "duration", None)), (ol, "max_in_flight", getattr(args, "max_in_flight", None)),
+        (ss, "runs", args.runs),
+        (ss, "warmup", args.warmup),
+        (ss, "max_tokens", args.single_max_tokens),
+        (cc, "levels", args.levels),
+        (cc, "requests_per_level", args.requests_per_level),
+        (cc, "rounds", args.rounds),
+        (cc, "max_tokens", args.max_tokens),
+        (s, "prompts", args.prompts),
+        (s, "api", args.api),
+        (s, "model", args.model),
+        (s, "seed", args.seed),
+        (s, "temperature", args.temperature),
+        (s, "request_timeout_s", args.timeout),
+        (s, "rates", getattr(args, "rates", None)),
+        (ol, "arrival", getattr(args, "arrival", None)),
+        (ol, "burstiness", getattr(args, "burstiness", None)),
+        (ol, "requests", getattr(args, "rate_requests", None)),
+        (ol, "duration_s", getattr(args, "duration", None)),
+        (ol, "max_in_flight", getattr(args, "max_in_flight", None)),
         (ol, "ramp_up_s", getattr(args, "ramp_up", None)),
     ):
         if value is not None:
             setattr(obj, attr, value)
     if getattr(args, "workload", None):
         if args.prompts is not None:
-            raise ConfigError("--prompts and --workload both say what to send",
-                              fix="give one (--workload prompts:FILE is --prompts FILE)")
+            raise ConfigError(
+                "--prompts and --workload both say what to send",
+                fix="give one (--workload prompts:FILE is --prompts FILE)",
+            )
         s.workload = workload_spec.settings(args.workload)
     if args.runs == 0 and args.warmup is None:
         ss.warmup = 0  # no single stream: nothing to warm up for (an explicit --warmup still runs)
@@ -159,7 +240,11 @@ def power_source_arg(text: str) -> str:
 
 def _describe(info: PointProgress) -> str:
     if info.stage == "level" and info.rate is not None:
-        return f"{info.rate:g} req/s: {info.done}/{info.of} requests" if info.rate else f"trace: {info.done}/{info.of} requests"
+        return (
+            f"{info.rate:g} req/s: {info.done}/{info.of} requests"
+            if info.rate
+            else f"trace: {info.done}/{info.of} requests"
+        )
     if info.stage == "level":
         return f"C={info.concurrency}: {info.done}/{info.of} requests"
     return f"{info.stage} run {info.run}/{info.of}"
@@ -180,19 +265,29 @@ def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
     if r.status_code in (401, 403):
         what = "401 Unauthorized" if r.status_code == 401 else "403 Forbidden"
         sent = "refuses the key given" if key else "wants an API key and none was given"
-        raise BenchError(f"the server at {url} answered {what} to GET /v1/models: it {sent}",
-                         fix=f"pass the server's --api-key with --api-key KEY or in ${API_KEY_ENV}")
+        raise BenchError(
+            f"the server at {url} answered {what} to GET /v1/models: it {sent}",
+            fix=f"pass the server's --api-key with --api-key KEY or in ${API_KEY_ENV}",
+        )
 
 
 def span(requests) -> tuple[float | None, float | None]:
     """The first send and the last answer of a requests table (None, None without requests)."""
-    ends = [(s, s + (lat or 0.0)) for s, lat in zip(requests.column("start_at").to_pylist(),
-                                                    requests.column("latency_s").to_pylist()) if s is not None]
+    ends = [
+        (s, s + (lat or 0.0))
+        for s, lat in zip(requests.column("start_at").to_pylist(), requests.column("latency_s").to_pylist())
+        if s is not None
+    ]
     return min((a for a, _ in ends), default=None), max((b for _, b in ends), default=None)
 
 
-SIZE_FLAGS = (("tp_size", "--tp-size"), ("pp_size", "--pp-size"), ("dp_size", "--dp-size"),
-              ("nnodes", "--nnodes"), ("base_gpu_id", "--base-gpu-id"))  # SGLang's server args -> its flags
+SIZE_FLAGS = (
+    ("tp_size", "--tp-size"),
+    ("pp_size", "--pp-size"),
+    ("dp_size", "--dp-size"),
+    ("nnodes", "--nnodes"),
+    ("base_gpu_id", "--base-gpu-id"),
+)  # SGLang's server args -> its flags
 
 
 def server_argv(info: dict) -> tuple[list[str], int | None]:
@@ -226,15 +321,20 @@ def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     version = info.get("version") if isinstance(info.get("version"), str) else None
     started, ended = span(result.requests)
     argv, gpus = server_argv(info)
-    row = records.benchmark_row(label=f"bench {urlsplit(url).netloc.rpartition('@')[2]}", sglang_version=version,
-                                started_at=started, ended_at=ended, argv=argv, gpu_count=gpus)
+    row = records.benchmark_row(
+        label=f"bench {urlsplit(url).netloc.rpartition('@')[2]}",
+        sglang_version=version,
+        started_at=started,
+        ended_at=ended,
+        argv=argv,
+        gpu_count=gpus,
+    )
     writer.check_benchmark_dir(out)  # a sweep's directory: nothing written
     try:
         paths = result.write(out)
         writer.write_benchmark(out, {name: getattr(result, name) for name in TABLE_NAMES}, row)
     except OSError as e:
-        raise BenchError(f"cannot write results to {out!r}: {e}",
-                         fix="pass a writable directory to --out") from e
+        raise BenchError(f"cannot write results to {out!r}: {e}", fix="pass a writable directory to --out") from e
     return paths
 
 
@@ -242,9 +342,9 @@ def run_cli(args: argparse.Namespace, power: PowerSource | None = None) -> int:
     """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise.
     ``power``: what ``--power`` names, opened by the caller (``sweep.host.gpu.power_source``: the
     GPU probes live in the host layer, above this one)."""
+    from sweep.bench.client import Endpoint
     from sweep.bench.report import print_report
     from sweep.bench.runner import run
-    from sweep.bench.client import Endpoint
 
     settings = settings_from_args(args)
     if args.out:  # a sweep's results directory is refused before the benchmark, not after it
@@ -260,14 +360,15 @@ def run_cli(args: argparse.Namespace, power: PowerSource | None = None) -> int:
         result = run(server, settings, power=power)
     else:
         with console.status(f"benchmarking {args.url}") as status:
-            result = run(server, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"),
-                         power=power)
+            result = run(server, settings, progress=lambda i: status.update(f"{args.url}  {_describe(i)}"), power=power)
     print_report(result, console)
     if args.out:
         paths = write_out(args.out, result, url=args.url)
         console.print(f"wrote {', '.join(str(p) for p in paths.values())}")
-        console.print(f"{args.out} is a results directory too: python -m sweep report {args.out}, "
-                      f"python -m sweep query {args.out} \"SELECT * FROM levels\"", soft_wrap=True)
+        console.print(
+            f"{args.out} is a results directory too: python -m sweep report {args.out}, "
+            f'python -m sweep query {args.out} "SELECT * FROM levels"',
+            soft_wrap=True,
+        )
     failed = result.requests.num_rows - sum(result.requests.column("ok").to_pylist())
     return 1 if failed else 0
-

@@ -117,21 +117,36 @@ class RequestRecord:
         return self.start_mono + (self.latency_s or 0.0)
 
 
-def build_payload(api: str, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                  ignore_eos: bool = True, model: str = "default", stream: bool = True,
-                  input_ids: Optional[Sequence[int]] = None,
-                  messages: Optional[Sequence[dict]] = None) -> dict[str, Any]:
+def build_payload(
+    api: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    temperature: float = 0.0,
+    ignore_eos: bool = True,
+    model: str = "default",
+    stream: bool = True,
+    input_ids: Optional[Sequence[int]] = None,
+    messages: Optional[Sequence[dict]] = None,
+) -> dict[str, Any]:
     """The JSON body of one request for ``api``. ``input_ids``: the prompt as token ids, sent as
     such by ``generate`` (``input_ids``) and ``completions`` (``prompt`` as a list of ids, as the
     OpenAI API and SGLang take it), ignored by ``chat`` (it sends ``prompt``); ``messages``: the chat
     turns ``chat`` sends instead of one user message of ``prompt``."""
     if api == "generate":
         body_in: dict[str, Any] = {"input_ids": list(input_ids)} if input_ids is not None else {"text": prompt}
-        return {**body_in, "stream": stream,
-                "sampling_params": {"max_new_tokens": max_tokens, "temperature": temperature,
-                                    "ignore_eos": ignore_eos}}
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": temperature,
-                            "ignore_eos": ignore_eos, "stream": stream}
+        return {
+            **body_in,
+            "stream": stream,
+            "sampling_params": {"max_new_tokens": max_tokens, "temperature": temperature, "ignore_eos": ignore_eos},
+        }
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "ignore_eos": ignore_eos,
+        "stream": stream,
+    }
     if stream:
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if api == "completions":
@@ -334,8 +349,13 @@ def _snippet(body: bytes, limit: int = 200) -> str:
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
-def make_client(timeout_s: float, *, connections: int = 1, ssl_context: Optional[ssl.SSLContext] = None,
-                api_key: Optional[str] = None) -> httpx.AsyncClient:
+def make_client(
+    timeout_s: float,
+    *,
+    connections: int = 1,
+    ssl_context: Optional[ssl.SSLContext] = None,
+    api_key: Optional[str] = None,
+) -> httpx.AsyncClient:
     """An AsyncClient with keep-alive and no proxies from the environment.
 
     ``trust_env=False`` so an ``HTTP_PROXY`` in the environment never sits between the benchmark
@@ -346,8 +366,7 @@ def make_client(timeout_s: float, *, connections: int = 1, ssl_context: Optional
     """
     return httpx.AsyncClient(
         headers=auth_headers(api_key),
-        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
-                            keepalive_expiry=4.0),
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=4.0),
         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0)),
         trust_env=False,
         verify=ssl_context if ssl_context is not None else True,
@@ -390,10 +409,21 @@ class Clients:
         await self.aclose()
 
 
-async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, max_tokens: int,
-               temperature: float = 0.0, ignore_eos: bool = True, model: str = "default",
-               stream: bool = True, timeout_s: float = 600.0, input_ids: Optional[Sequence[int]] = None,
-               messages: Optional[Sequence[dict]] = None) -> RequestRecord:
+async def send(
+    client: httpx.AsyncClient,
+    url: str,
+    api: str,
+    prompt: str,
+    *,
+    max_tokens: int,
+    temperature: float = 0.0,
+    ignore_eos: bool = True,
+    model: str = "default",
+    stream: bool = True,
+    timeout_s: float = 600.0,
+    input_ids: Optional[Sequence[int]] = None,
+    messages: Optional[Sequence[dict]] = None,
+) -> RequestRecord:
     """Send one request to the server at ``url`` (``http://host:port``) and measure it.
 
     Times start when the request's body has been written to its connection (httpcore's ``trace``
@@ -406,9 +436,17 @@ async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, ma
     Never raises for anything the server or network does: the record says what happened.
     ``input_ids`` and ``messages``: as in ``build_payload``.
     """
-    payload = build_payload(api, prompt, max_tokens=max_tokens, temperature=temperature,
-                            ignore_eos=ignore_eos, model=model, stream=stream, input_ids=input_ids,
-                            messages=messages)
+    payload = build_payload(
+        api,
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        ignore_eos=ignore_eos,
+        model=model,
+        stream=stream,
+        input_ids=input_ids,
+        messages=messages,
+    )
     parser = StreamParser(api)
     clock = time.perf_counter
     rec = RequestRecord(start_at=time.time(), start_mono=clock())
@@ -423,8 +461,9 @@ async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, ma
     last_byte: Optional[float] = None  # the response's last data, before the connection's release
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url.rstrip("/") + ROUTES[api], json=payload,
-                                     extensions={"trace": trace}) as resp:
+            async with client.stream(
+                "POST", url.rstrip("/") + ROUTES[api], json=payload, extensions={"trace": trace}
+            ) as resp:
                 if on_wire:  # time from the moment the request went on the wire (see docstring)
                     rec.start_at += on_wire[-1] - t0
                     rec.start_mono = t0 = on_wire[-1]
@@ -467,17 +506,39 @@ async def send(client: httpx.AsyncClient, url: str, api: str, prompt: str, *, ma
     return rec
 
 
-def send_one(url: str, prompt: str = "Say hello.", *, api: str = "generate", max_tokens: int = 8,
-             stream: bool = False, timeout_s: float = 60.0, temperature: float = 0.0,
-             ignore_eos: bool = False, model: str = "default", api_key: Optional[str] = None) -> RequestRecord:
+def send_one(
+    url: str,
+    prompt: str = "Say hello.",
+    *,
+    api: str = "generate",
+    max_tokens: int = 8,
+    stream: bool = False,
+    timeout_s: float = 60.0,
+    temperature: float = 0.0,
+    ignore_eos: bool = False,
+    model: str = "default",
+    api_key: Optional[str] = None,
+) -> RequestRecord:
     """One request on its own (e.g. the host's "ready" generate), from synchronous code; ``api_key``
     as in ``make_client``.
 
     Creates and closes its own client; must not be called from inside a running event loop
     (use ``send`` there).
     """
+
     async def go() -> RequestRecord:
         async with make_client(timeout_s, api_key=api_key) as client:
-            return await send(client, url, api, prompt, max_tokens=max_tokens, temperature=temperature,
-                              ignore_eos=ignore_eos, model=model, stream=stream, timeout_s=timeout_s)
+            return await send(
+                client,
+                url,
+                api,
+                prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                ignore_eos=ignore_eos,
+                model=model,
+                stream=stream,
+                timeout_s=timeout_s,
+            )
+
     return asyncio.run(go())

@@ -52,8 +52,9 @@ def _rank(value: str) -> tuple[int, str]:
     return (int(value), "") if value.isdigit() else (1 << 30, value)
 
 
-def per_dp_rank(scrape: Optional[Scrape], name: str,
-                where: Callable[[dict], bool] = lambda labels: True) -> list[tuple[dict, float]]:
+def per_dp_rank(
+    scrape: Optional[Scrape], name: str, where: Callable[[dict], bool] = lambda labels: True
+) -> list[tuple[dict, float]]:
     """``(labels, value)`` of ``name``: one series per DP rank and set of non-rank labels (the
     lowest pp/tp rank's), the per-priority breakdown and NaN values left out."""
     best: dict[tuple, tuple[tuple, dict, float]] = {}
@@ -82,8 +83,9 @@ def mean(scrape: Optional[Scrape], name: str, positive: bool = False) -> Optiona
     return sum(values) / len(values) if values else None
 
 
-def delta(before: Optional[Scrape], after: Optional[Scrape], name: str,
-          where: Callable[[dict], bool] = lambda labels: True) -> Optional[float]:
+def delta(
+    before: Optional[Scrape], after: Optional[Scrape], name: str, where: Callable[[dict], bool] = lambda labels: True
+) -> Optional[float]:
     """How much counter ``name`` grew over the level; None if absent after it or it went backwards."""
     end = total(after, name, where)
     if end is None or before is None:
@@ -125,8 +127,9 @@ def cache_hit_rate(before: Optional[Scrape], after: Optional[Scrape]) -> Optiona
     rate = _ratio(hits, delta(before, after, name))
     if rate is not None:
         return rate
-    return _ratio(delta(before, after, "sglang:cached_tokens_total"),
-                  delta(before, after, "sglang:prompt_tokens_total"))
+    return _ratio(
+        delta(before, after, "sglang:cached_tokens_total"), delta(before, after, "sglang:prompt_tokens_total")
+    )
 
 
 def columns(before: Optional[Scrape], during: list[Scrape], after: Optional[Scrape]) -> dict:
@@ -153,8 +156,9 @@ def columns(before: Optional[Scrape], during: list[Scrape], after: Optional[Scra
     }
 
 
-def rows(point_id: str, concurrency: int, before: Optional[Scrape], during: list[Scrape],
-         after: Optional[Scrape]) -> list[dict]:
+def rows(
+    point_id: str, concurrency: int, before: Optional[Scrape], during: list[Scrape], after: Optional[Scrape]
+) -> list[dict]:
     """One ``metrics`` table row per sample seen in any scrape of the level (none without metrics)."""
     if before is None or after is None:
         return []
@@ -165,12 +169,19 @@ def rows(point_id: str, concurrency: int, before: Optional[Scrape], during: list
         s = a or b or next(d[key] for d in during if key in d)
         seen = [d[key].value for d in during if key in d and not math.isnan(d[key].value)]
         grows = monotonic(s)
-        out.append({
-            "point_id": point_id, "concurrency": concurrency, "name": s.name, "labels": s.labels_text,
-            "family": s.family, "kind": s.kind,
-            "before": b.value if b else None, "after": a.value if a else None,
-            "delta": (a.value - (b.value if b else 0.0)) if grows and a else None,
-            "during_mean": _avg(seen) if seen and not grows else None,
-            "during_max": max(seen) if seen and not grows else None,
-        })
+        out.append(
+            {
+                "point_id": point_id,
+                "concurrency": concurrency,
+                "name": s.name,
+                "labels": s.labels_text,
+                "family": s.family,
+                "kind": s.kind,
+                "before": b.value if b else None,
+                "after": a.value if a else None,
+                "delta": (a.value - (b.value if b else 0.0)) if grows and a else None,
+                "during_mean": _avg(seen) if seen and not grows else None,
+                "during_max": max(seen) if seen and not grows else None,
+            }
+        )
     return out

@@ -22,11 +22,11 @@ from typing import Optional
 
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
-from sweep.bench.workloads import Workload
-from sweep.core.settings import StopSettings
-from sweep.core.events import PointProgress
-from sweep.core.types import Stage
 from sweep.bench.stop import LevelMonitor, Precision
+from sweep.bench.workloads import Workload
+from sweep.core.events import PointProgress
+from sweep.core.settings import StopSettings
+from sweep.core.types import Stage
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +95,24 @@ def tokens_for(opts: RequestOptions, index: int, max_tokens: int) -> int:
 async def _one(client, opts: RequestOptions, index: int, max_tokens: int) -> RequestRecord:
     r = opts.workload.requests[index]
     ids = r.input_ids if opts.api != "chat" else None  # chat takes text (the ids spelt as words)
-    return await send(client, opts.url, opts.api, r.text if ids is not None else r.prompt_text(),
-                      max_tokens=max_tokens, temperature=opts.temperature, ignore_eos=opts.ignore_eos,
-                      model=opts.model, timeout_s=opts.timeout_s, input_ids=ids,
-                      messages=r.messages if opts.api == "chat" else None)
+    return await send(
+        client,
+        opts.url,
+        opts.api,
+        r.text if ids is not None else r.prompt_text(),
+        max_tokens=max_tokens,
+        temperature=opts.temperature,
+        ignore_eos=opts.ignore_eos,
+        model=opts.model,
+        timeout_s=opts.timeout_s,
+        input_ids=ids,
+        messages=r.messages if opts.api == "chat" else None,
+    )
 
 
-async def single_stream(clients: Clients, opts: RequestOptions, *, runs: int, warmup: int,
-                        max_tokens: int, notify: Notifier) -> list[Sent]:
+async def single_stream(
+    clients: Clients, opts: RequestOptions, *, runs: int, warmup: int, max_tokens: int, notify: Notifier
+) -> list[Sent]:
     """``warmup`` then ``runs`` requests, strictly one after another."""
     out: list[Sent] = []
     phases: tuple[tuple[Stage, int], ...] = (("warmup", warmup), ("single", runs))
@@ -127,8 +137,9 @@ class LevelRun:
     precision: Precision = field(default_factory=lambda: Precision(None, None, 0, 0))
 
 
-async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: int, requests: int,
-                      max_tokens: int, notify: Notifier) -> list[Sent]:
+async def closed_loop(
+    clients: Clients, opts: RequestOptions, *, concurrency: int, requests: int, max_tokens: int, notify: Notifier
+) -> list[Sent]:
     """``requests`` requests with exactly ``concurrency`` in flight until the last ones drain.
 
     C workers pull the next request number from one shared iterator as soon as their previous
@@ -136,23 +147,36 @@ async def closed_loop(clients: Clients, opts: RequestOptions, *, concurrency: in
     A multi-turn workload's conversation is pulled whole: one worker sends its turns one after
     another (``Workload.units``). A trace's arrival times are not followed here (closed loop; ``sweep.bench.openloop`` follows them).
     """
-    run = await closed_loop_until(clients, opts, concurrency=concurrency, requests=requests,
-                                  max_tokens=max_tokens, notify=notify)
+    run = await closed_loop_until(
+        clients, opts, concurrency=concurrency, requests=requests, max_tokens=max_tokens, notify=notify
+    )
     return run.sent
 
 
-async def closed_loop_until(clients: Clients, opts: RequestOptions, *, concurrency: int, requests: int,
-                            max_tokens: int, notify: Notifier, stop: Optional[StopSettings] = None,
-                            confidence: float = 0.95) -> LevelRun:
+async def closed_loop_until(
+    clients: Clients,
+    opts: RequestOptions,
+    *,
+    concurrency: int,
+    requests: int,
+    max_tokens: int,
+    notify: Notifier,
+    stop: Optional[StopSettings] = None,
+    confidence: float = 0.95,
+) -> LevelRun:
     """``closed_loop``, ended early by ``stop`` when it is given (see the module docstring); the
     precision of the level's throughput is estimated either way (at ``stop.confidence``, else
     ``confidence``)."""
     indices = opts.workload.choose(requests, opts.seed, f"level-{concurrency}")
     results: list[Optional[Sent]] = [None] * requests
     units = iter(opts.workload.units(indices))  # a conversation's turns: one slot, in order
-    monitor = LevelMonitor(concurrency, requests, confidence=stop.confidence if stop else confidence,
-                           precision_goal=stop.precision if stop else None,
-                           min_requests=stop.min_requests if stop else None)
+    monitor = LevelMonitor(
+        concurrency,
+        requests,
+        confidence=stop.confidence if stop else confidence,
+        precision_goal=stop.precision if stop else None,
+        min_requests=stop.min_requests if stop else None,
+    )
     in_flight: dict[int, asyncio.Task] = {}
     cancelled = 0
     done = 0

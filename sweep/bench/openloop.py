@@ -44,9 +44,18 @@ class OpenRun:
     max_in_flight_seen: int = 0  # most requests sent and unanswered at once
 
 
-async def open_loop(clients: Clients, opts: RequestOptions, *, arrivals: list[float], indices: list[int],
-                    max_tokens: int, notify: Notifier, concurrency: int = 0,
-                    max_in_flight: Optional[int] = None, rate: Optional[float] = None) -> OpenRun:
+async def open_loop(
+    clients: Clients,
+    opts: RequestOptions,
+    *,
+    arrivals: list[float],
+    indices: list[int],
+    max_tokens: int,
+    notify: Notifier,
+    concurrency: int = 0,
+    max_in_flight: Optional[int] = None,
+    rate: Optional[float] = None,
+) -> OpenRun:
     """Send request ``indices[k]`` at ``arrivals[k]`` seconds after the start (at most
     ``max_in_flight`` unanswered at once, the rest waiting in arrival order for a slot), and wait
     for every answer. ``concurrency`` is what the requests' ``Sent.concurrency`` holds (0: an
@@ -161,8 +170,9 @@ def drain_s(run: OpenRun) -> Optional[float]:
     return max(ends) - max(starts) if ends else None
 
 
-def kept_up(growth: Optional[float], outstanding: list[int], drain: Optional[float] = None,
-            settle: float = 0.0) -> Optional[bool]:
+def kept_up(
+    growth: Optional[float], outstanding: list[int], drain: Optional[float] = None, settle: float = 0.0
+) -> Optional[bool]:
     """Whether the server kept up with the arrivals: the backlog did not grow beyond chance
     (``growth_noise``). A level too short to fit a growth (fewer than 10 arrivals after the
     settling, e.g. a burst) is judged by its drain instead: kept up unless the last request took
@@ -175,8 +185,16 @@ def kept_up(growth: Optional[float], outstanding: list[int], drain: Optional[flo
     return drain <= 3 * settle
 
 
-def level_columns(run: OpenRun, *, offered_rate: Optional[float], arrival: str, burstiness: Optional[float],
-                  max_in_flight: Optional[int], wall_s: Optional[float], ok: int) -> dict:
+def level_columns(
+    run: OpenRun,
+    *,
+    offered_rate: Optional[float],
+    arrival: str,
+    burstiness: Optional[float],
+    max_in_flight: Optional[int],
+    wall_s: Optional[float],
+    ok: int,
+) -> dict:
     """The open-loop columns of a levels row (null in a closed-loop row). ``offered_rate`` None
     (a trace): the trace's own mean rate."""
     a = run.arrivals
@@ -186,12 +204,15 @@ def level_columns(run: OpenRun, *, offered_rate: Optional[float], arrival: str, 
     waits = sorted(w for w in run.waits if w is not None)
     return {
         "offered_rate": offered_rate if offered_rate is not None else ((len(a) - 1) / span if span > 0 else None),
-        "arrival": arrival, "burstiness": burstiness, "max_in_flight": max_in_flight,
+        "arrival": arrival,
+        "burstiness": burstiness,
+        "max_in_flight": max_in_flight,
         "arrival_rate": (len(a) - 1) / span if span > 0 else None,
         "achieved_rate": ok / wall_s if wall_s else None,
         "max_in_flight_seen": run.max_in_flight_seen,
         "outstanding_mean": sum(run.outstanding) / len(run.outstanding) if run.outstanding else None,
-        "queue_growth": growth, "kept_up": kept_up(growth, run.outstanding, drain_s(run), unqueued_s(run)),
+        "queue_growth": growth,
+        "kept_up": kept_up(growth, run.outstanding, drain_s(run), unqueued_s(run)),
         "wait_mean_s": sum(waits) / len(waits) if waits else None,
         "wait_max_s": waits[-1] if waits else None,
     }

@@ -35,8 +35,15 @@ from typing import Any, Optional
 
 PowerSource = Callable[[], Optional[Sequence[float]]]
 POWER_EVERY_S = 0.5  # NVML's own figure is an average over about a second
-COLUMNS = ("power_mean_w", "power_peak_w", "energy_j", "energy_per_token_j", "power_samples", "power_gpus",
-           "power_nodes")
+COLUMNS = (
+    "power_mean_w",
+    "power_peak_w",
+    "energy_j",
+    "energy_per_token_j",
+    "power_samples",
+    "power_gpus",
+    "power_nodes",
+)
 Sample = tuple[float, float, int]  # (time.time(), watts summed over the GPUs, GPUs summed)
 Series = list[Sample]
 
@@ -46,11 +53,12 @@ def only(source: PowerSource, first: int, count: int) -> PowerSource:
     places a server's ranks on consecutive GPUs from ``--base-gpu-id``; ``sweep.core.argv.node_gpus``):
     a TP=4 server on an 8-GPU host is measured on its 4, not the host's 8 (the other 4 idle, or
     another process's). None where the host lists fewer GPUs than that (no figure rather than a part)."""
+
     def read() -> Optional[Sequence[float]]:
         watts = source()
         if watts is None or len(watts) < first + count:
             return None
-        return list(watts)[first:first + count]
+        return list(watts)[first : first + count]
 
     return read
 
@@ -102,16 +110,24 @@ class Meter:
 
 def _energy_columns(mean: float, peak: Optional[float], wall_s: Optional[float], output_tokens: int) -> dict:
     energy = mean * wall_s if wall_s is not None and wall_s > 0 else None
-    return {"power_mean_w": mean, "power_peak_w": peak, "energy_j": energy,
-            "energy_per_token_j": energy / output_tokens if energy is not None and output_tokens > 0 else None}
+    return {
+        "power_mean_w": mean,
+        "power_peak_w": peak,
+        "energy_j": energy,
+        "energy_per_token_j": energy / output_tokens if energy is not None and output_tokens > 0 else None,
+    }
 
 
 def columns(samples: Sequence[float], gpus: int, wall_s: Optional[float], output_tokens: int) -> dict:
     """The ``levels`` power and energy columns from a level's samples (all null without any)."""
     if not samples:
         return dict.fromkeys(COLUMNS)
-    return {**_energy_columns(sum(samples) / len(samples), max(samples), wall_s, output_tokens),
-            "power_samples": len(samples), "power_gpus": gpus, "power_nodes": 1}
+    return {
+        **_energy_columns(sum(samples) / len(samples), max(samples), wall_s, output_tokens),
+        "power_samples": len(samples),
+        "power_gpus": gpus,
+        "power_nodes": 1,
+    }
 
 
 class Recorder:
@@ -156,8 +172,14 @@ def _nearest(series: Series, times: list[float], t: float, tolerance_s: float) -
     return best if best is not None and abs(best[0] - t) <= tolerance_s else None
 
 
-def node_columns(row: Mapping[str, Any], node0: Series, others: Mapping[int, Series], nnodes: int,
-                 output_tokens: Optional[int] = None, every_s: float = POWER_EVERY_S) -> dict:
+def node_columns(
+    row: Mapping[str, Any],
+    node0: Series,
+    others: Mapping[int, Series],
+    nnodes: int,
+    output_tokens: Optional[int] = None,
+    every_s: float = POWER_EVERY_S,
+) -> dict:
     """The power columns of one level of a server over ``nnodes`` hosts (see the module docstring):
     ``row`` is the level as node 0 measured it (its window and wall time), ``node0`` node 0's samples,
     ``others`` {node rank: samples} of the other nodes. Pure."""
@@ -180,9 +202,12 @@ def node_columns(row: Mapping[str, Any], node0: Series, others: Mapping[int, Ser
         partners = [_nearest(nodes[r], times[r], t, every_s) for r in range(1, nnodes)]
         if all(p is not None for p in partners):
             peaks.append(w + sum(p[1] for p in partners if p is not None))
-    return {**_energy_columns(mean, max(peaks, default=None), row.get("wall_s"), tokens),
-            "power_samples": sum(len(ss) for ss in nodes.values()),
-            "power_gpus": sum(ss[-1][2] for ss in nodes.values()), "power_nodes": nnodes}
+    return {
+        **_energy_columns(mean, max(peaks, default=None), row.get("wall_s"), tokens),
+        "power_samples": sum(len(ss) for ss in nodes.values()),
+        "power_gpus": sum(ss[-1][2] for ss in nodes.values()),
+        "power_nodes": nnodes,
+    }
 
 
 def _tokens_of(row: Mapping[str, Any]) -> int:
@@ -191,8 +216,9 @@ def _tokens_of(row: Mapping[str, Any]) -> int:
     return round(rate * wall) if rate is not None and wall is not None else 0
 
 
-def with_nodes(levels: Any, node0: Series, others: Mapping[int, Series], nnodes: int,
-               every_s: float = POWER_EVERY_S) -> Any:
+def with_nodes(
+    levels: Any, node0: Series, others: Mapping[int, Series], nnodes: int, every_s: float = POWER_EVERY_S
+) -> Any:
     """A ``levels`` Arrow table with its power columns over every node (``node_columns`` per row)."""
     import pyarrow as pa
 

@@ -54,16 +54,21 @@ def parse_jsonl(text: str, source: str) -> tuple[str, ...]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise BenchError(f"prompt file {source}, line {lineno}: not JSON ({e.msg})",
-                             fix='write one object per line, e.g. {"prompt": "Explain ..."}') from e
+            raise BenchError(
+                f"prompt file {source}, line {lineno}: not JSON ({e.msg})",
+                fix='write one object per line, e.g. {"prompt": "Explain ..."}',
+            ) from e
         prompt = obj.get("prompt") if isinstance(obj, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
-            raise BenchError(f"prompt file {source}, line {lineno}: no non-empty \"prompt\" string",
-                             fix='write one object per line, e.g. {"prompt": "Explain ..."}')
+            raise BenchError(
+                f'prompt file {source}, line {lineno}: no non-empty "prompt" string',
+                fix='write one object per line, e.g. {"prompt": "Explain ..."}',
+            )
         prompts.append(prompt)
     if not prompts:
-        raise BenchError(f"prompt file {source} has no prompts",
-                         fix='write one object per line, e.g. {"prompt": "Explain ..."}')
+        raise BenchError(
+            f"prompt file {source} has no prompts", fix='write one object per line, e.g. {"prompt": "Explain ..."}'
+        )
     return tuple(prompts)
 
 
@@ -74,6 +79,8 @@ def load_prompts(spec: str) -> PromptSet:
         return PromptSet(spec, parse_jsonl(text, f"<built-in {spec}>"))
     path = Path(spec).expanduser()
     if not path.is_file():
-        raise BenchError(f"prompt set {spec!r} is neither a built-in set nor a file",
-                         fix=f"use one of {', '.join(BUILTIN)}, or the path of a JSONL file")
+        raise BenchError(
+            f"prompt set {spec!r} is neither a built-in set nor a file",
+            fix=f"use one of {', '.join(BUILTIN)}, or the path of a JSONL file",
+        )
     return PromptSet(spec, parse_jsonl(path.read_text("utf-8"), str(path)))

@@ -92,8 +92,13 @@ def crossover_brackets(levels: Sequence[Measured], baseline: Sequence[tuple[floa
     return [(c0, c1) for (c0, d0), (c1, d1) in zip(diffs, diffs[1:]) if d0 * d1 < 0]
 
 
-def next_levels(levels: Sequence[Measured], slos: Iterable[str] = (), *,
-                baseline: Sequence[tuple[float, float]] = (), ratio: float = 1.2) -> list[int]:
+def next_levels(
+    levels: Sequence[Measured],
+    slos: Iterable[str] = (),
+    *,
+    baseline: Sequence[tuple[float, float]] = (),
+    ratio: float = 1.2,
+) -> list[int]:
     """The levels to run next (one per open bracket: SLO boundaries in ``slos`` order, then
     crossovers with ``baseline``, in that order, so a cap on added levels keeps the first), none
     already measured; [] when done."""
@@ -116,8 +121,11 @@ def max_running_of(info: Optional[Mapping]) -> Optional[int]:
     if not info:
         return None
     states = info.get("internal_states")
-    per = [s.get("effective_max_running_requests_per_dp") for s in states if isinstance(s, dict)] \
-        if isinstance(states, list) else []
+    per = (
+        [s.get("effective_max_running_requests_per_dp") for s in states if isinstance(s, dict)]
+        if isinstance(states, list)
+        else []
+    )
     nums = [int(v) for v in per if isinstance(v, int) and not isinstance(v, bool) and v > 0]
     if nums:
         return sum(nums)

@@ -28,13 +28,29 @@ def single_stream_table(single: pa.Table, summary: Optional[dict] = None) -> Tab
     for col in ("run", "tokens", "seconds", "tok/s", "prompt tok", "TTFT ms", "accept len", "status"):
         t.add_column(col, justify="left" if col == "status" else "right")
     for r in single.to_pylist():
-        t.add_row(str(r["run"]), str(r["completion_tokens"] or 0), _f(r["latency_s"], 2), _f(r["tok_per_s"]),
-                  "-" if r["prompt_tokens"] is None else str(r["prompt_tokens"]), _ms(r["ttft_s"]),
-                  _f(r["accept_length"], 2), "ok" if r["ok"] else str(r["error"]))
+        t.add_row(
+            str(r["run"]),
+            str(r["completion_tokens"] or 0),
+            _f(r["latency_s"], 2),
+            _f(r["tok_per_s"]),
+            "-" if r["prompt_tokens"] is None else str(r["prompt_tokens"]),
+            _ms(r["ttft_s"]),
+            _f(r["accept_length"], 2),
+            "ok" if r["ok"] else str(r["error"]),
+        )
     if summary and summary.get("runs"):
         t.add_section()
-        t.add_row("all", f"{summary['completion_tokens']:,}", _f(summary["seconds"], 2), _f(summary["tok_per_s"]),
-                  "", "", _f(summary["accept_length"], 2), f"{summary['ok']}/{summary['runs']} ok", style="bold")
+        t.add_row(
+            "all",
+            f"{summary['completion_tokens']:,}",
+            _f(summary["seconds"], 2),
+            _f(summary["tok_per_s"]),
+            "",
+            "",
+            _f(summary["accept_length"], 2),
+            f"{summary['ok']}/{summary['runs']} ok",
+            style="bold",
+        )
     return t
 
 
@@ -57,22 +73,60 @@ def levels_table(levels: pa.Table) -> Optional[Table]:
     if not rows:
         return None
     t = Table(title="Concurrency levels (latencies in ms)", title_justify="left")
-    cols = ("C", "ok/total", "tok/s", "req/s", "tok/s/req", "lat avg", "lat p50", "lat p99",
-            "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "achieved C", "accept srv", "accept req")
+    cols = (
+        "C",
+        "ok/total",
+        "tok/s",
+        "req/s",
+        "tok/s/req",
+        "lat avg",
+        "lat p50",
+        "lat p99",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "ITL p50",
+        "ITL p99",
+        "achieved C",
+        "accept srv",
+        "accept req",
+    )
     for col in cols:
         t.add_column(col, justify="right")
     short = [r for r in rows if achieved.is_short(r["concurrency"], r["achieved_concurrency"])]
     if short:
-        t.caption = (f"achieved C 'short': fewer than {achieved.SHORT:.0%} of C in flight on average (C="
-                     + ", ".join(str(r["concurrency"]) for r in short) + "): the figures are those of the load achieved")
+        t.caption = (
+            f"achieved C 'short': fewer than {achieved.SHORT:.0%} of C in flight on average (C="
+            + ", ".join(str(r["concurrency"]) for r in short)
+            + "): the figures are those of the load achieved"
+        )
     for r in rows:
-        style = "red" if r["failed"] else "yellow" if achieved.is_short(r["concurrency"], r["achieved_concurrency"]) else None
-        t.add_row(str(r["concurrency"]), f"{r['ok']}/{r['requests']}", _f(r["output_throughput"]),
-                  _f(r["request_throughput"], 2), _f(r["per_request_tok_s"]), _ms(r["latency_mean_s"]),
-                  _ms(r["latency_p50_s"]), _ms(r["latency_p99_s"]), _ms(r["ttft_p50_s"]), _ms(r["ttft_p99_s"]),
-                  _ms(r["tpot_p50_s"]), _ms(r["itl_p50_s"]), _ms(r["itl_p99_s"]),
-                  achieved.cell(r["concurrency"], r["achieved_concurrency"]),
-                  _f(r["accept_length_server"], 2), _f(r["accept_length_requests"], 2), style=style)
+        style = (
+            "red"
+            if r["failed"]
+            else "yellow"
+            if achieved.is_short(r["concurrency"], r["achieved_concurrency"])
+            else None
+        )
+        t.add_row(
+            str(r["concurrency"]),
+            f"{r['ok']}/{r['requests']}",
+            _f(r["output_throughput"]),
+            _f(r["request_throughput"], 2),
+            _f(r["per_request_tok_s"]),
+            _ms(r["latency_mean_s"]),
+            _ms(r["latency_p50_s"]),
+            _ms(r["latency_p99_s"]),
+            _ms(r["ttft_p50_s"]),
+            _ms(r["ttft_p99_s"]),
+            _ms(r["tpot_p50_s"]),
+            _ms(r["itl_p50_s"]),
+            _ms(r["itl_p99_s"]),
+            achieved.cell(r["concurrency"], r["achieved_concurrency"]),
+            _f(r["accept_length_server"], 2),
+            _f(r["accept_length_requests"], 2),
+            style=style,
+        )
     return t
 
 
@@ -83,18 +137,43 @@ def open_loop_table(levels: pa.Table) -> Optional[Table]:
     if not rows:
         return None
     t = Table(title="Open-loop levels (latencies in ms; kept up: the backlog did not grow)", title_justify="left")
-    for col in ("offered", "arrival", "drawn req/s", "achieved req/s", "ok/total", "tok/s", "TTFT p50", "TTFT p99",
-                "TPOT p50", "lat p99", "in flight max", "backlog +", "kept up", "wait max"):
+    for col in (
+        "offered",
+        "arrival",
+        "drawn req/s",
+        "achieved req/s",
+        "ok/total",
+        "tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "lat p99",
+        "in flight max",
+        "backlog +",
+        "kept up",
+        "wait max",
+    ):
         t.add_column(col, justify="right")
     for r in rows:
         kept = "-" if r["kept_up"] is None else ("yes" if r["kept_up"] else "NO")
         arrival = r["arrival"] if r["arrival"] != "gamma" else f"gamma({r['burstiness']:g})"
-        t.add_row(level_name(r), arrival, _f(r["arrival_rate"], 2), _f(r["achieved_rate"], 2),
-                  f"{r['ok']}/{r['requests']}", _f(r["output_throughput"]), _ms(r["ttft_p50_s"]), _ms(r["ttft_p99_s"]),
-                  _ms(r["tpot_p50_s"]), _ms(r["latency_p99_s"]),
-                  "-" if r["max_in_flight_seen"] is None else str(r["max_in_flight_seen"]),
-                  _f(r["queue_growth"]), kept, _ms(r["wait_max_s"]),
-                  style="red" if r["failed"] or r["kept_up"] is False else None)
+        t.add_row(
+            level_name(r),
+            arrival,
+            _f(r["arrival_rate"], 2),
+            _f(r["achieved_rate"], 2),
+            f"{r['ok']}/{r['requests']}",
+            _f(r["output_throughput"]),
+            _ms(r["ttft_p50_s"]),
+            _ms(r["ttft_p99_s"]),
+            _ms(r["tpot_p50_s"]),
+            _ms(r["latency_p99_s"]),
+            "-" if r["max_in_flight_seen"] is None else str(r["max_in_flight_seen"]),
+            _f(r["queue_growth"]),
+            kept,
+            _ms(r["wait_max_s"]),
+            style="red" if r["failed"] or r["kept_up"] is False else None,
+        )
     return t
 
 
@@ -107,18 +186,39 @@ def server_metrics_table(levels: pa.Table) -> Optional[Table]:
     rows = [r for r in levels.to_pylist() if r["metrics_scrapes"] is not None]
     if not rows:
         return None
-    t = Table(title="Server /metrics per level (gauges: mean over the scrapes during the level)",
-              title_justify="left")
-    for col in ("C", "scrapes", "running", "run max", "queued", "gen tok/s", "KV used", "cache hit",
-                "accept len", "accept rate", "accept counted", "gen tokens", "prompt tokens"):
+    t = Table(title="Server /metrics per level (gauges: mean over the scrapes during the level)", title_justify="left")
+    for col in (
+        "C",
+        "scrapes",
+        "running",
+        "run max",
+        "queued",
+        "gen tok/s",
+        "KV used",
+        "cache hit",
+        "accept len",
+        "accept rate",
+        "accept counted",
+        "gen tokens",
+        "prompt tokens",
+    ):
         t.add_column(col, justify="right")
     for r in rows:
-        t.add_row(level_name(r).removeprefix("C="), str(r["metrics_scrapes"]), _f(r["metrics_running_reqs"]),
-                  _n(r["metrics_running_reqs_max"]), _f(r["metrics_queue_reqs"]), _f(r["metrics_gen_throughput"]),
-                  _f(r["metrics_token_usage"], 2), _f(r["metrics_cache_hit_rate"], 2),
-                  _f(r["metrics_spec_accept_length"], 2), _f(r["metrics_spec_accept_rate"], 2),
-                  _f(r["accept_length_metrics"], 2), _n(r["metrics_generation_tokens"]),
-                  _n(r["metrics_prompt_tokens"]))
+        t.add_row(
+            level_name(r).removeprefix("C="),
+            str(r["metrics_scrapes"]),
+            _f(r["metrics_running_reqs"]),
+            _n(r["metrics_running_reqs_max"]),
+            _f(r["metrics_queue_reqs"]),
+            _f(r["metrics_gen_throughput"]),
+            _f(r["metrics_token_usage"], 2),
+            _f(r["metrics_cache_hit_rate"], 2),
+            _f(r["metrics_spec_accept_length"], 2),
+            _f(r["metrics_spec_accept_rate"], 2),
+            _f(r["accept_length_metrics"], 2),
+            _n(r["metrics_generation_tokens"]),
+            _n(r["metrics_prompt_tokens"]),
+        )
     return t
 
 
@@ -154,8 +254,12 @@ def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optiona
     for where, hist in sums.items():
         verifies = sum(hist)
         rates = position_rates(hist, depth)
-        t.add_row(where, f"{verifies:,}", _f(1 + sum(k * n for k, n in enumerate(hist)) / verifies, 2),
-                  *("-" if x is None else f"{x:.0%}" for x in rates))
+        t.add_row(
+            where,
+            f"{verifies:,}",
+            _f(1 + sum(k * n for k, n in enumerate(hist)) / verifies, 2),
+            *("-" if x is None else f"{x:.0%}" for x in rates),
+        )
     return t
 
 
@@ -181,12 +285,16 @@ def server_line(info: Optional[dict]) -> Optional[str]:
     """One line naming what was benchmarked (version, model, speculative settings)."""
     if not info:
         return None
-    parts = [f"SGLang {info['version']}" if info.get("version") else "server",
-             str(info.get("served_model_name") or info.get("model_path") or "?")]
+    parts = [
+        f"SGLang {info['version']}" if info.get("version") else "server",
+        str(info.get("served_model_name") or info.get("model_path") or "?"),
+    ]
     algo = info.get("speculative_algorithm")
     if algo:
-        parts.append(f"{algo} steps={info.get('speculative_num_steps')} topk={info.get('speculative_eagle_topk')} "
-                     f"draft={info.get('speculative_num_draft_tokens')}")
+        parts.append(
+            f"{algo} steps={info.get('speculative_num_steps')} topk={info.get('speculative_eagle_topk')} "
+            f"draft={info.get('speculative_num_draft_tokens')}"
+        )
     if info.get("tp_size"):
         parts.append(f"tp={info['tp_size']}")
     return "  ".join(parts)

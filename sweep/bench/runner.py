@@ -35,21 +35,20 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from sweep.bench import level_metrics as lm
-from sweep.bench import power as pw
-from sweep.bench import server_metrics as sm
 from sweep.bench import arrivals as arr
+from sweep.bench import level_metrics as lm
 from sweep.bench import openloop as ol
-from sweep.bench import refine, stats
+from sweep.bench import power as pw
+from sweep.bench import refine, stats, workloads
+from sweep.bench import server_metrics as sm
 from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
-from sweep.bench import workloads
 from sweep.bench.workloads import Workload
-from sweep.core import slo_rule
 from sweep.bench.workloads.fit import fit
-from sweep.core.settings import BenchSettings
+from sweep.core import slo_rule
 from sweep.core.errors import BenchError
 from sweep.core.events import PointProgress
+from sweep.core.settings import BenchSettings
 from sweep.results.schema import METRICS, from_rows
 from sweep.results.writer import write_tables
 
@@ -81,8 +80,10 @@ def check_url(url: str) -> str:
     """``url`` without a trailing slash; BenchError unless it is http(s)://HOST[:PORT]."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BenchError(f"--url {url!r} is not an http(s) server address",
-                         fix="pass the server's base address, e.g. http://127.0.0.1:30000")
+        raise BenchError(
+            f"--url {url!r} is not an http(s) server address",
+            fix="pass the server's base address, e.g. http://127.0.0.1:30000",
+        )
     return url.rstrip("/")
 
 
@@ -96,45 +97,81 @@ def request_row(point_id: str, workload: Workload, api: str, s: Sent) -> dict:
     r = s.record
     q = workload.requests[s.prompt_index]
     return {
-        "point_id": point_id, "phase": s.phase, "concurrency": s.concurrency, "seq": s.seq,
-        "prompt_set": workload.name, "prompt_index": s.prompt_index, "api": api, "max_tokens": s.max_tokens,
-        "workload": workload.name, "input_len_given": q.input_len, "output_len_given": q.output_len,
+        "point_id": point_id,
+        "phase": s.phase,
+        "concurrency": s.concurrency,
+        "seq": s.seq,
+        "prompt_set": workload.name,
+        "prompt_index": s.prompt_index,
+        "api": api,
+        "max_tokens": s.max_tokens,
+        "workload": workload.name,
+        "input_len_given": q.input_len,
+        "output_len_given": q.output_len,
         "lengths_exact": q.lengths_exact,
-        "conversation": q.conversation, "turn": q.turn, "prefix_group": q.group, "arrival_s": q.arrival_s,
-        "start_at": r.start_at, "ttft_s": r.ttft_s if r.ok else None,
-        "first_text_s": r.first_text_s if r.ok else None, "latency_s": r.latency_s,
-        "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "chunks": r.chunks,
+        "conversation": q.conversation,
+        "turn": q.turn,
+        "prefix_group": q.group,
+        "arrival_s": q.arrival_s,
+        "start_at": r.start_at,
+        "ttft_s": r.ttft_s if r.ok else None,
+        "first_text_s": r.first_text_s if r.ok else None,
+        "latency_s": r.latency_s,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "chunks": r.chunks,
         **stats.request_figures(r),
-        **({"arrival_s": s.arrival_s, "offered_rate": s.offered_rate, "wait_s": s.wait_s}
-           if s.phase == ol.OPEN_PHASE else {}),
-        "chunk_times_s": r.chunk_times_s, "chunk_tokens": r.chunk_tokens,
-        "accept_length": r.accept_length, "spec_verify_ct": r.spec_verify_ct,
+        **(
+            {"arrival_s": s.arrival_s, "offered_rate": s.offered_rate, "wait_s": s.wait_s}
+            if s.phase == ol.OPEN_PHASE
+            else {}
+        ),
+        "chunk_times_s": r.chunk_times_s,
+        "chunk_tokens": r.chunk_tokens,
+        "accept_length": r.accept_length,
+        "spec_verify_ct": r.spec_verify_ct,
         "spec_accept_histogram": r.accept_histogram,
-        "finish_reason": r.finish_reason, "ok": r.ok, "error": r.error, "http_status": r.http_status,
+        "finish_reason": r.finish_reason,
+        "ok": r.ok,
+        "error": r.error,
+        "http_status": r.http_status,
     }
 
 
 def single_row(point_id: str, s: Sent) -> dict:
     r = s.record
     return {
-        "point_id": point_id, "run": s.seq + 1, "max_tokens": s.max_tokens, "prompt_index": s.prompt_index,
-        "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-        "latency_s": r.latency_s, "ttft_s": r.ttft_s if r.ok else None,
+        "point_id": point_id,
+        "run": s.seq + 1,
+        "max_tokens": s.max_tokens,
+        "prompt_index": s.prompt_index,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "latency_s": r.latency_s,
+        "ttft_s": r.ttft_s if r.ok else None,
         "tok_per_s": stats.tok_per_s(r.completion_tokens, r.latency_s) if r.ok else None,
-        "accept_length": r.accept_length, "ok": r.ok, "error": r.error,
+        "accept_length": r.accept_length,
+        "ok": r.ok,
+        "error": r.error,
     }
 
 
 def stop_columns(run: LevelRun) -> dict:
     """The levels columns that say how a level ended and how precisely it measured throughput."""
     p = run.precision
-    return {"planned_requests": run.planned, "stopped_early": run.stopped_early,
-            "stop_cancelled": run.cancelled, "steady_throughput": p.rate,
-            "throughput_precision": p.half_width, "precision_batches": p.batches}
+    return {
+        "planned_requests": run.planned,
+        "stopped_early": run.stopped_early,
+        "stop_cancelled": run.cancelled,
+        "steady_throughput": p.rate,
+        "throughput_precision": p.half_width,
+        "precision_batches": p.batches,
+    }
 
 
-async def _level_metrics(side, url: str, point_id: str, c: int, before: Optional[str],
-                         during: list[str]) -> tuple[dict, list[dict]]:
+async def _level_metrics(
+    side, url: str, point_id: str, c: int, before: Optional[str], during: list[str]
+) -> tuple[dict, list[dict]]:
     """After a level: its last scrape, and every scrape parsed into columns and metrics rows."""
     after = await sm.scrape_text(side, url) if before is not None else None
     b, a = lm.index(sm.samples_of(before)), lm.index(sm.samples_of(after))
@@ -154,10 +191,17 @@ def refinement(settings: BenchSettings, level_rows: list[dict], rows_at: dict[in
     baseline = [(float(c), float(t)) for c, t in cc.baseline_curve]
     added = 0
     while added < cc.refine_max:
-        measured = [refine.Measured(r["concurrency"],
-                                    {n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], cc.slo_time_scale)
-                                     for n, lim in zip(names, slos)},
-                                    r.get("output_throughput")) for r in level_rows]
+        measured = [
+            refine.Measured(
+                r["concurrency"],
+                {
+                    n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], cc.slo_time_scale)
+                    for n, lim in zip(names, slos)
+                },
+                r.get("output_throughput"),
+            )
+            for r in level_rows
+        ]
         todo = refine.next_levels(measured, names, baseline=baseline, ratio=cc.refine_ratio)[: cc.refine_max - added]
         if not todo:
             return
@@ -166,11 +210,17 @@ def refinement(settings: BenchSettings, level_rows: list[dict], rows_at: dict[in
             yield c
 
 
-async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
-                        progress: Callable[[PointProgress], None] | None = None,
-                        metrics_every_s: float = METRICS_EVERY_S, power: pw.PowerSource | None = None,
-                        power_every_s: float = pw.POWER_EVERY_S,
-                        window: Callable[[], Any] | None = None) -> BenchResult:
+async def run_benchmark(
+    server: Endpoint | str,
+    settings: BenchSettings,
+    *,
+    point_id: str = "",
+    progress: Callable[[PointProgress], None] | None = None,
+    metrics_every_s: float = METRICS_EVERY_S,
+    power: pw.PowerSource | None = None,
+    power_every_s: float = pw.POWER_EVERY_S,
+    window: Callable[[], Any] | None = None,
+) -> BenchResult:
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
     key) as ``settings`` say; see the module docstring.
 
@@ -200,12 +250,22 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         info = await sm.probe(side, url)
         limit = (info or {}).get("max_req_input_len")
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:  # the server's input cap
-            workloads.check_context(workload, limit, max_tokens=None, what=f"the server's max_req_input_len at {url}",
-                                    given_only=True)  # text: the server counts (an estimate must not refuse it)
-        workload = await fit(side, url, workload, settings.api, settings.workload.output_scale if settings.workload else 1.0)
-        opts = RequestOptions(url=url, api=settings.api, prompts=workload, seed=settings.seed,
-                              temperature=settings.temperature, ignore_eos=settings.ignore_eos,
-                              model=settings.model or sm.model_name_of(info), timeout_s=settings.request_timeout_s)
+            workloads.check_context(
+                workload, limit, max_tokens=None, what=f"the server's max_req_input_len at {url}", given_only=True
+            )  # text: the server counts (an estimate must not refuse it)
+        workload = await fit(
+            side, url, workload, settings.api, settings.workload.output_scale if settings.workload else 1.0
+        )
+        opts = RequestOptions(
+            url=url,
+            api=settings.api,
+            prompts=workload,
+            seed=settings.seed,
+            temperature=settings.temperature,
+            ignore_eos=settings.ignore_eos,
+            model=settings.model or sm.model_name_of(info),
+            timeout_s=settings.request_timeout_s,
+        )
         request_rows: list[dict] = []  # the requests table's rows, built once as requests are recorded
 
         def record(got: list[Sent]) -> list[dict]:
@@ -218,8 +278,11 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         if ss.runs + ss.warmup > 0:
             if settings.flush_between_levels:
                 await sm.flush_cache(side, url, headers=admin)
-            record(await single_stream(clients, opts, runs=ss.runs, warmup=ss.warmup,
-                                        max_tokens=ss.max_tokens, notify=notify))
+            record(
+                await single_stream(
+                    clients, opts, runs=ss.runs, warmup=ss.warmup, max_tokens=ss.max_tokens, notify=notify
+                )
+            )
         rows_at: dict[int, list[dict]] = {}  # each level's requests rows, for the refinement's SLO verdicts
 
         async def run_level(c: int, refined: bool) -> None:
@@ -231,9 +294,15 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
             started = time.time()  # the level's window (a server over several hosts: pw.with_nodes)
             mark = window() if window is not None else None
             try:
-                run = await closed_loop_until(clients, opts, concurrency=c, requests=settings.requests_at(c),
-                                              max_tokens=settings.concurrency.max_tokens, notify=notify,
-                                              stop=settings.concurrency.stop)
+                run = await closed_loop_until(
+                    clients,
+                    opts,
+                    concurrency=c,
+                    requests=settings.requests_at(c),
+                    max_tokens=settings.concurrency.max_tokens,
+                    notify=notify,
+                    stop=settings.concurrency.stop,
+                )
             finally:
                 ended = time.time()
                 windows.append((mark, window() if window is not None else None))
@@ -247,15 +316,22 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
                 rows_at[c] = level_requests
             figures = stats.level_figures([s.record for s in run.sent])
             tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
-            level_rows.append({
-                "point_id": point_id, "concurrency": c, "max_tokens": settings.concurrency.max_tokens,
-                **figures, **pw.columns(watts, gpus, figures["wall_s"], tokens),
-                "level_started_at": started, "level_ended_at": ended,
-                "accept_length_server": sm.accept_length_of(after_info),
-                "flushed": flushed, "refined": refined if settings.concurrency.refine else None,
-                **stop_columns(run),
-                **columns,
-            })
+            level_rows.append(
+                {
+                    "point_id": point_id,
+                    "concurrency": c,
+                    "max_tokens": settings.concurrency.max_tokens,
+                    **figures,
+                    **pw.columns(watts, gpus, figures["wall_s"], tokens),
+                    "level_started_at": started,
+                    "level_ended_at": ended,
+                    "accept_length_server": sm.accept_length_of(after_info),
+                    "flushed": flushed,
+                    "refined": refined if settings.concurrency.refine else None,
+                    **stop_columns(run),
+                    **columns,
+                }
+            )
 
         if settings.concurrency.auto:
             levels = refine.auto_levels(levels, refine.max_running_of(info))
@@ -264,9 +340,20 @@ async def run_benchmark(server: Endpoint | str, settings: BenchSettings, *, poin
         for c in refinement(settings, level_rows, rows_at):  # asks again once a round's levels ran
             await run_level(c, True)
         for level in open_levels(settings, workload):
-            got, row, rows = await _open_level(clients, opts, settings, level, point_id=point_id, notify=notify,
-                                               admin=admin, metrics_every_s=metrics_every_s, power=power,
-                                               power_every_s=power_every_s, window=window, windows=windows)
+            got, row, rows = await _open_level(
+                clients,
+                opts,
+                settings,
+                level,
+                point_id=point_id,
+                notify=notify,
+                admin=admin,
+                metrics_every_s=metrics_every_s,
+                power=power,
+                power_every_s=power_every_s,
+                window=window,
+                windows=windows,
+            )
             record(got)
             level_rows.append(row)
             metric_rows += rows
@@ -301,21 +388,49 @@ def open_levels(settings: BenchSettings, workload: Workload) -> list[OpenLevel]:
     o = settings.open_loop
     out = []
     for rate in settings.rates:
-        times = arr.times(float(rate), seed=settings.seed, requests=o.requests, duration_s=o.duration_s,
-                          arrival=o.arrival, burstiness=o.burstiness, ramp_up_s=o.ramp_up_s)
-        out.append(OpenLevel(float(rate), o.arrival, o.burstiness, times,
-                             workload.choose(len(times), settings.seed, f"rate-{float(rate):g}")))
+        times = arr.times(
+            float(rate),
+            seed=settings.seed,
+            requests=o.requests,
+            duration_s=o.duration_s,
+            arrival=o.arrival,
+            burstiness=o.burstiness,
+            ramp_up_s=o.ramp_up_s,
+        )
+        out.append(
+            OpenLevel(
+                float(rate),
+                o.arrival,
+                o.burstiness,
+                times,
+                workload.choose(len(times), settings.seed, f"rate-{float(rate):g}"),
+            )
+        )
     if o.replay:
-        pairs = [(r.arrival_s or 0.0, i) for i, r in enumerate(workload.requests)
-                 if o.duration_s is None or (r.arrival_s or 0.0) < o.duration_s]
+        pairs = [
+            (r.arrival_s or 0.0, i)
+            for i, r in enumerate(workload.requests)
+            if o.duration_s is None or (r.arrival_s or 0.0) < o.duration_s
+        ]
         out.append(OpenLevel(None, "trace", None, [t for t, _ in pairs], [i for _, i in pairs]))
     return out
 
 
-async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSettings, level: OpenLevel, *,
-                      point_id: str, notify: Notifier, admin: dict, metrics_every_s: float,
-                      power: pw.PowerSource | None, power_every_s: float, window: Callable[[], Any] | None = None,
-                      windows: list[tuple[Any, Any]] | None = None) -> tuple[list[Sent], dict, list[dict]]:
+async def _open_level(
+    clients: Clients,
+    opts: RequestOptions,
+    settings: BenchSettings,
+    level: OpenLevel,
+    *,
+    point_id: str,
+    notify: Notifier,
+    admin: dict,
+    metrics_every_s: float,
+    power: pw.PowerSource | None,
+    power_every_s: float,
+    window: Callable[[], Any] | None = None,
+    windows: list[tuple[Any, Any]] | None = None,
+) -> tuple[list[Sent], dict, list[dict]]:
     """Run one open-loop level with the closed loop's flush, scrapes and power; its requests, its
     levels row and its metrics rows (``offered_rate`` set, concurrency 0)."""
     side, url = clients.side, opts.url
@@ -327,10 +442,16 @@ async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSet
     started = time.time()  # the level's window (a server over several hosts: pw.with_nodes)
     mark = window() if window is not None else None
     try:
-        run = await ol.open_loop(clients, opts, arrivals=level.arrivals, indices=level.indices,
-                                 max_tokens=settings.concurrency.max_tokens, notify=notify,
-                                 max_in_flight=o.max_in_flight,
-                                 rate=level.offered_rate if level.offered_rate is not None else 0.0)
+        run = await ol.open_loop(
+            clients,
+            opts,
+            arrivals=level.arrivals,
+            indices=level.indices,
+            max_tokens=settings.concurrency.max_tokens,
+            notify=notify,
+            max_in_flight=o.max_in_flight,
+            rate=level.offered_rate if level.offered_rate is not None else 0.0,
+        )
     finally:
         ended = time.time()
         if windows is not None:
@@ -341,23 +462,55 @@ async def _open_level(clients: Clients, opts: RequestOptions, settings: BenchSet
     after_info = await sm.server_info(side, url) if flushed else None
     figures = stats.level_figures([s.record for s in run.sent])
     tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
-    extra = ol.level_columns(run, offered_rate=level.offered_rate, arrival=level.arrival,
-                             burstiness=level.burstiness, max_in_flight=o.max_in_flight,
-                             wall_s=figures["wall_s"], ok=figures["ok"])
+    extra = ol.level_columns(
+        run,
+        offered_rate=level.offered_rate,
+        arrival=level.arrival,
+        burstiness=level.burstiness,
+        max_in_flight=o.max_in_flight,
+        wall_s=figures["wall_s"],
+        ok=figures["ok"],
+    )
     rate = extra["offered_rate"]
     sent = [replace(s, arrival_s=run.arrivals[s.seq], offered_rate=rate, wait_s=run.waits[s.seq]) for s in run.sent]
-    row = {"point_id": point_id, "concurrency": 0, "max_tokens": settings.concurrency.max_tokens,
-           **figures, **pw.columns(watts, gpus, figures["wall_s"], tokens),
-           "level_started_at": started, "level_ended_at": ended,
-           "accept_length_server": sm.accept_length_of(after_info), "flushed": flushed,
-           "planned_requests": len(level.arrivals), "stopped_early": False, "stop_cancelled": 0,
-           **columns, **extra}
+    row = {
+        "point_id": point_id,
+        "concurrency": 0,
+        "max_tokens": settings.concurrency.max_tokens,
+        **figures,
+        **pw.columns(watts, gpus, figures["wall_s"], tokens),
+        "level_started_at": started,
+        "level_ended_at": ended,
+        "accept_length_server": sm.accept_length_of(after_info),
+        "flushed": flushed,
+        "planned_requests": len(level.arrivals),
+        "stopped_early": False,
+        "stop_cancelled": 0,
+        **columns,
+        **extra,
+    }
     return sent, row, [{**r, "offered_rate": rate} for r in rows]
 
 
-def run(server: Endpoint | str, settings: BenchSettings, *, point_id: str = "",
-        progress: Callable[[PointProgress], None] | None = None, metrics_every_s: float = METRICS_EVERY_S,
-        power: pw.PowerSource | None = None, window: Callable[[], Any] | None = None) -> BenchResult:
+def run(
+    server: Endpoint | str,
+    settings: BenchSettings,
+    *,
+    point_id: str = "",
+    progress: Callable[[PointProgress], None] | None = None,
+    metrics_every_s: float = METRICS_EVERY_S,
+    power: pw.PowerSource | None = None,
+    window: Callable[[], Any] | None = None,
+) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
-    return asyncio.run(run_benchmark(server, settings, point_id=point_id, progress=progress,
-                                     metrics_every_s=metrics_every_s, power=power, window=window))
+    return asyncio.run(
+        run_benchmark(
+            server,
+            settings,
+            point_id=point_id,
+            progress=progress,
+            metrics_every_s=metrics_every_s,
+            power=power,
+            window=window,
+        )
+    )

@@ -29,9 +29,11 @@ async def probe(client: httpx.AsyncClient, url: str) -> Optional[dict]:
     try:
         return await _server_info(client, url)
     except httpx.TransportError as e:
-        raise BenchError(f"cannot reach the server at {url}: {type(e).__name__}: {e}",
-                         fix="check --url (http://HOST:PORT of a running SGLang server) and that "
-                             "the server finished starting (GET /health answers 200)") from e
+        raise BenchError(
+            f"cannot reach the server at {url}: {type(e).__name__}: {e}",
+            fix="check --url (http://HOST:PORT of a running SGLang server) and that "
+            "the server finished starting (GET /health answers 200)",
+        ) from e
 
 
 async def _server_info(client: httpx.AsyncClient, url: str) -> Optional[dict]:
@@ -81,8 +83,14 @@ def model_name_of(info: Optional[dict]) -> str:
     return "default"
 
 
-async def flush_cache(client: httpx.AsyncClient, url: str, *, headers: Optional[dict[str, str]] = None,
-                      tries: int = 3, wait_s: float = 0.5) -> bool:
+async def flush_cache(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Optional[dict[str, str]] = None,
+    tries: int = 3,
+    wait_s: float = 0.5,
+) -> bool:
     """POST ``/flush_cache``; True when the server flushed (which also resets its accept length).
 
     SGLang answers 400 while requests are still running (e.g. ones our client timed out on that
@@ -98,11 +106,13 @@ async def flush_cache(client: httpx.AsyncClient, url: str, *, headers: Optional[
         if resp.status_code == 200:
             return True
         if resp.status_code in (401, 403):  # before anything is measured: every level would be unflushed
-            raise BenchError(f"the server at {url} answered {resp.status_code} to POST /flush_cache, which "
-                             "resets its cache and accept-length average before each level: it wants its admin key",
-                             fix="give the server's --admin-api-key (sweep bench: --admin-api-key KEY or "
-                                 "$SGLANG_ADMIN_API_KEY), or do not flush (sweep bench --no-flush; "
-                                 "benchmark.flush_between_levels: false)")
+            raise BenchError(
+                f"the server at {url} answered {resp.status_code} to POST /flush_cache, which "
+                "resets its cache and accept-length average before each level: it wants its admin key",
+                fix="give the server's --admin-api-key (sweep bench: --admin-api-key KEY or "
+                "$SGLANG_ADMIN_API_KEY), or do not flush (sweep bench --no-flush; "
+                "benchmark.flush_between_levels: false)",
+            )
         if resp.status_code != 400:
             return False
         if attempt + 1 < tries:
@@ -131,8 +141,11 @@ def _escape(value: str) -> str:
 
 def parse_samples(text: str) -> list[Sample]:
     """Prometheus exposition text -> its samples (ValueError if it is not that format)."""
-    return [Sample(s.name, tuple(sorted(s.labels.items())), family.name, family.type, float(s.value))
-            for family in text_string_to_metric_families(text) for s in family.samples]
+    return [
+        Sample(s.name, tuple(sorted(s.labels.items())), family.name, family.type, float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
 
 
 def _keyed(samples: list[Sample]) -> dict[str, tuple[str, float]]:

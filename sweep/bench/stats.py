@@ -47,8 +47,7 @@ def itl_values(chunk_times: Sequence[float], chunk_tokens: Sequence[int]) -> np.
     return np.repeat(gaps, tokens)
 
 
-def tpot(latency_s: Optional[float], ttft_s: Optional[float],
-         completion_tokens: Optional[int]) -> Optional[float]:
+def tpot(latency_s: Optional[float], ttft_s: Optional[float], completion_tokens: Optional[int]) -> Optional[float]:
     """Time per output token after the first; None when it is undefined."""
     if latency_s is None or ttft_s is None or not completion_tokens or completion_tokens < 2:
         return None
@@ -148,7 +147,8 @@ def level_figures(records: Sequence[RequestRecord]) -> dict:
     itl = np.concatenate(itls) if itls else np.empty(0)
     out["itl_p50_s"] = quantile(itl, 50)
     out["itl_p99_s"] = quantile(itl, 99)
-    out["achieved_concurrency"] = achieved_concurrency(
-        ((r.start_mono, r.end_mono) for r in records), start, end) if records else None
+    out["achieved_concurrency"] = (
+        achieved_concurrency(((r.start_mono, r.end_mono) for r in records), start, end) if records else None
+    )
     out["accept_length_requests"] = accept_length(ok)
     return out

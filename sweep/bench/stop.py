@@ -50,11 +50,11 @@ def t_quantile(p: float, df: int) -> float:
     if df == 2:
         return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
     z = NormalDist().inv_cdf(p)
-    g1 = (z ** 3 + z) / 4
-    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
-    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
-    g4 = (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,9 @@ def lag1(values: np.ndarray) -> float:
     return float(d[1:] @ d[:-1]) / denom if denom > 0 else 0.0
 
 
-def token_counts(edges: np.ndarray, spikes: tuple[np.ndarray, np.ndarray],
-                 segments: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+def token_counts(
+    edges: np.ndarray, spikes: tuple[np.ndarray, np.ndarray], segments: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> np.ndarray:
     """Tokens delivered in each window between consecutive ``edges``.
 
     A chunk of k tokens that arrived at t, the previous chunk of its request at t', was produced
@@ -102,9 +103,17 @@ def token_counts(edges: np.ndarray, spikes: tuple[np.ndarray, np.ndarray],
     return counts
 
 
-def batch_means(spikes: tuple[np.ndarray, np.ndarray], segments: tuple[np.ndarray, np.ndarray, np.ndarray],
-                start: float, end: float, *, confidence: float, min_width: float = 0.0,
-                initial: int = INITIAL_BATCHES, minimum: int = MIN_BATCHES) -> tuple[Optional[float], Optional[float], int]:
+def batch_means(
+    spikes: tuple[np.ndarray, np.ndarray],
+    segments: tuple[np.ndarray, np.ndarray, np.ndarray],
+    start: float,
+    end: float,
+    *,
+    confidence: float,
+    min_width: float = 0.0,
+    initial: int = INITIAL_BATCHES,
+    minimum: int = MIN_BATCHES,
+) -> tuple[Optional[float], Optional[float], int]:
     """(mean rate, relative half-width, batches) of the token stream over ``[start, end)``.
 
     The window is cut into ``initial`` batches (fewer when a batch would be narrower than
@@ -142,8 +151,9 @@ def request_spread(speeds: Sequence[float], *, confidence: float) -> Optional[fl
     return t_quantile((1 + confidence) / 2, s.size - 1) * float(s.std(ddof=1)) / math.sqrt(s.size) / float(s.mean())
 
 
-def decode_speed(completion_tokens: Optional[int], latency_s: Optional[float],
-                 ttft_s: Optional[float]) -> Optional[float]:
+def decode_speed(
+    completion_tokens: Optional[int], latency_s: Optional[float], ttft_s: Optional[float]
+) -> Optional[float]:
     """A request's decode speed: tokens after the first over the time after the first."""
     if not completion_tokens or completion_tokens < 2 or latency_s is None or ttft_s is None:
         return None
@@ -151,14 +161,22 @@ def decode_speed(completion_tokens: Optional[int], latency_s: Optional[float],
     return (completion_tokens - 1) / decode if decode > 0 else None
 
 
-def precision(spikes: tuple[np.ndarray, np.ndarray], segments: tuple[np.ndarray, np.ndarray, np.ndarray],
-              start: float, end: float, speeds: Sequence[float], *, confidence: float,
-              chunk_gap_s: float = 0.0) -> Precision:
+def precision(
+    spikes: tuple[np.ndarray, np.ndarray],
+    segments: tuple[np.ndarray, np.ndarray, np.ndarray],
+    start: float,
+    end: float,
+    speeds: Sequence[float],
+    *,
+    confidence: float,
+    chunk_gap_s: float = 0.0,
+) -> Precision:
     """The level's throughput estimate over ``[start, end)`` (see the module docstring and
     ``token_counts`` for ``spikes`` and ``segments``). ``chunk_gap_s``: the typical time between
     two chunks of one request; windows are at least ``CHUNKS_PER_BATCH`` of them wide."""
-    rate, time_hw, k = batch_means(spikes, segments, start, end, confidence=confidence,
-                                   min_width=CHUNKS_PER_BATCH * chunk_gap_s)
+    rate, time_hw, k = batch_means(
+        spikes, segments, start, end, confidence=confidence, min_width=CHUNKS_PER_BATCH * chunk_gap_s
+    )
     req_hw = request_spread(speeds, confidence=confidence)
     n = sum(1 for v in speeds if v is not None and v > 0)
     hw = math.hypot(time_hw, req_hw) if time_hw is not None and req_hw is not None else None
@@ -182,8 +200,15 @@ class LevelMonitor:
     rule is met. The load generator calls ``sent`` and ``completed``; ``estimate`` is pure over
     what it was told. Times are ``time.perf_counter()`` seconds (the records' ``start_mono``)."""
 
-    def __init__(self, concurrency: int, planned: int, *, confidence: float = 0.95,
-                 precision_goal: Optional[float] = None, min_requests: Optional[int] = None):
+    def __init__(
+        self,
+        concurrency: int,
+        planned: int,
+        *,
+        confidence: float = 0.95,
+        precision_goal: Optional[float] = None,
+        min_requests: Optional[int] = None,
+    ):
         self.concurrency = concurrency
         self.planned = planned
         self.confidence = confidence

@@ -46,7 +46,9 @@ def server_gpus(argv: Iterable[Any] | None) -> int | None:
     tp, pp, dp = (_size(argv, PARALLEL[k]) for k in ("tp", "pp", "dp"))
     if tp is None and pp is None and dp is None and not any(argv_value(argv, f) for f in SERVER_FLAGS):
         return None
-    dp_attention = "--enable-dp-attention" in argv or argv_value(argv, "--attn-dp-size", "--attention-data-parallel-size")
+    dp_attention = "--enable-dp-attention" in argv or argv_value(
+        argv, "--attn-dp-size", "--attention-data-parallel-size"
+    )
     return (tp or 1) * (pp or 1) * (1 if dp_attention else (dp or 1))
 
 

@@ -48,7 +48,9 @@ class PointProgress:
     attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
     node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)
     power: tuple[tuple[float, float, int], ...] = ()  # power: a follower node's GPU samples (sweep.bench.power)
-    sub_point: str | None = None  # another point of the task's server launch (client-side axes) it is about; None: the task's
+    sub_point: str | None = (
+        None  # another point of the task's server launch (client-side axes) it is about; None: the task's
+    )
 
     @property
     def title(self) -> str:
@@ -65,7 +67,7 @@ class PointProgress:
         """What the live view shows beside the stage: the bar's summary, the run, the level's requests."""
         if self.progress:  # a startup progress bar: "load 27/64 shards, 5.1 s/it, ETA 02:30"
             text = self.progress
-            return text[len(self.stage) + 1:] if text.startswith(self.stage + " ") else text  # stage shown beside
+            return text[len(self.stage) + 1 :] if text.startswith(self.stage + " ") else text  # stage shown beside
         if self.stage == "single" and self.run is not None:
             return f"run {self.run}/{self.of if self.of is not None else '?'}"
         if self.stage == "level" and self.concurrency is not None:
@@ -85,8 +87,12 @@ class PointStage(PointProgress):
 
     @classmethod
     def at(cls, point_id: str, label: str, host: str, progress: PointProgress) -> PointStage:
-        return cls(point_id=point_id, label=label, host=host,
-                   **{f.name: getattr(progress, f.name) for f in fields(PointProgress)})
+        return cls(
+            point_id=point_id,
+            label=label,
+            host=host,
+            **{f.name: getattr(progress, f.name) for f in fields(PointProgress)},
+        )
 
 
 @dataclass(frozen=True)

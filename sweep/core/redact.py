@@ -33,15 +33,21 @@ from typing import Any
 REDACTED = "<redacted>"
 MIN_VALUE_LEN = 6
 
-LAST_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "passphrase", "auth",
-                        "credential", "credentials", "pat"})
+LAST_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "passphrase", "auth", "credential", "credentials", "pat"}
+)
 ANY_WORDS = frozenset({"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey"})
 # SGLang flags that end in a secret word without holding a secret (checked against every flag
 # SGLang knows in tests/test_redact.py)
-NOT_SECRET = frozenset({"bucket-time-to-first-token", "kt-max-deferred-experts-per-token",
-                        # the sweep's own: a plan point's bench_key names its client-side axis values
-                        # (workload=code), no secret; hidden, it took every label holding them with it
-                        "bench-key"})
+NOT_SECRET = frozenset(
+    {
+        "bucket-time-to-first-token",
+        "kt-max-deferred-experts-per-token",
+        # the sweep's own: a plan point's bench_key names its client-side axis values
+        # (workload=code), no secret; hidden, it took every label holding them with it
+        "bench-key",
+    }
+)
 
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 _PLAIN = re.compile(r"(?i)^(?:[-+]?\d+(?:\.\d+)?|true|false|yes|no|on|off|none|null)$")
@@ -88,8 +94,9 @@ def redact_argv(argv: Iterable[Any], values: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def secret_values(argv: Iterable[Any] = (), env: Mapping[str, Any] | None = None,
-                  flags: Mapping[str, Any] | None = None) -> list[str]:
+def secret_values(
+    argv: Iterable[Any] = (), env: Mapping[str, Any] | None = None, flags: Mapping[str, Any] | None = None
+) -> list[str]:
     """The secret values of a point: of secret-named flags in its argv (or flags) and env."""
     out: list[str] = []
     argv = [str(a) for a in argv]
@@ -106,8 +113,9 @@ def secret_values(argv: Iterable[Any] = (), env: Mapping[str, Any] | None = None
 
 def _searchable(values: Iterable[str]) -> list[str]:
     vs = {str(v) for v in values if v is not None}
-    return sorted((v for v in vs if len(v) >= MIN_VALUE_LEN and not _PLAIN.match(v) and v != REDACTED),
-                  key=lambda v: (-len(v), v))
+    return sorted(
+        (v for v in vs if len(v) >= MIN_VALUE_LEN and not _PLAIN.match(v) and v != REDACTED), key=lambda v: (-len(v), v)
+    )
 
 
 def _replace_values(text: str, known: list[str]) -> str:
@@ -119,7 +127,9 @@ def _replace_values(text: str, known: list[str]) -> str:
 
 # name='value' / name="value" (a Python repr, SGLang's server_args= line), "name": "value" (JSON),
 # name=value up to a separator, and --name value / --name=value inside a command line
-_ASSIGN = re.compile(r"""(?P<name>\b[A-Za-z_][\w.-]*)(?P<sep>\s*=\s*|["']?\s*:\s*)(?P<q>['"])(?P<value>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
+_ASSIGN = re.compile(
+    r"""(?P<name>\b[A-Za-z_][\w.-]*)(?P<sep>\s*=\s*|["']?\s*:\s*)(?P<q>['"])(?P<value>(?:\\.|(?!(?P=q)).)*)(?P=q)"""
+)
 _BARE = re.compile(r"(?P<name>\b[A-Za-z_][\w.-]*)(?P<sep>=)(?P<value>[^\s,;)'\"&]+)")
 _BEARER = re.compile(r"(?i)\b(bearer)([ \t]+)[A-Za-z0-9._~+/=-]+")
 _FLAG = re.compile(r"(?P<name>--[A-Za-z0-9][\w-]*)(?P<sep>=|[ \t]+)(?P<value>[^\s'\"-][^\s'\"]*|'[^']*'|\"[^\"]*\")")
@@ -153,8 +163,9 @@ def redact_tree(obj: Any, values: Iterable[str] = ()) -> Any:
 
     def walk(o: Any) -> Any:
         if isinstance(o, Mapping):
-            return {k: (REDACTED if is_secret_name(str(k)) and o[k] not in (None, "", [], {}) else walk(o[k]))
-                    for k in o}
+            return {
+                k: (REDACTED if is_secret_name(str(k)) and o[k] not in (None, "", [], {}) else walk(o[k])) for k in o
+            }
         if isinstance(o, (list, tuple)):
             if any(isinstance(a, str) and a.startswith("--") for a in o):
                 return redact_argv(o, known)

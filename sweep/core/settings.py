@@ -38,14 +38,20 @@ class StopSettings:
 
     def __post_init__(self) -> None:
         if not 0 < self.precision < 1:
-            raise ConfigError(f"benchmark.concurrency.stop.precision = {self.precision!r} is out of range",
-                              fix="a relative half-width between 0 and 1, e.g. 0.02 for +-2 %")
+            raise ConfigError(
+                f"benchmark.concurrency.stop.precision = {self.precision!r} is out of range",
+                fix="a relative half-width between 0 and 1, e.g. 0.02 for +-2 %",
+            )
         if not 0 < self.confidence < 1:
-            raise ConfigError(f"benchmark.concurrency.stop.confidence = {self.confidence!r} is out of range",
-                              fix="a probability between 0 and 1, e.g. 0.95")
+            raise ConfigError(
+                f"benchmark.concurrency.stop.confidence = {self.confidence!r} is out of range",
+                fix="a probability between 0 and 1, e.g. 0.95",
+            )
         if self.min_requests is not None and self.min_requests < 1:
-            raise ConfigError(f"benchmark.concurrency.stop.min_requests = {self.min_requests!r} is out of range",
-                              fix="at least 1, or leave it out (C, and at least 2)")
+            raise ConfigError(
+                f"benchmark.concurrency.stop.min_requests = {self.min_requests!r} is out of range",
+                fix="at least 1, or leave it out (C, and at least 2)",
+            )
 
 
 @dataclass
@@ -102,14 +108,31 @@ class OpenLoopSettings:
 
         want(self.arrival in ARRIVALS, "arrival", self.arrival, "one of " + ", ".join(ARRIVALS))
         want(self.burstiness > 0, "burstiness", self.burstiness, "a positive gamma shape, e.g. 1 (Poisson)")
-        want(self.arrival == "gamma" or self.burstiness == 1, "burstiness", self.burstiness,
-             "arrival: gamma for a burstiness other than 1 (Poisson is gamma of shape 1)")
+        want(
+            self.arrival == "gamma" or self.burstiness == 1,
+            "burstiness",
+            self.burstiness,
+            "arrival: gamma for a burstiness other than 1 (Poisson is gamma of shape 1)",
+        )
         want(self.requests is None or self.requests >= 1, "requests", self.requests, "at least 1 request per level")
-        want(self.duration_s is None or self.duration_s > 0, "duration_s", self.duration_s, "a positive number of seconds")
-        want(self.requests is not None or self.duration_s is not None, "requests", self.requests,
-             "a request count, or a duration_s to end each level by")
-        want(self.max_in_flight is None or self.max_in_flight >= 1, "max_in_flight", self.max_in_flight,
-             "at least 1, or leave it unset (no cap)")
+        want(
+            self.duration_s is None or self.duration_s > 0,
+            "duration_s",
+            self.duration_s,
+            "a positive number of seconds",
+        )
+        want(
+            self.requests is not None or self.duration_s is not None,
+            "requests",
+            self.requests,
+            "a request count, or a duration_s to end each level by",
+        )
+        want(
+            self.max_in_flight is None or self.max_in_flight >= 1,
+            "max_in_flight",
+            self.max_in_flight,
+            "at least 1, or leave it unset (no cap)",
+        )
         want(self.ramp_up_s >= 0, "ramp_up_s", self.ramp_up_s, "seconds >= 0 (0: no ramp-up)")
         return out
 
@@ -130,13 +153,17 @@ class SLOSettings:
     def __post_init__(self) -> None:
         who = f"benchmark.slo {self.name!r}" if self.name else "benchmark.slo"
         if not 0 < self.percentile <= 100:
-            raise ConfigError(f"{who}: percentile = {self.percentile!r} is out of range",
-                              fix="a share of requests in (0, 100], e.g. 90")
+            raise ConfigError(
+                f"{who}: percentile = {self.percentile!r} is out of range",
+                fix="a share of requests in (0, 100], e.g. 90",
+            )
         limits = {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "tok_s": self.tok_s}
         for key, value in limits.items():
             if value is not None and not value > 0:
-                raise ConfigError(f"{who}: {key} = {value!r} must be positive",
-                                  fix="seconds for ttft_s and tpot_s, tokens per second for tok_s")
+                raise ConfigError(
+                    f"{who}: {key} = {value!r} must be positive",
+                    fix="seconds for ttft_s and tpot_s, tokens per second for tok_s",
+                )
         if all(v is None for v in limits.values()):
             raise ConfigError(f"{who} sets no limit", fix="give at least one of ttft_s, tpot_s, tok_s")
 
@@ -167,14 +194,22 @@ class LengthSettings:
         if self.dist == "uniform" and not 1 <= self.low <= self.high:
             out.append((f"{key}.low", [self.low, self.high], "1 <= low <= high, e.g. uniform(100,400)"))
         if self.dist == "normal" and (self.mean < 1 or self.std < 0 or (self.high and self.high < self.low)):
-            out.append((f"{key}.mean", [self.mean, self.std], "a mean of at least 1 and a std >= 0, e.g. normal(200,50)"))
+            out.append(
+                (f"{key}.mean", [self.mean, self.std], "a mean of at least 1 and a std >= 0, e.g. normal(200,50)")
+            )
         if self.dist == "empirical":
             if not self.values or any(v < 1 for v in self.values):
                 out.append((f"{key}.values", list(self.values), "lengths of at least 1 token, e.g. [100, 200, 400]"))
-            elif self.weights and (len(self.weights) != len(self.values) or any(w < 0 for w in self.weights)
-                                   or not sum(self.weights) > 0):
-                out.append((f"{key}.weights", list(self.weights),
-                            "one weight >= 0 per value (not all 0), or none: every value equally often"))
+            elif self.weights and (
+                len(self.weights) != len(self.values) or any(w < 0 for w in self.weights) or not sum(self.weights) > 0
+            ):
+                out.append(
+                    (
+                        f"{key}.weights",
+                        list(self.weights),
+                        "one weight >= 0 per value (not all 0), or none: every value equally often",
+                    )
+                )
         return out
 
 
@@ -221,8 +256,12 @@ class WorkloadSettings:
         want(self.questions >= 1, "questions", self.questions, "at least 1 question per group")
         want(self.time_scale > 0, "time_scale", self.time_scale, "a positive factor, e.g. 0.5 for twice as fast")
         want(self.output_scale > 0, "output_scale", self.output_scale, "a positive factor, e.g. 0.125")
-        want(self.max_context is None or self.max_context >= 2, "max_context", self.max_context,
-             "the model's context length in tokens, or leave it unset")
+        want(
+            self.max_context is None or self.max_context >= 2,
+            "max_context",
+            self.max_context,
+            "the model's context length in tokens, or leave it unset",
+        )
         return out
 
 
@@ -264,8 +303,9 @@ class BenchSettings:
         names = [s.name for s in self.slo if s.name]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ConfigError(f"benchmark.slo names {', '.join(map(repr, dupes))} more than once",
-                              fix="give every SLO its own name")
+            raise ConfigError(
+                f"benchmark.slo names {', '.join(map(repr, dupes))} more than once", fix="give every SLO its own name"
+            )
 
     def problems(self) -> list[tuple[str, object, str]]:
         """Every value the types cannot check that cannot run: ``(key under benchmark, value, what to
@@ -283,30 +323,56 @@ class BenchSettings:
         want(ss.warmup >= 0, "single_stream.warmup", ss.warmup, "a count >= 0")
         want(ss.max_tokens >= 1, "single_stream.max_tokens", ss.max_tokens, "at least 1 token")
         want(cc.max_tokens >= 1, "concurrency.max_tokens", cc.max_tokens, "at least 1 token")
-        want(all(isinstance(c, int) and c >= 1 for c in cc.levels), "concurrency.levels", list(cc.levels),
-             "positive integers, e.g. [1, 8, 64]")
+        want(
+            all(isinstance(c, int) and c >= 1 for c in cc.levels),
+            "concurrency.levels",
+            list(cc.levels),
+            "positive integers, e.g. [1, 8, 64]",
+        )
         twice = _repeated(cc.levels)
-        want(not twice, "concurrency.levels", list(cc.levels),
-             f"each level once ({twice} is given twice; a level's rows are keyed by it), e.g. "
-             f"{sorted(set(cc.levels))}")
+        want(
+            not twice,
+            "concurrency.levels",
+            list(cc.levels),
+            f"each level once ({twice} is given twice; a level's rows are keyed by it), e.g. {sorted(set(cc.levels))}",
+        )
         want(cc.refine_max >= 0, "concurrency.refine_max", cc.refine_max, "a count of added levels >= 0, e.g. 4")
-        want(cc.refine_ratio > 1, "concurrency.refine_ratio", cc.refine_ratio,
-             "a ratio above 1 (stop bisecting when hi/lo is at most it), e.g. 1.2")
+        want(
+            cc.refine_ratio > 1,
+            "concurrency.refine_ratio",
+            cc.refine_ratio,
+            "a ratio above 1 (stop bisecting when hi/lo is at most it), e.g. 1.2",
+        )
         want(self.concurrency.slo_time_scale > 0, "concurrency.slo_time_scale", cc.slo_time_scale, "a positive factor")
         want(cc.rounds >= 1, "concurrency.rounds", cc.rounds, "at least 1 round")
-        want(cc.requests_per_level is None or cc.requests_per_level >= 1, "concurrency.requests_per_level",
-             cc.requests_per_level, "at least 1 request per level, or leave it unset (rounds x concurrency)")
-        want(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s,
-             "a positive number of seconds")
-        want(all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in self.rates), "rates",
-             list(self.rates), "positive request rates in requests/s, e.g. [1, 2, 4, 8]")
+        want(
+            cc.requests_per_level is None or cc.requests_per_level >= 1,
+            "concurrency.requests_per_level",
+            cc.requests_per_level,
+            "at least 1 request per level, or leave it unset (rounds x concurrency)",
+        )
+        want(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s, "a positive number of seconds")
+        want(
+            all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in self.rates),
+            "rates",
+            list(self.rates),
+            "positive request rates in requests/s, e.g. [1, 2, 4, 8]",
+        )
         twice_rate = _repeated(self.rates)
-        want(not twice_rate, "rates", list(self.rates),
-             f"each rate once ({twice_rate} is given twice; a level's rows are keyed by it), e.g. "
-             f"{sorted(set(self.rates))}")
+        want(
+            not twice_rate,
+            "rates",
+            list(self.rates),
+            f"each rate once ({twice_rate} is given twice; a level's rows are keyed by it), e.g. "
+            f"{sorted(set(self.rates))}",
+        )
         out += self.open_loop.problems()
-        want(not self.open_loop.replay or (self.workload is not None and self.workload.kind == "trace"),
-             "open_loop.replay", self.open_loop.replay, "a trace workload (workload.kind: trace), or replay: false")
+        want(
+            not self.open_loop.replay or (self.workload is not None and self.workload.kind == "trace"),
+            "open_loop.replay",
+            self.open_loop.replay,
+            "a trace workload (workload.kind: trace), or replay: false",
+        )
         if self.workload is not None:
             out += self.workload.problems()
         return out
@@ -335,14 +401,22 @@ class DecideSettings:
 
     def __post_init__(self) -> None:
         if not 0 < self.margin < 1:
-            raise ConfigError(f"decide.margin = {self.margin!r} is out of range",
-                              fix="a relative difference between 0 and 1, e.g. 0.03 for 3 %")
+            raise ConfigError(
+                f"decide.margin = {self.margin!r} is out of range",
+                fix="a relative difference between 0 and 1, e.g. 0.03 for 3 %",
+            )
         if self.budget_s is not None and not self.budget_s > 0:
-            raise ConfigError(f"decide.budget_s = {self.budget_s!r} is out of range",
-                              fix="positive host-seconds, e.g. 1800, or leave it out (budget_share caps it)")
+            raise ConfigError(
+                f"decide.budget_s = {self.budget_s!r} is out of range",
+                fix="positive host-seconds, e.g. 1800, or leave it out (budget_share caps it)",
+            )
         if not 0 < self.budget_share <= 10:
-            raise ConfigError(f"decide.budget_share = {self.budget_share!r} is out of range",
-                              fix="a share of the grid's host time in (0, 10], e.g. 0.25")
+            raise ConfigError(
+                f"decide.budget_share = {self.budget_share!r} is out of range",
+                fix="a share of the grid's host time in (0, 10], e.g. 0.25",
+            )
         if self.max_repeats < 2:
-            raise ConfigError(f"decide.max_repeats = {self.max_repeats!r} is out of range",
-                              fix="at least 2 measurements of a level (the grid's and one more), e.g. 4")
+            raise ConfigError(
+                f"decide.max_repeats = {self.max_repeats!r} is out of range",
+                fix="at least 2 measurements of a level (the grid's and one more), e.g. 4",
+            )

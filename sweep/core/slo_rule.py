@@ -121,7 +121,9 @@ def quantile(values: Iterable[Optional[float]], q: float) -> Optional[float]:
     return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
 
 
-def level_values(limits: Sequence[Limit], rows: Sequence[Mapping[str, Any]], time_scale: float = 1.0) -> list[Optional[float]]:
+def level_values(
+    limits: Sequence[Limit], rows: Sequence[Mapping[str, Any]], time_scale: float = 1.0
+) -> list[Optional[float]]:
     """Each limit's percentile value over one level's requests, at real speed."""
     return [quantile((request_value(lim.metric, r, time_scale) for r in rows), lim.percentile / 100) for lim in limits]
 

@@ -39,8 +39,21 @@ server), ``local`` (local Ray, the real launcher), ``fake`` (the fake server on 
 RunMode = Literal["real", "dry-run", "local", "fake"]
 """The mode a results directory records (``sweep.json``; ``real`` is ``cluster``): modes never mix."""
 
-Stage = Literal["start", "preflight", "load", "capture", "ready", "benchmark", "warmup", "single", "level",
-                "stop", "node", "retry", "power"]
+Stage = Literal[
+    "start",
+    "preflight",
+    "load",
+    "capture",
+    "ready",
+    "benchmark",
+    "warmup",
+    "single",
+    "level",
+    "stop",
+    "node",
+    "retry",
+    "power",
+]
 """What a host is doing with a point: ``start`` (the task began), the point's own steps (``preflight``,
 ``load``, ``capture``, ``ready``, ``benchmark``, ``stop``), the benchmark's (``warmup``, ``single``,
 ``level``), ``node`` (a follower node of a server that spans hosts), ``retry`` (the driver's: the
@@ -76,12 +89,15 @@ class RunKind:
     suffix: str
 
 
-KINDS: dict[RunMode, RunKind] = {k.mode: k for k in (
-    RunKind("real", fake_server=False, local_cluster=False, scaled=False, suffix=""),
-    RunKind("dry-run", fake_server=True, local_cluster=True, scaled=True, suffix="-dryrun"),
-    RunKind("local", fake_server=False, local_cluster=True, scaled=False, suffix="-local"),
-    RunKind("fake", fake_server=True, local_cluster=False, scaled=True, suffix="-fake"),
-)}
+KINDS: dict[RunMode, RunKind] = {
+    k.mode: k
+    for k in (
+        RunKind("real", fake_server=False, local_cluster=False, scaled=False, suffix=""),
+        RunKind("dry-run", fake_server=True, local_cluster=True, scaled=True, suffix="-dryrun"),
+        RunKind("local", fake_server=False, local_cluster=True, scaled=False, suffix="-local"),
+        RunKind("fake", fake_server=True, local_cluster=False, scaled=True, suffix="-fake"),
+    )
+}
 
 
 def kind(mode: Mode | RunMode) -> RunKind:

@@ -25,14 +25,22 @@ from typing import Any
 from sweep.core.errors import ConfigError
 from sweep.core.settings import DISTRIBUTIONS, WORKLOAD_KINDS, LengthSettings, WorkloadSettings
 
-ALIASES = {"in": "input_len", "out": "output_len", "prefix": "prefix_len", "scale": "time_scale",
-           "context": "max_context", "file": "path"}
+ALIASES = {
+    "in": "input_len",
+    "out": "output_len",
+    "prefix": "prefix_len",
+    "scale": "time_scale",
+    "context": "max_context",
+    "file": "path",
+}
 FLAGS = ("multiturn", "answer_lengths")  # bare words that set a boolean
 BUILTIN_SETS = ("coding", "encyclopedic")
 LENGTH_KEYS = ("input_len", "output_len")
 _INT_KEYS = ("requests", "groups", "prefix_len", "questions", "max_context")
-EXAMPLES = ("sharegpt:FILE, sharegpt-multiturn:FILE, synthetic:in=uniform(100,400),out=200, "
-            "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5")
+EXAMPLES = (
+    "sharegpt:FILE, sharegpt-multiturn:FILE, synthetic:in=uniform(100,400),out=200, "
+    "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5"
+)
 _CALL = re.compile(r"([a-z_]+)\((.*)\)")
 
 
@@ -54,8 +62,9 @@ def _number(text: str, what: str, where: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ConfigError(f"{where}: {what} {text!r} is not a number",
-                          fix="e.g. uniform(100,400) or normal(200,50)") from None
+        raise ConfigError(
+            f"{where}: {what} {text!r} is not a number", fix="e.g. uniform(100,400) or normal(200,50)"
+        ) from None
 
 
 def _int(text: str, what: str, where: str) -> int:
@@ -76,30 +85,40 @@ def parse_length(text: Any, where: str = "length") -> dict:
         return {"dist": "fixed", "value": _int(s, "the length", where)}
     m = _CALL.fullmatch(s)
     if not m or m.group(1) not in DISTRIBUTIONS:
-        raise ConfigError(f"{where}: {text!r} is not a length",
-                          fix=f"write a token count or one of {', '.join(d + '(...)' for d in DISTRIBUTIONS)}, "
-                              "e.g. 200, uniform(100,400), normal(200,50), empirical(100:1,400:3)")
+        raise ConfigError(
+            f"{where}: {text!r} is not a length",
+            fix=f"write a token count or one of {', '.join(d + '(...)' for d in DISTRIBUTIONS)}, "
+            "e.g. 200, uniform(100,400), normal(200,50), empirical(100:1,400:3)",
+        )
     dist, args = m.group(1), [a for a in m.group(2).split(",") if a]
     arity = {"fixed": (1,), "uniform": (2,), "normal": (2, 4)}
     if dist in arity and len(args) not in arity[dist]:
         want = " or ".join(map(str, arity[dist]))
-        raise ConfigError(f"{where}: {dist}(...) takes {want} numbers, got {len(args)} in {text!r}",
-                          fix="e.g. fixed(200), uniform(100,400), normal(200,50) or normal(200,50,10,800)")
+        raise ConfigError(
+            f"{where}: {dist}(...) takes {want} numbers, got {len(args)} in {text!r}",
+            fix="e.g. fixed(200), uniform(100,400), normal(200,50) or normal(200,50,10,800)",
+        )
     if dist == "fixed":
         return {"dist": "fixed", "value": _int(args[0], "the length", where)}
     if dist == "uniform":
         return {"dist": "uniform", "low": _int(args[0], "low", where), "high": _int(args[1], "high", where)}
     if dist == "normal":
-        out: dict[str, Any] = {"dist": "normal", "mean": _number(args[0], "the mean", where),
-                               "std": _number(args[1], "the std", where)}
+        out: dict[str, Any] = {
+            "dist": "normal",
+            "mean": _number(args[0], "the mean", where),
+            "std": _number(args[1], "the std", where),
+        }
         if len(args) == 4:
             out |= {"low": _int(args[2], "low", where), "high": _int(args[3], "high", where)}
         return out
     if not args:
         raise ConfigError(f"{where}: empirical() has no lengths", fix="e.g. empirical(100:1,400:3)")
     pairs = [a.split(":", 1) if ":" in a else [a, "1"] for a in args]
-    return {"dist": "empirical", "values": [_int(v, "a length", where) for v, _ in pairs],
-            "weights": [_number(w, "a weight", where) for _, w in pairs]}
+    return {
+        "dist": "empirical",
+        "values": [_int(v, "a length", where) for v, _ in pairs],
+        "weights": [_number(w, "a weight", where) for _, w in pairs],
+    }
 
 
 def _value(key: str, text: str, where: str) -> Any:
@@ -124,8 +143,7 @@ def parse(text: str) -> dict:
     if not sep or head not in (*WORKLOAD_KINDS, "sharegpt-multiturn"):
         if s in BUILTIN_SETS or (s and not sep):  # a prompt set, as benchmark.prompts names it
             return {"kind": "prompts", "path": s}
-        raise ConfigError(f"{where}: unknown kind {head!r}",
-                          fix=f"one of {', '.join(WORKLOAD_KINDS)}, e.g. {EXAMPLES}")
+        raise ConfigError(f"{where}: unknown kind {head!r}", fix=f"one of {', '.join(WORKLOAD_KINDS)}, e.g. {EXAMPLES}")
     out: dict[str, Any] = {"kind": "sharegpt" if head == "sharegpt-multiturn" else head}
     if head == "sharegpt-multiturn":
         out["multiturn"] = True
@@ -139,12 +157,14 @@ def parse(text: str) -> dict:
             elif "path" not in out and out["kind"] in ("prompts", "sharegpt", "trace"):
                 out["path"] = item
             else:
-                raise ConfigError(f"{where}: {item!r} is neither key=value nor a flag",
-                                  fix=f"write key=value, e.g. {EXAMPLES}")
+                raise ConfigError(
+                    f"{where}: {item!r} is neither key=value nor a flag", fix=f"write key=value, e.g. {EXAMPLES}"
+                )
             continue
         if key not in fields or key == "kind":
-            raise ConfigError(f"{where}: unknown key {key!r}",
-                              fix=f"keys: {', '.join(sorted((fields - {'kind'}) | set(ALIASES)))}")
+            raise ConfigError(
+                f"{where}: unknown key {key!r}", fix=f"keys: {', '.join(sorted((fields - {'kind'}) | set(ALIASES)))}"
+            )
         out[key] = _value(key, value.strip(), where)
     return out
 

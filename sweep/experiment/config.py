@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sweep.core import workload_spec
-from sweep.core.settings import AUTO_LEVELS, BenchSettings, DecideSettings
 from sweep.core.errors import ConfigError
+from sweep.core.settings import AUTO_LEVELS, BenchSettings, DecideSettings
 
 
 @dataclass
@@ -154,11 +154,14 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         if self.strategy not in SEARCH_STRATEGIES:
-            raise ConfigError(f"search.strategy = {self.strategy!r} is not a strategy",
-                              fix="one of " + ", ".join(SEARCH_STRATEGIES) + " (grid runs every point)")
+            raise ConfigError(
+                f"search.strategy = {self.strategy!r} is not a strategy",
+                fix="one of " + ", ".join(SEARCH_STRATEGIES) + " (grid runs every point)",
+            )
         if not 0 <= self.tolerance < 1:
-            raise ConfigError(f"search.tolerance = {self.tolerance!r} is out of range",
-                              fix="a relative margin in [0, 1), e.g. 0.05")
+            raise ConfigError(
+                f"search.tolerance = {self.tolerance!r} is out of range", fix="a relative margin in [0, 1), e.g. 0.05"
+            )
 
 
 @dataclass
@@ -255,8 +258,10 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     if "is not a ListConfig" in first:
         first = "takes a list, not one value"
     if "not in" in first and re.fullmatch(r"-?[\d.]+", leaf):
-        fix = (f"{leaf!r} is a number where a key belongs: a list written without brackets inside "
-               "{...} reads as more keys; write it in brackets, e.g. values: [1, 2, 4]")
+        fix = (
+            f"{leaf!r} is a number where a key belongs: a list written without brackets inside "
+            "{...} reads as more keys; write it in brackets, e.g. values: [1, 2, 4]"
+        )
     elif "not in" in first and valid:
         close = difflib.get_close_matches(leaf, valid, n=1, cutoff=0.5)
         fix = (f"did you mean {close[0]!r}? " if close else "") + f"valid keys here: {', '.join(valid)}"
@@ -273,8 +278,10 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     """Load an experiment file, apply ``key=value`` overrides, resolve interpolations, check types."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"experiment file {str(path)!r} not found",
-                          fix="pass the path of a YAML file, e.g. experiments/k26_eagle.yaml")
+        raise ConfigError(
+            f"experiment file {str(path)!r} not found",
+            fix="pass the path of a YAML file, e.g. experiments/k26_eagle.yaml",
+        )
     text = path.read_text()
     try:
         raw = yaml.safe_load(text)
@@ -282,11 +289,14 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
         mark = getattr(e, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}: not valid YAML: {problem}",
-                          fix="check the indentation and quoting around that line") from None
+        raise ConfigError(
+            f"{where}: not valid YAML: {problem}", fix="check the indentation and quoting around that line"
+        ) from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the file must be a YAML mapping (name:, server:, grid:, ...)",
-                          fix="see experiments/k26_eagle.yaml for the layout")
+        raise ConfigError(
+            f"{path}: the file must be a YAML mapping (name:, server:, grid:, ...)",
+            fix="see experiments/k26_eagle.yaml for the layout",
+        )
     bench = raw.get("benchmark")
     if isinstance(bench, dict) and bench.get("workload") is not None:  # the compact form, or compact lengths
         try:
@@ -305,8 +315,9 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
         raise _config_error(e, path, "file") from None
     for ov in overrides:
         if "=" not in ov:
-            raise ConfigError(f"override {ov!r} is not key=value",
-                              fix="write overrides as dotted keys, e.g. benchmark.seed=3")
+            raise ConfigError(
+                f"override {ov!r} is not key=value", fix="write overrides as dotted keys, e.g. benchmark.seed=3"
+            )
         try:
             cfg = _merge_override(cfg, ov)
         except ConfigError as e:
@@ -315,9 +326,11 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             raise _config_error(e, path, ov) from None
         except yaml.YAMLError as e:
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise ConfigError(f"command-line override ({ov}): the value is not valid YAML: {problem}",
-                              fix="close every bracket and quote the override for the shell, "
-                                  "e.g. 'benchmark.concurrency.levels=[1,4,16]'") from None
+            raise ConfigError(
+                f"command-line override ({ov}): the value is not valid YAML: {problem}",
+                fix="close every bracket and quote the override for the shell, "
+                "e.g. 'benchmark.concurrency.levels=[1,4,16]'",
+            ) from None
     # grid.derived is interpolated per point over the axis values (sweep.experiment.grid), not here
     derived = OmegaConf.to_container(cfg.grid.derived, resolve=False)
     cfg.grid.derived = {}
@@ -327,11 +340,16 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
     except OmegaConfBaseException as e:
         key = str(getattr(e, "full_key", None) or "")
         given = _where(path, key, tuple(overrides)) if key else ""
-        raise _config_error(e, path, given[len("command-line override ("):-1]
-                            if given.startswith("command-line override (") else "file") from None
+        raise _config_error(
+            e,
+            path,
+            given[len("command-line override (") : -1] if given.startswith("command-line override (") else "file",
+        ) from None
     if missing:
-        raise ConfigError(f"{path}: required {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)} not set",
-                          fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...")
+        raise ConfigError(
+            f"{path}: required {'key' if len(missing) == 1 else 'keys'} {', '.join(missing)} not set",
+            fix="set them in the file or as overrides, e.g. " + f"{missing[0]}=...",
+        )
     cfg.source = str(path)
     # OmegaConf's stubs say any container: a structured config converts to its dataclass, a DictConfig to a dict
     try:
@@ -381,7 +399,11 @@ def _merge_override(cfg: Any, ov: str) -> Any:
     if key == "benchmark.concurrency.levels" and value.strip().lower() == "auto":
         return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"concurrency": auto_levels({"levels": "auto"})}}))
     leaf = key.rpartition(".")[2]
-    if key.startswith("benchmark.workload.") and leaf in workload_spec.LENGTH_KEYS and not value.strip().startswith("{"):
+    if (
+        key.startswith("benchmark.workload.")
+        and leaf in workload_spec.LENGTH_KEYS
+        and not value.strip().startswith("{")
+    ):
         tree = workload_spec.parse_length(value.strip(), key)
         return OmegaConf.merge(cfg, OmegaConf.create({"benchmark": {"workload": {leaf: tree}}}))
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
@@ -402,8 +424,10 @@ def _check_section(key: str, value: Any, where) -> None:
     valid = ", ".join(sorted(f.default_factory.__dataclass_fields__))
     example = SECTION_EXAMPLES.get(key, f"{key}: {{...}}")
     at = where(key)
-    raise ConfigError(f"{at + ': ' if at else ''}{key} is a section, not one value (got {value!r})",
-                      fix=f"write it as a mapping, e.g. {example} (its keys: {valid})")
+    raise ConfigError(
+        f"{at + ': ' if at else ''}{key} is a section, not one value (got {value!r})",
+        fix=f"write it as a mapping, e.g. {example} (its keys: {valid})",
+    )
 
 
 def normalize_flag(name: str) -> str:
@@ -435,8 +459,10 @@ def _normalize_flags(exp: Experiment, path: Path) -> None:
 def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) -> None:
     """Checks the types cannot express: positive sizes, non-empty lists, a sane name."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", exp.name):
-        raise ConfigError(f"{_where(path, 'name', overrides)}: name {exp.name!r} must be letters, digits, '_', '-' or '.'",
-                          fix="it names the results directory; e.g. name: k26_eagle")
+        raise ConfigError(
+            f"{_where(path, 'name', overrides)}: name {exp.name!r} must be letters, digits, '_', '-' or '.'",
+            fix="it names the results directory; e.g. name: k26_eagle",
+        )
     checks = [
         ("server.tp_size", exp.server.tp_size >= 1),
         ("server.port", 1 <= exp.server.port <= 65535),
@@ -447,20 +473,28 @@ def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) 
     ]
     for key, ok in checks:
         if not ok:
-            raise ConfigError(f"{_where(path, key, overrides)}: {key} is out of range",
-                              fix="sizes, counts and levels must be positive; ports 1-65535")
+            raise ConfigError(
+                f"{_where(path, key, overrides)}: {key} is out of range",
+                fix="sizes, counts and levels must be positive; ports 1-65535",
+            )
     for key, value, use in exp.benchmark.problems():
-        raise ConfigError(f"{_where(path, 'benchmark.' + key, overrides)}: benchmark.{key} = {value!r} "
-                          "is out of range", fix=f"use {use}")
+        raise ConfigError(
+            f"{_where(path, 'benchmark.' + key, overrides)}: benchmark.{key} = {value!r} is out of range",
+            fix=f"use {use}",
+        )
     if exp.search.strategy == "adaptive" and (exp.benchmark.rates or exp.benchmark.open_loop.replay):
         # sweep/search/measured.py keys a point's figures by concurrency, the single stream's by 0: an
         # open-loop level (concurrency 0) would be read as the single stream
-        raise ConfigError(f"{_where(path, 'benchmark.rates', overrides)}: benchmark.rates (open-loop "
-                          "levels) with search.strategy: adaptive, which learns from concurrency levels only",
-                          fix="run the rates with search.strategy: grid, or leave benchmark.rates out of the adaptive sweep")
+        raise ConfigError(
+            f"{_where(path, 'benchmark.rates', overrides)}: benchmark.rates (open-loop "
+            "levels) with search.strategy: adaptive, which learns from concurrency levels only",
+            fix="run the rates with search.strategy: grid, or leave benchmark.rates out of the adaptive sweep",
+        )
     if not exp.server.launcher:
-        raise ConfigError(f"{_where(path, 'server.launcher', overrides)}: server.launcher is empty",
-                          fix="leave it out for python -m sglang.launch_server")
+        raise ConfigError(
+            f"{_where(path, 'server.launcher', overrides)}: server.launcher is empty",
+            fix="leave it out for python -m sglang.launch_server",
+        )
 
 
 def device_of(exp: Experiment) -> str:

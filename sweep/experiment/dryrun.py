@@ -31,10 +31,21 @@ def fake_args(exp: Experiment) -> list[str]:
     ``dry_run.fake_args`` sets ``--fake-version`` itself (else the fake's default, 0.5.10)."""
     d = exp.dry_run
     version = _release(exp.server.sglang_version)
-    pinned = ["--fake-version", version] if version and not any(
-        a == "--fake-version" or a.startswith("--fake-version=") for a in d.fake_args) else []
-    return ["--fake-speed", str(d.fake_speed), "--fake-startup-speed", str(d.fake_startup_speed),
-            "--stream-interval", str(d.stream_interval), *pinned, *d.fake_args]
+    pinned = (
+        ["--fake-version", version]
+        if version and not any(a == "--fake-version" or a.startswith("--fake-version=") for a in d.fake_args)
+        else []
+    )
+    return [
+        "--fake-speed",
+        str(d.fake_speed),
+        "--fake-startup-speed",
+        str(d.fake_startup_speed),
+        "--stream-interval",
+        str(d.stream_interval),
+        *pinned,
+        *d.fake_args,
+    ]
 
 
 def _release(version: str | None) -> str | None:
@@ -85,8 +96,12 @@ def bench_scaler(exp: Experiment) -> Callable[[Mapping[str, Any], str], dict[str
 
 def _picked(tree: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
     """The values of ``tree`` at the keys ``keys`` sets (a mapping recursed into, but a workload whole)."""
-    return {k: _picked(tree[k], v) if isinstance(v, Mapping) and k != "workload" and isinstance(tree.get(k), Mapping)
-            else tree.get(k) for k, v in keys.items()}
+    return {
+        k: _picked(tree[k], v)
+        if isinstance(v, Mapping) and k != "workload" and isinstance(tree.get(k), Mapping)
+        else tree.get(k)
+        for k, v in keys.items()
+    }
 
 
 def _scale(b: BenchSettings, d: DryRunConfig) -> BenchSettings:
@@ -102,8 +117,9 @@ def _scale(b: BenchSettings, d: DryRunConfig) -> BenchSettings:
     b.concurrency.max_tokens = tokens(b.concurrency.max_tokens)
     b.concurrency.rounds = min(b.concurrency.rounds, d.rounds)
     if b.concurrency.requests_per_level is not None:
-        b.concurrency.requests_per_level = max(max(b.concurrency.levels),
-                                               int(b.concurrency.requests_per_level * d.rounds / max(rounds_before, 1)))
+        b.concurrency.requests_per_level = max(
+            max(b.concurrency.levels), int(b.concurrency.requests_per_level * d.rounds / max(rounds_before, 1))
+        )
     b.request_timeout_s = min(b.request_timeout_s, 120.0)
     # the host's refinement judges SLOs at real speed, as the report does (sweep.analysis.realspeed)
     b.concurrency.slo_time_scale = float(d.fake_speed)

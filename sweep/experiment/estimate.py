@@ -79,8 +79,13 @@ class SpeedModel:
         return self.default_at(c)  # unreachable
 
     def scaled(self, speed: float) -> "SpeedModel":
-        return SpeedModel(self.single_tok_s * speed, self.capacity_tok_s * speed, self.half_c,
-                          tuple((c, v * speed) for c, v in self.measured), self.source)
+        return SpeedModel(
+            self.single_tok_s * speed,
+            self.capacity_tok_s * speed,
+            self.half_c,
+            tuple((c, v * speed) for c, v in self.measured),
+            self.source,
+        )
 
 
 @dataclass(frozen=True)
@@ -187,8 +192,16 @@ def point_device(flags: Mapping) -> Optional[str]:
     return "cpu" if device is not None and str(device).lower() == "cpu" else None
 
 
-def estimate_sweep(points: Iterable[tuple], bench, *, hosts: int, history: History | None = None,
-                   speed_factor: float = 1.0, startup_factor: float = 1.0, span: int = 1) -> SweepEstimate:
+def estimate_sweep(
+    points: Iterable[tuple],
+    bench,
+    *,
+    hosts: int,
+    history: History | None = None,
+    speed_factor: float = 1.0,
+    startup_factor: float = 1.0,
+    span: int = 1,
+) -> SweepEstimate:
     """The sweep's estimate. ``points``: (label, baseline), (label, baseline, device) or (label,
     baseline, device, launch id, the point's own BenchSettings or None) in the order they will run
     (baselines first; device "cpu" for SGLang's CPU backend, its own default startup; the points of
@@ -225,18 +238,29 @@ def estimate_sweep(points: Iterable[tuple], bench, *, hosts: int, history: Histo
     if not history.startup_s:
         for device in dict.fromkeys(p.device for p in out):
             defaults = CPU_STARTUP_S if device == "cpu" else DEFAULT_STARTUP_S
-            notes.append(f"startup: no earlier results of this model, default{' for a CPU server' if device else ''} "
-                         f"{defaults['baseline']:.0f} s (baseline) / {defaults['speculative']:.0f} s (speculative)"
-                         + (f" / {startup_factor:g}" if startup_factor != 1 else ""))
+            notes.append(
+                f"startup: no earlier results of this model, default{' for a CPU server' if device else ''} "
+                f"{defaults['baseline']:.0f} s (baseline) / {defaults['speculative']:.0f} s (speculative)"
+                + (f" / {startup_factor:g}" if startup_factor != 1 else "")
+            )
     if bench.concurrency.stop is not None:
         notes.append("levels with the stop rule counted at its first chance (one wave, or min_requests)")
     busy, count, makespan = schedule(list(launch_s.values()), hosts, span)
-    return SweepEstimate(tuple(out), max(1, hosts // max(span, 1)), tuple(busy), tuple(count), makespan,
-                         speed_from, tuple(notes), len(launch_s))
+    return SweepEstimate(
+        tuple(out),
+        max(1, hosts // max(span, 1)),
+        tuple(busy),
+        tuple(count),
+        makespan,
+        speed_from,
+        tuple(notes),
+        len(launch_s),
+    )
 
 
-def eta_s(remaining: Sequence[float], running: Sequence[tuple[float, float]], hosts: int, *,
-          calibration: float = 1.0) -> float:
+def eta_s(
+    remaining: Sequence[float], running: Sequence[tuple[float, float]], hosts: int, *, calibration: float = 1.0
+) -> float:
     """Seconds until the sweep ends: ``running`` (estimate, elapsed) points finish first on their
     hosts, then ``remaining`` estimates are scheduled on the first free host. Estimates are
     multiplied by ``calibration`` (actual / estimated of the finished points)."""
@@ -271,8 +295,10 @@ def fmt_s(seconds: float) -> str:
 
 # --- reading earlier results (the only I/O) ---------------------------------------------------
 
-def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
-                 sglang_version: Optional[str] = None) -> History:
+
+def load_history(
+    roots: Iterable[Path], *, model_path: str, dry_run: bool, sglang_version: Optional[str] = None
+) -> History:
     """Earlier results of the same model from the results directories under ``roots`` (each a
     folder of results directories, or one itself): ok points whose argv names ``model_path``,
     of the same kind (dry run or not), preferring ``sglang_version`` when some match it."""
@@ -283,8 +309,21 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
     frames = []
     for d in store.sweep_dirs(roots):
         try:
-            pts = store.read_columns(d, "points", ["point_id", "status", "baseline", "argv", "dry_run",
-                                                   "sglang_version", "startup_s", "started_at", "ended_at"])
+            pts = store.read_columns(
+                d,
+                "points",
+                [
+                    "point_id",
+                    "status",
+                    "baseline",
+                    "argv",
+                    "dry_run",
+                    "sglang_version",
+                    "startup_s",
+                    "started_at",
+                    "ended_at",
+                ],
+            )
         except Exception:  # noqa: BLE001 - an unreadable earlier directory is no history, not an error
             continue
         if pts.height:
@@ -292,21 +331,28 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
     if not frames:
         return History()
     pts = pl.concat(frames, how="diagonal_relaxed").filter(
-        (pl.col("status") == "ok") & (pl.col("dry_run").fill_null(False) == dry_run)
-        & pl.col("argv").list.contains(str(model_path)))
+        (pl.col("status") == "ok")
+        & (pl.col("dry_run").fill_null(False) == dry_run)
+        & pl.col("argv").list.contains(str(model_path))
+    )
     if sglang_version and pts.filter(pl.col("sglang_version") == sglang_version).height:
         pts = pts.filter(pl.col("sglang_version") == sglang_version)
     if pts.is_empty():
         return History()
-    startup = {("baseline" if b else "speculative"): float(v)
-               for b, v in pts.group_by("baseline").agg(pl.col("startup_s").median()).iter_rows() if v is not None}
+    startup = {
+        ("baseline" if b else "speculative"): float(v)
+        for b, v in pts.group_by("baseline").agg(pl.col("startup_s").median()).iter_rows()
+        if v is not None
+    }
     levels: list[pl.DataFrame] = []
     singles: list[pl.DataFrame] = []
     spans: list[pl.DataFrame] = []
     for d, ids in pts.group_by("dir").agg(pl.col("point_id")).iter_rows():
-        for table, bucket, cols in (("levels", levels, ["point_id", "concurrency", "per_request_tok_s"]),
-                                    ("single_stream", singles, ["point_id", "tok_per_s", "ok"]),
-                                    ("requests", spans, ["point_id", "start_at", "latency_s"])):
+        for table, bucket, cols in (
+            ("levels", levels, ["point_id", "concurrency", "per_request_tok_s"]),
+            ("single_stream", singles, ["point_id", "tok_per_s", "ok"]),
+            ("requests", spans, ["point_id", "start_at", "latency_s"]),
+        ):
             try:
                 bucket.append(store.read_columns(d, table, cols, point_ids=ids))
             except Exception:  # noqa: BLE001 - an unreadable table is no history
@@ -315,10 +361,16 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
     if levels:
         # concurrency levels only: an open-loop level (``benchmark.rates``) is stored with concurrency 0,
         # and its per-request speed is no point of the closed-loop curve (nor has a log)
-        lv = pl.concat(levels, how="diagonal_relaxed").filter((pl.col("per_request_tok_s") > 0)
-                                                              & (pl.col("concurrency") > 0))
-        measured = tuple((int(c), float(v)) for c, v in lv.group_by("concurrency").agg(
-            pl.col("per_request_tok_s").median()).sort("concurrency").iter_rows())
+        lv = pl.concat(levels, how="diagonal_relaxed").filter(
+            (pl.col("per_request_tok_s") > 0) & (pl.col("concurrency") > 0)
+        )
+        measured = tuple(
+            (int(c), float(v))
+            for c, v in lv.group_by("concurrency")
+            .agg(pl.col("per_request_tok_s").median())
+            .sort("concurrency")
+            .iter_rows()
+        )
         single: float | None = None
         if singles:
             ss = pl.concat(singles, how="diagonal_relaxed").filter(pl.col("ok").fill_null(False))
@@ -326,15 +378,25 @@ def load_history(roots: Iterable[Path], *, model_path: str, dry_run: bool,
             single = cast(Optional[float], ss["tok_per_s"].median()) if ss.height else None
         if measured:
             base = SpeedModel()
-            speed = SpeedModel(float(single) if single else measured[0][1], base.capacity_tok_s, base.half_c,
-                               measured, plural(pts.height, "earlier point"))
+            speed = SpeedModel(
+                float(single) if single else measured[0][1],
+                base.capacity_tok_s,
+                base.half_c,
+                measured,
+                plural(pts.height, "earlier point"),
+            )
     overhead = None
     if spans:
-        bench = (pl.concat(spans, how="diagonal_relaxed").group_by("point_id")
-                 .agg(bench_s=(pl.col("start_at") + pl.col("latency_s")).max() - pl.col("start_at").min()))
-        rest = (pts.join(bench, on="point_id", how="inner")
-                .select(o=pl.col("ended_at") - pl.col("started_at") - pl.col("startup_s") - pl.col("bench_s"))
-                .filter(pl.col("o").is_not_null())["o"])
+        bench = (
+            pl.concat(spans, how="diagonal_relaxed")
+            .group_by("point_id")
+            .agg(bench_s=(pl.col("start_at") + pl.col("latency_s")).max() - pl.col("start_at").min())
+        )
+        rest = (
+            pts.join(bench, on="point_id", how="inner")
+            .select(o=pl.col("ended_at") - pl.col("started_at") - pl.col("startup_s") - pl.col("bench_s"))
+            .filter(pl.col("o").is_not_null())["o"]
+        )
         if rest.len():
             overhead = max(0.0, float(cast(float, rest.median())))  # of a Float64 column with rows, nulls dropped
     return History(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
@@ -350,13 +412,18 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
     spec = [p for p in est.points if not p.baseline and p.startup_from != "launch"]
     shared = est.launches and est.launches != n
     unit = "launch" if shared else "point"
-    src = (f"startup from {plural(history.points, 'earlier point')} ({', '.join(Path(s).name for s in history.sources)})"
-           if history.points else "startup: default")
+    src = (
+        f"startup from {plural(history.points, 'earlier point')} ({', '.join(Path(s).name for s in history.sources)})"
+        if history.points
+        else "startup: default"
+    )
     launches = f" in {plural(est.launches, 'server launch', 'server launches')}" if shared else ""
-    lines = [f"estimate: {plural(n, 'point')}{launches}, {fmt_s(sum(p.total_s for p in est.points))} of host time; per point "
-             f"benchmark {fmt_s(bench)}, startup {fmt_s(base[0].startup_s) if base else '-'} (baseline) / "
-             f"{fmt_s(spec[0].startup_s) if spec else '-'} (speculative), overhead {fmt_s(est.points[0].overhead_s)}; "
-             f"{src}; speeds {'from ' + est.speed_from if est.speed_from != 'default' else 'default curve'}"]
+    lines = [
+        f"estimate: {plural(n, 'point')}{launches}, {fmt_s(sum(p.total_s for p in est.points))} of host time; per point "
+        f"benchmark {fmt_s(bench)}, startup {fmt_s(base[0].startup_s) if base else '-'} (baseline) / "
+        f"{fmt_s(spec[0].startup_s) if spec else '-'} (speculative), overhead {fmt_s(est.points[0].overhead_s)}; "
+        f"{src}; speeds {'from ' + est.speed_from if est.speed_from != 'default' else 'default curve'}"
+    ]
     for i, (busy, count) in enumerate(zip(est.per_host_s, est.per_host_points)):
         lines.append(f"  host {i + 1}: {plural(count, unit, 'launches' if shared else None)}, {fmt_s(busy)}")
     lines.append(f"  whole sweep on {plural(est.hosts, 'host')}: {fmt_s(est.makespan_s)}")
@@ -367,15 +434,32 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
 def _for_experiment(exp, points, *, mode: RunMode, scale: Mapping | None, hosts: int) -> tuple[SweepEstimate, History]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
-    history = load_history([root], model_path=str(exp.server.model_path), dry_run=kind(mode).scaled,
-                           sglang_version=exp.server.sglang_version)
+    history = load_history(
+        [root],
+        model_path=str(exp.server.model_path),
+        dry_run=kind(mode).scaled,
+        sglang_version=exp.server.sglang_version,
+    )
     g = exp.cluster.gpus_per_host
     span = max(1, -(-exp.server.tp_size // g)) if g else 1
-    est = estimate_sweep([(p.label, p.baseline, point_device(p.flags), getattr(p, "launch_id", "") or p.label,
-                           getattr(p, "bench", None)) for p in points], exp.benchmark,
-                         hosts=hosts * span,
-                         history=history, speed_factor=float(scale.get("fake_speed", 1.0)),
-                         startup_factor=float(scale.get("fake_startup_speed", 1.0)), span=span)
+    est = estimate_sweep(
+        [
+            (
+                p.label,
+                p.baseline,
+                point_device(p.flags),
+                getattr(p, "launch_id", "") or p.label,
+                getattr(p, "bench", None),
+            )
+            for p in points
+        ],
+        exp.benchmark,
+        hosts=hosts * span,
+        history=history,
+        speed_factor=float(scale.get("fake_speed", 1.0)),
+        startup_factor=float(scale.get("fake_startup_speed", 1.0)),
+        span=span,
+    )
     return est, history
 
 
@@ -394,8 +478,9 @@ def plan_lines(plan, *, mode: RunMode, scale: Mapping | None = None, hosts: Opti
     exp = plan.experiment
     how = kind(mode)  # a local cluster knows its hosts; a joined one is not known yet
     known = (exp.dry_run.hosts if how.fake_server else exp.local.hosts) if how.local_cluster else None
-    est, history = _for_experiment(exp, [p for p in plan.points if not p.errors], mode=mode, scale=scale,
-                                   hosts=hosts or known or 1)
+    est, history = _for_experiment(
+        exp, [p for p in plan.points if not p.errors], mode=mode, scale=scale, hosts=hosts or known or 1
+    )
     lines = describe(est, history)
     if not hosts and not known and lines:
         lines.append("  note: the cluster's size is not known before it is joined; divide by its hosts")

@@ -23,10 +23,10 @@ from typing import Any, Mapping, cast
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.experiment.config import AxisConfig, Experiment, NotANumber, normalized_flags
 from sweep.core import workload_spec
 from sweep.core.errors import ConfigError
 from sweep.core.settings import BenchSettings
+from sweep.experiment.config import AxisConfig, Experiment, NotANumber, normalized_flags
 from sweep.sglang.args import SPECULATIVE_PREFIX
 
 ROLES = ("drafter", "steps", "topk", "draft_tokens", "env", "benchmark", "other")
@@ -72,7 +72,9 @@ class Axis:
         if self.role == "drafter":
             return False
         names = {f for v in self.values for f in v.flags}
-        return bool(names) and all(f.startswith(SPECULATIVE_PREFIX) for f in names) and not any(v.env for v in self.values)
+        return (
+            bool(names) and all(f.startswith(SPECULATIVE_PREFIX) for f in names) and not any(v.env for v in self.values)
+        )
 
 
 @dataclass
@@ -95,18 +97,24 @@ def _bundle(axis: str, name: str, spec: Any) -> AxisValue:
     if spec is None:
         spec = {}
     if not isinstance(spec, Mapping):
-        raise _bad(f"grid.axes.{axis}.values.{name} must be a bundle {{flags: {{...}}, env: {{...}}}}, got {spec!r}",
-                   f"write e.g. {name}: {{flags: {{speculative-algorithm: EAGLE3}}}}")
+        raise _bad(
+            f"grid.axes.{axis}.values.{name} must be a bundle {{flags: {{...}}, env: {{...}}}}, got {spec!r}",
+            f"write e.g. {name}: {{flags: {{speculative-algorithm: EAGLE3}}}}",
+        )
     unknown = [k for k in spec if k not in _BUNDLE_KEYS]
     if unknown:
-        raise _bad(f"grid.axes.{axis}.values.{name}: unknown key {unknown[0]!r}",
-                   "a bundle holds only 'flags', 'env' and 'benchmark'")
+        raise _bad(
+            f"grid.axes.{axis}.values.{name}: unknown key {unknown[0]!r}",
+            "a bundle holds only 'flags', 'env' and 'benchmark'",
+        )
     flags = normalized_flags(dict(spec.get("flags") or {}), f"grid.axes.{axis}.values.{name}.flags")
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
     bench = spec.get("benchmark") or {}
     if not isinstance(bench, Mapping):
-        raise _bad(f"grid.axes.{axis}.values.{name}.benchmark must be a map of benchmark settings, got {bench!r}",
-                   "write e.g. benchmark: {api: chat, concurrency: {max_tokens: 256}}")
+        raise _bad(
+            f"grid.axes.{axis}.values.{name}.benchmark must be a map of benchmark settings, got {bench!r}",
+            "write e.g. benchmark: {api: chat, concurrency: {max_tokens: 256}}",
+        )
     return AxisValue(str(name), flags, env, str(name), dict(bench))
 
 
@@ -139,8 +147,10 @@ def merged_bench(base: BenchSettings, overrides: list[Mapping[str, Any]], where:
             try:
                 ov["workload"] = workload_spec.normalize(ov["workload"], f"{where}.workload")
             except ConfigError as e:
-                raise _bad(e.message if e.message.startswith(where) else f"{where}.{e.message}",
-                           e.fix or "see benchmark.workload in the README") from None
+                raise _bad(
+                    e.message if e.message.startswith(where) else f"{where}.{e.message}",
+                    e.fix or "see benchmark.workload in the README",
+                ) from None
             if isinstance(ov["workload"], Mapping) and "kind" in ov["workload"]:
                 cfg.workload = None
         try:
@@ -148,8 +158,9 @@ def merged_bench(base: BenchSettings, overrides: list[Mapping[str, Any]], where:
         except OmegaConfBaseException as e:
             key = getattr(e, "full_key", None) or (_leaves(ov) or ["?"])[0]
             first = str(getattr(e, "msg", e)).splitlines()[0]
-            raise _bad(f"{where}.{key}: {first}",
-                       "use the keys and types of the benchmark section (see the README)") from None
+            raise _bad(
+                f"{where}.{key}: {first}", "use the keys and types of the benchmark section (see the README)"
+            ) from None
     try:
         bench = cast(BenchSettings, OmegaConf.to_object(cfg))
     except (OmegaConfBaseException, ConfigError) as e:
@@ -182,19 +193,27 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
     bench_key = None
     if cfg.key is not None:
         if not cfg.key.startswith(BENCH_PREFIX) or len(cfg.key) == len(BENCH_PREFIX):
-            raise _bad(f"{where}: key {cfg.key!r} is not a benchmark setting",
-                       "key: names a setting under benchmark, e.g. key: benchmark.concurrency.max_tokens "
-                       "(use flag: for a server flag)")
-        bench_key = cfg.key[len(BENCH_PREFIX):]
+            raise _bad(
+                f"{where}: key {cfg.key!r} is not a benchmark setting",
+                "key: names a setting under benchmark, e.g. key: benchmark.concurrency.max_tokens "
+                "(use flag: for a server flag)",
+            )
+        bench_key = cfg.key[len(BENCH_PREFIX) :]
     if cfg.flag is not None or bench_key is not None:
         flag = cfg.flag  # normalised by config.load
         if isinstance(values_cfg, str | int | float):
-            raise _bad(f"{where}: values: {values_cfg!r} is one value, not a list",
-                       f"write the list in brackets: values: [{values_cfg}]" if isinstance(values_cfg, str)
-                       and "," in values_cfg else f"write a list, even of one value: values: [{values_cfg}]")
+            raise _bad(
+                f"{where}: values: {values_cfg!r} is one value, not a list",
+                f"write the list in brackets: values: [{values_cfg}]"
+                if isinstance(values_cfg, str) and "," in values_cfg
+                else f"write a list, even of one value: values: [{values_cfg}]",
+            )
         if not isinstance(values_cfg, list):
-            raise _bad(f"{where}: with {'flag: ' + str(cfg.flag) if flag else 'key: ' + str(cfg.key)}, values "
-                       "must be a list of scalars", "drop it to use named bundles instead")
+            raise _bad(
+                f"{where}: with {'flag: ' + str(cfg.flag) if flag else 'key: ' + str(cfg.key)}, values "
+                "must be a list of scalars",
+                "drop it to use named bundles instead",
+            )
         vals = []
         for v in values_cfg:
             if isinstance(v, dict) or (isinstance(v, list) and bench_key is None):
@@ -207,8 +226,10 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
         values = tuple(vals)
     else:
         if not isinstance(values_cfg, Mapping):
-            raise _bad(f"{where}: without flag: or key:, values must be a map of named bundles",
-                       "add flag: <sglang-flag> (or key: benchmark.<setting>) to sweep a single one over a list")
+            raise _bad(
+                f"{where}: without flag: or key:, values must be a map of named bundles",
+                "add flag: <sglang-flag> (or key: benchmark.<setting>) to sweep a single one over a list",
+            )
         values = tuple(_bundle(name, str(k), v) for k, v in values_cfg.items())
         flag = None
     if not values:
@@ -217,11 +238,14 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
         if "," in v.name or "=" in v.name:
             clean = v.name.replace(",", "_").replace("=", "_")
             scalar = cfg.flag is not None or bench_key is not None
-            raise _bad(f"{where}: value {v.name!r} holds {'a comma' if ',' in v.name else 'an equals sign'}, which "
-                       "makes point labels (axis=value,axis=value) ambiguous",
-                       f"use a value without ',' and '=', e.g. {clean!r}" if not scalar else
-                       "a flag's value cannot hold ',' or '=' here; several values are a list in brackets, "
-                       "e.g. values: [1, 2]")
+            raise _bad(
+                f"{where}: value {v.name!r} holds {'a comma' if ',' in v.name else 'an equals sign'}, which "
+                "makes point labels (axis=value,axis=value) ambiguous",
+                f"use a value without ',' and '=', e.g. {clean!r}"
+                if not scalar
+                else "a flag's value cannot hold ',' or '=' here; several values are a list in brackets, "
+                "e.g. values: [1, 2]",
+            )
     dupes = sorted({v.name for v in values if [w.name for w in values].count(v.name) > 1})
     if dupes:
         raise _bad(f"{where}: value {dupes[0]!r} appears twice", "each value of an axis must be distinct")
@@ -234,8 +258,10 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
 
 def build_axes(exp: Experiment) -> list[Axis]:
     if not exp.grid.axes:
-        raise _bad(f"{exp.source or 'experiment'}: grid.axes is empty: nothing to sweep",
-                   "add at least one axis, e.g. a drafter axis with a 'none' baseline bundle")
+        raise _bad(
+            f"{exp.source or 'experiment'}: grid.axes is empty: nothing to sweep",
+            "add at least one axis, e.g. a drafter axis with a 'none' baseline bundle",
+        )
     bad = [n for n in exp.grid.axes if not n.isidentifier()]
     if bad:
         raise _bad(f"grid axis name {bad[0]!r} is not an identifier", "use letters, digits and _ (it becomes a column)")
@@ -248,16 +274,17 @@ def _groups(axes: list[Axis], zips: list[list[str]]) -> list[list[Axis]]:
     for i, group in enumerate(zips):
         for n in group:
             if n not in by_name:
-                raise _bad(f"grid.zip names axis {n!r}, which is not in grid.axes",
-                           f"axes are: {', '.join(by_name)}")
+                raise _bad(f"grid.zip names axis {n!r}, which is not in grid.axes", f"axes are: {', '.join(by_name)}")
             if n in seen:
                 raise _bad(f"grid.zip puts axis {n!r} in two groups", "an axis can be zipped with others only once")
             seen[n] = i
         lengths = {len(by_name[n].values) for n in group}
         if len(lengths) > 1:
-            raise _bad(f"grid.zip group {group} has axes of different lengths "
-                       f"({', '.join(f'{n}={len(by_name[n].values)}' for n in group)})",
-                       "zipped axes vary together, so give them the same number of values")
+            raise _bad(
+                f"grid.zip group {group} has axes of different lengths "
+                f"({', '.join(f'{n}={len(by_name[n].values)}' for n in group)})",
+                "zipped axes vary together, so give them the same number of values",
+            )
     groups: list[list[Axis]] = []
     placed: set[int] = set()
     for a in axes:
@@ -296,15 +323,20 @@ def _derive(derived: Mapping[str, Any], context: Mapping[str, Any], label: str) 
             cause = _not_a_number(e)
             if cause is not None:
                 axes = [n for n, v in context.items() if v == cause.value and "${" + n + "}" in str(expr)]
-                raise _bad(f"grid.derived.{key} = {expr!r} for point {label}: {cause}"
-                           + (f" (the value of axis {axes[0]!r})" if axes else ""),
-                           f"give axis {axes[0]!r} numeric values (e.g. values: [1, 2, 3]), or leave it out of "
-                           f"grid.derived.{key}" if axes else "give add/mul/max/min numbers or axes with numeric "
-                           "values, e.g. \"${add:${steps},1}\"") from None
+                raise _bad(
+                    f"grid.derived.{key} = {expr!r} for point {label}: {cause}"
+                    + (f" (the value of axis {axes[0]!r})" if axes else ""),
+                    f"give axis {axes[0]!r} numeric values (e.g. values: [1, 2, 3]), or leave it out of "
+                    f"grid.derived.{key}"
+                    if axes
+                    else 'give add/mul/max/min numbers or axes with numeric values, e.g. "${add:${steps},1}"',
+                ) from None
             first = str(getattr(e, "msg", e)).splitlines()[0]
-            raise _bad(f"grid.derived.{key} for point {label}: {first}",
-                       f"derived values may use the axes ({', '.join(k for k in context)}) and add/mul/max/min, "
-                       "e.g. \"${add:${steps},1}\"") from None
+            raise _bad(
+                f"grid.derived.{key} for point {label}: {first}",
+                f"derived values may use the axes ({', '.join(k for k in context)}) and add/mul/max/min, "
+                'e.g. "${add:${steps},1}"',
+            ) from None
     return out  # keys normalised by config.load
 
 
@@ -313,14 +345,26 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
     (a dry run's): what puts each axis value's benchmark settings at the experiment's scale."""
     axes = build_axes(exp)
     if bench_scale is not None:
-        axes = [replace(a, values=tuple(replace(v, bench=bench_scale(v.bench, f"grid.axes.{a.name}.values.{v.name}.benchmark"))
-                                        if v.bench else v for v in a.values)) for a in axes]
+        axes = [
+            replace(
+                a,
+                values=tuple(
+                    replace(v, bench=bench_scale(v.bench, f"grid.axes.{a.name}.values.{v.name}.benchmark"))
+                    if v.bench
+                    else v
+                    for v in a.values
+                ),
+            )
+            for a in axes
+        ]
     names = {a.name for a in axes}
     for rule in exp.grid.exclude:
         unknown = [k for k in rule if k not in names]
         if unknown:
-            raise _bad(f"grid.exclude rule {dict(rule)} names axis {unknown[0]!r}, which is not in grid.axes",
-                       f"axes are: {', '.join(a.name for a in axes)}")
+            raise _bad(
+                f"grid.exclude rule {dict(rule)} names axis {unknown[0]!r}, which is not in grid.axes",
+                f"axes are: {', '.join(a.name for a in axes)}",
+            )
     base_flags = exp.server.flags
     for a in axes:  # each value's benchmark settings checked alone, so an error names the value
         for v in a.values:
@@ -351,8 +395,7 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
         for n in kept:
             flags.update(chosen[n][1].flags)
             env.update(chosen[n][1].env)
-        derived_cfg = {k: v for k, v in exp.grid.derived.items()
-                       if not (baseline and k.startswith(SPECULATIVE_PREFIX))}
+        derived_cfg = {k: v for k, v in exp.grid.derived.items() if not (baseline and k.startswith(SPECULATIVE_PREFIX))}
         context = {n: chosen[n][1].raw for n in kept}
         context["tp_size"] = exp.server.tp_size
         derived = _derive(derived_cfg, context, label)
@@ -362,6 +405,8 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
         bench_key = ",".join(f"{n}={params[n]}" for n in kept if chosen[n][0].client_side)
         points.append(GridPoint(params, flags, env, baseline, label, derived, bench, bench_key))
     if not points:
-        raise _bad(f"{exp.source or 'experiment'}: the grid is empty after exclusions",
-                   "loosen grid.exclude: every combination was excluded")
+        raise _bad(
+            f"{exp.source or 'experiment'}: the grid is empty after exclusions",
+            "loosen grid.exclude: every combination was excluded",
+        )
     return points

@@ -19,15 +19,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sweep.core import redact
-from sweep.experiment.config import Experiment
 from sweep.core.console import plural
 from sweep.core.errors import ConfigError, PlanError
-from sweep.core.settings import OpenLoopSettings
-from sweep.core.settings import BenchSettings
+from sweep.core.settings import BenchSettings, OpenLoopSettings
+from sweep.core.types import PlanStatus
+from sweep.experiment.config import Experiment
 from sweep.experiment.grid import BenchScale, build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
-from sweep.core.types import PlanStatus
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
 PLACEMENT_FLAGS = frozenset({"host", "port"})
@@ -118,9 +117,12 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         """The plan as one JSON object, secrets redacted (``PlannedPoint.to_json``)."""
         secrets = sorted({s for p in self.points for s in p.secrets})
-        out = {"experiment": self.experiment.name, "points": [p.to_json() for p in self.points],
-               "launches": len(launches_of(self.points)),
-               "warnings": [redact.redact_text(w, secrets) for w in self.warnings]}
+        out = {
+            "experiment": self.experiment.name,
+            "points": [p.to_json() for p in self.points],
+            "launches": len(launches_of(self.points)),
+            "warnings": [redact.redact_text(w, secrets) for w in self.warnings],
+        }
         if self.experiment.policy.confirm:
             out["confirm"] = {"after_grid": True, "probes": [p.to_json() for p in self.confirm_probes]}
         return out
@@ -129,21 +131,27 @@ class Plan:
         """Raise PlanError listing every invalid point, unless they are to be recorded as invalid."""
         bad = self.invalid
         if bad and skip_invalid and len(bad) == len(self.points):  # nothing would be left to run
-            raise PlanError(f"all {plural(len(self.points), 'point')} would fail in SGLang; --skip-invalid leaves "
-                            "nothing to run, and nothing was launched:\n"
-                            + "\n".join(f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors),
-                            fix="fix the experiment file: --skip-invalid runs the valid points, and there are none")
+            raise PlanError(
+                f"all {plural(len(self.points), 'point')} would fail in SGLang; --skip-invalid leaves "
+                "nothing to run, and nothing was launched:\n"
+                + "\n".join(f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors),
+                fix="fix the experiment file: --skip-invalid runs the valid points, and there are none",
+            )
         if bad and not skip_invalid:
             lines = [f"  {p.label} [{p.id}]: {e}" for p in bad for e in p.errors]
-            raise PlanError(f"{len(bad)} of {plural(len(self.points), 'point')} would fail in SGLang; nothing was launched:\n"
-                            + "\n".join(lines),
-                            fix="fix the experiment file, or pass --skip-invalid to record these points as invalid and run the rest")
+            raise PlanError(
+                f"{len(bad)} of {plural(len(self.points), 'point')} would fail in SGLang; nothing was launched:\n"
+                + "\n".join(lines),
+                fix="fix the experiment file, or pass --skip-invalid to record these points as invalid and run the rest",
+            )
         if self.confirm_errors and not skip_invalid:
-            raise PlanError("policy.confirm: the policy's server would fail in SGLang; nothing was launched:\n"
-                            + "\n".join(self.confirm_errors),
-                            fix="set server.sglang_version to a release with --speculative-adaptive (0.5.23), or "
-                                "turn the confirmation off (policy.confirm=false: the report still writes the policy); "
-                                "--skip-invalid records the confirmation points as invalid and runs the grid")
+            raise PlanError(
+                "policy.confirm: the policy's server would fail in SGLang; nothing was launched:\n"
+                + "\n".join(self.confirm_errors),
+                fix="set server.sglang_version to a release with --speculative-adaptive (0.5.23), or "
+                "turn the confirmation off (policy.confirm=false: the report still writes the policy); "
+                "--skip-invalid records the confirmation points as invalid and runs the grid",
+            )
 
 
 def launches_of(points: list[PlannedPoint]) -> dict[str, list[PlannedPoint]]:
@@ -172,7 +180,9 @@ def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> st
     return _digest(_server_identity(exp, flags, env))
 
 
-def point_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str], bench_settings: BenchSettings | None = None) -> str:
+def point_id(
+    exp: Experiment, flags: dict[str, Any], env: dict[str, str], bench_settings: BenchSettings | None = None
+) -> str:
     """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON: what the server
     runs and the benchmark (``bench_settings``, else the experiment's)."""
     bench = asdict(bench_settings if bench_settings is not None else exp.benchmark)
@@ -198,10 +208,16 @@ def _server_flags(exp: Experiment) -> dict[str, Any]:
     base = dict(exp.server.flags)  # names normalised by config.load
     clash = sorted(set(base) & RESERVED_FLAGS)
     if clash:
-        raise ConfigError(f"server.flags sets --{clash[0]}, which comes from the server section",
-                          fix="use server.model_path, server.tp_size, server.host and server.port instead")
-    flags = {"model-path": exp.server.model_path, "tp-size": exp.server.tp_size,
-             "host": exp.server.host, "port": exp.server.port}
+        raise ConfigError(
+            f"server.flags sets --{clash[0]}, which comes from the server section",
+            fix="use server.model_path, server.tp_size, server.host and server.port instead",
+        )
+    flags = {
+        "model-path": exp.server.model_path,
+        "tp-size": exp.server.tp_size,
+        "host": exp.server.host,
+        "port": exp.server.port,
+    }
     flags.update(base)
     return flags
 
@@ -210,8 +226,11 @@ def _comparable(p: PlannedPoint) -> dict[str, Any]:
     """What must be equal for a baseline to be a fair comparison: flags without speculation, env, and
     the client-side axes' values (the same workload)."""
     flags = {k: v for k, v in p.flags.items() if not k.startswith(SPECULATIVE_PREFIX) and k not in PLACEMENT_FLAGS}
-    return {**{f"--{k}": v for k, v in flags.items()}, **{f"env {k}": v for k, v in p.env.items()},
-            **({"benchmark": p.bench_key} if p.bench_key else {})}
+    return {
+        **{f"--{k}": v for k, v in flags.items()},
+        **{f"env {k}": v for k, v in p.env.items()},
+        **({"benchmark": p.bench_key} if p.bench_key else {}),
+    }
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -225,8 +244,10 @@ def _match_baselines(points: list[PlannedPoint]) -> list[str]:
     baselines = [p for p in points if p.baseline]
     spec = [p for p in points if not p.baseline]
     if spec and not baselines:
-        return ["no baseline in the grid: speedups cannot be computed "
-                "(add a drafter value with no speculative flags, e.g. none: {})"]
+        return [
+            "no baseline in the grid: speedups cannot be computed "
+            "(add a drafter value with no speculative flags, e.g. none: {})"
+        ]
     keyed = [(b, _comparable(b)) for b in baselines]
     for p in spec:
         mine = _comparable(p)
@@ -234,11 +255,17 @@ def _match_baselines(points: list[PlannedPoint]) -> list[str]:
         n, _, best, d = diffs[0]
         p.baseline_id = best.id
         if n:
-            p.warnings.append(str(rules.Check(
-                rules.WARNING, "baseline-differs",
-                f"no baseline runs with the same settings; compared with {best.label} [{best.id}], which differs in "
-                + "; ".join(d),
-                "add a baseline with the same env (NCCL settings) and flags, e.g. cross the baseline with the same env axis")))
+            p.warnings.append(
+                str(
+                    rules.Check(
+                        rules.WARNING,
+                        "baseline-differs",
+                        f"no baseline runs with the same settings; compared with {best.label} [{best.id}], which differs in "
+                        + "; ".join(d),
+                        "add a baseline with the same env (NCCL settings) and flags, e.g. cross the baseline with the same env axis",
+                    )
+                )
+            )
     return []
 
 
@@ -248,40 +275,50 @@ def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rule
     else unknown) and the GPU (``server.gpu``; cpu with ``device: cpu``); and the plan's warnings."""
     warnings: list[str] = []
     configs: dict[str, dict[str, Any]] = {}
-    paths = {str(exp.server.model_path)} | {str(f["speculative-draft-model-path"]) for f in points_flags
-                                            if f.get("speculative-draft-model-path")}
+    paths = {str(exp.server.model_path)} | {
+        str(f["speculative-draft-model-path"]) for f in points_flags if f.get("speculative-draft-model-path")
+    }
     for path in sorted(paths):
         config = serverargs.read_config(path)
         if config is not None:
             configs[path] = config
     arch = serverargs.config_architecture(configs.get(str(exp.server.model_path)))
     if arch and exp.server.architecture and arch != exp.server.architecture:
-        warnings.append(f"architecture-mismatch: {exp.server.model_path}/config.json says {arch}, server.architecture "
-                        f"says {exp.server.architecture}; the rules use {arch} (fix: drop or correct server.architecture)")
+        warnings.append(
+            f"architecture-mismatch: {exp.server.model_path}/config.json says {arch}, server.architecture "
+            f"says {exp.server.architecture}; the rules use {arch} (fix: drop or correct server.architecture)"
+        )
     arch = arch or exp.server.architecture
     spec = any(f.get("speculative-algorithm") for f in points_flags)
     if not arch and spec:
-        warnings.append(f"architecture-unknown: no config.json in {exp.server.model_path} here and no "
-                        "server.architecture: rules that depend on the target (automatic steps/topk, the drafter "
-                        "SGLang defaults to, the attention backend) are checked for every likely architecture, "
-                        "and on the host (fix: set server.architecture, e.g. DeepseekV3ForCausalLM)")
+        warnings.append(
+            f"architecture-unknown: no config.json in {exp.server.model_path} here and no "
+            "server.architecture: rules that depend on the target (automatic steps/topk, the drafter "
+            "SGLang defaults to, the attention backend) are checked for every likely architecture, "
+            "and on the host (fix: set server.architecture, e.g. DeepseekV3ForCausalLM)"
+        )
     gpu = exp.server.gpu
     if str(exp.server.flags.get("device") or "").startswith("cpu"):
         gpu = "cpu"
     elif gpu and serverargs.gpu_info(gpu) is None:
-        warnings.append(f"gpu-unknown: server.gpu {gpu!r} is not a GPU these rules know (one of "
-                        f"{', '.join(g.name for g in serverargs.GPUS.values())}, or hopper, blackwell, ampere); "
-                        "treated as unknown")
+        warnings.append(
+            f"gpu-unknown: server.gpu {gpu!r} is not a GPU these rules know (one of "
+            f"{', '.join(g.name for g in serverargs.GPUS.values())}, or hopper, blackwell, ampere); "
+            "treated as unknown"
+        )
         gpu = None
     version = exp.server.sglang_version
     if version and serverargs.rules_version(version)[1]:
         warnings.append(f"sglang-version: {serverargs.rules_version(version)[1]}")
     elif not version:
-        warnings.append(f"sglang-version: server.sglang_version is unset: flags and rules are checked against SGLang "
-                        f"{serverargs.NEWEST}, the newest the rules know (fix: set server.sglang_version to the SGLang "
-                        "your hosts run; their pre-flight checks that one again)")
-    return rules.Target(version=version, architecture=arch, gpu=gpu, configs=configs,
-                        version_given=bool(version)), warnings
+        warnings.append(
+            f"sglang-version: server.sglang_version is unset: flags and rules are checked against SGLang "
+            f"{serverargs.NEWEST}, the newest the rules know (fix: set server.sglang_version to the SGLang "
+            "your hosts run; their pre-flight checks that one again)"
+        )
+    return rules.Target(
+        version=version, architecture=arch, gpu=gpu, configs=configs, version_given=bool(version)
+    ), warnings
 
 
 def _sources(exp: Experiment, axes: list, gp: Any) -> dict[str, str]:
@@ -302,8 +339,13 @@ ADAPTIVE = "adaptive"  # a confirmation point's value of its step axis (sweep.an
 STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
 
 
-def confirmation_point(exp: Experiment, member: PlannedPoint, step_axis: str, launch_flags: dict[str, Any],
-                       target: rules.Target | None = None) -> PlannedPoint:
+def confirmation_point(
+    exp: Experiment,
+    member: PlannedPoint,
+    step_axis: str,
+    launch_flags: dict[str, Any],
+    target: rules.Target | None = None,
+) -> PlannedPoint:
     """The point that runs a policy's own server: a member of its step group (``member``: any point of
     the group, its bench and workload the policy's) with the step axis set to ``adaptive`` and its
     static chain's flags (``STEP_FLAGS``) replaced by the policy's ``launch_flags``
@@ -318,9 +360,19 @@ def confirmation_point(exp: Experiment, member: PlannedPoint, step_axis: str, la
     label = ",".join(f"{k}={v}" for k, v in params.items())
     roles = {a: member.roles.get(a, "steps") for a in params}
     pp = PlannedPoint(
-        id=point_id(exp, flags, member.env, member.bench), label=label, params=params, roles=roles,
-        baseline=False, flags=flags, env=dict(member.env), launcher=list(member.launcher), bench=member.bench,
-        launch_id=launch_id(exp, flags, member.env), bench_key=member.bench_key, baseline_id=member.baseline_id)
+        id=point_id(exp, flags, member.env, member.bench),
+        label=label,
+        params=params,
+        roles=roles,
+        baseline=False,
+        flags=flags,
+        env=dict(member.env),
+        launcher=list(member.launcher),
+        bench=member.bench,
+        launch_id=launch_id(exp, flags, member.env),
+        bench_key=member.bench_key,
+        baseline_id=member.baseline_id,
+    )
     if target is None:
         target, _ = target_of(exp, [flags])
     sources = {k: "the policy's launch flags (sweep.analysis.policy)" for k in launch_flags}
@@ -379,8 +431,11 @@ def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint
     (step axis, members): the axis of role ``steps``, else the one axis whose values alone tell apart
     points of different step counts (a bundle setting steps and draft tokens). Groups of one step
     count are left out: there is no policy to derive there."""
-    chains = [p for p in points if not p.baseline and _steps(p) is not None
-              and int(p.flags.get("speculative-eagle-topk") or 1) == 1]
+    chains = [
+        p
+        for p in points
+        if not p.baseline and _steps(p) is not None and int(p.flags.get("speculative-eagle-topk") or 1) == 1
+    ]
     found: dict[tuple, tuple[str, list[PlannedPoint]]] = {}
     for p in chains:
         axis = next((a for a, r in p.roles.items() if r == "steps"), None)
@@ -389,7 +444,9 @@ def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint
                 if r in ("drafter", "env", "benchmark"):
                     continue
                 rest = {b: v for b, v in p.params.items() if b != a}
-                if any({b: v for b, v in q.params.items() if b != a} == rest and _steps(q) != _steps(p) for q in chains):
+                if any(
+                    {b: v for b, v in q.params.items() if b != a} == rest and _steps(q) != _steps(p) for q in chains
+                ):
                     axis = a
                     break
         if axis is None:
@@ -399,7 +456,9 @@ def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint
     return [(axis, members) for axis, members in found.values() if len({_steps(m) for m in members}) > 1]
 
 
-def confirm_probes(exp: Experiment, points: list[PlannedPoint], target: rules.Target | None = None) -> list[PlannedPoint]:
+def confirm_probes(
+    exp: Experiment, points: list[PlannedPoint], target: rules.Target | None = None
+) -> list[PlannedPoint]:
     """What ``--plan`` checks of ``policy.confirm`` before the grid has measured anything: per step
     group, the launch its policy could ask for at most (every step count of the group a candidate in
     one tier, steps and draft tokens for the largest): SGLang's rules on the adaptive flags (the
@@ -409,8 +468,13 @@ def confirm_probes(exp: Experiment, points: list[PlannedPoint], target: rules.Ta
         top = max(members, key=lambda m: _steps(m) or 0)
         steps = sorted({s for m in members if (s := _steps(m)) is not None})
         k = steps[-1]
-        flags = {"speculative-adaptive": True, "speculative-adaptive-config": {"1": {"candidate_steps": steps}},
-                 "speculative-num-steps": k, "speculative-num-draft-tokens": k + 1, "speculative-eagle-topk": 1}
+        flags = {
+            "speculative-adaptive": True,
+            "speculative-adaptive-config": {"1": {"candidate_steps": steps}},
+            "speculative-num-steps": k,
+            "speculative-num-draft-tokens": k + 1,
+            "speculative-eagle-topk": 1,
+        }
         out.append(confirmation_point(exp, top, axis, flags, target))
     return out
 
@@ -429,10 +493,18 @@ def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
         env = {**{str(k): str(v) for k, v in exp.server.env.items()}, **gp.env}
         bench = gp.bench if gp.bench is not None else exp.benchmark
         pp = PlannedPoint(
-            id=point_id(exp, flags, env, bench), label=gp.label, params=gp.params,
-            roles={k: roles[k] for k in gp.params}, baseline=gp.baseline, flags=flags, env=env,
-            launcher=list(exp.server.launcher), bench=bench, launch_id=launch_id(exp, flags, env),
-            bench_key=gp.bench_key)
+            id=point_id(exp, flags, env, bench),
+            label=gp.label,
+            params=gp.params,
+            roles={k: roles[k] for k in gp.params},
+            baseline=gp.baseline,
+            flags=flags,
+            env=env,
+            launcher=list(exp.server.launcher),
+            bench=bench,
+            launch_id=launch_id(exp, flags, env),
+            bench_key=gp.bench_key,
+        )
         ev = rules.evaluate(flags, bench, target, env, _sources(exp, axes, gp))
         for f in ev.findings:
             (pp.errors if f.level == rules.ERROR else pp.warnings).append(str(f))
@@ -442,15 +514,19 @@ def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
     ids: dict[str, str] = {}
     for p in points:
         if p.id in ids:
-            raise PlanError(f"points {ids[p.id]} and {p.label} launch the same server (id {p.id})",
-                            fix="two axis values set the same flags; remove one or exclude the duplicate")
+            raise PlanError(
+                f"points {ids[p.id]} and {p.label} launch the same server (id {p.id})",
+                fix="two axis values set the same flags; remove one or exclude the duplicate",
+            )
         ids[p.id] = p.label
     plan_warnings = target_warnings + _match_baselines(points)
     # Baselines first, so that speedups can be read as soon as the first speculative point ends.
     points.sort(key=lambda p: not p.baseline)
     probes = confirm_probes(exp, points, target) if exp.policy.confirm else []
     if exp.policy.confirm and not probes:
-        plan_warnings.append("policy-nothing-to-confirm: policy.confirm is on, but no group of points differs only in "
-                             "its step count, so no policy will be derived (fix: add a steps axis, or turn "
-                             "policy.confirm off)")
+        plan_warnings.append(
+            "policy-nothing-to-confirm: policy.confirm is on, but no group of points differs only in "
+            "its step count, so no policy will be derived (fix: add a steps axis, or turn "
+            "policy.confirm off)"
+        )
     return Plan(exp, points, plan_warnings, probes)

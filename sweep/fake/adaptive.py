@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from sweep.sglang.adaptive import Config
 
+
 # --- SGLang's log lines ---
 def initialized_line(steps: int, candidates: list[int]) -> str:
     return f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}"
@@ -66,14 +67,23 @@ class StepSlot:
     log: Callable[[str], None] = field(default=lambda line: None, repr=False, compare=False)
 
     @classmethod
-    def create(cls, initial_steps: int, cfg: Mapping[str, Any], log: Callable[[str], None] = lambda line: None
-               ) -> "StepSlot":
+    def create(
+        cls, initial_steps: int, cfg: Mapping[str, Any], log: Callable[[str], None] = lambda line: None
+    ) -> "StepSlot":
         cands = sorted(set(cfg["candidate_steps"]))
         current = initial_steps if initial_steps in cands else cands[len(cands) // 2]
-        return cls(cands, current, float(current - 1), ema_alpha=cfg.get("ema_alpha", 0.2),
-                   update_interval=cfg.get("update_interval", 5), warmup_batches=cfg.get("warmup_batches", 10),
-                   down_hysteresis=cfg.get("down_hysteresis", -0.25), up_hysteresis=cfg.get("up_hysteresis", 0.0),
-                   ceiling_coeff=cfg.get("ceiling_coeff", 0), log=log)
+        return cls(
+            cands,
+            current,
+            float(current - 1),
+            ema_alpha=cfg.get("ema_alpha", 0.2),
+            update_interval=cfg.get("update_interval", 5),
+            warmup_batches=cfg.get("warmup_batches", 10),
+            down_hysteresis=cfg.get("down_hysteresis", -0.25),
+            up_hysteresis=cfg.get("up_hysteresis", 0.0),
+            ceiling_coeff=cfg.get("ceiling_coeff", 0),
+            log=log,
+        )
 
     def update(self, accepted_per_req: list[int]) -> bool:
         """One verify's accepted draft tokens per request; True when the step count changed."""
@@ -133,14 +143,18 @@ class Params:
     """``AdaptiveSpeculativeParams`` (CUDA-graph padding left out: SGLang pads a batch to its graph's
     size before routing only where the graph sizes straddle a tier key; the fake routes the batch)."""
 
-    def __init__(self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None,
-                 announce: bool = True):
+    def __init__(
+        self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None, announce: bool = True
+    ):
         """``config``: as SGLang loaded it; ``announce``: log SGLang's ``initialized`` line now (as its
         constructor does)."""
         self.keys = sorted(config.tiers)
-        self.slots = {bs: StepSlot.create(initial_steps, {**config.knobs.get(bs, {}),
-                                                          "candidate_steps": list(config.tiers[bs])}, log)
-                      for bs in self.keys}
+        self.slots = {
+            bs: StepSlot.create(
+                initial_steps, {**config.knobs.get(bs, {}), "candidate_steps": list(config.tiers[bs])}, log
+            )
+            for bs in self.keys
+        }
         if announce:
             log(self.initialized())
 
@@ -169,8 +183,9 @@ class Controller:
     """``AdaptiveController`` with the worker's step count: :meth:`before_batch` (``activate_step_by_batch``)
     and :meth:`after_verify` (``on_verify_complete``) switch it, logging ``Switch adaptive runtime state``."""
 
-    def __init__(self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None,
-                 announce: bool = True):
+    def __init__(
+        self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None, announce: bool = True
+    ):
         self.log = log
         self.params = Params(initial_steps, config, log, announce)
         self.steps = initial_steps

@@ -55,8 +55,13 @@ def _f(name: str, kind: Any = str, default: Any = None, help: str = "", **kw: An
 # SGLang's flags the sweep meets, and the common ones users pass (help texts abridged from SGLang).
 SGLANG_FLAGS: tuple[Flag, ...] = (
     # model and tokenizer
-    _f("model-path", str, None, "The path of the model weights (local folder or Hugging Face repo ID).",
-       aliases=("--model",)),
+    _f(
+        "model-path",
+        str,
+        None,
+        "The path of the model weights (local folder or Hugging Face repo ID).",
+        aliases=("--model",),
+    ),
     _f("tokenizer-path", str, None, "The path of the tokenizer."),
     _f("tokenizer-mode", str, "auto", "Tokenizer mode.", choices=("auto", "slow")),
     _f("skip-tokenizer-init", "switch", False, "Skip tokenizer init; pass input_ids in requests."),
@@ -76,8 +81,13 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("host", str, "127.0.0.1", "The host of the HTTP server."),
     _f("port", int, 30000, "The port of the HTTP server."),
     _f("api-key", str, None, "Set API key of the server; also used by the OpenAI API compatible server."),
-    _f("admin-api-key", str, None, "Set admin API key for sensitive management endpoints. When set, admin endpoints "
-       "require this key and do NOT accept --api-key."),
+    _f(
+        "admin-api-key",
+        str,
+        None,
+        "Set admin API key for sensitive management endpoints. When set, admin endpoints "
+        "require this key and do NOT accept --api-key.",
+    ),
     _f("enable-metrics", "switch", False, "Enable log prometheus metrics."),
     _f("enable-cache-report", "switch", False, "Return number of cached tokens in usage.prompt_tokens_details."),
     _f("log-level", str, "info", "The logging level of all loggers."),
@@ -89,8 +99,12 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("download-dir", str, None, "Model download directory for huggingface."),
     _f("random-seed", int, None, "The random seed."),
     # memory and scheduling
-    _f("mem-fraction-static", float, None, "The fraction of the memory used for static allocation "
-       "(model weights and KV cache memory pool)."),
+    _f(
+        "mem-fraction-static",
+        float,
+        None,
+        "The fraction of the memory used for static allocation (model weights and KV cache memory pool).",
+    ),
     _f("max-running-requests", int, None, "The maximum number of running requests."),
     _f("max-total-tokens", int, None, "The maximum number of tokens in the memory pool."),
     _f("chunked-prefill-size", int, None, "The maximum number of tokens in a chunk for the chunked prefill."),
@@ -101,8 +115,12 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("disable-radix-cache", "switch", False, "Disable RadixAttention for prefix caching."),
     _f("stream-interval", int, 1, "The interval (or buffer size) for streaming in terms of the token length."),
     _f("stream-output", "switch", False, "Whether to output as a sequence of disjoint segments."),
-    _f("incremental-streaming-output", "switch", False, "Whether to output as a sequence of disjoint "
-       "segments (chunk text holds only the new text)."),
+    _f(
+        "incremental-streaming-output",
+        "switch",
+        False,
+        "Whether to output as a sequence of disjoint segments (chunk text holds only the new text).",
+    ),
     _f("enable-mixed-chunk", "switch", False, "Enabling mixing prefill and decode in a batch."),
     # parallelism
     _f("tp-size", int, 1, "The tensor parallelism size.", aliases=("--tensor-parallel-size",)),
@@ -123,54 +141,106 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     _f("decode-attention-backend", str, None, "Choose the kernels for decode attention layers."),
     _f("sampling-backend", str, None, "Choose the kernels for sampling layers."),
     _f("moe-runner-backend", str, "auto", "Choose the runner backend for MoE."),
-    _f("disable-cuda-graph", "switch", False, "Disable cuda graph (0.5.23: deprecated, its only spelling on the "
-       "command line; use --cuda-graph-backend-{decode,prefill}=disabled)."),
+    _f(
+        "disable-cuda-graph",
+        "switch",
+        False,
+        "Disable cuda graph (0.5.23: deprecated, its only spelling on the "
+        "command line; use --cuda-graph-backend-{decode,prefill}=disabled).",
+    ),
     _f("cuda-graph-max-bs", int, None, "Set the maximum batch size for cuda graph.", until="0.5.22"),
     _f("cuda-graph-bs", int, None, "Set the list of batch sizes for cuda graph.", nargs="+"),
-    _f("cuda-graph-max-bs-decode", int, None, "Set the maximum batch size for the decode cuda graph.",
-       since="0.5.23"),
-    _f("cuda-graph-max-bs-prefill", int, None, "Set the maximum batch size for the prefill cuda graph.",
-       since="0.5.23"),
-    _f("cuda-graph-backend-decode", str, None, "CUDA graph backend for decode (disabled turns it off; default full).",
-       since="0.5.23", choices=("full", "piecewise", "disabled")),
-    _f("disable-custom-all-reduce", "switch", False, "Disable the custom all-reduce kernel and fall back "
-       "to NCCL."),
+    _f("cuda-graph-max-bs-decode", int, None, "Set the maximum batch size for the decode cuda graph.", since="0.5.23"),
+    _f(
+        "cuda-graph-max-bs-prefill", int, None, "Set the maximum batch size for the prefill cuda graph.", since="0.5.23"
+    ),
+    _f(
+        "cuda-graph-backend-decode",
+        str,
+        None,
+        "CUDA graph backend for decode (disabled turns it off; default full).",
+        since="0.5.23",
+        choices=("full", "piecewise", "disabled"),
+    ),
+    _f("disable-custom-all-reduce", "switch", False, "Disable the custom all-reduce kernel and fall back to NCCL."),
     _f("enable-torch-compile", "switch", False, "Optimize the model with torch.compile."),
     _f("disable-overlap-schedule", "switch", False, "Disable the overlap scheduler."),
     _f("enable-nccl-nvls", "switch", False, "Enable NCCL NVLS for prefill heavy requests when available."),
     # speculative decoding
     _f("speculative-algorithm", str, None, "Speculative algorithm.", choices=SPEC_ALGORITHMS),
-    _f("speculative-draft-model-path", str, None, "The path of the draft model weights.",
-       aliases=("--speculative-draft-model",)),
+    _f(
+        "speculative-draft-model-path",
+        str,
+        None,
+        "The path of the draft model weights.",
+        aliases=("--speculative-draft-model",),
+    ),
     _f("speculative-draft-model-revision", str, None, "The specific draft model version to use."),
-    _f("speculative-num-steps", int, None, "The number of steps sampled from draft model in Speculative "
-       "Decoding."),
-    _f("speculative-eagle-topk", int, None, "The number of tokens sampled from the draft model in eagle2 "
-       "each step."),
-    _f("speculative-num-draft-tokens", int, None, "The number of tokens sampled from the draft model in "
-       "Speculative Decoding."),
-    _f("speculative-accept-threshold-single", float, 1.0, "Accept a draft token if its probability in the "
-       "target model is greater than this threshold."),
-    _f("speculative-accept-threshold-acc", float, 1.0, "The accept probability of a draft token is raised "
-       "from its target probability p to min(1, p / threshold_acc)."),
+    _f("speculative-num-steps", int, None, "The number of steps sampled from draft model in Speculative Decoding."),
+    _f("speculative-eagle-topk", int, None, "The number of tokens sampled from the draft model in eagle2 each step."),
+    _f(
+        "speculative-num-draft-tokens",
+        int,
+        None,
+        "The number of tokens sampled from the draft model in Speculative Decoding.",
+    ),
+    _f(
+        "speculative-accept-threshold-single",
+        float,
+        1.0,
+        "Accept a draft token if its probability in the target model is greater than this threshold.",
+    ),
+    _f(
+        "speculative-accept-threshold-acc",
+        float,
+        1.0,
+        "The accept probability of a draft token is raised from its target probability p to min(1, p / threshold_acc).",
+    ),
     _f("speculative-token-map", str, None, "The path of the draft model's small vocab table."),
-    _f("speculative-attention-mode", str, "prefill", "Attention backend for speculative decoding operations.",
-       choices=("prefill", "decode")),
-    _f("speculative-ngram-min-match-window-size", int, 1, "The minimum window size for pattern matching "
-       "in ngram speculative decoding."),
-    _f("speculative-ngram-max-match-window-size", int, 12, "The maximum window size for pattern matching "
-       "in ngram speculative decoding."),
-    _f("speculative-ngram-max-bfs-breadth", int, 10, "The maximum breadth for BFS in ngram speculative "
-       "decoding."),
+    _f(
+        "speculative-attention-mode",
+        str,
+        "prefill",
+        "Attention backend for speculative decoding operations.",
+        choices=("prefill", "decode"),
+    ),
+    _f(
+        "speculative-ngram-min-match-window-size",
+        int,
+        1,
+        "The minimum window size for pattern matching in ngram speculative decoding.",
+    ),
+    _f(
+        "speculative-ngram-max-match-window-size",
+        int,
+        12,
+        "The maximum window size for pattern matching in ngram speculative decoding.",
+    ),
+    _f("speculative-ngram-max-bfs-breadth", int, 10, "The maximum breadth for BFS in ngram speculative decoding."),
     _f("enable-multi-layer-eagle", "switch", False, "Enable multi-layer Eagle speculative decoding."),
-    _f("speculative-adaptive", "switch", False, "Enable adaptive speculative decoding that dynamically adjusts "
-       "num_steps based on acceptance rate.", since="0.5.23"),
-    _f("speculative-adaptive-config", str, None, "Path to a JSON config file for adaptive speculative decoding "
-       "tuning knobs.", since="0.5.23"),
+    _f(
+        "speculative-adaptive",
+        "switch",
+        False,
+        "Enable adaptive speculative decoding that dynamically adjusts num_steps based on acceptance rate.",
+        since="0.5.23",
+    ),
+    _f(
+        "speculative-adaptive-config",
+        str,
+        None,
+        "Path to a JSON config file for adaptive speculative decoding tuning knobs.",
+        since="0.5.23",
+    ),
     # PD disaggregation (the fake serves like a plain server; SGLang's rules read the mode)
-    _f("disaggregation-mode", str, "null", 'Only used for PD disaggregation. "prefill" for prefill-only server, '
-       'and "decode" for decode-only server. If not specified, it is not PD disaggregated',
-       choices=("null", "prefill", "decode")),
+    _f(
+        "disaggregation-mode",
+        str,
+        "null",
+        'Only used for PD disaggregation. "prefill" for prefill-only server, '
+        'and "decode" for decode-only server. If not specified, it is not PD disaggregated',
+        choices=("null", "prefill", "decode"),
+    ),
 )
 
 
@@ -202,38 +272,95 @@ def _accept_map(text: str) -> dict[str, float]:
 
 # The fake's own flags. dest names start with fake_ so they never collide with SGLang's.
 FAKE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("--fake-version", dict(default=DEFAULT_VERSION, choices=SUPPORTED_VERSIONS,
-                            help="SGLang version to imitate (flag names, log wording, /server_info version).")),
-    ("--fake-speed", dict(type=_positive_float, default=1.0,
-                          help="Divide every duration (startup phases and decode steps) by this factor.")),
-    ("--fake-startup-speed", dict(type=_positive_float, default=None,
-                                  help="Speed factor for startup only (default: --fake-speed).")),
-    ("--fake-accept-rate", dict(type=_rate, default=None,
-                                help="Per-token chain acceptance of the drafter (default 0.7; NGRAM 0.35).")),
-    ("--fake-accept-map", dict(type=_accept_map, default=None,
-                               help="JSON object: draft-model-path substring -> acceptance rate "
-                                    "(the longest matching key wins; 'ngram' keys NGRAM).")),
-    ("--fake-ledger", dict(default=None, help="Directory of the fake GPU ledger "
-                                              "(default: $SWEEP_FAKE_GPU_LEDGER; none when unset).")),
-    ("--fake-zombie", dict(action="store_true", help="Children ignore SIGTERM, do not watch the parent, "
-                                                     "and outlive it; the parent never kills them.")),
-    ("--fake-zombie-lifetime", dict(type=_positive_float, default=600.0,
-                                    help="Seconds an orphaned zombie child lives before exiting (safety).")),
-    ("--fake-check-paths", dict(action="store_true", help="Fail at load, as SGLang does, when --model-path "
-                                                          "or --speculative-draft-model-path does not exist.")),
-    ("--fake-fail-at", dict(choices=FAULT_PHASES_FAIL, default=None,
-                            help="Fail with SGLang's real error at this phase.")),
-    ("--fake-hang-at", dict(choices=FAULT_PHASES_HANG, default=None,
-                            help="Stop logging at this phase and never serve.")),
-    ("--fake-crash-after-requests", dict(type=int, default=None, metavar="N",
-                                         help="The scheduler crashes once N requests have finished.")),
-    ("--fake-architecture", dict(default=None, help="HF architecture of the target (default: config.json "
-                                                    "in --model-path, else guessed from its name).")),
-    ("--fake-gpu", dict(default=DEFAULT_GPU, help="The GPU the fake host has (H200, B200, A100, ...): "
-                                                  "SGLang's attention backend and the rules that follow from it "
-                                                  "depend on it (--device cpu: none).")),
-    ("--fake-weights-gb", dict(type=_positive_float, default=72.5,
-                               help="GPU memory the target's weights take on each rank, GB.")),
+    (
+        "--fake-version",
+        dict(
+            default=DEFAULT_VERSION,
+            choices=SUPPORTED_VERSIONS,
+            help="SGLang version to imitate (flag names, log wording, /server_info version).",
+        ),
+    ),
+    (
+        "--fake-speed",
+        dict(
+            type=_positive_float,
+            default=1.0,
+            help="Divide every duration (startup phases and decode steps) by this factor.",
+        ),
+    ),
+    (
+        "--fake-startup-speed",
+        dict(type=_positive_float, default=None, help="Speed factor for startup only (default: --fake-speed)."),
+    ),
+    (
+        "--fake-accept-rate",
+        dict(type=_rate, default=None, help="Per-token chain acceptance of the drafter (default 0.7; NGRAM 0.35)."),
+    ),
+    (
+        "--fake-accept-map",
+        dict(
+            type=_accept_map,
+            default=None,
+            help="JSON object: draft-model-path substring -> acceptance rate "
+            "(the longest matching key wins; 'ngram' keys NGRAM).",
+        ),
+    ),
+    (
+        "--fake-ledger",
+        dict(default=None, help="Directory of the fake GPU ledger (default: $SWEEP_FAKE_GPU_LEDGER; none when unset)."),
+    ),
+    (
+        "--fake-zombie",
+        dict(
+            action="store_true",
+            help="Children ignore SIGTERM, do not watch the parent, and outlive it; the parent never kills them.",
+        ),
+    ),
+    (
+        "--fake-zombie-lifetime",
+        dict(
+            type=_positive_float, default=600.0, help="Seconds an orphaned zombie child lives before exiting (safety)."
+        ),
+    ),
+    (
+        "--fake-check-paths",
+        dict(
+            action="store_true",
+            help="Fail at load, as SGLang does, when --model-path or --speculative-draft-model-path does not exist.",
+        ),
+    ),
+    (
+        "--fake-fail-at",
+        dict(choices=FAULT_PHASES_FAIL, default=None, help="Fail with SGLang's real error at this phase."),
+    ),
+    (
+        "--fake-hang-at",
+        dict(choices=FAULT_PHASES_HANG, default=None, help="Stop logging at this phase and never serve."),
+    ),
+    (
+        "--fake-crash-after-requests",
+        dict(type=int, default=None, metavar="N", help="The scheduler crashes once N requests have finished."),
+    ),
+    (
+        "--fake-architecture",
+        dict(
+            default=None,
+            help="HF architecture of the target (default: config.json in --model-path, else guessed from its name).",
+        ),
+    ),
+    (
+        "--fake-gpu",
+        dict(
+            default=DEFAULT_GPU,
+            help="The GPU the fake host has (H200, B200, A100, ...): "
+            "SGLang's attention backend and the rules that follow from it "
+            "depend on it (--device cpu: none).",
+        ),
+    ),
+    (
+        "--fake-weights-gb",
+        dict(type=_positive_float, default=72.5, help="GPU memory the target's weights take on each rank, GB."),
+    ),
     ("--fake-gpu-mem-gb", dict(type=_positive_float, default=139.81, help="Memory of each fake GPU, GB.")),
 )
 
@@ -274,7 +401,8 @@ def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog_for(version),
         description=f"A fake SGLang {version} server (no GPU): same command line, log, HTTP API and "
-                    "process tree as `python -m sglang.launch_server`, timed by a performance model.")
+        "process tree as `python -m sglang.launch_server`, timed by a performance model.",
+    )
     for flag in SGLANG_FLAGS:
         if not flag.in_version(version):
             continue
@@ -313,7 +441,7 @@ def _split_unknown(parser: argparse.ArgumentParser, rest: list[str], version: st
             i += 1  # its value
             value, eq = rest[i], "="
         if _of_another_version(name[2:], version):
-            newer += rest[start:i + 1]
+            newer += rest[start : i + 1]
             i += 1
             continue
         names.append(name)

@@ -27,7 +27,7 @@ class PrefixCache:
         """Tokens of ``ids`` already cached (at most ``len(ids) - 1``)."""
         node: dict = self._root
         n = 0
-        for t in ids[:max(len(ids) - 1, 0)]:
+        for t in ids[: max(len(ids) - 1, 0)]:
             child = node.get(t)
             if child is None:
                 break

@@ -45,14 +45,49 @@ class Req:
     """One generation request's state. The HTTP handler waits on ``event`` and reads ``marks``:
     the cumulative token count at the end of each step since it last looked."""
 
-    __slots__ = ("rid", "prompt_tokens", "max_new_tokens", "stop_len", "seed", "created", "acceptor",
-                 "produced", "verify_ct", "accepted", "marks", "finished", "finish_reason", "first_token_at",
-                 "finished_at", "event", "external", "streaming", "accept_hist", "received_ts", "entry_time",
-                 "prefilled_time", "last_token_at", "log_metrics", "ids", "cached", "proposed")
+    __slots__ = (
+        "rid",
+        "prompt_tokens",
+        "max_new_tokens",
+        "stop_len",
+        "seed",
+        "created",
+        "acceptor",
+        "produced",
+        "verify_ct",
+        "accepted",
+        "marks",
+        "finished",
+        "finish_reason",
+        "first_token_at",
+        "finished_at",
+        "event",
+        "external",
+        "streaming",
+        "accept_hist",
+        "received_ts",
+        "entry_time",
+        "prefilled_time",
+        "last_token_at",
+        "log_metrics",
+        "ids",
+        "cached",
+        "proposed",
+    )
 
-    def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, stop_len: int, seed: int,
-                 spec: Optional[model.Spec], external: bool = True, streaming: bool = False,
-                 log_metrics: bool = True, ids: tuple[int, ...] = ()):
+    def __init__(
+        self,
+        rid: str,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        stop_len: int,
+        seed: int,
+        spec: Optional[model.Spec],
+        external: bool = True,
+        streaming: bool = False,
+        log_metrics: bool = True,
+        ids: tuple[int, ...] = (),
+    ):
         self.rid = rid
         self.ids = ids  # the prompt as token ids (the prefix cache's key: sweep/fake/cache.py)
         self.cached = 0  # of its prompt tokens, those the prefix cache held at its prefill
@@ -94,11 +129,70 @@ class Req:
 Histogram = metrics.Histogram
 _SINK = {"prompt": 0, "generation": 0, "requests": 0}  # where a health check's counts go
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0)
-_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
-                0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
-_LENGTH_BUCKETS = (100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000,
-                   15000, 20000, 30000, 40000, 50000, 60000, 70000, 80000, 90000, 100000, 150000, 200000, 300000,
-                   400000, 500000, 600000, 700000, 800000, 900000, 1000000)
+_ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+)
+_LENGTH_BUCKETS = (
+    100,
+    300,
+    500,
+    700,
+    1000,
+    1500,
+    2000,
+    3000,
+    4000,
+    5000,
+    6000,
+    7000,
+    8000,
+    9000,
+    10000,
+    12000,
+    15000,
+    20000,
+    30000,
+    40000,
+    50000,
+    60000,
+    70000,
+    80000,
+    90000,
+    100000,
+    150000,
+    200000,
+    300000,
+    400000,
+    500000,
+    600000,
+    700000,
+    800000,
+    900000,
+    1000000,
+)
+
 
 @dataclass
 class Stats:
@@ -121,8 +215,9 @@ class Stats:
     decode_passes: int = 0
     decode_graph_passes: int = 0
     prefill_passes: int = 0
-    by_streaming: dict = field(default_factory=lambda: {k: {"prompt": 0, "generation": 0, "requests": 0}
-                                                         for k in ("false", "true")})
+    by_streaming: dict = field(
+        default_factory=lambda: {k: {"prompt": 0, "generation": 0, "requests": 0} for k in ("false", "true")}
+    )
     ttft: dict = field(default_factory=lambda: {k: Histogram(_LATENCY_BUCKETS) for k in ("false", "true")})
     e2e: dict = field(default_factory=lambda: {k: Histogram(_LATENCY_BUCKETS) for k in ("false", "true")})
     itl: Histogram = field(default_factory=lambda: Histogram(_ITL_BUCKETS))
@@ -132,8 +227,13 @@ class Stats:
 
 
 class Engine:
-    def __init__(self, cfg: EngineConfig, log: Log, on_finished: Optional[Callable[[Req], None]] = None,
-                 on_batch: Optional[Callable[[list[Req]], None]] = None):
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        log: Log,
+        on_finished: Optional[Callable[[Req], None]] = None,
+        on_batch: Optional[Callable[[list[Req]], None]] = None,
+    ):
         self.cfg = cfg
         self.log = log  # the rank-0 scheduler's logger (prefix " TP0")
         self.on_finished = on_finished  # called for each finished request (crash-after-N counting)
@@ -147,8 +247,11 @@ class Engine:
         self._depth = model.max_accepted(cfg.spec) if cfg.spec else 0
         # adaptive speculation: SGLang's controller (its "initialized" line is the startup's, not logged here)
         start = cfg.adaptive_start if cfg.adaptive_start is not None else cfg.spec.steps if cfg.spec else 0
-        self.adaptive = (adaptive.Controller(start, cfg.adaptive, self.log.info, announce=False)
-                         if cfg.adaptive is not None and cfg.spec is not None else None)
+        self.adaptive = (
+            adaptive.Controller(start, cfg.adaptive, self.log.info, announce=False)
+            if cfg.adaptive is not None and cfg.spec is not None
+            else None
+        )
         self._specs: dict[int, Optional[model.Spec]] = {}
         self.cache = PrefixCache(cfg.max_total_tokens)
         self.excess_j = 0.0  # per GPU: joules above idle of every forward so far (sweep/fake/power.py)
@@ -176,8 +279,10 @@ class Engine:
     def flush(self) -> bool:
         """/flush_cache: refused while requests run; resets the accept-length averages."""
         if self.busy():
-            self.log.info(f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, "
-                          f"#running-req: {len(self.running)}")
+            self.log.info(
+                f"Cache not flushed because there are pending requests. #queue-req: {len(self.waiting)}, "
+                f"#running-req: {len(self.running)}"
+            )
             return False
         self.stats.spec_tokens = self.stats.spec_steps = 0
         self.cache.clear()
@@ -278,8 +383,11 @@ class Engine:
         steps = self.adaptive.before_batch(batch)
         if steps not in self._specs:
             base = self.cfg.spec
-            self._specs[steps] = (model.Spec(steps, 1, steps + 1, base.accept_rate, ngram=base.ngram)
-                                  if steps > 0 and base is not None else None)
+            self._specs[steps] = (
+                model.Spec(steps, 1, steps + 1, base.accept_rate, ngram=base.ngram)
+                if steps > 0 and base is not None
+                else None
+            )
         return self._specs[steps]
 
     def _decode_step(self, graph: bool, spec: Optional[model.Spec] = None) -> None:
@@ -373,13 +481,16 @@ class Engine:
         return max(self.cfg.spec.draft_tokens - 1, 0) if self.cfg.spec else 0
 
     def _log_prefill(self, batch: list[Req], tokens: int, elapsed: float) -> None:
-        msg = (f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, "
-               f"#cached-token: {sum(r.cached for r in batch)}, "
-               f"token usage: {self.token_usage():.2f}, #running-req: {len(self.running)}, "
-               f"#queue-req: {len(self.waiting)}")
+        msg = (
+            f"Prefill batch, #new-seq: {len(batch)}, #new-token: {tokens}, "
+            f"#cached-token: {sum(r.cached for r in batch)}, "
+            f"token usage: {self.token_usage():.2f}, #running-req: {len(self.running)}, "
+            f"#queue-req: {len(self.waiting)}"
+        )
         if self.cfg.real_wording:  # GPU wording of the CPU transcripts' "cpu graph: False"
-            msg += (f", #pending-token: 0, cuda graph: False, "
-                    f"input throughput (token/s): {tokens / max(elapsed, 1e-9):.2f}")
+            msg += (
+                f", #pending-token: 0, cuda graph: False, input throughput (token/s): {tokens / max(elapsed, 1e-9):.2f}"
+            )
         self.log.info(msg)
 
     def _log_decode(self, running: int, graph: bool) -> None:
@@ -387,23 +498,29 @@ class Engine:
         now = time.perf_counter()
         s.last_gen_throughput = s.interval_tokens / max(now - s.interval_start, 1e-9)
         tokens = sum(r.prompt_tokens + r.produced for r in self.running)
-        msg = (f"Decode batch, #running-req: {running}, #token: {tokens}, "
-               f"token usage: {tokens / max(self.cfg.max_total_tokens, 1):.2f}, ")
+        msg = (
+            f"Decode batch, #running-req: {running}, #token: {tokens}, "
+            f"token usage: {tokens / max(self.cfg.max_total_tokens, 1):.2f}, "
+        )
         if self.cfg.spec:
             s.last_accept_length = s.interval_spec_tokens / max(s.interval_spec_steps, 1)
             proposed = self.proposed_per_verify()  # accepted drafts / proposed drafts, as SGLang
             s.last_accept_rate = (s.last_accept_length - 1) / proposed if proposed else 0.0
             msg += f"accept len: {s.last_accept_length:.2f}, accept rate: {s.last_accept_rate:.2f}, "
-        msg += (f"cuda graph: {graph}, gen throughput (token/s): {s.last_gen_throughput:.2f}, "
-                f"#queue-req: {len(self.waiting)}")
+        msg += (
+            f"cuda graph: {graph}, gen throughput (token/s): {s.last_gen_throughput:.2f}, "
+            f"#queue-req: {len(self.waiting)}"
+        )
         self.log.info(msg)
         s.interval_tokens = s.interval_spec_tokens = s.interval_spec_steps = 0
         s.interval_start = now
 
     def internal_state(self) -> dict:
         """The scheduler's part of ``internal_states[i]`` (the server adds its args and memory)."""
-        state: dict = {"last_gen_throughput": self.stats.last_gen_throughput,
-                       "effective_max_running_requests_per_dp": self.cfg.max_running}
+        state: dict = {
+            "last_gen_throughput": self.stats.last_gen_throughput,
+            "effective_max_running_requests_per_dp": self.cfg.max_running,
+        }
         avg = self.avg_spec_accept_length()
         if avg is not None:
             state["avg_spec_accept_length"] = avg
@@ -416,33 +533,65 @@ class Engine:
         total = max(self.cfg.max_total_tokens, 1)
         streaming = ("false", "true")
         values: dict = {
-            "num_running_reqs": float(len(self.running)), "num_queue_reqs": float(len(self.waiting)),
-            "num_used_tokens": float(used), "kv_used_tokens": float(used),
+            "num_running_reqs": float(len(self.running)),
+            "num_queue_reqs": float(len(self.waiting)),
+            "num_used_tokens": float(used),
+            "kv_used_tokens": float(used),
             "kv_available_tokens": float(max(self.cfg.max_total_tokens - used, 0)),
-            "token_usage": used / total, "full_token_usage": used / total,
-            "gen_throughput": s.last_gen_throughput, "max_total_num_tokens": float(self.cfg.max_total_tokens),
-            "num_pages": float(self.cfg.max_total_tokens), "page_size": 1.0,
-            "decode_sum_seq_lens": float(used), "utilization": min(len(self.running) / max(self.cfg.max_running, 1), 1.0),
-            "is_cuda_graph": float(self.cfg.cuda_graph_max_bs is not None and 0 < len(self.running) <= self.cfg.cuda_graph_max_bs),
-            "spec_accept_length": s.last_accept_length, "spec_accept_rate": s.last_accept_rate,
-            "spec_num_steps": float(self.adaptive.steps if self.adaptive is not None
-                                    else self.cfg.spec.steps if self.cfg.spec else 0),
-            "spec_num_draft_tokens": float(self.adaptive.steps + 1 if self.adaptive is not None
-                                           else self.cfg.spec.draft_tokens if self.cfg.spec else 0),
+            "token_usage": used / total,
+            "full_token_usage": used / total,
+            "gen_throughput": s.last_gen_throughput,
+            "max_total_num_tokens": float(self.cfg.max_total_tokens),
+            "num_pages": float(self.cfg.max_total_tokens),
+            "page_size": 1.0,
+            "decode_sum_seq_lens": float(used),
+            "utilization": min(len(self.running) / max(self.cfg.max_running, 1), 1.0),
+            "is_cuda_graph": float(
+                self.cfg.cuda_graph_max_bs is not None and 0 < len(self.running) <= self.cfg.cuda_graph_max_bs
+            ),
+            "spec_accept_length": s.last_accept_length,
+            "spec_accept_rate": s.last_accept_rate,
+            "spec_num_steps": float(
+                self.adaptive.steps if self.adaptive is not None else self.cfg.spec.steps if self.cfg.spec else 0
+            ),
+            "spec_num_draft_tokens": float(
+                self.adaptive.steps + 1
+                if self.adaptive is not None
+                else self.cfg.spec.draft_tokens
+                if self.cfg.spec
+                else 0
+            ),
             "prompt_tokens_total": metrics.series("is_streaming", {k: s.by_streaming[k]["prompt"] for k in streaming}),
-            "generation_tokens_total": metrics.series("is_streaming",
-                                                      {k: s.by_streaming[k]["generation"] for k in streaming}),
+            "generation_tokens_total": metrics.series(
+                "is_streaming", {k: s.by_streaming[k]["generation"] for k in streaming}
+            ),
             "num_requests_total": metrics.series("is_streaming", {k: s.by_streaming[k]["requests"] for k in streaming}),
             "cached_tokens_total": metrics.series("cache_source", {"device": float(s.cached_tokens_total)}),
-            "prefill_effective_tokens_total": metrics.series("mode", {"input": s.prompt_tokens_total - s.cached_tokens_total,
-                                                                       "device_hit": float(s.cached_tokens_total),
-                                                                       "host_hit": 0.0, "storage_hit": 0.0}),
-            "realtime_tokens_total": metrics.series("mode", {"prefill_compute": s.prompt_tokens_total - s.cached_tokens_total,
-                                                             "decode": s.generation_tokens_total,
-                                                             "prefill_cache": float(s.cached_tokens_total)}),
-            "cuda_graph_passes_total": metrics.series("mode", {"prefill_none": s.prefill_passes,
-                                                               "decode_none": s.decode_passes - s.decode_graph_passes,
-                                                               "decode_cuda_graph": s.decode_graph_passes}),
+            "prefill_effective_tokens_total": metrics.series(
+                "mode",
+                {
+                    "input": s.prompt_tokens_total - s.cached_tokens_total,
+                    "device_hit": float(s.cached_tokens_total),
+                    "host_hit": 0.0,
+                    "storage_hit": 0.0,
+                },
+            ),
+            "realtime_tokens_total": metrics.series(
+                "mode",
+                {
+                    "prefill_compute": s.prompt_tokens_total - s.cached_tokens_total,
+                    "decode": s.generation_tokens_total,
+                    "prefill_cache": float(s.cached_tokens_total),
+                },
+            ),
+            "cuda_graph_passes_total": metrics.series(
+                "mode",
+                {
+                    "prefill_none": s.prefill_passes,
+                    "decode_none": s.decode_passes - s.decode_graph_passes,
+                    "decode_cuda_graph": s.decode_graph_passes,
+                },
+            ),
             "time_to_first_token_seconds": [({"is_streaming": k}, s.ttft[k]) for k in streaming if s.ttft[k].n],
             "e2e_request_latency_seconds": [({"is_streaming": k}, s.e2e[k]) for k in streaming if s.e2e[k].n],
             "inter_token_latency_seconds": [({}, s.itl)] if s.itl.n else [],

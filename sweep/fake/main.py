@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from sweep.core.ledger import ledger_dir, ledger_remove
 from sweep.fake import args as fake_args
 from sweep.fake import model, procs, rules, startup, tracebacks
-from sweep.core.ledger import ledger_dir, ledger_remove
 from sweep.fake.log import Log, rank_prefix
 
 LOOPBACK = "127.0.0.1"
@@ -45,8 +45,9 @@ def accept_rate(resolved: rules.Resolved, ns: argparse.Namespace) -> float:
     a = resolved.args
     ngram = a.get("speculative_algorithm") == "NGRAM"
     key = "ngram" if ngram else str(a.get("speculative_draft_model_path") or "")
-    matches = sorted(((len(k), v) for k, v in (ns.fake_accept_map or {}).items() if k.lower() in key.lower()),
-                     reverse=True)
+    matches = sorted(
+        ((len(k), v) for k, v in (ns.fake_accept_map or {}).items() if k.lower() in key.lower()), reverse=True
+    )
     if matches:
         return matches[0][1]
     if ns.fake_accept_rate is not None:
@@ -61,9 +62,13 @@ def speculative_config(resolved: rules.Resolved, ns: argparse.Namespace) -> Opti
     steps = int(a["speculative_num_steps"])
     if resolved.adaptive_config is not None and steps == 0:  # adaptive from 0 steps: the drafter's rate is what counts
         return model.Spec(1, 1, 2, accept_rate(resolved, ns))
-    return model.Spec(steps, int(a["speculative_eagle_topk"]),
-                      int(a["speculative_num_draft_tokens"]), accept_rate(resolved, ns),
-                      ngram=a["speculative_algorithm"] == "NGRAM")
+    return model.Spec(
+        steps,
+        int(a["speculative_eagle_topk"]),
+        int(a["speculative_num_draft_tokens"]),
+        accept_rate(resolved, ns),
+        ngram=a["speculative_algorithm"] == "NGRAM",
+    )
 
 
 @dataclass(frozen=True)
@@ -114,12 +119,20 @@ def wait_ready(children: list[procs.Child], log: Log) -> Optional[list[dict[str,
 def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.StartupPlan:
     ns = parsed.ns
     return startup.StartupPlan(
-        args=resolved.args, architecture=resolved.architecture, version=parsed.version,
-        speed=ns.fake_startup_speed or ns.fake_speed, weights_gb=ns.fake_weights_gb, gpu_mem_gb=ns.fake_gpu_mem_gb,
-        fail_at=ns.fake_fail_at if ns.fake_fail_at in ("load", "capture") else None, hang_at=ns.fake_hang_at,
-        check_paths=ns.fake_check_paths, deferred=resolved.deferred, ledger_dir=ledger_dir(ns.fake_ledger),
+        args=resolved.args,
+        architecture=resolved.architecture,
+        version=parsed.version,
+        speed=ns.fake_startup_speed or ns.fake_speed,
+        weights_gb=ns.fake_weights_gb,
+        gpu_mem_gb=ns.fake_gpu_mem_gb,
+        fail_at=ns.fake_fail_at if ns.fake_fail_at in ("load", "capture") else None,
+        hang_at=ns.fake_hang_at,
+        check_paths=ns.fake_check_paths,
+        deferred=resolved.deferred,
+        ledger_dir=ledger_dir(ns.fake_ledger),
         context_len=ns.context_length or rules.DEFAULT_CONTEXT_LENGTH,
-        adaptive=resolved.adaptive_config if resolved.deferred is None else None)
+        adaptive=resolved.adaptive_config if resolved.deferred is None else None,
+    )
 
 
 def node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
@@ -128,8 +141,9 @@ def node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
     return range(node_rank * per_node, (node_rank + 1) * per_node)
 
 
-def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: range,
-                    detokenizer: bool = True) -> list[procs.Child]:
+def launch_children(
+    plan: startup.StartupPlan, life: procs.Lifecycle, ranks: range, detokenizer: bool = True
+) -> list[procs.Child]:
     """Fork one scheduler per TP rank of this node (each walks the startup) and the detokenizer."""
     # the ranks meet around rank 0's bars (a node without rank 0 draws none)
     plan.sync = startup.RankSync(ranks) if len(ranks) > 1 and ranks[0] == 0 else None
@@ -146,44 +160,84 @@ def launch_children(plan: startup.StartupPlan, life: procs.Lifecycle, ranks: ran
     def title(rank: int) -> str:  # SGLang's setproctitle: "sglang::scheduler" + the log prefix, "_" for " "
         return "sglang::scheduler" + rank_prefix(rank, plan.tp_size, plan.real_wording).replace(" ", "_")
 
-    children = [procs.fork_child("scheduler", rank, title(rank), life,
-                                 functools.partial(startup.run_rank, plan, rank, life.parent_pid, hang=hold),
-                                 with_pipe=True)
-                for rank in ranks]
+    children = [
+        procs.fork_child(
+            "scheduler",
+            rank,
+            title(rank),
+            life,
+            functools.partial(startup.run_rank, plan, rank, life.parent_pid, hang=hold),
+            with_pipe=True,
+        )
+        for rank in ranks
+    ]
     if detokenizer:
-        children.append(procs.fork_child("detokenizer", 0, "sglang::detokenizer", life,
-                                         lambda fd: procs.idle(life), with_pipe=False))
+        children.append(
+            procs.fork_child(
+                "detokenizer", 0, "sglang::detokenizer", life, lambda fd: procs.idle(life), with_pipe=False
+            )
+        )
     return children
 
 
-def serve(parsed: fake_args.Parsed, resolved: rules.Resolved, plan: startup.StartupPlan, host: str,
-          ready: dict[str, Any], tree: procs.Tree, tokenizer_e2e: float) -> int:
+def serve(
+    parsed: fake_args.Parsed,
+    resolved: rules.Resolved,
+    plan: startup.StartupPlan,
+    host: str,
+    ready: dict[str, Any],
+    tree: procs.Tree,
+    tokenizer_e2e: float,
+) -> int:
     """Run the HTTP server and the scheduler in one event loop until SIGTERM (or a crash)."""
     from sweep.fake import engine, server  # aiohttp only once serving
 
     ns = parsed.ns
     spec = speculative_config(resolved, ns)
     max_running = int(ready["max_running_requests"])
-    eng = engine.Engine(engine.EngineConfig(
-        spec=spec, nccl_env=nccl_env(), speed=ns.fake_speed, max_running=max_running,
-        max_prefill_tokens=int(ns.max_prefill_tokens), max_total_tokens=int(ready["max_total_num_tokens"]),
-        cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
-        decode_log_interval=int(ns.decode_log_interval), stream_interval=max(1, int(ns.stream_interval)),
-        real_wording=plan.real_wording, adaptive=plan.adaptive if spec is not None else None,
-        adaptive_start=int(resolved.args["speculative_num_steps"]) if plan.adaptive is not None else None),
-        Log(rank_prefix(0, plan.tp_size, plan.real_wording)))
+    eng = engine.Engine(
+        engine.EngineConfig(
+            spec=spec,
+            nccl_env=nccl_env(),
+            speed=ns.fake_speed,
+            max_running=max_running,
+            max_prefill_tokens=int(ns.max_prefill_tokens),
+            max_total_tokens=int(ready["max_total_num_tokens"]),
+            cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
+            decode_log_interval=int(ns.decode_log_interval),
+            stream_interval=max(1, int(ns.stream_interval)),
+            real_wording=plan.real_wording,
+            adaptive=plan.adaptive if spec is not None else None,
+            adaptive_start=int(resolved.args["speculative_num_steps"]) if plan.adaptive is not None else None,
+        ),
+        Log(rank_prefix(0, plan.tp_size, plan.real_wording)),
+    )
     cfg = server.ServerConfig(
-        host=host, port=int(ns.port), served_model_name=resolved.args["served_model_name"],
-        model_path=ns.model_path, architecture=resolved.architecture, version=parsed.version,
-        server_args=resolved.args, context_len=plan.context_len, spec=spec, enable_metrics=bool(ns.enable_metrics),
-        incremental=bool(ns.incremental_streaming_output), stream_output=bool(ns.stream_output),
-        api_key=ns.api_key, admin_api_key=ns.admin_api_key,
-        warmup_s=plan.durations.warmup / plan.speed, fail_at_serve=ns.fake_fail_at == "serve",
-        crash_after_requests=ns.fake_crash_after_requests, startup_speed=plan.speed, speed=ns.fake_speed,
+        host=host,
+        port=int(ns.port),
+        served_model_name=resolved.args["served_model_name"],
+        model_path=ns.model_path,
+        architecture=resolved.architecture,
+        version=parsed.version,
+        server_args=resolved.args,
+        context_len=plan.context_len,
+        spec=spec,
+        enable_metrics=bool(ns.enable_metrics),
+        incremental=bool(ns.incremental_streaming_output),
+        stream_output=bool(ns.stream_output),
+        api_key=ns.api_key,
+        admin_api_key=ns.admin_api_key,
+        warmup_s=plan.durations.warmup / plan.speed,
+        fail_at_serve=ns.fake_fail_at == "serve",
+        crash_after_requests=ns.fake_crash_after_requests,
+        startup_speed=plan.speed,
+        speed=ns.fake_speed,
         rank_prefix=rank_prefix(0, plan.tp_size, plan.real_wording),
         startup_time={**ready.get("timings", {}), "tokenizer_e2e": tokenizer_e2e},
-        memory_usage=ready.get("memory_usage", {}), ledger_dir=plan.ledger_dir,
-        gpus=tuple(startup.gpu_index(r, resolved.args) for r in node_ranks(int(ns.tp_size), int(ns.nnodes or 1), 0)))
+        memory_usage=ready.get("memory_usage", {}),
+        ledger_dir=plan.ledger_dir,
+        gpus=tuple(startup.gpu_index(r, resolved.args) for r in node_ranks(int(ns.tp_size), int(ns.nnodes or 1), 0)),
+    )
     return asyncio.run(server.serve(cfg, eng, tree))
 
 
@@ -236,8 +290,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     signal.signal(signal.SIGQUIT, on_sigquit)  # before forking: a rank may fail at once
     node_rank = int(ns.node_rank or 0)
-    tree.children.extend(launch_children(plan, life, node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank),
-                                         detokenizer=node_rank == 0))
+    tree.children.extend(
+        launch_children(
+            plan, life, node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank), detokenizer=node_rank == 0
+        )
+    )
     tree.tracker_pid = procs.start_resource_tracker()  # after the fork: no rank holds its pipe
     ready = wait_ready(tree.children, log)
     if ready is None:

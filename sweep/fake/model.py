@@ -195,13 +195,14 @@ def verify_tokens(spec: Optional[Spec]) -> int:
     return spec.draft_tokens if spec else 1
 
 
-def step_time_s(batch: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]],
-                *, cuda_graph: bool = True) -> float:
+def step_time_s(
+    batch: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]], *, cuda_graph: bool = True
+) -> float:
     """Time of one decode step (one verify round with speculation) over ``batch`` running requests."""
     if batch <= 0:
         return 0.0
     n = batch * verify_tokens(spec)
-    t = T_FIXED + max(T_EXPERT * experts_touched(n), T_TOKEN * n ** T_TOKEN_EXPONENT) + allreduce_s(n, nccl_env)
+    t = T_FIXED + max(T_EXPERT * experts_touched(n), T_TOKEN * n**T_TOKEN_EXPONENT) + allreduce_s(n, nccl_env)
     if spec and not spec.ngram:
         t += D_EXTEND + (spec.steps - 1) * D_STEP + spec.steps * D_TOKEN * batch * spec.topk
     if not cuda_graph:
@@ -240,7 +241,7 @@ def expected_accept_length(spec: Optional[Spec]) -> float:
     if spec is None:
         return 1.0
     p = effective_accept_rate(spec)
-    return sum(p ** i for i in range(max_accepted(spec) + 1))
+    return sum(p**i for i in range(max_accepted(spec) + 1))
 
 
 tokens_per_step = expected_accept_length  # the name the scheduler reads it by
@@ -311,8 +312,7 @@ def prefill_chunks(requests: int, prompt_tokens: int, budget: int = DEFAULT_MAX_
     return chunks
 
 
-def single_stream_tok_s(spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]],
-                        speed: float = 1.0) -> float:
+def single_stream_tok_s(spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]], speed: float = 1.0) -> float:
     """Decode rate of one request alone: accept length / step time (prefill excluded)."""
     return expected_accept_length(spec) / step_time_s(1, spec, nccl_env) * speed
 
@@ -331,39 +331,70 @@ class ClosedLoopRun:
         return self.output_tokens / self.duration_s if self.duration_s > 0 else 0.0
 
 
-def _wave_time_s(size: int, max_tokens: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]],
-                 prompt_tokens: int, max_prefill_tokens: int, cuda_graph_max_bs: Optional[int]) -> float:
+def _wave_time_s(
+    size: int,
+    max_tokens: int,
+    spec: Optional[Spec],
+    nccl_env: Optional[Mapping[str, str]],
+    prompt_tokens: int,
+    max_prefill_tokens: int,
+    cuda_graph_max_bs: Optional[int],
+) -> float:
     prefill = sum(prefill_time_s(t, nccl_env) for t in prefill_chunks(size, prompt_tokens, max_prefill_tokens))
     graph = cuda_graph_max_bs is None or size <= cuda_graph_max_bs
     return prefill + decode_steps(max_tokens, spec) * step_time_s(size, spec, nccl_env, cuda_graph=graph)
 
 
-def closed_loop_run(requests: int, concurrency: int, max_tokens: int, spec: Optional[Spec],
-                    nccl_env: Optional[Mapping[str, str]], max_running: Optional[int], speed: float = 1.0,
-                    *, prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-                    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
-                    cuda_graph_max_bs: Optional[int] = None) -> ClosedLoopRun:
+def closed_loop_run(
+    requests: int,
+    concurrency: int,
+    max_tokens: int,
+    spec: Optional[Spec],
+    nccl_env: Optional[Mapping[str, str]],
+    max_running: Optional[int],
+    speed: float = 1.0,
+    *,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
+    cuda_graph_max_bs: Optional[int] = None,
+) -> ClosedLoopRun:
     """A closed loop (each finished request replaced at once) with every request ``max_tokens`` long
     (ignore_eos) and ``prompt_tokens`` of prompt. Requests then run in lock-step waves of
     ``min(concurrency, max_running)``, the last wave holding what is left over."""
     cap = concurrency if max_running is None else max(1, min(concurrency, max_running))
     full, rest = divmod(requests, cap)
-    duration = full * _wave_time_s(cap, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens,
-                                   cuda_graph_max_bs)
+    duration = full * _wave_time_s(
+        cap, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens, cuda_graph_max_bs
+    )
     if rest:
-        duration += _wave_time_s(rest, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens,
-                                 cuda_graph_max_bs)
+        duration += _wave_time_s(rest, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens, cuda_graph_max_bs)
     return ClosedLoopRun(requests, cap, duration / speed, requests * max_tokens)
 
 
-def closed_loop_throughput_tok_s(concurrency: int, max_tokens: int, spec: Optional[Spec],
-                                 nccl_env: Optional[Mapping[str, str]], max_running: Optional[int],
-                                 speed: float = 1.0, *, prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-                                 max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
-                                 cuda_graph_max_bs: Optional[int] = None) -> float:
+def closed_loop_throughput_tok_s(
+    concurrency: int,
+    max_tokens: int,
+    spec: Optional[Spec],
+    nccl_env: Optional[Mapping[str, str]],
+    max_running: Optional[int],
+    speed: float = 1.0,
+    *,
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
+    cuda_graph_max_bs: Optional[int] = None,
+) -> float:
     """Steady-state output throughput of a closed loop at ``concurrency`` (whole waves only); the
     running cap (48 with speculation unless --max-running-requests) queues the rest."""
     wave = concurrency if max_running is None else max(1, min(concurrency, max_running))
-    return closed_loop_run(wave, concurrency, max_tokens, spec, nccl_env, max_running, speed,
-                           prompt_tokens=prompt_tokens, max_prefill_tokens=max_prefill_tokens,
-                           cuda_graph_max_bs=cuda_graph_max_bs).throughput_tok_s
+    return closed_loop_run(
+        wave,
+        concurrency,
+        max_tokens,
+        spec,
+        nccl_env,
+        max_running,
+        speed,
+        prompt_tokens=prompt_tokens,
+        max_prefill_tokens=max_prefill_tokens,
+        cuda_graph_max_bs=cuda_graph_max_bs,
+    ).throughput_tok_s

@@ -39,8 +39,10 @@ def _prompts(raw: Any) -> list[Prompt]:
             return [raw]
         if all(isinstance(x, str) for x in raw) or all(isinstance(x, list) for x in raw):
             return list(raw)
-    raise ValueError("prompt must be a string, a list of strings, a list of token ids or a list of lists of "
-                     f"token ids, got {type(raw).__name__}")
+    raise ValueError(
+        "prompt must be a string, a list of strings, a list of token ids or a list of lists of "
+        f"token ids, got {type(raw).__name__}"
+    )
 
 
 def parse(body: Any, chat: bool, served_model: str) -> OpenAIRequest:
@@ -69,9 +71,17 @@ def parse(body: Any, chat: bool, served_model: str) -> OpenAIRequest:
         raise ValueError("Streaming a batch of prompts is not supported by the fake server; send one prompt.")
     options = body.get("stream_options") or {}
     options = options if isinstance(options, dict) else {}
-    return OpenAIRequest(prompts, max_tokens, bool(body.get("ignore_eos", False)), stream,
-                         bool(options.get("include_usage")), str(body.get("model") or served_model), chat, sampling,
-                         continuous_usage=bool(options.get("continuous_usage_stats")))
+    return OpenAIRequest(
+        prompts,
+        max_tokens,
+        bool(body.get("ignore_eos", False)),
+        stream,
+        bool(options.get("include_usage")),
+        str(body.get("model") or served_model),
+        chat,
+        sampling,
+        continuous_usage=bool(options.get("continuous_usage_stats")),
+    )
 
 
 def new_id() -> str:
@@ -80,37 +90,64 @@ def new_id() -> str:
 
 def usage(prompt_tokens: int, completion_tokens: int, details: bool = True) -> dict[str, Any]:
     """SGLang's usage object (the completions stream's final usage chunk has no prompt_tokens_details)."""
-    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-                           "completion_tokens": completion_tokens}
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
     if details:
         out["prompt_tokens_details"] = None
     out["reasoning_tokens"] = 0
     return out
 
 
-def completion(rid: str, model: str, choices: list[tuple[str, str]], prompt_tokens: int,
-               completion_tokens: int, chat: bool) -> dict[str, Any]:
+def completion(
+    rid: str, model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int, chat: bool
+) -> dict[str, Any]:
     """A whole (non-streamed) response; ``choices`` = [(text, finish_reason), ...]."""
     if chat:
-        items = [{"index": i, "message": {"role": "assistant", "content": t, "reasoning_content": None,
-                                          "tool_calls": None},
-                  "logprobs": None, "finish_reason": f, "matched_stop": _matched(f)}
-                 for i, (t, f) in enumerate(choices)]
+        items = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": t, "reasoning_content": None, "tool_calls": None},
+                "logprobs": None,
+                "finish_reason": f,
+                "matched_stop": _matched(f),
+            }
+            for i, (t, f) in enumerate(choices)
+        ]
         obj = "chat.completion"
     else:
-        items = [{"index": i, "text": t, "logprobs": None, "finish_reason": f, "matched_stop": _matched(f)}
-                 for i, (t, f) in enumerate(choices)]
+        items = [
+            {"index": i, "text": t, "logprobs": None, "finish_reason": f, "matched_stop": _matched(f)}
+            for i, (t, f) in enumerate(choices)
+        ]
         obj = "text_completion"
-    return {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": items,
-            "usage": usage(prompt_tokens, completion_tokens), "metadata": {"weight_version": "default"}}
+    return {
+        "id": rid,
+        "object": obj,
+        "created": int(time.time()),
+        "model": model,
+        "choices": items,
+        "usage": usage(prompt_tokens, completion_tokens),
+        "metadata": {"weight_version": "default"},
+    }
 
 
 def _matched(finish_reason: Optional[str]) -> Optional[int]:
     return text.EOS_TOKEN_ID if finish_reason == "stop" else None
 
 
-def chunk(rid: str, model: str, created: int, delta: Optional[str], finish_reason: Optional[str], chat: bool,
-          role: bool = False, usage: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def chunk(
+    rid: str,
+    model: str,
+    created: int,
+    delta: Optional[str],
+    finish_reason: Optional[str],
+    chat: bool,
+    role: bool = False,
+    usage: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
     """One stream chunk, as SGLang sends it. Chat: the first chunk carries ``delta.role`` and empty
     content, content chunks ``delta.content``, the finish chunk an empty delta; ``usage`` only when
     given (continuous usage stats), else no such key. Completions: ``text`` is the new text,
@@ -121,21 +158,49 @@ def chunk(rid: str, model: str, created: int, delta: Optional[str], finish_reaso
             d.update(role="assistant", content="")
         elif delta is not None:
             d["content"] = delta
-        choice = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish_reason,
-                  "matched_stop": _matched(finish_reason)}
-        out: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                               "choices": [choice]}
+        choice = {
+            "index": 0,
+            "delta": d,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "matched_stop": _matched(finish_reason),
+        }
+        out: dict[str, Any] = {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [choice],
+        }
         if usage is not None:
             out["usage"] = usage
         return out
-    choice = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish_reason,
-              "matched_stop": _matched(finish_reason)}
-    return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [choice],
-            "usage": usage}
+    choice = {
+        "index": 0,
+        "text": delta or "",
+        "logprobs": None,
+        "finish_reason": finish_reason,
+        "matched_stop": _matched(finish_reason),
+    }
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+    }
 
 
-def usage_chunk(rid: str, model: str, created: int, prompt_tokens: int, completion_tokens: int,
-                chat: bool) -> dict[str, Any]:
+def usage_chunk(
+    rid: str, model: str, created: int, prompt_tokens: int, completion_tokens: int, chat: bool
+) -> dict[str, Any]:
     """The ``choices: []`` chunk before ``[DONE]`` (stream_options.include_usage)."""
-    return {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-            "model": model, "choices": [], "usage": usage(prompt_tokens, completion_tokens, details=chat)}
+    return {
+        "id": rid,
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage(prompt_tokens, completion_tokens, details=chat),
+    }

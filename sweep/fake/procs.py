@@ -77,7 +77,7 @@ def _argv_area() -> Optional[tuple[int, int]]:
     try:
         with open("/proc/self/stat", "rb") as fh:
             stat = fh.read()
-        fields = stat[stat.rindex(b")") + 2:].split()  # fields from the 3rd on
+        fields = stat[stat.rindex(b")") + 2 :].split()  # fields from the 3rd on
         start, end = int(fields[45]), int(fields[46])
     except (OSError, ValueError, IndexError):
         return None
@@ -94,7 +94,7 @@ def set_process_name(name: str) -> None:
     if area is None:
         return
     size = area[1] - area[0]
-    title = name.encode()[:size - 1]
+    title = name.encode()[: size - 1]
     try:
         ctypes.memmove(area[0], title + b"\0" * (size - len(title)), size)
     except (OSError, ValueError, TypeError):
@@ -129,8 +129,9 @@ def _become_child(name: str, life: Lifecycle) -> None:
     set_process_name(name)
 
 
-def fork_child(role: str, rank: int, name: str, life: Lifecycle, body: Callable[[Optional[int]], None],
-               with_pipe: bool) -> Child:
+def fork_child(
+    role: str, rank: int, name: str, life: Lifecycle, body: Callable[[Optional[int]], None], with_pipe: bool
+) -> Child:
     """Fork a child running ``body(ready_write_fd)``. ``body`` must not return normally unless the
     child should exit 0; an exception exits 1 after printing its traceback."""
     r, w = os.pipe() if with_pipe else (None, None)

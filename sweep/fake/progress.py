@@ -55,15 +55,30 @@ def render(desc: str, n: int, total: int, elapsed: float, fmt: str) -> str:
     frac = n / total if total else 0.0
     remaining = format_interval((total - n) * elapsed / n) if n and elapsed > 0 else "?"
     l_bar = f"{desc}: {frac * 100:3.0f}%|" if desc else f"{frac * 100:3.0f}%|"
-    return fmt.format(desc=desc, percentage=frac * 100, n_fmt=n, total_fmt=total, elapsed=format_interval(elapsed),
-                      remaining=remaining, rate_fmt=rate_text(n, elapsed), l_bar=l_bar, bar=bar_cells(frac))
+    return fmt.format(
+        desc=desc,
+        percentage=frac * 100,
+        n_fmt=n,
+        total_fmt=total,
+        elapsed=format_interval(elapsed),
+        remaining=remaining,
+        rate_fmt=rate_text(n, elapsed),
+        l_bar=l_bar,
+        bar=bar_cells(frac),
+    )
 
 
 class Bar:
     """One tqdm bar. ``write`` gets each redraw (``\\r`` + text, and the closing ``\\n``)."""
 
-    def __init__(self, total: int, desc: str = "", fmt: str = DEFAULT_BAR_FORMAT,
-                 write: Callable[[str], None] = write_stderr, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int,
+        desc: str = "",
+        fmt: str = DEFAULT_BAR_FORMAT,
+        write: Callable[[str], None] = write_stderr,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.total = total
         self.desc = desc
         self.fmt = fmt

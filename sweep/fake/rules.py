@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from sweep.sglang import serverargs
 from sweep.fake import tracebacks
-from sweep.sglang import adaptive as ad
 from sweep.fake.args import DEFAULT_GPU
+from sweep.sglang import adaptive as ad
+from sweep.sglang import serverargs
 
 LLAMA_LIKE = serverargs.LLAMA_LIKE_AUTO
 EAGLE_FAMILY = serverargs.EAGLE_FAMILY
@@ -137,16 +137,24 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
     a.setdefault("disable_overlap_schedule", False)
 
     draft_path = a.get("speculative_draft_model_path")
-    ctx = serverargs.Context(version=version, architecture=out.architecture, gpu=gpu,
-                             target_config=serverargs.read_config(a["model_path"]),
-                             draft_config=serverargs.read_config(draft_path) if draft_path else None,
-                             env=dict(os.environ))
+    ctx = serverargs.Context(
+        version=version,
+        architecture=out.architecture,
+        gpu=gpu,
+        target_config=serverargs.read_config(a["model_path"]),
+        draft_config=serverargs.read_config(draft_path) if draft_path else None,
+        env=dict(os.environ),
+    )
     o = serverargs.resolve(_flags(a), ctx)
     for message in o.warnings:
         warn(message)
     if o.error is not None:
-        raise ArgsRejected(o.error.exception if ":" in o.error.exception or o.error.exception.endswith("Error")
-                           else f"ValueError: {o.error.exception}", o.error.source)
+        raise ArgsRejected(
+            o.error.exception
+            if ":" in o.error.exception or o.error.exception.endswith("Error")
+            else f"ValueError: {o.error.exception}",
+            o.error.source,
+        )
     a["attention_backend"], a["page_size"] = o.attention_backend, o.page_size
     if not o.algorithm:
         return out
@@ -166,15 +174,21 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
         # tests/real/test_rules_differential.py)
         if not a["speculative_num_steps"] or a["speculative_num_steps"] < 1:
             a["speculative_num_steps"] = 1
-        warn("The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative "
-             "decoding.")
+        warn(
+            "The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative decoding."
+        )
     else:
         warn("Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.")
     if o.adaptive_requested:
         _adaptive(a, out, o)
     if o.later is not None:
-        stage = ("adaptive_capture" if o.later.rule == "adaptive-cuda-graph-cpu"  # the runtime states, after the graphs
-                 else o.later.stage if o.later.stage in tracebacks.INIT_STACKS else "draft_capture")
+        stage = (
+            "adaptive_capture"
+            if o.later.rule == "adaptive-cuda-graph-cpu"  # the runtime states, after the graphs
+            else o.later.stage
+            if o.later.stage in tracebacks.INIT_STACKS
+            else "draft_capture"
+        )
         out.deferred = Deferred(stage, o.later.exception)
     return out
 

@@ -59,7 +59,8 @@ SAMPLING_KEYS = frozenset(
     "max_new_tokens min_new_tokens temperature top_p top_k min_p frequency_penalty presence_penalty "
     "repetition_penalty stop stop_token_ids ignore_eos skip_special_tokens spaces_between_special_tokens "
     "no_stop_trim n json_schema regex ebnf structural_tag custom_params stream_interval logit_bias "
-    "sampling_seed".split())
+    "sampling_seed".split()
+)
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
 WARMUP_PROMPT = "The capital city of France is"
 HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLang's HEALTH_CHECK_TIMEOUT
@@ -69,25 +70,96 @@ CRASH_DIAGNOSTICS_S = 5.0  # "Sleeping 5 seconds before crash diagnostics"
 MIN_POLL_S = 0.02  # the fastest the fake polls, whatever its speed
 # /model_info's "embedding" block, as the real server answers it for a generation model
 MODEL_INFO_EMBEDDING = {
-    "family": "none", "task": "none", "execution": "none", "attention": "none", "pooling": "model_defined",
-    "normalize": False, "postprocessor": "none", "tokenizer_special_tokens": "model_default",
-    "supports_dimensions": False, "supports_token_embeddings": False, "supports_multimodal": False,
-    "requires_embedding_flag": False, "auto_enable_embedding": False, "bcg_eligibility": "disabled",
-    "safe_disable_kv_cache": False, "safe_disable_radix_cache": False, "safe_disable_chunked_prefill": False,
-    "enabled": False, "matryoshka_dimensions": [],
-    "bcg": {"prefill_backend": "disabled", "enabled": False, "capture_token_budget": 2048,
-            "capture_batch_sizes": [4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
-                                    208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704,
-                                    768, 832, 896, 960, 1024, 1280, 1536, 1792, 2048]},
-    "cache": {"kv_cache_disabled": False, "radix_cache_disabled": False, "chunked_prefill_disabled": False}}
+    "family": "none",
+    "task": "none",
+    "execution": "none",
+    "attention": "none",
+    "pooling": "model_defined",
+    "normalize": False,
+    "postprocessor": "none",
+    "tokenizer_special_tokens": "model_default",
+    "supports_dimensions": False,
+    "supports_token_embeddings": False,
+    "supports_multimodal": False,
+    "requires_embedding_flag": False,
+    "auto_enable_embedding": False,
+    "bcg_eligibility": "disabled",
+    "safe_disable_kv_cache": False,
+    "safe_disable_radix_cache": False,
+    "safe_disable_chunked_prefill": False,
+    "enabled": False,
+    "matryoshka_dimensions": [],
+    "bcg": {
+        "prefill_backend": "disabled",
+        "enabled": False,
+        "capture_token_budget": 2048,
+        "capture_batch_sizes": [
+            4,
+            8,
+            12,
+            16,
+            20,
+            24,
+            28,
+            32,
+            48,
+            64,
+            80,
+            96,
+            112,
+            128,
+            144,
+            160,
+            176,
+            192,
+            208,
+            224,
+            240,
+            256,
+            288,
+            320,
+            352,
+            384,
+            416,
+            448,
+            480,
+            512,
+            576,
+            640,
+            704,
+            768,
+            832,
+            896,
+            960,
+            1024,
+            1280,
+            1536,
+            1792,
+            2048,
+        ],
+    },
+    "cache": {"kv_cache_disabled": False, "radix_cache_disabled": False, "chunked_prefill_disabled": False},
+}
 # the scheduler's internal state keys beside its server args (``internal_states[i]``)
-INTERNAL_STATE_EXTRAS = {"_resolved_overrides": [], "grpc_worker_threads": 4, "_quantization_explicitly_unset": False,
-                         "_cuda_graph_config_locked": [], "_declarations_materialized": True, "_mx_config_cache": {}}
+INTERNAL_STATE_EXTRAS = {
+    "_resolved_overrides": [],
+    "grpc_worker_threads": 4,
+    "_quantization_explicitly_unset": False,
+    "_cuda_graph_config_locked": [],
+    "_declarations_materialized": True,
+    "_mx_config_cache": {},
+}
 # model_type of the HF configs of the architectures the fake meets (else derived from the name)
-MODEL_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3",
-               "DeepseekV32ForCausalLM": "deepseek_v32", "Qwen3MoeForCausalLM": "qwen3_moe",
-               "Glm4MoeForCausalLM": "glm4_moe", "MistralForCausalLM": "mistral", "Grok1ForCausalLM": "grok-1",
-               "KimiK25ForConditionalGeneration": "kimi_k25"}
+MODEL_TYPES = {
+    "LlamaForCausalLM": "llama",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV32ForCausalLM": "deepseek_v32",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Glm4MoeForCausalLM": "glm4_moe",
+    "MistralForCausalLM": "mistral",
+    "Grok1ForCausalLM": "grok-1",
+    "KimiK25ForConditionalGeneration": "kimi_k25",
+}
 
 
 def dumps(obj: Any) -> str:
@@ -113,8 +185,14 @@ def bearer(key: Optional[str]) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def authorized(method: str, path: str, authorization: Optional[str], api_key: Optional[str], version: str,
-               admin_api_key: Optional[str] = None) -> bool:
+def authorized(
+    method: str,
+    path: str,
+    authorization: Optional[str],
+    api_key: Optional[str],
+    version: str,
+    admin_api_key: Optional[str] = None,
+) -> bool:
     """SGLang's ``decide_request_auth`` for the fake's routes. OPTIONS and the probe routes
     (``/health*``, ``/metrics*``; from 0.5.23 ``/ready*``) always pass. An admin route
     (``ADMIN_OPTIONAL_ROUTES``) wants the ``--admin-api-key`` when one is set (the ``--api-key`` is
@@ -253,8 +331,9 @@ class FakeServer:
         if self._crashing:
             return
         self._crashing = True
-        self.tp0.error("Scheduler hit an exception: "
-                       + tracebacks.scheduler_exception("serve", tracebacks.ILLEGAL_ACCESS))
+        self.tp0.error(
+            "Scheduler hit an exception: " + tracebacks.scheduler_exception("serve", tracebacks.ILLEGAL_ACCESS)
+        )
         if self.tree is not None:
             self.tree.kill_schedulers()
         os.kill(os.getpid(), signal.SIGQUIT)
@@ -285,8 +364,10 @@ class FakeServer:
         dead = self.tree.crashed() if self.tree is not None else None
         if dead is None:
             return False
-        self.log.error(f"Subprocess {dead.name} (pid={dead.pid}) crashed with exit code {dead.exitcode}. "
-                       "Triggering SIGQUIT for cleanup...")
+        self.log.error(
+            f"Subprocess {dead.name} (pid={dead.pid}) crashed with exit code {dead.exitcode}. "
+            "Triggering SIGQUIT for cleanup..."
+        )
         os.kill(os.getpid(), signal.SIGQUIT)
         return True
 
@@ -301,8 +382,10 @@ class FakeServer:
             if self.check_children():  # the schedulers died too (SIGTERM to the group)
                 return
             rids = [r.rid for r in [*self.engine.running, *self.engine.waiting] if r.external and not r.finished]
-            self.log.info(f"Gracefully exiting... Remaining number of requests {len(rids)}. "
-                          f"Remaining requests remaining_rids={rids!r}.")
+            self.log.info(
+                f"Gracefully exiting... Remaining number of requests {len(rids)}. "
+                f"Remaining requests remaining_rids={rids!r}."
+            )
             if not rids:
                 break
         self.kill_process_tree()
@@ -363,8 +446,14 @@ class FakeServer:
                 self.http_responses[rkey] = self.http_responses.get(rkey, 0) + 1
 
     async def _handle(self, request: web.Request, handler: Callable) -> web.StreamResponse:
-        if not authorized(request.method, request.path, request.headers.get("Authorization"), self.cfg.api_key,
-                          self.cfg.version, self.cfg.admin_api_key):
+        if not authorized(
+            request.method,
+            request.path,
+            request.headers.get("Authorization"),
+            self.cfg.api_key,
+            self.cfg.version,
+            self.cfg.admin_api_key,
+        ):
             return json_response({"error": "Unauthorized"}, 401)
         try:
             return await handler(request)
@@ -404,8 +493,15 @@ class FakeServer:
         return web.Response(status=503)
 
     # --- requests ---
-    def _new_req(self, prompt: text.PromptLike, max_new: Optional[int], ignore_eos: bool,
-                 external: Optional[bool] = None, streaming: bool = False, log_metrics: bool = True) -> Req:
+    def _new_req(
+        self,
+        prompt: text.PromptLike,
+        max_new: Optional[int],
+        ignore_eos: bool,
+        external: Optional[bool] = None,
+        streaming: bool = False,
+        log_metrics: bool = True,
+    ) -> Req:
         n = text.prompt_tokens(prompt)
         ctx = self.cfg.context_len
         if n >= ctx:
@@ -417,12 +513,22 @@ class FakeServer:
                 f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested "
                 f"a total of {n + max_new} tokens: {n} tokens from the input messages and {max_new} tokens for "
                 "the completion. Please reduce the number of tokens in the input messages or the completion to "
-                "fit within the limit.")
+                "fit within the limit."
+            )
         seed = text.seed_of(prompt)
         stop_len = max_new if ignore_eos else text.natural_length(seed)
-        return Req(openai_api.new_id(), n, max_new, stop_len, seed, self.cfg.spec,
-                   external=self.ready if external is None else external, streaming=streaming,
-                   log_metrics=log_metrics, ids=text.prompt_ids(prompt))
+        return Req(
+            openai_api.new_id(),
+            n,
+            max_new,
+            stop_len,
+            seed,
+            self.cfg.spec,
+            external=self.ready if external is None else external,
+            streaming=streaming,
+            log_metrics=log_metrics,
+            ids=text.prompt_ids(prompt),
+        )
 
     @staticmethod
     async def _wait(req: Req) -> None:
@@ -452,7 +558,10 @@ class FakeServer:
         if req.finish_reason == "stop":
             return {"type": "stop", "matched": text.EOS_TOKEN_ID}
         if req.finish_reason == "abort":
-            return {"type": "abort", "message": "Abort before prefill" if not req.produced else "Abort in waiting queue"}
+            return {
+                "type": "abort",
+                "message": "Abort before prefill" if not req.produced else "Abort in waiting queue",
+            }
         return None
 
     def _spec_meta(self, req: Req, tokens: int) -> dict[str, Any]:
@@ -465,10 +574,15 @@ class FakeServer:
         if proposed <= 0:
             return {}
         correct = req.accepted
-        out: dict[str, Any] = {"spec_accept_rate": correct / proposed, "spec_accept_length": tokens / verify_ct,
-                               "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": proposed,
-                               "spec_verify_ct": verify_ct, "spec_accepted_drafts": correct,
-                               "spec_proposed_drafts": proposed}
+        out: dict[str, Any] = {
+            "spec_accept_rate": correct / proposed,
+            "spec_accept_length": tokens / verify_ct,
+            "spec_num_correct_drafts": correct,
+            "spec_num_proposed_drafts": proposed,
+            "spec_verify_ct": verify_ct,
+            "spec_accepted_drafts": correct,
+            "spec_proposed_drafts": proposed,
+        }
         if req.accept_hist:
             out["spec_correct_drafts_histogram"] = list(req.accept_hist)
             out["spec_accept_histogram"] = list(req.accept_hist)
@@ -478,13 +592,20 @@ class FakeServer:
         """``meta_info`` in the real server's key order: the common part in every chunk, the send time
         in a stream's first chunk, latency, speculative figures and timestamps in the final one."""
         meta: dict[str, Any] = {
-            "id": req.rid, "finish_reason": self._finish_reason(req) if final else None,
-            "prompt_tokens": req.prompt_tokens, "weight_version": "default", "num_retractions": 0,
-            "forward_entry_time": req.entry_time, "prefill_finished_time": req.prefilled_time,
-            "queue_time": (req.first_token_at or req.created) - req.created, "reasoning_tokens": 0,
-            "completion_tokens": tokens, "cached_tokens": req.cached,
+            "id": req.rid,
+            "finish_reason": self._finish_reason(req) if final else None,
+            "prompt_tokens": req.prompt_tokens,
+            "weight_version": "default",
+            "num_retractions": 0,
+            "forward_entry_time": req.entry_time,
+            "prefill_finished_time": req.prefilled_time,
+            "queue_time": (req.first_token_at or req.created) - req.created,
+            "reasoning_tokens": 0,
+            "completion_tokens": tokens,
+            "cached_tokens": req.cached,
             "cached_tokens_details": {"device": req.cached, "host": 0},
-            "dp_rank": None}
+            "dp_rank": None,
+        }
         now = time.time()
         if not final:
             if first:
@@ -494,8 +615,11 @@ class FakeServer:
         meta["e2e_latency"] = e2e
         meta.update(self._spec_meta(req, tokens))
         decode_s = (req.finished_at or 0.0) - (req.first_token_at or 0.0)
-        timestamps = {"request_received_ts": req.received_ts, "api_server_dispatch_finish_ts": req.received_ts,
-                      "request_finished_ts": req.received_ts + e2e}
+        timestamps = {
+            "request_received_ts": req.received_ts,
+            "api_server_dispatch_finish_ts": req.received_ts,
+            "request_finished_ts": req.received_ts + e2e,
+        }
         throughput = {"decode_throughput": (tokens - 1) / decode_s if decode_s > 0 and tokens > 1 else 0.0}
         if stream:
             meta.update({**timestamps, "response_sent_to_client_ts": now})
@@ -507,8 +631,11 @@ class FakeServer:
 
     def _result(self, req: Req) -> dict[str, Any]:
         n = req.produced
-        return {"text": text.token_text(req.seed, 0, n), "output_ids": text.token_ids(req.seed, 0, n),
-                "meta_info": self._meta(req, n, True)}
+        return {
+            "text": text.token_text(req.seed, 0, n),
+            "output_ids": text.token_ids(req.seed, 0, n),
+            "meta_info": self._meta(req, n, True),
+        }
 
     def _generate_reqs(self, body: dict[str, Any]) -> tuple[list[Req], bool]:
         max_new, ignore_eos = check_sampling(body.get("sampling_params"))
@@ -529,15 +656,28 @@ class FakeServer:
             return await request.json(loads=json.loads)
         except (ValueError, UnicodeDecodeError) as exc:
             raise web.HTTPUnprocessableEntity(
-                text=dumps({"detail": [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error",
-                                        "input": {}, "ctx": {"error": str(exc)}}]}),
-                content_type="application/json") from None
+                text=dumps(
+                    {
+                        "detail": [
+                            {
+                                "type": "json_invalid",
+                                "loc": ["body", 0],
+                                "msg": "JSON decode error",
+                                "input": {},
+                                "ctx": {"error": str(exc)},
+                            }
+                        ]
+                    }
+                ),
+                content_type="application/json",
+            ) from None
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._read_json(request)
         if not isinstance(body, dict):
-            return json_response({"detail": [{"type": "dict_type", "loc": ["body"],
-                                              "msg": "Input should be a valid dictionary"}]}, 422)
+            return json_response(
+                {"detail": [{"type": "dict_type", "loc": ["body"], "msg": "Input should be a valid dictionary"}]}, 422
+            )
         try:
             reqs, batch = self._generate_reqs(body)
             if batch and body.get("stream"):
@@ -564,8 +704,9 @@ class FakeServer:
             raise
 
     async def _open_stream(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream; charset=utf-8",
-                                                       "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         return resp
 
@@ -580,9 +721,11 @@ class FakeServer:
                 so_far += delta
                 ids.extend(new_ids)
                 emitted = tokens
-                chunk = {"text": delta if self.cfg.incremental else so_far,
-                         "output_ids": new_ids if self.cfg.stream_output else list(ids),
-                         "meta_info": self._meta(req, tokens, last, first=first, stream=True)}
+                chunk = {
+                    "text": delta if self.cfg.incremental else so_far,
+                    "output_ids": new_ids if self.cfg.stream_output else list(ids),
+                    "meta_info": self._meta(req, tokens, last, first=first, stream=True),
+                }
                 first = False
                 await resp.write(f"data: {dumps(chunk)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
@@ -612,8 +755,11 @@ class FakeServer:
             return await self._stream_openai(request, reqs[0], o)
         await asyncio.gather(*(self._wait(r) for r in reqs))
         choices = [(text.token_text(r.seed, 0, r.produced), r.finish_reason or "length") for r in reqs]
-        return json_response(openai_api.completion(
-            reqs[0].rid, o.model, choices, sum(r.prompt_tokens for r in reqs), sum(r.produced for r in reqs), chat))
+        return json_response(
+            openai_api.completion(
+                reqs[0].rid, o.model, choices, sum(r.prompt_tokens for r in reqs), sum(r.produced for r in reqs), chat
+            )
+        )
 
     async def _stream_openai(self, request: web.Request, req: Req, o: openai_api.OpenAIRequest) -> web.StreamResponse:
         """SGLang's OpenAI stream: one chunk per step (``usage`` in each with continuous_usage_stats);
@@ -625,7 +771,9 @@ class FakeServer:
         emitted = 0
         with self._abort_on_disconnect(req):
             if o.chat:
-                await resp.write(f"data: {dumps(openai_api.chunk(req.rid, o.model, created, '', None, True, role=True))}\n\n".encode())
+                await resp.write(
+                    f"data: {dumps(openai_api.chunk(req.rid, o.model, created, '', None, True, role=True))}\n\n".encode()
+                )
             async for tokens, last in self.follow(req):
                 delta = text.token_text(req.seed, emitted, tokens)
                 emitted = tokens
@@ -648,21 +796,44 @@ class FakeServer:
         return resp
 
     async def models(self, request: web.Request) -> web.Response:
-        return json_response({"object": "list", "data": [
-            {"id": self.cfg.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-             "root": self.cfg.model_path, "parent": None, "max_model_len": self.cfg.context_len}]})
+        return json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.cfg.served_model_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": self.cfg.model_path,
+                        "parent": None,
+                        "max_model_len": self.cfg.context_len,
+                    }
+                ],
+            }
+        )
 
     # --- introspection ---
     async def model_info(self, request: web.Request) -> web.Response:
         a = self.cfg.server_args
-        return json_response({
-            "model_path": self.cfg.model_path, "served_model_name": self.cfg.served_model_name,
-            "tokenizer_path": a.get("tokenizer_path"), "is_generation": True, "preferred_sampling_params": None,
-            "weight_version": "default", "load_format": a.get("load_format", "auto"),
-            "reasoning_parser": a.get("reasoning_parser"), "tool_call_parser": a.get("tool_call_parser"),
-            "has_image_understanding": False, "has_audio_understanding": False,
-            "model_type": model_type(self.cfg.architecture), "architectures": [self.cfg.architecture],
-            "embedding": MODEL_INFO_EMBEDDING})
+        return json_response(
+            {
+                "model_path": self.cfg.model_path,
+                "served_model_name": self.cfg.served_model_name,
+                "tokenizer_path": a.get("tokenizer_path"),
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "load_format": a.get("load_format", "auto"),
+                "reasoning_parser": a.get("reasoning_parser"),
+                "tool_call_parser": a.get("tool_call_parser"),
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": model_type(self.cfg.architecture),
+                "architectures": [self.cfg.architecture],
+                "embedding": MODEL_INFO_EMBEDDING,
+            }
+        )
 
     def _startup_time(self, with_tokenizer: bool) -> dict[str, Any]:
         st = self.cfg.startup_time
@@ -676,13 +847,27 @@ class FakeServer:
         """Flat server args, then the launcher's figures and ``internal_states`` (per DP rank: the
         scheduler's copy of the args, its memory, startup time and live state), as the real server."""
         args = self.cfg.server_args
-        state = {**args, **INTERNAL_STATE_EXTRAS, "last_gen_throughput": self.engine.stats.last_gen_throughput,
-                 "memory_usage": {**self.cfg.memory_usage, "token_capacity": self.engine.cfg.max_total_tokens},
-                 "startup_time": self._startup_time(False), **self.engine.internal_state()}
-        return json_response({**args, "custom_sigquit_handler": None, "startup_time": self._startup_time(True),
-                              "max_total_num_tokens": self.engine.cfg.max_total_tokens,
-                              "max_req_input_len": self.cfg.context_len - 6, "status": "ready" if self.ready else "starting",
-                              "internal_states": [state], "version": self.cfg.version, "kv_events": None})
+        state = {
+            **args,
+            **INTERNAL_STATE_EXTRAS,
+            "last_gen_throughput": self.engine.stats.last_gen_throughput,
+            "memory_usage": {**self.cfg.memory_usage, "token_capacity": self.engine.cfg.max_total_tokens},
+            "startup_time": self._startup_time(False),
+            **self.engine.internal_state(),
+        }
+        return json_response(
+            {
+                **args,
+                "custom_sigquit_handler": None,
+                "startup_time": self._startup_time(True),
+                "max_total_num_tokens": self.engine.cfg.max_total_tokens,
+                "max_req_input_len": self.cfg.context_len - 6,
+                "status": "ready" if self.ready else "starting",
+                "internal_states": [state],
+                "version": self.cfg.version,
+                "kv_events": None,
+            }
+        )
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """SGLang's ``/v1/tokenize`` (and ``/tokenize``): ``{"prompt": str | [str]}`` to ``{"tokens",
@@ -696,22 +881,37 @@ class FakeServer:
             ids = [list(text.prompt_ids(p)) for p in prompt]
             count = [len(i) for i in ids]
         else:
-            return json_response({"detail": [{"type": "missing" if prompt is None else "string_type",
-                                              "loc": ["body", "prompt"], "msg": "Field required" if prompt is None
-                                              else "Input should be a valid string", "input": body}]}, 422)
+            return json_response(
+                {
+                    "detail": [
+                        {
+                            "type": "missing" if prompt is None else "string_type",
+                            "loc": ["body", "prompt"],
+                            "msg": "Field required" if prompt is None else "Input should be a valid string",
+                            "input": body,
+                        }
+                    ]
+                },
+                422,
+            )
         return json_response({"tokens": ids, "count": count, "max_model_len": self.cfg.context_len})
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         ok = self.engine.flush()
-        return web.Response(status=200 if ok else 400, text=(
-            "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
-            "requests, the operation will not be performed.)\n"))
+        return web.Response(
+            status=200 if ok else 400,
+            text=(
+                "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+                "requests, the operation will not be performed.)\n"
+            ),
+        )
 
     async def freeze_gc(self, request: web.Request) -> web.Response:
         """The warmup's last call: each process freezes its garbage collector."""
         for who in ("Scheduler", "Tokenizer Manager"):
-            (self.tp0 if who == "Scheduler" else self.log).info(f"Freezing GC in {who} process. gen0: 0->0, "
-                                                                 "gen1: 0->0, gen2: 0->0")
+            (self.tp0 if who == "Scheduler" else self.log).info(
+                f"Freezing GC in {who} process. gen0: 0->0, gen1: 0->0, gen2: 0->0"
+            )
         return web.Response(status=200)
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -723,18 +923,23 @@ class FakeServer:
         values["weight_memory_usage_gb"] = float(mem.get("weight", 0.0))
         values["kv_cache_memory_usage_gb"] = float(mem.get("kvcache", 0.0))
         values["startup_available_gpu_memory_gb"] = float(mem.get("startup_available", 0.0))
-        values["graph_memory_usage_gb"] = metrics.series("phase", {p: mem.get("graph", {}).get(p, 0.0)
-                                                                   for p in GRAPH_PHASES})
+        values["graph_memory_usage_gb"] = metrics.series(
+            "phase", {p: mem.get("graph", {}).get(p, 0.0) for p in GRAPH_PHASES}
+        )
         values["context_len"] = float(self.cfg.context_len)
         cpu = os.times()
-        values["process_cpu_seconds_total"] = metrics.series("component", {"detokenizer": 0.0,
-                                                                           "tokenizer": cpu.user + cpu.system})
-        values["http_requests_total"] = [({"endpoint": p, "method": m}, float(n))
-                                         for (p, m), n in self.http_requests.items()]
-        values["http_responses_total"] = [({"endpoint": p, "method": m, "status_code": c}, float(n))
-                                          for (p, m, c), n in self.http_responses.items()]
-        values["http_requests_active"] = [({"endpoint": p, "method": m}, float(n))
-                                          for (p, m), n in self.http_active.items()]
+        values["process_cpu_seconds_total"] = metrics.series(
+            "component", {"detokenizer": 0.0, "tokenizer": cpu.user + cpu.system}
+        )
+        values["http_requests_total"] = [
+            ({"endpoint": p, "method": m}, float(n)) for (p, m), n in self.http_requests.items()
+        ]
+        values["http_responses_total"] = [
+            ({"endpoint": p, "method": m, "status_code": c}, float(n)) for (p, m, c), n in self.http_responses.items()
+        ]
+        values["http_requests_active"] = [
+            ({"endpoint": p, "method": m}, float(n)) for (p, m), n in self.http_active.items()
+        ]
         text_ = metrics.render(self.cfg.served_model_name, values, self.cfg.spec is not None, os.getpid())
         resp = web.Response(body=text_.encode(), status=200)
         resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
@@ -782,9 +987,14 @@ async def serve(cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = 
     except OSError as exc:
         # uvicorn logs asyncio's OSError as it is: "[Errno 98] error while attempting to bind on address
         # ('127.0.0.1', 30000): address already in use" (its strerror already says the address)
-        said = str(exc) if "error while attempting to bind" in str(exc) else (
-            f"[Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
-            f"{(exc.strerror or str(exc)).lower()}")
+        said = (
+            str(exc)
+            if "error while attempting to bind" in str(exc)
+            else (
+                f"[Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
+                f"{(exc.strerror or str(exc)).lower()}"
+            )
+        )
         Log.uvicorn(said, level="ERROR")
         return 1
     Log.uvicorn(f"Uvicorn running on http://{cfg.host}:{cfg.port} (Press CTRL+C to quit)")

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from sweep.fake import adaptive, progress, rules, tracebacks
 from sweep.core.ledger import ledger_record
+from sweep.fake import adaptive, progress, rules, tracebacks
 from sweep.fake.args import version_tuple
 from sweep.fake.log import Log, rank_prefix
 from sweep.sglang import adaptive as ad
@@ -50,9 +50,60 @@ MAX_SHARDS = 64  # the big targets (Kimi K2: 64 shards)
 SYNC_TIMEOUT_S = 5.0  # the longest a rank waits for another at a bar phase (see RankSync)
 REAL_WORDING = (0, 5, 23)  # from this version on: the real build's wording and order (module doc)
 GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
-CUDA_GRAPH_BS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144,
-                 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256, 272, 288, 304, 320,
-                 336, 352, 368, 384, 400, 416, 432, 448, 464, 480, 496, 512)
+CUDA_GRAPH_BS = (
+    1,
+    2,
+    4,
+    8,
+    12,
+    16,
+    24,
+    32,
+    40,
+    48,
+    56,
+    64,
+    72,
+    80,
+    88,
+    96,
+    104,
+    112,
+    120,
+    128,
+    136,
+    144,
+    152,
+    160,
+    168,
+    176,
+    184,
+    192,
+    200,
+    208,
+    216,
+    224,
+    232,
+    240,
+    248,
+    256,
+    272,
+    288,
+    304,
+    320,
+    336,
+    352,
+    368,
+    384,
+    400,
+    416,
+    432,
+    448,
+    464,
+    480,
+    496,
+    512,
+)
 
 
 @dataclass(frozen=True)
@@ -77,29 +128,43 @@ class Durations:
 
 # Log wording that changed between versions: name -> (0.5.10, 0.5.23 = the real build's).
 WORDING: dict[str, tuple[str, str]] = {
-    "load_end": ("Load weight end. elapsed={t:.2f} s, type={arch}, dtype=torch.bfloat16, avail mem={avail:.2f} GB, "
-                 "mem usage={m:.2f} GB.",
-                 "Load weight end. elapsed={t:.2f} s, type={arch}, avail mem={avail:.2f} GB, mem usage={m:.2f} GB."),
+    "load_end": (
+        "Load weight end. elapsed={t:.2f} s, type={arch}, dtype=torch.bfloat16, avail mem={avail:.2f} GB, "
+        "mem usage={m:.2f} GB.",
+        "Load weight end. elapsed={t:.2f} s, type={arch}, avail mem={avail:.2f} GB, mem usage={m:.2f} GB.",
+    ),
     "weights_bar": ("Loading safetensors checkpoint shards", "Multi-thread loading shards"),
-    "kv": ("KV Cache is allocated. #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB",
-           "KV Cache is allocated. dtype: torch.bfloat16, #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB"),
-    "target_begin": ("Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
-                     "Capture target {mode} CUDA graph begin. backend=full, num_tokens_per_req={tpb}, bs={bs}, "
-                     "avail mem={avail:.2f} GB"),
-    "target_end": ("Capture cuda graph end. Time elapsed: {t:.2f} s. mem usage={m:.2f} GB. avail mem={avail:.2f} GB.",
-                   "Capture target {mode} CUDA graph end. elapsed={t:.2f} s, mem usage={m:.2f} GB, "
-                   "avail mem={avail:.2f} GB."),
-    "draft_begin": ("Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
-                    "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req={tpb}, bs={bs}, "
-                    "avail mem={avail:.2f} GB"),
-    "draft_end": ("Capture draft cuda graph end. Time elapsed: {t:.2f} s. mem usage={m:.2f} GB. avail mem={avail:.2f} GB.",
-                  "Capture draft decode CUDA graph end. elapsed={t:.2f} s, mem usage={m:.2f} GB, avail mem={avail:.2f} GB."),
-    "extend_begin": ("Capture draft extend cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
-                     "Capture draft extend CUDA graph begin. backend=full, num_tokens_per_req={tpb}, bs={bs}, "
-                     "avail mem={avail:.2f} GB"),
-    "extend_end": ("Capture draft extend cuda graph end. Time elapsed: {t:.2f} s. mem usage={m:.2f} GB. "
-                   "avail mem={avail:.2f} GB.",
-                   "Capture draft extend CUDA graph end. elapsed={t:.2f} s, mem usage={m:.2f} GB, avail mem={avail:.2f} GB."),
+    "kv": (
+        "KV Cache is allocated. #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB",
+    ),
+    "target_begin": (
+        "Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
+        "Capture target {mode} CUDA graph begin. backend=full, num_tokens_per_req={tpb}, bs={bs}, "
+        "avail mem={avail:.2f} GB",
+    ),
+    "target_end": (
+        "Capture cuda graph end. Time elapsed: {t:.2f} s. mem usage={m:.2f} GB. avail mem={avail:.2f} GB.",
+        "Capture target {mode} CUDA graph end. elapsed={t:.2f} s, mem usage={m:.2f} GB, avail mem={avail:.2f} GB.",
+    ),
+    "draft_begin": (
+        "Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
+        "Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req={tpb}, bs={bs}, "
+        "avail mem={avail:.2f} GB",
+    ),
+    "draft_end": (
+        "Capture draft cuda graph end. Time elapsed: {t:.2f} s. mem usage={m:.2f} GB. avail mem={avail:.2f} GB.",
+        "Capture draft decode CUDA graph end. elapsed={t:.2f} s, mem usage={m:.2f} GB, avail mem={avail:.2f} GB.",
+    ),
+    "extend_begin": (
+        "Capture draft extend cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
+        "Capture draft extend CUDA graph begin. backend=full, num_tokens_per_req={tpb}, bs={bs}, "
+        "avail mem={avail:.2f} GB",
+    ),
+    "extend_end": (
+        "Capture draft extend cuda graph end. Time elapsed: {t:.2f} s. mem usage={m:.2f} GB. avail mem={avail:.2f} GB.",
+        "Capture draft extend CUDA graph end. elapsed={t:.2f} s, mem usage={m:.2f} GB, avail mem={avail:.2f} GB.",
+    ),
 }
 
 
@@ -111,9 +176,11 @@ def real_wording(version: str) -> bool:
 def engine_timings_line(timings: dict[str, Any], tokenizer_e2e: float) -> str:
     """The launcher's line once every rank is ready, in SGLang's format (entrypoints/engine.py)."""
     graphs = ", ".join(f"{phase}={timings['cuda_graph'].get(phase, 0.0):.2f}" for phase in GRAPH_PHASES)
-    return (f"Engine startup timings (s): load_weight={timings['load_weight']:.2f}, "
-            f"kv_cache_allocation={timings['kv_cache_allocation']:.2f}, scheduler_e2e={timings['scheduler_e2e']:.2f}, "
-            f"cuda_graph={{{graphs}}}, tokenizer_e2e={tokenizer_e2e:.2f}")
+    return (
+        f"Engine startup timings (s): load_weight={timings['load_weight']:.2f}, "
+        f"kv_cache_allocation={timings['kv_cache_allocation']:.2f}, scheduler_e2e={timings['scheduler_e2e']:.2f}, "
+        f"cuda_graph={{{graphs}}}, tokenizer_e2e={tokenizer_e2e:.2f}"
+    )
 
 
 @dataclass
@@ -280,9 +347,14 @@ class Rank:
         if self.plan.hang_at == phase:
             self.hang()
 
-    def _bar_phase(self, seconds: float, items: list[Any], bar: Optional[Callable[[], progress.Bar]],
-                   before_item: Optional[Callable[[progress.Bar, int, Any], None]] = None,
-                   stop_at: Optional[float] = None) -> float:
+    def _bar_phase(
+        self,
+        seconds: float,
+        items: list[Any],
+        bar: Optional[Callable[[], progress.Bar]],
+        before_item: Optional[Callable[[progress.Bar, int, Any], None]] = None,
+        stop_at: Optional[float] = None,
+    ) -> float:
         """Sleep ``seconds`` (scaled) over ``items``; rank 0 draws ``bar()`` meanwhile, one update per
         item, as SGLang's tqdm does. With tp > 1 the ranks meet at :class:`RankSync` around it (TP
         ranks are bound by their collectives anyway): rank 0 draws once every rank's begin line is
@@ -359,17 +431,34 @@ class Rank:
         elif p.deferred is not None:
             self.fail(p.deferred.where, p.deferred.exception)
         if self.rank == 0:
-            self.log.info(f"max_total_num_tokens={tokens}, chunked_prefill_size={a.get('chunked_prefill_size')}, "
-                          f"max_prefill_tokens={a.get('max_prefill_tokens')}, max_running_requests={max_running}, "
-                          f"context_len={p.context_len}, available_gpu_mem={self.avail:.2f} GB")
-        timings = {"load_weight": load_s, "kv_cache_allocation": kv_s, "scheduler_e2e": time.monotonic() - t_start,
-                   "cuda_graph": dict(self.graph_s)}
-        memory = {"weight": round(self.weights_used_gb, 3), "kvcache": round(self.kv_used_gb, 3),
-                  "startup_available": round(self.avail, 3), "token_capacity": tokens, "token_capacity_swa": None,
-                  "graph": {k: round(v, 3) for k, v in self.graph_gb.items()}}
-        return {"rank": self.rank, "max_total_num_tokens": tokens, "max_running_requests": max_running,
-                "available_gpu_mem": round(self.avail, 2), "used_gb": round(self.used_gb, 2),
-                "timings": timings, "memory_usage": memory}
+            self.log.info(
+                f"max_total_num_tokens={tokens}, chunked_prefill_size={a.get('chunked_prefill_size')}, "
+                f"max_prefill_tokens={a.get('max_prefill_tokens')}, max_running_requests={max_running}, "
+                f"context_len={p.context_len}, available_gpu_mem={self.avail:.2f} GB"
+            )
+        timings = {
+            "load_weight": load_s,
+            "kv_cache_allocation": kv_s,
+            "scheduler_e2e": time.monotonic() - t_start,
+            "cuda_graph": dict(self.graph_s),
+        }
+        memory = {
+            "weight": round(self.weights_used_gb, 3),
+            "kvcache": round(self.kv_used_gb, 3),
+            "startup_available": round(self.avail, 3),
+            "token_capacity": tokens,
+            "token_capacity_swa": None,
+            "graph": {k: round(v, 3) for k, v in self.graph_gb.items()},
+        }
+        return {
+            "rank": self.rank,
+            "max_total_num_tokens": tokens,
+            "max_running_requests": max_running,
+            "available_gpu_mem": round(self.avail, 2),
+            "used_gb": round(self.used_gb, 2),
+            "timings": timings,
+            "memory_usage": memory,
+        }
 
     def _load_target(self) -> float:
         p, a = self.plan, self.plan.args
@@ -397,8 +486,18 @@ class Rank:
             tokens = min(tokens, int(a["max_total_tokens"]))
         return tokens
 
-    def _capture(self, begin: str, end: str, phase: str, seconds: float, graph_gb: float, bs: list[int],
-                 all_ranks: bool, stop_at: Optional[float] = None, **words: Any) -> float:
+    def _capture(
+        self,
+        begin: str,
+        end: str,
+        phase: str,
+        seconds: float,
+        graph_gb: float,
+        bs: list[int],
+        all_ranks: bool,
+        stop_at: Optional[float] = None,
+        **words: Any,
+    ) -> float:
         """One CUDA graph capture: its begin line, rank 0's ``Capturing batches`` bar over the batch
         sizes (largest first, as SGLang captures them), its end line. GPU-only: SGLang on CPU
         captures nothing (the transcripts have none of these lines)."""
@@ -433,16 +532,31 @@ class Rank:
         tpb = (a.get("speculative_num_draft_tokens") or 1) if p.verifies else 1
         phase = "target_verify" if p.verifies else "decode"
         if p.fail_at == "capture":
-            self._capture("target_begin", "target_end", phase, p.durations.capture, TARGET_GRAPH_GB, bs, True,
-                          stop_at=0.4, mode=mode, tpb=tpb)
+            self._capture(
+                "target_begin",
+                "target_end",
+                phase,
+                p.durations.capture,
+                TARGET_GRAPH_GB,
+                bs,
+                True,
+                stop_at=0.4,
+                mode=mode,
+                tpb=tpb,
+            )
             free = max(self.avail - 0.6, 0.1)
-            oom = tracebacks.CUDA_OOM.format(gpu=self.gpu, total=p.gpu_mem_gb, free=free,
-                                             used=p.gpu_mem_gb - free, alloc=self.used_gb - 1.5)
+            oom = tracebacks.CUDA_OOM.format(
+                gpu=self.gpu, total=p.gpu_mem_gb, free=free, used=p.gpu_mem_gb - free, alloc=self.used_gb - 1.5
+            )
             message = oom.split(": ", 1)[1]
-            self.fail("capture", f"Exception: Capture cuda graph failed: {message}\n{tracebacks.CAPTURE_FAILED_HINT}",
-                      cause=oom)
-        self._capture("target_begin", "target_end", phase, p.durations.capture, TARGET_GRAPH_GB, bs, True,
-                      mode=mode, tpb=tpb)
+            self.fail(
+                "capture",
+                f"Exception: Capture cuda graph failed: {message}\n{tracebacks.CAPTURE_FAILED_HINT}",
+                cause=oom,
+            )
+        self._capture(
+            "target_begin", "target_end", phase, p.durations.capture, TARGET_GRAPH_GB, bs, True, mode=mode, tpb=tpb
+        )
 
     def _load_drafter(self) -> float:
         p, d, a = self.plan, self.plan.durations, self.plan.args
@@ -503,25 +617,36 @@ class Rank:
                 if all_ranks or self.rank == 0:
                     self.log.info(p.word("draft_begin", avail=self.avail, tpb=topk, bs=bs))
                 self.fail("draft_capture", tree_too_small.exception)
-            self._capture("draft_begin", "draft_end", "draft_decode", d.draft_capture, DRAFT_GRAPH_GB, bs, all_ranks,
-                          tpb=topk)
+            self._capture(
+                "draft_begin", "draft_end", "draft_decode", d.draft_capture, DRAFT_GRAPH_GB, bs, all_ranks, tpb=topk
+            )
         if tree_too_small:
             if all_ranks or self.rank == 0:
-                self.log.info(p.word("extend_begin", avail=self.avail, tpb=a.get("speculative_num_draft_tokens"), bs=bs))
+                self.log.info(
+                    p.word("extend_begin", avail=self.avail, tpb=a.get("speculative_num_draft_tokens"), bs=bs)
+                )
             self.fail("draft_capture", tree_too_small.exception)
-        self._capture("extend_begin", "extend_end", "draft_extend", d.draft_extend_capture, DRAFT_EXTEND_GRAPH_GB, bs,
-                      all_ranks, tpb=a.get("speculative_num_draft_tokens"))
+        self._capture(
+            "extend_begin",
+            "extend_end",
+            "draft_extend",
+            d.draft_extend_capture,
+            DRAFT_EXTEND_GRAPH_GB,
+            bs,
+            all_ranks,
+            tpb=a.get("speculative_num_draft_tokens"),
+        )
 
     def _draft_architecture(self) -> str:
         a = self.plan.args
         if a.get("speculative_draft_model_path") == a.get("model_path"):
             return self.plan.architecture.replace("ForCausalLM", "ForCausalLMNextN")
         return {"EAGLE3": "LlamaForCausalLMEagle3", "EAGLE": "LlamaForCausalLMEagle"}.get(
-            a.get("speculative_algorithm") or "", rules.architecture(a.get("speculative_draft_model_path") or ""))
+            a.get("speculative_algorithm") or "", rules.architecture(a.get("speculative_draft_model_path") or "")
+        )
 
 
-def run_rank(plan: StartupPlan, rank: int, parent_pid: int, ready_fd: Optional[int],
-             hang: Callable[[], None]) -> None:
+def run_rank(plan: StartupPlan, rank: int, parent_pid: int, ready_fd: Optional[int], hang: Callable[[], None]) -> None:
     """A scheduler child's body: walk the startup, report ready, then hold (via ``hang``)."""
     try:
         ready = Rank(plan, rank, parent_pid, hang).run()

@@ -41,8 +41,10 @@ def prompt_ids(prompt: PromptLike) -> tuple[int, ...]:
     """A prompt as token ids: its ids, or text cut every 4 characters, each piece an id (so
     ``prompt_tokens`` of text is the length of its ids, and text that repeats a prefix repeats its ids)."""
     if isinstance(prompt, str):
-        return tuple(VOCAB_OFFSET + zlib.crc32(prompt[i:i + 4].encode("utf-8", "replace")) % 100000
-                     for i in range(0, max(len(prompt), 1), 4))
+        return tuple(
+            VOCAB_OFFSET + zlib.crc32(prompt[i : i + 4].encode("utf-8", "replace")) % 100000
+            for i in range(0, max(len(prompt), 1), 4)
+        )
     return tuple(prompt) if prompt else (0,)
 
 

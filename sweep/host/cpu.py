@@ -66,8 +66,9 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
 DEFAULT_ATTENTION_BACKEND = "intel_amx"  # SGLang's --attention-backend on x86 CPUs when none is given
 
 
-def check_speculation(algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[Check],
-                      have: set[str] | None = None) -> None:
+def check_speculation(
+    algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[Check], have: set[str] | None = None
+) -> None:
     """Speculative decoding on a CPU host, decided as the server's own interpreter decides it.
 
     SGLang's CPU speculation runs on intel_amx, which it uses only where it sees AMX (real, or claimed
@@ -79,14 +80,20 @@ def check_speculation(algorithm: str | None, backend: str, engine: Engine | None
     ``engine`` None (``server.cpu.check_kernels: false``): judged from the CPU's flags alone."""
     if not algorithm:
         return
-    fix = (f"install SGLang for this CPU with {INSTALLER}, which picks the path for it (AMX, AVX512-BF16 "
-           "or AVX2) and serves speculative decoding on each, and point server.launcher at its interpreter")
+    fix = (
+        f"install SGLang for this CPU with {INSTALLER}, which picks the path for it (AMX, AVX512-BF16 "
+        "or AVX2) and serves speculative decoding on each, and point server.launcher at its interpreter"
+    )
     if engine is None:
         have = cpu_flags() if have is None else have
         if have and not {"amx_tile", "avx512_bf16"} & have:
-            report_checks.append(Check.warning(f"speculative decoding ({algorithm}) on a CPU without AMX or AVX512-BF16 "
-                                 "serves only with torch_native as the installer patches it (not checked: "
-                                 "server.cpu.check_kernels is false)"))
+            report_checks.append(
+                Check.warning(
+                    f"speculative decoding ({algorithm}) on a CPU without AMX or AVX512-BF16 "
+                    "serves only with torch_native as the installer patches it (not checked: "
+                    "server.cpu.check_kernels is false)"
+                )
+            )
         return
     served_by = engine.backend if backend == "intel_amx" else backend
     if served_by == "intel_amx":
@@ -95,16 +102,25 @@ def check_speculation(algorithm: str | None, backend: str, engine: Engine | None
         return
     if served_by == "torch_native" and engine.torch_native_speculates:
         fell_back = " (SGLang sees no AMX here and falls back to it)" if backend == "intel_amx" else ""
-        report_checks.append(Check.ok(f"speculative decoding ({algorithm}) with torch_native{fell_back}, taught the "
-                             f"speculative passes by the installer ({engine.path} path)"))
+        report_checks.append(
+            Check.ok(
+                f"speculative decoding ({algorithm}) with torch_native{fell_back}, taught the "
+                f"speculative passes by the installer ({engine.path} path)"
+            )
+        )
         return
     if served_by == "torch_native":
-        raise PointFailure("preflight", f"speculative decoding ({algorithm}) with SGLang's torch_native attention "
-                                        "backend as shipped" + (" (SGLang sees no AMX here and falls back to it)"
-                                                                if backend == "intel_amx" else "")
-                           + ": it refuses speculation (EAGLE at startup, the others at the first prefill)",
-                           fix=fix)
-    report_checks.append(Check.ok(f"speculative decoding ({algorithm}) with attention backend {served_by} (not checked)"))
+        raise PointFailure(
+            "preflight",
+            f"speculative decoding ({algorithm}) with SGLang's torch_native attention "
+            "backend as shipped"
+            + (" (SGLang sees no AMX here and falls back to it)" if backend == "intel_amx" else "")
+            + ": it refuses speculation (EAGLE at startup, the others at the first prefill)",
+            fix=fix,
+        )
+    report_checks.append(
+        Check.ok(f"speculative decoding ({algorithm}) with attention backend {served_by} (not checked)")
+    )
 
 
 def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[Check]) -> None:
@@ -118,19 +134,26 @@ def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[Check]) 
     if nnodes <= 1:
         return
     if engine is None:
-        report_checks.append(Check.warning(f"--nnodes {nnodes} on the CPU engine: not checked whether SGLang sees AMX "
-                             "there (server.cpu.check_kernels is false); where it does, the server hangs in its "
-                             "shared-memory all-reduce setup (set env SWEEP_SGLANG_AMX: '0')"))
+        report_checks.append(
+            Check.warning(
+                f"--nnodes {nnodes} on the CPU engine: not checked whether SGLang sees AMX "
+                "there (server.cpu.check_kernels is false); where it does, the server hangs in its "
+                "shared-memory all-reduce setup (set env SWEEP_SGLANG_AMX: '0')"
+            )
+        )
         return
     if engine.amx:
         how = "AMX" if engine.path in (None, "amx") else f"the installer's AMX claim ({engine.path} path)"
-        raise PointFailure("preflight", f"--nnodes {nnodes} on SGLang's CPU engine with {how}: there it reduces "
-                                        "tensor parallelism over this host's shared memory only (LOCAL_SIZE = TP "
-                                        "size), so it would hang after 'Init torch distributed begin.' waiting for "
-                                        "the other hosts' ranks",
-                           fix="set env SWEEP_SGLANG_AMX: '0' for these points (an install by "
-                               f"{INSTALLER}: SGLang then sees no AMX, serves with torch_native, speculation "
-                               "included, and reduces over gloo), or keep the server on one host (nnodes 1)")
+        raise PointFailure(
+            "preflight",
+            f"--nnodes {nnodes} on SGLang's CPU engine with {how}: there it reduces "
+            "tensor parallelism over this host's shared memory only (LOCAL_SIZE = TP "
+            "size), so it would hang after 'Init torch distributed begin.' waiting for "
+            "the other hosts' ranks",
+            fix="set env SWEEP_SGLANG_AMX: '0' for these points (an install by "
+            f"{INSTALLER}: SGLang then sees no AMX, serves with torch_native, speculation "
+            "included, and reduces over gloo), or keep the server on one host (nnodes 1)",
+        )
     report_checks.append(Check.ok(f"--nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts"))
 
 
@@ -148,21 +171,26 @@ def check_cpu_flags(need: list[str], report_checks: list[Check], have: set[str] 
         return
     missing = [f for f in need if f not in have]
     if missing:
-        raise PointFailure("preflight", f"this host's CPU lacks {', '.join(missing)}, which SGLang's "
-                                        "intel_amx backend and its prebuilt CPU kernels need",
-                           fix=f"set attention-backend: torch_native with SGLang installed for this CPU by {INSTALLER} "
-                               "(its AVX2 path serves speculative decoding too), or run on a CPU with AVX512-BF16 "
-                               "or AMX")
+        raise PointFailure(
+            "preflight",
+            f"this host's CPU lacks {', '.join(missing)}, which SGLang's "
+            "intel_amx backend and its prebuilt CPU kernels need",
+            fix=f"set attention-backend: torch_native with SGLang installed for this CPU by {INSTALLER} "
+            "(its AVX2 path serves speculative decoding too), or run on a CPU with AVX512-BF16 "
+            "or AMX",
+        )
     report_checks.append(Check.ok(f"CPU flags {', '.join(need) or '(none needed)'}"))
 
 
 def check_memory(min_free_gib: float, report_checks: list[Check]) -> float:
     free = psutil.virtual_memory().available / 2**30
     if free < min_free_gib:
-        raise PointFailure("preflight", f"{free:.1f} GiB of memory free on this host, the server needs "
-                                        f"{min_free_gib:.1f} GiB (server.cpu.min_free_mem_gib)",
-                           fix="stop what holds the memory, pass a smaller --max-total-tokens, or lower "
-                               "server.cpu.min_free_mem_gib")
+        raise PointFailure(
+            "preflight",
+            f"{free:.1f} GiB of memory free on this host, the server needs "
+            f"{min_free_gib:.1f} GiB (server.cpu.min_free_mem_gib)",
+            fix="stop what holds the memory, pass a smaller --max-total-tokens, or lower server.cpu.min_free_mem_gib",
+        )
     report_checks.append(Check.ok(f"{free:.1f} GiB memory free (need {min_free_gib:.1f})"))
     return free
 
@@ -185,8 +213,14 @@ def _probe(python: str, env: tuple[tuple[str, str], ...], timeout_s: float) -> t
     in the server's interpreter; cached for the worker's life, since a reused Ray worker runs many
     points with the same interpreter."""
     try:
-        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s,
-                             env={**os.environ, **dict(env)}, cwd="/")
+        out = subprocess.run(
+            [python, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, **dict(env)},
+            cwd="/",
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return -1, f"cannot run {python}: {e}"
     if out.returncode == 0:
@@ -200,18 +234,26 @@ def check_kernels(python: str, env: dict[str, str], report_checks: list[Check], 
     What SGLang sees there (AMX or not, the installer's path) decides its attention backend."""
     code, last = _probe(python, tuple(sorted(env.items())), timeout_s)
     if code in (-signal.SIGILL, 128 + signal.SIGILL):
-        raise PointFailure("preflight", "SGLang's CPU kernels (sgl_kernel) die with SIGILL (illegal "
-                                        "instruction) on this host's CPU: they were built for another one",
-                           fix=f"install them for this CPU with {INSTALLER} (it builds them for AVX2 CPUs), or "
-                               "REBUILD_KERNELS=1 with the shared installer")
+        raise PointFailure(
+            "preflight",
+            "SGLang's CPU kernels (sgl_kernel) die with SIGILL (illegal "
+            "instruction) on this host's CPU: they were built for another one",
+            fix=f"install them for this CPU with {INSTALLER} (it builds them for AVX2 CPUs), or "
+            "REBUILD_KERNELS=1 with the shared installer",
+        )
     if code != 0:
-        raise PointFailure("preflight", f"SGLang's CPU kernels do not load with {python}: {last}",
-                           fix="install the CPU kernels (sgl_kernel) in the interpreter server.launcher names")
+        raise PointFailure(
+            "preflight",
+            f"SGLang's CPU kernels do not load with {python}: {last}",
+            fix="install the CPU kernels (sgl_kernel) in the interpreter server.launcher names",
+        )
     try:
         seen = json.loads(last)
         engine = Engine(str(seen.get("torch", "")), bool(seen.get("amx")), seen.get("path"))
     except (ValueError, AttributeError):
         engine = Engine("", False, None)
     path = f", path {engine.path}" if engine.path else ""
-    report_checks.append(Check.ok(f"CPU kernels load (sgl_kernel; SGLang sees AMX: {'yes' if engine.amx else 'no'}{path})"))
+    report_checks.append(
+        Check.ok(f"CPU kernels load (sgl_kernel; SGLang sees AMX: {'yes' if engine.amx else 'no'}{path})")
+    )
     return engine

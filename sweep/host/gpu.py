@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-
 from sweep.core.errors import ConfigError
 from sweep.core.ledger import ledger_power, ledger_read
 
@@ -85,8 +84,9 @@ class NvmlProbe:
         for i, h in self._handles():
             mem = self._nv.nvmlDeviceGetMemoryInfo(h)
             name = self._nv.nvmlDeviceGetName(h)
-            out.append(Gpu(i, name.decode() if isinstance(name, bytes) else name,
-                           mem.total // 2**20, mem.used // 2**20))
+            out.append(
+                Gpu(i, name.decode() if isinstance(name, bytes) else name, mem.total // 2**20, mem.used // 2**20)
+            )
         return out
 
     def processes(self) -> list[GpuProcess]:
@@ -111,8 +111,15 @@ class FakeGpus:
     performance model, ``idle_power_w`` on a GPU no live server reports on (the fake's own idle
     figure, ``sweep.fake.model.IDLE_W``)."""
 
-    def __init__(self, ledger_dir: str | Path, count: int = 8, name: str = "NVIDIA H200 (simulated)",
-                 mem_total_mib: int = 143_771, baseline_used_mib: int = 500, idle_power_w: float = 75.0):
+    def __init__(
+        self,
+        ledger_dir: str | Path,
+        count: int = 8,
+        name: str = "NVIDIA H200 (simulated)",
+        mem_total_mib: int = 143_771,
+        baseline_used_mib: int = 500,
+        idle_power_w: float = 75.0,
+    ):
         self.ledger_dir = Path(ledger_dir)
         self.count = count
         self.name = name
@@ -137,7 +144,6 @@ class FakeGpus:
         return [reported.get(i, self.idle_power_w) for i in range(self.count)]
 
 
-
 def real_probe() -> GpuProbe:
     """NVML where it works, else a probe that reports no GPU with NVML's own words (pre-flight then
     says why: ``NVMLError_DriverNotLoaded: Driver Not Loaded`` is not ``nvidia-ml-py`` missing)."""
@@ -147,8 +153,10 @@ def real_probe() -> GpuProbe:
         return NoGpus(f"no GPU found: NVML is not available ({e}; install nvidia-ml-py, the gpu extra)")
     except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound, _DriverNotLoaded, _NoPermission...
         said = str(e).strip() or "no message"
-        return NoGpus(f"no GPU found: NVML failed to start: {type(e).__name__}: {said} "
-                      "(check the NVIDIA driver: nvidia-smi on this host)")
+        return NoGpus(
+            f"no GPU found: NVML failed to start: {type(e).__name__}: {said} "
+            "(check the NVIDIA driver: nvidia-smi on this host)"
+        )
 
 
 def power_source(text: str | None) -> Callable[[], list[float] | None] | None:
@@ -160,23 +168,31 @@ def power_source(text: str | None) -> Callable[[], list[float] | None] | None:
     kind, _, rest = text.partition(":")
     if kind == "ledger":
         if not Path(rest).is_dir():
-            raise ConfigError(f"--power {text}: no GPU ledger at {rest}",
-                              fix="pass the directory the fake server writes (its --fake-ledger or $SWEEP_FAKE_GPU_LEDGER)")
+            raise ConfigError(
+                f"--power {text}: no GPU ledger at {rest}",
+                fix="pass the directory the fake server writes (its --fake-ledger or $SWEEP_FAKE_GPU_LEDGER)",
+            )
         ledger = FakeGpus(rest)
         return ledger.power
     probe = real_probe()
     reason = getattr(probe, "reason", None)
     if reason is not None:
-        raise ConfigError(f"--power {text}: {reason}",
-                          fix="run on a host with NVIDIA GPUs and nvidia-ml-py (pip install nvidia-ml-py), or drop --power")
+        raise ConfigError(
+            f"--power {text}: {reason}",
+            fix="run on a host with NVIDIA GPUs and nvidia-ml-py (pip install nvidia-ml-py), or drop --power",
+        )
     indices = [int(x) for x in rest.split(",")] if rest else None
     known = [g.index for g in probe.gpus()]
     if indices is not None and not set(indices) <= set(known):
-        raise ConfigError(f"--power {text}: no GPU {sorted(set(indices) - set(known))} here (GPUs {known})",
-                          fix=f"choose among {','.join(map(str, known))}")
+        raise ConfigError(
+            f"--power {text}: no GPU {sorted(set(indices) - set(known))} here (GPUs {known})",
+            fix=f"choose among {','.join(map(str, known))}",
+        )
     if probe.power() is None:
-        raise ConfigError(f"--power {text}: the driver reports no power for these GPUs (NVMLError_NotSupported)",
-                          fix="drop --power; nvidia-smi -q -d POWER shows what the driver reports")
+        raise ConfigError(
+            f"--power {text}: the driver reports no power for these GPUs (NVMLError_NotSupported)",
+            fix="drop --power; nvidia-smi -q -d POWER shows what the driver reports",
+        )
     if indices is None:
         return probe.power
 

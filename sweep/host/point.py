@@ -16,28 +16,27 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-
-from sweep.core.checks import Check
-from sweep.core.settings import BenchSettings
-from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
-from sweep.core.errors import PointFailure, SweepError
-from sweep.host import cpu as cpu_host
-from sweep.host import ports
-from sweep.host import preflight as pf
+from sweep.bench.power import POWER_EVERY_S, Recorder
+from sweep.bench.power import only as only_gpus
 from sweep.core import redact
-from sweep.host import reaper
-from sweep.bench.power import POWER_EVERY_S, Recorder, only as only_gpus
 from sweep.core.argv import node_gpus
-from sweep.host.gpu import GpuProbe
-from sweep.host.server import ServerProcess
+from sweep.core.atomic import write_text as atomic_write_text
+from sweep.core.checks import Check
+from sweep.core.console import plural
+from sweep.core.errors import PointFailure, SweepError
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
 from sweep.core.record import PointResult
+from sweep.core.settings import BenchSettings
 from sweep.core.types import FailurePhase
-from sweep.core.console import plural
-from sweep.sglang.args import flag_args, flag_value, flags_in_argv
+from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
+from sweep.host import cpu as cpu_host
+from sweep.host import ports, reaper
+from sweep.host import preflight as pf
+from sweep.host.gpu import GpuProbe
+from sweep.host.server import ServerProcess
 from sweep.sglang import adaptive
+from sweep.sglang.args import flag_args, flag_value, flags_in_argv
 from sweep.sglang.logs import AdaptiveLog, find_failure
-from sweep.core.atomic import write_text as atomic_write_text
 
 OnProgress = Callable[[HostEvent], None]
 
@@ -78,7 +77,9 @@ class PointSpec:
     cpu_flags_needed: list[str] = field(default_factory=list)  # from the server's flags (attention backend)
     launcher_args: list[str] = field(default_factory=list)  # the launcher's own options, after the flags (the fake's)
     architecture: str | None = None  # the experiment's server.architecture, where the host has no config.json
-    check_rules: bool = True  # SGLang's argument rules checked again here (tests of the engine's own errors turn it off)
+    check_rules: bool = (
+        True  # SGLang's argument rules checked again here (tests of the engine's own errors turn it off)
+    )
     # a simulated host (a local cluster): the port is chosen free right before each launch, and the
     # launch repeated on another where another process took it during the startup (sweep.host.ports);
     # a real host's port is the flags' one
@@ -127,27 +128,46 @@ def _reap(spec: PointSpec, host: HostContext, why: str, server: ServerProcess | 
     """Reap, and wait for the server's port to be free: the port it ran on, else the flags' one (none
     on a simulated host before its launch: the port is chosen then)."""
     port = server.port if server is not None else None if spec.choose_port else spec.port
-    return reaper.reap(reaper.Marker(spec.sweep, host.name), host.probe, port=port,
-                       grace_s=min(spec.timeouts.stop_grace_s, 10.0), gpu_free_mib=spec.reap.gpu_mem_free_mib,
-                       kill_foreign=spec.reap.kill_foreign_gpu_processes, wait_s=spec.reap.wait_s, why=why)
+    return reaper.reap(
+        reaper.Marker(spec.sweep, host.name),
+        host.probe,
+        port=port,
+        grace_s=min(spec.timeouts.stop_grace_s, 10.0),
+        gpu_free_mib=spec.reap.gpu_mem_free_mib,
+        kill_foreign=spec.reap.kill_foreign_gpu_processes,
+        wait_s=spec.reap.wait_s,
+        why=why,
+    )
 
 
-def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: reaper.ReapReport,
-               *, serves_http: bool) -> None:
+def _preflight(
+    spec: PointSpec, host: HostContext, report: _Preflight, reaped: reaper.ReapReport, *, serves_http: bool
+) -> None:
     """Cheap checks first; then reap (a crashed earlier run must not poison this one); then the
     checks that the reaping can change: GPUs free, the port free."""
     if spec.device == "cpu":  # the CPU's flags first (instant), then the kernels before --help imports them
         cpu_host.check_cpu_flags(spec.cpu_flags_needed, report.checks)
     report.sglang_version = pf.sglang_version(spec.launcher, launcher_args=spec.launcher_args)
     if spec.device == "cpu":
-        engine = (cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
-                  if spec.cpu.check_kernels else None)
-        cpu_host.check_speculation(spec.flag("speculative-algorithm"),
-                                   spec.flag("attention-backend") or cpu_host.DEFAULT_ATTENTION_BACKEND,
-                                   engine, report.checks)
+        engine = (
+            cpu_host.check_kernels(spec.launcher[0], spec.env, report.checks, pf.HELP_TIMEOUT_S)
+            if spec.cpu.check_kernels
+            else None
+        )
+        cpu_host.check_speculation(
+            spec.flag("speculative-algorithm"),
+            spec.flag("attention-backend") or cpu_host.DEFAULT_ATTENTION_BACKEND,
+            engine,
+            report.checks,
+        )
         cpu_host.check_nodes(int(spec.flag("nnodes") or 1), engine, report.checks)
-    pf.check_flags([*spec.flags, *flags_in_argv(spec.launcher_args)], spec.launcher, report.sglang_version, host.name,
-                   launcher_args=spec.launcher_args)
+    pf.check_flags(
+        [*spec.flags, *flags_in_argv(spec.launcher_args)],
+        spec.launcher,
+        report.sglang_version,
+        host.name,
+        launcher_args=spec.launcher_args,
+    )
     pf.check_paths(spec.paths, spec.real_paths, report)
     if spec.real_paths:
         _check_drafter(spec, report)
@@ -162,7 +182,9 @@ def _preflight(spec: PointSpec, host: HostContext, report: _Preflight, reaped: r
     if serves_http:
         if not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
             pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
-        pf.check_dist_init(spec.flag("dist-init-addr"), int(spec.flag("node-rank") or 0), host.name, report)  # node rank 0 of a server over several hosts
+        pf.check_dist_init(
+            spec.flag("dist-init-addr"), int(spec.flag("node-rank") or 0), host.name, report
+        )  # node rank 0 of a server over several hosts
 
 
 def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
@@ -207,10 +229,17 @@ def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess
     """The point's server, started and remembered by the reaper; stopped when its ``with`` ends."""
     marker = reaper.Marker(spec.sweep, host.name)
     env = {**spec.env, **host.extra_env, **marker.env(spec.point_id)}
-    server = ServerProcess(launch_argv(spec, log_path), env, log_path, port=spec.port, host=spec.bind_host,
-                           secrets=spec.secrets,
-                           api_key=spec.flag("api-key"), admin_api_key=spec.flag("admin-api-key"),
-                           grace_s=spec.timeouts.stop_grace_s)
+    server = ServerProcess(
+        launch_argv(spec, log_path),
+        env,
+        log_path,
+        port=spec.port,
+        host=spec.bind_host,
+        secrets=spec.secrets,
+        api_key=spec.flag("api-key"),
+        admin_api_key=spec.flag("admin-api-key"),
+        grace_s=spec.timeouts.stop_grace_s,
+    )
     server.start()
     if server.proc is not None:
         reaper.remember(marker, server.proc.pid)  # its own session: found again even if it is orphaned
@@ -284,13 +313,18 @@ class _Attempt:
         if len(tried) >= ports.PORT_RETRIES:
             return False
         tried.append(server.port)
-        self.reaped.killed += [{**k, "reason": f"{k['reason']} (its port {server.port} was taken)"}
-                               for k in server.stop(server.grace_s)]
+        self.reaped.killed += [
+            {**k, "reason": f"{k['reason']} (its port {server.port} was taken)"} for k in server.stop(server.grace_s)
+        ]
         self.server = None
-        self.report.checks.append(Check.warning(
-            f"port {server.port} was taken by another process while the server started ({why.reason}); "
-            f"relaunched on another port (try {len(tried) + 1} of {ports.PORT_RETRIES + 1})",
-            fix="another sweep or server on this machine: nothing to do unless it keeps happening", rule="port-taken"))
+        self.report.checks.append(
+            Check.warning(
+                f"port {server.port} was taken by another process while the server started ({why.reason}); "
+                f"relaunched on another port (try {len(tried) + 1} of {ports.PORT_RETRIES + 1})",
+                fix="another sweep or server on this machine: nothing to do unless it keeps happening",
+                rule="port-taken",
+            )
+        )
         return True
 
     def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: object) -> bool:
@@ -310,13 +344,30 @@ class _Attempt:
             handled = isinstance(e, Exception)
             self.emit(PointProgress("stop"))
         reap_after = self.node_rank is not None or self.phase != "preflight" or bool(self.reaped.killed)
-        _finish(res, self.server, self.spec, self.host, self.report, self.reaped, reap_after=reap_after,
-                port_taken=self.port_taken)
+        _finish(
+            res,
+            self.server,
+            self.spec,
+            self.host,
+            self.report,
+            self.reaped,
+            reap_after=reap_after,
+            port_taken=self.port_taken,
+        )
         return handled
 
 
-def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, host: HostContext,
-            report: _Preflight, reaped: reaper.ReapReport, *, reap_after: bool, port_taken: int | None = None) -> None:
+def _finish(
+    res: PointResult,
+    server: ServerProcess | None,
+    spec: PointSpec,
+    host: HostContext,
+    report: _Preflight,
+    reaped: reaper.ReapReport,
+    *,
+    reap_after: bool,
+    port_taken: int | None = None,
+) -> None:
     """Stop the server (whole tree), reap, and fill in what every result carries."""
     if server is not None:
         reaped.killed += server.stop(server.grace_s)
@@ -335,8 +386,11 @@ def _finish(res: PointResult, server: ServerProcess | None, spec: PointSpec, hos
     if secrets:
         if res.failure:
             fix = res.failure.fix
-            res.failure = replace(res.failure, reason=redact.redact_text(res.failure.reason, secrets),
-                                  fix=redact.redact_text(fix, secrets) if fix else fix)
+            res.failure = replace(
+                res.failure,
+                reason=redact.redact_text(res.failure.reason, secrets),
+                fix=redact.redact_text(fix, secrets) if fix else fix,
+            )
         res.log_tail = redact.redact_text(res.log_tail, secrets)
     res.ended_at = time.time()
 
@@ -369,8 +423,9 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
                 tell: Callable[[PointProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
                 tell(PointProgress("benchmark"))
                 try:
-                    bench = run_bench(server.endpoint, settings, point_id=pid, progress=tell, power=power,
-                                      window=server.adaptive_mark)  # the log read up to each level's bounds
+                    bench = run_bench(
+                        server.endpoint, settings, point_id=pid, progress=tell, power=power, window=server.adaptive_mark
+                    )  # the log read up to each level's bounds
                 except SweepError as e:
                     if len(subs) == 1 or not server.alive():
                         raise
@@ -453,16 +508,26 @@ def _measured(at: _Attempt, ids: list[str], part: PointResult, power: Recorder |
     end: the host's record so far (pre-flight, reaping before the launch), the startup's phases on the
     first point, and the GPU power samples up to now (a copy: the launch keeps recording)."""
     report, secrets = at.report, at.spec.secrets
-    launch = replace(at.result, sglang_version=report.sglang_version, gpu_name=report.gpu_name,
-                     gpu_count=report.gpu_count, checks=list(report.checks),
-                     drafter_aux_layers=report.drafter_aux_layers, drafter_checks=list(report.drafter_checks),
-                     reaped=at.reaped.as_dict(secrets), power_series=power.snapshot() if power is not None else [],
-                     port=at.server.port if at.server is not None else None)  # the port it serves on
+    launch = replace(
+        at.result,
+        sglang_version=report.sglang_version,
+        gpu_name=report.gpu_name,
+        gpu_count=report.gpu_count,
+        checks=list(report.checks),
+        drafter_aux_layers=report.drafter_aux_layers,
+        drafter_checks=list(report.drafter_checks),
+        reaped=at.reaped.as_dict(secrets),
+        power_series=power.snapshot() if power is not None else [],
+        port=at.server.port if at.server is not None else None,
+    )  # the port it serves on
     r = _one(launch, ids, ids.index(part.point_id), part)
     if secrets and r.failure is not None:  # as _finish hides them in a launch's failure
         fix = r.failure.fix
-        r.failure = replace(r.failure, reason=redact.redact_text(r.failure.reason, secrets),
-                            fix=redact.redact_text(fix, secrets) if fix else fix)
+        r.failure = replace(
+            r.failure,
+            reason=redact.redact_text(r.failure.reason, secrets),
+            fix=redact.redact_text(fix, secrets) if fix else fix,
+        )
     return r
 
 

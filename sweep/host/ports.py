@@ -54,8 +54,11 @@ class Holder:
         if self.pid is None:
             return "a process this user cannot see (another user's)"
         who = f"pid {self.pid} ({self.name})"
-        return who + (f", a server of sweep {self.sweep!r} ({reaper.MARK_SWEEP} in its environment)"
-                      if self.sweep else ", not a sweep's server (no sweep marker)")
+        return who + (
+            f", a server of sweep {self.sweep!r} ({reaper.MARK_SWEEP} in its environment)"
+            if self.sweep
+            else ", not a sweep's server (no sweep marker)"
+        )
 
 
 def holders(port: int) -> list[Holder]:

@@ -25,8 +25,8 @@ from pathlib import Path
 import psutil
 
 from sweep.core import atomic
-from sweep.host.gpu import GpuProbe
 from sweep.core.redact import redact_argv, redact_text, redact_tree
+from sweep.host.gpu import GpuProbe
 
 MARK_SWEEP = "SWEEP_SWEEP"
 MARK_HOST = "SWEEP_HOST"
@@ -102,8 +102,14 @@ def _signal(procs: list[psutil.Process], sig: int, group: int | None) -> None:
                 pass
 
 
-def kill_processes(procs: list[psutil.Process], grace_s: float, reason: str | dict[int, str], *,
-                   group: int | None = None, found_by: dict[int, str] | None = None) -> list[dict]:
+def kill_processes(
+    procs: list[psutil.Process],
+    grace_s: float,
+    reason: str | dict[int, str],
+    *,
+    group: int | None = None,
+    found_by: dict[int, str] | None = None,
+) -> list[dict]:
     """SIGTERM, wait up to ``grace_s``, SIGKILL the rest, and wait until every one is gone. With
     ``group``, SIGTERM goes to that process group (a server started in its own group shuts down
     the way it would on Ctrl-C), and SIGKILL to the group and to each process that left it.
@@ -234,19 +240,31 @@ def gpus_free(probe: GpuProbe, threshold_mib: int) -> bool:
     return all(g.mem_used_mib <= threshold_mib for g in probe.gpus())
 
 
-def reap(marker: Marker, probe: GpuProbe, *, port: int | None, grace_s: float = 5.0,
-         gpu_free_mib: int = 2048, kill_foreign: bool = False, wait_s: float = 60.0,
-         why: str = "left over") -> ReapReport:
+def reap(
+    marker: Marker,
+    probe: GpuProbe,
+    *,
+    port: int | None,
+    grace_s: float = 5.0,
+    gpu_free_mib: int = 2048,
+    kill_foreign: bool = False,
+    wait_s: float = 60.0,
+    why: str = "left over",
+) -> ReapReport:
     """Kill what this sweep left on this host, deal with GPU holders, then wait (bounded) until
     GPU memory is back under ``gpu_free_mib`` on every GPU and ``port`` can be bound."""
     report = ReapReport()
     ours = found(marker)
     if ours:
-        reasons = {p.pid: f"{why}: carries this sweep's marker" if how == "marker" else
-                   f"{why}: in the session (sid {sid}) of a server this sweep launched; no marker readable"
-                   for p, how, sid in ours}
-        report.killed += kill_processes([p for p, _, _ in ours], grace_s, reasons,
-                                        found_by={p.pid: how for p, how, _ in ours})
+        reasons = {
+            p.pid: f"{why}: carries this sweep's marker"
+            if how == "marker"
+            else f"{why}: in the session (sid {sid}) of a server this sweep launched; no marker readable"
+            for p, how, sid in ours
+        }
+        report.killed += kill_processes(
+            [p for p, _, _ in ours], grace_s, reasons, found_by={p.pid: how for p, how, _ in ours}
+        )
     for gp in probe.processes():
         try:
             proc = psutil.Process(gp.pid)
@@ -254,12 +272,19 @@ def reap(marker: Marker, probe: GpuProbe, *, port: int | None, grace_s: float = 
             continue
         entry = {**_describe(proc, f"holds {gp.mem_mib} MiB on GPU {gp.gpu_index}"), "gpu": gp.gpu_index}
         if marker.owns(proc):
-            report.killed += kill_processes([proc], grace_s, f"{why}: ours (carries the marker), holds "
-                                            f"{gp.mem_mib} MiB on GPU {gp.gpu_index}", found_by={proc.pid: "gpu"})
+            report.killed += kill_processes(
+                [proc],
+                grace_s,
+                f"{why}: ours (carries the marker), holds {gp.mem_mib} MiB on GPU {gp.gpu_index}",
+                found_by={proc.pid: "gpu"},
+            )
         elif kill_foreign:
-            report.killed += kill_processes([proc], grace_s,
-                                            f"not ours, holds {gp.mem_mib} MiB on GPU {gp.gpu_index}; "
-                                            "kill_foreign_gpu_processes is on", found_by={proc.pid: "gpu"})
+            report.killed += kill_processes(
+                [proc],
+                grace_s,
+                f"not ours, holds {gp.mem_mib} MiB on GPU {gp.gpu_index}; kill_foreign_gpu_processes is on",
+                found_by={proc.pid: "gpu"},
+            )
         else:
             report.foreign.append(entry)
     # memory held by a process we may not kill will not come back: check it once, don't wait for it

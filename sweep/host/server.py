@@ -31,15 +31,23 @@ from typing import Callable, Literal
 import httpx
 
 from sweep.bench.client import Endpoint, auth_headers, send_one
-from sweep.experiment.config import Timeouts
+from sweep.core import redact
 from sweep.core.errors import PointFailure
 from sweep.core.events import PointProgress
 from sweep.core.types import FailurePhase
-from sweep.core import redact
+from sweep.experiment.config import Timeouts
 from sweep.host import ports, reaper
 from sweep.results.schema import ENGINE_COLUMNS, engine_column
-from sweep.sglang.logs import (AdaptiveLog, EngineTimings, Progress, engine_timings, event_of, find_failure, rank_of,
-                               split_progress)
+from sweep.sglang.logs import (
+    AdaptiveLog,
+    EngineTimings,
+    Progress,
+    engine_timings,
+    event_of,
+    find_failure,
+    rank_of,
+    split_progress,
+)
 
 POLL_S = 0.1
 TAIL_LINES = 60
@@ -141,8 +149,13 @@ class LogFollower:
 
     def tail_text(self) -> str:
         """The last lines, then the bar still drawing (its last update) or the line still being written."""
-        rest = [p.raw if isinstance(p, Progress) else p
-                for p in split_progress(self._partial.decode("utf-8", "replace"))][-1:] if self._partial else []
+        rest = (
+            [p.raw if isinstance(p, Progress) else p for p in split_progress(self._partial.decode("utf-8", "replace"))][
+                -1:
+            ]
+            if self._partial
+            else []
+        )
         return "\n".join(self.tail + [r for r in rest if r.strip()])
 
 
@@ -279,8 +292,11 @@ class Startup:
         if self.phase == "ready":
             return self.first("http_up") or 0.0
         if self.phase == "capture":
-            return min(t for t in (self.first("kv_cache"), self.first("capture_begin"), self.first("capture_end"))
-                       if t is not None)
+            return min(
+                t
+                for t in (self.first("kv_cache"), self.first("capture_begin"), self.first("capture_end"))
+                if t is not None
+            )
         return 0.0
 
     def last_progress(self) -> str:
@@ -291,9 +307,20 @@ class Startup:
 
     def progress_records(self) -> list[dict]:
         """The last update of each kind, for the points table (``startup_progress``)."""
-        return [{"kind": p.kind, "desc": p.desc, "n": p.n, "total": p.total, "elapsed_s": p.elapsed_s,
-                 "eta_s": p.eta_s, "rate": p.rate, "seen_s": round(t, 3), "summary": p.summary()}
-                for t, p in sorted(self.progress.values(), key=lambda tp: tp[0])]
+        return [
+            {
+                "kind": p.kind,
+                "desc": p.desc,
+                "n": p.n,
+                "total": p.total,
+                "elapsed_s": p.elapsed_s,
+                "eta_s": p.eta_s,
+                "rate": p.rate,
+                "seen_s": round(t, 3),
+                "summary": p.summary(),
+            }
+            for t, p in sorted(self.progress.values(), key=lambda tp: tp[0])
+        ]
 
     def durations(self) -> dict[str, float | None]:
         """Phase durations in seconds, for the points table (None for a phase not seen), and SGLang's
@@ -318,14 +345,18 @@ class Startup:
         up = self.first("http_up")
         before_http = [t for ev, t in self.order if ev not in ("http_up", "fired_up") and (up is None or t <= up)]
         capture_end = self.last("capture_end")
-        engine = {engine_column(k): v for k, v in (self.engine.flat() if self.engine else {}).items()
-                  if engine_column(k) in ENGINE_COLUMNS}
+        engine = {
+            engine_column(k): v
+            for k, v in (self.engine.flat() if self.engine else {}).items()
+            if engine_column(k) in ENGINE_COLUMNS
+        }
         return {
             "load_s": span(0.0, loads[-1] if loads else None),
             "kv_cache_s": span(loads[-1] if loads else None, kv_end),
             "capture_s": span(self.first("capture_begin"), capture_end),
-            "draft_capture_s": span(capture_end if capture_end is not None else kv_end,
-                                    self.last("draft_capture_end")),  # 0.5.10: drafter load included
+            "draft_capture_s": span(
+                capture_end if capture_end is not None else kv_end, self.last("draft_capture_end")
+            ),  # 0.5.10: drafter load included
             "http_s": span(before_http[-1] if before_http and up is not None else None, up),
             "ready_s": span(up, self.ready),
             "startup_s": span(0.0, self.ready),
@@ -343,9 +374,19 @@ class ServerProcess:
             bench.run(server.endpoint, settings)
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, port: int,
-                 host: str = "127.0.0.1", secrets: list[str] | None = None, api_key: str | None = None,
-                 admin_api_key: str | None = None, grace_s: float = 30.0):
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        port: int,
+        host: str = "127.0.0.1",
+        secrets: list[str] | None = None,
+        api_key: str | None = None,
+        admin_api_key: str | None = None,
+        grace_s: float = 30.0,
+    ):
         """``secrets``: what the log must not show (default: the values of the argv's secret flags
         and the env's secret names); ``api_key``: what readiness and the benchmark send (the server's
         --api-key), ``admin_api_key``: what the benchmark's /flush_cache sends (its --admin-api-key);
@@ -393,16 +434,28 @@ class ServerProcess:
         leash = [sys.executable, "-m", "sweep.host.die_with_parent", str(os.getpid()), "--"]
         if self.secrets:  # through the pump, which hides them (see LogPump)
             self.proc = subprocess.Popen(
-                leash + self.argv, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+                leash + self.argv,
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
             assert self.proc.stdout is not None
             self._pump = LogPump(self.proc.stdout.fileno(), self.log_path, self.secrets)
             self._pump.start()
         else:
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
-                    leash + self.argv, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+                    leash + self.argv,
+                    env={**os.environ, **self.env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                )
         self.started = time.monotonic()
 
     def _mark_earlier_runs(self) -> None:
@@ -412,8 +465,12 @@ class ServerProcess:
         if not self.log_path.is_file() or not self.log_path.stat().st_size:
             return  # a first run: read from the start (the LogFollower of __init__)
         with open(self.log_path, "ab") as log:
-            log.write((f"\n[{time.strftime('%Y-%m-%d %H:%M:%S')}] [sweep] the server is started again; "
-                       "the lines above are an earlier run's\n").encode())
+            log.write(
+                (
+                    f"\n[{time.strftime('%Y-%m-%d %H:%M:%S')}] [sweep] the server is started again; "
+                    "the lines above are an earlier run's\n"
+                ).encode()
+            )
             self.log = LogFollower(self.log_path, offset=log.tell())
 
     def elapsed(self) -> float:
@@ -491,8 +548,12 @@ class ServerProcess:
         last = self.startup.last_progress()
         return f"last log line: {self.last_output()}" + (f"; last progress: {last}" if last else "")
 
-    def wait_ready(self, timeouts: Timeouts, progress: Callable[[PointProgress], None] | None = None,
-                   ready_prompt: str = "Say hello.") -> Startup:
+    def wait_ready(
+        self,
+        timeouts: Timeouts,
+        progress: Callable[[PointProgress], None] | None = None,
+        ready_prompt: str = "Say hello.",
+    ) -> Startup:
         """Block until the server is ready (``/health`` 200 and one generate answered); raise
         PointFailure with the phase and the reason when it dies or hangs. A hang is no output at
         all (not one byte: a progress bar's update counts) for ``stall_s``, or a phase past its limit."""
@@ -509,18 +570,26 @@ class ServerProcess:
                     raise self.died(phase)
                 limit = {"load": timeouts.load_s, "capture": timeouts.capture_s, "ready": timeouts.ready_s}[phase]
                 if now - self.startup.phase_started() > limit:
-                    raise PointFailure(phase, f"hang: still in {phase} after {limit:.0f} s (limit server.timeouts.{phase}_s); "
-                                              f"{self._hang_context()}",
-                                       fix=f"raise server.timeouts.{phase}_s if this phase is just slow")
+                    raise PointFailure(
+                        phase,
+                        f"hang: still in {phase} after {limit:.0f} s (limit server.timeouts.{phase}_s); "
+                        f"{self._hang_context()}",
+                        fix=f"raise server.timeouts.{phase}_s if this phase is just slow",
+                    )
                 if now > timeouts.total_s:
-                    raise PointFailure(phase, f"hang: not ready after {timeouts.total_s:.0f} s (server.timeouts.total_s)",
-                                       fix="raise server.timeouts.total_s if startup is just slow (a large model, "
-                                           "a cold disk)")
+                    raise PointFailure(
+                        phase,
+                        f"hang: not ready after {timeouts.total_s:.0f} s (server.timeouts.total_s)",
+                        fix="raise server.timeouts.total_s if startup is just slow (a large model, a cold disk)",
+                    )
                 if now - last_output_at > timeouts.stall_s and phase != "ready":
-                    raise PointFailure(phase, f"hang: no log output for {timeouts.stall_s:.0f} s in {phase} "
-                                              f"(server.timeouts.stall_s); {self._hang_context()}",
-                                       fix="look at the log for a stuck rank; raise stall_s if one step "
-                                           "(a shard, a batch size) can take longer than that")
+                    raise PointFailure(
+                        phase,
+                        f"hang: no log output for {timeouts.stall_s:.0f} s in {phase} "
+                        f"(server.timeouts.stall_s); {self._hang_context()}",
+                        fix="look at the log for a stuck rank; raise stall_s if one step "
+                        "(a shard, a batch size) can take longer than that",
+                    )
                 if (phase == "ready" or now >= next_http_try) and self._ready(client, ready_prompt):
                     if "http_up" not in self.startup.events:
                         self.startup.see("http_up", now)
@@ -560,13 +629,18 @@ class ServerProcess:
 
     def _unauthorized(self, request: str, status: int, body: str) -> PointFailure:
         what = "401 Unauthorized" if status == 401 else "403 Forbidden"
-        sent = ("with the key the sweep sends (server.flags.api-key, as Authorization: Bearer): it expects another"
-                if self.api_key else "without a key (the point sets no server.flags.api-key): it wants one")
+        sent = (
+            "with the key the sweep sends (server.flags.api-key, as Authorization: Bearer): it expects another"
+            if self.api_key
+            else "without a key (the point sets no server.flags.api-key): it wants one"
+        )
         said = redact.redact_text(" ".join(body.split())[:120], self.secrets)
-        return PointFailure("ready", f"the server answered {what} to {request} {sent} ({said}); set "
-                                     "server.flags.api-key to the key the server expects",
-                            fix="a launcher script or config file that sets its own API key must agree with "
-                                "server.flags.api-key")
+        return PointFailure(
+            "ready",
+            f"the server answered {what} to {request} {sent} ({said}); set "
+            "server.flags.api-key to the key the server expects",
+            fix="a launcher script or config file that sets its own API key must agree with server.flags.api-key",
+        )
 
     def stop(self, grace_s: float) -> list[dict]:
         """SIGTERM the group, SIGKILL after the grace period, wait until the whole tree is gone."""

@@ -30,8 +30,11 @@ def curve_of(levels: Any) -> list[list[float]]:
     if levels is None:
         return []
     rows = levels.to_pylist() if hasattr(levels, "to_pylist") else levels.to_dicts()
-    out = {int(r["concurrency"]): float(r["output_throughput"]) for r in rows
-           if r.get("concurrency") and r.get("output_throughput") is not None and r.get("output_throughput") > 0}
+    out = {
+        int(r["concurrency"]): float(r["output_throughput"])
+        for r in rows
+        if r.get("concurrency") and r.get("output_throughput") is not None and r.get("output_throughput") > 0
+    }
     return [[float(c), out[c]] for c in sorted(out)]
 
 
@@ -48,8 +51,13 @@ class BaselineGate:
     curves; ``specs`` (point id -> PointSpec) is updated in place as curves arrive. ``earlier``:
     a baseline id recorded before this run -> its levels table (or None when it has none)."""
 
-    def __init__(self, inner: Any, todo: list[PlannedPoint], specs: MutableMapping[str, PointSpec],
-                 earlier: Callable[[str], Optional[Any]]):
+    def __init__(
+        self,
+        inner: Any,
+        todo: list[PlannedPoint],
+        specs: MutableMapping[str, PointSpec],
+        earlier: Callable[[str], Optional[Any]],
+    ):
         self.inner, self.specs = inner, specs
         self._baseline = {p.id: p.baseline_id for p in todo if not p.baseline and p.baseline_id}
         self._pending = {p.id for p in todo if p.baseline}  # baselines this run measures
@@ -70,7 +78,7 @@ class BaselineGate:
         return p
 
     def take(self, n: int) -> list[PlannedPoint]:
-        out = [p for p in self._held if self._ready(p)][:max(n, 0)]
+        out = [p for p in self._held if self._ready(p)][: max(n, 0)]
         self._held = [p for p in self._held if p not in out]
         while len(out) < n:
             more = self.inner.take(n - len(out))
@@ -79,7 +87,7 @@ class BaselineGate:
             for p in more:
                 (out if self._ready(p) else self._held).append(p)
         if not out and self._held and self._running == 0:  # nothing will record a baseline: go without
-            out, self._held = self._held[:max(n, 1)], self._held[max(n, 1):]
+            out, self._held = self._held[: max(n, 1)], self._held[max(n, 1) :]
             self._pending -= {self._baseline[p.id] for p in out}
         self._running += len(out)
         return [self._release(p) for p in out]
@@ -95,8 +103,13 @@ class BaselineGate:
         return self.inner.pruned()
 
 
-def gate(search: Any, exp: Any, todo: list[PlannedPoint], specs: MutableMapping[str, PointSpec],
-         earlier: Callable[[str], Optional[Any]]) -> Any:
+def gate(
+    search: Any,
+    exp: Any,
+    todo: list[PlannedPoint],
+    specs: MutableMapping[str, PointSpec],
+    earlier: Callable[[str], Optional[Any]],
+) -> Any:
     """``search`` as it is without ``concurrency.refine``; with it, behind a :class:`BaselineGate`."""
     return BaselineGate(search, todo, specs, earlier) if exp.benchmark.concurrency.refine else search
 

@@ -32,8 +32,11 @@ class Host:
 def connect(address: str | None) -> None:
     """Join a running cluster (``address``, ``RAY_ADDRESS`` or ``auto``)."""
     addr = address or os.environ.get("RAY_ADDRESS") or "auto"
-    has_token = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
-                 or (Path.home() / ".ray" / "auth_token").is_file())
+    has_token = (
+        os.environ.get("RAY_AUTH_TOKEN")
+        or os.environ.get("RAY_AUTH_TOKEN_PATH")
+        or (Path.home() / ".ray" / "auth_token").is_file()
+    )
     if has_token and "RAY_AUTH_MODE" not in os.environ:
         # a driver that has the cluster's token but not the mode retries InvalidAuthToken forever
         os.environ["RAY_AUTH_MODE"] = "token"
@@ -42,9 +45,11 @@ def connect(address: str | None) -> None:
     try:
         ray.init(address=addr, log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise ClusterError(f"no Ray cluster to join at {addr}: {str(e).splitlines()[0]}",
-                           fix="start one (see cluster/README.md), set RAY_ADDRESS, or try the experiment "
-                               "with --dry-run on this machine") from None
+        raise ClusterError(
+            f"no Ray cluster to join at {addr}: {str(e).splitlines()[0]}",
+            fix="start one (see cluster/README.md), set RAY_ADDRESS, or try the experiment "
+            "with --dry-run on this machine",
+        ) from None
 
 
 def _require_reachable(addr: str, timeout_s: float = 5.0) -> None:
@@ -61,9 +66,11 @@ def _require_reachable(addr: str, timeout_s: float = 5.0) -> None:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
             pass
     except OSError as e:
-        raise ClusterError(f"no Ray cluster answers at {addr}: {e.strerror or e}",
-                           fix="check the head's address and port (ray status on the head), or try the "
-                               "experiment with --dry-run on this machine") from None
+        raise ClusterError(
+            f"no Ray cluster answers at {addr}: {e.strerror or e}",
+            fix="check the head's address and port (ray status on the head), or try the "
+            "experiment with --dry-run on this machine",
+        ) from None
 
 
 def node_names(nodes: list[dict]) -> dict[str, str]:
@@ -71,19 +78,27 @@ def node_names(nodes: list[dict]) -> dict[str, str]:
     share a hostname (containers or network namespaces cloned from one image) are told apart by IP,
     ``hostname@IP``, which also keeps a host's name when it rejoins with a new node id; nodes that
     share the IP too (several raylets on one machine) get their node id's prefix as well."""
+
     def base(n: dict) -> str:
         sim = sorted(k for k in n.get("Resources", {}) if k.startswith(SIM_PREFIX))
         return sim[0].replace("_", "-") if sim else n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or "?"
 
     live = [n for n in nodes if n.get("Alive")]
     names = {n["NodeID"]: base(n) for n in live}
-    for key in (lambda n: f"{names[n['NodeID']]}@{n.get('NodeManagerAddress')}",
-                lambda n: f"{names[n['NodeID']]}:{n['NodeID'][:8]}"):
+    for key in (
+        lambda n: f"{names[n['NodeID']]}@{n.get('NodeManagerAddress')}",
+        lambda n: f"{names[n['NodeID']]}:{n['NodeID'][:8]}",
+    ):
         counts: dict[str, int] = {}
         for n in live:
             counts[names[n["NodeID"]]] = counts.get(names[n["NodeID"]], 0) + 1
-        names.update({n["NodeID"]: key(n) for n in live
-                      if counts[names[n["NodeID"]]] > 1 and not names[n["NodeID"]].startswith("sim-host-")})
+        names.update(
+            {
+                n["NodeID"]: key(n)
+                for n in live
+                if counts[names[n["NodeID"]]] > 1 and not names[n["NodeID"]].startswith("sim-host-")
+            }
+        )
     return names
 
 
@@ -104,18 +119,29 @@ def hosts(resource: str) -> list[Host]:
 def require_hosts(resource: str, gpus_per_host: int) -> list[Host]:
     hs = hosts(resource)
     if not hs:
-        seen = sorted({k for n in ray.nodes() if n.get("Alive") for k in n.get("Resources", {})
-                       if not k.startswith("node:") and k not in ("CPU", "memory", "object_store_memory")})
-        raise ClusterError(f"no node of the cluster advertises the host resource {resource!r} "
-                           f"(resources seen: {', '.join(seen) or 'none'})",
-                           fix=f"start each GPU host with ray start --resources='{{\"{resource}\": 1}}' "
-                               "(cluster/host-bootstrap.sh), or set cluster.host_resource to the one you use")
+        seen = sorted(
+            {
+                k
+                for n in ray.nodes()
+                if n.get("Alive")
+                for k in n.get("Resources", {})
+                if not k.startswith("node:") and k not in ("CPU", "memory", "object_store_memory")
+            }
+        )
+        raise ClusterError(
+            f"no node of the cluster advertises the host resource {resource!r} "
+            f"(resources seen: {', '.join(seen) or 'none'})",
+            fix=f"start each GPU host with ray start --resources='{{\"{resource}\": 1}}' "
+            "(cluster/host-bootstrap.sh), or set cluster.host_resource to the one you use",
+        )
     short = [h for h in hs if h.gpus < gpus_per_host]
     if short:
-        raise ClusterError(f"{'host' if len(short) == 1 else 'hosts'} {', '.join(h.name for h in short)} "
-                           f"{'advertises' if len(short) == 1 else 'advertise'} fewer than "
-                           f"cluster.gpus_per_host={gpus_per_host} GPUs",
-                           fix="set cluster.gpus_per_host to what the hosts have, or fix their ray start --num-gpus")
+        raise ClusterError(
+            f"{'host' if len(short) == 1 else 'hosts'} {', '.join(h.name for h in short)} "
+            f"{'advertises' if len(short) == 1 else 'advertise'} fewer than "
+            f"cluster.gpus_per_host={gpus_per_host} GPUs",
+            fix="set cluster.gpus_per_host to what the hosts have, or fix their ray start --num-gpus",
+        )
     return hs
 
 
@@ -136,8 +162,11 @@ def reap_dead_simulation(state_file: Path) -> list[int]:
     killed = []
     for p in psutil.process_iter(["name", "ppid"]):
         try:
-            if (os.getpgid(p.pid) == old.get("pgid") and p.info["ppid"] == 1
-                    and (p.info["name"] or "").startswith(("ray::", "raylet", "gcs_server"))):
+            if (
+                os.getpgid(p.pid) == old.get("pgid")
+                and p.info["ppid"] == 1
+                and (p.info["name"] or "").startswith(("ray::", "raylet", "gcs_server"))
+            ):
                 p.kill()
                 killed.append(p.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
@@ -165,12 +194,22 @@ class SimulatedCluster:
         with _ports_of_its_own():
             # the head's dashboard agent would listen on Ray's fixed 52365 (the other nodes' get 0 from
             # cluster_utils): 0 lets it take a free one, as every other port of the cluster does
-            self.cluster = Cluster(initialize_head=True, head_node_args={
-                "num_cpus": 1, "object_store_memory": 150 * 2**20, "include_dashboard": False,
-                "dashboard_agent_listen_port": 0})
+            self.cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 1,
+                    "object_store_memory": 150 * 2**20,
+                    "include_dashboard": False,
+                    "dashboard_agent_listen_port": 0,
+                },
+            )
             for i in range(n):
-                self.cluster.add_node(num_cpus=2, num_gpus=gpus_per_host, object_store_memory=100 * 2**20,
-                                      resources={resource: 1, f"{SIM_PREFIX}{i}": 1})
+                self.cluster.add_node(
+                    num_cpus=2,
+                    num_gpus=gpus_per_host,
+                    object_store_memory=100 * 2**20,
+                    resources={resource: 1, f"{SIM_PREFIX}{i}": 1},
+                )
         ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
         self.cluster.wait_for_nodes()
 

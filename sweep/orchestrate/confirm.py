@@ -47,8 +47,10 @@ def announce(cp: ConfirmPlan, console: Console) -> None:
         console.print("confirm: no policy to confirm", soft_wrap=True)
     for pp in cp.points:
         c = cp.chosen[pp.id]
-        console.print(escape(f"confirm: {pp.label} [{pp.id}] runs the policy of {c.policy.group} "
-                             f"({'; '.join(c.why)})"), soft_wrap=True)
+        console.print(
+            escape(f"confirm: {pp.label} [{pp.id}] runs the policy of {c.policy.group} ({'; '.join(c.why)})"),
+            soft_wrap=True,
+        )
 
 
 class Phase:
@@ -69,8 +71,9 @@ class Phase:
         return run_phase(sweep, Plan(sweep.plan.experiment, cp.points, []), session, console, phase="confirm")
 
 
-def run(plan: Plan, opts: RunOptions, choose: Chooser, *, bench_scale: dict,
-        console: Console) -> tuple[ConfirmPlan, SweepRun | None]:
+def run(
+    plan: Plan, opts: RunOptions, choose: Chooser, *, bench_scale: dict, console: Console
+) -> tuple[ConfirmPlan, SweepRun | None]:
     """The confirmation phase alone on the results directory ``opts.results_dir`` whose grid ``plan``
     is. Returns the confirmation plan and what ran (None when there was nothing to confirm)."""
     from sweep.orchestrate.sweep import run_sweep
@@ -82,6 +85,7 @@ def run(plan: Plan, opts: RunOptions, choose: Chooser, *, bench_scale: dict,
     announce(cp, console)
     if not cp.points:
         return cp, None
-    done = run_sweep(Plan(plan.experiment, cp.points, []), replace(opts, part="confirm"), bench_scale=bench_scale,
-                     console=console)
+    done = run_sweep(
+        Plan(plan.experiment, cp.points, []), replace(opts, part="confirm"), bench_scale=bench_scale, console=console
+    )
     return cp, done

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from sweep.orchestrate.sweep import Prepared
 
 
-def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None,
-                 pairs: Sequence[tuple[str, str, int]] = ()) -> list[dict]:
+def decide_phase(
+    sweep: Prepared, hosts: list[Host], console: Console, run_fn=None, pairs: Sequence[tuple[str, str, int]] = ()
+) -> list[dict]:
     """Run ``decide`` on the sweep's results (``sweep.experiment.decide``; nothing when it is off):
     rounds of re-measurement while decisions are open and the budget lasts; ``decisions.parquet``
     written; one line per decision on the console. ``pairs``: more decisions to take on, (point,
@@ -48,12 +49,19 @@ def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=No
     slos = list(exp.benchmark.slo)
     tracked = decide.take_on(decide.evaluate(store.load(rd.path), slos, pairs), s.margin)
     points = store.table(rd.path, "points").collect().unique("point_id", keep="last")
-    grid_s = float(points.filter(pl.col("status") == "ok")
-                   .select((pl.col("ended_at") - pl.col("started_at")).clip(lower_bound=0).sum()).item() or 0.0)
+    grid_s = float(
+        points.filter(pl.col("status") == "ok")
+        .select((pl.col("ended_at") - pl.col("started_at")).clip(lower_bound=0).sum())
+        .item()
+        or 0.0
+    )
     budget = min(s.budget_s if s.budget_s is not None else math.inf, s.budget_share * grid_s)
-    console.print(f"decide: {plural(len(tracked), 'pick')} within noise to decide, budget "
-                  f"{budget:,.0f} host-s ({s.budget_share:g} of the grid's {grid_s:,.0f}"
-                  + (f", at most {s.budget_s:g}" if s.budget_s is not None else "") + ")")
+    console.print(
+        f"decide: {plural(len(tracked), 'pick')} within noise to decide, budget "
+        f"{budget:,.0f} host-s ({s.budget_share:g} of the grid's {grid_s:,.0f}"
+        + (f", at most {s.budget_s:g}" if s.budget_s is not None else "")
+        + ")"
+    )
     spent, round_no = 0.0, 0
     overheads: list[float] = []
     startup = {pid: float(v or 0.0) for pid, v in points.select("point_id", "startup_s").iter_rows()}
@@ -63,30 +71,40 @@ def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=No
     while any(t.open for t in tracked.values()):
         raw = store.table(rd.path, "levels").collect()
         counts = decide.counts_of(raw)
-        walls = {(str(p), int(c)): float(w or 0.0) for p, c, w in
-                 raw.filter(pl.col("concurrency") > 0).group_by("point_id", "concurrency")
-                 .agg(pl.col("wall_s").mean()).iter_rows()}
+        walls = {
+            (str(p), int(c)): float(w or 0.0)
+            for p, c, w in raw.filter(pl.col("concurrency") > 0)
+            .group_by("point_id", "concurrency")
+            .agg(pl.col("wall_s").mean())
+            .iter_rows()
+        }
         # a launch: its startup, plus what the last rounds' launches took beyond startup and levels
         # (pre-flight, warmup, reaps; 2 s before any was seen)
-        cost = {pid: startup.get(pid, 0.0) + (sum(overheads) / len(overheads) if overheads else 2.0)
-                for pid in planned}
-        rnd = decide.plan_round(tracked, counts, max_repeats=s.max_repeats, left_s=budget - spent,
-                                cost=cost, per_level_s=walls)
+        cost = {pid: startup.get(pid, 0.0) + (sum(overheads) / len(overheads) if overheads else 2.0) for pid in planned}
+        rnd = decide.plan_round(
+            tracked, counts, max_repeats=s.max_repeats, left_s=budget - spent, cost=cost, per_level_s=walls
+        )
         if not rnd.levels:
             break
         round_no += 1
         if runner is None:
             runner = _runner(sweep, hosts, run_fn)
         launches = _launches(rnd, planned, specs, rd.path, round_no)
-        console.print(f"decide: round {round_no}: {plural(len(rnd.decisions), 'decision')}, "
-                      f"{plural(sum(len(v) for v in rnd.levels.values()), 'level')} of "
-                      f"{plural(len(rnd.levels), 'point')} measured again ({plural(len(launches), 'launch', 'launches')})")
+        console.print(
+            f"decide: round {round_no}: {plural(len(rnd.decisions), 'decision')}, "
+            f"{plural(sum(len(v) for v in rnd.levels.values()), 'level')} of "
+            f"{plural(len(rnd.levels), 'point')} measured again ({plural(len(launches), 'launch', 'launches')})"
+        )
         failed: dict[str, str] = {}
         try:
             for out in runner.run(launches, lambda *_: None):
                 spent += max(0.0, out.result.seconds)  # the launch's host time (its points' included)
-                measured = sum(float(w or 0.0) for r in [out.result, *out.result.more] if r.levels is not None
-                               for w in r.levels.column("wall_s").to_pylist())
+                measured = sum(
+                    float(w or 0.0)
+                    for r in [out.result, *out.result.more]
+                    if r.levels is not None
+                    for w in r.levels.column("wall_s").to_pylist()
+                )
                 overheads.append(max(0.0, out.result.seconds - measured - startup.get(out.result.point_id, 0.0)))
                 for r in [replace(out.result, more=[]), *out.result.more]:
                     if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
@@ -105,19 +123,27 @@ def decide_phase(sweep: Prepared, hosts: list[Host], console: Console, run_fn=No
                 t.outcome, t.detail = decide.BUDGET, f"re-measuring {planned[pid].label} failed: {failed[pid]}"
     decide.close(tracked, "the time budget ran out (decide.budget_s / budget_share)")
     raw = store.table(rd.path, "levels").collect()
-    bench_s = {(str(p), int(c)): float(w or 0.0) for p, c, w in
-               raw.filter(pl.col("repeat").fill_null(0) > 0).group_by("point_id", "concurrency")
-               .agg(pl.col("wall_s").sum()).iter_rows()}
+    bench_s = {
+        (str(p), int(c)): float(w or 0.0)
+        for p, c, w in raw.filter(pl.col("repeat").fill_null(0) > 0)
+        .group_by("point_id", "concurrency")
+        .agg(pl.col("wall_s").sum())
+        .iter_rows()
+    }
     rows = decide.rows(tracked, decide.counts_of(raw), bench_s, s.margin)
     rd.write_decisions(pa.Table.from_pylist(rows, schema=DECISIONS_SCHEMA) if rows else DECISIONS_SCHEMA.empty_table())
     ended = {o: sum(r["outcome"] == o for r in rows) for o in decide.OUTCOMES}
-    console.print(f"decide: {ended['decided']} decided, {ended['equal']} equal within +-{s.margin:.0%}, "
-                  f"{ended['budget']} undecided (budget); {spent:,.0f} host-s in {plural(round_no, 'round')}, "
-                  f"{sum(bench_s.values()):,.1f} s of benchmark levels measured again")
+    console.print(
+        f"decide: {ended['decided']} decided, {ended['equal']} equal within +-{s.margin:.0%}, "
+        f"{ended['budget']} undecided (budget); {spent:,.0f} host-s in {plural(round_no, 'round')}, "
+        f"{sum(bench_s.values()):,.1f} s of benchmark levels measured again"
+    )
     for r in rows:
-        console.print(f"  {escape(r['subject'])}: {r['outcome']}: {escape(r['pick_label'])} vs "
-                      f"{escape(r['other_label'])} {_pct(r['margin'])} [{_pct(r['low'])} .. {_pct(r['high'])}]"
-                      + (f" ({escape(r['detail'])})" if r["detail"] else ""))
+        console.print(
+            f"  {escape(r['subject'])}: {r['outcome']}: {escape(r['pick_label'])} vs "
+            f"{escape(r['other_label'])} {_pct(r['margin'])} [{_pct(r['low'])} .. {_pct(r['high'])}]"
+            + (f" ({escape(r['detail'])})" if r["detail"] else "")
+        )
     return rows
 
 
@@ -136,7 +162,8 @@ def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
     if r.requests is not None:
         req = pl.DataFrame(pl.from_arrow(r.requests))
         out["requests"] = req.with_columns(
-            repeat=pl.when(pl.col("phase") == "level").then(rep("concurrency")).otherwise(pl.lit(top, pl.Int32))).to_arrow()
+            repeat=pl.when(pl.col("phase") == "level").then(rep("concurrency")).otherwise(pl.lit(top, pl.Int32))
+        ).to_arrow()
     return out
 
 
@@ -145,21 +172,34 @@ def _specs(sweep: Prepared) -> dict[str, PointSpec]:
 
     how = sweep.kind
     name = sweep_id(sweep.rd.path)
-    return {p.id: replace(_spec(p, sweep.experiment, sweep.rd, how, name), nnodes=sweep.nnodes)
-            for p in sweep.plan.points if not p.errors}
+    return {
+        p.id: replace(_spec(p, sweep.experiment, sweep.rd, how, name), nnodes=sweep.nnodes)
+        for p in sweep.plan.points
+        if not p.errors
+    }
 
 
-def _launches(rnd: decide.Round, planned: dict, specs: dict[str, PointSpec], path: Path, round_no: int) -> list[PointSpec]:
+def _launches(
+    rnd: decide.Round, planned: dict, specs: dict[str, PointSpec], path: Path, round_no: int
+) -> list[PointSpec]:
     """The round's launches: points of one launch share it, each measuring only its levels."""
     out = []
     points = [planned[pid] for pid in rnd.levels]
     for group in launches_of(points).values():
+
         def bench(pid: str):
             return decide.restricted(specs[pid].bench, rnd.levels[pid])
+
         lead = group[0].id
         log = Path(specs[lead].log_path)
-        out.append(replace(specs[lead], bench=bench(lead), log_path=str(log.with_name(f"{log.stem}~r{round_no}.log")),
-                           subpoints=[SubPoint(q.id, q.label, bench(q.id)) for q in group[1:]]))
+        out.append(
+            replace(
+                specs[lead],
+                bench=bench(lead),
+                log_path=str(log.with_name(f"{log.stem}~r{round_no}.log")),
+                subpoints=[SubPoint(q.id, q.label, bench(q.id)) for q in group[1:]],
+            )
+        )
     return out
 
 
@@ -168,10 +208,16 @@ def _runner(sweep: Prepared, hosts: list[Host], run_fn):
 
     exp, how = sweep.experiment, sweep.kind
     ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_id(sweep.rd.path)
-    setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if how.local_cluster else 0),
-                                   str(ledger_root / h.name) if how.fake_server else None,
-                                   exp.cluster.gpus_per_host, choose_port=how.local_cluster)
-              for h in hosts}
-    return Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
-                  exp.cluster.max_host_failures, run_fn=run_fn)
-
+    setups = {
+        h.node_id: HostSetup(
+            h,
+            exp.server.port + (h.index if how.local_cluster else 0),
+            str(ledger_root / h.name) if how.fake_server else None,
+            exp.cluster.gpus_per_host,
+            choose_port=how.local_cluster,
+        )
+        for h in hosts
+    }
+    return Runner(
+        exp.cluster.host_resource, exp.cluster.gpus_per_host, setups, exp.cluster.max_host_failures, run_fn=run_fn
+    )

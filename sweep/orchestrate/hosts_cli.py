@@ -14,8 +14,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rich.console import Console
 from rich.table import Table
 
-from sweep.orchestrate import cluster
 from sweep.core.console import plural
+from sweep.orchestrate import cluster
 
 
 def _probe_host() -> dict:
@@ -29,8 +29,7 @@ def _probe_host() -> dict:
         version = sglang_version([sys.executable, "-m", "sglang.launch_server"])
     except PointFailure as e:
         version = f"not importable ({e.reason[:60]})"
-    return {"gpus": f"{len(gpus)} x {gpus[0].name}" if gpus else getattr(probe, "reason", "none"),
-            "sglang": version}
+    return {"gpus": f"{len(gpus)} x {gpus[0].name}" if gpus else getattr(probe, "reason", "none"), "sglang": version}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,8 +42,10 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         hosts = cluster.require_hosts(args.resource, 0)
         task = ray.remote(_probe_host)
-        refs = [task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(h.node_id, soft=False)).remote()
-                for h in hosts]
+        refs = [
+            task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(h.node_id, soft=False)).remote()
+            for h in hosts
+        ]
         t = Table(title=f"{plural(len(hosts), 'host')} advertising {args.resource!r}", title_justify="left")
         for c in ("host", "node id", "Ray GPUs", "GPUs (NVML)", "SGLang", "resources"):
             t.add_column(c)
@@ -53,8 +54,11 @@ def run_cli(args: argparse.Namespace) -> int:
                 info = ray.get(ref, timeout=180)
             except Exception as e:  # a host that cannot run a task is itself the finding
                 info = {"gpus": "?", "sglang": f"probe failed: {type(e).__name__}"}
-            res = ", ".join(f"{k}={v:g}" for k, v in sorted(h.resources.items())
-                            if not k.startswith(("node:", "memory", "object_store")))
+            res = ", ".join(
+                f"{k}={v:g}"
+                for k, v in sorted(h.resources.items())
+                if not k.startswith(("node:", "memory", "object_store"))
+            )
             t.add_row(h.name, h.node_id[:12], str(h.gpus), info["gpus"], info["sglang"], res)
         Console().print(t)
     finally:

@@ -29,9 +29,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from sweep.experiment import estimate
 from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent
 from sweep.core.types import PointStatus
+from sweep.experiment import estimate
 
 
 @dataclass
@@ -46,8 +46,9 @@ PLAIN_PROGRESS_EVERY_S = 30.0  # plain output: a host's progress-bar line at mos
 
 
 class SweepProgress:
-    def __init__(self, total: int, hosts: int, console: Console | None = None,
-                 estimates: Mapping[str, float] | None = None):
+    def __init__(
+        self, total: int, hosts: int, console: Console | None = None, estimates: Mapping[str, float] | None = None
+    ):
         self.console = console or Console(stderr=False)
         self.estimates = dict(estimates or {})
         self._started: dict[str, float] = {}  # label -> when it was first seen on a host
@@ -58,8 +59,14 @@ class SweepProgress:
         self.done = self.failed = self.pruned = 0  # pruned: decided by the adaptive search, never run
         self.durations: list[float] = []
         self.hosts: dict[str, HostLine] = {}
-        self._bar = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[summary]}"), TimeElapsedColumn(), console=self.console)
+        self._bar = Progress(
+            TextColumn("[bold]sweep"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[summary]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
         self._task = self._bar.add_task("sweep", total=total, summary="")
         self._live: Live | None = None
         self._last_stage: dict[str, str] = {}
@@ -84,8 +91,9 @@ class SweepProgress:
         if self.estimates:
             now = time.monotonic()
             finished = {label for label, _ in self._done_labels}
-            running = [(self.estimates.get(label, 0.0), now - t) for label, t in self._started.items()
-                       if label not in finished]
+            running = [
+                (self.estimates.get(label, 0.0), now - t) for label, t in self._started.items() if label not in finished
+            ]
             pending = [v for label, v in self.estimates.items() if label not in self._started and label not in finished]
             return estimate.eta_s(pending, running, self.hosts_n, calibration=estimate.calibration(self._finished))
         if not self.durations:
@@ -95,9 +103,12 @@ class SweepProgress:
     def _summary(self) -> str:
         eta = self.eta_s()
         rem = self.total - self.done - self.failed - self.pruned
-        return (f"{self.done} ok, {self.failed} failed, " + (f"{self.pruned} pruned, " if self.pruned else "")
-                + f"{rem} to go"
-                + (f", ETA {int(eta // 60)}m{int(eta % 60):02d}s" if eta is not None else ""))
+        return (
+            f"{self.done} ok, {self.failed} failed, "
+            + (f"{self.pruned} pruned, " if self.pruned else "")
+            + f"{rem} to go"
+            + (f", ETA {int(eta // 60)}m{int(eta % 60):02d}s" if eta is not None else "")
+        )
 
     def _render(self) -> Group:
         t = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
@@ -107,8 +118,12 @@ class SweepProgress:
         for name in sorted(self.hosts):
             h = self.hosts[name]
             # as Text: a label, a host name or a progress line may hold brackets ([abc] reads as markup)
-            t.add_row(Text(name), Text(h.label), Text(f"{h.stage} {h.detail}".strip()),
-                      f"{now - h.since:5.0f}s" if h.stage else "")
+            t.add_row(
+                Text(name),
+                Text(h.label),
+                Text(f"{h.stage} {h.detail}".strip()),
+                f"{now - h.since:5.0f}s" if h.stage else "",
+            )
         self._bar.update(self._task, completed=self.done + self.failed + self.pruned, summary=self._summary())
         return Group(t, self._bar)
 
@@ -122,8 +137,14 @@ class SweepProgress:
         if isinstance(event, PointStage):
             self.host_event(event.host, event.label, event)
         elif isinstance(event, PointFinished):
-            self.point_finished(event.host, event.label, event.status, event.seconds, event.reason,
-                                (event.failure.fix or "") if event.failure else "")
+            self.point_finished(
+                event.host,
+                event.label,
+                event.status,
+                event.seconds,
+                event.reason,
+                (event.failure.fix or "") if event.failure else "",
+            )
 
     def host_event(self, host: str, label: str, ev: PointProgress) -> None:
         h = self.hosts.setdefault(host, HostLine())
@@ -148,8 +169,9 @@ class SweepProgress:
             self._last_progress_log[key] = (kind, now)
             self._log(text)
 
-    def point_finished(self, host: str | None, label: str, status: PointStatus, seconds: float,
-                       reason: str = "", fix: str = "") -> None:
+    def point_finished(
+        self, host: str | None, label: str, status: PointStatus, seconds: float, reason: str = "", fix: str = ""
+    ) -> None:
         if status == "pruned":  # never ran: it teaches the ETA nothing
             self.pruned += 1
             self._done_labels.append((label, 0.0))  # not pending any more
@@ -166,8 +188,12 @@ class SweepProgress:
             self._finished.append((self.estimates[label], seconds))
         if host and host in self.hosts and self.hosts[host].label == label:
             self.hosts[host] = HostLine()
-        self._log(f"{label}: {status} in {seconds:.0f}s" + (f" ({reason})" if reason else "")
-                  + (f" fix: {fix}" if fix else "") + f" | {self._summary()}")
+        self._log(
+            f"{label}: {status} in {seconds:.0f}s"
+            + (f" ({reason})" if reason else "")
+            + (f" fix: {fix}" if fix else "")
+            + f" | {self._summary()}"
+        )
         self.refresh()
 
     def refresh(self) -> None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, cast
 
 import ray
@@ -26,13 +26,13 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from sweep.bench.power import POWER_EVERY_S, with_nodes
 from sweep.core.errors import Cancelled
+from sweep.core.events import HostEvent, PointMeasured, PointProgress
 from sweep.core.record import Failure, PointResult
+from sweep.core.types import FailurePhase
 from sweep.host.point import HostContext, PointSpec, SubPoint
 from sweep.host.ports import free_port
 from sweep.orchestrate.cluster import Host
 from sweep.sglang.args import with_node_flags
-from sweep.core.events import HostEvent, PointMeasured, PointProgress
-from sweep.core.types import FailurePhase
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
@@ -62,8 +62,12 @@ class HostSetup:
         from sweep.host.gpu import FakeGpus, real_probe
 
         if self.ledger_dir:
-            return HostContext(self.host.name, FakeGpus(self.ledger_dir, count=self.gpus), self.host.node_id,
-                               {"SWEEP_FAKE_GPU_LEDGER": self.ledger_dir})
+            return HostContext(
+                self.host.name,
+                FakeGpus(self.ledger_dir, count=self.gpus),
+                self.host.node_id,
+                {"SWEEP_FAKE_GPU_LEDGER": self.ledger_dir},
+            )
         return HostContext(self.host.name, real_probe(), self.host.node_id)
 
 
@@ -114,7 +118,9 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
     like = next(iter(setups.values()), None)
     ledger = str(Path(like.ledger_dir).parent / name) if like is not None and like.ledger_dir else None
     gpus = like.gpus if like is not None else 8
-    return HostSetup(Host(node, name, -1, gpus), spec.port, ledger, gpus, like.choose_port if like is not None else False)
+    return HostSetup(
+        Host(node, name, -1, gpus), spec.port, ledger, gpus, like.choose_port if like is not None else False
+    )
 
 
 def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
@@ -212,7 +218,8 @@ class Runner:
         extra = {}
         if bundle is not None:
             extra["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=bundle[0], placement_group_bundle_index=bundle[1])
+                placement_group=bundle[0], placement_group_bundle_index=bundle[1]
+            )
         return fn.options(name=name, **self._opts, **extra)
 
     def _submit(self, spec: PointSpec, attempt: int) -> None:
@@ -245,11 +252,13 @@ class Runner:
             return replace(p.spec, flags=with_node_flags(p.spec.flags, p.spec.nnodes, r, dist))
 
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
-            rank_spec(0), self.setups, self._board, self.run_fn)
+            rank_spec(0), self.setups, self._board, self.run_fn
+        )
         self._pending[g.leader] = Pending("leader", rank_spec(0), p.attempt, p.t0, g)
         for r in range(1, p.spec.nnodes):
             ref = self._on(self._follower, "sweep-point-node", (g.pg, r)).remote(
-                rank_spec(r), self.setups, self._board, r)
+                rank_spec(r), self.setups, self._board, r
+            )
             g.followers.append(ref)
             self._pending[ref] = Pending("follower", p.spec, p.attempt, p.t0, g, r)
 
@@ -257,8 +266,9 @@ class Runner:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
         receives the tasks' progress."""
         board = cast("ActorClass[ProgressBoard]", ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
-        self._board = board.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-            ray.get_runtime_context().get_node_id(), soft=False)).remote()
+        self._board = board.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        ).remote()
         self._on_event = on_event
         for spec in specs:
             self._submit(spec, 1)
@@ -367,14 +377,18 @@ class Runner:
         keep = []
         for launch, nnodes, host, ev in self._held:
             r, others = ev.result, self._power.get(launch, {})
-            covered = all(others.get(k) and max(s[0] for s in others[k]) >= r.ended_at + POWER_EVERY_S
-                          for k in range(1, nnodes))
+            covered = all(
+                others.get(k) and max(s[0] for s in others[k]) >= r.ended_at + POWER_EVERY_S for k in range(1, nnodes)
+            )
             if not covered and launch != end_of:
                 keep.append((launch, nnodes, host, ev))
                 continue
             self._measured.add(ev.point_id)
-            on_event(ev.point_id, host,
-                     PointMeasured(replace(r, levels=with_nodes(r.levels, r.power_series, others, nnodes))))
+            on_event(
+                ev.point_id,
+                host,
+                PointMeasured(replace(r, levels=with_nodes(r.levels, r.power_series, others, nnodes))),
+            )
         self._held = keep
 
     def _unmeasured(self, spec: PointSpec) -> PointSpec:
@@ -382,10 +396,14 @@ class Runner:
         left = [SubPoint(spec.point_id, spec.label, spec.bench), *spec.subpoints]
         left = [s for s in left if s.point_id not in self._measured] or left
         first = left[0]
-        log_path = spec.log_path if first.point_id == spec.point_id else \
-            str(Path(spec.log_path).with_name(f"{first.point_id}.log"))  # results/logs/<point id>.log
-        return replace(spec, point_id=first.point_id, label=first.label, bench=first.bench, log_path=log_path,
-                       subpoints=left[1:])
+        log_path = (
+            spec.log_path
+            if first.point_id == spec.point_id
+            else str(Path(spec.log_path).with_name(f"{first.point_id}.log"))
+        )  # results/logs/<point id>.log
+        return replace(
+            spec, point_id=first.point_id, label=first.label, bench=first.bench, log_path=log_path, subpoints=left[1:]
+        )
 
     def _lost_with_their_nodes(self) -> list[Outcome]:
         """Tasks on nodes the cluster has declared dead. A host cut off from the network is declared
@@ -434,28 +452,48 @@ class Runner:
             spec = self._unmeasured(spec)  # the launch's points measured before the loss are recorded
             self._submit(spec, attempt + 1)
             if self._on_event is not None:  # said where the point was: the live view and the log show it
-                self._on_event(spec.point_id, self._where.get(spec.point_id, host),
-                               PointProgress("retry", attempt=attempt + 1))
+                self._on_event(
+                    spec.point_id, self._where.get(spec.point_id, host), PointProgress("retry", attempt=attempt + 1)
+                )
             return None
-        return Outcome(spec, _failed(spec, host, "host", reason + " (no retries left: cluster.max_host_failures)", t0,
-                                     fix="check that host (ray status; its raylet log), or raise "
-                                         "cluster.max_host_failures to run the point on another host"), attempt)
+        return Outcome(
+            spec,
+            _failed(
+                spec,
+                host,
+                "host",
+                reason + " (no retries left: cluster.max_host_failures)",
+                t0,
+                fix="check that host (ray status; its raylet log), or raise "
+                "cluster.max_host_failures to run the point on another host",
+            ),
+            attempt,
+        )
 
     def _collect(self, ref: Any, spec: PointSpec, attempt: int, t0: float) -> Outcome | None:
         try:
             result: PointResult = ray.get(ref)
             return Outcome(spec, result, attempt)
         except ray.exceptions.TaskCancelledError:  # not by this driver: it cancels only on its way out
-            raise Cancelled(f"point {spec.label} was cancelled outside the sweep (ray cancel, ray job stop)",
-                            fix="run the same command again to resume") from None
+            raise Cancelled(
+                f"point {spec.label} was cancelled outside the sweep (ray cancel, ray job stop)",
+                fix="run the same command again to resume",
+            ) from None
         except ray.exceptions.RayTaskError as e:  # run_point raised: a bug, still recorded
-            return Outcome(spec, _failed(spec, self._where.get(spec.point_id), "internal",
-                                         f"internal error: {str(e).strip().splitlines()[-1]}", t0,
-                                         fix="a bug in sweep: report it with the driver's output and the point's log"),
-                           attempt)
+            return Outcome(
+                spec,
+                _failed(
+                    spec,
+                    self._where.get(spec.point_id),
+                    "internal",
+                    f"internal error: {str(e).strip().splitlines()[-1]}",
+                    t0,
+                    fix="a bug in sweep: report it with the driver's output and the point's log",
+                ),
+                attempt,
+            )
         except ray.exceptions.RayError as e:  # the worker or its node died under the point
-            return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.point_id, '?')} "
-                                                          f"({type(e).__name__})")
+            return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.point_id, '?')} ({type(e).__name__})")
 
     def cancel_all(self) -> None:
         """Cancel running points: politely first (their cleanup stops the servers), then by force."""
@@ -474,8 +512,16 @@ class Runner:
         self._pending.clear()
 
 
-def _failed(spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float,
-            fix: str | None = None) -> PointResult:
+def _failed(
+    spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float, fix: str | None = None
+) -> PointResult:
     now = time.time()
-    return PointResult(spec.point_id, host or "", "", "failed", Failure(phase, reason, fix),
-                       started_at=now - (time.monotonic() - t0), ended_at=now)
+    return PointResult(
+        spec.point_id,
+        host or "",
+        "",
+        "failed",
+        Failure(phase, reason, fix),
+        started_at=now - (time.monotonic() - t0),
+        ended_at=now,
+    )

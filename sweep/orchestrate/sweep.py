@@ -24,25 +24,25 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 
-from sweep.experiment import config as config_mod
-from sweep.orchestrate import baseline_curve
 from sweep.core.console import output_console, plural
-from sweep.experiment.dryrun import fake_args, fake_launcher
 from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsError
-from sweep.host import cpu as cpu_host
-from sweep.host.point import PointSpec, SubPoint
-from sweep.experiment.plan import Plan, PlannedPoint, launches_of
-from sweep.core.redact import redact_argv
-from sweep.results.records import axis_types, point_row
-from sweep.results import lock as dir_lock
-from sweep.results.writer import ResultsDir, sweep_id
 from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import Failure, PointResult
+from sweep.core.redact import redact_argv
+from sweep.core.types import PointStatus, RunKind, RunMode, kind
+from sweep.experiment import config as config_mod
+from sweep.experiment.dryrun import fake_args, fake_launcher
+from sweep.experiment.plan import Plan, PlannedPoint, launches_of
+from sweep.host import cpu as cpu_host
+from sweep.host.point import PointSpec, SubPoint
+from sweep.orchestrate import baseline_curve
+from sweep.results import lock as dir_lock
 from sweep.results import store
 from sweep.results.meta import read_plan
+from sweep.results.records import axis_types, point_row
+from sweep.results.writer import ResultsDir, sweep_id
 from sweep.search.adaptive import AdaptiveSearch
 from sweep.search.grid import GridOrder
-from sweep.core.types import PointStatus, RunKind, RunMode, kind
 
 if TYPE_CHECKING:  # Ray is imported only once a sweep runs
     from sweep.orchestrate.cluster import Host
@@ -113,13 +113,16 @@ def hosts_per_point(exp: config_mod.Experiment) -> int:
         return int(exp.server.flags.get("nnodes") or 1)
     n = -(-exp.server.tp_size // g)
     if n > 1 and exp.server.tp_size % g:
-        raise ClusterError(f"server.tp_size={exp.server.tp_size} does not split evenly over hosts of {g} GPUs",
-                           fix="use a multiple of cluster.gpus_per_host, or a tp_size that fits one host")
+        raise ClusterError(
+            f"server.tp_size={exp.server.tp_size} does not split evenly over hosts of {g} GPUs",
+            fix="use a multiple of cluster.gpus_per_host, or a tp_size that fits one host",
+        )
     return n
 
 
-def select(plan: Plan, statuses: Mapping[str, str], *, force: bool, retry_failed: bool,
-           only: Sequence[str]) -> list[PlannedPoint]:
+def select(
+    plan: Plan, statuses: Mapping[str, str], *, force: bool, retry_failed: bool, only: Sequence[str]
+) -> list[PlannedPoint]:
     """The valid points to run now: those with no result yet, failed ones with --retry-failed,
     all with --force; --only keeps labels matching any glob."""
     out = []
@@ -139,15 +142,28 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         launcher = fake_launcher() if run.local_cluster else ["python", "-m", "sweep.fake"]
         extra = fake_args(exp)
     return PointSpec(
-        sweep=sweep_name, point_id=pp.id, label=pp.label,
-        launcher=launcher, flags=dict(pp.flags), launcher_args=extra, env=dict(pp.env),
-        log_path=str(rd.log_path(pp.id).resolve()), tp_size=exp.server.tp_size,
-        bench=pp.bench, timeouts=exp.server.timeouts, reap=exp.server.reap,
-        paths={"model_path": str(pp.flags.get("model-path") or ""),
-               "draft model path": str(pp.flags.get("speculative-draft-model-path") or "")},
-        real_paths=not run.fake_server, device=str(pp.flags.get("device") or "cuda").lower(),
-        cpu=exp.server.cpu, cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
-        architecture=exp.server.architecture)
+        sweep=sweep_name,
+        point_id=pp.id,
+        label=pp.label,
+        launcher=launcher,
+        flags=dict(pp.flags),
+        launcher_args=extra,
+        env=dict(pp.env),
+        log_path=str(rd.log_path(pp.id).resolve()),
+        tp_size=exp.server.tp_size,
+        bench=pp.bench,
+        timeouts=exp.server.timeouts,
+        reap=exp.server.reap,
+        paths={
+            "model_path": str(pp.flags.get("model-path") or ""),
+            "draft model path": str(pp.flags.get("speculative-draft-model-path") or ""),
+        },
+        real_paths=not run.fake_server,
+        device=str(pp.flags.get("device") or "cuda").lower(),
+        cpu=exp.server.cpu,
+        cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
+        architecture=exp.server.architecture,
+    )
 
 
 @dataclass
@@ -178,8 +194,15 @@ class Prepared:
             self.opts.on_event(event)
 
     def row(self, pp: PlannedPoint, argv: list[str], result: PointResult | None):
-        return point_row(pp, self.experiment.name, axes=self.axes, argv=argv, result=result, mode=self.opts.mode,
-                         bench_scale=self.scale)
+        return point_row(
+            pp,
+            self.experiment.name,
+            axes=self.axes,
+            argv=argv,
+            result=result,
+            mode=self.opts.mode,
+            bench_scale=self.scale,
+        )
 
 
 # a phase after the grid (sweep/orchestrate/confirm.py, decide): given the prepared sweep (the grid's
@@ -189,9 +212,16 @@ Session = Callable[[], "list[Host]"]
 Phase = Callable[["Prepared", Session, Console], "SweepRun | None"]
 
 
-def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dict | None = None,
-              console: Console | None = None, run_fn=None, after: Sequence[Phase] = (),
-              **option_overrides) -> SweepRun:
+def run_sweep(
+    plan: Plan,
+    options: RunOptions | None = None,
+    *,
+    bench_scale: dict | None = None,
+    console: Console | None = None,
+    run_fn=None,
+    after: Sequence[Phase] = (),
+    **option_overrides,
+) -> SweepRun:
     """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
     ``force``, ``retry_failed``, ``only``, ``address``, ``results_dir``, ``on_event``, ``live``) and
     return what ran with every recorded status: prepare the results directory, hold the cluster for
@@ -227,17 +257,18 @@ def run_sweep(plan: Plan, options: RunOptions | None = None, *, bench_scale: dic
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = sweep.run.statuses
         why = e.message if isinstance(e, Interrupted) else "interrupted"
-        raise Interrupted(f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
-                          f"{sum(s == 'failed' for s in done.values())} failed are kept in {sweep.rd.path}; "
-                          "running points were cancelled and their servers stopped",
-                          fix="run the same command again to resume") from None
+        raise Interrupted(
+            f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
+            f"{sum(s == 'failed' for s in done.values())} failed are kept in {sweep.rd.path}; "
+            "running points were cancelled and their servers stopped",
+            fix="run the same command again to resume",
+        ) from None
     finally:
         sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
     return sweep.run
 
 
-def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *, phase: str,
-              run_fn=None) -> SweepRun:
+def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *, phase: str, run_fn=None) -> SweepRun:
     """A phase's points (``plan``: its own points, of the sweep's experiment) run as the sweep's own:
     into its directory under the lock it holds, selected as it selects (resume, ``--only``,
     ``--retry-failed``, ``--force``), its invalid ones recorded as such, on its cluster session."""
@@ -256,8 +287,9 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
 
     exp, mode = plan.experiment, opts.mode
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
-    if not kind(mode).local_cluster and select(plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed,
-                                               only=opts.only):
+    if not kind(mode).local_cluster and select(
+        plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed, only=opts.only
+    ):
         cluster.connect(opts.address)  # fails fast, before anything is written (the lock file included)
     held = dir_lock.acquire(rd.path)  # one writer: a second sweep into it is refused here, before it reads or writes
     try:
@@ -267,8 +299,9 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
         raise
 
 
-def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: ResultsDir,
-             held: dir_lock.DirLock) -> Prepared:
+def _prepare(
+    plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: ResultsDir, held: dir_lock.DirLock
+) -> Prepared:
     import ray
 
     from sweep.orchestrate import cluster
@@ -281,11 +314,22 @@ def _prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: Re
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
     what = "confirmation " if opts.part == "confirm" else ""
-    console.print(f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), what + 'point')}, {len(todo)} to run"
-                  + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
-                  + f" -> {escape(str(rd.path))}")
-    sweep = Prepared(plan, opts, rd, todo, SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
-                     scale, hosts_per_point(exp), axis_types(plan.points, list(exp.grid.axes)), held)
+    console.print(
+        f"[bold]{escape(exp.name)}[/bold] ({mode}): {plural(len(plan.points), what + 'point')}, {len(todo)} to run"
+        + (f", {skipped} already recorded (--retry-failed / --force to rerun)" if skipped else "")
+        + f" -> {escape(str(rd.path))}"
+    )
+    sweep = Prepared(
+        plan,
+        opts,
+        rd,
+        todo,
+        SweepRun(rd.path, mode, selected=[p.id for p in todo], statuses=recorded),
+        scale,
+        hosts_per_point(exp),
+        axis_types(plan.points, list(exp.grid.axes)),
+        held,
+    )
     sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
@@ -319,15 +363,17 @@ def cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
     if how.local_cluster:
         n = exp.dry_run.hosts if how.fake_server else exp.local.hosts
         console.print(f"starting a local Ray cluster with {plural(n, 'simulated host')}...")
-        sim = cluster.SimulatedCluster(n, exp.cluster.host_resource, exp.cluster.gpus_per_host,
-                                       state_file=sweep.rd.path / ".sim" / "driver.json")
+        sim = cluster.SimulatedCluster(
+            n, exp.cluster.host_resource, exp.cluster.gpus_per_host, state_file=sweep.rd.path / ".sim" / "driver.json"
+        )
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
         if sweep.nnodes > len(hosts):
-            raise ClusterError(f"server.tp_size={exp.server.tp_size} needs {sweep.nnodes} hosts of "
-                               f"{exp.cluster.gpus_per_host} GPUs; the cluster has {len(hosts)}",
-                               fix="add hosts, or lower server.tp_size"
-                                   + (" (dry_run.hosts for a dry run)" if sim else ""))
+            raise ClusterError(
+                f"server.tp_size={exp.server.tp_size} needs {sweep.nnodes} hosts of "
+                f"{exp.cluster.gpus_per_host} GPUs; the cluster has {len(hosts)}",
+                fix="add hosts, or lower server.tp_size" + (" (dry_run.hosts for a dry run)" if sim else ""),
+            )
         console.print("hosts: " + ", ".join(f"{escape(h.name)} ({plural(h.gpus, 'GPU')})" for h in hosts))
         yield hosts
     finally:
@@ -353,10 +399,16 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_name
     # a simulated host's server takes a free port at launch (other sweeps may run on this machine):
     # server.port + its index is only the spec's until then (sweep/host/ports.py)
-    setups = {h.node_id: HostSetup(h, exp.server.port + (h.index if simulated else 0),
-                                   str(ledger_root / h.name) if how.fake_server else None,
-                                   exp.cluster.gpus_per_host, choose_port=simulated)
-              for h in hosts}
+    setups = {
+        h.node_id: HostSetup(
+            h,
+            exp.server.port + (h.index if simulated else 0),
+            str(ledger_root / h.name) if how.fake_server else None,
+            exp.cluster.gpus_per_host,
+            choose_port=simulated,
+        )
+        for h in hosts
+    }
     specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
 
@@ -364,13 +416,20 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         """The points handed out together, one spec per server launch (client-side axes share one)."""
         points = [planned[p.id] for p in handed]  # the search's points are the plan's
         # each sub-point's spec bench: what the gate gave it (its baseline's curve) included
-        return [replace(specs[group[0].id], subpoints=[SubPoint(q.id, q.label, specs[q.id].bench) for q in group[1:]])
-                for group in launches_of(points).values()]
-    runner = Runner(exp.cluster.host_resource, exp.cluster.gpus_per_host, setups,
-                    exp.cluster.max_host_failures, run_fn=run_fn)
-    progress = SweepProgress(len(sweep.todo), len(hosts), console,
-                             estimates=estimate.point_estimates(exp, sweep.todo, mode=opts.mode, scale=sweep.scale,
-                                                                hosts=len(hosts)))
+        return [
+            replace(specs[group[0].id], subpoints=[SubPoint(q.id, q.label, specs[q.id].bench) for q in group[1:]])
+            for group in launches_of(points).values()
+        ]
+
+    runner = Runner(
+        exp.cluster.host_resource, exp.cluster.gpus_per_host, setups, exp.cluster.max_host_failures, run_fn=run_fn
+    )
+    progress = SweepProgress(
+        len(sweep.todo),
+        len(hosts),
+        console,
+        estimates=estimate.point_estimates(exp, sweep.todo, mode=opts.mode, scale=sweep.scale, hosts=len(hosts)),
+    )
 
     def tell(event: SweepEvent) -> None:
         if opts.live:
@@ -383,8 +442,13 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             return
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
-    search = baseline_curve.gate(searcher(sweep), exp, sweep.todo, specs,  # refine: baselines' curves first
-                                 baseline_curve.recorded_levels(rd.path, sweep.run.statuses))
+    search = baseline_curve.gate(
+        searcher(sweep),
+        exp,
+        sweep.todo,
+        specs,  # refine: baselines' curves first
+        baseline_curve.recorded_levels(rd.path, sweep.run.statuses),
+    )
     slots = max(1, len(hosts) // max(1, sweep.nnodes))  # points that can run at once
     in_flight = 0
 
@@ -394,8 +458,11 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             rd.write_point(r.point_id, point_table, r.tables)
         except ResultsError as e:  # nothing measured is lost: keep it elsewhere, then stop
             where = rd.rescue(r.point_id, {**r.tables, "points": point_table})
-            raise ResultsError(f"{e.message}; the sweep stopped, and point {r.point_id} "
-                               f"({planned[r.point_id].label}) was saved to {where}", fix=e.fix) from None
+            raise ResultsError(
+                f"{e.message}; the sweep stopped, and point {r.point_id} "
+                f"({planned[r.point_id].label}) was saved to {where}",
+                fix=e.fix,
+            ) from None
         kept = r.without_tables()
         sweep.run.results[r.point_id], sweep.run.statuses[r.point_id] = kept, kept.status
         tell(PointFinished(planned[r.point_id].label, kept))
@@ -425,8 +492,19 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             raise
         for pid, reason in search.pruned().items():  # the search decided: they need not run
             now = time.time()
-            record(PointResult(pid, "", "", "pruned", Failure("search", reason, PRUNED_FIX),
-                               started_at=now, ended_at=now, attempts=0), specs[pid].argv)
+            record(
+                PointResult(
+                    pid,
+                    "",
+                    "",
+                    "pruned",
+                    Failure("search", reason, PRUNED_FIX),
+                    started_at=now,
+                    ended_at=now,
+                    attempts=0,
+                ),
+                specs[pid].argv,
+            )
 
 
 def wants_decide(sweep: Prepared) -> bool:
@@ -458,14 +536,27 @@ def per_point(result: PointResult, spec: PointSpec) -> list[PointResult]:
     it has none for (the host was lost, a stand-in ran) the launch's result under their id."""
     out = [replace(result, more=[]), *result.more]
     have = {r.point_id for r in out}
-    out += [replace(result, point_id=s.point_id, more=[], requests=None, single_stream=None, levels=None,
-                    metrics=None, phases={}, startup_progress=[])
-            for s in spec.subpoints if s.point_id not in have]
+    out += [
+        replace(
+            result,
+            point_id=s.point_id,
+            more=[],
+            requests=None,
+            single_stream=None,
+            levels=None,
+            metrics=None,
+            phases={},
+            startup_progress=[],
+        )
+        for s in spec.subpoints
+        if s.point_id not in have
+    ]
     return out
 
 
-PRUNED_FIX = ("to measure it anyway: run again with --only LABEL, or search.strategy=grid "
-              "(the points already measured are kept)")
+PRUNED_FIX = (
+    "to measure it anyway: run again with --only LABEL, or search.strategy=grid (the points already measured are kept)"
+)
 
 
 def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
@@ -475,13 +566,19 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
     if exp.search.strategy != "adaptive" or sweep.opts.part != "grid":
         return GridOrder(sweep.todo)
     valid = [p for p in sweep.plan.points if not p.errors]
-    search = AdaptiveSearch(valid, sweep.todo, tolerance=exp.search.tolerance,
-                            ttft_limits=[s.ttft_s for s in exp.benchmark.slo if s.ttft_s is not None],
-                            time_scale=exp.benchmark.concurrency.slo_time_scale)  # a dry run's: at real speed
+    search = AdaptiveSearch(
+        valid,
+        sweep.todo,
+        tolerance=exp.search.tolerance,
+        ttft_limits=[s.ttft_s for s in exp.benchmark.slo if s.ttft_s is not None],
+        time_scale=exp.benchmark.concurrency.slo_time_scale,
+    )  # a dry run's: at real speed
     ok = [pid for pid, st in sweep.run.statuses.items() if st == "ok" and pid in search.points]
     if ok:
-        tables = {name: store.table(sweep.rd.path, name).filter(pl.col("point_id").is_in(ok)).collect()
-                  for name in ("levels", "requests", "single_stream")}
+        tables = {
+            name: store.table(sweep.rd.path, name).filter(pl.col("point_id").is_in(ok)).collect()
+            for name in ("levels", "requests", "single_stream")
+        }
         for pid in ok:
             search.record(pid, tables)
     return search
@@ -512,9 +609,12 @@ def run_setup(argv: list[str], console: Console) -> None:
     try:
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ConfigError(f"local.setup {argv[0]!r} could not run: {e}",
-                          fix="fix local.setup in the experiment (an argv list)") from None
+        raise ConfigError(
+            f"local.setup {argv[0]!r} could not run: {e}", fix="fix local.setup in the experiment (an argv list)"
+        ) from None
     if out.returncode != 0:
         tail = "\n".join((out.stderr or out.stdout).strip().splitlines()[-8:])
-        raise ConfigError(f"local.setup failed with exit {out.returncode}:\n{tail}",
-                          fix="run the command by hand to see why; the sweep launched nothing")
+        raise ConfigError(
+            f"local.setup failed with exit {out.returncode}:\n{tail}",
+            fix="run the command by hand to see why; the sweep launched nothing",
+        )

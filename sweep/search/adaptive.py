@@ -44,11 +44,10 @@ arbitrarily, aside).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
-
-import math
 
 import polars as pl
 import pyarrow as pa
@@ -169,8 +168,16 @@ class AdaptiveSearch:
     ``points``: the plan's valid points (the groups are drawn over all of them); ``todo``: those to
     run now (resume: the rest are recorded); ``measured``: what the recorded ok points measured."""
 
-    def __init__(self, points: Sequence[Point], todo: Sequence[Point], measured: Mapping[str, Measured] | None = None,
-                 *, tolerance: float = 0.05, ttft_limits: Sequence[float] = (), time_scale: float = 1.0):
+    def __init__(
+        self,
+        points: Sequence[Point],
+        todo: Sequence[Point],
+        measured: Mapping[str, Measured] | None = None,
+        *,
+        tolerance: float = 0.05,
+        ttft_limits: Sequence[float] = (),
+        time_scale: float = 1.0,
+    ):
         self.points = {p.id: p for p in points}
         # what a measured second is at real speed: a dry run's fake serves time_scale times faster (its
         # concurrency.slo_time_scale), so its TTFTs are judged, and its tok/s quoted, at real speed
@@ -214,7 +221,7 @@ class AdaptiveSearch:
         """Up to ``n`` points to run now (each handed out once), most informative first."""
         out = []
         needed = self._needed()
-        for pid in needed[:max(0, n)]:
+        for pid in needed[: max(0, n)]:
             self.running.add(pid)
             out.append(self.points[pid])
             if pid == self._slope_candidate:
@@ -235,6 +242,7 @@ class AdaptiveSearch:
 
     def measure(self, point_id: str, tables: Mapping[str, pl.DataFrame | pa.Table | None]) -> Measured:
         """What a point's rows say (its step count pads the acceptance to every position it drafts)."""
+
         def frame(name: str) -> pl.DataFrame:
             t = tables.get(name)
             return pl.DataFrame() if t is None else t if isinstance(t, pl.DataFrame) else pl.from_arrow(t)  # type: ignore[return-value]
@@ -273,8 +281,7 @@ class AdaptiveSearch:
         cost-of-a-step probe, then the candidates not pruned (the most promising first)."""
         waiting = self._waiting()
         first = [i for i in waiting if self.points[i].baseline]
-        alone = [i for i in waiting if not self.points[i].baseline and i not in self.group_of
-                 and i not in self.tree_of]
+        alone = [i for i in waiting if not self.points[i].baseline and i not in self.group_of and i not in self.tree_of]
         probes, blocked = [], set()
         trees, later = self._tree_order(waiting)
         for key, ids in self.groups.items():
@@ -298,8 +305,16 @@ class AdaptiveSearch:
             if score is not None:
                 scored.append((-score, self.todo.index(i), i))
         fill = self._fill(waiting, blocked) if slope_pending else []
-        return (first + alone + probes + trees + ([slope_probe] if slope_probe else [])
-                + [i for *_, i in sorted(scored)] + [i for i in fill if i not in {j for *_, j in scored}] + later)
+        return (
+            first
+            + alone
+            + probes
+            + trees
+            + ([slope_probe] if slope_probe else [])
+            + [i for *_, i in sorted(scored)]
+            + [i for i in fill if i not in {j for *_, j in scored}]
+            + later
+        )
 
     def _tree_order(self, waiting: list[str]) -> tuple[list[str], list[str]]:
         """The tree points to run: (each group's probe, its shallowest point not failed, while nothing
@@ -322,8 +337,12 @@ class AdaptiveSearch:
                     continue  # pruned
                 anchor = self._tree_anchor(i)
                 k = self.tree_steps[i]
-                nearer = any(j in self.running and self.tree_steps[j] < k
-                             and (anchor is None or self.tree_steps[j] > self.tree_steps[anchor]) for j in ids)
+                nearer = any(
+                    j in self.running
+                    and self.tree_steps[j] < k
+                    and (anchor is None or self.tree_steps[j] > self.tree_steps[anchor])
+                    for j in ids
+                )
                 (later if nearer else now).append(i)
         return now, later
 
@@ -348,13 +367,18 @@ class AdaptiveSearch:
             if not al_a or bound is None:
                 return None
             factor = max(1.0, bound / al_a)
-            out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s,
-                                  self.tolerance, fa.noise))
+            out.append(
+                Prediction(
+                    lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, self.tolerance, fa.noise
+                )
+            )
         if not out:
             return None
-        return out, (f"bounded from {self.points[anchor].label}: a deeper tree accepts at most its accept length "
-                     f"plus, per extra level, the share of its verifies that reached its last one, at no lower "
-                     f"cost per verify")
+        return out, (
+            f"bounded from {self.points[anchor].label}: a deeper tree accepts at most its accept length "
+            f"plus, per extra level, the share of its verifies that reached its last one, at no lower "
+            f"cost per verify"
+        )
 
     def _fill(self, waiting: list[str], blocked: set[tuple]) -> list[str]:
         """While the cost of a step is measured: the rest of that group, middle step counts first,
@@ -383,8 +407,12 @@ class AdaptiveSearch:
         for key, ids in self.groups.items():
             if key in blocked:
                 continue
-            shares = [f.throughput / top[lv] for i in self._measured_in(key)
-                      for lv, f in self.measured[i].levels.items() if top.get(lv)]
+            shares = [
+                f.throughput / top[lv]
+                for i in self._measured_in(key)
+                for lv, f in self.measured[i].levels.items()
+                if top.get(lv)
+            ]
             score = sum(shares) / len(shares) if shares else -1.0  # its mean share of the best, over levels
             first = next((i for i in ids if i in waiting), None)
             if first is not None and score > best_score:
@@ -416,7 +444,9 @@ class AdaptiveSearch:
         own = self._own_slope_levels(key).get(level)
         if own is not None:
             return own, "own"
-        others = sorted(s for k in self.groups if k != key for lv, s in self._own_slope_levels(k).items() if lv == level)
+        others = sorted(
+            s for k in self.groups if k != key for lv, s in self._own_slope_levels(k).items() if lv == level
+        )
         if not others:
             return None
         return others[len(others) // 2], "borrowed"
@@ -470,14 +500,18 @@ class AdaptiveSearch:
             how.add(where)
             factor = (al_k / al_a) * (1 + s * ka) / (1 + s * k)
             allowance = self.tolerance
-            out.append(Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, allowance,
-                                  fa.noise))
+            out.append(
+                Prediction(lv, fa.throughput * factor, fa.speed * factor, fa.ttft_s, fa.ttft_p99_s, allowance, fa.noise)
+            )
         if not out:
             return None
         a, src = self.points[anchor].label, self.points[source].label
-        text = (f"predicted from {a}" + (" (the same steps, another drafter)" if twin else "")
-                + (f" with the acceptance per position of {src}" if source != anchor else "")
-                + (", the cost of a step borrowed from other groups" if "borrowed" in how else ""))
+        text = (
+            f"predicted from {a}"
+            + (" (the same steps, another drafter)" if twin else "")
+            + (f" with the acceptance per position of {src}" if source != anchor else "")
+            + (", the cost of a step borrowed from other groups" if "borrowed" in how else "")
+        )
         return out, text
 
     def _ttft_no_worse(self, f: Figures, pr: Prediction) -> bool:
@@ -496,8 +530,12 @@ class AdaptiveSearch:
         """The run-to-run noise of a level (relative SD) from the curves measured so far
         (``sweep.analysis.noise.curve_noise``); None until a point has enough levels."""
         if self._noise[0] != len(self.measured):
-            rows = [{"point_id": pid, "concurrency": lv, "output_throughput": f.throughput}
-                    for pid, m in self.measured.items() for lv, f in m.levels.items() if lv != SINGLE]
+            rows = [
+                {"point_id": pid, "concurrency": lv, "output_throughput": f.throughput}
+                for pid, m in self.measured.items()
+                for lv, f in m.levels.items()
+                if lv != SINGLE
+            ]
             self._noise = (len(self.measured), noise.curve_noise(pl.DataFrame(rows)) if rows else None)
         return self._noise[1]
 
@@ -509,7 +547,7 @@ class AdaptiveSearch:
         here a wider band would prune more, so it would make the search less careful, not more."""
         curve = self.level_noise() or 0.0
         sd_a, sd_m = max(curve, pr.noise / Z), max(curve, f.noise / Z)
-        return Z * math.sqrt(sd_a ** 2 + sd_m ** 2)
+        return Z * math.sqrt(sd_a**2 + sd_m**2)
 
     def _beaten(self, pr: Prediction, exclude: str) -> tuple[str, Figures] | None:
         """A measured point that this prediction (raised by its allowance) cannot beat by more than
@@ -521,8 +559,11 @@ class AdaptiveSearch:
             if mid == exclude or f is None:
                 continue
             band = 1 + self.band(pr, f)
-            if (f.throughput * band >= pr.throughput * up and f.speed * band >= pr.speed * up
-                    and self._ttft_no_worse(f, pr)):
+            if (
+                f.throughput * band >= pr.throughput * up
+                and f.speed * band >= pr.speed * up
+                and self._ttft_no_worse(f, pr)
+            ):
                 if best is None or f.throughput > best[1].throughput:
                     best = (mid, f)
         return best
@@ -538,8 +579,9 @@ class AdaptiveSearch:
             return None
         ratios = []
         for pr in preds:
-            best = max((m.levels[pr.level].throughput for m in self.measured.values() if pr.level in m.levels),
-                       default=0.0)
+            best = max(
+                (m.levels[pr.level].throughput for m in self.measured.values() if pr.level in m.levels), default=0.0
+            )
             ratios.append(pr.throughput * (1 + pr.allowance) / best if best > 0 else 10.0)
         return max(ratios)
 
@@ -556,7 +598,9 @@ class AdaptiveSearch:
         pr, (mid, f) = closest  # type: ignore[misc]
         band = self.band(pr, f)
         k = self.time_scale  # tok/s at real speed, as the report shows them
-        return (f"at best within noise of a point already measured at every level ({len(preds)}); closest at "
-                f"{level_name(pr.level)}: at most {pr.throughput * (1 + pr.allowance) / k:.4g} tok/s (+{pr.allowance:.0%} "
-                f"allowed) against {f.throughput / k:.4g} tok/s (+-{band:.0%} noise) of "
-                f"{self.points[mid].label if mid in self.points else mid}; {how}")
+        return (
+            f"at best within noise of a point already measured at every level ({len(preds)}); closest at "
+            f"{level_name(pr.level)}: at most {pr.throughput * (1 + pr.allowance) / k:.4g} tok/s (+{pr.allowance:.0%} "
+            f"allowed) against {f.throughput / k:.4g} tok/s (+-{band:.0%} noise) of "
+            f"{self.points[mid].label if mid in self.points else mid}; {how}"
+        )

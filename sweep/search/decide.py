@@ -70,8 +70,12 @@ class Decision:
 def judge(low: float | None, high: float | None, margin: float) -> str | None:
     """How the interval [low, high] of a margin (pick / other - 1) ends a decision: ``decided`` when it
     excludes 0, ``equal`` when it lies within +-``margin``, None while it is open (or has no interval)."""
-    if low is None or high is None or (isinstance(low, float) and math.isnan(low)) \
-            or (isinstance(high, float) and math.isnan(high)):
+    if (
+        low is None
+        or high is None
+        or (isinstance(low, float) and math.isnan(low))
+        or (isinstance(high, float) and math.isnan(high))
+    ):
         return None
     if low > 0 or high < 0:
         return DECIDED
@@ -102,8 +106,19 @@ def slo_decisions(slo_table: pl.DataFrame) -> list[Decision]:
             levels = tuple(sorted({int(c) for c in (r.get("last_met"), r.get("first_missed")) if c is not None}))
             return Candidate(r["point_id"], r.get("setup") or r["label"], levels)
 
-        out.append(Decision(f"slo:{slo}{_suffix(str(workload or ''))}", "slo", f"SLO {slo}", str(workload or ""),
-                            cand(best), cand(runner), best.get("margin"), best["margin_low"], best["margin_high"]))
+        out.append(
+            Decision(
+                f"slo:{slo}{_suffix(str(workload or ''))}",
+                "slo",
+                f"SLO {slo}",
+                str(workload or ""),
+                cand(best),
+                cand(runner),
+                best.get("margin"),
+                best["margin_low"],
+                best["margin_high"],
+            )
+        )
     return out
 
 
@@ -117,10 +132,19 @@ def level_decisions(best: pl.DataFrame) -> list[Decision]:
         if r.get("runner_up_id") is None or r.get("margin_low") is None or r.get("margin_high") is None:
             continue
         c, w = int(r["concurrency"]), str(r.get("workload") or "")
-        out.append(Decision(f"level:C={c}{_suffix(w)}", "level", f"the best at C={c}", w,
-                            Candidate(r["point_id"], r["label"], (c,)),
-                            Candidate(r["runner_up_id"], r["runner_up"], (c,)),
-                            r.get("margin"), r["margin_low"], r["margin_high"]))
+        out.append(
+            Decision(
+                f"level:C={c}{_suffix(w)}",
+                "level",
+                f"the best at C={c}",
+                w,
+                Candidate(r["point_id"], r["label"], (c,)),
+                Candidate(r["runner_up_id"], r["runner_up"], (c,)),
+                r.get("margin"),
+                r["margin_low"],
+                r["margin_high"],
+            )
+        )
     return out
 
 
@@ -129,8 +153,16 @@ def pair_key(a: str, b: str, level: int) -> str:
     return f"pair:{first}|{second}@C={level}"
 
 
-def pair_decision(levels: pl.DataFrame, a: str, b: str, level: int, *, samples: pl.LazyFrame | None,
-                  level_noise: float | None, subject: str | None = None) -> Decision | None:
+def pair_decision(
+    levels: pl.DataFrame,
+    a: str,
+    b: str,
+    level: int,
+    *,
+    samples: pl.LazyFrame | None,
+    level_noise: float | None,
+    subject: str | None = None,
+) -> Decision | None:
     """The hook for a decision between two given points at one level (a policy tier's candidates):
     ``levels`` is ``speedups.level_speedups`` (``Findings.levels``), ``samples`` its per-request
     samples (``speedups.level_samples``); the margin and its interval by the rule of a level's best
@@ -140,21 +172,37 @@ def pair_decision(levels: pl.DataFrame, a: str, b: str, level: int, *, samples: 
         return None
     two = two.with_columns(workload=pl.lit(""))  # one comparison, whatever workloads the points are of
     row = speedups.best_per_level(two, samples=samples, level_noise=level_noise).row(0, named=True)
-    return Decision(pair_key(a, b, level), "pair", subject or f"{row['label']} or {row['runner_up']} at C={level}", "",
-                    Candidate(row["point_id"], row["label"], (level,)),
-                    Candidate(row["runner_up_id"], row["runner_up"], (level,)),
-                    row.get("margin"), row.get("margin_low"), row.get("margin_high"))
+    return Decision(
+        pair_key(a, b, level),
+        "pair",
+        subject or f"{row['label']} or {row['runner_up']} at C={level}",
+        "",
+        Candidate(row["point_id"], row["label"], (level,)),
+        Candidate(row["runner_up_id"], row["runner_up"], (level,)),
+        row.get("margin"),
+        row.get("margin_low"),
+        row.get("margin_high"),
+    )
 
 
-def assess(slo_table: pl.DataFrame, best: pl.DataFrame, levels: pl.DataFrame | None = None,
-           pairs: Iterable[tuple[str, str, int]] = (), *, samples: pl.LazyFrame | None = None,
-           level_noise: float | None = None) -> dict[str, Decision]:
+def assess(
+    slo_table: pl.DataFrame,
+    best: pl.DataFrame,
+    levels: pl.DataFrame | None = None,
+    pairs: Iterable[tuple[str, str, int]] = (),
+    *,
+    samples: pl.LazyFrame | None = None,
+    level_noise: float | None = None,
+) -> dict[str, Decision]:
     """Every decision the analysis has an interval for, by key: the SLO picks first, then each level's
     best, then the ``pairs`` asked for (point, point, level)."""
     found = [*slo_decisions(slo_table), *level_decisions(best)]
     if levels is not None:
-        found += [d for a, b, c in pairs
-                  if (d := pair_decision(levels, a, b, c, samples=samples, level_noise=level_noise)) is not None]
+        found += [
+            d
+            for a, b, c in pairs
+            if (d := pair_decision(levels, a, b, c, samples=samples, level_noise=level_noise)) is not None
+        ]
     return {d.key: d for d in found}
 
 
@@ -190,9 +238,15 @@ def update(tracked: Mapping[str, Tracked], decisions: Mapping[str, Decision], ma
         if verdict is not None:
             t.outcome = verdict
             changed = t.now.pick.point_id != t.first.pick.point_id
-            t.detail = ((f"the pick changed: {t.now.pick.label} is ahead of {t.first.pick.label}" if changed else
-                         f"{t.now.pick.label} is ahead") if verdict == DECIDED else
-                        f"within +-{margin:.0%}: either will do")
+            t.detail = (
+                (
+                    f"the pick changed: {t.now.pick.label} is ahead of {t.first.pick.label}"
+                    if changed
+                    else f"{t.now.pick.label} is ahead"
+                )
+                if verdict == DECIDED
+                else f"within +-{margin:.0%}: either will do"
+            )
 
 
 def counts_of(levels: pl.DataFrame) -> dict[tuple[str, int], int]:
@@ -213,8 +267,15 @@ class Round:
     cost_s: float = 0.0
 
 
-def plan_round(tracked: Mapping[str, Tracked], counts: Mapping[tuple[str, int], int], *, max_repeats: int,
-               left_s: float, cost: Mapping[str, float], per_level_s: Mapping[tuple[str, int], float]) -> Round:
+def plan_round(
+    tracked: Mapping[str, Tracked],
+    counts: Mapping[tuple[str, int], int],
+    *,
+    max_repeats: int,
+    left_s: float,
+    cost: Mapping[str, float],
+    per_level_s: Mapping[tuple[str, int], float],
+) -> Round:
     """The next round: each open decision, in order (SLO picks first), gets its candidates' deciding
     levels measured once more, while the round's expected cost stays within ``left_s`` (a point's
     relaunch ``cost[point]`` once, plus ``per_level_s[(point, level)]`` per level). A decision whose
@@ -230,8 +291,9 @@ def plan_round(tracked: Mapping[str, Tracked], counts: Mapping[tuple[str, int], 
         if full:
             t.outcome, t.detail = BUDGET, f"measured {max_repeats} times (decide.max_repeats) and still within noise"
             continue
-        extra = sum(cost.get(p, 0.0) for p in {p for p, _ in wanted} if p not in chosen) + \
-            sum(per_level_s.get((p, lv), 0.0) for p, lv in wanted if lv not in chosen.get(p, []))
+        extra = sum(cost.get(p, 0.0) for p in {p for p, _ in wanted} if p not in chosen) + sum(
+            per_level_s.get((p, lv), 0.0) for p, lv in wanted if lv not in chosen.get(p, [])
+        )
         if spent + extra > left_s:
             t.outcome, t.detail = BUDGET, "the time budget ran out (decide.budget_s / budget_share)"
             continue
@@ -250,8 +312,12 @@ def close(tracked: Mapping[str, Tracked], why: str) -> None:
             t.outcome, t.detail = BUDGET, why
 
 
-def rows(tracked: Mapping[str, Tracked], counts: Mapping[tuple[str, int], int],
-         bench_s: Mapping[tuple[str, int], float], margin: float) -> list[dict]:
+def rows(
+    tracked: Mapping[str, Tracked],
+    counts: Mapping[tuple[str, int], int],
+    bench_s: Mapping[tuple[str, int], float],
+    margin: float,
+) -> list[dict]:
     """The decisions table's rows (``sweep.results.schema.DECISIONS_SCHEMA``)."""
     out = []
     for key, t in tracked.items():
@@ -262,31 +328,55 @@ def rows(tracked: Mapping[str, Tracked], counts: Mapping[tuple[str, int], int],
             return min((counts.get((c.point_id, lv), 1) for lv in c.levels), default=1)
 
         spent = sum(bench_s.get((c.point_id, lv), 0.0) for c in {d.pick, d.other, f.pick, f.other} for lv in c.levels)
-        out.append({"decision": key, "kind": d.kind, "subject": d.subject, "workload": d.workload,
-                    "pick_id": d.pick.point_id, "pick_label": d.pick.label,
-                    "other_id": d.other.point_id, "other_label": d.other.label, "levels": levels,
-                    "margin_first": f.margin, "low_first": f.low, "high_first": f.high,
-                    "margin": d.margin, "low": d.low, "high": d.high,
-                    "outcome": t.outcome or BUDGET, "detail": t.detail, "repeats_pick": reps(d.pick),
-                    "repeats_other": reps(d.other), "rounds": t.rounds, "bench_s": spent,
-                    "practical_margin": margin})
+        out.append(
+            {
+                "decision": key,
+                "kind": d.kind,
+                "subject": d.subject,
+                "workload": d.workload,
+                "pick_id": d.pick.point_id,
+                "pick_label": d.pick.label,
+                "other_id": d.other.point_id,
+                "other_label": d.other.label,
+                "levels": levels,
+                "margin_first": f.margin,
+                "low_first": f.low,
+                "high_first": f.high,
+                "margin": d.margin,
+                "low": d.low,
+                "high": d.high,
+                "outcome": t.outcome or BUDGET,
+                "detail": t.detail,
+                "repeats_pick": reps(d.pick),
+                "repeats_other": reps(d.other),
+                "rounds": t.rounds,
+                "bench_s": spent,
+                "practical_margin": margin,
+            }
+        )
     return out
 
 
 def restricted(bench, levels: Sequence[int]):
     """A point's benchmark settings measuring only ``levels`` (closed loop, in that order): no single
     stream (its warmup kept: a fresh server's first requests are slow), no refinement, no open loop."""
-    return replace(bench, single_stream=replace(bench.single_stream, runs=0),
-                   concurrency=replace(bench.concurrency, levels=list(levels), refine=False, auto=False),
-                   rates=[], open_loop=replace(bench.open_loop, replay=False))
+    return replace(
+        bench,
+        single_stream=replace(bench.single_stream, runs=0),
+        concurrency=replace(bench.concurrency, levels=list(levels), refine=False, auto=False),
+        rates=[],
+        open_loop=replace(bench.open_loop, replay=False),
+    )
 
 
-def evaluate(tables: Mapping[str, pl.LazyFrame], slo_settings: Sequence = (),
-             pairs: Sequence[tuple[str, str, int]] = ()) -> dict[str, Decision]:
+def evaluate(
+    tables: Mapping[str, pl.LazyFrame], slo_settings: Sequence = (), pairs: Sequence[tuple[str, str, int]] = ()
+) -> dict[str, Decision]:
     """Every decision of a results directory's tables (every measurement pooled), as the report judges
     it: the analysis run over them (``findings.analyze``), its SLO picks (``slo_settings``: the
     experiment's ``benchmark.slo``), its best per level, and the ``pairs`` asked for."""
-    from sweep.analysis import realspeed, slo as slo_mod
+    from sweep.analysis import realspeed
+    from sweep.analysis import slo as slo_mod
     from sweep.analysis.findings import analyze
 
     f = analyze(tables, slos=[slo_mod.from_settings(s) for s in slo_settings])

@@ -90,8 +90,9 @@ def _histograms(requests: pl.DataFrame, depth: int | None) -> dict[int, tuple[fl
     return out
 
 
-def from_tables(point_id: str, levels: pl.DataFrame, requests: pl.DataFrame, single: pl.DataFrame,
-                depth: int | None = None) -> Measured:
+def from_tables(
+    point_id: str, levels: pl.DataFrame, requests: pl.DataFrame, single: pl.DataFrame, depth: int | None = None
+) -> Measured:
     """The point's figures per level from its ``levels``, ``requests`` and ``single_stream`` rows
     (other points' rows are left out). ``depth``: the most drafts one verify can accept (its steps)."""
     mine = pl.col("point_id") == point_id
@@ -104,9 +105,15 @@ def from_tables(point_id: str, levels: pl.DataFrame, requests: pl.DataFrame, sin
         ttft = [float(v) for v in ok_single["ttft_s"].drop_nulls().to_list()]
         mean = sum(tok_s) / len(tok_s)
         accepts = [float(v) for v in ok_single["accept_length"].drop_nulls().to_list()]
-        out[SINGLE] = Figures(mean, mean, sorted(ttft)[len(ttft) // 2] if ttft else None, _rel_half_width(tok_s),
-                              hist.get(SINGLE, ()), sum(accepts) / len(accepts) if accepts else None,
-                              max(ttft) if ttft else None)
+        out[SINGLE] = Figures(
+            mean,
+            mean,
+            sorted(ttft)[len(ttft) // 2] if ttft else None,
+            _rel_half_width(tok_s),
+            hist.get(SINGLE, ()),
+            sum(accepts) / len(accepts) if accepts else None,
+            max(ttft) if ttft else None,
+        )
     for row in levels.iter_rows(named=True):
         thr, speed = row.get("output_throughput"), row.get("per_request_tok_s")
         c = int(row.get("concurrency") or 0)
@@ -115,8 +122,16 @@ def from_tables(point_id: str, levels: pl.DataFrame, requests: pl.DataFrame, sin
         noise = row.get("throughput_precision")
         if noise is None:  # no stop rule: the spread of the level's per-request speeds
             rs = requests.filter((pl.col("phase") == "level") & (pl.col("concurrency") == c) & pl.col("ok"))
-            noise = _rel_half_width([r / lat for r, lat in zip(rs["completion_tokens"].to_list(),
-                                                                 rs["latency_s"].to_list()) if lat])
-        out[c] = Figures(float(thr), float(speed), row.get("ttft_p50_s"), float(noise or 0.0), hist.get(c, ()),
-                         row.get("accept_length_requests"), row.get("ttft_p99_s"))
+            noise = _rel_half_width(
+                [r / lat for r, lat in zip(rs["completion_tokens"].to_list(), rs["latency_s"].to_list()) if lat]
+            )
+        out[c] = Figures(
+            float(thr),
+            float(speed),
+            row.get("ttft_p50_s"),
+            float(noise or 0.0),
+            hist.get(c, ()),
+            row.get("accept_length_requests"),
+            row.get("ttft_p99_s"),
+        )
     return Measured(point_id, out)

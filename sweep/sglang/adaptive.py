@@ -25,8 +25,14 @@ CONFIG_FLAG = "speculative-adaptive-config"
 SINCE = "0.5.23"  # the first release with the flags (0.5.10 has none)
 
 # the EMA's knobs and their defaults (AdaptiveStepSlot.__init__)
-KNOBS: dict[str, float] = {"ema_alpha": 0.2, "update_interval": 5, "warmup_batches": 10, "down_hysteresis": -0.25,
-                           "up_hysteresis": 0.0, "ceiling_coeff": 0}
+KNOBS: dict[str, float] = {
+    "ema_alpha": 0.2,
+    "update_interval": 5,
+    "warmup_batches": 10,
+    "down_hysteresis": -0.25,
+    "up_hysteresis": 0.0,
+    "ceiling_coeff": 0,
+}
 
 
 def _tier(steps: list[int], down: float) -> dict[str, Any]:
@@ -34,8 +40,12 @@ def _tier(steps: list[int], down: float) -> dict[str, Any]:
 
 
 # DEFAULT_ADAPTIVE_CONFIG: 0.5.23's, and the CPU build's (its first tier lacks 5)
-DEFAULT_0523: dict[str, dict[str, Any]] = {"1": _tier([1, 3, 5, 7], -0.25), "8": _tier([0, 1, 3], 0.0),
-                                           "32": _tier([0, 1], 0.0), "64": _tier([0], 0.0)}
+DEFAULT_0523: dict[str, dict[str, Any]] = {
+    "1": _tier([1, 3, 5, 7], -0.25),
+    "8": _tier([0, 1, 3], 0.0),
+    "32": _tier([0, 1], 0.0),
+    "64": _tier([0], 0.0),
+}
 DEFAULT_7F8F030: dict[str, dict[str, Any]] = {**DEFAULT_0523, "1": _tier([1, 3, 7], -0.25)}
 CPU_BUILD = "7f8f030"
 
@@ -75,9 +85,11 @@ def load(raw: Any) -> Config:
             raise ValueError(f"BS {key}: candidate_steps must be a list of non-negative ints, got {steps!r}")
         bs_entries[int(key)] = entry
     if not bs_entries:
-        raise ValueError("speculative_adaptive_config must contain at least one integer-string "
-                         'BS key, e.g. {"1": {"candidate_steps": [1,3,7]}}. '
-                         f"Got keys: {list(raw.keys())}")
+        raise ValueError(
+            "speculative_adaptive_config must contain at least one integer-string "
+            'BS key, e.g. {"1": {"candidate_steps": [1,3,7]}}. '
+            f"Got keys: {list(raw.keys())}"
+        )
     tiers, knobs = {}, {}
     for bs, entry in sorted(bs_entries.items()):
         merged = {**raw, **entry}
@@ -110,8 +122,16 @@ def read(path: str) -> Any:
         return json.load(fh)
 
 
-def unsupported_reason(*, algorithm: Optional[str], topk: Optional[int], dp_attention: bool, multi_layer: bool,
-                       two_batch_overlap: bool, pdmux: bool, version: Optional[str]) -> Optional[str]:
+def unsupported_reason(
+    *,
+    algorithm: Optional[str],
+    topk: Optional[int],
+    dp_attention: bool,
+    multi_layer: bool,
+    two_batch_overlap: bool,
+    pdmux: bool,
+    version: Optional[str],
+) -> Optional[str]:
     """``adaptive_unsupported_reason``: why SGLang falls back to static speculation, in its words (the
     algorithm as resolved: NEXTN is EAGLE by then). 0.5.23 also asks the platform for its own worker
     (``get_platform_worker_cls``), which only an out-of-tree platform plugin has: None on CUDA and CPU."""
@@ -121,13 +141,16 @@ def unsupported_reason(*, algorithm: Optional[str], topk: Optional[int], dp_atte
     if topk is not None and topk != 1:
         return f"speculative_eagle_topk={topk} (only topk=1 is supported)"
     if dp_attention:
-        return (("enable_dp_attention=True is not supported " if cpu_build else "attention DP is not supported ")
-                + "(adaptive tier decisions are not synchronized across DP ranks)")
+        return (
+            "enable_dp_attention=True is not supported " if cpu_build else "attention DP is not supported "
+        ) + "(adaptive tier decisions are not synchronized across DP ranks)"
     if multi_layer:
         return "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)"
     if two_batch_overlap:
-        return ("enable_two_batch_overlap=True is not supported "
-                "(adaptive state swap would discard the TboAttnBackend wrapper)")
+        return (
+            "enable_two_batch_overlap=True is not supported "
+            "(adaptive state swap would discard the TboAttnBackend wrapper)"
+        )
     if pdmux:
         return "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)"
     return None
@@ -140,7 +163,10 @@ def disabled_warning(reason: str) -> str:
 
 # the fix for each of SGLang's reasons (by its first words)
 REASON_FIXES = (
-    ("speculative_algorithm=", "use speculative-algorithm EAGLE or EAGLE3 (NEXTN is EAGLE), or drop speculative-adaptive"),
+    (
+        "speculative_algorithm=",
+        "use speculative-algorithm EAGLE or EAGLE3 (NEXTN is EAGLE), or drop speculative-adaptive",
+    ),
     ("speculative_eagle_topk=", "use speculative-eagle-topk 1 (a chain), or drop speculative-adaptive"),
     ("attention DP", "drop enable-dp-attention, or drop speculative-adaptive"),
     ("enable_dp_attention", "drop enable-dp-attention, or drop speculative-adaptive"),

@@ -33,25 +33,49 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Mapping
 
-from sweep.sglang.args import flag_value
 from sweep.core.checks import Check, CheckLevel
 from sweep.core.console import plural
+from sweep.sglang.args import flag_value
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
 
 # bytes per element of each safetensors dtype
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2,
-               "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 
 EAGLE3_CLASSES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"}
-EAGLE_CLASSES = {"LlamaForCausalLMEagle", "MistralForCausalLMEagle", "Qwen2ForCausalLMEagle",
-                 "MistralLarge3ForCausalLMEagle"}
+EAGLE_CLASSES = {
+    "LlamaForCausalLMEagle",
+    "MistralForCausalLMEagle",
+    "Qwen2ForCausalLMEagle",
+    "MistralLarge3ForCausalLMEagle",
+}
 # target classes whose set_eagle3_layers_to_capture keeps the ids as they are unless the first is 1
 # (deepseek_v2.py, glm4_moe_lite.py; Kimi-K2.x wraps a DeepseekV3 language model)
-AS_IS_UNLESS_FIRST_IS_ONE = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
-                             "KimiK25ForConditionalGeneration", "Glm4MoeLiteForCausalLM"}
+AS_IS_UNLESS_FIRST_IS_ONE = {
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "Glm4MoeLiteForCausalLM",
+}
 AS_IS_IF_MAX_IS_N = {"GptOssForCausalLM"}  # gpt_oss.py: as they are when max(ids) == n, else +1
 # targets whose decoder loop adds ``hidden_states + residual`` with residual None before layer 0
 # (llama.py and the models built like it): capturing before layer 0 is a TypeError
@@ -100,13 +124,18 @@ class DrafterReport:
 
     def summary(self) -> str:
         aux = f", reads target layers {self.aux_layers} ({self.aux_source})" if self.aux_layers is not None else ""
-        verdict = (f"{plural(len(self.errors), 'error')}, {plural(len(self.warnings), 'warning')}" if self.findings else "ok")
-        return (f"drafter {self.drafter} ({self.architecture or 'no architecture'}, {self.tensors} tensors) "
-                f"for {self.target} under {self.algorithm}{aux}: {verdict} in {self.seconds * 1000:.0f} ms"
-                + "".join(f"; {n}" for n in self.notes))
+        verdict = (
+            f"{plural(len(self.errors), 'error')}, {plural(len(self.warnings), 'warning')}" if self.findings else "ok"
+        )
+        return (
+            f"drafter {self.drafter} ({self.architecture or 'no architecture'}, {self.tensors} tensors) "
+            f"for {self.target} under {self.algorithm}{aux}: {verdict} in {self.seconds * 1000:.0f} ms"
+            + "".join(f"; {n}" for n in self.notes)
+        )
 
 
 # --- reading ------------------------------------------------------------------------------------
+
 
 def read_header(path: str | Path) -> dict[str, Tensor]:
     """The tensors of one safetensors file (name -> dtype, shape) from its header alone."""
@@ -165,9 +194,14 @@ def read_checkpoint(folder: str | Path, report: DrafterReport) -> dict[str, Tens
         shards = sorted(set(weight_map.values()))
         missing = [s for s in shards if not (d / s).is_file()]
         if missing:
-            report.add(ERROR, "shards", f"{index.name} names {plural(len(missing), 'shard file')} not in {d}: "
-                       f"{', '.join(missing[:5])}: SGLang stops at load (RuntimeError: ... references shard "
-                       "file(s) missing)", "copy the missing shards (an interrupted download?)")
+            report.add(
+                ERROR,
+                "shards",
+                f"{index.name} names {plural(len(missing), 'shard file')} not in {d}: "
+                f"{', '.join(missing[:5])}: SGLang stops at load (RuntimeError: ... references shard "
+                "file(s) missing)",
+                "copy the missing shards (an interrupted download?)",
+            )
         for s in shards:
             if s not in missing:
                 tensors.update(read_header(d / s))
@@ -201,6 +235,7 @@ def _eagle_config(cfg: dict) -> dict:
 
 # --- SGLang's model classes: parameters and name mapping ------------------------------------------
 
+
 @dataclass
 class Param:
     shape: tuple[int, ...]
@@ -217,9 +252,15 @@ class Param:
 def _dims(cfg: dict) -> dict:
     h = int(cfg["hidden_size"])
     heads = int(cfg.get("num_attention_heads") or 1)
-    return {"h": h, "heads": heads, "kv": int(cfg.get("num_key_value_heads") or heads),
-            "hd": int(cfg.get("head_dim") or h // heads), "inter": int(cfg.get("intermediate_size") or 4 * h),
-            "vocab": int(cfg.get("vocab_size") or 0), "layers": int(cfg.get("num_hidden_layers") or 1)}
+    return {
+        "h": h,
+        "heads": heads,
+        "kv": int(cfg.get("num_key_value_heads") or heads),
+        "hd": int(cfg.get("head_dim") or h // heads),
+        "inter": int(cfg.get("intermediate_size") or 4 * h),
+        "vocab": int(cfg.get("vocab_size") or 0),
+        "layers": int(cfg.get("num_hidden_layers") or 1),
+    }
 
 
 def _aux_count(cfg: dict) -> int:
@@ -230,17 +271,17 @@ def _aux_count(cfg: dict) -> int:
     return len(ids) if ids else 3
 
 
-def _decoder_layer(params: dict, prefix: str, d: dict, in_dim: int, *, norms: tuple[str, ...],
-                   o_bias: bool) -> None:
+def _decoder_layer(params: dict, prefix: str, d: dict, in_dim: int, *, norms: tuple[str, ...], o_bias: bool) -> None:
     q, kv = d["heads"] * d["hd"], d["kv"] * d["hd"]
-    params[f"{prefix}.self_attn.qkv_proj.weight"] = Param((q + 2 * kv, in_dim),
-                                                          {"q": (q, in_dim), "k": (kv, in_dim), "v": (kv, in_dim)},
-                                                          split=0)
+    params[f"{prefix}.self_attn.qkv_proj.weight"] = Param(
+        (q + 2 * kv, in_dim), {"q": (q, in_dim), "k": (kv, in_dim), "v": (kv, in_dim)}, split=0
+    )
     params[f"{prefix}.self_attn.o_proj.weight"] = Param((d["h"], q), split=1)
     if o_bias:
         params[f"{prefix}.self_attn.o_proj.bias"] = Param((d["h"],))
-    params[f"{prefix}.mlp.gate_up_proj.weight"] = Param((2 * d["inter"], d["h"]),
-                                                        {0: (d["inter"], d["h"]), 1: (d["inter"], d["h"])}, split=0)
+    params[f"{prefix}.mlp.gate_up_proj.weight"] = Param(
+        (2 * d["inter"], d["h"]), {0: (d["inter"], d["h"]), 1: (d["inter"], d["h"])}, split=0
+    )
     params[f"{prefix}.mlp.down_proj.weight"] = Param((d["h"], d["inter"]), split=1)
     for n in norms:
         params[f"{prefix}.{n}.weight"] = Param((d["h"],))
@@ -254,8 +295,9 @@ def eagle3_params(cfg: dict) -> dict[str, Param]:
     n_aux = _aux_count(cfg)
     shared_embed = cfg.get("target_hidden_size") is None or cfg.get("target_hidden_size") == h
     p: dict[str, Param] = {
-        "model.embed_tokens.weight": Param((d["vocab"], h), required=not shared_embed,
-                                           why_optional="SGLang gives the drafter the target's embeddings"),
+        "model.embed_tokens.weight": Param(
+            (d["vocab"], h), required=not shared_embed, why_optional="SGLang gives the drafter the target's embeddings"
+        ),
         "model.fc.weight": Param((h, t_h * n_aux)),
         "model.norm.weight": Param((h,)),
     }
@@ -268,19 +310,37 @@ def eagle3_params(cfg: dict) -> dict[str, Param]:
             p[f"model.fc_norm.{i}.weight"] = Param((t_h,))
     o_bias = bool(cfg.get("attention_bias") or cfg.get("bias"))
     for i in range(d["layers"]):
-        _decoder_layer(p, f"model.layers.{i}", d, 2 * h if i == 0 else h, o_bias=o_bias,
-                       norms=("input_layernorm", "post_attention_layernorm", "hidden_norm"))
+        _decoder_layer(
+            p,
+            f"model.layers.{i}",
+            d,
+            2 * h if i == 0 else h,
+            o_bias=o_bias,
+            norms=("input_layernorm", "post_attention_layernorm", "hidden_norm"),
+        )
     if not cfg.get("tie_word_embeddings"):
         from_target = cfg.get("draft_vocab_size") is None
-        p["lm_head.weight"] = Param((int(cfg.get("draft_vocab_size") or d["vocab"]), h), required=not from_target,
-                                    why_optional="no draft_vocab_size: SGLang uses the target's lm_head")
+        p["lm_head.weight"] = Param(
+            (int(cfg.get("draft_vocab_size") or d["vocab"]), h),
+            required=not from_target,
+            why_optional="no draft_vocab_size: SGLang uses the target's lm_head",
+        )
     return p
 
 
-EAGLE3_LEGACY = {"midlayer": "layers.0", "aux_norm_low": "fc_norm.0", "aux_norm_mid": "fc_norm.1",
-                 "aux_norm_high": "fc_norm.2"}
-STACKED = [(".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"), (".qkv_proj", ".v_proj", "v"),
-           (".gate_up_proj", ".gate_proj", 0), (".gate_up_proj", ".up_proj", 1)]
+EAGLE3_LEGACY = {
+    "midlayer": "layers.0",
+    "aux_norm_low": "fc_norm.0",
+    "aux_norm_mid": "fc_norm.1",
+    "aux_norm_high": "fc_norm.2",
+}
+STACKED = [
+    (".qkv_proj", ".q_proj", "q"),
+    (".qkv_proj", ".k_proj", "k"),
+    (".qkv_proj", ".v_proj", "v"),
+    (".gate_up_proj", ".gate_proj", 0),
+    (".gate_up_proj", ".up_proj", 1),
+]
 
 
 def eagle3_map(name: str, params: dict) -> tuple[str | None, object]:
@@ -309,16 +369,22 @@ def eagle_params(cfg: dict) -> dict[str, Param]:
     d = _dims(cfg)
     h = d["h"]
     p: dict[str, Param] = {
-        "model.embed_tokens.weight": Param((d["vocab"], h), required=False,
-                                           why_optional="SGLang gives the drafter the target's embeddings"),
+        "model.embed_tokens.weight": Param(
+            (d["vocab"], h), required=False, why_optional="SGLang gives the drafter the target's embeddings"
+        ),
         "model.fc.weight": Param((h, 2 * h)),
         "model.fc.bias": Param((h,)),
     }
     o_bias = bool(cfg.get("attention_bias") or cfg.get("bias"))
     for i in range(d["layers"]):
-        _decoder_layer(p, f"model.layers.{i}", d, h, o_bias=o_bias,
-                       norms=("post_attention_layernorm",) if i == 0 else ("input_layernorm",
-                                                                           "post_attention_layernorm"))
+        _decoder_layer(
+            p,
+            f"model.layers.{i}",
+            d,
+            h,
+            o_bias=o_bias,
+            norms=("post_attention_layernorm",) if i == 0 else ("input_layernorm", "post_attention_layernorm"),
+        )
     return p
 
 
@@ -337,11 +403,11 @@ def eagle_map(name: str, params: dict) -> tuple[str | None, object]:
     return (name, None) if name in params else (None, None)
 
 
-CLASSES = {"LlamaForCausalLMEagle3": (eagle3_params, eagle3_map),
-           "LlamaForCausalLMEagle": (eagle_params, eagle_map)}
+CLASSES = {"LlamaForCausalLMEagle3": (eagle3_params, eagle3_map), "LlamaForCausalLMEagle": (eagle_params, eagle_map)}
 
 
 # --- the checks ---------------------------------------------------------------------------------
+
 
 def _fmt(names: list[str], n: int = 4) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
@@ -384,8 +450,12 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
     try:
         params = make(cfg)
     except (KeyError, TypeError, ValueError) as e:
-        report.add(ERROR, "config", f"config.json lacks what {arch} is built from ({e})",
-                   "save the drafter's config with hidden_size, num_attention_heads, intermediate_size, vocab_size")
+        report.add(
+            ERROR,
+            "config",
+            f"config.json lacks what {arch} is built from ({e})",
+            "save the drafter's config with hidden_size, num_attention_heads, intermediate_size, vocab_size",
+        )
         return
     loaded: dict[str, set] = {}
     ignored: list[str] = []
@@ -403,18 +473,31 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
         if issue:
             bad_shape[issue].append(f"{name} {list(t.shape)} into {target} (wants {list(want)})")
         loaded.setdefault(target, set()).add(shard)
-    fix = ("this checkpoint was made for another configuration: fix config.json (hidden_size, heads, head_dim, "
-           "intermediate_size, draft_vocab_size, eagle_aux_hidden_state_layer_ids) or re-export the weights")
+    fix = (
+        "this checkpoint was made for another configuration: fix config.json (hidden_size, heads, head_dim, "
+        "intermediate_size, draft_vocab_size, eagle_aux_hidden_state_layer_ids) or re-export the weights"
+    )
     shape_issues: tuple[tuple[str, str, CheckLevel], ...] = (
-            ("mismatch", "SGLang stops at load (AssertionError: ... shape ...)", ERROR),
-            ("short", "SGLang stops at load on GPU (narrow() past the end: RuntimeError; its CPU backend pads "
-                      "the weight with zeros instead)", ERROR),
-            ("cut", "SGLang keeps the first rows/columns it needs and drops the rest without a word", WARNING))
+        ("mismatch", "SGLang stops at load (AssertionError: ... shape ...)", ERROR),
+        (
+            "short",
+            "SGLang stops at load on GPU (narrow() past the end: RuntimeError; its CPU backend pads "
+            "the weight with zeros instead)",
+            ERROR,
+        ),
+        ("cut", "SGLang keeps the first rows/columns it needs and drops the rest without a word", WARNING),
+    )
     for issue, then, level in shape_issues:
         lines = bad_shape[issue]
         if lines:
-            report.add(level, "weight-shape", f"{plural(len(lines), 'weight')} of the wrong shape for {arch}: {lines[0]}"
-                       + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "") + f": {then}", fix)
+            report.add(
+                level,
+                "weight-shape",
+                f"{plural(len(lines), 'weight')} of the wrong shape for {arch}: {lines[0]}"
+                + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "")
+                + f": {then}",
+                fix,
+            )
     missing = []
     for pname, p in params.items():
         got = loaded.get(pname, set())
@@ -424,19 +507,28 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
             missing.append(pname + (f" (shards {','.join(lacking)})" if lacking else ""))
     if ignored:
         prefix = _strip_prefix(ignored, params, mapper)
-        fix = (f"strip the prefix {prefix!r} from every key (a training wrapper's)" if prefix else
-               f"rename them to {arch}'s names (midlayer.* or layers.0.*, fc, norm, lm_head, d2t, t2d)")
-        report.add(WARNING, "weights-ignored",
-                   f"{len(ignored)} of {len(tensors)} weights map to no parameter of {arch} and are dropped "
-                   f"without a message: {_fmt(ignored)}", fix)
+        fix = (
+            f"strip the prefix {prefix!r} from every key (a training wrapper's)"
+            if prefix
+            else f"rename them to {arch}'s names (midlayer.* or layers.0.*, fc, norm, lm_head, d2t, t2d)"
+        )
+        report.add(
+            WARNING,
+            "weights-ignored",
+            f"{len(ignored)} of {len(tensors)} weights map to no parameter of {arch} and are dropped "
+            f"without a message: {_fmt(ignored)}",
+            fix,
+        )
     report.missing_weights = missing
     if missing:
-        report.add(WARNING, "weights-missing",
-                   f"{plural(len(missing), 'parameter')} of {arch} get no weight and keep their initial "
-                   f"(uninitialized) values; SGLang loads and serves without a word, acceptance near zero: "
-                   f"{_fmt(missing)}",
-                   "rename the checkpoint's keys to what SGLang loads (see weights-ignored), or add the missing "
-                   "tensors")
+        report.add(
+            WARNING,
+            "weights-missing",
+            f"{plural(len(missing), 'parameter')} of {arch} get no weight and keep their initial "
+            f"(uninitialized) values; SGLang loads and serves without a word, acceptance near zero: "
+            f"{_fmt(missing)}",
+            "rename the checkpoint's keys to what SGLang loads (see weights-ignored), or add the missing tensors",
+        )
 
 
 MLA_PREFIXES = ("midlayer.", "fc.", "fc_norm.", "norm.", "lm_head.", "embed_tokens.", "input_norm.")
@@ -453,13 +545,21 @@ def _check_mla_names(tensors: dict[str, Tensor], report: DrafterReport) -> None:
         if not mapped.startswith(MLA_PREFIXES):
             odd.append(name)
     if odd:
-        report.add(WARNING, "weights-ignored", f"{len(odd)} weights match no module of Eagle3DeepseekV2ForCausalLM "
-                   f"(SGLang logs 'skipping unexpected weight' and leaves those parameters uninitialized): {_fmt(odd)}",
-                   "rename them to midlayer.* / layers.0.*, fc, norm, lm_head")
+        report.add(
+            WARNING,
+            "weights-ignored",
+            f"{len(odd)} weights match no module of Eagle3DeepseekV2ForCausalLM "
+            f"(SGLang logs 'skipping unexpected weight' and leaves those parameters uninitialized): {_fmt(odd)}",
+            "rename them to midlayer.* / layers.0.*, fc, norm, lm_head",
+        )
     if not any(re.sub(r"^layers\.0\.", "midlayer.", n).startswith("midlayer.") for n in tensors):
         report.missing_weights = ["midlayer.* (the decoder layer)"]
-        report.add(WARNING, "weights-missing", "no decoder-layer weights (midlayer.* or layers.0.*): the drafter's "
-                   "layer keeps its initial values", "export the drafter's decoder layer as midlayer.* or layers.0.*")
+        report.add(
+            WARNING,
+            "weights-missing",
+            "no decoder-layer weights (midlayer.* or layers.0.*): the drafter's layer keeps its initial values",
+            "export the drafter's decoder layer as midlayer.* or layers.0.*",
+        )
 
 
 def capture_indices(target_cfg: dict, ids: list[int] | None) -> list[int]:
@@ -482,8 +582,10 @@ def capture_indices(target_cfg: dict, ids: list[int] | None) -> list[int]:
 def _id_meaning(target_cfg: dict, n: int) -> str:
     arch = _arch(target_cfg) or ""
     if arch in AS_IS_UNLESS_FIRST_IS_ONE:
-        return (f"on {arch} an id k is the input of layer k (valid 1..{n - 1}), except that a list starting "
-                "with 1 is shifted by one")
+        return (
+            f"on {arch} an id k is the input of layer k (valid 1..{n - 1}), except that a list starting "
+            "with 1 is shifted by one"
+        )
     return f"on {arch or 'this target'} an id k is the output of layer k (valid 0..{n - 2})"
 
 
@@ -493,13 +595,21 @@ def check_aux_layers(target_cfg: dict, cfg: dict, report: DrafterReport) -> None
         return
     ids = e.get("eagle_aux_hidden_state_layer_ids") if isinstance(e, dict) else None
     if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) for i in ids)):
-        report.add(ERROR, "aux-layers", f"eagle_aux_hidden_state_layer_ids is {ids!r}, not a list of integers",
-                   "list the target layers the drafter was trained on, e.g. [1, 29, 57]")
+        report.add(
+            ERROR,
+            "aux-layers",
+            f"eagle_aux_hidden_state_layer_ids is {ids!r}, not a list of integers",
+            "list the target layers the drafter was trained on, e.g. [1, 29, 57]",
+        )
         return
     if ids is None and cfg.get("eagle_aux_hidden_state_layer_ids") is not None:
-        report.add(WARNING, "aux-layers", "eagle_aux_hidden_state_layer_ids is at the top level of config.json, "
-                   "where SGLang's target does not read it: it captures its default layers instead",
-                   "move it into eagle_config: {\"eagle_aux_hidden_state_layer_ids\": [...]}")
+        report.add(
+            WARNING,
+            "aux-layers",
+            "eagle_aux_hidden_state_layer_ids is at the top level of config.json, "
+            "where SGLang's target does not read it: it captures its default layers instead",
+            'move it into eagle_config: {"eagle_aux_hidden_state_layer_ids": [...]}',
+        )
     tc = _text_config(target_cfg)
     n = int(tc.get("num_hidden_layers") or 0)
     if not n:
@@ -507,8 +617,11 @@ def check_aux_layers(target_cfg: dict, cfg: dict, report: DrafterReport) -> None
     capture = capture_indices(target_cfg, ids)
     report.aux_layers = [c - 1 for c in capture]
     report.aux_source = "config" if ids is not None else "default"
-    where = (f"eagle_aux_hidden_state_layer_ids {ids}" if ids is not None
-             else f"SGLang's default (no eagle_aux_hidden_state_layer_ids): capture [2, n//2, n-3] = {capture}")
+    where = (
+        f"eagle_aux_hidden_state_layer_ids {ids}"
+        if ids is not None
+        else f"SGLang's default (no eagle_aux_hidden_state_layer_ids): capture [2, n//2, n-3] = {capture}"
+    )
     arch = _arch(target_cfg) or "the target"
     never = [c for c in capture if not 0 <= c < n]
     dupes = sorted({c for c in capture if capture.count(c) > 1})
@@ -519,31 +632,49 @@ def check_aux_layers(target_cfg: dict, cfg: dict, report: DrafterReport) -> None
             what.append(f"layer input(s) {never} that a {n}-layer target never reaches (it has inputs 0..{n - 1})")
         if dupes:
             what.append(f"layer input(s) {dupes} twice (captured once)")
-        report.add(ERROR, "aux-layers",
-                   f"{where} make {arch} capture {capture}: {' and '.join(what)}, so it hands the drafter "
-                   f"{len(set(c for c in capture if 0 <= c < n))} hidden states where its fc takes {fc_takes}: "
-                   "SGLang loads, then dies at the first forward pass of both models (a shape error), after the "
-                   "whole startup",
-                   f"list {fc_takes} distinct target layers the drafter was trained on; {_id_meaning(target_cfg, n)}")
+        report.add(
+            ERROR,
+            "aux-layers",
+            f"{where} make {arch} capture {capture}: {' and '.join(what)}, so it hands the drafter "
+            f"{len(set(c for c in capture if 0 <= c < n))} hidden states where its fc takes {fc_takes}: "
+            "SGLang loads, then dies at the first forward pass of both models (a shape error), after the "
+            "whole startup",
+            f"list {fc_takes} distinct target layers the drafter was trained on; {_id_meaning(target_cfg, n)}",
+        )
         return
     if 0 in capture:
         if arch.startswith(LLAMA_LIKE) and arch not in AS_IS_UNLESS_FIRST_IS_ONE:
-            report.add(ERROR, "aux-layers",
-                       f"{where} make {arch} capture the input of layer 0 (the embeddings), where its decoder loop "
-                       "adds a residual that is still None: TypeError at the first forward pass, after the whole "
-                       "startup", f"list the layers training used; {_id_meaning(target_cfg, n)}")
+            report.add(
+                ERROR,
+                "aux-layers",
+                f"{where} make {arch} capture the input of layer 0 (the embeddings), where its decoder loop "
+                "adds a residual that is still None: TypeError at the first forward pass, after the whole "
+                "startup",
+                f"list the layers training used; {_id_meaning(target_cfg, n)}",
+            )
             return
-        report.add(WARNING, "aux-layers", f"{where} make {arch} capture the input of layer 0: the drafter reads the "
-                   "token embeddings there, rarely what it was trained on",
-                   f"list the layers training used; {_id_meaning(target_cfg, n)}")
+        report.add(
+            WARNING,
+            "aux-layers",
+            f"{where} make {arch} capture the input of layer 0: the drafter reads the "
+            "token embeddings there, rarely what it was trained on",
+            f"list the layers training used; {_id_meaning(target_cfg, n)}",
+        )
     if ids is not None and list(ids) != sorted(ids):
-        report.add(WARNING, "aux-layers",
-                   f"{where} are not in increasing order: SGLang concatenates the captured hidden states in layer "
-                   f"order {sorted(report.aux_layers)}, not in the config's order, so fc sees them permuted",
-                   "list them in increasing order, as training concatenated them (re-check the training config)")
+        report.add(
+            WARNING,
+            "aux-layers",
+            f"{where} are not in increasing order: SGLang concatenates the captured hidden states in layer "
+            f"order {sorted(report.aux_layers)}, not in the config's order, so fc sees them permuted",
+            "list them in increasing order, as training concatenated them (re-check the training config)",
+        )
     if ids is not None and len(ids) != fc_takes:
-        report.add(WARNING, "aux-layers", f"{len(ids)} layer ids but num_aux_hidden_states={fc_takes}",
-                   "make num_aux_hidden_states match the layer ids, or drop it")
+        report.add(
+            WARNING,
+            "aux-layers",
+            f"{len(ids)} layer ids but num_aux_hidden_states={fc_takes}",
+            "make num_aux_hidden_states match the layer ids, or drop it",
+        )
 
 
 def _vocab_map(tensors: dict[str, Tensor] | None, which: str) -> Tensor | None:
@@ -554,8 +685,9 @@ def _vocab_map(tensors: dict[str, Tensor] | None, which: str) -> Tensor | None:
     return None
 
 
-def check_sizes(target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, arch: str,
-                eagle3: bool, report: DrafterReport) -> None:
+def check_sizes(
+    target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, arch: str, eagle3: bool, report: DrafterReport
+) -> None:
     tc = _text_config(target_cfg)
     t_h, t_v = tc.get("hidden_size"), tc.get("vocab_size")
     h = cfg.get("hidden_size")
@@ -563,11 +695,14 @@ def check_sizes(target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, 
         reads = cfg["target_hidden_size"] if eagle3 and cfg.get("target_hidden_size") is not None else h
         if int(reads) != int(t_h):
             src = "target_hidden_size" if reads is not h else "hidden_size"
-            report.add(ERROR, "hidden-size",
-                       f"the drafter reads target hidden states of size {reads} ({src}), the target's are {t_h}: "
-                       "it was trained for another target; SGLang loads it, then the first forward pass "
-                       "dies on the shape, after the whole startup",
-                       "serve it with the target it was trained for, or train one for this target")
+            report.add(
+                ERROR,
+                "hidden-size",
+                f"the drafter reads target hidden states of size {reads} ({src}), the target's are {t_h}: "
+                "it was trained for another target; SGLang loads it, then the first forward pass "
+                "dies on the shape, after the whole startup",
+                "serve it with the target it was trained for, or train one for this target",
+            )
     if not t_v:
         return
     t_v = int(t_v)
@@ -576,56 +711,97 @@ def check_sizes(target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, 
     if trained and int(trained) != t_v:
         src = "t2d has" if t2d is not None else "its config.json vocab_size is"
         vocab_level: CheckLevel = ERROR if int(trained) > t_v else WARNING
-        then = ("its draft tokens can be ids the target does not have: the first verify step fails on them "
-                "(an index out of range), after the whole startup" if vocab_level == ERROR else
-                "its token ids mean other tokens here: it serves, accepting next to nothing")
-        report.add(vocab_level, "vocab", f"the drafter was trained for a vocabulary of {trained} ({src} {trained}), the "
-                   f"target has {t_v}: {then}", "serve it with the target (and tokenizer) it was trained for")
+        then = (
+            "its draft tokens can be ids the target does not have: the first verify step fails on them "
+            "(an index out of range), after the whole startup"
+            if vocab_level == ERROR
+            else "its token ids mean other tokens here: it serves, accepting next to nothing"
+        )
+        report.add(
+            vocab_level,
+            "vocab",
+            f"the drafter was trained for a vocabulary of {trained} ({src} {trained}), the target has {t_v}: {then}",
+            "serve it with the target (and tokenizer) it was trained for",
+        )
     if not eagle3:
         return
     dv = cfg.get("draft_vocab_size")
     d2t = _vocab_map(tensors, "d2t")
     if dv is not None and int(dv) > t_v:
-        report.add(ERROR, "draft-vocab", f"draft_vocab_size {dv} is larger than the target's vocabulary {t_v}",
-                   "set draft_vocab_size to the drafter's lm_head rows (at most the target's vocabulary)")
+        report.add(
+            ERROR,
+            "draft-vocab",
+            f"draft_vocab_size {dv} is larger than the target's vocabulary {t_v}",
+            "set draft_vocab_size to the drafter's lm_head rows (at most the target's vocabulary)",
+        )
     if d2t is not None and dv is not None and d2t.shape and d2t.shape[0] != int(dv):
         short = d2t.shape[0] < int(dv)
-        report.add(ERROR if short else WARNING, "draft-vocab",
-                   f"d2t maps {d2t.shape[0]} draft ids, draft_vocab_size is {dv}: " +
-                   ("a draft token beyond the map fails the first draft step (index out of range), after the "
-                    "whole startup" if short else "the extra entries are never used"),
-                   "re-export d2t (draft id -> target id offsets) with one entry per draft token")
+        report.add(
+            ERROR if short else WARNING,
+            "draft-vocab",
+            f"d2t maps {d2t.shape[0]} draft ids, draft_vocab_size is {dv}: "
+            + (
+                "a draft token beyond the map fails the first draft step (index out of range), after the whole startup"
+                if short
+                else "the extra entries are never used"
+            ),
+            "re-export d2t (draft id -> target id offsets) with one entry per draft token",
+        )
     if d2t is None and dv is not None and int(dv) < t_v and not cfg.get("tie_word_embeddings"):
-        report.add(WARNING, "draft-vocab", f"draft_vocab_size {dv} < the target's {t_v} and no d2t tensor: SGLang takes "
-                   "draft ids as target ids, so nearly every draft token is wrong",
-                   "add the d2t map the training library saved (draft id -> target id offsets)")
+        report.add(
+            WARNING,
+            "draft-vocab",
+            f"draft_vocab_size {dv} < the target's {t_v} and no d2t tensor: SGLang takes "
+            "draft ids as target ids, so nearly every draft token is wrong",
+            "add the d2t map the training library saved (draft id -> target id offsets)",
+        )
 
 
 def check_algorithm(arch: str | None, algorithm: str, report: DrafterReport) -> bool:
     """False when the class does not fit the algorithm so badly that the rest means nothing."""
     if arch is None:
-        report.add(ERROR, "algorithm", "the drafter's config.json names no architectures",
-                   "add \"architectures\": [\"LlamaForCausalLMEagle3\"] (or the class it was trained as)")
+        report.add(
+            ERROR,
+            "algorithm",
+            "the drafter's config.json names no architectures",
+            'add "architectures": ["LlamaForCausalLMEagle3"] (or the class it was trained as)',
+        )
         return False
     if algorithm == "EAGLE3" and arch in EAGLE_CLASSES:
-        report.add(ERROR, "algorithm", f"{arch} is an EAGLE (1/2) drafter, the algorithm is EAGLE3: SGLang loads it, "
-                   f"then stops while setting up the drafter (AttributeError: '{arch}' object has no attribute "
-                   "'hot_token_id'), after the target and drafter are loaded",
-                   "use --speculative-algorithm EAGLE for it, or an EAGLE-3 drafter")
+        report.add(
+            ERROR,
+            "algorithm",
+            f"{arch} is an EAGLE (1/2) drafter, the algorithm is EAGLE3: SGLang loads it, "
+            f"then stops while setting up the drafter (AttributeError: '{arch}' object has no attribute "
+            "'hot_token_id'), after the target and drafter are loaded",
+            "use --speculative-algorithm EAGLE for it, or an EAGLE-3 drafter",
+        )
         return False
     if algorithm == "EAGLE" and arch in EAGLE3_CLASSES:
-        report.add(WARNING, "algorithm", f"{arch} is an EAGLE-3 drafter, the algorithm is EAGLE: SGLang serves it "
-                   "without the target's auxiliary hidden states (its fc is never used) and with the target's "
-                   "lm_head instead of its own: acceptance near zero",
-                   "use --speculative-algorithm EAGLE3")
+        report.add(
+            WARNING,
+            "algorithm",
+            f"{arch} is an EAGLE-3 drafter, the algorithm is EAGLE: SGLang serves it "
+            "without the target's auxiliary hidden states (its fc is never used) and with the target's "
+            "lm_head instead of its own: acceptance near zero",
+            "use --speculative-algorithm EAGLE3",
+        )
         return False
     if algorithm == "EAGLE3" and arch not in EAGLE3_CLASSES:
-        report.add(WARNING, "algorithm", f"{arch} is not an EAGLE-3 drafter class known here "
-                   f"({', '.join(sorted(EAGLE3_CLASSES))})", "check that SGLang has an EAGLE-3 class of that name")
+        report.add(
+            WARNING,
+            "algorithm",
+            f"{arch} is not an EAGLE-3 drafter class known here ({', '.join(sorted(EAGLE3_CLASSES))})",
+            "check that SGLang has an EAGLE-3 class of that name",
+        )
         return False
     if algorithm == "STANDALONE" and (arch in EAGLE_CLASSES or arch in EAGLE3_CLASSES):
-        report.add(ERROR, "algorithm", f"{arch} is an EAGLE drafter head, STANDALONE runs a whole small model",
-                   "use --speculative-algorithm EAGLE/EAGLE3 for it, or a small model of the target's family")
+        report.add(
+            ERROR,
+            "algorithm",
+            f"{arch} is an EAGLE drafter head, STANDALONE runs a whole small model",
+            "use --speculative-algorithm EAGLE/EAGLE3 for it, or a small model of the target's family",
+        )
         return False
     return True
 
@@ -653,8 +829,12 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
         if any(drafter.glob("*.bin")) or any(drafter.glob("*.pt")):
             report.notes.append(f"weight names not checked: {drafter} has no safetensors (only .bin/.pt)")
         else:
-            report.add(ERROR, "files", f"{drafter} has no weight files: SGLang stops at load",
-                       "point --speculative-draft-model-path at the folder with the drafter's *.safetensors")
+            report.add(
+                ERROR,
+                "files",
+                f"{drafter} has no weight files: SGLang stops at load",
+                "point --speculative-draft-model-path at the folder with the drafter's *.safetensors",
+            )
     else:
         report.tensors = len(tensors)
     fits = check_algorithm(arch, algorithm, report)
@@ -666,8 +846,11 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
         check_weights(cfg, tensors, arch, report)
 
 
-ARG_FLAGS = {"target": ("model-path", "model"), "drafter": ("speculative-draft-model-path", "speculative-draft"),
-             "algorithm": ("speculative-algorithm",)}  # SGLang's flags and their aliases
+ARG_FLAGS = {
+    "target": ("model-path", "model"),
+    "drafter": ("speculative-draft-model-path", "speculative-draft"),
+    "algorithm": ("speculative-algorithm",),
+}  # SGLang's flags and their aliases
 
 
 def from_flags(flags: Mapping[str, Any]) -> tuple[str, str, str] | None:

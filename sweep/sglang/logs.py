@@ -38,40 +38,67 @@ EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 FAILURES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     # uvicorn's own line when the server's port is taken (real SGLang and the fake print it alike):
     # ``ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use``
-    ("port_in_use", re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\): "
-                               r"address already in use[^\n]*"),
-     "another process took the server's port during the startup: stop it, or use another server.port"),
+    (
+        "port_in_use",
+        re.compile(
+            r"\[Errno \d+\] error while attempting to bind on address \([^)]*\): "
+            r"address already in use[^\n]*"
+        ),
+        "another process took the server's port during the startup: stop it, or use another server.port",
+    ),
     # the same line for any other bind error (asyncio's wording), e.g. an address not on this machine:
     # ``[Errno 99] error while attempting to bind on address ('10.0.0.9', 30000): cannot assign requested address``
-    ("bind_failed", re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\):[^\n]*"),
-     "the server could not listen on server.host / server.port: use an address of this host (or 0.0.0.0) "
-     "and a port it may bind"),
-    ("oom", re.compile(r"(torch\.OutOfMemoryError|CUDA out of memory)[^\n]*"),
-     "lower mem-fraction-static or cuda-graph-max-bs, or check for leftover processes on the GPUs"),
-    ("not_enough_memory", re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static\.?"),
-     "raise mem-fraction-static, or lower max-running-requests / context length"),
-    ("capture_failed", re.compile(r"Capture (cuda|CUDA) graph failed:[^\n]*"),
-     "lower cuda-graph-max-bs, or run with --disable-cuda-graph to find the cause"),
+    (
+        "bind_failed",
+        re.compile(r"\[Errno \d+\] error while attempting to bind on address \([^)]*\):[^\n]*"),
+        "the server could not listen on server.host / server.port: use an address of this host (or 0.0.0.0) "
+        "and a port it may bind",
+    ),
+    (
+        "oom",
+        re.compile(r"(torch\.OutOfMemoryError|CUDA out of memory)[^\n]*"),
+        "lower mem-fraction-static or cuda-graph-max-bs, or check for leftover processes on the GPUs",
+    ),
+    (
+        "not_enough_memory",
+        re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static\.?"),
+        "raise mem-fraction-static, or lower max-running-requests / context length",
+    ),
+    (
+        "capture_failed",
+        re.compile(r"Capture (cuda|CUDA) graph failed:[^\n]*"),
+        "lower cuda-graph-max-bs, or run with --disable-cuda-graph to find the cause",
+    ),
     # ``RuntimeError: Cannot find any model weights with `/models/tiny-eagle``` (model_loader/loader.py:
     # a folder with a config but no weights; real SGLang on CPU, shared/.../badargs_summary.txt)
-    ("model_not_found", re.compile(r"[^\n]*(is not a local folder and is not a valid model identifier|"
-                                   r"No such file or directory|does not appear to have a file named|"
-                                   r"Cannot find any model weights with)[^\n]*"),
-     "check model_path and speculative-draft-model-path on that host (a folder needs its weights, or "
-     "load-format dummy)"),
+    (
+        "model_not_found",
+        re.compile(
+            r"[^\n]*(is not a local folder and is not a valid model identifier|"
+            r"No such file or directory|does not appear to have a file named|"
+            r"Cannot find any model weights with)[^\n]*"
+        ),
+        "check model_path and speculative-draft-model-path on that host (a folder needs its weights, or "
+        "load-format dummy)",
+    ),
     # ``RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9
     # (SIGKILL), a common cause is the OS OOM killer. ...`` (entrypoints/engine.py)
-    ("scheduler_died", re.compile(r"Rank \d+ scheduler died during initialization[^\n]*"),
-     "read the log above this line for the rank's own error; exit code -9 is SIGKILL, most often the "
-     "kernel's OOM killer (`dmesg -T | grep -i oom` on the host)"),
+    (
+        "scheduler_died",
+        re.compile(r"Rank \d+ scheduler died during initialization[^\n]*"),
+        "read the log above this line for the rank's own error; exit code -9 is SIGKILL, most often the "
+        "kernel's OOM killer (`dmesg -T | grep -i oom` on the host)",
+    ),
     # a process whose step made no progress for --watchdog-timeout seconds (utils/watchdog.py):
     # ``Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)``; it then SIGQUITs the launcher
-    ("watchdog_timeout", re.compile(r"\w+ watchdog timeout \(self\.watchdog_timeout=[^)]*\)"),
-     "a step hung past watchdog-timeout (a stuck collective, a deadlock, a kernel that never ends): read "
-     "the py-spy dump above it; raise watchdog-timeout only if a step is truly that slow"),
+    (
+        "watchdog_timeout",
+        re.compile(r"\w+ watchdog timeout \(self\.watchdog_timeout=[^)]*\)"),
+        "a step hung past watchdog-timeout (a stuck collective, a deadlock, a kernel that never ends): read "
+        "the py-spy dump above it; raise watchdog-timeout only if a step is truly that slow",
+    ),
 )
-_EXCEPTION_LINE = re.compile(
-    r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
 _LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[^\]]*)?\]\s*")
 
 
@@ -145,8 +172,10 @@ def exception_lines(lines: list[str]) -> list[str]:
 # the launcher's word for a child gone: seen with real SGLang 7f8f030 on CPU, where topk 0 makes the
 # warmup's first draft step die of SIGFPE (``Fatal Python error: Floating point exception``,
 # ``Subprocess scheduler_0 (pid=...) crashed with exit code -8``).
-_FATAL = re.compile(r"Fatal Python error:.*?(Floating point exception|Segmentation fault|Aborted|Bus error|"
-                    r"Illegal instruction)")
+_FATAL = re.compile(
+    r"Fatal Python error:.*?(Floating point exception|Segmentation fault|Aborted|Bus error|"
+    r"Illegal instruction)"
+)
 _CHILD_CRASHED = re.compile(r"Subprocess (\w+) \(pid=\d+\) crashed with exit code (-?\d+)")
 
 
@@ -157,10 +186,14 @@ _CHILD_CRASHED = re.compile(r"Subprocess (\w+) \(pid=\d+\) crashed with exit cod
 # the same PROG (SGLang's DeprecatedAction calls parser.error with its own words): ``gcc: error: ...``
 # is no argparse error.
 _ARGPARSE_ERROR = re.compile(r"^(?P<prog>[\w.\-]+(?: [\w.\-]+){0,3}): error: (?P<msg>.+)$", re.M)
-_ARGPARSE_MSG = re.compile(r"^(?:argument \S+: |unrecognized arguments: |the following arguments are required: |"
-                           r"one of the arguments |ambiguous option: |expected one argument)")
+_ARGPARSE_MSG = re.compile(
+    r"^(?:argument \S+: |unrecognized arguments: |the following arguments are required: |"
+    r"one of the arguments |ambiguous option: |expected one argument)"
+)
 _INVALID_VALUE = re.compile(r"^argument (?P<flag>\S+): invalid (?P<type>\S+) value: (?P<value>'.*')$")
-_INVALID_CHOICE = re.compile(r"^argument (?P<flag>\S+): invalid choice: (?P<value>'.*?') \(choose from (?P<choices>.*)\)$")
+_INVALID_CHOICE = re.compile(
+    r"^argument (?P<flag>\S+): invalid choice: (?P<value>'.*?') \(choose from (?P<choices>.*)\)$"
+)
 _EXPECTED = re.compile(r"^argument (?P<flag>\S+): (?P<what>expected (?:one|at least one|\d+) arguments?)$")
 _TYPE_WORDS = {"int": "an integer (e.g. 256)", "float": "a number (e.g. 0.85)", "str": "a string"}
 
@@ -170,9 +203,12 @@ def _flag(names: str) -> str:
 
 
 def _argparse_failure(text: str) -> Failure | None:
-    found = [m for m in _ARGPARSE_ERROR.finditer(text)
-             if _ARGPARSE_MSG.match(m.group("msg"))
-             or re.search(r"^usage: " + re.escape(m.group("prog")) + r"(?: |$)", text, re.M)]
+    found = [
+        m
+        for m in _ARGPARSE_ERROR.finditer(text)
+        if _ARGPARSE_MSG.match(m.group("msg"))
+        or re.search(r"^usage: " + re.escape(m.group("prog")) + r"(?: |$)", text, re.M)
+    ]
     if not found:
         return None
     m = found[-1]
@@ -180,19 +216,29 @@ def _argparse_failure(text: str) -> Failure | None:
     reason = f"{m.group('prog')}: error: {msg}"
     if v := _INVALID_VALUE.match(msg):
         want = _TYPE_WORDS.get(v.group("type"), f"a value its type check ({v.group('type')}) accepts")
-        fix = f"{_flag(v.group('flag'))} takes {want}, not {v.group('value')}: correct it in the experiment's server args"
+        fix = (
+            f"{_flag(v.group('flag'))} takes {want}, not {v.group('value')}: correct it in the experiment's server args"
+        )
     elif c := _INVALID_CHOICE.match(msg):
-        fix = (f"{_flag(c.group('flag'))} takes one of {c.group('choices')}, not {c.group('value')}: correct it "
-               "in the experiment's server args (the choices are this SGLang version's)")
+        fix = (
+            f"{_flag(c.group('flag'))} takes one of {c.group('choices')}, not {c.group('value')}: correct it "
+            "in the experiment's server args (the choices are this SGLang version's)"
+        )
     elif e := _EXPECTED.match(msg):
-        fix = (f"give {_flag(e.group('flag'))} its value ({e.group('what')}); a value that starts with '-' "
-               f"is written {_flag(e.group('flag'))}=VALUE")
+        fix = (
+            f"give {_flag(e.group('flag'))} its value ({e.group('what')}); a value that starts with '-' "
+            f"is written {_flag(e.group('flag'))}=VALUE"
+        )
     elif msg.startswith("unrecognized arguments: ") and not msg.split(": ", 1)[1].startswith("-"):
-        fix = (f"{msg.split(': ', 1)[1]} follows a flag that takes no value (a switch: write it as `flag: true`) "
-               "or fewer values: correct it in the experiment's server args")
+        fix = (
+            f"{msg.split(': ', 1)[1]} follows a flag that takes no value (a switch: write it as `flag: true`) "
+            "or fewer values: correct it in the experiment's server args"
+        )
     elif msg.startswith("unrecognized arguments: "):
-        fix = (f"this SGLang has no flag {msg.split(': ', 1)[1]}: remove it, or check its name against the "
-               "installed version's `--help` (flags are renamed between versions)")
+        fix = (
+            f"this SGLang has no flag {msg.split(': ', 1)[1]}: remove it, or check its name against the "
+            "installed version's `--help` (flags are renamed between versions)"
+        )
     elif msg.startswith("the following arguments are required: "):
         fix = f"pass {msg.split(': ', 1)[1]} in the experiment's server args"
     elif msg.startswith("argument "):
@@ -212,11 +258,17 @@ def _jit_failure(text: str) -> Failure | None:
     if not _NINJA_STOPPED.search(text):
         return None
     errors = _COMPILER_ERROR.findall(text)
-    reason = f"a kernel's JIT build failed: {errors[0].strip()}" if errors else "a kernel's JIT build failed: " + (
-        "ninja: build stopped: subcommand failed.")
-    return Failure("jit_build_failed", reason,
-                   "SGLang compiles this kernel at startup: check the host's compiler and headers (the compiler's "
-                   "first error is named), or choose a configuration that does not need the kernel")
+    reason = (
+        f"a kernel's JIT build failed: {errors[0].strip()}"
+        if errors
+        else "a kernel's JIT build failed: " + ("ninja: build stopped: subcommand failed.")
+    )
+    return Failure(
+        "jit_build_failed",
+        reason,
+        "SGLang compiles this kernel at startup: check the host's compiler and headers (the compiler's "
+        "first error is named), or choose a configuration that does not need the kernel",
+    )
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -227,7 +279,7 @@ def _frame_of(stripped: list[str], at: int) -> tuple[str, str, str, str] | None:
     """The frame an exception line at ``at`` was raised in: (file, line, function, its source line as
     the traceback shows it), or None when no frame is right above it."""
     source = ""
-    for line in reversed(stripped[max(0, at - 6):at]):
+    for line in reversed(stripped[max(0, at - 6) : at]):
         if _MARKS.match(line) or not line.strip():
             continue
         f = _FRAME.match(line)
@@ -258,21 +310,37 @@ def _exception_failure(lines: list[str], raised: str) -> Failure:
         start = max((i for i in range(at) if stripped[i].endswith("Traceback (most recent call last):")), default=0)
         frames = [m.group("file") for m in (_FRAME.match(line) for line in stripped[start:at]) if m]
         if any(_in_argument_resolution(f) for f in frames):  # raised while SGLang resolved its arguments
-            fix = ("SGLang rejected this combination of server args while resolving them (before it starts "
-                   f"anything): see the check at {where} in SGLang's source"
-                   + (f"; it involves {', '.join(flags)}" if flags else "") + ", and change the server args")
+            fix = (
+                "SGLang rejected this combination of server args while resolving them (before it starts "
+                f"anything): see the check at {where} in SGLang's source"
+                + (f"; it involves {', '.join(flags)}" if flags else "")
+                + ", and change the server args"
+            )
         elif raised == "AssertionError":
             fix = f"an assert in SGLang failed without a message: read the check at {where} in SGLang's source"
     return Failure("exception", reason, fix)
 
 
-_CHILD_FAILED = re.compile(r"Received sigquit from a child process\. It usually means the child failed\.|"
-                           r"SIGQUIT received\. signum=\S+, frame=\S+\. It usually means one child failed\.")
+_CHILD_FAILED = re.compile(
+    r"Received sigquit from a child process\. It usually means the child failed\.|"
+    r"SIGQUIT received\. signum=\S+, frame=\S+\. It usually means one child failed\."
+)
 _SIGTERM_RECEIVED = re.compile(r"SIGTERM received\. signum=\S+ frame=\S+\. Draining requests and shutting down")
-_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
-            11: "SIGSEGV", 15: "SIGTERM"}
-_KILLED_FIX = ("nothing in the log says why: the kernel's OOM killer is the usual cause (`dmesg -T | grep -i "
-               "-e oom -e 'killed process'` on the host), else a reaper, job scheduler or person outside the sweep")
+_SIGNALS = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    4: "SIGILL",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    11: "SIGSEGV",
+    15: "SIGTERM",
+}
+_KILLED_FIX = (
+    "nothing in the log says why: the kernel's OOM killer is the usual cause (`dmesg -T | grep -i "
+    "-e oom -e 'killed process'` on the host), else a reaper, job scheduler or person outside the sweep"
+)
 
 
 def _signal_of(exit_code: int | None) -> int | None:
@@ -311,34 +379,54 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> Failure:
     children = [m for m in _CHILD_CRASHED.finditer(text) if m.group(2) != "-15"]  # -15: the group's own SIGTERM
     if fatal:
         who = f" ({children[0].group(1)} crashed with exit code {children[0].group(2)})" if children else ""
-        return Failure("fatal_signal", f"Fatal Python error: {fatal[-1].group(1)}{who}",
-                       "a native kernel crashed: read the point's log (Python's faulthandler stack names the "
-                       "call); a speculative argument that no SGLang check catches (e.g. topk 0) is a likely cause")
+        return Failure(
+            "fatal_signal",
+            f"Fatal Python error: {fatal[-1].group(1)}{who}",
+            "a native kernel crashed: read the point's log (Python's faulthandler stack names the "
+            "call); a speculative argument that no SGLang check catches (e.g. topk 0) is a likely cause",
+        )
     if children:
         child = children[0]
         sig = _signal_of(int(child.group(2)))
         name = f" ({_SIGNALS.get(sig, f'signal {sig}')})" if sig else ""
-        return Failure("child_crashed", f"{child.group(0)}{name}, and the launcher stopped the server",
-                       _KILLED_FIX if sig == 9 else "read the point's log above this line for the child's own output")
+        return Failure(
+            "child_crashed",
+            f"{child.group(0)}{name}, and the launcher stopped the server",
+            _KILLED_FIX if sig == 9 else "read the point's log above this line for the child's own output",
+        )
     sig = _signal_of(exit_code)
     if _SIGTERM_RECEIVED.search(text) or sig == 15:
-        return Failure("terminated", f"the server got SIGTERM (exit code {exit_code}) while the sweep still needed it",
-                       "something outside the sweep stopped it: a job scheduler's time limit, a person, another "
-                       "sweep's reaper on this host")
+        return Failure(
+            "terminated",
+            f"the server got SIGTERM (exit code {exit_code}) while the sweep still needed it",
+            "something outside the sweep stopped it: a job scheduler's time limit, a person, another "
+            "sweep's reaper on this host",
+        )
     if _CHILD_FAILED.search(text):
-        return Failure("child_failed", "a child process failed (SGLang: \"" + _CHILD_FAILED.findall(text)[-1]
-                       + "\") and the launcher killed its tree" + (f" (exit code {exit_code})" if exit_code else "")
-                       + "; the child's own error is not in the log's last lines",
-                       "read the whole point's log for the child's error (a traceback or a native crash)")
+        return Failure(
+            "child_failed",
+            'a child process failed (SGLang: "'
+            + _CHILD_FAILED.findall(text)[-1]
+            + '") and the launcher killed its tree'
+            + (f" (exit code {exit_code})" if exit_code else "")
+            + "; the child's own error is not in the log's last lines",
+            "read the whole point's log for the child's error (a traceback or a native crash)",
+        )
     code = f"exit code {exit_code}" if exit_code is not None else "no exit code"
     if sig == 9:
-        return Failure("killed", f"the server was killed with SIGKILL ({code}) and its log names no error",
-                       _KILLED_FIX)
+        return Failure("killed", f"the server was killed with SIGKILL ({code}) and its log names no error", _KILLED_FIX)
     if sig is not None:
-        return Failure("killed", f"the server was killed by signal {sig} ({_SIGNALS.get(sig, 'unnamed')}, {code}) "
-                       "and its log names no error", "read the point's log; " + _KILLED_FIX.split(": ", 1)[1])
-    return Failure("exited", f"server exited with {code} and no error in its log",
-                   "read the point's log; the process may have been killed from outside")
+        return Failure(
+            "killed",
+            f"the server was killed by signal {sig} ({_SIGNALS.get(sig, 'unnamed')}, {code}) "
+            "and its log names no error",
+            "read the point's log; " + _KILLED_FIX.split(": ", 1)[1],
+        )
+    return Failure(
+        "exited",
+        f"server exited with {code} and no error in its log",
+        "read the point's log; the process may have been killed from outside",
+    )
 
 
 def decode_stats(line: str) -> dict[str, float] | None:
@@ -346,8 +434,13 @@ def decode_stats(line: str) -> dict[str, float] | None:
     if "Decode batch" not in line:
         return None
     out = {}
-    for key, name in (("#running-req", "running"), ("#token", "tokens"), ("accept len", "accept_length"),
-                      ("gen throughput (token/s)", "gen_throughput"), ("#queue-req", "queued")):
+    for key, name in (
+        ("#running-req", "running"),
+        ("#token", "tokens"),
+        ("accept len", "accept_length"),
+        ("gen throughput (token/s)", "gen_throughput"),
+        ("#queue-req", "queued"),
+    ):
         m = re.search(re.escape(key) + r":\s*([0-9.]+)", line)
         if m:
             out[name] = float(m.group(1))
@@ -369,10 +462,12 @@ _BAR = re.compile(  # tqdm with a total: l_bar, the bar (or SGLang's " Completed
     r"(?:(?P<desc>.*?): ?)?\s*(?P<pct>\d{1,3})%(?:\|[^|]*\|| Completed \|)\s*"
     r"(?P<n>" + _NUM + r")/(?P<total>" + _NUM + r")\s*"
     r"\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:]+|\?),\s*(?P<rate>\?|" + _NUM + r")(?P<unit>[^\],]*)"
-    r"(?P<postfix>[^\]]*)\]")
+    r"(?P<postfix>[^\]]*)\]"
+)
 _BAR_NO_TOTAL = re.compile(  # tqdm without a total: "desc: 27it [02:10, 5.10s/it]"
     r"(?:(?P<desc>.*?): )?(?P<n>" + _NUM + r")[a-zA-Z]* "
-    r"\[(?P<elapsed>[\d:]+),\s*(?P<rate>\?|" + _NUM + r")(?P<unit>[^\],]*)(?P<postfix>[^\]]*)\]")
+    r"\[(?P<elapsed>[\d:]+),\s*(?P<rate>\?|" + _NUM + r")(?P<unit>[^\],]*)(?P<postfix>[^\]]*)\]"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DESC_VALUES = re.compile(r"(\w+)=([\d.]+)")
 _SI = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
@@ -478,10 +573,17 @@ def parse_progress(segment: str) -> tuple[Progress, str] | None:
         rate = 1 / rate if rate > 0 else None
     remaining = g.get("remaining")
     desc = (g.get("desc") or "").strip()
-    p = Progress(kind=progress_kind(desc), desc=desc, n=n, total=total, elapsed_s=_seconds(g["elapsed"]),
-                 eta_s=None if not remaining or remaining == "?" else _seconds(remaining), rate=rate,
-                 raw=seg[:m.end()].strip())
-    return p, seg[m.end():]
+    p = Progress(
+        kind=progress_kind(desc),
+        desc=desc,
+        n=n,
+        total=total,
+        elapsed_s=_seconds(g["elapsed"]),
+        eta_s=None if not remaining or remaining == "?" else _seconds(remaining),
+        rate=rate,
+        raw=seg[: m.end()].strip(),
+    )
+    return p, seg[m.end() :]
 
 
 def split_progress(line: str) -> list[Progress | str]:
@@ -527,9 +629,16 @@ class EngineTimings:
 
     def flat(self) -> dict[str, float]:
         """``{"load_weight": ..., "cuda_graph.decode": ..., ...}`` (keys as SGLang names them)."""
-        out = {k: v for k, v in (("load_weight", self.load_weight), ("kv_cache_allocation", self.kv_cache_allocation),
-                                 ("scheduler_e2e", self.scheduler_e2e), ("tokenizer_e2e", self.tokenizer_e2e))
-               if v is not None}
+        out = {
+            k: v
+            for k, v in (
+                ("load_weight", self.load_weight),
+                ("kv_cache_allocation", self.kv_cache_allocation),
+                ("scheduler_e2e", self.scheduler_e2e),
+                ("tokenizer_e2e", self.tokenizer_e2e),
+            )
+            if v is not None
+        }
         out.update({f"cuda_graph.{k}": v for k, v in (self.cuda_graph or {}).items()})
         out.update(self.other or {})
         return out
@@ -554,15 +663,35 @@ def engine_timings(line: str) -> EngineTimings | None:
 # Adaptive speculation (``--speculative-adaptive``): rank 0's lines, SGLang's wording
 # (srt/speculative/adaptive_spec_params.py, eagle_worker_v2.py, arg_groups/speculative_hook.py).
 _ADAPTIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("initialized", re.compile(r"AdaptiveSpeculativeParams initialized: steps=(?P<to>\d+), "
-                               r"candidate_steps=\[(?P<candidates>[\d, ]*)\]")),
+    (
+        "initialized",
+        re.compile(
+            r"AdaptiveSpeculativeParams initialized: steps=(?P<to>\d+), "
+            r"candidate_steps=\[(?P<candidates>[\d, ]*)\]"
+        ),
+    ),
     ("built", re.compile(r"Built adaptive runtime state steps=(?P<to>\d+): elapsed=[\d.]+s, mem=-?[\d.]+GB")),
-    ("updated", re.compile(r"Adaptive spec params updated: steps (?P<before>\d+) -> (?P<to>\d+) "
-                           r"\(ema_accept_len=(?P<ema>-?[\d.]+)\)")),
-    ("switch", re.compile(r"Switch adaptive runtime state: steps (?P<before>\d+) -> (?P<to>\d+), "
-                          r"draft_tokens \d+ -> \d+")),
-    ("disabled", re.compile(r"speculative_adaptive disabled: (?P<reason>.*)\. "
-                            r"Falling back to static speculative params\.")),
+    (
+        "updated",
+        re.compile(
+            r"Adaptive spec params updated: steps (?P<before>\d+) -> (?P<to>\d+) "
+            r"\(ema_accept_len=(?P<ema>-?[\d.]+)\)"
+        ),
+    ),
+    (
+        "switch",
+        re.compile(
+            r"Switch adaptive runtime state: steps (?P<before>\d+) -> (?P<to>\d+), "
+            r"draft_tokens \d+ -> \d+"
+        ),
+    ),
+    (
+        "disabled",
+        re.compile(
+            r"speculative_adaptive disabled: (?P<reason>.*)\. "
+            r"Falling back to static speculative params\."
+        ),
+    ),
 )
 
 
@@ -590,10 +719,14 @@ def adaptive_line(line: str) -> AdaptiveLine | None:
         if m is None:
             continue
         g = m.groupdict()
-        return AdaptiveLine(kind, steps=int(g["to"]) if g.get("to") else None,
-                            before=int(g["before"]) if g.get("before") else None,
-                            candidates=tuple(int(c) for c in (g.get("candidates") or "").replace(" ", "").split(",") if c),
-                            ema=float(g["ema"]) if g.get("ema") else None, reason=g.get("reason"))
+        return AdaptiveLine(
+            kind,
+            steps=int(g["to"]) if g.get("to") else None,
+            before=int(g["before"]) if g.get("before") else None,
+            candidates=tuple(int(c) for c in (g.get("candidates") or "").replace(" ", "").split(",") if c),
+            ema=float(g["ema"]) if g.get("ema") else None,
+            reason=g.get("reason"),
+        )
     return None
 
 
@@ -647,5 +780,8 @@ class AdaptiveLog:
         for to in inside:
             if to not in used:
                 used.append(to)
-        return {"adaptive_switches": len(inside), "adaptive_steps": used,
-                "adaptive_steps_final": inside[-1] if inside else steps}
+        return {
+            "adaptive_switches": len(inside),
+            "adaptive_steps": used,
+            "adaptive_steps_final": inside[-1] if inside else steps,
+        }

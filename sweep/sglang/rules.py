@@ -18,7 +18,9 @@ from typing import Any, Callable, Final, Mapping, Optional
 
 from sweep.core.checks import Check
 from sweep.core.settings import BenchSettings
-from sweep.sglang import adaptive as ad, flagtypes, serverargs as sa
+from sweep.sglang import adaptive as ad
+from sweep.sglang import flagtypes
+from sweep.sglang import serverargs as sa
 from sweep.sglang.args import KNOWN_FLAGS, SPEC_ALGORITHMS, arg_values, argparse_name, closest_flag, version_flags
 
 ERROR: Final = "error"
@@ -52,10 +54,14 @@ class Target:
 
     def context(self, flags: Mapping[str, Any], env: Optional[Mapping[str, str]] = None) -> sa.Context:
         draft = flags.get("speculative-draft-model-path")
-        return sa.Context(version=self.checked_version, architecture=self.architecture, gpu=self.gpu,
-                          target_config=self.configs.get(str(flags.get("model-path"))),
-                          draft_config=self.configs.get(str(draft)) if draft else None,
-                          env={str(k): str(v) for k, v in (env or {}).items()})
+        return sa.Context(
+            version=self.checked_version,
+            architecture=self.architecture,
+            gpu=self.gpu,
+            target_config=self.configs.get(str(flags.get("model-path"))),
+            draft_config=self.configs.get(str(draft)) if draft else None,
+            env={str(k): str(v) for k, v in (env or {}).items()},
+        )
 
 
 @dataclass
@@ -86,6 +92,7 @@ def _algo(flags: Flags) -> str | None:
 
 # --- flag names: what argparse makes of them ---
 
+
 def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check]]:
     """The flags under the names argparse gives them (SGLang's parser takes a unique prefix of a
     flag), and the findings about names: typos, ambiguous prefixes, flags the version lacks."""
@@ -102,19 +109,34 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
             continue
         if full is not None:
             out[full] = value
-            findings.append(Check(WARNING, "flag-abbreviation",
-                                    f"--{name} is not a flag; SGLang's argparse reads it as --{full} (a unique prefix)",
-                                    f"write --{full}"))
+            findings.append(
+                Check(
+                    WARNING,
+                    "flag-abbreviation",
+                    f"--{name} is not a flag; SGLang's argparse reads it as --{full} (a unique prefix)",
+                    f"write --{full}",
+                )
+            )
             continue
         if len(matches) > 1:
             elsewhere = [v for v in sa.KNOWN_VERSIONS if name in (version_flags(v) or ())]
             old = f" (a flag of SGLang {', '.join(elsewhere)}, not of {version})" if elsewhere else ""
-            findings.append(Check(ERROR, "ambiguous-flag",
-                                    f"--{name}{old} is ambiguous to SGLang's argparse: it could be "
-                                    + ", ".join("--" + m for m in matches[:4]) + (" ..." if len(matches) > 4 else ""),
-                                    f"did you mean --{closest_flag(name, matches) or matches[0]}? write the whole "
-                                    "flag name" + (f", or set server.sglang_version: {elsewhere[-1]} if that is the "
-                                                   "SGLang you run" if elsewhere and not target.version_given else "")))
+            findings.append(
+                Check(
+                    ERROR,
+                    "ambiguous-flag",
+                    f"--{name}{old} is ambiguous to SGLang's argparse: it could be "
+                    + ", ".join("--" + m for m in matches[:4])
+                    + (" ..." if len(matches) > 4 else ""),
+                    f"did you mean --{closest_flag(name, matches) or matches[0]}? write the whole "
+                    "flag name"
+                    + (
+                        f", or set server.sglang_version: {elsewhere[-1]} if that is the SGLang you run"
+                        if elsewhere and not target.version_given
+                        else ""
+                    ),
+                )
+            )
             continue
         out[name] = value
         elsewhere = [v for v in sa.KNOWN_VERSIONS if name in (version_flags(v) or ())]
@@ -122,27 +144,49 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
         assumed = "" if target.version_given else " (server.sglang_version unset: the newest the rules know)"
         if mine is not None and elsewhere:
             shown = f"--{name}" if value is True else f"--{name} {_shown_value(name, value)}"
-            findings.append(Check(ERROR, "unknown-flag", f"SGLang {version}{assumed} has no --{name} "
-                                    f"(SGLang {', '.join(elsewhere)} has it): its argparse dies before anything starts "
-                                    f"(unrecognized arguments: {shown})",
-                                    f"use --{close}" if close else
-                                    f"drop it, or set server.sglang_version: {elsewhere[-1]} if that is the SGLang you run"
-                                    if assumed else _ADAPTIVE_ELSEWHERE.format(since=elsewhere[-1], version=version)
-                                    if name in (ad.FLAG, ad.CONFIG_FLAG) else f"drop it, or run SGLang {elsewhere[-1]}"))
+            findings.append(
+                Check(
+                    ERROR,
+                    "unknown-flag",
+                    f"SGLang {version}{assumed} has no --{name} "
+                    f"(SGLang {', '.join(elsewhere)} has it): its argparse dies before anything starts "
+                    f"(unrecognized arguments: {shown})",
+                    f"use --{close}"
+                    if close
+                    else f"drop it, or set server.sglang_version: {elsewhere[-1]} if that is the SGLang you run"
+                    if assumed
+                    else _ADAPTIVE_ELSEWHERE.format(since=elsewhere[-1], version=version)
+                    if name in (ad.FLAG, ad.CONFIG_FLAG)
+                    else f"drop it, or run SGLang {elsewhere[-1]}",
+                )
+            )
         elif close:
             findings.append(Check(ERROR, "unknown-flag", f"--{name} is not an SGLang flag", f"did you mean --{close}?"))
         elif mine is not None and not assumed:
-            findings.append(Check(ERROR, "unknown-flag", f"SGLang {version} has no --{name}: argparse dies",
-                                    "drop it, or check the version (server.sglang_version)"))
+            findings.append(
+                Check(
+                    ERROR,
+                    "unknown-flag",
+                    f"SGLang {version} has no --{name}: argparse dies",
+                    "drop it, or check the version (server.sglang_version)",
+                )
+            )
         else:  # a flag no version the rules know has: a fork's, or a newer SGLang's
-            findings.append(Check(WARNING, "unchecked-flag", f"--{name} is not a flag of SGLang {version}{assumed}, "
-                                    "nor of any version this tool knows: left unchecked",
-                                    "nothing to do if your SGLang has it: the host pre-flight checks it against --help; "
-                                    "set server.sglang_version to have it checked here"))
+            findings.append(
+                Check(
+                    WARNING,
+                    "unchecked-flag",
+                    f"--{name} is not a flag of SGLang {version}{assumed}, "
+                    "nor of any version this tool knows: left unchecked",
+                    "nothing to do if your SGLang has it: the host pre-flight checks it against --help; "
+                    "set server.sglang_version to have it checked here",
+                )
+            )
     return out, findings
 
 
 # --- flag values: what argparse makes of them ---
+
 
 def read_values(named: Flags, target: Target, sources: Optional[Mapping[str, str]] = None) -> list[Check]:
     """Every flag value SGLang's argparse would refuse (``invalid int value``, ``invalid choice``, a
@@ -157,9 +201,15 @@ def read_values(named: Flags, target: Target, sources: Optional[Mapping[str, str
         refused = flagtypes.refusal(name, value, target.checked_version, name in every)
         if refused:
             message, fix = refused
-            findings.append(Check(ERROR, "bad-flag-value", f"--{name} {_shown(value)}: SGLang {target.checked_version}'s "
-                                  f"argparse dies before anything starts ({message})",
-                                  f"{fix}, in {(sources or {}).get(name) or 'server.flags, the axis or grid.derived that sets it'}"))
+            findings.append(
+                Check(
+                    ERROR,
+                    "bad-flag-value",
+                    f"--{name} {_shown(value)}: SGLang {target.checked_version}'s "
+                    f"argparse dies before anything starts ({message})",
+                    f"{fix}, in {(sources or {}).get(name) or 'server.flags, the axis or grid.derived that sets it'}",
+                )
+            )
     return findings
 
 
@@ -173,11 +223,14 @@ def _shown_value(name: str, value: Any) -> str:
     return " ".join(arg_values(value))
 
 
-_ADAPTIVE_ELSEWHERE = ("run SGLang {since} or newer for adaptive speculation, or drop the adaptive flags and deploy the "
-                       "policy's plain table (one static setup per load range) on SGLang {version}")
+_ADAPTIVE_ELSEWHERE = (
+    "run SGLang {since} or newer for adaptive speculation, or drop the adaptive flags and deploy the "
+    "policy's plain table (one static setup per load range) on SGLang {version}"
+)
 
 
 # --- the speculative rules, from SGLang's modelled resolution ---
+
 
 def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
     version = o.version
@@ -186,25 +239,45 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
         unknown = [w for w in ("gpu", "architecture", "algorithm") if w in o.depends_on]
         keys = {"gpu": "server.gpu", "architecture": "server.architecture (or a config.json in model_path)"}
         differing = sorted(set(o.alternatives.values()))
-        detail = "; ".join(f"{k}: {v}" for k, v in o.alternatives.items()) if len(o.alternatives) <= 4 else \
-            "; ".join(differing)
+        detail = (
+            "; ".join(f"{k}: {v}" for k, v in o.alternatives.items())
+            if len(o.alternatives) <= 4
+            else "; ".join(differing)
+        )
         errors = [v for v in o.alternatives.values() if v.startswith("error") or "fails" in v]
         all_fail = bool(o.alternatives) and len(errors) == len(o.alternatives)
         if not all_fail:
-            out.append(Check(WARNING, "checked-on-host",
-                               f"the verdict depends on the {' and the '.join(unknown)}, unknown here ({detail})",
-                               "the host's pre-flight checks it with the real GPU and config.json; or set "
-                               + " and ".join(keys.get(u, u) for u in unknown if u in keys)))
+            out.append(
+                Check(
+                    WARNING,
+                    "checked-on-host",
+                    f"the verdict depends on the {' and the '.join(unknown)}, unknown here ({detail})",
+                    "the host's pre-flight checks it with the real GPU and config.json; or set "
+                    + " and ".join(keys.get(u, u) for u in unknown if u in keys),
+                )
+            )
             if o.error or o.later:
                 return out  # an error on some hosts only: not an error of the plan
     if "adaptive-config" in o.depends_on:
-        out.append(Check(WARNING, "checked-on-host", "; ".join(n for n in o.notes if "adaptive config" in n)
-                           + ": its tiers and candidate steps are left unchecked here",
-                           "nothing to do if the hosts have the file; or give speculative-adaptive-config as a mapping "
-                           "(the config itself), which the plan checks"))
+        out.append(
+            Check(
+                WARNING,
+                "checked-on-host",
+                "; ".join(n for n in o.notes if "adaptive config" in n)
+                + ": its tiers and candidate steps are left unchecked here",
+                "nothing to do if the hosts have the file; or give speculative-adaptive-config as a mapping "
+                "(the config itself), which the plan checks",
+            )
+        )
     if "adaptive-version" in o.depends_on:
-        out.append(Check(WARNING, "checked-on-host", next(n for n in o.notes if "may lack" in n),
-                           f"set server.sglang_version to the SGLang the hosts run ({ad.SINCE} has the adaptive flags)"))
+        out.append(
+            Check(
+                WARNING,
+                "checked-on-host",
+                next(n for n in o.notes if "may lack" in n),
+                f"set server.sglang_version to the SGLang the hosts run ({ad.SINCE} has the adaptive flags)",
+            )
+        )
     if o.error and o.error.rule == "unknown-flag":
         return out  # argparse's refusal of a flag: read_names says it
     if o.error:
@@ -215,45 +288,100 @@ def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
     if o.later:
         f = o.later
         what = f"{f.what}: " if f.what else ""
-        out.append(Check(ERROR, f.rule, f"{what}SGLang {version} accepts the arguments, then dies {f.stage_words} "
-                           f"({f.exception})", f.fix))
+        out.append(
+            Check(
+                ERROR,
+                f.rule,
+                f"{what}SGLang {version} accepts the arguments, then dies {f.stage_words} ({f.exception})",
+                f.fix,
+            )
+        )
     for a in o.adjustments:
         if a.rule == "topk1-draft-tokens-overridden":
             steps = o.steps if o.steps is not None else 0
-            out.append(Check(WARNING, a.rule, a.message,
-                               f"set speculative-num-draft-tokens to {steps + 1} (grid.derived: \"${{add:${{steps}},1}}\")"))
+            out.append(
+                Check(
+                    WARNING,
+                    a.rule,
+                    a.message,
+                    f'set speculative-num-draft-tokens to {steps + 1} (grid.derived: "${{add:${{steps}},1}}")',
+                )
+            )
         elif a.rule == "auto-speculative-params":
-            out.append(Check(WARNING, a.rule, a.message + " (the values recorded with the point)",
-                               "give speculative-num-steps, -eagle-topk and -num-draft-tokens to choose them"))
+            out.append(
+                Check(
+                    WARNING,
+                    a.rule,
+                    a.message + " (the values recorded with the point)",
+                    "give speculative-num-steps, -eagle-topk and -num-draft-tokens to choose them",
+                )
+            )
         elif a.rule == "page-size-forced":
-            out.append(Check(WARNING, a.rule, f"{a.message} (SGLang {version})",
-                               f"set page-size {o.page_size} yourself, or another attention backend"))
+            out.append(
+                Check(
+                    WARNING,
+                    a.rule,
+                    f"{a.message} (SGLang {version})",
+                    f"set page-size {o.page_size} yourself, or another attention backend",
+                )
+            )
         elif a.rule == "ngram-topk-overridden":
-            out.append(Check(WARNING, a.rule, a.message, "drop speculative-eagle-topk for NGRAM "
-                               "(speculative-ngram-max-bfs-breadth sets it)"))
+            out.append(
+                Check(
+                    WARNING,
+                    a.rule,
+                    a.message,
+                    "drop speculative-eagle-topk for NGRAM (speculative-ngram-max-bfs-breadth sets it)",
+                )
+            )
         elif a.rule == "drafter-is-target":
             out.append(Check(WARNING, a.rule, a.message, "add speculative-draft-model-path to the drafter's bundle"))
         elif a.rule == "adaptive-draft-tokens-overridden":
-            out.append(Check(WARNING, a.rule, a.message, "leave speculative-num-draft-tokens out, or set it to "
-                               f"{(o.steps or 0) + 1} (speculative-num-steps + 1)"))
+            out.append(
+                Check(
+                    WARNING,
+                    a.rule,
+                    a.message,
+                    "leave speculative-num-draft-tokens out, or set it to "
+                    f"{(o.steps or 0) + 1} (speculative-num-steps + 1)",
+                )
+            )
         elif a.rule == "adaptive-initial-steps":
-            out.append(Check(WARNING, a.rule, a.message + " (the values recorded with the point)",
-                               f"give speculative-num-steps, one of {list(o.candidate_steps)} (the policy's launch "
-                               "flags give the largest)"))
+            out.append(
+                Check(
+                    WARNING,
+                    a.rule,
+                    a.message + " (the values recorded with the point)",
+                    f"give speculative-num-steps, one of {list(o.candidate_steps)} (the policy's launch "
+                    "flags give the largest)",
+                )
+            )
     if o.adaptive_requested and not o.adaptive and o.adaptive_disabled_reason and not o.error:
         reason = o.adaptive_disabled_reason
-        out.append(Check(WARNING, "adaptive-disabled",
-                           f"SGLang {version} logs \"{ad.disabled_warning(reason)}\" and runs static speculation "
-                           f"(steps {o.steps}, topk {o.topk}, draft tokens {o.draft_tokens}): the point would not be "
-                           "adaptive", ad.reason_fix(reason)))
+        out.append(
+            Check(
+                WARNING,
+                "adaptive-disabled",
+                f'SGLang {version} logs "{ad.disabled_warning(reason)}" and runs static speculation '
+                f"(steps {o.steps}, topk {o.topk}, draft tokens {o.draft_tokens}): the point would not be "
+                "adaptive",
+                ad.reason_fix(reason),
+            )
+        )
     return out
 
 
 def rule_adaptive_config_unused(flags: Flags, bench: BenchSettings) -> list[Check]:
     """--speculative-adaptive-config without --speculative-adaptive: SGLang never reads it."""
     if flags.get(ad.CONFIG_FLAG) not in (None, False, "") and not flags.get(ad.FLAG) and _algo(flags) is not None:
-        return [Check(WARNING, "adaptive-config-unused", f"--{ad.CONFIG_FLAG} without --{ad.FLAG}: SGLang never "
-                        "reads the config and runs static speculation", f"add {ad.FLAG}: true, or drop the config")]
+        return [
+            Check(
+                WARNING,
+                "adaptive-config-unused",
+                f"--{ad.CONFIG_FLAG} without --{ad.FLAG}: SGLang never reads the config and runs static speculation",
+                f"add {ad.FLAG}: true, or drop the config",
+            )
+        ]
     return []
 
 
@@ -261,48 +389,81 @@ def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> lis
     if _algo(flags) is None:
         spec = [n for n in flags if n.startswith("speculative-") and flags[n] not in (None, False)]
         if spec:
-            return [Check(WARNING, "spec-flags-without-algorithm",
-                            f"{', '.join('--' + s for s in spec)} given without --speculative-algorithm: SGLang ignores them",
-                            "set speculative-algorithm, or drop these flags from the baseline")]
+            return [
+                Check(
+                    WARNING,
+                    "spec-flags-without-algorithm",
+                    f"{', '.join('--' + s for s in spec)} given without --speculative-algorithm: SGLang ignores them",
+                    "set speculative-algorithm, or drop these flags from the baseline",
+                )
+            ]
     return []
 
 
 def _running_cap(o: Optional[sa.Outcome], flags: Flags, bench: BenchSettings) -> list[Check]:
-    if o is None or _int(flags, "max-running-requests") is not None or o.max_running_requests != SPEC_DEFAULT_MAX_RUNNING:
+    if (
+        o is None
+        or _int(flags, "max-running-requests") is not None
+        or o.max_running_requests != SPEC_DEFAULT_MAX_RUNNING
+    ):
         return []
     over = [c for c in bench.concurrency.levels if c > SPEC_DEFAULT_MAX_RUNNING]
     if over:
-        return [Check(WARNING, "spec-running-cap",
-                        f"with speculation and no --max-running-requests SGLang runs at most {SPEC_DEFAULT_MAX_RUNNING} requests; "
-                        f"levels {over} would silently queue",
-                        f"set max-running-requests to at least {max(over)} in server.flags")]
+        return [
+            Check(
+                WARNING,
+                "spec-running-cap",
+                f"with speculation and no --max-running-requests SGLang runs at most {SPEC_DEFAULT_MAX_RUNNING} requests; "
+                f"levels {over} would silently queue",
+                f"set max-running-requests to at least {max(over)} in server.flags",
+            )
+        ]
     return []
 
 
 def rule_requests_per_level(flags: Flags, bench: BenchSettings) -> list[Check]:
     short = [c for c in bench.concurrency.levels if bench.requests_at(c) < c]
     if short:
-        return [Check(WARNING, "requests-below-concurrency",
-                        f"levels {short} send fewer requests than their concurrency, so the real concurrency is lower",
-                        "leave benchmark.concurrency.requests_per_level unset (rounds x concurrency) or raise it")]
+        return [
+            Check(
+                WARNING,
+                "requests-below-concurrency",
+                f"levels {short} send fewer requests than their concurrency, so the real concurrency is lower",
+                "leave benchmark.concurrency.requests_per_level unset (rounds x concurrency) or raise it",
+            )
+        ]
     return []
 
 
 def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Check]:
     if bench.server_metrics and not flags.get("enable-metrics"):
-        return [Check(WARNING, "metrics-disabled",
-                        "benchmark.server_metrics is on but the server runs without --enable-metrics: no Prometheus deltas",
-                        "add enable-metrics: true to server.flags, or set benchmark.server_metrics=false")]
+        return [
+            Check(
+                WARNING,
+                "metrics-disabled",
+                "benchmark.server_metrics is on but the server runs without --enable-metrics: no Prometheus deltas",
+                "add enable-metrics: true to server.flags, or set benchmark.server_metrics=false",
+            )
+        ]
     return []
 
 
 # Rules of flags and benchmark settings alone; the speculative ones come from serverargs.resolve.
-RULES: tuple[Rule, ...] = (rule_spec_flags_without_algorithm, rule_requests_per_level, rule_metrics,
-                           rule_adaptive_config_unused)
+RULES: tuple[Rule, ...] = (
+    rule_spec_flags_without_algorithm,
+    rule_requests_per_level,
+    rule_metrics,
+    rule_adaptive_config_unused,
+)
 
 
-def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
-             env: Optional[Mapping[str, str]] = None, sources: Optional[Mapping[str, str]] = None) -> Evaluation:
+def evaluate(
+    flags: Flags,
+    bench: BenchSettings,
+    target: Optional[Target] = None,
+    env: Optional[Mapping[str, str]] = None,
+    sources: Optional[Mapping[str, str]] = None,
+) -> Evaluation:
     """Every finding for one point's flags (names normalized, reserved flags included), and SGLang's
     outcome (its verdict and the steps, topk, draft tokens and running cap it would run with).
     ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC);
@@ -321,20 +482,43 @@ def evaluate(flags: Flags, bench: BenchSettings, target: Optional[Target] = None
     return Evaluation(findings, outcome, named)
 
 
-def check(flags: Flags, bench: BenchSettings, target: Optional[Target] = None,
-          env: Optional[Mapping[str, str]] = None) -> list[Check]:
+def check(
+    flags: Flags, bench: BenchSettings, target: Optional[Target] = None, env: Optional[Mapping[str, str]] = None
+) -> list[Check]:
     """Every finding for one point's flags (names normalized, reserved flags included)."""
     return evaluate(flags, bench, target, env).findings
 
 
-def host_check(flags: Flags, bench: BenchSettings, *, version: str, gpu: Optional[str],
-               architecture: Optional[str], configs: Mapping[str, Mapping[str, Any]] | None = None,
-               env: Optional[Mapping[str, str]] = None) -> list[Check]:
+def host_check(
+    flags: Flags,
+    bench: BenchSettings,
+    *,
+    version: str,
+    gpu: Optional[str],
+    architecture: Optional[str],
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    env: Optional[Mapping[str, str]] = None,
+) -> list[Check]:
     """The same rules with what only the host knows (for pre-flight, in seconds): its SGLang version,
     its GPU (``nvidia-smi``'s name) and the target's architecture from the config.json it has."""
-    return check(flags, bench, Target(version=version, architecture=architecture, gpu=gpu,
-                                      configs=configs or {}, version_given=True), env)
+    return check(
+        flags,
+        bench,
+        Target(version=version, architecture=architecture, gpu=gpu, configs=configs or {}, version_given=True),
+        env,
+    )
 
 
-__all__ = ["ERROR", "WARNING", "Check", "Target", "Evaluation", "evaluate", "check", "host_check",
-           "SPEC_DEFAULT_MAX_RUNNING", "SPEC_ALGORITHMS", "EAGLE_FAMILY"]
+__all__ = [
+    "ERROR",
+    "WARNING",
+    "Check",
+    "Target",
+    "Evaluation",
+    "evaluate",
+    "check",
+    "host_check",
+    "SPEC_DEFAULT_MAX_RUNNING",
+    "SPEC_ALGORITHMS",
+    "EAGLE_FAMILY",
+]

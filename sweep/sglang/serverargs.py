@@ -87,6 +87,7 @@ def at_least(version: str, release: str) -> bool:
 
 # --- GPUs ---
 
+
 @dataclass(frozen=True)
 class Gpu:
     name: str
@@ -95,18 +96,49 @@ class Gpu:
 
     @property
     def generation(self) -> str:
-        return {0: "cpu", 80: "Ampere", 86: "Ampere", 89: "Ada", 90: "Hopper", 100: "Blackwell",
-                103: "Blackwell", 120: "Blackwell (SM120)"}.get(self.sm, f"SM{self.sm}")
+        return {
+            0: "cpu",
+            80: "Ampere",
+            86: "Ampere",
+            89: "Ada",
+            90: "Hopper",
+            100: "Blackwell",
+            103: "Blackwell",
+            120: "Blackwell (SM120)",
+        }.get(self.sm, f"SM{self.sm}")
 
 
-GPUS = {g.name.lower(): g for g in (
-    Gpu("H200", 90, 141), Gpu("H100", 90, 80), Gpu("H20", 90, 96), Gpu("H800", 90, 80), Gpu("GH200", 90, 96),
-    Gpu("B200", 100, 180), Gpu("GB200", 100, 186), Gpu("B300", 103, 288), Gpu("GB300", 103, 288),
-    Gpu("RTX PRO 6000", 120, 96), Gpu("A100", 80, 80), Gpu("A800", 80, 80), Gpu("A10", 86, 24),
-    Gpu("L40S", 89, 48), Gpu("L4", 89, 24), Gpu("cpu", 0))}
-GENERATIONS = {"hopper": Gpu("Hopper", 90), "blackwell": Gpu("Blackwell", 100), "ampere": Gpu("Ampere", 80),
-               "ada": Gpu("Ada", 89), "cpu": GPUS["cpu"], "sm90": Gpu("SM90", 90), "sm100": Gpu("SM100", 100),
-               "sm80": Gpu("SM80", 80)}
+GPUS = {
+    g.name.lower(): g
+    for g in (
+        Gpu("H200", 90, 141),
+        Gpu("H100", 90, 80),
+        Gpu("H20", 90, 96),
+        Gpu("H800", 90, 80),
+        Gpu("GH200", 90, 96),
+        Gpu("B200", 100, 180),
+        Gpu("GB200", 100, 186),
+        Gpu("B300", 103, 288),
+        Gpu("GB300", 103, 288),
+        Gpu("RTX PRO 6000", 120, 96),
+        Gpu("A100", 80, 80),
+        Gpu("A800", 80, 80),
+        Gpu("A10", 86, 24),
+        Gpu("L40S", 89, 48),
+        Gpu("L4", 89, 24),
+        Gpu("cpu", 0),
+    )
+}
+GENERATIONS = {
+    "hopper": Gpu("Hopper", 90),
+    "blackwell": Gpu("Blackwell", 100),
+    "ampere": Gpu("Ampere", 80),
+    "ada": Gpu("Ada", 89),
+    "cpu": GPUS["cpu"],
+    "sm90": Gpu("SM90", 90),
+    "sm100": Gpu("SM100", 100),
+    "sm80": Gpu("SM80", 80),
+}
 # what an unknown GPU could be, for the verdicts that depend on it
 CANDIDATE_GPUS = (GPUS["h200"], GPUS["b200"], GPUS["a100"])
 
@@ -127,16 +159,35 @@ def gpu_info(name: Optional[str]) -> Optional[Gpu]:
 # --- architectures ---
 
 LLAMA_LIKE_AUTO = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")  # auto (5, 4, 8)
-MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
-                     "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM", "GlmMoeDsaForCausalLM",
-                     "Glm4MoeLiteForCausalLM", "KimiVLForConditionalGeneration")
+MLA_ARCHITECTURES = (
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "MistralLarge3ForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+    "KimiVLForConditionalGeneration",
+)
 # targets whose checkpoint carries its MTP drafter: no draft path -> the target's own
-_MTP_SELF_DRAFT = ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM",
-                   "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM",
-                   "BailingMoeV2ForCausalLM", "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM",
-                   "PixtralForConditionalGeneration")
-_MTP_SELF_DRAFT_0523 = ("DeepseekV4ForCausalLM", "HYV3ForCausalLM", "HYV4ForCausalLM",
-                        "Qwen4ExpForConditionalGeneration")
+_MTP_SELF_DRAFT = (
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "BailingMoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+)
+_MTP_SELF_DRAFT_0523 = (
+    "DeepseekV4ForCausalLM",
+    "HYV3ForCausalLM",
+    "HYV4ForCausalLM",
+    "Qwen4ExpForConditionalGeneration",
+)
 # trtllm_mla is DeepSeek-V3's default on Blackwell when no backend is given
 _BLACKWELL_TRTLLM_MLA = ("DeepseekV3ForCausalLM",)
 # candidates for an unknown target: one MHA (Llama), one MLA + MTP (DeepSeek-V3), one other MHA
@@ -192,6 +243,7 @@ def paged_tree_backends(version: str) -> tuple[str, ...]:
 
 # --- the resolution ---
 
+
 @dataclass(frozen=True)
 class Context:
     """What the verdict depends on besides the flags. None: unknown (every candidate is tried)."""
@@ -223,9 +275,14 @@ class Failure:
         return STAGE_WORDS.get(self.stage, self.stage)
 
 
-STAGE_WORDS = {"args": "while checking its arguments", "load": "at model load", "draft_init": "while starting the drafter",
-               "draft_load": "when it loads the drafter", "draft_capture": "in the drafter's CUDA-graph capture",
-               "serve": "on the first request"}
+STAGE_WORDS = {
+    "args": "while checking its arguments",
+    "load": "at model load",
+    "draft_init": "while starting the drafter",
+    "draft_load": "when it loads the drafter",
+    "draft_capture": "in the drafter's CUDA-graph capture",
+    "serve": "on the first request",
+}
 
 
 @dataclass(frozen=True)
@@ -253,7 +310,9 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)  # what SGLang logs while resolving (its wording)
     depends_on: list[str] = field(default_factory=list)  # unknowns that change the verdict: gpu, architecture
     alternatives: dict[str, str] = field(default_factory=dict)
-    backend_given: bool = False  # --attention-backend given (else SGLang chose it)  # "B200/DeepseekV3ForCausalLM" -> its verdict
+    backend_given: bool = (
+        False  # --attention-backend given (else SGLang chose it)  # "B200/DeepseekV3ForCausalLM" -> its verdict
+    )
     notes: list[str] = field(default_factory=list)  # what was assumed
     version: str = NEWEST
     architecture: Optional[str] = None
@@ -265,24 +324,39 @@ class Outcome:
     adaptive_disabled_reason: Optional[str] = None  # SGLang's reason when it falls back to static
     candidate_steps: tuple[int, ...] = ()  # the union of every tier's candidates (sizes the runtime buffers)
     adaptive_tiers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # batch-size key -> its candidates
-    adaptive_knobs: dict[int, dict[str, Any]] = field(default_factory=dict)  # batch-size key -> EMA knobs, defaults filled
+    adaptive_knobs: dict[int, dict[str, Any]] = field(
+        default_factory=dict
+    )  # batch-size key -> EMA knobs, defaults filled
     adaptive_config: Optional[str] = None  # where the config comes from: a path, "mapping", or "default" (SGLang's)
-    max_draft_tokens: Optional[int] = None  # what the KV and CUDA-graph sizes follow: largest candidate + 1 when adaptive
+    max_draft_tokens: Optional[int] = (
+        None  # what the KV and CUDA-graph sizes follow: largest candidate + 1 when adaptive
+    )
 
     @property
     def final(self) -> tuple[Optional[int], Optional[int], Optional[int], Optional[int]]:
         return self.steps, self.topk, self.draft_tokens, self.max_running_requests
 
     def summary(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "steps": self.steps, "topk": self.topk, "draft_tokens": self.draft_tokens,
-                "max_running_requests": self.max_running_requests, "algorithm": self.algorithm,
-                "attention_backend": self.attention_backend, "page_size": self.page_size,
-                "error": self.error.exception if self.error else None,
-                "later": f"{self.later.stage}: {self.later.exception}" if self.later else None,
-                "depends_on": list(self.depends_on), "version": self.version, "architecture": self.architecture,
-                "gpu": self.gpu, "adaptive": self.adaptive if self.adaptive_requested else None,
-                "candidate_steps": list(self.candidate_steps) if self.adaptive else None,
-                "adaptive_disabled_reason": self.adaptive_disabled_reason, "max_draft_tokens": self.max_draft_tokens}
+        return {
+            "verdict": self.verdict,
+            "steps": self.steps,
+            "topk": self.topk,
+            "draft_tokens": self.draft_tokens,
+            "max_running_requests": self.max_running_requests,
+            "algorithm": self.algorithm,
+            "attention_backend": self.attention_backend,
+            "page_size": self.page_size,
+            "error": self.error.exception if self.error else None,
+            "later": f"{self.later.stage}: {self.later.exception}" if self.later else None,
+            "depends_on": list(self.depends_on),
+            "version": self.version,
+            "architecture": self.architecture,
+            "gpu": self.gpu,
+            "adaptive": self.adaptive if self.adaptive_requested else None,
+            "candidate_steps": list(self.candidate_steps) if self.adaptive else None,
+            "adaptive_disabled_reason": self.adaptive_disabled_reason,
+            "max_draft_tokens": self.max_draft_tokens,
+        }
 
 
 class _Raise(Exception):
@@ -299,14 +373,24 @@ def _int(flags: Mapping[str, Any], name: str) -> Optional[int]:
     try:
         return int(v)
     except (TypeError, ValueError):
-        raise _Raise(Failure("bad-value", f"argument --{name}: invalid int value: '{v}'",
-                             f"give --{name} an integer", source="argparse")) from None
+        raise _Raise(
+            Failure(
+                "bad-value",
+                f"argument --{name}: invalid int value: '{v}'",
+                f"give --{name} an integer",
+                source="argparse",
+            )
+        ) from None
 
 
 def _type_error_none() -> Failure:
-    return Failure("steps-without-topk", "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
-                   "add speculative-eagle-topk (1 for a chain drafter)", source="if self.speculative_eagle_topk > 1:",
-                   what="--speculative-num-steps given without --speculative-eagle-topk")
+    return Failure(
+        "steps-without-topk",
+        "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
+        "add speculative-eagle-topk (1 for a chain drafter)",
+        source="if self.speculative_eagle_topk > 1:",
+        what="--speculative-num-steps given without --speculative-eagle-topk",
+    )
 
 
 def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
@@ -359,8 +443,12 @@ def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ct
         out.error = exc.failure
         out.verdict = "error"
         return out
-    given = (_int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk"),
-             _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests"))
+    given = (
+        _int(flags, "speculative-num-steps"),
+        _int(flags, "speculative-eagle-topk"),
+        _int(flags, "speculative-num-draft-tokens"),
+        _int(flags, "max-running-requests"),
+    )
     if out.algorithm and out.final != given:
         out.verdict = "adjusted"
     return out
@@ -374,21 +462,34 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
     if algo is not None:
         if not new and algo not in ALGORITHMS_0510:
             choices = ", ".join(f"'{a}'" for a in ALGORITHMS_0510)
-            raise _Raise(Failure("unknown-algorithm", f"argument --speculative-algorithm: invalid choice: '{algo}' "
-                                 f"(choose from {choices})",
-                                 f"use {algo.upper()}" if algo.upper() in ALGORITHMS_0510 else
-                                 "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM", source="argparse"))
+            raise _Raise(
+                Failure(
+                    "unknown-algorithm",
+                    f"argument --speculative-algorithm: invalid choice: '{algo}' (choose from {choices})",
+                    f"use {algo.upper()}"
+                    if algo.upper() in ALGORITHMS_0510
+                    else "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM",
+                    source="argparse",
+                )
+            )
         if new:
             algo = algo.upper()
             if algo not in ALGORITHMS_0523:
-                raise _Raise(Failure("unknown-algorithm", f"ValueError: Unknown speculative algorithm name: {algo}",
-                                     "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM"))
+                raise _Raise(
+                    Failure(
+                        "unknown-algorithm",
+                        f"ValueError: Unknown speculative algorithm name: {algo}",
+                        "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM",
+                    )
+                )
     if not new and adaptive_given(flags):
         if rules_version(ctx.version)[1] is None:  # a version whose flags are known: 0.5.10 has none
             raise _Raise(adaptive_unrecognized(flags, version))
         out.depends_on.append("adaptive-version")  # between 0.5.10 (none) and 0.5.23 (both): the host's --help knows
-        out.notes.append(f"SGLang {ctx.version} may lack --{ad.FLAG} (0.5.10 has none, {ad.SINCE} has it): the host's "
-                         "pre-flight checks its flags against --help; adaptive speculation is not modelled here")
+        out.notes.append(
+            f"SGLang {ctx.version} may lack --{ad.FLAG} (0.5.10 has none, {ad.SINCE} has it): the host's "
+            "pre-flight checks its flags against --help; adaptive speculation is not modelled here"
+        )
     steps, topk = _int(flags, "speculative-num-steps"), _int(flags, "speculative-eagle-topk")
     draft, cap = _int(flags, "speculative-num-draft-tokens"), _int(flags, "max-running-requests")
     page = _int(flags, "page-size")
@@ -415,21 +516,40 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
         page = _forced_page(out, page, 128, "Cutlass MLA only supports a page_size of 128, change page_size to 128.")
     if "trtllm_mla" in (backend, decode_backend):
         if gpu.sm not in (100, 103, 120):
-            raise _Raise(Failure("backend-gpu", "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs "
-                                 "(SM100/SM12x). Please use a different backend.", "use fa3 (Hopper) or flashinfer"))
+            raise _Raise(
+                Failure(
+                    "backend-gpu",
+                    "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs "
+                    "(SM100/SM12x). Please use a different backend.",
+                    "use fa3 (Hopper) or flashinfer",
+                )
+            )
         if page not in (32, 64):
-            page = _forced_page(out, page, 64, f"TensorRT-LLM MLA only supports page_size of 32 or 64, changing "
-                                               f"page_size from {page} to 64.")
+            page = _forced_page(
+                out,
+                page,
+                64,
+                f"TensorRT-LLM MLA only supports page_size of 32 or 64, changing page_size from {page} to 64.",
+            )
     if "trtllm_mha" in backends:
         prefill = prefill_backend or backend
         if prefill == "trtllm_mha" and (gpu.sm not in (100, 103) if not new else gpu.sm not in (90, 100, 103, 120)):
             where = "Blackwell GPUs (SM100)" if not new else "Hopper (SM90), Blackwell (SM100), or SM120 GPUs"
-            raise _Raise(Failure("backend-gpu", f"ValueError: TRTLLM MHA backend for prefill is only supported on "
-                                 f"{where}. Please use a different prefill backend.",
-                                 "use attention-backend fa3 or flashinfer on this GPU"))
+            raise _Raise(
+                Failure(
+                    "backend-gpu",
+                    f"ValueError: TRTLLM MHA backend for prefill is only supported on "
+                    f"{where}. Please use a different prefill backend.",
+                    "use attention-backend fa3 or flashinfer on this GPU",
+                )
+            )
         if page not in (16, 32, 64):
-            page = _forced_page(out, page, 64, f"TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing "
-                                               f"page_size from {page} to 64.")
+            page = _forced_page(
+                out,
+                page,
+                64,
+                f"TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from {page} to 64.",
+            )
     page = page or 1
     out.attention_backend, out.page_size, out.backend_given = backend, page, given_backend
     out.algorithm = algo
@@ -441,11 +561,36 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
         steps, topk, draft = _adaptive(out, flags, ctx, algo, steps, topk, draft, dp_attention)
     if algo in EAGLE_FAMILY:
         out.draft_model_path = draft_path
-        _eagle_family(out, version, arch, gpu, ctx, algo, steps, topk, draft, cap, page, backends, dp_attention,
-                      flags.get("model-path"))
+        _eagle_family(
+            out,
+            version,
+            arch,
+            gpu,
+            ctx,
+            algo,
+            steps,
+            topk,
+            draft,
+            cap,
+            page,
+            backends,
+            dp_attention,
+            flags.get("model-path"),
+        )
     elif algo == "NGRAM":
-        _ngram(out, new, device, steps, topk, draft, cap, page, backend, dp_attention,
-               _int(flags, "speculative-ngram-max-bfs-breadth"))
+        _ngram(
+            out,
+            new,
+            device,
+            steps,
+            topk,
+            draft,
+            cap,
+            page,
+            backend,
+            dp_attention,
+            _int(flags, "speculative-ngram-max-bfs-breadth"),
+        )
     elif algo is not None:  # 0.5.23's DFLASH, DSPARK, UNO, FROZEN_KV_MTP: not modelled here
         out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
         out.depends_on.append("algorithm")
@@ -463,9 +608,15 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
     # 5. check_server_args
     if algo is not None and pp > 1:
         if not new:
-            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism is not compatible "
-                                 "with overlap schedule, speculative decoding, mixed chunked prefill.",
-                                 "drop pp-size, or run without speculation", source="assert ("))
+            raise _Raise(
+                Failure(
+                    "spec-with-pipeline-parallel",
+                    "AssertionError: Pipeline parallelism is not compatible "
+                    "with overlap schedule, speculative decoding, mixed chunked prefill.",
+                    "drop pp-size, or run without speculation",
+                    source="assert (",
+                )
+            )
         _pipeline_parallel_0523(flags, ctx, algo, dp_attention, out.adaptive)
 
 
@@ -480,27 +631,46 @@ def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> Failure:
         value = flags.get(name)
         if value in (None, False):
             continue
-        words.append(f"--{name}" if value is True else
-                     f"--{name} {value if isinstance(value, str) else '<the config file the host writes>'}")
-    return Failure("unknown-flag", "unrecognized arguments: " + " ".join(words),
-                   f"run SGLang {ad.SINCE} or newer, which has them (server.sglang_version), or drop them and deploy "
-                   "the policy's plain table (one static setup per load range)", source="argparse",
-                   what=f"SGLang {version} has no adaptive speculation (--{ad.FLAG} came in {ad.SINCE})")
+        words.append(
+            f"--{name}"
+            if value is True
+            else f"--{name} {value if isinstance(value, str) else '<the config file the host writes>'}"
+        )
+    return Failure(
+        "unknown-flag",
+        "unrecognized arguments: " + " ".join(words),
+        f"run SGLang {ad.SINCE} or newer, which has them (server.sglang_version), or drop them and deploy "
+        "the policy's plain table (one static setup per load range)",
+        source="argparse",
+        what=f"SGLang {version} has no adaptive speculation (--{ad.FLAG} came in {ad.SINCE})",
+    )
 
 
-def _adaptive(out: Outcome, flags: Mapping[str, Any], ctx: Context, algo: str, steps: Optional[int],
-              topk: Optional[int], draft: Optional[int],
-              dp_attention: bool) -> tuple[Optional[int], Optional[int], Optional[int]]:
+def _adaptive(
+    out: Outcome,
+    flags: Mapping[str, Any],
+    ctx: Context,
+    algo: str,
+    steps: Optional[int],
+    topk: Optional[int],
+    draft: Optional[int],
+    dp_attention: bool,
+) -> tuple[Optional[int], Optional[int], Optional[int]]:
     """handle_speculative_decoding's adaptive step (arg_groups/speculative_hook.py, after the algorithm's alias is
     resolved and before the algorithm's own handling): ``_maybe_disable_adaptive`` (SGLang's reason, a warning, and
     static speculation from there on), then ``_init_adaptive_speculative_params``: the config loaded (its refusals
     raise here), topk None -> 1, steps None -> the middle of the candidates' union, steps outside the union refused,
     draft tokens = steps + 1 whatever was given. The (steps, topk, draft tokens) that follow."""
     out.adaptive_requested = True
-    reason = ad.unsupported_reason(algorithm=algo, topk=topk, dp_attention=dp_attention,
-                                   multi_layer=bool(flags.get("enable-multi-layer-eagle")),
-                                   two_batch_overlap=bool(flags.get("enable-two-batch-overlap")),
-                                   pdmux=bool(flags.get("enable-pdmux")), version=ctx.version)
+    reason = ad.unsupported_reason(
+        algorithm=algo,
+        topk=topk,
+        dp_attention=dp_attention,
+        multi_layer=bool(flags.get("enable-multi-layer-eagle")),
+        two_batch_overlap=bool(flags.get("enable-two-batch-overlap")),
+        pdmux=bool(flags.get("enable-pdmux")),
+        version=ctx.version,
+    )
     if reason is not None:
         out.adaptive_disabled_reason = reason
         out.warnings.append(ad.disabled_warning(reason))
@@ -516,19 +686,32 @@ def _adaptive(out: Outcome, flags: Mapping[str, Any], ctx: Context, algo: str, s
     out.max_draft_tokens = max(union) + 1
     if steps is None:
         steps = config.initial_steps(None)
-        out.adjustments.append(Adjustment("adaptive-initial-steps", f"no --speculative-num-steps: adaptive SGLang "
-                                          f"starts at steps {steps}, the middle of the candidates {list(union)}"))
+        out.adjustments.append(
+            Adjustment(
+                "adaptive-initial-steps",
+                f"no --speculative-num-steps: adaptive SGLang "
+                f"starts at steps {steps}, the middle of the candidates {list(union)}",
+            )
+        )
     if steps not in union:
-        raise _Raise(Failure("adaptive-steps-not-candidate",
-                             f"ValueError: --speculative-num-steps={steps} is not in the adaptive config candidate_steps "
-                             f"{list(union)}. Pass one of those values.",
-                             f"set speculative-num-steps to one of {list(union)} (the policy's launch flags use the "
-                             "largest), or leave it out"))
+        raise _Raise(
+            Failure(
+                "adaptive-steps-not-candidate",
+                f"ValueError: --speculative-num-steps={steps} is not in the adaptive config candidate_steps "
+                f"{list(union)}. Pass one of those values.",
+                f"set speculative-num-steps to one of {list(union)} (the policy's launch flags use the "
+                "largest), or leave it out",
+            )
+        )
     if draft is not None and draft != steps + 1:
-        out.adjustments.append(Adjustment("adaptive-draft-tokens-overridden",
-                                          f"--speculative-num-draft-tokens {draft} with adaptive speculation: SGLang "
-                                          f"silently uses steps+1 = {steps + 1} (and steps+1 of each step count it "
-                                          "switches to)"))
+        out.adjustments.append(
+            Adjustment(
+                "adaptive-draft-tokens-overridden",
+                f"--speculative-num-draft-tokens {draft} with adaptive speculation: SGLang "
+                f"silently uses steps+1 = {steps + 1} (and steps+1 of each step count it "
+                "switches to)",
+            )
+        )
     return steps, topk, steps + 1
 
 
@@ -547,24 +730,37 @@ def _adaptive_config(out: Outcome, value: Any, ctx: Context) -> Optional[ad.Conf
             raw = ad.read(path)
         except OSError as exc:
             out.depends_on.append("adaptive-config")
-            out.notes.append(f"the adaptive config {path} cannot be read here ({type(exc).__name__}: {exc}): the host "
-                             "reads it at pre-flight, as SGLang will")
+            out.notes.append(
+                f"the adaptive config {path} cannot be read here ({type(exc).__name__}: {exc}): the host "
+                "reads it at pre-flight, as SGLang will"
+            )
             return None
         return ad.load(raw)
     except ValueError as exc:  # SGLang's own refusals, and json's (JSONDecodeError is a ValueError)
         name = type(exc).__name__
-        what = "the adaptive config is not JSON" if name == "JSONDecodeError" else "SGLang's adaptive config loader " \
-            "refuses the config"
+        what = (
+            "the adaptive config is not JSON"
+            if name == "JSONDecodeError"
+            else "SGLang's adaptive config loader refuses the config"
+        )
         raise _Raise(Failure("adaptive-config-refused", f"{name}: {exc}", _CONFIG_FIX, what=what)) from None
     except (AttributeError, TypeError) as exc:  # not an object, or a tier that is not one
-        raise _Raise(Failure("adaptive-config-refused", f"{type(exc).__name__}: {exc}", _CONFIG_FIX,
-                             what="the adaptive config is not an object of batch-size tiers",
-                             source="for key, entry in cfg.items():")) from None
+        raise _Raise(
+            Failure(
+                "adaptive-config-refused",
+                f"{type(exc).__name__}: {exc}",
+                _CONFIG_FIX,
+                what="the adaptive config is not an object of batch-size tiers",
+                source="for key, entry in cfg.items():",
+            )
+        ) from None
 
 
-_CONFIG_FIX = ('give speculative-adaptive-config an object of batch-size tiers, e.g. {"1": {"candidate_steps": [1, 3]}, '
-               '"32": {"candidate_steps": [0]}} (integer-string keys; candidate_steps a non-empty list of '
-               'non-negative integers; 0 = no drafting)')
+_CONFIG_FIX = (
+    'give speculative-adaptive-config an object of batch-size tiers, e.g. {"1": {"candidate_steps": [1, 3]}, '
+    '"32": {"candidate_steps": [0]}} (integer-string keys; candidate_steps a non-empty list of '
+    "non-negative integers; 0 = no drafting)"
+)
 
 
 def decode_graph_disabled(flags: Mapping[str, Any]) -> bool:
@@ -594,16 +790,25 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
     Measured on the CPU build (tiny target, EAGLE3, candidates [1, 3]): with none of the flags it dies so;
     --disable-cuda-graph, --disable-decode-cuda-graph and --cuda-graph-backend-decode disabled each let it start."""
     if flags.get("enable-hisparse") and not (ctx.version and ad.CPU_BUILD in ctx.version):
-        raise _Raise(Failure("adaptive-hisparse", "ValueError: HiSparse speculative decoding uses statically sized swap "
-                             "state; --speculative-adaptive is not supported.",
-                             "drop speculative-adaptive (or enable-hisparse)"))
+        raise _Raise(
+            Failure(
+                "adaptive-hisparse",
+                "ValueError: HiSparse speculative decoding uses statically sized swap "
+                "state; --speculative-adaptive is not supported.",
+                "drop speculative-adaptive (or enable-hisparse)",
+            )
+        )
     if gpu.sm == 0 and out.later is None and not decode_graph_disabled(flags):
-        out.later = Failure("adaptive-cuda-graph-cpu", "NotImplementedError",
-                            "add disable-cuda-graph: true (or disable-decode-cuda-graph: true, or "
-                            "cuda-graph-backend-decode: disabled) to the point's flags",
-                            stage="draft_capture", source="raise NotImplementedError()",
-                            what="adaptive speculation on CPU builds a decode CUDA graph per step count "
-                                 "(build_adaptive_runtime_state), which no CPU attention backend implements")
+        out.later = Failure(
+            "adaptive-cuda-graph-cpu",
+            "NotImplementedError",
+            "add disable-cuda-graph: true (or disable-decode-cuda-graph: true, or "
+            "cuda-graph-backend-decode: disabled) to the point's flags",
+            stage="draft_capture",
+            source="raise NotImplementedError()",
+            what="adaptive speculation on CPU builds a decode CUDA graph per step count "
+            "(build_adaptive_runtime_state), which no CPU attention backend implements",
+        )
 
 
 def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
@@ -612,18 +817,33 @@ def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
     (arg_groups/lora_hook.py check_lora_speculative_compatibility)."""
     if not new or (ctx.version and ad.CPU_BUILD in ctx.version):
         if algo != "NGRAM":
-            raise _Raise(Failure("lora-speculative", "ValueError: Currently LoRA is only compatible with NGRAM "
-                                 "speculative decoding.", "drop enable-lora / lora-paths, or speculate with NGRAM"))
+            raise _Raise(
+                Failure(
+                    "lora-speculative",
+                    "ValueError: Currently LoRA is only compatible with NGRAM speculative decoding.",
+                    "drop enable-lora / lora-paths, or speculate with NGRAM",
+                )
+            )
         return
     if algo not in ("NGRAM", "EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
-        raise _Raise(Failure("lora-speculative", "ValueError: LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, "
-                             f"DFLASH, or DSPARK speculative decoding, not {algo}.",
-                             "drop enable-lora / lora-paths, or use EAGLE / EAGLE3 / NGRAM"))
+        raise _Raise(
+            Failure(
+                "lora-speculative",
+                "ValueError: LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, "
+                f"DFLASH, or DSPARK speculative decoding, not {algo}.",
+                "drop enable-lora / lora-paths, or use EAGLE / EAGLE3 / NGRAM",
+            )
+        )
     if out.adaptive:
-        raise _Raise(Failure("adaptive-lora", "ValueError: LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does not "
-                             "support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, and "
-                             "the runtime-state swap does not rebuild LoRA cuda-graph metadata.",
-                             "drop speculative-adaptive (or LoRA)"))
+        raise _Raise(
+            Failure(
+                "adaptive-lora",
+                "ValueError: LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does not "
+                "support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, and "
+                "the runtime-state swap does not rebuild LoRA cuda-graph metadata.",
+                "drop speculative-adaptive (or LoRA)",
+            )
+        )
 
 
 def env_true(value: Any) -> bool:
@@ -631,8 +851,9 @@ def env_true(value: Any) -> bool:
     return str(value or "").strip().lower() in ("true", "1", "yes", "y")
 
 
-def _pipeline_parallel_0523(flags: Mapping[str, Any], ctx: Context, algo: str, dp_attention: bool,
-                            adaptive: bool) -> None:
+def _pipeline_parallel_0523(
+    flags: Mapping[str, Any], ctx: Context, algo: str, dp_attention: bool, adaptive: bool
+) -> None:
     """0.5.23's check_pipeline_parallel_compat (srt/arg_groups/validation_hook.py:119, the prefill-only assertion at
     :161), from check_server_args (:197):
     speculation with pp > 1 is EAGLE (NEXTN) only, and only on a prefill node of a disaggregated
@@ -641,40 +862,72 @@ def _pipeline_parallel_0523(flags: Mapping[str, Any], ctx: Context, algo: str, d
     pp_spec = env_true(ctx.env.get("SGLANG_ENABLE_PP_SPEC"))
     if algo == "DSPARK":
         if mode != "prefill":
-            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallel DSPARK requires "
-                                 "disaggregation-mode=prefill", "drop pp-size, or run DSPARK on a prefill node",
-                                 source="assert cfg.disaggregation_mode == \"prefill\", ("))
+            raise _Raise(
+                Failure(
+                    "spec-with-pipeline-parallel",
+                    "AssertionError: Pipeline parallel DSPARK requires disaggregation-mode=prefill",
+                    "drop pp-size, or run DSPARK on a prefill node",
+                    source='assert cfg.disaggregation_mode == "prefill", (',
+                )
+            )
         if pp_spec:
-            raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: SGLANG_ENABLE_PP_SPEC does not support "
-                                 "DSPARK PD prefill", "unset SGLANG_ENABLE_PP_SPEC",
-                                 source="assert not envs.SGLANG_ENABLE_PP_SPEC.get(), ("))
+            raise _Raise(
+                Failure(
+                    "spec-with-pipeline-parallel",
+                    "AssertionError: SGLANG_ENABLE_PP_SPEC does not support DSPARK PD prefill",
+                    "unset SGLANG_ENABLE_PP_SPEC",
+                    source="assert not envs.SGLANG_ENABLE_PP_SPEC.get(), (",
+                )
+            )
         return
     if algo != "EAGLE" or flags.get("enable-multi-layer-eagle"):
-        raise _Raise(Failure("spec-with-pipeline-parallel", "AssertionError: Pipeline parallelism currently only "
-                             "supports EAGLE (non-multi-layer) speculative decoding",
-                             "drop pp-size, or use EAGLE / NEXTN (without enable-multi-layer-eagle)", source="assert ("))
+        raise _Raise(
+            Failure(
+                "spec-with-pipeline-parallel",
+                "AssertionError: Pipeline parallelism currently only "
+                "supports EAGLE (non-multi-layer) speculative decoding",
+                "drop pp-size, or use EAGLE / NEXTN (without enable-multi-layer-eagle)",
+                source="assert (",
+            )
+        )
     if pp_spec:
         for bad, exception, fix in (
-                (mode != "null", "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode",
-                 "drop disaggregation-mode, or unset SGLANG_ENABLE_PP_SPEC"),
-                (adaptive, "SGLANG_ENABLE_PP_SPEC is not compatible with --speculative-adaptive",
-                 "drop speculative-adaptive (or SGLANG_ENABLE_PP_SPEC)"),
-                (dp_attention, "SGLANG_ENABLE_PP_SPEC is not compatible with attention DP (--attn-dp-size)",
-                 "drop enable-dp-attention")):
+            (
+                mode != "null",
+                "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode",
+                "drop disaggregation-mode, or unset SGLANG_ENABLE_PP_SPEC",
+            ),
+            (
+                adaptive,
+                "SGLANG_ENABLE_PP_SPEC is not compatible with --speculative-adaptive",
+                "drop speculative-adaptive (or SGLANG_ENABLE_PP_SPEC)",
+            ),
+            (
+                dp_attention,
+                "SGLANG_ENABLE_PP_SPEC is not compatible with attention DP (--attn-dp-size)",
+                "drop enable-dp-attention",
+            ),
+        ):
             if bad:
-                raise _Raise(Failure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix,
-                                     source="assert ("))
+                raise _Raise(
+                    Failure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix, source="assert (")
+                )
         return
     if mode != "prefill":
-        raise _Raise(Failure("pp-spec-prefill-only", "AssertionError: PP + speculative decoding (MTP) is only supported "
-                             "on prefill nodes (disaggregation-mode=prefill)",
-                             "drop pp-size (use tp-size for the same GPUs), or run this server as a prefill node "
-                             "(disaggregation-mode prefill), or set SGLANG_ENABLE_PP_SPEC=1 in the server's env "
-                             "(SGLang's experimental aggregated PP speculation)",
-                             what=f"{str(flags.get('speculative-algorithm')).upper()} with pp-size "
-                                  f"{flags.get('pp-size') or flags.get('pipeline-parallel-size')} on "
-                                  + ("a server that is not disaggregated" if mode == "null" else f"a {mode} node"),
-                             source="assert cfg.disaggregation_mode == \"prefill\", ("))
+        raise _Raise(
+            Failure(
+                "pp-spec-prefill-only",
+                "AssertionError: PP + speculative decoding (MTP) is only supported "
+                "on prefill nodes (disaggregation-mode=prefill)",
+                "drop pp-size (use tp-size for the same GPUs), or run this server as a prefill node "
+                "(disaggregation-mode prefill), or set SGLANG_ENABLE_PP_SPEC=1 in the server's env "
+                "(SGLang's experimental aggregated PP speculation)",
+                what=f"{str(flags.get('speculative-algorithm')).upper()} with pp-size "
+                f"{flags.get('pp-size') or flags.get('pipeline-parallel-size')} on "
+                + ("a server that is not disaggregated" if mode == "null" else f"a {mode} node"),
+                source='assert cfg.disaggregation_mode == "prefill", (',
+            )
+        )
 
 
 def _forced_page(out: Outcome, page: Optional[int], to: int, message: str) -> int:
@@ -684,8 +937,9 @@ def _forced_page(out: Outcome, page: Optional[int], to: int, message: str) -> in
     return to
 
 
-def _default_backend(arch: str, gpu: Gpu, algo: Optional[str], topk: Optional[int], page: Optional[int],
-                     any_given: bool) -> str:
+def _default_backend(
+    arch: str, gpu: Gpu, algo: Optional[str], topk: Optional[int], page: Optional[int], any_given: bool
+) -> str:
     if gpu.sm == 0:
         return "intel_amx"  # SGLang's CPU backend; torch_native on a CPU without AMX (the same verdicts)
     chain_or_none = topk is None or (topk == 1 and page in (None, 1))
@@ -700,12 +954,30 @@ def _default_backend(arch: str, gpu: Gpu, algo: Optional[str], topk: Optional[in
     return "flashinfer"
 
 
-def _eagle_family(out: Outcome, version: str, arch: str, gpu: Gpu, ctx: Context, algo: str, steps: Optional[int],
-                  topk: Optional[int], draft: Optional[int], cap: Optional[int], page: int, backends: set[str],
-                  dp_attention: bool, model_path: Any) -> None:
+def _eagle_family(
+    out: Outcome,
+    version: str,
+    arch: str,
+    gpu: Gpu,
+    ctx: Context,
+    algo: str,
+    steps: Optional[int],
+    topk: Optional[int],
+    draft: Optional[int],
+    cap: Optional[int],
+    page: int,
+    backends: set[str],
+    dp_attention: bool,
+    model_path: Any,
+) -> None:
     if algo == "STANDALONE" and dp_attention:
-        raise _Raise(Failure("dp-attention-unsupported", "ValueError: Currently standalone speculative decoding does not "
-                             "support dp attention.", "drop enable-dp-attention for this drafter"))
+        raise _Raise(
+            Failure(
+                "dp-attention-unsupported",
+                "ValueError: Currently standalone speculative decoding does not support dp attention.",
+                "drop enable-dp-attention for this drafter",
+            )
+        )
     cap = _running_cap(out, cap)
     if out.adaptive and steps is None:  # the config could not be read here: its steps are the host's to check
         out.topk, out.max_running_requests = topk, cap
@@ -717,55 +989,98 @@ def _eagle_family(out: Outcome, version: str, arch: str, gpu: Gpu, ctx: Context,
         out.warnings.append("DeepSeek MTP does not require setting speculative_draft_model_path.")
     if steps is None:
         if topk is not None or draft is not None:
-            given = " and ".join(n for n, v in (("--speculative-eagle-topk", topk),
-                                                ("--speculative-num-draft-tokens", draft)) if v is not None)
-            raise _Raise(Failure("topk-or-draft-without-steps", "AssertionError",
-                                 "give speculative-num-steps too, or none of the three (SGLang then picks them: "
-                                 f"{auto_params(algo, arch)} for {arch})", source="assert (",
-                                 what=f"{given} given without --speculative-num-steps"))
+            given = " and ".join(
+                n
+                for n, v in (("--speculative-eagle-topk", topk), ("--speculative-num-draft-tokens", draft))
+                if v is not None
+            )
+            raise _Raise(
+                Failure(
+                    "topk-or-draft-without-steps",
+                    "AssertionError",
+                    "give speculative-num-steps too, or none of the three (SGLang then picks them: "
+                    f"{auto_params(algo, arch)} for {arch})",
+                    source="assert (",
+                    what=f"{given} given without --speculative-num-steps",
+                )
+            )
         steps, topk, draft = auto_params(algo, arch)
-        out.adjustments.append(Adjustment("auto-speculative-params",
-                                          f"no steps, topk or draft tokens given: SGLang picks ({steps}, {topk}, {draft}) "
-                                          f"for {algo} on {arch}"))
+        out.adjustments.append(
+            Adjustment(
+                "auto-speculative-params",
+                f"no steps, topk or draft tokens given: SGLang picks ({steps}, {topk}, {draft}) for {algo} on {arch}",
+            )
+        )
     out.max_running_requests = cap
     if "trtllm_mha" in backends:
         if topk is None:
             raise _Raise(_type_error_none())
         if topk > 1:
-            raise _Raise(Failure("topk-trtllm-mha", "ValueError: trtllm_mha backend only supports topk = 1 for "
-                                 "speculative decoding.", "use topk 1, or attention-backend fa3/flashinfer"))
+            raise _Raise(
+                Failure(
+                    "topk-trtllm-mha",
+                    "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding.",
+                    "use topk 1, or attention-backend fa3/flashinfer",
+                )
+            )
     if topk == 1 and draft != steps + 1:
-        out.adjustments.append(Adjustment("topk1-draft-tokens-overridden",
-                                          f"topk=1 with {draft if draft is not None else 'no'} draft tokens: SGLang "
-                                          f"silently uses steps+1 = {steps + 1}"))
-        out.warnings.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
-                            "speculative_eagle_topk == 1")
+        out.adjustments.append(
+            Adjustment(
+                "topk1-draft-tokens-overridden",
+                f"topk=1 with {draft if draft is not None else 'no'} draft tokens: SGLang "
+                f"silently uses steps+1 = {steps + 1}",
+            )
+        )
+        out.warnings.append(
+            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+        )
         draft = steps + 1
     out.steps, out.topk, out.draft_tokens = steps, topk, draft
     if topk is None:
         raise _Raise(_type_error_none())
     ok = paged_tree_backends(version)
     if topk > 1 and page > 1 and out.attention_backend not in ok:
-        chosen = str(out.attention_backend) if out.backend_given else \
-            f"{out.attention_backend} (SGLang's choice on {gpu.name} for {arch}: none given)"
-        raise _Raise(Failure("topk-page-size-backend",
-                             "ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported on "
-                             f"{ok}; got attention_backend={out.attention_backend!r}" if at_least(version, "0.5.23") else
-                             "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable and produces "
-                             "incorrect results for paged attention backends. This combination is only supported for "
-                             "the 'flashinfer' backend.",
-                             f"set attention-backend to one of {', '.join(ok)}, or page-size 1",
-                             what=f"topk={topk} with page size {page} on attention backend {chosen}"))
+        chosen = (
+            str(out.attention_backend)
+            if out.backend_given
+            else f"{out.attention_backend} (SGLang's choice on {gpu.name} for {arch}: none given)"
+        )
+        raise _Raise(
+            Failure(
+                "topk-page-size-backend",
+                "ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+                f"{ok}; got attention_backend={out.attention_backend!r}"
+                if at_least(version, "0.5.23")
+                else "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable and produces "
+                "incorrect results for paged attention backends. This combination is only supported for "
+                "the 'flashinfer' backend.",
+                f"set attention-backend to one of {', '.join(ok)}, or page-size 1",
+                what=f"topk={topk} with page size {page} on attention backend {chosen}",
+            )
+        )
     _later_eagle(out, version, arch, ctx, algo, steps, topk, draft, model_path)
 
 
-def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str, steps: int, topk: int,
-                 draft: Optional[int], model_path: Any) -> None:
+def _later_eagle(
+    out: Outcome,
+    version: str,
+    arch: str,
+    ctx: Context,
+    algo: str,
+    steps: int,
+    topk: int,
+    draft: Optional[int],
+    model_path: Any,
+) -> None:
     """Failures past the arguments: SGLang accepts these, then dies at load, capture or the first request."""
     if steps < 1 and not out.adaptive:  # adaptive: steps 0 is its no-drafting tier, which the worker serves
-        out.later = Failure("steps-zero", "RuntimeError: the drafter runs no step",
-                            "use speculative-num-steps >= 1", stage="draft_capture",
-                            what=f"speculative-num-steps {steps}: SGLang's argument checks let it pass")
+        out.later = Failure(
+            "steps-zero",
+            "RuntimeError: the drafter runs no step",
+            "use speculative-num-steps >= 1",
+            stage="draft_capture",
+            what=f"speculative-num-steps {steps}: SGLang's argument checks let it pass",
+        )
         return
     if topk < 1:
         # No version checks it (0.5.10 and 0.5.23 alike: only topk == 1 and topk > 1 are looked at). The
@@ -775,105 +1090,167 @@ def _later_eagle(out: Outcome, version: str, arch: str, ctx: Context, algo: str,
         # (srt/speculative/eagle_utils.py:27 / :110); a negative topk at fast_topk's torch.topk
         # (srt/utils/common.py:2656 / :3947).
         reshape = topk == 0 and steps >= 2
-        out.later = Failure("topk-below-one",
-                            "RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0] because the "
-                            "unspecified dimension size -1 can be any value and is ambiguous" if reshape else
-                            "RuntimeError: selected index k out of range",
-                            "use speculative-eagle-topk >= 1 (1 for a chain drafter, e.g. 4 for a tree)",
-                            stage="draft_capture", source="topk_p.view(-1, topk, topk)" if reshape else
-                            "return torch.topk(values, topk, dim=dim)",
-                            what=f"--speculative-eagle-topk {topk} (the drafter needs at least one candidate "
-                                 "token per step; no SGLang version checks it)")
+        out.later = Failure(
+            "topk-below-one",
+            "RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0] because the "
+            "unspecified dimension size -1 can be any value and is ambiguous"
+            if reshape
+            else "RuntimeError: selected index k out of range",
+            "use speculative-eagle-topk >= 1 (1 for a chain drafter, e.g. 4 for a tree)",
+            stage="draft_capture",
+            source="topk_p.view(-1, topk, topk)" if reshape else "return torch.topk(values, topk, dim=dim)",
+            what=f"--speculative-eagle-topk {topk} (the drafter needs at least one candidate "
+            "token per step; no SGLang version checks it)",
+        )
         return
     if topk > 1 and draft is None:
-        out.later = Failure("tree-without-draft-tokens",
-                            "TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
-                            "set speculative-num-draft-tokens for a tree drafter", stage="draft_capture",
-                            what=f"topk={topk} without --speculative-num-draft-tokens")
+        out.later = Failure(
+            "tree-without-draft-tokens",
+            "TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
+            "set speculative-num-draft-tokens for a tree drafter",
+            stage="draft_capture",
+            what=f"topk={topk} without --speculative-num-draft-tokens",
+        )
         return
     if draft is not None and topk > 1:
         capacity = topk + (steps - 1) * topk * topk
         if draft - 1 > capacity:
-            out.later = Failure("draft-tree-too-small", "RuntimeError: selected index k out of range",
-                                f"lower speculative-num-draft-tokens to <= {capacity + 1} or raise steps/topk",
-                                stage="draft_capture",
-                                what=f"{draft} draft tokens do not fit a tree of steps={steps}, topk={topk} (at most "
-                                     f"{capacity + 1}: num_draft_tokens - 1 <= topk + (steps-1)*topk^2)")
+            out.later = Failure(
+                "draft-tree-too-small",
+                "RuntimeError: selected index k out of range",
+                f"lower speculative-num-draft-tokens to <= {capacity + 1} or raise steps/topk",
+                stage="draft_capture",
+                what=f"{draft} draft tokens do not fit a tree of steps={steps}, topk={topk} (at most "
+                f"{capacity + 1}: num_draft_tokens - 1 <= topk + (steps-1)*topk^2)",
+            )
             return
         if draft < 2:
             # seen on a live server (real tier, CPU 7f8f030, steps 3, topk 4, 1 draft token: "... existing
             # size (4) at non-singleton dimension 1.  Target sizes: [1, 1].  Tensor sizes: [4]"); the
             # sizes follow the tree, so only the words are kept
-            out.later = Failure("draft-tokens-too-few",
-                                "RuntimeError: The expanded size of the tensor (1) must match the existing size",
-                                "use at least 2", stage="draft_capture",
-                                what=f"{draft} draft token (a tree of topk {topk} verifies at least 2)")
+            out.later = Failure(
+                "draft-tokens-too-few",
+                "RuntimeError: The expanded size of the tensor (1) must match the existing size",
+                "use at least 2",
+                stage="draft_capture",
+                what=f"{draft} draft token (a tree of topk {topk} verifies at least 2)",
+            )
             return
     drafter_arch = config_architecture(ctx.draft_config) if ctx.draft_config is not None else None
     if out.draft_model_path is None:
         # no draft path, and a target without its own MTP layers: the drafter loads the target's path
         if algo == "EAGLE3":
-            out.later = Failure("draft-model-missing", "AttributeError: the drafter defines no hot_token_id",
-                                "add speculative-draft-model-path (an EAGLE-3 drafter)", stage="draft_load",
-                                what=f"EAGLE3 without --speculative-draft-model-path loads the target ({arch}) "
-                                     "as its drafter, which is no EAGLE-3 drafter")
+            out.later = Failure(
+                "draft-model-missing",
+                "AttributeError: the drafter defines no hot_token_id",
+                "add speculative-draft-model-path (an EAGLE-3 drafter)",
+                stage="draft_load",
+                what=f"EAGLE3 without --speculative-draft-model-path loads the target ({arch}) "
+                "as its drafter, which is no EAGLE-3 drafter",
+            )
         else:
-            out.adjustments.append(Adjustment("drafter-is-target", f"no --speculative-draft-model-path: {algo} "
-                                              f"loads the target ({arch}) as its own drafter"))
+            out.adjustments.append(
+                Adjustment(
+                    "drafter-is-target",
+                    f"no --speculative-draft-model-path: {algo} loads the target ({arch}) as its own drafter",
+                )
+            )
         return
     if model_path and out.draft_model_path == str(model_path) and drafter_arch is None:
         drafter_arch = arch if algo == "EAGLE3" else None
     if algo == "EAGLE3" and drafter_arch and "eagle3" not in drafter_arch.lower():
-        out.later = Failure("drafter-not-eagle3", "AttributeError: the drafter defines no hot_token_id",
-                            "use an EAGLE-3 drafter, or the algorithm that fits this one", stage="draft_load",
-                            what=f"the EAGLE3 drafter's architecture is {drafter_arch}, not an EAGLE-3 one")
+        out.later = Failure(
+            "drafter-not-eagle3",
+            "AttributeError: the drafter defines no hot_token_id",
+            "use an EAGLE-3 drafter, or the algorithm that fits this one",
+            stage="draft_load",
+            what=f"the EAGLE3 drafter's architecture is {drafter_arch}, not an EAGLE-3 one",
+        )
         return
     if algo == "EAGLE" and arch.startswith("Deepseek") and mtp_self_draft(arch, version):
         config = ctx.draft_config if ctx.draft_config is not None else ctx.target_config
         layers = (config or {}).get("num_nextn_predict_layers")
         if layers is not None and int(layers) != 1:
-            out.later = Failure("nextn-layers", "AssertionError: Only 1 nextn layer is supported",
-                                "use a NextN drafter with exactly one MTP layer", stage="draft_load",
-                                what=f"the DeepSeek NextN drafter has num_nextn_predict_layers={layers}")
+            out.later = Failure(
+                "nextn-layers",
+                "AssertionError: Only 1 nextn layer is supported",
+                "use a NextN drafter with exactly one MTP layer",
+                stage="draft_load",
+                what=f"the DeepSeek NextN drafter has num_nextn_predict_layers={layers}",
+            )
 
 
 def _running_cap(out: Outcome, cap: Optional[int]) -> int:
     """Speculation without --max-running-requests: SGLang caps running requests at 48, and says so."""
     if cap is not None:
         return cap
-    out.adjustments.append(Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative "
-                                      "decoding."))
-    out.warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this "
-                        "by explicitly setting --max-running-requests.")
+    out.adjustments.append(
+        Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative decoding.")
+    )
+    out.warnings.append(
+        "Max running requests is reset to 48 for speculative decoding. You can override this "
+        "by explicitly setting --max-running-requests."
+    )
     return SPEC_RUNNING_CAP
 
 
-def _ngram(out: Outcome, new: bool, device: str, steps: Optional[int], topk: Optional[int], draft: Optional[int],
-           cap: Optional[int], page: int, backend: Optional[str], dp_attention: bool, breadth: Optional[int]) -> None:
+def _ngram(
+    out: Outcome,
+    new: bool,
+    device: str,
+    steps: Optional[int],
+    topk: Optional[int],
+    draft: Optional[int],
+    cap: Optional[int],
+    page: int,
+    backend: Optional[str],
+    dp_attention: bool,
+    breadth: Optional[int],
+) -> None:
     if not new and device != "cuda":
-        raise _Raise(Failure("ngram-device", "ValueError: Ngram speculative decoding only supports CUDA device.",
-                             "NGRAM needs SGLang 0.5.23 or newer on CPU"))
+        raise _Raise(
+            Failure(
+                "ngram-device",
+                "ValueError: Ngram speculative decoding only supports CUDA device.",
+                "NGRAM needs SGLang 0.5.23 or newer on CPU",
+            )
+        )
     cap = _running_cap(out, cap)
     new_topk = breadth if breadth is not None else NGRAM_BFS_BREADTH
     if topk is not None and topk != new_topk:
-        out.adjustments.append(Adjustment("ngram-topk-overridden", f"NGRAM sets topk to its BFS breadth {new_topk} "
-                                          f"(--speculative-eagle-topk {topk} is ignored)"))
+        out.adjustments.append(
+            Adjustment(
+                "ngram-topk-overridden",
+                f"NGRAM sets topk to its BFS breadth {new_topk} (--speculative-eagle-topk {topk} is ignored)",
+            )
+        )
     topk = new_topk
     if draft is None:
         draft = NGRAM_DRAFT_TOKENS
-        out.warnings.append("speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
-                            "You can override this by explicitly setting --speculative-num-draft-tokens.")
+        out.warnings.append(
+            "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+            "You can override this by explicitly setting --speculative-num-draft-tokens."
+        )
     if steps is None and new:
         steps = draft // topk
     out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
     if topk > 1 and page > 1 and backend != "flashinfer":
-        raise _Raise(Failure("topk-page-size-backend",
-                             f"ValueError: speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable "
-                             "and produces incorrect results for paged attention backends. This combination is only "
-                             "supported for the 'flashinfer' backend.",
-                             "set attention-backend flashinfer, or page-size 1",
-                             what=f"NGRAM sets topk={topk} itself; with page size {page} that needs flashinfer, "
-                                  f"and the backend is {backend}"))
+        raise _Raise(
+            Failure(
+                "topk-page-size-backend",
+                f"ValueError: speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable "
+                "and produces incorrect results for paged attention backends. This combination is only "
+                "supported for the 'flashinfer' backend.",
+                "set attention-backend flashinfer, or page-size 1",
+                what=f"NGRAM sets topk={topk} itself; with page size {page} that needs flashinfer, "
+                f"and the backend is {backend}",
+            )
+        )
     if dp_attention:
-        raise _Raise(Failure("dp-attention-unsupported", "ValueError: Currently ngram speculative decoding does not "
-                             "support dp attention.", "drop enable-dp-attention for NGRAM"))
+        raise _Raise(
+            Failure(
+                "dp-attention-unsupported",
+                "ValueError: Currently ngram speculative decoding does not support dp attention.",
+                "drop enable-dp-attention for NGRAM",
+            )
+        )

@@ -14,14 +14,26 @@ from tests.analysis.sweepdir import SweepDir
 
 
 def argv(steps: int, topk: int = 1, tokens: int | None = None, algorithm: str = "EAGLE3") -> list[str]:
-    out = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--speculative-algorithm", algorithm,
-           "--speculative-draft-model-path", "/d", "--speculative-num-steps", str(steps),
-           "--speculative-eagle-topk", str(topk)]
+    out = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/m",
+        "--speculative-algorithm",
+        algorithm,
+        "--speculative-draft-model-path",
+        "/d",
+        "--speculative-num-steps",
+        str(steps),
+        "--speculative-eagle-topk",
+        str(topk),
+    ]
     return out + (["--speculative-num-draft-tokens", str(tokens)] if tokens else [])
 
 
 def chain(p: float, steps: int) -> float:
-    return 1 + sum(p ** k for k in range(1, steps + 1))
+    return 1 + sum(p**k for k in range(1, steps + 1))
 
 
 def sweep(tmp_path, *, broken_rate: float = 0.0, aux=None, checks=()) -> SweepDir:
@@ -30,16 +42,58 @@ def sweep(tmp_path, *, broken_rate: float = 0.0, aux=None, checks=()) -> SweepDi
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100, 8: 700})
     for steps in (1, 3):
-        sd.point(drafter="good", steps=str(steps), nccl="default", baseline_of=base, tok_s=[150, 150],
-                 levels={1: 150, 8: 800}, accept_length=chain(0.7, steps), argv=argv(steps))
-    sd.point(drafter="bad", steps="1", nccl="default", baseline_of=base, tok_s=[150, 150], levels={1: 150},
-             accept_length=1.6, argv=argv(1))
-    sd.point(drafter="bad", steps="3", nccl="default", baseline_of=base, tok_s=[110, 110], levels={1: 110},
-             accept_length=1.2, argv=argv(3))
-    sd.point(drafter="dead", steps="3", nccl="default", baseline_of=base, tok_s=[70, 70], levels={1: 70},
-             accept_length=1 + 3 * broken_rate, argv=argv(3), drafter_aux_layers=aux, drafter_checks=list(checks))
-    sd.point(drafter="ngram", steps="3", nccl="default", baseline_of=base, tok_s=[90, 90], levels={1: 90},
-             accept_length=1.0, argv=argv(3, algorithm="NGRAM"))
+        sd.point(
+            drafter="good",
+            steps=str(steps),
+            nccl="default",
+            baseline_of=base,
+            tok_s=[150, 150],
+            levels={1: 150, 8: 800},
+            accept_length=chain(0.7, steps),
+            argv=argv(steps),
+        )
+    sd.point(
+        drafter="bad",
+        steps="1",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[150, 150],
+        levels={1: 150},
+        accept_length=1.6,
+        argv=argv(1),
+    )
+    sd.point(
+        drafter="bad",
+        steps="3",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[110, 110],
+        levels={1: 110},
+        accept_length=1.2,
+        argv=argv(3),
+    )
+    sd.point(
+        drafter="dead",
+        steps="3",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[70, 70],
+        levels={1: 70},
+        accept_length=1 + 3 * broken_rate,
+        argv=argv(3),
+        drafter_aux_layers=aux,
+        drafter_checks=list(checks),
+    )
+    sd.point(
+        drafter="ngram",
+        steps="3",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[90, 90],
+        levels={1: 90},
+        accept_length=1.0,
+        argv=argv(3, algorithm="NGRAM"),
+    )
     sd.write()
     return sd
 
@@ -53,7 +107,10 @@ def rows(tmp_path, **kw) -> dict:
 def test_verdicts(tmp_path):
     r = rows(tmp_path)
     assert set(r) == {f"drafter=good,steps={s},nccl=default" for s in (1, 3)} | {
-        "drafter=bad,steps=1,nccl=default", "drafter=bad,steps=3,nccl=default", "drafter=dead,steps=3,nccl=default"}
+        "drafter=bad,steps=1,nccl=default",
+        "drafter=bad,steps=3,nccl=default",
+        "drafter=dead,steps=3,nccl=default",
+    }
     good3 = r["drafter=good,steps=3,nccl=default"]
     assert good3["verdict"] == "ok" and good3["first_source"] == "steps=1 point"
     assert good3["first_rate"] == pytest.approx(0.7) and good3["predicted_length"] == pytest.approx(chain(0.7, 3))
@@ -102,13 +159,15 @@ def test_spec_shape():
 
 def test_the_points_table_keeps_the_plans_resolution(tmp_path):
     """The plan's resolved settings land in the points table as a struct, as the plan has them."""
-    from sweep.experiment import config, plan as planning
+    from sweep.experiment import config
+    from sweep.experiment import plan as planning
     from sweep.results.records import point_row
 
     plan = planning.build(config.load("experiments/k26_eagle.yaml"))
     spec = next(p for p in plan.points if not p.baseline and p.resolved)
-    (row,) = point_row(spec, "k26", axes=list(spec.params), argv=spec.argv, result=None, mode="dry-run",
-                       bench_scale={}).to_pylist()
+    (row,) = point_row(
+        spec, "k26", axes=list(spec.params), argv=spec.argv, result=None, mode="dry-run", bench_scale={}
+    ).to_pylist()
     assert row["resolved"] == spec.resolved and row["resolved"]["algorithm"] == "EAGLE3"
     assert row["resolved"]["steps"] == int(spec.flags["speculative-num-steps"])
 
@@ -121,12 +180,16 @@ def test_histogram_column_gives_per_position_rates(tmp_path):
     frames = load(sd.path)
     pid = next(p.point_id for p in sd.points if p.label == "drafter=dead,steps=3,nccl=default")
     req = {"point_id": pid, "concurrency": 1, "ok": True}
-    table = from_rows([{**req, "phase": "single", "seq": 0, "spec_accept_histogram": [5, 1]},
-                       {**req, "phase": "single", "seq": 1, "spec_accept_histogram": [4]},
-                       {**req, "phase": "single", "seq": 2, "spec_accept_histogram": None},
-                       {**req, "phase": "warmup", "seq": 0, "spec_accept_histogram": [0, 0, 0, 7]},
-                       {**req, "phase": "level", "seq": 0, "ok": False, "spec_accept_histogram": [0, 9]}],
-                      "requests")
+    table = from_rows(
+        [
+            {**req, "phase": "single", "seq": 0, "spec_accept_histogram": [5, 1]},
+            {**req, "phase": "single", "seq": 1, "spec_accept_histogram": [4]},
+            {**req, "phase": "single", "seq": 2, "spec_accept_histogram": None},
+            {**req, "phase": "warmup", "seq": 0, "spec_accept_histogram": [0, 0, 0, 7]},
+            {**req, "phase": "level", "seq": 0, "ok": False, "spec_accept_histogram": [0, 9]},
+        ],
+        "requests",
+    )
     assert table.schema.field("spec_accept_histogram").type == pa.list_(pa.int64())
     pq.write_table(table, sd.path / "requests" / f"{pid}.parquet")
     frame = acc.acceptance(load(sd.path))
@@ -154,8 +217,16 @@ def test_old_results_without_drafter_columns(tmp_path):
     """Points written before the drafter columns existed: the section still renders."""
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100], levels={1: 100})
-    sd.point(drafter="d", steps="2", nccl="default", baseline_of=base, tok_s=[120], levels={1: 120},
-             accept_length=1.5, argv=argv(2))
+    sd.point(
+        drafter="d",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[120],
+        levels={1: 120},
+        accept_length=1.5,
+        argv=argv(2),
+    )
     sd.write()
     for f in (sd.path / "points").glob("*.parquet"):
         t = pq.read_table(f)

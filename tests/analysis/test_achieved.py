@@ -28,8 +28,14 @@ def _set_achieved(path, label_of: dict[str, dict[int, float]]):
 
 
 def test_a_short_level_is_flagged_and_named():
-    levels = pl.DataFrame({"label": ["a", "a", "b"], "order": [0, 0, 1], "concurrency": [1, 70, 70],
-                           "achieved_concurrency": [1.0, 31.0, 66.0]})
+    levels = pl.DataFrame(
+        {
+            "label": ["a", "a", "b"],
+            "order": [0, 0, 1],
+            "concurrency": [1, 70, 70],
+            "achieved_concurrency": [1.0, 31.0, 66.0],
+        }
+    )
     assert achieved.short_levels(levels)["achieved_concurrency"].to_list() == [31.0]
     assert achieved.cell(70, 31.0) == "31.0 (44%) short" and achieved.cell(70, 66.0) == "66.0"
     assert achieved.cell(0, 0.4) == "0.4" and achieved.cell(8, None) == "-"  # an open-loop level: no C to miss
@@ -47,14 +53,21 @@ def test_history_does_not_judge_a_level_whose_load_differs_between_runs(tmp_path
 
     def verdict(root):
         h = history.build([root])
-        row = h.history.filter((pl.col("label") == D1) & (pl.col("figure") == "output_throughput")
-                               & (pl.col("concurrency") == 16) & pl.col("run").str.ends_with("n-b")).row(0, named=True)
+        row = h.history.filter(
+            (pl.col("label") == D1)
+            & (pl.col("figure") == "output_throughput")
+            & (pl.col("concurrency") == 16)
+            & pl.col("run").str.ends_with("n-b")
+        ).row(0, named=True)
         return row, str(h)
 
     same, _ = verdict(tmp_path / "same")
     assert same["verdict"] == "regression" and (same["achieved"], same["previous_achieved"]) == (16.0, 16.0)
     short, text = verdict(tmp_path / "short")
-    assert short["verdict"] == achieved.NOT_COMPARABLE and (short["achieved"], short["previous_achieved"]) == (7.0, 16.0)
+    assert short["verdict"] == achieved.NOT_COMPARABLE and (short["achieved"], short["previous_achieved"]) == (
+        7.0,
+        16.0,
+    )
     assert "Not comparable: 2 level figures" in text and "16.0 -> 7.0 requests in flight" in text
 
 

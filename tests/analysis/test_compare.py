@@ -16,11 +16,9 @@ from tests.analysis.sweepdir import SweepDir
 
 def sweep(path, d1_tok_s, d1_levels, *, extra: str | None = None, d2_status: str = "ok"):
     sd = SweepDir(path)
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99],
-                    levels={1: 100, 16: 1200})
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200})
     sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=d1_tok_s, levels=d1_levels)
-    sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, tok_s=[110, 111, 109],
-             status=d2_status)
+    sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, tok_s=[110, 111, 109], status=d2_status)
     if extra:
         sd.point(drafter=extra, steps="1", nccl="default", baseline_of=base, tok_s=[120, 121, 119])
     return sd.write()
@@ -37,8 +35,10 @@ def test_compare_table(pair):
     today, last_week = pair
     table = compare_table(load(today), load(last_week))
     row = lambda label, figure, c=None: table.filter(  # noqa: E731
-        (pl.col("label") == label) & (pl.col("figure") == figure)
-        & (pl.col("concurrency").is_null() if c is None else pl.col("concurrency") == c)).row(0, named=True)
+        (pl.col("label") == label)
+        & (pl.col("figure") == figure)
+        & (pl.col("concurrency").is_null() if c is None else pl.col("concurrency") == c)
+    ).row(0, named=True)
     d1 = row("drafter=d1,steps=2,nccl=default", "tok_s")
     assert (d1["this"], d1["other"]) == (150, 120) and d1["change"] == pytest.approx(0.25)
     assert d1["within_noise"] is False
@@ -70,28 +70,43 @@ def test_a_throughput_change_is_judged_around_itself(tmp_path):
     """The same throughput at C=16 while each request is 15 % slower: '+0.0%' is no change beyond noise (the
     per-request interval, about [0.84, 0.86] widened by the level-wide noise, is applied around the
     throughput's own change); the per-request change is beyond it."""
+
     def one(path, per_request):
         sd = SweepDir(path)
-        sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200},
-                 per_request=per_request)
+        sd.point(
+            drafter="none",
+            nccl="default",
+            baseline=True,
+            tok_s=[100, 101, 99],
+            levels={1: 100, 16: 1200},
+            per_request=per_request,
+        )
         return load(sd.write())
 
     table = compare_table(one(tmp_path / "a", {16: 75 * 0.85}), one(tmp_path / "b", None))
     row = table.filter((pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)).row(0, named=True)
     assert row["change"] == pytest.approx(0) and row["within_noise"] is True
     assert row["ci_low"] < 1 < row["ci_high"]
-    per_request = table.filter((pl.col("figure") == "per_request_tok_s") & (pl.col("concurrency") == 16)).row(0, named=True)
+    per_request = table.filter((pl.col("figure") == "per_request_tok_s") & (pl.col("concurrency") == 16)).row(
+        0, named=True
+    )
     assert per_request["change"] == pytest.approx(-0.15) and per_request["within_noise"] is False
 
 
 def test_a_dry_run_against_a_real_run_compares_at_real_speed(tmp_path):
     """The fake at 5x measured 500 tok/s where the real system does 100: no change, within noise (the
     intervals from the dry run's samples at real speed too, not 5x)."""
+
     def one(path, factor):
         sd = SweepDir(path, dry_run=factor is not None, bench_scale={"fake_speed": factor} if factor else None)
         k = factor or 1
-        sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100 * k, 101 * k, 99 * k],
-                 levels={1: 100 * k, 16: 1200 * k})
+        sd.point(
+            drafter="none",
+            nccl="default",
+            baseline=True,
+            tok_s=[100 * k, 101 * k, 99 * k],
+            levels={1: 100 * k, 16: 1200 * k},
+        )
         return load(sd.write())
 
     table = compare_table(one(tmp_path / "dry", 5.0), one(tmp_path / "real", None))
@@ -103,10 +118,19 @@ def test_a_dry_run_against_a_real_run_compares_at_real_speed(tmp_path):
 def _served(path, model: str, tp: int, gpu: str = "H200"):
     sd = SweepDir(path)
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(tp)]
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100},
-                    argv=argv, gpu_name=gpu)
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[150, 151, 149], levels={1: 150},
-             argv=argv + ["--speculative-algorithm", "EAGLE3"], gpu_name=gpu)
+    base = sd.point(
+        drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100}, argv=argv, gpu_name=gpu
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[150, 151, 149],
+        levels={1: 150},
+        argv=argv + ["--speculative-algorithm", "EAGLE3"],
+        gpu_name=gpu,
+    )
     return sd.write()
 
 
@@ -133,10 +157,17 @@ def test_a_level_change_between_two_runs_is_judged_with_the_level_wide_noise(tmp
     """3 % less throughput at C=16, each request 3 % slower, on requests that spread 1 %: beyond the
     requests' interval, but a level is measured once, so the level-wide noise (unknown here: 2 levels, the
     floor) puts it within noise, as every verdict at a level; history flags nothing from it."""
+
     def one(path, k):
         sd = SweepDir(path)
-        sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200 * k},
-                 jitter=0.01)
+        sd.point(
+            drafter="none",
+            nccl="default",
+            baseline=True,
+            tok_s=[100, 101, 99],
+            levels={1: 100, 16: 1200 * k},
+            jitter=0.01,
+        )
         return load(sd.write())
 
     table = compare_table(one(tmp_path / "a", 0.97), one(tmp_path / "b", 1.0))

@@ -35,8 +35,9 @@ def test_the_report_opens_with_what_to_deploy_on_one_screen(tmp_path):
     assert "- Policy drafter=k26_" in text and "speculation off above C~" in text and "(between C=" in text
     assert "Run: `--speculative-adaptive --speculative-adaptive-config policy-drafter-k26_" in text
     assert "--speculative-eagle-topk 1" in text
-    assert ("Needs SGLang >= 0.5.23 (--speculative-adaptive); on this version (0.5.10) deploy the plain table: "
-            "C=1") in text and "no speculation." in text
+    assert (
+        "Needs SGLang >= 0.5.23 (--speculative-adaptive); on this version (0.5.10) deploy the plain table: C=1"
+    ) in text and "no speculation." in text
     # the long lines of the old header (the scaling's JSON) moved below the answer
     assert '{"single_stream_runs": [5, 3]}' not in text
     about = next(s for s in built.sections if s.title == "This sweep")
@@ -55,27 +56,56 @@ def test_the_report_opens_with_what_to_deploy_on_one_screen(tmp_path):
 
 def test_with_sglang_0_5_23_the_policy_needs_no_plain_table(tmp_path):
     sd = SweepDir(tmp_path / "r")
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], sglang_version="0.5.23",
-                    levels={1: 100, 8: 700, 64: 3000})
+    base = sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[100, 100],
+        sglang_version="0.5.23",
+        levels={1: 100, 8: 700, 64: 3000},
+    )
     for steps, levels in (("1", {1: 130, 8: 800, 64: 2600}), ("3", {1: 160, 8: 690, 64: 2200})):
-        sd.point(drafter="d1", steps=steps, nccl="default", baseline_of=base, tok_s=[150, 150],
-                 sglang_version="0.5.23", levels=levels)
+        sd.point(
+            drafter="d1",
+            steps=steps,
+            nccl="default",
+            baseline_of=base,
+            tok_s=[150, 150],
+            sglang_version="0.5.23",
+            levels=levels,
+        )
     built = report.build(sd.write(), with_plots=False)
     text = "\n".join(built.sections[1].paragraphs)
     assert "Needs SGLang" not in text
-    assert "Without adaptive speculation (plain table): C=1-7: steps=3 · C=8-63: steps=1 · C>=64: no speculation." in text
+    assert (
+        "Without adaptive speculation (plain table): C=1-7: steps=3 · C=8-63: steps=1 · C>=64: no speculation." in text
+    )
     assert json.loads(built.files["policy-drafter-d1_nccl-default.json"]) == {
-        "1": {"candidate_steps": [3]}, "8": {"candidate_steps": [1]}, "64": {"candidate_steps": [0]}}
+        "1": {"candidate_steps": [3]},
+        "8": {"candidate_steps": [1]},
+        "64": {"candidate_steps": [0]},
+    }
 
 
 def _confirmed(tmp_path, adaptive: dict[int, float]):
     """d1 with 1 and 3 steps, and the policy's own server measured at ``adaptive`` (its levels)."""
     sd = SweepDir(tmp_path / "c")
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100, 8: 700, 64: 3000})
-    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[130, 130], levels={1: 130, 8: 800, 64: 2600})
-    sd.point(drafter="d1", steps="3", nccl="default", baseline_of=base, tok_s=[160, 160], levels={1: 160, 8: 690, 64: 2200})
-    sd.point(drafter="d1", steps="adaptive", nccl="default", baseline_of=base, tok_s=[158, 158], levels=adaptive,
-             argv=["python", "--speculative-adaptive", "--speculative-adaptive-config", "/tmp/p.json"])
+    sd.point(
+        drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[130, 130], levels={1: 130, 8: 800, 64: 2600}
+    )
+    sd.point(
+        drafter="d1", steps="3", nccl="default", baseline_of=base, tok_s=[160, 160], levels={1: 160, 8: 690, 64: 2200}
+    )
+    sd.point(
+        drafter="d1",
+        steps="adaptive",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[158, 158],
+        levels=adaptive,
+        argv=["python", "--speculative-adaptive", "--speculative-adaptive-config", "/tmp/p.json"],
+    )
     return sd.write()
 
 
@@ -90,7 +120,9 @@ def test_the_policys_own_server_against_the_envelope_per_level(tmp_path):
     assert rows[64]["baseline"] == "3,000" and rows[8]["static"] == "800"
     assert rows[8]["vs static"].startswith("~") and rows[1]["vs baseline"] == "+58%"
     line = next(p for p in deploy.paragraphs if p.startswith("The policy's own server"))
-    assert "drafter=d1,steps=adaptive,nccl=default" in line and "short of the envelope beyond noise at C=64 (-17%)" in line
+    assert (
+        "drafter=d1,steps=adaptive,nccl=default" in line and "short of the envelope beyond noise at C=64 (-17%)" in line
+    )
     assert "best static setup steps=1" in line
     # its own point is no step count of the policy, and the other findings take it as one more setup
     [p] = policy.from_tables(load(tmp_path / "c"))
@@ -104,16 +136,33 @@ def test_a_phantom_speedup_is_flagged_with_both_figures(tmp_path):
     """The drafter accepts 3.1 on the built-in coding prompts and 2.0 on the user's ShareGPT file."""
     sd = SweepDir(tmp_path / "w", roles={**ROLES, "workload": "benchmark"})
     for name, source, accept, gain in (("builtin", "coding", 3.1, 1.6), ("mine", "sharegpt:/data/mine.json", 2.0, 0.9)):
-        base = sd.point(drafter="none", nccl="default", workload=name, baseline=True, tok_s=[100, 100],
-                        levels={1: 100, 8: 700}, requests_workload=source)
+        base = sd.point(
+            drafter="none",
+            nccl="default",
+            workload=name,
+            baseline=True,
+            tok_s=[100, 100],
+            levels={1: 100, 8: 700},
+            requests_workload=source,
+        )
         for steps, scale in (("1", 0.9), ("2", 1.0)):
-            sd.point(drafter="d1", steps=steps, nccl="default", workload=name, baseline_of=base,
-                     tok_s=[100 * gain * scale] * 2, levels={1: 100 * gain * scale, 8: 700 * gain * scale},
-                     accept_length=accept * scale, requests_workload=source)
+            sd.point(
+                drafter="d1",
+                steps=steps,
+                nccl="default",
+                workload=name,
+                baseline_of=base,
+                tok_s=[100 * gain * scale] * 2,
+                levels={1: 100 * gain * scale, 8: 700 * gain * scale},
+                accept_length=accept * scale,
+                requests_workload=source,
+            )
     built = report.build(sd.write(), with_plots=False)
     text = "\n".join(built.sections[1].paragraphs)
-    assert ("phantom speedup: drafter=d1 steps=2 nccl=default accepts 2.00 tokens per verify on the user's workload "
-            "sharegpt:mine.json against 3.10 on the built-in coding (0.65x") in text
+    assert (
+        "phantom speedup: drafter=d1 steps=2 nccl=default accepts 2.00 tokens per verify on the user's workload "
+        "sharegpt:mine.json against 3.10 on the built-in coding (0.65x"
+    ) in text
     assert "single-stream speedup 0.90x on it against 1.60x on coding" in text
     # the deploy section shows the user's workload's policy, not the built-in prompts'
     assert "[workload=mine]" not in text  # the user's workload never pays: no policy for it
@@ -144,11 +193,26 @@ def test_an_adaptive_server_is_not_judged_against_a_chain_of_its_launch_steps(tm
     sd = SweepDir(tmp_path / "a")
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100, 64: 3000})
     eagle = ["python", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d1"]
-    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[130, 130], levels={1: 130, 64: 2600},
-             accept_length=1.7, argv=eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1"])
-    sd.point(drafter="d1", steps="adaptive", nccl="default", baseline_of=base, tok_s=[130, 130],
-             levels={1: 130, 64: 2900}, accept_length=1.3,
-             argv=eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-adaptive"])
+    sd.point(
+        drafter="d1",
+        steps="1",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[130, 130],
+        levels={1: 130, 64: 2600},
+        accept_length=1.7,
+        argv=eagle + ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1"],
+    )
+    sd.point(
+        drafter="d1",
+        steps="adaptive",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[130, 130],
+        levels={1: 130, 64: 2900},
+        accept_length=1.3,
+        argv=eagle + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-adaptive"],
+    )
     acc = analyze(load(sd.write())).acceptance
     verdicts = dict(zip(acc["label"].to_list(), acc["verdict"].to_list()))
     assert verdicts["drafter=d1,steps=adaptive,nccl=default"] == "ok"

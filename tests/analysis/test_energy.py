@@ -11,7 +11,6 @@ import pytest
 from sweep.analysis import energy, report
 from sweep.analysis.slo import parse_slo
 from sweep.results import load
-
 from tests.analysis.sweepdir import SweepDir
 
 WATTS = {1: 3000.0, 8: 4800.0}
@@ -19,10 +18,25 @@ WATTS = {1: 3000.0, 8: 4800.0}
 
 def _dir(tmp_path, *, power=True, scale=None):
     sd = SweepDir(tmp_path, dry_run=scale is not None, bench_scale=scale)
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[90, 90], levels={1: 90, 8: 600},
-                    jitter=0.0, power=WATTS if power else None)
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[120, 120], levels={1: 120, 8: 540},
-             jitter=0.0, power={1: 3300.0, 8: 5000.0} if power else None)
+    base = sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[90, 90],
+        levels={1: 90, 8: 600},
+        jitter=0.0,
+        power=WATTS if power else None,
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[120, 120],
+        levels={1: 120, 8: 540},
+        jitter=0.0,
+        power={1: 3300.0, 8: 5000.0} if power else None,
+    )
     return sd.write()
 
 
@@ -82,14 +96,33 @@ def test_power_summed_over_other_gpus_than_the_servers_is_named(tmp_path):
     """Results measured when power summed the host's 8 GPUs for a TP=4 server: the report says their
     energy is not the server's; a TP=8 server's 8 are its own."""
     sd = SweepDir(tmp_path)
-    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[90, 90], levels={1: 90}, jitter=0.0,
-             power={1: 3000.0}, argv=["python", "-m", "sglang.launch_server", "--tp-size", "4"])
-    sd.point(drafter="d1", steps="2", nccl="default", tok_s=[90, 90], levels={1: 90}, jitter=0.0,
-             power={1: 3000.0}, argv=["python", "-m", "sglang.launch_server", "--tp-size", "8"])
+    sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[90, 90],
+        levels={1: 90},
+        jitter=0.0,
+        power={1: 3000.0},
+        argv=["python", "-m", "sglang.launch_server", "--tp-size", "4"],
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        tok_s=[90, 90],
+        levels={1: 90},
+        jitter=0.0,
+        power={1: 3000.0},
+        argv=["python", "-m", "sglang.launch_server", "--tp-size", "8"],
+    )
     tables = load(sd.write())
     other = energy.other_gpus(tables, energy.level_energy(tables))
     assert other.to_dicts() == [{"label": "drafter=none,nccl=default", "power_gpus": 8, "gpus": 4}]
     md = report.build(tmp_path, with_plots=False).markdown
     section = md.split("## Energy per token", 1)[1].split("\n## ", 1)[0]
     assert "summed over the GPUs the server uses" in section
-    assert "drafter=none,nccl=default (8 GPUs summed, the server uses 4)" in section and "d1" not in section.split("WARNING")[1].split(".")[0]
+    assert (
+        "drafter=none,nccl=default (8 GPUs summed, the server uses 4)" in section
+        and "d1" not in section.split("WARNING")[1].split(".")[0]
+    )

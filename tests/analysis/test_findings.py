@@ -12,11 +12,14 @@ def _env(rows):
 
 
 def test_a_lift_that_fades_with_load():
-    line = _profile_line("nccl=tuned", "nccl=default", _env([(1.41, 1.40, 1.12, 1.17, 1.06),
-                                                            (1.13, 1.12, 0.98, 1.03, 0.98)]))
-    assert line == ("nccl=tuned against nccl=default lifts 1 of 2 curves at every level: single stream 1.13x to "
-                    "1.41x, output throughput 1.12x to 1.40x at the lowest level and 0.98x to 1.12x at the "
-                    "highest, the lift fades with load (geometric mean over levels 1.03x to 1.17x, per configuration).")
+    line = _profile_line(
+        "nccl=tuned", "nccl=default", _env([(1.41, 1.40, 1.12, 1.17, 1.06), (1.13, 1.12, 0.98, 1.03, 0.98)])
+    )
+    assert line == (
+        "nccl=tuned against nccl=default lifts 1 of 2 curves at every level: single stream 1.13x to "
+        "1.41x, output throughput 1.12x to 1.40x at the lowest level and 0.98x to 1.12x at the "
+        "highest, the lift fades with load (geometric mean over levels 1.03x to 1.17x, per configuration)."
+    )
 
 
 def test_every_curve_lifted_evenly():
@@ -40,7 +43,9 @@ def test_the_single_stream_best_is_the_fastest_not_the_largest_ratio(tmp_path):
 
     f = analyze(load(story_sweep(tmp_path, dry_run=False).write()))
     line = next(line for line in headlines(f) if line.startswith("Single stream"))
-    assert "the fastest is drafter=k26_300k,steps=3,nccl=tuned at 101.8 tok/s, 1.82x over drafter=none,nccl=tuned" in line
+    assert (
+        "the fastest is drafter=k26_300k,steps=3,nccl=tuned at 101.8 tok/s, 1.82x over drafter=none,nccl=tuned" in line
+    )
     assert "nccl=default" not in line
 
 
@@ -64,8 +69,10 @@ def test_one_configuration_is_one_configuration_in_the_summary(tmp_path):
         return "\n".join(headlines(analyze(load(sd.write()))))
 
     crossing = lines(tmp_path / "a", {1: 130, 8: 1040, 64: 4480})
-    assert ("Speculation stops paying from C=64 (1 configuration that was ahead of its baseline beyond noise "
-            "at lower concurrency falls behind it there).") in crossing
+    assert (
+        "Speculation stops paying from C=64 (1 configuration that was ahead of its baseline beyond noise "
+        "at lower concurrency falls behind it there)."
+    ) in crossing
     assert "1 of 1 speculative configuration is slower than its baseline beyond noise" in crossing
     mixed = lines(tmp_path / "b", {1: 130, 8: 560, 64: 8320})
     assert "1 configuration is mixed: behind its baseline beyond noise at some levels (C=8)" in mixed

@@ -21,11 +21,24 @@ def small(tmp_path, **baseline_extra) -> SweepDir:
     """A drafter faster per user at C=1 and 2 but serving less from C=2 on, under two profiles."""
     sd = SweepDir(tmp_path)
     for nccl, lift in (("default", 1.0), ("tuned", 1.1)):
-        base = sd.point(drafter="none", nccl=nccl, baseline=True, tok_s=[100],
-                        levels={c: v * lift for c, v in {1: 100, 2: 180, 4: 320}.items()}, jitter=0.0,
-                        **baseline_extra)
-        sd.point(drafter="d1", steps="2", nccl=nccl, baseline_of=base, tok_s=[150],
-                 levels={c: v * lift for c, v in {1: 150, 2: 170, 4: 200}.items()}, jitter=0.0)
+        base = sd.point(
+            drafter="none",
+            nccl=nccl,
+            baseline=True,
+            tok_s=[100],
+            levels={c: v * lift for c, v in {1: 100, 2: 180, 4: 320}.items()},
+            jitter=0.0,
+            **baseline_extra,
+        )
+        sd.point(
+            drafter="d1",
+            steps="2",
+            nccl=nccl,
+            baseline_of=base,
+            tok_s=[150],
+            levels={c: v * lift for c, v in {1: 150, 2: 170, 4: 200}.items()},
+            jitter=0.0,
+        )
     return sd
 
 
@@ -42,17 +55,24 @@ def test_the_pareto_frontier_per_nccl_profile(tmp_path):
     # serves less per GPU than the drafter at C=2 (85 per user, 170 tok/s): off; the baseline at C=2
     # (90 per user, 180) and C=4 (80, 320) are on
     assert on.select("label", "concurrency").rows() == [
-        ("drafter=d1,steps=2,nccl=default", 1), ("drafter=none,nccl=default", 2), ("drafter=none,nccl=default", 4)]
+        ("drafter=d1,steps=2,nccl=default", 1),
+        ("drafter=none,nccl=default", 2),
+        ("drafter=none,nccl=default", 4),
+    ]
     assert on["frontier_rank"].to_list() == [1, 2, 3]
     row = t.filter((pl.col("label") == "drafter=none,nccl=default") & (pl.col("concurrency") == 4)).row(0, named=True)
     assert row["tok_s_gpu"] == 320 / 8 and row["user_tok_s"] == 80 and row["per"] == "GPU"
     off = t.filter(~pl.col("on_frontier"))
-    assert set(off.select("label", "concurrency").rows()) >= {("drafter=d1,steps=2,nccl=default", 2),
-                                                              ("drafter=d1,steps=2,nccl=default", 4),
-                                                              ("drafter=none,nccl=default", 1)}
+    assert set(off.select("label", "concurrency").rows()) >= {
+        ("drafter=d1,steps=2,nccl=default", 2),
+        ("drafter=d1,steps=2,nccl=default", 4),
+        ("drafter=none,nccl=default", 1),
+    }
     spans = frontier_spans(t).filter(pl.col("panel") == "nccl=default")
-    assert spans.select("label", "c_from", "c_to").rows() == [("drafter=d1,steps=2,nccl=default", 1, 1),
-                                                               ("drafter=none,nccl=default", 2, 4)]
+    assert spans.select("label", "c_from", "c_to").rows() == [
+        ("drafter=d1,steps=2,nccl=default", 1, 1),
+        ("drafter=none,nccl=default", 2, 4),
+    ]
 
 
 def test_panels_by_any_axis_or_none(tmp_path):
@@ -96,23 +116,35 @@ def test_the_plot_and_the_report_section(tmp_path):
 SERVER = ["python", "-m", "sglang.launch_server", "--model-path", "/models/m"]
 
 
-@pytest.mark.parametrize("flags, gpus", [
-    (["--tp-size", "4"], 4),  # TP4 on an 8-GPU host: 4 GPUs, not the host's 8
-    (["--tp-size=2", "--dp-size", "2"], 4),  # two data-parallel replicas of TP2
-    (["--tp-size", "4", "--dp-size", "4", "--enable-dp-attention"], 4),  # attention DP inside the TP group
-    (["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"], 4),
-    (["--tp-size", "16", "--nnodes", "2"], 16),  # one server over two 8-GPU hosts
-    ([], 1),  # SGLang's default TP is 1
-])
+@pytest.mark.parametrize(
+    "flags, gpus",
+    [
+        (["--tp-size", "4"], 4),  # TP4 on an 8-GPU host: 4 GPUs, not the host's 8
+        (["--tp-size=2", "--dp-size", "2"], 4),  # two data-parallel replicas of TP2
+        (["--tp-size", "4", "--dp-size", "4", "--enable-dp-attention"], 4),  # attention DP inside the TP group
+        (["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"], 4),
+        (["--tp-size", "16", "--nnodes", "2"], 16),  # one server over two 8-GPU hosts
+        ([], 1),  # SGLang's default TP is 1
+    ],
+)
 def test_per_gpu_divides_by_the_gpus_the_server_uses(tmp_path, flags, gpus):
     sd = SweepDir(tmp_path)
-    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100], levels={1: 100, 4: 320}, jitter=0.0,
-             argv=SERVER + flags, gpu_count=8)
+    sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[100],
+        levels={1: 100, 4: 320},
+        jitter=0.0,
+        argv=SERVER + flags,
+        gpu_count=8,
+    )
     directory = sd.write()
     t = table(directory)
     row = t.filter(pl.col("concurrency") == 4).row(0, named=True)
     assert row["tok_s_gpu"] == pytest.approx(320 / gpus) and row["per"] == "GPU" and row["gpus"] == gpus
     from sweep.analysis.slo import parse_slo, slo_table
+
     slo = slo_table(load(directory), [parse_slo("s: tok_s_p10>=50")]).row(0, named=True)
     assert slo["tok_s_gpu"] == pytest.approx(320 / gpus)
 

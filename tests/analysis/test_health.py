@@ -12,14 +12,37 @@ from tests.analysis.sweepdir import SweepDir
 @pytest.fixture
 def sweep(tmp_path):
     sd = SweepDir(tmp_path, dry_run=True, bench_scale={"levels": [1, 4]})
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100},
-                    lost=[("level", 1, "timeout"), ("level", 1, "timeout"), ("single", 1, "http 503: busy")])
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, status="failed",
-             failure_phase="capture", failure_reason="CUDA out of memory", startup_s=None,
-             http_s=None, ready_s=None, warnings=["topk=1: draft tokens forced to 3"])
-    sd.point(drafter="d1", steps="9", nccl="default", baseline_of=base, status="invalid",
-             failure_phase="plan", errors=["tree too small", "steps > 8"],
-             warnings=["topk=1: draft tokens forced to 3"])
+    base = sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[100, 100],
+        levels={1: 100},
+        lost=[("level", 1, "timeout"), ("level", 1, "timeout"), ("single", 1, "http 503: busy")],
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        status="failed",
+        failure_phase="capture",
+        failure_reason="CUDA out of memory",
+        startup_s=None,
+        http_s=None,
+        ready_s=None,
+        warnings=["topk=1: draft tokens forced to 3"],
+    )
+    sd.point(
+        drafter="d1",
+        steps="9",
+        nccl="default",
+        baseline_of=base,
+        status="invalid",
+        failure_phase="plan",
+        errors=["tree too small", "steps > 8"],
+        warnings=["topk=1: draft tokens forced to 3"],
+    )
     return load(sd.write())
 
 

@@ -17,24 +17,56 @@ from tests.analysis.sweepdir import SweepDir
 
 BASE = "drafter=none,nccl=default"
 D1 = "drafter=d1,steps=2,nccl=default"
-SETTINGS = {"server": {"model_path": "/models/m", "flags": {"max-running-requests": 64}},
-            "benchmark": {"concurrency": {"levels": [1, 16]}}, "results_dir": "somewhere"}
+SETTINGS = {
+    "server": {"model_path": "/models/m", "flags": {"max-running-requests": 64}},
+    "benchmark": {"concurrency": {"levels": [1, 16]}},
+    "results_dir": "somewhere",
+}
 SLO = ["chat: ttft_p90<=1s"]
 
 
-def nightly(path, started_at, *, base_tok_s=(100, 101, 99), d1_tok_s=(150, 151, 149), d1_c16=1320.0,
-            base_c16=1200.0, settings=None, version="0.5.10", failed=False):
+def nightly(
+    path,
+    started_at,
+    *,
+    base_tok_s=(100, 101, 99),
+    d1_tok_s=(150, 151, 149),
+    d1_c16=1320.0,
+    base_c16=1200.0,
+    settings=None,
+    version="0.5.10",
+    failed=False,
+):
     """One run of the experiment "nightly": a baseline and a drafter over two levels (and a failed point)."""
     settings = {**(SETTINGS if settings is None else settings), "source": f"{path}.yaml"}  # each its own file
-    sd = SweepDir(path, experiment="nightly", started_at=started_at, manifest={"mode": "dry-run"},
-                  settings=settings)
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=list(base_tok_s),
-                    levels={1: base_tok_s[0], 16: base_c16}, sglang_version=version)
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=list(d1_tok_s),
-             levels={1: d1_tok_s[0], 16: d1_c16}, sglang_version=version)
+    sd = SweepDir(path, experiment="nightly", started_at=started_at, manifest={"mode": "dry-run"}, settings=settings)
+    base = sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=list(base_tok_s),
+        levels={1: base_tok_s[0], 16: base_c16},
+        sglang_version=version,
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=list(d1_tok_s),
+        levels={1: d1_tok_s[0], 16: d1_c16},
+        sglang_version=version,
+    )
     if failed:
-        sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, status="failed",
-                 failure_phase="capture", failure_reason="CUDA out of memory")
+        sd.point(
+            drafter="d2",
+            steps="2",
+            nccl="default",
+            baseline_of=base,
+            status="failed",
+            failure_phase="capture",
+            failure_reason="CUDA out of memory",
+        )
     return sd.write()
 
 
@@ -92,8 +124,12 @@ def test_identical_runs_flag_nothing_and_a_changed_run_is_flagged(h):
     assert changed[(BASE, "output_throughput", 16)] == "within noise"
     assert changed[(D1, "speedup", None)] == "no interval"
     assert set(h.regressions()["run"].str.split("/").list.last()) == {"n-c"}
-    row = h.history.filter((pl.col("label") == D1) & (pl.col("figure") == "output_throughput")
-                           & (pl.col("concurrency") == 16) & pl.col("run").str.ends_with("n-c")).row(0, named=True)
+    row = h.history.filter(
+        (pl.col("label") == D1)
+        & (pl.col("figure") == "output_throughput")
+        & (pl.col("concurrency") == 16)
+        & pl.col("run").str.ends_with("n-c")
+    ).row(0, named=True)
     assert row["previous"].endswith("n-b") and row["step"] == 2
     # the reference: the median of n-a (1320) and its repeat n-b (1324), the earlier runs with the settings n-b had
     assert (row["previous_value"], row["value"], row["reference_runs"]) == (1322.0, 1056.0, 2)
@@ -112,8 +148,12 @@ def test_min_change_keeps_small_moves_unflagged(root):
 def test_what_changed_between_runs(h):
     b = h.changes.filter(pl.col("run").str.ends_with("n-b"))
     assert b.select("what", "after", "points").rows() == [
-        ("points only in this run", "drafter=d2,steps=2,nccl=default", 1)]  # no setting changed
-    c = {r["what"]: (r["before"], r["after"]) for r in h.changes.filter(pl.col("run").str.ends_with("n-c")).iter_rows(named=True)}
+        ("points only in this run", "drafter=d2,steps=2,nccl=default", 1)
+    ]  # no setting changed
+    c = {
+        r["what"]: (r["before"], r["after"])
+        for r in h.changes.filter(pl.col("run").str.ends_with("n-c")).iter_rows(named=True)
+    }
     assert c["server.flags.max-running-requests"] == ("64", "32")
     assert c["SGLang version"] == ("0.5.10", "0.5.23")
     assert c["points only in the previous run"] == ("drafter=d2,steps=2,nccl=default", None)
@@ -159,21 +199,63 @@ def test_the_python_api(root):
 
 def test_query_over_several_directories(root, capsys):
     dirs = [str(root / n) for n in ("n-a", "n-b", "n-c")]
-    assert main(["query", *dirs, "SELECT results_dir, count(*) AS n FROM points GROUP BY results_dir "
-                 "ORDER BY results_dir", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                *dirs,
+                "SELECT results_dir, count(*) AS n FROM points GROUP BY results_dir ORDER BY results_dir",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert [(r["results_dir"], r["n"]) for r in rows] == [(dirs[0], 2), (dirs[1], 3), (dirs[2], 2)]
-    assert main(["query", *dirs, "SELECT s.results_dir, count(DISTINCT s.run) AS runs, max(r.ok) AS ok FROM "
-                 "single_stream s JOIN runs r ON s.results_dir = r.run GROUP BY s.results_dir ORDER BY s.results_dir",
-                 "--format", "json"]) == 0  # single_stream's own run (its number) beside the directory's
+    assert (
+        main(
+            [
+                "query",
+                *dirs,
+                "SELECT s.results_dir, count(DISTINCT s.run) AS runs, max(r.ok) AS ok FROM "
+                "single_stream s JOIN runs r ON s.results_dir = r.run GROUP BY s.results_dir ORDER BY s.results_dir",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )  # single_stream's own run (its number) beside the directory's
     rows = json.loads(capsys.readouterr().out)
     assert [(r["results_dir"], r["runs"], r["ok"]) for r in rows] == [(d, 3, 2) for d in dirs]
-    assert main(["query", *dirs, "SELECT run, label, concurrency, verdict FROM history "
-                 "WHERE verdict = 'regression' ORDER BY concurrency", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                *dirs,
+                "SELECT run, label, concurrency, verdict FROM history "
+                "WHERE verdict = 'regression' ORDER BY concurrency",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert {(r["run"], r["label"], r["concurrency"]) for r in rows} == {(dirs[2], D1, 16)}
-    assert main(["query", *dirs, "SELECT results_dir, label, speedup FROM speedup WHERE label = "
-                 "'drafter=d1,steps=2,nccl=default' ORDER BY results_dir", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                *dirs,
+                "SELECT results_dir, label, speedup FROM speedup WHERE label = "
+                "'drafter=d1,steps=2,nccl=default' ORDER BY results_dir",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert [r["results_dir"] for r in rows] == dirs and rows[2]["speedup"] == pytest.approx(1.65)
     assert main(["query", dirs[0], "SELECT * FROM points LIMIT 1", "--format", "json"]) == 0
@@ -185,12 +267,17 @@ def test_query_over_several_directories(root, capsys):
 def test_repeats_measure_the_run_to_run_noise(h):
     """b repeats a (nothing recorded changed) and is the only repeat: it is the measurement, not judged by
     it; c changed and is judged by it as well as by its intervals."""
-    rows = h.history.filter(pl.col("figure").is_in(history.FLAGGED) & (pl.col("step") > 0)
-                            & (pl.col("experiment") == "nightly"))
+    rows = h.history.filter(
+        pl.col("figure").is_in(history.FLAGGED) & (pl.col("step") > 0) & (pl.col("experiment") == "nightly")
+    )
     by_run = {run.split("/")[-1]: set(g["noise_from"]) for (run,), g in rows.group_by("run")}
     assert by_run == {"n-b": {"this repeat"}, "n-c": {"repeats"}}
-    c16 = rows.filter(pl.col("run").str.ends_with("n-c") & (pl.col("label") == D1)
-                      & (pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)).row(0, named=True)
+    c16 = rows.filter(
+        pl.col("run").str.ends_with("n-c")
+        & (pl.col("label") == D1)
+        & (pl.col("figure") == "output_throughput")
+        & (pl.col("concurrency") == 16)
+    ).row(0, named=True)
     # the largest change at C=16 between a and b (d1's +0.3 %), widened by the margin
     assert c16["run_noise"] == pytest.approx((1324 / 1320) ** history.MARGIN - 1)
 
@@ -205,12 +292,23 @@ def test_a_noisy_repeat_hides_a_smaller_change_and_no_repeat_leaves_the_interval
     changed = {**SETTINGS, "server": {"model_path": "/models/m", "flags": {"max-running-requests": 32}}}
     nightly(r / "c", 4000.0, d1_c16=1322.0 * 1.18 * 0.8, settings=changed)
     h = history.build([r])
-    at16 = {run.split("/")[-1]: (v, src) for run, v, src in h.history.filter(
-        (pl.col("label") == D1) & (pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16)
-        & (pl.col("step") > 0)).select("run", "verdict", "noise_from").iter_rows()}
+    at16 = {
+        run.split("/")[-1]: (v, src)
+        for run, v, src in h.history.filter(
+            (pl.col("label") == D1)
+            & (pl.col("figure") == "output_throughput")
+            & (pl.col("concurrency") == 16)
+            & (pl.col("step") > 0)
+        )
+        .select("run", "verdict", "noise_from")
+        .iter_rows()
+    }
     # c's reference: the median of a, b and x (all repeats), judged by their scatter (x's +18 %), widened
-    assert at16 == {"b": ("within noise", "repeats"), "x": ("improvement", "repeats"),
-                    "c": ("within noise", "reference runs")}
+    assert at16 == {
+        "b": ("within noise", "repeats"),
+        "x": ("improvement", "repeats"),
+        "c": ("within noise", "reference runs"),
+    }
     assert "Judged by the run-to-run noise the repeated runs of this series measured" in h.markdown()
     # two runs and a change between them: no repeat, the intervals alone judge (and say so)
     only = history.build([r / "b", r / "c"])
@@ -230,10 +328,15 @@ def test_history_of_real_dry_runs(tmp_path):
     from tests.conftest import free_port
     from tests.experiments import DRAFT_TOKENS, DRAFTERS, experiment, write
 
-    exp = experiment(name="hist", server={"port": free_port()},
-                     grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [2]}},
-                           "derived": DRAFT_TOKENS},
-                     benchmark={"single_stream": {"runs": 3}})
+    exp = experiment(
+        name="hist",
+        server={"port": free_port()},
+        grid={
+            "axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [2]}},
+            "derived": DRAFT_TOKENS,
+        },
+        benchmark={"single_stream": {"runs": 3}},
+    )
     root = tmp_path / "results"
     root.mkdir()  # results_dir's parent must exist (a mistyped one is refused)
     slower = experiment(exp, server={"flags": {"fake-accept-rate": 0.1}})
@@ -250,7 +353,10 @@ def test_history_of_real_dry_runs(tmp_path):
     row = h.history.filter((pl.col("run") == c) & (pl.col("label") == drafter) & (pl.col("figure") == "tok_s"))
     assert row["verdict"].to_list() == ["regression"] and row["change"][0] < -0.2
     text = str(h)
-    assert "- server.flags.fake-accept-rate: (unset) -> 0.1" in text and f"- regression: {drafter}, single-stream tok/s" in text
+    assert (
+        "- server.flags.fake-accept-rate: (unset) -> 0.1" in text
+        and f"- regression: {drafter}, single-stream tok/s" in text
+    )
 
 
 def test_the_history_views_are_built_only_where_a_table_goes():
@@ -258,8 +364,12 @@ def test_the_history_views_are_built_only_where_a_table_goes():
 
     assert HISTORY_VIEWS == history.VIEWS
     assert _named("history", "SELECT * FROM history WHERE verdict = 'regression'")
-    assert _named("runs", "SELECT * FROM points p JOIN runs r USING (run)") and _named("picks", "SELECT * FROM runs,picks")
-    assert _named("changes", "SELECT * FROM points AS p, changes") and not _named("runs", "SELECT * FROM speedup WHERE runs > 2")
+    assert _named("runs", "SELECT * FROM points p JOIN runs r USING (run)") and _named(
+        "picks", "SELECT * FROM runs,picks"
+    )
+    assert _named("changes", "SELECT * FROM points AS p, changes") and not _named(
+        "runs", "SELECT * FROM speedup WHERE runs > 2"
+    )
     assert not _named("runs", "SELECT label, runs FROM speedup")  # a column of the speedup view
 
 
@@ -267,12 +377,19 @@ def test_a_sweep_still_running_has_its_missing_points_pending(tmp_path):
     """A run whose plan lists d1 and has written only its baseline: d1 is pending there, not gone."""
     r = tmp_path / "results"
     nightly(r / "a", 1000.0)
-    sd = SweepDir(r / "b", experiment="nightly", started_at=2000.0, manifest={"mode": "dry-run"},
-                  settings={**SETTINGS, "source": "b.yaml"})
+    sd = SweepDir(
+        r / "b",
+        experiment="nightly",
+        started_at=2000.0,
+        manifest={"mode": "dry-run"},
+        settings={**SETTINGS, "source": "b.yaml"},
+    )
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: 1200})
     sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, written=False)
     sd.write()
-    (r / "b" / "plan.json").write_text(json.dumps({"points": [{"id": p.point_id, "label": p.label} for p in sd.points]}))
+    (r / "b" / "plan.json").write_text(
+        json.dumps({"points": [{"id": p.point_id, "label": p.label} for p in sd.points]})
+    )
     h = history.build([r])
     b = verdicts(h, "/b")
     assert {v for (label, _, _), v in b.items() if label == D1} == {"pending"}
@@ -282,6 +399,7 @@ def test_a_sweep_still_running_has_its_missing_points_pending(tmp_path):
 
 
 # --- the reference: the median of the repeats; shifts every configuration shares
+
 
 def test_shared_shift_needs_nearly_every_configuration_moving_alike():
     import math
@@ -299,13 +417,31 @@ def test_shared_shift_needs_nearly_every_configuration_moving_alike():
 
 def _four(path, started_at, c16, version="0.5.10"):
     """A run of "shifts": a baseline and three drafters; ``c16``: each one's output tok/s at C=16."""
-    sd = SweepDir(path, experiment="shifts", started_at=started_at, manifest={"mode": "dry-run"},
-                  settings={**SETTINGS, "source": f"{path}.yaml"})
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 101, 99], levels={1: 100, 16: c16[0]},
-                    sglang_version=version)
+    sd = SweepDir(
+        path,
+        experiment="shifts",
+        started_at=started_at,
+        manifest={"mode": "dry-run"},
+        settings={**SETTINGS, "source": f"{path}.yaml"},
+    )
+    base = sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[100, 101, 99],
+        levels={1: 100, 16: c16[0]},
+        sglang_version=version,
+    )
     for name, value in zip(("d1", "d2", "d3"), c16[1:]):
-        sd.point(drafter=name, steps="2", nccl="default", baseline_of=base, tok_s=[150, 151, 149],
-                 levels={1: 150, 16: value}, sglang_version=version)
+        sd.point(
+            drafter=name,
+            steps="2",
+            nccl="default",
+            baseline_of=base,
+            tok_s=[150, 151, 149],
+            levels={1: 150, 16: value},
+            sglang_version=version,
+        )
     return sd.write()
 
 
@@ -322,10 +458,15 @@ def test_a_shift_every_configuration_shares_is_said_once_and_each_is_judged_rela
     at16 = h.history.filter((pl.col("figure") == "output_throughput") & (pl.col("concurrency") == 16))
     c = at16.filter(pl.col("run").str.ends_with("/c") & (pl.col("label") == "drafter=d1,steps=2,nccl=default"))
     assert c.select("previous_value", "reference_runs").row(0) == (pytest.approx((1300 + 1303) / 2), 2)
-    d = {row["label"].split(",")[0]: row for row in at16.filter(pl.col("run").str.ends_with("/d")).iter_rows(named=True)}
+    d = {
+        row["label"].split(",")[0]: row for row in at16.filter(pl.col("run").str.ends_with("/d")).iter_rows(named=True)
+    }
     assert {k: v["verdict"] for k, v in d.items()} == {
-        "drafter=none": "shared shift", "drafter=d1": "shared shift", "drafter=d2": "shared shift",
-        "drafter=d3": "regression"}
+        "drafter=none": "shared shift",
+        "drafter=d1": "shared shift",
+        "drafter=d2": "shared shift",
+        "drafter=d3": "regression",
+    }
     assert d["drafter=d3"]["shared_shift"] == pytest.approx(-0.12, abs=0.01)
     assert d["drafter=none"]["reference_runs"] == 3  # a, b and c: the median of the repeats
     assert h.regressions()["label"].to_list() == ["drafter=d3,steps=2,nccl=default"] * 2  # and its per-request tok/s

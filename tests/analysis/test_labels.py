@@ -8,7 +8,7 @@ from sweep.analysis import labels
 
 def test_crowded_labels_are_placed_apart_and_deterministically():
     points = [(100 + 3 * i, 100 + 2 * i) for i in range(8)]  # eight points nearly on top of each other
-    sizes = [labels.text_size(f"drafter=mine,steps={i} C={2 ** i}", 7) for i in range(8)]
+    sizes = [labels.text_size(f"drafter=mine,steps={i} C={2**i}", 7) for i in range(8)]
     boxes = labels.place(points, sizes, bounds=(0, 0, 600, 400))
     assert labels.clear(boxes) and boxes == labels.place(points, sizes, bounds=(0, 0, 600, 400))
     for box in boxes:  # none covers a point's marker
@@ -56,7 +56,7 @@ def test_the_png_labels_name_configuration_and_c_and_do_not_overlap(tmp_path):
     for t in texts:
         t.update_positions(renderer)
     boxes = [Text.get_window_extent(t, renderer) for t in texts]  # the text's own box (an Annotation's has its line)
-    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def test_the_html_chart_labels_every_frontier_point_with_its_configuration_and_c(tmp_path):

@@ -26,8 +26,7 @@ def test_normal_approximation_agrees_with_the_bootstrap_for_large_samples():
     a, b = rng.normal(120, 10, 200), rng.normal(100, 10, 200)
     pairs = pl.DataFrame({"key": ["a"], "base_key": ["b"]})
     normal = ratio_intervals(pairs, samples(a=list(a), b=list(b)), stat="mean").row(0, named=True)
-    boot = ratio_intervals(pairs, samples(a=list(a), b=list(b)), stat="mean",
-                           normal_from=10_000).row(0, named=True)
+    boot = ratio_intervals(pairs, samples(a=list(a), b=list(b)), stat="mean", normal_from=10_000).row(0, named=True)
     assert normal["ci_low"] == pytest.approx(boot["ci_low"], rel=0.01)
     assert normal["ci_high"] == pytest.approx(boot["ci_high"], rel=0.01)
 
@@ -43,8 +42,9 @@ def test_a_level_verdict_never_rests_on_the_requests_spread_alone():
     """A 1.03x ratio whose requests' interval is +-0.5 % is within noise when the level-wide noise is
     unknown (fewer than 5 levels) or measured under the floor: the floor stands in; 1.20x is faster,
     0.80x slower, and a ratio without a requests' interval still gets the level-wide one."""
-    frame = pl.DataFrame({"r": [1.03, 1.20, 0.80, 1.03], "ci_low": [1.025, 1.19, 0.79, None],
-                          "ci_high": [1.035, 1.21, 0.81, None]})
+    frame = pl.DataFrame(
+        {"r": [1.03, 1.20, 0.80, 1.03], "ci_low": [1.025, 1.19, 0.79, None], "ci_high": [1.035, 1.21, 0.81, None]}
+    )
     for measured in (None, 0.001):
         out = noise.judged(frame, "r", measured)
         assert out["verdict"].to_list() == ["within noise", "faster", "slower", "within noise"]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import polars as pl
 import pyarrow.parquet as pq
 
-from sweep.analysis import openloop, report as report_mod, slo as slo_mod
+from sweep.analysis import openloop
+from sweep.analysis import report as report_mod
+from sweep.analysis import slo as slo_mod
 from sweep.analysis.findings import analyze
 from sweep.results import load
 from sweep.results.schema import from_rows
-
 from tests.analysis.sweepdir import SweepDir
 
 SPEED = 5.0
@@ -21,11 +22,39 @@ def _dry_run_with_rates(path):
     sd = SweepDir(path, dry_run=True, bench_scale={"fake_speed": SPEED})
     pid = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], levels={1: 100})
     sd.write()
-    levels = [dict(point_id=pid, concurrency=0, max_tokens=100, requests=10, ok=10, failed=0, wall_s=10 / r,
-                   output_throughput=100 * r, offered_rate=r, arrival="poisson", achieved_rate=r, kept_up=True)
-              for r in SENT]
-    requests = [dict(point_id=pid, phase="rate", concurrency=0, seq=i, offered_rate=r, completion_tokens=100,
-                     latency_s=1.0, ttft_s=0.05, tpot_s=0.01, ok=True) for r in SENT for i in range(10)]
+    levels = [
+        dict(
+            point_id=pid,
+            concurrency=0,
+            max_tokens=100,
+            requests=10,
+            ok=10,
+            failed=0,
+            wall_s=10 / r,
+            output_throughput=100 * r,
+            offered_rate=r,
+            arrival="poisson",
+            achieved_rate=r,
+            kept_up=True,
+        )
+        for r in SENT
+    ]
+    requests = [
+        dict(
+            point_id=pid,
+            phase="rate",
+            concurrency=0,
+            seq=i,
+            offered_rate=r,
+            completion_tokens=100,
+            latency_s=1.0,
+            ttft_s=0.05,
+            tpot_s=0.01,
+            ok=True,
+        )
+        for r in SENT
+        for i in range(10)
+    ]
     pq.write_table(from_rows(levels, "levels"), path / "levels" / "open.parquet")
     pq.write_table(from_rows(requests, "requests"), path / "requests" / "open.parquet")
     return path

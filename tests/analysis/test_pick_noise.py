@@ -28,13 +28,32 @@ def curve(per_user_at_1: float, c: int, jitter_level: float = 0.0) -> float:
 def sweep_of(tmp_path, runner_up_factor: float, *, jitter: float = 0.1) -> SweepDir:
     """A baseline and two drafters: d_best, and d_next at ``runner_up_factor`` of d_best's speed."""
     sd = SweepDir(tmp_path)
-    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[80, 81, 79],
-                    levels={c: curve(80, c) for c in LEVELS}, jitter=jitter)
-    sd.point(drafter="best", steps="2", nccl="default", baseline_of=base, tok_s=[120, 121, 119],
-             levels={c: curve(120, c) for c in LEVELS}, jitter=jitter)
-    sd.point(drafter="next", steps="2", nccl="default", baseline_of=base,
-             tok_s=[120 * runner_up_factor * r for r in (1.0, 1.01, 0.99)],
-             levels={c: curve(120 * runner_up_factor, c) for c in LEVELS}, jitter=jitter)
+    base = sd.point(
+        drafter="none",
+        nccl="default",
+        baseline=True,
+        tok_s=[80, 81, 79],
+        levels={c: curve(80, c) for c in LEVELS},
+        jitter=jitter,
+    )
+    sd.point(
+        drafter="best",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[120, 121, 119],
+        levels={c: curve(120, c) for c in LEVELS},
+        jitter=jitter,
+    )
+    sd.point(
+        drafter="next",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[120 * runner_up_factor * r for r in (1.0, 1.01, 0.99)],
+        levels={c: curve(120 * runner_up_factor, c) for c in LEVELS},
+        jitter=jitter,
+    )
     return sd
 
 
@@ -52,7 +71,9 @@ def test_a_runner_up_clearly_behind_gets_the_interval_and_no_within_noise(tmp_pa
     assert (picks["margin_low"] > 0).all() and (picks["margin_low"] < picks["margin"]).all()
     assert (picks["margin"] < picks["margin_high"]).all()
     assert (picks["vs_baseline_low"] > 0).all() and not picks["vs_baseline_within_noise"].any()
-    assert f.slo_table.filter(pl.col("rank") > 1)["margin_low"].null_count() == f.slo_table.height - 2  # the pick's only
+    assert (
+        f.slo_table.filter(pl.col("rank") > 1)["margin_low"].null_count() == f.slo_table.height - 2
+    )  # the pick's only
     best = f.best.filter(pl.col("concurrency") == 16).row(0, named=True)
     assert best["label"] == BEST and best["runner_up"] == NEXT and best["margin_within_noise"] is False
     assert 0 < best["margin_low"] < best["margin"] < best["margin_high"]
@@ -66,18 +87,25 @@ def test_a_runner_up_within_noise_is_named_on_the_line(tmp_path):
     f = analyze(load(sweep_of(tmp_path, 0.995).write()), slos=SLOS)
     for line in slo_headlines(f):  # no "deploy X" where the pick is within noise: both named, neither picked
         assert f"deploy {BEST}" not in line
-        assert f": no decision: these 2 are equivalent (within noise): {BEST}, {NEXT}; the highest of them, {BEST}, " in line
+        assert (
+            f": no decision: these 2 are equivalent (within noise): {BEST}, {NEXT}; the highest of them, {BEST}, "
+            in line
+        )
         low, high = (float(x) for x in line.split("(95% interval ")[1].split(")")[0].replace("%", "").split(" .. "))
         assert low < 0 < high  # the interval on the line is the one that contains 0
     assert f.slo_table.filter(pl.col("rank") == 1)["margin_within_noise"].all()
     best = f.best.filter(pl.col("concurrency") == 16).row(0, named=True)
     assert best["margin_within_noise"] is True and best["margin_low"] < 0 < best["margin_high"]
     top = next(line for line in headlines(f) if line.startswith("At the highest concurrency"))
-    assert (f"no decision there: these 2 are equivalent (within noise): {BEST}, {NEXT} ({BEST} +1% (95% interval"
-            in top) and "the best there is" not in top
+    assert (
+        f"no decision there: these 2 are equivalent (within noise): {BEST}, {NEXT} ({BEST} +1% (95% interval" in top
+    ) and "the best there is" not in top
     single = next(line for line in headlines(f) if line.startswith("Single stream"))  # 120 against 119.4 tok/s
-    assert (f"no decision on the fastest: {BEST} at 120.0 tok/s" in single and f"and {NEXT} at 119.4 tok/s are "
-            "within noise of each other: +0.5%" in single and "the fastest is" not in single)
+    assert (
+        f"no decision on the fastest: {BEST} at 120.0 tok/s" in single
+        and f"and {NEXT} at 119.4 tok/s are within noise of each other: +0.5%" in single
+        and "the fastest is" not in single
+    )
 
 
 def test_the_level_wide_noise_widens_what_the_requests_alone_call_clear(tmp_path):
@@ -93,8 +121,12 @@ def test_the_level_wide_noise_widens_what_the_requests_alone_call_clear(tmp_path
     assert loud["margin_within_noise"] is True and loud["margin_low"] < 0 < loud["margin_high"]
     again = slo_noise.margins(tables, SLOS[:1], table, per_level, level_noise=0.08).row(0, named=True)
     assert again == loud  # seeded: the same interval every time
-    assert best_per_level(tables, level_noise=0.0).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is False
-    assert best_per_level(tables, level_noise=0.08).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is True
+    assert (
+        best_per_level(tables, level_noise=0.0).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is False
+    )
+    assert (
+        best_per_level(tables, level_noise=0.08).filter(pl.col("concurrency") == 16)["margin_within_noise"][0] is True
+    )
 
 
 def test_two_percent_on_the_requests_alone_is_within_noise(tmp_path):
@@ -124,11 +156,17 @@ def test_a_runner_up_that_meets_the_slo_nowhere_in_some_resamples_is_unbounded(t
 def test_curve_noise_is_the_scatter_about_a_smooth_curve():
     rng = np.random.default_rng(3)
     levels = np.array([1, 2, 5, 10, 30, 70, 100, 250])
-    rows = [{"point_id": f"p{i}", "concurrency": int(c), "output_throughput": curve(100, int(c)) * math.exp(e)}
-            for i in range(30) for c, e in zip(levels, rng.normal(0, 0.05, levels.size))]
+    rows = [
+        {"point_id": f"p{i}", "concurrency": int(c), "output_throughput": curve(100, int(c)) * math.exp(e)}
+        for i in range(30)
+        for c, e in zip(levels, rng.normal(0, 0.05, levels.size))
+    ]
     frame = pl.DataFrame(rows)
     assert noise.curve_noise(frame) == pytest.approx(0.05, rel=0.2)
-    smooth = frame.with_columns(output_throughput=pl.struct("concurrency").map_elements(
-        lambda r: curve(100, r["concurrency"]), return_dtype=pl.Float64))
+    smooth = frame.with_columns(
+        output_throughput=pl.struct("concurrency").map_elements(
+            lambda r: curve(100, r["concurrency"]), return_dtype=pl.Float64
+        )
+    )
     assert noise.curve_noise(smooth) < 0.02  # a smooth curve's bends the cubic misses: small
     assert noise.curve_noise(frame.filter(pl.col("concurrency") <= 5)) is None  # 3 levels: too few to tell

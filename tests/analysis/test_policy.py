@@ -14,45 +14,103 @@ from sweep.analysis import noise, policy
 LEVELS = (1, 2, 8, 32, 64, 128)
 
 
-def _frames(curves: dict[str, dict[int, float]], *, base: dict[int, float] | None, topk: int = 1,
-            pruned: tuple[int, ...] = (), drafter: str = "d1", extra: list | None = None):
+def _frames(
+    curves: dict[str, dict[int, float]],
+    *,
+    base: dict[int, float] | None,
+    topk: int = 1,
+    pruned: tuple[int, ...] = (),
+    drafter: str = "d1",
+    extra: list | None = None,
+):
     """Points and levels of one drafter with step counts ``curves`` ({"1": {C: tok/s}}) against the
     baseline ``base``; ``pruned``: step counts the adaptive search did not run."""
     roles = {"drafter": "drafter", "steps": "steps"}
     points, levels = [], []
     base_id = "base" if base is not None else None
     if base is not None:
-        points.append({"point_id": "base", "label": "drafter=none", "status": "ok", "baseline": True,
-                       "baseline_id": None, "param_roles": roles, "axis_drafter": "none", "axis_steps": None,
-                       "argv": ["python"], "sglang_version": "0.5.10"})
+        points.append(
+            {
+                "point_id": "base",
+                "label": "drafter=none",
+                "status": "ok",
+                "baseline": True,
+                "baseline_id": None,
+                "param_roles": roles,
+                "axis_drafter": "none",
+                "axis_steps": None,
+                "argv": ["python"],
+                "sglang_version": "0.5.10",
+            }
+        )
     for steps, curve in curves.items():
         pid = f"{drafter}-{steps}"
-        argv = ["python", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", steps,
-                "--speculative-eagle-topk", str(topk)]
-        points.append({"point_id": pid, "label": f"drafter={drafter},steps={steps}", "status": "ok",
-                       "baseline": False, "baseline_id": base_id, "param_roles": roles, "axis_drafter": drafter,
-                       "axis_steps": steps, "argv": argv, "sglang_version": "0.5.10"})
+        argv = [
+            "python",
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-num-steps",
+            steps,
+            "--speculative-eagle-topk",
+            str(topk),
+        ]
+        points.append(
+            {
+                "point_id": pid,
+                "label": f"drafter={drafter},steps={steps}",
+                "status": "ok",
+                "baseline": False,
+                "baseline_id": base_id,
+                "param_roles": roles,
+                "axis_drafter": drafter,
+                "axis_steps": steps,
+                "argv": argv,
+                "sglang_version": "0.5.10",
+            }
+        )
         for c, tok in curve.items():
             b = (base or {}).get(c)
-            levels.append({"point_id": pid, "label": f"drafter={drafter},steps={steps}", "concurrency": c,
-                           "output_throughput": tok, "per_request_tok_s": tok / c,
-                           "baseline_output_throughput": b, "baseline_per_request_tok_s": None if b is None else b / c,
-                           "baseline_label": "drafter=none" if b is not None else None})
+            levels.append(
+                {
+                    "point_id": pid,
+                    "label": f"drafter={drafter},steps={steps}",
+                    "concurrency": c,
+                    "output_throughput": tok,
+                    "per_request_tok_s": tok / c,
+                    "baseline_output_throughput": b,
+                    "baseline_per_request_tok_s": None if b is None else b / c,
+                    "baseline_label": "drafter=none" if b is not None else None,
+                }
+            )
     for steps in pruned:
-        points.append({"point_id": f"{drafter}-{steps}", "label": f"drafter={drafter},steps={steps}",
-                       "failure_reason": "at best within noise of a point already measured at every level (1); closest "
-                       "at C=1: at most 80 tok/s (+5% allowed) against 76 tok/s (+-6% noise) of drafter=d1,steps=3; "
-                       "predicted from drafter=d1,steps=3", "status": "pruned", "baseline": False, "baseline_id": base_id, "param_roles": roles,
-                       "axis_drafter": drafter, "axis_steps": str(steps), "argv": [], "sglang_version": "0.5.10"})
+        points.append(
+            {
+                "point_id": f"{drafter}-{steps}",
+                "label": f"drafter={drafter},steps={steps}",
+                "failure_reason": "at best within noise of a point already measured at every level (1); closest "
+                "at C=1: at most 80 tok/s (+5% allowed) against 76 tok/s (+-6% noise) of drafter=d1,steps=3; "
+                "predicted from drafter=d1,steps=3",
+                "status": "pruned",
+                "baseline": False,
+                "baseline_id": base_id,
+                "param_roles": roles,
+                "axis_drafter": drafter,
+                "axis_steps": str(steps),
+                "argv": [],
+                "sglang_version": "0.5.10",
+            }
+        )
     points += extra or []
     return pl.DataFrame(levels), pl.DataFrame(points)
 
 
 # a drafter ahead at low load and behind at saturation: 3 steps best at C<=2, 1 step at C=8, the
 # baseline within noise at C=32 and ahead beyond noise from C=64
-CURVES = {"1": {1: 60, 2: 118, 8: 430, 32: 1000, 64: 1200, 128: 1300},
-          "2": {1: 73, 2: 140, 8: 400, 32: 900, 64: 1050, 128: 1150},
-          "3": {1: 76, 2: 144, 8: 380, 32: 820, 64: 950, 128: 1000}}
+CURVES = {
+    "1": {1: 60, 2: 118, 8: 430, 32: 1000, 64: 1200, 128: 1300},
+    "2": {1: 73, 2: 140, 8: 400, 32: 900, 64: 1050, 128: 1150},
+    "3": {1: 76, 2: 144, 8: 380, 32: 820, 64: 950, 128: 1000},
+}
 BASE = {1: 50, 2: 100, 8: 380, 32: 1010, 64: 1400, 128: 1600}
 
 
@@ -61,17 +119,28 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     [p] = policy.derive(levels, points)
     assert p.group == "drafter=d1" and p.step_axis == "steps" and p.params == {"drafter": "d1"}
     by_level = {lv.concurrency: (lv.best_steps, lv.candidate_steps) for lv in p.levels}
-    assert by_level == {1: (3, (2, 3)), 2: (3, (2, 3)), 8: (1, (1,)), 32: (0, (0, 1)), 64: (0, (0,)),
-                        128: (0, (0,))}
+    assert by_level == {1: (3, (2, 3)), 2: (3, (2, 3)), 8: (1, (1,)), 32: (0, (0, 1)), 64: (0, (0,)), 128: (0, (0,))}
     # SGLang routes a batch to the closest lower key: one tier per change of the candidates, the first at 1
     assert [(t.lo, t.hi, t.best_steps, t.candidate_steps) for t in p.tiers] == [
-        (1, 2, 3, (2, 3)), (8, 8, 1, (1,)), (32, 32, 0, (0, 1)), (64, 128, 0, (0,))]
-    assert p.config() == {"1": {"candidate_steps": [2, 3]}, "8": {"candidate_steps": [1]},
-                          "32": {"candidate_steps": [0, 1]}, "64": {"candidate_steps": [0]}}
+        (1, 2, 3, (2, 3)),
+        (8, 8, 1, (1,)),
+        (32, 32, 0, (0, 1)),
+        (64, 128, 0, (0,)),
+    ]
+    assert p.config() == {
+        "1": {"candidate_steps": [2, 3]},
+        "8": {"candidate_steps": [1]},
+        "32": {"candidate_steps": [0, 1]},
+        "64": {"candidate_steps": [0]},
+    }
     json.loads(p.config_json())  # a file SGLang's loader reads
-    assert p.launch_flags() == {"speculative-adaptive": True, "speculative-adaptive-config": p.config(),
-                                "speculative-num-steps": 3, "speculative-num-draft-tokens": 4,
-                                "speculative-eagle-topk": 1}
+    assert p.launch_flags() == {
+        "speculative-adaptive": True,
+        "speculative-adaptive-config": p.config(),
+        "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 4,
+        "speculative-eagle-topk": 1,
+    }
     # ahead beyond noise up to C=8, within noise at 32, behind beyond noise from 64: off between 8 and 64,
     # the estimate where the best step count's ratio crosses 1 (1.13 at 8, 0.99 at 32)
     be = p.break_even
@@ -81,8 +150,11 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     plain = p.plain_table()
     assert [(r["lo"], r["to"], r["steps"]) for r in plain] == [(1, 7, 3), (8, 31, 1), (32, None, 0)]
     assert plain[-1]["label"] == "drafter=none" and plain[-1]["flags"] == {}
-    assert plain[0]["flags"] == {"speculative-num-steps": 3, "speculative-num-draft-tokens": 4,
-                                 "speculative-eagle-topk": 1}
+    assert plain[0]["flags"] == {
+        "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 4,
+        "speculative-eagle-topk": 1,
+    }
     at = {lv.concurrency: lv for lv in p.levels}
     assert at[1].policy_tok_s == 76 and at[1].static_tok_s == 60 and at[1].baseline_tok_s == 50
     assert at[32].policy_tok_s == 1010  # the best of its candidates: the baseline's there
@@ -121,25 +193,54 @@ def test_pruned_points_are_no_candidates_and_the_policy_says_so():
     levels, points = _frames({"1": {1: 60}, "3": {1: 76}}, base={1: 50}, pruned=(5,))
     [p] = policy.derive(levels, points)
     assert p.steps.keys() == {1, 3}
-    assert any("pruned by the adaptive search" in n and "drafter=d1,steps=5 (predicted at C=1: at most 80 tok/s "
-               "(+5% allowed) against 76 tok/s (+-6% noise) of drafter=d1,steps=3)" in n for n in p.notes)
+    assert any(
+        "pruned by the adaptive search" in n
+        and "drafter=d1,steps=5 (predicted at C=1: at most 80 tok/s "
+        "(+5% allowed) against 76 tok/s (+-6% noise) of drafter=d1,steps=3)"
+        in n
+        for n in p.notes
+    )
 
 
 def test_a_confirmation_point_is_no_step_count_of_its_group():
-    confirm = {"point_id": "adaptive", "label": "drafter=d1,steps=adaptive", "status": "ok", "baseline": False,
-               "baseline_id": "base", "param_roles": {"drafter": "drafter", "steps": "steps"},
-               "axis_drafter": "d1", "axis_steps": "adaptive", "argv": ["python", "--speculative-adaptive"],
-               "sglang_version": "0.5.10"}
+    confirm = {
+        "point_id": "adaptive",
+        "label": "drafter=d1,steps=adaptive",
+        "status": "ok",
+        "baseline": False,
+        "baseline_id": "base",
+        "param_roles": {"drafter": "drafter", "steps": "steps"},
+        "axis_drafter": "d1",
+        "axis_steps": "adaptive",
+        "argv": ["python", "--speculative-adaptive"],
+        "sglang_version": "0.5.10",
+    }
     levels, points = _frames(CURVES, base=BASE, extra=[confirm])
-    levels = pl.concat([levels, levels.filter(pl.col("point_id") == "d1-3").with_columns(
-        point_id=pl.lit("adaptive"), output_throughput=pl.col("output_throughput") * 10)])
+    levels = pl.concat(
+        [
+            levels,
+            levels.filter(pl.col("point_id") == "d1-3").with_columns(
+                point_id=pl.lit("adaptive"), output_throughput=pl.col("output_throughput") * 10
+            ),
+        ]
+    )
     [p] = policy.derive(levels, points)
     assert p.confirmation_ids == ("adaptive",) and "adaptive" not in p.member_ids
     assert p.levels[0].best_steps == 3  # its (much higher) figures made no tier
 
 
-@pytest.mark.parametrize("version, has", [("0.5.10", False), ("0.5.23", True), ("0.6.0", True),
-                                          ("7f8f030", True), ("0.0.0.dev0+g7f8f030", True), ("weird", None), (None, None)])
+@pytest.mark.parametrize(
+    "version, has",
+    [
+        ("0.5.10", False),
+        ("0.5.23", True),
+        ("0.6.0", True),
+        ("7f8f030", True),
+        ("0.0.0.dev0+g7f8f030", True),
+        ("weird", None),
+        (None, None),
+    ],
+)
 def test_which_sglang_has_the_flags(version, has):
     assert policy.has_adaptive(version) is has
     if has is False:
@@ -152,8 +253,9 @@ def test_the_versions_agree_with_sglangs_own_flags():
     from sweep.sglang.flagnames import FLAGS
 
     for version, flags in FLAGS.items():
-        assert policy.has_adaptive(version) is ("speculative-adaptive" in flags
-                                                and "speculative-adaptive-config" in flags), version
+        assert policy.has_adaptive(version) is (
+            "speculative-adaptive" in flags and "speculative-adaptive-config" in flags
+        ), version
 
 
 def test_the_noise_rule_is_the_reports():
@@ -169,6 +271,7 @@ def test_the_sglang_of_the_policy_is_the_oldest_the_points_ran():
     levels, points = _frames(CURVES, base=BASE)
     newer = points.with_columns(sglang_version=pl.lit("0.5.23"))
     assert policy.derive(levels, newer)[0].sglang_version == "0.5.23"
-    mixed = newer.with_columns(sglang_version=pl.when(pl.col("point_id") == "d1-2").then(pl.lit("0.5.10"))
-                               .otherwise(pl.col("sglang_version")))
+    mixed = newer.with_columns(
+        sglang_version=pl.when(pl.col("point_id") == "d1-2").then(pl.lit("0.5.10")).otherwise(pl.col("sglang_version"))
+    )
     assert policy.derive(levels, mixed)[0].sglang_version == "0.5.10"  # the flags must be in every one

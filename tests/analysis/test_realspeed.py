@@ -7,7 +7,6 @@ import pytest
 
 from sweep.analysis import realspeed
 from sweep.results import load
-
 from tests.analysis.sweepdir import SweepDir
 
 

@@ -27,15 +27,15 @@ def test_dry_run_report_tells_the_story(tmp_path, capsys):
     assert run_report(report_args(str(directory))) == 0
     out = directory / "report"
     md = (out / "report.md").read_text()
-    for name in ("single_stream", "concurrency", "speedup_vs_concurrency", "speedup_grid",
-                 "nccl_effect", "startup"):
+    for name in ("single_stream", "concurrency", "speedup_vs_concurrency", "speedup_grid", "nccl_effect", "startup"):
         assert (out / f"{name}.png").read_bytes().startswith(PNG)
         assert f"]({name}.png)" in md
     assert "DRY RUN" in md and '{"single_stream_runs": [5, 3]}' in md
     assert "12 of 12 speculative configurations are faster than their baseline" in md  # C=1
     assert "(C=250), 12 of 12 speculative configurations are slower" in md  # saturation
-    assert ("no decision there: these 2 are equivalent (within noise): drafter=none,nccl=tuned, "
-            "drafter=none,nccl=default") in md  # the two baselines, 2 % apart at C=250
+    assert (
+        "no decision there: these 2 are equivalent (within noise): drafter=none,nccl=tuned, drafter=none,nccl=default"
+    ) in md  # the two baselines, 2 % apart at C=250
     assert "deploy" not in md.split("## Summary")[1].split("\n## ")[0]
     assert "nccl=tuned against nccl=default lifts every curve" in md
     assert "Speculation stops paying from C=30 to C=100, by configuration (12 configurations that were ahead" in md
@@ -50,12 +50,23 @@ def test_partial_sweep(tmp_path, capsys):
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100], written=False)
     sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, tok_s=[120, 121])  # no levels yet
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, status="failed",
-             failure_phase="load", failure_reason="drafter path not found", failure_fix="copy the drafter to every host",
-             log_tail="Load weight begin.\nOSError: /models/d1 does not exist\n\n")
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        status="failed",
+        failure_phase="load",
+        failure_reason="drafter path not found",
+        failure_fix="copy the drafter to every host",
+        log_tail="Load weight begin.\nOSError: /models/d1 does not exist\n\n",
+    )
     directory = sd.write()
-    plan = {"experiment": "test", "points": [{"id": p.point_id, "label": p.label} for p in sd.points],
-            "warnings": ["3 hosts for 3 points"]}
+    plan = {
+        "experiment": "test",
+        "points": [{"id": p.point_id, "label": p.label} for p in sd.points],
+        "warnings": ["3 hosts for 3 points"],
+    }
     (directory / "plan.json").write_text(json.dumps(plan))
     assert run_report(report_args(str(directory), "--no-plots", "--quiet")) == 0
     md = (directory / "report" / "report.md").read_text()
@@ -100,8 +111,14 @@ def test_the_crossover_table_agrees_with_the_per_level_ratios(tmp_path):
     a margin within noise), and the summary says neither 'stops paying' nor 'mixed'."""
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 10: 1000, 100: 5000, 250: 6000})
-    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base,
-             levels={1: 130, 10: 980, 100: 4800, 250: 6120}, per_request={250: 6000 / 250 * 0.96})
+    sd.point(
+        drafter="d1",
+        steps="1",
+        nccl="default",
+        baseline_of=base,
+        levels={1: 130, 10: 980, 100: 4800, 250: 6120},
+        per_request={250: 6000 / 250 * 0.96},
+    )
     directory = sd.write()
     run_report(report_args(str(directory), "--no-plots", "--quiet"))
     md = (directory / "report" / "report.md").read_text()

@@ -87,8 +87,12 @@ def test_an_out_folder_with_other_files_keeps_them(directory, tmp_path):
     (shared / "notes.txt").write_text("mine")
     (shared / "startup.png").write_bytes(b"an old report's plot")
     assert main(["report", str(directory), "--out", str(shared), "--no-plots", "--quiet"]) == 0
-    assert sorted(p.name for p in shared.iterdir()) == ["notes.txt", "policy-drafter-d1_nccl-default.json",
-                                                        "report.html", "report.md"]
+    assert sorted(p.name for p in shared.iterdir()) == [
+        "notes.txt",
+        "policy-drafter-d1_nccl-default.json",
+        "report.html",
+        "report.md",
+    ]
 
 
 def test_history_says_where_it_wrote_and_an_out_it_cannot_write_is_exit_7(directory, tmp_path, capsys):

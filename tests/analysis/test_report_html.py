@@ -41,7 +41,8 @@ class Text(HTMLParser):
             self._open.pop()
             text = "".join(self._text)
             {"p": self.paragraphs, "li": self.paragraphs, "th": self.cells, "td": self.cells}.get(
-                tag, self.headings).append(text)
+                tag, self.headings
+            ).append(text)
 
     def handle_data(self, data: str) -> None:
         if self._open:
@@ -123,24 +124,42 @@ async def _in_browser(binary: str, html: Path, work: Path) -> dict:
         frontier = "#chart-frontier .scatterlayer .trace .points path"
         x, y = await page.wait_for(_center(frontier, 3), 10, "a point of the frontier chart")
         await page.mouse("mouseMoved", x, y)
-        hover = await page.wait_for("document.querySelector('#chart-frontier .hoverlayer .hovertext')?.textContent",
-                                    10, "the frontier's hover box")
+        hover = await page.wait_for(
+            "document.querySelector('#chart-frontier .hoverlayer .hovertext')?.textContent",
+            10,
+            "the frontier's hover box",
+        )
         hover_box = await page.evaluate(
             "(() => { const r = document.getElementById('chart-frontier').getBoundingClientRect();"
-            " return {x: r.x, y: r.y + window.scrollY, width: r.width, height: r.height}; })()")
+            " return {x: r.x, y: r.y + window.scrollY, width: r.width, height: r.height}; })()"
+        )
         await page.screenshot(work / "report-frontier-hover.png", clip=hover_box)
         # the legend toggles a configuration in every panel; a button shows one panel
         group = await page.evaluate("document.getElementById('chart-concurrency').data[0].legendgroup")
         await _click(page, "#chart-concurrency .legend .traces .legendtoggle", 0)
-        hidden = await page.wait_for(f"""(() => {{ const d = document.getElementById('chart-concurrency').data;
+        hidden = await page.wait_for(
+            f"""(() => {{ const d = document.getElementById('chart-concurrency').data;
             const g = d.filter(t => t.legendgroup === {group!r});
-            return g.every(t => t.visible === 'legendonly') && g.length; }})()""", 10, "the legend hid a configuration")
+            return g.every(t => t.visible === 'legendonly') && g.length; }})()""",
+            10,
+            "the legend hid a configuration",
+        )
         await _click(page, "#chart-concurrency .updatemenu-button", 2)  # all panels, nccl=default, nccl=tuned
-        shown = await page.wait_for("""(() => { const d = document.getElementById('chart-concurrency').data;
+        shown = await page.wait_for(
+            """(() => { const d = document.getElementById('chart-concurrency').data;
             const off = d.filter(t => t.visible === false);
-            return off.length && [...new Set(off.map(t => t.meta))]; })()""", 10, "a button hid a panel")
-        return {"charts": charts, "hover": hover, "hidden": hidden, "shown": shown, "errors": page.errors,
-                "requests": page.requests}
+            return off.length && [...new Set(off.map(t => t.meta))]; })()""",
+            10,
+            "a button hid a panel",
+        )
+        return {
+            "charts": charts,
+            "hover": hover,
+            "hidden": hidden,
+            "shown": shown,
+            "errors": page.errors,
+            "requests": page.requests,
+        }
 
 
 @pytest.mark.slow  # draws the PNGs too, and Chromium loads 5 MB of page (~10 s on two busy cores)
@@ -168,7 +187,9 @@ def test_the_page_draws_every_chart_offline_in_chromium(tmp_path):
     assert sorted(c["image"] for c in charts.values()) == sorted(images)  # every plot of the Markdown
     assert {i: c["traces"] for i, c in charts.items()} == CHART_TRACES
     assert {i: c["drawn"] for i, c in charts.items()} == CHART_TRACES  # each series drawn in the SVG
-    assert re.search(r"drafter=\S+,nccl=default.*C=\d+.*per-user [\d.]+ tok/s.*tok/s per GPU", seen["hover"]), seen["hover"]
+    assert re.search(r"drafter=\S+,nccl=default.*C=\d+.*per-user [\d.]+ tok/s.*tok/s per GPU", seen["hover"]), seen[
+        "hover"
+    ]
     assert seen["hidden"] == 4  # one configuration: 2 metrics x 2 panels
     assert seen["shown"] == ["nccl=default"]
     assert (tmp_path / "browser" / "report-screenshot.png").read_bytes().startswith(b"\x89PNG")

@@ -15,8 +15,12 @@ def test_counts_of_one_take_the_singular(tmp_path):
     directory = sd.write()
     path = directory / "levels" / f"{pid}.parquet"
     t = pq.read_table(path)
-    for name, values in {"stopped_early": [True], "planned_requests": [8], "requests": [4],
-                         "throughput_precision": [0.015]}.items():
+    for name, values in {
+        "stopped_early": [True],
+        "planned_requests": [8],
+        "requests": [4],
+        "throughput_precision": [0.015],
+    }.items():
         t = t.set_column(t.schema.get_field_index(name), name, pa.array(values, t.schema.field(name).type))
     pq.write_table(t, path)
     md = build(directory, with_plots=False, slos=[]).markdown
@@ -32,8 +36,15 @@ def test_a_drafter_of_one_position_is_said_so():
 
     from sweep.analysis.acceptance import flagged_lines
 
-    frame = pl.DataFrame({"label": ["drafter=d,steps=1", "drafter=d,steps=3"], "verdict": ["broken", "broken"],
-                          "accept_rate": [0.0, 0.0], "positions": [1, 3], "accept_length": [1.0, 1.0],
-                          "causes": ["c", "c"]})
+    frame = pl.DataFrame(
+        {
+            "label": ["drafter=d,steps=1", "drafter=d,steps=3"],
+            "verdict": ["broken", "broken"],
+            "accept_rate": [0.0, 0.0],
+            "positions": [1, 3],
+            "accept_length": [1.0, 1.0],
+            "causes": ["c", "c"],
+        }
+    )
     one, three = flagged_lines(frame)
     assert "over 1 draft position, " in one and "over 3 draft positions, " in three

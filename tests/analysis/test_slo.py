@@ -10,25 +10,37 @@ import polars as pl
 import pytest
 
 from sweep.analysis.cli import add_report_arguments, run_report
-from sweep.analysis.slo import (Limit, SLO, from_experiment, from_settings, level_slo, parse_limit, parse_slo,
-                                recommendations, slo_table)
-from sweep.core.settings import SLOSettings
+from sweep.analysis.slo import (
+    SLO,
+    Limit,
+    from_experiment,
+    from_settings,
+    level_slo,
+    parse_limit,
+    parse_slo,
+    recommendations,
+    slo_table,
+)
 from sweep.core.errors import ConfigError, SLOError
+from sweep.core.settings import SLOSettings
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir, story_sweep
 
-
 # --- the syntax ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, metric, pct, value", [
-    ("ttft_p90<=2s", "ttft", 90, 2.0),
-    ("tpot_p99 <= 50ms", "tpot", 99, 0.05),
-    ("latency_p50<=1500ms", "latency", 50, 1.5),
-    ("tpot_p99.9<=800us", "tpot", 99.9, 0.0008),
-    ("tok_s_p10>=20", "tok_s", 10, 20.0),
-    ("TOK_S_P5>=12.5tok/s", "tok_s", 5, 12.5),
-    ("ttft_p90<2s", "ttft", 90, 2.0),  # < is read as <=
-])
+
+@pytest.mark.parametrize(
+    "text, metric, pct, value",
+    [
+        ("ttft_p90<=2s", "ttft", 90, 2.0),
+        ("tpot_p99 <= 50ms", "tpot", 99, 0.05),
+        ("latency_p50<=1500ms", "latency", 50, 1.5),
+        ("tpot_p99.9<=800us", "tpot", 99.9, 0.0008),
+        ("tok_s_p10>=20", "tok_s", 10, 20.0),
+        ("TOK_S_P5>=12.5tok/s", "tok_s", 5, 12.5),
+        ("ttft_p90<2s", "ttft", 90, 2.0),  # < is read as <=
+    ],
+)
 def test_a_limit_parses(text, metric, pct, value):
     limit = parse_limit(text)
     assert (limit.metric, limit.percentile) == (metric, pct)
@@ -37,19 +49,22 @@ def test_a_limit_parses(text, metric, pct, value):
     assert again.text() == limit.text() and math.isclose(again.value, limit.value)
 
 
-@pytest.mark.parametrize("text, culprit", [
-    ("ttfb_p90<=2s", "unknown metric 'ttfb'"),
-    ("ttft_p90>=2s", "ttft is a time"),
-    ("tok_s_p10<=20", "tok_s is a speed"),
-    ("ttft_p90<=2", "needs a unit"),
-    ("ttft_p90<=2h", "unit 'h'"),
-    ("tok_s_p10>=20ms", "unit 'ms'"),
-    ("ttft_p0<=2s", "percentile p0"),
-    ("ttft_p101<=2s", "percentile p101"),
-    ("ttft_p90=2s", "'=' is not a limit"),
-    ("ttft<=2s", "is not a limit"),
-    ("ttft_p90<=0s", "must be positive"),
-])
+@pytest.mark.parametrize(
+    "text, culprit",
+    [
+        ("ttfb_p90<=2s", "unknown metric 'ttfb'"),
+        ("ttft_p90>=2s", "ttft is a time"),
+        ("tok_s_p10<=20", "tok_s is a speed"),
+        ("ttft_p90<=2", "needs a unit"),
+        ("ttft_p90<=2h", "unit 'h'"),
+        ("tok_s_p10>=20ms", "unit 'ms'"),
+        ("ttft_p0<=2s", "percentile p0"),
+        ("ttft_p101<=2s", "percentile p101"),
+        ("ttft_p90=2s", "'=' is not a limit"),
+        ("ttft<=2s", "is not a limit"),
+        ("ttft_p90<=0s", "must be positive"),
+    ],
+)
 def test_a_bad_limit_names_the_culprit(text, culprit):
     with pytest.raises(ConfigError) as e:
         parse_limit(text)
@@ -63,8 +78,11 @@ def test_an_slo_with_a_name_and_several_limits():
     assert slo.describe() == "90% of requests with TTFT <= 2 s; 90% of requests with TPOT <= 50 ms"
     assert parse_slo("tok_s_p10>=20").name == "tok_s_p10>=20"  # unnamed: named after its limits
     assert parse_slo("tok_s_p10>=20").describe() == "90% of requests with per-user speed >= 20 tok/s"
-    for bad, culprit in (("chat:", "has no limit"), ("a b: ttft_p90<=2s", "SLO name 'a b'"),
-                         ("ttft_p90<=2s,ttft_p90<=3s", "ttft_p90 twice")):
+    for bad, culprit in (
+        ("chat:", "has no limit"),
+        ("a b: ttft_p90<=2s", "SLO name 'a b'"),
+        ("ttft_p90<=2s,ttft_p90<=3s", "ttft_p90 twice"),
+    ):
         with pytest.raises(ConfigError, match=culprit):
             parse_slo(bad)
 
@@ -83,11 +101,13 @@ def test_the_experiments_settings_mirror_the_percentile_for_speeds():
 
 # --- the data -----------------------------------------------------------------------------------
 
+
 def three_levels(tmp_path, **kw) -> SweepDir:
     """One baseline whose per-request tok/s is exactly 100, 90, 80 at C=1, 2, 4 (no jitter)."""
     sd = SweepDir(tmp_path)
-    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100], levels={1: 100, 2: 180, 4: 320},
-             jitter=0.0, **kw)
+    sd.point(
+        drafter="none", nccl="default", baseline=True, tok_s=[100], levels={1: 100, 2: 180, 4: 320}, jitter=0.0, **kw
+    )
     return sd
 
 
@@ -142,8 +162,7 @@ def test_the_story_strict_slo_picks_a_drafter_and_a_loose_one_the_baseline(tmp_p
 def test_a_dry_run_is_judged_at_real_speed(tmp_path):
     """The fake served 5x faster: its figures are divided back (500 tok/s -> 100) before any SLO."""
     sd = SweepDir(tmp_path, dry_run=True, bench_scale={"fake_speed": 5.0})
-    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[500], levels={1: 500, 2: 900, 4: 1600},
-             jitter=0.0)
+    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[500], levels={1: 500, 2: 900, 4: 1600}, jitter=0.0)
     directory = sd.write()
     assert run_report(report_args(str(directory), "--slo", "s: tok_s_p10>=85", "--no-plots", "--quiet")) == 0
     md = (directory / "report" / "report.md").read_text()
@@ -162,19 +181,27 @@ def report_args(*argv: str) -> argparse.Namespace:
 def test_the_report_recomputes_from_parquet_for_any_slo_given(tmp_path):
     directory = story_sweep(tmp_path / "s", dry_run=False).write()
     (directory / "experiment.yaml").write_text(
-        "name: s\nbenchmark:\n  slo:\n  - {name: strict, percentile: 90, ttft_s: null, tpot_s: null, tok_s: 40.0}\n")
+        "name: s\nbenchmark:\n  slo:\n  - {name: strict, percentile: 90, ttft_s: null, tpot_s: null, tok_s: 40.0}\n"
+    )
     assert [s.name for s in from_experiment(directory)] == ["strict"]
     assert run_report(report_args(str(directory), "--no-plots", "--quiet")) == 0  # the experiment's SLO
     md = (directory / "report" / "report.md").read_text()
     summary = md.split("## Summary")[1].split("##")[0]
-    assert ("- SLO strict (90% of requests with per-user speed >= 40 tok/s): no decision: these 3 are equivalent "
-            "(within noise): drafter=k26_300k,steps=2,nccl=tuned, drafter=k26_300k,steps=3,nccl=tuned") in summary
-    assert "over the runner-up drafter=k26_300k,steps=3,nccl=tuned" in summary and "over its baseline drafter=none,nccl=tuned" in summary
+    assert (
+        "- SLO strict (90% of requests with per-user speed >= 40 tok/s): no decision: these 3 are equivalent "
+        "(within noise): drafter=k26_300k,steps=2,nccl=tuned, drafter=k26_300k,steps=3,nccl=tuned"
+    ) in summary
+    assert (
+        "over the runner-up drafter=k26_300k,steps=3,nccl=tuned" in summary
+        and "over its baseline drafter=none,nccl=tuned" in summary
+    )
     assert "### Goodput under strict" in md
     run_report(report_args(str(directory), "--slo", "loose: tpot_p90<=100ms", "--no-plots", "--quiet"))
     md = (directory / "report" / "report.md").read_text()
-    assert ("- SLO loose (90% of requests with TPOT <= 100 ms): no decision: these 6 are equivalent (within noise): "
-            "drafter=none,nccl=tuned, drafter=none,nccl=default") in md
+    assert (
+        "- SLO loose (90% of requests with TPOT <= 100 ms): no decision: these 6 are equivalent (within noise): "
+        "drafter=none,nccl=tuned, drafter=none,nccl=default"
+    ) in md
     assert "drafter=none,nccl=tuned (a baseline), up to C" in md
     assert "SLO strict" not in md  # --slo replaces the experiment's
     with pytest.raises(SLOError, match="'x' more than once"):

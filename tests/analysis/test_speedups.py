@@ -21,18 +21,45 @@ def by_label(frame: pl.DataFrame) -> dict[str, dict]:
 def two_profiles(tmp_path):
     """Baselines of 100 (default) and 200 tok/s (tuned): each point must use its own profile's."""
     sd = SweepDir(tmp_path)
-    base_d = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100, 100, 100],
-                      levels={1: 100, 8: 800, 64: 3200})
-    base_t = sd.point(drafter="none", nccl="tuned", baseline=True, tok_s=[200, 200, 200],
-                      levels={1: 200, 8: 1600, 64: 6400})
-    sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base_d, tok_s=[149, 150, 151],
-             accept_length=2.5, levels={1: 150, 8: 960, 64: 2560})
-    sd.point(drafter="d1", steps="2", nccl="tuned", baseline_of=base_t, tok_s=[239, 240, 241],
-             levels={1: 240, 8: 1760, 64: 7040})
-    sd.point(drafter="d1", steps="10", nccl="default", baseline_of=base_d, tok_s=[90, 100, 115],
-             levels={1: 100, 8: 800, 64: 1600})
-    sd.point(drafter="d1", steps="3", nccl="default", baseline_of=base_d, tok_s=[79, 80, 81],
-             levels={1: 80, 8: 400, 64: 1600})
+    base_d = sd.point(
+        drafter="none", nccl="default", baseline=True, tok_s=[100, 100, 100], levels={1: 100, 8: 800, 64: 3200}
+    )
+    base_t = sd.point(
+        drafter="none", nccl="tuned", baseline=True, tok_s=[200, 200, 200], levels={1: 200, 8: 1600, 64: 6400}
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base_d,
+        tok_s=[149, 150, 151],
+        accept_length=2.5,
+        levels={1: 150, 8: 960, 64: 2560},
+    )
+    sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="tuned",
+        baseline_of=base_t,
+        tok_s=[239, 240, 241],
+        levels={1: 240, 8: 1760, 64: 7040},
+    )
+    sd.point(
+        drafter="d1",
+        steps="10",
+        nccl="default",
+        baseline_of=base_d,
+        tok_s=[90, 100, 115],
+        levels={1: 100, 8: 800, 64: 1600},
+    )
+    sd.point(
+        drafter="d1",
+        steps="3",
+        nccl="default",
+        baseline_of=base_d,
+        tok_s=[79, 80, 81],
+        levels={1: 80, 8: 400, 64: 1600},
+    )
     return load(sd.write())
 
 
@@ -74,8 +101,9 @@ def test_single_run_has_no_interval(tmp_path):
 def test_missing_failed_and_unplanned_baselines(tmp_path):
     sd = SweepDir(tmp_path)
     pending = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100], written=False)
-    broken = sd.point(drafter="none", nccl="tuned", baseline=True, status="failed",
-                      failure_phase="load", failure_reason="oom")
+    broken = sd.point(
+        drafter="none", nccl="tuned", baseline=True, status="failed", failure_phase="load", failure_reason="oom"
+    )
     sd.point(drafter="d1", steps="1", nccl="default", baseline_of=pending, tok_s=[130, 131])
     sd.point(drafter="d1", steps="1", nccl="tuned", baseline_of=broken, tok_s=[130, 131])
     sd.point(drafter="d1", steps="2", nccl="tuned", tok_s=[130, 131])  # no baseline_id at all
@@ -91,12 +119,20 @@ def test_missing_failed_and_unplanned_baselines(tmp_path):
 def test_configurations_parse_roles_and_order(two_profiles):
     conf = configurations(two_profiles)
     assert conf["label"].to_list() == [
-        "drafter=none,nccl=default", "drafter=d1,steps=2,nccl=default",
-        "drafter=d1,steps=3,nccl=default", "drafter=d1,steps=10,nccl=default",
-        "drafter=none,nccl=tuned", "drafter=d1,steps=2,nccl=tuned"]
+        "drafter=none,nccl=default",
+        "drafter=d1,steps=2,nccl=default",
+        "drafter=d1,steps=3,nccl=default",
+        "drafter=d1,steps=10,nccl=default",
+        "drafter=none,nccl=tuned",
+        "drafter=d1,steps=2,nccl=tuned",
+    ]
     row = by_label(conf)["drafter=d1,steps=10,nccl=default"]
     assert (row["drafter"], row["spec"], row["profile"], row["config"]) == (
-        "d1", "steps=10", "nccl=default", "drafter=d1,steps=10")
+        "d1",
+        "steps=10",
+        "nccl=default",
+        "drafter=d1,steps=10",
+    )
 
 
 def test_level_speedups(two_profiles):
@@ -140,8 +176,7 @@ def test_ahead_up_to_is_the_last_level_before_the_first_dip(tmp_path):
     and the mixed curve said so."""
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 8: 800, 16: 1600, 64: 6400})
-    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base,
-             levels={1: 120, 8: 640, 16: 1920, 64: 5120})
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, levels={1: 120, 8: 640, 16: 1920, 64: 5120})
     row = crossover(load(sd.write())).row(0, named=True)
     assert row["crossover"] == 64 and row["ahead_up_to"] == 1 and row["first_behind"] == 8
     assert row["crossover_est"] == pytest.approx(math.exp(math.log(8) * 0.5))  # between 1 and 8
@@ -154,13 +189,11 @@ def test_a_curve_that_dips_within_noise_is_neither_behind_nor_mixed(tmp_path):
     does not 'stop paying' there; 1.30x at C=1 is ahead."""
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 10: 1000, 100: 5000, 250: 6000})
-    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base,
-             levels={1: 130, 10: 980, 100: 4800, 250: 6120})
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, levels={1: 130, 10: 980, 100: 4800, 250: 6120})
     row = crossover(load(sd.write())).row(0, named=True)
     assert row["ahead_up_to"] == 1 and row["first_behind"] is None and row["crossover"] is None
     assert not row["mixed"]
     assert row["outcome"] == "never behind beyond noise: ahead at C=1; within noise at C=10, 100, 250"
-
 
 
 def test_best_per_level_ratio_and_verdict_are_of_the_same_figure(tmp_path):
@@ -169,8 +202,7 @@ def test_best_per_level_ratio_and_verdict_are_of_the_same_figure(tmp_path):
     per-request verdict stays in its own column."""
     sd = SweepDir(tmp_path)
     base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 8: 800})
-    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, levels={1: 90, 8: 880},
-             per_request={8: 88})
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, levels={1: 90, 8: 880}, per_request={8: 88})
     tables = load(sd.write())
     row = best_per_level(tables).filter(pl.col("concurrency") == 8).row(0, named=True)
     assert row["label"] == "drafter=d1,steps=1,nccl=default"
@@ -178,7 +210,9 @@ def test_best_per_level_ratio_and_verdict_are_of_the_same_figure(tmp_path):
     level = level_speedups(tables).filter(~pl.col("baseline") & (pl.col("concurrency") == 8)).row(0, named=True)
     assert level["verdict"] == "faster" and level["ci_low"] <= 1.10 <= level["ci_high"]
     assert level["per_request_ratio"] == pytest.approx(0.88) and level["per_request_verdict"] == "slower"
-    per_request = best_per_level(tables, metric="per_request_tok_s").filter(pl.col("concurrency") == 8).row(0, named=True)
+    per_request = (
+        best_per_level(tables, metric="per_request_tok_s").filter(pl.col("concurrency") == 8).row(0, named=True)
+    )
     assert per_request["label"] == "drafter=none,nccl=default" and per_request["verdict"] is None
 
 

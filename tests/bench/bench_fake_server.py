@@ -65,8 +65,22 @@ class FakeServer:
 def start_fake(log_dir: Path, *args: str, speed: float = 1.0, timeout_s: float = 60.0) -> FakeServer:
     port = free_port()
     log = log_dir / f"fake-{port}.log"
-    argv = [sys.executable, "-m", "sweep.fake", "--model-path", "fake/Kimi-K2", "--host", "127.0.0.1",
-            "--port", str(port), "--fake-speed", str(speed), "--fake-startup-speed", "10000", *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep.fake",
+        "--model-path",
+        "fake/Kimi-K2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--fake-speed",
+        str(speed),
+        "--fake-startup-speed",
+        "10000",
+        *args,
+    ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
     server = FakeServer(f"http://127.0.0.1:{port}", proc, log, tuple(args))

@@ -15,7 +15,6 @@ from sweep.bench import cli
 from sweep.core.errors import ResultsError
 from sweep.results import load
 from sweep.results.writer import ResultsDir
-
 from tests.bench.bench_fake_server import REPO
 from tests.bench.test_bench_cli_report import _result
 
@@ -38,8 +37,13 @@ def test_out_is_a_results_directory_that_loads_and_is_queried(tmp_path):
     assert sorted(p.name for p in paths.values()) == FLAT  # the files it always wrote, returned for the message
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == FLAT
     tables = {name: frame.collect() for name, frame in load(out).items()}
-    assert {name: t.height for name, t in tables.items()} == {"points": 1, "single_stream": 1, "levels": 1,
-                                                              "requests": 2, "metrics": 0}
+    assert {name: t.height for name, t in tables.items()} == {
+        "points": 1,
+        "single_stream": 1,
+        "levels": 1,
+        "requests": 2,
+        "metrics": 0,
+    }
     for name in ("requests", "single_stream", "levels"):  # the same rows as the flat files
         assert tables[name].equals(pl.read_parquet(out / f"{name}.parquet")), name
     point = tables["points"].row(0, named=True)
@@ -68,8 +72,13 @@ def test_out_refuses_a_sweeps_directory_before_anything_is_written(tmp_path):
         cli.write_out(str(rd.path), _result(), url="http://127.0.0.1:1")
     assert sorted(p.name for p in rd.path.rglob("*")) == before
     # the command refuses it before the benchmark: exit 5 (results), not 6 (no server at port 9)
-    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", "http://127.0.0.1:9", "--out", str(rd.path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "bench", "--url", "http://127.0.0.1:9", "--out", str(rd.path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 5 and "holds the results of the sweep 'k26'" in proc.stdout + proc.stderr, proc.stderr
 
 
@@ -77,14 +86,35 @@ def test_out_refuses_a_sweeps_directory_before_anything_is_written(tmp_path):
 def test_bench_out_against_a_server_is_queried_like_a_sweep(fake_sglang, tmp_path):
     server = fake_sglang(speed=20.0)
     out = tmp_path / "bench"
-    sweep("bench", "--url", server.url, "--runs", "1", "--warmup", "0", "--single-max-tokens", "8",
-          "--levels", "1,2", "--max-tokens", "8", "--rounds", "1", "--quiet", "--out", str(out))
+    sweep(
+        "bench",
+        "--url",
+        server.url,
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--single-max-tokens",
+        "8",
+        "--levels",
+        "1,2",
+        "--max-tokens",
+        "8",
+        "--rounds",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    )
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == FLAT
     levels = load(out)["levels"].collect()
     assert sorted(levels["concurrency"].to_list()) == [1, 2]
     assert levels.equals(pl.read_parquet(out / "levels.parquet"))
     rows = query_csv(out, "SELECT concurrency, requests, failed FROM levels ORDER BY concurrency")
-    assert rows == [{"concurrency": "1", "requests": "1", "failed": "0"}, {"concurrency": "2", "requests": "2", "failed": "0"}]
+    assert rows == [
+        {"concurrency": "1", "requests": "1", "failed": "0"},
+        {"concurrency": "2", "requests": "2", "failed": "0"},
+    ]
     assert query_csv(out, "SELECT status, experiment FROM points") == [{"status": "ok", "experiment": "bench"}]
 
 
@@ -96,10 +126,15 @@ def test_a_bench_directory_counts_per_gpu_by_the_servers_parallelism(tmp_path):
     from sweep.analysis.slo import gpus_frame
 
     assert cli.server_argv({"tp_size": 8, "dp_size": 1, "device": "cuda"}) == (
-        ["--tp-size", "8", "--dp-size", "1", "--device", "cuda"], 8)
+        ["--tp-size", "8", "--dp-size", "1", "--device", "cuda"],
+        8,
+    )
     assert cli.server_argv({"tp_size": 1, "device": "cpu"})[1] == 0 and cli.server_argv({})[1] is None
     out = tmp_path / "bench"
-    cli.write_out(str(out), replace(_result(), server_info={"version": "0.5.10", "tp_size": 8, "device": "cuda"}),
-                  url="http://127.0.0.1:30000")
+    cli.write_out(
+        str(out),
+        replace(_result(), server_info={"version": "0.5.10", "tp_size": 8, "device": "cuda"}),
+        url="http://127.0.0.1:30000",
+    )
     gpus = gpus_frame(load(out)).row(0, named=True)
     assert (gpus["gpus"], gpus["per"], gpus["gpus_from"]) == (8.0, "GPU", "argv")

@@ -14,7 +14,6 @@ import pytest
 from sweep.bench import cli
 from sweep.bench.report import levels_table
 from sweep.core.console import PIPE_WIDTH, output_console
-
 from tests.bench.bench_fake_server import REPO
 
 LEVEL_HEADERS = ("ok/total", "tok/s/req", "TTFT p50", "TPOT p50", "ITL p99", "achieved C", "accept srv", "accept req")
@@ -41,8 +40,23 @@ def test_a_console_that_is_not_a_terminal_is_wide_enough_for_every_table(monkeyp
     assert not console.is_terminal and console.width == PIPE_WIDTH
     from sweep.results.schema import from_rows
 
-    console.print(levels_table(from_rows([{"concurrency": 250, "requests": 500, "ok": 500, "failed": 0,
-                                           "output_throughput": 12345.6, "latency_p99_s": 20.1}], "levels")))
+    console.print(
+        levels_table(
+            from_rows(
+                [
+                    {
+                        "concurrency": 250,
+                        "requests": 500,
+                        "ok": 500,
+                        "failed": 0,
+                        "output_throughput": 12345.6,
+                        "latency_p99_s": 20.1,
+                    }
+                ],
+                "levels",
+            )
+        )
+    )
     header = next(line for line in buf.getvalue().splitlines() if "ok/total" in line)
     assert all(h in header for h in LEVEL_HEADERS) and "…" not in buf.getvalue()
     monkeypatch.setenv("COLUMNS", "100")  # the user's own width wins
@@ -54,9 +68,31 @@ def test_piped_output_keeps_every_column_and_runs_0_sends_no_warmup(fake_sglang,
     server = fake_sglang(speed=20.0)
     out = tmp_path / "bench"
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url, "--runs", "0",
-                           "--levels", "1,2", "--max-tokens", "8", "--rounds", "1", "--out", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            "bench",
+            "--url",
+            server.url,
+            "--runs",
+            "0",
+            "--levels",
+            "1,2",
+            "--max-tokens",
+            "8",
+            "--rounds",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     header = next(line for line in proc.stdout.splitlines() if "ok/total" in line)
     assert all(h in header for h in LEVEL_HEADERS), proc.stdout

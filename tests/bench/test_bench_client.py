@@ -9,8 +9,17 @@ import json
 import pytest
 from aiohttp import web
 
-from sweep.bench.client import (SSESplitter, StreamParser, MalformedStream, RequestRecord, ServerStreamError,
-                                build_payload, make_client, send, send_one)
+from sweep.bench.client import (
+    MalformedStream,
+    RequestRecord,
+    ServerStreamError,
+    SSESplitter,
+    StreamParser,
+    build_payload,
+    make_client,
+    send,
+    send_one,
+)
 
 
 def sse(*objs) -> bytes:
@@ -21,23 +30,41 @@ def sse(*objs) -> bytes:
 
 
 GENERATE = sse(
-    {"text": "He", "output_ids": [1, 2], "meta_info": {"id": "a", "prompt_tokens": 7, "completion_tokens": 2,
-                                                       "finish_reason": None}},
+    {
+        "text": "He",
+        "output_ids": [1, 2],
+        "meta_info": {"id": "a", "prompt_tokens": 7, "completion_tokens": 2, "finish_reason": None},
+    },
     {"text": "Hello wo", "meta_info": {"id": "a", "prompt_tokens": 7, "completion_tokens": 5, "finish_reason": None}},
-    {"text": "Hello world", "meta_info": {"id": "a", "prompt_tokens": 7, "completion_tokens": 6,
-                                          "finish_reason": {"type": "length", "length": 6},
-                                          "spec_accept_length": 3.0, "spec_verify_ct": 2, "e2e_latency": 0.25,
-                                          "spec_accept_histogram": [0, 0, 2]}},
+    {
+        "text": "Hello world",
+        "meta_info": {
+            "id": "a",
+            "prompt_tokens": 7,
+            "completion_tokens": 6,
+            "finish_reason": {"type": "length", "length": 6},
+            "spec_accept_length": 3.0,
+            "spec_verify_ct": 2,
+            "e2e_latency": 0.25,
+            "spec_accept_histogram": [0, 0, 2],
+        },
+    },
     b"[DONE]",
 )
 
 COMPLETIONS_CONTINUOUS = sse(
-    {"choices": [{"index": 0, "text": "He", "finish_reason": None}],
-     "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}},
-    {"choices": [{"index": 0, "text": "llo wo", "finish_reason": None}],
-     "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}},
-    {"choices": [{"index": 0, "text": "rld", "finish_reason": "length"}],
-     "usage": {"prompt_tokens": 7, "completion_tokens": 6, "total_tokens": 13}},
+    {
+        "choices": [{"index": 0, "text": "He", "finish_reason": None}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
+    },
+    {
+        "choices": [{"index": 0, "text": "llo wo", "finish_reason": None}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12},
+    },
+    {
+        "choices": [{"index": 0, "text": "rld", "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 6, "total_tokens": 13},
+    },
     {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 6, "total_tokens": 13}},
     b"[DONE]",
 )
@@ -56,7 +83,7 @@ def parse(api: str, body: bytes, piece: int) -> StreamParser:
     """Feed ``body`` in ``piece``-byte reads, the i-th read arriving at t = i."""
     splitter, parser = SSESplitter(), StreamParser(api)
     for i in range(0, len(body), piece):
-        for p in splitter.feed(body[i:i + piece]):
+        for p in splitter.feed(body[i : i + piece]):
             parser.feed(p, float(i // piece))
     for p in splitter.flush():
         parser.feed(p, 99.0)
@@ -93,15 +120,23 @@ def test_the_first_text_is_timed_apart_from_the_first_token():
     assert chat.first_text_s == chat.ttft_s
 
 
-@pytest.mark.parametrize("meta, histogram", [
-    ({"spec_correct_drafts_histogram": [1, 4, 2]}, [1, 4, 2]),  # 0.5.23
-    ({"spec_correct_drafts_histogram": [1, 4], "spec_accept_histogram": [1, 4]}, [1, 4]),  # the builds between
-    ({"spec_accept_length": 1.0}, None),  # nothing verified yet, or no speculation
-    ({"spec_accept_histogram": [1, "x"]}, None),  # not the documented shape: left out, not an error
-])
+@pytest.mark.parametrize(
+    "meta, histogram",
+    [
+        ({"spec_correct_drafts_histogram": [1, 4, 2]}, [1, 4, 2]),  # 0.5.23
+        ({"spec_correct_drafts_histogram": [1, 4], "spec_accept_histogram": [1, 4]}, [1, 4]),  # the builds between
+        ({"spec_accept_length": 1.0}, None),  # nothing verified yet, or no speculation
+        ({"spec_accept_histogram": [1, "x"]}, None),  # not the documented shape: left out, not an error
+    ],
+)
 def test_the_accept_histogram_under_each_name(meta, histogram):
-    body = sse({"text": "a", "meta_info": {"prompt_tokens": 1, "completion_tokens": 1,
-                                           "finish_reason": {"type": "length"}, **meta}}, b"[DONE]")
+    body = sse(
+        {
+            "text": "a",
+            "meta_info": {"prompt_tokens": 1, "completion_tokens": 1, "finish_reason": {"type": "length"}, **meta},
+        },
+        b"[DONE]",
+    )
     p = parse("generate", body, 1000)
     assert p.accept_histogram == histogram
     rec = RequestRecord(start_at=0.0, start_mono=0.0)
@@ -111,7 +146,7 @@ def test_the_accept_histogram_under_each_name(meta, histogram):
 
 def test_splitter_handles_crlf_comments_and_a_missing_final_newline():
     s = SSESplitter()
-    out = s.feed(b": keep-alive\r\n\r\ndata: {\"a\": 1}\r\n\r\nevent: x\ndata: [DO")
+    out = s.feed(b': keep-alive\r\n\r\ndata: {"a": 1}\r\n\r\nevent: x\ndata: [DO')
     out += s.feed(b"NE]")
     out += s.flush()
     assert out == [b'{"a": 1}', b"[DONE]"]
@@ -162,6 +197,7 @@ def test_payloads_ask_for_exact_max_tokens_and_server_counts():
 
 # --- the client against canned responses over real HTTP ------------------------------------------
 
+
 async def _handler(request: web.Request) -> web.StreamResponse:
     mode = request.match_info["mode"]
     if mode == "ok":
@@ -190,8 +226,12 @@ async def _handler(request: web.Request) -> web.StreamResponse:
         await resp.write(b"data: <html>\n\n")
         return resp
     if mode == "whole":
-        return web.json_response({"text": "Hello", "meta_info": {"prompt_tokens": 3, "completion_tokens": 4,
-                                                                 "finish_reason": {"type": "length"}}})
+        return web.json_response(
+            {
+                "text": "Hello",
+                "meta_info": {"prompt_tokens": 3, "completion_tokens": 4, "finish_reason": {"type": "length"}},
+            }
+        )
     raise AssertionError(mode)
 
 

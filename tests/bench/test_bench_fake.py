@@ -15,16 +15,27 @@ from sweep.bench.runner import run
 from sweep.core.events import PointProgress
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.fake import model
-
 from tests.bench.bench_fake_server import REPO, kill_tree
 
 pytestmark = pytest.mark.slow
 
 ACCEPT_RATE = 0.7
 SPEC = model.Spec(steps=3, topk=1, draft_tokens=4, accept_rate=ACCEPT_RATE)
-SPEC_ARGS = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "fake/eagle3",
-             "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
-             "--fake-accept-rate", str(ACCEPT_RATE), "--enable-metrics")
+SPEC_ARGS = (
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "fake/eagle3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--fake-accept-rate",
+    str(ACCEPT_RATE),
+    "--enable-metrics",
+)
 # Fast enough for a ~10 s test, slow enough that a decode step (4-26 ms here) dwarfs the event-loop
 # overheads of a loaded 2-core machine. 256-token requests: a closed loop's later waves arrive
 # staggered, and a request that misses its wave's prefill slips one decode step (~1% of 101 steps)
@@ -38,8 +49,10 @@ METRICS_EVERY_S = 0.2
 
 
 def settings(**kw) -> BenchSettings:
-    s = BenchSettings(single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=SINGLE_TOKENS),
-                      concurrency=ConcurrencySettings(levels=[4, 16], rounds=2, max_tokens=LEVEL_TOKENS))
+    s = BenchSettings(
+        single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=SINGLE_TOKENS),
+        concurrency=ConcurrencySettings(levels=[4, 16], rounds=2, max_tokens=LEVEL_TOKENS),
+    )
     for k, v in kw.items():
         setattr(s, k, v)
     return s
@@ -52,8 +65,14 @@ def close(measured: float, expected: float, tol: float) -> bool:
 def single_stream_expected(runs: list[dict]) -> tuple[float, float]:
     """The model's single-stream figures for these runs: end-to-end tok/s (prefill + decode time) and
     the decode rate (tokens after the first over the time after the first)."""
-    seconds = sum(model.prefill_time_s(r["prompt_tokens"], None)
-                  + model.decode_steps(SINGLE_TOKENS, SPEC) * model.step_time_s(1, SPEC, None) for r in runs) / SPEED
+    seconds = (
+        sum(
+            model.prefill_time_s(r["prompt_tokens"], None)
+            + model.decode_steps(SINGLE_TOKENS, SPEC) * model.step_time_s(1, SPEC, None)
+            for r in runs
+        )
+        / SPEED
+    )
     return len(runs) * SINGLE_TOKENS / seconds, model.single_stream_tok_s(SPEC, None, SPEED)
 
 
@@ -61,8 +80,9 @@ def level_expected(requests: list[dict], c: int) -> float:
     """The model's output throughput of a closed loop of 2C requests at concurrency C, with the
     levels' mean prompt."""
     prompts = [r["prompt_tokens"] for r in requests if r["phase"] == "level"]
-    run = model.closed_loop_run(2 * c, c, LEVEL_TOKENS, SPEC, None, None, SPEED,
-                                prompt_tokens=round(sum(prompts) / len(prompts)))
+    run = model.closed_loop_run(
+        2 * c, c, LEVEL_TOKENS, SPEC, None, None, SPEED, prompt_tokens=round(sum(prompts) / len(prompts))
+    )
     return run.throughput_tok_s
 
 
@@ -222,9 +242,34 @@ def test_a_server_killed_mid_level_gives_failures_not_an_exception(fake_sglang):
 def test_command_line_prints_tables_and_writes_parquet(fake_sglang, tmp_path):
     server = fake_sglang(*SPEC_ARGS, speed=20.0)
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url, "--runs", "2", "--warmup", "0",
-                           "--single-max-tokens", "16", "--levels", "1,4", "--max-tokens", "16", "--prompts",
-                           "encyclopedic", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            "bench",
+            "--url",
+            server.url,
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--single-max-tokens",
+            "16",
+            "--levels",
+            "1,4",
+            "--max-tokens",
+            "16",
+            "--prompts",
+            "encyclopedic",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Single stream" in proc.stdout and "Concurrency levels" in proc.stdout
     assert "Server /metrics per level" in proc.stdout
@@ -235,10 +280,17 @@ def test_command_line_prints_tables_and_writes_parquet(fake_sglang, tmp_path):
     assert all(r["prompt_set"] == "encyclopedic" for r in pq.read_table(out / "requests.parquet").to_pylist())
     metrics = pq.read_table(out / "metrics.parquet").to_pylist()
     assert {m["concurrency"] for m in metrics} == {1, 4}
-    assert sum(m["delta"] for m in metrics if m["concurrency"] == 4
-               and m["name"] == "sglang:generation_tokens_total") == 2 * 4 * 16
+    assert (
+        sum(m["delta"] for m in metrics if m["concurrency"] == 4 and m["name"] == "sglang:generation_tokens_total")
+        == 2 * 4 * 16
+    )
 
     server.kill()
-    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "bench", "--url", server.url],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 6 and "cannot reach the server" in proc.stderr

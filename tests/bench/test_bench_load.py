@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from sweep.core.events import PointProgress
 from sweep.bench.client import Clients
 from sweep.bench.load import Notifier, RequestOptions, closed_loop, single_stream
 from sweep.bench.prompts import load_prompts
+from sweep.core.events import PointProgress
 from tests.bench.stream_stub import Streamer, serving
 
 

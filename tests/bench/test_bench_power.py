@@ -12,14 +12,20 @@ from sweep.bench.power import COLUMNS, Meter, Recorder, columns, node_columns, w
 from sweep.bench.runner import run
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host.gpu import NoGpus
-
 from tests.bench.bench_fake_server import start_fake
 
 
 def test_columns_from_samples():
     got = columns([600.0, 900.0, 750.0], 8, 2.0, 300)
-    assert got == {"power_mean_w": 750.0, "power_peak_w": 900.0, "energy_j": 1500.0, "energy_per_token_j": 5.0,
-                   "power_samples": 3, "power_gpus": 8, "power_nodes": 1}
+    assert got == {
+        "power_mean_w": 750.0,
+        "power_peak_w": 900.0,
+        "energy_j": 1500.0,
+        "energy_per_token_j": 5.0,
+        "power_samples": 3,
+        "power_gpus": 8,
+        "power_nodes": 1,
+    }
 
 
 def test_no_samples_no_wall_no_tokens_are_nulls_never_zeros():
@@ -65,8 +71,11 @@ def test_without_a_power_source_the_energy_columns_are_null(tmp_path):
     """``sweep bench`` (no source) and a host without one (a CPU host's NoGpus): null, not 0."""
     server = start_fake(tmp_path, speed=20.0)
     try:
-        s = BenchSettings(single_stream=SingleStreamSettings(runs=0, warmup=0, max_tokens=8), server_metrics=False,
-                          concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8))
+        s = BenchSettings(
+            single_stream=SingleStreamSettings(runs=0, warmup=0, max_tokens=8),
+            server_metrics=False,
+            concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8),
+        )
         for power in (None, NoGpus().power):
             levels = run(server.url, s, power=power).levels.to_pylist()
             assert len(levels) == 1 and levels[0]["ok"] == 2
@@ -109,8 +118,7 @@ def test_with_nodes_rewrites_the_levels_table_and_leaves_one_host_servers_alone(
 
     from sweep.results.schema import LEVELS
 
-    table = pa.Table.from_pylist([{**LEVEL, "concurrency": 1, "power_mean_w": 800.0, "power_nodes": 1}],
-                                 schema=LEVELS)
+    table = pa.Table.from_pylist([{**LEVEL, "concurrency": 1, "power_mean_w": 800.0, "power_nodes": 1}], schema=LEVELS)
     assert with_nodes(table, [], {}, nnodes=1) is table
     both = with_nodes(table, [(101.0, 800.0, 8)], {1: [(101.2, 600.0, 8)]}, nnodes=2)
     assert both.schema == table.schema
@@ -127,6 +135,7 @@ def test_recorder_keeps_timestamped_readings_and_hands_them_over_once():
 
 
 # --- python -m sweep bench --power SOURCE
+
 
 def _bench_args(*argv: str):
     import argparse
@@ -165,8 +174,22 @@ def test_bench_power_ledger_fills_the_levels_power_columns(tmp_path):
     ledger.mkdir()
     server = start_fake(tmp_path, "--fake-ledger", str(ledger), "--tp-size", "2", speed=20.0)
     try:
-        args = _bench_args("--runs", "0", "--levels", "4", "--rounds", "2", "--max-tokens", "16",
-                           "--no-server-metrics", "--quiet", "--power", f"ledger:{ledger}", "--out", str(tmp_path / "out"))
+        args = _bench_args(
+            "--runs",
+            "0",
+            "--levels",
+            "4",
+            "--rounds",
+            "2",
+            "--max-tokens",
+            "16",
+            "--no-server-metrics",
+            "--quiet",
+            "--power",
+            f"ledger:{ledger}",
+            "--out",
+            str(tmp_path / "out"),
+        )
         args.url = server.url
         assert cli.run_cli(args, power=power_source(args.power)) == 0
     finally:

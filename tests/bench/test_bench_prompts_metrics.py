@@ -39,8 +39,11 @@ def test_jsonl_file_and_its_errors(tmp_path):
 
 
 def test_accept_length_and_model_name_from_server_info():
-    info = {"internal_states": [{"avg_spec_accept_length": 3.0}, {"avg_spec_accept_length": 3.4}],
-            "served_model_name": "kimi", "model_path": "/models/k"}
+    info = {
+        "internal_states": [{"avg_spec_accept_length": 3.0}, {"avg_spec_accept_length": 3.4}],
+        "served_model_name": "kimi",
+        "model_path": "/models/k",
+    }
     assert sm.accept_length_of(info) == pytest.approx(3.2)
     assert sm.accept_length_of({"avg_spec_accept_length": 2.5}) == 2.5  # older layout
     assert sm.accept_length_of({"internal_states": [{"last_gen_throughput": 1.0}]}) is None

@@ -8,12 +8,31 @@ from sweep.bench import stats
 from sweep.bench.client import RequestRecord
 
 
-def rec(start: float, latency: float, tokens: int, *, ttft: float = 0.1, ok: bool = True,
-        times: list[float] | None = None, chunk_tokens: list[int] | None = None,
-        accept: float | None = None, verify: int | None = None) -> RequestRecord:
-    return RequestRecord(start_at=1e9 + start, start_mono=start, latency_s=latency, ttft_s=ttft,
-                         completion_tokens=tokens, chunk_times_s=times or [], chunk_tokens=chunk_tokens or [],
-                         accept_length=accept, spec_verify_ct=verify, ok=ok, error=None if ok else "x")
+def rec(
+    start: float,
+    latency: float,
+    tokens: int,
+    *,
+    ttft: float = 0.1,
+    ok: bool = True,
+    times: list[float] | None = None,
+    chunk_tokens: list[int] | None = None,
+    accept: float | None = None,
+    verify: int | None = None,
+) -> RequestRecord:
+    return RequestRecord(
+        start_at=1e9 + start,
+        start_mono=start,
+        latency_s=latency,
+        ttft_s=ttft,
+        completion_tokens=tokens,
+        chunk_times_s=times or [],
+        chunk_tokens=chunk_tokens or [],
+        accept_length=accept,
+        spec_verify_ct=verify,
+        ok=ok,
+        error=None if ok else "x",
+    )
 
 
 def test_itl_spreads_a_multi_token_chunk_over_its_tokens():
@@ -40,8 +59,11 @@ def test_achieved_concurrency_is_time_weighted():
 
 
 def test_accept_length_is_tokens_over_verify_steps_like_the_server():
-    rs = [rec(0, 1, 100, verify=50, accept=2.0), rec(0, 1, 100, verify=25, accept=4.0),
-          rec(0, 1, 100, verify=10, accept=10.0, ok=False)]
+    rs = [
+        rec(0, 1, 100, verify=50, accept=2.0),
+        rec(0, 1, 100, verify=25, accept=4.0),
+        rec(0, 1, 100, verify=10, accept=10.0, ok=False),
+    ]
     assert stats.accept_length(rs) == pytest.approx(200 / 75)
     rs = [rec(0, 1, 100, accept=2.0), rec(0, 1, 300, accept=4.0)]  # no verify counts: token-weighted
     assert stats.accept_length(rs) == pytest.approx(3.5)
@@ -49,9 +71,11 @@ def test_accept_length_is_tokens_over_verify_steps_like_the_server():
 
 
 def test_level_figures_count_failures_and_use_ok_requests_for_speed():
-    rs = [rec(0.0, 2.0, 100, times=[0.1, 1.0, 2.0], chunk_tokens=[1, 49, 50]),
-          rec(0.0, 1.0, 100),
-          rec(1.0, 1.0, 0, ok=False)]
+    rs = [
+        rec(0.0, 2.0, 100, times=[0.1, 1.0, 2.0], chunk_tokens=[1, 49, 50]),
+        rec(0.0, 1.0, 100),
+        rec(1.0, 1.0, 0, ok=False),
+    ]
     f = stats.level_figures(rs)
     assert (f["requests"], f["ok"], f["failed"]) == (3, 2, 1)
     assert f["wall_s"] == pytest.approx(2.0)

@@ -88,13 +88,26 @@ def test_gauges_are_the_mean_over_the_scrapes_during_the_level_not_the_idle_valu
 
 
 def test_ranks_one_series_per_dp_rank_counts_summed_ratios_averaged():
-    text = with_series(AFTER, "num_running_reqs", {
-        'dp_rank="0",tp_rank="0"': 30, 'dp_rank="0",tp_rank="1"': 30,  # tp 1 repeats tp 0
-        'dp_rank="1",tp_rank="4"': 18, 'dp_rank="1",tp_rank="5"': 18})
-    text = with_series(text, "num_queue_reqs", {
-        'priority="",tp_rank="0"': 7, 'priority="1",tp_rank="0"': 5, 'priority="2",tp_rank="0"': 2})
-    text = with_series(text, "spec_accept_length", {
-        'dp_rank="0",tp_rank="0"': 3.0, 'dp_rank="0",tp_rank="1"': 3.0, 'dp_rank="1",tp_rank="4"': 2.0})
+    text = with_series(
+        AFTER,
+        "num_running_reqs",
+        {
+            'dp_rank="0",tp_rank="0"': 30,
+            'dp_rank="0",tp_rank="1"': 30,  # tp 1 repeats tp 0
+            'dp_rank="1",tp_rank="4"': 18,
+            'dp_rank="1",tp_rank="5"': 18,
+        },
+    )
+    text = with_series(
+        text,
+        "num_queue_reqs",
+        {'priority="",tp_rank="0"': 7, 'priority="1",tp_rank="0"': 5, 'priority="2",tp_rank="0"': 2},
+    )
+    text = with_series(
+        text,
+        "spec_accept_length",
+        {'dp_rank="0",tp_rank="0"': 3.0, 'dp_rank="0",tp_rank="1"': 3.0, 'dp_rank="1",tp_rank="4"': 2.0},
+    )
     text = with_series(text, "token_usage", {'dp_rank="0",tp_rank="0"': 0.5, 'dp_rank="1",tp_rank="4"': 0.25})
     cols = lm.columns(scrape(BEFORE), [scrape(text)], scrape(AFTER))
     assert cols["metrics_running_reqs"] == 30 + 18

@@ -20,7 +20,6 @@ from sweep.core import workload_spec
 from sweep.core.errors import BenchError
 from sweep.core.settings import BenchSettings, ConcurrencySettings, OpenLoopSettings, SingleStreamSettings
 from sweep.results import load
-
 from tests.bench.bench_fake_server import REPO
 
 NO_SINGLE = SingleStreamSettings(runs=0, warmup=0)
@@ -32,7 +31,7 @@ def test_poisson_arrivals_are_bench_servings_draw_and_follow_the_rate():
     gaps = [np.random.exponential(1 / 4.0) for _ in range(499)]
     assert t[0] == 0.0 and np.allclose(np.diff(t), gaps)
     many = arrivals.times(50.0, seed=0, duration_s=40.0)  # 2000 expected, sd ~45: a fixed seed, so exact
-    assert abs(len(many) - 2000) < 5 * 2000 ** 0.5 and max(many) < 40.0
+    assert abs(len(many) - 2000) < 5 * 2000**0.5 and max(many) < 40.0
     assert arrivals.times(50.0, seed=0, duration_s=40.0) == many  # seeded: the same draw every time
 
 
@@ -63,15 +62,19 @@ def test_a_growing_backlog_is_not_kept_up_and_a_steady_one_is():
     assert openloop.kept_up(None, [1, 2, 3], drain=0.2, settle=0.1) is True
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"rates": [0]}, "rates"), ({"rates": [2, -1]}, "rates"),
-    ({"open_loop": OpenLoopSettings(arrival="uniform")}, "open_loop.arrival"),
-    ({"open_loop": OpenLoopSettings(burstiness=0.5)}, "open_loop.burstiness"),  # Poisson has no burstiness
-    ({"open_loop": OpenLoopSettings(requests=None)}, "open_loop.requests"),  # no count and no duration
-    ({"open_loop": OpenLoopSettings(max_in_flight=0)}, "open_loop.max_in_flight"),
-    ({"open_loop": OpenLoopSettings(ramp_up_s=-1)}, "open_loop.ramp_up_s"),
-    ({"open_loop": OpenLoopSettings(replay=True)}, "open_loop.replay"),  # not a trace workload
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"rates": [0]}, "rates"),
+        ({"rates": [2, -1]}, "rates"),
+        ({"open_loop": OpenLoopSettings(arrival="uniform")}, "open_loop.arrival"),
+        ({"open_loop": OpenLoopSettings(burstiness=0.5)}, "open_loop.burstiness"),  # Poisson has no burstiness
+        ({"open_loop": OpenLoopSettings(requests=None)}, "open_loop.requests"),  # no count and no duration
+        ({"open_loop": OpenLoopSettings(max_in_flight=0)}, "open_loop.max_in_flight"),
+        ({"open_loop": OpenLoopSettings(ramp_up_s=-1)}, "open_loop.ramp_up_s"),
+        ({"open_loop": OpenLoopSettings(replay=True)}, "open_loop.replay"),  # not a trace workload
+    ],
+)
 def test_bad_open_loop_settings_are_refused_before_anything_is_sent(change, key):
     settings = BenchSettings(**change)
     assert key in [k for k, _, _ in settings.problems()]
@@ -80,15 +83,24 @@ def test_bad_open_loop_settings_are_refused_before_anything_is_sent(change, key)
 
 
 def test_sweep_bench_rejects_a_bad_rates_list():
-    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", "http://127.0.0.1:9", "--rates", "1,x"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "bench", "--url", "http://127.0.0.1:9", "--rates", "1,x"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "comma-separated list of rates" in proc.stderr
 
 
 def test_an_overloaded_rate_is_marked_not_kept_up_and_its_queue_shows_in_ttft(fake_sglang, tmp_path):
     server = fake_sglang("--max-running-requests", "2", speed=10.0)  # the rest waits in the server's queue
-    settings = BenchSettings(single_stream=NO_SINGLE, concurrency=ConcurrencySettings(levels=[2], rounds=3, max_tokens=12),
-                             rates=[12.0, 1000.0], open_loop=OpenLoopSettings(requests=30))
+    settings = BenchSettings(
+        single_stream=NO_SINGLE,
+        concurrency=ConcurrencySettings(levels=[2], rounds=3, max_tokens=12),
+        rates=[12.0, 1000.0],
+        open_loop=OpenLoopSettings(requests=30),
+    )
     result = run(server.url, settings)
     levels = pl.from_arrow(result.levels)
     closed, low, high = levels.rows(named=True)
@@ -119,8 +131,12 @@ def test_an_overloaded_rate_is_marked_not_kept_up_and_its_queue_shows_in_ttft(fa
 
 def test_max_in_flight_caps_the_sends_and_records_the_wait(fake_sglang):
     server = fake_sglang(speed=10.0)
-    settings = BenchSettings(single_stream=NO_SINGLE, concurrency=ConcurrencySettings(levels=[], max_tokens=12),
-                             rates=[500.0], open_loop=OpenLoopSettings(requests=20, max_in_flight=3))
+    settings = BenchSettings(
+        single_stream=NO_SINGLE,
+        concurrency=ConcurrencySettings(levels=[], max_tokens=12),
+        rates=[500.0],
+        open_loop=OpenLoopSettings(requests=20, max_in_flight=3),
+    )
     result = run(server.url, settings)
     row = result.levels.to_pylist()[0]
     assert row["max_in_flight_seen"] == 3 and row["max_in_flight"] == 3 and row["ok"] == 20
@@ -132,11 +148,15 @@ def test_a_trace_is_replayed_at_its_own_timing_scaled(fake_sglang, tmp_path):
     server = fake_sglang(speed=20.0)
     trace = tmp_path / "trace.jsonl"
     stamps = [0, 600, 700, 1600, 2400]  # ms; scale 0.5: sent at 0, 0.3, 0.35, 0.8, 1.2 s
-    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": 16, "output_length": 4}) + "\n"
-                             for t in stamps))
-    settings = BenchSettings(single_stream=NO_SINGLE, concurrency=ConcurrencySettings(levels=[]),
-                             workload=workload_spec.settings(f"trace:{trace},scale=0.5"),
-                             open_loop=OpenLoopSettings(replay=True))
+    trace.write_text(
+        "".join(json.dumps({"timestamp": t, "input_length": 16, "output_length": 4}) + "\n" for t in stamps)
+    )
+    settings = BenchSettings(
+        single_stream=NO_SINGLE,
+        concurrency=ConcurrencySettings(levels=[]),
+        workload=workload_spec.settings(f"trace:{trace},scale=0.5"),
+        open_loop=OpenLoopSettings(replay=True),
+    )
     result = run(server.url, settings)
     row = result.levels.to_pylist()[0]
     assert row["arrival"] == "trace" and row["ok"] == 5 and row["offered_rate"] == pytest.approx(4 / 1.2)
@@ -155,16 +175,23 @@ def test_an_experiment_file_takes_rates_and_refuses_what_cannot_run(tmp_path):
     from tests.experiments import experiment, write
 
     plain = config.load(write(tmp_path / "plain.yaml", experiment()))
-    rated = config.load(write(tmp_path / "rated.yaml", experiment(
-        benchmark={"rates": [1, 2.5], "open_loop": {"arrival": "gamma", "burstiness": 0.5, "duration_s": 30}})))
+    rated = config.load(
+        write(
+            tmp_path / "rated.yaml",
+            experiment(
+                benchmark={"rates": [1, 2.5], "open_loop": {"arrival": "gamma", "burstiness": 0.5, "duration_s": 30}}
+            ),
+        )
+    )
     assert rated.benchmark.rates == [1, 2.5] and rated.benchmark.open_loop.burstiness == 0.5
     default = config.load(write(tmp_path / "default.yaml", experiment(benchmark={"rates": [], "open_loop": {}})))
     assert point_id(default, {}, {}) == point_id(plain, {}, {}) != point_id(rated, {}, {})  # defaults: same id
     with pytest.raises(ConfigError, match=r"line \d+: benchmark.rates = \[1.0, 0.0\] is out of range"):
         config.load(write(tmp_path / "zero.yaml", experiment(benchmark={"rates": [1, 0]})))
     with pytest.raises(ConfigError, match="search.strategy: adaptive"):
-        config.load(write(tmp_path / "adaptive.yaml", experiment(benchmark={"rates": [1]},
-                                                                 search={"strategy": "adaptive"})))
+        config.load(
+            write(tmp_path / "adaptive.yaml", experiment(benchmark={"rates": [1]}, search={"strategy": "adaptive"}))
+        )
 
 
 def test_a_dry_run_sends_the_rates_at_the_fakes_speed_and_the_report_shows_the_users(tmp_path):
@@ -175,8 +202,12 @@ def test_a_dry_run_sends_the_rates_at_the_fakes_speed_and_the_report_shows_the_u
     from sweep.experiment.dryrun import scaled
     from tests.experiments import experiment, write
 
-    exp = config.load(write(tmp_path / "r.yaml", experiment(
-        benchmark={"rates": [1, 4, 16], "open_loop": {"duration_s": 30, "ramp_up_s": 10}})))
+    exp = config.load(
+        write(
+            tmp_path / "r.yaml",
+            experiment(benchmark={"rates": [1, 4, 16], "open_loop": {"duration_s": 30, "ramp_up_s": 10}}),
+        )
+    )
     out, scale = scaled(exp)
     k = exp.dry_run.fake_speed
     assert k != 1 and out.benchmark.rates == [1 * k, 4 * k, 16 * k] and scale["fake_speed"] == k
@@ -184,8 +215,9 @@ def test_a_dry_run_sends_the_rates_at_the_fakes_speed_and_the_report_shows_the_u
     assert exp.benchmark.rates == [1, 4, 16]  # the experiment itself untouched
     # what the fake measured at those rates, divided back: the user's rates
     points = pl.DataFrame({"point_id": ["p"], "bench_scale": [{"fake_speed": k}]}).lazy()
-    levels = pl.DataFrame({"point_id": ["p"] * 3, "concurrency": [0] * 3, "arrival": ["poisson"] * 3,
-                           "offered_rate": out.benchmark.rates}).lazy()
+    levels = pl.DataFrame(
+        {"point_id": ["p"] * 3, "concurrency": [0] * 3, "arrival": ["poisson"] * 3, "offered_rate": out.benchmark.rates}
+    ).lazy()
     real, _ = at_real_speed({"points": points, "levels": levels})
     assert real["levels"].collect()["offered_rate"].to_list() == pytest.approx([1, 4, 16])
 
@@ -195,8 +227,9 @@ def test_a_dry_run_replays_a_trace_at_the_fakes_speed():
     from sweep.core.settings import WorkloadSettings
     from sweep.experiment.dryrun import _open_loop_at_fake_speed
 
-    b = BenchSettings(workload=WorkloadSettings(kind="trace", path="t.jsonl", time_scale=0.5),
-                      open_loop=OpenLoopSettings(replay=True))
+    b = BenchSettings(
+        workload=WorkloadSettings(kind="trace", path="t.jsonl", time_scale=0.5), open_loop=OpenLoopSettings(replay=True)
+    )
     _open_loop_at_fake_speed(b, 5.0)
     assert b.workload is not None and b.workload.time_scale == 0.1 and b.rates == []
     plain = BenchSettings(workload=WorkloadSettings(kind="synthetic"))  # no trace: its id-shaping keys untouched

@@ -57,15 +57,17 @@ def test_the_bracket_is_the_reports_last_met_and_first_missed():
     assert refine.slo_bracket(measured, "s") == (1, 4)
     assert refine.next_levels(measured, ["s"]) == [2]
     slo = from_settings(SLOSettings(ttft_s=1.0))
-    rows = [{"concurrency": m.concurrency, "met": m.met["s"], "throughput_tok_s_gpu": 1.0, "v0": 0.5}
-            for m in measured]
+    rows = [{"concurrency": m.concurrency, "met": m.met["s"], "throughput_tok_s_gpu": 1.0, "v0": 0.5} for m in measured]
     h = highest_meeting(slo, rows)
     assert (h["last_met"], h["first_missed"]) == (1, 4)
 
 
 def test_every_open_bracket_gets_a_level_each_round_slos_first():
-    measured = [M(1, {"a": True, "b": True}, 100.0), M(64, {"a": False, "b": True}, 900.0),
-                M(256, {"a": False, "b": False}, 1000.0)]
+    measured = [
+        M(1, {"a": True, "b": True}, 100.0),
+        M(64, {"a": False, "b": True}, 900.0),
+        M(256, {"a": False, "b": False}, 1000.0),
+    ]
     # baseline: ahead at 1 and 64, behind at 256 -> a crossover between 64 and 256
     baseline = [(1.0, 50.0), (64.0, 800.0), (256.0, 1500.0)]
     assert refine.next_levels(measured, ["a", "b"], baseline=baseline) == [8, 128]  # (1,64) a; (64,256) b and crossover
@@ -86,17 +88,34 @@ def test_auto_levels_stop_at_the_servers_running_cap():
     assert refine.auto_levels(AUTO_LEVELS, 48) == [1, 4, 16, 48]
     assert refine.auto_levels(AUTO_LEVELS, 64) == [1, 4, 16, 64]
     assert refine.auto_levels(AUTO_LEVELS, 4096) == AUTO_LEVELS
-    info = {"internal_states": [{"effective_max_running_requests_per_dp": 24}, {"effective_max_running_requests_per_dp": 24}]}
+    info = {
+        "internal_states": [
+            {"effective_max_running_requests_per_dp": 24},
+            {"effective_max_running_requests_per_dp": 24},
+        ]
+    }
     assert refine.max_running_of(info) == 48
     assert refine.max_running_of({"max_running_requests": 12}) == 12 and refine.max_running_of({}) is None
 
 
 # --- the one SLO rule ---------------------------------------------------------------------------
 
+
 def _rows(c: int, ttfts: list[float | None], ok=None) -> list[dict]:
-    return [{"point_id": "p", "phase": "level", "concurrency": c, "seq": i, "ok": True if ok is None else ok[i],
-             "ttft_s": t, "tpot_s": None if t is None else t / 10, "latency_s": 1.0 + (t or 0), "completion_tokens": 50}
-            for i, t in enumerate(ttfts)]
+    return [
+        {
+            "point_id": "p",
+            "phase": "level",
+            "concurrency": c,
+            "seq": i,
+            "ok": True if ok is None else ok[i],
+            "ttft_s": t,
+            "tpot_s": None if t is None else t / 10,
+            "latency_s": 1.0 + (t or 0),
+            "completion_tokens": 50,
+        }
+        for i, t in enumerate(ttfts)
+    ]
 
 
 def test_the_rule_judges_failures_undefined_values_and_the_time_scale():
@@ -124,9 +143,14 @@ def test_the_report_and_the_host_give_the_same_verdict_and_values():
     for r in rows:
         if not r["ok"]:
             r["ttft_s"] = r["tpot_s"] = None
-    levels = [{"point_id": "p", "concurrency": c, "wall_s": 1.0, "output_throughput": 100.0 * c} for c in (1, 2, 4, 8, 16)]
-    tables = {"points": pl.LazyFrame({"point_id": ["p"], "gpu_count": [8], "fake_speed_divided": [1.0]}),
-              "requests": pl.DataFrame(rows).lazy(), "levels": pl.DataFrame(levels).lazy()}
+    levels = [
+        {"point_id": "p", "concurrency": c, "wall_s": 1.0, "output_throughput": 100.0 * c} for c in (1, 2, 4, 8, 16)
+    ]
+    tables = {
+        "points": pl.LazyFrame({"point_id": ["p"], "gpu_count": [8], "fake_speed_divided": [1.0]}),
+        "requests": pl.DataFrame(rows).lazy(),
+        "levels": pl.DataFrame(levels).lazy(),
+    }
     slo = from_settings(settings)
     report = {r["concurrency"]: r for r in level_slo(tables, [slo]).to_dicts()}
     verdicts = set()
@@ -140,6 +164,7 @@ def test_the_report_and_the_host_give_the_same_verdict_and_values():
 
 
 # --- the settings -------------------------------------------------------------------------------
+
 
 def test_levels_auto_spells_out_the_coarse_start_with_refine_on():
     assert auto_levels({"levels": "auto"}) == {"levels": AUTO_LEVELS, "auto": True, "refine": True}

@@ -28,13 +28,24 @@ def test_refinement_adds_levels_at_the_slo_boundary_and_the_report_agrees(fake_s
     sd = SweepDir(tmp_path / "out", dry_run=True, bench_scale={"fake_speed": SCALE})
     pid = sd.point(baseline=True, drafter="none", nccl="default")
     slo = SLOSettings(name="fast", percentile=90, ttft_s=LIMIT_S)
-    s = BenchSettings(single_stream=SingleStreamSettings(runs=0, warmup=0), server_metrics=False, slo=[slo],
-                      concurrency=ConcurrencySettings(levels=[1, 16], rounds=1, max_tokens=64, refine=True,
-                                                      refine_max=4, slo_time_scale=SCALE))
+    s = BenchSettings(
+        single_stream=SingleStreamSettings(runs=0, warmup=0),
+        server_metrics=False,
+        slo=[slo],
+        concurrency=ConcurrencySettings(
+            levels=[1, 16], rounds=1, max_tokens=64, refine=True, refine_max=4, slo_time_scale=SCALE
+        ),
+    )
     result = run(server.url, s, point_id=pid)
     levels = result.levels.to_pylist()
     assert [(r["concurrency"], r["refined"]) for r in levels] == [
-        (1, False), (16, False), (4, True), (8, True), (6, True), (5, True)]  # bisection: 4 met; 8, 6, 5 missed
+        (1, False),
+        (16, False),
+        (4, True),
+        (8, True),
+        (6, True),
+        (5, True),
+    ]  # bisection: 4 met; 8, 6, 5 missed
     requests = result.requests.to_pylist()
     assert {r["concurrency"] for r in requests} == {1, 16, 4, 8, 6, 5}  # refined levels' rows like any level's
     assert sum(r["concurrency"] == 5 for r in requests) == 5

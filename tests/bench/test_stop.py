@@ -15,8 +15,8 @@ from sweep.bench import stop as st
 from sweep.bench.client import Clients, RequestRecord
 from sweep.bench.load import Notifier, RequestOptions, closed_loop_until
 from sweep.bench.prompts import load_prompts
-from sweep.core.settings import StopSettings
 from sweep.core.errors import ConfigError
+from sweep.core.settings import StopSettings
 from tests.bench.stream_stub import Streamer, serving
 
 
@@ -42,7 +42,7 @@ def ar1(rng, n: int, rho: float) -> np.ndarray:
     e = np.empty(n)
     x = rng.normal()
     for i in range(n):
-        x = rho * x + math.sqrt(1 - rho ** 2) * rng.normal()
+        x = rho * x + math.sqrt(1 - rho**2) * rng.normal()
         e[i] = x
     return e
 
@@ -87,8 +87,16 @@ def test_the_spread_over_requests_counts_too():
 
 def record(start: float, ttft: float, gap: float, chunks: int, tokens: int = 2) -> RequestRecord:
     times = [ttft + i * gap for i in range(chunks)]
-    return RequestRecord(start_at=start, start_mono=start, latency_s=times[-1], ttft_s=ttft,
-                         completion_tokens=tokens * chunks, chunk_times_s=times, chunk_tokens=[tokens] * chunks, ok=True)
+    return RequestRecord(
+        start_at=start,
+        start_mono=start,
+        latency_s=times[-1],
+        ttft_s=ttft,
+        completion_tokens=tokens * chunks,
+        chunk_times_s=times,
+        chunk_tokens=[tokens] * chunks,
+        ok=True,
+    )
 
 
 def test_the_monitor_knows_the_stream_up_to_the_earliest_request_in_flight():
@@ -111,21 +119,26 @@ def test_the_monitor_knows_the_stream_up_to_the_earliest_request_in_flight():
 
 
 def test_stop_settings_are_checked():
-    for kw, culprit in (({"precision": 0}, "precision"), ({"confidence": 1.0}, "confidence"),
-                        ({"min_requests": 0}, "min_requests")):
+    for kw, culprit in (
+        ({"precision": 0}, "precision"),
+        ({"confidence": 1.0}, "confidence"),
+        ({"min_requests": 0}, "min_requests"),
+    ):
         with pytest.raises(ConfigError, match=f"stop.{culprit}"):
             StopSettings(**kw)
 
 
 # --- the closed loop against a real HTTP server ----------------------------------------------------
 
+
 async def _level(stop: StopSettings | None, requests: int, seen: list):
     server = Streamer(0.004)
     async with serving(server) as url:
         async with Clients(10) as clients:
             opts = RequestOptions(url=url, api="generate", prompts=load_prompts("coding"))
-            run = await closed_loop_until(clients, opts, concurrency=4, requests=requests, max_tokens=40,
-                                          notify=Notifier(seen.append), stop=stop)
+            run = await closed_loop_until(
+                clients, opts, concurrency=4, requests=requests, max_tokens=40, notify=Notifier(seen.append), stop=stop
+            )
         deadline = time.monotonic() + 10
         while server.in_flight and time.monotonic() < deadline:  # the cancelled streams end server-side
             await asyncio.sleep(0.01)
@@ -160,14 +173,19 @@ def test_the_levels_table_records_how_each_level_ended(fake_sglang):
     server = fake_sglang("--enable-metrics", speed=20.0)
 
     def settings(stop):
-        return BenchSettings(single_stream=SingleStreamSettings(runs=0, warmup=0),
-                             concurrency=ConcurrencySettings(levels=[1, 8], rounds=6, max_tokens=64, stop=stop))
+        return BenchSettings(
+            single_stream=SingleStreamSettings(runs=0, warmup=0),
+            concurrency=ConcurrencySettings(levels=[1, 8], rounds=6, max_tokens=64, stop=stop),
+        )
 
     fixed = run(server.url, settings(None)).levels.to_pylist()
-    assert [(r["planned_requests"], r["requests"], r["stopped_early"], r["stop_cancelled"]) for r in fixed] == \
-        [(6, 6, False, 0), (48, 48, False, 0)]
-    assert all(r["steady_throughput"] and r["throughput_precision"] is not None and r["precision_batches"] >= 8
-               for r in fixed)
+    assert [(r["planned_requests"], r["requests"], r["stopped_early"], r["stop_cancelled"]) for r in fixed] == [
+        (6, 6, False, 0),
+        (48, 48, False, 0),
+    ]
+    assert all(
+        r["steady_throughput"] and r["throughput_precision"] is not None and r["precision_batches"] >= 8 for r in fixed
+    )
     result = run(server.url, settings(StopSettings(precision=0.5)))  # loose: a busy machine jitters
     stopped = result.levels.to_pylist()
     assert all(r["stopped_early"] and r["requests"] < r["planned_requests"] for r in stopped)

@@ -12,7 +12,6 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 import pytest
 
 import sweep
@@ -28,15 +27,23 @@ from sweep.results.schema import REQUESTS, from_rows
 from sweep.results.writer import ResultsDir
 
 CHAT = [
-    {"id": "a", "conversations": [
-        {"from": "human", "value": "What is a monad?"},
-        {"from": "gpt", "value": "A pattern that chains computations."},  # 35 characters: 9 tokens
-        {"from": "human", "value": "An example?"},
-        {"from": "gpt", "value": "Maybe."}]},
-    {"id": "b", "conversations": [
-        {"from": "system", "value": "Be brief."},
-        {"from": "human", "value": "Capital of France?"},
-        {"from": "gpt", "value": "Paris."}]},
+    {
+        "id": "a",
+        "conversations": [
+            {"from": "human", "value": "What is a monad?"},
+            {"from": "gpt", "value": "A pattern that chains computations."},  # 35 characters: 9 tokens
+            {"from": "human", "value": "An example?"},
+            {"from": "gpt", "value": "Maybe."},
+        ],
+    },
+    {
+        "id": "b",
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "Capital of France?"},
+            {"from": "gpt", "value": "Paris."},
+        ],
+    },
 ]
 
 
@@ -52,6 +59,7 @@ def _sharegpt(path: str, **kw) -> Workload:
 
 # --- the compact form ------------------------------------------------------------------------------------
 
+
 def test_the_compact_form_reads_every_kind():
     s = workload_spec.settings("synthetic:in=uniform(100,400),out=normal(200,50),requests=32")
     assert (s.kind, s.requests) == ("synthetic", 32)
@@ -65,34 +73,49 @@ def test_the_compact_form_reads_every_kind():
     s = workload_spec.settings("trace:t.jsonl,scale=0.5")
     assert (s.kind, s.path, s.time_scale) == ("trace", "t.jsonl", 0.5)
     assert workload_spec.settings("coding") == WorkloadSettings(kind="prompts", path="coding")
-    assert workload_spec.parse_length("normal(200,50,10,800)") == {"dist": "normal", "mean": 200.0, "std": 50.0,
-                                                                   "low": 10, "high": 800}
+    assert workload_spec.parse_length("normal(200,50,10,800)") == {
+        "dist": "normal",
+        "mean": 200.0,
+        "std": 50.0,
+        "low": 10,
+        "high": 800,
+    }
     assert workload_spec.parse_length(64) == {"dist": "fixed", "value": 64}
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("sharegp:x.json", "unknown kind 'sharegp'"),
-    ("synthetic:in=uniform(100)", "uniform(...) takes 2 numbers"),
-    ("synthetic:in=gauss(1,2)", "is not a length"),
-    ("synthetic:inn=5", "unknown key 'inn'"),
-    ("synthetic:in=12.5", "not a whole number"),
-    ("shared-prefix:groups=x", "'x' is not a number"),
-    ("synthetic:5", "neither key=value nor a flag"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("sharegp:x.json", "unknown kind 'sharegp'"),
+        ("synthetic:in=uniform(100)", "uniform(...) takes 2 numbers"),
+        ("synthetic:in=gauss(1,2)", "is not a length"),
+        ("synthetic:inn=5", "unknown key 'inn'"),
+        ("synthetic:in=12.5", "not a whole number"),
+        ("shared-prefix:groups=x", "'x' is not a number"),
+        ("synthetic:5", "neither key=value nor a flag"),
+    ],
+)
 def test_a_bad_compact_form_says_what_is_wrong(spec, says):
     with pytest.raises(ConfigError, match=r"(?s)" + says.replace("(", r"\(").replace(")", r"\)") + ".*fix:"):
         workload_spec.settings(spec)
 
 
 def test_settings_that_cannot_run_are_problems_naming_the_key():
-    bad = BenchSettings(workload=WorkloadSettings(kind="synthetic", input_len=LengthSettings(dist="uniform", low=9, high=3),
-                                                  output_len=LengthSettings(dist="empirical", values=[]), time_scale=0))
+    bad = BenchSettings(
+        workload=WorkloadSettings(
+            kind="synthetic",
+            input_len=LengthSettings(dist="uniform", low=9, high=3),
+            output_len=LengthSettings(dist="empirical", values=[]),
+            time_scale=0,
+        )
+    )
     keys = [k for k, _, _ in bad.problems()]
     assert keys == ["workload.input_len.low", "workload.output_len.values", "workload.time_scale"]
     assert [k for k, _, _ in BenchSettings(workload=WorkloadSettings(kind="trace")).problems()] == ["workload.path"]
 
 
 # --- ShareGPT ----------------------------------------------------------------------------------------------
+
 
 def test_sharegpt_single_turn_is_the_first_human_turn_and_its_answer_length(tmp_path):
     for name, text in (("a.json", json.dumps(CHAT, indent=2)), ("a.jsonl", "\n".join(map(json.dumps, CHAT)))):
@@ -130,30 +153,43 @@ def test_an_error_in_a_one_line_json_array_names_the_record(tmp_path):
     path = _write(tmp_path, "bad.json", "[" + ", ".join([good] * 1233 + ['{"conversations": []}', good]) + "]")
     with pytest.raises(ConfigError) as e:
         _sharegpt(path)
-    assert f"workload file {path}, line 1 (record 1234 of the array): empty \"conversations\"" in e.value.message
+    assert f'workload file {path}, line 1 (record 1234 of the array): empty "conversations"' in e.value.message
     path = _write(tmp_path, "bad2.json", "[" + ", ".join([good] * 7) + " " + good + "]")
     with pytest.raises(ConfigError, match=r"line 1 \(record 7 of the array\): expected , or \]"):
         _sharegpt(path)
 
 
-@pytest.mark.parametrize("text, line, says", [
-    ('[\n  {"conversations": []}\n]', 2, 'empty "conversations"'),
-    ('{"conversations": [{"from": "human", "value": "hi"}]}\n{"id": 3}\n', 2, 'no "conversations" field'),
-    ('[{"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": [{"from": "human"}]}]', 2,
-     'turn 0 has no "from" and "value"'),
-    ('{"conversations": [{"from": "gpt", "value": "hi"}]}\n', 1, "no human turn with text"),
-    ('\n\n{"conversations": [{"from": "robot", "value": "hi"}]}\n', 3, "turn 0 is from 'robot'"),
-    ('{"conversations": [{"from": "human", "value": "hi"}]}\n{"conversations": [\n', 2, "not JSON"),
-    ('[{"conversations": [{"from": "human", "value": "hi"}]}\n\n {"x": 1}]', 3, "expected , or ]"),
-    (b'{"conversations": [{"from": "human", "value": "hi"}]}\n{"conversations": [{"from": "human", "value": "caf\xe9"}]}\n',
-     2, "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "text, line, says",
+    [
+        ('[\n  {"conversations": []}\n]', 2, 'empty "conversations"'),
+        ('{"conversations": [{"from": "human", "value": "hi"}]}\n{"id": 3}\n', 2, 'no "conversations" field'),
+        (
+            '[{"conversations": [{"from": "human", "value": "hi"}]},\n {"conversations": [{"from": "human"}]}]',
+            2,
+            'turn 0 has no "from" and "value"',
+        ),
+        ('{"conversations": [{"from": "gpt", "value": "hi"}]}\n', 1, "no human turn with text"),
+        ('\n\n{"conversations": [{"from": "robot", "value": "hi"}]}\n', 3, "turn 0 is from 'robot'"),
+        ('{"conversations": [{"from": "human", "value": "hi"}]}\n{"conversations": [\n', 2, "not JSON"),
+        ('[{"conversations": [{"from": "human", "value": "hi"}]}\n\n {"x": 1}]', 3, "expected , or ]"),
+        (
+            b'{"conversations": [{"from": "human", "value": "hi"}]}\n{"conversations": [{"from": "human", "value": "caf\xe9"}]}\n',
+            2,
+            "not UTF-8",
+        ),
+    ],
+)
 def test_a_bad_sharegpt_file_fails_at_load_with_its_file_and_line(tmp_path, text, line, says):
     path = _write(tmp_path, "bad.json", text)
     with pytest.raises(ConfigError) as e:
         _sharegpt(path)
-    assert re.search(rf"workload file {re.escape(str(path))}, line {line}( \(record \d+ of the array\))?: ",
-                     e.value.message) and says in e.value.message
+    assert (
+        re.search(
+            rf"workload file {re.escape(str(path))}, line {line}( \(record \d+ of the array\))?: ", e.value.message
+        )
+        and says in e.value.message
+    )
     assert e.value.fix
 
 
@@ -166,9 +202,14 @@ def test_an_empty_or_missing_sharegpt_file_is_refused(tmp_path):
 
 # --- synthetic lengths and shared prefixes ------------------------------------------------------------------
 
+
 def test_synthetic_lengths_follow_their_distribution_reproducibly():
-    w = WorkloadSettings(kind="synthetic", requests=400, input_len=LengthSettings(dist="uniform", low=5, high=9),
-                         output_len=LengthSettings(dist="empirical", values=[3, 30], weights=[1, 3]))
+    w = WorkloadSettings(
+        kind="synthetic",
+        requests=400,
+        input_len=LengthSettings(dist="uniform", low=5, high=9),
+        output_len=LengthSettings(dist="empirical", values=[3, 30], weights=[1, 3]),
+    )
     a = synthetic.synthetic(w, seed=1)
     assert a == synthetic.synthetic(w, seed=1) and a != synthetic.synthetic(w, seed=2)
     assert {r.input_len for r in a.requests} == {5, 6, 7, 8, 9}
@@ -186,8 +227,14 @@ def test_synthetic_lengths_follow_their_distribution_reproducibly():
 
 
 def test_shared_prefix_groups_share_their_system_prompt_and_nothing_else():
-    w = WorkloadSettings(kind="shared-prefix", groups=3, prefix_len=40, questions=4,
-                         input_len=LengthSettings(value=8), output_len=LengthSettings(value=5))
+    w = WorkloadSettings(
+        kind="shared-prefix",
+        groups=3,
+        prefix_len=40,
+        questions=4,
+        input_len=LengthSettings(value=8),
+        output_len=LengthSettings(value=5),
+    )
     reqs = synthetic.shared_prefix(w, seed=0).requests
     assert len(reqs) == 12 and [r.group for r in reqs] == [g for g in range(3) for _ in range(4)]
     assert all(r.input_len == 48 == len(r.input_ids) and r.output_len == 5 for r in reqs)
@@ -200,6 +247,7 @@ def test_shared_prefix_groups_share_their_system_prompt_and_nothing_else():
 
 # --- traces ---------------------------------------------------------------------------------------------------
 
+
 def test_a_trace_keeps_its_arrival_times_scaled_its_lengths_and_its_prefixes(tmp_path):
     lines = [
         {"timestamp": 3000, "input_length": 700, "output_length": 5, "hash_ids": [7, 8]},
@@ -210,8 +258,12 @@ def test_a_trace_keeps_its_arrival_times_scaled_its_lengths_and_its_prefixes(tmp
     path = _write(tmp_path, "t.jsonl", "\n".join(map(json.dumps, lines)))
     w = trace.load(WorkloadSettings(kind="trace", path=path, time_scale=0.5))
     assert [r.arrival_s for r in w.requests] == [0.0, 0.5, 0.5, 1.0]  # sorted, from the first, scaled
-    assert [(r.input_len, len(r.input_ids), r.output_len) for r in w.requests] == [(600, 600, 4), (30, 30, 3),
-                                                                                  (25, 25, 3), (700, 700, 5)]
+    assert [(r.input_len, len(r.input_ids), r.output_len) for r in w.requests] == [
+        (600, 600, 4),
+        (30, 30, 3),
+        (25, 25, 3),
+        (700, 700, 5),
+    ]
     first, last = w.requests[0], w.requests[3]
     assert first.input_ids[:512] == last.input_ids[:512] and first.input_ids[512:] != last.input_ids[512:600]
     assert w.requests[1].input_ids[:20] == w.requests[2].input_ids[:20]
@@ -221,15 +273,21 @@ def test_a_trace_keeps_its_arrival_times_scaled_its_lengths_and_its_prefixes(tmp
     assert w.requests[2].origin == f"workload file {path}, line 4"
 
 
-@pytest.mark.parametrize("line, says", [
-    ({"input_length": 5, "output_length": 5}, "no timestamp"),
-    ({"timestamp": -1, "input_length": 5, "output_length": 5}, "no timestamp"),
-    ({"timestamp": 0, "output_length": 5}, "no 'input_length' or 'input_len'"),
-    ({"timestamp": 0, "input_length": 0, "output_length": 5}, "input_length = 0 is not a whole number >= 1"),
-    ({"timestamp": 0, "input_length": 5, "output_length": "5"}, "output_length = '5'"),
-    ({"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": "1,2"}, "hash_ids is not a list"),
-    ({"timestamp": 0, "input_length": 5, "output_length": 5, "group": 1, "prefix_length": 9}, "prefix_length 9 is longer"),
-])
+@pytest.mark.parametrize(
+    "line, says",
+    [
+        ({"input_length": 5, "output_length": 5}, "no timestamp"),
+        ({"timestamp": -1, "input_length": 5, "output_length": 5}, "no timestamp"),
+        ({"timestamp": 0, "output_length": 5}, "no 'input_length' or 'input_len'"),
+        ({"timestamp": 0, "input_length": 0, "output_length": 5}, "input_length = 0 is not a whole number >= 1"),
+        ({"timestamp": 0, "input_length": 5, "output_length": "5"}, "output_length = '5'"),
+        ({"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": "1,2"}, "hash_ids is not a list"),
+        (
+            {"timestamp": 0, "input_length": 5, "output_length": 5, "group": 1, "prefix_length": 9},
+            "prefix_length 9 is longer",
+        ),
+    ],
+)
 def test_a_bad_trace_line_fails_at_load_with_its_file_and_line(tmp_path, line, says):
     good = {"timestamp": 0, "input_length": 5, "output_length": 5}
     path = _write(tmp_path, "t.jsonl", json.dumps(good) + "\n" + json.dumps(line) + "\n")
@@ -240,12 +298,19 @@ def test_a_bad_trace_line_fails_at_load_with_its_file_and_line(tmp_path, line, s
 
 # --- the context -------------------------------------------------------------------------------------------------
 
+
 def test_lengths_beyond_the_context_fail_at_load_naming_the_request(tmp_path):
-    path = _write(tmp_path, "t.jsonl", '{"timestamp": 0, "input_length": 90, "output_length": 5}\n'
-                                       '{"timestamp": 1, "input_length": 99, "output_length": 5}\n')
+    path = _write(
+        tmp_path,
+        "t.jsonl",
+        '{"timestamp": 0, "input_length": 90, "output_length": 5}\n'
+        '{"timestamp": 1, "input_length": 99, "output_length": 5}\n',
+    )
     w = WorkloadSettings(kind="trace", path=path, max_context=100)
-    with pytest.raises(ConfigError, match=f"workload file {path}, line 2: 99 input \\+ 5 output tokens exceed the "
-                                          "context of 100 tokens"):
+    with pytest.raises(
+        ConfigError,
+        match=f"workload file {path}, line 2: 99 input \\+ 5 output tokens exceed the context of 100 tokens",
+    ):
         workloads.load(BenchSettings(workload=w))
     w.max_context = 104
     assert len(workloads.load(BenchSettings(workload=w)).requests) == 2
@@ -297,13 +362,20 @@ def test_an_experiment_takes_the_compact_form_or_a_mapping_and_overrides(tmp_pat
     exp = config.load(_experiment(tmp_path, "  workload: synthetic:in=uniform(10,20),out=8\n"))
     w = exp.benchmark.workload
     assert w.kind == "synthetic" and w.input_len == LengthSettings(dist="uniform", low=10, high=20)
-    exp = config.load(_experiment(tmp_path, "  workload:\n    kind: shared-prefix\n    groups: 2\n"
-                                            "    input_len: normal(20,5)\n    output_len: {dist: fixed, value: 4}\n"))
+    exp = config.load(
+        _experiment(
+            tmp_path,
+            "  workload:\n    kind: shared-prefix\n    groups: 2\n"
+            "    input_len: normal(20,5)\n    output_len: {dist: fixed, value: 4}\n",
+        )
+    )
     w = exp.benchmark.workload
     assert (w.kind, w.groups, w.input_len.dist, w.output_len.value) == ("shared-prefix", 2, "normal", 4)
     exp = config.load(_experiment(tmp_path, ""), ["benchmark.workload=trace:t.jsonl,scale=2"])
     assert (exp.benchmark.workload.kind, exp.benchmark.workload.time_scale) == ("trace", 2.0)
-    exp = config.load(_experiment(tmp_path, "  workload: synthetic:in=5\n"), ["benchmark.workload.input_len=uniform(1,3)"])
+    exp = config.load(
+        _experiment(tmp_path, "  workload: synthetic:in=5\n"), ["benchmark.workload.input_len=uniform(1,3)"]
+    )
     assert (exp.benchmark.workload.input_len.dist, exp.benchmark.workload.input_len.high) == ("uniform", 3)
     # no workload: the point ids of before workloads existed; a workload is another point
     plain = build(config.load(_experiment(tmp_path, ""))).points[0].id
@@ -321,17 +393,24 @@ def test_a_bad_workload_in_an_experiment_names_the_file_line_and_key(tmp_path):
 
 
 def test_a_bad_workload_file_stops_the_plan_before_anything_launches(tmp_path):
-    bad = _write(tmp_path, "chat.json", '[{"conversations": [{"from": "human", "value": "hi"}]},\n{"conversations": []}]')
+    bad = _write(
+        tmp_path, "chat.json", '[{"conversations": [{"from": "human", "value": "hi"}]},\n{"conversations": []}]'
+    )
     exp = _experiment(tmp_path, f"  workload: sharegpt:{bad}\n")
-    with pytest.raises(ConfigError, match=re.escape(f"workload file {bad}, line 2 (record 2 of the array): empty \"conversations\"")):
+    with pytest.raises(
+        ConfigError, match=re.escape(f'workload file {bad}, line 2 (record 2 of the array): empty "conversations"')
+    ):
         sweep.run(exp, mode="plan")
     with pytest.raises(ConfigError, match=f"workload file {bad}, line 2"):
         sweep.run(exp, mode="dry-run", progress=False, results_dir=tmp_path / "res")
     assert not (tmp_path / "res").exists()
     # lengths beyond the server's --context-length (4096 here), checked in the plan too
     long = _write(tmp_path, "t.jsonl", '{"timestamp": 0, "input_length": 4096, "output_length": 1}\n')
-    with pytest.raises(ConfigError, match=r"line 1: 4096 input \+ 1 output tokens exceed the context of 4096 tokens "
-                                          r"\(the context of .*model: --context-length or its config.json\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"line 1: 4096 input \+ 1 output tokens exceed the context of 4096 tokens "
+        r"\(the context of .*model: --context-length or its config.json\)",
+    ):
         sweep.run(_experiment(tmp_path, f"  workload: trace:{long}\n"), mode="plan")
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text('{"text_config": {"max_position_embeddings": 5000}}')
@@ -341,20 +420,46 @@ def test_a_bad_workload_file_stops_the_plan_before_anything_launches(tmp_path):
 
 # --- the requests table -------------------------------------------------------------------------------------------
 
+
 def test_requests_written_before_the_workload_columns_still_load(tmp_path):
     rd = ResultsDir(tmp_path / "res", "exp", "dry-run").open()
-    new = from_rows([{"point_id": "new1", "phase": "level", "workload": "sharegpt:x.json", "conversation": 3, "turn": 1,
-                      "input_len_given": None, "output_len_given": 9}], "requests")
+    new = from_rows(
+        [
+            {
+                "point_id": "new1",
+                "phase": "level",
+                "workload": "sharegpt:x.json",
+                "conversation": 3,
+                "turn": 1,
+                "input_len_given": None,
+                "output_len_given": 9,
+            }
+        ],
+        "requests",
+    )
     rd.write_point("new1", from_rows([{"point_id": "new1", "label": "a", "status": "ok"}], "points"), {"requests": new})
-    added = {"workload", "input_len_given", "output_len_given", "conversation", "turn", "prefix_group", "arrival_s", "lengths_exact"}
+    added = {
+        "workload",
+        "input_len_given",
+        "output_len_given",
+        "conversation",
+        "turn",
+        "prefix_group",
+        "arrival_s",
+        "lengths_exact",
+    }
     old_fields = [f for f in REQUESTS if f.name not in added]  # a requests file as the previous version wrote it
-    old = pa.table({f.name: pa.array(["old1"] if f.name == "point_id" else [None], f.type) for f in old_fields},
-                   schema=pa.schema(old_fields))
+    old = pa.table(
+        {f.name: pa.array(["old1"] if f.name == "point_id" else [None], f.type) for f in old_fields},
+        schema=pa.schema(old_fields),
+    )
     pq.write_table(old, tmp_path / "res" / "requests" / "old1.parquet")
     req = load(tmp_path / "res")["requests"].collect().sort("point_id")
     assert set(REQUESTS.names) <= set(req.columns)
     assert req.select("point_id", "workload", "conversation", "turn", "output_len_given").rows() == [
-        ("new1", "sharegpt:x.json", 3, 1, 9), ("old1", None, None, None, None)]
+        ("new1", "sharegpt:x.json", 3, 1, 9),
+        ("old1", None, None, None, None),
+    ]
     assert req.schema["arrival_s"] == pl.Float64 and req.schema["turn"] == pl.Int32
 
 
@@ -394,6 +499,6 @@ def test_a_workload_file_is_read_once_while_it_does_not_change(tmp_path):
     assert workloads.load(settings) is first  # the plan checks the experiment's and each axis value's
     path.write_text(f"[{good}, {good}]")
     assert len(workloads.load(settings).requests) == 2  # a changed file is read again
-    path.write_text(f"[{good}, {{\"conversations\": []}}]")
+    path.write_text(f'[{good}, {{"conversations": []}}]')
     with pytest.raises(ConfigError, match="record 2 of the array"):
         workloads.load(settings)

@@ -17,7 +17,6 @@ from sweep.core import workload_spec
 from sweep.core.errors import ConfigError
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.results import load
-
 from tests.bench.bench_fake_server import REPO
 from tests.bench.test_workloads import CHAT
 
@@ -29,10 +28,35 @@ def test_sweep_bench_with_a_sharegpt_file_records_each_conversation_and_turn(fak
     data = tmp_path / "chat.json"
     data.write_text(json.dumps(CHAT))
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", server.url, "--workload",
-                           f"sharegpt-multiturn:{data},answer_lengths", "--runs", "0", "--levels", "2",
-                           "--requests-per-level", "6", "--max-tokens", "7", "--api", "chat", "--out", str(out),
-                           "--quiet"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            "bench",
+            "--url",
+            server.url,
+            "--workload",
+            f"sharegpt-multiturn:{data},answer_lengths",
+            "--runs",
+            "0",
+            "--levels",
+            "2",
+            "--requests-per-level",
+            "6",
+            "--max-tokens",
+            "7",
+            "--api",
+            "chat",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     req = load(out)["requests"].collect().sort("start_at")
     assert set(COLUMNS) <= set(req.columns) and req.height == 6 and req["ok"].all()
@@ -40,8 +64,10 @@ def test_sweep_bench_with_a_sharegpt_file_records_each_conversation_and_turn(fak
     assert set(zip(req["conversation"], req["turn"])) == {(0, 0), (0, 1), (1, 0)}
     # the dataset's answer lengths are the max tokens (9 and 2; "Maybe." answers turn 1), the server's counts the real
     want = {(0, 0): 9, (0, 1): 2, (1, 0): 2}
-    assert all(r["output_len_given"] == want[(r["conversation"], r["turn"])] == r["max_tokens"] == r["completion_tokens"]
-               for r in req.iter_rows(named=True))
+    assert all(
+        r["output_len_given"] == want[(r["conversation"], r["turn"])] == r["max_tokens"] == r["completion_tokens"]
+        for r in req.iter_rows(named=True)
+    )
     # turn 1 carries the conversation so far: more prompt tokens than turn 0, and it went after turn 0's answer
     first = req.filter((pl.col("conversation") == 0) & (pl.col("turn") == 0)).row(0, named=True)
     second = req.filter((pl.col("conversation") == 0) & (pl.col("turn") == 1)).rows(named=True)
@@ -55,15 +81,23 @@ def test_sweep_bench_with_a_sharegpt_file_records_each_conversation_and_turn(fak
 
 def test_synthetic_and_shared_prefix_lengths_reach_the_server_on_every_route(fake_sglang):
     server = fake_sglang(speed=50.0)
-    for spec in ("synthetic:in=uniform(20,60),out=uniform(3,6),requests=6",
-                 "shared-prefix:groups=2,prefix=32,questions=2,in=8,out=4"):
+    for spec in (
+        "synthetic:in=uniform(20,60),out=uniform(3,6),requests=6",
+        "shared-prefix:groups=2,prefix=32,questions=2,in=8,out=4",
+    ):
         for api in ("generate", "completions", "chat"):
-            settings = BenchSettings(api=api, server_metrics=False, workload=workload_spec.settings(spec),
-                                     single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=9),
-                                     concurrency=ConcurrencySettings(levels=[2], requests_per_level=4, max_tokens=9))
+            settings = BenchSettings(
+                api=api,
+                server_metrics=False,
+                workload=workload_spec.settings(spec),
+                single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=9),
+                concurrency=ConcurrencySettings(levels=[2], requests_per_level=4, max_tokens=9),
+            )
             req = pl.from_arrow(run(server.url, settings).requests)
             assert req["ok"].all() and req.height == 5, (spec, api, req["error"].to_list())
-            assert (req["max_tokens"] == req["output_len_given"]).all() and (req["completion_tokens"] == req["max_tokens"]).all()
+            assert (req["max_tokens"] == req["output_len_given"]).all() and (
+                req["completion_tokens"] == req["max_tokens"]
+            ).all()
             assert req["lengths_exact"].all()  # ids as ids, or chat text fitted on the server's /v1/tokenize
             if api == "chat":  # text, one word a token, plus the chat template's tokens
                 assert (req["prompt_tokens"] > req["input_len_given"]).all(), (spec, req["prompt_tokens"].to_list())
@@ -75,12 +109,21 @@ def test_synthetic_and_shared_prefix_lengths_reach_the_server_on_every_route(fak
 
 def test_inputs_past_the_servers_input_cap_fail_before_the_first_request(fake_sglang):
     server = fake_sglang("--context-length", "256", "--enable-metrics", speed=50.0)  # max_req_input_len 250
-    settings = BenchSettings(server_metrics=False, workload=workload_spec.settings("synthetic:in=uniform(200,300),requests=4"),
-                             single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=4),
-                             concurrency=ConcurrencySettings(levels=[]))
-    with pytest.raises(ConfigError, match=r"synthetic request \d: \d+ input tokens exceed the context of 250 tokens "
-                                          r"\(the server's max_req_input_len at http://127.0.0.1:\d+\)"):
+    settings = BenchSettings(
+        server_metrics=False,
+        workload=workload_spec.settings("synthetic:in=uniform(200,300),requests=4"),
+        single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=4),
+        concurrency=ConcurrencySettings(levels=[]),
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"synthetic request \d: \d+ input tokens exceed the context of 250 tokens "
+        r"\(the server's max_req_input_len at http://127.0.0.1:\d+\)",
+    ):
         run(server.url, settings)
-    counts = [line for line in httpx.get(server.url + "/metrics", trust_env=False).text.splitlines()
-              if line.startswith("sglang:num_requests_total") and 'is_streaming="true"' in line]
+    counts = [
+        line
+        for line in httpx.get(server.url + "/metrics", trust_env=False).text.splitlines()
+        if line.startswith("sglang:num_requests_total") and 'is_streaming="true"' in line
+    ]
     assert len(counts) == 1 and counts[0].endswith(" 0.0"), counts  # no benchmark request (they stream) was sent

@@ -9,13 +9,14 @@ import json
 
 import httpx
 
+from sweep.bench import workloads
 from sweep.bench.workloads import Request, Workload, fit, tokens
 from sweep.core import workload_spec
-from sweep.bench import workloads
 
 
 def _synthetic(spec: str = "synthetic:in=uniform(20,60),out=4,requests=5") -> Workload:
     from sweep.core.settings import BenchSettings
+
     return workloads.load(BenchSettings(workload=workload_spec.settings(spec)))
 
 
@@ -23,16 +24,19 @@ def _fit(transport: httpx.MockTransport, w: Workload, api: str = "chat", scale: 
     async def go() -> Workload:
         async with httpx.AsyncClient(transport=transport) as client:
             return await fit.fit(client, "http://server", w, api, scale)
+
     return asyncio.run(go())
 
 
 def _tokenizer(words_per_token: int, calls: list):
     """A server whose tokenizer makes one token of every ``words_per_token`` words (rounded up)."""
+
     def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         calls.append(body)
         counts = [-(-len(p.split()) // words_per_token) for p in body["prompt"]]
         return httpx.Response(200, json={"tokens": [[0] * c for c in counts], "count": counts, "max_model_len": 4096})
+
     return httpx.MockTransport(handle)
 
 
@@ -46,7 +50,8 @@ def test_text_prompts_come_to_their_drawn_length_on_a_tokenizer_that_counts_othe
         assert after.prompt_text() == after.text
     assert calls and all(c["add_special_tokens"] is False for c in calls) and len(calls) <= fit.ROUNDS
     assert _fit(_tokenizer(2, []), w, api="generate").requests == tuple(  # ids go as ids: nothing to fit
-        r.__class__(**{**r.__dict__, "lengths_exact": True}) for r in w.requests)
+        r.__class__(**{**r.__dict__, "lengths_exact": True}) for r in w.requests
+    )
 
 
 def test_without_a_tokenize_route_the_lengths_stay_estimates_and_say_so(caplog):
@@ -57,9 +62,14 @@ def test_without_a_tokenize_route_the_lengths_stay_estimates_and_say_so(caplog):
 
 
 def test_sharegpt_answers_are_counted_once_each_and_scaled():
-    w = Workload("sharegpt:x", (Request(text="q1", answer="one two three four five", output_len=6),
-                                Request(text="q2", answer="one two three four five", output_len=6),
-                                Request(text="q3")))
+    w = Workload(
+        "sharegpt:x",
+        (
+            Request(text="q1", answer="one two three four five", output_len=6),
+            Request(text="q2", answer="one two three four five", output_len=6),
+            Request(text="q3"),
+        ),
+    )
     calls: list = []
     out = _fit(_tokenizer(1, calls), w, api="generate", scale=2.0)
     assert [r.output_len for r in out.requests] == [10, 10, None]
@@ -78,6 +88,7 @@ def test_the_fakes_tokenize_route_answers_as_sglangs_and_fits_chat_text(fake_sgl
     async def go() -> Workload:
         async with httpx.AsyncClient() as client:
             return await fit.fit(client, server.url, _synthetic(), "chat")
+
     out = asyncio.run(go())
     counts = httpx.post(server.url + "/v1/tokenize", json={"prompt": [r.text for r in out.requests]}, timeout=10).json()
     assert counts["count"] == [r.input_len for r in out.requests] and all(r.lengths_exact for r in out.requests)

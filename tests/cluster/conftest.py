@@ -23,8 +23,9 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.section("netns cluster: measured seconds")
     for what, t in TIMINGS.items():
-        terminalreporter.write_line(f"{what}: " + ", ".join(
-            f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in t.items()))
+        terminalreporter.write_line(
+            f"{what}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in t.items())
+        )
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +43,9 @@ def cluster(request):
         left = netns.leftovers()
         assert not left, f"the netns cluster left: {left}"
         now = _file_state(ray_current)
-        assert now == before or not any(now[1].startswith(a) for a in ours), \
+        assert now == before or not any(now[1].startswith(a) for a in ours), (
             f"{ray_current} was written with this run's cluster: {now[1]!r}"
+        )
 
     request.addfinalizer(down)  # before up(): a cluster that came up halfway is removed too
     atexit.register(netns.cleanup)
@@ -74,7 +76,9 @@ def healthy(cluster):
     if restarted:
         print(f"restarted {restarted}")
     for node in ("head", *cluster.hosts):
-        netns.wait_for(lambda n=node: not cluster.servers(n), 60, lambda n=node: f"servers left on {n}: {cluster.servers(n)}")
+        netns.wait_for(
+            lambda n=node: not cluster.servers(n), 60, lambda n=node: f"servers left on {n}: {cluster.servers(n)}"
+        )
     return cluster
 
 
@@ -85,16 +89,42 @@ def workdir(cluster, request) -> Path:
     return d
 
 
-def fake_experiment(d: Path, name: str, *, tp: int = 8, port: int = 32900, values=(16, 32, 48), runs: int = 2,
-                    tokens: int = 32, speed: float = 4, max_host_failures: int = 2) -> Path:
+def fake_experiment(
+    d: Path,
+    name: str,
+    *,
+    tp: int = 8,
+    port: int = 32900,
+    values=(16, 32, 48),
+    runs: int = 2,
+    tokens: int = 32,
+    speed: float = 4,
+    max_host_failures: int = 2,
+) -> Path:
     """A small fake-server experiment (the benchmark scaled like --dry-run), one point per value."""
     exp = experiment(
-        name=name, cluster={"host_resource": "gpu_host", "gpus_per_host": 8, "max_host_failures": max_host_failures},
-        server={"tp_size": tp, "port": port, "flags": {"enable-metrics": True, "max-running-requests": None},
-                "timeouts": {"stall_s": 30, "load_s": 90, "capture_s": 90, "ready_s": 90, "total_s": 180, "stop_grace_s": 3},
-                "reap": {"wait_s": 10}},
+        name=name,
+        cluster={"host_resource": "gpu_host", "gpus_per_host": 8, "max_host_failures": max_host_failures},
+        server={
+            "tp_size": tp,
+            "port": port,
+            "flags": {"enable-metrics": True, "max-running-requests": None},
+            "timeouts": {
+                "stall_s": 30,
+                "load_s": 90,
+                "capture_s": 90,
+                "ready_s": 90,
+                "total_s": 180,
+                "stop_grace_s": 3,
+            },
+            "reap": {"wait_s": 10},
+        },
         grid={"axes": {"mrr": {"flag": "max-running-requests", "values": list(values)}}},
-        benchmark={"server_metrics": False, "single_stream": {"runs": runs, "max_tokens": tokens},
-                   "concurrency": {"max_tokens": tokens}},
-        dry_run={"hosts": None, "fake_speed": speed, "fake_startup_speed": 100, "single_stream_runs": runs})
+        benchmark={
+            "server_metrics": False,
+            "single_stream": {"runs": runs, "max_tokens": tokens},
+            "concurrency": {"max_tokens": tokens},
+        },
+        dry_run={"hosts": None, "fake_speed": speed, "fake_startup_speed": 100, "single_stream_runs": runs},
+    )
     return write(d / f"{name}.yaml", exp, results_dir=d / "res")

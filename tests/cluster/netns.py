@@ -57,8 +57,11 @@ SHM_SIZE = "2g"
 # How fast the head declares a silent host dead. Ray's defaults (a check every 3 s, 10 s timeout,
 # 5 misses) take about 65 s for a host whose link is cut; these take about 15 s. A killed raylet or
 # host is noticed at once either way: its connections are reset.
-HEALTH_CHECK = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
-                "RAY_health_check_failure_threshold": "5"}
+HEALTH_CHECK = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "2000",
+    "RAY_health_check_failure_threshold": "5",
+}
 
 
 def name(what: str, tag: str = TAG) -> str:
@@ -108,10 +111,15 @@ def subnet() -> str:
 
 
 def _used_subnets() -> set[int]:
-    texts = [_ip("-o", "-4", "addr", "show", check=False).stdout,
-             _ip("-4", "route", "show", "table", "all", check=False).stdout]
-    texts += [_ip("-n", ns, "-o", "-4", "addr", "show", check=False).stdout
-              for ns in _all_namespaces() if ns.startswith(PREFIX) and tag_of(ns) != TAG]
+    texts = [
+        _ip("-o", "-4", "addr", "show", check=False).stdout,
+        _ip("-4", "route", "show", "table", "all", check=False).stdout,
+    ]
+    texts += [
+        _ip("-n", ns, "-o", "-4", "addr", "show", check=False).stdout
+        for ns in _all_namespaces()
+        if ns.startswith(PREFIX) and tag_of(ns) != TAG
+    ]
     pattern = re.compile(rf"\b{re.escape(SUBNETS)}\.(\d+)\.\d+")
     return {int(m.group(1)) for text in texts for m in pattern.finditer(text)}
 
@@ -149,14 +157,18 @@ def unavailable() -> str | None:
 
 # ---- what belongs to which run, and removing it -------------------------------------------------
 
+
 def _all_namespaces() -> list[str]:
     out = _ip("netns", "list", check=False).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
 def _all_links() -> list[str]:
-    return [line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
-            if line.count(":") >= 2]
+    return [
+        line.split(":")[1].strip().split("@")[0]
+        for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
+        if line.count(":") >= 2
+    ]
 
 
 def our_namespaces(tag: str = TAG) -> list[str]:
@@ -363,6 +375,7 @@ def _cmd(pid: int, limit: int | None = 120) -> str:
 
 # ---- the cluster ----------------------------------------------------------------------------------
 
+
 @dataclass
 class Line:
     t: float  # time.time() when it was read
@@ -376,7 +389,9 @@ class Output:
         self.proc = proc
         self.lines: list[Line] = []
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._read, args=(s,), daemon=True) for s in (proc.stdout, proc.stderr) if s]
+        self._threads = [
+            threading.Thread(target=self._read, args=(s,), daemon=True) for s in (proc.stdout, proc.stderr) if s
+        ]
         for t in self._threads:
             t.start()
 
@@ -424,11 +439,19 @@ class NetnsCluster:
         """A clean environment for a process on ``node``: its own HOME and sweep cache (each host of a
         real cluster has its own), temp files under the harness's root, the venv, no RAY_* of the
         caller, and the harness's marker."""
-        keep = {k: v for k, v in os.environ.items()
-                if k in ("PATH", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL")}
-        env = {**keep, "HOME": str(self.home(node)), "SWEEP_CACHE_DIR": str(self.root / node / "cache"),
-               "TMPDIR": str(self.root / "tmp"), "RAY_USAGE_STATS_ENABLED": "0", MARK: f"{TAG}/{node}",
-               "PYTHONUNBUFFERED": "1", "SWEEP_VENV": str(VENV)}
+        keep = {
+            k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL")
+        }
+        env = {
+            **keep,
+            "HOME": str(self.home(node)),
+            "SWEEP_CACHE_DIR": str(self.root / node / "cache"),
+            "TMPDIR": str(self.root / "tmp"),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            MARK: f"{TAG}/{node}",
+            "PYTHONUNBUFFERED": "1",
+            "SWEEP_VENV": str(VENV),
+        }
         if node != "head" or self.token_file.exists():
             env["RAY_AUTH_TOKEN_PATH"] = str(self.token_file)
         env.update(extra)
@@ -441,13 +464,26 @@ class NetnsCluster:
 
     # -- running things inside a namespace --
     def popen(self, node: str, argv: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
-        return subprocess.Popen(["ip", "netns", "exec", ns_of(node), *argv], env=env or self.env(node),
-                                cwd=kw.pop("cwd", REPO), text=True, **kw)
+        return subprocess.Popen(
+            ["ip", "netns", "exec", ns_of(node), *argv],
+            env=env or self.env(node),
+            cwd=kw.pop("cwd", REPO),
+            text=True,
+            **kw,
+        )
 
-    def run(self, node: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 120,
-            **kw) -> subprocess.CompletedProcess:
-        return subprocess.run(["ip", "netns", "exec", ns_of(node), *argv], env=env or self.env(node),
-                              cwd=kw.pop("cwd", REPO), text=True, capture_output=True, timeout=timeout, **kw)
+    def run(
+        self, node: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 120, **kw
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["ip", "netns", "exec", ns_of(node), *argv],
+            env=env or self.env(node),
+            cwd=kw.pop("cwd", REPO),
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            **kw,
+        )
 
     def start(self, node: str, argv: list[str], env: dict[str, str] | None = None, **kw) -> Output:
         """Start ``argv`` in ``node``'s namespace, its output followed line by line."""
@@ -469,8 +505,11 @@ class NetnsCluster:
 
     def servers(self, node: str, pids: list[int] | None = None) -> list[tuple[int, str]]:
         """Fake or real SGLang server processes in ``node``'s namespace."""
-        return [(p, cmd) for p, name, cmd in self.processes(node, pids)
-                if "sweep.fake" in cmd or "sglang.launch_server" in cmd or name.startswith("sglang::")]
+        return [
+            (p, cmd)
+            for p, name, cmd in self.processes(node, pids)
+            if "sweep.fake" in cmd or "sglang.launch_server" in cmd or name.startswith("sglang::")
+        ]
 
     # -- bringing it up --
     def network(self) -> None:
@@ -506,11 +545,22 @@ class NetnsCluster:
             # one server) and gloo's (torch.distributed on CPU), as Ray gets --node-ip-address
             env.update(SGLANG_HOST_IP=ip_of(node), GLOO_SOCKET_IFNAME="eth0")
         if node != "head":  # a host of its own has a /dev/shm of its own (SGLang tells hosts apart by it)
-            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                    f'mount -t tmpfs -o size={SHM_SIZE},mode=1777 {name("shm")} /dev/shm && exec "$@"', "sh", *argv]
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f'mount -t tmpfs -o size={SHM_SIZE},mode=1777 {name("shm")} /dev/shm && exec "$@"',
+                "sh",
+                *argv,
+            ]
         r = self.run(node, argv, env=env, timeout=180)
         if r.returncode != 0:
-            raise RuntimeError(f"host-bootstrap.sh on {node} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+            raise RuntimeError(
+                f"host-bootstrap.sh on {node} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+            )
         return r
 
     def up(self) -> None:
@@ -547,8 +597,13 @@ class NetnsCluster:
         """A small driver on the head that writes the cluster's node table whenever it changes."""
         out = self.root / "nodes.jsonl"
         with open(self.root / "observer.err", "w") as err:
-            self._observer = self.popen("head", [sys.executable, str(Path(__file__).with_name("observer.py")), str(out)],
-                                        env=self.driver_env(), stdout=subprocess.DEVNULL, stderr=err)
+            self._observer = self.popen(
+                "head",
+                [sys.executable, str(Path(__file__).with_name("observer.py")), str(out)],
+                env=self.driver_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def nodes(self) -> tuple[float, list[dict]]:
         """The latest node table the observer wrote: (when, [{id, ip, alive, host}])."""
@@ -573,9 +628,14 @@ class NetnsCluster:
         """Wait until exactly these hosts are alive GPU hosts; returns the seconds it took."""
         want = {ip_of(h) for h in hosts}
         t0 = time.monotonic()
-        wait_for(lambda: set(self.alive_hosts()) == want, timeout,
-                 lambda: f"alive hosts {sorted(self.alive_hosts())}, want {sorted(want)}; "
-                         f"observer: {(self.root / 'observer.err').read_text()[-2000:] if (self.root / 'observer.err').exists() else ''}")
+        wait_for(
+            lambda: set(self.alive_hosts()) == want,
+            timeout,
+            lambda: (
+                f"alive hosts {sorted(self.alive_hosts())}, want {sorted(want)}; "
+                f"observer: {(self.root / 'observer.err').read_text()[-2000:] if (self.root / 'observer.err').exists() else ''}"
+            ),
+        )
         return time.monotonic() - t0
 
     # -- faults --
@@ -699,8 +759,10 @@ def main(argv: list[str]) -> int:
         c.up()
         (c.root / "kept").write_text("left running by python -m tests.cluster.netns up; removed by down\n")
         print(json.dumps({"tag": TAG, "up_s": round(c.timings["up_s"], 1), "hosts": c.alive_hosts()}))
-        print(f"on the head: ip netns exec {ns_of('head')} env RAY_ADDRESS={c.address} RAY_AUTH_MODE=token "
-              f"RAY_AUTH_TOKEN_PATH={c.token_file} HOME={c.home('head')} .venv/bin/python -m sweep hosts")
+        print(
+            f"on the head: ip netns exec {ns_of('head')} env RAY_ADDRESS={c.address} RAY_AUTH_MODE=token "
+            f"RAY_AUTH_TOKEN_PATH={c.token_file} HOME={c.home('head')} .venv/bin/python -m sweep hosts"
+        )
         return 0
     if cmd == "down":
         removed = cleanup_dead(also_kept=True)

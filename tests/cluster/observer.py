@@ -15,9 +15,18 @@ def main() -> None:
     ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False, configure_logging=False)
     last = None
     while True:
-        nodes = sorted(({"id": n["NodeID"], "ip": n["NodeManagerAddress"], "alive": bool(n["Alive"]),
-                         "host": n.get("Resources", {}).get("gpu_host", 0) >= 1} for n in ray.nodes()),
-                       key=lambda n: n["id"])
+        nodes = sorted(
+            (
+                {
+                    "id": n["NodeID"],
+                    "ip": n["NodeManagerAddress"],
+                    "alive": bool(n["Alive"]),
+                    "host": n.get("Resources", {}).get("gpu_host", 0) >= 1,
+                }
+                for n in ray.nodes()
+            ),
+            key=lambda n: n["id"],
+        )
         if nodes != last:
             with open(out, "a") as f:
                 f.write(json.dumps({"t": time.time(), "nodes": nodes}) + "\n")

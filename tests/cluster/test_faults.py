@@ -30,15 +30,21 @@ def stage_line(d: netns.Output, stage: str, label: str | None = None, after: flo
     """The first line where a host reports ``stage`` (a prefix) for a point; (line, ip, label)."""
     for ln in list(d.lines):
         m = STAGE.search(ln.text)
-        if m and ln.t >= after and m.group(3).startswith(stage) and (label is None or m.group(2) == label) \
-                and (ip is None or m.group(1) == ip):
+        if (
+            m
+            and ln.t >= after
+            and m.group(3).startswith(stage)
+            and (label is None or m.group(2) == label)
+            and (ip is None or m.group(1) == ip)
+        ):
             return ln, m.group(1), m.group(2)
     return None
 
 
 def wait_stage(d: netns.Output, stage: str, timeout: float, **kw):
-    return netns.wait_for(lambda: stage_line(d, stage, **kw) or (d.proc.poll() is not None and "ended"), timeout,
-                          lambda: d.text()[-3000:])
+    return netns.wait_for(
+        lambda: stage_line(d, stage, **kw) or (d.proc.poll() is not None and "ended"), timeout, lambda: d.text()[-3000:]
+    )
 
 
 def points(res) -> pl.DataFrame:
@@ -72,8 +78,9 @@ def _fault_mid_point(c: netns.NetnsCluster, workdir, fault: str, *, speed: float
         assert c.kill_raylet(victim), f"no raylet on {victim}"
     else:
         assert c.kill_host(victim) > 0
-    noticed = netns.wait_for(lambda: stage_line(d, "host lost, retrying (attempt 2)", label=label), 150,
-                             lambda: d.text()[-3000:])[0].t
+    noticed = netns.wait_for(
+        lambda: stage_line(d, "host lost, retrying (attempt 2)", label=label), 150, lambda: d.text()[-3000:]
+    )[0].t
     t = {"noticed_s": noticed - t0}
     dead = _declared_dead(c, ip, t0)
     if dead:
@@ -85,8 +92,11 @@ def _fault_mid_point(c: netns.NetnsCluster, workdir, fault: str, *, speed: float
     netns.wait_for(lambda: not c.servers(victim), 90, lambda: f"servers left on {victim}: {c.servers(victim)}")
     t["server_gone_s"] = time.time() - t0
     if restore:
-        netns.wait_for(lambda: not any(n == "raylet" for _, n, _ in c.processes(victim)), 60,
-                       lambda: f"{victim}'s raylet still runs after the link came back")
+        netns.wait_for(
+            lambda: not any(n == "raylet" for _, n, _ in c.processes(victim)),
+            60,
+            lambda: f"{victim}'s raylet still runs after the link came back",
+        )
         t["raylet_exited_s"] = time.time() - t0
     again = wait_stage(d, "start", 120, label=label, after=noticed)
     assert again != "ended", d.text()[-3000:]
@@ -148,8 +158,9 @@ def test_driver_killed_then_rerun(healthy, workdir):
     after = points(res)
     assert after.height == 4 and after["point_id"].n_unique() == 4 and (after["status"] == "ok").all()
     kept = after.filter(pl.col("point_id").is_in(before["point_id"].to_list()))
-    assert kept.sort("point_id")["started_at"].to_list() == before.sort("point_id")["started_at"].to_list(), \
+    assert kept.sort("point_id")["started_at"].to_list() == before.sort("point_id")["started_at"].to_list(), (
         "a finished point ran again"
+    )
     t["rerun_done_s"] = time.time() - t0
     assert_nothing_left(c)
     TIMINGS["driver_killed"] = t

@@ -57,13 +57,33 @@ def real():
     return found
 
 
-def real_experiment(d, real, name: str, *, values, tp: int = 1, port: int = 31700, extra_flags: str = "",
-                    env: dict | None = None, backend: str | None = None):
+def real_experiment(
+    d,
+    real,
+    name: str,
+    *,
+    values,
+    tp: int = 1,
+    port: int = 31700,
+    extra_flags: str = "",
+    env: dict | None = None,
+    backend: str | None = None,
+):
     p = d / f"{name}.yaml"
-    p.write_text(textwrap.dedent(REAL).format(
-        name=name, python=real.python, models=real.models, tp=tp, port=port, backend=backend or real.attention_backend,
-        extra_flags=extra_flags, env=json.dumps({**real.env, "OMP_NUM_THREADS": "1", **(env or {})}),
-        values=list(values), results=d / "res"))
+    p.write_text(
+        textwrap.dedent(REAL).format(
+            name=name,
+            python=real.python,
+            models=real.models,
+            tp=tp,
+            port=port,
+            backend=backend or real.attention_backend,
+            extra_flags=extra_flags,
+            env=json.dumps({**real.env, "OMP_NUM_THREADS": "1", **(env or {})}),
+            values=list(values),
+            results=d / "res",
+        )
+    )
     return p
 
 
@@ -85,7 +105,10 @@ def test_one_real_point_per_host(healthy, workdir, real):
     assert rc == 0, out[-4000:]
     assert {ip_in(h) for h in pts["host"]} == set(host_ips()), pts.select("label", "host").rows()
     for row in pts.iter_rows(named=True):
-        assert watch.where(row["point_id"]) == [host_ips()[ip_in(row["host"])]], (row["label"], watch.where(row["point_id"]))
+        assert watch.where(row["point_id"]) == [host_ips()[ip_in(row["host"])]], (
+            row["label"],
+            watch.where(row["point_id"]),
+        )
         assert row["gpu_name"] == "cpu" and row["startup_s"] > 0
     levels = load(workdir / "res")["levels"].collect()
     assert levels.height == 6 and (levels["failed"] == 0).all()
@@ -106,8 +129,16 @@ def test_a_server_over_two_hosts_where_sglang_sees_amx_is_refused_before_launch(
     AMX, the claim of ../shared/sglang-cpu/avx512 makes it see AMX, as on a Zen 4."""
     c = healthy
     claim = {} if real.amx else {"PYTHONPATH": str(netns.REPO.parent / "shared" / "sglang-cpu" / "avx512")}
-    exp = real_experiment(workdir, real, "real_two_hosts_amx", values=(4,), tp=2, port=31850,
-                          extra_flags=", nnodes: 2", env={**TWO_HOSTS_ENV, **claim})
+    exp = real_experiment(
+        workdir,
+        real,
+        "real_two_hosts_amx",
+        values=(4,),
+        tp=2,
+        port=31850,
+        extra_flags=", nnodes: 2",
+        env={**TWO_HOSTS_ENV, **claim},
+    )
     rc, out, took, watch = run_real(c, exp, 300)
     pts = load(workdir / "res")["points"].collect()
     assert pts.height == 1, out[-4000:]
@@ -125,8 +156,17 @@ def test_real_server_over_two_hosts(healthy, workdir, real):
     told the interface (GLOO_SOCKET_IFNAME), as on any multi-NIC host."""
     c = healthy
     port = 31800
-    exp = real_experiment(workdir, real, "real_two_hosts", values=(4,), tp=2, port=port, extra_flags=", nnodes: 2",
-                          env={**TWO_HOSTS_ENV, "SWEEP_SGLANG_AMX": "0"}, backend="torch_native")
+    exp = real_experiment(
+        workdir,
+        real,
+        "real_two_hosts",
+        values=(4,),
+        tp=2,
+        port=port,
+        extra_flags=", nnodes: 2",
+        env={**TWO_HOSTS_ENV, "SWEEP_SGLANG_AMX": "0"},
+        backend="torch_native",
+    )
     rc, out, took, watch = run_real(c, exp, 840)
     pts = load(workdir / "res")["points"].collect()
     assert pts.height == 1, out[-4000:]

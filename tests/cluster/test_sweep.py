@@ -47,8 +47,11 @@ def driver(cluster: netns.NetnsCluster, exp, *args: str) -> netns.Output:
 
 def assert_nothing_left(cluster: netns.NetnsCluster, timeout: float = 60) -> None:
     for node in ("head", *cluster.hosts):
-        netns.wait_for(lambda n=node: not cluster.servers(n), timeout,
-                       lambda n=node: f"server processes left on {n}: {cluster.servers(n)}")
+        netns.wait_for(
+            lambda n=node: not cluster.servers(n),
+            timeout,
+            lambda n=node: f"server processes left on {n}: {cluster.servers(n)}",
+        )
 
 
 def test_job_submit_spreads_points_over_the_hosts(healthy, workdir):
@@ -57,8 +60,26 @@ def test_job_submit_spreads_points_over_the_hosts(healthy, workdir):
     env = {k: v for k, v in c.driver_env().items() if k != "RAY_ADDRESS"}
     t0 = time.monotonic()
     with netns.Watch(c) as watch:
-        job = c.run("head", ["ray", "job", "submit", "--address", netns.DASHBOARD, "--working-dir", str(netns.REPO),
-                             "--", "python", "-m", "sweep", str(exp), "--fake"], env=env, timeout=240)
+        job = c.run(
+            "head",
+            [
+                "ray",
+                "job",
+                "submit",
+                "--address",
+                netns.DASHBOARD,
+                "--working-dir",
+                str(netns.REPO),
+                "--",
+                "python",
+                "-m",
+                "sweep",
+                str(exp),
+                "--fake",
+            ],
+            env=env,
+            timeout=240,
+        )
     took = time.monotonic() - t0
     out = job.stdout + job.stderr
     assert job.returncode == 0, out[-4000:]
@@ -117,8 +138,9 @@ def test_two_host_point_with_ray_address(healthy, workdir):
 
     # the dist-init port taken on every host: the leader's pre-flight says so, nothing launches
     hold = f"import socket, time; s = socket.socket(); s.bind(('0.0.0.0', {port + 1000})); s.listen(); time.sleep(600)"
-    holders = [c.popen(h, [sys.executable, "-c", hold], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for h in c.hosts]
+    holders = [
+        c.popen(h, [sys.executable, "-c", hold], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in c.hosts
+    ]
     try:
         netns.wait_for(lambda: all(f":{port + 1000:04X} " in _listening(c, h) for h in c.hosts), 30, "port holders up")
         d = driver(c, exp, "--force", "--only", "mrr=16", f"results_dir={workdir / 'busy'}")

@@ -8,7 +8,6 @@ even children that outlive their parent (``--fake-zombie``) never survive a test
 from __future__ import annotations
 
 import contextlib
-
 import os
 import re
 import signal
@@ -31,8 +30,18 @@ REPO = Path(__file__).resolve().parents[2]
 MARKER_ENV = "SWEEP_FAKE_TEST_MARKER"
 # startup in ~0.2 s, serving 50x faster than a real host: a 32-token request takes well under a second
 FAST = ("--fake-speed", "50", "--fake-startup-speed", "3000")
-EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3-drafter",
-          "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3")
+EAGLE3 = (
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/eagle3-drafter",
+    "--speculative-num-steps",
+    "2",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "3",
+)
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:
@@ -81,7 +90,9 @@ class FakeProc:
                 m = rx.search(self.log())
                 if m:
                     return m
-                raise AssertionError(f"server exited ({self.proc.returncode}) before /{pattern}/:\n{self.log()[-3000:]}")
+                raise AssertionError(
+                    f"server exited ({self.proc.returncode}) before /{pattern}/:\n{self.log()[-3000:]}"
+                )
             time.sleep(0.02)
         raise AssertionError(f"no /{pattern}/ within {timeout}s:\n{self.log()[-3000:]}")
 
@@ -116,20 +127,48 @@ class FakeProc:
 Starter = Callable[..., FakeProc]
 
 
-def _start(directory: Path, markers: list[str], args: tuple[str, ...] | list[str], *, fast: bool = True,
-           env: Optional[dict[str, str]] = None, port: Optional[int] = None,
-           model: str = "/models/Llama-3.1-8B-Instruct", new_session: bool = False) -> FakeProc:
+def _start(
+    directory: Path,
+    markers: list[str],
+    args: tuple[str, ...] | list[str],
+    *,
+    fast: bool = True,
+    env: Optional[dict[str, str]] = None,
+    port: Optional[int] = None,
+    model: str = "/models/Llama-3.1-8B-Instruct",
+    new_session: bool = False,
+) -> FakeProc:
     marker = uuid.uuid4().hex
     markers.append(marker)
     port = port or free_port()
-    argv = [sys.executable, "-m", "sweep.fake", "--model-path", model, "--port", str(port),
-            *(FAST if fast else ()), *args]
-    full_env = {**os.environ, MARKER_ENV: marker, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-                **(env or {})}
+    argv = [
+        sys.executable,
+        "-m",
+        "sweep.fake",
+        "--model-path",
+        model,
+        "--port",
+        str(port),
+        *(FAST if fast else ()),
+        *args,
+    ]
+    full_env = {
+        **os.environ,
+        MARKER_ENV: marker,
+        "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        **(env or {}),
+    }
     log_path = directory / f"fake-{port}.log"
     with open(log_path, "wb") as fh:
-        proc = subprocess.Popen(argv, cwd=REPO, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=new_session)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=full_env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=new_session,
+        )
     return FakeProc(proc, port, log_path, marker, argv)
 
 
@@ -173,11 +212,17 @@ def module_starter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Starter
 
 def sse_events(body: str) -> list[str]:
     """The ``data:`` payloads of a server-sent-events body, in order."""
-    return [line[len("data: "):] for line in body.split("\n\n") if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in body.split("\n\n") if line.startswith("data: ")]
 
 
 @pytest.fixture(scope="session")
 def fk() -> SimpleNamespace:
     """Helpers for test modules (conftest modules are not importable by name)."""
-    return SimpleNamespace(FAST=FAST, EAGLE3=EAGLE3, sse_events=sse_events, free_port=free_port,
-                           marked_processes=marked_processes, MARKER_ENV=MARKER_ENV)
+    return SimpleNamespace(
+        FAST=FAST,
+        EAGLE3=EAGLE3,
+        sse_events=sse_events,
+        free_port=free_port,
+        marked_processes=marked_processes,
+        MARKER_ENV=MARKER_ENV,
+    )

@@ -28,6 +28,7 @@ def controller(cfg, steps=None):
 
 # --- the rule, replayed by hand ---
 
+
 def test_tiers_route_to_the_closest_lower_key_and_keep_their_own_state():
     c, lines = controller({"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}}, 3)
     assert lines == ["AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3]"]
@@ -46,10 +47,12 @@ def test_an_ema_of_rejections_steps_down_after_warmup_at_the_update_interval():
         c.before_batch(1)
         c.after_verify([0], 1)
         # EMA from 2.0 (steps - 1) by 0.8 per batch; warmup 10, then every 5th: only batch 15 decides
-        assert slot.ema_accept_len == pytest.approx(2.0 * 0.8 ** i)
+        assert slot.ema_accept_len == pytest.approx(2.0 * 0.8**i)
         assert c.steps == (3 if i < 15 else 1), i
-    assert lines[-2:] == ["Adaptive spec params updated: steps 3 -> 1 (ema_accept_len=0.07)",
-                          "Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2"]
+    assert lines[-2:] == [
+        "Adaptive spec params updated: steps 3 -> 1 (ema_accept_len=0.07)",
+        "Switch adaptive runtime state: steps 3 -> 1, draft_tokens 4 -> 2",
+    ]
 
 
 def test_zero_steps_probes_the_smallest_positive_one_at_each_update():
@@ -65,15 +68,24 @@ def test_zero_steps_probes_the_smallest_positive_one_at_each_update():
 
 def test_hysteresis_and_the_ceiling():
     # up: EMA > current - 0.5 + up_hysteresis; with up 0.6 an EMA of 1.0 at step 1 does not rise
-    slot = adaptive.StepSlot.create(1, {"candidate_steps": [1, 2], "up_hysteresis": 0.6, "warmup_batches": 0,
-                                        "update_interval": 1})
+    slot = adaptive.StepSlot.create(
+        1, {"candidate_steps": [1, 2], "up_hysteresis": 0.6, "warmup_batches": 0, "update_interval": 1}
+    )
     slot.ema_accept_len = 1.0
     assert slot.update([1]) is False and slot.current_steps == 1
     slot.up_hysteresis = 0.0
     assert slot.update([1]) is True and slot.current_steps == 2
     # ceiling: caps a target that does not rise at ceil(ema * coeff)
-    slot = adaptive.StepSlot.create(7, {"candidate_steps": [1, 3, 7], "ceiling_coeff": 1.0, "warmup_batches": 0,
-                                        "update_interval": 1, "ema_alpha": 0.0})
+    slot = adaptive.StepSlot.create(
+        7,
+        {
+            "candidate_steps": [1, 3, 7],
+            "ceiling_coeff": 1.0,
+            "warmup_batches": 0,
+            "update_interval": 1,
+            "ema_alpha": 0.0,
+        },
+    )
     slot.ema_accept_len = 6.6  # stays at 7 by the thresholds; ceiling 7: no cap
     assert slot.update([0]) is False
     slot.ema_accept_len = 2.6  # down to 3 (2.6 <= 6.5 - 0.25, not <= 2.5 - 0.25); ceiling 3
@@ -81,6 +93,7 @@ def test_hysteresis_and_the_ceiling():
 
 
 # --- the rule, against SGLang's own classes ---
+
 
 def _sglang_module(root: Path):
     path = root / SOURCE
@@ -105,8 +118,10 @@ class _SGLangController:
 
     def _activate(self, steps):
         if steps != self.steps:
-            self.lines.append(f"Switch adaptive runtime state: steps {self.steps} -> {steps}, "
-                              f"draft_tokens {self.steps + 1} -> {steps + 1}")
+            self.lines.append(
+                f"Switch adaptive runtime state: steps {self.steps} -> {steps}, "
+                f"draft_tokens {self.steps + 1} -> {steps + 1}"
+            )
             self.steps = steps
 
     def before_batch(self, bs):
@@ -122,9 +137,15 @@ class _SGLangController:
 CONFIGS = [
     None,  # SGLang's default
     {"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}},
-    {"ema_alpha": 0.5, "warmup_batches": 3, "update_interval": 2,
-     "1": {"candidate_steps": [0, 1, 2, 5], "down_hysteresis": 0.2, "up_hysteresis": 0.3, "ceiling_coeff": 1.5},
-     "3": {"candidate_steps": [2, 4], "ceiling_coeff": 0.8}, "16": {"candidate_steps": [0]}, "note": "ignored"},
+    {
+        "ema_alpha": 0.5,
+        "warmup_batches": 3,
+        "update_interval": 2,
+        "1": {"candidate_steps": [0, 1, 2, 5], "down_hysteresis": 0.2, "up_hysteresis": 0.3, "ceiling_coeff": 1.5},
+        "3": {"candidate_steps": [2, 4], "ceiling_coeff": 0.8},
+        "16": {"candidate_steps": [0]},
+        "note": "ignored",
+    },
 ]
 
 
@@ -158,9 +179,20 @@ def test_the_same_batches_give_sglang_s_steps_and_lines(tmp_path, root, which):
 
 # --- the fake's command line and startup ---
 
-FLAGS = ["--model-path", "/models/Kimi-K2-Instruct", "--speculative-algorithm", "EAGLE3",
-         "--speculative-draft-model-path", "/models/eagle3", "--speculative-num-steps", "3",
-         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+FLAGS = [
+    "--model-path",
+    "/models/Kimi-K2-Instruct",
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/eagle3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+]
 TIERS = {"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}}
 
 
@@ -177,14 +209,20 @@ def test_the_flags_are_argparse_errors_where_the_version_lacks_them(capsys):
     with pytest.raises(SystemExit) as info:
         fake_args.parse([*argv, "--fake-version", "0.5.10"])
     assert info.value.code == 2
-    assert capsys.readouterr().err.rstrip().endswith(
-        "launch_server.py: error: unrecognized arguments: --speculative-adaptive --speculative-adaptive-config /x.json")
+    assert (
+        capsys.readouterr()
+        .err.rstrip()
+        .endswith(
+            "launch_server.py: error: unrecognized arguments: --speculative-adaptive --speculative-adaptive-config /x.json"
+        )
+    )
     ns = fake_args.parse([*argv, "--fake-version", "0.5.23"]).ns
     assert ns.speculative_adaptive is True and ns.speculative_adaptive_config == "/x.json"
 
 
 def _resolve(*argv: str):
-    from sweep.fake import args as fake_args, rules
+    from sweep.fake import args as fake_args
+    from sweep.fake import rules
 
     parsed = fake_args.parse([*FLAGS, "--speculative-adaptive", *argv, "--fake-version", "0.5.23"])
     warnings: list[str] = []
@@ -196,12 +234,14 @@ def test_a_config_sglang_refuses_stops_the_launch_while_resolving(tmp_path):
 
     with pytest.raises(rules.ArgsRejected) as info:
         _resolve("--speculative-adaptive-config", _config(tmp_path, {"1": {"candidate_steps": [1, -3]}}))
-    assert info.value.exception == ("ValueError: BS 1: candidate_steps must be a list of non-negative ints, "
-                                    "got [1, -3]")
+    assert info.value.exception == (
+        "ValueError: BS 1: candidate_steps must be a list of non-negative ints, got [1, -3]"
+    )
     with pytest.raises(rules.ArgsRejected) as info:
         _resolve("--speculative-adaptive-config", str(tmp_path / "none.json"))
-    assert info.value.exception == (f"FileNotFoundError: [Errno 2] No such file or directory: "
-                                    f"'{tmp_path / 'none.json'}'")
+    assert info.value.exception == (
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{tmp_path / 'none.json'}'"
+    )
     with pytest.raises(rules.ArgsRejected) as info:
         _resolve("--speculative-adaptive-config", _config(tmp_path, {"1": {"candidate_steps": [1, 2]}}))
     assert "--speculative-num-steps=3 is not in the adaptive config candidate_steps [1, 2]" in info.value.exception
@@ -211,15 +251,18 @@ def test_adaptive_resolves_to_its_steps_or_falls_back_with_sglang_s_warning(tmp_
     resolved, warnings = _resolve("--speculative-adaptive-config", _config(tmp_path))
     assert resolved.adaptive_config.tiers == {1: (1, 3), 4: (0, 1)} and resolved.args["speculative_adaptive"] is True
     assert (resolved.args["speculative_num_steps"], resolved.args["speculative_num_draft_tokens"]) == (3, 4)
-    from sweep.fake import args as fake_args, rules
+    from sweep.fake import args as fake_args
+    from sweep.fake import rules
 
     tree = [a if a != "1" else "4" for a in FLAGS]  # topk 4
     parsed = fake_args.parse([*tree, "--speculative-adaptive", "--fake-version", "0.5.23"])
     warnings = []
     resolved = rules.resolve(parsed.ns, parsed.version, warn=warnings.append)
     assert resolved.adaptive_config is None and resolved.args["speculative_adaptive"] is False
-    assert ("speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported). "
-            "Falling back to static speculative params.") in warnings
+    assert (
+        "speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported). "
+        "Falling back to static speculative params."
+    ) in warnings
 
 
 @pytest.mark.slow
@@ -228,8 +271,17 @@ def test_the_fake_switches_per_tier_and_logs_it(start_fake, tmp_path):
 
     import httpx
 
-    server = start_fake(*FLAGS, "--speculative-adaptive", "--speculative-adaptive-config", _config(tmp_path),
-                        "--fake-version", "0.5.23", "--fake-accept-rate", "0.7", "--enable-metrics")
+    server = start_fake(
+        *FLAGS,
+        "--speculative-adaptive",
+        "--speculative-adaptive-config",
+        _config(tmp_path),
+        "--fake-version",
+        "0.5.23",
+        "--fake-accept-rate",
+        "0.7",
+        "--enable-metrics",
+    )
     server.wait_ready()
     log = server.log()
     assert "AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[1, 3]" in log
@@ -238,15 +290,19 @@ def test_the_fake_switches_per_tier_and_logs_it(start_fake, tmp_path):
 
     async def burst(n: int) -> list[dict]:
         async with httpx.AsyncClient(timeout=120) as client:
+
             async def one(i: int) -> dict:
-                r = await client.post(f"{server.base}/generate", json={
-                    "text": f"request {i}", "sampling_params": {"max_new_tokens": 150, "ignore_eos": True}})
+                r = await client.post(
+                    f"{server.base}/generate",
+                    json={"text": f"request {i}", "sampling_params": {"max_new_tokens": 150, "ignore_eos": True}},
+                )
                 return r.json()
+
             return await asyncio.gather(*(one(i) for i in range(n)))
 
     alone = asyncio.run(burst(1))[0]["meta_info"]
     # C=1: tier 1's EMA of ~1.5 accepted drafts keeps it at 3 steps
-    assert "Switch adaptive runtime state" not in server.log()[len(log):]
+    assert "Switch adaptive runtime state" not in server.log()[len(log) :]
     assert alone["spec_num_proposed_drafts"] == 3 * alone["spec_verify_ct"]
     # C=6: tier 4 (from 4 requests up) runs its own step count, 1 (its middle candidate: 3 is not one of its)
     many = asyncio.run(burst(6))
@@ -279,16 +335,29 @@ def test_a_dry_run_shows_the_switches_per_level(tmp_path):
     from tests.conftest import free_port
     from tests.experiments import experiment, write
 
-    flags = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d1", "speculative-eagle-topk": 1,
-             "speculative-num-steps": 3, "speculative-num-draft-tokens": 4, "speculative-adaptive": True,
-             "speculative-adaptive-config": TIERS}
-    exp = experiment(name="adaptive", server={"port": free_port(), "sglang_version": "0.5.23"},
-                     grid={"axes": {"drafter": {"values": {"d1": {"flags": flags}}}}},
-                     benchmark={"single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16}, "server_metrics": False,
-                                "concurrency": {"levels": [1, 8], "rounds": 2, "max_tokens": 64}},
-                     dry_run={"fake_args": ["--fake-version", "0.5.23"]})
-    result = sweep.run(write(tmp_path / "adaptive.yaml", exp, results_dir=tmp_path / "res"), mode="dry-run",
-                       progress=False)
+    flags = {
+        "speculative-algorithm": "EAGLE3",
+        "speculative-draft-model-path": "/d1",
+        "speculative-eagle-topk": 1,
+        "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 4,
+        "speculative-adaptive": True,
+        "speculative-adaptive-config": TIERS,
+    }
+    exp = experiment(
+        name="adaptive",
+        server={"port": free_port(), "sglang_version": "0.5.23"},
+        grid={"axes": {"drafter": {"values": {"d1": {"flags": flags}}}}},
+        benchmark={
+            "single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16},
+            "server_metrics": False,
+            "concurrency": {"levels": [1, 8], "rounds": 2, "max_tokens": 64},
+        },
+        dry_run={"fake_args": ["--fake-version", "0.5.23"]},
+    )
+    result = sweep.run(
+        write(tmp_path / "adaptive.yaml", exp, results_dir=tmp_path / "res"), mode="dry-run", progress=False
+    )
     assert [p.status for p in result.points] == ["ok"], [(p.label, p.failure_reason) for p in result.points]
     tables = load(tmp_path / "res")
     point = tables["points"].collect().row(0, named=True)
@@ -301,7 +370,8 @@ def test_a_dry_run_shows_the_switches_per_level(tmp_path):
 def test_on_cpu_adaptive_needs_the_graphs_off_as_sglang_does():
     """SGLang builds a verify graph per candidate step count; on CPU that dies (NotImplementedError) unless
     the decode graph is off: --disable-cuda-graph (0.5.23's deprecated spelling, still its only one) does it."""
-    from sweep.fake import args as fake_args, rules
+    from sweep.fake import args as fake_args
+    from sweep.fake import rules
 
     argv = [*FLAGS, "--speculative-adaptive", "--device", "cpu", "--fake-version", "0.5.23"]
     parsed = fake_args.parse(argv)

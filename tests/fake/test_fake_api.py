@@ -23,9 +23,20 @@ def base(module_starter):
 
 @pytest.fixture(scope="module")
 def spec(module_starter):
-    server = module_starter("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/drafter",
-                            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                            "--speculative-num-draft-tokens", "4", "--fake-accept-rate", "0.8")
+    server = module_starter(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/drafter",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--fake-accept-rate",
+        "0.8",
+    )
     server.wait_ready()
     return server
 
@@ -36,6 +47,7 @@ def gen(server, text="Write a quicksort in Python.", stream=False, **sampling):
 
 
 # --- /generate ---
+
 
 def test_generate_non_streaming(base):
     r = gen(base, max_new_tokens=24, ignore_eos=True, temperature=0)
@@ -81,8 +93,12 @@ def test_speculative_chunks_carry_several_tokens(spec, fk):
 def test_curl_generate(base):
     url = f"{base.base}/generate"
     payload = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}})
-    out = subprocess.run(["curl", "-sS", "--fail", url, "-H", "Content-Type: application/json", "-d", payload],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["curl", "-sS", "--fail", url, "-H", "Content-Type: application/json", "-d", payload],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["meta_info"]["completion_tokens"] == 5
     stream = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}, "stream": True})
@@ -97,6 +113,7 @@ def test_generate_batch_of_texts(base):
 
 # --- OpenAI API, through the openai client ---
 
+
 @pytest.fixture(scope="module")
 def client(base):
     with openai.OpenAI(base_url=f"{base.base}/v1", api_key="EMPTY", max_retries=0, timeout=30) as c:
@@ -110,8 +127,14 @@ def test_openai_completions(client):
 
 
 def test_openai_completions_streaming(client):
-    stream = client.completions.create(model="m", prompt="def fib(n):", max_tokens=12, stream=True,
-                                       stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    stream = client.completions.create(
+        model="m",
+        prompt="def fib(n):",
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     assert text and chunks[-1].usage.completion_tokens == 12
@@ -119,15 +142,21 @@ def test_openai_completions_streaming(client):
 
 
 def test_openai_chat(client):
-    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Say hi"}], max_tokens=8,
-                                       extra_body={"ignore_eos": True})
+    r = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Say hi"}], max_tokens=8, extra_body={"ignore_eos": True}
+    )
     assert r.choices[0].message.role == "assistant" and r.choices[0].message.content
     assert r.usage.completion_tokens == 8
 
 
 def test_openai_chat_streaming(client):
-    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Say hi"}],
-                                            max_tokens=8, stream=True, extra_body={"ignore_eos": True})
+    stream = client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "Say hi"}],
+        max_tokens=8,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks)
@@ -152,6 +181,7 @@ def test_models_and_model_info(base):
 
 # --- server info, flush, metrics ---
 
+
 def test_server_info_accept_length_and_flush(spec):
     assert spec.post("/flush_cache").status_code == 200
     info = spec.get("/server_info").json()
@@ -174,7 +204,9 @@ def test_flush_cache_refused_while_requests_run(base):
     try:
         deadline = time.monotonic() + 20
         # real SGLang's label layout: engine_type, model_name, and the reporting rank's moe_ep/pp/tp ranks
-        running = re.compile(r'^sglang:num_running_reqs\{[^}]*model_name="/models/Llama-3\.1-8B-Instruct"[^}]*\} 1\.0$', re.M)
+        running = re.compile(
+            r'^sglang:num_running_reqs\{[^}]*model_name="/models/Llama-3\.1-8B-Instruct"[^}]*\} 1\.0$', re.M
+        )
         while not running.search(base.get("/metrics").text):
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -190,9 +222,16 @@ def test_flush_cache_refused_while_requests_run(base):
 def test_metrics(base, spec):
     gen(base, max_new_tokens=4)
     text = base.get("/metrics").text
-    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
-                 "sglang:generation_tokens_total", "sglang:prompt_tokens_total", "sglang:spec_accept_length",
-                 "sglang:time_to_first_token_seconds_bucket", "sglang:e2e_request_latency_seconds_count"):
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:gen_throughput",
+        "sglang:generation_tokens_total",
+        "sglang:prompt_tokens_total",
+        "sglang:spec_accept_length",
+        "sglang:time_to_first_token_seconds_bucket",
+        "sglang:e2e_request_latency_seconds_count",
+    ):
         assert name in text
     assert spec.get("/metrics").status_code == 404  # only with --enable-metrics
 
@@ -204,19 +243,46 @@ def test_health_generate(base):
 
 # --- malformed requests get SGLang's errors and never crash the server ---
 
-@pytest.mark.parametrize("body, status, fragment", [
-    (b"{not json", 422, "JSON decode error"),
-    (b"[1, 2]", 422, "dictionary"),
-    (json.dumps({"sampling_params": {}}).encode(), 400, "Either text, input_ids or input_embeds should be provided."),
-    (json.dumps({"text": "x", "sampling_params": {"temperature": -1}}).encode(), 400, "temperature must be non-negative"),
-    (json.dumps({"text": "x", "sampling_params": {"top_p": 0}}).encode(), 400, "top_p must be in (0, 1]"),
-    (json.dumps({"text": "x", "sampling_params": {"max_new_tokens": -1}}).encode(), 400, "max_new_tokens must be at least 0"),
-    (json.dumps({"text": "x", "sampling_params": {"max_new_tokens": "many"}}).encode(), 400, "Invalid sampling_params"),
-    (json.dumps({"text": "x", "sampling_params": {"bogus": 1}}).encode(), 400, "unexpected keyword argument 'bogus'"),
-    (json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 10 ** 7}}).encode(), 400,
-     "exceeds the model's maximum context length"),
-    (json.dumps({"text": 5}).encode(), 400, "text must be a string"),
-])
+
+@pytest.mark.parametrize(
+    "body, status, fragment",
+    [
+        (b"{not json", 422, "JSON decode error"),
+        (b"[1, 2]", 422, "dictionary"),
+        (
+            json.dumps({"sampling_params": {}}).encode(),
+            400,
+            "Either text, input_ids or input_embeds should be provided.",
+        ),
+        (
+            json.dumps({"text": "x", "sampling_params": {"temperature": -1}}).encode(),
+            400,
+            "temperature must be non-negative",
+        ),
+        (json.dumps({"text": "x", "sampling_params": {"top_p": 0}}).encode(), 400, "top_p must be in (0, 1]"),
+        (
+            json.dumps({"text": "x", "sampling_params": {"max_new_tokens": -1}}).encode(),
+            400,
+            "max_new_tokens must be at least 0",
+        ),
+        (
+            json.dumps({"text": "x", "sampling_params": {"max_new_tokens": "many"}}).encode(),
+            400,
+            "Invalid sampling_params",
+        ),
+        (
+            json.dumps({"text": "x", "sampling_params": {"bogus": 1}}).encode(),
+            400,
+            "unexpected keyword argument 'bogus'",
+        ),
+        (
+            json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 10**7}}).encode(),
+            400,
+            "exceeds the model's maximum context length",
+        ),
+        (json.dumps({"text": 5}).encode(), 400, "text must be a string"),
+    ],
+)
 def test_malformed_generate(base, body, status, fragment):
     r = base.post("/generate", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == status and fragment in r.text
@@ -237,6 +303,8 @@ def test_zero_new_tokens(base):
 def test_incremental_streaming_output(start_fake, fk):
     server = start_fake("--incremental-streaming-output")
     server.wait_ready()
-    chunks = [json.loads(e) for e in fk.sse_events(gen(server, stream=True, max_new_tokens=6, ignore_eos=True).text)[:-1]]
+    chunks = [
+        json.loads(e) for e in fk.sse_events(gen(server, stream=True, max_new_tokens=6, ignore_eos=True).text)[:-1]
+    ]
     whole = gen(server, max_new_tokens=6, ignore_eos=True).json()["text"]
     assert "".join(c["text"] for c in chunks) == whole

@@ -15,9 +15,17 @@ from tests.conftest import run_sweep_cli
 
 KEY = "sk-fake-test-key-42"
 ADMIN = "sk-fake-admin-key-7"
-GUARDED = [("GET", "/server_info"), ("GET", "/get_server_info"), ("GET", "/v1/models"), ("POST", "/generate"),
-           ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("POST", "/flush_cache"),
-           ("GET", "/model_info"), ("GET", "/nonexistent")]
+GUARDED = [
+    ("GET", "/server_info"),
+    ("GET", "/get_server_info"),
+    ("GET", "/v1/models"),
+    ("POST", "/generate"),
+    ("POST", "/v1/completions"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/flush_cache"),
+    ("GET", "/model_info"),
+    ("GET", "/nonexistent"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +52,19 @@ def test_the_key_opens_every_route_in_any_case_of_the_scheme(keyed):
     for scheme in ("Bearer", "bearer", "BEARER"):
         r = httpx.get(keyed.base + "/v1/models", headers={"Authorization": f"{scheme} {KEY}"}, timeout=30)
         assert r.status_code == 200
-    r = httpx.post(keyed.base + "/generate", headers={"Authorization": f"Bearer {KEY}"},
-                   json={"text": "hi", "sampling_params": {"max_new_tokens": 4}}, timeout=30)
+    r = httpx.post(
+        keyed.base + "/generate",
+        headers={"Authorization": f"Bearer {KEY}"},
+        json={"text": "hi", "sampling_params": {"max_new_tokens": 4}},
+        timeout=30,
+    )
     assert r.status_code == 200 and r.json()["meta_info"]["completion_tokens"] == 4
     info = httpx.get(keyed.base + "/server_info", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()
     assert info["api_key"] == KEY  # as real SGLang: the sweep never stores server_info
-    assert httpx.get(keyed.base + "/nonexistent", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).status_code == 404
+    assert (
+        httpx.get(keyed.base + "/nonexistent", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).status_code
+        == 404
+    )
     assert '"GET /v1/models HTTP/1.1" 401 Unauthorized' in keyed.log()  # uvicorn's access line
 
 
@@ -58,7 +73,9 @@ def test_auth_decision_per_version():
     assert authorized("OPTIONS", "/generate", None, KEY, "0.5.10")
     assert not authorized("GET", "/ready", None, KEY, "0.5.10")  # 0.5.10 (and the CPU build): guarded
     assert authorized("GET", "/ready", None, KEY, "0.5.23")  # 0.5.23 opened /ready* for probes
-    assert authorized("GET", "/metrics", None, KEY, "0.5.23") and authorized("GET", "/health_generate", None, KEY, "0.5.10")
+    assert authorized("GET", "/metrics", None, KEY, "0.5.23") and authorized(
+        "GET", "/health_generate", None, KEY, "0.5.10"
+    )
     assert not authorized("GET", "/v1/models", f"Bearer  {KEY}", KEY, "0.5.10")  # split(" ", 1): exact
     assert not authorized("GET", "/v1/models", "Bearer", KEY, "0.5.10")
 
@@ -97,8 +114,24 @@ def test_admin_keyed_server(admin_keyed):
 
 @pytest.mark.slow
 def test_bench_cli_with_and_without_the_key(keyed, tmp_path):
-    common = ["bench", "--url", keyed.base, "--runs", "1", "--warmup", "0", "--single-max-tokens", "8",
-              "--levels", "2", "--rounds", "1", "--max-tokens", "8", "--quiet"]
+    common = [
+        "bench",
+        "--url",
+        keyed.base,
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--single-max-tokens",
+        "8",
+        "--levels",
+        "2",
+        "--rounds",
+        "1",
+        "--max-tokens",
+        "8",
+        "--quiet",
+    ]
     r = run_sweep_cli(*common, "--api-key", KEY, "--out", str(tmp_path / "a"), timeout=120)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     import polars as pl
@@ -120,8 +153,26 @@ def test_bench_cli_with_and_without_the_key(keyed, tmp_path):
 def test_bench_cli_with_an_admin_key(admin_keyed, tmp_path):
     """/flush_cache wants the admin key: without it the benchmark stops before measuring (exit 6),
     naming the option; with it (or ``$SGLANG_ADMIN_API_KEY``) every level is flushed."""
-    common = ["bench", "--url", admin_keyed.base, "--runs", "1", "--warmup", "0", "--single-max-tokens", "8",
-              "--levels", "2", "--rounds", "1", "--max-tokens", "8", "--quiet", "--api-key", KEY]
+    common = [
+        "bench",
+        "--url",
+        admin_keyed.base,
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--single-max-tokens",
+        "8",
+        "--levels",
+        "2",
+        "--rounds",
+        "1",
+        "--max-tokens",
+        "8",
+        "--quiet",
+        "--api-key",
+        KEY,
+    ]
     r = run_sweep_cli(*common, timeout=60, env={"SGLANG_ADMIN_API_KEY": ""})
     assert r.returncode == 6, r.stdout[-2000:] + r.stderr[-2000:]
     assert "401 to POST /flush_cache" in r.stderr and "--admin-api-key" in r.stderr and "Traceback" not in r.stderr
@@ -145,8 +196,10 @@ def test_the_benchmark_takes_its_keys_explicitly(admin_keyed):
     from sweep.core.errors import BenchError
     from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 
-    settings = BenchSettings(single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
-                             concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8))
+    settings = BenchSettings(
+        single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
+        concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8),
+    )
     with pytest.raises(BenchError, match="401"):
         run(admin_keyed.base, settings)
     with pytest.raises(BenchError, match="401 to POST /flush_cache"):

@@ -35,8 +35,12 @@ def real_argparse_error(prog: str, argv: list[str]) -> tuple[int, str]:
 @pytest.mark.parametrize("version,prog", [("0.5.10", "launch_server.py"), ("0.5.23", "sglang serve")])
 def test_a_bad_int_is_argparses_usage_error(version, prog):
     argv = ["--model-path", "/models/m", "--max-running-requests", "lots"]
-    r = subprocess.run([sys.executable, "-m", "sweep.fake", "--fake-version", version, *argv],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "sweep.fake", "--fake-version", version, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.rstrip("\n").split("\n")
     want = f"{prog}: error: argument --max-running-requests: invalid int value: 'lots'"
@@ -51,8 +55,22 @@ def test_a_bad_int_is_argparses_usage_error(version, prog):
 def test_the_host_reads_the_argparse_error_from_the_log(tmp_path):
     """ServerProcess sends stderr into the log with stdout; died() names argparse's line."""
     port = free_port()
-    server = ServerProcess([sys.executable, "-m", "sweep.fake", "--model-path", "/models/m", "--port", str(port),
-                            "--mem-fraction-static", "most"], {}, tmp_path / "server.log", port=port)
+    server = ServerProcess(
+        [
+            sys.executable,
+            "-m",
+            "sweep.fake",
+            "--model-path",
+            "/models/m",
+            "--port",
+            str(port),
+            "--mem-fraction-static",
+            "most",
+        ],
+        {},
+        tmp_path / "server.log",
+        port=port,
+    )
     server.start()
     try:
         deadline = time.monotonic() + 60
@@ -66,10 +84,15 @@ def test_the_host_reads_the_argparse_error_from_the_log(tmp_path):
     assert failure.fix and "takes a number" in failure.fix
 
 
-@pytest.mark.parametrize("argv,said", [(["--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
-                                       (["--attention-backend", "nope"], "argument --attention-backend: invalid choice"),
-                                       (["--enable-metrics", "2"], "unrecognized arguments: 2"),
-                                       (["--speculative-num-steps", "three"], "invalid int value: 'three'")])
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (["--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
+        (["--attention-backend", "nope"], "argument --attention-backend: invalid choice"),
+        (["--enable-metrics", "2"], "unrecognized arguments: 2"),
+        (["--speculative-num-steps", "three"], "invalid int value: 'three'"),
+    ],
+)
 def test_the_fake_refuses_what_sglangs_argparse_refuses(argv, said, capsys):
     with pytest.raises(SystemExit) as exit_:
         fake_args.parse(["--model-path", "/m", *argv])

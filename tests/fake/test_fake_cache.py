@@ -25,9 +25,11 @@ def test_the_longest_cached_prefix_but_the_last_token_and_lru_eviction():
 def test_a_second_turn_reports_the_first_as_cached_until_a_flush(tmp_path):
     fake = start_fake(tmp_path, speed=50.0)
     try:
+
         def gen(ids: list[int], n: int) -> dict:
             body = {"input_ids": ids, "sampling_params": {"max_new_tokens": n, "ignore_eos": True}}
             return httpx.post(fake.url + "/generate", json=body, timeout=30).json()
+
         first = gen(list(range(100, 140)), 8)
         assert first["meta_info"]["cached_tokens"] == 0
         ids = list(range(100, 140)) + first["output_ids"] + [5, 6, 7]

@@ -11,8 +11,8 @@ import httpx
 import psutil
 import pytest
 
-from sweep.fake import procs
 from sweep.core.ledger import ledger_read
+from sweep.fake import procs
 from tests.waiting import holds_for, wait_until
 
 pytestmark = pytest.mark.slow
@@ -101,10 +101,13 @@ def test_crash_after_n_requests(start_fake):
     assert "Scheduler hit an exception" in server.log()
 
 
-@pytest.mark.parametrize("phase, last_line, next_line", [
-    ("load", "Load weight begin.", "Load weight end."),
-    ("capture", "Capture cuda graph begin.", "Capture cuda graph end."),
-])
+@pytest.mark.parametrize(
+    "phase, last_line, next_line",
+    [
+        ("load", "Load weight begin.", "Load weight end."),
+        ("capture", "Capture cuda graph begin.", "Capture cuda graph end."),
+    ],
+)
 def test_hang_stops_logging_and_never_serves(start_fake, phase, last_line, next_line):
     server = start_fake("--tp-size", "2", "--fake-hang-at", phase)
     server.wait_for_log(re.escape(last_line))
@@ -125,6 +128,7 @@ def test_hang_stops_logging_and_never_serves(start_fake, phase, last_line, next_
 def test_rank_killed_during_startup(start_fake):
     server = start_fake("--tp-size", "2", "--fake-hang-at", "load")
     server.wait_for_log("TP1\\] Load weight begin")
+
     # each rank titles itself when it starts; on a busy machine one may log before the other is titled
     def schedulers_titled():
         found = [p for p in server.children() if p.name().startswith("sglang::sched")]
@@ -182,8 +186,11 @@ def test_zombie_lifetime_ends_them(start_fake, tmp_path):
     # each counts its lifetime from its first parent-watch poll after the launcher died, so all of
     # them live at least ``lifetime`` from here: watched until half of it has passed (however late
     # this line runs, the window ends before any of them may go)
-    holds_for(lambda: sorted(_alive(ranks)) == sorted(ranks) and len(ledger_read(tmp_path)) == 1,
-              orphaned + lifetime / 2 - time.monotonic(), "orphaned zombies live out their lifetime")
+    holds_for(
+        lambda: sorted(_alive(ranks)) == sorted(ranks) and len(ledger_read(tmp_path)) == 1,
+        orphaned + lifetime / 2 - time.monotonic(),
+        "orphaned zombies live out their lifetime",
+    )
     assert _wait_gone(kids, timeout=10) == []
     assert ledger_read(tmp_path) == []
 
@@ -197,9 +204,18 @@ def test_missing_model_path_fails_at_load(start_fake, tmp_path):
 
 
 def test_missing_draft_path_fails_at_draft_load(start_fake, tmp_path):
-    server = start_fake("--fake-check-paths", "--speculative-algorithm", "EAGLE3",
-                        "--speculative-draft-model-path", str(tmp_path / "no-drafter"),
-                        "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", model=str(tmp_path))
+    server = start_fake(
+        "--fake-check-paths",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        str(tmp_path / "no-drafter"),
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+        model=str(tmp_path),
+    )
     _ended_by_its_fault_handler(server, re.escape(SIGQUIT_LINE))
     log = server.log()
     assert log.index("Capture cuda graph end.") < log.index("is not a local folder")

@@ -12,15 +12,18 @@ EAGLE3_2 = Spec(steps=2, topk=1, draft_tokens=3)
 TREE_16 = Spec(steps=5, topk=4, draft_tokens=16)
 
 
-@pytest.mark.parametrize("value, target", [
-    (lambda: model.single_stream_tok_s(None, TUNED), 89),
-    (lambda: model.single_stream_tok_s(None, {}), 63),
-    (lambda: model.single_stream_tok_s(EAGLE3_2, TUNED), 94),
-    (lambda: model.closed_loop_throughput_tok_s(250, 512, None, TUNED, None), 770),
-    # uncapped (--max-running-requests 256, as the experiments run it); at SGLang's default cap
-    # of 48 running requests it reaches ~240
-    (lambda: model.closed_loop_throughput_tok_s(250, 512, TREE_16, TUNED, 256), 350),
-])
+@pytest.mark.parametrize(
+    "value, target",
+    [
+        (lambda: model.single_stream_tok_s(None, TUNED), 89),
+        (lambda: model.single_stream_tok_s(None, {}), 63),
+        (lambda: model.single_stream_tok_s(EAGLE3_2, TUNED), 94),
+        (lambda: model.closed_loop_throughput_tok_s(250, 512, None, TUNED, None), 770),
+        # uncapped (--max-running-requests 256, as the experiments run it); at SGLang's default cap
+        # of 48 running requests it reaches ~240
+        (lambda: model.closed_loop_throughput_tok_s(250, 512, TREE_16, TUNED, 256), 350),
+    ],
+)
 def test_calibrated_within_the_documented_tolerance(value, target):
     # the model's docstring table, held to the tolerance the model states (sweep/fake/model.py)
     assert value() == pytest.approx(target, rel=model.CALIBRATION_TOLERANCE)
@@ -30,8 +33,9 @@ def test_speculation_ahead_at_one_stream_behind_at_saturation():
     assert model.single_stream_tok_s(EAGLE3_2, TUNED) > model.single_stream_tok_s(None, TUNED)
     for spec in (Spec(1, 1, 2), EAGLE3_2, TREE_16, Spec(5, 1, 6)):
         for cap in (48, 256):  # behind whether SGLang's running cap applies or not
-            assert (model.closed_loop_throughput_tok_s(250, 512, spec, TUNED, cap)
-                    < model.closed_loop_throughput_tok_s(250, 512, None, TUNED, None))
+            assert model.closed_loop_throughput_tok_s(250, 512, spec, TUNED, cap) < model.closed_loop_throughput_tok_s(
+                250, 512, None, TUNED, None
+            )
 
 
 def test_two_steps_beat_more_steps_and_big_trees_at_one_stream():
@@ -61,11 +65,11 @@ def test_step_cost_grows_with_batch_and_verify_tokens():
 def test_accept_length_chain_and_tree_bonus():
     p = 0.6
     chain = Spec(3, 1, 4, accept_rate=p)
-    assert model.expected_accept_length(chain) == pytest.approx(1 + p + p ** 2 + p ** 3)
+    assert model.expected_accept_length(chain) == pytest.approx(1 + p + p**2 + p**3)
     tree = Spec(3, 4, 8, accept_rate=p)
     assert model.expected_accept_length(tree) > model.expected_accept_length(chain)
     assert model.expected_accept_length(None) == 1.0
-    assert model.expected_accept_rate(chain) == pytest.approx((1 + p + p ** 2 + p ** 3 - 1) / 3)
+    assert model.expected_accept_rate(chain) == pytest.approx((1 + p + p**2 + p**3 - 1) / 3)
 
 
 @pytest.mark.parametrize("spec", [EAGLE3_2, TREE_16, Spec(3, 1, 4, accept_rate=0.33), Spec(4, 1, 5, accept_rate=1.0)])
@@ -95,13 +99,15 @@ def test_acceptor_accepts_each_position_at_the_models_rate(steps):
 def test_closed_loop_waves_and_running_cap():
     # above the cap, concurrency no longer helps: requests queue
     assert model.closed_loop_throughput_tok_s(100, 256, EAGLE3_2, TUNED, 48) == pytest.approx(
-        model.closed_loop_throughput_tok_s(48, 256, EAGLE3_2, TUNED, 48))
+        model.closed_loop_throughput_tok_s(48, 256, EAGLE3_2, TUNED, 48)
+    )
     run = model.closed_loop_run(100, 100, 64, EAGLE3_2, TUNED, 48)
     assert run.wave_size == 48 and run.output_tokens == 6400
     # a partial last wave makes the whole run a little slower per token than steady state
     assert run.throughput_tok_s < model.closed_loop_throughput_tok_s(100, 64, EAGLE3_2, TUNED, 48)
     assert model.closed_loop_run(10, 10, 64, None, TUNED, None, speed=4).duration_s == pytest.approx(
-        model.closed_loop_run(10, 10, 64, None, TUNED, None).duration_s / 4)
+        model.closed_loop_run(10, 10, 64, None, TUNED, None).duration_s / 4
+    )
 
 
 def test_decode_steps_and_prefill_chunks():
@@ -125,14 +131,16 @@ def test_a_deeper_tree_reaches_each_depth_no_more_often_and_costs_no_less(topk, 
     draft_tokens - 1 nodes by cumulative score: a deeper tree shares the same budget among more
     candidates): at every shared depth a deeper tree's reach is at most a shallower one's, and a
     verify round of the same draft tokens with more steps takes no less time."""
+
     def reach(steps: int) -> list[float]:
         spec = Spec(steps, topk, draft_tokens, 0.7)
         q = model.effective_accept_rate(spec)
-        return [q ** d for d in range(1, model.max_accepted(spec) + 1)]
+        return [q**d for d in range(1, model.max_accepted(spec) + 1)]
 
     for k in range(1, 8):
         for j in range(1, 4):
             assert all(d <= s for d, s in zip(reach(k + j), reach(k)))
             for batch in (1, 64):
-                assert (model.step_time_s(batch, Spec(k + j, topk, draft_tokens, 0.7), None)
-                        >= model.step_time_s(batch, Spec(k, topk, draft_tokens, 0.7), None))
+                assert model.step_time_s(batch, Spec(k + j, topk, draft_tokens, 0.7), None) >= model.step_time_s(
+                    batch, Spec(k, topk, draft_tokens, 0.7), None
+                )

@@ -33,8 +33,9 @@ def test_interval_power_is_idle_plus_the_busy_share_and_capped_at_tdp():
 @pytest.mark.slow
 def test_a_running_fake_reports_its_gpus_power_in_the_ledger(start_fake, fk, tmp_path):
     ledger = tmp_path / "ledger"
-    fp = start_fake("--tp-size", "2", "--fake-ledger", str(ledger), "--fake-speed", "20",
-                    "--fake-startup-speed", "3000")
+    fp = start_fake(
+        "--tp-size", "2", "--fake-ledger", str(ledger), "--fake-speed", "20", "--fake-startup-speed", "3000"
+    )
     fp.wait_ready()
     gpus = FakeGpus(ledger, count=4)
     # idle: the ranks' GPUs report the idle draw, the others (no server on them) the probe's idle figure
@@ -52,8 +53,9 @@ def test_a_running_fake_reports_its_gpus_power_in_the_ledger(start_fake, fk, tmp
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
     lone = model.forward_power_w(1)  # one request decoding back to back: its forwards' draw
-    busy = wait_until(lambda: (w := gpus.power()) and w[0] > 0.9 * lone and w, 15,
-                      "GPU 0 drawing a lone decode's power")
+    busy = wait_until(
+        lambda: (w := gpus.power()) and w[0] > 0.9 * lone and w, 15, "GPU 0 drawing a lone decode's power"
+    )
     # every TP rank's GPU the same; not above the model's figure (beyond the one step an interval can
     # count that began before it: under 1 % at this speed)
     assert busy[0] == busy[1] <= 1.02 * lone

@@ -31,10 +31,10 @@ def rejected(*argv: str, version: str = "0.5.10") -> rules.ArgsRejected:
 
 # --- command line ---
 
+
 @pytest.mark.slow
 def test_help_lists_every_flag_the_sweep_uses():
-    out = subprocess.run([sys.executable, "-m", "sweep.fake", "--help"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([sys.executable, "-m", "sweep.fake", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     from sweep.sglang.args import KNOWN_FLAGS  # the plan's list of SGLang flags
 
@@ -43,9 +43,20 @@ def test_help_lists_every_flag_the_sweep_uses():
         assert f"--{flag}" in out.stdout, flag
     for flag in for_version:
         assert f"--{flag}" in out.stdout
-    for fake_flag in ("--fake-speed", "--fake-startup-speed", "--fake-accept-rate", "--fake-accept-map",
-                      "--fake-ledger", "--fake-zombie", "--fake-zombie-lifetime", "--fake-check-paths",
-                      "--fake-fail-at", "--fake-hang-at", "--fake-crash-after-requests", "--fake-version"):
+    for fake_flag in (
+        "--fake-speed",
+        "--fake-startup-speed",
+        "--fake-accept-rate",
+        "--fake-accept-map",
+        "--fake-ledger",
+        "--fake-zombie",
+        "--fake-zombie-lifetime",
+        "--fake-check-paths",
+        "--fake-fail-at",
+        "--fake-hang-at",
+        "--fake-crash-after-requests",
+        "--fake-version",
+    ):
         assert fake_flag in out.stdout
 
 
@@ -74,27 +85,51 @@ def test_malformed_command_lines_exit_2(argv, capsys):
 
 
 def test_algorithm_case_follows_the_version():
-    assert resolve(*MODEL, "--speculative-algorithm", "eagle3", version="0.5.23").args["speculative_algorithm"] == "EAGLE3"
+    assert (
+        resolve(*MODEL, "--speculative-algorithm", "eagle3", version="0.5.23").args["speculative_algorithm"] == "EAGLE3"
+    )
     with pytest.raises(SystemExit):
         resolve(*MODEL, "--speculative-algorithm", "eagle3", version="0.5.10")
 
 
 # --- ServerArgs rules ---
 
+
 def test_topk_1_forces_draft_tokens_with_a_warning():
-    r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
-                "--speculative-num-draft-tokens", "16")
+    r = resolve(
+        *MODEL,
+        *EAGLE3,
+        "--speculative-num-steps",
+        "1",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "16",
+    )
     assert r.args["speculative_num_draft_tokens"] == 2
-    assert ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
-            in r.warnings)
+    assert (
+        "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+        in r.warnings
+    )
 
 
 def test_running_cap_48_unless_given():
     r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1")
     assert r.args["max_running_requests"] == 48
     assert any("Max running requests is reset to 48" in w for w in r.warnings)
-    assert resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-                   "--max-running-requests", "256").args["max_running_requests"] == 256
+    assert (
+        resolve(
+            *MODEL,
+            *EAGLE3,
+            "--speculative-num-steps",
+            "2",
+            "--speculative-eagle-topk",
+            "1",
+            "--max-running-requests",
+            "256",
+        ).args["max_running_requests"]
+        == 256
+    )
     assert resolve(*MODEL).args["max_running_requests"] is None  # no speculation: no cap from the rules
 
 
@@ -130,8 +165,16 @@ def test_tree_with_pages_needs_flashinfer_or_fa3():
 
 
 def test_the_backend_is_chosen_before_the_tree_check():
-    tree = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
-            "--page-size", "16"]
+    tree = [
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "8",
+        "--page-size",
+        "16",
+    ]
     assert resolve(*LLAMA, *EAGLE3, *tree).args["attention_backend"] == "flashinfer"
     assert resolve(*MODEL, *EAGLE3, *tree).args["attention_backend"] == "fa3"  # DeepSeek-V3 family on Hopper
     assert rejected(*MODEL, *EAGLE3, *tree, "--fake-gpu", "B200").exception.startswith("ValueError")  # trtllm_mla
@@ -140,8 +183,16 @@ def test_the_backend_is_chosen_before_the_tree_check():
 
 
 def test_tree_too_small_for_its_draft_tokens_fails_at_draft_capture():
-    r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "1", "--speculative-eagle-topk", "2",
-                "--speculative-num-draft-tokens", "8")
+    r = resolve(
+        *MODEL,
+        *EAGLE3,
+        "--speculative-num-steps",
+        "1",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "8",
+    )
     assert r.deferred == rules.Deferred("draft_capture", "RuntimeError: selected index k out of range")
     r = resolve(*MODEL, *EAGLE3, "--speculative-num-steps", "0", "--speculative-eagle-topk", "1")
     assert r.deferred is not None and r.args["speculative_num_draft_tokens"] == 1  # steps 0 passes the checks
@@ -160,43 +211,93 @@ def test_other_speculative_rules():
     assert resolve(*MODEL, "--speculative-algorithm", "EAGLE").args["speculative_draft_model_path"] == MODEL[1]
     assert resolve(*LLAMA, "--speculative-algorithm", "EAGLE").deferred is None
     assert resolve(*LLAMA, "--speculative-algorithm", "EAGLE3").deferred.where == "draft_load"  # no hot_token_id
-    assert rejected(*MODEL, "--speculative-algorithm", "foo", version="0.5.23").exception == \
-        "ValueError: Unknown speculative algorithm name: FOO"
+    assert (
+        rejected(*MODEL, "--speculative-algorithm", "foo", version="0.5.23").exception
+        == "ValueError: Unknown speculative algorithm name: FOO"
+    )
 
 
 def test_pipeline_parallel_speculation_0_5_23():
-    nextn = [*MODEL, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk",
-             "1", "--speculative-num-draft-tokens", "4", "--pp-size", "2"]
+    nextn = [
+        *MODEL,
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--pp-size",
+        "2",
+    ]
     e = rejected(*nextn, version="0.5.23")
-    assert e.exception == ("AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
-                           "(disaggregation-mode=prefill)")
+    assert e.exception == (
+        "AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
+        "(disaggregation-mode=prefill)"
+    )
     assert resolve(*nextn, "--disaggregation-mode", "prefill", version="0.5.23").args["pp_size"] == 2
     assert rejected(*nextn, "--disaggregation-mode", "prefill").exception.startswith(
-        "AssertionError: Pipeline parallelism is not compatible")  # 0.5.10: never
-    assert "multi-layer" in rejected(*nextn, "--disaggregation-mode", "prefill", "--enable-multi-layer-eagle",
-                                     version="0.5.23").exception
+        "AssertionError: Pipeline parallelism is not compatible"
+    )  # 0.5.10: never
+    assert (
+        "multi-layer"
+        in rejected(
+            *nextn, "--disaggregation-mode", "prefill", "--enable-multi-layer-eagle", version="0.5.23"
+        ).exception
+    )
 
 
 def test_pipeline_parallel_speculation_reads_sglang_enable_pp_spec(monkeypatch):
-    nextn = [*MODEL, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk",
-             "1", "--speculative-num-draft-tokens", "4", "--pp-size", "2"]
+    nextn = [
+        *MODEL,
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--pp-size",
+        "2",
+    ]
     monkeypatch.setenv("SGLANG_ENABLE_PP_SPEC", "1")
     assert resolve(*nextn, version="0.5.23").args["pp_size"] == 2
 
 
 def test_topk_below_one_fails_at_draft_capture():
-    r = resolve(*LLAMA, *EAGLE3, "--speculative-num-steps", "3", "--speculative-eagle-topk", "0",
-                "--speculative-num-draft-tokens", "4", version="0.5.23")
+    r = resolve(
+        *LLAMA,
+        *EAGLE3,
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "0",
+        "--speculative-num-draft-tokens",
+        "4",
+        version="0.5.23",
+    )
     assert r.deferred.where == "draft_capture"
     assert r.deferred.exception.startswith("RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0]")
-    r = resolve(*LLAMA, *EAGLE3, "--speculative-num-steps", "3", "--speculative-eagle-topk", "-1",
-                "--speculative-num-draft-tokens", "4")
+    r = resolve(
+        *LLAMA,
+        *EAGLE3,
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "-1",
+        "--speculative-num-draft-tokens",
+        "4",
+    )
     assert r.deferred == rules.Deferred("draft_capture", "RuntimeError: selected index k out of range")
 
 
 def test_cpu_device():
-    assert rejected(*LLAMA, "--device", "cpu", "--speculative-algorithm", "NGRAM").exception == \
-        "ValueError: Ngram speculative decoding only supports CUDA device."
+    assert (
+        rejected(*LLAMA, "--device", "cpu", "--speculative-algorithm", "NGRAM").exception
+        == "ValueError: Ngram speculative decoding only supports CUDA device."
+    )
     assert resolve(*LLAMA, "--device", "cpu", "--speculative-algorithm", "NGRAM", version="0.5.23").speculative
 
 
@@ -215,10 +316,34 @@ def test_architecture_from_config_json(tmp_path):
 
 
 def test_serving_for_gives_what_the_server_runs():
-    argv = [*MODEL, *EAGLE3, "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
-            "--speculative-num-draft-tokens", "16", "--fake-speed", "4", "--fake-accept-rate", "0.5"]
+    argv = [
+        *MODEL,
+        *EAGLE3,
+        "--speculative-num-steps",
+        "1",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "16",
+        "--fake-speed",
+        "4",
+        "--fake-accept-rate",
+        "0.5",
+    ]
     assert serving_for(argv) == Serving(Spec(1, 1, 2, accept_rate=0.5), 48, 4.0)
     assert serving_for(MODEL) == Serving(None, None, 1.0)
-    mapped = serving_for([*MODEL, *EAGLE3, "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-                          "--fake-accept-map", '{"drafter": 0.9}', "--max-running-requests", "100"])
+    mapped = serving_for(
+        [
+            *MODEL,
+            *EAGLE3,
+            "--speculative-num-steps",
+            "2",
+            "--speculative-eagle-topk",
+            "1",
+            "--fake-accept-map",
+            '{"drafter": 0.9}',
+            "--max-running-requests",
+            "100",
+        ]
+    )
     assert mapped.spec.accept_rate == 0.9 and mapped.max_running == 100

@@ -15,17 +15,24 @@ pytestmark = pytest.mark.slow
 
 DECODE_LINE = re.compile(
     r"Decode batch, #running-req: (\d+), #token: \d+, token usage: [\d.]+, accept len: ([\d.]+), "
-    r"accept rate: [\d.]+, cuda graph: (True|False), gen throughput \(token/s\): [\d.]+, #queue-req: (\d+)")
+    r"accept rate: [\d.]+, cuda graph: (True|False), gen throughput \(token/s\): [\d.]+, #queue-req: (\d+)"
+)
 
 
 async def _burst(base: str, n: int, max_new_tokens: int) -> list[dict]:
     async with httpx.AsyncClient(timeout=120) as client:
+
         async def one(i: int) -> dict:
-            r = await client.post(f"{base}/generate", json={
-                "text": f"request {i}: explain speculative decoding", "sampling_params":
-                {"max_new_tokens": max_new_tokens, "ignore_eos": True, "temperature": 0}})
+            r = await client.post(
+                f"{base}/generate",
+                json={
+                    "text": f"request {i}: explain speculative decoding",
+                    "sampling_params": {"max_new_tokens": max_new_tokens, "ignore_eos": True, "temperature": 0},
+                },
+            )
             r.raise_for_status()
             return r.json()
+
         return await asyncio.gather(*(one(i) for i in range(n)))
 
 
@@ -34,9 +41,18 @@ def burst(server, n: int, max_new_tokens: int) -> list[dict]:
 
 
 def spec_flags(steps: int, topk: int, draft: int, path: str = "/models/eagle3") -> list[str]:
-    return ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", path,
-            "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
-            "--speculative-num-draft-tokens", str(draft)]
+    return [
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        path,
+        "--speculative-num-steps",
+        str(steps),
+        "--speculative-eagle-topk",
+        str(topk),
+        "--speculative-num-draft-tokens",
+        str(draft),
+    ]
 
 
 def test_running_cap_48_queues_the_rest(start_fake):
@@ -77,8 +93,13 @@ def test_measured_accept_length_equals_the_model_under_load(start_fake):
 
 def test_accept_map_picks_the_drafter(start_fake):
     accept_map = '{"drafter": 0.3, "drafter-good": 0.9}'
-    server = start_fake(*spec_flags(4, 1, 5, path="/models/drafter-good-v2"), "--fake-accept-map", accept_map,
-                        "--fake-accept-rate", "0.5")
+    server = start_fake(
+        *spec_flags(4, 1, 5, path="/models/drafter-good-v2"),
+        "--fake-accept-map",
+        accept_map,
+        "--fake-accept-rate",
+        "0.5",
+    )
     server.wait_ready()
     server.post("/flush_cache")
     burst(server, 2, 120)
@@ -122,8 +143,11 @@ def test_batches_beyond_the_graphs_run_eager(start_fake):
     server = start_fake("--cuda-graph-max-bs", "16", "--decode-log-interval", "1")
     server.wait_ready()
     burst(server, 30, 8)
-    graph = {line.split("cuda graph: ")[1].split(",")[0] for line in server.log().splitlines()
-             if "Decode batch, #running-req: 30," in line}
+    graph = {
+        line.split("cuda graph: ")[1].split(",")[0]
+        for line in server.log().splitlines()
+        if "Decode batch, #running-req: 30," in line
+    }
     assert graph == {"False"}
     assert "Capture cuda graph bs [1, 2, 4, 8, 12, 16]" in server.log()
 

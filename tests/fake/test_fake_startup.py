@@ -14,8 +14,8 @@ import httpx
 import psutil
 import pytest
 
-from sweep.fake.startup import Durations
 from sweep.core.ledger import LEDGER_ENV_VAR, ledger_read
+from sweep.fake.startup import Durations
 
 pytestmark = pytest.mark.slow
 
@@ -53,10 +53,18 @@ def test_phases_in_order_port_refused_then_503_then_200(start_fake):
     assert seen.index("refused") < seen.index(503) < seen.index(200)
 
     log = server.log()
-    order = ["server_args=ServerArgs(", "Init torch distributed begin.", "Load weight begin. avail mem=",
-             "Load weight end. elapsed=", "KV Cache is allocated. #tokens: ", "Capture cuda graph begin. This can take up "
-             "to several minutes. avail mem=", "Capture cuda graph end. Time elapsed: ", "max_total_num_tokens=",
-             "Uvicorn running on http://127.0.0.1:", "The server is fired up and ready to roll!"]
+    order = [
+        "server_args=ServerArgs(",
+        "Init torch distributed begin.",
+        "Load weight begin. avail mem=",
+        "Load weight end. elapsed=",
+        "KV Cache is allocated. #tokens: ",
+        "Capture cuda graph begin. This can take up to several minutes. avail mem=",
+        "Capture cuda graph end. Time elapsed: ",
+        "max_total_num_tokens=",
+        "Uvicorn running on http://127.0.0.1:",
+        "The server is fired up and ready to roll!",
+    ]
     positions = [log.index(s) for s in order]
     assert positions == sorted(positions)
     for line in log.splitlines():
@@ -75,8 +83,10 @@ def test_speculative_startup_process_tree_and_ledger(start_fake, fk, tmp_path):
     server = start_fake("--tp-size", "2", *fk.EAGLE3, env={LEDGER_ENV_VAR: str(d)})
     server.wait_ready()
     log = server.log()
-    for line in ["Max running requests is reset to 48 for speculative decoding.",
-                 "Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding."]:
+    for line in [
+        "Max running requests is reset to 48 for speculative decoding.",
+        "Overlap scheduler is disabled because of using eagle3 or standalone speculative decoding.",
+    ]:
         assert line in log
     for rank in (0, 1):
         assert f"TP{rank}] Capture cuda graph end." in log
@@ -118,8 +128,9 @@ def test_rejected_args_die_at_once_with_a_bare_traceback(start_fake, tmp_path):
     # wrote its ledger file: the directory stays empty, dead ranks' files included)
     ledger = tmp_path / "ledger"
     ledger.mkdir()
-    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "4",
-                        env={LEDGER_ENV_VAR: str(ledger)})
+    server = start_fake(
+        "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "4", env={LEDGER_ENV_VAR: str(ledger)}
+    )
     assert server.wait_exit() == 1
     log = server.log()
     assert "Traceback (most recent call last):" in log
@@ -131,17 +142,37 @@ def test_rejected_args_die_at_once_with_a_bare_traceback(start_fake, tmp_path):
 
 
 def test_value_error_from_server_args(start_fake):
-    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
-                        "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8",
-                        "--page-size", "16", "--attention-backend", "triton")
+    server = start_fake(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "8",
+        "--page-size",
+        "16",
+        "--attention-backend",
+        "triton",
+    )
     assert server.wait_exit() == 1
     assert "ValueError: speculative_eagle_topk > 1 with page_size > 1 is unstable" in server.log()
 
 
 def test_topk_1_override_is_only_a_warning(start_fake):
-    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
-                        "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
-                        "--speculative-num-draft-tokens", "16")
+    server = start_fake(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/d",
+        "--speculative-num-steps",
+        "1",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "16",
+    )
     server.wait_ready()
     log = server.log()
     warning = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
@@ -154,8 +185,14 @@ def test_topk_1_override_is_only_a_warning(start_fake):
 def test_steps_without_topk_fail_at_argument_resolution(start_fake):
     # the real server (shared/sglang-cpu/transcripts/badargs_summary.txt): a TypeError while ServerArgs
     # resolves, exit 1, before any server_args= line (it was believed to fail minutes in, at the drafter)
-    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
-                        "--speculative-num-steps", "3")
+    server = start_fake(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/d",
+        "--speculative-num-steps",
+        "3",
+    )
     assert server.wait_exit() == 1
     log = server.log()
     assert log.rstrip().endswith("TypeError: '>' not supported between instances of 'NoneType' and 'int'")
@@ -164,28 +201,60 @@ def test_steps_without_topk_fail_at_argument_resolution(start_fake):
 
 def test_pipeline_parallel_nextn_fails_at_argument_resolution_on_0_5_23(start_fake):
     # real 0.5.23: check_server_args -> check_pipeline_parallel_compat (arg_groups/validation_hook.py)
-    server = start_fake("--fake-version", "0.5.23", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-                        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--pp-size", "2")
+    server = start_fake(
+        "--fake-version",
+        "0.5.23",
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--pp-size",
+        "2",
+    )
     assert server.wait_exit() == 1
     log = server.log()
-    assert log.rstrip().endswith("AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
-                                 "(disaggregation-mode=prefill)")
+    assert log.rstrip().endswith(
+        "AssertionError: PP + speculative decoding (MTP) is only supported on prefill nodes "
+        "(disaggregation-mode=prefill)"
+    )
     assert "Load weight begin" not in log and "server_args=" not in log
 
 
 def test_topk_zero_fails_at_draft_capture(start_fake):
-    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
-                        "--speculative-num-steps", "3", "--speculative-eagle-topk", "0",
-                        "--speculative-num-draft-tokens", "4")
+    server = start_fake(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/d",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "0",
+        "--speculative-num-draft-tokens",
+        "4",
+    )
     assert server.wait_exit() != 0
     log = server.log()
     assert log.index("Capture draft cuda graph begin.") < log.index("RuntimeError: cannot reshape tensor of 0 elements")
 
 
 def test_draft_tree_too_small_fails_at_draft_capture(start_fake):
-    server = start_fake("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/d",
-                        "--speculative-num-steps", "2", "--speculative-eagle-topk", "2",
-                        "--speculative-num-draft-tokens", "16")
+    server = start_fake(
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/d",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "16",
+    )
     assert server.wait_exit() != 0
     log = server.log()
     assert log.index("Capture draft cuda graph begin.") < log.index("RuntimeError: selected index k out of range")
@@ -241,8 +310,10 @@ def test_api_key_guards_everything_but_health(start_fake):
 
 # --- tqdm bars and the engine timings (issue 12: as real SGLang's rank 0 draws them) ---
 
-BAR = re.compile(r"^(?P<desc>[^:\r]+): +(?P<pct>\d+)% Completed \| (?P<n>\d+)/(?P<total>\d+) "
-                 r"\[(?P<elapsed>\d\d:\d\d)<(?:\d\d:\d\d|\?), +(?:[\d.]+(?:it/s|s/it)|\?it/s)\] *$")
+BAR = re.compile(
+    r"^(?P<desc>[^:\r]+): +(?P<pct>\d+)% Completed \| (?P<n>\d+)/(?P<total>\d+) "
+    r"\[(?P<elapsed>\d\d:\d\d)<(?:\d\d:\d\d|\?), +(?:[\d.]+(?:it/s|s/it)|\?it/s)\] *$"
+)
 
 
 def _bar_lines(log: str) -> list[list[str]]:
@@ -251,8 +322,17 @@ def _bar_lines(log: str) -> list[list[str]]:
 
 def test_weight_bar_counts_shards_at_the_phase_s_pace(start_fake):
     # 20 GB of weights: 4 shards of 5 GB; at 160x the load takes 1.5 s, 0.375 s a shard (> tqdm's 0.1 s)
-    server = start_fake("--fake-version", "0.5.23", "--fake-weights-gb", "20", "--fake-speed", "50",
-                        "--fake-startup-speed", "160", fast=False)
+    server = start_fake(
+        "--fake-version",
+        "0.5.23",
+        "--fake-weights-gb",
+        "20",
+        "--fake-speed",
+        "50",
+        "--fake-startup-speed",
+        "160",
+        fast=False,
+    )
     server.wait_ready(timeout=60)
     log = server.log()
     (bar,) = [b for b in _bar_lines(log) if "shards" in b[0]]
@@ -264,7 +344,7 @@ def test_weight_bar_counts_shards_at_the_phase_s_pace(start_fake):
     # it is no property of the fake), and the closing redraw's elapsed is the load's as logged
     load = float(re.search(r"Load weight end\. elapsed=([\d.]+) s", log).group(1))
     assert load >= Durations().weights / 160 and updates[-1]["elapsed"] == f"00:{int(load):02d}"
-    assert "\n" not in log[log.index("\rMulti-thread"):log.index("Load weight end.")].rstrip("\n[0123456789-: ]")
+    assert "\n" not in log[log.index("\rMulti-thread") : log.index("Load weight end.")].rstrip("\n[0123456789-: ]")
 
 
 def test_shards_from_the_model_size():
@@ -294,9 +374,13 @@ def test_engine_timings_line_carries_the_capture_times(start_fake):
     server = start_fake("--fake-version", "0.5.23")
     server.wait_ready()
     log = server.log()
-    m = re.search(r"^\[[^\]]+\] Engine startup timings \(s\): load_weight=([\d.]+), kv_cache_allocation=[\d.]+, "
-                  r"scheduler_e2e=([\d.]+), cuda_graph=\{prefill=0\.00, decode=([\d.]+), target_verify=0\.00, "
-                  r"draft_prefill=0\.00, draft_decode=0\.00, draft_extend=0\.00\}, tokenizer_e2e=([\d.]+)$", log, re.M)
+    m = re.search(
+        r"^\[[^\]]+\] Engine startup timings \(s\): load_weight=([\d.]+), kv_cache_allocation=[\d.]+, "
+        r"scheduler_e2e=([\d.]+), cuda_graph=\{prefill=0\.00, decode=([\d.]+), target_verify=0\.00, "
+        r"draft_prefill=0\.00, draft_decode=0\.00, draft_extend=0\.00\}, tokenizer_e2e=([\d.]+)$",
+        log,
+        re.M,
+    )
     assert m, log[-3000:]
     assert m.group(3) == re.search(r"Capture target decode CUDA graph end\. elapsed=([\d.]+) s", log).group(1)
     assert m.group(1) == re.search(r"Load weight end\. elapsed=([\d.]+) s", log).group(1)

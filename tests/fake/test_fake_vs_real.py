@@ -44,61 +44,121 @@ MODEL = "/models/tiny"  # the transcripts' model path (a Llama: LlamaForCausalLM
 # the transcripts' flags the fake knows (it binds loopback, has no --device; the drafter's weights
 # were random, --speculative-draft-load-format dummy, which is why their drafter loads draw no bar)
 COMMON = ("--fake-version", NEWEST, "--enable-metrics", "--max-total-tokens", "32768")
-EAGLE3 = ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/tiny-eagle3",
-          "--speculative-num-steps", "3", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "4")
-EAGLE = ("--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/models/tiny-eagle",
-         "--speculative-num-steps", "3", "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "4")
+EAGLE3 = (
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/tiny-eagle3",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "2",
+    "--speculative-num-draft-tokens",
+    "4",
+)
+EAGLE = (
+    "--speculative-algorithm",
+    "EAGLE",
+    "--speculative-draft-model-path",
+    "/models/tiny-eagle",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "2",
+    "--speculative-num-draft-tokens",
+    "4",
+)
 NGRAM = ("--speculative-algorithm", "NGRAM")
 # server args the fake's flag table (args.py) names as older SGLang did: not in the real /server_info
-OLDER_FLAG_NAMES = {"cuda_graph_bs", "enable_ep_moe", "speculative_ngram_max_match_window_size",
-                    "speculative_ngram_min_match_window_size", "stream_output"}
+OLDER_FLAG_NAMES = {
+    "cuda_graph_bs",
+    "enable_ep_moe",
+    "speculative_ngram_max_match_window_size",
+    "speculative_ngram_min_match_window_size",
+    "stream_output",
+}
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not TRANSCRIPTS.is_dir(),
-                                 reason=f"no real-SGLang transcripts at {TRANSCRIPTS} (shared/sglang-cpu)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not TRANSCRIPTS.is_dir(), reason=f"no real-SGLang transcripts at {TRANSCRIPTS} (shared/sglang-cpu)"
+    ),
+]
 
 _PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<rank>(?: [A-Z_]+\d+)*)\] ")
 GB = r"-?[\d.]+ GB"
 # the distinctive startup lines, in the form both servers print them
-EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx)) for name, rx in (
-    ("server_args", r"^server_args=ServerArgs\(model_path="),
-    ("dist_begin", r"^Init torch distributed begin\.$"),
-    ("dist_end", rf"^Init torch distributed ends\. elapsed=[\d.]+ s, mem usage={GB}$"),
-    ("load_begin", rf"^Load weight begin\. avail mem={GB}$"),
-    ("load_end", rf"^Load weight end\. elapsed=[\d.]+ s, type=(?P<type>\w+), avail mem={GB}, mem usage={GB}\.$"),
-    ("kv_cache", rf"^KV Cache is allocated\. dtype: torch\.bfloat16, #tokens: \d+, K size: {GB}, V size: {GB}$"),
-    ("pool_end", rf"^Memory pool end\. avail mem={GB}$"),
-    ("max_total", rf"^max_total_num_tokens=\d+, chunked_prefill_size=\d+, max_prefill_tokens=\d+, "
-                  rf"max_running_requests=\d+, context_len=\d+, available_(?:cpu|gpu)_mem={GB}$"),
-    ("engine_timings", r"^Engine startup timings \(s\): load_weight=[\d.]+, kv_cache_allocation=[\d.]+, "
-                       r"scheduler_e2e=[\d.]+, cuda_graph=\{prefill=[\d.]+, decode=[\d.]+, target_verify=[\d.]+, "
-                       r"draft_prefill=[\d.]+, draft_decode=[\d.]+, draft_extend=[\d.]+\}, tokenizer_e2e=[\d.]+$"),
-    ("uvicorn", r"^INFO:     Uvicorn running on http://127\.0\.0\.1:\d+ \(Press CTRL\+C to quit\)$"),
-    ("fired_up", r"^The server is fired up and ready to roll!$"),
-))
-GPU_ONLY: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx)) for name, rx in (
-    ("capture_begin", rf"^Capture (?:target (?:decode|verify)|draft (?:decode|extend)) CUDA graph begin\. "
-                      rf"backend=full, num_tokens_per_req=\d+, bs=\[[\d, ]+\], avail mem={GB}$"),
-    ("capture_end", rf"^Capture (?:target (?:decode|verify)|draft (?:decode|extend)) CUDA graph end\. "
-                    rf"elapsed=[\d.]+ s, mem usage={GB}, avail mem={GB}\.$"),
-))
-SHUTDOWN: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx)) for name, rx in (
-    ("sigterm", r"^SIGTERM received\. signum=None frame=None\. Draining requests and shutting down\.\.\.$"),
-    ("child_crashed", r"^Subprocess scheduler_0 \(pid=\d+\) crashed with exit code -15\. Triggering SIGQUIT for cleanup\.\.\.$"),
-    ("sigquit", r"^SIGQUIT received\. signum=None, frame=None\. It usually means one child failed\.$"),
-    ("sleeping", r"^Sleeping 5 seconds before crash diagnostics to let GPU activity settle\.$"),
-    ("no_live", r"^No live scheduler processes found; skipping py-spy and CUDA coredump\.$"),
-    ("draining", r"^Gracefully exiting\.\.\. Remaining number of requests \d+\. Remaining requests remaining_rids=\[.*\]\.$"),
-    ("kill_tree", r"^kill_process_tree called: parent_pid=(?P<pid>\d+), include_parent=True, pid=(?P=pid)$"),
-))
-BAR_UPDATE = re.compile(r"^(?P<desc>[^:\r]+): +(?P<pct>\d+)% Completed \| (?P<n>\d+)/(?P<total>\d+) "
-                        r"\[\d\d:\d\d<(?:\d\d:\d\d|\?), +(?:[\d.]+(?:it/s|s/it)|\?it/s)\]$")
-CAPTURE_UPDATE = re.compile(r"^(?:Capturing batches \(bs=(?P<bs>\d+) avail_mem=[\d.]+ GB\): +| *)(?P<pct>\d+)%\|"
-                            r"[ ▏▎▍▌▋▊▉█]{10}\| (?P<n>\d+)/(?P<total>\d+) \[\d\d:\d\d<(?:\d\d:\d\d|\?), +"
-                            r"(?:[\d.]+(?:it/s|s/it)|\?it/s)\]$")
+EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx))
+    for name, rx in (
+        ("server_args", r"^server_args=ServerArgs\(model_path="),
+        ("dist_begin", r"^Init torch distributed begin\.$"),
+        ("dist_end", rf"^Init torch distributed ends\. elapsed=[\d.]+ s, mem usage={GB}$"),
+        ("load_begin", rf"^Load weight begin\. avail mem={GB}$"),
+        ("load_end", rf"^Load weight end\. elapsed=[\d.]+ s, type=(?P<type>\w+), avail mem={GB}, mem usage={GB}\.$"),
+        ("kv_cache", rf"^KV Cache is allocated\. dtype: torch\.bfloat16, #tokens: \d+, K size: {GB}, V size: {GB}$"),
+        ("pool_end", rf"^Memory pool end\. avail mem={GB}$"),
+        (
+            "max_total",
+            rf"^max_total_num_tokens=\d+, chunked_prefill_size=\d+, max_prefill_tokens=\d+, "
+            rf"max_running_requests=\d+, context_len=\d+, available_(?:cpu|gpu)_mem={GB}$",
+        ),
+        (
+            "engine_timings",
+            r"^Engine startup timings \(s\): load_weight=[\d.]+, kv_cache_allocation=[\d.]+, "
+            r"scheduler_e2e=[\d.]+, cuda_graph=\{prefill=[\d.]+, decode=[\d.]+, target_verify=[\d.]+, "
+            r"draft_prefill=[\d.]+, draft_decode=[\d.]+, draft_extend=[\d.]+\}, tokenizer_e2e=[\d.]+$",
+        ),
+        ("uvicorn", r"^INFO:     Uvicorn running on http://127\.0\.0\.1:\d+ \(Press CTRL\+C to quit\)$"),
+        ("fired_up", r"^The server is fired up and ready to roll!$"),
+    )
+)
+GPU_ONLY: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx))
+    for name, rx in (
+        (
+            "capture_begin",
+            rf"^Capture (?:target (?:decode|verify)|draft (?:decode|extend)) CUDA graph begin\. "
+            rf"backend=full, num_tokens_per_req=\d+, bs=\[[\d, ]+\], avail mem={GB}$",
+        ),
+        (
+            "capture_end",
+            rf"^Capture (?:target (?:decode|verify)|draft (?:decode|extend)) CUDA graph end\. "
+            rf"elapsed=[\d.]+ s, mem usage={GB}, avail mem={GB}\.$",
+        ),
+    )
+)
+SHUTDOWN: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx))
+    for name, rx in (
+        ("sigterm", r"^SIGTERM received\. signum=None frame=None\. Draining requests and shutting down\.\.\.$"),
+        (
+            "child_crashed",
+            r"^Subprocess scheduler_0 \(pid=\d+\) crashed with exit code -15\. Triggering SIGQUIT for cleanup\.\.\.$",
+        ),
+        ("sigquit", r"^SIGQUIT received\. signum=None, frame=None\. It usually means one child failed\.$"),
+        ("sleeping", r"^Sleeping 5 seconds before crash diagnostics to let GPU activity settle\.$"),
+        ("no_live", r"^No live scheduler processes found; skipping py-spy and CUDA coredump\.$"),
+        (
+            "draining",
+            r"^Gracefully exiting\.\.\. Remaining number of requests \d+\. Remaining requests remaining_rids=\[.*\]\.$",
+        ),
+        ("kill_tree", r"^kill_process_tree called: parent_pid=(?P<pid>\d+), include_parent=True, pid=(?P=pid)$"),
+    )
+)
+BAR_UPDATE = re.compile(
+    r"^(?P<desc>[^:\r]+): +(?P<pct>\d+)% Completed \| (?P<n>\d+)/(?P<total>\d+) "
+    r"\[\d\d:\d\d<(?:\d\d:\d\d|\?), +(?:[\d.]+(?:it/s|s/it)|\?it/s)\]$"
+)
+CAPTURE_UPDATE = re.compile(
+    r"^(?:Capturing batches \(bs=(?P<bs>\d+) avail_mem=[\d.]+ GB\): +| *)(?P<pct>\d+)%\|"
+    r"[ ▏▎▍▌▋▊▉█]{10}\| (?P<n>\d+)/(?P<total>\d+) \[\d\d:\d\d<(?:\d\d:\d\d|\?), +"
+    r"(?:[\d.]+(?:it/s|s/it)|\?it/s)\]$"
+)
 
 
 # --- reading logs (the real transcripts' and the fake's alike) ---
+
 
 def transcript(name: str) -> str:
     return (TRANSCRIPTS / name).read_bytes().decode("utf-8", "replace")
@@ -112,7 +172,7 @@ def records(log: str) -> list[tuple[str, str]]:
         for part in re.split(r"(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] )", line):
             m = _PREFIX.match(part)
             if m:
-                out.append((m.group("rank").strip(), part[m.end():].rstrip("\r")))
+                out.append((m.group("rank").strip(), part[m.end() :].rstrip("\r")))
     return out
 
 
@@ -156,7 +216,7 @@ def first_json(body: str):
 
 
 def sse(body: str) -> list[str]:
-    return [part[len("data: "):] for part in body.split("\n\n") if part.startswith("data: ")]
+    return [part[len("data: ") :] for part in body.split("\n\n") if part.startswith("data: ")]
 
 
 def families(text: str) -> dict[str, str]:
@@ -165,8 +225,10 @@ def families(text: str) -> dict[str, str]:
 
 def ptree(name: str) -> tuple[int, list[dict]]:
     """The launcher's pid and its children from a ptree transcript."""
-    procs = [dict(pid=int(m[0]), ppid=int(m[1]), name=m[2], cmdline=m[3])
-             for m in re.findall(r"^pid=(\d+) ppid=(\d+) name='([^']*)' cmdline='(.*)'$", transcript(name), re.M)]
+    procs = [
+        dict(pid=int(m[0]), ppid=int(m[1]), name=m[2], cmdline=m[3])
+        for m in re.findall(r"^pid=(\d+) ppid=(\d+) name='([^']*)' cmdline='(.*)'$", transcript(name), re.M)
+    ]
     launcher = next(p for p in procs if "sglang.launch_server" in p["cmdline"])
     return launcher["pid"], [p for p in procs if p["ppid"] == launcher["pid"]]
 
@@ -176,6 +238,7 @@ def role(name: str, cmdline: str) -> str:
 
 
 # --- fakes, one per configuration, shared by the module ---
+
 
 @pytest.fixture(scope="module")
 def fakes(module_starter):
@@ -194,16 +257,24 @@ def fakes(module_starter):
 
 def exercise(server) -> None:
     """A few requests, so that every lazily created metric family exists (as in metrics_after)."""
-    server.post("/generate", json={"text": "hello world the quick", "sampling_params": {"max_new_tokens": 16,
-                                                                                          "ignore_eos": True}})
-    server.post("/generate", json={"text": "hello", "stream": True,
-                                   "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}})
+    server.post(
+        "/generate",
+        json={"text": "hello world the quick", "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}},
+    )
+    server.post(
+        "/generate",
+        json={"text": "hello", "stream": True, "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}},
+    )
 
 
 # --- startup ---
 
-REAL_LOGS = {"baseline": "startup.log", "eagle": "spec_eagle.log", "eagle3": "spec_eagle3.log",
-             "ngram": "spec_ngram.log"}
+REAL_LOGS = {
+    "baseline": "startup.log",
+    "eagle": "spec_eagle.log",
+    "eagle3": "spec_eagle3.log",
+    "ngram": "spec_ngram.log",
+}
 
 
 @pytest.mark.parametrize("kind", ["baseline", "eagle", "eagle3", "ngram"])
@@ -214,10 +285,25 @@ def test_startup_sequence_matches_the_real_one(fakes, kind):
     assert fake == real, f"fake:\n{fake}\nreal:\n{real}"
     # the real order, spelled out for EAGLE3: target then drafter load, then both KV caches
     if kind == "eagle3":
-        assert real == ["server_args", "dist_begin", "dist_end", "load_begin", "load_end:LlamaForCausalLM",
-                        "dist_begin", "dist_end", "load_begin", "load_end:LlamaForCausalLMEagle3",
-                        "kv_cache", "pool_end", "kv_cache", "pool_end", "max_total", "engine_timings",
-                        "uvicorn", "fired_up"]
+        assert real == [
+            "server_args",
+            "dist_begin",
+            "dist_end",
+            "load_begin",
+            "load_end:LlamaForCausalLM",
+            "dist_begin",
+            "dist_end",
+            "load_begin",
+            "load_end:LlamaForCausalLMEagle3",
+            "kv_cache",
+            "pool_end",
+            "kv_cache",
+            "pool_end",
+            "max_total",
+            "engine_timings",
+            "uvicorn",
+            "fired_up",
+        ]
     # GPU-only: the fake captures CUDA graphs after the memory pools, before max_total_num_tokens
     gpu = sequence(fake_log, EVENTS + GPU_ONLY)
     graphs = [e for e in gpu if e.startswith("capture_")]
@@ -252,8 +338,11 @@ def test_engine_startup_timings_follow_the_fake_phases(fakes):
     log = fakes("eagle3").log()
     line = next(m for _, m in records(log) if m.startswith("Engine startup timings"))
     values = dict(re.findall(r"(\w+)=([\d.]+)", line))
-    captured = {"target_verify": "Capture target verify", "draft_decode": "Capture draft decode",
-                "draft_extend": "Capture draft extend"}
+    captured = {
+        "target_verify": "Capture target verify",
+        "draft_decode": "Capture draft decode",
+        "draft_extend": "Capture draft extend",
+    }
     for phase, begins in captured.items():
         elapsed = re.search(re.escape(begins) + r" CUDA graph end\. elapsed=([\d.]+) s", log).group(1)
         assert values[phase] == elapsed
@@ -279,6 +368,7 @@ def test_capture_bars_are_gpu_only_and_rank_0_only(start_fake):
 
 # --- processes ---
 
+
 @pytest.mark.parametrize("kind, tree", [("baseline", "ptree_baseline.txt"), ("ngram", "ptree_ngram.txt")])
 def test_process_tree_matches_the_real_one(fakes, kind, tree):
     _, real_children = ptree(tree)
@@ -286,8 +376,11 @@ def test_process_tree_matches_the_real_one(fakes, kind, tree):
     launcher = psutil.Process(server.proc.pid)
     kids = launcher.children()
     fake = Counter(role(p.name(), " ".join(p.cmdline())) for p in kids)
-    assert fake == Counter(role(p["name"], p["cmdline"]) for p in real_children) == Counter(
-        {"sglang::scheduler": 1, "sglang::detokenizer": 1, "resource_tracker": 1})
+    assert (
+        fake
+        == Counter(role(p["name"], p["cmdline"]) for p in real_children)
+        == Counter({"sglang::scheduler": 1, "sglang::detokenizer": 1, "resource_tracker": 1})
+    )
     assert all(os.getpgid(p.pid) == os.getpgid(launcher.pid) for p in kids)  # one process group
 
 
@@ -299,6 +392,7 @@ def test_tp_ranks_are_titled_as_sglang_titles_them(start_fake):
 
 
 # --- introspection routes ---
+
 
 @pytest.mark.parametrize("kind, sample", [("baseline", "api_samples.txt"), ("eagle3", "api_samples_eagle3.txt")])
 def test_server_info_keys(fakes, kind, sample):
@@ -321,9 +415,18 @@ def test_server_info_keys(fakes, kind, sample):
     # every server arg the fake reports is a real one, but for older flag names of args.py
     fake_args = set(fake) - launcher_keys
     assert fake_args - set(real) <= OLDER_FLAG_NAMES, sorted(fake_args - set(real))
-    for key in ("model_path", "served_model_name", "tp_size", "max_running_requests", "speculative_algorithm",
-                "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                "speculative_draft_model_path", "enable_metrics"):
+    for key in (
+        "model_path",
+        "served_model_name",
+        "tp_size",
+        "max_running_requests",
+        "speculative_algorithm",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "speculative_draft_model_path",
+        "enable_metrics",
+    ):
         assert key in fake and key in real
     assert fake["status"] == real["status"] == "ready"
 
@@ -349,8 +452,10 @@ def test_model_info_and_models_keys(fakes):
     assert list(fake) == list(want) and list(fake["data"][0]) == list(want["data"][0])
 
 
-@pytest.mark.parametrize("kind, sample", [("baseline", "api_samples.txt"), ("eagle3", "api_samples_eagle3.txt"),
-                                          ("ngram", "api_samples_ngram.txt")])
+@pytest.mark.parametrize(
+    "kind, sample",
+    [("baseline", "api_samples.txt"), ("eagle3", "api_samples_eagle3.txt"), ("ngram", "api_samples_ngram.txt")],
+)
 def test_metrics_families(fakes, kind, sample):
     server = fakes(kind)
     exercise(server)
@@ -375,17 +480,22 @@ def test_metrics_parse_and_carry_the_real_label_layout(fakes):
 
 # --- requests ---
 
+
 def _meta_keys(event: str) -> list[str]:
     return list(json.loads(event)["meta_info"])
 
 
-@pytest.mark.parametrize("kind, sample", [("baseline", "api_samples.txt"), ("eagle3", "api_samples_eagle3.txt"),
-                                          ("ngram", "api_samples_ngram.txt")])
+@pytest.mark.parametrize(
+    "kind, sample",
+    [("baseline", "api_samples.txt"), ("eagle3", "api_samples_eagle3.txt"), ("ngram", "api_samples_ngram.txt")],
+)
 def test_generate_shapes(fakes, kind, sample):
     real = api_samples(sample)
     server = fakes(kind)
-    body = {"text": "hello world the quick", "sampling_params": {"max_new_tokens": 16, "ignore_eos": True,
-                                                                "temperature": 0}}
+    body = {
+        "text": "hello world the quick",
+        "sampling_params": {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0},
+    }
     fake = server.post("/generate", json=body).json()
     want = first_json(real["generate_nonstream"])
     assert list(fake) == list(want) and list(fake["meta_info"]) == list(want["meta_info"])
@@ -417,9 +527,13 @@ def test_openai_stream_shapes_with_usage(fakes, kind, sample):
     server = fakes(kind)
     options = {"include_usage": True, "continuous_usage_stats": True}
     for route, key, req in (
-            ("/v1/completions", "v1_completions_stream_usage", {"prompt": "hello world", "max_tokens": 8}),
-            ("/v1/chat/completions", "v1_chat_stream_usage",
-             {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6})):
+        ("/v1/completions", "v1_completions_stream_usage", {"prompt": "hello world", "max_tokens": 8}),
+        (
+            "/v1/chat/completions",
+            "v1_chat_stream_usage",
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6},
+        ),
+    ):
         body = {"model": MODEL, "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": options, **req}
         fake = [json.loads(e) for e in sse(server.post(route, json=body).text)[:-1]]
         want = [json.loads(e) for e in sse(real[key])[:-1]]
@@ -432,10 +546,12 @@ def test_openai_stream_shapes_with_usage(fakes, kind, sample):
         assert list(fake[-2]) == list(want[-2]) and _choice_keys(fake[-2]) == _choice_keys(want[-2])
         content = [c for c in fake[:-1] if "usage" in c]
         assert content and all(list(c["usage"]) == list(want[1]["usage"]) for c in content)
-        assert [c["usage"]["completion_tokens"] for c in content] == sorted(c["usage"]["completion_tokens"]
-                                                                            for c in content)
-        assert {tuple(map(tuple, _choice_keys(c))) for c in content} <= {tuple(map(tuple, _choice_keys(c)))
-                                                                         for c in want[:-1]}
+        assert [c["usage"]["completion_tokens"] for c in content] == sorted(
+            c["usage"]["completion_tokens"] for c in content
+        )
+        assert {tuple(map(tuple, _choice_keys(c))) for c in content} <= {
+            tuple(map(tuple, _choice_keys(c))) for c in want[:-1]
+        }
 
 
 def test_openai_plain_stream_and_whole_completion(fakes):
@@ -454,6 +570,7 @@ def test_openai_plain_stream_and_whole_completion(fakes):
 
 
 # --- /health ---
+
 
 def test_health_503_with_an_empty_body_until_the_warmup_then_200(start_fake):
     # startup at 120x: ~3 s in all, the warmup (the 503 window) 50 ms
@@ -493,6 +610,7 @@ def test_health_503_with_an_empty_body_until_the_warmup_then_200(start_fake):
 
 
 # --- shutdown ---
+
 
 def _shutdown(log: str) -> list[str]:
     start = log.rfind("\n", 0, log.index("SIGTERM received.")) + 1
@@ -538,9 +656,18 @@ def test_crash_diagnostics_sleep_is_the_real_one_over_the_startup_speed(monkeypa
     assert _stamp(real, "No live scheduler") - _stamp(real, "Sleeping ") >= said
 
     speed = 20.0
-    cfg = fake_server.ServerConfig(host="127.0.0.1", port=0, served_model_name=MODEL, model_path=MODEL,
-                                   architecture="LlamaForCausalLM", version=NEWEST, server_args={},
-                                   context_len=32768, spec=None, startup_speed=speed)
+    cfg = fake_server.ServerConfig(
+        host="127.0.0.1",
+        port=0,
+        served_model_name=MODEL,
+        model_path=MODEL,
+        architecture="LlamaForCausalLM",
+        version=NEWEST,
+        server_args={},
+        context_len=32768,
+        spec=None,
+        startup_speed=speed,
+    )
     fake = fake_server.FakeServer(cfg, Engine(EngineConfig(spec=None, nccl_env={}), Log()))
     done: list[tuple[str, object, str]] = []
     sleep = lambda s: done.append(("sleep", s, capfd.readouterr().err))  # noqa: E731
@@ -570,13 +697,18 @@ def test_sigterm_to_the_launcher_alone_drains_then_kills_the_tree(start_fake):
 
 # --- the bar format against the transcript's bytes ---
 
+
 def test_bar_text_is_tqdm_s():
     first, last = re.findall(r"\r([^\r\n]*)", transcript("startup.log").split("Load weight begin.", 1)[1])[:2]
     fmt = progress.SGLANG_BAR_FORMAT
     assert progress.render("Multi-thread loading shards", 0, 1, 0.0, fmt) == first
     rate = float(re.search(r"([\d.]+)it/s\]$", last).group(1))
     assert progress.render("Multi-thread loading shards", 1, 1, 1 / rate, fmt) == last
-    assert (progress.render("Capturing batches (bs=256 avail_mem=20.51 GB)", 1, 36, 1.3, progress.DEFAULT_BAR_FORMAT)
-            == "Capturing batches (bs=256 avail_mem=20.51 GB):   3%|▎         | 1/36 [00:01<00:45,  1.30s/it]")
-    assert (progress.render("Loading safetensors checkpoint shards", 27, 64, 140.0, fmt)
-            == "Loading safetensors checkpoint shards:  42% Completed | 27/64 [02:20<03:11,  5.19s/it]")
+    assert (
+        progress.render("Capturing batches (bs=256 avail_mem=20.51 GB)", 1, 36, 1.3, progress.DEFAULT_BAR_FORMAT)
+        == "Capturing batches (bs=256 avail_mem=20.51 GB):   3%|▎         | 1/36 [00:01<00:45,  1.30s/it]"
+    )
+    assert (
+        progress.render("Loading safetensors checkpoint shards", 27, 64, 140.0, fmt)
+        == "Loading safetensors checkpoint shards:  42% Completed | 27/64 [02:20<03:11,  5.19s/it]"
+    )

@@ -55,13 +55,18 @@ def smi() -> list[tuple[int, str, int, int]]:
 
 
 def smi_power(index: int) -> float:
-    out = subprocess.run(["nvidia-smi", "-i", str(index), "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "-i", str(index), "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     return float(out.strip().splitlines()[0])
 
 
 # A process that takes GPU memory and holds it: torch where it has CUDA, else cuMemAlloc through libcuda.
-HOLD = r'''
+HOLD = r"""
 import os, signal, sys, time
 mib, ignore_term = int(sys.argv[1]), sys.argv[2] == "1"
 if ignore_term:
@@ -80,7 +85,7 @@ except Exception:
     assert cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(mib * 2**20)) == 0
 print("holding", flush=True)
 time.sleep(float(os.environ.get("HOLD_S", "600")))
-'''
+"""
 
 
 def _why_no_allocator() -> str | None:
@@ -107,10 +112,21 @@ def holder(nvidia):
         pytest.skip(why)
     started: list[subprocess.Popen] = []
 
-    def start(mib: int, env: dict[str, str], *, ignore_term: bool = False, new_session: bool = True,
-              argv_prefix: tuple[str, ...] = ()) -> subprocess.Popen:
-        p = subprocess.Popen([*argv_prefix, sys.executable, "-c", HOLD, str(mib), "1" if ignore_term else "0"],
-                             env=env, stdout=subprocess.PIPE, text=True, start_new_session=new_session)
+    def start(
+        mib: int,
+        env: dict[str, str],
+        *,
+        ignore_term: bool = False,
+        new_session: bool = True,
+        argv_prefix: tuple[str, ...] = (),
+    ) -> subprocess.Popen:
+        p = subprocess.Popen(
+            [*argv_prefix, sys.executable, "-c", HOLD, str(mib), "1" if ignore_term else "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
+        )
         started.append(p)
         assert p.stdout is not None and p.stdout.readline().strip() == "holding", "the holder never took its memory"
         return p

@@ -56,7 +56,7 @@ def test_foreign_holder_refused_in_preflight_then_killed_when_allowed(nvidia, ho
 # The launcher of a server that leaves two GPU holders ignoring SIGTERM, then exits: one orphaned in
 # the server's session and its own process group, its environment without the marker (as SGLang's
 # setproctitle'd children); one in a new session, the marker in its environment.
-LAUNCHER = r'''
+LAUNCHER = r"""
 import json, os, subprocess, sys
 hold, mib = sys.argv[1], sys.argv[2]
 bare = {k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")}
@@ -66,15 +66,19 @@ b = subprocess.Popen([sys.executable, "-c", hold, mib, "1"], stdout=subprocess.P
                      start_new_session=True)
 assert a.stdout.readline().strip() == "holding" and b.stdout.readline().strip() == "holding"
 print(json.dumps({"session_orphan": a.pid, "marked_escapee": b.pid}), flush=True)
-'''
+"""
 
 
 def test_escaped_holders_of_both_kinds_are_reaped(nvidia, holder, marker):
     before = max(g.mem_used_mib for g in nvidia.gpus())
     threshold = before + HOLD_MIB // 2
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, HOLD, str(HOLD_MIB)],
-                                env={**os.environ, **marker.env("gpu-point")}, stdout=subprocess.PIPE, text=True,
-                                start_new_session=True)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, HOLD, str(HOLD_MIB)],
+        env={**os.environ, **marker.env("gpu-point")},
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     reaper.remember(marker, launcher.pid)
     pids = json.loads(launcher.stdout.readline())
     launcher.wait(timeout=30)  # gone: both holders are orphans now
@@ -101,9 +105,25 @@ def test_bench_power_columns_match_nvidia_smi_over_the_same_windows(nvidia, tmp_
     nvidia-smi sampled alongside; each level's power_mean_w against nvidia-smi's mean over that level's
     window (level_started_at .. level_ended_at)."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "sweep.fake", "--model-path", "/models/m", "--port", str(port),
-                               "--fake-speed", "5", "--fake-startup-speed", "1000"], cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweep.fake",
+            "--model-path",
+            "/models/m",
+            "--port",
+            str(port),
+            "--fake-speed",
+            "5",
+            "--fake-startup-speed",
+            "1000",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
 
@@ -125,10 +145,33 @@ def test_bench_power_columns_match_nvidia_smi_over_the_same_windows(nvidia, tmp_
                 time.sleep(0.2)
         sampler.start()
         out = tmp_path / "bench"
-        r = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", f"http://127.0.0.1:{port}",
-                            "--power", "nvml:0", "--levels", "1,4", "--rounds", "8", "--max-tokens", "64",
-                            "--runs", "0", "--out", str(out), "--quiet"], cwd=REPO, capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sweep",
+                "bench",
+                "--url",
+                f"http://127.0.0.1:{port}",
+                "--power",
+                "nvml:0",
+                "--levels",
+                "1,4",
+                "--rounds",
+                "8",
+                "--max-tokens",
+                "64",
+                "--runs",
+                "0",
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
         stop.set()
@@ -141,8 +184,10 @@ def test_bench_power_columns_match_nvidia_smi_over_the_same_windows(nvidia, tmp_
     for row in levels:
         window = [w for t, w in samples if row["level_started_at"] <= t <= row["level_ended_at"]]
         smi_mean = sum(window) / len(window) if window else None
-        print(f"\nC={row['concurrency']}: power_mean_w {row['power_mean_w']:.1f} W "
-              f"({row['power_samples']} samples) vs nvidia-smi {smi_mean} W ({len(window)} samples)")
+        print(
+            f"\nC={row['concurrency']}: power_mean_w {row['power_mean_w']:.1f} W "
+            f"({row['power_samples']} samples) vs nvidia-smi {smi_mean} W ({len(window)} samples)"
+        )
         assert row["power_mean_w"] is not None and row["power_samples"] > 0 and row["power_gpus"] == 1
         if smi_mean is not None and len(window) >= 3:
             assert abs(row["power_mean_w"] - smi_mean) <= max(15.0, 0.1 * smi_mean), (row, smi_mean)

@@ -15,13 +15,13 @@ from dataclasses import asdict
 
 import pytest
 
-from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.core.errors import PointFailure
+from sweep.core.redact import REDACTED
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
+from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.point import PointSpec, run_point
 from sweep.host.server import LogFollower, ServerProcess
-from sweep.core.redact import REDACTED
-from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
@@ -30,9 +30,12 @@ pytestmark = pytest.mark.slow
 FAKE = [sys.executable, "-m", "sweep.fake"]
 KEY, HF = "sk-test-key-0123456789", "hf_test_token_abcdef"
 ADMIN = "sk-admin-key-9876543210"
-TINY = BenchSettings(prompts="coding", server_metrics=True,
-                     single_stream=SingleStreamSettings(runs=1, warmup=1, max_tokens=16),
-                     concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
+TINY = BenchSettings(
+    prompts="coding",
+    server_metrics=True,
+    single_stream=SingleStreamSettings(runs=1, warmup=1, max_tokens=16),
+    concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16),
+)
 SWEEP = f"test-key-{uuid.uuid4().hex[:6]}"
 READY_S = 30.0
 # the refused-key tests wait for readiness up to an hour, past the test's own timeout (pytest-timeout,
@@ -42,21 +45,32 @@ REFUSED_READY_S = 3600.0
 
 def make_spec(tmp_path, flags=None, launcher=FAKE, env=None, ready_s: float = READY_S) -> PointSpec:
     flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", launcher, flags, dict(env or {}),
-                     str(tmp_path / "server.log"), 2, TINY,
-                     Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=ready_s, total_s=max(60.0, ready_s * 2),
-                              stop_grace_s=2),
-                     ReapConfig(wait_s=5), real_paths=False,
-                     launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400"])
+    return PointSpec(
+        SWEEP,
+        "p" + uuid.uuid4().hex[:8],
+        "label",
+        launcher,
+        flags,
+        dict(env or {}),
+        str(tmp_path / "server.log"),
+        2,
+        TINY,
+        Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=ready_s, total_s=max(60.0, ready_s * 2), stop_grace_s=2),
+        ReapConfig(wait_s=5),
+        real_paths=False,
+        launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400"],
+    )
 
 
 def wrapper(tmp_path, *extra: str):
     """A launcher script that starts the fake with flags of its own (as a site's serve.sh may)."""
     script = tmp_path / "serve.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import os, sys
         os.execv(sys.executable, [sys.executable, "-m", "sweep.fake", *sys.argv[1:], *{list(extra)!r}])
-    """))
+    """)
+    )
     return [sys.executable, str(script)]
 
 
@@ -111,8 +125,12 @@ def test_flush_refused_fails_the_point_before_measuring(tmp_path, host):
 
 def test_wrong_key_fails_at_once_with_the_reason(tmp_path, host):
     # the launcher script sets its own key (argparse: the last --api-key wins); the sweep sends KEY
-    spec = make_spec(tmp_path, {"api-key": KEY}, launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"),
-                     ready_s=REFUSED_READY_S)
+    spec = make_spec(
+        tmp_path,
+        {"api-key": KEY},
+        launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"),
+        ready_s=REFUSED_READY_S,
+    )
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "ready", (r.failure_phase, r.failure_reason)
     assert "401 Unauthorized" in r.failure_reason and "POST /generate" in r.failure_reason
@@ -122,8 +140,9 @@ def test_wrong_key_fails_at_once_with_the_reason(tmp_path, host):
 
 
 def test_server_wants_a_key_the_sweep_does_not_have(tmp_path, host):
-    spec = make_spec(tmp_path, launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"),
-                     ready_s=REFUSED_READY_S)
+    spec = make_spec(
+        tmp_path, launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"), ready_s=REFUSED_READY_S
+    )
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "ready"
     assert "401 Unauthorized" in r.failure_reason and "without a key" in r.failure_reason
@@ -148,8 +167,9 @@ WRITER = textwrap.dedent("""
 
 def test_log_pump_hides_secrets_and_keeps_the_rest(tmp_path):
     log = tmp_path / "server.log"
-    sp = ServerProcess([sys.executable, "-c", WRITER, "--api-key", KEY], {"HF_TOKEN": HF}, log, port=free_port(),
-                       api_key=KEY)
+    sp = ServerProcess(
+        [sys.executable, "-c", WRITER, "--api-key", KEY], {"HF_TOKEN": HF}, log, port=free_port(), api_key=KEY
+    )
     assert set(sp.secrets) == {KEY, HF} and sp.api_key == KEY  # secrets by default from the argv and env
     sp.start()
     sp.proc.wait(timeout=20)
@@ -170,7 +190,9 @@ def test_log_pump_hides_secrets_and_keeps_the_rest(tmp_path):
 
 
 def test_no_secrets_no_pump(tmp_path):
-    sp = ServerProcess([sys.executable, "-c", "print('hi')"], {"NCCL_ALGO": "Ring"}, tmp_path / "l.log", port=free_port())
+    sp = ServerProcess(
+        [sys.executable, "-c", "print('hi')"], {"NCCL_ALGO": "Ring"}, tmp_path / "l.log", port=free_port()
+    )
     sp.start()
     sp.proc.wait(timeout=20)
     assert sp._pump is None and sp.secrets == [] and sp.api_key is None

@@ -63,7 +63,9 @@ def test_kernels_built_for_another_cpu_are_named(tmp_path):
 
 
 def test_kernels_missing_and_present(tmp_path):
-    bad = _fake_python(tmp_path, "sys.stderr.write(\"ModuleNotFoundError: No module named 'sgl_kernel'\\n\"); sys.exit(1)")
+    bad = _fake_python(
+        tmp_path, "sys.stderr.write(\"ModuleNotFoundError: No module named 'sgl_kernel'\\n\"); sys.exit(1)"
+    )
     with pytest.raises(PointFailure) as e:
         cpu.check_kernels(bad, {}, [])
     assert "No module named 'sgl_kernel'" in e.value.reason
@@ -87,7 +89,10 @@ def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
     cpu.check_speculation("NGRAM", "torch_native", zen4, checks)
     assert lines(checks)[0] == "ok: speculative decoding (NGRAM) with intel_amx, on AMX"
     assert "AMX claim (avx512-bf16 path)" in lines(checks)[1]
-    assert "torch_native (SGLang sees no AMX here and falls back to it)" in lines(checks)[2] and "avx2 path" in lines(checks)[2]
+    assert (
+        "torch_native (SGLang sees no AMX here and falls back to it)" in lines(checks)[2]
+        and "avx2 path" in lines(checks)[2]
+    )
     assert lines(checks)[3].startswith("ok: speculative decoding (NGRAM) with torch_native, taught")
     # SGLang as shipped, on a CPU where it sees no AMX: torch_native refuses speculation
     for backend in ("intel_amx", "torch_native"):
@@ -106,8 +111,11 @@ def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
 def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
     """Where SGLang sees AMX it reduces TP over this host's /dev/shm only: --nnodes 2 would hang (seen in
     CI on a Zen 4); SWEEP_SGLANG_AMX=0 makes it reduce over gloo."""
-    xeon, zen4, zen3 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16"), \
-        cpu.Engine("2.13", False, "avx2")
+    xeon, zen4, zen3 = (
+        cpu.Engine("2.13", True, "amx"),
+        cpu.Engine("2.13", True, "avx512-bf16"),
+        cpu.Engine("2.13", False, "avx2"),
+    )
     checks: list[Check] = []
     cpu.check_nodes(1, xeon, checks)  # one host: shared memory is right
     assert lines(checks) == []

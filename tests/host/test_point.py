@@ -24,11 +24,19 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.slow
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
-SPEC_FLAGS = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/drafters/d",
-              "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}
-TINY = BenchSettings(prompts="coding", server_metrics=False,
-                     single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=16),
-                     concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16))
+SPEC_FLAGS = {
+    "speculative-algorithm": "EAGLE3",
+    "speculative-draft-model-path": "/drafters/d",
+    "speculative-num-steps": 2,
+    "speculative-eagle-topk": 1,
+    "speculative-num-draft-tokens": 3,
+}
+TINY = BenchSettings(
+    prompts="coding",
+    server_metrics=False,
+    single_stream=SingleStreamSettings(runs=2, warmup=1, max_tokens=16),
+    concurrency=ConcurrencySettings(levels=[1, 4], rounds=1, max_tokens=16),
+)
 
 
 SWEEP = f"test-point-{uuid.uuid4().hex[:6]}"
@@ -37,11 +45,22 @@ SWEEP = f"test-point-{uuid.uuid4().hex[:6]}"
 def make_spec(tmp_path, *extra, flags=None, timeouts=None, bench=TINY, **kw) -> PointSpec:
     """A point of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options."""
     flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", FAKE, flags, {}, str(tmp_path / "server.log"),
-                     2, bench, timeouts or Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=30, total_s=60,
-                                                    stop_grace_s=2),
-                     ReapConfig(wait_s=5), real_paths=False,
-                     launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400", *extra], **kw)
+    return PointSpec(
+        SWEEP,
+        "p" + uuid.uuid4().hex[:8],
+        "label",
+        FAKE,
+        flags,
+        {},
+        str(tmp_path / "server.log"),
+        2,
+        bench,
+        timeouts or Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=2),
+        ReapConfig(wait_s=5),
+        real_paths=False,
+        launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400", *extra],
+        **kw,
+    )
 
 
 def test_ready_with_phase_timings_and_tables(tmp_path, host):
@@ -105,8 +124,9 @@ def test_capture_hang_cut_by_stall_timeout(tmp_path, host):
     assert r.status == "failed" and r.failure_phase == "capture"
     # the stall detector cut it (stall_s 1.5, shown as 2 s), not capture_s or total_s, whose reasons
     # are "still in capture after 30 s" and "not ready after 60 s"
-    assert r.failure_reason.startswith("hang: no log output for 2 s in capture (server.timeouts.stall_s); "
-                                       "last log line: "), r.failure_reason
+    assert r.failure_reason.startswith(
+        "hang: no log output for 2 s in capture (server.timeouts.stall_s); last log line: "
+    ), r.failure_reason
     assert r.phases["load_s"] is not None and r.phases["capture_s"] is None
     # the hung server was still running when it was cut: the stop killed it
     assert [k for k in r.reaped["killed"] if k["reason"] == "stopped after the point"]
@@ -124,8 +144,9 @@ def test_zombie_children_reaped_and_port_freed(tmp_path, host):
 def test_leftovers_of_a_crashed_run_reaped_before_launch(tmp_path, host):
     spec = make_spec(tmp_path, "--fake-zombie")
     env = {**os.environ, **host.extra_env, **reaper.Marker(SWEEP, host.name).env("old")}
-    old = subprocess.Popen(spec.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
+    old = subprocess.Popen(
+        spec.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     wait_until(host.probe.processes, 20, "the old server takes its GPUs", interval=0.1)
     old.send_signal(signal.SIGKILL)  # the parent dies, the zombie children keep the GPUs
     old.wait()
@@ -137,11 +158,18 @@ def test_leftovers_of_a_crashed_run_reaped_before_launch(tmp_path, host):
 
 def test_foreign_gpu_process_reported_not_killed(tmp_path, host):
     ledger = host.extra_env["SWEEP_FAKE_GPU_LEDGER"]
-    foreign = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    foreign = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import os, time
         from sweep.core.ledger import ledger_record
         ledger_record({ledger!r}, os.getpid(), 0, 60000)
-        time.sleep(60)""")], env={k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")})
+        time.sleep(60)"""),
+        ],
+        env={k: v for k, v in os.environ.items() if not k.startswith("SWEEP_")},
+    )
     try:
         wait_until(host.probe.processes, 10, "the foreign process holds GPU 0", interval=0.1)
         r = run_point(make_spec(tmp_path), host)
@@ -167,8 +195,9 @@ def test_server_dies_with_the_launching_process(tmp_path, host):
         time.sleep(120)""")
     launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     server_pid = int(launcher.stdout.readline())
-    tree = wait_until(lambda: t if len(t := reaper.tree(server_pid)) >= 3 else None, 20,
-                      "the fake forks its ranks", interval=0.1)
+    tree = wait_until(
+        lambda: t if len(t := reaper.tree(server_pid)) >= 3 else None, 20, "the fake forks its ranks", interval=0.1
+    )
     launcher.kill()  # kill -9: no cleanup code runs in the launcher
     launcher.wait()
     gone, alive = psutil.wait_procs(tree, timeout=10)
@@ -217,8 +246,9 @@ def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
         assert row["power_gpus"] == 2 and row["power_samples"] >= 1  # one at least: as the level ends
         assert 2 * model.IDLE_W <= row["power_mean_w"] <= row["power_peak_w"] <= 2 * model.TDP_W
         assert row["energy_j"] == pytest.approx(row["power_mean_w"] * row["wall_s"])
-        ok = r.requests.filter(pc.and_(pc.equal(r.requests["phase"], "level"),
-                                       pc.equal(r.requests["concurrency"], row["concurrency"])))
+        ok = r.requests.filter(
+            pc.and_(pc.equal(r.requests["phase"], "level"), pc.equal(r.requests["concurrency"], row["concurrency"]))
+        )
         tokens = sum(t for t, good in zip(ok["completion_tokens"].to_pylist(), ok["ok"].to_pylist()) if good)
         assert row["energy_per_token_j"] == pytest.approx(row["energy_j"] / tokens)
 
@@ -246,7 +276,7 @@ def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_e
     assert first.ended_at == r.ended_at and second.started_at == r.more[0].started_at
     assert first.power_series and first.power_series[-1][0] <= first.ended_at
     assert len(second.power_series) > len(first.power_series)  # a snapshot each: the launch kept recording
-    assert r.power_series[:len(second.power_series)] == second.power_series
+    assert r.power_series[: len(second.power_series)] == second.power_series
     assert first.port == second.port == r.port == r.more[0].port is not None  # the port it served on
 
 
@@ -259,8 +289,13 @@ def test_an_adaptive_config_given_inline_is_served_and_its_switches_land_in_thei
     and ends: none at C=1 (tier 1 keeps 3 steps), tier 4's own step count at C=4."""
     import json
 
-    flags = {**SPEC_FLAGS, "speculative-num-steps": 3, "speculative-num-draft-tokens": 4,
-             "speculative-adaptive": True, "speculative-adaptive-config": ADAPTIVE}
+    flags = {
+        **SPEC_FLAGS,
+        "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 4,
+        "speculative-adaptive": True,
+        "speculative-adaptive-config": ADAPTIVE,
+    }
     bench = replace(TINY, concurrency=ConcurrencySettings(levels=[1, 4], rounds=2, max_tokens=48))
     r = run_point(make_spec(tmp_path, "--fake-version", "0.5.23", flags=flags, bench=bench), host)
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
@@ -272,4 +307,3 @@ def test_an_adaptive_config_given_inline_is_served_and_its_switches_land_in_thei
     assert (rows[1]["adaptive_switches"], rows[1]["adaptive_steps"], rows[1]["adaptive_steps_final"]) == (0, [3], 3)
     assert rows[4]["adaptive_switches"] >= 1 and rows[4]["adaptive_steps"] == [3, 1]
     assert rows[4]["adaptive_steps_final"] in (1, 3)
-

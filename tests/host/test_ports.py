@@ -150,8 +150,12 @@ class Neighbour:
 
     def __init__(self, port: int):
         self.port = port
-        self.proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(port)], stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, **reaper.Marker("another-sweep", "h").env("q")})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", NEIGHBOUR, str(port)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **reaper.Marker("another-sweep", "h").env("q")},
+        )
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "listening"
 
     def close(self) -> None:
@@ -191,8 +195,11 @@ def test_port_taken_during_startup_relaunched_on_another(tmp_path, host, monkeyp
     warning = next(x for x in lines if x.startswith("warning: [port-taken]"))
     assert f"port {lost} was taken by another process while the server started" in warning
     assert "address already in use" in warning and "try 2 of 4" in warning
-    assert lines.index(f"ok: port {lost} chosen free at launch (simulated host)") < lines.index(warning) \
+    assert (
+        lines.index(f"ok: port {lost} chosen free at launch (simulated host)")
+        < lines.index(warning)
         < lines.index(f"ok: port {r.port} chosen free at launch (simulated host)")
+    )
     log = open(spec.log_path).read()
     assert f"('127.0.0.1', {lost}): address already in use" in log and "the lines above are an earlier run's" in log
     assert f"Uvicorn running on http://127.0.0.1:{r.port}" in log

@@ -6,13 +6,21 @@ import json
 import pytest
 
 from sweep.core.checks import lines
-from sweep.core.settings import BenchSettings
 from sweep.core.errors import PointFailure
+from sweep.core.settings import BenchSettings
 from sweep.host import preflight as pf
 
-TREE = {"model-path": "/m", "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/d",
-        "speculative-num-steps": 3, "speculative-eagle-topk": 4, "speculative-num-draft-tokens": 8,
-        "page-size": 16, "max-running-requests": 64, "enable-metrics": True}
+TREE = {
+    "model-path": "/m",
+    "speculative-algorithm": "EAGLE3",
+    "speculative-draft-model-path": "/d",
+    "speculative-num-steps": 3,
+    "speculative-eagle-topk": 4,
+    "speculative-num-draft-tokens": 8,
+    "page-size": 16,
+    "max-running-requests": 64,
+    "enable-metrics": True,
+}
 
 
 def test_a_tree_with_paged_kv_on_a_hopper_host_passes():
@@ -32,8 +40,13 @@ def test_the_hosts_config_json_names_the_architecture(tmp_path):
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4}))
-    auto = {"model-path": str(model), "speculative-algorithm": "EAGLE", "speculative-draft-model-path": "/d",
-            "max-running-requests": 64, "enable-metrics": True}
+    auto = {
+        "model-path": str(model),
+        "speculative-algorithm": "EAGLE",
+        "speculative-draft-model-path": "/d",
+        "max-running-requests": 64,
+        "enable-metrics": True,
+    }
     r = pf.PreflightReport(sglang_version="0.5.23", gpu_name="NVIDIA H200")
     pf.check_rules(auto, BenchSettings(), r, architecture="DeepseekV3ForCausalLM")  # config.json wins
     # read as a Llama (the host's config.json), not as the experiment's DeepSeek (which SGLang gives (3, 1, 4))

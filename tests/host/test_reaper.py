@@ -14,8 +14,12 @@ import pytest
 from sweep.host import reaper
 from sweep.host.gpu import FakeGpus
 
-SLEEPER = [sys.executable, "-c", "import time, subprocess, sys; "
-           "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
+SLEEPER = [
+    sys.executable,
+    "-c",
+    "import time, subprocess, sys; "
+    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)",
+]
 
 
 def spawn(env_extra):
@@ -43,8 +47,9 @@ def test_reap_kills_ours_and_spares_others(marker, tmp_path):
         rep = reaper.reap(marker, FakeGpus(tmp_path / "none"), port=None, grace_s=2, wait_s=1)
         ours.wait(timeout=5)
         assert {k["pid"] for k in rep.killed} == set(ours_tree)
-        assert all(k["found_by"] == "marker" and k["reason"] == "left over: carries this sweep's marker"
-                   for k in rep.killed)
+        assert all(
+            k["found_by"] == "marker" and k["reason"] == "left over: carries this sweep's marker" for k in rep.killed
+        )
         assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in ours_tree)
         for p in (other_host, other_sweep, unmarked):
             assert p.poll() is None, "reaping touched a process that is not ours"
@@ -56,8 +61,16 @@ def test_reap_kills_ours_and_spares_others(marker, tmp_path):
 
 
 def test_kill_group_escalates_to_sigkill():
-    p = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                          "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert p.stdout.readline().strip() == b"ready"
     killed = reaper.kill_group(p.pid, 0.5, "stop")
     assert not psutil.pid_exists(p.pid) or psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE
@@ -82,9 +95,13 @@ def test_port_free():
 
 # A server launcher whose child loses the marker from its environment, as SGLang's scheduler does
 # (setproctitle overwrites /proc/<pid>/environ), and is then orphaned when the launcher is killed.
-RETITLED = [sys.executable, "-c", "import os, subprocess, sys, time; "
-            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env={'PATH': os.environ['PATH']}); "
-            "time.sleep(60)"]
+RETITLED = [
+    sys.executable,
+    "-c",
+    "import os, subprocess, sys, time; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env={'PATH': os.environ['PATH']}); "
+    "time.sleep(60)",
+]
 
 
 def test_a_child_without_the_marker_is_found_by_its_session(marker, tmp_path, monkeypatch):

@@ -6,24 +6,26 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 import textwrap
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from sweep.experiment.config import Timeouts
 from sweep.core.errors import PointFailure
 from sweep.core.events import PointProgress
+from sweep.experiment.config import Timeouts
 from sweep.host.server import TAIL_LINES, LogFollower, ServerProcess, Startup
 from sweep.results.schema import ENGINE_COLUMNS
 from sweep.sglang.logs import Progress, engine_timings, event_of, rank_of
 from tests.conftest import free_port
 
 # --- real lines (transcripts/spec_eagle.log, 0.5.23-era SGLang on CPU, EAGLE with a drafter) ----
-BAR = ("\rMulti-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
-       "\rMulti-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 282.35it/s]")
+BAR = (
+    "\rMulti-thread loading shards:   0% Completed | 0/1 [00:00<?, ?it/s]"
+    "\rMulti-thread loading shards: 100% Completed | 1/1 [00:00<00:00, 282.35it/s]"
+)
 SPEC_EAGLE = [
     "[2026-12-01 07:27:07] Load weight begin. avail mem=21.21 GB",
     BAR,
@@ -60,7 +62,9 @@ def test_durations_of_a_real_speculative_cpu_startup():
     times = [1.0, 2.0, 10.0, 10.1, 10.2, 10.3, 14.0, 15.0, 15.1, 15.5, 15.6, 16.0, 17.0, 45.0]
     s = feed(Startup(), list(zip(times, SPEC_EAGLE)))
     assert [e for e, _ in s.order] == ["load_begin", "load_end", "load_begin", "load_end"] + ["kv_cache"] * 4 + [
-        "http_up", "fired_up"]
+        "http_up",
+        "fired_up",
+    ]
     s.ready = 46.0
     d = s.durations()
     assert d["load_s"] == 14.0  # the drafter's load too (the old code stopped at the target's: 10 s)
@@ -77,18 +81,22 @@ def test_durations_of_a_real_speculative_cpu_startup():
 def test_durations_of_the_0_5_10_order_and_gpu_graphs():
     """0.5.10: target load, KV cache, target graphs, then the drafter's load and graphs; TP ranks."""
     lines = [
-        (1, "[t TP0] Load weight begin. avail mem=78 GB"), (1, "[t TP1] Load weight begin. avail mem=78 GB"),
-        (20, "[t TP0] Load weight end. elapsed=19 s"), (21, "[t TP1] Load weight end. elapsed=20 s"),
+        (1, "[t TP0] Load weight begin. avail mem=78 GB"),
+        (1, "[t TP1] Load weight begin. avail mem=78 GB"),
+        (20, "[t TP0] Load weight end. elapsed=19 s"),
+        (21, "[t TP1] Load weight end. elapsed=20 s"),
         (24, "[t TP0] KV Cache is allocated. #tokens: 9000, K size: 20 GB, V size: 20 GB"),
         (24, "[t TP1] KV Cache is allocated. #tokens: 9000, K size: 20 GB, V size: 20 GB"),
         (25, "[t TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=30 GB"),
         (25, "[t TP1] Capture cuda graph begin. This can take up to several minutes. avail mem=30 GB"),
         (60, "[t TP0] Capture cuda graph end. Time elapsed: 35 s. mem usage=3 GB. avail mem=27 GB."),
         (61, "[t TP1] Capture cuda graph end. Time elapsed: 36 s. mem usage=3 GB. avail mem=27 GB."),
-        (62, "[t TP0] Load weight begin. avail mem=27 GB"), (70, "[t TP0] Load weight end. elapsed=8 s"),
+        (62, "[t TP0] Load weight begin. avail mem=27 GB"),
+        (70, "[t TP0] Load weight end. elapsed=8 s"),
         (71, "[t TP0] Capture draft cuda graph begin. This can take up to several minutes."),
         (80, "[t TP0] Capture draft cuda graph end. Time elapsed: 9 s."),
-        (81, "[t TP0] Capture draft extend cuda graph begin."), (90, "[t TP0] Capture draft extend cuda graph end."),
+        (81, "[t TP0] Capture draft extend cuda graph begin."),
+        (90, "[t TP0] Capture draft extend cuda graph end."),
         (92, "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"),
     ]
     s = feed(Startup(), lines)
@@ -123,9 +131,11 @@ def test_follower_any_byte_is_activity_and_bars_are_parsed_as_drawn(tmp_path):
     write(log, b"eted | 28/64 [02:15<02:25, 5.1s/it]\n[t] Load weight end. elapsed=312 s\n")
     got = f.read()
     assert [p.n for p in got.progress] == [28] and got.lines == ["[t] Load weight end. elapsed=312 s"]
-    assert f.tail == ["[t] Load weight begin. avail mem=78 GB",
-                      "Loading safetensors checkpoint shards:  43% Completed | 28/64 [02:15<02:25, 5.1s/it]",
-                      "[t] Load weight end. elapsed=312 s"]
+    assert f.tail == [
+        "[t] Load weight begin. avail mem=78 GB",
+        "Loading safetensors checkpoint shards:  43% Completed | 28/64 [02:15<02:25, 5.1s/it]",
+        "[t] Load weight end. elapsed=312 s",
+    ]
 
 
 def test_tail_keeps_only_the_last_update_of_a_bar(tmp_path):
@@ -136,8 +146,11 @@ def test_tail_keeps_only_the_last_update_of_a_bar(tmp_path):
     write(log, ("\n".join(lines) + "\n").encode())
     f.read()
     for i in range(5000):  # thousands of updates, read in bursts
-        write(log, f"\rCapturing batches (bs={5000 - i} avail_mem=20.51 GB):  {i // 50:2d}%|▎ | {i}/5000 "
-                   f"[00:01<00:45,  1.3s/it]".encode())
+        write(
+            log,
+            f"\rCapturing batches (bs={5000 - i} avail_mem=20.51 GB):  {i // 50:2d}%|▎ | {i}/5000 "
+            f"[00:01<00:45,  1.3s/it]".encode(),
+        )
         if i % 700 == 0:
             f.read()
     f.read()
@@ -152,8 +165,10 @@ def test_tail_keeps_only_the_last_update_of_a_bar(tmp_path):
 def test_a_log_line_written_while_a_bar_draws_is_still_an_event(tmp_path):
     """Rank 0 draws the bar; another rank logs meanwhile: its line follows the bar's update."""
     log = tmp_path / "server.log"
-    log.write_bytes(b"\rCapturing batches (bs=8 avail_mem=20.51 GB):  50%|#####     | 1/2 [00:01<00:01,  1.3s/it]"
-                    b"[2026-11-29 10:00:00 TP3] Capture cuda graph end. Time elapsed: 3 s.\n")
+    log.write_bytes(
+        b"\rCapturing batches (bs=8 avail_mem=20.51 GB):  50%|#####     | 1/2 [00:01<00:01,  1.3s/it]"
+        b"[2026-11-29 10:00:00 TP3] Capture cuda graph end. Time elapsed: 3 s.\n"
+    )
     got = LogFollower(log).read()
     assert got.lines == ["[2026-11-29 10:00:00 TP3] Capture cuda graph end. Time elapsed: 3 s."]
     assert event_of(got.lines[0]) == "capture_end" and rank_of(got.lines[0]) == "TP3"
@@ -162,8 +177,13 @@ def test_a_log_line_written_while_a_bar_draws_is_still_an_event(tmp_path):
 
 def test_other_ranks_lines_between_bar_updates_leave_one_copy_of_the_bar(tmp_path):
     log = tmp_path / "server.log"
-    log.write_bytes(b"".join(b"\rCapturing batches (bs=%d avail_mem=20.51 GB):  %d%%|# | %d/20 [00:01<00:01,  1.3s/it]"
-                             b"[2026-11-29 10:00:00 TP3] line %d\n" % (20 - i, i * 5, i, i) for i in range(20)))
+    log.write_bytes(
+        b"".join(
+            b"\rCapturing batches (bs=%d avail_mem=20.51 GB):  %d%%|# | %d/20 [00:01<00:01,  1.3s/it]"
+            b"[2026-11-29 10:00:00 TP3] line %d\n" % (20 - i, i * 5, i, i)
+            for i in range(20)
+        )
+    )
     f = LogFollower(log)
     got = f.read()
     assert len(got.lines) == 20 and len(got.progress) == 20
@@ -223,8 +243,9 @@ SERVER = textwrap.dedent(r"""
 
 def launch(tmp_path: Path, bar_s: float, mode: str = "serve") -> ServerProcess:
     port = free_port()
-    server = ServerProcess([sys.executable, "-c", SERVER, str(port), str(bar_s), mode], {},
-                           tmp_path / "server.log", port=port)
+    server = ServerProcess(
+        [sys.executable, "-c", SERVER, str(port), str(bar_s), mode], {}, tmp_path / "server.log", port=port
+    )
     server.start()
     return server
 
@@ -236,8 +257,7 @@ def servers():
     for s in started:
         pids = [p.pid for p in psutil.Process(s.proc.pid).children(recursive=True)] if s.alive() else []
         s.stop(2.0)
-        assert not s.alive() and not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
-                                         for p in pids)
+        assert not s.alive() and not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
 
 
 STALL = 1.5  # seconds; the child's start (two interpreters) must fit in it on a loaded machine
@@ -299,8 +319,10 @@ def test_a_bar_that_stops_drawing_is_cut_and_says_how_far_it_got(tmp_path, serve
 def test_with_starts_the_server_and_leaving_stops_its_whole_tree(tmp_path, ends):
     """A server and a child of its own (as SGLang's ranks are): both gone once the ``with`` is left,
     however it is left, and what was killed is kept in ``killed``."""
-    script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']);"
-              " print('up', flush=True); time.sleep(3600)")
+    script = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)']);"
+        " print('up', flush=True); time.sleep(3600)"
+    )
     server = ServerProcess([sys.executable, "-c", script], {}, tmp_path / "server.log", port=free_port(), grace_s=2.0)
     tree: list[int] = []
     with pytest.raises(RuntimeError) if ends == "raising" else contextlib.nullcontext():

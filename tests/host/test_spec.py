@@ -14,14 +14,38 @@ LAUNCHER = ["python", "-m", "sglang.launch_server"]
 
 
 def spec(**flags) -> PointSpec:
-    return PointSpec("s", "p1", "label", LAUNCHER, {"model-path": "/m", "tp-size": 8, "port": 30000, **flags}, {},
-                     "/tmp/x.log", 8, BenchSettings(), launcher_args=["--fake-speed", "20"])
+    return PointSpec(
+        "s",
+        "p1",
+        "label",
+        LAUNCHER,
+        {"model-path": "/m", "tp-size": 8, "port": 30000, **flags},
+        {},
+        "/tmp/x.log",
+        8,
+        BenchSettings(),
+        launcher_args=["--fake-speed", "20"],
+    )
 
 
 def test_the_argv_is_built_from_the_flags():
     s = spec(**{"speculative-num-steps": 2, "enable-metrics": True, "disable-cuda-graph": False, "api-key": "sk-x"})
-    assert s.argv == [*LAUNCHER, "--model-path", "/m", "--tp-size", "8", "--port", "30000",
-                      "--speculative-num-steps", "2", "--enable-metrics", "--api-key", "sk-x", "--fake-speed", "20"]
+    assert s.argv == [
+        *LAUNCHER,
+        "--model-path",
+        "/m",
+        "--tp-size",
+        "8",
+        "--port",
+        "30000",
+        "--speculative-num-steps",
+        "2",
+        "--enable-metrics",
+        "--api-key",
+        "sk-x",
+        "--fake-speed",
+        "20",
+    ]
     assert s.port == 30000 and s.flag("speculative-num-steps") == "2" and s.flag("disable-cuda-graph") is None
     assert s.flag("api-key") == "sk-x" and s.secrets == ["sk-x"]
     # what a flag reads is what the argv says, for every value kind
@@ -32,8 +56,14 @@ def test_the_argv_is_built_from_the_flags():
 
 
 def test_flag_value_aliases_and_kinds():
-    flags = {"model": "/a", "model-path": "/b", "cuda-graph-bs": [1, 2, 4], "mem-fraction-static": 0.8,
-             "trust-remote-code": True, "x": None}
+    flags = {
+        "model": "/a",
+        "model-path": "/b",
+        "cuda-graph-bs": [1, 2, 4],
+        "mem-fraction-static": 0.8,
+        "trust-remote-code": True,
+        "x": None,
+    }
     assert flag_value(flags, "model-path", "model") == "/b"  # the later in the map wins
     assert flag_value({"model-path": "/b", "model": "/a"}, "model-path", "model") == "/a"
     assert flag_value(flags, "cuda-graph-bs") == "1 2 4" and flag_value(flags, "mem-fraction-static") == "0.8"

@@ -17,8 +17,15 @@ def timed_point(spec, ctx, progress):
     time.sleep(seconds / 2)
     progress(PointProgress("benchmark"))
     time.sleep(seconds / 2)
-    return PointResult(spec.point_id, ctx.name, ctx.node_id, "ok", started_at=t, ended_at=time.time(),
-                       checks=[f"pid={os.getpid()}", f"port={spec.port}"])
+    return PointResult(
+        spec.point_id,
+        ctx.name,
+        ctx.node_id,
+        "ok",
+        started_at=t,
+        ended_at=time.time(),
+        checks=[f"pid={os.getpid()}", f"port={spec.port}"],
+    )
 
 
 def shared_launch(spec, ctx, progress):

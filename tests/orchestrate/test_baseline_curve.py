@@ -13,26 +13,43 @@ from sweep.search.grid import GridOrder
 
 
 def _point(pid: str, baseline_id: str | None = None) -> PlannedPoint:
-    return PlannedPoint(id=pid, label=pid, params={}, roles={}, baseline=baseline_id is None, flags={}, env={},
-                        launcher=[], baseline_id=baseline_id)
+    return PlannedPoint(
+        id=pid,
+        label=pid,
+        params={},
+        roles={},
+        baseline=baseline_id is None,
+        flags={},
+        env={},
+        launcher=[],
+        baseline_id=baseline_id,
+    )
 
 
 def _spec(pid: str, bench: BenchSettings) -> PointSpec:
-    return PointSpec(sweep="s", point_id=pid, label=pid, launcher=[], flags={}, env={}, log_path="", tp_size=1,
-                     bench=bench)
+    return PointSpec(
+        sweep="s", point_id=pid, label=pid, launcher=[], flags={}, env={}, log_path="", tp_size=1, bench=bench
+    )
 
 
 def _levels(pid: str, curve: dict[int, float]) -> dict:
-    return {"levels": pa.table({"point_id": [pid] * len(curve), "concurrency": list(curve),
-                                "output_throughput": list(curve.values())})}
+    return {
+        "levels": pa.table(
+            {"point_id": [pid] * len(curve), "concurrency": list(curve), "output_throughput": list(curve.values())}
+        )
+    }
 
 
 def test_speculative_points_wait_for_their_baseline_and_carry_its_curve():
     bench = BenchSettings(concurrency=ConcurrencySettings(levels=[1, 16], refine=True))
     todo = [_point("base"), _point("spec1", "base"), _point("spec2", "old"), _point("spec3", "base")]
     specs = {p.id: _spec(p.id, bench) for p in todo}
-    search = BaselineGate(GridOrder(todo), todo, specs,
-                          earlier=lambda pid: _levels(pid, {1: 10.0, 4: 30.0})["levels"] if pid == "old" else None)
+    search = BaselineGate(
+        GridOrder(todo),
+        todo,
+        specs,
+        earlier=lambda pid: _levels(pid, {1: 10.0, 4: 30.0})["levels"] if pid == "old" else None,
+    )
     first = [p.id for p in search.take(2)]
     assert first == ["base", "spec2"]  # spec2's baseline was recorded by an earlier run
     assert specs["spec2"].bench.concurrency.baseline_curve == [[1.0, 10.0], [4.0, 30.0]]

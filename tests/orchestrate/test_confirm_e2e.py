@@ -16,16 +16,24 @@ from sweep.results import load
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import DRAFT_TOKENS, DRAFTERS, experiment, write
 
-pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # a whole dry run with its phase after the grid: the scenario tier
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.scenario,
+]  # a whole dry run with its phase after the grid: the scenario tier
 
 
 def _experiment(tmp_path):
     exp = experiment(
-        name="confirm", server={"port": free_port()},
-        grid={"axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 3]}},
-              "derived": DRAFT_TOKENS},
+        name="confirm",
+        server={"port": free_port()},
+        grid={
+            "axes": {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 3]}},
+            "derived": DRAFT_TOKENS,
+        },
         benchmark={"single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16}, "server_metrics": False},
-        dry_run={"hosts": 2}, policy={"confirm": True})
+        dry_run={"hosts": 2},
+        policy={"confirm": True},
+    )
     return write(tmp_path / "confirm.yaml", exp, results_dir=tmp_path / "res")
 
 
@@ -60,8 +68,15 @@ def test_grid_then_confirmation_resumed_and_a_failure_kept_as_data(tmp_path):
     assert _points(res).height == 4
 
     # --only selects it by label; on a fake of SGLang 0.5.23 the policy's server serves every level
-    fixed = run_sweep_cli(str(exp), "--dry-run", "--retry-failed", "--only", "*steps=adaptive",
-                          "dry_run.fake_args=[--fake-version,0.5.23]", timeout=120)
+    fixed = run_sweep_cli(
+        str(exp),
+        "--dry-run",
+        "--retry-failed",
+        "--only",
+        "*steps=adaptive",
+        "dry_run.fake_args=[--fake-version,0.5.23]",
+        timeout=120,
+    )
     assert "1 confirmation point, 1 to run" in fixed.stdout, fixed.stdout[-3000:] + fixed.stderr[-3000:]
     assert "3 points, 0 to run" in fixed.stdout
     pts = _points(res)

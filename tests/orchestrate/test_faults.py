@@ -134,11 +134,28 @@ def test_half_written_and_corrupt_files_from_a_crash(fault_sweep):
 
 def test_results_directory_unwritable_mid_sweep(tmp_path):
     exp = tmp_path / "faults.yaml"
-    exp.write_text(FAULTS.format(port=32600, results=tmp_path / "res").replace(
-        "dry_run: {hosts: 3", "dry_run: {hosts: 1"))
-    proc = subprocess.Popen([sys.executable, "-m", "sweep", str(exp), "--dry-run", "--only", "fault=none",
-                             "--only", "fault=zombie", "--only", "fault=capture_oom"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    exp.write_text(
+        FAULTS.format(port=32600, results=tmp_path / "res").replace("dry_run: {hosts: 3", "dry_run: {hosts: 1")
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            str(exp),
+            "--dry-run",
+            "--only",
+            "fault=none",
+            "--only",
+            "fault=zombie",
+            "--only",
+            "fault=capture_oom",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not list((tmp_path / "res" / "points").glob("*.parquet")):

@@ -11,19 +11,33 @@ from tests.experiments import D1, experiment, write
 
 pytestmark = pytest.mark.slow
 
-DRAFTERS = {"values": {"none": {}, "d1": {"flags": {**D1, "speculative-num-steps": 2, "speculative-num-draft-tokens": 3}}}}
+DRAFTERS = {
+    "values": {"none": {}, "d1": {"flags": {**D1, "speculative-num-steps": 2, "speculative-num-draft-tokens": 3}}}
+}
 
 
 def _experiment(tmp_path):
     exp = experiment(
-        name="launches", server={"port": free_port()},
-        grid={"axes": {"drafter": DRAFTERS,
-                       "workload": {"values": {"code": {"benchmark": {"prompts": "coding"}},
-                                               "wiki": {"benchmark": {"prompts": "encyclopedic"}}}},
-                       "max_tokens": {"key": "benchmark.concurrency.max_tokens", "values": [16, 32]}}},
-        benchmark={"single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16},
-                   "concurrency": {"levels": [1, 2], "rounds": 1, "max_tokens": 32}},
-        dry_run={"hosts": 2})
+        name="launches",
+        server={"port": free_port()},
+        grid={
+            "axes": {
+                "drafter": DRAFTERS,
+                "workload": {
+                    "values": {
+                        "code": {"benchmark": {"prompts": "coding"}},
+                        "wiki": {"benchmark": {"prompts": "encyclopedic"}},
+                    }
+                },
+                "max_tokens": {"key": "benchmark.concurrency.max_tokens", "values": [16, 32]},
+            }
+        },
+        benchmark={
+            "single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16},
+            "concurrency": {"levels": [1, 2], "rounds": 1, "max_tokens": 32},
+        },
+        dry_run={"hosts": 2},
+    )
     return write(tmp_path / "launches.yaml", exp, results_dir=tmp_path / "res")
 
 

@@ -14,13 +14,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: pyth
 
 # a server over two hosts of 8 GPUs (tp 16), clean and with its fake dying in capture
 EXPERIMENT = experiment(
-    name="multihost", server={"tp_size": 16, "port": 32800},
+    name="multihost",
+    server={"tp_size": 16, "port": 32800},
     grid={"axes": {"fault": {"values": {"none": {}, "capture_oom": {"flags": {"fake-fail-at": "capture"}}}}}},
-    benchmark={"server_metrics": False, "single_stream": {"runs": 2}}, dry_run={"hosts": 2, "fake_speed": 4})
+    benchmark={"server_metrics": False, "single_stream": {"runs": 2}},
+    dry_run={"hosts": 2, "fake_speed": 4},
+)
 
 
 def _write(tmp_path, tp_size: int = 16):
-    return write(tmp_path / "mh.yaml", experiment(EXPERIMENT, server={"tp_size": tp_size}), results_dir=tmp_path / "res")
+    return write(
+        tmp_path / "mh.yaml", experiment(EXPERIMENT, server={"tp_size": tp_size}), results_dir=tmp_path / "res"
+    )
 
 
 def test_point_spanning_two_hosts(tmp_path):

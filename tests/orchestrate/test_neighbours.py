@@ -21,17 +21,26 @@ PORT = 30500  # both sweeps' server.port; below the kernel's ephemeral range, so
 
 def _experiment(tmp_path, name: str):
     axes = {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [2]}}
-    exp = experiment(name="neighbours", server={"port": PORT}, grid={"axes": axes, "derived": DRAFT_TOKENS},
-                     dry_run={"hosts": 2, "fake_startup_speed": 30})  # ~13 s of startup: the sweeps' servers overlap
+    exp = experiment(
+        name="neighbours",
+        server={"port": PORT},
+        grid={"axes": axes, "derived": DRAFT_TOKENS},
+        dry_run={"hosts": 2, "fake_startup_speed": 30},
+    )  # ~13 s of startup: the sweeps' servers overlap
     return write(tmp_path / f"{name}.yaml", exp, results_dir=tmp_path / name)
 
 
 def test_two_dry_runs_at_once_on_one_machine(tmp_path):
     runs = {}
     for name in ("one", "two"):
-        runs[name] = subprocess.Popen([sys.executable, "-m", "sweep", str(_experiment(tmp_path, name)), "--dry-run"],
-                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      env={**os.environ})
+        runs[name] = subprocess.Popen(
+            [sys.executable, "-m", "sweep", str(_experiment(tmp_path, name)), "--dry-run"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ},
+        )
     out = {}
     try:
         for name, proc in runs.items():

@@ -35,17 +35,27 @@ def _experiment(tmp_path: Path, tokens: tuple[int, int] = (24, 160)) -> Path:
     """One server, two points on it (max_tokens is client-side): the second is slow enough
     (fake_speed, its tokens) that the driver is reliably caught between the two."""
     exp = experiment(
-        name="lost", server={"port": free_port()},
+        name="lost",
+        server={"port": free_port()},
         grid={"axes": {"max_tokens": {"key": "benchmark.concurrency.max_tokens", "values": list(tokens)}}},
-        benchmark={"single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16},
-                   "concurrency": {"levels": [1, 2], "rounds": 1, "max_tokens": 32}},
-        dry_run={"hosts": 1, "fake_speed": 2})
+        benchmark={
+            "single_stream": {"runs": 1, "warmup": 0, "max_tokens": 16},
+            "concurrency": {"levels": [1, 2], "rounds": 1, "max_tokens": 32},
+        },
+        dry_run={"hosts": 1, "fake_speed": 2},
+    )
     return write(tmp_path / "lost.yaml", exp, results_dir=tmp_path / "res")
 
 
 def _start(exp: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sweep", str(exp), "--dry-run"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep", str(exp), "--dry-run"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _points(res: Path) -> pl.DataFrame:
@@ -74,12 +84,14 @@ def test_a_second_sweep_into_a_held_directory_is_refused_and_the_first_runs_on(t
     res = tmp_path / "res"
     first = _start(exp)
     try:
+
         def held() -> bool:
             assert first.poll() is None, first.communicate()
             try:
                 return json.loads(lock_path(res).read_text() or "{}").get("pid") == first.pid
             except (OSError, ValueError):
                 return False
+
         wait_until(held, 60, "the first sweep holds the directory")
         second = run_sweep_cli(str(exp), "--dry-run", timeout=60)
         assert second.returncode == 5, second.stdout[-2000:] + second.stderr[-2000:]
@@ -106,9 +118,11 @@ def _stopped_between_the_two_points(tmp_path: Path, stop) -> tuple[Path, str, di
     res = tmp_path / "res"
     proc = _start(exp)
     try:
+
         def first_point() -> list[Path]:
             assert proc.poll() is None, proc.communicate()
             return list((res / "points").glob("*.parquet"))
+
         done = wait_until(first_point, 120, "the launch's first point recorded")
         stop(proc)
     finally:

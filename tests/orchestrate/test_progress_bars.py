@@ -6,14 +6,18 @@ from dataclasses import replace
 
 from rich.console import Console
 
+from sweep.core.events import PointProgress
 from sweep.orchestrate import progress as progress_mod
 from sweep.orchestrate.progress import SweepProgress
-from sweep.core.events import PointProgress
 from sweep.results.schema import ENGINE_COLUMNS
 
 LOAD = PointProgress("load", elapsed_s=130.2, progress="load 27/64 shards, 5.1 s/it, ETA 02:30", progress_kind="load")
-CAPTURE = PointProgress("capture", elapsed_s=200.0, progress_kind="capture",
-                        progress="capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45")
+CAPTURE = PointProgress(
+    "capture",
+    elapsed_s=200.0,
+    progress_kind="capture",
+    progress="capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45",
+)
 
 
 def test_detail_of_a_progress_event():
@@ -61,29 +65,47 @@ def test_a_reason_with_brackets_is_printed_as_it_is():
 
 def test_points_row_takes_progress_and_engine_timings():
     from sweep.core.record import Failure, PointResult
+    from sweep.experiment.plan import PlannedPoint
     from sweep.host.server import Startup
     from sweep.results.records import point_row
-    from sweep.experiment.plan import PlannedPoint
     from sweep.sglang.logs import engine_timings, parse_progress
 
     st = Startup()
     st.see("load_begin", 1.0)
     bar, _ = parse_progress("Loading safetensors checkpoint shards:  42% Completed | 27/64 [02:10<02:30, 5.1s/it]")
     st.see_progress(bar, 131.2)
-    st.engine = engine_timings("Engine startup timings (s): load_weight=0.08, kv_cache_allocation=0.53, "
-                               "scheduler_e2e=2.19, cuda_graph={prefill=0.00, decode=0.00, target_verify=0.00, "
-                               "draft_prefill=0.00, draft_decode=0.00, draft_extend=0.00}, tokenizer_e2e=20.51")
-    res = PointResult("p1", "gpu-1", "n", "failed", Failure("load", "hang"),
-                      phases=st.durations(), startup_progress=st.progress_records())
+    st.engine = engine_timings(
+        "Engine startup timings (s): load_weight=0.08, kv_cache_allocation=0.53, "
+        "scheduler_e2e=2.19, cuda_graph={prefill=0.00, decode=0.00, target_verify=0.00, "
+        "draft_prefill=0.00, draft_decode=0.00, draft_extend=0.00}, tokenizer_e2e=20.51"
+    )
+    res = PointResult(
+        "p1",
+        "gpu-1",
+        "n",
+        "failed",
+        Failure("load", "hang"),
+        phases=st.durations(),
+        startup_progress=st.progress_records(),
+    )
     pp = PlannedPoint("p1", "drafter=none", {"drafter": "none"}, {"drafter": "drafter"}, True, {}, {}, ["python"])
     t = point_row(pp, "exp", axes=["drafter"], argv=["python"], result=res, mode="dry-run", bench_scale={})
     (prog,) = t.column("startup_progress").to_pylist()[0]
-    assert prog == {"kind": "load", "desc": "Loading safetensors checkpoint shards", "n": 27, "total": 64,
-                    "elapsed_s": 130.0, "eta_s": 150.0, "rate": prog["rate"], "seen_s": 131.2,
-                    "summary": "load 27/64 shards, 5.1 s/it, ETA 02:30"}
+    assert prog == {
+        "kind": "load",
+        "desc": "Loading safetensors checkpoint shards",
+        "n": 27,
+        "total": 64,
+        "elapsed_s": 130.0,
+        "eta_s": 150.0,
+        "rate": prog["rate"],
+        "seen_s": 131.2,
+        "summary": "load 27/64 shards, 5.1 s/it, ETA 02:30",
+    }
     assert t.column("engine_load_weight_s").to_pylist() == [0.08]
     assert t.column("engine_tokenizer_e2e_s").to_pylist() == [20.51]
     assert t.column("load_s").to_pylist() == [None] and set(ENGINE_COLUMNS) <= set(t.column_names)
-    invalid = point_row(replace(pp, errors=["bad"]), "exp", axes=["drafter"], argv=[], result=None,
-                        mode="dry-run", bench_scale={})
+    invalid = point_row(
+        replace(pp, errors=["bad"]), "exp", axes=["drafter"], argv=[], result=None, mode="dry-run", bench_scale={}
+    )
     assert invalid.column("startup_progress").to_pylist() == [None]

@@ -20,7 +20,9 @@ def test_live_lines_show_labels_and_details_as_they_are():
 
 def test_a_pruned_point_is_neither_failed_nor_pending():
     buf = io.StringIO()
-    sp = SweepProgress(3, 1, Console(file=buf, width=300, force_terminal=False), estimates={"a": 60.0, "b": 60.0, "c": 60.0})
+    sp = SweepProgress(
+        3, 1, Console(file=buf, width=300, force_terminal=False), estimates={"a": 60.0, "b": 60.0, "c": 60.0}
+    )
     sp.point_finished("h", "a", "ok", 60.0)
     sp.point_finished(None, "b", "pruned", 0.0, "at best within noise of a")
     assert (sp.done, sp.failed, sp.pruned) == (1, 0, 1)

@@ -43,8 +43,9 @@ finally:
 
 
 def test_a_local_cluster_takes_no_fixed_port_and_leaves_the_address_file(tmp_path):
-    r = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=180,
-                       env={**os.environ})
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, timeout=180, env={**os.environ}
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     assert seen["listening"], "psutil saw none of the cluster's ports"

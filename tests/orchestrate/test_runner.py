@@ -1,21 +1,22 @@
 """Scheduling on a real local multi-node Ray cluster, with stand-ins of known duration for points."""
 
-
 import pytest
 
+from sweep.core.events import PointMeasured, PointStage
 from sweep.core.settings import BenchSettings
 from sweep.host.point import PointSpec, SubPoint
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner
-from sweep.core.events import PointMeasured, PointStage
 from tests.orchestrate.standins import shared_launch, timed_point
 
 pytestmark = pytest.mark.slow
 
 
 def specs(durations):
-    return [PointSpec("t", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8, BenchSettings())
-            for i, d in enumerate(durations)]
+    return [
+        PointSpec("t", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8, BenchSettings())
+        for i, d in enumerate(durations)
+    ]
 
 
 def runner(tmp_path, run_fn=timed_point, **kw):
@@ -49,8 +50,11 @@ def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
     def on_event(pid, host, ev):
         seen.append(PointStage.at(pid, "label", host, ev))
         if pid == "p0" and ev.stage == "load" and not victim:
-            node = next(n for n in sim_cluster.cluster.worker_nodes
-                        if n.node_id == next(h.node_id for h in hosts if h.name == host))
+            node = next(
+                n
+                for n in sim_cluster.cluster.worker_nodes
+                if n.node_id == next(h.node_id for h in hosts if h.name == host)
+            )
             victim["host"] = host
             sim_cluster.cluster.remove_node(node)
 
@@ -70,10 +74,18 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
     another host with the second point alone."""
     r, hosts = runner(tmp_path, run_fn=shared_launch, max_host_failures=1)
     started = tmp_path / "started"
-    launch = PointSpec("t", "q0", "q0:0.5", ["x"], {"port": 1},
-                       {"STANDIN_STARTED": str(started), "STANDIN_HOLD_S": "30"},  # q1 outlasts the host
-                       str(tmp_path / "logs" / "q0.log"), 8, BenchSettings(),
-                       subpoints=[SubPoint("q1", "q1:0.5", BenchSettings())])
+    launch = PointSpec(
+        "t",
+        "q0",
+        "q0:0.5",
+        ["x"],
+        {"port": 1},
+        {"STANDIN_STARTED": str(started), "STANDIN_HOLD_S": "30"},  # q1 outlasts the host
+        str(tmp_path / "logs" / "q0.log"),
+        8,
+        BenchSettings(),
+        subpoints=[SubPoint("q1", "q1:0.5", BenchSettings())],
+    )
     victim = {}
     measured: list[tuple[str, str, PointMeasured]] = []
     retries = []
@@ -82,8 +94,11 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
         if isinstance(ev, PointMeasured):
             measured.append((pid, host, ev))
             if pid == "q0" and not victim:  # q0 is measured, q1 runs: the host goes
-                node = next(n for n in sim_cluster.cluster.worker_nodes
-                            if n.node_id == next(h.node_id for h in hosts if h.name == host))
+                node = next(
+                    n
+                    for n in sim_cluster.cluster.worker_nodes
+                    if n.node_id == next(h.node_id for h in hosts if h.name == host)
+                )
                 victim["host"] = host
                 sim_cluster.cluster.remove_node(node)
         elif ev.stage == "retry":
@@ -91,8 +106,9 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
 
     outs = list(r.run([launch], on_event))
     assert victim, "the first point was never measured"
-    assert [(pid, host, ev.result.status, ev.result.attempts) for pid, host, ev in measured] == \
-        [("q0", victim["host"], "ok", 1)]  # once, from the lost host, before its loss
+    assert [(pid, host, ev.result.status, ev.result.attempts) for pid, host, ev in measured] == [
+        ("q0", victim["host"], "ok", 1)
+    ]  # once, from the lost host, before its loss
     assert retries == [("q1", 2)]
     [o] = outs
     # the launch run again: the second point alone, the first gone from it

@@ -27,11 +27,18 @@ SECRETS = (KEY, HF, MINE, AXIS)
 # the key as a flag, secrets in the env (one from the environment, one an axis's own), nothing else
 EXPERIMENT = experiment(
     name="secrets",
-    server={"flags": {"api-key": KEY, "enable-metrics": True},
-            "env": {"HF_TOKEN": HF, "MY_API_KEY": "${oc.env:SWEEP_E2E_KEY_SOURCE}", "NCCL_ALGO": "Ring"}},
+    server={
+        "flags": {"api-key": KEY, "enable-metrics": True},
+        "env": {"HF_TOKEN": HF, "MY_API_KEY": "${oc.env:SWEEP_E2E_KEY_SOURCE}", "NCCL_ALGO": "Ring"},
+    },
     grid={"axes": {"tokens": {"values": {"shared": {}, "own": {"env": {"HF_TOKEN": AXIS}}}}}},
-    benchmark={"server_metrics": True, "single_stream": {"max_tokens": 16}, "concurrency": {"levels": [1, 2], "max_tokens": 16}},
-    dry_run={"fake_speed": 20, "fake_startup_speed": 300, "min_max_tokens": 8})
+    benchmark={
+        "server_metrics": True,
+        "single_stream": {"max_tokens": 16},
+        "concurrency": {"levels": [1, 2], "max_tokens": 16},
+    },
+    dry_run={"fake_speed": 20, "fake_startup_speed": 300, "min_max_tokens": 8},
+)
 
 
 def all_text(directory: Path) -> dict[str, str]:

@@ -19,17 +19,30 @@ from tests.experiments import experiment as build
 
 pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # the scenario tier: python -m pytest -m scenario
 
+
 def experiment(tmp_path, port, speed=4, faults=True):
     """A baseline and one drafter at steps 1 and 2; with ``faults``, its steps-2 point also runs once
     with the fake dying in capture (without, the fault axis has its clean value only)."""
-    axes = {"drafter": DRAFTERS, "steps": {"flag": "speculative-num-steps", "values": [1, 2]},
-            "fault": FAULTS if faults else {"values": {"none": {}}}}
-    exp = build(name="e2e", server={"port": port, "flags": {"enable-metrics": True}},
-                grid={"axes": axes, "derived": DRAFT_TOKENS,
-                      "exclude": [{"drafter": "none", "fault": "oom"}, {"steps": "1", "fault": "oom"}] if faults else None},
-                benchmark={"server_metrics": True, "single_stream": {"runs": 2, "warmup": 1, "max_tokens": 48},
-                           "concurrency": {"levels": [1, 4, 8], "rounds": 2, "max_tokens": 48}},
-                dry_run={"hosts": 2, "fake_speed": speed})
+    axes = {
+        "drafter": DRAFTERS,
+        "steps": {"flag": "speculative-num-steps", "values": [1, 2]},
+        "fault": FAULTS if faults else {"values": {"none": {}}},
+    }
+    exp = build(
+        name="e2e",
+        server={"port": port, "flags": {"enable-metrics": True}},
+        grid={
+            "axes": axes,
+            "derived": DRAFT_TOKENS,
+            "exclude": [{"drafter": "none", "fault": "oom"}, {"steps": "1", "fault": "oom"}] if faults else None,
+        },
+        benchmark={
+            "server_metrics": True,
+            "single_stream": {"runs": 2, "warmup": 1, "max_tokens": 48},
+            "concurrency": {"levels": [1, 4, 8], "rounds": 2, "max_tokens": 48},
+        },
+        dry_run={"hosts": 2, "fake_speed": speed},
+    )
     return write(tmp_path / "e2e.yaml", exp, results_dir=tmp_path / "res")
 
 
@@ -77,13 +90,21 @@ def test_crash_recorded_rest_completes_then_resume(tmp_path):
     assert "1 to run" in retry.stdout
     after = points(tmp_path)
     assert after.height == 4
-    assert after.filter(pl.col("status") == "ok")["started_at"].sort().to_list() == \
-        pts.filter(pl.col("status") == "ok")["started_at"].sort().to_list()
+    assert (
+        after.filter(pl.col("status") == "ok")["started_at"].sort().to_list()
+        == pts.filter(pl.col("status") == "ok")["started_at"].sort().to_list()
+    )
 
 
 def _start_driver(exp: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sweep", str(exp), "--dry-run"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep", str(exp), "--dry-run"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for_first_point(tmp_path, proc, timeout=120):

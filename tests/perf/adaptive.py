@@ -42,12 +42,19 @@ def wide_experiment(path: Path) -> Path:
     """The reference with a third drafter and steps 1-7: 3 x 7 x 2 + 2 = 44 points."""
     exp = OmegaConf.load(REPO / "experiments" / "k26_eagle.yaml")
     drafters = exp.grid.axes.drafter["values"]
-    drafters["k26_mid"] = {"flags": {"speculative-algorithm": "EAGLE3", "speculative-eagle-topk": 1,
-                                     "speculative-draft-model-path": "/models/drafters/k26-eagle3-mid"}}
+    drafters["k26_mid"] = {
+        "flags": {
+            "speculative-algorithm": "EAGLE3",
+            "speculative-eagle-topk": 1,
+            "speculative-draft-model-path": "/models/drafters/k26-eagle3-mid",
+        }
+    }
     exp.grid.axes.steps["values"] = [1, 2, 3, 4, 5, 6, 7]
     exp.name = "k26_wide"
-    exp.dry_run.fake_args = ["--fake-accept-map", json.dumps({"k26-eagle3-100k": 0.75, "k26-eagle3-mid": 0.70,
-                                                              "k26-eagle3-public": 0.65})]
+    exp.dry_run.fake_args = [
+        "--fake-accept-map",
+        json.dumps({"k26-eagle3-100k": 0.75, "k26-eagle3-mid": 0.70, "k26-eagle3-public": 0.65}),
+    ]
     path.write_text(OmegaConf.to_yaml(exp, resolve=False))
     return path
 
@@ -55,10 +62,22 @@ def wide_experiment(path: Path) -> Path:
 def sweep(exp: Path, strategy: str, out: Path, tolerance: float) -> tuple[Path, float]:
     d = out / f"{exp.stem}-{strategy}"
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "sweep", str(exp), "--dry-run", f"results_dir={d}",
-                        f"search.strategy={strategy}", f"search.tolerance={tolerance}",
-                        "dry_run.hosts=3"],  # the issue's 3 hosts for every experiment (glm5's file says 2)
-                       cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            str(exp),
+            "--dry-run",
+            f"results_dir={d}",
+            f"search.strategy={strategy}",
+            f"search.tolerance={tolerance}",
+            "dry_run.hosts=3",
+        ],  # the issue's 3 hosts for every experiment (glm5's file says 2)
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     took = time.monotonic() - t0
     if r.returncode not in (0, 1):
         raise SystemExit(f"{exp.stem} {strategy}: exit {r.returncode}\n{r.stderr[-3000:]}")
@@ -78,8 +97,14 @@ def read(d: Path) -> dict:
     if best.height:
         picks[f"best at C={best['concurrency'][0]}"] = best["label"][0]
         picks[f"best at C={best['concurrency'][-1]}"] = best["label"][-1]
-    return {"ran": ran.height, "pruned": points.filter(pl.col("status") == "pruned").height,
-            "points": points.height, "span": span, "picks": picks, "findings": f}
+    return {
+        "ran": ran.height,
+        "pruned": points.filter(pl.col("status") == "pruned").height,
+        "points": points.height,
+        "span": span,
+        "picks": picks,
+        "findings": f,
+    }
 
 
 def noise_word(run: dict, key: str) -> tuple[str | None, bool | None]:
@@ -109,7 +134,10 @@ def gap(grid: dict, adaptive: dict, key: str, other: str | None) -> str:
     a, b = vals.get(grid["picks"][key]), vals.get(other)
     measured = f"the grid measured it {b / a - 1:+.1%} against its pick" if a and b else "not comparable"
     says = []
-    for who, run, pick, rival in (("grid", grid, grid["picks"][key], other), ("adaptive", adaptive, other, grid["picks"][key])):
+    for who, run, pick, rival in (
+        ("grid", grid, grid["picks"][key], other),
+        ("adaptive", adaptive, other, grid["picks"][key]),
+    ):
         runner, within = noise_word(run, key)
         if runner == rival and within:
             says.append(f"the {who} report says {pick} is within noise of {rival}")
@@ -124,17 +152,21 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="sweep-adaptive-"))
     out.mkdir(parents=True, exist_ok=True)
-    exps = {"reference": REPO / "experiments" / "k26_eagle.yaml",
-            "glm5": REPO / "experiments" / "glm5_eagle_tree.yaml",
-            "wide": wide_experiment(out / "k26_wide.yaml")}
+    exps = {
+        "reference": REPO / "experiments" / "k26_eagle.yaml",
+        "glm5": REPO / "experiments" / "glm5_eagle_tree.yaml",
+        "wide": wide_experiment(out / "k26_wide.yaml"),
+    }
     for name in args.only.split(","):
         exp = exps[name]
         (gd, gt), (ad, at) = sweep(exp, "grid", out, args.tolerance), sweep(exp, "adaptive", out, args.tolerance)
         g, a = read(gd), read(ad)
         print(f"\n== {name} ({exp.name}): {g['points']} points, 3 simulated hosts, tolerance {args.tolerance}")
         print(f"  benchmarked: grid {g['ran']}, adaptive {a['ran']} ({a['ran'] / g['ran']:.0%}); pruned {a['pruned']}")
-        print(f"  makespan:    grid {g['span']:.0f} s, adaptive {a['span']:.0f} s ({a['span'] / g['span']:.0%}); "
-              f"whole command {gt:.0f} s vs {at:.0f} s ({at / gt:.0%})")
+        print(
+            f"  makespan:    grid {g['span']:.0f} s, adaptive {a['span']:.0f} s ({a['span'] / g['span']:.0%}); "
+            f"whole command {gt:.0f} s vs {at:.0f} s ({at / gt:.0%})"
+        )
         for key, pick in g["picks"].items():
             mine = a["picks"].get(key)
             same = "same" if mine == pick else f"DIFFERS: {gap(g, a, key, mine)}"

@@ -52,8 +52,10 @@ sys.path.insert(0, str(REPO))
 
 RELEASE = Path(os.environ.get("SWEEP_SGLANG_RELEASE", Path.home() / ".cache" / "sweep-sglang-releases" / "v0.5.10"))
 TINY = Path(os.environ.get("SWEEP_TINY_MODELS", Path.home() / ".cache" / "sweep" / "tiny-models")) / "target"
-WORDS = ("the quick brown fox jumps over a lazy dog while seven bright stars shine above quiet hills and "
-         "rivers run toward distant seas carrying stories of old towns").split()
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven bright stars shine above quiet hills and "
+    "rivers run toward distant seas carrying stories of old towns"
+).split()
 
 
 def sharegpt_file(path: Path, n: int) -> Path:
@@ -62,8 +64,15 @@ def sharegpt_file(path: Path, n: int) -> Path:
     for i in range(n):
         k = 8 + (i * 7) % 33
         text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(k))
-        rows.append({"id": f"c{i}", "conversations": [{"from": "human", "value": f"Question {i}: {text}?"},
-                                                      {"from": "gpt", "value": "An answer. " * 4}]})
+        rows.append(
+            {
+                "id": f"c{i}",
+                "conversations": [
+                    {"from": "human", "value": f"Question {i}: {text}?"},
+                    {"from": "gpt", "value": "An answer. " * 4},
+                ],
+            }
+        )
     path.write_text(json.dumps(rows))
     return path
 
@@ -77,39 +86,103 @@ def flush(url: str) -> None:
 
 def run_bench_serving(url: str, data: Path, a, out: Path) -> dict:
     flush(url)
-    cmd = [str(RELEASE / "bin" / "python"), "-m", "sglang.bench_serving", "--backend", "sglang", "--base-url", url,
-           "--dataset-name", "sharegpt", "--dataset-path", str(data), "--num-prompts", str(a.requests),
-           "--sharegpt-output-len", str(a.out_len), "--request-rate", str(a.rate), "--seed", str(a.seed),
-           "--tokenizer", str(TINY), "--model", str(TINY), "--output-file", str(out), "--disable-tqdm",
-           "--warmup-requests", "1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd="/",
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    cmd = [
+        str(RELEASE / "bin" / "python"),
+        "-m",
+        "sglang.bench_serving",
+        "--backend",
+        "sglang",
+        "--base-url",
+        url,
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(data),
+        "--num-prompts",
+        str(a.requests),
+        "--sharegpt-output-len",
+        str(a.out_len),
+        "--request-rate",
+        str(a.rate),
+        "--seed",
+        str(a.seed),
+        "--tokenizer",
+        str(TINY),
+        "--model",
+        str(TINY),
+        "--output-file",
+        str(out),
+        "--disable-tqdm",
+        "--warmup-requests",
+        "1",
+    ]
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd="/",
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
     if proc.returncode != 0 or not out.exists():
         raise SystemExit(f"bench_serving failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     rec = json.loads(out.read_text().strip().splitlines()[-1])
-    return {"completed": rec["completed"], "output_throughput": rec["output_throughput"],
-            "mean_ttft_ms": rec["mean_ttft_ms"], "median_ttft_ms": rec["median_ttft_ms"], "duration_s": rec["duration"],
-            "mean_text_ttft_ms": rec["mean_ttft_ms"],  # its TTFT is the first chunk with text already
-            "output_tokens": rec.get("total_output_tokens")}
+    return {
+        "completed": rec["completed"],
+        "output_throughput": rec["output_throughput"],
+        "mean_ttft_ms": rec["mean_ttft_ms"],
+        "median_ttft_ms": rec["median_ttft_ms"],
+        "duration_s": rec["duration"],
+        "mean_text_ttft_ms": rec["mean_ttft_ms"],  # its TTFT is the first chunk with text already
+        "output_tokens": rec.get("total_output_tokens"),
+    }
 
 
 def run_sweep_bench(url: str, data: Path, a, out: Path) -> dict:
     flush(url)
-    cmd = [sys.executable, "-m", "sweep", "bench", "--url", url, "--workload", f"sharegpt:{data}", "--runs", "0",
-           "--levels", "none", "--rates", str(a.rate), "--rate-requests", str(a.requests), "--max-tokens",
-           str(a.out_len), "--seed", str(a.seed), "--out", str(out), "--quiet"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "bench",
+        "--url",
+        url,
+        "--workload",
+        f"sharegpt:{data}",
+        "--runs",
+        "0",
+        "--levels",
+        "none",
+        "--rates",
+        str(a.rate),
+        "--rate-requests",
+        str(a.requests),
+        "--max-tokens",
+        str(a.out_len),
+        "--seed",
+        str(a.seed),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=1800, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     if proc.returncode not in (0, 1):
         raise SystemExit(f"sweep bench failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     level = pl.read_parquet(out / "levels.parquet").row(0, named=True)
     req = pl.read_parquet(out / "requests.parquet").filter(pl.col("ok"))
-    return {"completed": level["ok"], "output_throughput": level["output_throughput"],
-            "mean_ttft_ms": req["ttft_s"].mean() * 1000, "median_ttft_ms": req["ttft_s"].median() * 1000,
-            # bench_serving's definition: the first chunk with text
-            "mean_text_ttft_ms": req["first_text_s"].mean() * 1000,
-            "duration_s": level["wall_s"],
-            "output_tokens": int(req["completion_tokens"].sum()), "kept_up": level["kept_up"]}
+    return {
+        "completed": level["ok"],
+        "output_throughput": level["output_throughput"],
+        "mean_ttft_ms": req["ttft_s"].mean() * 1000,
+        "median_ttft_ms": req["ttft_s"].median() * 1000,
+        # bench_serving's definition: the first chunk with text
+        "mean_text_ttft_ms": req["first_text_s"].mean() * 1000,
+        "duration_s": level["wall_s"],
+        "output_tokens": int(req["completion_tokens"].sum()),
+        "kept_up": level["kept_up"],
+    }
 
 
 def compare(name: str, url: str, data: Path, a, work: Path) -> None:
@@ -121,20 +194,26 @@ def compare(name: str, url: str, data: Path, a, work: Path) -> None:
     else:
         theirs = run_bench_serving(url, data, a, work / f"{name}-bench_serving.jsonl")
         ours = run_sweep_bench(url, data, a, work / f"{name}-sweep")
-    print(f"\n{name}: {'sweep bench ran first' if a.sweep_first else 'bench_serving ran first'}"
-          f"{', after a warm-up pass over the file' if a.warm else ''}")
+    print(
+        f"\n{name}: {'sweep bench ran first' if a.sweep_first else 'bench_serving ran first'}"
+        f"{', after a warm-up pass over the file' if a.warm else ''}"
+    )
     print(f"\n{name}: {a.requests} requests, Poisson {a.rate:g} req/s, seed {a.seed}, {a.out_len} output tokens")
     print(f"{'':28}{'bench_serving':>15}{'sweep bench':>15}{'sweep/theirs':>14}")
-    for key, label, fmt in (("completed", "completed requests", "{:.0f}"),
-                            ("output_throughput", "output throughput tok/s", "{:.2f}"),
-                            ("mean_ttft_ms", "mean TTFT ms", "{:.2f}"),
-                            ("mean_text_ttft_ms", "mean TTFT ms, first text", "{:.2f}"),
-                            ("median_ttft_ms", "median TTFT ms", "{:.2f}"),
-                            ("duration_s", "duration s (span of arrivals", "{:.3f}"),
-                            ("output_tokens", "output tokens", "{:.0f}")):
+    for key, label, fmt in (
+        ("completed", "completed requests", "{:.0f}"),
+        ("output_throughput", "output throughput tok/s", "{:.2f}"),
+        ("mean_ttft_ms", "mean TTFT ms", "{:.2f}"),
+        ("mean_text_ttft_ms", "mean TTFT ms, first text", "{:.2f}"),
+        ("median_ttft_ms", "median TTFT ms", "{:.2f}"),
+        ("duration_s", "duration s (span of arrivals", "{:.3f}"),
+        ("output_tokens", "output tokens", "{:.0f}"),
+    ):
         t, o = theirs[key], ours[key]
         ratio = f"{o / t:.3f}" if t else "-"
-        print(f"{label + (' + drain)' if key == 'duration_s' else ''):28}{fmt.format(t):>15}{fmt.format(o):>15}{ratio:>14}")
+        print(
+            f"{label + (' + drain)' if key == 'duration_s' else ''):28}{fmt.format(t):>15}{fmt.format(o):>15}{ratio:>14}"
+        )
     print(f"sweep bench judged the level kept up: {ours['kept_up']}")
 
 

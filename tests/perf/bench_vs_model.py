@@ -22,8 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from sweep.bench.runner import run  # noqa: E402
 from tests.bench.bench_fake_server import start_fake  # noqa: E402
-from tests.bench.test_bench_fake import (  # noqa: E402
-    SPEC_ARGS, level_expected, settings, single_stream_expected)
+from tests.bench.test_bench_fake import SPEC_ARGS, level_expected, settings, single_stream_expected  # noqa: E402
 
 
 def main() -> None:
@@ -39,16 +38,31 @@ def main() -> None:
                 result = run(server.url, settings())
                 ss = result.single_stream.to_pylist()
                 tok_s, decode = single_stream_expected(ss)
-                measured_decode = (sum(r["completion_tokens"] - 1 for r in ss)
-                                   / sum(r["latency_s"] - r["ttft_s"] for r in ss))
-                rows = [("single stream tok/s", tok_s, result.single_summary["tok_per_s"]),
-                        ("single stream decode tok/s", decode, measured_decode)]
+                measured_decode = sum(r["completion_tokens"] - 1 for r in ss) / sum(
+                    r["latency_s"] - r["ttft_s"] for r in ss
+                )
+                rows = [
+                    ("single stream tok/s", tok_s, result.single_summary["tok_per_s"]),
+                    ("single stream decode tok/s", decode, measured_decode),
+                ]
                 req = result.requests.to_pylist()
                 levels = result.levels.to_pylist()
-                rows += [(f"C={lv['concurrency']} output tok/s", level_expected(req, lv["concurrency"]),
-                          lv["output_throughput"]) for lv in levels]
-                rows += [(f"C={lv['concurrency']} achieved concurrency", float(lv["concurrency"]),
-                          lv["achieved_concurrency"]) for lv in levels]
+                rows += [
+                    (
+                        f"C={lv['concurrency']} output tok/s",
+                        level_expected(req, lv["concurrency"]),
+                        lv["output_throughput"],
+                    )
+                    for lv in levels
+                ]
+                rows += [
+                    (
+                        f"C={lv['concurrency']} achieved concurrency",
+                        float(lv["concurrency"]),
+                        lv["achieved_concurrency"],
+                    )
+                    for lv in levels
+                ]
                 for name, model_value, measured in rows:
                     print(f"{i:>3}  {name:<28} {model_value:>10.1f} {measured:>10.1f} {measured / model_value:>6.3f}")
         finally:

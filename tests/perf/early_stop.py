@@ -41,26 +41,45 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.bench.bench_fake_server import start_fake  # noqa: E402
-
 from sweep.bench.runner import run  # noqa: E402
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings  # noqa: E402
+from tests.bench.bench_fake_server import start_fake  # noqa: E402
 
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
-TUNED_ENV = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_MAX_NCHANNELS": "16",
-             "NCCL_BUFFSIZE": "16777216", "NCCL_NTHREADS": "512"}
+TUNED_ENV = {
+    "NCCL_PROTO": "LL",
+    "NCCL_ALGO": "Ring",
+    "NCCL_P2P_LEVEL": "SYS",
+    "NCCL_MAX_NCHANNELS": "16",
+    "NCCL_BUFFSIZE": "16777216",
+    "NCCL_NTHREADS": "512",
+}
 COMMON = ("--max-running-requests", "256", "--enable-metrics", "--stream-interval", "2")
 CONFIGS = {
     "baseline": COMMON,
-    "eagle3 steps=3": COMMON + ("--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "fake/d",
-                                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                                "--speculative-num-draft-tokens", "4", "--fake-accept-rate", "0.75"),
+    "eagle3 steps=3": COMMON
+    + (
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "fake/d",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--fake-accept-rate",
+        "0.75",
+    ),
 }
 
 
 def settings(opts, stop: StopSettings | None) -> BenchSettings:
-    return BenchSettings(single_stream=SingleStreamSettings(runs=5, warmup=2, max_tokens=opts.single_tokens),
-                         concurrency=ConcurrencySettings(levels=LEVELS, rounds=2, max_tokens=opts.max_tokens, stop=stop))
+    return BenchSettings(
+        single_stream=SingleStreamSettings(runs=5, warmup=2, max_tokens=opts.single_tokens),
+        concurrency=ConcurrencySettings(levels=LEVELS, rounds=2, max_tokens=opts.max_tokens, stop=stop),
+    )
 
 
 def timed(url: str, s: BenchSettings) -> tuple[float, list[dict]]:
@@ -87,10 +106,13 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the finally below kills the fake
     stop = StopSettings(precision=opts.precision, confidence=opts.confidence, min_requests=opts.min_requests)
     log_dir = Path(tempfile.mkdtemp(prefix="early-stop-"))
-    print(f"early stop vs fixed rounds: fake at speed {opts.speed:g}, levels {LEVELS}, 2 rounds of "
-          f"{opts.max_tokens} tokens, single stream 2 + 5 runs of {opts.single_tokens} tokens; stop rule "
-          f"+-{opts.precision:.0%} at {opts.confidence:.0%}, min_requests {opts.min_requests or 'C (>= 2)'}"
-          f" (server logs in {log_dir})", flush=True)
+    print(
+        f"early stop vs fixed rounds: fake at speed {opts.speed:g}, levels {LEVELS}, 2 rounds of "
+        f"{opts.max_tokens} tokens, single stream 2 + 5 runs of {opts.single_tokens} tokens; stop rule "
+        f"+-{opts.precision:.0%} at {opts.confidence:.0%}, min_requests {opts.min_requests or 'C (>= 2)'}"
+        f" (server logs in {log_dir})",
+        flush=True,
+    )
     totals = {"fixed": 0.0, "stop": 0.0}
     worst = 0.0
     os.environ.update(TUNED_ENV)
@@ -104,26 +126,34 @@ def main() -> None:
         (t_fixed, fixed), (t_stop, stopped) = measured["fixed"], measured["stop"]
         totals["fixed"] += t_fixed
         totals["stop"] += t_stop
-        print(f"\n{name}: benchmark {t_fixed:.1f} s fixed, {t_stop:.1f} s with the stop rule "
-              f"({(1 - t_stop / t_fixed) * 100:.0f}% less)"
-              + (f"; fixed again {measured['fixed again'][0]:.1f} s" if opts.repeat else ""))
-        print(f"{'C':>5} {'sent':>9} {'stopped':>8} {'precision':>9} {'fixed tok/s':>12} {'stop tok/s':>11} {'diff':>7}"
-              + (f" {'fixed again':>12} {'diff':>7}" if opts.repeat else ""))
+        print(
+            f"\n{name}: benchmark {t_fixed:.1f} s fixed, {t_stop:.1f} s with the stop rule "
+            f"({(1 - t_stop / t_fixed) * 100:.0f}% less)"
+            + (f"; fixed again {measured['fixed again'][0]:.1f} s" if opts.repeat else "")
+        )
+        print(
+            f"{'C':>5} {'sent':>9} {'stopped':>8} {'precision':>9} {'fixed tok/s':>12} {'stop tok/s':>11} {'diff':>7}"
+            + (f" {'fixed again':>12} {'diff':>7}" if opts.repeat else "")
+        )
         again = measured["fixed again"][1] if opts.repeat else [None] * len(fixed)
         for f, s, a in zip(fixed, stopped, again):
             hw = s["throughput_precision"]
             d = s["output_throughput"] / f["output_throughput"] - 1
             worst = max(worst, abs(d))
-            line = (f"{f['concurrency']:>5} {s['requests']:>4}/{s['planned_requests']:<4} "
-                    f"{'yes' if s['stopped_early'] else 'no':>8} {'-' if hw is None else f'{hw:.1%}':>9} "
-                    f"{f['output_throughput']:>12,.0f} {s['output_throughput']:>11,.0f} {d * 100:>+6.1f}%")
+            line = (
+                f"{f['concurrency']:>5} {s['requests']:>4}/{s['planned_requests']:<4} "
+                f"{'yes' if s['stopped_early'] else 'no':>8} {'-' if hw is None else f'{hw:.1%}':>9} "
+                f"{f['output_throughput']:>12,.0f} {s['output_throughput']:>11,.0f} {d * 100:>+6.1f}%"
+            )
             if a is not None:
                 line += f" {a['output_throughput']:>12,.0f} {pct(a['output_throughput'], f['output_throughput']):>7}"
             print(line, flush=True)
     saving = 1 - totals["stop"] / totals["fixed"]
-    print(f"\nall configurations: {totals['fixed']:.1f} s fixed, {totals['stop']:.1f} s with the stop rule: "
-          f"{saving:.0%} less benchmark time; largest level throughput difference {worst:.1%} "
-          f"(target: at least 40% less, at most 2%)")
+    print(
+        f"\nall configurations: {totals['fixed']:.1f} s fixed, {totals['stop']:.1f} s with the stop rule: "
+        f"{saving:.0%} less benchmark time; largest level throughput difference {worst:.1%} "
+        f"(target: at least 40% less, at most 2%)"
+    )
 
 
 if __name__ == "__main__":

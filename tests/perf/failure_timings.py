@@ -39,20 +39,28 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings  # noqa: E402
 from sweep.experiment.config import ReapConfig, Timeouts  # noqa: E402
 from sweep.fake.server import CRASH_DIAGNOSTICS_S  # noqa: E402
 from sweep.host import reaper  # noqa: E402
 from sweep.host.gpu import FakeGpus  # noqa: E402
 from sweep.host.point import HostContext, PointSpec, run_point  # noqa: E402
-from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
-SPEC_FLAGS = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/drafters/d",
-              "speculative-num-steps": 2, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}
-TINY = BenchSettings(prompts="coding", server_metrics=False,
-                     single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
-                     concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8))
+SPEC_FLAGS = {
+    "speculative-algorithm": "EAGLE3",
+    "speculative-draft-model-path": "/drafters/d",
+    "speculative-num-steps": 2,
+    "speculative-eagle-topk": 1,
+    "speculative-num-draft-tokens": 3,
+}
+TINY = BenchSettings(
+    prompts="coding",
+    server_metrics=False,
+    single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
+    concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8),
+)
 SWEEP = f"perf-failures-{uuid.uuid4().hex[:6]}"
 STALL_S = 1.5
 
@@ -61,10 +69,21 @@ def spec(tmp: Path, *extra: str, flags: dict | None = None, stall_s: float = 20.
     """A point of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options."""
     flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
     log = tmp / f"{uuid.uuid4().hex[:8]}.log"
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", FAKE, flags, {}, str(log), 2, TINY,
-                     Timeouts(stall_s=stall_s, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=2),
-                     ReapConfig(wait_s=5), real_paths=False,
-                     launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400", *extra])
+    return PointSpec(
+        SWEEP,
+        "p" + uuid.uuid4().hex[:8],
+        "label",
+        FAKE,
+        flags,
+        {},
+        str(log),
+        2,
+        TINY,
+        Timeouts(stall_s=stall_s, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=2),
+        ReapConfig(wait_s=5),
+        real_paths=False,
+        launcher_args=["--fake-speed", "20", "--fake-startup-speed", "400", *extra],
+    )
 
 
 def timed_point(s: PointSpec, host: HostContext) -> tuple[float, dict[str, float], object]:
@@ -89,8 +108,11 @@ def host_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
 
     missing = []
     for _ in range(repeat):
-        s = replace(spec(tmp, flags=SPEC_FLAGS), real_paths=True,
-                    paths={"model_path": str(tmp), "draft model path": "/nope/drafter"})
+        s = replace(
+            spec(tmp, flags=SPEC_FLAGS),
+            real_paths=True,
+            paths={"model_path": str(tmp), "draft model path": "/nope/drafter"},
+        )
         took, _, r = timed_point(s, host)
         assert r.failure_phase == "preflight", r.failure_reason
         missing.append(took)
@@ -120,8 +142,9 @@ def host_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
         _, stages, r = timed_point(s, host)
         assert r.failure_reason.startswith("hang: no log output"), r.failure_reason
         hung.append(stages["stop"] - os.path.getmtime(s.log_path))
-    rows.append(("hung server: last log write -> stop", figure(hung),
-                 f"stall_s {STALL_S} s + a poll (capture_s: 30 s)"))
+    rows.append(
+        ("hung server: last log write -> stop", figure(hung), f"stall_s {STALL_S} s + a poll (capture_s: 30 s)")
+    )
 
     left = reaper.marked(reaper.Marker(SWEEP, host.name))
     for p in left:
@@ -133,9 +156,15 @@ def fake(tmp: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     log = tmp / f"fake-{uuid.uuid4().hex[:8]}.log"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([*FAKE, "--model-path", "/models/m", "--port", str(free_port()), "--fake-speed", "50",
-                                 *args], cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [*FAKE, "--model-path", "/models/m", "--port", str(free_port()), "--fake-speed", "50", *args],
+            cwd=REPO,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return proc, log
 
 
@@ -178,9 +207,13 @@ def fake_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
             sigterm.append(time.monotonic() - t0)
         finally:
             kill_group(proc)
-    scaled = f">= {CRASH_DIAGNOSTICS_S:g} s / {speed:g} = {CRASH_DIAGNOSTICS_S / speed:.2f} s, < {CRASH_DIAGNOSTICS_S:g} s"
-    return [("fake: rank fails at load, SIGQUIT -> launcher gone", figure(sigquit), "a fraction of a second"),
-            (f"fake: SIGTERM to the group -> exit, startup speed {speed:g}", figure(sigterm), scaled)]
+    scaled = (
+        f">= {CRASH_DIAGNOSTICS_S:g} s / {speed:g} = {CRASH_DIAGNOSTICS_S / speed:.2f} s, < {CRASH_DIAGNOSTICS_S:g} s"
+    )
+    return [
+        ("fake: rank fails at load, SIGQUIT -> launcher gone", figure(sigquit), "a fraction of a second"),
+        (f"fake: SIGTERM to the group -> exit, startup speed {speed:g}", figure(sigterm), scaled),
+    ]
 
 
 def drafter_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
@@ -192,8 +225,13 @@ def drafter_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
     for name, m in MISTAKES.items():
         folder = build(tmp / "drafters" / name, m)
         seconds += [dr.check(target, folder, m.algorithm).seconds for _ in range(repeat)]
-    return [(f"drafter check, {len(MISTAKES)} mistakes (its own timing)", figure(seconds, "ms", 1000),
-             "milliseconds: headers only")]
+    return [
+        (
+            f"drafter check, {len(MISTAKES)} mistakes (its own timing)",
+            figure(seconds, "ms", 1000),
+            "milliseconds: headers only",
+        )
+    ]
 
 
 def main() -> None:

@@ -41,11 +41,32 @@ sys.path.insert(0, str(REPO))
 from sweep.fake import model  # noqa: E402
 
 TUNED = dict(model.TUNED_NCCL)
-EAGLE3_2 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/kimi-eagle3",
-            "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
-EAGLE3_TREE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/kimi-eagle3",
-               "--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16",
-               "--max-running-requests", "256"]  # uncapped, as the experiments run it
+EAGLE3_2 = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/kimi-eagle3",
+    "--speculative-num-steps",
+    "2",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "3",
+]
+EAGLE3_TREE = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "/models/kimi-eagle3",
+    "--speculative-num-steps",
+    "5",
+    "--speculative-eagle-topk",
+    "4",
+    "--speculative-num-draft-tokens",
+    "16",
+    "--max-running-requests",
+    "256",
+]  # uncapped, as the experiments run it
 PROMPT = "Write a Python function that merges two sorted lists into one sorted list, with tests. " * 9
 
 
@@ -64,8 +85,22 @@ class Server:
         env.update(nccl or {})
         env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
         self.log_path = log_dir / f"fake-{self.port}.log"
-        argv = [sys.executable, "-m", "sweep.fake", "--model-path", "/models/Kimi-K2-Instruct", "--tp-size", "8",
-                "--port", str(self.port), "--fake-speed", str(speed), "--fake-startup-speed", "3000", *flags]
+        argv = [
+            sys.executable,
+            "-m",
+            "sweep.fake",
+            "--model-path",
+            "/models/Kimi-K2-Instruct",
+            "--tp-size",
+            "8",
+            "--port",
+            str(self.port),
+            "--fake-speed",
+            str(speed),
+            "--fake-startup-speed",
+            "3000",
+            *flags,
+        ]
         with open(self.log_path, "wb") as fh:
             self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
 
@@ -108,8 +143,11 @@ class Result:
 
 
 async def stream_one(session: aiohttp.ClientSession, url: str, max_tokens: int, i: int) -> Result:
-    payload = {"text": f"[{i}] {PROMPT}", "stream": True,
-               "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True, "temperature": 0}}
+    payload = {
+        "text": f"[{i}] {PROMPT}",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True, "temperature": 0},
+    }
     t0 = time.perf_counter()
     ttft = None
     last: dict = {}
@@ -144,6 +182,7 @@ async def closed_loop(url: str, concurrency: int, requests: int, max_tokens: int
     results: list[Result] = []
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=3600)) as session:
+
         async def worker() -> None:
             for i in counter:
                 results.append(await stream_one(session, url, max_tokens, i))
@@ -174,14 +213,18 @@ def main() -> None:
     chain = model.Spec(2, 1, 3)
     log_dir = Path(tempfile.mkdtemp(prefix="fake-calibration-"))
     print(f"fake SGLang calibration (server logs in {log_dir})")
-    print(f"the model claims each figure within {model.CALIBRATION_TOLERANCE:.0%} of its target "
-          "(sweep.fake.model.CALIBRATION_TOLERANCE); ! marks one outside it\n")
+    print(
+        f"the model claims each figure within {model.CALIBRATION_TOLERANCE:.0%} of its target "
+        "(sweep.fake.model.CALIBRATION_TOLERANCE); ! marks one outside it\n"
+    )
     print(f"{'figure':<44} {'target':>7} {'model@1x':>9} {'vs tgt':>8} {'measured':>8}   how measured")
     lines = []
 
-    singles = [("baseline, single stream, tuned NCCL", 89, [], TUNED, None),
-               ("baseline, single stream, default NCCL", 63, [], {}, None),
-               ("EAGLE-3 2 steps topk 1, single stream, tuned", 94, EAGLE3_2, TUNED, chain)]
+    singles = [
+        ("baseline, single stream, tuned NCCL", 89, [], TUNED, None),
+        ("baseline, single stream, default NCCL", 63, [], {}, None),
+        ("EAGLE-3 2 steps topk 1, single stream, tuned", 94, EAGLE3_2, TUNED, chain),
+    ]
     for name, target, flags, nccl, spec in singles:
         with Server(flags, 1.0, nccl, log_dir) as server:
             rate, _ = asyncio.run(single_stream(server.url, opts.single_tokens, opts.single_runs))
@@ -190,16 +233,20 @@ def main() -> None:
         print(lines[-1], flush=True)
 
     s, n, c = opts.c250_speed, opts.c250_tokens, opts.c250_requests
-    loops = [("baseline, C=250, 512 tokens, tuned NCCL", 770, [], None, None),
-             ("EAGLE-3 5 steps topk 4 16 draft, C=250, 512", 350, EAGLE3_TREE, tree, 256)]
+    loops = [
+        ("baseline, C=250, 512 tokens, tuned NCCL", 770, [], None, None),
+        ("EAGLE-3 5 steps topk 4 16 draft, C=250, 512", 350, EAGLE3_TREE, tree, 256),
+    ]
     for name, target, flags, spec, cap in loops:
         with Server(flags, s, TUNED, log_dir) as server:
             tput, wall, prompt = asyncio.run(closed_loop(server.url, 250, c, n))
         scaled = tput / s
         short_model = model.closed_loop_run(c, 250, n, spec, TUNED, cap, prompt_tokens=prompt).throughput_tok_s
         model_512 = model.closed_loop_throughput_tok_s(250, 512, spec, TUNED, cap, prompt_tokens=prompt)
-        how = (f"model for 512 tok; measured: {c} x {n}-tok streams at speed {s:g} ({wall:.1f} s), /{s:g} "
-               f"= {scaled:.1f} vs model {short_model:.1f} for that run ({(scaled / short_model - 1) * 100:+.1f}%)")
+        how = (
+            f"model for 512 tok; measured: {c} x {n}-tok streams at speed {s:g} ({wall:.1f} s), /{s:g} "
+            f"= {scaled:.1f} vs model {short_model:.1f} for that run ({(scaled / short_model - 1) * 100:+.1f}%)"
+        )
         lines.append(row(name, target, model_512, scaled, how))
         print(lines[-1], flush=True)
 

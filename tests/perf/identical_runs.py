@@ -38,7 +38,8 @@ def run(tmp: Path, name: str) -> sweep.SweepResult:
         server={"port": free_port()},
         grid={"axes": {"twin": TWINS}},
         benchmark={"single_stream": {"runs": 2}, "concurrency": {"levels": [1, 2, 4, 8, 16], "rounds": 1}},
-        dry_run={"hosts": 2})
+        dry_run={"hosts": 2},
+    )
     path = write(tmp / f"{name}.yaml", exp, results_dir=tmp / f"twins-{name}-{os.getpid()}")
     result = sweep.run(path, mode="dry-run", progress=False)
     assert result.ok, [(p.label, p.failure_reason) for p in result.failed]
@@ -61,8 +62,9 @@ def pair(tmp: Path, i: int) -> bool:
     ok = True
     for name in ("per_user", "loose"):
         a, b = lines[0].get(name, ""), lines[1].get(name, "")
-        pick_a, pick_b = (line.split(": deploy ")[1].split(" ")[0].rstrip(",") if ": deploy " in line else None
-                          for line in (a, b))
+        pick_a, pick_b = (
+            line.split(": deploy ")[1].split(" ")[0].rstrip(",") if ": deploy " in line else None for line in (a, b)
+        )
         holds = pick_a == pick_b or ("is within noise of" in a and "is within noise of" in b)
         ok &= holds
         print(f"pair {i} {name}: {'holds' if holds else 'DOES NOT HOLD'}\n  first:  {a}\n  second: {b}")

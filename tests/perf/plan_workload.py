@@ -37,8 +37,10 @@ def sharegpt(path: Path, mb: float, seed: int = 0) -> int:
     while size < mb * 1e6:
         conv = []
         for _ in range(rng.randint(1, 4)):
-            conv += [{"from": "human", "value": text(rng.randint(5, 120))},
-                     {"from": "gpt", "value": text(rng.randint(20, 300))}]
+            conv += [
+                {"from": "human", "value": text(rng.randint(5, 120))},
+                {"from": "gpt", "value": text(rng.randint(20, 300))},
+            ]
         records.append({"id": f"c{len(records)}", "conversations": conv})
         size += len(json.dumps(records[-1])) + 10
     path.write_text(json.dumps(records, indent=2))
@@ -49,8 +51,10 @@ def experiment(tmp: Path, data: Path) -> Path:
     """The reference experiment with ``data`` as its workload and a two-value workload axis."""
     text = (ROOT / "experiments" / "k26_eagle.yaml").read_text()
     exp = tmp / f"exp-{data.stem}.yaml"
-    axis = (f"    workload:\n      values:\n        chat: {{benchmark: {{workload: \"sharegpt:{data}\", api: chat}}}}\n"
-            f"        multi: {{benchmark: {{workload: {{kind: sharegpt, path: \"{data}\", multiturn: true}}}}}}\n")
+    axis = (
+        f'    workload:\n      values:\n        chat: {{benchmark: {{workload: "sharegpt:{data}", api: chat}}}}\n'
+        f'        multi: {{benchmark: {{workload: {{kind: sharegpt, path: "{data}", multiturn: true}}}}}}\n'
+    )
     exp.write_text(text.replace("  zip:", axis + "  zip:", 1) + f"results_dir: {tmp / ('res-' + data.stem)}\n")
     return exp
 
@@ -59,8 +63,12 @@ def plan_seconds(exp: Path, data: Path, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "sweep", str(exp), "--plan", f"benchmark.workload=sharegpt:{data}"],
-                           cwd=ROOT, capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "sweep", str(exp), "--plan", f"benchmark.workload=sharegpt:{data}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         best = min(best, time.perf_counter() - t0)
         if r.returncode != 0:
             raise SystemExit(f"--plan failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
@@ -80,8 +88,10 @@ def main() -> None:
             data = tmp / f"sharegpt-{name}.json"
             n = sharegpt(data, mb)
             secs = plan_seconds(experiment(tmp, data), data, a.repeat)
-            print(f"{name:5s} {data.stat().st_size / 1e6:6.1f} MB {n:6d} conversations: --plan {secs:5.2f} s "
-                  f"(best of {a.repeat})")
+            print(
+                f"{name:5s} {data.stat().st_size / 1e6:6.1f} MB {n:6d} conversations: --plan {secs:5.2f} s "
+                f"(best of {a.repeat})"
+            )
     finally:
         if a.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -45,11 +45,25 @@ def main() -> int:
     ap.add_argument("--keep", help="the results directory to write (default: a temporary one)")
     args = ap.parse_args()
     out = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="policy-real-"))
-    cmd = [sys.executable, "-m", "sweep", "experiments/cpu_tiny_spec.yaml", "--local",
-           "--only", "drafter=none*", "--only", "drafter=eagle3,spec=steps*", "--only", "*spec=adaptive*",
-           f"benchmark.concurrency.levels=[{args.levels}]",
-           # the experiment's levels (1 round of 32 tokens) last 40-300 ms on this model: noise, not figures
-           "benchmark.concurrency.rounds=4", "benchmark.concurrency.max_tokens=64", "policy.confirm=true", f"results_dir={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweep",
+        "experiments/cpu_tiny_spec.yaml",
+        "--local",
+        "--only",
+        "drafter=none*",
+        "--only",
+        "drafter=eagle3,spec=steps*",
+        "--only",
+        "*spec=adaptive*",
+        f"benchmark.concurrency.levels=[{args.levels}]",
+        # the experiment's levels (1 round of 32 tokens) last 40-300 ms on this model: noise, not figures
+        "benchmark.concurrency.rounds=4",
+        "benchmark.concurrency.max_tokens=64",
+        "policy.confirm=true",
+        f"results_dir={out}",
+    ]
     print("$", " ".join(cmd), flush=True)
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     print(r.stdout[-1500:])
@@ -60,7 +74,9 @@ def main() -> int:
     f = findings.analyze(tables)
     levels = pl.read_parquet(out / "levels" / "*.parquet")
     for p in f.policies:
-        print(f"\npolicy {p.group}: {p.config()}  ({p.break_even.text() if p.break_even else 'no break-even measured'})")
+        print(
+            f"\npolicy {p.group}: {p.config()}  ({p.break_even.text() if p.break_even else 'no break-even measured'})"
+        )
         t = deploy.confirmation_table(p, f)
         if t.is_empty():
             print("  (no confirmation measured for this policy)")
@@ -69,17 +85,21 @@ def main() -> int:
         for cid in p.confirmation_ids:
             for lv in levels.filter(pl.col("point_id") == cid).iter_rows(named=True):
                 ran[lv["concurrency"]] = (lv.get("adaptive_steps"), lv.get("adaptive_switches"))
-        print(f"  {'C':>3}  {'policy':>8}  {'static':>8} {'':9}  {'envelope':>8} {'':9}  {'baseline':>8}"
-              f"  {'policy vs envelope':>20}  {'vs static':>16}  {'vs baseline':>16}  steps run (switches)")
+        print(
+            f"  {'C':>3}  {'policy':>8}  {'static':>8} {'':9}  {'envelope':>8} {'':9}  {'baseline':>8}"
+            f"  {'policy vs envelope':>20}  {'vs static':>16}  {'vs baseline':>16}  steps run (switches)"
+        )
         for row in t.iter_rows(named=True):
             steps, sw = ran.get(row["concurrency"], (None, None))
-            print(f"  {row['concurrency']:>3}  {row['policy_tok_s']:8.1f}  {row['static_tok_s'] or 0:8.1f} "
-                  f"{row['static_label'] or '':9}  {row['envelope_tok_s'] or 0:8.1f} {row['envelope_label'] or '':9}  "
-                  f"{row['baseline_tok_s'] or 0:8.1f}  "
-                  f"{_pct(row['vs_envelope'], row['vs_envelope_low'], row['vs_envelope_high']):>20}"
-                  f"{' SHORT' if row['short'] else '':6}"
-                  f"{_pct(row['vs_static'], row['vs_static_low'], row['vs_static_high']):>16}  "
-                  f"{_pct(row['vs_baseline'], row['vs_baseline_low'], row['vs_baseline_high']):>16}  {steps} ({sw})")
+            print(
+                f"  {row['concurrency']:>3}  {row['policy_tok_s']:8.1f}  {row['static_tok_s'] or 0:8.1f} "
+                f"{row['static_label'] or '':9}  {row['envelope_tok_s'] or 0:8.1f} {row['envelope_label'] or '':9}  "
+                f"{row['baseline_tok_s'] or 0:8.1f}  "
+                f"{_pct(row['vs_envelope'], row['vs_envelope_low'], row['vs_envelope_high']):>20}"
+                f"{' SHORT' if row['short'] else '':6}"
+                f"{_pct(row['vs_static'], row['vs_static_low'], row['vs_static_high']):>16}  "
+                f"{_pct(row['vs_baseline'], row['vs_baseline_low'], row['vs_baseline_high']):>16}  {steps} ({sw})"
+            )
     print(f"\nresults: {out}")
     return 0
 

@@ -36,8 +36,13 @@ def dry_run(experiment: str, out: Path) -> str:
     env = {**os.environ, "COLUMNS": "200"}
     cmd = [sys.executable, "-m", "sweep", experiment, "--dry-run", f"results_dir={out}"]
     subprocess.run(cmd, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([sys.executable, "-m", "sweep", "report", str(out), "--no-plots"], cwd=REPO, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "sweep", "report", str(out), "--no-plots"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     md = out / "report" / "report.md"
     return md.read_text()
 
@@ -45,14 +50,24 @@ def dry_run(experiment: str, out: Path) -> str:
 def figures(out: Path, run: int) -> pl.DataFrame:
     """(run, kind, level, label, value): single-stream median tok/s and output tok/s per level."""
     points = pl.read_parquet(out / "points" / "*.parquet").filter(pl.col("status") == "ok").select("point_id", "label")
-    single = (pl.read_parquet(out / "single_stream" / "*.parquet").filter(pl.col("ok"))
-              .group_by("point_id").agg(pl.col("tok_per_s").median().alias("value"))
-              .with_columns(kind=pl.lit("single stream tok/s"), level=pl.lit(1, pl.Int64)))
-    levels = (pl.read_parquet(out / "levels" / "*.parquet").filter(pl.col("concurrency") > 0)
-              .select("point_id", pl.col("concurrency").cast(pl.Int64).alias("level"),
-                      pl.col("output_throughput").alias("value"))
-              .with_columns(kind=pl.lit("output tok/s")))
-    both = pl.concat([single.select("point_id", "kind", "level", "value"), levels.select("point_id", "kind", "level", "value")])
+    single = (
+        pl.read_parquet(out / "single_stream" / "*.parquet")
+        .filter(pl.col("ok"))
+        .group_by("point_id")
+        .agg(pl.col("tok_per_s").median().alias("value"))
+        .with_columns(kind=pl.lit("single stream tok/s"), level=pl.lit(1, pl.Int64))
+    )
+    levels = (
+        pl.read_parquet(out / "levels" / "*.parquet")
+        .filter(pl.col("concurrency") > 0)
+        .select(
+            "point_id", pl.col("concurrency").cast(pl.Int64).alias("level"), pl.col("output_throughput").alias("value")
+        )
+        .with_columns(kind=pl.lit("output tok/s"))
+    )
+    both = pl.concat(
+        [single.select("point_id", "kind", "level", "value"), levels.select("point_id", "kind", "level", "value")]
+    )
     return both.join(points, on="point_id").with_columns(run=pl.lit(run)).drop("point_id")
 
 
@@ -96,25 +111,44 @@ def main() -> int:
         frames.append(figures(out, i))
         picks.append({h: (d, x) for h, d, x in map(decision, summary_lines(md))})
         print(f"run {i}: {out}", flush=True)
-    spread = (pl.concat(frames).group_by("kind", "level", "label")
-              .agg((pl.col("value").max() / pl.col("value").min() - 1).alias("spread"), pl.len().alias("runs"))
-              .filter(pl.col("runs") == args.runs))
-    by_level = (spread.sort("spread", descending=True).group_by("kind", "level", maintain_order=True)
-                .agg(pl.col("spread").median().alias("median"), pl.col("spread").max().alias("largest"),
-                     pl.col("label").first().alias("moved most"), pl.len().alias("configurations"))
-                .sort("kind", "level"))
-    print(f"\n{args.runs} identical dry runs of {args.experiment}: each figure's spread over the runs (largest / smallest - 1)")
+    spread = (
+        pl.concat(frames)
+        .group_by("kind", "level", "label")
+        .agg((pl.col("value").max() / pl.col("value").min() - 1).alias("spread"), pl.len().alias("runs"))
+        .filter(pl.col("runs") == args.runs)
+    )
+    by_level = (
+        spread.sort("spread", descending=True)
+        .group_by("kind", "level", maintain_order=True)
+        .agg(
+            pl.col("spread").median().alias("median"),
+            pl.col("spread").max().alias("largest"),
+            pl.col("label").first().alias("moved most"),
+            pl.len().alias("configurations"),
+        )
+        .sort("kind", "level")
+    )
+    print(
+        f"\n{args.runs} identical dry runs of {args.experiment}: each figure's spread over the runs (largest / smallest - 1)"
+    )
     with pl.Config(tbl_rows=100, tbl_width_chars=200, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
-        print(by_level.with_columns(pl.col("median", "largest").mul(100).round(1)).rename(
-            {"median": "median %", "largest": "largest %"}))
-    overall = spread.group_by("kind").agg(pl.col("spread").median().alias("median"), pl.col("spread").max().alias("largest"))
+        print(
+            by_level.with_columns(pl.col("median", "largest").mul(100).round(1)).rename(
+                {"median": "median %", "largest": "largest %"}
+            )
+        )
+    overall = spread.group_by("kind").agg(
+        pl.col("spread").median().alias("median"), pl.col("spread").max().alias("largest")
+    )
     for row in overall.sort("kind").iter_rows(named=True):
         print(f"{row['kind']}: median spread {100 * row['median']:.1f} %, largest {100 * row['largest']:.1f} %")
     heads = list(dict.fromkeys(h for p in picks for h in p))
     decided = [h for h in heads if len({p.get(h, ("(no such line)", ""))[0] for p in picks}) == 1]
     exact = [h for h in decided if len({p.get(h) for p in picks}) == 1]
-    print(f"\nsummary lines: {len(decided)} of {len(heads)} decide the same in every run ({len(exact)} with the "
-          "same detail too: how many are equivalent, a count); a line missing from a run differs")
+    print(
+        f"\nsummary lines: {len(decided)} of {len(heads)} decide the same in every run ({len(exact)} with the "
+        "same detail too: how many are equivalent, a count); a line missing from a run differs"
+    )
     for h in heads:
         mark = "same" if h in exact else "same decision" if h in decided else "DIFFERS"
         shown = [(lambda d, x: f"{d} ({x})" if x else d)(*p[h]) if h in p else "(no such line)" for p in picks]

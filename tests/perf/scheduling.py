@@ -38,8 +38,10 @@ def measure(hosts_n: int, durations: list[float], fresh_workers: bool, tmp: Path
     hosts = cluster.require_hosts("gpu_host", 8)
     setups = {h.node_id: HostSetup(h, 33000 + h.index, str(tmp / h.name)) for h in hosts}
     runner = Runner("gpu_host", 8, setups, run_fn=standins.timed_point, fresh_workers=fresh_workers)
-    specs = [PointSpec("perf", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8,
-                       BenchSettings()) for i, d in enumerate(durations)]
+    specs = [
+        PointSpec("perf", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8, BenchSettings())
+        for i, d in enumerate(durations)
+    ]
     t0 = time.monotonic()
     outs = list(runner.run(specs, lambda *a: None))
     makespan = time.monotonic() - t0
@@ -48,10 +50,14 @@ def measure(hosts_n: int, durations: list[float], fresh_workers: bool, tmp: Path
         free[free.index(min(free))] += d
     ideal = max(free)
     busy = sum(o.result.ended_at - o.result.started_at for o in outs)
-    return {"makespan": makespan, "ideal": ideal, "efficiency": ideal / makespan,
-            "bound": max(sum(durations) / hosts_n, max(durations)),
-            "overhead_per_point": (makespan * hosts_n - busy) / len(durations),
-            "in_point_overhead": (busy - sum(durations)) / len(durations)}
+    return {
+        "makespan": makespan,
+        "ideal": ideal,
+        "efficiency": ideal / makespan,
+        "bound": max(sum(durations) / hosts_n, max(durations)),
+        "overhead_per_point": (makespan * hosts_n - busy) / len(durations),
+        "in_point_overhead": (busy - sum(durations)) / len(durations),
+    }
 
 
 def main() -> None:
@@ -65,20 +71,28 @@ def main() -> None:
     cloudpickle.register_pickle_by_value(standins)
     t = time.monotonic()
     sim = cluster.SimulatedCluster(a.hosts, "gpu_host", 8)
-    print(f"cluster of {a.hosts} simulated hosts up in {time.monotonic() - t:.1f} s; "
-          f"{a.points} points, durations {min(durations)}-{max(durations)} s, total {sum(durations):.1f} s")
+    print(
+        f"cluster of {a.hosts} simulated hosts up in {time.monotonic() - t:.1f} s; "
+        f"{a.points} points, durations {min(durations)}-{max(durations)} s, total {sum(durations):.1f} s"
+    )
     try:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
-            rows = [(name, measure(a.hosts, durations, fresh, Path(tmp)))
-                    for name, fresh in (("reused workers", False), ("fresh worker per point", True))]
+            rows = [
+                (name, measure(a.hosts, durations, fresh, Path(tmp)))
+                for name, fresh in (("reused workers", False), ("fresh worker per point", True))
+            ]
     finally:
         sim.shutdown()
-    print(f"{'policy':<24} {'sum/H s':>8} {'ideal s':>8} {'measured s':>11} {'efficiency':>11} {'overhead/point s':>17}")
+    print(
+        f"{'policy':<24} {'sum/H s':>8} {'ideal s':>8} {'measured s':>11} {'efficiency':>11} {'overhead/point s':>17}"
+    )
     for name, m in rows:
-        print(f"{name:<24} {m['bound']:8.1f} {m['ideal']:8.1f} {m['makespan']:11.1f} {m['efficiency']:11.3f} "
-              f"{m['overhead_per_point']:17.2f}")
+        print(
+            f"{name:<24} {m['bound']:8.1f} {m['ideal']:8.1f} {m['makespan']:11.1f} {m['efficiency']:11.3f} "
+            f"{m['overhead_per_point']:17.2f}"
+        )
     print("targets: efficiency >= 0.9 at H=3, 12 points; overhead < 1 s per point")
 
 

@@ -49,9 +49,17 @@ class RealSGLang:
 
     def base_flag_map(self, port: int) -> dict[str, Any]:
         """The flags of every real test server, as the sweep keeps a server's flags ({name: value})."""
-        return {"model-path": str(self.models / "target"), "device": "cpu", "host": "127.0.0.1", "port": port,
-                "attention-backend": self.attention_backend, "disable-overlap-schedule": True,
-                "max-total-tokens": 16384, "max-running-requests": 16, "enable-metrics": True}
+        return {
+            "model-path": str(self.models / "target"),
+            "device": "cpu",
+            "host": "127.0.0.1",
+            "port": port,
+            "attention-backend": self.attention_backend,
+            "disable-overlap-schedule": True,
+            "max-total-tokens": 16384,
+            "max-running-requests": 16,
+            "enable-metrics": True,
+        }
 
     def base_flags(self, port: int) -> list[str]:
         """The same as a command line's flags."""
@@ -95,22 +103,40 @@ def find_real_sglang(found: dict[str, str] | None = None, prefix: Path | None = 
             found, prefix = _env_sh()
     python = found.get("SGLANG_CPU_PYTHON")
     if not python or not Path(python).is_file():
-        return None, ("no CPU SGLang installed: run bash cluster/sglang-cpu-x86/install.sh and "
-                      "source the env.sh it prints (see README: real SGLang on CPU)")
+        return None, (
+            "no CPU SGLang installed: run bash cluster/sglang-cpu-x86/install.sh and "
+            "source the env.sh it prints (see README: real SGLang on CPU)"
+        )
     env = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     if found.get("SGLANG_CPU_LD_PRELOAD"):
         env["LD_PRELOAD"] = found["SGLANG_CPU_LD_PRELOAD"]
-    probe = subprocess.run([python, "-c", "import sgl_kernel, sglang; from sglang.srt.utils import cpu_has_amx_support;"
-                                          "print(cpu_has_amx_support())"],
-                           capture_output=True, text=True, env={**os.environ, **env}, cwd="/", timeout=300)
+    probe = subprocess.run(
+        [
+            python,
+            "-c",
+            "import sgl_kernel, sglang; from sglang.srt.utils import cpu_has_amx_support;print(cpu_has_amx_support())",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd="/",
+        timeout=300,
+    )
     if probe.returncode != 0:
-        why = "SIGILL: its kernels were built for another CPU" if probe.returncode in (-4, 132) else \
-            (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+        why = (
+            "SIGILL: its kernels were built for another CPU"
+            if probe.returncode in (-4, 132)
+            else (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+        )
         return None, f"the CPU SGLang at {python} does not load here ({why})"
     amx = probe.stdout.strip().splitlines()[-1] == "True"
     # the models a fresh machine would train for minutes, copied from ../shared's seed where their stamps match
-    made = subprocess.run([python, str(TINYMODELS), "--out", str(TINY_MODELS), "--seed", str(TINY_SEED)],
-                          capture_output=True, text=True, timeout=900)
+    made = subprocess.run(
+        [python, str(TINYMODELS), "--out", str(TINY_MODELS), "--seed", str(TINY_SEED)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if made.returncode != 0:
         return None, f"could not create the tiny models: {made.stderr.strip().splitlines()[-1:]}"
     backend = found.get("SGLANG_CPU_ATTENTION_BACKEND") or ("intel_amx" if amx else "torch_native")
@@ -135,8 +161,10 @@ def real_spec_sglang(real_sglang) -> RealSGLang:
     """Real SGLang that serves speculative decoding: an install of cluster/sglang-cpu-x86/install.sh
     (any path), or SGLang as shipped on a CPU with AMX."""
     if not real_sglang.speculates:
-        pytest.skip("this CPU SGLang was not installed by cluster/sglang-cpu-x86/install.sh and sees no AMX: "
-                    "torch_native as shipped cannot serve speculative decoding")
+        pytest.skip(
+            "this CPU SGLang was not installed by cluster/sglang-cpu-x86/install.sh and sees no AMX: "
+            "torch_native as shipped cannot serve speculative decoding"
+        )
     return real_sglang
 
 
@@ -153,9 +181,15 @@ def real_avx2_sglang(real_sglang) -> RealSGLang:
     if not _AVX2:
         prefix = Path(os.environ.get("SWEEP_SGLANG_CPU_AVX2", Path.home() / ".cache" / "sweep-sglang-cpu-avx2"))
         found = _read_env_sh(prefix)
-        _AVX2.append(find_real_sglang(found, prefix) if found.get("SGLANG_CPU_PATH") == "avx2" else
-                     (None, f"no emulated AVX2 install at {prefix}: SWEEP_CPU_PATH=avx2 PREFIX={prefix} "
-                            "bash cluster/sglang-cpu-x86/install.sh"))
+        _AVX2.append(
+            find_real_sglang(found, prefix)
+            if found.get("SGLANG_CPU_PATH") == "avx2"
+            else (
+                None,
+                f"no emulated AVX2 install at {prefix}: SWEEP_CPU_PATH=avx2 PREFIX={prefix} "
+                "bash cluster/sglang-cpu-x86/install.sh",
+            )
+        )
     sglang, why = _AVX2[0]
     if sglang is None:
         pytest.skip(why)
@@ -171,7 +205,6 @@ def shared_servers(tmp_path_factory):
     pool = SharedServers(tmp_path_factory.mktemp("shared-servers"))
     yield pool
     pool.close()
-
 
 
 @pytest.fixture(autouse=True)

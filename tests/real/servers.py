@@ -46,9 +46,15 @@ def _launch(real, log: Path, flags) -> tuple[subprocess.Popen, str, int]:
     its output in ``log``: (process, URL, port)."""
     port = free_port()
     with open(log, "wb") as f:
-        proc = subprocess.Popen([*real.launcher, *real.base_flags(port), *flags], env={**os.environ, **real.env},
-                                stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [*real.launcher, *real.base_flags(port), *flags],
+            env={**os.environ, **real.env},
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,
+        )
     return proc, f"http://127.0.0.1:{port}", port
 
 
@@ -61,7 +67,12 @@ def live_server(real, log: Path, *flags: str, timeout_s: float = 420):
         proc, url, port = _launch(real, log, flags)
         t0 = time.monotonic()
         try:
-            wait_until(lambda proc=proc, url=url: proc.poll() is not None or _healthy(url), timeout_s, "the server is ready", interval=0.5)
+            wait_until(
+                lambda proc=proc, url=url: proc.poll() is not None or _healthy(url),
+                timeout_s,
+                "the server is ready",
+                interval=0.5,
+            )
             if proc.poll() is not None:
                 text = log.read_text(errors="replace")
                 if re.search(r"EADDRINUSE|Address already in use", text) and attempt < 2:
@@ -158,4 +169,3 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-

@@ -41,22 +41,38 @@ def _fake_nvidia_smi(gpu: str) -> str:
     (major, minor), name, mib, _ = GPUS[gpu]
     d = tempfile.mkdtemp(prefix="fake-nvidia-smi-")
     path = os.path.join(d, "nvidia-smi")
-    rows = {"memory.total": str(mib), "memory.used": "0", "memory.free": str(mib), "name": name,
-            "compute_cap": f"{major}.{minor}", "index": None, "uuid": None, "pci.bus_id": None}
+    rows = {
+        "memory.total": str(mib),
+        "memory.used": "0",
+        "memory.free": str(mib),
+        "name": name,
+        "compute_cap": f"{major}.{minor}",
+        "index": None,
+        "uuid": None,
+        "pci.bus_id": None,
+    }
     with open(path, "w") as fh:
-        fh.write("#!/bin/sh\n# fake nvidia-smi (tests/real/sglang_argcheck.py)\n"
-                 'q=""\nfor a in "$@"; do case "$a" in --query-gpu=*) q="${a#--query-gpu=}";; esac; done\n'
-                 f'if [ -z "$q" ]; then echo "GPU 0: {name}"; exit 0; fi\n'
-                 f"i=0; while [ $i -lt {DEVICES} ]; do\n"
-                 '  out=""; old_ifs=$IFS; IFS=,\n'
-                 '  for f in $q; do\n'
-                 '    case "$f" in\n')
+        fh.write(
+            "#!/bin/sh\n# fake nvidia-smi (tests/real/sglang_argcheck.py)\n"
+            'q=""\nfor a in "$@"; do case "$a" in --query-gpu=*) q="${a#--query-gpu=}";; esac; done\n'
+            f'if [ -z "$q" ]; then echo "GPU 0: {name}"; exit 0; fi\n'
+            f"i=0; while [ $i -lt {DEVICES} ]; do\n"
+            '  out=""; old_ifs=$IFS; IFS=,\n'
+            "  for f in $q; do\n"
+            '    case "$f" in\n'
+        )
         for field, value in rows.items():
-            v = value if value is not None else {"index": "$i", "uuid": "GPU-0000000$i", "pci.bus_id": "0000:0$i:00.0"}[field]
+            v = (
+                value
+                if value is not None
+                else {"index": "$i", "uuid": "GPU-0000000$i", "pci.bus_id": "0000:0$i:00.0"}[field]
+            )
             fh.write(f'      {field}) v="{v}";;\n')
-        fh.write('      *) v="[N/A]";;\n    esac\n'
-                 '    if [ -z "$out" ]; then out="$v"; else out="$out, $v"; fi\n'
-                 '  done; IFS=$old_ifs; echo "$out"; i=$((i+1)); done\n')
+        fh.write(
+            '      *) v="[N/A]";;\n    esac\n'
+            '    if [ -z "$out" ]; then out="$v"; else out="$out, $v"; fi\n'
+            '  done; IFS=$old_ifs; echo "$out"; i=$((i+1)); done\n'
+        )
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return d
 
@@ -130,11 +146,18 @@ def _values(sa) -> dict:
         get = lambda _obj, name, default=None: getattr(view, name, default)  # noqa: E731
     except Exception:
         pass
-    names = {"steps": "speculative_num_steps", "topk": "speculative_eagle_topk",
-             "draft": "speculative_num_draft_tokens", "max_running": "max_running_requests",
-             "algorithm": "speculative_algorithm", "attention_backend": "attention_backend",
-             "page_size": "page_size", "draft_model_path": "speculative_draft_model_path",
-             "device": "device", "adaptive": "speculative_adaptive"}
+    names = {
+        "steps": "speculative_num_steps",
+        "topk": "speculative_eagle_topk",
+        "draft": "speculative_num_draft_tokens",
+        "max_running": "max_running_requests",
+        "algorithm": "speculative_algorithm",
+        "attention_backend": "attention_backend",
+        "page_size": "page_size",
+        "draft_model_path": "speculative_draft_model_path",
+        "device": "device",
+        "adaptive": "speculative_adaptive",
+    }
     out = {}
     for key, name in names.items():
         v = get(sa, name, None)
@@ -164,9 +187,15 @@ def run_case(argv: list[str]) -> dict:
 # then takes the CPU branch (there are no CUDA kernels here; argument checking calls none of them).
 # Newer releases import more of SGLang lazily, from inside the resolution pipeline: their hooks
 # (sglang.srt.arg_groups.*), the model loader, the speculative registry.
-PREIMPORT = ("sglang.srt.server_args", "sglang.srt.configs.model_config", "sglang.srt.model_loader",
-             "sglang.srt.speculative.spec_info", "sglang.srt.speculative.spec_registry",
-             "sglang.srt.layers.layernorm", "sglang.srt.entrypoints.engine")
+PREIMPORT = (
+    "sglang.srt.server_args",
+    "sglang.srt.configs.model_config",
+    "sglang.srt.model_loader",
+    "sglang.srt.speculative.spec_info",
+    "sglang.srt.speculative.spec_registry",
+    "sglang.srt.layers.layernorm",
+    "sglang.srt.entrypoints.engine",
+)
 PREIMPORT_PACKAGES = ("sglang.srt.arg_groups",)
 
 

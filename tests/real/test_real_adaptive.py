@@ -40,7 +40,8 @@ def policy_sweep(real_spec_sglang, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("policy-sweep")
     out = tmp / "results"
     exp = tmp / "exp.yaml"
-    exp.write_text(textwrap.dedent(f"""
+    exp.write_text(
+        textwrap.dedent(f"""
         name: real_policy
         cluster: {{host_resource: cpu_host, gpus_per_host: 0}}
         server:
@@ -76,7 +77,8 @@ def policy_sweep(real_spec_sglang, tmp_path_factory):
         policy: {{confirm: true}}
         local: {{hosts: 1}}
         results_dir: {out}
-        """))
+        """)
+    )
     r = run_sweep_cli(str(exp), "--local", timeout=1500)
     return out, r
 
@@ -95,8 +97,10 @@ def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
     assert points.height == 4, points.select("label", "status")
     assert (points["status"] == "ok").all(), points.select("label", "status", "failure_reason").rows()
     p = _policy(out)
-    print(f"\npolicy {p.group}: {p.config_json().strip()}; break-even {p.break_even}; "
-          f"levels {[(lv.concurrency, lv.best_steps) for lv in p.levels]}")
+    print(
+        f"\npolicy {p.group}: {p.config_json().strip()}; break-even {p.break_even}; "
+        f"levels {[(lv.concurrency, lv.best_steps) for lv in p.levels]}"
+    )
     conf = points.filter(pl.col("label") == p.label()).row(0, named=True)
     assert conf["adaptive"] is True, conf
     # what the confirmation's server ran at each level: the steps of the tier the level routes to
@@ -110,7 +114,7 @@ def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
     rep = run_sweep_cli("report", str(out), timeout=300)
     assert rep.returncode == 0, rep.stderr[-3000:]
     md = (out / "report" / "report.md").read_text()
-    first = md[md.index("\n## ") + 1:].splitlines()[0]
+    first = md[md.index("\n## ") + 1 :].splitlines()[0]
     assert "Deploy" in first, md[:2000]
     assert json.loads((out / "report" / f"policy-{p.slug()}.json").read_text()) == p.config()
 
@@ -125,8 +129,13 @@ def _serve_policy(real, p: pol.Policy, tmp_path, label: str) -> dict:
     cfg = tmp_path / "policy.json"
     cfg.write_text(p.config_json())
     flags[pol.CONFIG_FLAG] = str(cfg)
-    flags.update({"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": str(real.models / "eagle3"),
-                  "disable-cuda-graph": True})
+    flags.update(
+        {
+            "speculative-algorithm": "EAGLE3",
+            "speculative-draft-model-path": str(real.models / "eagle3"),
+            "disable-cuda-graph": True,
+        }
+    )
     with live_server(real, tmp_path / "server.log", *flag_args(flags)) as srv:
         low = greedy(srv.url)  # one request at a time: the tier of batch size 1
         at_low = srv.text()
@@ -140,6 +149,7 @@ def _serve_policy(real, p: pol.Policy, tmp_path, label: str) -> dict:
 def _generate(url: str, prompt: str) -> dict:
     from tests.real.servers import generate
     from tests.real.test_real_speculative import MAX_TOKENS
+
     return generate(url, prompt, MAX_TOKENS)
 
 
@@ -149,14 +159,17 @@ def _steps_in_log(text: str, start: int) -> list[int]:
 
 
 @pytest.mark.parametrize("path", ["this CPU's", "avx2"])
-def test_the_policy_is_lossless_and_switches_tiers(path, policy_sweep, real_spec_sglang, request, tmp_path,
-                                                   tmp_path_factory):
+def test_the_policy_is_lossless_and_switches_tiers(
+    path, policy_sweep, real_spec_sglang, request, tmp_path, tmp_path_factory
+):
     out, r = policy_sweep
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-4000:])
     real = real_spec_sglang if path == "this CPU's" else request.getfixturevalue("real_avx2_sglang")
     if real.path is None:
-        pytest.skip("SGLang as shipped (not cluster/sglang-cpu-x86/install.sh): no adaptive_cpu.py edit, a "
-                    "0-step tier stops its scheduler")
+        pytest.skip(
+            "SGLang as shipped (not cluster/sglang-cpu-x86/install.sh): no adaptive_cpu.py edit, a "
+            "0-step tier stops its scheduler"
+        )
     p = _policy(out)
     base = reference(real, tmp_path_factory)
     got = _serve_policy(real, p, tmp_path, path)
@@ -168,7 +181,7 @@ def test_the_policy_is_lossless_and_switches_tiers(path, policy_sweep, real_spec
     start = p.largest()
     low_tier, high_tier = _tier(p, 1), _tier(p, 8)
     low = _steps_in_log(got["log_low"], start)
-    high = _steps_in_log(got["log"], start)[len(low):]
+    high = _steps_in_log(got["log"], start)[len(low) :]
     print(f"\n{real.path} path, policy {p.config()}: steps one at a time {low}, then under load {high}")
     # one at a time the server runs the low tier's steps (a first switch, at the first batch, where
     # the launch's steps are not among that tier's candidates)

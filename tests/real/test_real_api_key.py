@@ -14,12 +14,12 @@ import uuid
 import httpx
 import pytest
 
+from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus
 from sweep.host.point import HostContext, PointSpec, run_point
-from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -27,36 +27,62 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900
 KEY = "sk-real-key-0123456789"
 ADMIN = "sk-real-admin-key-4242"
 SWEEP = f"real-key-{uuid.uuid4().hex[:6]}"
-BENCH = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
-                      concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8), request_timeout_s=120)
+BENCH = BenchSettings(
+    prompts="coding",
+    single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
+    concurrency=ConcurrencySettings(levels=[2], rounds=1, max_tokens=8),
+    request_timeout_s=120,
+)
 
 
 def test_real_server_with_a_key(real_sglang, tmp_path):
     host = HostContext(f"cpu-{uuid.uuid4().hex[:6]}", NoGpus(), "node")
     flags = {**real_sglang.base_flag_map(free_port()), "api-key": KEY, "admin-api-key": ADMIN}
-    spec = PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", real_sglang.launcher, flags, dict(real_sglang.env),
-                     str(tmp_path / "server.log"), 1, BENCH,
-                     Timeouts(load_s=300, capture_s=300, ready_s=180, total_s=420, stall_s=180, stop_grace_s=20),
-                     ReapConfig(wait_s=20), paths={"model_path": str(real_sglang.models / "target")}, device="cpu",
-                     cpu=CpuConfig(min_free_mem_gib=1.0),
-                     cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}))
+    spec = PointSpec(
+        SWEEP,
+        "p" + uuid.uuid4().hex[:8],
+        "label",
+        real_sglang.launcher,
+        flags,
+        dict(real_sglang.env),
+        str(tmp_path / "server.log"),
+        1,
+        BENCH,
+        Timeouts(load_s=300, capture_s=300, ready_s=180, total_s=420, stall_s=180, stop_grace_s=20),
+        ReapConfig(wait_s=20),
+        paths={"model_path": str(real_sglang.models / "target")},
+        device="cpu",
+        cpu=CpuConfig(min_free_mem_gib=1.0),
+        cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}),
+    )
     seen: dict[str, tuple[int, str]] = {}
 
     def probe(ev: dict) -> None:  # once the benchmark starts, the server is up: ask it as a stranger would
         if ev.stage != "benchmark" or seen:
             return
         url = f"http://127.0.0.1:{spec.port}"
-        for method, path in (("GET", "/health"), ("GET", "/metrics"), ("GET", "/server_info"), ("GET", "/v1/models"),
-                             ("POST", "/generate"), ("POST", "/v1/chat/completions"), ("GET", "/nonexistent")):
+        for method, path in (
+            ("GET", "/health"),
+            ("GET", "/metrics"),
+            ("GET", "/server_info"),
+            ("GET", "/v1/models"),
+            ("POST", "/generate"),
+            ("POST", "/v1/chat/completions"),
+            ("GET", "/nonexistent"),
+        ):
             r = httpx.request(method, url + path, json={}, timeout=30)
             seen[path] = (r.status_code, r.text if r.status_code == 401 else "")
         r = httpx.get(url + "/server_info", headers={"Authorization": f"bearer {KEY}"}, timeout=30)
         seen["keyed /server_info"] = (r.status_code, json.dumps(r.json().get("api_key")))
         for who, key in (("api key", KEY), ("admin key", ADMIN)):  # an admin route: the admin key only
-            seen[f"/flush_cache with the {who}"] = (httpx.post(url + "/flush_cache", headers={
-                "Authorization": f"Bearer {key}"}, timeout=30).status_code, "")
-        seen["/v1/models with the admin key"] = (httpx.get(url + "/v1/models", headers={
-            "Authorization": f"Bearer {ADMIN}"}, timeout=30).status_code, "")
+            seen[f"/flush_cache with the {who}"] = (
+                httpx.post(url + "/flush_cache", headers={"Authorization": f"Bearer {key}"}, timeout=30).status_code,
+                "",
+            )
+        seen["/v1/models with the admin key"] = (
+            httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30).status_code,
+            "",
+        )
 
     try:
         r = run_point(spec, host, probe)

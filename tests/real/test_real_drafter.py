@@ -62,16 +62,31 @@ def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float
     """Launch the real server with this drafter and follow its log until SGLang has made up its mind
     about the checkpoint: a traceback, or (AMX) ready. The server's whole process group is killed."""
     port = free_port()
-    argv = [*real.launcher, *real.base_flags(port), "--speculative-algorithm", algorithm,
-            "--speculative-draft-model-path", str(drafter), "--speculative-num-steps", "2",
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+    argv = [
+        *real.launcher,
+        *real.base_flags(port),
+        "--speculative-algorithm",
+        algorithm,
+        "--speculative-draft-model-path",
+        str(drafter),
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "3",
+    ]
     t0 = time.monotonic()
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **real.env},
-                                cwd="/", start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **real.env}, cwd="/", start_new_session=True
+        )
+
     def made_up_its_mind() -> bool:
         text = log_path.read_text(errors="replace")
-        return proc.poll() is not None or READY in text or "Traceback" in text and bool(exception_lines(text.splitlines()))
+        return (
+            proc.poll() is not None or READY in text or "Traceback" in text and bool(exception_lines(text.splitlines()))
+        )
 
     try:
         try:
@@ -94,7 +109,7 @@ def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float
     text = log_path.read_text(errors="replace")
     lines = text.splitlines()
     begins = [i for i, line in enumerate(lines) if "Load weight begin" in line]
-    section = "\n".join(lines[begins[1]:] if len(begins) > 1 else lines[-40:])[:6000]
+    section = "\n".join(lines[begins[1] :] if len(begins) > 1 else lines[-40:])[:6000]
     exc = exception_lines(lines)
     exception = exc[-1] if exc else ""
     m = DRAFTER_LOADED.search(text)
@@ -111,8 +126,13 @@ def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float
 def served(real_sglang, tmp_path_factory, request) -> dict[str, tuple[Served, dr.DrafterReport]]:
     """The mistakes this session tests (all, or those -k selects), built, checked by the pre-flight and
     served by real SGLang, a few at a time."""
-    names = [n for n in MISTAKES if any(getattr(item, "callspec", None) and item.callspec.params.get("name") == n
-                                        for item in request.session.items)]
+    names = [
+        n
+        for n in MISTAKES
+        if any(
+            getattr(item, "callspec", None) and item.callspec.params.get("name") == n for item in request.session.items
+        )
+    ]
     root = tmp_path_factory.mktemp("drafters")
     target = real_sglang.models / "target"
 
@@ -126,8 +146,10 @@ def served(real_sglang, tmp_path_factory, request) -> dict[str, tuple[Served, dr
         out = dict(pool.map(one, names))
     print("\nmistake                  pre-flight  (ms)   real SGLang      after (s)  says")
     for name, (s, r) in out.items():
-        print(f"{name:24} {verdict(r):10} {r.seconds * 1000:5.1f}   {s.kind:15} {s.seconds:8.1f}   "
-              f"{(s.exception if s.kind != 'loads' else MISTAKES[name].after or 'serves, no message')[:90]}")
+        print(
+            f"{name:24} {verdict(r):10} {r.seconds * 1000:5.1f}   {s.kind:15} {s.seconds:8.1f}   "
+            f"{(s.exception if s.kind != 'loads' else MISTAKES[name].after or 'serves, no message')[:90]}"
+        )
     return out
 
 
@@ -147,8 +169,11 @@ def test_sglang_does_what_the_check_says(served, name, real_sglang):
     s, report = served[name]
     assert verdict(report) == m.verdict, [str(f) for f in report.findings]
     live = real_sglang.speculates and m.first_forward  # a speculative server runs its first forward pass
-    assert s.kind == ("startup-error" if live else m.sglang), (s.kind, s.exception,
-                                                               s.log[s.log.rfind("Traceback") - 2000:][:6000])
+    assert s.kind == ("startup-error" if live else m.sglang), (
+        s.kind,
+        s.exception,
+        s.log[s.log.rfind("Traceback") - 2000 :][:6000],
+    )
     if live:
         assert m.first_forward in s.exception, (s.exception, s.log[-3000:])
     if m.sglang_says:
@@ -159,8 +184,9 @@ def test_sglang_does_what_the_check_says(served, name, real_sglang):
         assert verdict(report) == "error"
     elif verdict(report) != "error":
         drafter_load = s.load_section.split("Load weight end")[0]
-        assert not re.search(r"(?i)not found in params_dict|skipping unexpected weight|missing", drafter_load), \
+        assert not re.search(r"(?i)not found in params_dict|skipping unexpected weight|missing", drafter_load), (
             drafter_load
+        )
     if s.kind != "load-error":
         assert s.drafter_class == report.architecture
     # how fast the check is beside SGLang (headers only: milliseconds) is a figure, printed by the
@@ -178,17 +204,37 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
 
     monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)  # let it get to the drafter on no-AMX
     folder = build(tmp_path / "aux", MISTAKES["aux-out-of-range"])
-    flags = {**real_sglang.base_flag_map(free_port()), "speculative-algorithm": "EAGLE3",
-             "speculative-draft-model-path": str(folder), "speculative-num-steps": 2,
-             "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 3}
-    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
-                          concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8))
-    spec = PointSpec(f"real-{uuid.uuid4().hex[:6]}", "p1", "aux", real_sglang.launcher, flags, dict(real_sglang.env),
-                     str(tmp_path / "server.log"), 1, bench, Timeouts(), ReapConfig(wait_s=10),
-                     paths={"model_path": str(real_sglang.models / "target"), "draft model path": str(folder)},
-                     device="cpu", cpu=CpuConfig(min_free_mem_gib=1.0),
-                     cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}),
-                     check_rules=False)  # the drafter's own check, then SGLang's
+    flags = {
+        **real_sglang.base_flag_map(free_port()),
+        "speculative-algorithm": "EAGLE3",
+        "speculative-draft-model-path": str(folder),
+        "speculative-num-steps": 2,
+        "speculative-eagle-topk": 1,
+        "speculative-num-draft-tokens": 3,
+    }
+    bench = BenchSettings(
+        prompts="coding",
+        single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
+        concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8),
+    )
+    spec = PointSpec(
+        f"real-{uuid.uuid4().hex[:6]}",
+        "p1",
+        "aux",
+        real_sglang.launcher,
+        flags,
+        dict(real_sglang.env),
+        str(tmp_path / "server.log"),
+        1,
+        bench,
+        Timeouts(),
+        ReapConfig(wait_s=10),
+        paths={"model_path": str(real_sglang.models / "target"), "draft model path": str(folder)},
+        device="cpu",
+        cpu=CpuConfig(min_free_mem_gib=1.0),
+        cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}),
+        check_rules=False,
+    )  # the drafter's own check, then SGLang's
     t0 = time.monotonic()
     r = run_point(spec, HostContext("cpu-drafter", NoGpus(), "node"))
     took = time.monotonic() - t0

@@ -26,8 +26,12 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SWEEP = f"real-{uuid.uuid4().hex[:6]}"
-BENCH = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=1, max_tokens=24),
-                      concurrency=ConcurrencySettings(levels=[1, 2], rounds=1, max_tokens=16), request_timeout_s=120)
+BENCH = BenchSettings(
+    prompts="coding",
+    single_stream=SingleStreamSettings(runs=1, warmup=1, max_tokens=24),
+    concurrency=ConcurrencySettings(levels=[1, 2], rounds=1, max_tokens=16),
+    request_timeout_s=120,
+)
 TIMEOUTS = Timeouts(load_s=300, capture_s=300, ready_s=180, total_s=420, stall_s=180, stop_grace_s=20)
 
 
@@ -41,16 +45,29 @@ def host():
     assert not left, f"processes left behind: {[(p.pid, p.name()) for p in left]}"
 
 
-def spec_for(real, tmp_path, flags: dict | None = None, bench: BenchSettings = BENCH,
-             paths: dict | None = None) -> PointSpec:
+def spec_for(
+    real, tmp_path, flags: dict | None = None, bench: BenchSettings = BENCH, paths: dict | None = None
+) -> PointSpec:
     """A point of the real server: its base flags and ``flags`` ({name: value})."""
     flag_map = {"attention-backend": real.attention_backend}
-    return PointSpec(SWEEP, "p" + uuid.uuid4().hex[:8], "label", real.launcher,
-                     {**real.base_flag_map(free_port()), **(flags or {})}, dict(real.env),
-                     str(tmp_path / "server.log"), 1, bench, TIMEOUTS, ReapConfig(wait_s=20),
-                     paths=paths or {"model_path": str(real.models / "target")}, device="cpu",
-                     cpu=CpuConfig(min_free_mem_gib=1.0), cpu_flags_needed=required_flags(flag_map),
-                     check_rules=False)  # these tests meet the engine's own checks, not the sweep's rules
+    return PointSpec(
+        SWEEP,
+        "p" + uuid.uuid4().hex[:8],
+        "label",
+        real.launcher,
+        {**real.base_flag_map(free_port()), **(flags or {})},
+        dict(real.env),
+        str(tmp_path / "server.log"),
+        1,
+        bench,
+        TIMEOUTS,
+        ReapConfig(wait_s=20),
+        paths=paths or {"model_path": str(real.models / "target")},
+        device="cpu",
+        cpu=CpuConfig(min_free_mem_gib=1.0),
+        cpu_flags_needed=required_flags(flag_map),
+        check_rules=False,
+    )  # these tests meet the engine's own checks, not the sweep's rules
 
 
 def test_baseline_start_to_finish(real_sglang, tmp_path, host):
@@ -87,8 +104,15 @@ def no_speculation_check(monkeypatch):
 
 
 def test_topk_without_steps_dies_with_a_bare_assertion(real_sglang, tmp_path, host, no_speculation_check):
-    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path":
-                                               str(real_sglang.models / "eagle3"), "speculative-eagle-topk": 4})
+    spec = spec_for(
+        real_sglang,
+        tmp_path,
+        {
+            "speculative-algorithm": "EAGLE3",
+            "speculative-draft-model-path": str(real_sglang.models / "eagle3"),
+            "speculative-eagle-topk": 4,
+        },
+    )
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
     assert "AssertionError" in r.failure_reason
@@ -123,10 +147,18 @@ def test_speculation_without_amx(real_sglang, tmp_path, host, monkeypatch):
 
 def test_missing_drafter_is_caught_in_preflight(real_sglang, tmp_path, host, no_speculation_check):
     missing = str(tmp_path / "no-such-drafter")
-    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": missing,
-                                               "speculative-num-steps": 2, "speculative-eagle-topk": 1,
-                                               "speculative-num-draft-tokens": 3},
-                    paths={"model_path": str(real_sglang.models / "target"), "draft model path": missing})
+    spec = spec_for(
+        real_sglang,
+        tmp_path,
+        {
+            "speculative-algorithm": "EAGLE3",
+            "speculative-draft-model-path": missing,
+            "speculative-num-steps": 2,
+            "speculative-eagle-topk": 1,
+            "speculative-num-draft-tokens": 3,
+        },
+        paths={"model_path": str(real_sglang.models / "target"), "draft model path": missing},
+    )
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert missing in r.failure_reason and "does not exist" in r.failure_reason
@@ -135,24 +167,37 @@ def test_missing_drafter_is_caught_in_preflight(real_sglang, tmp_path, host, no_
 def test_missing_drafter_unchecked_fails_with_the_servers_reason(real_sglang, tmp_path, host, no_speculation_check):
     """Without the path check (a path only the server resolves), the real server's own error is kept."""
     missing = str(tmp_path / "no-such-drafter")
-    spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": missing,
-                                               "speculative-num-steps": 2, "speculative-eagle-topk": 1,
-                                               "speculative-num-draft-tokens": 3})
+    spec = spec_for(
+        real_sglang,
+        tmp_path,
+        {
+            "speculative-algorithm": "EAGLE3",
+            "speculative-draft-model-path": missing,
+            "speculative-num-steps": 2,
+            "speculative-eagle-topk": 1,
+            "speculative-num-draft-tokens": 3,
+        },
+    )
     r = run_point(spec, host)
     assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
     assert r.failure_reason and "exit code" not in r.failure_reason, r.log_tail[-3000:]
 
 
 def test_scheduler_killed_mid_benchmark(real_sglang, tmp_path, host):
-    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=0, warmup=0),
-                          concurrency=ConcurrencySettings(levels=[2], rounds=40, max_tokens=64), request_timeout_s=60)
+    bench = BenchSettings(
+        prompts="coding",
+        single_stream=SingleStreamSettings(runs=0, warmup=0),
+        concurrency=ConcurrencySettings(levels=[2], rounds=40, max_tokens=64),
+        request_timeout_s=60,
+    )
     spec = spec_for(real_sglang, tmp_path, bench=bench)
     killed = []
 
     def kill_scheduler(ev: dict) -> None:
         if ev.stage == "benchmark" and not killed:
-            threading.Thread(target=_kill_scheduler_soon, args=(host.name, Path(spec.log_path), killed),
-                             daemon=True).start()
+            threading.Thread(
+                target=_kill_scheduler_soon, args=(host.name, Path(spec.log_path), killed), daemon=True
+            ).start()
 
     r = run_point(spec, host, kill_scheduler)
     assert killed, "the scheduler was never killed while benchmark requests ran (see the thread's error)"
@@ -169,6 +214,7 @@ def _kill_scheduler_soon(host_name: str, log_path: Path, killed: list) -> None:
     """SIGKILL the point's scheduler once a benchmark request is under way (the scheduler has logged
     a prefill since the benchmark began). Its environ no longer shows the marker (setproctitle), so
     it is found the way the reaper finds it: by the server's session."""
+
     def scheduler() -> psutil.Process | None:
         for p in reaper.marked(reaper.Marker(SWEEP, host_name)):
             try:

@@ -44,8 +44,11 @@ def test_token_counts_and_accept_length_are_the_servers(server, tmp_path):
     url, speculative = server[1], server[4]
     prompts = tmp_path / "rep.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in REPETITIVE) + "\n")
-    settings = BenchSettings(prompts=str(prompts), single_stream=SingleStreamSettings(runs=0, warmup=0),
-                             concurrency=ConcurrencySettings(levels=[1, 3], rounds=2, max_tokens=48))
+    settings = BenchSettings(
+        prompts=str(prompts),
+        single_stream=SingleStreamSettings(runs=0, warmup=0),
+        concurrency=ConcurrencySettings(levels=[1, 3], rounds=2, max_tokens=48),
+    )
     res = run_bench(url, settings, point_id="real")
     req = pl.from_arrow(res.requests).filter(pl.col("phase") == "level")
     levels = pl.from_arrow(res.levels).sort("concurrency")
@@ -74,10 +77,37 @@ def test_token_counts_and_accept_length_are_the_servers(server, tmp_path):
 def test_bench_cli_on_every_api(server, tmp_path, api):
     url = server[1]
     out = tmp_path / api
-    r = subprocess.run([sys.executable, "-m", "sweep", "bench", "--url", url, "--api", api, "--runs", "1",
-                        "--warmup", "0", "--single-max-tokens", "24", "--levels", "2", "--rounds", "1",
-                        "--max-tokens", "16", "--out", str(out), "--quiet"],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            "bench",
+            "--url",
+            url,
+            "--api",
+            api,
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--single-max-tokens",
+            "24",
+            "--levels",
+            "2",
+            "--rounds",
+            "1",
+            "--max-tokens",
+            "16",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     req = pl.read_parquet(out / "requests.parquet")
     assert req.height == 3 and req["ok"].all()
@@ -99,29 +129,33 @@ def test_sigterm_drains_and_leaves_nothing(server):
     text = log.read_text(errors="replace")
     assert "SIGTERM received" in text
     assert code in (137, -9, 0, -15), code  # the transcripts: the launcher kills itself (137)
-    records = _records(text[text.rfind("\n", 0, text.index("SIGTERM received")) + 1:])
+    records = _records(text[text.rfind("\n", 0, text.index("SIGTERM received")) + 1 :])
     messages = [m for _, m in records]
     # Two watchdogs race for a SIGTERM sent to the whole group (SGLang 7f8f030, tokenizer_manager.py):
     # the subprocess watchdog (a poll every second) sees a child dead of it and runs the crash path,
     # or the sigterm watchdog (a tick every 5 s since startup) comes first, drains and kills the tree.
     # The transcripts show the first; CI once saw the second (the tick within a second of the signal).
-    crashed = [i for i, m in enumerate(messages)
-               if re.match(r"Subprocess (scheduler_0|detokenizer) \(pid=\d+\) crashed with exit code -15", m)]
+    crashed = [
+        i
+        for i, m in enumerate(messages)
+        if re.match(r"Subprocess (scheduler_0|detokenizer) \(pid=\d+\) crashed with exit code -15", m)
+    ]
     if crashed:
         # it sleeps the seconds it says before its diagnostics: its own timestamps (whole seconds)
         # of that line and of the next are at least that far apart
         i = next(i for i, m in enumerate(messages) if m.startswith("Sleeping ") and "before crash diagnostics" in m)
         said = int(re.match(r"Sleeping (\d+) seconds", messages[i]).group(1))
         assert said == 5 and i + 1 < len(records), records[i:]
-        assert records[i + 1][0] - records[i][0] >= said, records[i:i + 2]
+        assert records[i + 1][0] - records[i][0] >= said, records[i : i + 2]
     else:
-        drained = [i for i, m in enumerate(messages)
-                   if m.startswith("Gracefully exiting... Remaining number of requests 0.")]
+        drained = [
+            i for i, m in enumerate(messages) if m.startswith("Gracefully exiting... Remaining number of requests 0.")
+        ]
         killed = [i for i, m in enumerate(messages) if m.startswith("kill_process_tree called:")]
         assert drained and killed and drained[0] < killed[-1], text[-2000:]
         assert not any(m.startswith("Sleeping ") for m in messages), text[-2000:]
         # the drain came at the watchdog's next tick: within its 5 s period of the signal
-        assert records[drained[0]][0] - records[0][0] <= 5 + 1, records[:drained[0] + 1]
+        assert records[drained[0]][0] - records[0][0] <= 5 + 1, records[: drained[0] + 1]
     assert reaper.port_free(port)
 
 

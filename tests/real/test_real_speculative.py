@@ -10,7 +10,6 @@ Run with ``-s`` to see the figures (ready times, accept lengths, per-position hi
 from __future__ import annotations
 
 import contextlib
-
 import json
 import re
 import struct
@@ -19,12 +18,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sweep.core.checks import lines
-from sweep.sglang import drafter as dr
 from sweep.bench.prompts import load_prompts
 from sweep.bench.runner import run as run_bench
+from sweep.core.checks import lines
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.host.point import run_point
+from sweep.sglang import drafter as dr
 from sweep.sglang.args import flag_args
 from tests.real.servers import flush, generate, live_server
 from tests.real.test_real_point import host, spec_for  # noqa: F401  (host: the fixture)
@@ -36,8 +35,13 @@ MAX_TOKENS = 48
 
 
 def eagle3_flags(drafter: Path, steps: int, topk: int, draft_tokens: int) -> dict:
-    return {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": str(drafter),
-            "speculative-num-steps": steps, "speculative-eagle-topk": topk, "speculative-num-draft-tokens": draft_tokens}
+    return {
+        "speculative-algorithm": "EAGLE3",
+        "speculative-draft-model-path": str(drafter),
+        "speculative-num-steps": steps,
+        "speculative-eagle-topk": topk,
+        "speculative-num-draft-tokens": draft_tokens,
+    }
 
 
 def eagle3(drafter: Path, steps: int, topk: int, draft_tokens: int) -> list[str]:
@@ -50,9 +54,18 @@ def algorithms(models: Path) -> dict[str, list[str]]:
         "ngram": ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"],
         "eagle3-chain": eagle3(models / "eagle3", 3, 1, 4),
         "eagle3-tree": eagle3(models / "eagle3", 2, 2, 4),
-        "standalone": ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(models / "target"),
-                       "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                       "--speculative-num-draft-tokens", "4"],
+        "standalone": [
+            "--speculative-algorithm",
+            "STANDALONE",
+            "--speculative-draft-model-path",
+            str(models / "target"),
+            "--speculative-num-steps",
+            "3",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "4",
+        ],
     }
 
 
@@ -81,10 +94,17 @@ def lossless_and_benchmarked(real, name: str, tmp_path, tmp_path_factory, shared
     runs two levels on it, and its accept figures are the server's own. With ``shared`` (the
     shared_servers fixture), the servers later tests read from too are taken from it."""
     base = reference(real, tmp_path_factory)
-    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=0, warmup=0),
-                          concurrency=ConcurrencySettings(levels=[1, 2], rounds=1, max_tokens=24), request_timeout_s=180)
-    with (contextlib.nullcontext(shared.get(real, *algorithms(real.models)[name])) if shared and name in SHARED
-          else live_server(real, tmp_path / "server.log", *algorithms(real.models)[name])) as srv:
+    bench = BenchSettings(
+        prompts="coding",
+        single_stream=SingleStreamSettings(runs=0, warmup=0),
+        concurrency=ConcurrencySettings(levels=[1, 2], rounds=1, max_tokens=24),
+        request_timeout_s=180,
+    )
+    with (
+        contextlib.nullcontext(shared.get(real, *algorithms(real.models)[name]))
+        if shared and name in SHARED
+        else live_server(real, tmp_path / "server.log", *algorithms(real.models)[name])
+    ) as srv:
         spec = greedy(srv.url)
         res = run_bench(srv.url, bench, point_id=name)
         info = srv.text()
@@ -96,15 +116,19 @@ def lossless_and_benchmarked(real, name: str, tmp_path, tmp_path_factory, shared
     assert levels["ok"].to_list() == [1, 2] and (levels["failed"] == 0).all()
     for lv in levels.iter_rows(named=True):
         assert lv["accept_length_requests"] == pytest.approx(lv["accept_length_metrics"], rel=0.02), lv
-    print(f"\n{real.path or 'shipped'} {name}: ready {srv.ready_s:.0f} s, greedy = baseline on {len(PROMPTS)} prompts, "
-          f"accept length {', '.join(f'{a:.2f}' for a in accept)}; histograms "
-          f"{[s['meta_info'].get('spec_accept_histogram') for s in spec]}")
+    print(
+        f"\n{real.path or 'shipped'} {name}: ready {srv.ready_s:.0f} s, greedy = baseline on {len(PROMPTS)} prompts, "
+        f"accept length {', '.join(f'{a:.2f}' for a in accept)}; histograms "
+        f"{[s['meta_info'].get('spec_accept_histogram') for s in spec]}"
+    )
     assert "Traceback" not in info
     return {"accept": accept, "levels": levels, "requests": pl.from_arrow(res.requests)}
 
 
 @pytest.mark.parametrize("name", ["ngram", "eagle3-chain", "eagle3-tree", "standalone"])
-def test_every_algorithm_is_lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers):
+def test_every_algorithm_is_lossless_and_benchmarked(
+    real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers
+):
     out = lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers)
     if name == "eagle3-chain":  # the trained drafter predicts its target (a random one accepts nothing)
         assert sum(out["accept"]) / len(out["accept"]) > 1.5, out["accept"]
@@ -122,8 +146,12 @@ def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path, shared_s
     """The benchmark's accept length and each request's histogram against what the server says:
     ``meta_info`` of the same greedy request asked again, /server_info and the sglang:spec_* metrics
     delta over each level."""
-    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=MAX_TOKENS),
-                          concurrency=ConcurrencySettings(levels=[1, 3], rounds=1, max_tokens=32), request_timeout_s=180)
+    bench = BenchSettings(
+        prompts="coding",
+        single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=MAX_TOKENS),
+        concurrency=ConcurrencySettings(levels=[1, 3], rounds=1, max_tokens=32),
+        request_timeout_s=180,
+    )
     srv = shared_servers.get(real_spec_sglang, *algorithms(real_spec_sglang.models)["eagle3-chain"])
     res = run_bench(srv.url, bench, point_id="accept")
     req = pl.from_arrow(res.requests)
@@ -147,8 +175,10 @@ def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path, shared_s
         # /server_info of the CPU build 7f8f030 has no avg_spec_accept_length (internal_states lacks it)
         if lv["accept_length_server"] is not None:
             assert lv["accept_length_server"] == pytest.approx(lv["accept_length_requests"], rel=0.05)
-    print(f"\naccept: single {single['accept_length']:.2f} (histogram {hist}); levels "
-          f"{pl.from_arrow(res.levels).select('concurrency', 'accept_length_requests', 'accept_length_metrics', 'accept_length_server').rows()}")
+    print(
+        f"\naccept: single {single['accept_length']:.2f} (histogram {hist}); levels "
+        f"{pl.from_arrow(res.levels).select('concurrency', 'accept_length_requests', 'accept_length_metrics', 'accept_length_server').rows()}"
+    )
 
 
 def test_a_speculative_point_start_to_finish(real_spec_sglang, tmp_path, host):  # noqa: F811
@@ -156,8 +186,12 @@ def test_a_speculative_point_start_to_finish(real_spec_sglang, tmp_path, host): 
     benchmark with real acceptance, the stop, nothing left (the ``host`` fixture checks)."""
     real = real_spec_sglang
     drafter = real.models / "eagle3"
-    spec = spec_for(real, tmp_path, eagle3_flags(drafter, 3, 1, 4),  # algorithms()'s eagle3-chain
-                    paths={"model_path": str(real.models / "target"), "draft model path": str(drafter)})
+    spec = spec_for(
+        real,
+        tmp_path,
+        eagle3_flags(drafter, 3, 1, 4),  # algorithms()'s eagle3-chain
+        paths={"model_path": str(real.models / "target"), "draft model path": str(drafter)},
+    )
     spec.real_paths = True
     r = run_point(spec, host)
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-3000:])
@@ -180,9 +214,9 @@ def test_a_speculative_point_start_to_finish(real_spec_sglang, tmp_path, host): 
 def read_safetensors(path: Path) -> tuple[dict, bytes]:
     raw = path.read_bytes()
     n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     header.pop("__metadata__", None)
-    return header, raw[8 + n:]
+    return header, raw[8 + n :]
 
 
 def write_tensors(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]) -> None:
@@ -199,7 +233,7 @@ def write_tensors(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]) 
 
 def trained_tensors(drafter: Path) -> dict[str, tuple[str, list[int], bytes]]:
     header, data = read_safetensors(drafter / "model.safetensors")
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0] : v["data_offsets"][1]]) for k, v in header.items()}
 
 
 def small_vocab(tensors: dict, keep: list[int], vocab: int) -> dict:
@@ -208,7 +242,7 @@ def small_vocab(tensors: dict, keep: list[int], vocab: int) -> dict:
     dtype, shape, head = tensors["lm_head.weight"]
     row = len(head) // shape[0]
     out = dict(tensors)
-    out["lm_head.weight"] = (dtype, [len(keep), shape[1]], b"".join(head[i * row:(i + 1) * row] for i in keep))
+    out["lm_head.weight"] = (dtype, [len(keep), shape[1]], b"".join(head[i * row : (i + 1) * row] for i in keep))
     out["d2t"] = ("I64", [len(keep)], struct.pack(f"<{len(keep)}q", *[t - i for i, t in enumerate(keep)]))
     mask = bytearray(vocab)
     for t in keep:
@@ -223,7 +257,7 @@ def mistakes(models: Path, seen_tokens: list[int]) -> dict[str, tuple[dict, dict
     good = trained_tensors(models / "eagle3")
     vocab = cfg["vocab_size"]
     # as training libraries cut one: the most frequent target tokens first (draft id 0 the most frequent)
-    keep = list(dict.fromkeys(seen_tokens + list(range(vocab))))[:vocab // 2]
+    keep = list(dict.fromkeys(seen_tokens + list(range(vocab))))[: vocab // 2]
     small = small_vocab(good, keep, vocab)
     cfg_small = {**cfg, "draft_vocab_size": len(keep)}
     return {
@@ -262,9 +296,16 @@ def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, t
         assert [o["output_ids"] for o in out] == [b["output_ids"] for b in base], name  # lossless, however bad
         accept = sum(o["meta_info"]["spec_accept_length"] for o in out) / len(out)
         level = "error" if verdict.errors else "warning" if verdict.warnings else "ok"
-        rows[name] = (expect, accept, level, [f.rule for f in verdict.findings],
-                      [o["meta_info"].get("spec_accept_histogram") for o in out])
-        drafter_load = log.split("Load weight begin")[2].split("Load weight end")[0] if log.count("Load weight begin") > 1 else ""
+        rows[name] = (
+            expect,
+            accept,
+            level,
+            [f.rule for f in verdict.findings],
+            [o["meta_info"].get("spec_accept_histogram") for o in out],
+        )
+        drafter_load = (
+            log.split("Load weight begin")[2].split("Load weight end")[0] if log.count("Load weight begin") > 1 else ""
+        )
         assert "Traceback" not in log
         assert not any(w in drafter_load.lower() for w in ("missing", "not found", "skipping")), drafter_load
     print("\ndrafter          expected    accept length  check    findings   histograms")
@@ -299,8 +340,13 @@ def test_what_only_a_live_server_decides(real_spec_sglang, name, tmp_path):
 
     steps, topk, draft = LIVE_RULES[name]
     drafter = real_spec_sglang.models / "eagle3"
-    flags = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": str(drafter),
-             "speculative-num-steps": steps, "speculative-eagle-topk": topk, "speculative-num-draft-tokens": draft}
+    flags = {
+        "speculative-algorithm": "EAGLE3",
+        "speculative-draft-model-path": str(drafter),
+        "speculative-num-steps": steps,
+        "speculative-eagle-topk": topk,
+        "speculative-num-draft-tokens": draft,
+    }
     later = rules.evaluate(flags, BenchSettings()).outcome.later
     assert later is not None, f"the plan lets {flags} through"
     said, log = dies(real_spec_sglang, tmp_path / "server.log", *eagle3(drafter, steps, topk, draft))
@@ -323,20 +369,30 @@ def test_the_longest_chain_predicts_the_shorter_ones(real_spec_sglang, tmp_path,
     from sweep.search.measured import SINGLE, from_tables
 
     real = real_spec_sglang
-    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
-                          concurrency=ConcurrencySettings(levels=[], rounds=1), request_timeout_s=180)
+    bench = BenchSettings(
+        prompts="coding",
+        single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
+        concurrency=ConcurrencySettings(levels=[], rounds=1),
+        request_timeout_s=180,
+    )
     got, requests = {}, {}
     for steps in (3, 1):  # 3 steps: the eagle3-chain server of the tests above
         flags = eagle3(real.models / "eagle3", steps, 1, steps + 1)
-        with (contextlib.nullcontext(shared_servers.get(real, *flags)) if steps == 3
-              else live_server(real, tmp_path / f"steps{steps}.log", *flags)) as srv:
+        with (
+            contextlib.nullcontext(shared_servers.get(real, *flags))
+            if steps == 3
+            else live_server(real, tmp_path / f"steps{steps}.log", *flags)
+        ) as srv:
             res = run_bench(srv.url, bench, point_id=f"s{steps}")
         requests[steps] = pl.from_arrow(res.requests)
-        got[steps] = from_tables(f"s{steps}", pl.from_arrow(res.levels), requests[steps],
-                                 pl.from_arrow(res.single_stream), depth=steps).levels[SINGLE]
+        got[steps] = from_tables(
+            f"s{steps}", pl.from_arrow(res.levels), requests[steps], pl.from_arrow(res.single_stream), depth=steps
+        ).levels[SINGLE]
     predicted, measured = got[3].accept_length(1), got[1].accept_length(1)
-    print(f"\naccept length of 1 step: predicted from 3 steps {predicted:.3f}, measured {measured:.3f}; "
-          f"per position at 3 steps {[round(r, 3) for r in got[3].reached]}")
+    print(
+        f"\naccept length of 1 step: predicted from 3 steps {predicted:.3f}, measured {measured:.3f}; "
+        f"per position at 3 steps {[round(r, 3) for r in got[3].reached]}"
+    )
     assert predicted is not None and measured is not None
     assert predicted == pytest.approx(measured, rel=0.15)
     # its own, as the server counts it: one histogram entry per verify (spec_verify_ct), and a request's
@@ -365,21 +421,35 @@ def test_a_shallower_tree_bounds_a_deeper_ones_acceptance(real_spec_sglang, tmp_
     from sweep.search.measured import SINGLE, from_tables
 
     real = real_spec_sglang
-    bench = BenchSettings(prompts="coding", single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
-                          concurrency=ConcurrencySettings(levels=[], rounds=1), request_timeout_s=180)
+    bench = BenchSettings(
+        prompts="coding",
+        single_stream=SingleStreamSettings(runs=6, warmup=0, max_tokens=MAX_TOKENS),
+        concurrency=ConcurrencySettings(levels=[], rounds=1),
+        request_timeout_s=180,
+    )
     got = {}
     for steps in (2, 3):  # 2 steps: the eagle3-tree server of the tests above
         flags = eagle3(real.models / "eagle3", steps, 2, 4)
-        with (contextlib.nullcontext(shared_servers.get(real, *flags)) if steps == 2
-              else live_server(real, tmp_path / f"tree{steps}.log", *flags)) as srv:
+        with (
+            contextlib.nullcontext(shared_servers.get(real, *flags))
+            if steps == 2
+            else live_server(real, tmp_path / f"tree{steps}.log", *flags)
+        ) as srv:
             res = run_bench(srv.url, bench, point_id=f"t{steps}")
-        got[steps] = from_tables(f"t{steps}", pl.from_arrow(res.levels), pl.from_arrow(res.requests),
-                                 pl.from_arrow(res.single_stream), depth=steps).levels[SINGLE]
+        got[steps] = from_tables(
+            f"t{steps}",
+            pl.from_arrow(res.levels),
+            pl.from_arrow(res.requests),
+            pl.from_arrow(res.single_stream),
+            depth=steps,
+        ).levels[SINGLE]
     shallow, deep = got[2], got[3]
     bound = tree_accept_bound(shallow, 2, 3)
-    print(f"\ntree topk 2, 4 draft tokens: reach per depth at 2 steps {[round(r, 3) for r in shallow.reached]}, "
-          f"at 3 steps {[round(r, 3) for r in deep.reached]}; accept length at 3 steps {deep.accept_length(3):.3f}, "
-          f"bound from 2 steps {bound:.3f}")
+    print(
+        f"\ntree topk 2, 4 draft tokens: reach per depth at 2 steps {[round(r, 3) for r in shallow.reached]}, "
+        f"at 3 steps {[round(r, 3) for r in deep.reached]}; accept length at 3 steps {deep.accept_length(3):.3f}, "
+        f"bound from 2 steps {bound:.3f}"
+    )
     assert shallow.reached and deep.reached and shallow.reached[0] > 0  # the trained drafter accepts
     # the same prompts, greedy: the two runs verify from different positions, so allow a little noise
     assert all(d <= s * 1.05 + 0.02 for d, s in zip(deep.reached, shallow.reached)), (deep.reached, shallow.reached)

@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900
 
 def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
     out = tmp_path / "results"
-    exp = write_yaml(textwrap.dedent(f"""
+    exp = write_yaml(
+        textwrap.dedent(f"""
         name: real_local
         cluster: {{host_resource: cpu_host, gpus_per_host: 0}}
         server:
@@ -44,7 +45,8 @@ def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
           request_timeout_s: 120
         local: {{hosts: 1}}
         results_dir: {out}
-        """))
+        """)
+    )
     before = {p.pid for p in _sglang_processes()}  # another test's or run's servers are not this sweep's
     r = run_sweep_cli(str(exp), "--local", timeout=840)
     points = pl.read_parquet(out / "points" / "*.parquet")
@@ -78,6 +80,9 @@ def test_local_sweep_then_report(real_sglang, tmp_path, write_yaml):
 
 
 def _sglang_processes() -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["name", "cmdline"])
-            if p.info["name"] in ("sglang::scheduler", "sglang::detokenizer")
-            or "sglang.launch_server" in " ".join(p.info["cmdline"] or [])]
+    return [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] in ("sglang::scheduler", "sglang::detokenizer")
+        or "sglang.launch_server" in " ".join(p.info["cmdline"] or [])
+    ]

@@ -36,8 +36,11 @@ def _post(url: str, route: str, body: dict) -> dict:
 
 
 def _generate(url: str, ids: list[int], n: int) -> dict:
-    return _post(url, "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": n, "temperature": 0,
-                                                                         "ignore_eos": True}})
+    return _post(
+        url,
+        "/generate",
+        {"input_ids": ids, "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}},
+    )
 
 
 def _observe(url: str) -> dict:
@@ -49,12 +52,20 @@ def _observe(url: str) -> dict:
     first = _generate(url, first_ids, 8)
     second_ids = first_ids + list(first["output_ids"]) + many["tokens"][1]
     second = _generate(url, second_ids, 4)
-    return {"tokenize_keys": sorted(one), "count": one["count"], "tokens": len(one["tokens"]),
-            "counts": many["count"], "max_model_len": one["max_model_len"],
-            "sent": len(first_ids), "first_prompt": first["meta_info"]["prompt_tokens"],
-            "first_cached": first["meta_info"]["cached_tokens"], "answer": len(first["output_ids"]),
-            "second_sent": len(second_ids), "second_prompt": second["meta_info"]["prompt_tokens"],
-            "second_cached": second["meta_info"]["cached_tokens"]}
+    return {
+        "tokenize_keys": sorted(one),
+        "count": one["count"],
+        "tokens": len(one["tokens"]),
+        "counts": many["count"],
+        "max_model_len": one["max_model_len"],
+        "sent": len(first_ids),
+        "first_prompt": first["meta_info"]["prompt_tokens"],
+        "first_cached": first["meta_info"]["cached_tokens"],
+        "answer": len(first["output_ids"]),
+        "second_sent": len(second_ids),
+        "second_prompt": second["meta_info"]["prompt_tokens"],
+        "second_cached": second["meta_info"]["cached_tokens"],
+    }
 
 
 def test_input_ids_prefix_cache_and_tokenize_agree_with_the_fake(real_sglang, tmp_path):

@@ -52,6 +52,7 @@ MIN_CASES = 200
 
 # --- the installs ---
 
+
 @dataclass(frozen=True)
 class Install:
     name: str  # what the tables say
@@ -60,8 +61,14 @@ class Install:
 
 
 def _env_sh_python() -> Optional[str]:
-    for prefix in filter(None, [os.environ.get("SWEEP_SGLANG_CPU"), str(Path.home() / ".cache" / "sweep-sglang-cpu"),
-                                str(Path.home() / ".cache" / "sweep-sglang-cpu-noamx")]):
+    for prefix in filter(
+        None,
+        [
+            os.environ.get("SWEEP_SGLANG_CPU"),
+            str(Path.home() / ".cache" / "sweep-sglang-cpu"),
+            str(Path.home() / ".cache" / "sweep-sglang-cpu-noamx"),
+        ],
+    ):
         f = Path(prefix) / "env.sh"
         if f.is_file():
             m = re.search(r"SGLANG_CPU_PYTHON=(\S+)", f.read_text())
@@ -75,14 +82,24 @@ def _env_sh_python() -> Optional[str]:
 def installs() -> list[Install]:
     out = []
     cpu = os.environ.get("SGLANG_CPU_PYTHON") or _env_sh_python()
-    out.append(Install("7f8f030 (CPU build)", cpu if cpu and Path(cpu).is_file() else None,
-                       "no CPU SGLang: run bash ../shared/sglang-cpu/install.sh and source the env.sh it prints"))
+    out.append(
+        Install(
+            "7f8f030 (CPU build)",
+            cpu if cpu and Path(cpu).is_file() else None,
+            "no CPU SGLang: run bash ../shared/sglang-cpu/install.sh and source the env.sh it prints",
+        )
+    )
     cache = Path(os.environ.get("SWEEP_SGLANG_RELEASES", Path.home() / ".cache" / "sweep-sglang-releases"))
     for v in serverargs.KNOWN_VERSIONS:
         d = cache / f"v{v}"
         ok = (d / ".installed").is_file() and (d / "bin" / "python").is_file()
-        out.append(Install(v, str(d / "bin" / "python") if ok else None,
-                           f"no SGLang {v} in {d}: run tests/real/install_sglang_releases.sh {v}"))
+        out.append(
+            Install(
+                v,
+                str(d / "bin" / "python") if ok else None,
+                f"no SGLang {v} in {d}: run tests/real/install_sglang_releases.sh {v}",
+            )
+        )
     return out
 
 
@@ -92,8 +109,13 @@ _VERDICTS: dict[str, dict[str, dict[str, Any]]] = {}
 
 def sglang_version(python: str) -> str:
     if python not in _VERSIONS:
-        r = subprocess.run([python, "-c", "import sglang; print(sglang.__version__)"], capture_output=True, text=True,
-                           timeout=300, cwd="/")
+        r = subprocess.run(
+            [python, "-c", "import sglang; print(sglang.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd="/",
+        )
         if r.returncode != 0:
             raise RuntimeError((r.stderr.strip().splitlines() or ["?"])[-1])
         _VERSIONS[python] = r.stdout.strip().splitlines()[-1]
@@ -112,8 +134,15 @@ def real_verdicts(python: str, cases: list[C.Case], models: Path) -> dict[str, d
     def run(gpu: str) -> dict[str, dict[str, Any]]:
         lines = "".join(json.dumps({"id": c.id, "argv": flag_args(c.all_flags(models))}) + "\n" for c in by_gpu[gpu])
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_USE_CPU", "LD_PRELOAD"))}
-        r = subprocess.run([python, str(HARNESS), gpu], input=lines, capture_output=True, text=True, timeout=1500,
-                           cwd=tempfile.gettempdir(), env={**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        r = subprocess.run(
+            [python, str(HARNESS), gpu],
+            input=lines,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            cwd=tempfile.gettempdir(),
+            env={**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        )
         got = {d["id"]: d for d in map(json.loads, r.stdout.splitlines())}
         if r.returncode != 0 or len(got) != len(by_gpu[gpu]):
             raise RuntimeError(f"the harness failed for {gpu} (exit {r.returncode}): {r.stderr[-2000:]}")
@@ -202,7 +231,9 @@ def test_flag_types_match_the_installs():
         if key in TYPES:
             real = dump_flag_types(install.python)
             assert {k: kind for k, (kind, _) in real.items() if kind != "str"} == TYPES[key], key
-            assert {k: ch for k, (_, ch) in real.items() if ch} == {k: tuple(sorted(c)) for k, c in CHOICES[key].items()}, key
+            assert {k: ch for k, (_, ch) in real.items() if ch} == {
+                k: tuple(sorted(c)) for k, c in CHOICES[key].items()
+            }, key
             checked += 1
     if not checked:
         pytest.skip("no SGLang install to read flag types from")
@@ -217,12 +248,20 @@ def given_values(case: C.Case, version: str) -> tuple:
     """(steps, topk, draft tokens, cap) as the case gives them, read the way argparse reads names."""
     known = version_flags(version) or version_flags(serverargs.NEWEST)
     named = {argparse_name(k, known)[0] or k: v for k, v in case.flags.items()}
-    return tuple(named.get(n) for n in ("speculative-num-steps", "speculative-eagle-topk",
-                                        "speculative-num-draft-tokens", "max-running-requests"))
+    return tuple(
+        named.get(n)
+        for n in (
+            "speculative-num-steps",
+            "speculative-eagle-topk",
+            "speculative-num-draft-tokens",
+            "max-running-requests",
+        )
+    )
 
 
-def _verdict(error: bool, final: tuple, given: tuple, speculative: bool, case: Optional[C.Case] = None,
-             adaptive: Any = None) -> Verdict:
+def _verdict(
+    error: bool, final: tuple, given: tuple, speculative: bool, case: Optional[C.Case] = None, adaptive: Any = None
+) -> Verdict:
     if error:
         return ("error",)
     extra = (bool(adaptive),) if case is not None and case.id in C.ADAPTIVE_IDS else ()  # adaptive stays on
@@ -231,17 +270,31 @@ def _verdict(error: bool, final: tuple, given: tuple, speculative: bool, case: O
 
 def sglang_verdict(case: C.Case, real: dict[str, Any], version: str) -> Verdict:
     final = (real.get("steps"), real.get("topk"), real.get("draft"), real.get("max_running"))
-    return _verdict(real["verdict"] == "error", final, given_values(case, version), bool(real.get("algorithm")),
-                    case, real.get("adaptive"))
+    return _verdict(
+        real["verdict"] == "error",
+        final,
+        given_values(case, version),
+        bool(real.get("algorithm")),
+        case,
+        real.get("adaptive"),
+    )
 
 
 def plan_target(case: C.Case, models: Path, version: str) -> rules.Target:
     """What the plan knows of the case's server: as sweep.experiment.plan.target_of builds it."""
     flags = case.all_flags(models)
-    configs = {p: c for p in (flags["model-path"], flags.get("speculative-draft-model-path"))
-               if p and (c := serverargs.read_config(p)) is not None}
-    return rules.Target(version=version, architecture=serverargs.config_architecture(configs.get(flags["model-path"])),
-                        gpu="cpu" if case.gpu == "cpu" else case.gpu, configs=configs, version_given=True)
+    configs = {
+        p: c
+        for p in (flags["model-path"], flags.get("speculative-draft-model-path"))
+        if p and (c := serverargs.read_config(p)) is not None
+    }
+    return rules.Target(
+        version=version,
+        architecture=serverargs.config_architecture(configs.get(flags["model-path"])),
+        gpu="cpu" if case.gpu == "cpu" else case.gpu,
+        configs=configs,
+        version_given=True,
+    )
 
 
 NAME_RULES = ("unknown-flag", "ambiguous-flag")
@@ -255,8 +308,9 @@ def plan_verdict(case: C.Case, models: Path, version: str) -> tuple[Verdict, Opt
     if o is None:
         return _verdict(name_error, (None,) * 4, given_values(case, version), False), None
     later = f"{o.later.rule} ({o.later.stage})" if o.later else None
-    return _verdict(name_error or o.verdict == "error", o.final, given_values(case, version), True, case,
-                    o.adaptive), later
+    return _verdict(
+        name_error or o.verdict == "error", o.final, given_values(case, version), True, case, o.adaptive
+    ), later
 
 
 def fake_verdict(case: C.Case, models: Path, version: str) -> Verdict:
@@ -277,10 +331,20 @@ def fake_verdict(case: C.Case, models: Path, version: str) -> Verdict:
     except fake_rules.ArgsRejected:
         return ("error",)
     a = r.args
-    final = (a.get("speculative_num_steps"), a.get("speculative_eagle_topk"), a.get("speculative_num_draft_tokens"),
-             a.get("max_running_requests"))
-    return _verdict(False, final, given_values(case, version), bool(a.get("speculative_algorithm")), case,
-                    a.get("speculative_adaptive"))
+    final = (
+        a.get("speculative_num_steps"),
+        a.get("speculative_eagle_topk"),
+        a.get("speculative_num_draft_tokens"),
+        a.get("max_running_requests"),
+    )
+    return _verdict(
+        False,
+        final,
+        given_values(case, version),
+        bool(a.get("speculative_algorithm")),
+        case,
+        a.get("speculative_adaptive"),
+    )
 
 
 from sweep.core.settings import BenchSettings, ConcurrencySettings  # noqa: E402
@@ -289,6 +353,7 @@ _BENCH = BenchSettings(server_metrics=False, concurrency=ConcurrencySettings(lev
 
 
 # --- the differences known, with their reasons ---
+
 
 @dataclass(frozen=True)
 class Known:
@@ -300,19 +365,31 @@ class Known:
 
 
 def _ngram_steps(case: C.Case, real: Verdict, mine: Verdict) -> bool:
-    return (case.flags.get("speculative-algorithm", "").upper() == "NGRAM" and real[0] != "error"
-            and mine[0] != "error" and real[2:] == mine[2:] and (real[1] is None or real[1] < 1) and mine[1] == 1)
+    return (
+        case.flags.get("speculative-algorithm", "").upper() == "NGRAM"
+        and real[0] != "error"
+        and mine[0] != "error"
+        and real[2:] == mine[2:]
+        and (real[1] is None or real[1] < 1)
+        and mine[1] == 1
+    )
 
 
 def _pp_spec_prefill(case: C.Case, real: Verdict, mine: Verdict) -> bool:
-    return (int(case.flags.get("pp-size") or 1) > 1 and case.flags.get("disaggregation-mode") == "prefill"
-            and real[0] == "error" and mine[0] != "error")
+    return (
+        int(case.flags.get("pp-size") or 1) > 1
+        and case.flags.get("disaggregation-mode") == "prefill"
+        and real[0] == "error"
+        and mine[0] != "error"
+    )
 
 
-_PP_BUILD = ("the CPU build 7f8f030 rejects any speculation with pp > 1 (ServerArgs.check_server_args, "
-             "server_args.py:9247: 'Pipeline parallelism is not compatible with overlap schedule, speculative "
-             "decoding'); 0.5.23, whose rules it is checked with, lets EAGLE / NEXTN through on a prefill node "
-             "(arg_groups/validation_hook.py:159). No CPU server runs pp with PD disaggregation.")
+_PP_BUILD = (
+    "the CPU build 7f8f030 rejects any speculation with pp > 1 (ServerArgs.check_server_args, "
+    "server_args.py:9247: 'Pipeline parallelism is not compatible with overlap schedule, speculative "
+    "decoding'); 0.5.23, whose rules it is checked with, lets EAGLE / NEXTN through on a prefill node "
+    "(arg_groups/validation_hook.py:159). No CPU server runs pp with PD disaggregation."
+)
 
 # flags the fake server takes without serving what they do (it accepts any well-formed flag of SGLang's)
 FAKE_UNSERVED = ("enable-two-batch-overlap", "enable-hisparse", "enable-pdmux", "enable-lora")
@@ -325,14 +402,22 @@ def _fake_unserved(case: C.Case, real: Verdict, mine: Verdict) -> bool:
 KNOWN_DIFFERENCES: tuple[Known, ...] = (
     Known("plan", ("0.5.23",), _pp_spec_prefill, _PP_BUILD, builds=("7f8f030",)),
     Known("fake", ("0.5.23",), _pp_spec_prefill, _PP_BUILD, builds=("7f8f030",)),
-    Known("fake", ("0.5.10", "0.5.23"), _ngram_steps,
-          "NGRAM: SGLang 0.5.10 leaves speculative_num_steps unset and 0.5.23 sets it to draft // topk (0 below 10 "
-          "draft tokens); the fake reports 1, since its scheduler model (fake/main.speculative_config, "
-          "fake/model.Spec) needs a step. NGRAM never reads the value."),
-    Known("fake", ("0.5.10", "0.5.23"), _fake_unserved,
-          "the fake takes --enable-two-batch-overlap, --enable-hisparse, --enable-pdmux and --enable-lora as flags it "
-          "does not serve (sweep/fake/args.py parses only what it models), so SGLang's adaptive fallback (two-batch "
-          "overlap, pdmux) and the refusals of HiSparse and LoRA do not reach its model; the plan's verdict is SGLang's"),
+    Known(
+        "fake",
+        ("0.5.10", "0.5.23"),
+        _ngram_steps,
+        "NGRAM: SGLang 0.5.10 leaves speculative_num_steps unset and 0.5.23 sets it to draft // topk (0 below 10 "
+        "draft tokens); the fake reports 1, since its scheduler model (fake/main.speculative_config, "
+        "fake/model.Spec) needs a step. NGRAM never reads the value.",
+    ),
+    Known(
+        "fake",
+        ("0.5.10", "0.5.23"),
+        _fake_unserved,
+        "the fake takes --enable-two-batch-overlap, --enable-hisparse, --enable-pdmux and --enable-lora as flags it "
+        "does not serve (sweep/fake/args.py parses only what it models), so SGLang's adaptive fallback (two-batch "
+        "overlap, pdmux) and the refusals of HiSparse and LoRA do not reach its model; the plan's verdict is SGLang's",
+    ),
 )
 
 
@@ -347,6 +432,7 @@ def known_reason(checker: str, version: str, case: C.Case, real: Verdict, mine: 
 
 
 # --- the comparison ---
+
 
 @dataclass
 class Comparison:
@@ -363,10 +449,12 @@ class Comparison:
     accepted: set[str] = field(default_factory=set)  # case ids SGLang's argument checks pass
 
     def line(self) -> str:
-        return (f"{self.checker:4} vs SGLang {self.install:20} ({self.version}): {self.agree}/{self.total} agree "
-                f"({100.0 * self.agree / self.total:.1f} %), {len(self.known)} known differences, "
-                f"{len(self.unexplained)} unexplained" + (f"; {self.later} predicted later failures"
-                                                          if self.checker == "plan" else ""))
+        return (
+            f"{self.checker:4} vs SGLang {self.install:20} ({self.version}): {self.agree}/{self.total} agree "
+            f"({100.0 * self.agree / self.total:.1f} %), {len(self.known)} known differences, "
+            f"{len(self.unexplained)} unexplained"
+            + (f"; {self.later} predicted later failures" if self.checker == "plan" else "")
+        )
 
 
 def compare(install: Install, models: Path, checker: str, cases: Optional[list[C.Case]] = None) -> Comparison:
@@ -396,6 +484,7 @@ def compare(install: Install, models: Path, checker: str, cases: Optional[list[C
 
 
 # --- the tests ---
+
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
@@ -436,8 +525,13 @@ def adaptive_words(case: C.Case, real: dict[str, Any], models: Path, version: st
     if case.id not in C.ADAPTIVE_IDS or real["verdict"] != "error":
         return []
     o = rules.evaluate(case.all_flags(models), _BENCH, plan_target(case, models, version)).outcome
-    theirs = real["message"] if real["exception"] == "SystemExit" else \
-        f"{real['exception']}: {real['message']}" if real["message"] else real["exception"]
+    theirs = (
+        real["message"]
+        if real["exception"] == "SystemExit"
+        else f"{real['exception']}: {real['message']}"
+        if real["message"]
+        else real["exception"]
+    )
     mine = o.error.exception if o is not None and o.error else None
     # argparse's line starts "sglang serve: error: " and goes on with any other flag the version lacks
     if mine and (theirs == mine or theirs.endswith(": " + mine) or f": {mine} --" in theirs):

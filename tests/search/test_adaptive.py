@@ -32,20 +32,39 @@ class P:
 
 def grid(drafters=RATES, steps=range(1, 8), nccl=("default", "tuned")) -> list[P]:
     """Baselines (one per NCCL profile), then every drafter x steps x NCCL point."""
-    out = [P(f"b-{n}", f"drafter=none,nccl={n}", {"drafter": "none", "nccl": n},
-             {"drafter": "drafter", "nccl": "env"}, True) for n in nccl]
+    out = [
+        P(
+            f"b-{n}",
+            f"drafter=none,nccl={n}",
+            {"drafter": "none", "nccl": n},
+            {"drafter": "drafter", "nccl": "env"},
+            True,
+        )
+        for n in nccl
+    ]
     for d, k, n in itertools.product(drafters, steps, nccl):
-        out.append(P(f"{d}-{k}-{n}", f"drafter={d},steps={k},nccl={n}", {"drafter": d, "steps": str(k), "nccl": n},
-                     {"drafter": "drafter", "steps": "steps", "nccl": "env"}, False,
-                     {"steps": k, "topk": 1, "draft_tokens": k + 1}))
+        out.append(
+            P(
+                f"{d}-{k}-{n}",
+                f"drafter={d},steps={k},nccl={n}",
+                {"drafter": d, "steps": str(k), "nccl": n},
+                {"drafter": "drafter", "steps": "steps", "nccl": "env"},
+                False,
+                {"steps": k, "topk": 1, "draft_tokens": k + 1},
+            )
+        )
     return out
 
 
 def figures(p: P, noise: float = 0.02) -> Measured:
     """What the fake server measures for this point (its model), per level."""
     env = TUNED if p.params["nccl"] == "tuned" else {}
-    spec = None if p.baseline else model.Spec(p.resolved["steps"], 1, p.resolved["draft_tokens"], RATES[p.params["drafter"]])
-    hist_reached = () if spec is None else tuple(spec.accept_rate ** j for j in range(1, spec.steps + 1))
+    spec = (
+        None
+        if p.baseline
+        else model.Spec(p.resolved["steps"], 1, p.resolved["draft_tokens"], RATES[p.params["drafter"]])
+    )
+    hist_reached = () if spec is None else tuple(spec.accept_rate**j for j in range(1, spec.steps + 1))
     single = model.single_stream_tok_s(spec, env)
     out = {SINGLE: Figures(single, single, 0.05, noise, hist_reached)}
     for c in LEVELS:
@@ -54,7 +73,9 @@ def figures(p: P, noise: float = 0.02) -> Measured:
     return Measured(p.id, out)
 
 
-def run(points: list[P], hosts: int = 3, fail: set[str] = frozenset(), **kw) -> tuple[list[str], dict[str, str], AdaptiveSearch]:
+def run(
+    points: list[P], hosts: int = 3, fail: set[str] = frozenset(), **kw
+) -> tuple[list[str], dict[str, str], AdaptiveSearch]:
     """Drive the search as the sweep does: up to ``hosts`` points at once, each finishing in turn."""
     s = AdaptiveSearch(points, points, **kw)
     order, running = [], []
@@ -97,8 +118,16 @@ def test_baselines_then_one_probe_per_group_with_its_most_steps_then_the_cost_of
     points = grid()
     s = AdaptiveSearch(points, points)
     first = [p.id for p in s.take(100)]
-    assert first == ["b-default", "b-tuned", "strong-7-default", "strong-7-tuned", "mid-7-default", "mid-7-tuned",
-                     "weak-7-default", "weak-7-tuned"]  # nothing else can be decided before they measure
+    assert first == [
+        "b-default",
+        "b-tuned",
+        "strong-7-default",
+        "strong-7-tuned",
+        "mid-7-default",
+        "mid-7-tuned",
+        "weak-7-default",
+        "weak-7-tuned",
+    ]  # nothing else can be decided before they measure
     for pid in first:
         s.learn(pid, figures(next(p for p in points if p.id == pid)))
     second = [p.id for p in s.take(1)]
@@ -122,8 +151,11 @@ def test_a_resumed_search_continues_from_what_was_measured():
     points = grid(drafters={"strong": 0.78, "weak": 0.55}, nccl=("tuned",))
     whole, pruned_whole, _ = run(points, hosts=1)
     done = whole[:4]
-    s = AdaptiveSearch(points, [p for p in points if p.id not in done],
-                       {pid: figures(next(p for p in points if p.id == pid)) for pid in done})
+    s = AdaptiveSearch(
+        points,
+        [p for p in points if p.id not in done],
+        {pid: figures(next(p for p in points if p.id == pid)) for pid in done},
+    )
     order = []
     while got := s.take(1):
         order.append(got[0].id)
@@ -133,8 +165,14 @@ def test_a_resumed_search_continues_from_what_was_measured():
 
 def test_nothing_is_pruned_while_points_run_and_trees_and_lone_points_run_as_in_the_grid():
     points = grid(drafters={"strong": 0.78}, steps=(3,), nccl=("tuned",))
-    tree = P("tree", "drafter=tree", {"drafter": "tree", "nccl": "tuned"}, {"drafter": "drafter", "nccl": "env"},
-             False, {"steps": 3, "topk": 4, "draft_tokens": 8})
+    tree = P(
+        "tree",
+        "drafter=tree",
+        {"drafter": "tree", "nccl": "tuned"},
+        {"drafter": "drafter", "nccl": "env"},
+        False,
+        {"steps": 3, "topk": 4, "draft_tokens": 8},
+    )
     s = AdaptiveSearch([*points, tree], [*points, tree])
     assert chain_steps(tree) is None and group_key(points[1]) != group_key(tree)
     got = [p.id for p in s.take(10)]
@@ -172,4 +210,3 @@ def test_a_dry_runs_reasons_quote_tok_s_at_real_speed_and_its_ttft_is_judged_the
     pr = type("Pr", (), {"allowance": 0.0, "ttft_s": 0.1})()
     assert AdaptiveSearch(points, points, ttft_limits=[1.0])._ttft_no_worse(f, pr)
     assert not AdaptiveSearch(points, points, ttft_limits=[1.0], time_scale=5.0)._ttft_no_worse(f, pr)
-

@@ -15,19 +15,32 @@ from tests.experiments import DRAFT_TOKENS, experiment, write
 
 pytestmark = pytest.mark.slow
 
-STRONG = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/drafters/ds", "speculative-eagle-topk": 1}
+STRONG = {
+    "speculative-algorithm": "EAGLE3",
+    "speculative-draft-model-path": "/drafters/ds",
+    "speculative-eagle-topk": 1,
+}
 WEAK = {**STRONG, "speculative-draft-model-path": "/drafters/dw"}
 
 
 def _experiment(tmp_path):
     exp = experiment(
-        name="adaptive", server={"port": free_port()}, search={"strategy": "adaptive"},
-        grid={"axes": {"drafter": {"values": {"none": {}, "strong": {"flags": STRONG}, "weak": {"flags": WEAK}}},
-                       "steps": {"flag": "speculative-num-steps", "values": [1, 2, 3]}},
-              "derived": DRAFT_TOKENS},
-        benchmark={"single_stream": {"runs": 2, "warmup": 0, "max_tokens": 32},
-                   "concurrency": {"levels": [1, 4], "rounds": 1, "max_tokens": 32}},
-        dry_run={"hosts": 2, "fake_args": ["--fake-accept-map", json.dumps({"ds": 0.85, "dw": 0.2})]})
+        name="adaptive",
+        server={"port": free_port()},
+        search={"strategy": "adaptive"},
+        grid={
+            "axes": {
+                "drafter": {"values": {"none": {}, "strong": {"flags": STRONG}, "weak": {"flags": WEAK}}},
+                "steps": {"flag": "speculative-num-steps", "values": [1, 2, 3]},
+            },
+            "derived": DRAFT_TOKENS,
+        },
+        benchmark={
+            "single_stream": {"runs": 2, "warmup": 0, "max_tokens": 32},
+            "concurrency": {"levels": [1, 4], "rounds": 1, "max_tokens": 32},
+        },
+        dry_run={"hosts": 2, "fake_args": ["--fake-accept-map", json.dumps({"ds": 0.85, "dw": 0.2})]},
+    )
     return write(tmp_path / "adaptive.yaml", exp, results_dir=tmp_path / "res")
 
 
@@ -46,10 +59,14 @@ def test_a_weak_drafter_is_probed_then_pruned_and_a_resume_runs_nothing(tmp_path
     # the weak drafter's probe (its most steps) ran; at least one of its other points was pruned
     assert by["drafter=weak,steps=3"]["status"] == "ok"
     pruned = pts.filter(pl.col("status") == "pruned")
-    assert pruned.height >= 1 and set(pruned["label"]) <= {"drafter=weak,steps=1", "drafter=weak,steps=2"}, \
-        pts.select("label", "status", "failure_reason").rows()
+    assert pruned.height >= 1 and set(pruned["label"]) <= {"drafter=weak,steps=1", "drafter=weak,steps=2"}, pts.select(
+        "label", "status", "failure_reason"
+    ).rows()
     for row in pruned.iter_rows(named=True):
-        assert row["failure_phase"] == "search" and "at best within noise of a point already measured" in row["failure_reason"]
+        assert (
+            row["failure_phase"] == "search"
+            and "at best within noise of a point already measured" in row["failure_reason"]
+        )
         assert "--only LABEL" in row["failure_fix"] and row["attempts"] == 0
     # the strong drafter's and the baseline's points all ran: the answer is among them
     assert all(by[f"drafter=strong,steps={k}"]["status"] == "ok" for k in (1, 2, 3))

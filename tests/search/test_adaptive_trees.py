@@ -13,7 +13,6 @@ import pytest
 from sweep.fake import model
 from sweep.search.adaptive import AdaptiveSearch, tree_accept_bound, tree_steps
 from sweep.search.measured import SINGLE, Figures, Measured
-
 from tests.search.test_adaptive import P
 
 TUNED = dict(model.TUNED_NCCL)
@@ -44,9 +43,9 @@ def _accepted(ctx: tuple, target: list[int], steps: int, topk: int, draft_tokens
                 break  # the first level: the root's topk children
         cands += expanded
         beam = sorted(expanded, key=lambda x: -x[0])[:topk]
-    tree = {path for _, path in sorted(cands, key=lambda x: -x[0])[:draft_tokens - 1]}
+    tree = {path for _, path in sorted(cands, key=lambda x: -x[0])[: draft_tokens - 1]}
     n = 0
-    while n < len(target) and tuple(target[:n + 1]) in tree:
+    while n < len(target) and tuple(target[: n + 1]) in tree:
         n += 1
     return n
 
@@ -98,9 +97,16 @@ def test_the_bound_arithmetic():
 def tree_grid(rate: float, steps=(2, 3, 4), topk: int = 4, draft_tokens: int = 16) -> list[P]:
     out = [P("base", "drafter=none", {"drafter": "none"}, {"drafter": "drafter", "steps": "steps"}, True)]
     for k in steps:
-        out.append(P(f"t{k}", f"drafter=tree,steps={k}", {"drafter": "tree", "steps": str(k)},
-                     {"drafter": "drafter", "steps": "steps"}, False,
-                     {"steps": k, "topk": topk, "draft_tokens": draft_tokens, "rate": rate}))
+        out.append(
+            P(
+                f"t{k}",
+                f"drafter=tree,steps={k}",
+                {"drafter": "tree", "steps": str(k)},
+                {"drafter": "drafter", "steps": "steps"},
+                False,
+                {"steps": k, "topk": topk, "draft_tokens": draft_tokens, "rate": rate},
+            )
+        )
     return out
 
 
@@ -109,7 +115,7 @@ def figures(p: P, noise: float = 0.02) -> Measured:
     r = p.resolved or {}
     spec = None if p.baseline else model.Spec(r["steps"], r["topk"], r["draft_tokens"], r["rate"])
     q = model.effective_accept_rate(spec) if spec else 0.0
-    reach = () if spec is None else tuple(q ** j for j in range(1, model.max_accepted(spec) + 1))
+    reach = () if spec is None else tuple(q**j for j in range(1, model.max_accepted(spec) + 1))
     single = model.single_stream_tok_s(spec, TUNED)
     out = {SINGLE: Figures(single, single, 0.05, noise, reach)}
     for c in LEVELS:
@@ -153,8 +159,14 @@ def test_a_deeper_tree_that_wins_is_run_and_the_best_at_every_level_is_found():
 
 def test_a_tree_is_not_bounded_by_a_deeper_one_nor_by_another_topk():
     points = tree_grid(0.7)
-    other = P("t3-k2", "drafter=tree2,steps=3", {"drafter": "tree2", "steps": "3"},
-              {"drafter": "drafter", "steps": "steps"}, False, {"steps": 3, "topk": 2, "draft_tokens": 6, "rate": 0.7})
+    other = P(
+        "t3-k2",
+        "drafter=tree2,steps=3",
+        {"drafter": "tree2", "steps": "3"},
+        {"drafter": "drafter", "steps": "steps"},
+        False,
+        {"steps": 3, "topk": 2, "draft_tokens": 6, "rate": 0.7},
+    )
     s = AdaptiveSearch([*points, other], [*points, other], {"t4": figures(points[3])})
     assert s.predict("t2") is None and s.predict("t3") is None  # only deeper measured: nothing bounds them
     assert s.predict("t3-k2") is None  # alone in its group (another topk and budget)

@@ -26,10 +26,12 @@ def sweep(path: Path, a: float, b: float) -> tuple[SweepDir, str, str]:
     one measurement, the level-wide noise floor of 2 % on each)."""
     sd = SweepDir(path)
     base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[50, 50, 50], levels={1: 50, C: 300})
-    pa_ = sd.point(drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[80, 80, 80],
-                   levels={1: 80, C: a}, jitter=0.01)
-    pb = sd.point(drafter="d2", steps="2", nccl="default", baseline_of=base, tok_s=[70, 70, 70],
-                  levels={1: 70, C: b}, jitter=0.01)
+    pa_ = sd.point(
+        drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[80, 80, 80], levels={1: 80, C: a}, jitter=0.01
+    )
+    pb = sd.point(
+        drafter="d2", steps="2", nccl="default", baseline_of=base, tok_s=[70, 70, 70], levels={1: 70, C: b}, jitter=0.01
+    )
     sd.write()
     return sd, pa_, pb
 
@@ -48,16 +50,29 @@ def level_decision(path: Path) -> decide.Decision:
     return decide.evaluate(store.load(path), SLO)[f"level:C={C}"]
 
 
-def run_rounds(sd: SweepDir, truth: dict[str, float], *, margin: float, max_repeats: int = 8,
-               left_s: float = 1e9, round_cost_s: float = 10.0) -> dict[str, decide.Tracked]:
+def run_rounds(
+    sd: SweepDir,
+    truth: dict[str, float],
+    *,
+    margin: float,
+    max_repeats: int = 8,
+    left_s: float = 1e9,
+    round_cost_s: float = 10.0,
+) -> dict[str, decide.Tracked]:
     """The driver's loop, with each re-measurement giving the point's true figure: take on what is within
     noise, plan a round, measure, judge again, until nothing is open or the plan is empty."""
     tracked = decide.take_on(decide.evaluate(store.load(sd.path), SLO), margin)
     spent, round_ = 0.0, 0
     while any(t.open for t in tracked.values()):
         counts = decide.counts_of(store.table(sd.path, "levels").collect())
-        rnd = decide.plan_round(tracked, counts, max_repeats=max_repeats, left_s=left_s - spent,
-                                cost={pid: round_cost_s for pid in truth}, per_level_s={})
+        rnd = decide.plan_round(
+            tracked,
+            counts,
+            max_repeats=max_repeats,
+            left_s=left_s - spent,
+            cost={pid: round_cost_s for pid in truth},
+            per_level_s={},
+        )
         if not rnd.levels:
             break
         round_ += 1
@@ -93,8 +108,11 @@ def test_a_decision_that_separates(tmp_path):
     assert tracked["slo:any"].outcome == decide.DECIDED  # the SLO's pick is read from the same level
     raw = store.table(tmp_path, "levels").collect().filter(pl.col("point_id") == a, pl.col("concurrency") == C)
     assert raw.height == t.rounds + 1 and raw["repeat"].fill_null(0).sort().to_list() == list(range(raw.height))
-    pooled = repeats.pooled(store.load(tmp_path))["levels"].collect().filter(pl.col("point_id") == a,
-                                                                              pl.col("concurrency") == C)
+    pooled = (
+        repeats.pooled(store.load(tmp_path))["levels"]
+        .collect()
+        .filter(pl.col("point_id") == a, pl.col("concurrency") == C)
+    )
     assert pooled.height == 1 and pooled["repeats"][0] == raw.height
     assert pooled["requests"][0] == raw["requests"].sum()
 

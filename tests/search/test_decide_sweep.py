@@ -14,23 +14,39 @@ import pytest
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import DRAFT_TOKENS, experiment, write
 
-pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # a whole dry run with its phase after the grid: the scenario tier
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.scenario,
+]  # a whole dry run with its phase after the grid: the scenario tier
 
 D = {"speculative-algorithm": "EAGLE3", "speculative-eagle-topk": 1}
 
 
 def test_the_picks_within_noise_are_measured_again_and_each_decision_ends(tmp_path):
     exp = experiment(
-        name="decide", server={"port": free_port()},
-        grid={"axes": {"drafter": {"values": {"none": {}, "a": {"flags": {**D, "speculative-draft-model-path": "/da"}},
-                                              "b": {"flags": {**D, "speculative-draft-model-path": "/db"}}}},
-                       "steps": {"flag": "speculative-num-steps", "values": [2]}},
-              "derived": DRAFT_TOKENS},
-        benchmark={"single_stream": {"runs": 1, "warmup": 1, "max_tokens": 32},
-                   "concurrency": {"levels": [1, 4], "rounds": 1, "max_tokens": 32},
-                   "slo": [{"name": "any", "percentile": 90, "tok_s": 1}]},
+        name="decide",
+        server={"port": free_port()},
+        grid={
+            "axes": {
+                "drafter": {
+                    "values": {
+                        "none": {},
+                        "a": {"flags": {**D, "speculative-draft-model-path": "/da"}},
+                        "b": {"flags": {**D, "speculative-draft-model-path": "/db"}},
+                    }
+                },
+                "steps": {"flag": "speculative-num-steps", "values": [2]},
+            },
+            "derived": DRAFT_TOKENS,
+        },
+        benchmark={
+            "single_stream": {"runs": 1, "warmup": 1, "max_tokens": 32},
+            "concurrency": {"levels": [1, 4], "rounds": 1, "max_tokens": 32},
+            "slo": [{"name": "any", "percentile": 90, "tok_s": 1}],
+        },
         dry_run={"hosts": 2, "fake_args": ["--fake-accept-map", json.dumps({"da": 0.7, "db": 0.69})]},
-        decide={"enabled": True, "budget_share": 3.0, "max_repeats": 2})
+        decide={"enabled": True, "budget_share": 3.0, "max_repeats": 2},
+    )
     path = write(tmp_path / "decide.yaml", exp, results_dir=tmp_path / "res")
     res = tmp_path / "res"
 
@@ -51,10 +67,18 @@ def test_the_picks_within_noise_are_measured_again_and_each_decision_ends(tmp_pa
     assert levels.filter(pl.col("repeat").is_null()).group_by("point_id", "concurrency").len()["len"].max() == 1
     requests = pl.read_parquet(str(res / "requests" / "*.parquet"))
     for pid, c, k in again.select("point_id", "concurrency", "repeat").iter_rows():
-        mine = requests.filter((pl.col("point_id") == pid) & (pl.col("concurrency") == c)
-                               & (pl.col("phase") == "level") & (pl.col("repeat") == k))
-        assert mine.height == again.filter((pl.col("point_id") == pid) & (pl.col("concurrency") == c)
-                                           & (pl.col("repeat") == k))["requests"][0]
+        mine = requests.filter(
+            (pl.col("point_id") == pid)
+            & (pl.col("concurrency") == c)
+            & (pl.col("phase") == "level")
+            & (pl.col("repeat") == k)
+        )
+        assert (
+            mine.height
+            == again.filter((pl.col("point_id") == pid) & (pl.col("concurrency") == c) & (pl.col("repeat") == k))[
+                "requests"
+            ][0]
+        )
     # a repeat is recorded as a measurement, not as a point: the points table is the grid's
     points = pl.read_parquet(str(res / "points" / "*.parquet"))
     assert points.height == 3 and (points["status"] == "ok").all()

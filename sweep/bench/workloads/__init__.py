@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from sweep.bench.workloads import tokens
 from sweep.bench.prompts import PromptSet, load_prompts
+from sweep.bench.workloads import tokens
 from sweep.core.errors import ConfigError
 from sweep.core.settings import BenchSettings, WorkloadSettings
 
@@ -53,7 +53,9 @@ class Request:
     arrival_s: Optional[float] = None  # a trace's arrival time, from its first request, scaled
     origin: str = ""  # where it came from, for errors: "FILE, line 12"
     answer: str = ""  # ShareGPT with answer_lengths: the answer whose length is output_len (fit.py counts it)
-    lengths_exact: Optional[bool] = None  # its given lengths on the served tokenizer: True exact, False estimated (fit.py)
+    lengths_exact: Optional[bool] = (
+        None  # its given lengths on the served tokenizer: True exact, False estimated (fit.py)
+    )
 
     def prompt_text(self) -> str:
         """The prompt as text (the ids spelt as words where it is ids)."""
@@ -65,8 +67,9 @@ class Request:
         """Its input tokens: the given length, else ~4 characters a token of its text."""
         if self.input_len is not None:
             return self.input_len
-        return tokens.estimate(self.prompt_text() if self.messages is None else
-                               "".join(str(m.get("content", "")) for m in self.messages))
+        return tokens.estimate(
+            self.prompt_text() if self.messages is None else "".join(str(m.get("content", "")) for m in self.messages)
+        )
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,13 @@ class Workload:
         last: Optional[int] = None
         for pos, idx in enumerate(indices):
             conv = self.requests[idx].conversation
-            if self.order == "conversations" and out and conv is not None and conv == last \
-                    and (self.requests[idx].turn or 0) > (self.requests[indices[pos - 1]].turn or 0):
+            if (
+                self.order == "conversations"
+                and out
+                and conv is not None
+                and conv == last
+                and (self.requests[idx].turn or 0) > (self.requests[indices[pos - 1]].turn or 0)
+            ):
                 out[-1].append(pos)
             else:
                 out.append([pos])
@@ -139,12 +147,18 @@ def load(settings: BenchSettings) -> Workload:
     elif w.kind == "trace":
         out = _cached(w, trace.load)
     else:
-        raise ConfigError(f"benchmark.workload.kind = {w.kind!r} is unknown",
-                          fix="one of prompts, sharegpt, synthetic, shared-prefix, trace")
+        raise ConfigError(
+            f"benchmark.workload.kind = {w.kind!r} is unknown",
+            fix="one of prompts, sharegpt, synthetic, shared-prefix, trace",
+        )
     if w.output_scale != 1:
-        out = replace(out, requests=tuple(r if r.output_len is None else
-                                          replace(r, output_len=max(1, round(r.output_len * w.output_scale)))
-                                          for r in out.requests))
+        out = replace(
+            out,
+            requests=tuple(
+                r if r.output_len is None else replace(r, output_len=max(1, round(r.output_len * w.output_scale)))
+                for r in out.requests
+            ),
+        )
     if w.max_context is not None:
         check_context(out, w.max_context, max_tokens=max_phase_tokens(settings), what="benchmark.workload.max_context")
     return out
@@ -161,8 +175,13 @@ def _cached(w: WorkloadSettings, read: Callable[[WorkloadSettings], Workload]) -
         st = os.stat(os.path.expanduser(w.path))
     except OSError:
         return read(w)  # the reader names what is wrong
-    key = (read, os.path.abspath(os.path.expanduser(w.path)), st.st_size, st.st_mtime_ns,
-           repr(replace(w, output_scale=1.0, max_context=None)))
+    key = (
+        read,
+        os.path.abspath(os.path.expanduser(w.path)),
+        st.st_size,
+        st.st_mtime_ns,
+        repr(replace(w, output_scale=1.0, max_context=None)),
+    )
     if key not in _FILES:
         if len(_FILES) >= 4:
             _FILES.pop(next(iter(_FILES)))
@@ -177,8 +196,9 @@ def max_phase_tokens(settings: BenchSettings) -> int:
     return max(ss.max_tokens if runs else 0, cc.max_tokens if cc.levels else 0, 1)
 
 
-def check_context(workload: Workload, context: int, *, max_tokens: Optional[int], what: str,
-                  given_only: bool = False) -> None:
+def check_context(
+    workload: Workload, context: int, *, max_tokens: Optional[int], what: str, given_only: bool = False
+) -> None:
     """``ConfigError`` for the first request whose input plus output (``max_tokens`` where it sets
     none; None: the input alone) exceeds ``context`` tokens, naming where it came from. A text
     prompt's length is estimated (~4 characters a token); ``given_only``: such prompts are left to
@@ -191,10 +211,11 @@ def check_context(workload: Workload, context: int, *, max_tokens: Optional[int]
         if n_in + n_out > context:
             given = "" if r.input_len is not None else " (estimated at ~4 characters a token)"
             out = f" + {n_out} output" if n_out else ""
-            raise ConfigError(f"{r.origin or workload.name}: {n_in} input{given}{out} tokens exceed the "
-                              f"context of {context} tokens ({what})",
-                              fix="shorten or drop that request, lower the lengths or max_tokens, "
-                                  "or serve a longer context")
+            raise ConfigError(
+                f"{r.origin or workload.name}: {n_in} input{given}{out} tokens exceed the "
+                f"context of {context} tokens ({what})",
+                fix="shorten or drop that request, lower the lengths or max_tokens, or serve a longer context",
+            )
 
 
 def model_context(model_path: str, flags: dict) -> Optional[int]:
@@ -225,6 +246,10 @@ def check_experiment(settings: BenchSettings, model_path: str, flags: dict) -> O
         return None
     w = load(settings)
     if settings.workload.max_context is None and (ctx := model_context(model_path, flags)) is not None:
-        check_context(w, ctx, max_tokens=max_phase_tokens(settings),
-                      what=f"the context of {model_path}: --context-length or its config.json")
+        check_context(
+            w,
+            ctx,
+            max_tokens=max_phase_tokens(settings),
+            what=f"the context of {model_path}: --context-length or its config.json",
+        )
     return w

@@ -42,15 +42,21 @@ def read_text(path: str, kind: str) -> str:
     """The file's text; ``ConfigError`` when it is missing or not UTF-8 (with the line)."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise ConfigError(f"{kind} workload file {path!r} not found",
-                          fix="give the path of an existing file (relative to where the benchmark runs)")
+        raise ConfigError(
+            f"{kind} workload file {path!r} not found",
+            fix="give the path of an existing file (relative to where the benchmark runs)",
+        )
     data = p.read_bytes()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise bad(path, line, f"not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})",
-                  fix="convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+        raise bad(
+            path,
+            line,
+            f"not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})",
+            fix="convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8",
+        ) from None
 
 
 class _Lines:
@@ -72,7 +78,7 @@ def records(text: str, source: str, example: str) -> Iterator[tuple[int, Any]]:
     """(line, value) of every record: the items of a top-level JSON array, or one JSON value per
     non-blank line (JSON Lines)."""
     start = len(text) - len(text.lstrip())
-    if text[start:start + 1] == "[":
+    if text[start : start + 1] == "[":
         yield from _array(text, start + 1, source, example)
         return
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -104,8 +110,12 @@ def _array(text: str, pos: int, source: str, example: str) -> Iterator[tuple[int
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            raise bad(source, Loc(_line(e.pos), record), f"not JSON ({e.msg})",
-                      fix=f"a JSON array of objects, e.g. [{example}]") from None
+            raise bad(
+                source,
+                Loc(_line(e.pos), record),
+                f"not JSON ({e.msg})",
+                fix=f"a JSON array of objects, e.g. [{example}]",
+            ) from None
         yield Loc(_line(pos), record), value
         pos = skip(end)
         if pos < n and text[pos] == ",":
@@ -113,8 +123,11 @@ def _array(text: str, pos: int, source: str, example: str) -> Iterator[tuple[int
             continue
         if pos < n and text[pos] == "]":
             if skip(pos + 1) < n:
-                raise bad(source, _line(skip(pos + 1)), "text after the closing ]",
-                          fix="one JSON array per file")
+                raise bad(source, _line(skip(pos + 1)), "text after the closing ]", fix="one JSON array per file")
             return
-        raise bad(source, Loc(_line(min(pos, n - 1) if n else 0), record), "expected , or ] in the array",
-                  fix=f"a JSON array of objects, e.g. [{example}]")
+        raise bad(
+            source,
+            Loc(_line(min(pos, n - 1) if n else 0), record),
+            "expected , or ] in the array",
+            fix=f"a JSON array of objects, e.g. [{example}]",
+        )

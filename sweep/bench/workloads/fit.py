@@ -44,10 +44,11 @@ async def count(client: httpx.AsyncClient, url: str, texts: list[str]) -> Option
     out: dict[str, int] = {}
     todo = list(dict.fromkeys(t for t in texts if t not in out))
     for i in range(0, len(todo), BATCH):
-        part = todo[i:i + BATCH]
+        part = todo[i : i + BATCH]
         try:
-            resp = await client.post(url.rstrip("/") + ROUTE, json={"prompt": part, "add_special_tokens": False},
-                                     timeout=TIMEOUT_S)
+            resp = await client.post(
+                url.rstrip("/") + ROUTE, json={"prompt": part, "add_special_tokens": False}, timeout=TIMEOUT_S
+            )
             counts = resp.json().get("count") if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             counts = None
@@ -65,8 +66,7 @@ def _words(r: Request, n: int, salt: int) -> str:
     return tokens.ids_text(ids[:n])
 
 
-async def fit(client: httpx.AsyncClient, url: str, workload: Workload, api: str,
-              output_scale: float = 1.0) -> Workload:
+async def fit(client: httpx.AsyncClient, url: str, workload: Workload, api: str, output_scale: float = 1.0) -> Workload:
     """``workload`` with its text prompts made of their drawn token counts and its ShareGPT answers
     counted, on the tokenizer of the server at ``url`` (see the module docstring)."""
     reqs = list(workload.requests)
@@ -83,14 +83,18 @@ async def fit(client: httpx.AsyncClient, url: str, workload: Workload, api: str,
     ok = True
     for rnd in range(ROUNDS):
         left = [i for i in as_text if i not in fitted]
-        got = await count(client, url, [texts[i] for i in left] + ([reqs[i].answer for i in answers] if rnd == 0 else []))
+        got = await count(
+            client, url, [texts[i] for i in left] + ([reqs[i].answer for i in answers] if rnd == 0 else [])
+        )
         if got is None:
             ok = False
             break
         if rnd == 0:
             for i in answers:
                 n = max(1, round(got[reqs[i].answer] * output_scale))
-                reqs[i] = replace(reqs[i], output_len=n, lengths_exact=reqs[i].input_len is None or bool(reqs[i].lengths_exact))
+                reqs[i] = replace(
+                    reqs[i], output_len=n, lengths_exact=reqs[i].input_len is None or bool(reqs[i].lengths_exact)
+                )
         for i in left:
             want, have = reqs[i].input_len or 0, got[texts[i]]
             if have == want:
@@ -105,9 +109,17 @@ async def fit(client: httpx.AsyncClient, url: str, workload: Workload, api: str,
         reqs[i] = replace(reqs[i], text=texts[i], lengths_exact=True)
     guessed = sum(1 for r in reqs if r.lengths_exact is False)
     if guessed:
-        why = (f"no count from {ROUTE} at {url}: an older server has no such route, and SGLang answers 500 "
-               "where the tokenizer's model_max_length is unbounded" if not ok else
-               f"{guessed} text(s) did not come to their length in {ROUNDS} rounds")
-        log.warning("%s: %d request(s) of %s keep estimated lengths (~4 characters a token; %s)",
-                    workload.name, guessed, workload.name, why)
+        why = (
+            f"no count from {ROUTE} at {url}: an older server has no such route, and SGLang answers 500 "
+            "where the tokenizer's model_max_length is unbounded"
+            if not ok
+            else f"{guessed} text(s) did not come to their length in {ROUNDS} rounds"
+        )
+        log.warning(
+            "%s: %d request(s) of %s keep estimated lengths (~4 characters a token; %s)",
+            workload.name,
+            guessed,
+            workload.name,
+            why,
+        )
     return replace(workload, requests=tuple(reqs))

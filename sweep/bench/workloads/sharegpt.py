@@ -35,8 +35,12 @@ def _turns(obj: Any, source: str, line: int) -> list[tuple[str, str]]:
     if conv is None:
         raise bad(source, line, 'no "conversations" field', fix=f"e.g. {EXAMPLE}")
     if not isinstance(conv, list) or not conv:
-        raise bad(source, line, 'empty "conversations"' if conv == [] else '"conversations" is not a list of turns',
-                  fix="drop the record, e.g. jq -c '.[] | select(.conversations | length > 0)'")
+        raise bad(
+            source,
+            line,
+            'empty "conversations"' if conv == [] else '"conversations" is not a list of turns',
+            fix="drop the record, e.g. jq -c '.[] | select(.conversations | length > 0)'",
+        )
     out: list[tuple[str, str]] = []
     for k, turn in enumerate(conv):
         if not isinstance(turn, dict) or "from" not in turn or "value" not in turn:
@@ -44,8 +48,12 @@ def _turns(obj: Any, source: str, line: int) -> list[tuple[str, str]]:
         who, value = str(turn["from"]).lower(), turn["value"]
         role = "user" if who in USER else "assistant" if who in ASSISTANT else "system" if who in SYSTEM else None
         if role is None:
-            raise bad(source, line, f"turn {k} is from {turn['from']!r}",
-                      fix=f"from one of {', '.join(USER + ASSISTANT + SYSTEM)}")
+            raise bad(
+                source,
+                line,
+                f"turn {k} is from {turn['from']!r}",
+                fix=f"from one of {', '.join(USER + ASSISTANT + SYSTEM)}",
+            )
         if not isinstance(value, str):
             raise bad(source, line, f'turn {k}\'s "value" is not a string', fix="text in every turn's value")
         out.append((role, value))
@@ -80,8 +88,16 @@ def load(w: WorkloadSettings) -> Workload:
         if not w.multiturn:
             k = next(i for i, (r, v) in enumerate(turns) if r == "user" and v.strip())
             answer = _answer(turns, k, w.answer_lengths)
-            out.append(Request(text=turns[k][1], output_len=_answer_len(answer), answer=answer,
-                               conversation=conv, turn=0, origin=origin))
+            out.append(
+                Request(
+                    text=turns[k][1],
+                    output_len=_answer_len(answer),
+                    answer=answer,
+                    conversation=conv,
+                    turn=0,
+                    origin=origin,
+                )
+            )
             continue
         history: list[dict] = []
         turn = 0
@@ -91,10 +107,24 @@ def load(w: WorkloadSettings) -> Workload:
                 continue
             msgs = tuple(dict(m) for m in history)
             answer = _answer(turns, k, w.answer_lengths)
-            out.append(Request(text=render(list(msgs)), messages=msgs, output_len=_answer_len(answer), answer=answer,
-                               conversation=conv, turn=turn, origin=origin))
+            out.append(
+                Request(
+                    text=render(list(msgs)),
+                    messages=msgs,
+                    output_len=_answer_len(answer),
+                    answer=answer,
+                    conversation=conv,
+                    turn=turn,
+                    origin=origin,
+                )
+            )
             turn += 1
     if not out:
-        raise bad(w.path, None, "no conversations", fix=f"a JSON array (or JSON Lines) of conversations, e.g. {EXAMPLE}")
-    return Workload(f"sharegpt{'-multiturn' if w.multiturn else ''}:{w.path}", tuple(out),
-                    order="conversations" if w.multiturn else "shuffle")
+        raise bad(
+            w.path, None, "no conversations", fix=f"a JSON array (or JSON Lines) of conversations, e.g. {EXAMPLE}"
+        )
+    return Workload(
+        f"sharegpt{'-multiturn' if w.multiturn else ''}:{w.path}",
+        tuple(out),
+        order="conversations" if w.multiturn else "shuffle",
+    )

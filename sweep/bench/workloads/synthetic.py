@@ -39,8 +39,14 @@ def synthetic(w: WorkloadSettings, seed: int) -> Workload:
     out = []
     for i in range(w.requests):
         n_in = draw(w.input_len, rng)
-        out.append(Request(input_ids=tokens.draw_ids(f"{seed}/synthetic/{i}", n_in), input_len=n_in,
-                           output_len=_out(w, rng), origin=f"synthetic request {i}"))
+        out.append(
+            Request(
+                input_ids=tokens.draw_ids(f"{seed}/synthetic/{i}", n_in),
+                input_len=n_in,
+                output_len=_out(w, rng),
+                origin=f"synthetic request {i}",
+            )
+        )
     return Workload(f"synthetic:in={describe(w.input_len)}{_out_name(w)},requests={w.requests}", tuple(out))
 
 
@@ -58,10 +64,20 @@ def shared_prefix(w: WorkloadSettings, seed: int) -> Workload:
         for q in range(w.questions):
             n_q = draw(w.input_len, rng)
             ids = prefix + tokens.draw_ids(f"{seed}/question/{g}/{q}", n_q)
-            out.append(Request(input_ids=ids, input_len=len(ids), output_len=_out(w, rng), group=g,
-                               origin=f"shared-prefix group {g}, question {q}"))
-    return Workload(f"shared-prefix:groups={w.groups},prefix={w.prefix_len},questions={w.questions},"
-                    f"in={describe(w.input_len)}{_out_name(w)}", tuple(out))
+            out.append(
+                Request(
+                    input_ids=ids,
+                    input_len=len(ids),
+                    output_len=_out(w, rng),
+                    group=g,
+                    origin=f"shared-prefix group {g}, question {q}",
+                )
+            )
+    return Workload(
+        f"shared-prefix:groups={w.groups},prefix={w.prefix_len},questions={w.questions},"
+        f"in={describe(w.input_len)}{_out_name(w)}",
+        tuple(out),
+    )
 
 
 def describe(length: Optional[LengthSettings]) -> str:
@@ -74,4 +90,8 @@ def describe(length: Optional[LengthSettings]) -> str:
         return f"uniform({length.low},{length.high})"
     if length.dist == "normal":
         return f"normal({length.mean:g},{length.std:g})"
-    return "empirical(" + ",".join(f"{v}:{w:g}" for v, w in zip(length.values, length.weights or [1.0] * len(length.values))) + ")"
+    return (
+        "empirical("
+        + ",".join(f"{v}:{w:g}" for v, w in zip(length.values, length.weights or [1.0] * len(length.values)))
+        + ")"
+    )

@@ -15,11 +15,15 @@ import random
 from collections.abc import Sequence
 
 LOW, HIGH = 1000, 30000
-WORDS = tuple(" " + w for w in (
-    "the and for are but not you all any can had her was one our out day get has him his how man new "
-    "now old see two way who boy did its let put say she too use end far few got run sat set top war "
-    "yes yet act add age ago air ask bad big bit box car cut dog eat eye fit fun gas hot job key law "
-    "lay leg lot low map may mix net oil own pay per red sea sit six sky son sun ten tie try win").split())
+WORDS = tuple(
+    " " + w
+    for w in (
+        "the and for are but not you all any can had her was one our out day get has him his how man new "
+        "now old see two way who boy did its let put say she too use end far few got run sat set top war "
+        "yes yet act add age ago air ask bad big bit box car cut dog eat eye fit fun gas hot job key law "
+        "lay leg lot low map may mix net oil own pay per red sea sit six sky son sun ten tie try win"
+    ).split()
+)
 
 
 def draw_ids(seed: object, n: int) -> tuple[int, ...]:

@@ -44,15 +44,19 @@ def _ids(obj: dict, n_in: int, source: str, line: int, i: int) -> tuple[tuple[in
         if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
             raise bad(source, line, "hash_ids is not a list of integers", fix=f"e.g. {EXAMPLE}")
         ids = tuple(t for h in hashes for t in tokens.draw_ids(f"block/{h}", BLOCK))[:n_in]
-        return ids + own[len(ids):], (hashes[0] if hashes else None)
+        return ids + own[len(ids) :], (hashes[0] if hashes else None)
     group = _int(obj, ("group",), source, line, required=False, low=0)
     if group is None:
         return own, None
     shared = _int(obj, ("prefix_length", "prefix_len"), source, line, required=False, low=0)
     shared = n_in if shared is None else shared
     if shared > n_in:
-        raise bad(source, line, f"prefix_length {shared} is longer than the input ({n_in})",
-                  fix="a prefix of at most input_length tokens")
+        raise bad(
+            source,
+            line,
+            f"prefix_length {shared} is longer than the input ({n_in})",
+            fix="a prefix of at most input_length tokens",
+        )
     return tokens.draw_ids(f"group/{group}", shared) + own[shared:], group
 
 
@@ -78,7 +82,15 @@ def load(w: WorkloadSettings) -> Workload:
         raise bad(w.path, None, "no requests", fix=f"one request per line, e.g. {EXAMPLE}")
     rows.sort(key=lambda r: r[0])  # stable: ties keep the file's order
     t0 = rows[0][0]
-    out = tuple(Request(input_ids=ids, input_len=n_in, output_len=n_out, group=group,
-                        arrival_s=(t - t0) * w.time_scale, origin=f"workload file {w.path}, {at(line)}")
-                for t, line, ids, n_in, n_out, group in rows)
+    out = tuple(
+        Request(
+            input_ids=ids,
+            input_len=n_in,
+            output_len=n_out,
+            group=group,
+            arrival_s=(t - t0) * w.time_scale,
+            origin=f"workload file {w.path}, {at(line)}",
+        )
+        for t, line, ids, n_in, n_out, group in rows
+    )
     return Workload(f"trace:{w.path}" + (f",scale={w.time_scale:g}" if w.time_scale != 1 else ""), out, order="file")
