@@ -1,7 +1,9 @@
 """What a benchmark run does: the ``benchmark`` section of an experiment file, and the options of
 ``python -m sweep bench``. Plain dataclasses, so omegaconf can use them as a typed schema; values
 the types cannot check (ranges) are checked in ``__post_init__``, which omegaconf runs when it
-builds the experiment, so a bad value is a ``ConfigError`` that names the key."""
+builds the experiment, so a bad value is a ``ConfigError`` that names the key. Each field says how
+it is part of a point's id (``sweep/core/identity.py``): ``always(...)`` at any value, ``never(...)``
+not at all, a plain default only where it differs from it (a new setting at its default moves no id)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sweep.core.errors import ConfigError
+from sweep.core.identity import always, hashed_with, never
 
 API_NAMES = ("generate", "completions", "chat")  # SGLang's native /generate, /v1/completions, /v1/chat/completions
 # what ``benchmark.workload.kind`` can be (sweep/bench/workloads/: one loader each)
@@ -19,9 +22,9 @@ ARRIVALS = ("poisson", "gamma")  # how an open-loop level's arrival gaps are dra
 
 @dataclass
 class SingleStreamSettings:
-    runs: int = 5  # measured runs, one request at a time
-    warmup: int = 2  # runs before them, recorded as phase=warmup and left out of the figures
-    max_tokens: int = 2048
+    runs: int = always(5)  # measured runs, one request at a time
+    warmup: int = always(2)  # runs before them, recorded as phase=warmup and left out of the figures
+    max_tokens: int = always(2048)
 
 
 @dataclass
@@ -30,11 +33,11 @@ class StopSettings:
     to ``precision`` (relative half-width of the ``confidence`` interval), or at its fixed request
     count, whichever comes first. How the interval is computed: ``sweep/bench/stop.py``."""
 
-    precision: float = 0.02  # 0.02: +-2 %
-    confidence: float = 0.95
+    precision: float = always(0.02)  # 0.02: +-2 %
+    confidence: float = always(0.95)
     # requests that must have completed before a level may stop; None: C (every in-flight slot
     # completed one request) and at least 2 (a spread needs two)
-    min_requests: Optional[int] = None
+    min_requests: Optional[int] = always(None)
 
     def __post_init__(self) -> None:
         if not 0 < self.precision < 1:
@@ -56,22 +59,23 @@ class StopSettings:
 
 @dataclass
 class ConcurrencySettings:
-    levels: list[int] = field(default_factory=lambda: [1, 2, 5, 10, 30, 70, 100, 250])
+    levels: list[int] = always(factory=lambda: [1, 2, 5, 10, 30, 70, 100, 250])
     # requests sent at each level; None means rounds * concurrency, so every level keeps exactly
     # C requests in flight for `rounds` full turns
-    requests_per_level: Optional[int] = None
-    rounds: int = 2
-    max_tokens: int = 512
+    requests_per_level: Optional[int] = always(None)
+    rounds: int = always(2)
+    max_tokens: int = always(512)
     stop: Optional[StopSettings] = None  # None: every level sends its fixed request count
     # bisection (sweep/bench/refine.py): after the levels above, add levels where an SLO of
     # ``benchmark.slo`` flips from met to missed, and where the throughput crosses the baseline's
     # (``baseline_curve``), until ``refine_max`` levels were added or the bracket is within
     # ``refine_ratio`` (hi/lo) or one request apart. ``levels: auto`` in an experiment file sets
     # ``auto`` and ``refine`` and starts from AUTO_LEVELS.
-    refine: bool = False
-    refine_max: int = 4
-    refine_ratio: float = 1.2
-    auto: bool = False  # the levels are AUTO_LEVELS, capped at the server's max_running_requests
+    refine: bool = hashed_with("refine", "auto", default=False)
+    refine_max: int = hashed_with("refine", "auto", default=4)
+    refine_ratio: float = hashed_with("refine", "auto", default=1.2)
+    # the levels are AUTO_LEVELS, capped at the server's max_running_requests
+    auto: bool = hashed_with("refine", "auto", default=False)
     # set by the sweep, not by hand: what a measured second is in real seconds when judging SLOs
     # (a dry run: its fake_speed), and the baseline's throughput per level, [[C, tok/s], ...] as
     # measured (same speed as this point); neither is part of the point's identity
@@ -90,14 +94,15 @@ class OpenLoopSettings:
     ``--seed``, for Poisson without ramp-up). A level sends ``requests`` requests, or for
     ``duration_s`` seconds, whichever ends first (either may be None, not both)."""
 
-    arrival: str = "poisson"  # poisson: exponential gaps; gamma: gamma gaps of shape ``burstiness``
-    burstiness: float = 1.0  # gamma's shape (vLLM's --burstiness): < 1 burstier, > 1 more regular; 1: Poisson
-    requests: Optional[int] = 100  # requests per level (None: as many as duration_s holds)
-    duration_s: Optional[float] = None  # seconds of arrivals per level (None: until ``requests``)
-    max_in_flight: Optional[int] = None  # at most this many sent and unanswered; the rest wait (the wait is recorded)
-    ramp_up_s: float = 0.0  # the rate climbs linearly from 0 to the level's over these first seconds
+    arrival: str = always("poisson")  # poisson: exponential gaps; gamma: gamma gaps of shape ``burstiness``
+    burstiness: float = always(1.0)  # gamma's shape (vLLM's --burstiness): < 1 burstier, > 1 more regular; 1: Poisson
+    requests: Optional[int] = always(100)  # requests per level (None: as many as duration_s holds)
+    duration_s: Optional[float] = always(None)  # seconds of arrivals per level (None: until ``requests``)
+    # at most this many sent and unanswered; the rest wait (the wait is recorded)
+    max_in_flight: Optional[int] = always(None)
+    ramp_up_s: float = always(0.0)  # the rate climbs linearly from 0 to the level's over these first seconds
     # a trace workload: one more level, sent at the trace's own arrival times (times workload.time_scale)
-    replay: bool = False
+    replay: bool = always(False)
 
     def problems(self) -> list[tuple[str, object, str]]:
         out: list[tuple[str, object, str]] = []
@@ -176,14 +181,14 @@ class LengthSettings:
     ``weights`` say; no weights: equally). The compact form (``200``, ``uniform(100,400)``,
     ``normal(200,50)``, ``empirical(100:1,400:3)``) is read by ``sweep.core.workload_spec``."""
 
-    dist: str = "fixed"
-    value: int = 128  # fixed
-    low: int = 1  # uniform's range; normal's clip
-    high: int = 0  # 0 with normal: no upper clip
-    mean: float = 0.0  # normal
-    std: float = 0.0
-    values: list[int] = field(default_factory=list)  # empirical: the lengths
-    weights: list[float] = field(default_factory=list)  # empirical: how often each (empty: equally)
+    dist: str = always("fixed")
+    value: int = always(128)  # fixed
+    low: int = always(1)  # uniform's range; normal's clip
+    high: int = always(0)  # 0 with normal: no upper clip
+    mean: float = always(0.0)  # normal
+    std: float = always(0.0)
+    values: list[int] = always(factory=list)  # empirical: the lengths
+    weights: list[float] = always(factory=list)  # empirical: how often each (empty: equally)
 
     def problems(self, key: str) -> list[tuple[str, object, str]]:
         out: list[tuple[str, object, str]] = []
@@ -220,18 +225,20 @@ class WorkloadSettings:
     (``sharegpt:FILE``, ``synthetic:in=uniform(100,400),out=200``...) is read by
     ``sweep.core.workload_spec``; the same string may stand for the mapping in an experiment file."""
 
-    kind: str = "prompts"  # prompts | sharegpt | synthetic | shared-prefix | trace
-    path: str = ""  # prompts: a built-in set or a JSONL file; sharegpt and trace: the file
-    multiturn: bool = False  # sharegpt: every turn of each conversation, with the conversation so far
-    answer_lengths: bool = False  # sharegpt: the dataset's answer length (~4 characters a token) as max tokens
-    input_len: LengthSettings = field(default_factory=LengthSettings)  # synthetic; shared-prefix: a question's
-    output_len: Optional[LengthSettings] = None  # synthetic, shared-prefix: max tokens per request (None: the phase's)
-    requests: int = 256  # synthetic: distinct requests drawn (the set the benchmark draws from)
-    groups: int = 8  # shared-prefix: groups, each one system prompt
-    prefix_len: int = 1024  # shared-prefix: tokens of each group's system prompt
-    questions: int = 16  # shared-prefix: distinct questions per group
-    time_scale: float = 1.0  # trace: arrival times multiplied by it (0.5: twice as fast)
-    max_context: Optional[int] = None  # tokens a request may take, input + output (None: the server's, where known)
+    kind: str = always("prompts")  # prompts | sharegpt | synthetic | shared-prefix | trace
+    path: str = always("")  # prompts: a built-in set or a JSONL file; sharegpt and trace: the file
+    multiturn: bool = always(False)  # sharegpt: every turn of each conversation, with the conversation so far
+    answer_lengths: bool = always(False)  # sharegpt: the dataset's answer length (~4 characters a token) as max tokens
+    input_len: LengthSettings = always(factory=LengthSettings)  # synthetic; shared-prefix: a question's
+    # synthetic, shared-prefix: max tokens per request (None: the phase's)
+    output_len: Optional[LengthSettings] = always(None)
+    requests: int = always(256)  # synthetic: distinct requests drawn (the set the benchmark draws from)
+    groups: int = always(8)  # shared-prefix: groups, each one system prompt
+    prefix_len: int = always(1024)  # shared-prefix: tokens of each group's system prompt
+    questions: int = always(16)  # shared-prefix: distinct questions per group
+    time_scale: float = always(1.0)  # trace: arrival times multiplied by it (0.5: twice as fast)
+    # tokens a request may take, input + output (None: the server's, where known)
+    max_context: Optional[int] = always(None)
     # multiplies every output length the workload gives (at least 1 token); a dry run sets its max_tokens_scale
     output_scale: float = 1.0
 
@@ -277,27 +284,27 @@ def _repeated(values: list[Any]) -> Any:
 
 @dataclass
 class BenchSettings:
-    prompts: str = "coding"  # built-in set name (coding, encyclopedic) or a JSONL file path
+    prompts: str = always("coding")  # built-in set name (coding, encyclopedic) or a JSONL file path
     # what the requests are (sharegpt, synthetic lengths, shared prefixes, a trace); set, it wins over
     # ``prompts``; None: the prompt set of ``prompts``, as before workloads
     workload: Optional[WorkloadSettings] = None
-    api: str = "generate"  # generate (SGLang's native /generate), completions, chat
-    model: str = ""  # "model" of OpenAI-route requests; empty = the server's served_model_name
-    seed: int = 0  # seeds the prompt choice
-    temperature: float = 0.0
-    ignore_eos: bool = True  # every request then produces exactly max_tokens
-    request_timeout_s: float = 600.0
-    flush_between_levels: bool = True  # POST /flush_cache before each level (resets accept length)
-    server_metrics: bool = True  # scrape /metrics around and during each level when the server has it
-    single_stream: SingleStreamSettings = field(default_factory=SingleStreamSettings)
-    concurrency: ConcurrencySettings = field(default_factory=ConcurrencySettings)
+    api: str = always("generate")  # generate (SGLang's native /generate), completions, chat
+    model: str = always("")  # "model" of OpenAI-route requests; empty = the server's served_model_name
+    seed: int = always(0)  # seeds the prompt choice
+    temperature: float = always(0.0)
+    ignore_eos: bool = always(True)  # every request then produces exactly max_tokens
+    request_timeout_s: float = always(600.0)
+    flush_between_levels: bool = always(True)  # POST /flush_cache before each level (resets accept length)
+    server_metrics: bool = always(True)  # scrape /metrics around and during each level when the server has it
+    single_stream: SingleStreamSettings = always(factory=SingleStreamSettings)
+    concurrency: ConcurrencySettings = always(factory=ConcurrencySettings)
     # open-loop levels after the concurrency levels, in requests/s (empty: none); how they send:
     # ``open_loop`` (``open_loop.replay``: a trace at its own timing).
     rates: list[float] = field(default_factory=list)
     open_loop: OpenLoopSettings = field(default_factory=OpenLoopSettings)
     # the service-level objectives the report judges every configuration by (they change no
     # measurement; the report reads them from the results directory's experiment.yaml)
-    slo: list[SLOSettings] = field(default_factory=list)
+    slo: list[SLOSettings] = never(factory=list)
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.slo if s.name]

@@ -3,8 +3,8 @@ reading the ``config.json`` of the model paths it names, where this machine has 
 architecture decides some of SGLang's rules; see ``sweep.sglang.serverargs``).
 
 Each point gets a stable id: a hash of everything that changes its result (model, tp, launcher,
-flags other than host and port, env, benchmark settings), independent of axis order, labels and
-file layout. Each point also gets a launch id: the hash of what its server runs (launcher, flags,
+flags other than host and port, env, benchmark settings: each field says whether it counts, in
+sweep/core/identity.py), independent of axis order, labels and file layout. Each point also gets a launch id: the hash of what its server runs (launcher, flags,
 env; not the benchmark): the points of client-side axes (benchmark settings only) share it, and so
 one server launch. Each speculative point is matched with the baseline it is compared against (same model,
 tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.core import redact
 from sweep.core.console import plural
 from sweep.core.errors import ConfigError, PlanError
-from sweep.core.settings import BenchSettings, OpenLoopSettings
+from sweep.core.identity import identity
+from sweep.core.settings import BenchSettings
 from sweep.core.types import PlanStatus
 from sweep.experiment.config import Experiment
 from sweep.experiment.grid import BenchScale, build_axes, expand
@@ -180,27 +181,28 @@ def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> st
     return _digest(_server_identity(exp, flags, env))
 
 
+# Run-time values the sweep sets in the user's benchmark settings (not the user): how the host judges
+# SLOs and whom it compares with; no part of a point's id
+RUN_TIME = frozenset({"concurrency.slo_time_scale", "concurrency.baseline_curve"})
+
+
+def bench_identity(bench: BenchSettings) -> dict[str, Any]:
+    """What of the benchmark settings is part of a point's id: the fields their marks hash
+    (``sweep.core.identity``), but the run-time ones. A workload's ``output_scale`` (a dry run's
+    ``max_tokens_scale``, else 1) is a run-time value too, but hashed with the workload as every id
+    with a workload has been: it stays in the id at the value it had, wherever it comes from."""
+    out = identity(bench, skip=RUN_TIME)
+    if bench.workload is not None:
+        out["workload"]["output_scale"] = bench.workload.output_scale
+    return out
+
+
 def point_id(
     exp: Experiment, flags: dict[str, Any], env: dict[str, str], bench_settings: BenchSettings | None = None
 ) -> str:
     """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON: what the server
-    runs and the benchmark (``bench_settings``, else the experiment's)."""
-    bench = asdict(bench_settings if bench_settings is not None else exp.benchmark)
-    bench.pop("slo", None)  # an SLO judges the measurements, it changes none of them
-    if bench["concurrency"].get("stop") is None:  # no stop rule: the same levels as before it existed
-        bench["concurrency"].pop("stop", None)
-    if bench.get("workload") is None:  # no workload: the prompt set, the same points as before workloads
-        bench.pop("workload", None)
-    if not bench.get("rates"):  # no open-loop levels: the same points as before they existed
-        bench.pop("rates", None)
-    if bench.get("open_loop") == asdict(OpenLoopSettings()):
-        bench.pop("open_loop", None)
-    cc = bench["concurrency"]
-    for key in ("slo_time_scale", "baseline_curve"):  # how the host judges and whom it compares with: no new point
-        cc.pop(key, None)
-    if not cc.get("refine") and not cc.get("auto"):  # no refinement: the same levels as before it existed
-        for key in ("refine", "refine_max", "refine_ratio", "auto"):
-            cc.pop(key, None)
+    runs and the benchmark (``bench_settings``, else the experiment's; ``bench_identity``)."""
+    bench = bench_identity(bench_settings if bench_settings is not None else exp.benchmark)
     return _digest({**_server_identity(exp, flags, env), "benchmark": bench})
 
 
