@@ -240,9 +240,9 @@ def test_an_unset_version_means_the_newest_the_rules_know(write_yaml):
 
 
 # The ids of the shipped experiments' points, as results directories on disk know them. A change that
-# moves them (a new benchmark setting that lands in point_id at its default, say) makes every existing
-# results directory rerun from scratch on resume: leave a new setting out of the id at its default, as
-# point_id does for benchmark.concurrency.stop, or change these knowingly and say so in the README.
+# moves them (a new benchmark setting marked always(...), which lands in point_id at its default, say)
+# makes every existing results directory rerun from scratch on resume: give a new setting a plain default
+# (in the id only where set: sweep/core/identity.py), or change these knowingly and say so in the README.
 SHIPPED_IDS = {
     "k26_eagle": (18, "2f022fe9e229378e"),
     "glm5_eagle_tree": (4, "58def169fee703a1"),
