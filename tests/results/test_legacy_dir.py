@@ -112,3 +112,25 @@ def test_history_reads_it(legacy, tmp_path):
     md = out.read_text()
     assert "legacy" in md and "dry-run" in md
     assert "interactive: drafter=d1,workload=code; interactive: drafter=d1,workload=synth" in md
+
+
+@pytest.mark.slow
+@pytest.mark.scenario
+def test_a_resume_of_a_half_recorded_launch_runs_only_the_point_missing(legacy):
+    """One point of a shared launch lost (its files removed): the resume runs that point alone, under
+    the id it had, and leaves the three others as they were (a local Ray cluster: the scenario tier)."""
+    lost = RECORDED["drafter=d1,workload=synth"][0]
+    for t in TABLES:
+        (legacy / t / f"{lost}.parquet").unlink()
+    before_points, before_files = _points(legacy), _files(legacy)
+    assert before_points.height == 3
+    r = run_sweep_cli(str(EXPERIMENT), "--dry-run", f"results_dir={legacy}", timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    after = _points(legacy)
+    assert {r["label"]: (r["point_id"], r["launch_id"]) for r in after.iter_rows(named=True)} == RECORDED
+    assert (after["status"] == "ok").all()
+    kept = after.filter(pl.col("point_id") != lost).select("point_id", "started_at")
+    assert kept.equals(before_points.select("point_id", "started_at")), "a recorded point ran again"
+    files = _files(legacy)
+    assert {k: v for k, v in files.items() if lost not in k} == before_files
+    assert {k for k in files if lost in k} >= {f"{t}/{lost}.parquet" for t in ("points", "levels", "requests")}
