@@ -16,7 +16,13 @@ import pytest
 
 from sweep.api import plan_for
 from sweep.core.identity import Mark, identity, mark_of
-from sweep.core.settings import BenchSettings, ConcurrencySettings, OpenLoopSettings, WorkloadSettings
+from sweep.core.settings import (
+    BenchSettings,
+    ConcurrencySettings,
+    OpenLoopSettings,
+    SLOSettings,
+    WorkloadSettings,
+)
 from sweep.experiment import config, plan
 from tests.conftest import REPO
 from tests.experiments import DRAFT_TOKENS, DRAFTERS, FAULTS, experiment, write
@@ -137,8 +143,8 @@ PINNED = {
 }
 
 
-def _plan(path: Path, mode: str, tmp_path: Path, overrides: tuple[str, ...] = ()) -> plan.Plan:
-    found = plan_for(path, mode, list(overrides), results_dir=tmp_path / f"res-{mode}", drafter_checks=False).plan
+def _plan(path: Path, mode: str, tmp_path: Path) -> plan.Plan:
+    found = plan_for(path, mode, [], results_dir=tmp_path / f"res-{mode}", drafter_checks=False).plan
     assert found is not None and found.points
     return found
 
@@ -210,7 +216,7 @@ def test_what_the_marks_say():
     """The rules of the old id, as the settings now declare them: the SLOs are no part of it; the
     refinement's knobs only with refinement on; a section at its defaults (open_loop) not at all."""
     base = _point_id(BenchSettings())
-    assert _point_id(BenchSettings(slo=config.load(REPO / "experiments" / "k26_eagle.yaml").benchmark.slo)) == base
+    assert _point_id(BenchSettings(slo=[SLOSettings(name="chat", ttft_s=0.5)])) == base
     assert _point_id(BenchSettings(concurrency=ConcurrencySettings(refine_max=9))) == base
     refining = _point_id(BenchSettings(concurrency=ConcurrencySettings(refine=True)))
     assert refining != base
