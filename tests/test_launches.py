@@ -1,6 +1,6 @@
 """Client-side axes (benchmark settings only): the grid's values, the plan's launch ids and keys, the
 errors that name the value, the estimate's one startup per launch, and a launch's result split into
-its points' results (run_point's ``_split``, pure)."""
+its points' results (run_launch's ``_points``, pure)."""
 
 import time
 
@@ -9,7 +9,7 @@ import pytest
 from sweep.core.errors import ConfigError
 from sweep.core.record import Failure, PointResult
 from sweep.experiment import config, estimate, plan
-from sweep.host.point import _split
+from sweep.host.point import _points
 
 AXES = """
 name: l
@@ -141,13 +141,11 @@ def test_a_launch_splits_into_its_points_results():
     ok = PointResult("a", "h", "n", "ok", started_at=now - 5, ended_at=now - 4)
     bad = PointResult("b", "h", "n", "failed", Failure("benchmark", "no route"), started_at=now - 4, ended_at=now - 3)
     fine = PointResult("c", "h", "n", "ok", started_at=now - 3, ended_at=now - 2)
-    first = _split(_launch(), ["a", "b", "c"], {"a": ok, "b": bad, "c": fine})
-    got = [first, *first.more]
+    got = _points(_launch(), ["a", "b", "c"], {"a": ok, "b": bad, "c": fine})
     assert [r.point_id for r in got] == ["a", "b", "c"] and [r.status for r in got] == ["ok", "failed", "ok"]
     assert got[1].failure.reason == "no route" and got[0].phases and not got[1].phases  # one startup
     # the server died during b: a keeps its ok, b and c carry the launch's failure
     died = Failure("benchmark", "server exited")
     measuring = PointResult("b", "h", "n", "failed", started_at=now - 4)
-    first = _split(_launch("failed", died), ["a", "b", "c"], {"a": ok, "b": measuring})
-    got = [first, *first.more]
+    got = _points(_launch("failed", died), ["a", "b", "c"], {"a": ok, "b": measuring})
     assert [r.status for r in got] == ["ok", "failed", "failed"] and got[2].failure == died

@@ -6,7 +6,8 @@ Each point gets a stable id: a hash of everything that changes its result (model
 flags other than host and port, env, benchmark settings), independent of axis order, labels and
 file layout. Each point also gets a launch id: the hash of what its server runs (launcher, flags,
 env; not the benchmark): the points of client-side axes (benchmark settings only) share it, and so
-one server launch. Each speculative point is matched with the baseline it is compared against (same model,
+one server launch: the plan is also a list of ``Launch``es, each a server and the points it serves
+(``Plan.launches``), the unit the hosts run. Each speculative point is matched with the baseline it is compared against (same model,
 tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
 lost its NCCL settings between restarts and dropped from 88.8 to 62.9 tok/s).
 """
@@ -110,8 +111,8 @@ class Plan:
         return [p for p in self.points if p.errors]
 
     @property
-    def launches(self) -> dict[str, list[PlannedPoint]]:
-        """The valid points by launch id, in plan order: each entry is one server launch."""
+    def launches(self) -> list[Launch]:
+        """The valid points as server launches, in plan order (``launches_of``)."""
         return launches_of([p for p in self.points if not p.errors])
 
     def to_json(self) -> dict[str, Any]:
@@ -154,12 +155,40 @@ class Plan:
             )
 
 
-def launches_of(points: list[PlannedPoint]) -> dict[str, list[PlannedPoint]]:
-    """Points by launch id, in their order (a point without one is a launch of its own)."""
-    out: dict[str, list[PlannedPoint]] = {}
+@dataclass(frozen=True)
+class Launch:
+    """One server launch: its server (what its first point runs: launcher, flags, env; ``id``, the
+    launch id) and the points it serves in turn, in plan order. Its points differ in their benchmark
+    alone (client-side axes); a point without a launch id is a launch of its own."""
+
+    id: str
+    points: list[PlannedPoint]
+
+    @property
+    def first(self) -> PlannedPoint:
+        """The point the launch starts with: its server's flags, env and launcher are the launch's."""
+        return self.points[0]
+
+    @property
+    def launcher(self) -> list[str]:
+        return self.first.launcher
+
+    @property
+    def flags(self) -> Any:
+        return self.first.flags
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.first.env
+
+
+def launches_of(points: list[PlannedPoint]) -> list[Launch]:
+    """``points`` as server launches: grouped by launch id, in their order (the one constructor of
+    ``Launch``)."""
+    by_id: dict[str, list[PlannedPoint]] = {}
     for p in points:
-        out.setdefault(p.launch_id or p.id, []).append(p)
-    return out
+        by_id.setdefault(p.launch_id or p.id, []).append(p)
+    return [Launch(i, ps) for i, ps in by_id.items()]
 
 
 def _digest(identity: dict[str, Any]) -> str:
@@ -196,8 +225,8 @@ def point_id(
     if bench.get("open_loop") == asdict(OpenLoopSettings()):
         bench.pop("open_loop", None)
     cc = bench["concurrency"]
-    for key in ("slo_time_scale", "baseline_curve"):  # how the host judges and whom it compares with: no new point
-        cc.pop(key, None)
+    cc.pop("slo_time_scale", None)  # how the host judges: no new point
+    # (baseline_curve left the settings for sweep.core.run_context: its pop went with it)
     if not cc.get("refine") and not cc.get("auto"):  # no refinement: the same levels as before it existed
         for key in ("refine", "refine_max", "refine_ratio", "auto"):
             cc.pop(key, None)

@@ -12,6 +12,7 @@ import pytest
 from sweep.analysis.slo import from_settings, highest_meeting, level_slo
 from sweep.bench import refine
 from sweep.core import slo_rule
+from sweep.core.errors import ConfigError
 from sweep.core.settings import AUTO_LEVELS, BenchSettings, ConcurrencySettings, SLOSettings
 from sweep.experiment.config import auto_levels
 
@@ -188,6 +189,9 @@ def test_levels_auto_in_an_override_and_what_moves_the_point_ids():
     cc = exp.benchmark.concurrency
     assert (cc.levels, cc.auto, cc.refine) == (AUTO_LEVELS, True, True)
     before = ids()
-    assert ids("benchmark.concurrency.slo_time_scale=5", "benchmark.concurrency.baseline_curve=[[1,2]]") == before
+    assert ids("benchmark.concurrency.slo_time_scale=5") == before
+    # the baseline's curve is the sweep's run-time input (sweep.core.run_context), never a user key
+    with pytest.raises(ConfigError, match="baseline_curve"):
+        ids("benchmark.concurrency.baseline_curve=[[1,2]]")
     assert ids("benchmark.concurrency.refine_max=9") == before  # refine off: its settings change nothing
     assert set(ids("benchmark.concurrency.refine=true")).isdisjoint(before)  # refine changes what is measured
