@@ -37,7 +37,7 @@ from sweep.host import preflight as pf
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
 from sweep.sglang import adaptive
-from sweep.sglang.args import flag_args, flag_value, flags_in_argv
+from sweep.sglang.args import flag_args, flag_value, flags_in_argv, with_node_flags
 from sweep.sglang.logs import AdaptiveLog, find_failure
 
 OnProgress = Callable[[HostEvent], None]
@@ -55,18 +55,44 @@ class LaunchPoint:
     context: RunContext = field(default_factory=RunContext)
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where the orchestrator runs a launch's server, supplied at run time beside the flags the plan
+    gave it, never written into them: the port it serves on (None: the flags' own ``port``) and, for
+    a server over several hosts, this node's flags (``nnodes``, ``node_rank``, ``dist_init_addr``;
+    ``dist_init_addr`` None: one host, the flags' own node flags, if any, kept)."""
+
+    port: int | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None
+
+    def over(self, flags: dict[str, Any]) -> dict[str, Any]:
+        """``flags`` as the server runs with them here: the port, and any node flags an earlier
+        attempt set replaced by this node's."""
+        out = dict(flags)
+        if self.dist_init_addr is not None:
+            out = with_node_flags(out, self.nnodes, self.node_rank, self.dist_init_addr)
+        if self.port is not None:
+            out["port"] = self.port
+        return out
+
+
 @dataclass
 class PointSpec:
     """Everything a host needs to run one server launch (picklable: it travels to the Ray task): the
     server, and its points (``points``: the first one's fields here, the others in ``subpoints``). The
     server's flags are the one source of what it runs: its argv is built from them at launch, and the
-    checks read them by name (the runner changes the port and the node flags in them, never in an argv)."""
+    checks read them by name; where the server runs (its port, its node flags) is the runner's
+    ``placement``, laid over them (``server_flags``), never written into them or into an argv."""
 
     sweep: str  # names the sweep in the process marker
     point_id: str  # the launch's first point (its log, its process marker)
     label: str
     launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
-    flags: dict[str, Any]  # every flag of the server ({name: value}, sglang.args), port and node flags included
+    flags: dict[
+        str, Any
+    ]  # every flag of the server the plan gave ({name: value}, sglang.args): its port the planned one
     env: dict[str, str]
     log_path: str
     tp_size: int
@@ -92,6 +118,12 @@ class PointSpec:
     # the launch's other points, benchmarked in turn on this same server after this one (client-side axes)
     subpoints: list[LaunchPoint] = field(default_factory=list)
     context: RunContext = field(default_factory=RunContext)  # the first point's run-time inputs
+    placement: Placement = field(default_factory=Placement)  # where it runs: the runner's, at run time
+
+    @property
+    def server_flags(self) -> dict[str, Any]:
+        """The flags the server runs with: ``flags`` with the ``placement`` laid over them."""
+        return self.placement.over(self.flags)
 
     @property
     def points(self) -> list[LaunchPoint]:
@@ -105,20 +137,20 @@ class PointSpec:
     @property
     def argv(self) -> list[str]:
         """The server's command line: the launcher, its flags, the launcher's own options."""
-        return [*self.launcher, *flag_args(self.flags), *self.launcher_args]
+        return [*self.launcher, *flag_args(self.server_flags), *self.launcher_args]
 
     @property
     def port(self) -> int:
-        return int(self.flags["port"])
+        return int(self.server_flags["port"])
 
     def flag(self, name: str, *aliases: str) -> str | None:
         """A flag's value as the argv shows it (None when not set): ``spec.flag("api-key")``."""
-        return flag_value(self.flags, name, *aliases)
+        return flag_value(self.server_flags, name, *aliases)
 
     @property
     def secrets(self) -> list[str]:
         """What its log and records must not show: the values of its secret-named flags and env."""
-        return redact.secret_values(self.launcher_args, self.env, self.flags)
+        return redact.secret_values(self.launcher_args, self.env, self.server_flags)
 
     @property
     def local_gpus(self) -> int:
@@ -177,7 +209,7 @@ def _preflight(
         )
         cpu_host.check_nodes(int(spec.flag("nnodes") or 1), engine, report.checks)
     pf.check_flags(
-        [*spec.flags, *flags_in_argv(spec.launcher_args)],
+        [*spec.server_flags, *flags_in_argv(spec.launcher_args)],
         spec.launcher,
         report.sglang_version,
         host.name,
@@ -193,7 +225,7 @@ def _preflight(
     else:
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
     if spec.check_rules:
-        pf.check_rules(spec.flags, spec.bench, report, spec.architecture, spec.env)
+        pf.check_rules(spec.server_flags, spec.bench, report, spec.architecture, spec.env)
     if serves_http:
         if not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
             pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
@@ -206,7 +238,7 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
     from sweep.sglang import drafter
 
-    found = drafter.check_flags(spec.flags)
+    found = drafter.check_flags(spec.server_flags)
     if found is None:  # no drafter, or its folders are not here (a hub id)
         return
     report.drafter_aux_layers, report.drafter_checks = found.aux_layers, list(found.findings)
@@ -231,13 +263,13 @@ def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
     """The server's argv at launch: ``spec.argv``, but a ``speculative-adaptive-config`` given as the config
     itself (a mapping, SGLang's JSON shape) is written to a JSON file first (sorted keys; see
     ``adaptive_config_path``) and that path passed, as SGLang reads the flag as a path."""
-    cfg = spec.flags.get(ADAPTIVE_CONFIG)
+    cfg = spec.server_flags.get(ADAPTIVE_CONFIG)
     if not isinstance(cfg, Mapping):
         return spec.argv
     path = adaptive_config_path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(adaptive.as_json(cfg), sort_keys=True, indent=1) + "\n")
-    return [*spec.launcher, *flag_args({**spec.flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
+    return [*spec.launcher, *flag_args({**spec.server_flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
@@ -301,7 +333,7 @@ class _Attempt:
         while True:
             if self.spec.choose_port:
                 port = ports.free_port(self.spec.bind_host, avoid=[*tried, *_dist_port(self.spec)])
-                self.spec = replace(self.spec, flags={**self.spec.flags, "port": port})
+                self.spec = replace(self.spec, placement=replace(self.spec.placement, port=port))
                 self.report.checks.append(Check.ok(f"port {port} chosen free at launch (simulated host)"))
             server = self.launch(log_path)
             try:
@@ -313,7 +345,7 @@ class _Attempt:
             finally:
                 self.result.phases = server.startup.durations()
                 self.result.startup_progress = server.startup.progress_records()
-                if self.spec.flags.get("speculative-adaptive"):  # what the server made of it, from its log
+                if self.spec.server_flags.get("speculative-adaptive"):  # what the server made of it, from its log
                     self.result.adaptive = server.adaptive.running
                     self.result.adaptive_disabled_reason = server.adaptive.disabled
 

@@ -31,10 +31,9 @@ from sweep.core.errors import Cancelled
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
 from sweep.core.record import Failure, LaunchResult, PointResult
 from sweep.core.types import FailurePhase
-from sweep.host.point import HostContext, PointSpec
+from sweep.host.point import HostContext, Placement, PointSpec
 from sweep.host.ports import free_port
 from sweep.orchestrate.cluster import Host
-from sweep.sglang.args import with_node_flags
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
@@ -99,7 +98,9 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     launcher = list(spec.launcher)
     if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
         launcher[0] = sys.executable
-    spec = replace(spec, flags={**spec.flags, "port": setup.port}, launcher=launcher, choose_port=setup.choose_port)
+    spec = replace(
+        spec, placement=replace(spec.placement, port=setup.port), launcher=launcher, choose_port=setup.choose_port
+    )
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
@@ -252,7 +253,7 @@ class Runner:
             dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
 
         def rank_spec(r: int) -> PointSpec:  # a retry: new hosts, new IP
-            return replace(p.spec, flags=with_node_flags(p.spec.flags, p.spec.nnodes, r, dist))
+            return replace(p.spec, placement=Placement(p.spec.placement.port, p.spec.nnodes, r, dist))
 
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
             rank_spec(0), self.setups, self._board, self.run_fn

@@ -542,7 +542,7 @@ def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
     simulated host chooses it at launch), else as the driver planned it."""
     if result.port is None or result.port == spec.port:
         return spec.argv
-    return replace(spec, flags={**spec.flags, "port": result.port}).argv
+    return replace(spec, placement=replace(spec.placement, port=result.port)).argv
 
 
 PRUNED_FIX = (

@@ -225,3 +225,20 @@ def test_a_dry_run_scales_the_benchmark_and_leaves_the_slo_time_scale_to_its_run
     assert dry.benchmark.concurrency.slo_time_scale == exp.benchmark.concurrency.slo_time_scale == 1.0
     ctx = dryrun.run_context(exp)
     assert ctx.slo_time_scale == 8.0 and ctx.time_scale(dry.benchmark.concurrency.slo_time_scale) == 8.0
+
+
+def test_an_experiment_yaml_written_before_the_run_context_still_loads(tmp_path):
+    """A results directory's experiment.yaml from before the baseline's curve left the settings has
+    ``baseline_curve: []`` (``sweep confirm DIR`` loads it); a curve given by hand is refused."""
+    from sweep.experiment import config
+
+    exp = config.load("experiments/k26_eagle.yaml")
+    text = config.to_yaml(exp)
+    assert "baseline_curve" not in text and "\n    slo_time_scale: 1.0\n" in text
+    old = tmp_path / "experiment.yaml"
+    old.write_text(text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: []\n"))
+    assert config.load(old).benchmark == exp.benchmark  # the same settings, the empty curve dropped
+    old.write_text(text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: [[1, 2]]\n"))
+    with pytest.raises(ConfigError, match="baseline_curve is set by the sweep") as e:
+        config.load(old)
+    assert "remove it" in (e.value.fix or "")
