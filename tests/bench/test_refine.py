@@ -238,7 +238,9 @@ def test_an_experiment_yaml_written_before_the_run_context_still_loads(tmp_path)
     old = tmp_path / "experiment.yaml"
     old.write_text(text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: []\n"))
     assert config.load(old).benchmark == exp.benchmark  # the same settings, the empty curve dropped
-    old.write_text(text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: [[1, 2]]\n"))
+    old.write_text(
+        text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: [[1, 2]]\n")
+    )
     with pytest.raises(ConfigError, match="baseline_curve is set by the sweep") as e:
         config.load(old)
     assert "remove it" in (e.value.fix or "")
