@@ -7,8 +7,8 @@ flags other than host and port, env, benchmark settings), independent of axis or
 file layout. Each point also gets a launch id: the hash of what its server runs (launcher, flags,
 env; not the benchmark): the points of client-side axes (benchmark settings only) share it, and so
 one server launch: the plan is also a list of ``Launch``es, each a server and the points it serves
-(``Plan.launches``), the unit the hosts run. Each speculative point is matched with the baseline it is compared against (same model,
-tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
+(``Plan.launches``), the unit the hosts run. Each speculative point is matched with the baseline it
+is compared against (same model, tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
 lost its NCCL settings between restarts and dropped from 88.8 to 62.9 tok/s).
 """
 
