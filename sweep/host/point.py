@@ -90,9 +90,7 @@ class PointSpec:
     point_id: str  # the launch's first point (its log, its process marker)
     label: str
     launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
-    flags: dict[
-        str, Any
-    ]  # every flag of the server the plan gave ({name: value}, sglang.args): its port the planned one
+    flags: dict[str, Any]  # every flag the plan gave the server ({name: value}, sglang.args)
     env: dict[str, str]
     log_path: str
     tp_size: int
