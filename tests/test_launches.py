@@ -1,6 +1,6 @@
 """Client-side axes (benchmark settings only): the grid's values, the plan's launch ids and keys, the
 errors that name the value, the estimate's one startup per launch, and a launch's result split into
-its points' results (run_point's ``_split``, pure)."""
+its points' results (run_launch's ``_points``, pure)."""
 
 import time
 
@@ -9,7 +9,7 @@ import pytest
 from sweep.core.errors import ConfigError
 from sweep.core.record import Failure, PointResult
 from sweep.experiment import config, estimate, plan
-from sweep.host.point import _split
+from sweep.host.point import _points
 
 AXES = """
 name: l
@@ -141,13 +141,39 @@ def test_a_launch_splits_into_its_points_results():
     ok = PointResult("a", "h", "n", "ok", started_at=now - 5, ended_at=now - 4)
     bad = PointResult("b", "h", "n", "failed", Failure("benchmark", "no route"), started_at=now - 4, ended_at=now - 3)
     fine = PointResult("c", "h", "n", "ok", started_at=now - 3, ended_at=now - 2)
-    first = _split(_launch(), ["a", "b", "c"], {"a": ok, "b": bad, "c": fine})
-    got = [first, *first.more]
+    got = _points(_launch(), ["a", "b", "c"], {"a": ok, "b": bad, "c": fine})
     assert [r.point_id for r in got] == ["a", "b", "c"] and [r.status for r in got] == ["ok", "failed", "ok"]
     assert got[1].failure.reason == "no route" and got[0].phases and not got[1].phases  # one startup
     # the server died during b: a keeps its ok, b and c carry the launch's failure
     died = Failure("benchmark", "server exited")
     measuring = PointResult("b", "h", "n", "failed", started_at=now - 4)
-    first = _split(_launch("failed", died), ["a", "b", "c"], {"a": ok, "b": measuring})
-    got = [first, *first.more]
+    got = _points(_launch("failed", died), ["a", "b", "c"], {"a": ok, "b": measuring})
     assert [r.status for r in got] == ["ok", "failed", "failed"] and got[2].failure == died
+
+
+def test_the_plan_is_a_list_of_launches_each_a_server_and_its_points(write_yaml):
+    p = build(write_yaml)
+    launches = p.launches
+    assert [type(launch).__name__ for launch in launches] == ["Launch", "Launch"]
+    assert [launch.id for launch in launches] == [launch.points[0].launch_id for launch in launches]
+    assert [q.id for launch in launches for q in launch.points] == [q.id for q in p.points]  # plan order kept
+    for launch in launches:
+        assert len(launch.points) == 4 and len({q.launch_id for q in launch.points}) == 1
+        assert all(q.flags == launch.flags and q.env == launch.env for q in launch.points)  # one server
+        assert launch.launcher == list(p.experiment.server.launcher) and launch.first is launch.points[0]
+    assert plan.launches_of([]) == [] and [x.id for x in plan.launches_of(p.points[:1])] == [p.points[0].launch_id]
+
+
+def test_a_launch_that_ended_as_a_whole_stands_for_each_of_its_points():
+    """A lost host, a follower's death, a bug: the one result of a launch, under each point's id,
+    measurements and the startup's phases on none but the first."""
+    from sweep.core.record import LaunchResult
+
+    now = time.time()
+    whole = PointResult("a", "h", "n", "failed", Failure("host", "lost"), phases={"load": 3.0}, started_at=now - 9)
+    whole.levels = object()  # type: ignore[assignment]  # what the first point measured
+    got = LaunchResult.shared(whole, ["a", "b", "c"]).points
+    assert [r.point_id for r in got] == ["a", "b", "c"] and all(r.failure == whole.failure for r in got)
+    assert got[0].phases == {"load": 3.0} and got[0].levels is whole.levels
+    assert [r.phases for r in got[1:]] == [{}, {}] and [r.levels for r in got[1:]] == [None, None]
+    assert all(r.started_at == now - 9 and r.host == "h" for r in got)

@@ -48,6 +48,7 @@ from sweep.bench.workloads.fit import fit
 from sweep.core import slo_rule
 from sweep.core.errors import BenchError
 from sweep.core.events import PointProgress
+from sweep.core.run_context import NO_CONTEXT, RunContext
 from sweep.core.settings import BenchSettings
 from sweep.results.schema import METRICS, from_rows
 from sweep.results.writer import write_tables
@@ -179,25 +180,29 @@ async def _level_metrics(
     return lm.columns(b, d, a), lm.rows(point_id, c, b, d, a)
 
 
-def refinement(settings: BenchSettings, level_rows: list[dict], rows_at: dict[int, list[dict]]) -> Iterator[int]:
+def refinement(
+    settings: BenchSettings,
+    level_rows: list[dict],
+    rows_at: dict[int, list[dict]],
+    context: RunContext = NO_CONTEXT,
+) -> Iterator[int]:
     """With ``concurrency.refine``: the levels ``sweep.bench.refine`` adds, each judged (once run, its
     row in ``level_rows`` and its requests in ``rows_at``) by the rule the report uses, at real
-    speed (``slo_time_scale``), before the next is chosen; at most ``refine_max``."""
+    speed (``context.time_scale``: a dry run's, else ``slo_time_scale``), before the next is chosen;
+    at most ``refine_max``; where the throughput crosses ``context.baseline_curve`` too."""
     cc = settings.concurrency
     if not cc.refine:
         return
     slos = [slo_rule.limits_of(s) for s in settings.slo]
     names = [str(i) for i in range(len(slos))]
-    baseline = [(float(c), float(t)) for c, t in cc.baseline_curve]
+    baseline = [(float(c), float(t)) for c, t in context.baseline_curve]
+    scale = context.time_scale(cc.slo_time_scale)
     added = 0
     while added < cc.refine_max:
         measured = [
             refine.Measured(
                 r["concurrency"],
-                {
-                    n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], cc.slo_time_scale)
-                    for n, lim in zip(names, slos)
-                },
+                {n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], scale) for n, lim in zip(names, slos)},
                 r.get("output_throughput"),
             )
             for r in level_rows
@@ -220,6 +225,7 @@ async def run_benchmark(
     power: pw.PowerSource | None = None,
     power_every_s: float = pw.POWER_EVERY_S,
     window: Callable[[], Any] | None = None,
+    context: RunContext = NO_CONTEXT,
 ) -> BenchResult:
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
     key) as ``settings`` say; see the module docstring.
@@ -233,6 +239,7 @@ async def run_benchmark(
     level; None (``sweep bench``): the energy columns are null. ``window``: called as each level begins
     and as it ends (beside its ``level_started_at`` / ``level_ended_at``), what it returns kept in
     ``BenchResult.windows`` (the host marks where the server's log was, for the lines of each level).
+    ``context``: the run-time inputs the sweep supplies beside the settings (``sweep.core.run_context``).
     """
     endpoint = Endpoint.of(server)
     url = check_url(endpoint.url)
@@ -337,7 +344,7 @@ async def run_benchmark(
             levels = refine.auto_levels(levels, refine.max_running_of(info))
         for c in levels:
             await run_level(c, False)
-        for c in refinement(settings, level_rows, rows_at):  # asks again once a round's levels ran
+        for c in refinement(settings, level_rows, rows_at, context):  # asks again once a round's levels ran
             await run_level(c, True)
         for level in open_levels(settings, workload):
             got, row, rows = await _open_level(
@@ -501,6 +508,7 @@ def run(
     metrics_every_s: float = METRICS_EVERY_S,
     power: pw.PowerSource | None = None,
     window: Callable[[], Any] | None = None,
+    context: RunContext = NO_CONTEXT,
 ) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""
     return asyncio.run(
@@ -512,5 +520,6 @@ def run(
             metrics_every_s=metrics_every_s,
             power=power,
             window=window,
+            context=context,
         )
     )

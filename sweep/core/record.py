@@ -1,5 +1,6 @@
-"""One point's record, owned by its lifecycle: the host's ``run_point`` makes it (whatever happened),
-the driver adds the attempts and writes the ``points`` row from it, ``PointFinished`` carries it to
+"""One point's record, owned by its lifecycle: the host's ``run_launch`` makes one per point of the
+server launch it ran (whatever happened), gathered in a ``LaunchResult``; the driver adds the attempts
+and writes the ``points`` row from each, ``PointFinished`` carries it to
 the live view and to ``sweep.run(progress=...)``, and ``sweep.SweepResult`` keeps it (without the
 measured tables, which are on disk). A failure is one value, ``Failure``: where, why, and how to fix
 it where the sweep knows.
@@ -86,9 +87,6 @@ class PointResult(FailureParts):
     # this host's GPU power samples (unix time, watts summed, GPUs) while the levels ran: what the driver
     # folds the other nodes' into for a server over several hosts (sweep.bench.power.with_nodes); not written
     power_series: list[tuple[float, float, int]] = field(default_factory=list)
-    # the other points of the same server launch (client-side axes), each its own record; the driver
-    # writes them as points of their own
-    more: list["PointResult"] = field(default_factory=list)
 
     def fail(self, phase: FailurePhase, reason: str, fix: str | None = None) -> None:
         self.status, self.failure = "failed", Failure(phase, reason, fix)
@@ -103,4 +101,33 @@ class PointResult(FailureParts):
 
     def without_tables(self) -> PointResult:
         """The record to keep in memory once its tables are on disk."""
-        return replace(self, requests=None, single_stream=None, levels=None, metrics=None, power_series=[], more=[])
+        return replace(self, requests=None, single_stream=None, levels=None, metrics=None, power_series=[])
+
+
+@dataclass
+class LaunchResult:
+    """What one server launch did: one record per point it served, in the launch's order (client-side
+    axes: points that differ only in their benchmark share a launch). The first point's record carries
+    the startup's phases (one startup); each carries the host's record (pre-flight, reaping, port)."""
+
+    points: list[PointResult]
+
+    @classmethod
+    def shared(cls, result: PointResult, point_ids: list[str]) -> LaunchResult:
+        """A launch whose one ``result`` (made for its first point: a lost host, a follower's death, a
+        bug) stands for each of ``point_ids``: the same outcome under each id, without measurements,
+        the startup's phases on the first only."""
+        more = [
+            replace(
+                result,
+                point_id=pid,
+                requests=None,
+                single_stream=None,
+                levels=None,
+                metrics=None,
+                phases={},
+                startup_progress=[],
+            )
+            for pid in point_ids[1:]
+        ]
+        return cls([replace(result, point_id=point_ids[0]) if point_ids else result, *more])

@@ -68,7 +68,7 @@ class ConcurrencySettings:
     stop: Optional[StopSettings] = None  # None: every level sends its fixed request count
     # bisection (sweep/bench/refine.py): after the levels above, add levels where an SLO of
     # ``benchmark.slo`` flips from met to missed, and where the throughput crosses the baseline's
-    # (``baseline_curve``), until ``refine_max`` levels were added or the bracket is within
+    # (``RunContext.baseline_curve``), until ``refine_max`` levels were added or the bracket is within
     # ``refine_ratio`` (hi/lo) or one request apart. ``levels: auto`` in an experiment file sets
     # ``auto`` and ``refine`` and starts from AUTO_LEVELS.
     refine: bool = hashed_with("refine", "auto", default=False)
@@ -76,11 +76,10 @@ class ConcurrencySettings:
     refine_ratio: float = hashed_with("refine", "auto", default=1.2)
     # the levels are AUTO_LEVELS, capped at the server's max_running_requests
     auto: bool = hashed_with("refine", "auto", default=False)
-    # set by the sweep, not by hand: what a measured second is in real seconds when judging SLOs
-    # (a dry run: its fake_speed), and the baseline's throughput per level, [[C, tok/s], ...] as
-    # measured (same speed as this point); neither is part of the point's identity
-    slo_time_scale: float = 1.0
-    baseline_curve: list[list[float]] = field(default_factory=list)
+    # what a measured second is in real seconds when judging SLOs; not part of the point's identity
+    # (a dry run judges at its fake_speed, and the baseline's throughput per level is crossed, both
+    # supplied by the sweep beside these settings: sweep.core.run_context.RunContext)
+    slo_time_scale: float = never(1.0)
 
 
 AUTO_LEVELS = [1, 4, 16, 64, 256]  # ``levels: auto``: the coarse start (refinement adds the rest)

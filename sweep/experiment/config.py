@@ -274,6 +274,20 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     return ConfigError(f"{where}: key {key!r}: {first}", fix=fix)
 
 
+def without_run_time_keys(concurrency: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``benchmark.concurrency`` without ``baseline_curve``: a results directory's experiment.yaml
+    written before the baseline's curve left the settings for the sweep's run context
+    (``sweep.core.run_context``) has it, always empty; a curve given by hand is refused."""
+    if "baseline_curve" not in concurrency:
+        return concurrency
+    if concurrency["baseline_curve"]:
+        raise ConfigError(
+            f"{path}: benchmark.concurrency.baseline_curve is set by the sweep at run time, not by hand",
+            fix="remove it: with concurrency.refine on, each point is given its matched baseline's curve",
+        )
+    return {k: v for k, v in concurrency.items() if k != "baseline_curve"}
+
+
 def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Experiment:
     """Load an experiment file, apply ``key=value`` overrides, resolve interpolations, check types."""
     path = Path(path)
@@ -305,7 +319,8 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             line = _line_of(path, "benchmark.workload")
             raise ConfigError(f"{path}, line {line or '?'}: benchmark.{e.message}", fix=e.fix) from None
     if isinstance(bench, dict) and isinstance(bench.get("concurrency"), dict):
-        raw["benchmark"] = {**raw["benchmark"], "concurrency": auto_levels(bench["concurrency"])}
+        concurrency = without_run_time_keys(bench["concurrency"], path)
+        raw["benchmark"] = {**raw["benchmark"], "concurrency": auto_levels(concurrency)}
     for key, value in raw.items():  # a section given one value: OmegaConf's error names no key
         _check_section(str(key), value, lambda k: f"{path}, line {_line_of(path, k) or '?'}")
     base = OmegaConf.structured(Experiment)

@@ -4,7 +4,8 @@ startup much faster and serves at ``dry_run.fake_speed`` times the real system, 
 levels' rates are sent that many times higher and their seconds (``duration_s``, ``ramp_up_s``, a
 trace's ``time_scale``) that many times shorter: the report divides every rate and time back
 (sweep/analysis/realspeed.py) and shows the rates the user set. The scale is recorded with every
-point and shown in the report. Pure."""
+point and shown in the report. The host judges SLOs at real speed too: the dry run's ``run_context``
+tells it the fake speed beside the benchmark settings, not inside them. Pure."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+from sweep.core.run_context import RunContext
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import DryRunConfig, Experiment
 from sweep.sglang import serverargs
@@ -78,6 +80,13 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
     return out, scale
 
 
+def run_context(exp: Experiment) -> RunContext:
+    """What a dry run's points are benchmarked with beside their settings: SLOs judged at real speed,
+    a measured second being ``dry_run.fake_speed`` real ones (as the report does,
+    sweep.analysis.realspeed)."""
+    return RunContext(slo_time_scale=float(exp.dry_run.fake_speed))
+
+
 def bench_scaler(exp: Experiment) -> Callable[[Mapping[str, Any], str], dict[str, Any]]:
     """What scales a client-side axis value's benchmark settings (``{concurrency: {max_tokens: 512}}``,
     ``{rates: [4, 8]}``) as ``scaled`` scales the experiment's: its own keys only, each at the dry
@@ -121,8 +130,7 @@ def _scale(b: BenchSettings, d: DryRunConfig) -> BenchSettings:
             max(b.concurrency.levels), int(b.concurrency.requests_per_level * d.rounds / max(rounds_before, 1))
         )
     b.request_timeout_s = min(b.request_timeout_s, 120.0)
-    # the host's refinement judges SLOs at real speed, as the report does (sweep.analysis.realspeed)
-    b.concurrency.slo_time_scale = float(d.fake_speed)
+    # (the host's refinement judges SLOs at real speed, as the report does: ``run_context``)
     if b.workload is not None:  # the workload's own output lengths, scaled as max_tokens are
         b.workload.output_scale = b.workload.output_scale * d.max_tokens_scale
     _open_loop_at_fake_speed(b, float(d.fake_speed))

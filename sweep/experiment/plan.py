@@ -6,8 +6,9 @@ Each point gets a stable id: a hash of everything that changes its result (model
 flags other than host and port, env, benchmark settings: each field says whether it counts, in
 sweep/core/identity.py), independent of axis order, labels and file layout. Each point also gets a launch id: the hash of what its server runs (launcher, flags,
 env; not the benchmark): the points of client-side axes (benchmark settings only) share it, and so
-one server launch. Each speculative point is matched with the baseline it is compared against (same model,
-tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
+one server launch: the plan is also a list of ``Launch``es, each a server and the points it serves
+(``Plan.launches``), the unit the hosts run. Each speculative point is matched with the baseline it
+is compared against (same model, tp, env and non-speculative flags); a mismatch is a warning, since it once cost a day (the baseline
 lost its NCCL settings between restarts and dropped from 88.8 to 62.9 tok/s).
 """
 
@@ -111,8 +112,8 @@ class Plan:
         return [p for p in self.points if p.errors]
 
     @property
-    def launches(self) -> dict[str, list[PlannedPoint]]:
-        """The valid points by launch id, in plan order: each entry is one server launch."""
+    def launches(self) -> list[Launch]:
+        """The valid points as server launches, in plan order (``launches_of``)."""
         return launches_of([p for p in self.points if not p.errors])
 
     def to_json(self) -> dict[str, Any]:
@@ -155,12 +156,40 @@ class Plan:
             )
 
 
-def launches_of(points: list[PlannedPoint]) -> dict[str, list[PlannedPoint]]:
-    """Points by launch id, in their order (a point without one is a launch of its own)."""
-    out: dict[str, list[PlannedPoint]] = {}
+@dataclass(frozen=True)
+class Launch:
+    """One server launch: its server (what its first point runs: launcher, flags, env; ``id``, the
+    launch id) and the points it serves in turn, in plan order. Its points differ in their benchmark
+    alone (client-side axes); a point without a launch id is a launch of its own."""
+
+    id: str
+    points: list[PlannedPoint]
+
+    @property
+    def first(self) -> PlannedPoint:
+        """The point the launch starts with: its server's flags, env and launcher are the launch's."""
+        return self.points[0]
+
+    @property
+    def launcher(self) -> list[str]:
+        return self.first.launcher
+
+    @property
+    def flags(self) -> Any:
+        return self.first.flags
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.first.env
+
+
+def launches_of(points: list[PlannedPoint]) -> list[Launch]:
+    """``points`` as server launches: grouped by launch id, in their order (the one constructor of
+    ``Launch``)."""
+    by_id: dict[str, list[PlannedPoint]] = {}
     for p in points:
-        out.setdefault(p.launch_id or p.id, []).append(p)
-    return out
+        by_id.setdefault(p.launch_id or p.id, []).append(p)
+    return [Launch(i, ps) for i, ps in by_id.items()]
 
 
 def _digest(identity: dict[str, Any]) -> str:
@@ -183,7 +212,6 @@ def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> st
 
 # Run-time values the sweep sets in the user's benchmark settings (not the user): how the host judges
 # SLOs and whom it compares with; no part of a point's id
-RUN_TIME = frozenset({"concurrency.slo_time_scale", "concurrency.baseline_curve"})
 
 
 def bench_identity(bench: BenchSettings) -> dict[str, Any]:
@@ -191,7 +219,7 @@ def bench_identity(bench: BenchSettings) -> dict[str, Any]:
     (``sweep.core.identity``), but the run-time ones. A workload's ``output_scale`` (a dry run's
     ``max_tokens_scale``, else 1) is a run-time value too, but hashed with the workload as every id
     with a workload has been: it stays in the id at the value it had, wherever it comes from."""
-    out = identity(bench, skip=RUN_TIME)
+    out = identity(bench)
     if bench.workload is not None:
         out["workload"]["output_scale"] = bench.workload.output_scale
     return out

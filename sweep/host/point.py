@@ -1,9 +1,10 @@
-"""One grid point on one host: pre-flight, reap, launch, wait through the phases, benchmark, stop,
-reap. The unit of work a Ray task runs; it imports no Ray.
+"""One server launch on one host: pre-flight, reap, launch, wait through the phases, benchmark each
+of its points in turn, stop, reap. The unit of work a Ray task runs; it imports no Ray.
 
-``run_point`` never raises past itself except for a bug: every failure becomes a ``PointResult``
-(``sweep.core.record``) with its ``Failure`` (the phase it happened in, the reason from the server's
-log where there is one, the fix) and the tail of the log. What was measured before a failure is kept.
+``run_launch`` never raises past itself except for a bug: it returns a ``LaunchResult``
+(``sweep.core.record``) with one ``PointResult`` per point of the launch, each failure in it with its
+``Failure`` (the phase it happened in, the reason from the server's log where there is one, the fix)
+and the tail of the log. What was measured before a failure is kept.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from sweep.core.checks import Check
 from sweep.core.console import plural
 from sweep.core.errors import PointFailure, SweepError
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
-from sweep.core.record import PointResult
+from sweep.core.record import LaunchResult, PointResult
+from sweep.core.run_context import RunContext
 from sweep.core.settings import BenchSettings
 from sweep.core.types import FailurePhase
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
@@ -35,33 +37,60 @@ from sweep.host import preflight as pf
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
 from sweep.sglang import adaptive
-from sweep.sglang.args import flag_args, flag_value, flags_in_argv
+from sweep.sglang.args import flag_args, flag_value, flags_in_argv, with_node_flags
 from sweep.sglang.logs import AdaptiveLog, find_failure
 
 OnProgress = Callable[[HostEvent], None]
 
 
-@dataclass
-class SubPoint:
-    """Another point of the same server launch: a client-side axis (benchmark settings only) made
-    it, so it differs from the launch's first point in its benchmark alone."""
+@dataclass(frozen=True)
+class LaunchPoint:
+    """One point of a server launch, as its benchmark runs it: its id and label, the user's benchmark
+    settings (axes merged in) and the run-time inputs the driver supplies beside them (``context``).
+    The points of one launch differ in these alone (client-side axes)."""
 
     point_id: str
     label: str
     bench: BenchSettings
+    context: RunContext = field(default_factory=RunContext)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the orchestrator runs a launch's server, supplied at run time beside the flags the plan
+    gave it, never written into them: the port it serves on (None: the flags' own ``port``) and, for
+    a server over several hosts, this node's flags (``nnodes``, ``node_rank``, ``dist_init_addr``;
+    ``dist_init_addr`` None: one host, the flags' own node flags, if any, kept)."""
+
+    port: int | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None
+
+    def over(self, flags: dict[str, Any]) -> dict[str, Any]:
+        """``flags`` as the server runs with them here: the port, and any node flags an earlier
+        attempt set replaced by this node's."""
+        out = dict(flags)
+        if self.dist_init_addr is not None:
+            out = with_node_flags(out, self.nnodes, self.node_rank, self.dist_init_addr)
+        if self.port is not None:
+            out["port"] = self.port
+        return out
 
 
 @dataclass
 class PointSpec:
-    """Everything a host needs to run one point (picklable: it travels to the Ray task). The server's
-    flags are the one source of what it runs: its argv is built from them at launch, and the checks
-    read them by name (the runner changes the port and the node flags in them, never in an argv)."""
+    """Everything a host needs to run one server launch (picklable: it travels to the Ray task): the
+    server, and its points (``points``: the first one's fields here, the others in ``subpoints``). The
+    server's flags are the one source of what it runs: its argv is built from them at launch, and the
+    checks read them by name; where the server runs (its port, its node flags) is the runner's
+    ``placement``, laid over them (``server_flags``), never written into them or into an argv."""
 
     sweep: str  # names the sweep in the process marker
-    point_id: str
+    point_id: str  # the launch's first point (its log, its process marker)
     label: str
     launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
-    flags: dict[str, Any]  # every flag of the server ({name: value}, sglang.args), port and node flags included
+    flags: dict[str, Any]  # every flag the plan gave the server ({name: value}, sglang.args)
     env: dict[str, str]
     log_path: str
     tp_size: int
@@ -85,25 +114,41 @@ class PointSpec:
     # a real host's port is the flags' one
     choose_port: bool = False
     # the launch's other points, benchmarked in turn on this same server after this one (client-side axes)
-    subpoints: list[SubPoint] = field(default_factory=list)
+    subpoints: list[LaunchPoint] = field(default_factory=list)
+    context: RunContext = field(default_factory=RunContext)  # the first point's run-time inputs
+    placement: Placement = field(default_factory=Placement)  # where it runs: the runner's, at run time
+
+    @property
+    def server_flags(self) -> dict[str, Any]:
+        """The flags the server runs with: ``flags`` with the ``placement`` laid over them."""
+        return self.placement.over(self.flags)
+
+    @property
+    def points(self) -> list[LaunchPoint]:
+        """The launch's points in the order they run: the first one, then ``subpoints``."""
+        return [LaunchPoint(self.point_id, self.label, self.bench, self.context), *self.subpoints]
+
+    @property
+    def point_ids(self) -> list[str]:
+        return [p.point_id for p in self.points]
 
     @property
     def argv(self) -> list[str]:
         """The server's command line: the launcher, its flags, the launcher's own options."""
-        return [*self.launcher, *flag_args(self.flags), *self.launcher_args]
+        return [*self.launcher, *flag_args(self.server_flags), *self.launcher_args]
 
     @property
     def port(self) -> int:
-        return int(self.flags["port"])
+        return int(self.server_flags["port"])
 
     def flag(self, name: str, *aliases: str) -> str | None:
         """A flag's value as the argv shows it (None when not set): ``spec.flag("api-key")``."""
-        return flag_value(self.flags, name, *aliases)
+        return flag_value(self.server_flags, name, *aliases)
 
     @property
     def secrets(self) -> list[str]:
         """What its log and records must not show: the values of its secret-named flags and env."""
-        return redact.secret_values(self.launcher_args, self.env, self.flags)
+        return redact.secret_values(self.launcher_args, self.env, self.server_flags)
 
     @property
     def local_gpus(self) -> int:
@@ -162,7 +207,7 @@ def _preflight(
         )
         cpu_host.check_nodes(int(spec.flag("nnodes") or 1), engine, report.checks)
     pf.check_flags(
-        [*spec.flags, *flags_in_argv(spec.launcher_args)],
+        [*spec.server_flags, *flags_in_argv(spec.launcher_args)],
         spec.launcher,
         report.sglang_version,
         host.name,
@@ -178,7 +223,7 @@ def _preflight(
     else:
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
     if spec.check_rules:
-        pf.check_rules(spec.flags, spec.bench, report, spec.architecture, spec.env)
+        pf.check_rules(spec.server_flags, spec.bench, report, spec.architecture, spec.env)
     if serves_http:
         if not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
             pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
@@ -191,7 +236,7 @@ def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
     """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
     from sweep.sglang import drafter
 
-    found = drafter.check_flags(spec.flags)
+    found = drafter.check_flags(spec.server_flags)
     if found is None:  # no drafter, or its folders are not here (a hub id)
         return
     report.drafter_aux_layers, report.drafter_checks = found.aux_layers, list(found.findings)
@@ -216,13 +261,13 @@ def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
     """The server's argv at launch: ``spec.argv``, but a ``speculative-adaptive-config`` given as the config
     itself (a mapping, SGLang's JSON shape) is written to a JSON file first (sorted keys; see
     ``adaptive_config_path``) and that path passed, as SGLang reads the flag as a path."""
-    cfg = spec.flags.get(ADAPTIVE_CONFIG)
+    cfg = spec.server_flags.get(ADAPTIVE_CONFIG)
     if not isinstance(cfg, Mapping):
         return spec.argv
     path = adaptive_config_path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(adaptive.as_json(cfg), sort_keys=True, indent=1) + "\n")
-    return [*spec.launcher, *flag_args({**spec.flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
+    return [*spec.launcher, *flag_args({**spec.server_flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
 
 
 def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
@@ -249,7 +294,8 @@ def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess
 class _Attempt:
     """One attempt at a point on this host, driven with ``with``: whatever ends the block, leaving it
     stops the server (whole tree), reaps, and fills in what every result carries; a failure becomes
-    data in ``result``. ``run_point`` and ``run_follower`` are its two bodies.
+    data in ``result`` (the launch's record, split into its points' at the end). ``run_launch`` and
+    ``run_follower`` are its two bodies.
 
     ``node_rank`` None: the point's own server (node 0), where a bug is recorded too (never lost);
     else a follower node of a server over several hosts, whose failures name the node."""
@@ -285,7 +331,7 @@ class _Attempt:
         while True:
             if self.spec.choose_port:
                 port = ports.free_port(self.spec.bind_host, avoid=[*tried, *_dist_port(self.spec)])
-                self.spec = replace(self.spec, flags={**self.spec.flags, "port": port})
+                self.spec = replace(self.spec, placement=replace(self.spec.placement, port=port))
                 self.report.checks.append(Check.ok(f"port {port} chosen free at launch (simulated host)"))
             server = self.launch(log_path)
             try:
@@ -297,7 +343,7 @@ class _Attempt:
             finally:
                 self.result.phases = server.startup.durations()
                 self.result.startup_progress = server.startup.progress_records()
-                if self.spec.flags.get("speculative-adaptive"):  # what the server made of it, from its log
+                if self.spec.server_flags.get("speculative-adaptive"):  # what the server made of it, from its log
                     self.result.adaptive = server.adaptive.running
                     self.result.adaptive_disabled_reason = server.adaptive.disabled
 
@@ -395,15 +441,15 @@ def _finish(
     res.ended_at = time.time()
 
 
-def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = None) -> PointResult:
-    """Run one server launch start to finish: the point, then its ``subpoints`` in turn on the same
-    server (each benchmark flushes the cache first). The result says what happened, whatever happened;
-    the sub-points' results are in its ``more``. A benchmark failure of one sub-point, the server still
-    up, fails that one alone; a server that dies fails the rest with its failure."""
+def run_launch(spec: PointSpec, host: HostContext, progress: OnProgress | None = None) -> LaunchResult:
+    """Run one server launch start to finish: its points (``spec.points``) in turn on the same server
+    (each benchmark flushes the cache first). The result holds one record per point, saying what
+    happened, whatever happened. A benchmark failure of one point, the server still up and more
+    points in the launch, fails that one alone; a server that dies fails the rest with its failure."""
     from sweep.bench.runner import run as run_bench
 
-    subs = [(spec.point_id, spec.bench), *((s.point_id, s.bench) for s in spec.subpoints)]
-    ids = [pid for pid, _ in subs]
+    subs = spec.points
+    ids = [s.point_id for s in subs]
     parts: dict[str, PointResult] = {}  # what each one's benchmark measured, as far as it went
     with _Attempt(spec, host, progress) as at:
         res, emit = at.result, at.emit
@@ -418,20 +464,27 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
         power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
         try:
-            for pid, settings in subs:
+            for sub in subs:
+                pid = sub.point_id
                 part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
                 tell: Callable[[PointProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
                 tell(PointProgress("benchmark"))
                 try:
                     bench = run_bench(
-                        server.endpoint, settings, point_id=pid, progress=tell, power=power, window=server.adaptive_mark
-                    )  # the log read up to each level's bounds
+                        server.endpoint,
+                        sub.bench,
+                        point_id=pid,
+                        progress=tell,
+                        power=power,
+                        window=server.adaptive_mark,  # the log read up to each level's bounds
+                        context=sub.context,
+                    )
                 except SweepError as e:
                     if len(subs) == 1 or not server.alive():
                         raise
                     part.fail("benchmark", e.message, e.fix)  # this one alone: the server is still up
                     part.ended_at = time.time()
-                    if pid != subs[-1][0]:
+                    if pid != ids[-1]:
                         emit(PointMeasured(_measured(at, ids, part, power)))
                     continue
                 part.requests, part.single_stream = bench.requests, bench.single_stream
@@ -440,12 +493,12 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
                 if not server.alive():
                     raise server.died("benchmark")
                 part.status = "ok"
-                if pid != subs[-1][0]:  # measured: the driver records it now (the last comes with the launch)
+                if pid != ids[-1]:  # measured: the driver records it now (the last comes with the launch)
                     emit(PointMeasured(_measured(at, ids, part, power)))
         finally:  # every sub-point's levels lie in the one series (each level keeps its own window)
             res.power_series = power.take() if power is not None else []
         res.status = "ok"
-    return _split(at.result, ids, parts)
+    return LaunchResult(_points(at.result, ids, parts))
 
 
 def with_adaptive(levels: Any, log: AdaptiveLog, windows: list[tuple[Any, Any]]) -> Any:
@@ -476,19 +529,16 @@ def _as_point(emit: OnProgress, point_id: str) -> Callable[[PointProgress], None
     return lambda ev: emit(replace(ev, sub_point=point_id))
 
 
-def _split(launch: PointResult, ids: list[str], parts: dict[str, PointResult]) -> PointResult:
-    """The launch's result as one result per point: each with what its benchmark measured and its own
+def _points(launch: PointResult, ids: list[str], parts: dict[str, PointResult]) -> list[PointResult]:
+    """The launch's record as one result per point: each with what its benchmark measured and its own
     status (a benchmark failure of its own, else ok, else the launch's failure where it never finished);
     the startup and the host's record shared, the startup's phases on the first point only (one launch)."""
-    out = [_one(launch, ids, i, parts.get(pid)) for i, pid in enumerate(ids)]
-    first = out[0]
-    first.more = out[1:]
-    return first
+    return [_one(launch, ids, i, parts.get(pid)) for i, pid in enumerate(ids)]
 
 
 def _one(launch: PointResult, ids: list[str], i: int, part: PointResult | None) -> PointResult:
     """Point ``ids[i]`` of the launch: what its benchmark measured (``part``) on the launch's record."""
-    r = replace(launch, point_id=ids[i], more=[])
+    r = replace(launch, point_id=ids[i])
     if part is not None:
         r.requests, r.single_stream, r.levels, r.metrics = part.requests, part.single_stream, part.levels, part.metrics
         if part.status == "ok":
@@ -504,7 +554,7 @@ def _one(launch: PointResult, ids: list[str], i: int, part: PointResult | None) 
 
 
 def _measured(at: _Attempt, ids: list[str], part: PointResult, power: Recorder | None) -> PointResult:
-    """A point of the launch the moment its benchmark ends, as ``_split`` will give it at the launch's
+    """A point of the launch the moment its benchmark ends, as ``_points`` will give it at the launch's
     end: the host's record so far (pre-flight, reaping before the launch), the startup's phases on the
     first point, and the GPU power samples up to now (a copy: the launch keeps recording)."""
     report, secrets = at.report, at.spec.secrets

@@ -1,8 +1,9 @@
-"""Crossover refinement's input: a speculative point's baseline curve (``concurrency.baseline_curve``).
+"""Crossover refinement's input: a speculative point's baseline curve (``RunContext.baseline_curve``).
 
 With ``benchmark.concurrency.refine`` on, a point with a matched baseline (the plan's ``baseline_id``,
 as the analysis matches them) bisects where its throughput crosses the baseline's
-(``sweep.bench.refine``); for that its spec must carry the baseline's output throughput per level.
+(``sweep.bench.refine``); for that its spec's run context (``sweep.core.run_context``, beside the
+user's benchmark settings, never inside them) must carry the baseline's output throughput per level.
 To make that deterministic, :class:`BaselineGate` wraps the search: a point whose baseline is still to
 run (or running) is held back until that baseline's result is recorded, then handed out with the
 curve in its spec; a baseline recorded by an earlier run of the directory gives its curve from the
@@ -15,7 +16,6 @@ without a curve rather than wait forever.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import replace
 from typing import Any, Optional
@@ -39,11 +39,9 @@ def curve_of(levels: Any) -> list[list[float]]:
 
 
 def with_curve(spec: PointSpec, curve: list[list[float]]) -> PointSpec:
-    """``spec`` whose benchmark carries ``curve`` as its baseline (a copy: the experiment's own
-    settings are shared by every spec)."""
-    bench = copy.deepcopy(spec.bench)
-    bench.concurrency.baseline_curve = [list(p) for p in curve]
-    return replace(spec, bench=bench)
+    """``spec`` whose run context carries ``curve`` as its baseline (its benchmark settings, the
+    user's, left as they are)."""
+    return replace(spec, context=replace(spec.context, baseline_curve=tuple((float(c), float(t)) for c, t in curve)))
 
 
 class BaselineGate:

@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from sweep.core.console import plural
 from sweep.experiment.plan import launches_of
-from sweep.host.point import PointSpec, SubPoint
+from sweep.host.point import LaunchPoint, PointSpec
 from sweep.results import store
 from sweep.results.schema import DECISIONS_SCHEMA
 from sweep.results.writer import sweep_id
@@ -98,15 +98,16 @@ def decide_phase(
         failed: dict[str, str] = {}
         try:
             for out in runner.run(launches, lambda *_: None):
-                spent += max(0.0, out.result.seconds)  # the launch's host time (its points' included)
+                first = out.result.points[0]
+                spent += max(0.0, first.seconds)  # the launch's host time (its points' included)
                 measured = sum(
                     float(w or 0.0)
-                    for r in [out.result, *out.result.more]
+                    for r in out.result.points
                     if r.levels is not None
                     for w in r.levels.column("wall_s").to_pylist()
                 )
-                overheads.append(max(0.0, out.result.seconds - measured - startup.get(out.result.point_id, 0.0)))
-                for r in [replace(out.result, more=[]), *out.result.more]:
+                overheads.append(max(0.0, first.seconds - measured - startup.get(first.point_id, 0.0)))
+                for r in out.result.points:
                     if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
                         failed[r.point_id] = str(r.failure or "no level measured")
                         continue
@@ -185,19 +186,19 @@ def _launches(
     """The round's launches: points of one launch share it, each measuring only its levels."""
     out = []
     points = [planned[pid] for pid in rnd.levels]
-    for group in launches_of(points).values():
+    for launch in launches_of(points):
 
         def bench(pid: str):
             return decide.restricted(specs[pid].bench, rnd.levels[pid])
 
-        lead = group[0].id
+        lead = launch.first.id
         log = Path(specs[lead].log_path)
         out.append(
             replace(
                 specs[lead],
                 bench=bench(lead),
                 log_path=str(log.with_name(f"{log.stem}~r{round_no}.log")),
-                subpoints=[SubPoint(q.id, q.label, bench(q.id)) for q in group[1:]],
+                subpoints=[LaunchPoint(q.id, q.label, bench(q.id), specs[q.id].context) for q in launch.points[1:]],
             )
         )
     return out

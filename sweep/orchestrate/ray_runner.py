@@ -1,7 +1,9 @@
-"""Running points on Ray: one task per point, each owning one whole host through the host resource.
+"""Running server launches on Ray: one task per launch (its points benchmarked in turn on its server),
+each owning one whole host through the host resource.
 
-- The driver submits every point at once (baselines first) and takes results as they come.
-- A task runs ``sweep.host.point.run_point`` on whichever host Ray gives it; the host's identity
+- The driver submits every launch at once (baselines first) and takes results as they come: one
+  ``LaunchResult`` per launch, one record per point in it.
+- A task runs ``sweep.host.point.run_launch`` on whichever host Ray gives it; the host's identity
   (name, port, simulated GPUs) is looked up by node id.
 - Tasks are never retried by Ray (``max_retries=0``): the driver resubmits a point whose host died
   under it (bounded by ``cluster.max_host_failures``) and knows its attempt count. A point that failed
@@ -27,17 +29,16 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 from sweep.bench.power import POWER_EVERY_S, with_nodes
 from sweep.core.errors import Cancelled
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
-from sweep.core.record import Failure, PointResult
+from sweep.core.record import Failure, LaunchResult, PointResult
 from sweep.core.types import FailurePhase
-from sweep.host.point import HostContext, PointSpec, SubPoint
+from sweep.host.point import HostContext, Placement, PointSpec
 from sweep.host.ports import free_port
 from sweep.orchestrate.cluster import Host
-from sweep.sglang.args import with_node_flags
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
 
-RunFn = Callable[[PointSpec, HostContext, Callable[[HostEvent], None]], PointResult]
+RunFn = Callable[[PointSpec, HostContext, Callable[[HostEvent], None]], LaunchResult]
 # (point id, host, what it said): its progress, or a point of a shared launch measured (PointMeasured)
 OnEvent = Callable[[str, str, HostEvent], None]
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
@@ -97,7 +98,9 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     launcher = list(spec.launcher)
     if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
         launcher[0] = sys.executable
-    spec = replace(spec, flags={**spec.flags, "port": setup.port}, launcher=launcher, choose_port=setup.choose_port)
+    spec = replace(
+        spec, placement=replace(spec.placement, port=setup.port), launcher=launcher, choose_port=setup.choose_port
+    )
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
@@ -123,13 +126,13 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
     )
 
 
-def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> PointResult:
+def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> LaunchResult:
     spec, ctx, progress = _on_host(spec, setups, board)
     progress(PointProgress("start", node_id=ctx.node_id))
     if run_fn is None:
-        from sweep.host.point import run_point  # imported where it runs
+        from sweep.host.point import run_launch  # imported where it runs
 
-        run_fn = run_point
+        run_fn = run_launch
     return run_fn(spec, ctx, progress)
 
 
@@ -143,10 +146,11 @@ def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, n
 
 @dataclass
 class Outcome:
-    """What the driver learns of a point: a result, or a host failure that used up its retries."""
+    """What the driver learns of a launch: its points' results, or a host failure that used up its
+    retries (then each of its points failed with it)."""
 
     spec: PointSpec
-    result: PointResult
+    result: LaunchResult
     attempts: int
 
 
@@ -184,9 +188,9 @@ class Runner:
     gpus_per_host: int
     setups: dict[str, HostSetup]
     max_host_failures: int = 2
-    run_fn: RunFn | None = None  # tests and benchmarks swap in a stand-in for run_point
+    run_fn: RunFn | None = None  # tests and benchmarks swap in a stand-in for run_launch
     # A new worker process per point (max_calls=1) costs a worker start per point (0.6-1.6 s on
-    # 2 cores, tests/perf/scheduling.py); run_point keeps no state between points, so workers are reused.
+    # 2 cores, tests/perf/scheduling.py); run_launch keeps no state between points, so workers are reused.
     fresh_workers: bool = False
     cancel_grace_s: float = 45.0
     dist_port_offset: int = 1000  # multi-host servers: --dist-init-addr port = the leader's port + this
@@ -249,7 +253,7 @@ class Runner:
             dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
 
         def rank_spec(r: int) -> PointSpec:  # a retry: new hosts, new IP
-            return replace(p.spec, flags=with_node_flags(p.spec.flags, p.spec.nnodes, r, dist))
+            return replace(p.spec, placement=Placement(p.spec.placement.port, p.spec.nnodes, r, dist))
 
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
             rank_spec(0), self.setups, self._board, self.run_fn
@@ -317,12 +321,12 @@ class Runner:
         self._release_held(self._on_event, end_of=p.spec.point_id)
         samples = self._power.pop(p.spec.point_id, {})
         if g.failure is not None:
-            return Outcome(p.spec, g.failure, p.attempt)
+            return Outcome(p.spec, LaunchResult.shared(g.failure, p.spec.point_ids), p.attempt)
         if g.host_lost:
             return self._retry_or_fail(p.spec, p.attempt, p.t0, "a host of the group")
         outcome = self._collect(ref, p.spec, p.attempt, p.t0)
         if outcome is not None:  # every node's GPUs in the levels (of each point of the launch)
-            for res in (outcome.result, *outcome.result.more):
+            for res in outcome.result.points:
                 if res.levels is not None:
                     res.levels = with_nodes(res.levels, res.power_series, samples, p.spec.nnodes)
         return outcome
@@ -393,8 +397,7 @@ class Runner:
 
     def _unmeasured(self, spec: PointSpec) -> PointSpec:
         """A launch to run again without its points already measured (they are recorded)."""
-        left = [SubPoint(spec.point_id, spec.label, spec.bench), *spec.subpoints]
-        left = [s for s in left if s.point_id not in self._measured] or left
+        left = [s for s in spec.points if s.point_id not in self._measured] or spec.points
         first = left[0]
         log_path = (
             spec.log_path
@@ -402,7 +405,13 @@ class Runner:
             else str(Path(spec.log_path).with_name(f"{first.point_id}.log"))
         )  # results/logs/<point id>.log
         return replace(
-            spec, point_id=first.point_id, label=first.label, bench=first.bench, log_path=log_path, subpoints=left[1:]
+            spec,
+            point_id=first.point_id,
+            label=first.label,
+            bench=first.bench,
+            context=first.context,
+            log_path=log_path,
+            subpoints=left[1:],
         )
 
     def _lost_with_their_nodes(self) -> list[Outcome]:
@@ -472,14 +481,14 @@ class Runner:
 
     def _collect(self, ref: Any, spec: PointSpec, attempt: int, t0: float) -> Outcome | None:
         try:
-            result: PointResult = ray.get(ref)
-            return Outcome(spec, result, attempt)
+            launch: LaunchResult = ray.get(ref)
+            return Outcome(spec, launch, attempt)
         except ray.exceptions.TaskCancelledError:  # not by this driver: it cancels only on its way out
             raise Cancelled(
                 f"point {spec.label} was cancelled outside the sweep (ray cancel, ray job stop)",
                 fix="run the same command again to resume",
             ) from None
-        except ray.exceptions.RayTaskError as e:  # run_point raised: a bug, still recorded
+        except ray.exceptions.RayTaskError as e:  # run_launch raised: a bug, still recorded
             return Outcome(
                 spec,
                 _failed(
@@ -514,9 +523,10 @@ class Runner:
 
 def _failed(
     spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float, fix: str | None = None
-) -> PointResult:
+) -> LaunchResult:
+    """The launch failed as a whole (no host left to run it, a bug): each of its points with it."""
     now = time.time()
-    return PointResult(
+    failed = PointResult(
         spec.point_id,
         host or "",
         "",
@@ -525,3 +535,4 @@ def _failed(
         started_at=now - (time.monotonic() - t0),
         ended_at=now,
     )
+    return LaunchResult.shared(failed, spec.point_ids)

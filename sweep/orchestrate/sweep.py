@@ -29,12 +29,14 @@ from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsErr
 from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
 from sweep.core.record import Failure, PointResult
 from sweep.core.redact import redact_argv
+from sweep.core.run_context import RunContext
 from sweep.core.types import PointStatus, RunKind, RunMode, kind
 from sweep.experiment import config as config_mod
 from sweep.experiment.dryrun import fake_args, fake_launcher
+from sweep.experiment.dryrun import run_context as dry_run_context
 from sweep.experiment.plan import Plan, PlannedPoint, launches_of
 from sweep.host import cpu as cpu_host
-from sweep.host.point import PointSpec, SubPoint
+from sweep.host.point import LaunchPoint, PointSpec
 from sweep.orchestrate import baseline_curve
 from sweep.results import lock as dir_lock
 from sweep.results import store
@@ -135,6 +137,12 @@ def select(
     return out
 
 
+def run_context(exp: config_mod.Experiment, run: RunKind) -> RunContext:
+    """The run-time inputs the driver gives every point's benchmark beside its settings: a scaled
+    run's (a dry run: SLOs judged at real speed), else none."""
+    return dry_run_context(exp) if run.scaled else RunContext()
+
+
 def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: RunKind, sweep_name: str) -> PointSpec:
     if not run.fake_server:
         launcher, extra = list(exp.server.launcher), []
@@ -163,6 +171,7 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         cpu=exp.server.cpu,
         cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
         architecture=exp.server.architecture,
+        context=run_context(exp, run),
     )
 
 
@@ -415,10 +424,15 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     def launches(handed: Sequence[Any]) -> list[PointSpec]:
         """The points handed out together, one spec per server launch (client-side axes share one)."""
         points = [planned[p.id] for p in handed]  # the search's points are the plan's
-        # each sub-point's spec bench: what the gate gave it (its baseline's curve) included
+        # each point's run context: what the gate gave it (its baseline's curve) included
         return [
-            replace(specs[group[0].id], subpoints=[SubPoint(q.id, q.label, specs[q.id].bench) for q in group[1:]])
-            for group in launches_of(points).values()
+            replace(
+                specs[launch.first.id],
+                subpoints=[
+                    LaunchPoint(q.id, q.label, specs[q.id].bench, specs[q.id].context) for q in launch.points[1:]
+                ],
+            )
+            for launch in launches_of(points)
         ]
 
     runner = Runner(
@@ -480,7 +494,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             first = launches(search.take(slots))
             in_flight = len(first)
             for out in runner.run(first, on_event):
-                for r in per_point(out.result, out.spec):  # those measured early (PointMeasured) are kept as recorded
+                for r in out.result.points:  # those measured early (PointMeasured) are kept as recorded
                     r = replace(r, attempts=out.attempts)  # the driver's count of its hosts
                     finished(r, ran_argv(out.spec, r))
                 in_flight -= 1
@@ -528,30 +542,7 @@ def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
     simulated host chooses it at launch), else as the driver planned it."""
     if result.port is None or result.port == spec.port:
         return spec.argv
-    return replace(spec, flags={**spec.flags, "port": result.port}).argv
-
-
-def per_point(result: PointResult, spec: PointSpec) -> list[PointResult]:
-    """A launch's result as its points' results: the host's split (``run_point``), and for the points
-    it has none for (the host was lost, a stand-in ran) the launch's result under their id."""
-    out = [replace(result, more=[]), *result.more]
-    have = {r.point_id for r in out}
-    out += [
-        replace(
-            result,
-            point_id=s.point_id,
-            more=[],
-            requests=None,
-            single_stream=None,
-            levels=None,
-            metrics=None,
-            phases={},
-            startup_progress=[],
-        )
-        for s in spec.subpoints
-        if s.point_id not in have
-    ]
-    return out
+    return replace(spec, placement=replace(spec.placement, port=result.port)).argv
 
 
 PRUNED_FIX = (
@@ -571,7 +562,7 @@ def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
         sweep.todo,
         tolerance=exp.search.tolerance,
         ttft_limits=[s.ttft_s for s in exp.benchmark.slo if s.ttft_s is not None],
-        time_scale=exp.benchmark.concurrency.slo_time_scale,
+        time_scale=run_context(exp, sweep.kind).time_scale(exp.benchmark.concurrency.slo_time_scale),
     )  # a dry run's: at real speed
     ok = [pid for pid, st in sweep.run.statuses.items() if st == "ok" and pid in search.points]
     if ok:

@@ -180,7 +180,7 @@ class AdaptiveSearch:
     ):
         self.points = {p.id: p for p in points}
         # what a measured second is at real speed: a dry run's fake serves time_scale times faster (its
-        # concurrency.slo_time_scale), so its TTFTs are judged, and its tok/s quoted, at real speed
+        # run context's slo_time_scale), so its TTFTs are judged, and its tok/s quoted, at real speed
         self.time_scale = time_scale
         self.todo = [p.id for p in todo]
         self.tolerance = tolerance

@@ -12,6 +12,7 @@ import pytest
 from sweep.analysis.slo import from_settings, highest_meeting, level_slo
 from sweep.bench import refine
 from sweep.core import slo_rule
+from sweep.core.errors import ConfigError
 from sweep.core.settings import AUTO_LEVELS, BenchSettings, ConcurrencySettings, SLOSettings
 from sweep.experiment.config import auto_levels
 
@@ -188,6 +189,58 @@ def test_levels_auto_in_an_override_and_what_moves_the_point_ids():
     cc = exp.benchmark.concurrency
     assert (cc.levels, cc.auto, cc.refine) == (AUTO_LEVELS, True, True)
     before = ids()
-    assert ids("benchmark.concurrency.slo_time_scale=5", "benchmark.concurrency.baseline_curve=[[1,2]]") == before
+    assert ids("benchmark.concurrency.slo_time_scale=5") == before
+    # the baseline's curve is the sweep's run-time input (sweep.core.run_context), never a user key
+    with pytest.raises(ConfigError, match="baseline_curve"):
+        ids("benchmark.concurrency.baseline_curve=[[1,2]]")
     assert ids("benchmark.concurrency.refine_max=9") == before  # refine off: its settings change nothing
     assert set(ids("benchmark.concurrency.refine=true")).isdisjoint(before)  # refine changes what is measured
+
+
+def test_the_run_context_judges_and_crosses_beside_the_users_settings():
+    """What the sweep supplies at run time (sweep.core.run_context) reaches the refinement beside the
+    settings: a dry run's time scale judges the SLO (the settings' own slo_time_scale otherwise), and
+    the baseline's curve is crossed; the settings carry neither."""
+    from sweep.bench.runner import refinement
+    from sweep.core.run_context import RunContext
+
+    settings = BenchSettings(
+        concurrency=ConcurrencySettings(levels=[1, 16], refine=True, refine_max=1),
+        slo=[SLOSettings(ttft_s=1.0)],
+    )
+    rows = [{"concurrency": 1, "output_throughput": 10.0}, {"concurrency": 16, "output_throughput": 100.0}]
+    at = {c: [{"ok": True, "ttft_s": t}] * 4 for c, t in ((1, 0.3), (16, 0.8))}
+    assert list(refinement(settings, rows, at)) == []  # both meet the SLO at the settings' scale: nothing to bisect
+    assert list(refinement(settings, rows, at, RunContext(slo_time_scale=2.0))) == [4]  # 0.6 s met, 1.6 s missed
+    crossing = RunContext(baseline_curve=((1.0, 20.0), (16.0, 50.0)))  # the point overtakes its baseline
+    assert list(refinement(settings, rows, at, crossing)) == [4]
+
+
+def test_a_dry_run_scales_the_benchmark_and_leaves_the_slo_time_scale_to_its_run_context():
+    from sweep.experiment import config, dryrun
+
+    exp = config.load("experiments/k26_eagle.yaml", ["dry_run.fake_speed=8"])
+    dry, scale = dryrun.scaled(exp)
+    assert scale["fake_speed"] == 8 and dry.benchmark.concurrency.max_tokens < exp.benchmark.concurrency.max_tokens
+    assert dry.benchmark.concurrency.slo_time_scale == exp.benchmark.concurrency.slo_time_scale == 1.0
+    ctx = dryrun.run_context(exp)
+    assert ctx.slo_time_scale == 8.0 and ctx.time_scale(dry.benchmark.concurrency.slo_time_scale) == 8.0
+
+
+def test_an_experiment_yaml_written_before_the_run_context_still_loads(tmp_path):
+    """A results directory's experiment.yaml from before the baseline's curve left the settings has
+    ``baseline_curve: []`` (``sweep confirm DIR`` loads it); a curve given by hand is refused."""
+    from sweep.experiment import config
+
+    exp = config.load("experiments/k26_eagle.yaml")
+    text = config.to_yaml(exp)
+    assert "baseline_curve" not in text and "\n    slo_time_scale: 1.0\n" in text
+    old = tmp_path / "experiment.yaml"
+    old.write_text(text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: []\n"))
+    assert config.load(old).benchmark == exp.benchmark  # the same settings, the empty curve dropped
+    old.write_text(
+        text.replace("\n    slo_time_scale: 1.0\n", "\n    slo_time_scale: 1.0\n    baseline_curve: [[1, 2]]\n")
+    )
+    with pytest.raises(ConfigError, match="baseline_curve is set by the sweep") as e:
+        config.load(old)
+    assert "remove it" in (e.value.fix or "")

@@ -20,7 +20,7 @@ from sweep.core.redact import REDACTED
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.point import PointSpec, run_point
+from sweep.host.point import PointSpec, run_launch
 from sweep.host.server import LogFollower, ServerProcess
 from tests.conftest import free_port
 from tests.waiting import wait_until
@@ -81,7 +81,7 @@ def leaks(obj) -> list[str]:
 
 def test_key_protected_server_benchmarked_with_the_key(tmp_path, host):
     spec = make_spec(tmp_path, {"api-key": KEY, "enable-metrics": True}, env={"HF_TOKEN": HF})
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     # every request of the benchmark went through (the key sent as Authorization: Bearer)
     assert all(r.requests.column("ok").to_pylist()) and r.requests.num_rows >= 6
@@ -104,7 +104,7 @@ def test_admin_key_server_is_flushed_with_its_admin_key(tmp_path, host):
     """With ``--admin-api-key`` SGLang's /flush_cache wants that key and refuses the api key: the
     benchmark sends it there, so every level starts flushed, and the log hides it."""
     spec = make_spec(tmp_path, {"api-key": KEY, "admin-api-key": ADMIN})
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     assert r.levels.column("flushed").to_pylist() == [True, True]
     log = open(spec.log_path, "rb").read().decode()
@@ -117,7 +117,7 @@ def test_flush_refused_fails_the_point_before_measuring(tmp_path, host):
     """A launcher that sets an admin key of its own: /flush_cache answers 401 to what the sweep
     sends, and the point fails at once saying so (every level would be unflushed)."""
     spec = make_spec(tmp_path, {"api-key": KEY}, launcher=wrapper(tmp_path, "--admin-api-key", "sk-admin-own"))
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "benchmark", (r.failure_phase, r.failure_reason)
     assert "401 to POST /flush_cache" in r.failure_reason and "--admin-api-key" in r.failure_fix
     assert r.requests is None or r.requests.num_rows == 0
@@ -131,7 +131,7 @@ def test_wrong_key_fails_at_once_with_the_reason(tmp_path, host):
         launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"),
         ready_s=REFUSED_READY_S,
     )
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "ready", (r.failure_phase, r.failure_reason)
     assert "401 Unauthorized" in r.failure_reason and "POST /generate" in r.failure_reason
     assert "set server.flags.api-key to the key the server expects" in r.failure_reason
@@ -143,7 +143,7 @@ def test_server_wants_a_key_the_sweep_does_not_have(tmp_path, host):
     spec = make_spec(
         tmp_path, launcher=wrapper(tmp_path, "--api-key", "sk-the-servers-own-key"), ready_s=REFUSED_READY_S
     )
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "ready"
     assert "401 Unauthorized" in r.failure_reason and "without a key" in r.failure_reason
 

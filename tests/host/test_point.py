@@ -17,7 +17,7 @@ import pytest
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.point import PointSpec, run_point
+from sweep.host.point import PointSpec, run_launch
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
@@ -66,7 +66,7 @@ def make_spec(tmp_path, *extra, flags=None, timeouts=None, bench=TINY, **kw) -> 
 def test_ready_with_phase_timings_and_tables(tmp_path, host):
     spec = make_spec(tmp_path, flags=SPEC_FLAGS)
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e.stage))
+    [r] = run_launch(spec, host, lambda e: stages.append(e.stage)).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     for k in ("load_s", "kv_cache_s", "capture_s", "draft_capture_s", "http_s", "ready_s", "startup_s"):
         assert r.phases[k] is not None and r.phases[k] >= 0, k
@@ -85,7 +85,7 @@ def test_capture_oom_explained_from_the_log_of_the_dead_server(tmp_path, host):
     # noticed (README: within a second) is a figure tests/perf/failure_timings.py prints.
     spec = make_spec(tmp_path, "--fake-fail-at", "capture")
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e.stage))
+    [r] = run_launch(spec, host, lambda e: stages.append(e.stage)).points
     assert r.status == "failed" and r.failure_phase == "capture"
     assert "CUDA out of memory" in r.failure_reason and not r.failure_reason.startswith("hang")
     assert stages[-1] == "stop" and "benchmark" not in stages
@@ -100,15 +100,15 @@ def test_a_point_run_again_reads_only_its_own_log(tmp_path, host):
     run appends after a marker line, and its phases and reason come from its own lines only, not
     from the earlier run's ``Uvicorn running`` or ``CUDA out of memory``."""
     first = make_spec(tmp_path, "--fake-fail-at", "capture")
-    r1 = run_point(first, host)
+    [r1] = run_launch(first, host).points
     assert r1.status == "failed" and "CUDA out of memory" in r1.failure_reason
     again = replace(make_spec(tmp_path, "--fake-fail-at", "load"), point_id=first.point_id)
-    r2 = run_point(again, host)
+    [r2] = run_launch(again, host).points
     assert r2.status == "failed" and r2.failure_phase == "load", (r2.failure_phase, r2.failure_reason)
     assert "Not enough memory" in r2.failure_reason and "CUDA out of memory" not in r2.log_tail
     ok = replace(make_spec(tmp_path), point_id=first.point_id)
     stages = []
-    r3 = run_point(ok, host, lambda e: stages.append(e.stage))
+    [r3] = run_launch(ok, host, lambda e: stages.append(e.stage)).points
     assert r3.status == "ok", (r3.failure_phase, r3.failure_reason, r3.log_tail[-2000:])
     assert stages.index("capture") < stages.index("ready")  # not "ready" at once from the old lines
     assert r3.phases["load_s"] is not None and r3.phases["startup_s"] >= r3.phases["load_s"]
@@ -120,7 +120,7 @@ def test_a_point_run_again_reads_only_its_own_log(tmp_path, host):
 def test_capture_hang_cut_by_stall_timeout(tmp_path, host):
     t = Timeouts(stall_s=1.5, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=1)
     spec = make_spec(tmp_path, "--fake-hang-at", "capture", timeouts=t)
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "capture"
     # the stall detector cut it (stall_s 1.5, shown as 2 s), not capture_s or total_s, whose reasons
     # are "still in capture after 30 s" and "not ready after 60 s"
@@ -134,7 +134,7 @@ def test_capture_hang_cut_by_stall_timeout(tmp_path, host):
 
 def test_zombie_children_reaped_and_port_freed(tmp_path, host):
     spec = make_spec(tmp_path, "--fake-zombie")
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "ok", r.failure_reason
     assert len(r.reaped["killed"]) >= 3  # parent, TP ranks, detokenizer
     assert reaper.port_free(spec.port)
@@ -151,7 +151,7 @@ def test_leftovers_of_a_crashed_run_reaped_before_launch(tmp_path, host):
     old.send_signal(signal.SIGKILL)  # the parent dies, the zombie children keep the GPUs
     old.wait()
     assert host.probe.processes()
-    r = run_point(make_spec(tmp_path), host)
+    [r] = run_launch(make_spec(tmp_path), host).points
     assert r.status == "ok", r.failure_reason
     assert any("before launch" in k["reason"] for k in r.reaped["killed"])
 
@@ -172,7 +172,7 @@ def test_foreign_gpu_process_reported_not_killed(tmp_path, host):
     )
     try:
         wait_until(host.probe.processes, 10, "the foreign process holds GPU 0", interval=0.1)
-        r = run_point(make_spec(tmp_path), host)
+        [r] = run_launch(make_spec(tmp_path), host).points
         assert r.status == "failed" and r.failure_phase == "preflight"
         assert "GPU 0" in r.failure_reason and str(foreign.pid) in r.failure_reason
         assert foreign.poll() is None, "a process that is not ours was killed"
@@ -218,7 +218,7 @@ def test_preflight_missing_drafter_path_launches_nothing(tmp_path, host):
     spec = make_spec(tmp_path, flags=SPEC_FLAGS)
     spec = replace(spec, real_paths=True, paths={"model_path": str(tmp_path), "draft model path": "/nope/drafter"})
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e.stage))
+    [r] = run_launch(spec, host, lambda e: stages.append(e.stage)).points
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert "/nope/drafter does not exist" in r.failure_reason
     _nothing_launched(spec, r, stages)
@@ -227,7 +227,7 @@ def test_preflight_missing_drafter_path_launches_nothing(tmp_path, host):
 def test_preflight_unknown_flag_launches_nothing(tmp_path, host):
     spec = make_spec(tmp_path, "--speculative-num-stepz", "2")
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e.stage))
+    [r] = run_launch(spec, host, lambda e: stages.append(e.stage)).points
     assert r.status == "failed" and r.failure_phase == "preflight" and "--speculative-num-stepz" in r.failure_reason
     _nothing_launched(spec, r, stages)
 
@@ -240,7 +240,7 @@ def test_levels_carry_the_fake_gpus_power_and_energy(tmp_path, host):
 
     from sweep.fake import model
 
-    r = run_point(make_spec(tmp_path), host)
+    [r] = run_launch(make_spec(tmp_path), host).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     for row in r.levels.to_pylist():
         assert row["power_gpus"] == 2 and row["power_samples"] >= 1  # one at least: as the level ends
@@ -258,12 +258,13 @@ def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_e
     the next one's benchmark starts, with its tables, the startup's phases (first point) and the power
     samples up to its end; the launch's result has every point, the same measurements."""
     from sweep.core.events import PointMeasured
-    from sweep.host.point import SubPoint
+    from sweep.host.point import LaunchPoint
 
-    spec = make_spec(tmp_path, subpoints=[SubPoint("q2", "second", TINY), SubPoint("q3", "third", TINY)])
+    spec = make_spec(tmp_path, subpoints=[LaunchPoint("q2", "second", TINY), LaunchPoint("q3", "third", TINY)])
     seen: list = []
-    r = run_point(spec, host, seen.append)
-    assert r.status == "ok" and [m.status for m in r.more] == ["ok", "ok"], r.failure
+    r, *more = run_launch(spec, host, seen.append).points
+    assert [x.point_id for x in (r, *more)] == [spec.point_id, "q2", "q3"]
+    assert r.status == "ok" and [m.status for m in more] == ["ok", "ok"], r.failure
     posted = [e for e in seen if isinstance(e, PointMeasured)]
     assert [e.point_id for e in posted] == [spec.point_id, "q2"]  # q3 comes with the launch's result
     for e in posted:  # posted before the next point's benchmark began
@@ -271,13 +272,13 @@ def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_e
         assert seen.index(e) < next(i for i, x in enumerate(seen) if getattr(x, "sub_point", None) == nxt)
     first, second = (e.result for e in posted)
     assert first.phases["startup_s"] is not None and second.phases == {}
-    assert first.levels.equals(r.levels) and second.levels.equals(r.more[0].levels)
+    assert first.levels.equals(r.levels) and second.levels.equals(more[0].levels)
     assert first.requests.num_rows == r.requests.num_rows and first.sglang_version == r.sglang_version
-    assert first.ended_at == r.ended_at and second.started_at == r.more[0].started_at
+    assert first.ended_at == r.ended_at and second.started_at == more[0].started_at
     assert first.power_series and first.power_series[-1][0] <= first.ended_at
     assert len(second.power_series) > len(first.power_series)  # a snapshot each: the launch kept recording
     assert r.power_series[: len(second.power_series)] == second.power_series
-    assert first.port == second.port == r.port == r.more[0].port is not None  # the port it served on
+    assert first.port == second.port == r.port == more[0].port is not None  # the port it served on
 
 
 ADAPTIVE = {"1": {"candidate_steps": [1, 3]}, "4": {"candidate_steps": [0, 1]}}
@@ -297,7 +298,7 @@ def test_an_adaptive_config_given_inline_is_served_and_its_switches_land_in_thei
         "speculative-adaptive-config": ADAPTIVE,
     }
     bench = replace(TINY, concurrency=ConcurrencySettings(levels=[1, 4], rounds=2, max_tokens=48))
-    r = run_point(make_spec(tmp_path, "--fake-version", "0.5.23", flags=flags, bench=bench), host)
+    [r] = run_launch(make_spec(tmp_path, "--fake-version", "0.5.23", flags=flags, bench=bench), host).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     written = tmp_path / "server.adaptive-config.json"
     assert json.loads(written.read_text()) == ADAPTIVE

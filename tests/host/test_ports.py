@@ -14,7 +14,7 @@ import pytest
 
 from sweep.experiment.config import ReapConfig
 from sweep.host import ports, reaper
-from sweep.host.point import run_point
+from sweep.host.point import run_launch
 from tests.host.test_point import SWEEP, make_spec  # SWEEP: the specs' marker, which the host fixture checks
 from tests.waiting import wait_until
 
@@ -78,7 +78,7 @@ def test_real_host_preflight_names_the_holder_and_another_sweeps_marker(tmp_path
     other = _listener({reaper.MARK_SWEEP: "k26-other"}, tmp_path)
     try:
         spec = make_spec(tmp_path, flags={"port": other.port})
-        r = run_point(replace(spec, reap=ReapConfig(wait_s=1)), host)
+        [r] = run_launch(replace(spec, reap=ReapConfig(wait_s=1)), host).points
     finally:
         other.stop()
     assert r.status == "failed" and r.failure_phase == "preflight"
@@ -95,7 +95,7 @@ def test_real_host_preflight_names_a_process_that_is_no_sweeps(tmp_path, host):
     with socket.socket() as s:
         s.bind(("127.0.0.1", spec.port))
         s.listen()
-        r = run_point(replace(spec, reap=ReapConfig(wait_s=0.5)), host)
+        [r] = run_launch(replace(spec, reap=ReapConfig(wait_s=0.5)), host).points
     assert r.status == "failed" and r.failure_phase == "preflight" and f"port {spec.port}" in r.failure_reason
     assert f"pid {os.getpid()} (" in r.failure_reason and "not a sweep's server (no sweep marker)" in r.failure_reason
     assert f"kill {os.getpid()}" in r.failure.fix
@@ -106,7 +106,7 @@ def test_real_host_preflight_waits_for_the_port(tmp_path, host):
     """A port let go within server.reap.wait_s: the point runs on it."""
     other = _listener({}, tmp_path, hold_s=2)
     spec = make_spec(tmp_path, flags={"port": other.port})
-    r = run_point(replace(spec, reap=ReapConfig(wait_s=30)), host)
+    [r] = run_launch(replace(spec, reap=ReapConfig(wait_s=30)), host).points
     other.proc.wait()
     assert r.status == "ok", (r.failure_phase, r.failure_reason)
     assert r.port == other.port and f"ok: port {other.port} free" in [c.line() for c in r.checks]
@@ -121,7 +121,7 @@ def test_simulated_host_chooses_a_free_port_at_launch(tmp_path, host):
         s.listen()
         held = s.getsockname()[1]
         spec = replace(make_spec(tmp_path, flags={"port": held}), choose_port=True, reap=ReapConfig(wait_s=30))
-        r = run_point(spec, host)
+        [r] = run_launch(spec, host).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-2000:])
     assert r.port not in (None, held) and reaper.port_free(r.port)
     assert f"ok: port {r.port} chosen free at launch (simulated host)" in [c.line() for c in r.checks]
@@ -184,7 +184,7 @@ def test_port_taken_during_startup_relaunched_on_another(tmp_path, host, monkeyp
     held = _taken_after_the_pick(monkeypatch, 1)
     spec = replace(make_spec(tmp_path), choose_port=True)
     try:
-        r = run_point(spec, host)
+        [r] = run_launch(spec, host).points
         lost = held[0].port
     finally:
         for s in held:
@@ -212,7 +212,7 @@ def test_port_retries_are_bounded(tmp_path, host, monkeypatch):
     held = _taken_after_the_pick(monkeypatch, ports.PORT_RETRIES + 1)
     spec = replace(make_spec(tmp_path), choose_port=True)
     try:
-        r = run_point(spec, host)
+        [r] = run_launch(spec, host).points
         taken = [n.port for n in held]
     finally:
         for s in held:
@@ -234,6 +234,6 @@ def test_simulated_host_still_checks_the_dist_init_port(tmp_path, host):
         s.listen()
         held = s.getsockname()[1]
         flags = {"nnodes": 2, "node-rank": 0, "dist-init-addr": f"127.0.0.1:{held}"}
-        r = run_point(replace(make_spec(tmp_path, flags=flags), choose_port=True, nnodes=2), host)
+        [r] = run_launch(replace(make_spec(tmp_path, flags=flags), choose_port=True, nnodes=2), host).points
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert f"--dist-init-addr port {held} is in use" in r.failure_reason and r.port is None

@@ -1,5 +1,6 @@
-"""A point's spec: its flags are the one source of the server's command line and of what the host
-checks; the runner changes the port and node flags in them (pure: no process starts)."""
+"""A launch's spec: its flags are the one source of the server's command line and of what the host
+checks; the runner's placement (port, node flags) is laid over them, never written into them (pure:
+no process starts)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import replace
 
 from sweep.core.argv import argv_value
 from sweep.core.settings import BenchSettings
-from sweep.host.point import PointSpec
+from sweep.host.point import Placement, PointSpec
 from sweep.sglang.args import flag_value, with_node_flags
 
 LAUNCHER = ["python", "-m", "sglang.launch_server"]
@@ -78,3 +79,15 @@ def test_node_flags_are_replaced_on_a_retry():
     argv = replace(spec(), flags=again).argv
     assert argv.count("--dist-init-addr") == 1 and argv_value(argv, "--dist-init-addr") == "10.0.0.7:31000"
     assert argv_value(argv, "--node-rank") == "0" and argv_value(argv, "--model-path") == "/m"
+
+
+def test_where_a_server_runs_is_laid_over_its_flags_never_written_into_them():
+    planned = spec(nnodes=4, **{"node-rank": 3})  # node flags an earlier attempt (or the user) set
+    placed = replace(planned, placement=Placement(port=31001, nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:32000"))
+    assert placed.flags == planned.flags and placed.flags["port"] == 30000  # the plan's flags as they were
+    assert placed.port == 31001 and placed.flag("node-rank") == "1" and placed.flag("nnodes") == "2"
+    argv = placed.argv
+    assert argv.count("--port") == 1 and argv_value(argv, "--port") == "31001"
+    assert argv.count("--nnodes") == 1 and argv_value(argv, "--dist-init-addr") == "10.0.0.1:32000"
+    one_host = replace(planned, placement=Placement(port=31001))  # its own node flags kept (a CPU host's nnodes)
+    assert one_host.server_flags == {**planned.flags, "port": 31001} and planned.server_flags == planned.flags

@@ -1,4 +1,4 @@
-"""Stand-ins for run_point that take a known time, for testing scheduling on a real Ray cluster
+"""Stand-ins for run_launch that take a known time, for testing scheduling on a real Ray cluster
 without servers. Shipped to the workers by value (see conftest)."""
 
 import os
@@ -6,7 +6,7 @@ import time
 from dataclasses import replace
 
 from sweep.core.events import PointMeasured, PointProgress
-from sweep.core.record import PointResult
+from sweep.core.record import LaunchResult, PointResult
 
 
 def timed_point(spec, ctx, progress):
@@ -17,25 +17,29 @@ def timed_point(spec, ctx, progress):
     time.sleep(seconds / 2)
     progress(PointProgress("benchmark"))
     time.sleep(seconds / 2)
-    return PointResult(
-        spec.point_id,
-        ctx.name,
-        ctx.node_id,
-        "ok",
-        started_at=t,
-        ended_at=time.time(),
-        checks=[f"pid={os.getpid()}", f"port={spec.port}"],
+    return LaunchResult(
+        [
+            PointResult(
+                spec.point_id,
+                ctx.name,
+                ctx.node_id,
+                "ok",
+                started_at=t,
+                ended_at=time.time(),
+                checks=[f"pid={os.getpid()}", f"port={spec.port}"],
+            )
+        ]
     )
 
 
 def shared_launch(spec, ctx, progress):
-    """A server launch with client-side points (``spec.subpoints``), as ``run_point`` runs one: each
+    """A server launch with client-side points (``spec.subpoints``), as ``run_launch`` runs one: each
     point in turn, each but the last posted as ``PointMeasured`` when it ends, and the launch's result
-    is the first point's with the others in its ``more``. The launch's first point sleeps for the
+    holds every point's. The launch's first point sleeps for the
     seconds in its label ("q0:0.5"); a point after the first runs ``env["STANDIN_HOLD_S"]`` seconds
     (long enough to lose the host under it). Each point's start is appended ("point host" lines) to
     the file ``env["STANDIN_STARTED"]``: the workers are other processes."""
-    points = [(spec.point_id, spec.label), *((s.point_id, s.label) for s in spec.subpoints)]
+    points = [(s.point_id, s.label) for s in spec.points]
     launch_t = time.time()
     results = []
     for i, (pid, label) in enumerate(points):
@@ -49,6 +53,4 @@ def shared_launch(spec, ctx, progress):
         if i < len(points) - 1:
             progress(PointMeasured(r))
         results.append(r)
-    first = replace(results[0], started_at=launch_t)
-    first.more = results[1:]
-    return first
+    return LaunchResult([replace(results[0], started_at=launch_t), *results[1:]])

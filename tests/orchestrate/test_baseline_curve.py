@@ -52,13 +52,14 @@ def test_speculative_points_wait_for_their_baseline_and_carry_its_curve():
     )
     first = [p.id for p in search.take(2)]
     assert first == ["base", "spec2"]  # spec2's baseline was recorded by an earlier run
-    assert specs["spec2"].bench.concurrency.baseline_curve == [[1.0, 10.0], [4.0, 30.0]]
+    assert specs["spec2"].context.baseline_curve == ((1.0, 10.0), (4.0, 30.0))
     assert search.take(2) == []  # spec1 and spec3 wait for "base"
     search.record("spec2", None)
     search.record("base", _levels("base", {16: 800.0, 1: 50.0}))
     assert [p.id for p in search.take(5)] == ["spec1", "spec3"]
-    assert specs["spec1"].bench.concurrency.baseline_curve == [[1.0, 50.0], [16.0, 800.0]]
-    assert bench.concurrency.baseline_curve == []  # the shared settings are left alone
+    assert specs["spec1"].context.baseline_curve == ((1.0, 50.0), (16.0, 800.0))
+    assert all(s.bench is bench for s in specs.values())  # the user's settings are left alone
+    assert bench == BenchSettings(concurrency=ConcurrencySettings(levels=[1, 16], refine=True))
 
 
 def test_a_failed_baseline_releases_its_points_without_a_curve():
@@ -68,7 +69,7 @@ def test_a_failed_baseline_releases_its_points_without_a_curve():
     search = BaselineGate(GridOrder(todo), todo, specs, earlier=lambda pid: None)
     assert [p.id for p in search.take(4)] == ["base"]
     search.record("base", None)
-    assert [p.id for p in search.take(4)] == ["spec"] and specs["spec"].bench.concurrency.baseline_curve == []
+    assert [p.id for p in search.take(4)] == ["spec"] and specs["spec"].context.baseline_curve == ()
 
 
 def test_without_refine_the_search_is_the_grid_as_before():

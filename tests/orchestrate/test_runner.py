@@ -4,7 +4,7 @@ import pytest
 
 from sweep.core.events import PointMeasured, PointStage
 from sweep.core.settings import BenchSettings
-from sweep.host.point import PointSpec, SubPoint
+from sweep.host.point import LaunchPoint, PointSpec
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner
 from tests.orchestrate.standins import shared_launch, timed_point
@@ -29,12 +29,14 @@ def test_spread_one_point_per_host_at_a_time(sim_cluster, tmp_path):
     r, hosts = runner(tmp_path)
     events = []
     outs = list(r.run(specs([1.0] * 6), lambda pid, host, ev: events.append((pid, host, ev.stage))))
-    assert sorted(o.result.point_id for o in outs) == [f"p{i}" for i in range(6)]
+    assert sorted(o.result.points[0].point_id for o in outs) == [f"p{i}" for i in range(6)]
     by_host = {}
     for o in outs:
-        by_host.setdefault(o.result.host, []).append((o.result.started_at, o.result.ended_at))
+        by_host.setdefault(o.result.points[0].host, []).append(
+            (o.result.points[0].started_at, o.result.points[0].ended_at)
+        )
         assert o.attempts == 1
-        assert o.result.checks[1] == f"port={31000 + [h.name for h in hosts].index(o.result.host)}"
+        assert o.result.points[0].checks[1] == f"port={31000 + [h.name for h in hosts].index(o.result.points[0].host)}"
     assert set(by_host) == {h.name for h in hosts}  # every host used
     for spans in by_host.values():  # never two points at once on a host
         spans.sort()
@@ -58,13 +60,13 @@ def test_node_removed_mid_point_completes_elsewhere(sim_cluster, tmp_path):
             victim["host"] = host
             sim_cluster.cluster.remove_node(node)
 
-    outs = {o.result.point_id: o for o in r.run(specs([6.0, 0.5]), on_event)}
+    outs = {o.result.points[0].point_id: o for o in r.run(specs([6.0, 0.5]), on_event)}
     assert victim, "the point never reported from a host"
     o = outs["p0"]
-    assert o.result.status == "ok" and o.attempts == 2 and o.result.host != victim["host"]
+    assert o.result.points[0].status == "ok" and o.attempts == 2 and o.result.points[0].host != victim["host"]
     retry = [e for e in seen if e.stage == "retry"]  # the driver said so, where the point was
     assert [(e.point_id, e.host, e.attempt) for e in retry] == [("p0", victim["host"], 2)]
-    assert outs["p1"].result.status == "ok"
+    assert outs["p1"].result.points[0].status == "ok"
     sim_cluster.cluster.add_node(num_cpus=2, num_gpus=8, resources={"gpu_host": 1, "sim_host_9": 1})
 
 
@@ -84,7 +86,7 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
         str(tmp_path / "logs" / "q0.log"),
         8,
         BenchSettings(),
-        subpoints=[SubPoint("q1", "q1:0.5", BenchSettings())],
+        subpoints=[LaunchPoint("q1", "q1:0.5", BenchSettings())],
     )
     victim = {}
     measured: list[tuple[str, str, PointMeasured]] = []
@@ -114,10 +116,10 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
     # the launch run again: the second point alone, the first gone from it
     assert o.spec.point_id == "q1" and o.spec.label == "q1:0.5" and o.spec.subpoints == []
     assert o.spec.log_path == str(tmp_path / "logs" / "q1.log")
-    assert o.result.point_id == "q1" and o.result.more == []
-    assert o.result.status == "ok" and o.attempts == 2 and o.result.host != victim["host"]
+    assert [r.point_id for r in o.result.points] == ["q1"]
+    assert o.result.points[0].status == "ok" and o.attempts == 2 and o.result.points[0].host != victim["host"]
     lines = started.read_text().split()
     starts = list(zip(lines[::2], lines[1::2]))  # (point, host) each time a point started
     assert [s for s in starts if s[0] == "q0"] == [("q0", victim["host"])]  # never run again
-    assert starts[-1] == ("q1", o.result.host)
+    assert starts[-1] == ("q1", o.result.points[0].host)
     sim_cluster.cluster.add_node(num_cpus=2, num_gpus=8, resources={"gpu_host": 1, "sim_host_8": 1})

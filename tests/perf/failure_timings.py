@@ -44,7 +44,7 @@ from sweep.experiment.config import ReapConfig, Timeouts  # noqa: E402
 from sweep.fake.server import CRASH_DIAGNOSTICS_S  # noqa: E402
 from sweep.host import reaper  # noqa: E402
 from sweep.host.gpu import FakeGpus  # noqa: E402
-from sweep.host.point import HostContext, PointSpec, run_point  # noqa: E402
+from sweep.host.point import HostContext, PointSpec, run_launch  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
@@ -87,10 +87,10 @@ def spec(tmp: Path, *extra: str, flags: dict | None = None, stall_s: float = 20.
 
 
 def timed_point(s: PointSpec, host: HostContext) -> tuple[float, dict[str, float], object]:
-    """(seconds, wall time of each stage's first event, result) of one run_point."""
+    """(seconds, wall time of each stage's first event, result) of one run_launch."""
     stages: dict[str, float] = {}
     t0 = time.monotonic()
-    r = run_point(s, host, lambda e: stages.setdefault(e.stage, time.time()))
+    [r] = run_launch(s, host, lambda e: stages.setdefault(e.stage, time.time())).points
     return time.monotonic() - t0, stages, r
 
 

@@ -1,6 +1,6 @@
 """Scheduling efficiency of the sweep on Ray, measured on a local cluster of simulated hosts.
 
-Runs a grid of points with known durations (stand-ins for run_point that sleep) on H simulated
+Runs a grid of points with known durations (stand-ins for run_launch that sleep) on H simulated
 hosts and prints, side by side in one run:
 - ideal makespan over the measured one (target >= 0.9 at H=3, 12 points). The ideal is the
   makespan of the same points, in the same order, handed to the first free host with zero
@@ -49,7 +49,7 @@ def measure(hosts_n: int, durations: list[float], fresh_workers: bool, tmp: Path
     for d in durations:  # zero-overhead list scheduling in submission order
         free[free.index(min(free))] += d
     ideal = max(free)
-    busy = sum(o.result.ended_at - o.result.started_at for o in outs)
+    busy = sum(r.ended_at - r.started_at for o in outs for r in o.result.points)
     return {
         "makespan": makespan,
         "ideal": ideal,

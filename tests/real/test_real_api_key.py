@@ -19,7 +19,7 @@ from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus
-from sweep.host.point import HostContext, PointSpec, run_point
+from sweep.host.point import HostContext, PointSpec, run_launch
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -85,7 +85,7 @@ def test_real_server_with_a_key(real_sglang, tmp_path):
         )
 
     try:
-        r = run_point(spec, host, probe)
+        [r] = run_launch(spec, host, probe).points
     finally:
         left = reaper.marked(reaper.Marker(SWEEP, host.name))
         for p in left:

@@ -200,7 +200,7 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
     from sweep.host import cpu
     from sweep.host.cpu import required_flags
     from sweep.host.gpu import NoGpus
-    from sweep.host.point import HostContext, PointSpec, run_point
+    from sweep.host.point import HostContext, PointSpec, run_launch
 
     monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)  # let it get to the drafter on no-AMX
     folder = build(tmp_path / "aux", MISTAKES["aux-out-of-range"])
@@ -236,7 +236,7 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
         check_rules=False,
     )  # the drafter's own check, then SGLang's
     t0 = time.monotonic()
-    r = run_point(spec, HostContext("cpu-drafter", NoGpus(), "node"))
+    [r] = run_launch(spec, HostContext("cpu-drafter", NoGpus(), "node")).points
     took = time.monotonic() - t0
     assert r.status == "failed" and r.failure_phase == "preflight", (r.failure_phase, r.failure_reason)
     assert "[aux-layers]" in r.failure_reason and "never reaches" in r.failure_reason

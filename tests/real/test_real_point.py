@@ -19,7 +19,7 @@ from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
 from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus
-from sweep.host.point import HostContext, PointSpec, run_point
+from sweep.host.point import HostContext, PointSpec, run_launch
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
@@ -73,7 +73,7 @@ def spec_for(
 def test_baseline_start_to_finish(real_sglang, tmp_path, host):
     spec = spec_for(real_sglang, tmp_path)
     stages = []
-    r = run_point(spec, host, lambda e: stages.append(e.stage))
+    [r] = run_launch(spec, host, lambda e: stages.append(e.stage)).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-3000:])
     # every startup event the real log prints is timed; CPU servers capture no CUDA graphs
     for k in ("load_s", "kv_cache_s", "http_s", "ready_s", "startup_s"):
@@ -113,7 +113,7 @@ def test_topk_without_steps_dies_with_a_bare_assertion(real_sglang, tmp_path, ho
             "speculative-eagle-topk": 4,
         },
     )
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
     assert "AssertionError" in r.failure_reason
     # at once: while SGLang resolves its arguments in the launcher, before it prints them
@@ -130,7 +130,7 @@ def test_speculation_without_amx(real_sglang, tmp_path, host, monkeypatch):
         pytest.skip("this install serves speculative decoding (installed by cluster/sglang-cpu-x86/install.sh)")
     spec = spec_for(real_sglang, tmp_path, {"speculative-algorithm": "NGRAM", "speculative-num-draft-tokens": 8})
     t0 = time.monotonic()
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     caught_in = time.monotonic() - t0
     assert r.status == "failed" and r.failure_phase == "preflight", (r.failure_phase, r.failure_reason)
     assert "torch_native" in r.failure_reason
@@ -138,7 +138,7 @@ def test_speculation_without_amx(real_sglang, tmp_path, host, monkeypatch):
 
     monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)
     t0 = time.monotonic()
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     died_in = time.monotonic() - t0
     assert r.status == "failed", r.failure_reason
     assert "NoneType" in r.failure_reason and "shape" in r.failure_reason, (r.failure_reason, r.log_tail[-2000:])
@@ -159,7 +159,7 @@ def test_missing_drafter_is_caught_in_preflight(real_sglang, tmp_path, host, no_
         },
         paths={"model_path": str(real_sglang.models / "target"), "draft model path": missing},
     )
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert missing in r.failure_reason and "does not exist" in r.failure_reason
 
@@ -178,7 +178,7 @@ def test_missing_drafter_unchecked_fails_with_the_servers_reason(real_sglang, tm
             "speculative-num-draft-tokens": 3,
         },
     )
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "failed" and r.failure_phase == "load", (r.failure_phase, r.failure_reason)
     assert r.failure_reason and "exit code" not in r.failure_reason, r.log_tail[-3000:]
 
@@ -199,7 +199,7 @@ def test_scheduler_killed_mid_benchmark(real_sglang, tmp_path, host):
                 target=_kill_scheduler_soon, args=(host.name, Path(spec.log_path), killed), daemon=True
             ).start()
 
-    r = run_point(spec, host, kill_scheduler)
+    [r] = run_launch(spec, host, kill_scheduler).points
     assert killed, "the scheduler was never killed while benchmark requests ran (see the thread's error)"
     assert r.status == "failed" and r.failure_phase == "benchmark", (r.failure_phase, r.failure_reason)
     assert r.failure_reason

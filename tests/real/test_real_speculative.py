@@ -22,7 +22,7 @@ from sweep.bench.prompts import load_prompts
 from sweep.bench.runner import run as run_bench
 from sweep.core.checks import lines
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
-from sweep.host.point import run_point
+from sweep.host.point import run_launch
 from sweep.sglang import drafter as dr
 from sweep.sglang.args import flag_args
 from tests.real.servers import flush, generate, live_server
@@ -182,7 +182,7 @@ def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path, shared_s
 
 
 def test_a_speculative_point_start_to_finish(real_spec_sglang, tmp_path, host):  # noqa: F811
-    """run_point with the trained drafter: the drafter's own load and KV cache seen as phases, the
+    """run_launch with the trained drafter: the drafter's own load and KV cache seen as phases, the
     benchmark with real acceptance, the stop, nothing left (the ``host`` fixture checks)."""
     real = real_spec_sglang
     drafter = real.models / "eagle3"
@@ -193,7 +193,7 @@ def test_a_speculative_point_start_to_finish(real_spec_sglang, tmp_path, host): 
         paths={"model_path": str(real.models / "target"), "draft model path": str(drafter)},
     )
     spec.real_paths = True
-    r = run_point(spec, host)
+    [r] = run_launch(spec, host).points
     assert r.status == "ok", (r.failure_phase, r.failure_reason, r.log_tail[-3000:])
     log = Path(spec.log_path).read_text(errors="replace")
     loads = [line for line in log.splitlines() if "Load weight end" in line]
