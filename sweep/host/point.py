@@ -19,12 +19,12 @@ from typing import Any, Callable
 from sweep.bench.power import POWER_EVERY_S, Recorder
 from sweep.bench.power import only as only_gpus
 from sweep.core import redact
-from sweep.core.argv import node_gpus
 from sweep.core.atomic import write_text as atomic_write_text
 from sweep.core.checks import Check
 from sweep.core.console import plural
 from sweep.core.errors import PointFailure, SweepError
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
+from sweep.core.flags import ServerFlags
 from sweep.core.record import PointResult
 from sweep.core.settings import BenchSettings
 from sweep.core.types import FailurePhase
@@ -61,7 +61,7 @@ class PointSpec:
     point_id: str
     label: str
     launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
-    flags: dict[str, Any]  # every flag of the server ({name: value}, sglang.args), port and node flags included
+    flags: ServerFlags  # every flag of the server (sweep.core.flags), port and node flags included
     env: dict[str, str]
     log_path: str
     tp_size: int
@@ -86,6 +86,9 @@ class PointSpec:
     choose_port: bool = False
     # the launch's other points, benchmarked in turn on this same server after this one (client-side axes)
     subpoints: list[SubPoint] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.flags = ServerFlags(self.flags)  # built once, also from a plain map (typed here, not by the caller)
 
     @property
     def argv(self) -> list[str]:
@@ -285,7 +288,7 @@ class _Attempt:
         while True:
             if self.spec.choose_port:
                 port = ports.free_port(self.spec.bind_host, avoid=[*tried, *_dist_port(self.spec)])
-                self.spec = replace(self.spec, flags={**self.spec.flags, "port": port})
+                self.spec = replace(self.spec, flags=self.spec.flags.merged({"port": port}))
                 self.report.checks.append(Check.ok(f"port {port} chosen free at launch (simulated host)"))
             server = self.launch(log_path)
             try:
@@ -297,7 +300,7 @@ class _Attempt:
             finally:
                 self.result.phases = server.startup.durations()
                 self.result.startup_progress = server.startup.progress_records()
-                if self.spec.flags.get("speculative-adaptive"):  # what the server made of it, from its log
+                if self.spec.flags.adaptive:  # what the server made of it, from its log
                     self.result.adaptive = server.adaptive.running
                     self.result.adaptive_disabled_reason = server.adaptive.disabled
 
@@ -416,7 +419,7 @@ def run_point(spec: PointSpec, host: HostContext, progress: OnProgress | None = 
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
         # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
-        power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
         try:
             for pid, settings in subs:
                 part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
@@ -541,7 +544,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: O
         at.preflight()  # only node rank 0 listens
         at.emit(PointProgress("node", node_rank=node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
-        power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
         sampled = posted = time.monotonic()
         try:
             while server.alive():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from sweep.core import atomic
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
+from sweep.core.flags import ServerFlags
 from sweep.host import ports, reaper
 from sweep.host.gpu import Gpu, GpuProbe
 
@@ -229,7 +230,11 @@ def check_dist_init(addr: str | None, node_rank: int, host: str, report: Preflig
 
 
 def check_rules(
-    flags: dict, bench, report: PreflightReport, architecture: str | None = None, env: dict[str, str] | None = None
+    flags: ServerFlags,
+    bench,
+    report: PreflightReport,
+    architecture: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """SGLang's speculative rules again, with what only the host knows: its SGLang version, its GPU and
     the target's (and drafter's) config.json as this host has them. An error here is one SGLang
@@ -237,12 +242,11 @@ def check_rules(
     from sweep.sglang import rules, serverargs
 
     configs = {}
-    for key in ("model-path", "speculative-draft-model-path"):
-        path = flags.get(key)
-        cfg = serverargs.read_config(str(path)) if path else None
-        if cfg is not None:
-            configs[str(path)] = cfg
-    arch = serverargs.config_architecture(configs.get(str(flags.get("model-path")))) or architecture
+    for path in (flags.model_path, flags.draft_model_path):
+        cfg = serverargs.read_config(path) if path else None
+        if path and cfg is not None:
+            configs[path] = cfg
+    arch = serverargs.config_architecture(configs.get(str(flags.model_path))) or architecture
     # flag names were checked against this launcher's own --help (check_flags): that is the arbiter
     # here, for SGLang builds the rules do not list and for the fake's --fake-* flags alike
     names = {"unknown-flag", "ambiguous-flag", "flag-abbreviation"}
