@@ -77,6 +77,15 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def flag_args(flags: Mapping[str, Any]) -> list[str]:
+    """``{"tp-size": 8, "trust-remote-code": True, "x": False}`` -> ``["--tp-size", "8", "--trust-remote-code"]``."""
+    out: list[str] = []
+    for name, value in flags.items():
+        if given(value):
+            out += [f"--{name}", *arg_values(value)]
+    return out
+
+
 def value_text(value: Any) -> str:
     """A given flag's value as one text, as the argv shows it: ``"true"`` for a switch, a list's
     values joined by spaces."""
@@ -131,6 +140,10 @@ class ServerFlags(Mapping[str, Any]):
     def without(self, names: Iterable[str]) -> ServerFlags:
         drop = set(names)
         return ServerFlags({k: v for k, v in self._flags.items() if k not in drop})
+
+    def args(self) -> list[str]:
+        """The flags as the argv passes them (``flag_args``)."""
+        return flag_args(self._flags)
 
     def text(self) -> dict[str, str]:
         """``{name: value}`` of the flags the argv passes, each value as the argv shows it

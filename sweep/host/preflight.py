@@ -13,8 +13,9 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sweep.core import atomic
 from sweep.core.checks import Check
@@ -230,7 +231,7 @@ def check_dist_init(addr: str | None, node_rank: int, host: str, report: Preflig
 
 
 def check_rules(
-    flags: ServerFlags,
+    flags: Mapping[str, Any],
     bench,
     report: PreflightReport,
     architecture: str | None = None,
@@ -241,12 +242,13 @@ def check_rules(
     would hit after minutes of loading; warnings are kept with the checks."""
     from sweep.sglang import rules, serverargs
 
+    typed = ServerFlags(flags)
     configs = {}
-    for path in (flags.model_path, flags.draft_model_path):
+    for path in (typed.model_path, typed.draft_model_path):
         cfg = serverargs.read_config(path) if path else None
         if path and cfg is not None:
             configs[path] = cfg
-    arch = serverargs.config_architecture(configs.get(str(flags.model_path))) or architecture
+    arch = serverargs.config_architecture(configs.get(str(typed.model_path))) or architecture
     # flag names were checked against this launcher's own --help (check_flags): that is the arbiter
     # here, for SGLang builds the rules do not list and for the fake's --fake-* flags alike
     names = {"unknown-flag", "ambiguous-flag", "flag-abbreviation"}

@@ -97,7 +97,9 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     launcher = list(spec.launcher)
     if launcher and launcher[0] in ("python", "python3"):  # the host's own interpreter (its venv)
         launcher[0] = sys.executable
-    spec = replace(spec, flags=spec.flags.merged({"port": setup.port}), launcher=launcher, choose_port=setup.choose_port)
+    spec = replace(
+        spec, flags=spec.flags.merged({"port": setup.port}), launcher=launcher, choose_port=setup.choose_port
+    )
     ctx = setup.context()
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 

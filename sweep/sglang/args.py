@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from sweep.core.flags import ServerFlags, given, value_text
 from sweep.core.flags import arg_values as _values
+from sweep.core.flags import flag_args as flag_args  # rendered in the core, named here as ever
 
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
@@ -73,16 +74,6 @@ def argparse_name(name: str, known: Iterable[str]) -> tuple[Optional[str], list[
 def closest_flag(name: str, known: Iterable[str] = KNOWN_FLAGS) -> str | None:
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
     return close[0] if close else None
-
-
-def flag_args(flags: Mapping[str, Any]) -> list[str]:
-    """``{"tp-size": 8, "trust-remote-code": True, "x": False}`` -> ``["--tp-size", "8", "--trust-remote-code"]``."""
-    out: list[str] = []
-    for name, value in flags.items():
-        if value is None or value is False:
-            continue
-        out += [f"--{name}", *_values(value)]
-    return out
 
 
 def arg_values(value: Any) -> list[str]:
