@@ -486,6 +486,13 @@ def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) 
             "levels) with search.strategy: adaptive, which learns from concurrency levels only",
             fix="run the rates with search.strategy: grid, or leave benchmark.rates out of the adaptive sweep",
         )
+    device = ServerFlags(exp.server.flags).device
+    if device != "cpu" and device.lower().partition(":")[0] == "cpu":  # SGLang runs its CPU paths for "cpu" alone
+        raise ConfigError(
+            f"{_where(path, 'server.flags.device', overrides)}: server.flags.device {device!r} is not SGLang's "
+            "CPU device: it compares --device with 'cpu' exactly",
+            fix="write device: cpu",
+        )
     if not exp.server.launcher:
         raise ConfigError(
             f"{_where(path, 'server.launcher', overrides)}: server.launcher is empty",
