@@ -103,3 +103,5 @@ def test_speculation_and_adaptive():
     )
     assert not ServerFlags({"speculative-adaptive": False}).adaptive
     assert ServerFlags({"speculative-num-steps": True}).steps is None  # a switch is no count
+    assert ServerFlags({"speculative-draft-model": "/d"}).draft_model_path == "/d"  # SGLang's alias
+    assert ServerFlags({"model": "/a", "model-path": "/m"}).model_path == "/m"

@@ -32,6 +32,7 @@ PARALLEL = {  # SGLang's spellings of each size
     "dp": ("dp-size", "data-parallel-size"),
 }
 MODEL = ("model-path", "model")  # a server's flags name one of these: its sizes default to 1
+DRAFT_MODEL = ("speculative-draft-model-path", "speculative-draft-model")  # SGLang's two spellings
 ATTENTION_DP = ("attn-dp-size", "attention-data-parallel-size")
 DEFAULT_DEVICE = "cuda"  # SGLang detects the device where --device is not given; the sweep's hosts have GPUs
 ADAPTIVE = "speculative-adaptive"
@@ -229,7 +230,7 @@ class ServerFlags(Mapping[str, Any]):
 
     @property
     def draft_model_path(self) -> Optional[str]:
-        return self.value("speculative-draft-model-path") or None
+        return self.value(*DRAFT_MODEL) or None
 
     @property
     def algorithm(self) -> Optional[str]:
