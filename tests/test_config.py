@@ -216,3 +216,15 @@ def test_policy_confirm_setting(write_yaml):
     assert "did you mean 'confirm'" in e.value.fix
     with pytest.raises(ConfigError, match="policy.confirm.*not a valid bool"):
         config.load(write_yaml(MINIMAL), ["policy.confirm=maybe"])
+
+
+@pytest.mark.parametrize("device", ["CPU", "cpu:0"])
+def test_a_cpu_device_sglang_would_not_take_for_its_cpu_is_named(write_yaml, device):
+    """SGLang runs its CPU paths where --device is 'cpu' exactly (sweep.core.flags.ServerFlags.is_cpu)."""
+    path = write_yaml(MINIMAL.replace("  tp_size: 8", f"  tp_size: 8\n  flags: {{device: '{device}'}}"))
+    with pytest.raises(ConfigError, match=f"server.flags.device '{device}' is not SGLang's CPU device") as e:
+        config.load(path)
+    assert "device: cpu" in e.value.fix
+    assert config.is_cpu(
+        config.load(write_yaml(MINIMAL.replace("  tp_size: 8", "  tp_size: 8\n  flags: {device: cpu}")))
+    )

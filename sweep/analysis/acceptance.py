@@ -22,8 +22,9 @@ from __future__ import annotations
 import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.core.argv import argv_value
 from sweep.core.console import plural
+from sweep.core.flags import ServerFlags
+from sweep.results.records import server_flags
 
 NEAR_ZERO = 0.05  # accept rate (accepted / proposed drafts) under which a drafter is "broken"
 FAR_BELOW = 0.5  # accepted drafts per verify under this share of the first position's prediction: "low"
@@ -37,29 +38,17 @@ CAUSES = (
 )
 
 
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def spec_shape(argv: list[str] | None, resolved: dict | None = None) -> dict:
+def spec_shape(flags: ServerFlags, resolved: dict | None = None) -> dict:
     """algorithm, steps, topk, draft_tokens and draft positions per verify of a point (positions:
     drafts proposed per verify step: steps for a chain, draft tokens - 1 for a tree): from the plan's
     resolution of SGLang's arguments (the points table's ``resolved``), else (a results directory
-    written before it was recorded) from the server's argv."""
+    written before it was recorded) from the server's flags as given."""
     algorithm: str | None
     if resolved and resolved.get("algorithm"):
         algorithm, steps, topk = str(resolved["algorithm"]).upper(), resolved.get("steps"), resolved.get("topk")
         tokens = resolved.get("draft_tokens")
     else:
-        algorithm = (argv_value(argv, "--speculative-algorithm") or "").upper() or None
-        steps = _int(argv_value(argv, "--speculative-num-steps"))
-        topk, tokens = (
-            _int(argv_value(argv, "--speculative-eagle-topk")),
-            _int(argv_value(argv, "--speculative-num-draft-tokens")),
-        )
+        algorithm, steps, topk, tokens = flags.algorithm, flags.steps, flags.topk, flags.draft_tokens
     positions: int | None
     if topk in (None, 1) and steps is not None:
         positions = steps  # topk 1: SGLang makes draft tokens steps + 1
@@ -71,7 +60,7 @@ def spec_shape(argv: list[str] | None, resolved: dict | None = None) -> dict:
         "topk": topk or 1,
         "draft_tokens": tokens,
         "positions": positions,
-        "drafter_path": argv_value(argv, "--speculative-draft-model-path"),
+        "drafter_path": flags.draft_model_path,
     }
 
 
@@ -178,7 +167,7 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     meta = {r["point_id"]: r for r in conf.iter_rows(named=True)}
     rows = []
     for p in points.iter_rows(named=True):
-        shape = spec_shape(p.get("argv"), p.get("resolved"))
+        shape = spec_shape(server_flags(p), p.get("resolved"))
         if p.get("baseline") or shape["algorithm"] not in DRAFTER_ALGORITHMS:
             continue
         length, rate = lengths.get(p["point_id"], (None, None))

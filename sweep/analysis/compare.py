@@ -16,9 +16,9 @@ from sweep.analysis import noise, render
 from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
-from sweep.analysis.slo import server_gpus
 from sweep.analysis.speedups import level_samples, single_samples
-from sweep.core.argv import argv_value
+from sweep.results.records import server_flags
+from sweep.results.store import FLAGS
 
 LEVEL_FIGURES = ("output_throughput", "per_request_tok_s")
 
@@ -127,11 +127,11 @@ def _servers(tables: Tables) -> dict[str, set[str]]:
     points = points_frame(tables)
     have = set(points.columns)
     out: dict[str, set[str]] = {"model": set(), "GPUs per server": set(), "GPU": set()}
-    for r in points.select(*[c for c in ("argv", "gpu_name") if c in have]).iter_rows(named=True):
-        argv = r.get("argv") or []
-        if model := argv_value(argv, "--model-path", "--model"):
+    for r in points.select(*[c for c in (FLAGS, "gpu_name") if c in have]).iter_rows(named=True):
+        flags = server_flags(r)
+        if model := flags.model_path:
             out["model"].add(model)
-        if (gpus := server_gpus(argv)) is not None:
+        if (gpus := flags.gpus) is not None:
             out["GPUs per server"].add(str(gpus))
         if r.get("gpu_name"):
             out["GPU"].add(r["gpu_name"])

@@ -5,7 +5,7 @@ sweep/bench/power.py: NVML on GPU hosts, the fake's stand-in in dry runs, null e
 Read at real speed (:mod:`sweep.analysis.realspeed`: a dry run's energy is scaled as a time, its
 watts are left alone). ``tok_s_kw`` is the level's output throughput over its mean draw in kW, so
 ``tok_s_kw`` = 1000 / ``j_per_token``: the same figure, the one per megawatt quoted for fleets
-1000 times the one here. Power is summed over the GPUs the server uses (tp x pp x dp from its argv,
+1000 times the one here. Power is summed over the GPUs the server uses (tp x pp x dp from its flags,
 on each host it spans: sweep/bench/power.py ``only``), ``power_gpus`` of them; results measured
 before that summed every GPU of the host (``other_gpus`` names the points whose count differs).
 """

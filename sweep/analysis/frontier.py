@@ -4,8 +4,9 @@ Every (configuration, concurrency level) is one point: its **per-user speed** (x
 the level's ok requests of output tokens / latency, TTFT included: what one user sees) against its
 **output tokens per second per GPU** (y: the level's output throughput, completion tokens only,
 prompt tokens not counted, divided by the GPUs the server uses: tp x pp (x dp for data-parallel
-replicas) from its argv, over every host it spans (``slo.server_gpus``; the host's ``gpu_count``
-only where the argv names no size, marked ``gpus_from="host"``); a point with 0 GPUs, a CPU host,
+replicas) from its flags, over every host it spans (``ServerFlags.gpus`` of the points table's
+``flags``: ``slo.gpus_frame``; the host's ``gpu_count`` only where they name no size, marked
+``gpus_from="host"``); a point with 0 GPUs, a CPU host,
 is counted per host, over the hosts it spans, and marked so). A point is on the
 Pareto frontier when no other point of its panel is at least as fast per user *and* serves more
 tokens per GPU. Read along the frontier, it says which configuration to run for each per-user

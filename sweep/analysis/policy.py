@@ -45,6 +45,7 @@ import polars as pl
 from sweep.analysis import noise
 from sweep.analysis.acceptance import spec_shape
 from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, natural_key
+from sweep.results.records import server_flags
 
 ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
 ADAPTIVE_FLAG = "speculative-adaptive"
@@ -235,8 +236,7 @@ def is_confirmation(row: dict) -> bool:
     """A point of a policy's own server: a step axis valued 'adaptive', or --speculative-adaptive."""
     if any(str(v) == ADAPTIVE for v in axes_of(row).values() if v is not None):
         return True
-    argv = row.get("argv") or []
-    return f"--{ADAPTIVE_FLAG}" in argv
+    return server_flags(row).adaptive
 
 
 def _step_axis(row: dict) -> str | None:
@@ -248,7 +248,7 @@ def _step_axis(row: dict) -> str | None:
 
 
 def _steps_of(row: dict, axis: str | None) -> int | None:
-    shape = spec_shape(row.get("argv"), _resolved(row))
+    shape = spec_shape(server_flags(row), _resolved(row))
     if shape["steps"] is not None:
         return int(shape["steps"])
     if axis is not None:
@@ -265,7 +265,7 @@ def _resolved(row: dict) -> dict | None:
 
 
 def _topk(row: dict) -> int:
-    shape = spec_shape(row.get("argv"), _resolved(row))
+    shape = spec_shape(server_flags(row), _resolved(row))
     return int(shape["topk"] or 1)
 
 

@@ -39,9 +39,10 @@ import polars as pl
 
 from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.core.argv import nodes, server_gpus
 from sweep.core.errors import ConfigError
 from sweep.core.slo_rule import FAILED, METRICS, Limit, amount, failed_value, holds, limits_of, meets
+from sweep.results.records import server_flags
+from sweep.results.store import FLAGS
 
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
@@ -190,19 +191,19 @@ def _meets(limit: Limit) -> pl.Expr:
 
 
 def gpus_frame(tables: Tables) -> pl.DataFrame:
-    """point_id -> divisor for "per GPU" figures: ``gpus`` (the GPUs the server uses, from its argv:
-    :func:`server_gpus`), ``per`` ("GPU", or "host" for a CPU point: ``gpu_count`` 0, divided by the
-    hosts it spans, ``--nnodes``) and ``gpus_from`` ("argv", or "host" where the argv names no size
-    and the host's ``gpu_count`` is all there is)."""
+    """point_id -> divisor for "per GPU" figures: ``gpus`` (the GPUs the server uses, from its flags:
+    ``ServerFlags.gpus``), ``per`` ("GPU", or "host" for a CPU point: ``gpu_count`` 0, divided by the
+    hosts it spans, ``--nnodes``) and ``gpus_from`` ("argv": its flags, or "host" where they name no
+    size and the host's ``gpu_count`` is all there is)."""
     points = points_frame(tables)
     rows = []
-    for r in points.select("point_id", "gpu_count", *(["argv"] if "argv" in points.columns else [])).iter_rows(
+    for r in points.select("point_id", "gpu_count", *([FLAGS] if FLAGS in points.columns else [])).iter_rows(
         named=True
     ):
-        argv, count = r.get("argv") or [], r["gpu_count"] or 0
-        used = server_gpus(argv)
+        flags, count = server_flags(r), r["gpu_count"] or 0
+        used = flags.gpus
         if count <= 0:  # a CPU host: per host, over the hosts one server spans
-            rows.append({"point_id": r["point_id"], "gpus": float(nodes(argv)), "per": "host", "gpus_from": "argv"})
+            rows.append({"point_id": r["point_id"], "gpus": float(flags.nnodes), "per": "host", "gpus_from": "argv"})
         elif used is None:
             rows.append({"point_id": r["point_id"], "gpus": float(count), "per": "GPU", "gpus_from": "host"})
         else:

@@ -14,16 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from sweep.bench.client import APIS
 from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
 from sweep.core import workload_spec
-from sweep.core.argv import node_gpus
 from sweep.core.console import output_console
 from sweep.core.errors import BenchError, ConfigError
 from sweep.core.events import PointProgress
+from sweep.core.flags import ServerFlags
 from sweep.core.settings import BenchSettings
 
 _D = BenchSettings()
@@ -282,31 +283,36 @@ def span(requests) -> tuple[float | None, float | None]:
 
 
 SIZE_FLAGS = (
-    ("tp_size", "--tp-size"),
-    ("pp_size", "--pp-size"),
-    ("dp_size", "--dp-size"),
-    ("nnodes", "--nnodes"),
-    ("base_gpu_id", "--base-gpu-id"),
+    ("tp_size", "tp-size"),
+    ("pp_size", "pp-size"),
+    ("dp_size", "dp-size"),
+    ("nnodes", "nnodes"),
+    ("base_gpu_id", "base-gpu-id"),
 )  # SGLang's server args -> its flags
+
+
+def server_flags(info: dict) -> ServerFlags:
+    """The server's parallelism and device as its flags (``tp-size: 8`` ...), from its ``/server_info``."""
+    flags: dict[str, Any] = {}
+    for key, flag in SIZE_FLAGS:
+        value = info.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            flags[flag] = value
+    if info.get("enable_dp_attention") is True:
+        flags["enable-dp-attention"] = True
+    if isinstance(info.get("device"), str):
+        flags["device"] = info["device"]
+    return ServerFlags(flags)
 
 
 def server_argv(info: dict) -> tuple[list[str], int | None]:
     """The server's parallelism as its command line would say it (``--tp-size 8`` ...), from its
-    ``/server_info``, and the GPUs that makes on this host (0 for a CPU server; None when the server
-    said nothing of it): what a per-GPU figure is divided by (``sweep.core.argv.node_gpus``)."""
-    argv: list[str] = []
-    for key, flag in SIZE_FLAGS:
-        value = info.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            argv += [flag, str(value)]
-    if info.get("enable_dp_attention") is True:
-        argv.append("--enable-dp-attention")
-    device = info.get("device")
-    if isinstance(device, str):
-        argv += ["--device", device]
-    if device == "cpu":
-        return argv, 0
-    return argv, (node_gpus(argv)[1] if any(a == "--tp-size" for a in argv) else None)
+    ``/server_info`` (``server_flags``), and the GPUs that makes on this host (0 for a CPU server;
+    None when the server said nothing of it): what a per-GPU figure is divided by (``ServerFlags.node_gpus``)."""
+    flags = server_flags(info)
+    if flags.is_cpu:
+        return flags.args(), 0
+    return flags.args(), (flags.node_gpus[1] if "tp-size" in flags else None)
 
 
 def write_out(out: str, result, *, url: str) -> dict[str, Path]:
@@ -322,6 +328,7 @@ def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     started, ended = span(result.requests)
     argv, gpus = server_argv(info)
     row = records.benchmark_row(
+        flags=server_flags(info).text(),
         label=f"bench {urlsplit(url).netloc.rpartition('@')[2]}",
         sglang_version=version,
         started_at=started,

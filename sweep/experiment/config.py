@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sweep.core import workload_spec
 from sweep.core.errors import ConfigError
+from sweep.core.flags import ServerFlags, normalize_flag
 from sweep.core.settings import AUTO_LEVELS, BenchSettings, DecideSettings
 
 
@@ -445,11 +446,6 @@ def _check_section(key: str, value: Any, where) -> None:
     )
 
 
-def normalize_flag(name: str) -> str:
-    """``--speculative_num_steps`` and ``speculative-num-steps`` are the same flag."""
-    return str(name).lstrip("-").replace("_", "-")
-
-
 def normalized_flags(flags: dict[str, Any], where: str) -> dict[str, Any]:
     """``flags`` with every name as SGLang's ``--help`` writes it; one flag given twice (``tp_size``
     and ``tp-size``) is an error, not a silent choice."""
@@ -505,6 +501,13 @@ def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) 
             "levels) with search.strategy: adaptive, which learns from concurrency levels only",
             fix="run the rates with search.strategy: grid, or leave benchmark.rates out of the adaptive sweep",
         )
+    device = ServerFlags(exp.server.flags).device
+    if device != "cpu" and device.lower().partition(":")[0] == "cpu":  # SGLang runs its CPU paths for "cpu" alone
+        raise ConfigError(
+            f"{_where(path, 'server.flags.device', overrides)}: server.flags.device {device!r} is not SGLang's "
+            "CPU device: it compares --device with 'cpu' exactly",
+            fix="write device: cpu",
+        )
     if not exp.server.launcher:
         raise ConfigError(
             f"{_where(path, 'server.launcher', overrides)}: server.launcher is empty",
@@ -513,12 +516,12 @@ def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) 
 
 
 def device_of(exp: Experiment) -> str:
-    """Where the server computes: SGLang's own ``--device`` flag (``cuda`` when not given)."""
-    return str(exp.server.flags.get("device") or "cuda").lower()
+    """Where the server computes: SGLang's own ``--device`` flag (``ServerFlags.device``)."""
+    return ServerFlags(exp.server.flags).device
 
 
 def is_cpu(exp: Experiment) -> bool:
-    return device_of(exp) == "cpu"
+    return ServerFlags(exp.server.flags).is_cpu
 
 
 def to_yaml(exp: Experiment) -> str:

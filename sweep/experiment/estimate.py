@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Optional, cast
 
 from sweep.core.console import plural
+from sweep.core.flags import ServerFlags
 from sweep.core.types import RunMode, kind
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
@@ -187,9 +188,8 @@ def default_startup_s(kind: str, device: Optional[str] = None) -> float:
 
 
 def point_device(flags: Mapping) -> Optional[str]:
-    """``"cpu"`` for a server on SGLang's CPU backend (``--device cpu``), else None (a GPU)."""
-    device = flags.get("device")
-    return "cpu" if device is not None and str(device).lower() == "cpu" else None
+    """``"cpu"`` for a server on SGLang's CPU backend (``ServerFlags.is_cpu``), else None (a GPU)."""
+    return "cpu" if ServerFlags(flags).is_cpu else None
 
 
 def estimate_sweep(

@@ -25,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sweep.core import workload_spec
 from sweep.core.errors import ConfigError
+from sweep.core.flags import ServerFlags
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import AxisConfig, Experiment, NotANumber, normalized_flags
 from sweep.sglang.args import SPECULATIVE_PREFIX
@@ -365,7 +366,7 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
                 f"grid.exclude rule {dict(rule)} names axis {unknown[0]!r}, which is not in grid.axes",
                 f"axes are: {', '.join(a.name for a in axes)}",
             )
-    base_flags = exp.server.flags
+    base_speculative = ServerFlags(exp.server.flags).is_speculative
     for a in axes:  # each value's benchmark settings checked alone, so an error names the value
         for v in a.values:
             if v.bench:
@@ -382,7 +383,7 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
         flags: dict[str, Any] = {}
         for n in order:
             flags.update(chosen[n][1].flags)
-        baseline = not (flags.get("speculative-algorithm") or base_flags.get("speculative-algorithm"))
+        baseline = not (ServerFlags(flags).is_speculative or base_speculative)
         kept = [n for n in order if not (baseline and chosen[n][0].speculative_only)]
         params = {n: chosen[n][1].name for n in kept}
         key = tuple(params.items())

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.core import redact
 from sweep.core.console import plural
 from sweep.core.errors import ConfigError, PlanError
+from sweep.core.flags import ServerFlags
 from sweep.core.identity import identity
 from sweep.core.settings import BenchSettings
 from sweep.core.types import PlanStatus
@@ -41,7 +43,7 @@ class PlannedPoint:
     params: dict[str, str]
     roles: dict[str, str]
     baseline: bool
-    flags: dict[str, Any]  # every flag, model-path/tp-size/host/port included
+    flags: ServerFlags  # every flag, model-path/tp-size/host/port included
     env: dict[str, str]  # the server's env on top of the host's (base env + the point's)
     launcher: list[str]
     bench: BenchSettings = field(default_factory=BenchSettings)  # what its benchmark runs (axes merged in)
@@ -54,6 +56,9 @@ class PlannedPoint:
     # tokens, running-request cap, attention backend, page size; the version, architecture and GPU
     # assumed); None for a baseline
     resolved: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.flags = ServerFlags(self.flags)  # built once, also from a plain map (typed here, not by the caller)
 
     @property
     def status(self) -> PlanStatus:
@@ -299,15 +304,14 @@ def _match_baselines(points: list[PlannedPoint]) -> list[str]:
     return []
 
 
-def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rules.Target, list[str]]:
+def target_of(exp: Experiment, points_flags: list[Mapping[str, Any]]) -> tuple[rules.Target, list[str]]:
     """What the rules are checked against: the SGLang version (``server.sglang_version``, else the
     newest known), the target's architecture (its config.json here, else ``server.architecture``,
     else unknown) and the GPU (``server.gpu``; cpu with ``device: cpu``); and the plan's warnings."""
     warnings: list[str] = []
     configs: dict[str, dict[str, Any]] = {}
-    paths = {str(exp.server.model_path)} | {
-        str(f["speculative-draft-model-path"]) for f in points_flags if f.get("speculative-draft-model-path")
-    }
+    every = [ServerFlags(f) for f in points_flags]
+    paths = {str(exp.server.model_path)} | {f.draft_model_path for f in every if f.draft_model_path}
     for path in sorted(paths):
         config = serverargs.read_config(path)
         if config is not None:
@@ -319,7 +323,7 @@ def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rule
             f"says {exp.server.architecture}; the rules use {arch} (fix: drop or correct server.architecture)"
         )
     arch = arch or exp.server.architecture
-    spec = any(f.get("speculative-algorithm") for f in points_flags)
+    spec = any(f.is_speculative for f in every)
     if not arch and spec:
         warnings.append(
             f"architecture-unknown: no config.json in {exp.server.model_path} here and no "
@@ -328,7 +332,7 @@ def target_of(exp: Experiment, points_flags: list[dict[str, Any]]) -> tuple[rule
             "and on the host (fix: set server.architecture, e.g. DeepseekV3ForCausalLM)"
         )
     gpu = exp.server.gpu
-    if str(exp.server.flags.get("device") or "").startswith("cpu"):
+    if ServerFlags(exp.server.flags).is_cpu:
         gpu = "cpu"
     elif gpu and serverargs.gpu_info(gpu) is None:
         warnings.append(
@@ -395,7 +399,7 @@ def confirmation_point(
         params=params,
         roles=roles,
         baseline=False,
-        flags=flags,
+        flags=ServerFlags(flags),
         env=dict(member.env),
         launcher=list(member.launcher),
         bench=member.bench,
@@ -450,10 +454,7 @@ def confirmation_points(plan: Plan, chosen: list[Any], labels: dict[str, str] | 
 
 
 def _steps(p: PlannedPoint) -> int | None:
-    try:
-        return int(p.flags["speculative-num-steps"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    return p.flags.steps
 
 
 def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint]]]:
@@ -461,11 +462,7 @@ def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint
     (step axis, members): the axis of role ``steps``, else the one axis whose values alone tell apart
     points of different step counts (a bundle setting steps and draft tokens). Groups of one step
     count are left out: there is no policy to derive there."""
-    chains = [
-        p
-        for p in points
-        if not p.baseline and _steps(p) is not None and int(p.flags.get("speculative-eagle-topk") or 1) == 1
-    ]
+    chains = [p for p in points if not p.baseline and _steps(p) is not None and (p.flags.topk or 1) == 1]
     found: dict[tuple, tuple[str, list[PlannedPoint]]] = {}
     for p in chains:
         axis = next((a for a, r in p.roles.items() if r == "steps"), None)
@@ -528,7 +525,7 @@ def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
             params=gp.params,
             roles={k: roles[k] for k in gp.params},
             baseline=gp.baseline,
-            flags=flags,
+            flags=ServerFlags(flags),
             env=env,
             launcher=list(exp.server.launcher),
             bench=bench,

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from sweep.core.flags import ServerFlags
 from sweep.fake import tracebacks
 from sweep.fake.args import DEFAULT_GPU
 from sweep.sglang import adaptive as ad
@@ -117,7 +118,7 @@ def resolve(ns: argparse.Namespace, version: str, warn: Optional[Callable[[str],
         if warn:
             warn(message)
 
-    gpu = "cpu" if str(a.get("device") or "").startswith("cpu") else getattr(ns, "fake_gpu", None) or DEFAULT_GPU
+    gpu = "cpu" if ServerFlags(_flags(a)).is_cpu else getattr(ns, "fake_gpu", None) or DEFAULT_GPU
     return _resolve(a, out, note, version, gpu)
 
 

@@ -13,8 +13,10 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -157,7 +159,7 @@ def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[Check]) 
     report_checks.append(Check.ok(f"--nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts"))
 
 
-def required_flags(flags: dict, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+def required_flags(flags: Mapping[str, Any], extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The CPU flags a server's flags need: intel_amx's unless another attention backend is named."""
     backend = str(flags.get("attention-backend") or "intel_amx")
     need = list(AMX_BACKEND_FLAGS) if backend == "intel_amx" else []

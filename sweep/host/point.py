@@ -20,12 +20,12 @@ from typing import Any, Callable
 from sweep.bench.power import POWER_EVERY_S, Recorder
 from sweep.bench.power import only as only_gpus
 from sweep.core import redact
-from sweep.core.argv import node_gpus
 from sweep.core.atomic import write_text as atomic_write_text
 from sweep.core.checks import Check
 from sweep.core.console import plural
 from sweep.core.errors import PointFailure, SweepError
 from sweep.core.events import HostEvent, PointMeasured, PointProgress
+from sweep.core.flags import ServerFlags
 from sweep.core.record import LaunchResult, PointResult
 from sweep.core.run_context import RunContext
 from sweep.core.settings import BenchSettings
@@ -67,15 +67,13 @@ class Placement:
     node_rank: int = 0
     dist_init_addr: str | None = None
 
-    def over(self, flags: dict[str, Any]) -> dict[str, Any]:
+    def over(self, flags: ServerFlags) -> ServerFlags:
         """``flags`` as the server runs with them here: the port, and any node flags an earlier
         attempt set replaced by this node's."""
-        out = dict(flags)
+        out = flags
         if self.dist_init_addr is not None:
             out = with_node_flags(out, self.nnodes, self.node_rank, self.dist_init_addr)
-        if self.port is not None:
-            out["port"] = self.port
-        return out
+        return out.merged({"port": self.port}) if self.port is not None else out
 
 
 @dataclass
@@ -90,7 +88,7 @@ class PointSpec:
     point_id: str  # the launch's first point (its log, its process marker)
     label: str
     launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
-    flags: dict[str, Any]  # every flag the plan gave the server ({name: value}, sglang.args)
+    flags: ServerFlags  # every flag of the server (sweep.core.flags), port and node flags included
     env: dict[str, str]
     log_path: str
     tp_size: int
@@ -119,7 +117,7 @@ class PointSpec:
     placement: Placement = field(default_factory=Placement)  # where it runs: the runner's, at run time
 
     @property
-    def server_flags(self) -> dict[str, Any]:
+    def server_flags(self) -> ServerFlags:
         """The flags the server runs with: ``flags`` with the ``placement`` laid over them."""
         return self.placement.over(self.flags)
 
@@ -131,6 +129,9 @@ class PointSpec:
     @property
     def point_ids(self) -> list[str]:
         return [p.point_id for p in self.points]
+
+    def __post_init__(self) -> None:
+        self.flags = ServerFlags(self.flags)  # built once, also from a plain map (typed here, not by the caller)
 
     @property
     def argv(self) -> list[str]:
@@ -343,7 +344,7 @@ class _Attempt:
             finally:
                 self.result.phases = server.startup.durations()
                 self.result.startup_progress = server.startup.progress_records()
-                if self.spec.server_flags.get("speculative-adaptive"):  # what the server made of it, from its log
+                if self.spec.server_flags.adaptive:  # what the server made of it, from its log
                     self.result.adaptive = server.adaptive.running
                     self.result.adaptive_disabled_reason = server.adaptive.disabled
 
@@ -462,7 +463,7 @@ def run_launch(spec: PointSpec, host: HostContext, progress: OnProgress | None =
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
         # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
-        power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
         try:
             for sub in subs:
                 pid = sub.point_id
@@ -591,7 +592,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: O
         at.preflight()  # only node rank 0 listens
         at.emit(PointProgress("node", node_rank=node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
-        power = Recorder(only_gpus(host.probe.power, *node_gpus(spec.argv))) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
         sampled = posted = time.monotonic()
         try:
             while server.alive():

@@ -13,12 +13,14 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sweep.core import atomic
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
+from sweep.core.flags import ServerFlags
 from sweep.host import ports, reaper
 from sweep.host.gpu import Gpu, GpuProbe
 
@@ -229,20 +231,24 @@ def check_dist_init(addr: str | None, node_rank: int, host: str, report: Preflig
 
 
 def check_rules(
-    flags: dict, bench, report: PreflightReport, architecture: str | None = None, env: dict[str, str] | None = None
+    flags: Mapping[str, Any],
+    bench,
+    report: PreflightReport,
+    architecture: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """SGLang's speculative rules again, with what only the host knows: its SGLang version, its GPU and
     the target's (and drafter's) config.json as this host has them. An error here is one SGLang
     would hit after minutes of loading; warnings are kept with the checks."""
     from sweep.sglang import rules, serverargs
 
+    typed = ServerFlags(flags)
     configs = {}
-    for key in ("model-path", "speculative-draft-model-path"):
-        path = flags.get(key)
-        cfg = serverargs.read_config(str(path)) if path else None
-        if cfg is not None:
-            configs[str(path)] = cfg
-    arch = serverargs.config_architecture(configs.get(str(flags.get("model-path")))) or architecture
+    for path in (typed.model_path, typed.draft_model_path):
+        cfg = serverargs.read_config(path) if path else None
+        if path and cfg is not None:
+            configs[path] = cfg
+    arch = serverargs.config_architecture(configs.get(str(typed.model_path))) or architecture
     # flag names were checked against this launcher's own --help (check_flags): that is the arbiter
     # here, for SGLang builds the rules do not list and for the fake's --fake-* flags alike
     names = {"unknown-flag", "ambiguous-flag", "flag-abbreviation"}

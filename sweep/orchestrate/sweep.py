@@ -27,6 +27,7 @@ from rich.markup import escape
 from sweep.core.console import output_console, plural
 from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsError
 from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
+from sweep.core.flags import ServerFlags
 from sweep.core.record import Failure, PointResult
 from sweep.core.redact import redact_argv
 from sweep.core.run_context import RunContext
@@ -112,7 +113,7 @@ def hosts_per_point(exp: config_mod.Experiment) -> int:
     ``nnodes`` flag)."""
     g = exp.cluster.gpus_per_host
     if config_mod.is_cpu(exp) or g == 0:
-        return int(exp.server.flags.get("nnodes") or 1)
+        return ServerFlags(exp.server.flags).nnodes
     n = -(-exp.server.tp_size // g)
     if n > 1 and exp.server.tp_size % g:
         raise ClusterError(
@@ -154,7 +155,7 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         point_id=pp.id,
         label=pp.label,
         launcher=launcher,
-        flags=dict(pp.flags),
+        flags=pp.flags,
         launcher_args=extra,
         env=dict(pp.env),
         log_path=str(rd.log_path(pp.id).resolve()),
@@ -163,11 +164,11 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
         timeouts=exp.server.timeouts,
         reap=exp.server.reap,
         paths={
-            "model_path": str(pp.flags.get("model-path") or ""),
-            "draft model path": str(pp.flags.get("speculative-draft-model-path") or ""),
+            "model_path": pp.flags.model_path or "",
+            "draft model path": pp.flags.draft_model_path or "",
         },
         real_paths=not run.fake_server,
-        device=str(pp.flags.get("device") or "cuda").lower(),
+        device=pp.flags.device,
         cpu=exp.server.cpu,
         cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
         architecture=exp.server.architecture,

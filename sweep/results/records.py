@@ -10,6 +10,7 @@ import pyarrow as pa
 from sweep.core import __version__, redact
 from sweep.core.checks import lines
 from sweep.core.errors import ResultsError
+from sweep.core.flags import ServerFlags
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 from sweep.core.record import PointResult
 from sweep.core.types import RunMode, kind as run_kind
@@ -35,6 +36,8 @@ class PlannedPoint(Protocol):
     def launch_id(self) -> str: ...
     @property
     def bench_key(self) -> str: ...
+    @property
+    def flags(self) -> Mapping[str, Any]: ...
     @property
     def env(self) -> Mapping[str, str]: ...
     @property
@@ -74,7 +77,7 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
         "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
         "baseline_id": pp.baseline_id, "launch_id": pp.launch_id or None, "bench_key": pp.bench_key,
         "param_roles": dict(pp.roles),
-        "argv": redact_argv(argv), "env": dict(sorted(redact.redact_env(pp.env).items())),
+        "argv": redact_argv(argv), "flags": flags_value(pp.flags, argv, result.port if result else None), "env": dict(sorted(redact.redact_env(pp.env).items())),
         "errors": list(pp.errors), "warnings": list(pp.warnings), "attempts": result.attempts if result else 0,
         "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),
         "sweep_version": __version__, "resolved": struct_value(pp.resolved, RESOLVED),
@@ -99,16 +102,40 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
 
 
 def benchmark_row(*, label: str, sglang_version: str | None, started_at: float | None,
-                  ended_at: float | None, argv: list[str] | None = None, gpu_count: int | None = None) -> pa.Table:
+                  ended_at: float | None, argv: list[str] | None = None, gpu_count: int | None = None,
+                  flags: Mapping[str, str] | None = None) -> pa.Table:
     """The ``points`` row of a benchmark run on its own (``python -m sweep bench --out``): point_id
     "" like its tables' rows, experiment ``bench``, status ok (failed requests are rows of the
     requests table), baseline unknown (null): no grid, no plan. ``argv``: the server's parallelism
-    as flags (from its ``/server_info``), ``gpu_count`` the GPUs it is known to use (0: a CPU server),
-    so that per-GPU figures are counted as a sweep's are."""
+    as flags (from its ``/server_info``) and ``flags`` the same as the flags column holds them,
+    ``gpu_count`` the GPUs it is known to use (0: a CPU server), so that per-GPU figures are counted
+    as a sweep's are."""
     row = {"point_id": "", "label": label, "experiment": "bench", "status": "ok", "attempts": 1,
            "sglang_version": sglang_version, "started_at": started_at, "ended_at": ended_at,
-           "dry_run": False, "sweep_version": __version__, "argv": argv or None, "gpu_count": gpu_count}
+           "dry_run": False, "sweep_version": __version__, "argv": argv or None, "gpu_count": gpu_count,
+           "flags": dict(flags) if flags else None}
     return from_rows([row], "points")
+
+
+def flags_value(flags: Mapping[str, Any], argv: Sequence[str], port: int | None = None) -> dict[str, str]:
+    """The ``flags`` column's value of a point: its flags as the argv shows them (``ServerFlags.text``),
+    with the port its host ran it on where the result says (a simulated host chooses it), secrets
+    redacted as in its argv."""
+    typed = ServerFlags(flags)
+    if port is not None:
+        typed = typed.merged({"port": port})
+    return redact.redact_tree(typed.text(), redact.secret_values(argv, None, flags))
+
+
+def server_flags(row: Mapping[str, Any]) -> ServerFlags:
+    """The typed flags of a points row, from its ``flags`` column (what ``sweep.results.load`` reads:
+    filled from the argv in a directory written before the column); none where it is null."""
+    value = row.get("flags")
+    if not value:
+        return ServerFlags()
+    if isinstance(value, Mapping):
+        return ServerFlags(value)
+    return ServerFlags({e["key"]: e["value"] for e in value})  # a map as a list of {key, value}
 
 
 def _name(value: Any) -> str | None:

@@ -22,12 +22,12 @@ Tables:
   ``param_roles`` says what each axis is.
 
 Nested values are Arrow types, never JSON text: lists (``argv``, ``chunk_tokens``,
-``spec_accept_histogram``), maps where the keys vary (``env``, ``param_roles``: ``map<string,
+``spec_accept_histogram``), maps where the keys vary (``env``, ``param_roles``, ``flags``: ``map<string,
 string>``) and structs where the shape is fixed (``reaped``, ``bench_scale``, ``startup_progress``).
 Polars reads a map as ``pl.Map`` (``pl.col("env").map.get("NCCL_ALGO")``) -- polars before 2.0 as a
 list of ``{key, value}`` structs --, DuckDB as ``MAP`` (``env['NCCL_ALGO']``). Results written
 before these types (JSON strings, and a ``params`` column) still load: ``sweep.results.store``
-converts them.
+converts them; results written before the ``flags`` column have it filled from their ``argv``.
 """
 
 from __future__ import annotations
@@ -302,6 +302,9 @@ STARTUP_PROGRESS = pa.list_(pa.struct([
 # {axis: role} of a point's axes, in the grid's order; roles: drafter steps topk draft_tokens env other
 PARAM_ROLES = pa.map_(pa.string(), pa.string())
 ENV = pa.map_(pa.string(), pa.string())  # {name: value} of the server's extra env, sorted, secrets redacted
+# {name: value} of the server's flags (sweep.core.flags.ServerFlags.text): each name as SGLang's --help writes it
+# without dashes, each value as the argv shows it ("true" for a switch), secrets redacted
+FLAGS = pa.map_(pa.string(), pa.string())
 
 # A process the reaper killed (or found holding a GPU and left alone): sweep/host/reaper.py _describe
 PROCESS = pa.struct([
@@ -369,6 +372,9 @@ POINTS = pa.schema(
         ("bench_key", pa.string()),
         ("param_roles", PARAM_ROLES),  # {axis: role}; the values are the axis_* columns
         ("argv", pa.list_(pa.string())),  # the server's command line, secrets redacted
+        # the flags that command line passes, typed by the analysis as ServerFlags (results.records.server_flags);
+        # filled from the argv as they are read in directories written before this column (results.store)
+        ("flags", FLAGS),
         ("env", ENV),  # the server's extra env, secrets redacted
         ("status", pa.string()),  # ok | failed | invalid
         ("failure_phase", pa.string()),

@@ -23,7 +23,9 @@ Files an older version wrote (a resumed sweep mixes both) read through ``load``:
 are null, the ``points`` columns once stored as JSON text (``params``, ``param_roles``,
 ``env``, ``reaped``, ``bench_scale``) are converted to today's types as they are read (one small
 file per point: a JSON parse per value), and an ``axis_*`` column stored as text whose every value
-is a number reads as numbers (``schema.axis_type``), as today's writer stores it.
+is a number reads as numbers (``schema.axis_type``), as today's writer stores it. A points file
+written before the ``flags`` column gets it from its ``argv`` (``with_flags``: the only reader of an
+argv), so the analysis reads a server's flags from that column alone.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweep.core.argv import flags_of_argv
 from sweep.core.console import plural
 from sweep.core.errors import ResultsError
 from sweep.results.schema import AXIS_PREFIX, MANIFEST, POINTS, TABLES, axis_type
@@ -48,6 +51,7 @@ DRIFTING = ("points", "levels")
 # is gone: the axis values live in the axis_* columns only
 LEGACY_JSON = ("param_roles", "env", "reaped", "bench_scale")
 LEGACY_PARAMS = "params"
+FLAGS = "flags"  # points column: the server's flags; files before it have their argv read once (with_flags)
 
 
 def table_files(directory: str | Path, table: str) -> list[Path]:
@@ -117,8 +121,8 @@ def table(directory: str | Path, name: str) -> pl.LazyFrame:
         return _scan_all(files, schema)
     scan = _points_file if name == "points" else pl.scan_parquet
     frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
-    if name == "points":
-        frame = numeric_axes(frame)
+    if name == "points":  # one small row per point: read at once, its flags filled where written before them
+        frame = with_flags(numeric_axes(frame).collect()).lazy()
     return _with_every_column(frame, schema)
 
 
@@ -183,6 +187,22 @@ def _points_file(path: Path) -> pl.LazyFrame:
                            fix="move that file aside (its point runs again when the sweep is resumed), or "
                                "rerun the sweep into a new results_dir") from None
     return _frame(table).lazy()
+
+
+def with_flags(points: pl.DataFrame) -> pl.DataFrame:
+    """A points frame with its ``flags`` column filled from the ``argv`` of each row written before the
+    column (null there, or absent: ``sweep.core.argv.flags_of_argv``): the one place an argv is read
+    back, so that the analysis reads every directory's flags from the column. A frame with nothing
+    to fill is returned as it is."""
+    if "argv" not in points.columns:
+        return points
+    argvs = points.get_column("argv").to_list()
+    have = points.get_column(FLAGS).to_list() if FLAGS in points.columns else [None] * points.height
+    if FLAGS in points.columns and all(f is not None or a is None for f, a in zip(have, argvs)):
+        return points
+    values = [f if f is not None or a is None else flags_of_argv(a) for f, a in zip(have, argvs)]
+    column = _frame(pa.table({FLAGS: pa.array(values, POINTS.field(FLAGS).type)})).get_column(FLAGS)
+    return points.with_columns(column)
 
 
 def upgrade_points(table: pa.Table) -> pa.Table:

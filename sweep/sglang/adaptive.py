@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
+
+from sweep.core.flags import json_text
 
 FLAG = "speculative-adaptive"
 CONFIG_FLAG = "speculative-adaptive-config"
@@ -100,20 +102,12 @@ def load(raw: Any) -> Config:
 
 def config_text(value: Mapping[str, Any]) -> str:
     """A mapping flag value as JSON text, keys sorted (the argv's value; what the host's file holds)."""
-    return json.dumps(_plain(value), sort_keys=True)
+    return json_text(value)
 
 
 def as_json(value: Mapping[str, Any]) -> Any:
     """A mapping flag value as SGLang will read the file the host writes: through JSON (keys as text)."""
     return json.loads(config_text(value))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def read(path: str) -> Any:

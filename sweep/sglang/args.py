@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Mapping, Optional
 
-from sweep.sglang.adaptive import config_text
+from sweep.core.flags import ServerFlags, given, value_text
+from sweep.core.flags import arg_values as _values
+from sweep.core.flags import flag_args as flag_args  # rendered in the core, named here as ever
 
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
@@ -74,35 +76,10 @@ def closest_flag(name: str, known: Iterable[str] = KNOWN_FLAGS) -> str | None:
     return close[0] if close else None
 
 
-def flag_args(flags: Mapping[str, Any]) -> list[str]:
-    """``{"tp-size": 8, "trust-remote-code": True, "x": False}`` -> ``["--tp-size", "8", "--trust-remote-code"]``."""
-    out: list[str] = []
-    for name, value in flags.items():
-        if value is None or value is False:
-            continue
-        out += [f"--{name}", *_values(value)]
-    return out
-
-
 def arg_values(value: Any) -> list[str]:
     """What follows a flag's name in the argv (``flag_args``): nothing for a switch, each of a list's
-    values, or the value."""
+    values, or the value (``sweep.core.flags.arg_values``)."""
     return _values(value)
-
-
-def _values(value: Any) -> list[str]:
-    """What follows a flag's name in the argv: nothing for a switch, each of a list's values, or the value."""
-    if value is True:
-        return []
-    return [_fmt(v) for v in value] if isinstance(value, (list, tuple)) else [_fmt(value)]
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, Mapping):  # a flag whose value is JSON (speculative-adaptive-config given as the config itself)
-        return config_text(v)
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v)) if abs(v) >= 1 else str(v)
-    return str(v)
 
 
 def flags_in_argv(argv: Iterable[str]) -> list[str]:
@@ -116,8 +93,8 @@ def flag_value(flags: Mapping[str, Any], name: str, *aliases: str) -> Optional[s
     the map wins, as the later flag of an argv does in argparse."""
     names, found = (name, *aliases), None
     for key, value in flags.items():
-        if key in names and value is not None and value is not False:
-            found = " ".join(_values(value)) if value is not True else "true"
+        if key in names and given(value):
+            found = value_text(value)
     return found
 
 
@@ -125,8 +102,8 @@ def flag_value(flags: Mapping[str, Any], name: str, *aliases: str) -> Optional[s
 NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
 
 
-def with_node_flags(flags: Mapping[str, Any], nnodes: int, rank: int, dist_init_addr: str) -> dict[str, Any]:
+def with_node_flags(flags: Mapping[str, Any], nnodes: int, rank: int, dist_init_addr: str) -> ServerFlags:
     """The flags of node ``rank`` of a server over ``nnodes`` hosts: any node flags an earlier
     attempt set (on hosts now gone) replaced by these."""
     kept = {k: v for k, v in flags.items() if k not in NODE_FLAGS}
-    return {**kept, "nnodes": nnodes, "node-rank": rank, "dist-init-addr": dist_init_addr}
+    return ServerFlags({**kept, "nnodes": nnodes, "node-rank": rank, "dist-init-addr": dist_init_addr})

@@ -35,7 +35,7 @@ from typing import Any, Final, Mapping
 
 from sweep.core.checks import Check, CheckLevel
 from sweep.core.console import plural
-from sweep.sglang.args import flag_value
+from sweep.core.flags import ServerFlags
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
@@ -846,21 +846,14 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
         check_weights(cfg, tensors, arch, report)
 
 
-ARG_FLAGS = {
-    "target": ("model-path", "model"),
-    "drafter": ("speculative-draft-model-path", "speculative-draft"),
-    "algorithm": ("speculative-algorithm",),
-}  # SGLang's flags and their aliases
-
-
 def from_flags(flags: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """(target, drafter, algorithm) of a server's flags ({name: value}), or None when it has no
-    drafter to check."""
-    got = {what: flag_value(flags, *names) for what, names in ARG_FLAGS.items()}
-    algorithm = (got["algorithm"] or "").upper()
-    if not got["drafter"] or not got["target"] or ("EAGLE" if algorithm == "NEXTN" else algorithm) not in ALGORITHMS:
+    """(target, drafter, algorithm) of a server's flags ({name: value}; ``ServerFlags``), or None when
+    it has no drafter to check."""
+    typed = ServerFlags(flags)
+    target, drafter, algorithm = typed.model_path, typed.draft_model_path, typed.algorithm or ""
+    if not drafter or not target or ("EAGLE" if algorithm == "NEXTN" else algorithm) not in ALGORITHMS:
         return None
-    return got["target"], got["drafter"], algorithm
+    return target, drafter, algorithm
 
 
 def check_flags(flags: Mapping[str, Any]) -> DrafterReport | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Mapping, Optional
 
 from sweep.core.checks import Check
+from sweep.core.flags import ServerFlags
 from sweep.core.settings import BenchSettings
 from sweep.sglang import adaptive as ad
 from sweep.sglang import flagtypes
@@ -53,13 +54,14 @@ class Target:
         return self.version or sa.NEWEST
 
     def context(self, flags: Mapping[str, Any], env: Optional[Mapping[str, str]] = None) -> sa.Context:
-        draft = flags.get("speculative-draft-model-path")
+        typed = ServerFlags(flags)
+        draft = typed.draft_model_path
         return sa.Context(
             version=self.checked_version,
             architecture=self.architecture,
             gpu=self.gpu,
-            target_config=self.configs.get(str(flags.get("model-path"))),
-            draft_config=self.configs.get(str(draft)) if draft else None,
+            target_config=self.configs.get(str(typed.model_path)),
+            draft_config=self.configs.get(draft) if draft else None,
             env={str(k): str(v) for k, v in (env or {}).items()},
         )
 

@@ -50,6 +50,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from sweep.core.flags import ServerFlags
 from sweep.sglang import adaptive as ad
 
 # --- versions ---
@@ -402,7 +403,7 @@ def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
     version, vnote = rules_version(ctx.version)
     known = gpu_info(ctx.gpu)
     gpus = [known] if known else None
-    if str(flags.get("device") or "").startswith("cpu"):
+    if ServerFlags(flags).is_cpu:
         gpus = [GPUS["cpu"]]
     archs = [ctx.architecture] if ctx.architecture else None
     outcomes: list[tuple[str, str, Outcome]] = []

@@ -8,6 +8,8 @@ import pytest
 
 from sweep.analysis import acceptance as acc
 from sweep.analysis.report import build
+from sweep.core.argv import flags_of_argv
+from sweep.core.flags import ServerFlags
 from sweep.results import load
 from sweep.results.schema import from_rows
 from tests.analysis.sweepdir import SweepDir
@@ -146,15 +148,18 @@ def test_position_rates_and_prediction():
 
 
 def test_spec_shape():
-    assert acc.spec_shape(argv(3))["positions"] == 3
-    tree = acc.spec_shape(argv(3, topk=4, tokens=16))
+    def spec_shape(argv: list[str], resolved: dict | None = None) -> dict:  # the flags column of that argv
+        return acc.spec_shape(ServerFlags(flags_of_argv(argv)), resolved)
+
+    assert spec_shape(argv(3))["positions"] == 3
+    tree = spec_shape(argv(3, topk=4, tokens=16))
     assert tree["positions"] == 15 and tree["topk"] == 4
-    assert acc.spec_shape(["python"])["algorithm"] is None
+    assert spec_shape(["python"])["algorithm"] is None
     # the plan's resolution wins over the argv: SGLang turns 16 draft tokens with topk 1 into steps + 1
     resolved = {"algorithm": "EAGLE3", "steps": 3, "topk": 1, "draft_tokens": 4}
-    shape = acc.spec_shape(argv(3, topk=1, tokens=16), resolved)
+    shape = spec_shape(argv(3, topk=1, tokens=16), resolved)
     assert (shape["algorithm"], shape["draft_tokens"], shape["positions"]) == ("EAGLE3", 4, 3)
-    assert acc.spec_shape(argv(3, topk=4, tokens=16), {"algorithm": None})["positions"] == 15  # none resolved
+    assert spec_shape(argv(3, topk=4, tokens=16), {"algorithm": None})["positions"] == 15  # none resolved
 
 
 def test_the_points_table_keeps_the_plans_resolution(tmp_path):

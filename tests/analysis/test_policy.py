@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from sweep.analysis import noise, policy
+from sweep.results.store import with_flags
 
 LEVELS = (1, 2, 8, 32, 64, 128)
 
@@ -101,7 +102,7 @@ def _frames(
             }
         )
     points += extra or []
-    return pl.DataFrame(levels), pl.DataFrame(points)
+    return pl.DataFrame(levels), with_flags(pl.DataFrame(points))  # the flags column, as results.load fills it
 
 
 # a drafter ahead at low load and behind at saturation: 3 steps best at C<=2, 1 step at C=8, the

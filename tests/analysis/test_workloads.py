@@ -201,3 +201,43 @@ def test_a_client_side_axis_is_known_by_its_recorded_role_not_its_name(tmp_path)
     f = analyze(tables)
     assert set(wl.by_workload(tables, f.single, f.levels)["configuration"]) == {"drafter=d1 steps=2 nccl=default"}
     assert sorted(f.best["workload"].unique()) == ["mix=a", "mix=b"] and not f.best["label"].str.contains("mix").any()
+
+
+def test_todays_directory_knows_the_workload_axis_by_its_role_alone(tmp_path):
+    """A directory written with launch ids records the role benchmark of every client-side axis: an
+    axis named 'workload' of another role (it sets server flags too: two setups) is part of the
+    configuration there; in a directory written before that role (two_workloads: no launch_id) its
+    name still says it chose the workload."""
+    sd = SweepDir(tmp_path, roles={**ROLES, "workload": "other"})
+    for name, path in (("coding", CODING), ("chat", CHAT)):
+        base = sd.point(
+            drafter="none",
+            nccl="default",
+            workload=name,
+            baseline=True,
+            tok_s=[100, 100],
+            levels={1: 100, 8: 700},
+            requests_workload=path,
+            launch_id=f"base-{name}",
+        )
+        sd.point(
+            drafter="d1",
+            steps="2",
+            nccl="default",
+            workload=name,
+            baseline_of=base,
+            tok_s=[150, 150],
+            levels={1: 150, 8: 800},
+            accept_length=2.5,
+            requests_workload=path,
+            launch_id=f"d1-{name}",
+        )
+    tables = load(sd.write())
+    f = analyze(tables)
+    assert set(wl.by_workload(tables, f.single, f.levels)["configuration"]) == {
+        "drafter=d1 steps=2 nccl=default workload=coding",
+        "drafter=d1 steps=2 nccl=default workload=chat",
+    }
+    old = load(two_workloads(tmp_path / "old").path)
+    f = analyze(old)
+    assert set(wl.by_workload(old, f.single, f.levels)["configuration"]) == {"drafter=k26_100k steps=2 nccl=default"}

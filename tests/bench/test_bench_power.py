@@ -202,7 +202,11 @@ def test_bench_power_ledger_fills_the_levels_power_columns(tmp_path):
 def test_power_is_read_on_the_gpus_the_server_uses_not_the_hosts():
     """A TP=4 server on an 8-GPU host: its 4 GPUs (from --base-gpu-id), not the 8 summed."""
     from sweep.bench.power import only
-    from sweep.core.argv import node_gpus
+    from sweep.core.argv import flags_of_argv
+    from sweep.core.flags import ServerFlags
+
+    def node_gpus(argv: list[str]) -> tuple[int, int]:  # the flags column of that argv
+        return ServerFlags(flags_of_argv(argv)).node_gpus
 
     host = lambda: [300.0, 310.0, 320.0, 330.0, 75.0, 75.0, 75.0, 75.0]  # noqa: E731
     assert node_gpus(["--tp-size", "4"]) == (0, 4)
