@@ -11,6 +11,7 @@ import pickle
 import sys
 import types
 from pathlib import Path
+from typing import get_args
 
 import polars as pl
 import pytest
@@ -21,7 +22,18 @@ from sweep.cli import main
 from sweep.core import errors
 from sweep.core.events import PointFinished, PointProgress, PointStage, SweepStarted
 from sweep.core.record import Failure, PointResult
-from sweep.core.types import FAILURE_PHASES, POINT_STATUSES, STAGES
+from sweep.core.types import (
+    FAILURE_PHASES,
+    POINT_STATUSES,
+    STAGES,
+    Launched,
+    Mode,
+    PlanStatus,
+    PointState,
+    PointStatus,
+    RunMode,
+    run_mode,
+)
 from sweep.results import load
 
 SWEEP = Path(__file__).resolve().parents[1] / "sweep"
@@ -151,6 +163,16 @@ def test_every_status_written_is_a_point_status():
         if len(call.args) > 3 and _const(call.args[3]):
             seen.add(_const(call.args[3]))
     assert {"ok", "failed", "invalid"} <= seen <= set(POINT_STATUSES), seen
+
+
+def test_one_vocabulary_per_idea_status_and_mode():
+    """A point's status, its state in ``sweep.run`` and a plan's status are one vocabulary; the
+    modes of ``sweep.run`` and of a results directory share their spelling but for cluster/real."""
+    assert get_args(PointState) == get_args(PointStatus) + ("pending",)
+    assert set(get_args(PlanStatus)) <= set(get_args(PointStatus))
+    assert get_args(Mode) == ("plan", *get_args(Launched), "cluster")
+    assert get_args(RunMode) == ("real", *get_args(Launched))
+    assert [run_mode(m) for m in get_args(Mode) if m != "plan"] == [*get_args(Launched), "real"]
 
 
 def test_progress_events_are_typed_end_to_end():
