@@ -324,8 +324,8 @@ class SweepResult:
         the page's charts unless ``plots=False``;
         ``slos``: judge by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``) instead of the experiment's."""
         from sweep.analysis import report as report_mod
-        from sweep.analysis.slo import parse_slo
         from sweep.core.errors import ResultsError
+        from sweep.core.slo_rule import parse_slo
 
         if not self.path.is_dir():
             raise ResultsError(
@@ -655,7 +655,7 @@ def history(
     ``experiment``: its runs only; ``slos``: pick by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``)
     instead of each experiment's; ``min_change``: flag only changes at least this large (0.05: 5 %)."""
     from sweep.analysis import history as history_mod
-    from sweep.analysis.slo import parse_slo
+    from sweep.core.slo_rule import parse_slo
 
     given = [roots] if isinstance(roots, (str, Path)) else list(roots)
     return history_mod.build(

@@ -219,3 +219,16 @@ def test_no_slo_says_how_to_give_one(tmp_path):
 def test_an_slo_object_is_plain_data():
     slo = SLO("a", (Limit("ttft", 90, 2.0),))
     assert slo.text() == "ttft_p90<=2s"
+
+
+def test_an_slo_is_one_type_however_it_is_given():
+    """The command line's grammar and the experiment's ``benchmark.slo`` give the same type, which
+    the host's refinement and the report both judge by (``sweep.core.slo_rule``)."""
+    from sweep.analysis import slo as analysis_slo
+    from sweep.core import slo_rule
+
+    given = slo_rule.parse_slo("chat: ttft_p90<=2s,tok_s_p10>=20")
+    written = slo_rule.from_settings(SLOSettings(name="chat", percentile=90, ttft_s=2.0, tok_s=20.0))
+    assert type(given) is type(written) is slo_rule.SLO is analysis_slo.SLO
+    assert given == written and given.text() == "ttft_p90<=2s,tok_s_p10>=20"
+    assert analysis_slo.parse_slo is slo_rule.parse_slo and analysis_slo.from_settings is slo_rule.from_settings
