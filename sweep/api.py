@@ -324,8 +324,8 @@ class SweepResult:
         the page's charts unless ``plots=False``;
         ``slos``: judge by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``) instead of the experiment's."""
         from sweep.analysis import report as report_mod
-        from sweep.analysis.slo import parse_slo
         from sweep.core.errors import ResultsError
+        from sweep.core.slo_rule import parse_slo
 
         if not self.path.is_dir():
             raise ResultsError(
@@ -463,8 +463,10 @@ def run(
     - ``mode``: ``plan`` (nothing launched), ``dry-run``, ``local``, ``fake``, ``cluster``.
     - ``overrides``: ``key=value`` strings, as on the command line (``benchmark.single_stream.runs=3``).
     - ``progress``: ``True`` the live view (a terminal) or timestamped lines on the console; ``False``
-      nothing printed; a function: it gets every event (``sweep.core.types.SweepStarted``, ``PointStage``,
-      ``PointFinished``) and nothing is printed unless a ``console`` is given.
+      nothing printed; a function: it gets every event (``sweep.core.events``: ``SweepStarted``,
+      ``PointStage``, whose ``event`` is one of a host's small progress events, ``HostProgress``:
+      ``LevelProgress``, ``StartupProgress``..., and ``PointFinished``) and nothing is printed unless a
+      ``console`` is given.
     - ``force``, ``retry_failed``, ``only`` (label globs), ``skip_invalid``, ``address``: the command
       line's ``--force``, ``--retry-failed``, ``--only``, ``--skip-invalid``, ``--address``.
     - ``results_dir``: where the results go (default ``results/<name>`` plus ``-dryrun`` etc.).
@@ -655,7 +657,7 @@ def history(
     ``experiment``: its runs only; ``slos``: pick by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``)
     instead of each experiment's; ``min_change``: flag only changes at least this large (0.05: 5 %)."""
     from sweep.analysis import history as history_mod
-    from sweep.analysis.slo import parse_slo
+    from sweep.core.slo_rule import parse_slo
 
     given = [roots] if isinstance(roots, (str, Path)) else list(roots)
     return history_mod.build(

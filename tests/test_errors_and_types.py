@@ -6,11 +6,13 @@ the hosts' dicts."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import pickle
 import sys
 import types
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import polars as pl
 import pytest
@@ -19,9 +21,32 @@ from rich.console import Console
 from sweep.analysis import best_per_level, query
 from sweep.cli import main
 from sweep.core import errors
-from sweep.core.events import PointFinished, PointProgress, PointStage, SweepStarted
+from sweep.core.events import (
+    HostProgress,
+    LevelProgress,
+    NodeJoined,
+    PointFinished,
+    PointProgress,
+    PointStage,
+    PowerSamples,
+    Retrying,
+    RunProgress,
+    StartupProgress,
+    SweepStarted,
+)
 from sweep.core.record import Failure, PointResult
-from sweep.core.types import FAILURE_PHASES, POINT_STATUSES, STAGES
+from sweep.core.types import (
+    FAILURE_PHASES,
+    POINT_STATUSES,
+    STAGES,
+    Launched,
+    Mode,
+    PlanStatus,
+    PointState,
+    PointStatus,
+    RunMode,
+    run_mode,
+)
 from sweep.results import load
 
 SWEEP = Path(__file__).resolve().parents[1] / "sweep"
@@ -153,17 +178,43 @@ def test_every_status_written_is_a_point_status():
     assert {"ok", "failed", "invalid"} <= seen <= set(POINT_STATUSES), seen
 
 
+def test_one_vocabulary_per_idea_status_and_mode():
+    """A point's status, its state in ``sweep.run`` and a plan's status are one vocabulary; the
+    modes of ``sweep.run`` and of a results directory share their spelling but for cluster/real."""
+    assert get_args(PointState) == get_args(PointStatus) + ("pending",)
+    assert set(get_args(PlanStatus)) <= set(get_args(PointStatus))
+    assert get_args(Mode) == ("plan", *get_args(Launched), "cluster")
+    assert get_args(RunMode) == ("real", *get_args(Launched))
+    assert [run_mode(m) for m in get_args(Mode) if m != "plan"] == [*get_args(Launched), "real"]
+
+
+def test_a_hosts_progress_is_a_union_of_small_typed_events():
+    """One small frozen event per kind of stage (the power transport its own), every stage covered
+    once; the driver's PointStage carries one and reads its fields through."""
+    kinds = get_args(HostProgress)
+    for k in kinds:
+        assert dataclasses.is_dataclass(k) and k.__dataclass_params__.frozen and issubclass(k, PointProgress), k
+        own = [f.name for f in dataclasses.fields(k) if f.name not in ("stage", "sub_point")]
+        assert len(own) <= 5, f"{k.__name__}: a small event, not a bag of optional fields: {own}"
+    stages = [s for k in kinds for s in get_args(get_type_hints(k)["stage"])]
+    assert sorted(stages) == sorted(STAGES)  # each stage belongs to one kind of event
+    power = PowerSamples(1, ((1.0, 300.0, 0),))
+    assert power.stage == "power" and "power" not in {f.name for f in dataclasses.fields(LevelProgress)}
+    e = PointStage.at("p1", "x", "gpu-2", power)
+    assert e.event is power and e.samples == power.samples and pickle.loads(pickle.dumps(e)) == e
+
+
 def test_progress_events_are_typed_end_to_end():
-    level = PointProgress("level", concurrency=4, done=3, of=8, stopped=True)
+    level = LevelProgress(concurrency=4, done=3, of=8, stopped=True)
     e = PointStage.at("p1", "drafter=none", "gpu-1", level)
     assert (e.point_id, e.label, e.host) == ("p1", "drafter=none", "gpu-1")
     assert (e.stage, e.concurrency, e.done, e.of, e.stopped) == ("level", 4, 3, 8, True)
     assert isinstance(e, PointProgress) and e.detail == level.detail == "C=4 3/8 (measured enough: stopped)"
-    node = PointStage.at("p1", "x", "gpu-2", PointProgress("node", node_rank=2))
+    node = PointStage.at("p1", "x", "gpu-2", NodeJoined(2))
     assert node.stage == "node" and node.node_rank == 2 and node.title == "node 2"
-    retry = PointProgress("retry", attempt=2)
+    retry = Retrying(2)
     assert retry.stage in STAGES and retry.title == "host lost, retrying (attempt 2)"
-    assert PointProgress("single", run=1, of=3).detail == "run 1/3" and PointProgress("load").title == "load"
+    assert RunProgress("single", run=1, of=3).detail == "run 1/3" and StartupProgress("load").title == "load"
     assert pickle.loads(pickle.dumps(e)) == e  # they cross from a host's task to the driver
     ok = PointFinished("l", PointResult("p", "h", "n", "ok", started_at=10.0, ended_at=11.0))
     assert (ok.point_id, ok.host, ok.status, ok.seconds, ok.attempts, ok.failure, ok.reason) == (
@@ -184,14 +235,14 @@ def test_progress_events_are_typed_end_to_end():
 def test_the_live_view_takes_typed_events():
     from sweep.orchestrate.progress import SweepProgress
 
-    bar = PointProgress("load", progress="load 27/64 shards", progress_kind="load")
+    bar = StartupProgress("load", progress="load 27/64 shards", progress_kind="load")
     assert bar.detail == "27/64 shards"
     out = io.StringIO()
     sp = SweepProgress(2, 1, Console(file=out, width=160, force_terminal=False))
     sp.on(SweepStarted("e", "dry-run", "/r", 2, 2, 0))  # not drawn
     sp.on(PointStage.at("p1", "drafter=none", "gpu-1", bar))
     assert sp.hosts["gpu-1"].label == "drafter=none" and sp.hosts["gpu-1"].detail == "27/64 shards"
-    sp.on(PointStage.at("p1", "drafter=none", "gpu-1", PointProgress("retry", attempt=2)))
+    sp.on(PointStage.at("p1", "drafter=none", "gpu-1", Retrying(2)))
     assert sp.hosts["gpu-1"].stage == "host lost, retrying (attempt 2)"
     sp.on(
         PointFinished("drafter=none", PointResult("p1", "gpu-1", "n", "failed", Failure("load", "oom"), ended_at=12.0))

@@ -101,7 +101,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _slos(texts: list[str] | None) -> list | None:
     """``--slo`` texts as SLOs (None when none given); a bad or twice-named one is an SLOError (exit 7)."""
-    from sweep.analysis.slo import parse_slo
+    from sweep.core.slo_rule import parse_slo
 
     try:
         slos = None if not texts else [parse_slo(text) for text in texts]

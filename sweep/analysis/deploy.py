@@ -89,7 +89,7 @@ def _pct(lo: float | None, hi: float | None) -> str:
     return "no interval" if lo is None or hi is None else f"95% interval {render.percent(lo)} .. {render.percent(hi)}"
 
 
-def _slo_line(rec: dict) -> str:
+def _slo_line(rec: slo_mod.Recommendation) -> str:
     slo = rec["slo"]
     head = f"SLO {slo.name}" + (f" [{rec['workload']}]" if rec.get("workload") else "")
     if rec["best"] is None:

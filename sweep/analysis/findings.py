@@ -34,7 +34,7 @@ from sweep.core.console import plural
 
 @dataclass(frozen=True)
 class Findings:
-    summary: dict
+    summary: health.SweepSummary
     single: pl.DataFrame  # speedup_table
     levels: pl.DataFrame  # level_speedups
     best: pl.DataFrame  # best_per_level
@@ -47,7 +47,7 @@ class Findings:
     acceptance: pl.DataFrame = field(default_factory=lambda: acceptance.empty())  # per drafter point: verdicts
     frontier: pl.DataFrame = field(default_factory=pl.DataFrame)  # frontier.frontier_table
     frontier_by: str | None = None
-    slos: list = field(default_factory=list)  # the SLOs as given (sweep.analysis.slo.SLO)
+    slos: list[slo_mod.SLO] = field(default_factory=list)  # the SLOs as given
     speed: realspeed.Speed = field(default_factory=realspeed.Speed)  # a dry run's figures, scaled back
     slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
     slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table, with slo_noise.margins
@@ -62,7 +62,9 @@ class Findings:
     )  # openloop.rate_levels
     open_slo: pl.DataFrame = field(default_factory=pl.DataFrame)  # openloop.rate_slo: goodput per SLO and rate
     policies: policy_mod.Policies = field(default_factory=policy_mod.Policies)  # policy.derive: per step-count group
-    policy_workloads: dict = field(default_factory=dict)  # {"user": [frames' workloads run on the user's workload]}
+    policy_workloads: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # {"user": [frames' workloads run on the user's workload]}
     phantoms: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=phantom.SCHEMA))  # phantom.phantoms
     level_samples: pl.LazyFrame | None = None  # speedups.level_samples: per-request tok/s per point and level
 
@@ -201,7 +203,7 @@ def slo_headlines(f: Findings) -> list[str]:
         b, r = rec["best"], rec["runner_up"]
         where = f"up to C{b['c_text']}" if b["bound"] == "=" else f"at every level measured (C{b['c_text']})"
         tied = b.get("margin_within_noise") and r is not None and r["tok_s_gpu"]
-        if tied:
+        if tied and r is not None:  # (tied has a runner-up: said again for the type checker)
             high = b.get("margin_high")
             floor = b["tok_s_gpu"] / (1 + high) if high is not None and high > -1 else 0.0
             same = (

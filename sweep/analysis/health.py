@@ -4,6 +4,7 @@ failed and why, and what the plan warned about. Each returns a polars DataFrame 
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 import polars as pl
 
@@ -123,7 +124,24 @@ def _distinct(points: pl.DataFrame, column: str) -> list:
 NEVER_RAN = ("pruned", "invalid")  # statuses of points that never reached a host
 
 
-def sweep_summary(tables: Tables) -> dict:
+class SweepSummary(TypedDict):
+    """The report's header facts (:func:`sweep_summary`); a dict, its keys typed."""
+
+    experiments: list[str]
+    points: int
+    baselines: int
+    status: dict[str, int]  # status -> points
+    dry_run: bool
+    bench_scale: list[str]  # each distinct benchmark scaling, as JSON
+    sglang_versions: list[str]  # of the points that ran
+    gpus: list[str]
+    hosts: list[str]
+    levels: list[int]  # the concurrency levels measured
+    started_at: float | None
+    ended_at: float | None
+
+
+def sweep_summary(tables: Tables) -> SweepSummary:
     """Facts for the report's header: experiment, point counts, dry run and benchmark scaling,
     SGLang versions, GPUs, hosts, and the time span covered."""
     points = points_frame(tables)
@@ -138,18 +156,18 @@ def sweep_summary(tables: Tables) -> dict:
     levels = tables["levels"].select(pl.col("concurrency").unique().sort()).collect()["concurrency"]
     span = points.select(pl.col("started_at").min(), pl.col("ended_at").max()).row(0) if points.height else (None, None)
     ran = points.filter(~pl.col("status").is_in(NEVER_RAN)) if points.height else points
-    return {
-        "experiments": _distinct(points, "experiment"),
-        "points": points.height,
-        "baselines": int(points["baseline"].fill_null(False).sum()) if points.height else 0,
-        "status": statuses,
-        "dry_run": bool(points["dry_run"].fill_null(False).any()) if points.height else False,
-        "bench_scale": scales,
+    return SweepSummary(
+        experiments=_distinct(points, "experiment"),
+        points=points.height,
+        baselines=int(points["baseline"].fill_null(False).sum()) if points.height else 0,
+        status=statuses,
+        dry_run=bool(points["dry_run"].fill_null(False).any()) if points.height else False,
+        bench_scale=scales,
         # of the points that ran: a pruned one never reached a host (its row says SGLang "unknown", no GPU)
-        "sglang_versions": _distinct(ran, "sglang_version"),
-        "gpus": _distinct(ran, "gpu_name"),
-        "hosts": _distinct(ran, "host"),
-        "levels": levels.to_list(),
-        "started_at": span[0],
-        "ended_at": span[1],
-    }
+        sglang_versions=_distinct(ran, "sglang_version"),
+        gpus=_distinct(ran, "gpu_name"),
+        hosts=_distinct(ran, "host"),
+        levels=levels.to_list(),
+        started_at=span[0],
+        ended_at=span[1],
+    )

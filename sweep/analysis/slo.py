@@ -24,121 +24,40 @@ request meets no limit. A level *meets* the SLO when every limit holds at its pe
   SLO has the highest; its margins are over the runner-up and over its own matched baseline (their
   intervals, and whether the runner-up is within noise: ``sweep.analysis.slo_noise``).
 
-Pure functions over the results tables (``sweep.results.load``); the parser raises ``ConfigError``
-naming the culprit.
+Pure functions over the results tables (``sweep.results.load``). The ``SLO`` type and its parser
+live in ``sweep.core.slo_rule`` (the host's refinement judges by them too); the parser raises
+``ConfigError`` naming the culprit.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-from typing import Any, Optional, cast
+from typing import Any, Optional, TypedDict, cast
 
 import polars as pl
 
 from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
 from sweep.core.errors import ConfigError
-from sweep.core.slo_rule import FAILED, METRICS, Limit, amount, failed_value, holds, limits_of, meets
+from sweep.core.slo_rule import (
+    FAILED,
+    SLO,
+    Limit,
+    amount,
+    failed_value,
+    from_settings,
+    holds,
+    meets,
+)
+
+# the SLO's grammar lives with its type and rule in the core; named here too, where it has always been
+from sweep.core.slo_rule import parse_limit as parse_limit
+from sweep.core.slo_rule import parse_slo as parse_slo
 from sweep.results.records import server_flags
 from sweep.results.store import FLAGS
 
-TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
-
-
-@dataclass(frozen=True)
-class SLO:
-    name: str
-    limits: tuple[Limit, ...]
-
-    def text(self) -> str:
-        return ",".join(limit.text() for limit in self.limits)
-
-    def describe(self) -> str:
-        return "; ".join(limit.describe() for limit in self.limits)
-
-
 _amount = amount
-
-
-LIMIT_RE = re.compile(
-    r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
-    r"(?P<value>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(?P<unit>[a-zµ/]*)$"
-)
-
-
-def parse_limit(text: str, *, where: str = "--slo") -> Limit:
-    """One limit, e.g. ``ttft_p90<=2s`` (see the module docstring)."""
-    raw = text.strip()
-    m = LIMIT_RE.match(raw.lower())
-    if not m:
-        raise ConfigError(
-            f"{where}: {raw!r} is not a limit",
-            fix="write METRIC_pPCT<=VALUE (or >= for tok_s), e.g. ttft_p90<=2s, tpot_p90<=50ms, "
-            f"tok_s_p10>=20; metrics: {', '.join(METRICS)}",
-        )
-    name, op, unit = m["metric"], m["op"], m["unit"]
-    if name not in METRICS:
-        raise ConfigError(f"{where}: {raw!r}: unknown metric {name!r}", fix=f"use one of {', '.join(METRICS)}")
-    metric = METRICS[name]
-    pct = float(m["pct"])
-    if not 0 < pct <= 100:
-        raise ConfigError(f"{where}: {raw!r}: percentile p{m['pct']} is out of range", fix="use p1 to p100, e.g. p90")
-    if op == "=":
-        raise ConfigError(f"{where}: {raw!r}: '=' is not a limit", fix=f"use {'<=' if metric.upper else '>='}")
-    if metric.upper != op.startswith("<"):
-        want = "<=" if metric.upper else ">="
-        kind = "a time: its limit is an upper bound" if metric.upper else "a speed: its limit is a lower bound"
-        raise ConfigError(
-            f"{where}: {raw!r}: {name} is {kind}", fix=f"write {name}_p{m['pct']}{want}{m['value']}{unit}"
-        )
-    units = TIME_UNITS if metric.upper else SPEED_UNITS
-    if metric.upper and not unit:
-        raise ConfigError(
-            f"{where}: {raw!r}: {name} needs a unit", fix=f"e.g. {name}_p{m['pct']}<={m['value']}s or ...ms"
-        )
-    if unit not in units:
-        raise ConfigError(
-            f"{where}: {raw!r}: unit {unit!r} of {name} is not {' or '.join(repr(u) for u in units if u)}",
-            fix="times in s, ms or us (e.g. 50ms); speeds in tok/s or no unit",
-        )
-    value = float(m["value"]) * units[unit]
-    if value <= 0:
-        raise ConfigError(f"{where}: {raw!r}: the limit must be positive", fix="e.g. ttft_p90<=2s")
-    return Limit(name, pct, value)
-
-
-def parse_slo(text: str, *, where: str = "--slo") -> SLO:
-    """``[NAME:] LIMIT[,LIMIT...]`` -> SLO; the name defaults to the limits as written."""
-    body = text.strip()
-    name = ""
-    if ":" in body:
-        name, body = (part.strip() for part in body.split(":", 1))
-        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
-            raise ConfigError(
-                f"{where}: SLO name {name!r} must be letters, digits, '_', '-', '.' or '+'",
-                fix="e.g. --slo 'chat: ttft_p90<=2s,tpot_p90<=50ms'",
-            )
-    parts = [p for p in (x.strip() for x in body.split(",")) if p]
-    if not parts:
-        raise ConfigError(f"{where}: {text!r} has no limit", fix="e.g. --slo 'ttft_p90<=2s,tpot_p90<=50ms'")
-    limits = tuple(parse_limit(p, where=where) for p in parts)
-    seen = [(limit.metric, limit.percentile) for limit in limits]
-    dupes = sorted({f"{m}_p{p:g}" for m, p in seen if seen.count((m, p)) > 1})
-    if dupes:
-        raise ConfigError(f"{where}: {text!r} limits {', '.join(dupes)} twice", fix="give each limit once")
-    slo = SLO(name, limits)
-    return slo if name else SLO(slo.text(), limits)
-
-
-def from_settings(s) -> SLO:
-    """An ``SLOSettings`` of the experiment -> SLO (its percentile applies to every limit; tok/s
-    at the mirrored percentile, so that ``percentile`` % of requests are at least that fast)."""
-    limits = limits_of(s)
-    slo = SLO(s.name, tuple(limits))
-    return slo if s.name else SLO(slo.text(), slo.limits)
 
 
 def from_experiment(directory) -> list[SLO]:
@@ -307,54 +226,55 @@ def _crossing(limit: Limit, lo: float, hi: float) -> float:
     return min(1.0, max(0.0, (limit.value - lo) / (hi - lo)))
 
 
-def highest_meeting(slo: SLO, levels: list[dict]) -> dict:
+@dataclass(frozen=True)
+class Reach:
+    """How far one configuration's levels meet an SLO (:func:`highest_meeting`): ``c``, the highest
+    concurrency meeting it (None without levels); ``bound``: '=' interpolated between ``last_met``
+    and ``first_missed``, '>=' beyond the highest level, '<' below the lowest (None without levels);
+    ``tok_s_gpu``, the throughput at ``c`` (None where no level meets it); ``binding``, the limit
+    that stops it; ``bisected``: one of the two levels was put there by the host's bisection."""
+
+    c: float | None = None
+    bound: str | None = None
+    tok_s_gpu: float | None = None
+    binding: str | None = None
+    last_met: int | None = None
+    first_missed: int | None = None
+    bisected: bool = False
+
+
+def highest_meeting(slo: SLO, levels: list[dict[str, Any]]) -> Reach:
     """The highest concurrency meeting ``slo`` along one configuration's levels (dicts of
-    level_slo rows, any order). Keys: c (float or None), bound ('=' interpolated, '>=' beyond the
-    highest level, '<' below the lowest), tok_s_gpu (throughput at c), binding (the limit that
-    stops it), last_met, first_missed (levels)."""
+    level_slo rows, any order)."""
     rows = sorted(levels, key=lambda r: r["concurrency"])
     if not rows:
-        return {"c": None, "bound": None, "tok_s_gpu": None, "binding": None, "last_met": None, "first_missed": None}
+        return Reach()
     first = next((i for i, r in enumerate(rows) if r["met"]), None)
     if first is None:
         r = rows[0]
         broken = [lim.text() for i, lim in enumerate(slo.limits) if not _holds(lim, r.get(f"v{i}"))]
-        return {
-            "c": float(r["concurrency"]),
-            "bound": "<",
-            "tok_s_gpu": None,
-            "binding": ", ".join(broken),
-            "last_met": None,
-            "first_missed": r["concurrency"],
-        }
+        return Reach(float(r["concurrency"]), "<", binding=", ".join(broken), first_missed=r["concurrency"])
     last = first
     while last + 1 < len(rows) and rows[last + 1]["met"]:
         last += 1
     lo = rows[last]
     if last + 1 == len(rows):
-        return {
-            "c": float(lo["concurrency"]),
-            "bound": ">=",
-            "tok_s_gpu": lo["throughput_tok_s_gpu"],
-            "binding": None,
-            "last_met": lo["concurrency"],
-            "first_missed": None,
-        }
+        return Reach(float(lo["concurrency"]), ">=", lo["throughput_tok_s_gpu"], last_met=lo["concurrency"])
     hi = rows[last + 1]
     fracs = [(_crossing(lim, lo[f"v{i}"], hi[f"v{i}"]), lim.text()) for i, lim in enumerate(slo.limits)]
     frac, binding = min(fracs)
     c0, c1 = math.log(lo["concurrency"]), math.log(hi["concurrency"])
     t0, t1 = lo["throughput_tok_s_gpu"], hi["throughput_tok_s_gpu"]
     tok = None if t0 is None or t1 is None else t0 + frac * (t1 - t0)
-    return {
-        "c": math.exp(c0 + frac * (c1 - c0)),
-        "bound": "=",
-        "tok_s_gpu": tok,
-        "binding": binding,
-        "last_met": lo["concurrency"],
-        "first_missed": hi["concurrency"],
-        "bisected": bool(lo.get("refined") or hi.get("refined")),
-    }
+    return Reach(
+        math.exp(c0 + frac * (c1 - c0)),
+        "=",
+        tok,
+        binding,
+        last_met=lo["concurrency"],
+        first_missed=hi["concurrency"],
+        bisected=bool(lo.get("refined") or hi.get("refined")),
+    )
 
 
 _holds = holds
@@ -432,14 +352,14 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                             "order",
                         )
                     },
-                    "c": h["c"],
-                    "bound": h["bound"],
-                    "c_text": c_text(h["c"], h["bound"]),
-                    "tok_s_gpu": h["tok_s_gpu"] if h["tok_s_gpu"] is not None else 0.0,
+                    "c": h.c,
+                    "bound": h.bound,
+                    "c_text": c_text(h.c, h.bound),
+                    "tok_s_gpu": h.tok_s_gpu if h.tok_s_gpu is not None else 0.0,
                     "per": per,
-                    "binding": h["binding"],
-                    "last_met": h["last_met"],
-                    "first_missed": h["first_missed"],
+                    "binding": h.binding,
+                    "last_met": h.last_met,
+                    "first_missed": h.first_missed,
                     "boundary": boundary_text(h),
                 }
             )
@@ -481,13 +401,13 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
     return frame.select(list(schema))
 
 
-def boundary_text(h: dict) -> str | None:
+def boundary_text(h: Reach) -> str | None:
     """Where the boundary lies, from :func:`highest_meeting`: the two levels it was interpolated
     between, and whether the host's bisection (``concurrency.refine``) put one of them there."""
-    if h.get("bound") != "=":
+    if h.bound != "=":
         return None
-    how = "found by bisection" if h.get("bisected") else "interpolated"
-    return f"between C={h['last_met']} and C={h['first_missed']}, {how}"
+    how = "found by bisection" if h.bisected else "interpolated"
+    return f"between C={h.last_met} and C={h.first_missed}, {how}"
 
 
 def c_text(c: float | None, bound: str | None) -> str:
@@ -498,33 +418,46 @@ def c_text(c: float | None, bound: str | None) -> str:
     return f"{bound}{c:g}"
 
 
-def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[dict]:
+class _Pick(TypedDict):
+    slo: SLO
+    best: dict[str, Any] | None  # the winner's slo_table row (rank 1); None: no configuration meets it
+    runner_up: dict[str, Any] | None  # the next row, where there is one
+    reason: str | None  # why there is no winner; None where there is one
+
+
+class Recommendation(_Pick):
+    """One SLO's pick within one workload (:func:`recommendations`): what the report, the deploy
+    answer and the history say of it. A dict (its keys typed): the callers read ``rec["best"]``."""
+
+    workload: str  # the client-side benchmark axes' values; "" without any
+
+
+def recommendations(table: pl.DataFrame, slos: list[SLO]) -> list[Recommendation]:
     """Per SLO and workload: the winner (rank 1) with its runner-up and baseline, or why there is none
     (``workload``: "" without a client-side benchmark axis)."""
-    out: list[dict[str, Any]] = []
+    out: list[Recommendation] = []
     workloads = table["workload"].unique(maintain_order=True).to_list() if "workload" in table.columns else []
     for slo in slos:
         for w in workloads or [""]:
-            out.append(
-                {"workload": w, **_recommendation(table.filter(pl.col("workload") == w) if workloads else table, slo)}
-            )
+            pick = _recommendation(table.filter(pl.col("workload") == w) if workloads else table, slo)
+            out.append(Recommendation(workload=w, **pick))
     return out
 
 
-def _recommendation(table: pl.DataFrame, slo: SLO) -> dict[str, Any]:
+def _recommendation(table: pl.DataFrame, slo: SLO) -> _Pick:
     mine = table.filter(pl.col("slo") == slo.name).sort("rank")
     if mine.is_empty():
-        return {"slo": slo, "best": None, "runner_up": None, "reason": "no configuration measured yet"}
+        return _Pick(slo=slo, best=None, runner_up=None, reason="no configuration measured yet")
     best = mine.row(0, named=True)
     if not best["tok_s_gpu"]:
         lowest = cast(Optional[float], mine.filter(pl.col("bound") == "<")["c"].min())  # "c" is Float64
-        return {
-            "slo": slo,
-            "best": None,
-            "runner_up": None,
-            "reason": f"no configuration meets it at any level measured (not even C={lowest:g})"
+        return _Pick(
+            slo=slo,
+            best=None,
+            runner_up=None,
+            reason=f"no configuration meets it at any level measured (not even C={lowest:g})"
             if lowest is not None
             else "no configuration meets it",
-        }
+        )
     runner = mine.row(1, named=True) if mine.height > 1 else None
-    return {"slo": slo, "best": best, "runner_up": runner, "reason": None}
+    return _Pick(slo=slo, best=best, runner_up=runner, reason=None)

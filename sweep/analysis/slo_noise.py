@@ -172,7 +172,7 @@ def _throughputs(point: _Point, slo: slo_mod.SLO, levels: list[dict]) -> np.ndar
             }
             for c, values, met, tok in columns
         ]
-        out[i] = slo_mod.highest_meeting(slo, resampled)["tok_s_gpu"] or 0.0
+        out[i] = slo_mod.highest_meeting(slo, resampled).tok_s_gpu or 0.0
     return out
 
 

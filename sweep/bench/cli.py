@@ -23,7 +23,7 @@ from sweep.bench.prompts import BUILTIN
 from sweep.core import workload_spec
 from sweep.core.console import output_console
 from sweep.core.errors import BenchError, ConfigError
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress, LevelProgress, RunProgress
 from sweep.core.flags import ServerFlags
 from sweep.core.settings import BenchSettings
 
@@ -239,16 +239,18 @@ def power_source_arg(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{text!r} is not a power source: nvml, nvml:0,1 (GPU indices) or ledger:DIR")
 
 
-def _describe(info: PointProgress) -> str:
-    if info.stage == "level" and info.rate is not None:
+def _describe(info: HostProgress) -> str:
+    if isinstance(info, LevelProgress) and info.rate is not None:
         return (
             f"{info.rate:g} req/s: {info.done}/{info.of} requests"
             if info.rate
             else f"trace: {info.done}/{info.of} requests"
         )
-    if info.stage == "level":
+    if isinstance(info, LevelProgress):
         return f"C={info.concurrency}: {info.done}/{info.of} requests"
-    return f"{info.stage} run {info.run}/{info.of}"
+    if isinstance(info, RunProgress):
+        return f"{info.stage} run {info.run}/{info.of}"
+    return info.stage
 
 
 def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:

@@ -18,19 +18,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
 from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
 from sweep.bench.stop import LevelMonitor, Precision
 from sweep.bench.workloads import Workload
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress, LevelProgress, RunProgress
 from sweep.core.settings import StopSettings
-from sweep.core.types import Stage
 
 log = logging.getLogger(__name__)
 
-OnProgress = Callable[[PointProgress], None]
+OnProgress = Callable[[HostProgress], None]
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class Notifier:
     def __init__(self, progress: Optional[OnProgress]):
         self._progress = progress
 
-    def __call__(self, info: PointProgress) -> None:
+    def __call__(self, info: HostProgress) -> None:
         if self._progress is None:
             return
         try:
@@ -115,11 +114,11 @@ async def single_stream(
 ) -> list[Sent]:
     """``warmup`` then ``runs`` requests, strictly one after another."""
     out: list[Sent] = []
-    phases: tuple[tuple[Stage, int], ...] = (("warmup", warmup), ("single", runs))
+    phases: tuple[tuple[Literal["warmup", "single"], int], ...] = (("warmup", warmup), ("single", runs))
     for phase, count in phases:
         indices = opts.workload.choose(count, opts.seed, phase)
         for seq, idx in enumerate(indices):
-            notify(PointProgress(phase, run=seq + 1, of=count))
+            notify(RunProgress(phase, run=seq + 1, of=count))
             n = tokens_for(opts, idx, max_tokens)
             rec = await _one(clients.slot(0), opts, idx, n)
             out.append(Sent(phase, 1, seq, idx, n, rec))
@@ -180,7 +179,7 @@ async def closed_loop_until(
     in_flight: dict[int, asyncio.Task] = {}
     cancelled = 0
     done = 0
-    notify(PointProgress("level", concurrency=concurrency, done=0, of=requests))
+    notify(LevelProgress(concurrency, done=0, of=requests))
 
     async def worker(slot: int) -> None:
         nonlocal done, cancelled
@@ -206,7 +205,7 @@ async def closed_loop_until(
                 results[seq] = Sent("level", concurrency, seq, indices[seq], n, rec)
                 monitor.completed(seq, rec)
                 done += 1
-                notify(PointProgress("level", concurrency=concurrency, done=done, of=requests))
+                notify(LevelProgress(concurrency, done=done, of=requests))
                 if monitor.should_stop():
                     for other in list(in_flight.values()):
                         other.cancel()
@@ -222,5 +221,5 @@ async def closed_loop_until(
     sent = [s for s in results if s is not None]
     stopped = monitor.decision is not None and len(sent) < requests
     if stopped:
-        notify(PointProgress("level", concurrency=concurrency, done=done, of=requests, stopped=True))
+        notify(LevelProgress(concurrency, done=done, of=requests, stopped=True))
     return LevelRun(sent, requests, stopped_early=stopped, cancelled=cancelled, precision=monitor.final())

@@ -28,7 +28,7 @@ from typing import Optional
 
 from sweep.bench.client import Clients
 from sweep.bench.load import Notifier, RequestOptions, Sent, _one, tokens_for
-from sweep.core.events import PointProgress
+from sweep.core.events import LevelProgress
 
 OPEN_PHASE = "rate"  # the requests table's phase of an open-loop level's requests
 
@@ -72,7 +72,7 @@ async def open_loop(
     arrived = answered = 0
     gate = asyncio.Semaphore(max_in_flight) if max_in_flight else None
     done = 0
-    notify(PointProgress("level", concurrency=concurrency, done=0, of=n, rate=rate))
+    notify(LevelProgress(concurrency, done=0, of=n, rate=rate))
     t0 = time.perf_counter()
 
     async def one(k: int) -> None:
@@ -102,7 +102,7 @@ async def open_loop(
         finally:
             answered += 1
         done += 1
-        notify(PointProgress("level", concurrency=concurrency, done=done, of=n, rate=rate))
+        notify(LevelProgress(concurrency, done=done, of=n, rate=rate))
 
     tasks: list[asyncio.Task] = []
     try:

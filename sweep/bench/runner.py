@@ -47,7 +47,7 @@ from sweep.bench.workloads import Workload
 from sweep.bench.workloads.fit import fit
 from sweep.core import slo_rule
 from sweep.core.errors import BenchError
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress
 from sweep.core.run_context import NO_CONTEXT, RunContext
 from sweep.core.settings import BenchSettings
 from sweep.results.schema import METRICS, from_rows
@@ -220,7 +220,7 @@ async def run_benchmark(
     settings: BenchSettings,
     *,
     point_id: str = "",
-    progress: Callable[[PointProgress], None] | None = None,
+    progress: Callable[[HostProgress], None] | None = None,
     metrics_every_s: float = METRICS_EVERY_S,
     power: pw.PowerSource | None = None,
     power_every_s: float = pw.POWER_EVERY_S,
@@ -230,7 +230,7 @@ async def run_benchmark(
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
     key) as ``settings`` say; see the module docstring.
 
-    ``progress`` gets a ``sweep.core.types.PointProgress`` as the benchmark goes: stage ``warmup`` or
+    ``progress`` gets a ``sweep.core.events.HostProgress`` as the benchmark goes: stage ``warmup`` or
     ``single`` with ``run`` (1-based) ``of`` n as each run starts, and stage ``level`` with its
     ``concurrency`` and ``done`` ``of`` n when a level starts (done 0) and as each of its requests ends
     (``stopped`` when it ended early, having measured enough). ``metrics_every_s`` is
@@ -504,7 +504,7 @@ def run(
     settings: BenchSettings,
     *,
     point_id: str = "",
-    progress: Callable[[PointProgress], None] | None = None,
+    progress: Callable[[HostProgress], None] | None = None,
     metrics_every_s: float = METRICS_EVERY_S,
     power: pw.PowerSource | None = None,
     window: Callable[[], Any] | None = None,

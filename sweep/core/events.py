@@ -8,7 +8,8 @@ picklable: a host's ``PointProgress`` crosses from its Ray task to the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
+from typing import Literal
 
 from sweep.core.record import Failure, PointResult
 from sweep.core.types import PointStatus, RunMode, Stage
@@ -28,71 +29,170 @@ class SweepStarted:
 
 @dataclass(frozen=True)
 class PointProgress:
-    """What a host says of the point it runs, as it goes: the stage, and where the stage has details,
-    those (a startup progress bar; the single-stream run; the concurrency level and its requests
-    done; the node of a server over several hosts; the attempt after a host was lost). The host's
-    point, the benchmark and the driver make these; the driver adds the point and the host
-    (``PointStage``). Picklable: they cross from a host's task to the driver."""
+    """What a host says of the point it runs, as it goes: one small event per kind of stage, each a
+    ``PointProgress`` (``HostProgress`` is their union): the task began (``TaskStarted``), a step of
+    the point began (``StepStarted``), the server's startup (``StartupProgress``, with its progress
+    bar), a benchmark run (``RunProgress``) or concurrency level (``LevelProgress``), a follower node
+    of a server over several hosts (``NodeJoined``), a host lost under the point (``Retrying``, the
+    driver's) and a follower's GPU power samples (``PowerSamples``, a transport: kept, shown nowhere).
+    The host's point, the benchmark and the driver make these; the driver adds the point and the host
+    (``PointStage``). Picklable: they cross from a host's task to the driver. ``sub_point``: another
+    point of the task's server launch (client-side axes) the event is about; None: the task's."""
 
     stage: Stage
-    elapsed_s: float | None = None  # since the server's launch (startup stages)
-    progress: str | None = None  # a startup progress bar's summary: "load 27/64 shards, 5.1 s/it, ETA 02:30"
-    progress_kind: str | None = None  # load | capture | ... (one bar per kind)
-    run: int | None = None  # single / warmup: this run (1-based) ...
-    of: int | None = None  # ... of these; level: requests of the level
-    concurrency: int | None = None  # level: its concurrency
-    done: int | None = None  # level: requests finished
-    stopped: bool = False  # level: ended early, having measured enough
-    rate: float | None = None  # level: an open-loop level's offered rate, requests/s (concurrency 0)
-    node_rank: int | None = None  # node: which node of a server that spans hosts
-    attempt: int | None = None  # retry: the attempt the point runs as next (2 after its first host was lost)
-    node_id: str | None = None  # start: the Ray node the task runs on (the driver watches it)
-    power: tuple[tuple[float, float, int], ...] = ()  # power: a follower node's GPU samples (sweep.bench.power)
-    sub_point: str | None = (
-        None  # another point of the task's server launch (client-side axes) it is about; None: the task's
-    )
+    sub_point: str | None = field(default=None, kw_only=True)
 
     @property
     def title(self) -> str:
-        """The stage as the live view and the progress log say it: ``node 2``,
-        ``host lost, retrying (attempt 2)``, else the stage."""
-        if self.stage == "node" and self.node_rank is not None:
-            return f"node {self.node_rank}"
-        if self.stage == "retry" and self.attempt is not None:
-            return f"host lost, retrying (attempt {self.attempt})"
+        """The stage as the live view and the progress log say it (``node 2``, ``host lost, retrying
+        (attempt 2)``), else the stage."""
         return self.stage
 
     @property
     def detail(self) -> str:
         """What the live view shows beside the stage: the bar's summary, the run, the level's requests."""
-        if self.progress:  # a startup progress bar: "load 27/64 shards, 5.1 s/it, ETA 02:30"
-            text = self.progress
-            return text[len(self.stage) + 1 :] if text.startswith(self.stage + " ") else text  # stage shown beside
-        if self.stage == "single" and self.run is not None:
-            return f"run {self.run}/{self.of if self.of is not None else '?'}"
-        if self.stage == "level" and self.concurrency is not None:
-            done = f" {self.done}/{self.of}" if self.done is not None and self.of is not None else ""
-            return f"C={self.concurrency}{done}" + (" (measured enough: stopped)" if self.stopped else "")
         return ""
+
+
+@dataclass(frozen=True)
+class TaskStarted(PointProgress):
+    """The point's task began on a host: ``node_id``, the Ray node it runs on (the driver watches it)."""
+
+    stage: Literal["start"] = field(default="start", init=False)
+    node_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StepStarted(PointProgress):
+    """A step of the point began: its pre-flight checks, its benchmark, its server's stop."""
+
+    stage: Literal["preflight", "benchmark", "stop"]
+
+
+@dataclass(frozen=True)
+class StartupProgress(PointProgress):
+    """The server's startup: the phase it is in (``load`` as it launches), the seconds since its
+    launch and, where SGLang draws a progress bar, the bar's summary (``progress``: "load 27/64
+    shards, 5.1 s/it, ETA 02:30") and kind (``progress_kind``: load | capture | ..., one bar each)."""
+
+    stage: Literal["load", "capture", "ready"]
+    elapsed_s: float | None = None
+    progress: str | None = None
+    progress_kind: str | None = None
+
+    @property
+    def detail(self) -> str:
+        if not self.progress:
+            return ""
+        text = self.progress
+        return text[len(self.stage) + 1 :] if text.startswith(self.stage + " ") else text  # stage shown beside
+
+
+@dataclass(frozen=True)
+class RunProgress(PointProgress):
+    """A run of the benchmark's warmup or single stream began: ``run`` (1-based) of ``of``."""
+
+    stage: Literal["warmup", "single"]
+    run: int
+    of: int
+
+    @property
+    def detail(self) -> str:
+        return f"run {self.run}/{self.of}" if self.stage == "single" else ""
+
+
+@dataclass(frozen=True)
+class LevelProgress(PointProgress):
+    """A concurrency level: ``done`` of its ``of`` requests finished; ``stopped``: it ended early,
+    having measured enough; ``rate``: an open-loop level's offered rate, requests/s (concurrency 0)."""
+
+    stage: Literal["level"] = field(default="level", init=False)
+    concurrency: int
+    done: int
+    of: int
+    stopped: bool = False
+    rate: float | None = None
+
+    @property
+    def detail(self) -> str:
+        return f"C={self.concurrency} {self.done}/{self.of}" + (" (measured enough: stopped)" if self.stopped else "")
+
+
+@dataclass(frozen=True)
+class NodeJoined(PointProgress):
+    """A follower node of a server that spans hosts: ``node_rank``, which node it is."""
+
+    stage: Literal["node"] = field(default="node", init=False)
+    node_rank: int
+
+    @property
+    def title(self) -> str:
+        return f"node {self.node_rank}"
+
+
+@dataclass(frozen=True)
+class Retrying(PointProgress):
+    """The driver's: the host was lost under the point, which runs again as ``attempt`` on another
+    host (2 after its first host was lost)."""
+
+    stage: Literal["retry"] = field(default="retry", init=False)
+    attempt: int
+
+    @property
+    def title(self) -> str:
+        return f"host lost, retrying (attempt {self.attempt})"
+
+
+@dataclass(frozen=True)
+class PowerSamples(PointProgress):
+    """A follower node's batch of GPU power samples (``sweep.bench.power``: time, watts, GPU), which
+    the driver keeps for the point (node 0's levels sum every node's) and shows nowhere."""
+
+    stage: Literal["power"] = field(default="power", init=False)
+    node_rank: int
+    samples: tuple[tuple[float, float, int], ...]
+
+
+HostProgress = (
+    TaskStarted | StepStarted | StartupProgress | RunProgress | LevelProgress | NodeJoined | Retrying | PowerSamples
+)
+"""A host's progress on a point: one small event per kind of stage (each a ``PointProgress``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class PointStage(PointProgress):
-    """A host's ``PointProgress`` with the point it is about and the host it came from: what
-    ``sweep.run(progress=...)`` and the live view receive."""
+    """A host's progress event (``event``) with the point it is about and the host it came from:
+    what ``sweep.run(progress=...)`` and the live view receive. Its stage, title and detail are the
+    event's; the event's own fields read through (``stage.concurrency`` of a ``LevelProgress``)."""
 
+    stage: Stage = field(init=False)
+    sub_point: str | None = field(default=None, init=False)
     point_id: str
     label: str
     host: str
+    event: HostProgress
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage", self.event.stage)
+        object.__setattr__(self, "sub_point", self.event.sub_point)
 
     @classmethod
-    def at(cls, point_id: str, label: str, host: str, progress: PointProgress) -> PointStage:
-        return cls(
-            point_id=point_id,
-            label=label,
-            host=host,
-            **{f.name: getattr(progress, f.name) for f in fields(PointProgress)},
-        )
+    def at(cls, point_id: str, label: str, host: str, progress: HostProgress) -> PointStage:
+        return cls(point_id=point_id, label=label, host=host, event=progress)
+
+    @property
+    def title(self) -> str:
+        return self.event.title
+
+    @property
+    def detail(self) -> str:
+        return self.event.detail
+
+    def __getattr__(self, name: str) -> object:
+        """The event's own fields (``concurrency``, ``node_rank``, ``progress``...), read through."""
+        if name.startswith("__") or name == "event":  # pickle asks before ``event`` is set
+            raise AttributeError(name)
+        return getattr(self.event, name)
 
 
 @dataclass(frozen=True)
@@ -111,7 +211,7 @@ class PointMeasured:
         return self.result.point_id
 
 
-HostEvent = PointProgress | PointMeasured
+HostEvent = HostProgress | PointMeasured
 """What a host's point task tells the driver as it goes: its progress, and each point measured."""
 
 

@@ -146,7 +146,8 @@ class SLOSettings:
     """One service-level objective of ``benchmark.slo``: at least ``percentile`` % of a level's
     requests must meet every limit given (TTFT and TPOT at most, per-user tok/s at least). The
     report finds, per configuration, the highest concurrency that meets it and its goodput; the
-    same SLOs can be given afterwards with ``python -m sweep report DIR --slo ...``."""
+    same SLOs can be given afterwards with ``python -m sweep report DIR --slo ...``. The experiment
+    file's spelling of an SLO: ``sweep.core.slo_rule.from_settings`` makes it the one ``SLO`` type."""
 
     name: str = ""  # e.g. interactive; empty: named after its limits
     percentile: float = 90.0  # share of requests that must meet each limit (90: p90 TTFT, p10 tok/s)

@@ -1,5 +1,7 @@
-"""The SLO verdict of one concurrency level: the one rule the host's refinement
-(``sweep.bench.refine``) and the report (``sweep.analysis.slo``) both use.
+"""An SLO, its grammar and its verdict on one concurrency level: the one type (``SLO``: a name and
+its ``Limit``s), parser (``parse_slo``: ``[NAME:] LIMIT[,LIMIT...]``, as ``report --slo`` takes it;
+``from_settings``: the experiment's ``benchmark.slo`` entry, ``sweep.core.settings.SLOSettings``) and
+rule that the host's refinement (``sweep.bench.refine``) and the report (``sweep.analysis.slo``) use.
 
 A limit holds at a level when the ``percentile``-th value of its metric over the level's requests
 is within it (times at most, speeds at least). A failed request takes the worst value (``FAILED``
@@ -15,9 +17,15 @@ and its speeds divided by that factor, as the report does (``sweep.analysis.real
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+from sweep.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sweep.core.settings import SLOSettings
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ class Limit:
         return f"{share:g}% of requests with {m.title} {op} {amount(self.value, m.unit)}"
 
 
-def limits_of(s: Any) -> tuple[Limit, ...]:
+def limits_of(s: SLOSettings) -> tuple[Limit, ...]:
     """The limits of an ``SLOSettings`` (its percentile applies to every limit; tok/s at the mirrored
     percentile, so that ``percentile`` % of requests are at least that fast)."""
     out = []
@@ -86,6 +94,106 @@ def limits_of(s: Any) -> tuple[Limit, ...]:
             pct = s.percentile if METRICS[metric].upper else 100 - s.percentile
             out.append(Limit(metric, pct, float(value)))
     return tuple(out)
+
+
+# --- an SLO: its limits, named; the command line's grammar and the experiment's section -------
+
+
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
+
+
+@dataclass(frozen=True)
+class SLO:
+    """A service-level objective: its name and its limits, all of which a level must meet (the one
+    type, however it was given: ``parse_slo`` from text, ``from_settings`` from the experiment)."""
+
+    name: str
+    limits: tuple[Limit, ...]
+
+    def text(self) -> str:
+        return ",".join(limit.text() for limit in self.limits)
+
+    def describe(self) -> str:
+        return "; ".join(limit.describe() for limit in self.limits)
+
+
+LIMIT_RE = re.compile(
+    r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
+    r"(?P<value>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(?P<unit>[a-zµ/]*)$"
+)
+
+
+def parse_limit(text: str, *, where: str = "--slo") -> Limit:
+    """One limit, e.g. ``ttft_p90<=2s`` (see the module docstring)."""
+    raw = text.strip()
+    m = LIMIT_RE.match(raw.lower())
+    if not m:
+        raise ConfigError(
+            f"{where}: {raw!r} is not a limit",
+            fix="write METRIC_pPCT<=VALUE (or >= for tok_s), e.g. ttft_p90<=2s, tpot_p90<=50ms, "
+            f"tok_s_p10>=20; metrics: {', '.join(METRICS)}",
+        )
+    name, op, unit = m["metric"], m["op"], m["unit"]
+    if name not in METRICS:
+        raise ConfigError(f"{where}: {raw!r}: unknown metric {name!r}", fix=f"use one of {', '.join(METRICS)}")
+    metric = METRICS[name]
+    pct = float(m["pct"])
+    if not 0 < pct <= 100:
+        raise ConfigError(f"{where}: {raw!r}: percentile p{m['pct']} is out of range", fix="use p1 to p100, e.g. p90")
+    if op == "=":
+        raise ConfigError(f"{where}: {raw!r}: '=' is not a limit", fix=f"use {'<=' if metric.upper else '>='}")
+    if metric.upper != op.startswith("<"):
+        want = "<=" if metric.upper else ">="
+        kind = "a time: its limit is an upper bound" if metric.upper else "a speed: its limit is a lower bound"
+        raise ConfigError(
+            f"{where}: {raw!r}: {name} is {kind}", fix=f"write {name}_p{m['pct']}{want}{m['value']}{unit}"
+        )
+    units = TIME_UNITS if metric.upper else SPEED_UNITS
+    if metric.upper and not unit:
+        raise ConfigError(
+            f"{where}: {raw!r}: {name} needs a unit", fix=f"e.g. {name}_p{m['pct']}<={m['value']}s or ...ms"
+        )
+    if unit not in units:
+        raise ConfigError(
+            f"{where}: {raw!r}: unit {unit!r} of {name} is not {' or '.join(repr(u) for u in units if u)}",
+            fix="times in s, ms or us (e.g. 50ms); speeds in tok/s or no unit",
+        )
+    value = float(m["value"]) * units[unit]
+    if value <= 0:
+        raise ConfigError(f"{where}: {raw!r}: the limit must be positive", fix="e.g. ttft_p90<=2s")
+    return Limit(name, pct, value)
+
+
+def parse_slo(text: str, *, where: str = "--slo") -> SLO:
+    """``[NAME:] LIMIT[,LIMIT...]`` -> SLO; the name defaults to the limits as written."""
+    body = text.strip()
+    name = ""
+    if ":" in body:
+        name, body = (part.strip() for part in body.split(":", 1))
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+            raise ConfigError(
+                f"{where}: SLO name {name!r} must be letters, digits, '_', '-', '.' or '+'",
+                fix="e.g. --slo 'chat: ttft_p90<=2s,tpot_p90<=50ms'",
+            )
+    parts = [p for p in (x.strip() for x in body.split(",")) if p]
+    if not parts:
+        raise ConfigError(f"{where}: {text!r} has no limit", fix="e.g. --slo 'ttft_p90<=2s,tpot_p90<=50ms'")
+    limits = tuple(parse_limit(p, where=where) for p in parts)
+    seen = [(limit.metric, limit.percentile) for limit in limits]
+    dupes = sorted({f"{m}_p{p:g}" for m, p in seen if seen.count((m, p)) > 1})
+    if dupes:
+        raise ConfigError(f"{where}: {text!r} limits {', '.join(dupes)} twice", fix="give each limit once")
+    slo = SLO(name, limits)
+    return slo if name else SLO(slo.text(), limits)
+
+
+def from_settings(s) -> SLO:
+    """An ``SLOSettings`` of the experiment -> SLO (its percentile applies to every limit; tok/s
+    at the mirrored percentile, so that ``percentile`` % of requests are at least that fast)."""
+    limits = limits_of(s)
+    slo = SLO(s.name, tuple(limits))
+    return slo if s.name else SLO(slo.text(), slo.limits)
 
 
 def holds(limit: Limit, value: float | None) -> bool:

@@ -17,12 +17,13 @@ PointStatus = Literal["ok", "failed", "invalid", "pruned"]
 (the adaptive search decided it cannot win, from what other points measured: never launched, the
 reason in ``failure_reason``, phase ``search``)."""
 
-PointState = Literal["ok", "failed", "invalid", "pruned", "pending"]
+PointState = Literal[PointStatus, "pending"]
 """A point as ``sweep.run`` reports it: its recorded status, or ``pending`` (planned, no result yet:
-a plan, or a point ``only=`` left out)."""
+a plan, or a point ``only=`` left out). ``PointStatus`` and one value more: the same vocabulary."""
 
 PlanStatus = Literal["ok", "invalid"]
-"""A planned point (``PlannedPoint.status``, ``--plan --json``): valid, or breaking SGLang's rules."""
+"""A planned point (``PlannedPoint.status``, ``--plan --json``): valid, or breaking SGLang's rules; the
+two values of ``PointStatus`` a plan can give (``test_errors_and_types`` checks they are its)."""
 
 FailurePhase = Literal["plan", "search", "preflight", "load", "capture", "ready", "benchmark", "host", "internal"]
 """Where a point failed (``points.failure_phase``): ``plan`` (an invalid point), ``search`` (a pruned
@@ -31,13 +32,18 @@ host's checks, seconds), ``load`` / ``capture`` / ``ready`` (the server's startu
 counts as ``load``), ``benchmark``, ``host`` (its host was lost, no retries left), ``internal`` (a bug,
 still recorded)."""
 
-Mode = Literal["plan", "dry-run", "local", "fake", "cluster"]
-"""``sweep.run``'s modes: ``plan`` (launch nothing), ``dry-run`` (local Ray, simulated hosts, the fake
-server), ``local`` (local Ray, the real launcher), ``fake`` (the fake server on the cluster's hosts),
+Launched = Literal["dry-run", "local", "fake"]
+"""The modes that launch something other than the real sweep on the cluster, spelt alike by
+``sweep.run`` and the results directory: ``dry-run`` (local Ray, simulated hosts, the fake server),
+``local`` (local Ray, the real launcher), ``fake`` (the fake server on the cluster's hosts)."""
+
+Mode = Literal["plan", Launched, "cluster"]
+"""``sweep.run``'s modes (and the command line's): ``plan`` (launch nothing), the ``Launched`` ones,
 ``cluster`` (the real sweep on the Ray cluster)."""
 
-RunMode = Literal["real", "dry-run", "local", "fake"]
-"""The mode a results directory records (``sweep.json``; ``real`` is ``cluster``): modes never mix."""
+RunMode = Literal["real", Launched]
+"""The same modes as a results directory records them (``sweep.json``; ``real`` is ``cluster``, and
+a plan records the mode it plans for): modes never mix. ``run_mode`` maps one to the other."""
 
 Stage = Literal[
     "start",

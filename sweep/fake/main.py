@@ -212,7 +212,7 @@ def serve(
         ),
         Log(rank_prefix(0, plan.tp_size, plan.real_wording)),
     )
-    cfg = server.ServerConfig(
+    cfg = server.FakeServerConfig(
         host=host,
         port=int(ns.port),
         served_model_name=resolved.args["served_model_name"],

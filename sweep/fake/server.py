@@ -255,7 +255,10 @@ def check_sampling(params: Any) -> tuple[int, bool]:
 
 
 @dataclass
-class ServerConfig:
+class FakeServerConfig:
+    """What the fake server was started with: its command line, parsed (``sweep.fake.main``); not the
+    experiment's ``server`` section (``sweep.experiment.config.ServerConfig``)."""
+
     host: str
     port: int
     served_model_name: str
@@ -300,7 +303,7 @@ def model_type(architecture: str) -> str:
 
 
 class FakeServer:
-    def __init__(self, cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = None):
+    def __init__(self, cfg: FakeServerConfig, engine: Engine, tree: Optional[procs.Tree] = None):
         self.cfg = cfg
         self.engine = engine
         self.tree = tree  # the launcher's children (None in tests that run a server in-process)
@@ -967,7 +970,7 @@ class FakeServer:
         self.log.info("The server is fired up and ready to roll!")
 
 
-async def serve(cfg: ServerConfig, engine: Engine, tree: Optional[procs.Tree] = None) -> int:
+async def serve(cfg: FakeServerConfig, engine: Engine, tree: Optional[procs.Tree] = None) -> int:
     """Serve until the launcher kills itself (SIGTERM, a crash: see the module doc); returns 1 only
     when the port cannot be bound."""
     loop = asyncio.get_running_loop()

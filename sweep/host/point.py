@@ -24,7 +24,15 @@ from sweep.core.atomic import write_text as atomic_write_text
 from sweep.core.checks import Check
 from sweep.core.console import plural
 from sweep.core.errors import PointFailure, SweepError
-from sweep.core.events import HostEvent, PointMeasured, PointProgress
+from sweep.core.events import (
+    HostEvent,
+    HostProgress,
+    NodeJoined,
+    PointMeasured,
+    PowerSamples,
+    StartupProgress,
+    StepStarted,
+)
 from sweep.core.flags import ServerFlags
 from sweep.core.record import LaunchResult, PointResult
 from sweep.core.run_context import RunContext
@@ -389,7 +397,7 @@ class _Attempt:
                 res.fail(self.phase, f"internal error: {type(e).__name__}: {e}")
                 res.log_tail = "".join(traceback.format_exception(e))[-2000:]
             handled = isinstance(e, Exception)
-            self.emit(PointProgress("stop"))
+            self.emit(StepStarted("stop"))
         reap_after = self.node_rank is not None or self.phase != "preflight" or bool(self.reaped.killed)
         _finish(
             res,
@@ -454,10 +462,10 @@ def run_launch(spec: PointSpec, host: HostContext, progress: OnProgress | None =
     parts: dict[str, PointResult] = {}  # what each one's benchmark measured, as far as it went
     with _Attempt(spec, host, progress) as at:
         res, emit = at.result, at.emit
-        emit(PointProgress("preflight"))
+        emit(StepStarted("preflight"))
         at.preflight()
         at.phase = "load"
-        emit(PointProgress("load"))
+        emit(StartupProgress("load"))
         server = at.serve(Path(spec.log_path), emit)  # phases and startup progress in res, whatever happens
         at.phase = "benchmark"
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
@@ -468,8 +476,8 @@ def run_launch(spec: PointSpec, host: HostContext, progress: OnProgress | None =
             for sub in subs:
                 pid = sub.point_id
                 part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
-                tell: Callable[[PointProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
-                tell(PointProgress("benchmark"))
+                tell: Callable[[HostProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
+                tell(StepStarted("benchmark"))
                 try:
                     bench = run_bench(
                         server.endpoint,
@@ -526,7 +534,7 @@ def _dist_port(spec: PointSpec) -> list[int]:
     return [int(port)] if port.isdigit() else []
 
 
-def _as_point(emit: OnProgress, point_id: str) -> Callable[[PointProgress], None]:
+def _as_point(emit: OnProgress, point_id: str) -> Callable[[HostProgress], None]:
     return lambda ev: emit(replace(ev, sub_point=point_id))
 
 
@@ -590,7 +598,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: O
     events every ``POWER_POST_S`` (and as it leaves): node 0's levels sum them (``with_nodes``)."""
     with _Attempt(spec, host, progress, node_rank=node_rank) as at:
         at.preflight()  # only node rank 0 listens
-        at.emit(PointProgress("node", node_rank=node_rank))
+        at.emit(NodeJoined(node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
         power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
         sampled = posted = time.monotonic()
@@ -618,4 +626,4 @@ POWER_POST_S = 1.0  # how often a follower sends its power samples to the driver
 def _post_power(emit: OnProgress, node_rank: int, power: Recorder) -> None:
     samples = power.take()
     if samples:
-        emit(PointProgress("power", node_rank=node_rank, power=tuple(samples)))
+        emit(PowerSamples(node_rank, tuple(samples)))

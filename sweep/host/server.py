@@ -33,7 +33,7 @@ import httpx
 from sweep.bench.client import Endpoint, auth_headers, send_one
 from sweep.core import redact
 from sweep.core.errors import PointFailure
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress, StartupProgress
 from sweep.core.types import FailurePhase
 from sweep.experiment.config import Timeouts
 from sweep.host import ports, reaper
@@ -489,7 +489,7 @@ class ServerProcess:
         f = find_failure(self.log.tail, self.proc.returncode if self.proc else None)
         return PointFailure(phase, f"{f.reason}", fix=f.fix)
 
-    def poll_log(self, progress: Callable[[PointProgress], None] | None = None) -> bool:
+    def poll_log(self, progress: Callable[[HostProgress], None] | None = None) -> bool:
         """Read what the log gained: time the startup events, keep SGLang's startup timings, follow
         the progress bars (reported at most every PROGRESS_EVERY_S; a new kind, a finished bar, or
         the last update before a phase change at once). True when any byte arrived: a bar's ``\\r``
@@ -497,7 +497,7 @@ class ServerProcess:
         with self._log_lock:
             return self._poll_log(progress)
 
-    def _poll_log(self, progress: Callable[[PointProgress], None] | None) -> bool:
+    def _poll_log(self, progress: Callable[[HostProgress], None] | None) -> bool:
         now = self.elapsed()
         got = self.log.read()
         for item in got.items:
@@ -519,7 +519,7 @@ class ServerProcess:
                 if self.startup.phase != before:
                     self._send_progress(progress, now, force=True)
                     if progress:
-                        progress(PointProgress(self.startup.phase, elapsed_s=round(now, 1)))
+                        progress(StartupProgress(self.startup.phase, elapsed_s=round(now, 1)))
         self._send_progress(progress, now)
         return got.nbytes > 0
 
@@ -530,14 +530,14 @@ class ServerProcess:
         self.poll_log()
         return self.adaptive.mark()
 
-    def _send_progress(self, progress: Callable[[PointProgress], None] | None, now: float, force: bool = False) -> None:
+    def _send_progress(self, progress: Callable[[HostProgress], None] | None, now: float, force: bool = False) -> None:
         if self._progress_pending is None:
             return
         p, stage = self._progress_pending
         if force or now - self._progress_sent >= PROGRESS_EVERY_S or p.kind != self._progress_kind:
             self._progress_pending, self._progress_sent, self._progress_kind = None, now, p.kind
             if progress:
-                progress(PointProgress(stage, elapsed_s=round(now, 1), progress=p.summary(), progress_kind=p.kind))
+                progress(StartupProgress(stage, elapsed_s=round(now, 1), progress=p.summary(), progress_kind=p.kind))
 
     def last_output(self) -> str:
         """The last thing the log says (a bar's last update counts), for hang reasons."""
@@ -551,7 +551,7 @@ class ServerProcess:
     def wait_ready(
         self,
         timeouts: Timeouts,
-        progress: Callable[[PointProgress], None] | None = None,
+        progress: Callable[[HostProgress], None] | None = None,
         ready_prompt: str = "Say hello.",
     ) -> Startup:
         """Block until the server is ready (``/health`` 200 and one generate answered); raise

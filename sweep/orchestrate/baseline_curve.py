@@ -20,8 +20,10 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import replace
 from typing import Any, Optional
 
+from sweep.experiment.config import Experiment
 from sweep.experiment.plan import PlannedPoint
 from sweep.host.point import PointSpec
+from sweep.search.strategy import Search, Tables
 
 
 def curve_of(levels: Any) -> list[list[float]]:
@@ -44,14 +46,14 @@ def with_curve(spec: PointSpec, curve: list[list[float]]) -> PointSpec:
     return replace(spec, context=replace(spec.context, baseline_curve=tuple((float(c), float(t)) for c, t in curve)))
 
 
-class BaselineGate:
+class BaselineGate(Search[PlannedPoint]):
     """A search (``take``/``record``/``pruned``) whose speculative points wait for their baselines'
     curves; ``specs`` (point id -> PointSpec) is updated in place as curves arrive. ``earlier``:
     a baseline id recorded before this run -> its levels table (or None when it has none)."""
 
     def __init__(
         self,
-        inner: Any,
+        inner: Search[PlannedPoint],
         todo: list[PlannedPoint],
         specs: MutableMapping[str, PointSpec],
         earlier: Callable[[str], Optional[Any]],
@@ -90,7 +92,7 @@ class BaselineGate:
         self._running += len(out)
         return [self._release(p) for p in out]
 
-    def record(self, point_id: str, tables: Optional[Mapping[str, Any]]) -> None:
+    def record(self, point_id: str, tables: Optional[Tables]) -> None:
         self._running -= 1
         if point_id in self._pending:
             self._pending.discard(point_id)
@@ -102,12 +104,12 @@ class BaselineGate:
 
 
 def gate(
-    search: Any,
-    exp: Any,
+    search: Search[PlannedPoint],
+    exp: Experiment,
     todo: list[PlannedPoint],
     specs: MutableMapping[str, PointSpec],
     earlier: Callable[[str], Optional[Any]],
-) -> Any:
+) -> Search[PlannedPoint]:
     """``search`` as it is without ``concurrency.refine``; with it, behind a :class:`BaselineGate`."""
     return BaselineGate(search, todo, specs, earlier) if exp.benchmark.concurrency.refine else search
 

@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from sweep.core.events import PointFinished, PointProgress, PointStage, SweepEvent
+from sweep.core.events import HostProgress, PointFinished, PointStage, StartupProgress, SweepEvent
 from sweep.core.types import PointStatus
 from sweep.experiment import estimate
 
@@ -135,7 +135,7 @@ class SweepProgress:
     def on(self, event: SweepEvent) -> None:
         """One typed event: a host's stage, or a finished point (others are not drawn)."""
         if isinstance(event, PointStage):
-            self.host_event(event.host, event.label, event)
+            self.host_event(event.host, event.label, event.event)
         elif isinstance(event, PointFinished):
             self.point_finished(
                 event.host,
@@ -146,7 +146,7 @@ class SweepProgress:
                 (event.failure.fix or "") if event.failure else "",
             )
 
-    def host_event(self, host: str, label: str, ev: PointProgress) -> None:
+    def host_event(self, host: str, label: str, ev: HostProgress) -> None:
         h = self.hosts.setdefault(host, HostLine())
         stage = ev.title
         self._started.setdefault(label, time.monotonic())
@@ -157,7 +157,7 @@ class SweepProgress:
         if self._last_stage.get(key) != stage:
             self._last_stage[key] = stage
             self._log(f"{host}: {label}: {stage}")
-        if ev.progress:
+        if isinstance(ev, StartupProgress) and ev.progress:
             self._log_progress(key, f"{host}: {label}: {stage} {h.detail}", ev.progress_kind or "")
         self.refresh()
 

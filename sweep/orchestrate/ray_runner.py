@@ -28,7 +28,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from sweep.bench.power import POWER_EVERY_S, with_nodes
 from sweep.core.errors import Cancelled
-from sweep.core.events import HostEvent, PointMeasured, PointProgress
+from sweep.core.events import HostEvent, PointMeasured, PowerSamples, Retrying, TaskStarted
 from sweep.core.record import Failure, LaunchResult, PointResult
 from sweep.core.types import FailurePhase
 from sweep.host.point import HostContext, Placement, PointSpec
@@ -128,7 +128,7 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
 
 def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> LaunchResult:
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress(PointProgress("start", node_id=ctx.node_id))
+    progress(TaskStarted(ctx.node_id))
     if run_fn is None:
         from sweep.host.point import run_launch  # imported where it runs
 
@@ -140,7 +140,7 @@ def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, n
     from sweep.host.point import run_follower
 
     spec, ctx, progress = _on_host(spec, setups, board)
-    progress(PointProgress("start", node_id=ctx.node_id))  # the driver fails it if its node is declared dead
+    progress(TaskStarted(ctx.node_id))  # the driver fails it if its node is declared dead
     return run_follower(spec, ctx, node_rank, progress)
 
 
@@ -350,12 +350,12 @@ class Runner:
             if isinstance(ev, PointMeasured):
                 self._measured_point(host, task_id, ev, on_event)
                 continue
-            if ev.stage == "power":  # a follower's GPU samples: kept for its point, shown nowhere
-                if ev.node_rank is not None and pid in self._power:
-                    self._power[pid].setdefault(ev.node_rank, []).extend(ev.power)
+            if isinstance(ev, PowerSamples):  # a follower's GPU samples: kept for its point, shown nowhere
+                if pid in self._power:
+                    self._power[pid].setdefault(ev.node_rank, []).extend(ev.samples)
                 continue
             self._where[pid] = host
-            if ev.node_id is not None:
+            if isinstance(ev, TaskStarted) and ev.node_id is not None:
                 self._task_node[task_id] = ev.node_id
             if ev.stage == "stop":
                 self._stopping.add(task_id)
@@ -461,9 +461,7 @@ class Runner:
             spec = self._unmeasured(spec)  # the launch's points measured before the loss are recorded
             self._submit(spec, attempt + 1)
             if self._on_event is not None:  # said where the point was: the live view and the log show it
-                self._on_event(
-                    spec.point_id, self._where.get(spec.point_id, host), PointProgress("retry", attempt=attempt + 1)
-                )
+                self._on_event(spec.point_id, self._where.get(spec.point_id, host), Retrying(attempt + 1))
             return None
         return Outcome(
             spec,

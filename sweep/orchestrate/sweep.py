@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 from rich.console import Console
@@ -46,6 +46,7 @@ from sweep.results.records import axis_types, point_row
 from sweep.results.writer import ResultsDir, sweep_id
 from sweep.search.adaptive import AdaptiveSearch
 from sweep.search.grid import GridOrder
+from sweep.search.strategy import Search
 
 if TYPE_CHECKING:  # Ray is imported only once a sweep runs
     from sweep.orchestrate.cluster import Host
@@ -422,7 +423,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
 
-    def launches(handed: Sequence[Any]) -> list[PointSpec]:
+    def launches(handed: Sequence[PlannedPoint]) -> list[PointSpec]:
         """The points handed out together, one spec per server launch (client-side axes share one)."""
         points = [planned[p.id] for p in handed]  # the search's points are the plan's
         # each point's run context: what the gate gave it (its baseline's curve) included
@@ -551,7 +552,7 @@ PRUNED_FIX = (
 )
 
 
-def searcher(sweep: Prepared) -> GridOrder | AdaptiveSearch:
+def searcher(sweep: Prepared) -> Search[PlannedPoint]:
     """The experiment's search over the points to run now: the grid, or the adaptive search told
     what the points already recorded measured (a resumed sweep continues from what it has)."""
     exp = sweep.experiment

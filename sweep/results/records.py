@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import pyarrow as pa
 
@@ -15,37 +15,8 @@ from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axi
 from sweep.core.record import PointResult
 from sweep.core.types import RunMode, kind as run_kind
 
-class PlannedPoint(Protocol):
-    """What a row needs of a planned point: the shape of ``sweep.experiment.plan.PlannedPoint``, named
-    here because results sits below the experiment side that plans points (read-only, so that any
-    mapping or sequence of the right kind fits)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def params(self) -> Mapping[str, Any]: ...
-    @property
-    def roles(self) -> Mapping[str, str]: ...
-    @property
-    def baseline(self) -> bool: ...
-    @property
-    def baseline_id(self) -> Optional[str]: ...
-    @property
-    def launch_id(self) -> str: ...
-    @property
-    def bench_key(self) -> str: ...
-    @property
-    def flags(self) -> Mapping[str, Any]: ...
-    @property
-    def env(self) -> Mapping[str, str]: ...
-    @property
-    def errors(self) -> Sequence[str]: ...
-    @property
-    def warnings(self) -> Sequence[str]: ...
-    @property
-    def resolved(self) -> Optional[Mapping[str, Any]]: ...
+if TYPE_CHECKING:  # a row's planned point: the plan's own class, named here only (results sits below the plan)
+    from sweep.experiment.plan import PlannedPoint
 
 
 def redact_argv(argv: list[str]) -> list[str]:

@@ -47,31 +47,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
 
 from sweep.analysis import noise
 from sweep.search.measured import SINGLE, Figures, Measured, from_tables
+from sweep.search.strategy import Search, Tables
+
+if TYPE_CHECKING:  # what the search reads of a point: the plan's own (tests hand in look-alikes)
+    from sweep.experiment.plan import PlannedPoint
 
 ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes a group's points differ in
 Z = 1.96  # the report's 95 % intervals
-
-
-class Point(Protocol):  # what the search reads of a planned point (sweep.experiment.plan.PlannedPoint)
-    @property
-    def id(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def params(self) -> Mapping[str, str]: ...
-    @property
-    def roles(self) -> Mapping[str, str]: ...
-    @property
-    def baseline(self) -> bool: ...
-    @property
-    def resolved(self) -> Mapping | None: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +74,7 @@ class Prediction:
     noise: float = 0.0  # the anchor's measured noise at this level (relative half-width, 95 %)
 
 
-def chain_steps(p: Point) -> int | None:
+def chain_steps(p: PlannedPoint) -> int | None:
     """The step count of a speculative chain point (topk 1) as SGLang resolves it; None otherwise."""
     r = p.resolved or {}
     if p.baseline or r.get("steps") is None or (r.get("topk") or 1) != 1:
@@ -93,7 +82,7 @@ def chain_steps(p: Point) -> int | None:
     return int(r["steps"])
 
 
-def tree_steps(p: Point) -> int | None:
+def tree_steps(p: PlannedPoint) -> int | None:
     """The step count of a speculative tree point (topk > 1) as SGLang resolves it; None otherwise."""
     r = p.resolved or {}
     if p.baseline or r.get("steps") is None or (r.get("topk") or 1) <= 1:
@@ -101,7 +90,7 @@ def tree_steps(p: Point) -> int | None:
     return int(r["steps"])
 
 
-def tree_depth(p: Point) -> int:
+def tree_depth(p: PlannedPoint) -> int:
     """The most drafts one verify of a tree point can accept: its steps, at most its draft tokens - 1."""
     r = p.resolved or {}
     k = int(r["steps"])
@@ -133,7 +122,7 @@ def tree_accept_bound(f: Figures, depth: int, deeper: int) -> float | None:
     return al + (deeper - depth) * max(0.0, last)
 
 
-def group_key(p: Point) -> tuple:
+def group_key(p: PlannedPoint) -> tuple:
     """What a group's points share: every axis value but the ordered ones."""
     return tuple(sorted((a, v) for a, v in p.params.items() if p.roles.get(a) not in ORDERED_ROLES))
 
@@ -162,7 +151,7 @@ def _accept(f: Figures, steps: int) -> float | None:
     return f.accept_length(steps) or f.accept
 
 
-class AdaptiveSearch:
+class AdaptiveSearch(Search["PlannedPoint"]):
     """Hands out the points to run, most informative first, and decides which need not run.
 
     ``points``: the plan's valid points (the groups are drawn over all of them); ``todo``: those to
@@ -170,8 +159,8 @@ class AdaptiveSearch:
 
     def __init__(
         self,
-        points: Sequence[Point],
-        todo: Sequence[Point],
+        points: Sequence[PlannedPoint],
+        todo: Sequence[PlannedPoint],
         measured: Mapping[str, Measured] | None = None,
         *,
         tolerance: float = 0.05,
@@ -217,7 +206,7 @@ class AdaptiveSearch:
 
     # --- the driver's side -------------------------------------------------------------------------
 
-    def take(self, n: int) -> list[Point]:
+    def take(self, n: int) -> list[PlannedPoint]:
         """Up to ``n`` points to run now (each handed out once), most informative first."""
         out = []
         needed = self._needed()
@@ -228,7 +217,7 @@ class AdaptiveSearch:
                 self._slope_probe_id = pid
         return out
 
-    def record(self, point_id: str, tables: Mapping[str, pl.DataFrame | pa.Table | None] | None) -> None:
+    def record(self, point_id: str, tables: Tables | None) -> None:
         """A point handed out has finished: its ``levels``, ``requests`` and ``single_stream`` rows
         (polars frames, or the Arrow tables a host returns; None: it failed)."""
         self.learn(point_id, self.measure(point_id, tables) if tables is not None else None)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from sweep.analysis import speedups
+from sweep.core import slo_rule
 
 DECIDED, EQUAL, BUDGET = "decided", "equal", "budget"
 OUTCOMES = (DECIDED, EQUAL, BUDGET)
@@ -376,9 +377,8 @@ def evaluate(
     it: the analysis run over them (``findings.analyze``), its SLO picks (``slo_settings``: the
     experiment's ``benchmark.slo``), its best per level, and the ``pairs`` asked for."""
     from sweep.analysis import realspeed
-    from sweep.analysis import slo as slo_mod
     from sweep.analysis.findings import analyze
 
-    f = analyze(tables, slos=[slo_mod.from_settings(s) for s in slo_settings])
+    f = analyze(tables, slos=[slo_rule.from_settings(s) for s in slo_settings])
     samples = speedups.level_samples(realspeed.scaled(tables)) if pairs else None
     return assess(f.slo_table, f.best, f.levels, pairs, samples=samples, level_noise=f.level_noise)

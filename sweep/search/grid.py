@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, TypeVar
 
-P = TypeVar("P")
+from sweep.search.strategy import P, Search, Tables
 
 
-class GridOrder(Generic[P]):
+class GridOrder(Search[P]):
+    """The ``Search`` that decides nothing: every point at once, in the plan's order."""
+
     def __init__(self, todo: Sequence[P]):
         self._left = list(todo)
 
@@ -18,7 +19,7 @@ class GridOrder(Generic[P]):
         out, self._left = self._left, []
         return out
 
-    def record(self, point_id: str, tables: dict | None) -> None:
+    def record(self, point_id: str, tables: Tables | None) -> None:
         """The grid decides nothing from what a point measured."""
 
     def pruned(self) -> dict[str, str]:

@@ -219,3 +219,36 @@ def test_no_slo_says_how_to_give_one(tmp_path):
 def test_an_slo_object_is_plain_data():
     slo = SLO("a", (Limit("ttft", 90, 2.0),))
     assert slo.text() == "ttft_p90<=2s"
+
+
+def test_an_slo_is_one_type_however_it_is_given():
+    """The command line's grammar and the experiment's ``benchmark.slo`` give the same type, which
+    the host's refinement and the report both judge by (``sweep.core.slo_rule``)."""
+    from sweep.analysis import slo as analysis_slo
+    from sweep.core import slo_rule
+
+    given = slo_rule.parse_slo("chat: ttft_p90<=2s,tok_s_p10>=20")
+    written = slo_rule.from_settings(SLOSettings(name="chat", percentile=90, ttft_s=2.0, tok_s=20.0))
+    assert type(given) is type(written) is slo_rule.SLO is analysis_slo.SLO
+    assert given == written and given.text() == "ttft_p90<=2s,tok_s_p10>=20"
+    assert analysis_slo.parse_slo is slo_rule.parse_slo and analysis_slo.from_settings is slo_rule.from_settings
+
+
+def test_the_records_the_analysis_passes_on_are_typed(tmp_path):
+    """What crosses functions in the analysis has its keys declared: the reach of an SLO along one
+    configuration's levels (a dataclass), each SLO's pick and the report's header facts (dicts whose
+    keys a type checker sees); the values are those the report has always shown."""
+    from sweep.analysis.health import SweepSummary, sweep_summary
+    from sweep.analysis.slo import Reach, Recommendation, highest_meeting
+
+    tables = load(three_levels(tmp_path).write())
+    slos = [parse_slo("easy: tok_s_p10>=50"), parse_slo("hard: tok_s_p10>=150")]
+    assert highest_meeting(slos[0], []) == Reach()
+    levels = level_slo(tables, slos[:1]).to_dicts()
+    reach = highest_meeting(slos[0], levels)
+    assert isinstance(reach, Reach) and (reach.bound, reach.c, reach.last_met) == (">=", 4.0, 4)
+    recs = recommendations(slo_table(tables, slos), slos)
+    assert [set(r) for r in recs] == [Recommendation.__required_keys__] * 2
+    assert recs[0]["best"] is not None and recs[0]["workload"] == "" and recs[1]["best"] is None
+    summary = sweep_summary(tables)
+    assert set(summary) == SweepSummary.__required_keys__ and summary["points"] == 1

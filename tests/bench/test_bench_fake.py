@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.bench.runner import run
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress, LevelProgress, RunProgress
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.fake import model
 from tests.bench.bench_fake_server import REPO, kill_tree
@@ -88,7 +88,7 @@ def level_expected(requests: list[dict], c: int) -> float:
 
 def test_figures_agree_with_the_fake_model(fake_sglang):
     server = fake_sglang(*SPEC_ARGS, speed=SPEED)
-    seen: list[PointProgress] = []
+    seen: list[HostProgress] = []
     result = run(server.url, settings(), point_id="p1", progress=seen.append)
 
     req = result.requests.to_pylist()
@@ -98,8 +98,8 @@ def test_figures_agree_with_the_fake_model(fake_sglang):
     # speculation: chunks carry several tokens, and the parser counted every one
     assert max(max(r["chunk_tokens"]) for r in req) > 1
     assert all(sum(r["chunk_tokens"]) == r["completion_tokens"] for r in req)
-    assert PointProgress("single", run=2, of=2) in seen
-    assert PointProgress("level", concurrency=16, done=32, of=32) in seen
+    assert RunProgress("single", run=2, of=2) in seen
+    assert LevelProgress(concurrency=16, done=32, of=32) in seen
 
     # the accept histogram of each request (meta_info's): one entry per verify step, accepting at most
     # the chain's steps, and as many accepted drafts as the accept length says

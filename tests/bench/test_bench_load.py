@@ -8,7 +8,7 @@ import asyncio
 from sweep.bench.client import Clients
 from sweep.bench.load import Notifier, RequestOptions, closed_loop, single_stream
 from sweep.bench.prompts import load_prompts
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress, LevelProgress
 from tests.bench.stream_stub import Streamer, serving
 
 
@@ -24,7 +24,7 @@ async def _run(fn):
 
 
 def test_closed_loop_keeps_exactly_c_in_flight_and_reports_progress():
-    seen: list[PointProgress] = []
+    seen: list[HostProgress] = []
 
     async def go(client, opts):
         return await closed_loop(client, opts, concurrency=12, requests=36, max_tokens=10, notify=Notifier(seen.append))
@@ -34,8 +34,8 @@ def test_closed_loop_keeps_exactly_c_in_flight_and_reports_progress():
     assert len(stub.client_ports) == 12  # one keep-alive connection per in-flight slot, reused
     assert [s.seq for s in sent] == list(range(36)) and all(s.record.ok for s in sent)
     assert all(s.record.chunk_tokens == [2] * 5 for s in sent)
-    assert seen[0] == PointProgress("level", concurrency=12, done=0, of=36)
-    assert seen[-1] == PointProgress("level", concurrency=12, done=36, of=36)
+    assert seen[0] == LevelProgress(concurrency=12, done=0, of=36)
+    assert seen[-1] == LevelProgress(concurrency=12, done=36, of=36)
     assert [s.prompt_index for s in sent] == opts_choice(36, "level-12")
 
 

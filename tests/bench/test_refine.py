@@ -60,7 +60,7 @@ def test_the_bracket_is_the_reports_last_met_and_first_missed():
     slo = from_settings(SLOSettings(ttft_s=1.0))
     rows = [{"concurrency": m.concurrency, "met": m.met["s"], "throughput_tok_s_gpu": 1.0, "v0": 0.5} for m in measured]
     h = highest_meeting(slo, rows)
-    assert (h["last_met"], h["first_missed"]) == (1, 4)
+    assert (h.last_met, h.first_missed) == (1, 4)
 
 
 def test_every_open_bracket_gets_a_level_each_round_slos_first():

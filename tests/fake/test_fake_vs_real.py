@@ -656,7 +656,7 @@ def test_crash_diagnostics_sleep_is_the_real_one_over_the_startup_speed(monkeypa
     assert _stamp(real, "No live scheduler") - _stamp(real, "Sleeping ") >= said
 
     speed = 20.0
-    cfg = fake_server.ServerConfig(
+    cfg = fake_server.FakeServerConfig(
         host="127.0.0.1",
         port=0,
         served_model_name=MODEL,

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from sweep.core.errors import PointFailure
-from sweep.core.events import PointProgress
+from sweep.core.events import HostProgress
 from sweep.experiment.config import Timeouts
 from sweep.host.server import TAIL_LINES, LogFollower, ServerProcess, Startup
 from sweep.results.schema import ENGINE_COLUMNS
@@ -268,7 +268,7 @@ def test_progress_bar_longer_than_stall_s_is_not_a_hang(tmp_path, servers):
     """Only \\r updates (no newline) for 3x stall_s: alive all along, then it serves."""
     server = launch(tmp_path, bar_s=3 * STALL)
     servers.append(server)
-    events: list[PointProgress] = []
+    events: list[HostProgress] = []
     startup = server.wait_ready(Timeouts(stall_s=STALL, load_s=30, capture_s=30, ready_s=30, total_s=60), events.append)
     assert startup.ready is not None
     shown = [e for e in events if e.progress]

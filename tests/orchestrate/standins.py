@@ -5,7 +5,7 @@ import os
 import time
 from dataclasses import replace
 
-from sweep.core.events import PointMeasured, PointProgress
+from sweep.core.events import PointMeasured, StartupProgress, StepStarted
 from sweep.core.record import LaunchResult, PointResult
 
 
@@ -13,9 +13,9 @@ def timed_point(spec, ctx, progress):
     """Sleeps for the seconds in the point's label suffix ("p3:1.5"), reporting two stages."""
     seconds = float(spec.label.split(":")[1])
     t = time.time()
-    progress(PointProgress("load"))
+    progress(StartupProgress("load"))
     time.sleep(seconds / 2)
-    progress(PointProgress("benchmark"))
+    progress(StepStarted("benchmark"))
     time.sleep(seconds / 2)
     return LaunchResult(
         [
@@ -47,7 +47,7 @@ def shared_launch(spec, ctx, progress):
             f.write(f"{pid} {ctx.name}\n")
         t = time.time()
         tell = progress if i == 0 else (lambda ev, pid=pid: progress(replace(ev, sub_point=pid)))
-        tell(PointProgress("benchmark"))
+        tell(StepStarted("benchmark"))
         time.sleep(float(label.split(":")[1]) if i == 0 else float(spec.env["STANDIN_HOLD_S"]))
         r = PointResult(pid, ctx.name, ctx.node_id, "ok", started_at=t, ended_at=time.time())
         if i < len(points) - 1:

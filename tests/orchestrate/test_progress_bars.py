@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from sweep.core.events import PointProgress
+from sweep.core.events import StartupProgress
 from sweep.orchestrate import progress as progress_mod
 from sweep.orchestrate.progress import SweepProgress
 from sweep.results.schema import ENGINE_COLUMNS
 
-LOAD = PointProgress("load", elapsed_s=130.2, progress="load 27/64 shards, 5.1 s/it, ETA 02:30", progress_kind="load")
-CAPTURE = PointProgress(
+LOAD = StartupProgress("load", elapsed_s=130.2, progress="load 27/64 shards, 5.1 s/it, ETA 02:30", progress_kind="load")
+CAPTURE = StartupProgress(
     "capture",
     elapsed_s=200.0,
     progress_kind="capture",
@@ -22,8 +22,8 @@ CAPTURE = PointProgress(
 
 def test_detail_of_a_progress_event():
     assert LOAD.detail == "27/64 shards, 5.1 s/it, ETA 02:30"  # the stage is shown beside it
-    assert PointProgress("ready", progress="load 64/64 shards").detail == "load 64/64 shards"
-    assert PointProgress("load", elapsed_s=3.0).detail == ""
+    assert StartupProgress("ready", progress="load 64/64 shards").detail == "load 64/64 shards"
+    assert StartupProgress("load", elapsed_s=3.0).detail == ""
 
 
 def test_live_line_per_host_shows_the_bar():
@@ -36,7 +36,7 @@ def test_live_line_per_host_shows_the_bar():
     assert len(rows) == 2
     assert "load 27/64 shards, 5.1 s/it, ETA 02:30" in rows[0]
     assert "capture 1/36 batch sizes (bs=256, 20.51 GB free)" in rows[1]
-    sp.host_event("gpu-1", "drafter=none", PointProgress("capture", elapsed_s=300.0))  # the bar is over
+    sp.host_event("gpu-1", "drafter=none", StartupProgress("capture", elapsed_s=300.0))  # the bar is over
     assert sp.hosts["gpu-1"].detail == ""
 
 
