@@ -1,7 +1,17 @@
-"""What the README shows of the reference dry run is generated from the code as it is (docs/generate.py)."""
+"""The docs: the reference dry run they show is generated from the code as it is (docs/generate.py), its
+staleness judged on what the figures come from, not on comments; the site builds with ``mkdocs build
+--strict`` (every link and anchor resolves, the references drawn from the code by docs/reference.py);
+the README stays a couple of screens."""
 
 import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+from sweep.experiment import config, plan
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,11 +42,92 @@ def test_the_digest_follows_the_sources(tmp_path, monkeypatch):
     assert gen.digest() != before
 
 
+def test_a_comment_or_a_docstring_edit_keeps_the_digest(tmp_path, monkeypatch):
+    gen = _generate()
+    (tmp_path / "a").mkdir()
+    module = tmp_path / "a" / "x.py"
+    experiment = tmp_path / "e.yaml"
+    module.write_text('"""A module."""\n\n\ndef f(x):\n    """Twice."""\n    return 2 * x  # doubled\n')
+    experiment.write_text("name: e\nlevels: [1, 2]\n")
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    monkeypatch.setattr(gen, "SOURCES", ("e.yaml", "a"))
+    before = gen.digest()
+    module.write_text('"""A module, said otherwise."""\n\n\ndef f(x):\n    # no docstring now\n    return 2 * x\n')
+    experiment.write_text("# the experiment\nname: e  # its name\nlevels:\n  - 1\n  - 2\n")
+    (tmp_path / "a" / "README.md").write_text("what a is")
+    assert gen.digest() == before
+
+
+def test_a_code_or_a_setting_change_changes_the_digest(tmp_path, monkeypatch):
+    gen = _generate()
+    (tmp_path / "a").mkdir()
+    module = tmp_path / "a" / "x.py"
+    experiment = tmp_path / "e.yaml"
+    module.write_text("def f(x):\n    return 2 * x\n")
+    experiment.write_text("name: e\nlevels: [1, 2]\n")
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    monkeypatch.setattr(gen, "SOURCES", ("e.yaml", "a"))
+    before = gen.digest()
+    module.write_text("def f(x):\n    return 3 * x\n")
+    code_changed = gen.digest()
+    experiment.write_text("name: e\nlevels: [1, 4]\n")
+    assert len({before, code_changed, gen.digest()}) == 3
+
+
 def test_the_readme_points_at_the_generated_figures_and_quotes_none():
     readme = (REPO / "README.md").read_text()
     assert "docs/reference-dryrun.md" in readme and "docs/frontier.png" in readme
-    # the recommendations and margins are the generated file's, never copied into the README
-    assert "C≈" not in readme and "over its baseline;" not in readme
+    # the recommendations and margins are the generated file's, never copied into the README or a page
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        if page.name != "reference-dryrun.md":
+            text = page.read_text()
+            assert "C≈" not in text and "over its baseline;" not in text, page
+
+
+def test_the_readme_fits_a_couple_of_screens_and_keeps_the_two_commands():
+    """What it is, the two commands for a fresh machine (CI runs them: .ci/run), where to go next."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 60 and len(readme) <= 5000, (len(readme.splitlines()), len(readme))
+    install = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"
+    assert f"{install} && python -m sweep experiments/k26_eagle.yaml --dry-run" in readme
+    assert f"{install} && python -m pytest" in readme
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "pip install -q -e '.[test]'" in ci and "\npython -m pytest\n" in ci
+
+
+def test_every_page_the_readme_and_the_site_link_exists():
+    """The README's links into docs/ (the site's own links are checked by the strict build)."""
+    readme = (REPO / "README.md").read_text()
+    for target in re.findall(r"\]\(((?:docs/)[^)#]*)", readme):
+        assert (REPO / target).exists(), f"README links {target}, which does not exist"
+    nav = (REPO / "mkdocs.yml").read_text()
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        assert str(page.relative_to(REPO / "docs")) in nav, f"{page} is in no section of mkdocs.yml's nav"
+
+
+def test_the_site_builds_strict(tmp_path):
+    """``mkdocs build --strict``: a broken link or anchor, a reference that cannot be drawn, a docstring
+    mkdocstrings cannot read, fails it. The generated references hold what the code has."""
+    started = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert time.monotonic() - started < 120
+    site = tmp_path / "site"
+    keys = (site / "reference" / "experiment-file" / "index.html").read_text()
+    assert "benchmark.concurrency.levels" in keys and "server.timeouts.stall_s" in keys
+    columns = (site / "reference" / "results-columns" / "index.html").read_text()
+    assert "output_throughput" in columns and "point_id" in columns
+    commands = (site / "reference" / "cli" / "index.html").read_text()
+    assert "--dry-run" in commands and "python -m sweep check-drafter" in commands
+    assert "floor 1" in (site / "architecture" / "index.html").read_text()
+    assert "SweepResult" in (site / "python-api" / "index.html").read_text()
 
 
 def test_sections_are_taken_whole_and_in_order():
@@ -45,14 +136,10 @@ def test_sections_are_taken_whole_and_in_order():
     assert gen.sections(md, ("SLOs and goodput", "Summary")) == ["## Summary\n\n- a", "## SLOs and goodput\n\nb"]
 
 
-def test_the_readmes_first_experiment_plans_clean(tmp_path):
-    """README, "Your first experiment": the YAML as printed plans 4 valid points with no warning."""
-    import re
-
-    from sweep.experiment import config, plan
-
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Your first experiment", 1)[1].split("\n## ", 1)[0]
+def test_the_first_experiment_plans_clean(tmp_path):
+    """docs/getting-started.md, "Your first experiment": the YAML as printed plans 4 valid points with no warning."""
+    page = (REPO / "docs" / "getting-started.md").read_text()
+    section = page.split("## Your first experiment", 1)[1].split("\n## ", 1)[0]
     yaml_text = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     path = tmp_path / "first.yaml"
     path.write_text(yaml_text)
