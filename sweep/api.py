@@ -463,7 +463,7 @@ def run(
     - ``mode``: ``plan`` (nothing launched), ``dry-run``, ``local``, ``fake``, ``cluster``.
     - ``overrides``: ``key=value`` strings, as on the command line (``benchmark.single_stream.runs=3``).
     - ``progress``: ``True`` the live view (a terminal) or timestamped lines on the console; ``False``
-      nothing printed; a function: it gets every event (``sweep.core.types.SweepStarted``, ``PointStage``,
+      nothing printed; a function: it gets every event (``sweep.core.events.SweepStarted``, ``PointStage``,
       ``PointFinished``) and nothing is printed unless a ``console`` is given.
     - ``force``, ``retry_failed``, ``only`` (label globs), ``skip_invalid``, ``address``: the command
       line's ``--force``, ``--retry-failed``, ``--only``, ``--skip-invalid``, ``--address``.

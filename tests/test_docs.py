@@ -3,6 +3,8 @@ staleness judged on what the figures come from, not on comments; the site builds
 --strict`` (every link and anchor resolves, the references drawn from the code by docs/reference.py);
 the README stays a couple of screens."""
 
+import ast
+import importlib
 import importlib.util
 import os
 import re
@@ -152,3 +154,56 @@ def test_the_first_experiment_plans_clean(tmp_path):
         "drafter=mine,steps=3",
         "drafter=none",
     ]
+
+
+_DOTTED = re.compile(r"(?<![\w./-])(sweep(?:\.[A-Za-z_]\w*)+)(?![\w-])")
+_PATH = re.compile(r"(?<![\w/.-])(sweep/[\w/]*\w\.(?:py|md))\b")
+_FILES = ("json", "lock", "yaml", "log", "py", "md")  # sweep.json, .sweep.lock: file names, not modules
+
+
+def _resolves(dotted: str) -> bool:
+    """``sweep.x.y.Name``: the longest importable module, then each attribute in turn."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _wrong_references(text: str) -> list[str]:
+    names = [m.group(1) for m in _DOTTED.finditer(text) if m.group(1).rsplit(".", 1)[-1] not in _FILES]
+    return [n for n in names if not _resolves(n)] + [p for p in _PATH.findall(text) if not (REPO / p).exists()]
+
+
+def _docstrings(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [(getattr(n, "lineno", 1), ast.get_docstring(n) or "") for n in ast.walk(tree) if isinstance(n, kinds)]
+
+
+def test_every_module_a_docstring_or_a_page_names_is_there():
+    """A docstring or a page that names ``sweep.x.y.Name`` or ``sweep/x/y.py`` names something that exists there."""
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}: {ref}"
+        for path in sorted((REPO / "sweep").rglob("*.py"))
+        for line, doc in _docstrings(path)
+        for ref in _wrong_references(doc)
+    ]
+    pages = [REPO / "README.md", REPO / "sweep" / "bench" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    wrong += [f"{page.relative_to(REPO)}: {ref}" for page in pages for ref in _wrong_references(page.read_text())]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_wrong_module_in_a_docstring_is_found():
+    assert _wrong_references("gets a ``sweep.core.types.SweepStarted`` (see sweep/core/nothing.py)") == [
+        "sweep.core.types.SweepStarted",
+        "sweep/core/nothing.py",
+    ]
+    assert _wrong_references("``sweep.core.events.SweepStarted``, sweep/core/events.py, ``sweep.json``") == []

@@ -224,7 +224,7 @@ async def run_benchmark(
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
     key) as ``settings`` say; see the module docstring.
 
-    ``progress`` gets a ``sweep.core.types.PointProgress`` as the benchmark goes: stage ``warmup`` or
+    ``progress`` gets a ``sweep.core.events.PointProgress`` as the benchmark goes: stage ``warmup`` or
     ``single`` with ``run`` (1-based) ``of`` n as each run starts, and stage ``level`` with its
     ``concurrency`` and ``done`` ``of`` n when a level starts (done 0) and as each of its requests ends
     (``stopped`` when it ended early, having measured enough). ``metrics_every_s`` is
