@@ -98,10 +98,19 @@ def test_the_readme_fits_a_couple_of_screens_and_keeps_the_two_commands():
 
 
 def test_every_page_the_readme_and_the_site_link_exists():
-    """The README's links into docs/ (the site's own links are checked by the strict build)."""
+    """The README's links into docs/ and the files the README and the pages name (the site's own links are
+    checked by the strict build); every page is in the site's navigation."""
     readme = (REPO / "README.md").read_text()
     for target in re.findall(r"\]\(((?:docs/)[^)#]*)", readme):
         assert (REPO / target).exists(), f"README links {target}, which does not exist"
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for path in set(
+            re.findall(r"\b((?:cluster|experiments|tests|docs)/[\w./-]+\.(?:sh|yaml|py|md|png))\b", page.read_text())
+        ):
+            made_by_the_reader = path == "experiments/first.yaml"  # "Your first experiment": save this as ...
+            assert made_by_the_reader or (REPO / path).exists(), (
+                f"{page.relative_to(REPO)} names {path}, which does not exist"
+            )
     nav = (REPO / "mkdocs.yml").read_text()
     for page in sorted((REPO / "docs").rglob("*.md")):
         assert str(page.relative_to(REPO / "docs")) in nav, f"{page} is in no section of mkdocs.yml's nav"
