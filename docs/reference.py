@@ -105,15 +105,17 @@ def _yaml_value(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _section_class(f: dataclasses.Field, owner: type) -> tuple[type, bool] | None:
-    """The dataclass a field holds (a section of the file) and whether it is a list of them, or None
-    for a plain value."""
+def _section_class(f: dataclasses.Field, owner: type) -> tuple[type, str] | None:
+    """The dataclass a field holds (a section of the file) and how its keys continue the field's:
+    ``""`` for one section, ``"[]"`` for a list of them, ``".<name>"`` for a mapping of named ones;
+    None for a plain value."""
     hint = typing.get_type_hints(owner).get(f.name)
-    listed = typing.get_origin(hint) is list
+    origin = typing.get_origin(hint)
+    suffix = "[]" if origin is list else ".<name>" if origin is dict else ""
     args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_args(hint) else [hint]
     for a in args:
         if isinstance(a, type) and dataclasses.is_dataclass(a):
-            return a, listed
+            return a, suffix
     return None
 
 
@@ -170,7 +172,7 @@ def experiment_file() -> str:
             default = _default(f)
             shown = "(section)" if sub is not None and dataclasses.is_dataclass(default) else _yaml_value(default)
             if sub is not None:
-                inner = key + "[]" if sub[1] else key  # a list of sections: each item's keys
+                inner = key + sub[1]  # a list or a mapping of sections: each item's keys
                 doc = (doc + ": " if doc else "") + f"see [`{inner}`](#{_anchor(inner)})"
                 if sub[0] not in seen:
                     nested.append((sub[0], inner))
