@@ -298,7 +298,7 @@ def floors_drawing(floors: dict[str, int] | None = None) -> str:
     floors = _layering().floors() if floors is None else floors
     missing = sorted(set(floors) - set(ROOMS))
     if missing:
-        raise SystemExit(f"describe the rooms {missing} in ROOMS of {__file__}")
+        raise LookupError(f"describe the rooms {missing} in ROOMS of {__file__}")
     order = list(ROOMS)
     lines, last = [], None
     for room in sorted(floors, key=lambda r: (-floors[r], order.index(r))):
@@ -357,7 +357,7 @@ def render(markdown: str) -> str:
 
     def one(m: re.Match[str]) -> str:
         if m.group(1) not in GENERATED:
-            raise SystemExit(f"no generated part {m.group(1)!r}: one of {', '.join(GENERATED)} ({__file__})")
+            raise LookupError(f"no generated part {m.group(1)!r}: one of {', '.join(GENERATED)} ({__file__})")
         return GENERATED[m.group(1)]()
 
     return MARK.sub(one, markdown)

@@ -186,3 +186,9 @@ def test_a_circle_is_found(monkeypatch):
     )
     with pytest.raises(AssertionError, match=r"core -> host.*sweep.core.errors:7"):
         floors()
+
+
+def test_a_room_the_drawing_cannot_describe_is_named():
+    """A new room fails the drawing (and so the site's build) until docs/reference.py's ROOMS says what it is."""
+    with pytest.raises(LookupError, match=r"'newroom'.*ROOMS"):
+        _docs_reference().floors_drawing({**floors(), "newroom": 1})
