@@ -35,6 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
+import sweep
+from sweep import cli as command_line
+from sweep.experiment.config import Experiment
+from sweep.results import schema
+
 REPO = Path(__file__).resolve().parents[1]
 MARK = re.compile(r"<!-- generated: ([a-z-]+) -->")
 
@@ -146,8 +153,6 @@ def _cell(text: str) -> str:
 
 def experiment_file() -> str:
     """Every key of the experiment file, section by section, from the schema's dataclasses."""
-    from sweep.experiment.config import Experiment
-
     out: list[str] = []
     seen: set[type] = set()
 
@@ -203,8 +208,6 @@ def _option(action: argparse.Action) -> str:
 
 def cli() -> str:
     """Every command's usage and options, from the parsers ``python -m sweep`` builds."""
-    from sweep import cli as command_line
-
     out = []
     for prog, parser in command_line.parsers().items():
         out.append(f"## `{prog}`\n")
@@ -231,14 +234,19 @@ def cli() -> str:
 
 # ---- the results columns -----------------------------------------------------------------------------
 
-TABLES = (  # (schema's name in sweep.results.schema, the table, where it is)
-    ("POINTS", "points", "points/<id>.parquet"),
-    ("SINGLE_STREAM", "single_stream", "single_stream/<id>.parquet"),
-    ("LEVELS", "levels", "levels/<id>.parquet"),
-    ("REQUESTS", "requests", "requests/<id>.parquet"),
-    ("METRICS", "metrics", "metrics/<id>.parquet"),
-    ("DECISIONS_SCHEMA", "decisions", "decisions.parquet"),
-)
+
+def _tables(schema: types.ModuleType) -> list[tuple[str, str, str]]:
+    """(schema's name in ``sweep.results.schema``, the table, where it is) for every Arrow schema there, in
+    the module's order but ``points`` first; a table whose file is named by a constant (``DECISIONS =
+    "decisions.parquet"``) is that file, any other one file per point in a folder of its name."""
+    out = []
+    for attr, value in vars(schema).items():
+        if isinstance(value, pa.Schema):
+            table = attr.lower().removesuffix("_schema")
+            named = getattr(schema, table.upper(), None)
+            where = named if isinstance(named, str) and named.endswith(".parquet") else f"{table}/<id>.parquet"
+            out.append((attr, table, where))
+    return sorted(out, key=lambda t: t[1] != "points")
 
 
 def _column_docs(source: str, name: str) -> dict[str, str]:
@@ -262,15 +270,13 @@ def _column_docs(source: str, name: str) -> dict[str, str]:
 
 def results_columns() -> str:
     """Every column of every results table, from the schemas in ``sweep.results.schema``."""
-    from sweep.results import schema
-
     source = inspect.getsource(schema)
     out = [
         "Every table's rows are checked against these schemas when written (`sweep.results.schema.check`). "
         f"`points` also has one `{schema.AXIS_PREFIX}<name>` column per grid axis (int64, float64 or string: "
         "`axis_type`).\n"
     ]
-    for attr, table, where in TABLES:
+    for attr, table, where in _tables(schema):
         arrow = getattr(schema, attr)
         docs = _column_docs(source, attr)
         out.append(f"## `{table}`\n\n`{where}` (`sweep.results.schema.{attr}`)\n")
@@ -320,8 +326,6 @@ API_MODULES = (  # besides ``sweep.__all__``: what the API raises, sends and ret
 def api() -> str:
     """mkdocstrings' blocks for every name in ``sweep.__all__`` (where each is defined) and the
     modules the API's errors, events and records come from."""
-    import sweep
-
     out = []
     for name in sweep.__all__:
         if name.startswith("__"):
