@@ -236,17 +236,17 @@ def cli() -> str:
 
 
 def _tables(schema: types.ModuleType) -> list[tuple[str, str, str]]:
-    """(schema's name in ``sweep.results.schema``, the table, where it is) for every Arrow schema there, in
-    the module's order but ``points`` first; a table whose file is named by a constant (``DECISIONS =
-    "decisions.parquet"``) is that file, any other one file per point in a folder of its name."""
-    out = []
-    for attr, value in vars(schema).items():
-        if isinstance(value, pa.Schema):
+    """(schema's name in ``sweep.results.schema``, the table, where it is): the per-point tables of its
+    ``TABLES`` (one file per point in a folder of the table's name), then every other Arrow schema there,
+    a table whose file a constant names (``DECISIONS = "decisions.parquet"``)."""
+    names = {id(value): attr for attr, value in vars(schema).items() if isinstance(value, pa.Schema)}
+    out = [(names[id(arrow)], table, f"{table}/<id>.parquet") for table, arrow in schema.TABLES.items()]
+    for attr in names.values():
+        if all(attr != o[0] for o in out):
             table = attr.lower().removesuffix("_schema")
             named = getattr(schema, table.upper(), None)
-            where = named if isinstance(named, str) and named.endswith(".parquet") else f"{table}/<id>.parquet"
-            out.append((attr, table, where))
-    return sorted(out, key=lambda t: t[1] != "points")
+            out.append((attr, table, named if isinstance(named, str) else f"{table}/<id>.parquet"))
+    return out
 
 
 def _column_docs(source: str, name: str) -> dict[str, str]:
