@@ -119,6 +119,8 @@ def test_every_page_the_readme_and_the_site_link_exists():
 def test_the_site_builds_strict(tmp_path):
     """``mkdocs build --strict``: a broken link or anchor, a reference that cannot be drawn, a docstring
     mkdocstrings cannot read, fails it. The generated references hold what the code has."""
+    for package in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        assert importlib.util.find_spec(package), f"{package} is not installed: pip install -e '.[test]' installs it"
     started = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
