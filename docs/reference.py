@@ -146,9 +146,18 @@ def _doc(cls: type) -> str:
     return "" if generated else " ".join(doc.split("\n\n")[0].split())
 
 
+def _text(text: str) -> str:
+    """Prose for a page: reStructuredText's double backticks as Markdown's, and ``<``, ``>`` and ``&``
+    outside code as entities (``results/<name>`` is no HTML tag)."""
+    parts = re.sub(r"``([^`]+)``", r"`\1`", text).replace("\n", " ").split("`")
+    for i in range(0, len(parts), 2):  # outside code spans
+        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
 def _cell(text: str) -> str:
-    """Text for a table cell: reStructuredText's double backticks as Markdown's, pipes escaped."""
-    return re.sub(r"``([^`]+)``", r"`\1`", text).replace("|", "\\|").replace("\n", " ")
+    """Prose for a table cell: ``_text`` with its pipes escaped."""
+    return _text(text).replace("|", "\\|")
 
 
 def experiment_file() -> str:
@@ -162,7 +171,7 @@ def experiment_file() -> str:
         out.append(f"## {title}\n")
         doc = _doc(cls)
         if doc:
-            out.append(f"{doc} (`{cls.__module__}.{cls.__qualname__}`)\n")
+            out.append(f"{_text(doc)} (`{cls.__module__}.{cls.__qualname__}`)\n")
         else:
             out.append(f"`{cls.__module__}.{cls.__qualname__}`\n")
         out.append("| key | type | default | what it is |\n|---|---|---|---|")
@@ -216,7 +225,7 @@ def cli() -> str:
         usage = formatter.format_help().strip()
         out.append(f"```text\n{usage}\n```\n")
         if parser.description:
-            out.append(" ".join(parser.description.split()) + "\n")
+            out.append(_text(" ".join(parser.description.split())) + "\n")
         out.append("| argument | default | what it does |\n|---|---|---|")
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction):

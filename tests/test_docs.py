@@ -135,6 +135,7 @@ def test_the_site_builds_strict(tmp_path):
     site = tmp_path / "site"
     keys = (site / "reference" / "experiment-file" / "index.html").read_text()
     assert "benchmark.concurrency.levels" in keys and "server.timeouts.stall_s" in keys
+    assert "results/&lt;name&gt;" in keys  # a comment's <name> is text, not an HTML tag that swallows it
     columns = (site / "reference" / "results-columns" / "index.html").read_text()
     assert "output_throughput" in columns and "point_id" in columns
     commands = (site / "reference" / "cli" / "index.html").read_text()
