@@ -119,6 +119,20 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _command_parser(name: str, add: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"python -m sweep {name}")
+    add(parser)
+    return parser
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser, as ``main`` builds it, by its prog (the docs' CLI reference is drawn from these)."""
+    out = {"python -m sweep": _run_parser()}
+    for name in SUBCOMMANDS:
+        out[f"python -m sweep {name}"] = _command_parser(name, _subcommand(name)[0])
+    return out
+
+
 def _print_error(e: SweepError) -> None:
     err = output_console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"[bold red]error:[/bold red] {escape(e.message)}")
@@ -428,9 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             add, run = _subcommand(argv[0])
-            parser = _Parser(prog=f"python -m sweep {argv[0]}")
-            add(parser)
-            return run(parser.parse_args(argv[1:]))
+            return run(_command_parser(argv[0], add).parse_args(argv[1:]))
         return run_command(_run_parser().parse_intermixed_args(argv))
     except SweepError as e:
         _print_error(e)

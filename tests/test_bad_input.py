@@ -2,7 +2,7 @@
 documented exit code, before anything expensive starts (no traceback; Ray is never imported for a bad
 experiment: a stand-in ``ray`` package on the path would say so).
 
-The README's "Bad input" table lists these cases; paths and ports, which only a host can check, are
+docs/faults.md's "bad input" table lists these cases; paths and ports, which only a host can check, are
 in tests/host/test_point.py (pre-flight)."""
 
 import json

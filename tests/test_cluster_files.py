@@ -411,12 +411,12 @@ def test_readme_names_only_files_and_settings_that_exist():
     assert importlib.util.find_spec("sweep.fake") is not None  # what --fake launches
 
 
-# The troubleshooting tables (README.md, cluster/README.md) quote error messages. Each is produced
+# The troubleshooting tables (docs/faults.md, cluster/README.md; and any other page) quote error messages. Each is produced
 # here by the code that raises it, in the situation the table describes, and every quote of it must
 # be how that message begins: "..." in a quote stands for any text, a placeholder (pid P, HOST:PORT)
 # for what this run put there.
 
-READMES = (REPO / "README.md", README)
+READMES = (REPO / "README.md", README, *sorted((REPO / "docs").rglob("*.md")))
 CLI_PREFIX = "error: "  # how the command line prints a SweepError's message (sweep/cli.py)
 
 

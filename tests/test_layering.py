@@ -3,15 +3,17 @@
 Every module lives in a room (a folder of ``sweep/``) or is one of the front modules (the package's
 face, the Python API, the command line). The rooms' imports, read from the source with ``ast``
 (nothing is imported), give each room its floor: 1 for a room that imports no other, else one above
-the highest room it imports. The README draws those floors; a new import that points up (into a room
-that imports this one, directly or not) makes a circle and fails here with the module and line, and
-one that lifts a room to another floor fails until the README's drawing says so. Imports under
-``if TYPE_CHECKING:`` name shapes, not dependencies, and are left out.
+the highest room it imports. The docs' architecture page draws those floors, from ``floors()`` here
+(docs/reference.py, at each build of the site); a new import that points up (into a room that imports
+this one, directly or not) makes a circle and fails here with the module and line, and a room that
+comes without a line saying what it is fails until docs/reference.py's ``ROOMS`` says so. Imports
+under ``if TYPE_CHECKING:`` name shapes, not dependencies, and are left out.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import sys
 from functools import cache
@@ -106,11 +108,21 @@ def floors() -> dict[str, int]:
     return out
 
 
-def readme_floors() -> dict[str, int]:
-    """The README's drawing: ``floor N  room  what it is``, a line without ``floor N`` on the floor above."""
-    text = (REPO / "README.md").read_text()
-    block = re.search(r"<!-- floors.*?-->\n```text\n(.*?)```", text, re.S)
-    assert block, "README.md lost its drawing of the floors (<!-- floors ... --> and a text block)"
+def _docs_reference():
+    spec = importlib.util.spec_from_file_location("docs_reference", REPO / "docs" / "reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def drawn_floors() -> dict[str, int]:
+    """The architecture page's drawing (docs/architecture.md, drawn by docs/reference.py): ``floor N  room
+    what it is``, a line without ``floor N`` on the floor above."""
+    page = (REPO / "docs" / "architecture.md").read_text()
+    assert "<!-- generated: floors -->" in page, "docs/architecture.md lost its drawing of the floors"
+    block = re.search(r"```text\n(.*?)```", _docs_reference().floors_drawing(), re.S)
+    assert block, "docs/reference.py's floors_drawing() drew no text block"
     out, current = {}, None
     for line in block.group(1).splitlines():
         m = re.match(r"\s*(?:floor (\d+))?\s+([a-z_]+)\s", line + " ")
@@ -129,10 +141,10 @@ def test_no_import_points_up():
     floors()  # raises with the circle, the modules and the lines
 
 
-def test_the_readme_draws_the_floors():
-    assert readme_floors() == floors(), (
-        "the floors changed (an import lifted a room, or a room came or went): "
-        f"draw them in README.md ('Development'): {sorted(floors().items(), key=lambda kv: -kv[1])}"
+def test_the_architecture_page_draws_the_floors():
+    assert drawn_floors() == floors(), (
+        "the docs' drawing of the floors is not the floors the imports give: "
+        f"docs/reference.py's floors_drawing(): {sorted(floors().items(), key=lambda kv: -kv[1])}"
     )
 
 
@@ -174,3 +186,9 @@ def test_a_circle_is_found(monkeypatch):
     )
     with pytest.raises(AssertionError, match=r"core -> host.*sweep.core.errors:7"):
         floors()
+
+
+def test_a_room_the_drawing_cannot_describe_is_named():
+    """A new room fails the drawing (and so the site's build) until docs/reference.py's ROOMS says what it is."""
+    with pytest.raises(LookupError, match=r"'newroom'.*ROOMS"):
+        _docs_reference().floors_drawing({**floors(), "newroom": 1})

@@ -220,7 +220,7 @@ def test_the_servers_env_reaches_the_rules(write_yaml, tmp_path):
 
 
 def test_an_unset_version_means_the_newest_the_rules_know(write_yaml):
-    """README: ``server.sglang_version`` unset means the newest version the rules know. The plan says so,
+    """docs/plan.md: ``server.sglang_version`` unset means the newest version the rules know. The plan says so,
     and a flag that version lacks is caught (before: checked against no version at all, and the reference
     experiment's 18 points showed ok where 0.5.23 refuses them all)."""
     exp = config.load("experiments/k26_eagle.yaml", ["server.sglang_version=null"])
@@ -242,7 +242,7 @@ def test_an_unset_version_means_the_newest_the_rules_know(write_yaml):
 # The ids of the shipped experiments' points, as results directories on disk know them. A change that
 # moves them (a new benchmark setting marked always(...), which lands in point_id at its default, say)
 # makes every existing results directory rerun from scratch on resume: give a new setting a plain default
-# (in the id only where set: sweep/core/identity.py), or change these knowingly and say so in the README.
+# (in the id only where set: sweep/core/identity.py), or change these knowingly and say so in the docs (docs/experiment-file.md).
 SHIPPED_IDS = {
     "k26_eagle": (18, "2f022fe9e229378e"),
     "glm5_eagle_tree": (4, "58def169fee703a1"),

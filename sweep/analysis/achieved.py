@@ -26,7 +26,7 @@ JUDGED = ("regression", "improvement", "within noise", "shared shift")  # the ve
 
 
 def margin_text() -> str:
-    """The margin in words, as the report and the README state it."""
+    """The margin in words, as the report and the docs state it."""
     return f"{SHORT:.0%}"
 
 

@@ -151,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what the requests are, instead of --prompts: sharegpt:FILE, sharegpt-multiturn:FILE, "
         "synthetic:in=uniform(100,400),out=normal(200,50), "
         "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5 "
-        "(sweep/core/workload_spec.py; the README's 'Workloads')",
+        "(sweep/core/workload_spec.py; docs/experiment-file.md, 'Workloads')",
     )
     g.add_argument("--api", choices=APIS, help="route: generate = SGLang's /generate (default), completions, chat")
     g.add_argument("--model", help="'model' of OpenAI-route requests (default: the server's served_model_name)")

@@ -1,7 +1,7 @@
 """One exception tree for the whole project.
 
 Every error a user can cause carries a message that names the culprit and says how to fix it.
-``SweepError.exit_code`` is what the command line exits with (documented in the README).
+``SweepError.exit_code`` is what the command line exits with (documented in docs/index.md).
 """
 
 from __future__ import annotations

@@ -35,14 +35,14 @@ class ClusterConfig:
 class Timeouts:
     """Seconds. A phase that passes its limit, or a log that stops growing for ``stall_s``, is a hang."""
 
-    preflight_s: float = 60.0
+    preflight_s: float = 60.0  # accepted, but no limit is applied to pre-flight today (nothing reads it)
     load_s: float = 1800.0  # launch to weights loaded (target and drafter)
     capture_s: float = 1200.0  # weights loaded to all CUDA graphs captured
     ready_s: float = 600.0  # graphs captured to ready (HTTP up, warmup generate answered)
     total_s: float = 3600.0  # launch to ready
     stall_s: float = 600.0  # no log output at all (a progress bar's \r update counts) this long while starting
     stop_grace_s: float = 30.0  # SIGTERM to SIGKILL
-    benchmark_s: float = 7200.0
+    benchmark_s: float = 7200.0  # accepted, but no limit is applied to the benchmark today (nothing reads it)
 
 
 @dataclass
@@ -65,10 +65,10 @@ class CpuConfig:
 class ServerConfig:
     # "python" means the interpreter of the Ray worker on the host (the venv it was started from)
     launcher: list[str] = field(default_factory=lambda: ["python", "-m", "sglang.launch_server"])
-    model_path: str = "???"
-    tp_size: int = 8
-    host: str = "127.0.0.1"
-    port: int = 30000
+    model_path: str = "???"  # the target model, as the hosts see it (--model-path); required
+    tp_size: int = 8  # tensor parallelism (--tp-size); above cluster.gpus_per_host the server spans hosts
+    host: str = "127.0.0.1"  # the address the server listens on (--host)
+    port: int = 30000  # a real host's server port (--port); simulated hosts take a free port at launch
     flags: dict[str, Any] = field(default_factory=dict)  # base SGLang flags, without the leading --
     env: dict[str, str] = field(default_factory=dict)  # base env of the server process
     # what the plan checks SGLang's rules against (the host's pre-flight knows the real ones):
@@ -92,10 +92,10 @@ class AxisConfig:
     ``role`` is inferred when not given: drafter, steps, topk, draft_tokens, env, benchmark, other.
     """
 
-    flag: Optional[str] = None
-    key: Optional[str] = None
-    values: Any = None
-    role: Optional[str] = None
+    flag: Optional[str] = None  # the SGLang flag a scalar axis sets, without the leading --
+    key: Optional[str] = None  # or the benchmark setting it sets, e.g. benchmark.concurrency.max_tokens
+    values: Any = None  # a list of scalars, or a map of named bundles {name: {flags, env, benchmark}}
+    role: Optional[str] = None  # drafter, steps, topk, draft_tokens, env, benchmark, other; inferred if not given
 
 
 @dataclass
@@ -113,14 +113,14 @@ class DryRunConfig:
     """How ``--dry-run`` fits the real plan on a laptop: every point, phase and level is kept; only
     token counts, requests and the fake's speed are scaled, and the scale is recorded."""
 
-    hosts: int = 3
+    hosts: int = 3  # simulated GPU hosts (Ray nodes of a local cluster)
     fake_speed: float = 5.0  # the fake server's serving speed (1 = the real system's)
     fake_startup_speed: float = 300.0  # startup phases run this much faster than real
-    max_tokens_scale: float = 0.125
-    min_max_tokens: int = 32
+    max_tokens_scale: float = 0.125  # every max_tokens (and a workload's output lengths) times this
+    min_max_tokens: int = 32  # but never below this
     rounds: int = 1  # requests per level = rounds * concurrency
-    single_stream_runs: int = 3
-    single_stream_warmup: int = 1
+    single_stream_runs: int = 3  # benchmark.single_stream.runs at most this
+    single_stream_warmup: int = 1  # benchmark.single_stream.warmup at most this
     # SGLang's --stream-interval for the fake: a chunk every N decode steps keeps three simulated
     # hosts at C=250 within two cores; token counts stay exact (the server counts them)
     stream_interval: int = 8
@@ -148,7 +148,7 @@ class SearchConfig:
     the speculative steps, predicts the rest from what the probes measured (accept length per draft
     position, cost per step), and records as ``pruned`` the points that cannot win at any level."""
 
-    strategy: str = "grid"
+    strategy: str = "grid"  # grid (every point) or adaptive
     # what a prediction may be off by beyond the noise the anchor measured (relative): a point is
     # pruned only when even its prediction raised by this (and by the noise) loses everywhere
     tolerance: float = 0.05
@@ -174,13 +174,13 @@ class PolicyConfig:
     points of the sweep labelled ``<step axis>=adaptive`` (sweep/orchestrate/confirm.py);
     ``python -m sweep confirm DIR`` does that second part on an existing results directory."""
 
-    confirm: bool = False
+    confirm: bool = False  # after the grid, run each chosen policy's own server as more points
 
 
 @dataclass
 class Experiment:
-    name: str = "???"
-    description: str = ""
+    name: str = "???"  # names the results directory (results/<name>); required
+    description: str = ""  # free text for the reader; the sweep does not read it
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     grid: GridConfig = field(default_factory=GridConfig)

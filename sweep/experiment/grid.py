@@ -150,7 +150,7 @@ def merged_bench(base: BenchSettings, overrides: list[Mapping[str, Any]], where:
             except ConfigError as e:
                 raise _bad(
                     e.message if e.message.startswith(where) else f"{where}.{e.message}",
-                    e.fix or "see benchmark.workload in the README",
+                    e.fix or "see benchmark.workload in docs/experiment-file.md (Workloads)",
                 ) from None
             if isinstance(ov["workload"], Mapping) and "kind" in ov["workload"]:
                 cfg.workload = None
@@ -160,7 +160,8 @@ def merged_bench(base: BenchSettings, overrides: list[Mapping[str, Any]], where:
             key = getattr(e, "full_key", None) or (_leaves(ov) or ["?"])[0]
             first = str(getattr(e, "msg", e)).splitlines()[0]
             raise _bad(
-                f"{where}.{key}: {first}", "use the keys and types of the benchmark section (see the README)"
+                f"{where}.{key}: {first}",
+                "use the keys and types of the benchmark section (see docs/reference/experiment-file.md)",
             ) from None
     try:
         bench = cast(BenchSettings, OmegaConf.to_object(cfg))

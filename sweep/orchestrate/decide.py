@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def decide_phase(
     sweep: Prepared, hosts: list[Host], console: Console, run_fn=None, pairs: Sequence[tuple[str, str, int]] = ()
 ) -> list[dict]:
-    """Run ``decide`` on the sweep's results (``sweep.experiment.decide``; nothing when it is off):
+    """Run ``decide`` on the sweep's results (``sweep.core.settings.DecideSettings``; nothing when it is off):
     rounds of re-measurement while decisions are open and the budget lasts; ``decisions.parquet``
     written; one line per decision on the console. ``pairs``: more decisions to take on, (point,
     point, level) each (a policy tier's candidates). Returns the decisions' rows."""

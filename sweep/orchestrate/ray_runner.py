@@ -249,7 +249,7 @@ class Runner:
             # at its launch (and kept off this one), so the dist port cannot follow from it; it is
             # chosen free here, where the leader runs, just before the group starts
             dist = f"{ip}:{free_port(ip)}"
-        else:  # a real host's: the leader's port + the offset (README: <port+1000>)
+        else:  # a real host's: the leader's port + the offset (docs/running.md: <port+1000>)
             dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
 
         def rank_spec(r: int) -> PointSpec:  # a retry: new hosts, new IP

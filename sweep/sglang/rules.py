@@ -99,7 +99,7 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
     """The flags under the names argparse gives them (SGLang's parser takes a unique prefix of a
     flag), and the findings about names: typos, ambiguous prefixes, flags the version lacks."""
     version = target.checked_version
-    mine = version_flags(version)  # unset: the newest the rules know, as the README says
+    mine = version_flags(version)  # unset: the newest the rules know, as docs/plan.md says
     every = set(KNOWN_FLAGS).union(*(version_flags(v) or () for v in sa.KNOWN_VERSIONS))
     known = mine if mine is not None else every
     out: dict[str, Any] = {}

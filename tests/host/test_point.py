@@ -82,7 +82,7 @@ def test_ready_with_phase_timings_and_tables(tmp_path, host):
 def test_capture_oom_explained_from_the_log_of_the_dead_server(tmp_path, host):
     # noticed as a death (the exit, explained from the log), not waited out as a hang: stall_s is
     # 20 s and the phase limits 30 s, and a hang's reason would say so. How soon after the exit it is
-    # noticed (README: within a second) is a figure tests/perf/failure_timings.py prints.
+    # noticed (docs/running.md: within a second) is a figure tests/perf/failure_timings.py prints.
     spec = make_spec(tmp_path, "--fake-fail-at", "capture")
     stages = []
     [r] = run_launch(spec, host, lambda e: stages.append(e.stage)).points

@@ -3,7 +3,7 @@ told to fail in each way SGLang fails. For each fault, the outcome is asserted: 
 phase and reason, no process left, nothing finished lost, no point duplicated.
 
 (A host removed mid-point: tests/orchestrate/test_runner.py; the driver interrupted or killed and
-rerun: tests/orchestrate/test_sweep_e2e.py. The README's fault table lists them all.)"""
+rerun: tests/orchestrate/test_sweep_e2e.py. docs/faults.md's fault table lists them all.)"""
 
 import shutil
 import subprocess

@@ -1,13 +1,13 @@
 """How fast failures are found and ended: the timings the tests assert as behaviour, not as seconds.
 
 The tests check what happened (the phase, the reason, the order of events, that nothing was
-launched); how long it took is a figure, printed here next to what the README and the code claim:
+launched); how long it took is a figure, printed here next to what the docs (docs/running.md) and the code claim:
 
 * pre-flight: a point that fails in pre-flight (a missing drafter path, a flag the host's SGLang
-  does not accept) is recorded in seconds, before anything launches (README: "pre-flight in
+  does not accept) is recorded in seconds, before anything launches (docs/running.md: "pre-flight in
   seconds"); the flag check's ``--help`` probe is cached per host and version, so it is timed with
   and without the cache;
-* a dead server: from its log's last write to the point's ``stop`` stage (README: "noticed within
+* a dead server: from its log's last write to the point's ``stop`` stage (docs/running.md: "noticed within
   1 s of the exit");
 * a hung server: from its log's last write to ``stop``, against ``stall_s`` (the stall detector
   cuts it, not the phase limit);
@@ -134,7 +134,7 @@ def host_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
         _, stages, r = timed_point(s, host)
         assert r.failure_phase == "capture" and "CUDA out of memory" in r.failure_reason, r.failure_reason
         dead.append(stages["stop"] - os.path.getmtime(s.log_path))
-    rows.append(("dead server: last log write -> stop", figure(dead), "< 1 s (README)"))
+    rows.append(("dead server: last log write -> stop", figure(dead), "< 1 s (docs/running.md)"))
 
     hung = []
     for _ in range(repeat):

@@ -12,7 +12,7 @@ run. This script runs the same dry run N times and prints, side by side:
 
     python tests/perf/run_to_run.py [--runs 2] [--experiment experiments/k26_eagle.yaml] [--keep DIR]
 
-About 3-4 minutes per run of the reference experiment on 2 cores. The README and
+About 3-4 minutes per run of the reference experiment on 2 cores. docs/measured.md and
 docs/reference-dryrun.md quote what it printed.
 """
 

@@ -105,7 +105,7 @@ def find_real_sglang(found: dict[str, str] | None = None, prefix: Path | None = 
     if not python or not Path(python).is_file():
         return None, (
             "no CPU SGLang installed: run bash cluster/sglang-cpu-x86/install.sh and "
-            "source the env.sh it prints (see README: real SGLang on CPU)"
+            "source the env.sh it prints (see docs/real-sglang-cpu.md)"
         )
     env = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     if found.get("SGLANG_CPU_LD_PRELOAD"):
