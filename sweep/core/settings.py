@@ -22,9 +22,12 @@ ARRIVALS = ("poisson", "gamma")  # how an open-loop level's arrival gaps are dra
 
 @dataclass
 class SingleStreamSettings:
+    """``benchmark.single_stream``: requests sent one at a time, before the concurrency levels: the
+    speed of one user with the server to itself."""
+
     runs: int = always(5)  # measured runs, one request at a time
     warmup: int = always(2)  # runs before them, recorded as phase=warmup and left out of the figures
-    max_tokens: int = always(2048)
+    max_tokens: int = always(2048)  # max tokens of each of these requests (a workload's own output length wins)
 
 
 @dataclass
@@ -34,7 +37,7 @@ class StopSettings:
     count, whichever comes first. How the interval is computed: ``sweep/bench/stop.py``."""
 
     precision: float = always(0.02)  # 0.02: +-2 %
-    confidence: float = always(0.95)
+    confidence: float = always(0.95)  # of the interval (0.95: a 95 % interval)
     # requests that must have completed before a level may stop; None: C (every in-flight slot
     # completed one request) and at least 2 (a spread needs two)
     min_requests: Optional[int] = always(None)
@@ -59,11 +62,17 @@ class StopSettings:
 
 @dataclass
 class ConcurrencySettings:
+    """``benchmark.concurrency``: the closed-loop levels, each keeping C requests in flight (a new one
+    sent as one ends), run in turn on the one server."""
+
+    # the concurrencies C, each level once, run in the order given; ``levels: auto`` in an experiment
+    # file: see ``auto``
     levels: list[int] = always(factory=lambda: [1, 2, 5, 10, 30, 70, 100, 250])
     # requests sent at each level; None means rounds * concurrency, so every level keeps exactly
     # C requests in flight for `rounds` full turns
     requests_per_level: Optional[int] = always(None)
-    rounds: int = always(2)
+    rounds: int = always(2)  # with no requests_per_level: each level sends rounds x C requests
+    # max tokens of each request of the levels and of the rates (a workload's own output length wins)
     max_tokens: int = always(512)
     stop: Optional[StopSettings] = None  # None: every level sends its fixed request count
     # bisection (sweep/bench/refine.py): after the levels above, add levels where an SLO of
@@ -72,8 +81,8 @@ class ConcurrencySettings:
     # ``refine_ratio`` (hi/lo) or one request apart. ``levels: auto`` in an experiment file sets
     # ``auto`` and ``refine`` and starts from AUTO_LEVELS.
     refine: bool = hashed_with("refine", "auto", default=False)
-    refine_max: int = hashed_with("refine", "auto", default=4)
-    refine_ratio: float = hashed_with("refine", "auto", default=1.2)
+    refine_max: int = hashed_with("refine", "auto", default=4)  # levels refine may add, at most
+    refine_ratio: float = hashed_with("refine", "auto", default=1.2)  # a bracket is narrow enough at hi/lo <= it
     # the levels are AUTO_LEVELS, capped at the server's max_running_requests
     auto: bool = hashed_with("refine", "auto", default=False)
     # what a measured second is in real seconds when judging SLOs; not part of the point's identity
@@ -181,12 +190,12 @@ class LengthSettings:
     ``weights`` say; no weights: equally). The compact form (``200``, ``uniform(100,400)``,
     ``normal(200,50)``, ``empirical(100:1,400:3)``) is read by ``sweep.core.workload_spec``."""
 
-    dist: str = always("fixed")
+    dist: str = always("fixed")  # fixed | uniform | normal | empirical
     value: int = always(128)  # fixed
     low: int = always(1)  # uniform's range; normal's clip
     high: int = always(0)  # 0 with normal: no upper clip
     mean: float = always(0.0)  # normal
-    std: float = always(0.0)
+    std: float = always(0.0)  # normal: its standard deviation
     values: list[int] = always(factory=list)  # empirical: the lengths
     weights: list[float] = always(factory=list)  # empirical: how often each (empty: equally)
 
@@ -284,6 +293,10 @@ def _repeated(values: list[Any]) -> Any:
 
 @dataclass
 class BenchSettings:
+    """``benchmark``: what each point's benchmark sends to its server (``python -m sweep bench`` takes
+    the same settings as options). A point's benchmark runs the single stream, then the concurrency
+    levels, then the rates."""
+
     prompts: str = always("coding")  # built-in set name (coding, encyclopedic) or a JSONL file path
     # what the requests are (sharegpt, synthetic lengths, shared prefixes, a trace); set, it wins over
     # ``prompts``; None: the prompt set of ``prompts``, as before workloads
@@ -291,8 +304,10 @@ class BenchSettings:
     api: str = always("generate")  # generate (SGLang's native /generate), completions, chat
     model: str = always("")  # "model" of OpenAI-route requests; empty = the server's served_model_name
     seed: int = always(0)  # seeds the prompt choice
-    temperature: float = always(0.0)
+    temperature: float = always(0.0)  # sampling temperature of every request (0: greedy)
     ignore_eos: bool = always(True)  # every request then produces exactly max_tokens
+    # seconds one request may take, sent to last token; past it the request is recorded as failed
+    # ("timeout after ...s") and the benchmark goes on (a dry run caps it at 120)
     request_timeout_s: float = always(600.0)
     flush_between_levels: bool = always(True)  # POST /flush_cache before each level (resets accept length)
     server_metrics: bool = always(True)  # scrape /metrics around and during each level when the server has it
@@ -400,7 +415,7 @@ class DecideSettings:
     took, and at most ``max_repeats`` measurements of one level of one point (the first included).
     Off unless ``enabled``."""
 
-    enabled: bool = False
+    enabled: bool = False  # run the decide phase after the grid (false: the grid's picks stand as measured)
     margin: float = 0.03  # relative: two candidates closer than this are equal for any practical purpose
     budget_s: Optional[float] = None  # host-seconds of re-measurement (launch + benchmark); None: no cap of its own
     budget_share: float = 0.25  # of the host time the grid's points took: the cap that keeps a sweep's size
