@@ -50,7 +50,7 @@ Series = list[Sample]
 
 def only(source: PowerSource, first: int, count: int) -> PowerSource:
     """``source`` over the GPUs the server uses, ``first`` .. ``first + count - 1`` of its list (SGLang
-    places a server's ranks on consecutive GPUs from ``--base-gpu-id``; ``sweep.core.argv.node_gpus``):
+    places a server's ranks on consecutive GPUs from ``--base-gpu-id``; ``sweep.core.flags.ServerFlags.node_gpus``):
     a TP=4 server on an 8-GPU host is measured on its 4, not the host's 8 (the other 4 idle, or
     another process's). None where the host lists fewer GPUs than that (no figure rather than a part)."""
 
