@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from sweep.core.console import plural
 from sweep.experiment.plan import launches_of
-from sweep.host.point import LaunchPoint, PointSpec
+from sweep.host.point import LaunchPoint, LaunchSpec
 from sweep.results import store
 from sweep.results.schema import DECISIONS_SCHEMA
 from sweep.results.writer import sweep_id
@@ -168,37 +168,35 @@ def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
     return out
 
 
-def _specs(sweep: Prepared) -> dict[str, PointSpec]:
+def _specs(sweep: Prepared) -> dict[str, LaunchSpec]:
     from sweep.orchestrate.sweep import _spec
 
     how = sweep.kind
     name = sweep_id(sweep.rd.path)
     return {
-        p.id: replace(_spec(p, sweep.experiment, sweep.rd, how, name), nnodes=sweep.nnodes)
-        for p in sweep.plan.points
-        if not p.errors
+        p.id: _spec(p, sweep.experiment, sweep.rd, how, name, sweep.nnodes) for p in sweep.plan.points if not p.errors
     }
 
 
 def _launches(
-    rnd: decide.Round, planned: dict, specs: dict[str, PointSpec], path: Path, round_no: int
-) -> list[PointSpec]:
+    rnd: decide.Round, planned: dict, specs: dict[str, LaunchSpec], path: Path, round_no: int
+) -> list[LaunchSpec]:
     """The round's launches: points of one launch share it, each measuring only its levels."""
     out = []
     points = [planned[pid] for pid in rnd.levels]
     for launch in launches_of(points):
 
-        def bench(pid: str):
-            return decide.restricted(specs[pid].bench, rnd.levels[pid])
+        def point(pid: str) -> LaunchPoint:  # its levels only
+            [p] = specs[pid].points
+            return replace(p, bench=decide.restricted(p.bench, rnd.levels[pid]))
 
         lead = launch.first.id
         log = Path(specs[lead].log_path)
         out.append(
             replace(
                 specs[lead],
-                bench=bench(lead),
+                points=[point(q.id) for q in launch.points],
                 log_path=str(log.with_name(f"{log.stem}~r{round_no}.log")),
-                subpoints=[LaunchPoint(q.id, q.label, bench(q.id), specs[q.id].context) for q in launch.points[1:]],
             )
         )
     return out
