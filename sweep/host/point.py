@@ -489,8 +489,9 @@ def run_launch(spec: LaunchSpec, host: HostContext, progress: OnProgress | None 
         at.phase = "benchmark"
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
-        # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
-        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
+        # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes);
+        # this host's GPUs: the placed flags' (their nnodes the placement's), not the plan's
+        power = Recorder(only_gpus(host.probe.power, *spec.server_flags.node_gpus)) if spec.device != "cpu" else None
         try:
             for sub in subs:
                 pid = sub.point_id
@@ -621,7 +622,7 @@ def run_follower(
         at.preflight()  # only node rank 0 listens
         at.emit(NodeJoined(node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
-        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *spec.server_flags.node_gpus)) if spec.device != "cpu" else None
         sampled = posted = time.monotonic()
         try:
             while server.alive():
