@@ -526,7 +526,7 @@ def _flag_unknown(monkeypatch, tmp_path):
 
     monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path))
     launcher = [sys.executable, "-m", "sweep.fake"]  # answers --help with the flags of its SGLang version
-    names = ["model-path", "speculative-num-stepz"]  # a point's flag names (PointSpec.flags)
+    names = ["model-path", "speculative-num-stepz"]  # a point's flag names (LaunchSpec.flags)
     return (
         lambda: preflight.check_flags(names, launcher, "0.5.10", "gpu-a"),
         {"SGLang X on H": "SGLang 0.5.10 on gpu-a", "--flag": "--speculative-num-stepz"},

@@ -277,14 +277,16 @@ def test_a_point_cancelled_outside_the_sweep_is_cancelled_not_a_keyboard_interru
     import ray
 
     from sweep.core.settings import BenchSettings
-    from sweep.host.point import PointSpec
+    from sweep.host.point import LaunchPoint, LaunchSpec
     from sweep.orchestrate import ray_runner
 
     def cancelled(ref, **kw):
         raise ray.exceptions.TaskCancelledError()
 
     monkeypatch.setattr(ray_runner.ray, "get", cancelled)
-    spec = PointSpec("s", "p1", "drafter=none", ["python"], {"port": 30000}, {}, "/tmp/x.log", 8, BenchSettings())
+    spec = LaunchSpec(
+        "s", ["python"], {"port": 30000}, {}, "/tmp/x.log", [LaunchPoint("p1", "drafter=none", BenchSettings())]
+    )
     runner = ray_runner.Runner("gpu_host", 8, {})
     with pytest.raises(errors.Cancelled) as e:
         runner._collect(object(), spec, 1, 0.0)

@@ -51,7 +51,7 @@ def test_it_is_the_map_it_was_built_from_for_the_argv_and_the_ids():
     typed = ServerFlags(PLAN)
     assert typed == PLAN and typed.as_dict() == PLAN and list(typed) == list(PLAN)
     assert typed.args() == flag_args(PLAN) and "--disable-cuda-graph" not in typed.args()
-    assert pickle.loads(pickle.dumps(typed)) == typed  # it travels to a Ray task in the PointSpec
+    assert pickle.loads(pickle.dumps(typed)) == typed  # it travels to a Ray task in the LaunchSpec
     with pytest.raises(TypeError):
         typed["tp-size"] = 8  # type: ignore[index]
     moved = typed.merged({"port": 31000})

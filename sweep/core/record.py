@@ -112,6 +112,14 @@ class LaunchResult:
 
     points: list[PointResult]
 
+    @property
+    def seconds(self) -> float:
+        """The launch's host time: from its start (its first point's) to its end (its last point's),
+        its pre-flight, startup, every point's benchmark and its stop included."""
+        if not self.points:
+            return 0.0
+        return max(r.ended_at for r in self.points) - min(r.started_at for r in self.points)
+
     @classmethod
     def shared(cls, result: PointResult, point_ids: list[str]) -> LaunchResult:
         """A launch whose one ``result`` (made for its first point: a lost host, a follower's death, a

@@ -66,7 +66,7 @@ class PlannedPoint:
 
     @property
     def argv(self) -> list[str]:
-        """The server's command line as planned (the host's launcher and port may differ: PointSpec)."""
+        """The server's command line as planned (the host's launcher and port may differ: LaunchSpec)."""
         return list(self.launcher) + flag_args(self.flags)
 
     @property

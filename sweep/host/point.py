@@ -66,9 +66,11 @@ class LaunchPoint:
 @dataclass(frozen=True)
 class Placement:
     """Where the orchestrator runs a launch's server, supplied at run time beside the flags the plan
-    gave it, never written into them: the port it serves on (None: the flags' own ``port``) and, for
-    a server over several hosts, this node's flags (``nnodes``, ``node_rank``, ``dist_init_addr``;
-    ``dist_init_addr`` None: one host, the flags' own node flags, if any, kept)."""
+    gave it, never written into them: the port it serves on (None: the flags' own ``port``), the
+    hosts the server spans (``nnodes``: server.tp_size over a host's GPUs, the orchestrator's
+    reckoning, not a flag's) and, for a server over several hosts, this node's flags (``nnodes``,
+    ``node_rank``, ``dist_init_addr``; ``dist_init_addr`` None: not placed on its hosts yet, or one
+    host: the flags' own node flags, if any, kept)."""
 
     port: int | None = None
     nnodes: int = 1
@@ -85,31 +87,26 @@ class Placement:
 
 
 @dataclass
-class PointSpec:
+class LaunchSpec:
     """Everything a host needs to run one server launch (picklable: it travels to the Ray task): the
-    server, and its points (``points``: the first one's fields here, the others in ``subpoints``). The
+    server, and the points it serves in turn (``points``, at least one; client-side axes). The
     server's flags are the one source of what it runs: its argv is built from them at launch, and the
-    checks read them by name; where the server runs (its port, its node flags) is the runner's
-    ``placement``, laid over them (``server_flags``), never written into them or into an argv."""
+    checks read them by name (its device, its tensor parallelism, the CPU flags it needs); where the
+    server runs (its port, the hosts it spans, its node flags) is the runner's ``placement``, laid
+    over them (``server_flags``), never written into them or into an argv."""
 
     sweep: str  # names the sweep in the process marker
-    point_id: str  # the launch's first point (its log, its process marker)
-    label: str
     launcher: list[str]  # what runs the server (``python -m sglang.launch_server``; the fake's)
     flags: ServerFlags  # every flag of the server (sweep.core.flags), port and node flags included
     env: dict[str, str]
-    log_path: str
-    tp_size: int
-    bench: BenchSettings
+    log_path: str  # the launch's log: results/logs/<key>.log (<key>~r<round>.log in decide's rounds)
+    points: list[LaunchPoint]  # the points it serves, in the order they run
     timeouts: Timeouts = field(default_factory=Timeouts)
     reap: ReapConfig = field(default_factory=ReapConfig)
     paths: dict[str, str] = field(default_factory=dict)  # {"model": ..., "drafter": ...} to check
     real_paths: bool = True  # False on simulated hosts: path checks are reported as skipped
     bind_host: str = "127.0.0.1"  # where the benchmark reaches the server
-    nnodes: int = 1  # hosts one server spans (tp_size > GPUs of a host); this host runs tp_size/nnodes ranks
-    device: str = "cuda"  # SGLang's --device: cpu hosts are checked for memory and CPU flags, not GPUs
     cpu: CpuConfig = field(default_factory=CpuConfig)
-    cpu_flags_needed: list[str] = field(default_factory=list)  # from the server's flags (attention backend)
     launcher_args: list[str] = field(default_factory=list)  # the launcher's own options, after the flags (the fake's)
     architecture: str | None = None  # the experiment's server.architecture, where the host has no config.json
     check_rules: bool = (
@@ -119,10 +116,23 @@ class PointSpec:
     # launch repeated on another where another process took it during the startup (sweep.host.ports);
     # a real host's port is the flags' one
     choose_port: bool = False
-    # the launch's other points, benchmarked in turn on this same server after this one (client-side axes)
-    subpoints: list[LaunchPoint] = field(default_factory=list)
-    context: RunContext = field(default_factory=RunContext)  # the first point's run-time inputs
     placement: Placement = field(default_factory=Placement)  # where it runs: the runner's, at run time
+
+    def __post_init__(self) -> None:
+        self.flags = ServerFlags(self.flags)  # built once, also from a plain map (typed here, not by the caller)
+        if not self.points:
+            raise ValueError("a launch serves at least one point: LaunchSpec(points=[LaunchPoint(...)])")
+
+    @property
+    def key(self) -> str:
+        """The launch's first point's id, kept so that its names are what they were: its process
+        marker, the result made for the launch as a whole (``LaunchResult.shared``), the driver's
+        bookkeeping of it (progress without a point of its own)."""
+        return self.points[0].point_id
+
+    @property
+    def point_ids(self) -> list[str]:
+        return [p.point_id for p in self.points]
 
     @property
     def server_flags(self) -> ServerFlags:
@@ -130,16 +140,24 @@ class PointSpec:
         return self.placement.over(self.flags)
 
     @property
-    def points(self) -> list[LaunchPoint]:
-        """The launch's points in the order they run: the first one, then ``subpoints``."""
-        return [LaunchPoint(self.point_id, self.label, self.bench, self.context), *self.subpoints]
+    def device(self) -> str:
+        """SGLang's --device (the flags'): cpu hosts are checked for memory and CPU flags, not GPUs."""
+        return self.flags.device
 
     @property
-    def point_ids(self) -> list[str]:
-        return [p.point_id for p in self.points]
+    def tp_size(self) -> int:
+        """The server's tensor parallelism (the flags' --tp-size), over every host it spans."""
+        return self.flags.tp
 
-    def __post_init__(self) -> None:
-        self.flags = ServerFlags(self.flags)  # built once, also from a plain map (typed here, not by the caller)
+    @property
+    def nnodes(self) -> int:
+        """The hosts one server spans: the runner's (``placement``: tp_size over a host's GPUs)."""
+        return self.placement.nnodes
+
+    @property
+    def cpu_flags_needed(self) -> list[str]:
+        """The CPU flags the server needs (its attention backend's, and server.cpu.required_flags)."""
+        return cpu_host.required_flags(self.flags, self.cpu.required_flags)
 
     @property
     def argv(self) -> list[str]:
@@ -178,7 +196,7 @@ class _Preflight(pf.PreflightReport):
     drafter_checks: list[Check] = field(default_factory=list)
 
 
-def _reap(spec: PointSpec, host: HostContext, why: str, server: ServerProcess | None = None) -> reaper.ReapReport:
+def _reap(spec: LaunchSpec, host: HostContext, why: str, server: ServerProcess | None = None) -> reaper.ReapReport:
     """Reap, and wait for the server's port to be free: the port it ran on, else the flags' one (none
     on a simulated host before its launch: the port is chosen then)."""
     port = server.port if server is not None else None if spec.choose_port else spec.port
@@ -195,7 +213,7 @@ def _reap(spec: PointSpec, host: HostContext, why: str, server: ServerProcess | 
 
 
 def _preflight(
-    spec: PointSpec, host: HostContext, report: _Preflight, reaped: reaper.ReapReport, *, serves_http: bool
+    spec: LaunchSpec, host: HostContext, report: _Preflight, reaped: reaper.ReapReport, *, serves_http: bool
 ) -> None:
     """Cheap checks first; then reap (a crashed earlier run must not poison this one); then the
     checks that the reaping can change: GPUs free, the port free."""
@@ -232,7 +250,8 @@ def _preflight(
     else:
         pf.check_gpus(host.probe, spec.local_gpus, spec.reap.gpu_mem_free_mib, report)
     if spec.check_rules:
-        pf.check_rules(spec.server_flags, spec.bench, report, spec.architecture, spec.env)
+        first = spec.points[0].bench  # its first point's benchmark (the points differ in theirs alone)
+        pf.check_rules(spec.server_flags, first, report, spec.architecture, spec.env)
     if serves_http:
         if not spec.choose_port:  # a simulated host's is chosen at launch (_Attempt.serve)
             pf.check_port(spec.port, spec.bind_host, report, wait_s=max(0.0, spec.reap.wait_s - reaped.waited_s))
@@ -241,7 +260,7 @@ def _preflight(
         )  # node rank 0 of a server over several hosts
 
 
-def _check_drafter(spec: PointSpec, report: _Preflight) -> None:
+def _check_drafter(spec: LaunchSpec, report: _Preflight) -> None:
     """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
     from sweep.sglang import drafter
 
@@ -266,7 +285,7 @@ def adaptive_config_path(log_path: Path) -> Path:
     return log_path.with_name(f"{log_path.stem}.adaptive-config.json")
 
 
-def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
+def launch_argv(spec: LaunchSpec, log_path: Path) -> list[str]:
     """The server's argv at launch: ``spec.argv``, but a ``speculative-adaptive-config`` given as the config
     itself (a mapping, SGLang's JSON shape) is written to a JSON file first (sorted keys; see
     ``adaptive_config_path``) and that path passed, as SGLang reads the flag as a path."""
@@ -279,10 +298,10 @@ def launch_argv(spec: PointSpec, log_path: Path) -> list[str]:
     return [*spec.launcher, *flag_args({**spec.server_flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
 
 
-def _launch(spec: PointSpec, host: HostContext, log_path: Path) -> ServerProcess:
+def _launch(spec: LaunchSpec, host: HostContext, log_path: Path) -> ServerProcess:
     """The point's server, started and remembered by the reaper; stopped when its ``with`` ends."""
     marker = reaper.Marker(spec.sweep, host.name)
-    env = {**spec.env, **host.extra_env, **marker.env(spec.point_id)}
+    env = {**spec.env, **host.extra_env, **marker.env(spec.key)}
     server = ServerProcess(
         launch_argv(spec, log_path),
         env,
@@ -309,10 +328,10 @@ class _Attempt:
     ``node_rank`` None: the point's own server (node 0), where a bug is recorded too (never lost);
     else a follower node of a server over several hosts, whose failures name the node."""
 
-    def __init__(self, spec: PointSpec, host: HostContext, progress: OnProgress | None, node_rank: int | None = None):
+    def __init__(self, spec: LaunchSpec, host: HostContext, progress: OnProgress | None, node_rank: int | None = None):
         self.spec, self.host, self.node_rank = spec, host, node_rank
         self.emit: OnProgress = progress or (lambda e: None)
-        self.result = PointResult(spec.point_id, host.name, host.node_id, "failed", started_at=time.time())
+        self.result = PointResult(spec.key, host.name, host.node_id, "failed", started_at=time.time())
         self.report = _Preflight()
         self.reaped = reaper.ReapReport()
         self.server: ServerProcess | None = None
@@ -415,7 +434,7 @@ class _Attempt:
 def _finish(
     res: PointResult,
     server: ServerProcess | None,
-    spec: PointSpec,
+    spec: LaunchSpec,
     host: HostContext,
     report: _Preflight,
     reaped: reaper.ReapReport,
@@ -450,7 +469,7 @@ def _finish(
     res.ended_at = time.time()
 
 
-def run_launch(spec: PointSpec, host: HostContext, progress: OnProgress | None = None) -> LaunchResult:
+def run_launch(spec: LaunchSpec, host: HostContext, progress: OnProgress | None = None) -> LaunchResult:
     """Run one server launch start to finish: its points (``spec.points``) in turn on the same server
     (each benchmark flushes the cache first). The result holds one record per point, saying what
     happened, whatever happened. A benchmark failure of one point, the server still up and more
@@ -470,13 +489,14 @@ def run_launch(spec: PointSpec, host: HostContext, progress: OnProgress | None =
         at.phase = "benchmark"
         # the server's --api-key, as Authorization: Bearer on every request (its --admin-api-key on /flush_cache)
         # the GPUs' watts while each level runs (NVML; the fake's ledger); none on a CPU host
-        # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes)
-        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
+        # (timestamped too: a server over several hosts sums every node's, sweep.bench.power.with_nodes);
+        # this host's GPUs: the placed flags' (their nnodes the placement's), not the plan's
+        power = Recorder(only_gpus(host.probe.power, *spec.server_flags.node_gpus)) if spec.device != "cpu" else None
         try:
             for sub in subs:
                 pid = sub.point_id
                 part = parts[pid] = PointResult(pid, host.name, host.node_id, "failed", started_at=time.time())
-                tell: Callable[[HostProgress], None] = emit if pid == spec.point_id else _as_point(emit, pid)
+                tell: Callable[[HostProgress], None] = emit if pid == spec.key else _as_point(emit, pid)
                 tell(StepStarted("benchmark"))
                 try:
                     bench = run_bench(
@@ -528,7 +548,7 @@ def with_adaptive(levels: Any, log: AdaptiveLog, windows: list[tuple[Any, Any]])
     return levels
 
 
-def _dist_port(spec: PointSpec) -> list[int]:
+def _dist_port(spec: LaunchSpec) -> list[int]:
     """The --dist-init-addr port of a server over several hosts (the leader binds it too), else none."""
     port = (spec.flag("dist-init-addr") or "").rpartition(":")[2]
     return [int(port)] if port.isdigit() else []
@@ -590,7 +610,9 @@ def _measured(at: _Attempt, ids: list[str], part: PointResult, power: Recorder |
     return r
 
 
-def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None) -> PointResult:
+def run_follower(
+    spec: LaunchSpec, host: HostContext, node_rank: int, progress: OnProgress | None = None
+) -> PointResult:
     """Node ``node_rank`` > 0 of a server that spans several hosts: pre-flight, reap, launch its ranks,
     and keep them up until the point ends (the orchestrator cancels this call: leaving the attempt
     stops and reaps) or they die (a failed result, with the reason from this node's log). Meanwhile
@@ -600,7 +622,7 @@ def run_follower(spec: PointSpec, host: HostContext, node_rank: int, progress: O
         at.preflight()  # only node rank 0 listens
         at.emit(NodeJoined(node_rank))
         server = at.launch(Path(spec.log_path).with_suffix(f".node{node_rank}.log"))
-        power = Recorder(only_gpus(host.probe.power, *spec.flags.node_gpus)) if spec.device != "cpu" else None
+        power = Recorder(only_gpus(host.probe.power, *spec.server_flags.node_gpus)) if spec.device != "cpu" else None
         sampled = posted = time.monotonic()
         try:
             while server.alive():

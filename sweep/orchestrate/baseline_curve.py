@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from sweep.experiment.config import Experiment
 from sweep.experiment.plan import PlannedPoint
-from sweep.host.point import PointSpec
+from sweep.host.point import LaunchSpec
 from sweep.search.strategy import Search, Tables
 
 
@@ -40,22 +40,23 @@ def curve_of(levels: Any) -> list[list[float]]:
     return [[float(c), out[c]] for c in sorted(out)]
 
 
-def with_curve(spec: PointSpec, curve: list[list[float]]) -> PointSpec:
-    """``spec`` whose run context carries ``curve`` as its baseline (its benchmark settings, the
-    user's, left as they are)."""
-    return replace(spec, context=replace(spec.context, baseline_curve=tuple((float(c), float(t)) for c, t in curve)))
+def with_curve(spec: LaunchSpec, curve: list[list[float]]) -> LaunchSpec:
+    """``spec`` (a point's own: ``specs``) whose points' run context carries ``curve`` as their
+    baseline's (their benchmark settings, the user's, left as they are)."""
+    given = tuple((float(c), float(t)) for c, t in curve)
+    return replace(spec, points=[replace(p, context=replace(p.context, baseline_curve=given)) for p in spec.points])
 
 
 class BaselineGate(Search[PlannedPoint]):
     """A search (``take``/``record``/``pruned``) whose speculative points wait for their baselines'
-    curves; ``specs`` (point id -> PointSpec) is updated in place as curves arrive. ``earlier``:
+    curves; ``specs`` (point id -> LaunchSpec) is updated in place as curves arrive. ``earlier``:
     a baseline id recorded before this run -> its levels table (or None when it has none)."""
 
     def __init__(
         self,
         inner: Search[PlannedPoint],
         todo: list[PlannedPoint],
-        specs: MutableMapping[str, PointSpec],
+        specs: MutableMapping[str, LaunchSpec],
         earlier: Callable[[str], Optional[Any]],
     ):
         self.inner, self.specs = inner, specs
@@ -107,7 +108,7 @@ def gate(
     search: Search[PlannedPoint],
     exp: Experiment,
     todo: list[PlannedPoint],
-    specs: MutableMapping[str, PointSpec],
+    specs: MutableMapping[str, LaunchSpec],
     earlier: Callable[[str], Optional[Any]],
 ) -> Search[PlannedPoint]:
     """``search`` as it is without ``concurrency.refine``; with it, behind a :class:`BaselineGate`."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,8 +23,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from sweep.core.console import plural
+from sweep.core.record import LaunchResult
 from sweep.experiment.plan import launches_of
-from sweep.host.point import LaunchPoint, PointSpec
+from sweep.host.point import LaunchPoint, LaunchSpec
 from sweep.results import store
 from sweep.results.schema import DECISIONS_SCHEMA
 from sweep.results.writer import sweep_id
@@ -98,15 +99,9 @@ def decide_phase(
         failed: dict[str, str] = {}
         try:
             for out in runner.run(launches, lambda *_: None):
-                first = out.result.points[0]
-                spent += max(0.0, first.seconds)  # the launch's host time (its points' included)
-                measured = sum(
-                    float(w or 0.0)
-                    for r in out.result.points
-                    if r.levels is not None
-                    for w in r.levels.column("wall_s").to_pylist()
-                )
-                overheads.append(max(0.0, first.seconds - measured - startup.get(first.point_id, 0.0)))
+                cost_s, overhead_s = charge(out.result, startup)
+                spent += cost_s
+                overheads.append(overhead_s)
                 for r in out.result.points:
                     if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
                         failed[r.point_id] = str(r.failure or "no level measured")
@@ -168,37 +163,47 @@ def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
     return out
 
 
-def _specs(sweep: Prepared) -> dict[str, PointSpec]:
+def charge(launch: LaunchResult, startup: Mapping[str, float]) -> tuple[float, float]:
+    """What a round's launch costs the budget, and its overhead: its host time (``LaunchResult.seconds``:
+    the startup and every one of its points' benchmarks, not its first point's alone), and that time
+    beyond its server's startup (the first point's ``startup``, as recorded by the grid) and the levels
+    measured (pre-flight, warmups, reaps: what the next rounds' ``cost`` adds to a launch)."""
+    measured = sum(
+        float(w or 0.0) for r in launch.points if r.levels is not None for w in r.levels.column("wall_s").to_pylist()
+    )
+    spent = max(0.0, launch.seconds)
+    return spent, max(0.0, spent - measured - startup.get(launch.points[0].point_id, 0.0))
+
+
+def _specs(sweep: Prepared) -> dict[str, LaunchSpec]:
     from sweep.orchestrate.sweep import _spec
 
     how = sweep.kind
     name = sweep_id(sweep.rd.path)
     return {
-        p.id: replace(_spec(p, sweep.experiment, sweep.rd, how, name), nnodes=sweep.nnodes)
-        for p in sweep.plan.points
-        if not p.errors
+        p.id: _spec(p, sweep.experiment, sweep.rd, how, name, sweep.nnodes) for p in sweep.plan.points if not p.errors
     }
 
 
 def _launches(
-    rnd: decide.Round, planned: dict, specs: dict[str, PointSpec], path: Path, round_no: int
-) -> list[PointSpec]:
+    rnd: decide.Round, planned: dict, specs: dict[str, LaunchSpec], path: Path, round_no: int
+) -> list[LaunchSpec]:
     """The round's launches: points of one launch share it, each measuring only its levels."""
     out = []
     points = [planned[pid] for pid in rnd.levels]
     for launch in launches_of(points):
 
-        def bench(pid: str):
-            return decide.restricted(specs[pid].bench, rnd.levels[pid])
+        def point(pid: str) -> LaunchPoint:  # its levels only
+            [p] = specs[pid].points
+            return replace(p, bench=decide.restricted(p.bench, rnd.levels[pid]))
 
         lead = launch.first.id
         log = Path(specs[lead].log_path)
         out.append(
             replace(
                 specs[lead],
-                bench=bench(lead),
+                points=[point(q.id) for q in launch.points],
                 log_path=str(log.with_name(f"{log.stem}~r{round_no}.log")),
-                subpoints=[LaunchPoint(q.id, q.label, bench(q.id), specs[q.id].context) for q in launch.points[1:]],
             )
         )
     return out

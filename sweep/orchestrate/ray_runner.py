@@ -31,14 +31,14 @@ from sweep.core.errors import Cancelled
 from sweep.core.events import HostEvent, PointMeasured, PowerSamples, Retrying, TaskStarted
 from sweep.core.record import Failure, LaunchResult, PointResult
 from sweep.core.types import FailurePhase
-from sweep.host.point import HostContext, Placement, PointSpec
+from sweep.host.point import HostContext, LaunchSpec
 from sweep.host.ports import free_port
 from sweep.orchestrate.cluster import Host
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
 
-RunFn = Callable[[PointSpec, HostContext, Callable[[HostEvent], None]], LaunchResult]
+RunFn = Callable[[LaunchSpec, HostContext, Callable[[HostEvent], None]], LaunchResult]
 # (point id, host, what it said): its progress, or a point of a shared launch measured (PointMeasured)
 OnEvent = Callable[[str, str, HostEvent], None]
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
@@ -50,7 +50,7 @@ PendingKind = Literal["point", "group-ready", "leader", "follower"]
 class HostSetup:
     """How a task sets itself up on a host: its name, the port its server uses, and for simulated
     hosts the fake GPU ledger (also handed to the fake server through its env). ``choose_port``: a
-    simulated host, whose server's port is chosen free at launch (``PointSpec.choose_port``);
+    simulated host, whose server's port is chosen free at launch (``LaunchSpec.choose_port``);
     ``port`` is then only the spec's until the launch."""
 
     host: Host
@@ -89,7 +89,7 @@ class ProgressBoard:
         return out
 
 
-def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple[PointSpec, HostContext, Callable]:
+def _on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any) -> tuple[LaunchSpec, HostContext, Callable]:
     """This host's identity, the spec adapted to it (port, interpreter), and a progress poster."""
     node = ray.get_runtime_context().get_node_id()
     setup = setups.get(node)
@@ -105,13 +105,13 @@ def _on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any) -> tuple
     task_id = ray.get_runtime_context().get_task_id()  # tells the driver which task (of a group) posts
 
     def progress(ev: HostEvent) -> None:
-        pid = ev.point_id if isinstance(ev, PointMeasured) else ev.sub_point or spec.point_id
+        pid = ev.point_id if isinstance(ev, PointMeasured) else ev.sub_point or spec.key
         board.post.remote(pid, ctx.name, task_id, ev)
 
     return spec, ctx, progress
 
 
-def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> HostSetup:
+def _late_setup(node: str, spec: LaunchSpec, setups: dict[str, HostSetup]) -> HostSetup:
     """A host the driver did not know when the sweep started (a host restarted mid-sweep comes back
     with a new node id): named as the cluster names it, so a rejoined host keeps its name, with the
     sweep's port, its GPU count and, for the fake server, a GPU ledger beside the other hosts'."""
@@ -126,7 +126,7 @@ def _late_setup(node: str, spec: PointSpec, setups: dict[str, HostSetup]) -> Hos
     )
 
 
-def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> LaunchResult:
+def _run_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> LaunchResult:
     spec, ctx, progress = _on_host(spec, setups, board)
     progress(TaskStarted(ctx.node_id))
     if run_fn is None:
@@ -136,7 +136,7 @@ def _run_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, run_
     return run_fn(spec, ctx, progress)
 
 
-def _follow_on_host(spec: PointSpec, setups: dict[str, HostSetup], board: Any, node_rank: int) -> PointResult:
+def _follow_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, node_rank: int) -> PointResult:
     from sweep.host.point import run_follower
 
     spec, ctx, progress = _on_host(spec, setups, board)
@@ -149,7 +149,7 @@ class Outcome:
     """What the driver learns of a launch: its points' results, or a host failure that used up its
     retries (then each of its points failed with it)."""
 
-    spec: PointSpec
+    spec: LaunchSpec
     result: LaunchResult
     attempts: int
 
@@ -169,7 +169,7 @@ class Group:
 @dataclass
 class Pending:
     kind: PendingKind
-    spec: PointSpec
+    spec: LaunchSpec
     attempt: int
     t0: float
     group: Group | None = None
@@ -226,7 +226,7 @@ class Runner:
             )
         return fn.options(name=name, **self._opts, **extra)
 
-    def _submit(self, spec: PointSpec, attempt: int) -> None:
+    def _submit(self, spec: LaunchSpec, attempt: int) -> None:
         t0 = time.monotonic()
         if spec.nnodes <= 1:
             ref = self._on(self._task, "sweep-point").remote(spec, self.setups, self._board, self.run_fn)
@@ -239,7 +239,7 @@ class Runner:
     def _start_group(self, p: Pending) -> None:
         """The hosts are held: start the leader and the followers, each on its bundle's host."""
         g = p.the_group()
-        self._power[p.spec.point_id] = {}  # a retry's followers start afresh
+        self._power[p.spec.key] = {}  # a retry's followers start afresh
         nodes = placement_group_table(g.pg)["bundles_to_node_id"]
         leader_node = nodes[0]
         ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == leader_node), "127.0.0.1")
@@ -252,8 +252,8 @@ class Runner:
         else:  # a real host's: the leader's port + the offset (docs/running.md: <port+1000>)
             dist = f"{ip}:{(setup.port if setup else p.spec.port) + self.dist_port_offset}"
 
-        def rank_spec(r: int) -> PointSpec:  # a retry: new hosts, new IP
-            return replace(p.spec, placement=Placement(p.spec.placement.port, p.spec.nnodes, r, dist))
+        def rank_spec(r: int) -> LaunchSpec:  # a retry: new hosts, new IP
+            return replace(p.spec, placement=replace(p.spec.placement, node_rank=r, dist_init_addr=dist))
 
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
             rank_spec(0), self.setups, self._board, self.run_fn
@@ -266,7 +266,7 @@ class Runner:
             g.followers.append(ref)
             self._pending[ref] = Pending("follower", p.spec, p.attempt, p.t0, g, r)
 
-    def run(self, specs: list[PointSpec], on_event: OnEvent) -> Iterator[Outcome]:
+    def run(self, specs: list[LaunchSpec], on_event: OnEvent) -> Iterator[Outcome]:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
         receives the tasks' progress."""
         board = cast("ActorClass[ProgressBoard]", ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
@@ -287,7 +287,7 @@ class Runner:
                     yield outcome
         self._pump(on_event)
 
-    def submit(self, spec: PointSpec) -> None:
+    def submit(self, spec: LaunchSpec) -> None:
         """One more point, while ``run`` goes (from the loop over its outcomes): the adaptive
         search hands points out as it learns."""
         self._submit(spec, 1)
@@ -318,8 +318,8 @@ class Runner:
         # the leader is done: stop the followers, release the hosts
         self._stop_group(g)
         self._pump(self._on_event)  # the followers' last power samples
-        self._release_held(self._on_event, end_of=p.spec.point_id)
-        samples = self._power.pop(p.spec.point_id, {})
+        self._release_held(self._on_event, end_of=p.spec.key)
+        samples = self._power.pop(p.spec.key, {})
         if g.failure is not None:
             return Outcome(p.spec, LaunchResult.shared(g.failure, p.spec.point_ids), p.attempt)
         if g.host_lost:
@@ -370,7 +370,7 @@ class Runner:
         p = next((p for ref, p in self._pending.items() if ref.task_id().hex() == task_id), None)
         ev = PointMeasured(replace(ev.result, attempts=p.attempt if p is not None else 1))
         if p is not None and p.spec.nnodes > 1:
-            self._held.append((p.spec.point_id, p.spec.nnodes, host, ev))
+            self._held.append((p.spec.key, p.spec.nnodes, host, ev))
             return
         self._measured.add(ev.point_id)
         on_event(ev.point_id, host, ev)
@@ -395,24 +395,14 @@ class Runner:
             )
         self._held = keep
 
-    def _unmeasured(self, spec: PointSpec) -> PointSpec:
+    def _unmeasured(self, spec: LaunchSpec) -> LaunchSpec:
         """A launch to run again without its points already measured (they are recorded)."""
         left = [s for s in spec.points if s.point_id not in self._measured] or spec.points
-        first = left[0]
+        key = left[0].point_id  # its names follow its first point left
         log_path = (
-            spec.log_path
-            if first.point_id == spec.point_id
-            else str(Path(spec.log_path).with_name(f"{first.point_id}.log"))
+            spec.log_path if key == spec.key else str(Path(spec.log_path).with_name(f"{key}.log"))
         )  # results/logs/<point id>.log
-        return replace(
-            spec,
-            point_id=first.point_id,
-            label=first.label,
-            bench=first.bench,
-            context=first.context,
-            log_path=log_path,
-            subpoints=left[1:],
-        )
+        return replace(spec, points=left, log_path=log_path)
 
     def _lost_with_their_nodes(self) -> list[Outcome]:
         """Tasks on nodes the cluster has declared dead. A host cut off from the network is declared
@@ -453,15 +443,15 @@ class Runner:
                 out.append(outcome)
         return out
 
-    def _retry_or_fail(self, spec: PointSpec, attempt: int, t0: float, host: str) -> Outcome | None:
+    def _retry_or_fail(self, spec: LaunchSpec, attempt: int, t0: float, host: str) -> Outcome | None:
         reason = f"host {host} lost during attempt {attempt}"
         if self._held and self._on_event is not None:
-            self._release_held(self._on_event, end_of=spec.point_id)
+            self._release_held(self._on_event, end_of=spec.key)
         if attempt <= self.max_host_failures:
             spec = self._unmeasured(spec)  # the launch's points measured before the loss are recorded
             self._submit(spec, attempt + 1)
             if self._on_event is not None:  # said where the point was: the live view and the log show it
-                self._on_event(spec.point_id, self._where.get(spec.point_id, host), Retrying(attempt + 1))
+                self._on_event(spec.key, self._where.get(spec.key, host), Retrying(attempt + 1))
             return None
         return Outcome(
             spec,
@@ -477,13 +467,13 @@ class Runner:
             attempt,
         )
 
-    def _collect(self, ref: Any, spec: PointSpec, attempt: int, t0: float) -> Outcome | None:
+    def _collect(self, ref: Any, spec: LaunchSpec, attempt: int, t0: float) -> Outcome | None:
         try:
             launch: LaunchResult = ray.get(ref)
             return Outcome(spec, launch, attempt)
         except ray.exceptions.TaskCancelledError:  # not by this driver: it cancels only on its way out
             raise Cancelled(
-                f"point {spec.label} was cancelled outside the sweep (ray cancel, ray job stop)",
+                f"point {spec.points[0].label} was cancelled outside the sweep (ray cancel, ray job stop)",
                 fix="run the same command again to resume",
             ) from None
         except ray.exceptions.RayTaskError as e:  # run_launch raised: a bug, still recorded
@@ -491,7 +481,7 @@ class Runner:
                 spec,
                 _failed(
                     spec,
-                    self._where.get(spec.point_id),
+                    self._where.get(spec.key),
                     "internal",
                     f"internal error: {str(e).strip().splitlines()[-1]}",
                     t0,
@@ -500,7 +490,7 @@ class Runner:
                 attempt,
             )
         except ray.exceptions.RayError as e:  # the worker or its node died under the point
-            return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.point_id, '?')} ({type(e).__name__})")
+            return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.key, '?')} ({type(e).__name__})")
 
     def cancel_all(self) -> None:
         """Cancel running points: politely first (their cleanup stops the servers), then by force."""
@@ -520,12 +510,12 @@ class Runner:
 
 
 def _failed(
-    spec: PointSpec, host: str | None, phase: FailurePhase, reason: str, t0: float, fix: str | None = None
+    spec: LaunchSpec, host: str | None, phase: FailurePhase, reason: str, t0: float, fix: str | None = None
 ) -> LaunchResult:
     """The launch failed as a whole (no host left to run it, a bug): each of its points with it."""
     now = time.time()
     failed = PointResult(
-        spec.point_id,
+        spec.key,
         host or "",
         "",
         "failed",

@@ -36,8 +36,7 @@ from sweep.experiment import config as config_mod
 from sweep.experiment.dryrun import fake_args, fake_launcher
 from sweep.experiment.dryrun import run_context as dry_run_context
 from sweep.experiment.plan import Plan, PlannedPoint, launches_of
-from sweep.host import cpu as cpu_host
-from sweep.host.point import LaunchPoint, PointSpec
+from sweep.host.point import LaunchPoint, LaunchSpec, Placement
 from sweep.orchestrate import baseline_curve
 from sweep.results import lock as dir_lock
 from sweep.results import store
@@ -145,23 +144,24 @@ def run_context(exp: config_mod.Experiment, run: RunKind) -> RunContext:
     return dry_run_context(exp) if run.scaled else RunContext()
 
 
-def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: RunKind, sweep_name: str) -> PointSpec:
+def _spec(
+    pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: RunKind, sweep_name: str, nnodes: int = 1
+) -> LaunchSpec:
+    """Point ``pp``'s launch of its own (``launches`` groups them: a launch's server is its first
+    point's); ``nnodes``: the hosts one server spans (``hosts_per_point``)."""
     if not run.fake_server:
         launcher, extra = list(exp.server.launcher), []
     else:  # here: this interpreter; on a cluster's hosts: theirs
         launcher = fake_launcher() if run.local_cluster else ["python", "-m", "sweep.fake"]
         extra = fake_args(exp)
-    return PointSpec(
+    return LaunchSpec(
         sweep=sweep_name,
-        point_id=pp.id,
-        label=pp.label,
         launcher=launcher,
         flags=pp.flags,
         launcher_args=extra,
         env=dict(pp.env),
         log_path=str(rd.log_path(pp.id).resolve()),
-        tp_size=exp.server.tp_size,
-        bench=pp.bench,
+        points=[LaunchPoint(pp.id, pp.label, pp.bench, run_context(exp, run))],
         timeouts=exp.server.timeouts,
         reap=exp.server.reap,
         paths={
@@ -169,11 +169,9 @@ def _spec(pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: Run
             "draft model path": pp.flags.draft_model_path or "",
         },
         real_paths=not run.fake_server,
-        device=pp.flags.device,
         cpu=exp.server.cpu,
-        cpu_flags_needed=cpu_host.required_flags(pp.flags, exp.server.cpu.required_flags),
         architecture=exp.server.architecture,
-        context=run_context(exp, run),
+        placement=Placement(nnodes=nnodes),
     )
 
 
@@ -420,20 +418,16 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         )
         for h in hosts
     }
-    specs = {p.id: replace(_spec(p, exp, rd, how, sweep_name), nnodes=sweep.nnodes) for p in sweep.todo}
+    specs = {p.id: _spec(p, exp, rd, how, sweep_name, sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
 
-    def launches(handed: Sequence[PlannedPoint]) -> list[PointSpec]:
-        """The points handed out together, one spec per server launch (client-side axes share one)."""
+    def launches(handed: Sequence[PlannedPoint]) -> list[LaunchSpec]:
+        """The points handed out together, one spec per server launch (client-side axes share one):
+        its first point's server (and log), serving each of its points."""
         points = [planned[p.id] for p in handed]  # the search's points are the plan's
         # each point's run context: what the gate gave it (its baseline's curve) included
         return [
-            replace(
-                specs[launch.first.id],
-                subpoints=[
-                    LaunchPoint(q.id, q.label, specs[q.id].bench, specs[q.id].context) for q in launch.points[1:]
-                ],
-            )
+            replace(specs[launch.first.id], points=[specs[q.id].points[0] for q in launch.points])
             for launch in launches_of(points)
         ]
 
@@ -539,7 +533,7 @@ def decide_after_grid(sweep: Prepared, hosts: list[Host], console: Console, run_
         decide_phase(sweep, hosts, console, run_fn)
 
 
-def ran_argv(spec: PointSpec, result: PointResult) -> list[str]:
+def ran_argv(spec: LaunchSpec, result: PointResult) -> list[str]:
     """The server's command line as its host ran it: with the port it used (``result.port``: a
     simulated host chooses it at launch), else as the driver planned it."""
     if result.port is None or result.port == spec.port:

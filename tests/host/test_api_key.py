@@ -20,7 +20,7 @@ from sweep.core.redact import REDACTED
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.point import PointSpec, run_launch
+from sweep.host.point import LaunchPoint, LaunchSpec, run_launch
 from sweep.host.server import LogFollower, ServerProcess
 from tests.conftest import free_port
 from tests.waiting import wait_until
@@ -43,18 +43,15 @@ READY_S = 30.0
 REFUSED_READY_S = 3600.0
 
 
-def make_spec(tmp_path, flags=None, launcher=FAKE, env=None, ready_s: float = READY_S) -> PointSpec:
+def make_spec(tmp_path, flags=None, launcher=FAKE, env=None, ready_s: float = READY_S) -> LaunchSpec:
     flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
-    return PointSpec(
+    return LaunchSpec(
         SWEEP,
-        "p" + uuid.uuid4().hex[:8],
-        "label",
         launcher,
         flags,
         dict(env or {}),
         str(tmp_path / "server.log"),
-        2,
-        TINY,
+        [LaunchPoint("p" + uuid.uuid4().hex[:8], "label", TINY)],
         Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=ready_s, total_s=max(60.0, ready_s * 2), stop_grace_s=2),
         ReapConfig(wait_s=5),
         real_paths=False,

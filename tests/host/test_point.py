@@ -17,7 +17,7 @@ import pytest
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.point import PointSpec, run_launch
+from sweep.host.point import LaunchPoint, LaunchSpec, run_launch
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
@@ -42,19 +42,17 @@ TINY = BenchSettings(
 SWEEP = f"test-point-{uuid.uuid4().hex[:6]}"
 
 
-def make_spec(tmp_path, *extra, flags=None, timeouts=None, bench=TINY, **kw) -> PointSpec:
-    """A point of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options."""
+def make_spec(tmp_path, *extra, flags=None, timeouts=None, bench=TINY, point_id=None, more=(), **kw) -> LaunchSpec:
+    """A launch of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options;
+    its point (``point_id``, else a new one), then ``more`` (client-side axes)."""
     flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
-    return PointSpec(
+    return LaunchSpec(
         SWEEP,
-        "p" + uuid.uuid4().hex[:8],
-        "label",
         FAKE,
         flags,
         {},
         str(tmp_path / "server.log"),
-        2,
-        bench,
+        [LaunchPoint(point_id or "p" + uuid.uuid4().hex[:8], "label", bench), *more],
         timeouts or Timeouts(stall_s=20, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=2),
         ReapConfig(wait_s=5),
         real_paths=False,
@@ -102,11 +100,11 @@ def test_a_point_run_again_reads_only_its_own_log(tmp_path, host):
     first = make_spec(tmp_path, "--fake-fail-at", "capture")
     [r1] = run_launch(first, host).points
     assert r1.status == "failed" and "CUDA out of memory" in r1.failure_reason
-    again = replace(make_spec(tmp_path, "--fake-fail-at", "load"), point_id=first.point_id)
+    again = make_spec(tmp_path, "--fake-fail-at", "load", point_id=first.key)
     [r2] = run_launch(again, host).points
     assert r2.status == "failed" and r2.failure_phase == "load", (r2.failure_phase, r2.failure_reason)
     assert "Not enough memory" in r2.failure_reason and "CUDA out of memory" not in r2.log_tail
-    ok = replace(make_spec(tmp_path), point_id=first.point_id)
+    ok = make_spec(tmp_path, point_id=first.key)
     stages = []
     [r3] = run_launch(ok, host, lambda e: stages.append(e.stage)).points
     assert r3.status == "ok", (r3.failure_phase, r3.failure_reason, r3.log_tail[-2000:])
@@ -204,7 +202,7 @@ def test_server_dies_with_the_launching_process(tmp_path, host):
     assert not alive, f"still alive after the launcher died: {[p.pid for p in alive]}"
 
 
-def _nothing_launched(spec: PointSpec, r, stages: list[str]) -> None:
+def _nothing_launched(spec: LaunchSpec, r, stages: list[str]) -> None:
     """Failed in pre-flight, before any server was launched: no launch stage, no log file, no
     startup timed, nothing stopped or reaped. (How many seconds pre-flight takes is a figure
     tests/perf/failure_timings.py prints.)"""
@@ -258,17 +256,16 @@ def test_each_point_of_a_shared_launch_but_the_last_is_posted_as_its_benchmark_e
     the next one's benchmark starts, with its tables, the startup's phases (first point) and the power
     samples up to its end; the launch's result has every point, the same measurements."""
     from sweep.core.events import PointMeasured
-    from sweep.host.point import LaunchPoint
 
-    spec = make_spec(tmp_path, subpoints=[LaunchPoint("q2", "second", TINY), LaunchPoint("q3", "third", TINY)])
+    spec = make_spec(tmp_path, more=[LaunchPoint("q2", "second", TINY), LaunchPoint("q3", "third", TINY)])
     seen: list = []
     r, *more = run_launch(spec, host, seen.append).points
-    assert [x.point_id for x in (r, *more)] == [spec.point_id, "q2", "q3"]
+    assert [x.point_id for x in (r, *more)] == [spec.key, "q2", "q3"]
     assert r.status == "ok" and [m.status for m in more] == ["ok", "ok"], r.failure
     posted = [e for e in seen if isinstance(e, PointMeasured)]
-    assert [e.point_id for e in posted] == [spec.point_id, "q2"]  # q3 comes with the launch's result
+    assert [e.point_id for e in posted] == [spec.key, "q2"]  # q3 comes with the launch's result
     for e in posted:  # posted before the next point's benchmark began
-        nxt = {spec.point_id: "q2", "q2": "q3"}[e.point_id]
+        nxt = {spec.key: "q2", "q2": "q3"}[e.point_id]
         assert seen.index(e) < next(i for i, x in enumerate(seen) if getattr(x, "sub_point", None) == nxt)
     first, second = (e.result for e in posted)
     assert first.phases["startup_s"] is not None and second.phases == {}

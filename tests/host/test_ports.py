@@ -14,7 +14,7 @@ import pytest
 
 from sweep.experiment.config import ReapConfig
 from sweep.host import ports, reaper
-from sweep.host.point import run_launch
+from sweep.host.point import Placement, run_launch
 from tests.host.test_point import SWEEP, make_spec  # SWEEP: the specs' marker, which the host fixture checks
 from tests.waiting import wait_until
 
@@ -234,6 +234,8 @@ def test_simulated_host_still_checks_the_dist_init_port(tmp_path, host):
         s.listen()
         held = s.getsockname()[1]
         flags = {"nnodes": 2, "node-rank": 0, "dist-init-addr": f"127.0.0.1:{held}"}
-        [r] = run_launch(replace(make_spec(tmp_path, flags=flags), choose_port=True, nnodes=2), host).points
+        [r] = run_launch(
+            replace(make_spec(tmp_path, flags=flags), choose_port=True, placement=Placement(nnodes=2)), host
+        ).points
     assert r.status == "failed" and r.failure_phase == "preflight"
     assert f"--dist-init-addr port {held} is in use" in r.failure_reason and r.port is None

@@ -6,25 +6,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from sweep.core.argv import argv_value
 from sweep.core.settings import BenchSettings
-from sweep.host.point import Placement, PointSpec
+from sweep.experiment.config import CpuConfig
+from sweep.host.cpu import AMX_BACKEND_FLAGS
+from sweep.host.point import LaunchPoint, LaunchSpec, Placement
 from sweep.sglang.args import flag_value, with_node_flags
 
 LAUNCHER = ["python", "-m", "sglang.launch_server"]
 
 
-def spec(**flags) -> PointSpec:
-    return PointSpec(
+def spec(**flags) -> LaunchSpec:
+    return LaunchSpec(
         "s",
-        "p1",
-        "label",
         LAUNCHER,
         {"model-path": "/m", "tp-size": 8, "port": 30000, **flags},
         {},
         "/tmp/x.log",
-        8,
-        BenchSettings(),
+        [LaunchPoint("p1", "label", BenchSettings())],
         launcher_args=["--fake-speed", "20"],
     )
 
@@ -91,3 +92,26 @@ def test_where_a_server_runs_is_laid_over_its_flags_never_written_into_them():
     assert argv.count("--nnodes") == 1 and argv_value(argv, "--dist-init-addr") == "10.0.0.1:32000"
     one_host = replace(planned, placement=Placement(port=31001))  # its own node flags kept (a CPU host's nnodes)
     assert one_host.server_flags == {**planned.flags, "port": 31001} and planned.server_flags == planned.flags
+
+
+def test_a_launch_is_named_by_its_first_point_and_serves_at_least_one():
+    """The launch's own names (its marker, a result made for it as a whole) are its first point's id."""
+    two = replace(spec(), points=[LaunchPoint("a", "a:1", BenchSettings()), LaunchPoint("b", "b:2", BenchSettings())])
+    assert two.key == "a" and two.point_ids == ["a", "b"]
+    with pytest.raises(ValueError, match="at least one point"):
+        replace(two, points=[])
+
+
+def test_what_the_flags_say_is_read_from_them_and_the_hosts_it_spans_is_the_placement():
+    """The device, tensor parallelism and CPU flags needed are the flags' (never given twice); the
+    hosts one server spans are the runner's reckoning (tp_size over a host's GPUs), laid over nothing
+    until the runner places it on its hosts."""
+    gpu = spec()
+    assert (gpu.device, gpu.tp_size, gpu.nnodes, gpu.local_gpus) == ("cuda", 8, 1, 8)
+    spread = replace(gpu, placement=Placement(nnodes=2))
+    assert (spread.nnodes, spread.local_gpus) == (2, 4) and spread.argv == gpu.argv  # not placed yet
+    cpu = replace(spec(device="cpu"), cpu=CpuConfig(required_flags=["avx2", "amx_bf16"]))
+    assert cpu.device == "cpu"
+    assert cpu.cpu_flags_needed == [*AMX_BACKEND_FLAGS, "avx2", "amx_bf16"]  # intel_amx's by default
+    torch = replace(cpu, flags={**cpu.flags, "attention-backend": "torch_native"})
+    assert torch.cpu_flags_needed == ["avx2", "amx_bf16"]

@@ -11,7 +11,7 @@ from sweep.core.record import LaunchResult, PointResult
 
 def timed_point(spec, ctx, progress):
     """Sleeps for the seconds in the point's label suffix ("p3:1.5"), reporting two stages."""
-    seconds = float(spec.label.split(":")[1])
+    seconds = float(spec.points[0].label.split(":")[1])
     t = time.time()
     progress(StartupProgress("load"))
     time.sleep(seconds / 2)
@@ -20,7 +20,7 @@ def timed_point(spec, ctx, progress):
     return LaunchResult(
         [
             PointResult(
-                spec.point_id,
+                spec.key,
                 ctx.name,
                 ctx.node_id,
                 "ok",
@@ -33,7 +33,7 @@ def timed_point(spec, ctx, progress):
 
 
 def shared_launch(spec, ctx, progress):
-    """A server launch with client-side points (``spec.subpoints``), as ``run_launch`` runs one: each
+    """A server launch with client-side points (``spec.points``), as ``run_launch`` runs one: each
     point in turn, each but the last posted as ``PointMeasured`` when it ends, and the launch's result
     holds every point's. The launch's first point sleeps for the
     seconds in its label ("q0:0.5"); a point after the first runs ``env["STANDIN_HOLD_S"]`` seconds

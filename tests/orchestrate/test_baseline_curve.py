@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from sweep.core.settings import BenchSettings, ConcurrencySettings
 from sweep.experiment.plan import PlannedPoint
-from sweep.host.point import PointSpec
+from sweep.host.point import LaunchPoint, LaunchSpec
 from sweep.orchestrate.baseline_curve import BaselineGate, curve_of, gate
 from sweep.search.grid import GridOrder
 
@@ -26,10 +26,8 @@ def _point(pid: str, baseline_id: str | None = None) -> PlannedPoint:
     )
 
 
-def _spec(pid: str, bench: BenchSettings) -> PointSpec:
-    return PointSpec(
-        sweep="s", point_id=pid, label=pid, launcher=[], flags={}, env={}, log_path="", tp_size=1, bench=bench
-    )
+def _spec(pid: str, bench: BenchSettings) -> LaunchSpec:
+    return LaunchSpec(sweep="s", launcher=[], flags={}, env={}, log_path="", points=[LaunchPoint(pid, pid, bench)])
 
 
 def _levels(pid: str, curve: dict[int, float]) -> dict:
@@ -52,13 +50,13 @@ def test_speculative_points_wait_for_their_baseline_and_carry_its_curve():
     )
     first = [p.id for p in search.take(2)]
     assert first == ["base", "spec2"]  # spec2's baseline was recorded by an earlier run
-    assert specs["spec2"].context.baseline_curve == ((1.0, 10.0), (4.0, 30.0))
+    assert specs["spec2"].points[0].context.baseline_curve == ((1.0, 10.0), (4.0, 30.0))
     assert search.take(2) == []  # spec1 and spec3 wait for "base"
     search.record("spec2", None)
     search.record("base", _levels("base", {16: 800.0, 1: 50.0}))
     assert [p.id for p in search.take(5)] == ["spec1", "spec3"]
-    assert specs["spec1"].context.baseline_curve == ((1.0, 50.0), (16.0, 800.0))
-    assert all(s.bench is bench for s in specs.values())  # the user's settings are left alone
+    assert specs["spec1"].points[0].context.baseline_curve == ((1.0, 50.0), (16.0, 800.0))
+    assert all(s.points[0].bench is bench for s in specs.values())  # the user's settings are left alone
     assert bench == BenchSettings(concurrency=ConcurrencySettings(levels=[1, 16], refine=True))
 
 
@@ -69,7 +67,7 @@ def test_a_failed_baseline_releases_its_points_without_a_curve():
     search = BaselineGate(GridOrder(todo), todo, specs, earlier=lambda pid: None)
     assert [p.id for p in search.take(4)] == ["base"]
     search.record("base", None)
-    assert [p.id for p in search.take(4)] == ["spec"] and specs["spec"].context.baseline_curve == ()
+    assert [p.id for p in search.take(4)] == ["spec"] and specs["spec"].points[0].context.baseline_curve == ()
 
 
 def test_without_refine_the_search_is_the_grid_as_before():

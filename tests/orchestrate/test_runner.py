@@ -4,7 +4,7 @@ import pytest
 
 from sweep.core.events import PointMeasured, PointStage
 from sweep.core.settings import BenchSettings
-from sweep.host.point import LaunchPoint, PointSpec
+from sweep.host.point import LaunchPoint, LaunchSpec
 from sweep.orchestrate import cluster
 from sweep.orchestrate.ray_runner import HostSetup, Runner
 from tests.orchestrate.standins import shared_launch, timed_point
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 def specs(durations):
     return [
-        PointSpec("t", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8, BenchSettings())
+        LaunchSpec("t", ["x"], {"port": 1}, {}, "/dev/null", [LaunchPoint(f"p{i}", f"p{i}:{d}", BenchSettings())])
         for i, d in enumerate(durations)
     ]
 
@@ -76,17 +76,13 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
     another host with the second point alone."""
     r, hosts = runner(tmp_path, run_fn=shared_launch, max_host_failures=1)
     started = tmp_path / "started"
-    launch = PointSpec(
+    launch = LaunchSpec(
         "t",
-        "q0",
-        "q0:0.5",
         ["x"],
         {"port": 1},
         {"STANDIN_STARTED": str(started), "STANDIN_HOLD_S": "30"},  # q1 outlasts the host
         str(tmp_path / "logs" / "q0.log"),
-        8,
-        BenchSettings(),
-        subpoints=[LaunchPoint("q1", "q1:0.5", BenchSettings())],
+        [LaunchPoint("q0", "q0:0.5", BenchSettings()), LaunchPoint("q1", "q1:0.5", BenchSettings())],
     )
     victim = {}
     measured: list[tuple[str, str, PointMeasured]] = []
@@ -114,7 +110,7 @@ def test_host_lost_between_points_of_a_launch_reruns_only_the_rest(sim_cluster, 
     assert retries == [("q1", 2)]
     [o] = outs
     # the launch run again: the second point alone, the first gone from it
-    assert o.spec.point_id == "q1" and o.spec.label == "q1:0.5" and o.spec.subpoints == []
+    assert o.spec.key == "q1" and [(q.point_id, q.label) for q in o.spec.points] == [("q1", "q1:0.5")]
     assert o.spec.log_path == str(tmp_path / "logs" / "q1.log")
     assert [r.point_id for r in o.result.points] == ["q1"]
     assert o.result.points[0].status == "ok" and o.attempts == 2 and o.result.points[0].host != victim["host"]

@@ -44,7 +44,7 @@ from sweep.experiment.config import ReapConfig, Timeouts  # noqa: E402
 from sweep.fake.server import CRASH_DIAGNOSTICS_S  # noqa: E402
 from sweep.host import reaper  # noqa: E402
 from sweep.host.gpu import FakeGpus  # noqa: E402
-from sweep.host.point import HostContext, PointSpec, run_launch  # noqa: E402
+from sweep.host.point import HostContext, LaunchPoint, LaunchSpec, run_launch  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
@@ -65,20 +65,17 @@ SWEEP = f"perf-failures-{uuid.uuid4().hex[:6]}"
 STALL_S = 1.5
 
 
-def spec(tmp: Path, *extra: str, flags: dict | None = None, stall_s: float = 20.0) -> PointSpec:
+def spec(tmp: Path, *extra: str, flags: dict | None = None, stall_s: float = 20.0) -> LaunchSpec:
     """A point of the fake: ``flags`` the server's ({name: value}), ``extra`` the fake's own options."""
     flags = {"model-path": "/models/m", "tp-size": 2, "port": free_port(), **(flags or {})}
     log = tmp / f"{uuid.uuid4().hex[:8]}.log"
-    return PointSpec(
+    return LaunchSpec(
         SWEEP,
-        "p" + uuid.uuid4().hex[:8],
-        "label",
         FAKE,
         flags,
         {},
         str(log),
-        2,
-        TINY,
+        [LaunchPoint("p" + uuid.uuid4().hex[:8], "label", TINY)],
         Timeouts(stall_s=stall_s, load_s=30, capture_s=30, ready_s=30, total_s=60, stop_grace_s=2),
         ReapConfig(wait_s=5),
         real_paths=False,
@@ -86,7 +83,7 @@ def spec(tmp: Path, *extra: str, flags: dict | None = None, stall_s: float = 20.
     )
 
 
-def timed_point(s: PointSpec, host: HostContext) -> tuple[float, dict[str, float], object]:
+def timed_point(s: LaunchSpec, host: HostContext) -> tuple[float, dict[str, float], object]:
     """(seconds, wall time of each stage's first event, result) of one run_launch."""
     stages: dict[str, float] = {}
     t0 = time.monotonic()

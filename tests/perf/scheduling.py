@@ -28,7 +28,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 from ray import cloudpickle  # noqa: E402
 
 from sweep.core.settings import BenchSettings  # noqa: E402
-from sweep.host.point import PointSpec  # noqa: E402
+from sweep.host.point import LaunchPoint, LaunchSpec  # noqa: E402
 from sweep.orchestrate import cluster  # noqa: E402
 from sweep.orchestrate.ray_runner import HostSetup, Runner  # noqa: E402
 from tests.orchestrate import standins  # noqa: E402
@@ -39,7 +39,7 @@ def measure(hosts_n: int, durations: list[float], fresh_workers: bool, tmp: Path
     setups = {h.node_id: HostSetup(h, 33000 + h.index, str(tmp / h.name)) for h in hosts}
     runner = Runner("gpu_host", 8, setups, run_fn=standins.timed_point, fresh_workers=fresh_workers)
     specs = [
-        PointSpec("perf", f"p{i}", f"p{i}:{d}", ["x"], {"port": 1}, {}, "/dev/null", 8, BenchSettings())
+        LaunchSpec("perf", ["x"], {"port": 1}, {}, "/dev/null", [LaunchPoint(f"p{i}", f"p{i}:{d}", BenchSettings())])
         for i, d in enumerate(durations)
     ]
     t0 = time.monotonic()

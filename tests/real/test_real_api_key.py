@@ -17,9 +17,8 @@ import pytest
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus
-from sweep.host.point import HostContext, PointSpec, run_launch
+from sweep.host.point import HostContext, LaunchPoint, LaunchSpec, run_launch
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -38,22 +37,17 @@ BENCH = BenchSettings(
 def test_real_server_with_a_key(real_sglang, tmp_path):
     host = HostContext(f"cpu-{uuid.uuid4().hex[:6]}", NoGpus(), "node")
     flags = {**real_sglang.base_flag_map(free_port()), "api-key": KEY, "admin-api-key": ADMIN}
-    spec = PointSpec(
+    spec = LaunchSpec(
         SWEEP,
-        "p" + uuid.uuid4().hex[:8],
-        "label",
         real_sglang.launcher,
         flags,
         dict(real_sglang.env),
         str(tmp_path / "server.log"),
-        1,
-        BENCH,
+        [LaunchPoint("p" + uuid.uuid4().hex[:8], "label", BENCH)],
         Timeouts(load_s=300, capture_s=300, ready_s=180, total_s=420, stall_s=180, stop_grace_s=20),
         ReapConfig(wait_s=20),
         paths={"model_path": str(real_sglang.models / "target")},
-        device="cpu",
         cpu=CpuConfig(min_free_mem_gib=1.0),
-        cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}),
     )
     seen: dict[str, tuple[int, str]] = {}
 

@@ -198,9 +198,8 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
     from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
     from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
     from sweep.host import cpu
-    from sweep.host.cpu import required_flags
     from sweep.host.gpu import NoGpus
-    from sweep.host.point import HostContext, PointSpec, run_launch
+    from sweep.host.point import HostContext, LaunchPoint, LaunchSpec, run_launch
 
     monkeypatch.setattr(cpu, "check_speculation", lambda *a, **k: None)  # let it get to the drafter on no-AMX
     folder = build(tmp_path / "aux", MISTAKES["aux-out-of-range"])
@@ -217,22 +216,17 @@ def test_preflight_fails_the_point_in_seconds(real_sglang, tmp_path, monkeypatch
         single_stream=SingleStreamSettings(runs=1, warmup=0, max_tokens=8),
         concurrency=ConcurrencySettings(levels=[1], rounds=1, max_tokens=8),
     )
-    spec = PointSpec(
+    spec = LaunchSpec(
         f"real-{uuid.uuid4().hex[:6]}",
-        "p1",
-        "aux",
         real_sglang.launcher,
         flags,
         dict(real_sglang.env),
         str(tmp_path / "server.log"),
-        1,
-        bench,
+        [LaunchPoint("p1", "aux", bench)],
         Timeouts(),
         ReapConfig(wait_s=10),
         paths={"model_path": str(real_sglang.models / "target"), "draft model path": str(folder)},
-        device="cpu",
         cpu=CpuConfig(min_free_mem_gib=1.0),
-        cpu_flags_needed=required_flags({"attention-backend": real_sglang.attention_backend}),
         check_rules=False,
     )  # the drafter's own check, then SGLang's
     t0 = time.monotonic()

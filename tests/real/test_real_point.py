@@ -17,9 +17,8 @@ from sweep.core.checks import lines
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings
 from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
 from sweep.host import reaper
-from sweep.host.cpu import required_flags
 from sweep.host.gpu import NoGpus
-from sweep.host.point import HostContext, PointSpec, run_launch
+from sweep.host.point import HostContext, LaunchPoint, LaunchSpec, run_launch
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
@@ -47,25 +46,19 @@ def host():
 
 def spec_for(
     real, tmp_path, flags: dict | None = None, bench: BenchSettings = BENCH, paths: dict | None = None
-) -> PointSpec:
+) -> LaunchSpec:
     """A point of the real server: its base flags and ``flags`` ({name: value})."""
-    flag_map = {"attention-backend": real.attention_backend}
-    return PointSpec(
+    return LaunchSpec(
         SWEEP,
-        "p" + uuid.uuid4().hex[:8],
-        "label",
         real.launcher,
-        {**real.base_flag_map(free_port()), **(flags or {})},
+        {**real.base_flag_map(free_port()), **(flags or {})},  # device cpu, its attention backend
         dict(real.env),
         str(tmp_path / "server.log"),
-        1,
-        bench,
+        [LaunchPoint("p" + uuid.uuid4().hex[:8], "label", bench)],
         TIMEOUTS,
         ReapConfig(wait_s=20),
         paths=paths or {"model_path": str(real.models / "target")},
-        device="cpu",
         cpu=CpuConfig(min_free_mem_gib=1.0),
-        cpu_flags_needed=required_flags(flag_map),
         check_rules=False,
     )  # these tests meet the engine's own checks, not the sweep's rules
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from sweep.analysis import repeats
+from sweep.core.record import LaunchResult, PointResult
 from sweep.core.settings import SLOSettings
+from sweep.orchestrate.decide import charge
 from sweep.results import store
 from sweep.results.schema import from_rows, repeat_stem
 from sweep.search import decide
@@ -184,3 +187,17 @@ def test_a_re_measurement_runs_only_its_levels():
     assert s.concurrency.levels == [30, 5] and not s.concurrency.refine and not s.concurrency.auto
     assert s.single_stream.runs == 0 and s.single_stream.warmup == BenchSettings().single_stream.warmup
     assert s.rates == [] and not s.open_loop.replay and s.problems() == []
+
+
+def test_a_relaunch_is_charged_its_whole_host_time_not_its_first_points():
+    """A round's launch of two points (a client-side axis): the budget is charged from its start to its
+    last point's end, and its overhead is that beyond its startup and the levels it measured."""
+
+    def point(pid: str, start: float, end: float, walls: list[float]) -> PointResult:
+        return PointResult(pid, "h", "n", "ok", started_at=start, ended_at=end, levels=pa.table({"wall_s": walls}))
+
+    # the first point: the launch's start (pre-flight, a 5 s startup) to its benchmark's end; the second after it
+    launch = LaunchResult([point("a", 100.0, 130.0, [10.0, 10.0]), point("b", 130.0, 170.0, [30.0])])
+    assert launch.seconds == 70.0
+    assert charge(launch, {"a": 5.0, "b": 5.0}) == (70.0, 15.0)  # 70 - 50 s of levels - 5 s of startup
+    assert charge(LaunchResult([point("a", 100.0, 130.0, [10.0, 10.0])]), {"a": 5.0}) == (30.0, 5.0)
