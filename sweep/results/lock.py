@@ -93,9 +93,13 @@ class DirLock:
         if rec is None:
             return None
         here = rec.get("host") == socket.gethostname()
-        why = ("that process is gone" if here and not _alive(rec.get("pid"))
-               else "it no longer holds the lock" if here
-               else "it ran on another machine and no longer holds the lock")
+        why = (
+            "that process is gone"
+            if here and not _alive(rec.get("pid"))
+            else "it no longer holds the lock"
+            if here
+            else "it ran on another machine and no longer holds the lock"
+        )
         return f"took over the lock of {self.path.parent} left by an earlier sweep ({_holder_text(rec)}); {why}"
 
 
@@ -107,8 +111,10 @@ def acquire(directory: str | Path, argv: list[str] | None = None) -> DirLock:
         path.parent.mkdir(parents=True, exist_ok=True)
         f = open(path, "a+", encoding="utf-8")  # never truncates: a holder's record stays readable
     except OSError as e:
-        raise ResultsError(f"cannot lock the results directory {path.parent}: {e.strerror or e}",
-                           fix="fix its permissions, or give this run another results_dir=...") from None
+        raise ResultsError(
+            f"cannot lock the results directory {path.parent}: {e.strerror or e}",
+            fix="fix its permissions, or give this run another results_dir=...",
+        ) from None
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -119,17 +125,31 @@ def acquire(directory: str | Path, argv: list[str] | None = None) -> DirLock:
         raise ResultsError(
             f"results directory {path.parent} is being written by another sweep ({who}); "
             "two sweeps into one directory would run the same points and kill each other's servers",
-            fix=("wait for that sweep to end" + (" (or stop it on its host)" if elsewhere else
-                                                 f" (or stop it: kill -INT {rec.get('pid')})" if rec else "")
-                 + ", or give this run another results_dir=...")) from None
+            fix=(
+                "wait for that sweep to end"
+                + (
+                    " (or stop it on its host)"
+                    if elsewhere
+                    else f" (or stop it: kill -INT {rec.get('pid')})"
+                    if rec
+                    else ""
+                )
+                + ", or give this run another results_dir=..."
+            ),
+        ) from None
     except OSError as e:
         f.close()
-        raise ResultsError(f"cannot lock the results directory {path.parent}: {e.strerror or e}",
-                           fix="put the results on a filesystem that supports flock, or give this run "
-                               "another results_dir=...") from None
+        raise ResultsError(
+            f"cannot lock the results directory {path.parent}: {e.strerror or e}",
+            fix="put the results on a filesystem that supports flock, or give this run another results_dir=...",
+        ) from None
     stale = _read(f)
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": time.time(),
-              "argv": redact_argv(list(sys.argv if argv is None else argv))}
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started_at": time.time(),
+        "argv": redact_argv(list(sys.argv if argv is None else argv)),
+    }
     try:
         f.seek(0)
         f.truncate()
@@ -137,7 +157,8 @@ def acquire(directory: str | Path, argv: list[str] | None = None) -> DirLock:
         f.flush()
     except OSError as e:
         f.close()
-        raise ResultsError(f"cannot write the lock of the results directory {path.parent}: {e.strerror or e}",
-                           fix="free disk space or fix permissions") from None
+        raise ResultsError(
+            f"cannot write the lock of the results directory {path.parent}: {e.strerror or e}",
+            fix="free disk space or fix permissions",
+        ) from None
     return DirLock(path, f, stale)
-

@@ -49,11 +49,14 @@ def read_manifest(directory: str | Path) -> Optional[dict]:
     try:
         meta = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise ResultsError(f"{path} is unreadable ({e})",
-                           fix="restore it, or point results_dir=... at a new directory") from None
+        raise ResultsError(
+            f"{path} is unreadable ({e})", fix="restore it, or point results_dir=... at a new directory"
+        ) from None
     if not isinstance(meta, dict):
-        raise ResultsError(f"{path} is not a JSON object ({type(meta).__name__})",
-                           fix="restore it, or point results_dir=... at a new directory")
+        raise ResultsError(
+            f"{path} is not a JSON object ({type(meta).__name__})",
+            fix="restore it, or point results_dir=... at a new directory",
+        )
     return meta
 
 

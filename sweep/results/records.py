@@ -11,9 +11,10 @@ from sweep.core import __version__, redact
 from sweep.core.checks import lines
 from sweep.core.errors import ResultsError
 from sweep.core.flags import ServerFlags
-from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 from sweep.core.record import PointResult
-from sweep.core.types import RunMode, kind as run_kind
+from sweep.core.types import RunMode
+from sweep.core.types import kind as run_kind
+from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 
 if TYPE_CHECKING:  # a row's planned point: the plan's own class, named here only (results sits below the plan)
     from sweep.experiment.plan import PlannedPoint
@@ -36,8 +37,16 @@ def axis_types(points: Iterable[PlannedPoint], axes: Sequence[str]) -> dict[str,
     return {a: axis_type(p.params.get(a) for p in points) for a in axes}
 
 
-def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
-              result: PointResult | None, mode: RunMode, bench_scale: dict) -> pa.Table:
+def point_row(
+    pp: PlannedPoint,
+    experiment: str,
+    *,
+    axes: Axes,
+    argv: list[str],
+    result: PointResult | None,
+    mode: RunMode,
+    bench_scale: dict,
+) -> pa.Table:
     """One row; every axis of the experiment is a column, in the grid's order (null where it collapsed
     for a baseline): the only place the axis values are kept. ``axes``: the axis names (every one
     stored as text) or ``axis_types`` of the plan (numeric axes stored as numbers). Nested values keep
@@ -45,46 +54,87 @@ def point_row(pp: PlannedPoint, experiment: str, *, axes: Axes, argv: list[str],
     and ``resolved`` (the plan's resolution of SGLang's arguments) as structs."""
     types = dict(axes) if isinstance(axes, Mapping) else {a: pa.string() for a in axes}
     row: dict[str, Any] = {
-        "point_id": pp.id, "label": pp.label, "experiment": experiment, "baseline": pp.baseline,
-        "baseline_id": pp.baseline_id, "launch_id": pp.launch_id or None, "bench_key": pp.bench_key,
+        "point_id": pp.id,
+        "label": pp.label,
+        "experiment": experiment,
+        "baseline": pp.baseline,
+        "baseline_id": pp.baseline_id,
+        "launch_id": pp.launch_id or None,
+        "bench_key": pp.bench_key,
         "param_roles": dict(pp.roles),
-        "argv": redact_argv(argv), "flags": flags_value(pp.flags, argv, result.port if result else None), "env": dict(sorted(redact.redact_env(pp.env).items())),
-        "errors": list(pp.errors), "warnings": list(pp.warnings), "attempts": result.attempts if result else 0,
-        "dry_run": run_kind(mode).scaled, "bench_scale": struct_value(bench_scale, BENCH_SCALE),
-        "sweep_version": __version__, "resolved": struct_value(pp.resolved, RESOLVED),
+        "argv": redact_argv(argv),
+        "flags": flags_value(pp.flags, argv, result.port if result else None),
+        "env": dict(sorted(redact.redact_env(pp.env).items())),
+        "errors": list(pp.errors),
+        "warnings": list(pp.warnings),
+        "attempts": result.attempts if result else 0,
+        "dry_run": run_kind(mode).scaled,
+        "bench_scale": struct_value(bench_scale, BENCH_SCALE),
+        "sweep_version": __version__,
+        "resolved": struct_value(pp.resolved, RESOLVED),
         **{f"{AXIS_PREFIX}{axis}": axis_value(_name(pp.params.get(axis)), kind) for axis, kind in types.items()},
     }
     if result is None:  # invalid: never launched
         row.update(status="invalid", failure_phase="plan", failure_reason="; ".join(pp.errors))
     else:
         failure = result.failure
-        row.update(status=result.status, failure_phase=failure.phase if failure else None,
-                   failure_reason=failure.reason if failure else None, failure_fix=failure.fix if failure else None,
-                   log_tail=result.log_tail[-4000:] if result.log_tail else None, host=result.host,
-                   node_id=result.node_id, gpu_name=result.gpu_name, gpu_count=result.gpu_count,
-                   # a pruned point never reached a host: no version rather than the probe's "unknown"
-                   sglang_version=None if result.status == "pruned" else result.sglang_version, started_at=result.started_at, ended_at=result.ended_at,
-                   reaped=struct_value(result.reaped, REAPED), startup_progress=list(result.startup_progress),
-                   drafter_aux_layers=result.drafter_aux_layers, drafter_checks=lines(result.drafter_checks),
-                   preflight_checks=lines(result.checks),
-                   adaptive=result.adaptive, adaptive_disabled_reason=result.adaptive_disabled_reason,
-                   **result.phases)  # the sweep's phase timings and SGLang's engine_*_s
+        row.update(
+            status=result.status,
+            failure_phase=failure.phase if failure else None,
+            failure_reason=failure.reason if failure else None,
+            failure_fix=failure.fix if failure else None,
+            log_tail=result.log_tail[-4000:] if result.log_tail else None,
+            host=result.host,
+            node_id=result.node_id,
+            gpu_name=result.gpu_name,
+            gpu_count=result.gpu_count,
+            # a pruned point never reached a host: no version rather than the probe's "unknown"
+            sglang_version=None if result.status == "pruned" else result.sglang_version,
+            started_at=result.started_at,
+            ended_at=result.ended_at,
+            reaped=struct_value(result.reaped, REAPED),
+            startup_progress=list(result.startup_progress),
+            drafter_aux_layers=result.drafter_aux_layers,
+            drafter_checks=lines(result.drafter_checks),
+            preflight_checks=lines(result.checks),
+            adaptive=result.adaptive,
+            adaptive_disabled_reason=result.adaptive_disabled_reason,
+            **result.phases,
+        )  # the sweep's phase timings and SGLang's engine_*_s
     return from_rows([row], "points", {f"{AXIS_PREFIX}{a}": kind for a, kind in types.items()})
 
 
-def benchmark_row(*, label: str, sglang_version: str | None, started_at: float | None,
-                  ended_at: float | None, argv: list[str] | None = None, gpu_count: int | None = None,
-                  flags: Mapping[str, str] | None = None) -> pa.Table:
+def benchmark_row(
+    *,
+    label: str,
+    sglang_version: str | None,
+    started_at: float | None,
+    ended_at: float | None,
+    argv: list[str] | None = None,
+    gpu_count: int | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> pa.Table:
     """The ``points`` row of a benchmark run on its own (``python -m sweep bench --out``): point_id
     "" like its tables' rows, experiment ``bench``, status ok (failed requests are rows of the
     requests table), baseline unknown (null): no grid, no plan. ``argv``: the server's parallelism
     as flags (from its ``/server_info``) and ``flags`` the same as the flags column holds them,
     ``gpu_count`` the GPUs it is known to use (0: a CPU server), so that per-GPU figures are counted
     as a sweep's are."""
-    row = {"point_id": "", "label": label, "experiment": "bench", "status": "ok", "attempts": 1,
-           "sglang_version": sglang_version, "started_at": started_at, "ended_at": ended_at,
-           "dry_run": False, "sweep_version": __version__, "argv": argv or None, "gpu_count": gpu_count,
-           "flags": dict(flags) if flags else None}
+    row = {
+        "point_id": "",
+        "label": label,
+        "experiment": "bench",
+        "status": "ok",
+        "attempts": 1,
+        "sglang_version": sglang_version,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "dry_run": False,
+        "sweep_version": __version__,
+        "argv": argv or None,
+        "gpu_count": gpu_count,
+        "flags": dict(flags) if flags else None,
+    }
     return from_rows([row], "points")
 
 
@@ -129,8 +179,10 @@ def _check_keys(value: Any, kind: pa.DataType, where: str) -> None:
         fields = {kind.field(i).name: kind.field(i).type for i in range(kind.num_fields)}
         unknown = sorted(set(value) - set(fields))
         if unknown:
-            raise ResultsError(f"points column {where or 'value'} has fields {unknown} its type does not declare",
-                               fix="this is a bug: add them to the struct in sweep/results/schema.py")
+            raise ResultsError(
+                f"points column {where or 'value'} has fields {unknown} its type does not declare",
+                fix="this is a bug: add them to the struct in sweep/results/schema.py",
+            )
         for k, v in value.items():
             _check_keys(v, fields[k], f"{where}.{k}" if where else k)
     elif isinstance(kind, pa.ListType) and isinstance(value, (list, tuple)):

@@ -55,7 +55,10 @@ REQUESTS = pa.schema(
         ("workload", pa.string()),  # its name: the prompt set, sharegpt:FILE, synthetic:..., trace:FILE
         ("input_len_given", pa.int32()),  # tokens the workload meant the prompt to be (null: text; real: prompt_tokens)
         ("output_len_given", pa.int32()),  # the workload's output length (null: the phase's max_tokens)
-        ("lengths_exact", pa.bool_()),  # the given lengths on the served tokenizer: exact (ids, /v1/tokenize) or estimated
+        (
+            "lengths_exact",
+            pa.bool_(),
+        ),  # the given lengths on the served tokenizer: exact (ids, /v1/tokenize) or estimated
         ("conversation", pa.int32()),  # ShareGPT: the conversation's index in the file
         ("turn", pa.int32()),  # its user turn (0-based; multi-turn sends each with the conversation so far)
         ("prefix_group", pa.int32()),  # shared-prefix group (a trace's group or first hash id)
@@ -287,17 +290,21 @@ ENGINE_COLUMNS: tuple[str, ...] = tuple(engine_column(k) for k in ENGINE_TIMINGS
 # description; n of total done after elapsed_s, eta_s left, at rate items/s (null where tqdm printed
 # "?"); seen_s is when it was seen (seconds since launch); summary as the live view showed it. For a
 # point that hung, it says how far it got: "load 27/64 shards, 5.1 s/it, ETA 02:30".
-STARTUP_PROGRESS = pa.list_(pa.struct([
-    ("kind", pa.string()),
-    ("desc", pa.string()),
-    ("n", pa.int64()),
-    ("total", pa.int64()),
-    ("elapsed_s", pa.float64()),
-    ("eta_s", pa.float64()),
-    ("rate", pa.float64()),
-    ("seen_s", pa.float64()),
-    ("summary", pa.string()),
-]))
+STARTUP_PROGRESS = pa.list_(
+    pa.struct(
+        [
+            ("kind", pa.string()),
+            ("desc", pa.string()),
+            ("n", pa.int64()),
+            ("total", pa.int64()),
+            ("elapsed_s", pa.float64()),
+            ("eta_s", pa.float64()),
+            ("rate", pa.float64()),
+            ("seen_s", pa.float64()),
+            ("summary", pa.string()),
+        ]
+    )
+)
 
 # {axis: role} of a point's axes, in the grid's order; roles: drafter steps topk draft_tokens env other
 PARAM_ROLES = pa.map_(pa.string(), pa.string())
@@ -307,56 +314,70 @@ ENV = pa.map_(pa.string(), pa.string())  # {name: value} of the server's extra e
 FLAGS = pa.map_(pa.string(), pa.string())
 
 # A process the reaper killed (or found holding a GPU and left alone): sweep/host/reaper.py _describe
-PROCESS = pa.struct([
-    ("pid", pa.int64()),
-    ("name", pa.string()),
-    ("cmdline", pa.string()),  # the first 300 characters
-    ("reason", pa.string()),  # why it was killed, e.g. "left over: carries this sweep's marker (SIGKILL after grace)"
-    ("gpu", pa.int32()),  # the GPU it held (processes found through the GPU); null otherwise
-])
+PROCESS = pa.struct(
+    [
+        ("pid", pa.int64()),
+        ("name", pa.string()),
+        ("cmdline", pa.string()),  # the first 300 characters
+        (
+            "reason",
+            pa.string(),
+        ),  # why it was killed, e.g. "left over: carries this sweep's marker (SIGKILL after grace)"
+        ("gpu", pa.int32()),  # the GPU it held (processes found through the GPU); null otherwise
+    ]
+)
 # What the reaper did around a point (sweep/host/reaper.py ReapReport); null for a point never launched
-REAPED = pa.struct([
-    ("killed", pa.list_(PROCESS)),  # ours, or foreign with kill_foreign_gpu_processes
-    ("foreign", pa.list_(PROCESS)),  # GPU processes not ours, left alone
-    ("gpu_free", pa.bool_()),  # every GPU under the memory threshold at the end
-    ("port_free", pa.bool_()),  # the point's port could be bound at the end
-    ("waited_s", pa.float64()),  # waiting for GPU memory and the port
-])
+REAPED = pa.struct(
+    [
+        ("killed", pa.list_(PROCESS)),  # ours, or foreign with kill_foreign_gpu_processes
+        ("foreign", pa.list_(PROCESS)),  # GPU processes not ours, left alone
+        ("gpu_free", pa.bool_()),  # every GPU under the memory threshold at the end
+        ("port_free", pa.bool_()),  # the point's port could be bound at the end
+        ("waited_s", pa.float64()),  # waiting for GPU memory and the port
+    ]
+)
 # How a dry run scaled the benchmark (sweep/experiment/dryrun.py scaled); null when nothing was scaled. Pairs are
 # [the experiment's value, this run's]
-BENCH_SCALE = pa.struct([
-    ("fake_speed", pa.float64()),  # the fake serves this many times faster than the real system
-    ("fake_startup_speed", pa.float64()),
-    ("stream_interval", pa.int64()),
-    ("max_tokens_scale", pa.float64()),
-    ("single_stream", pa.list_(pa.int64())),  # single-stream max_tokens pair
-    ("concurrency_max_tokens", pa.list_(pa.int64())),
-    ("rounds", pa.list_(pa.int64())),
-    ("single_stream_runs", pa.list_(pa.int64())),
-    ("levels", pa.list_(pa.int64())),  # the concurrency levels run
-])
+BENCH_SCALE = pa.struct(
+    [
+        ("fake_speed", pa.float64()),  # the fake serves this many times faster than the real system
+        ("fake_startup_speed", pa.float64()),
+        ("stream_interval", pa.int64()),
+        ("max_tokens_scale", pa.float64()),
+        ("single_stream", pa.list_(pa.int64())),  # single-stream max_tokens pair
+        ("concurrency_max_tokens", pa.list_(pa.int64())),
+        ("rounds", pa.list_(pa.int64())),
+        ("single_stream_runs", pa.list_(pa.int64())),
+        ("levels", pa.list_(pa.int64())),  # the concurrency levels run
+    ]
+)
 
-RESOLVED = pa.struct([  # sweep.sglang.serverargs.Outcome.summary(): the plan's resolution of SGLang's arguments
-    ("verdict", pa.string()),  # ok | error | later (fails at load) | depends (on the GPU or the target)
-    ("steps", pa.int64()),  # the speculative settings SGLang ends up with (topk 1: draft tokens = steps + 1)
-    ("topk", pa.int64()),
-    ("draft_tokens", pa.int64()),
-    ("max_running_requests", pa.int64()),
-    ("algorithm", pa.string()),
-    ("attention_backend", pa.string()),
-    ("page_size", pa.int64()),
-    ("error", pa.string()),  # the exception SGLang's argument checks raise, if any
-    ("later", pa.string()),  # where and how it fails later (drafter load, CUDA graph capture)
-    ("depends_on", pa.list_(pa.string())),  # what the verdict depends on: gpu, architecture, algorithm, adaptive-config
-    # (a config path not readable where it was planned), adaptive-version (a version that may lack the flags)
-    ("version", pa.string()),  # the SGLang version whose rules resolved it
-    ("architecture", pa.string()),
-    ("gpu", pa.string()),
-    ("adaptive", pa.bool_()),  # --speculative-adaptive given: whether the server adapts (false: SGLang falls back)
-    ("candidate_steps", pa.list_(pa.int64())),  # adaptive: the step counts it may switch between (every tier's)
-    ("adaptive_disabled_reason", pa.string()),  # SGLang's reason for falling back to static speculation
-    ("max_draft_tokens", pa.int64()),  # the draft tokens the KV and CUDA-graph sizes follow (adaptive: largest + 1)
-])
+RESOLVED = pa.struct(
+    [  # sweep.sglang.serverargs.Outcome.summary(): the plan's resolution of SGLang's arguments
+        ("verdict", pa.string()),  # ok | error | later (fails at load) | depends (on the GPU or the target)
+        ("steps", pa.int64()),  # the speculative settings SGLang ends up with (topk 1: draft tokens = steps + 1)
+        ("topk", pa.int64()),
+        ("draft_tokens", pa.int64()),
+        ("max_running_requests", pa.int64()),
+        ("algorithm", pa.string()),
+        ("attention_backend", pa.string()),
+        ("page_size", pa.int64()),
+        ("error", pa.string()),  # the exception SGLang's argument checks raise, if any
+        ("later", pa.string()),  # where and how it fails later (drafter load, CUDA graph capture)
+        (
+            "depends_on",
+            pa.list_(pa.string()),
+        ),  # what the verdict depends on: gpu, architecture, algorithm, adaptive-config
+        # (a config path not readable where it was planned), adaptive-version (a version that may lack the flags)
+        ("version", pa.string()),  # the SGLang version whose rules resolved it
+        ("architecture", pa.string()),
+        ("gpu", pa.string()),
+        ("adaptive", pa.bool_()),  # --speculative-adaptive given: whether the server adapts (false: SGLang falls back)
+        ("candidate_steps", pa.list_(pa.int64())),  # adaptive: the step counts it may switch between (every tier's)
+        ("adaptive_disabled_reason", pa.string()),  # SGLang's reason for falling back to static speculation
+        ("max_draft_tokens", pa.int64()),  # the draft tokens the KV and CUDA-graph sizes follow (adaptive: largest + 1)
+    ]
+)
 
 POINTS = pa.schema(
     [
@@ -468,8 +489,10 @@ def check_decisions(table: pa.Table) -> pa.Table:
     """``table`` in the decisions schema (ResultsError where it does not fit)."""
     missing = set(DECISIONS_SCHEMA.names) - set(table.column_names)
     if missing:
-        raise ResultsError(f"table 'decisions' does not match its schema: missing {sorted(missing)}",
-                           fix="this is a bug in the writer; sweep/results/schema.py is the definition")
+        raise ResultsError(
+            f"table 'decisions' does not match its schema: missing {sorted(missing)}",
+            fix="this is a bug in the writer; sweep/results/schema.py is the definition",
+        )
     return table.select(DECISIONS_SCHEMA.names).cast(DECISIONS_SCHEMA)
 
 
@@ -486,7 +509,7 @@ TABLES: dict[str, pa.Schema] = {
 AXIS_PREFIX = "axis_"
 AXIS_TYPES = (pa.int64(), pa.float64(), pa.string())  # what an axis column may be
 _INT = re.compile(r"-?(0|[1-9][0-9]*)")
-INT64_MAX = 2 ** 63 - 1
+INT64_MAX = 2**63 - 1
 
 
 def _is_int(name: str) -> bool:
@@ -552,14 +575,15 @@ def check(table: pa.Table, name: str) -> pa.Table:
         )
     fields = [schema.field(c) for c in schema.names]
     if name == "points":
-        fields += [_axis_field(c, table.schema.field(c).type) for c in table.column_names
-                   if c.startswith(AXIS_PREFIX)]
+        fields += [_axis_field(c, table.schema.field(c).type) for c in table.column_names if c.startswith(AXIS_PREFIX)]
     target = pa.schema(fields)
     try:
         return table.select(target.names).cast(target)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-        raise ResultsError(f"table {name!r} has a column of the wrong type: {e}",
-                           fix="this is a bug in the writer; sweep/results/schema.py is the definition") from e
+        raise ResultsError(
+            f"table {name!r} has a column of the wrong type: {e}",
+            fix="this is a bug in the writer; sweep/results/schema.py is the definition",
+        ) from e
 
 
 def from_rows(rows: list[dict], name: str, axis_types: Optional[Mapping[str, pa.DataType]] = None) -> pa.Table:

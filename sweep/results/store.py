@@ -90,11 +90,17 @@ def check_sweep_dir(d: Path) -> None:
     if is_sweep_dir(d):
         return
     sweeps = sorted(str(c) for c in d.iterdir() if (c / MANIFEST).is_file())
-    where = (f"it holds {plural(len(sweeps), 'sweep')}: " + ", ".join(sweeps[:6])
-             + (", ..." if len(sweeps) > 6 else "")) if sweeps else "it is empty" if not any(d.iterdir()) else \
-        "nothing in it was written by a sweep"
-    raise ResultsError(f"{str(d)!r} is not a sweep's results directory (no {MANIFEST}, no tables): {where}",
-                       fix=f"pass one of them, e.g. {sweeps[0]}" if sweeps else example)
+    where = (
+        (f"it holds {plural(len(sweeps), 'sweep')}: " + ", ".join(sweeps[:6]) + (", ..." if len(sweeps) > 6 else ""))
+        if sweeps
+        else "it is empty"
+        if not any(d.iterdir())
+        else "nothing in it was written by a sweep"
+    )
+    raise ResultsError(
+        f"{str(d)!r} is not a sweep's results directory (no {MANIFEST}, no tables): {where}",
+        fix=f"pass one of them, e.g. {sweeps[0]}" if sweeps else example,
+    )
 
 
 def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
@@ -126,8 +132,9 @@ def table(directory: str | Path, name: str) -> pl.LazyFrame:
     return _with_every_column(frame, schema)
 
 
-def read_columns(directory: str | Path, name: str, columns: Sequence[str], *,
-                 point_ids: Optional[Iterable[str]] = None) -> pl.DataFrame:
+def read_columns(
+    directory: str | Path, name: str, columns: Sequence[str], *, point_ids: Optional[Iterable[str]] = None
+) -> pl.DataFrame:
     """The ``columns`` of one table, read as ``load`` reads them (an older file's missing columns
     null, points of the JSON era upgraded), of the points in ``point_ids`` when given."""
     frame = table(directory, name)
@@ -146,8 +153,9 @@ def numeric_axes(frame: pl.LazyFrame) -> pl.LazyFrame:
         return frame
     values = frame.select(text).collect()
     kinds = {c: axis_type(values[c].to_list()) for c in text}
-    casts = [pl.col(c).cast(pl.Int64 if str(k) == "int64" else pl.Float64) for c, k in kinds.items()
-             if str(k) != "string"]
+    casts = [
+        pl.col(c).cast(pl.Int64 if str(k) == "int64" else pl.Float64) for c, k in kinds.items() if str(k) != "string"
+    ]
     return frame.with_columns(casts) if casts else frame
 
 
@@ -183,9 +191,11 @@ def _points_file(path: Path) -> pl.LazyFrame:
     try:
         table = upgrade_points(pq.read_table(path))
     except (ValueError, TypeError, pa.ArrowException) as e:
-        raise ResultsError(f"{path} was written by an older version and its JSON columns do not convert: {e}",
-                           fix="move that file aside (its point runs again when the sweep is resumed), or "
-                               "rerun the sweep into a new results_dir") from None
+        raise ResultsError(
+            f"{path} was written by an older version and its JSON columns do not convert: {e}",
+            fix="move that file aside (its point runs again when the sweep is resumed), or "
+            "rerun the sweep into a new results_dir",
+        ) from None
     return _frame(table).lazy()
 
 

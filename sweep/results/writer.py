@@ -14,13 +14,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-import polars as pl
 
-from sweep.core import __version__
-
-from sweep.core import atomic
+from sweep.core import __version__, atomic
 from sweep.core.errors import ResultsError
 from sweep.results.lock import LOCK
 from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
@@ -49,9 +47,11 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 
 
 def _unwritable(path: Path, e: OSError) -> ResultsError:
-    return ResultsError(f"cannot write results to {path}: {e.strerror or e}",
-                        fix="free disk space or fix permissions; finished points are kept, and rerunning the "
-                            "same command resumes where it stopped")
+    return ResultsError(
+        f"cannot write results to {path}: {e.strerror or e}",
+        fix="free disk space or fix permissions; finished points are kept, and rerunning the "
+        "same command resumes where it stopped",
+    )
 
 
 def _missing_parent(path: Path, parent: Path) -> ResultsError:
@@ -66,8 +66,10 @@ def _missing_parent(path: Path, parent: Path) -> ResultsError:
         siblings = []
     close = difflib.get_close_matches(missing.name, siblings, n=1, cutoff=0.6)
     meant = f"did you mean {missing.parent / close[0]}? " if close else ""
-    return ResultsError(f"results directory {path}: {missing} does not exist (nothing was created)",
-                        fix=f"{meant}correct results_dir, or create {parent} first (mkdir -p {parent})")
+    return ResultsError(
+        f"results directory {path}: {missing} does not exist (nothing was created)",
+        fix=f"{meant}correct results_dir, or create {parent} first (mkdir -p {parent})",
+    )
 
 
 class ResultsDir:
@@ -86,24 +88,32 @@ class ResultsDir:
         """Refuse a directory that belongs to another experiment or mode (writes nothing)."""
         blocked = next((p for p in (self.path, *self.path.parents) if p.exists() and not p.is_dir()), None)
         if blocked is not None:
-            raise ResultsError(f"results directory {self.path}: {blocked} is a file, not a directory",
-                               fix="point results_dir=... at a directory (new, empty, or one a sweep wrote), "
-                                   f"e.g. results_dir=results/{self.experiment}")
+            raise ResultsError(
+                f"results directory {self.path}: {blocked} is a file, not a directory",
+                fix="point results_dir=... at a directory (new, empty, or one a sweep wrote), "
+                f"e.g. results_dir=results/{self.experiment}",
+            )
         parent = self.path.absolute().parent
         if not self.create_parents and not self.path.exists() and not parent.is_dir():
             raise _missing_parent(self.path, parent)
         meta = read_manifest(self.path)
         if meta is not None:
             if meta.get("experiment") != self.experiment:
-                raise ResultsError(f"results directory {self.path} belongs to experiment {meta.get('experiment')!r}, "
-                                   f"not {self.experiment!r}",
-                                   fix=f"use results_dir=results/{self.experiment}, or rename one of the experiments")
+                raise ResultsError(
+                    f"results directory {self.path} belongs to experiment {meta.get('experiment')!r}, "
+                    f"not {self.experiment!r}",
+                    fix=f"use results_dir=results/{self.experiment}, or rename one of the experiments",
+                )
             if meta.get("mode") != self.mode:
-                raise ResultsError(f"results directory {self.path} holds {meta.get('mode')} results; this is a {self.mode} run",
-                                   fix="fake and real numbers never mix: give this run another results_dir=...")
+                raise ResultsError(
+                    f"results directory {self.path} holds {meta.get('mode')} results; this is a {self.mode} run",
+                    fix="fake and real numbers never mix: give this run another results_dir=...",
+                )
         elif self.path.exists() and any(p.name != LOCK for p in self.path.iterdir()):  # a sweep's lock alone
-            raise ResultsError(f"results directory {self.path} is not empty and was not written by a sweep",
-                               fix="point results_dir=... at a new or empty directory")
+            raise ResultsError(
+                f"results directory {self.path} is not empty and was not written by a sweep",
+                fix="point results_dir=... at a new or empty directory",
+            )
         return self
 
     def open(self) -> "ResultsDir":
@@ -114,9 +124,18 @@ class ResultsDir:
             for t in (*TABLES, LOGS):
                 (self.path / t).mkdir(parents=True, exist_ok=True)
             if not manifest.is_file():
-                _atomic_bytes(manifest, json.dumps({"experiment": self.experiment, "mode": self.mode,
-                                                    "created_at": time.time(), "sweep_version": __version__},
-                                                   indent=2).encode())
+                _atomic_bytes(
+                    manifest,
+                    json.dumps(
+                        {
+                            "experiment": self.experiment,
+                            "mode": self.mode,
+                            "created_at": time.time(),
+                            "sweep_version": __version__,
+                        },
+                        indent=2,
+                    ).encode(),
+                )
             self._clean_temporaries()
         except OSError as e:
             raise _unwritable(self.path, e) from None
@@ -235,9 +254,11 @@ def check_benchmark_dir(directory: str | Path) -> None:
     d = Path(directory)
     manifest = read_manifest(d) if d.is_dir() else None
     if manifest is not None:
-        raise ResultsError(f"{d} holds the results of the sweep {manifest.get('experiment')!r} ({MANIFEST}); "
-                           "a benchmark's tables there would be counted among its points",
-                           fix="pass --out a directory of its own, e.g. a new one")
+        raise ResultsError(
+            f"{d} holds the results of the sweep {manifest.get('experiment')!r} ({MANIFEST}); "
+            "a benchmark's tables there would be counted among its points",
+            fix="pass --out a directory of its own, e.g. a new one",
+        )
 
 
 def write_benchmark(directory: str | Path, tables: Mapping[str, pa.Table], row: pa.Table) -> dict[str, Path]:

@@ -4,9 +4,9 @@ text; and results written as text by an older version read as numbers too."""
 
 from __future__ import annotations
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-import polars as pl
 
 from sweep.analysis.frames import configurations
 from sweep.analysis.frontier import panel_column
@@ -22,22 +22,35 @@ def _planned(pid, **params):
     from sweep.experiment.plan import PlannedPoint
 
     label = ",".join(f"{k}={v}" for k, v in params.items() if v is not None)
-    return PlannedPoint(id=pid, label=label, params={k: v for k, v in params.items() if v is not None},
-                        roles=dict(ROLES), baseline=params.get("steps") is None, flags={}, env={},
-                        launcher=["python"], baseline_id=None if params.get("steps") is None else "base")
+    return PlannedPoint(
+        id=pid,
+        label=label,
+        params={k: v for k, v in params.items() if v is not None},
+        roles=dict(ROLES),
+        baseline=params.get("steps") is None,
+        flags={},
+        env={},
+        launcher=["python"],
+        baseline_id=None if params.get("steps") is None else "base",
+    )
 
 
 def _points():
-    return [_planned("base", drafter="none", nccl="default"),
-            *[_planned(f"s{s}", drafter="d1", steps=str(s), scale=x, nccl="default")
-              for s, x in ((16, "0.5"), (2, "1.25"), (5, "3"))]]
+    return [
+        _planned("base", drafter="none", nccl="default"),
+        *[
+            _planned(f"s{s}", drafter="d1", steps=str(s), scale=x, nccl="default")
+            for s, x in ((16, "0.5"), (2, "1.25"), (5, "3"))
+        ],
+    ]
 
 
 def _dry_run_dir(tmp_path, points, axes):
     rd = ResultsDir(tmp_path / "res", "e", "dry-run").open()
     for pp in points:
-        rd.write_point(pp.id, point_row(pp, "e", axes=axes, argv=["python"], result=None,
-                                        mode="dry-run", bench_scale={}), {})
+        rd.write_point(
+            pp.id, point_row(pp, "e", axes=axes, argv=["python"], result=None, mode="dry-run", bench_scale={}), {}
+        )
     return rd.path
 
 
@@ -56,8 +69,11 @@ def test_a_numeric_axis_is_stored_as_numbers_and_sorts_as_numbers(tmp_path):
     d = _dry_run_dir(tmp_path, points, axis_types(points, list(ROLES)))
     for f in (d / "points").glob("*.parquet"):  # every file of the folder in the same types
         schema = pq.read_schema(f)
-        assert (schema.field("axis_steps").type, schema.field("axis_scale").type,
-                schema.field("axis_drafter").type) == (pa.int64(), pa.float64(), pa.string()), f
+        assert (
+            schema.field("axis_steps").type,
+            schema.field("axis_scale").type,
+            schema.field("axis_drafter").type,
+        ) == (pa.int64(), pa.float64(), pa.string()), f
     pts = load(d)["points"].collect()
     assert pts.filter(pl.col("axis_steps").is_not_null()).sort("axis_steps")["axis_steps"].to_list() == [2, 5, 16]
     assert pts.sort("axis_scale", nulls_last=True)["axis_scale"].to_list() == [0.5, 1.25, 3.0, None]
@@ -74,14 +90,29 @@ def test_older_results_with_text_axes_read_as_numbers_beside_new_ones(tmp_path):
     d = _dry_run_dir(tmp_path, points[:2], list(ROLES))  # an older writer: every axis as text
     assert pq.read_schema(d / "points" / "s16.parquet").field("axis_steps").type == pa.string()
     for pp in points[2:]:  # resumed by today's writer
-        ResultsDir(d, "e", "dry-run").write_point(pp.id, point_row(
-            pp, "e", axes=axis_types(points, list(ROLES)), argv=["python"], result=None,
-            mode="dry-run", bench_scale={}), {})
+        ResultsDir(d, "e", "dry-run").write_point(
+            pp.id,
+            point_row(
+                pp,
+                "e",
+                axes=axis_types(points, list(ROLES)),
+                argv=["python"],
+                result=None,
+                mode="dry-run",
+                bench_scale={},
+            ),
+            {},
+        )
     pts = load(d)["points"].collect()
     assert pts.schema["axis_steps"] == pl.Int64 and pts.schema["axis_drafter"] == pl.String
     assert pts.filter(pl.col("axis_steps").is_not_null()).sort("axis_steps")["axis_steps"].to_list() == [2, 5, 16]
-    text_only = from_rows([{"point_id": "x", "axis_steps": "2", "axis_drafter": "d1"},
-                           {"point_id": "y", "axis_steps": "auto", "axis_drafter": "2"}], "points")
+    text_only = from_rows(
+        [
+            {"point_id": "x", "axis_steps": "2", "axis_drafter": "d1"},
+            {"point_id": "y", "axis_steps": "auto", "axis_drafter": "2"},
+        ],
+        "points",
+    )
     (tmp_path / "old" / "points").mkdir(parents=True)
     pq.write_table(text_only, tmp_path / "old" / "points" / "x.parquet")
     old = load(tmp_path / "old")["points"].collect()

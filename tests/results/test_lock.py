@@ -30,8 +30,13 @@ print("released", flush=True)
 
 
 def _holder(directory) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory)], cwd=REPO, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(directory)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout is not None and p.stdout.readline().strip() == "held"
     return p
 
@@ -89,8 +94,9 @@ def test_a_lock_left_by_a_killed_sweep_is_taken_over_with_a_line_saying_whose(tm
 
 
 def test_a_stale_lock_from_another_machine_says_so(tmp_path):
-    lock.lock_path(tmp_path).write_text(json.dumps({"pid": 1, "host": "gpu-node-7", "started_at": 0.0,
-                                                    "argv": ["python", "-m", "sweep", "x.yaml"]}))
+    lock.lock_path(tmp_path).write_text(
+        json.dumps({"pid": 1, "host": "gpu-node-7", "started_at": 0.0, "argv": ["python", "-m", "sweep", "x.yaml"]})
+    )
     with lock.acquire(tmp_path) as held:
         note = held.takeover_note()
         assert note is not None and "pid 1 on gpu-node-7" in note and "another machine" in note
@@ -103,8 +109,13 @@ def test_readers_neither_take_the_lock_nor_mind_it(tmp_path):
     try:
         assert load(tmp_path)["points"].collect()["point_id"].to_list() == ["p1"]
         assert rd.check() is rd and rd.statuses() == {"p1": "ok"}
-        out = subprocess.run([sys.executable, "-m", "sweep", "query", str(tmp_path), "select point_id from points"],
-                             cwd=REPO, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "sweep", "query", str(tmp_path), "select point_id from points"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0 and "p1" in out.stdout, out.stderr
         assert p.poll() is None  # the holder is untouched, and still holds it
         wait_until(lambda: json.loads(lock.lock_path(tmp_path).read_text()).get("pid") == p.pid, 5, "holder's record")

@@ -24,12 +24,15 @@ def test_a_sweeps_files_round_trip_through_results_dir(tmp_path):
     assert rd.log_path("p1") == meta.log_path(rd.path, "p1") == rd.path / "logs" / "p1.log"
 
 
-@pytest.mark.parametrize("plan, experiment", [
-    (None, None),  # absent: a directory bench --out wrote
-    ("{not json", "name: [unclosed"),
-    ("[1, 2]", "- a list"),  # not an object / mapping
-    ("{}", "benchmark: [1]"),  # a benchmark that is not a mapping
-])
+@pytest.mark.parametrize(
+    "plan, experiment",
+    [
+        (None, None),  # absent: a directory bench --out wrote
+        ("{not json", "name: [unclosed"),
+        ("[1, 2]", "- a list"),  # not an object / mapping
+        ("{}", "benchmark: [1]"),  # a benchmark that is not a mapping
+    ],
+)
 def test_absent_or_unreadable_plan_and_experiment_read_as_empty(tmp_path, plan, experiment):
     if plan is not None:
         meta.plan_path(tmp_path).write_text(plan)

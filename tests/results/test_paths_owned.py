@@ -35,7 +35,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     out = set()
     for node in ast.walk(tree):
         for child in getattr(node, "body", []) if isinstance(getattr(node, "body", None), list) else []:
-            if isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant) and isinstance(child.value.value, str):
+            if (
+                isinstance(child, ast.Expr)
+                and isinstance(child.value, ast.Constant)
+                and isinstance(child.value.value, str)
+            ):
                 out.add(id(child.value))
     return out
 
@@ -48,8 +52,12 @@ def named_paths(source: str, filename: str) -> list[tuple[str, int]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             out += [(name, node.lineno) for name in NAMES if name in node.value]
-        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
-              and node.right.value in FOLDERS):
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value in FOLDERS
+        ):
             out.append((f'/ "{node.right.value}"', node.lineno))
     return out
 
@@ -68,8 +76,10 @@ def hits() -> dict[tuple[str, str], list[int]]:
 
 def test_no_module_outside_results_names_a_results_path():
     bad = [f"{m}:{lines[0]} names {name!r}" for (m, name), lines in sorted(hits().items()) if (m, name) not in ALLOWED]
-    assert not bad, ("ask sweep/results instead (store.table / read_columns / sweep_dirs, meta.read_plan / "
-                     "read_experiment / experiment_slos, writer.ResultsDir / write_benchmark):\n" + "\n".join(bad))
+    assert not bad, (
+        "ask sweep/results instead (store.table / read_columns / sweep_dirs, meta.read_plan / "
+        "read_experiment / experiment_slos, writer.ResultsDir / write_benchmark):\n" + "\n".join(bad)
+    )
 
 
 def test_the_allow_list_is_not_stale():
@@ -77,12 +87,15 @@ def test_the_allow_list_is_not_stale():
     assert not stale, f"these no longer name the path: remove them from ALLOWED: {stale}"
 
 
-@pytest.mark.parametrize("code, named", [
-    ('files = sorted((d / "points").glob("*.parquet"))', ['/ "points"', ".parquet"]),
-    ('text = (d / "plan.json").read_text()', ["plan.json"]),
-    ('p = f"{d}/experiment.yaml"', ["experiment.yaml"]),
-    ('log = d / "logs" / f"{pid}.log"', ['/ "logs"']),
-    ('"""Reads DIR/plan.json."""\nx = 1\n"""sweep.json: documented."""', []),  # docstrings may name them
-])
+@pytest.mark.parametrize(
+    "code, named",
+    [
+        ('files = sorted((d / "points").glob("*.parquet"))', ['/ "points"', ".parquet"]),
+        ('text = (d / "plan.json").read_text()', ["plan.json"]),
+        ('p = f"{d}/experiment.yaml"', ["experiment.yaml"]),
+        ('log = d / "logs" / f"{pid}.log"', ['/ "logs"']),
+        ('"""Reads DIR/plan.json."""\nx = 1\n"""sweep.json: documented."""', []),  # docstrings may name them
+    ],
+)
 def test_the_check_finds_a_path_in_code_and_not_in_docstrings(code, named):
     assert sorted(n for n, _ in named_paths(code, "<test>")) == sorted(named)

@@ -24,36 +24,66 @@ def _names(struct: pa.StructType) -> list[str]:
 def _planned(**kw):
     from sweep.experiment.plan import PlannedPoint
 
-    base = dict(id="p1", label="drafter=d1,steps=2,nccl=tuned", params={"drafter": "d1", "steps": "2", "nccl": "tuned"},
-                roles={"drafter": "drafter", "steps": "steps", "nccl": "env"}, baseline=False, flags={},
-                env={"NCCL_ALGO": "Ring", "HF_TOKEN": "hf_secret", "A_FIRST": "1"}, launcher=["python"],
-                baseline_id="p0")
+    base = dict(
+        id="p1",
+        label="drafter=d1,steps=2,nccl=tuned",
+        params={"drafter": "d1", "steps": "2", "nccl": "tuned"},
+        roles={"drafter": "drafter", "steps": "steps", "nccl": "env"},
+        baseline=False,
+        flags={},
+        env={"NCCL_ALGO": "Ring", "HF_TOKEN": "hf_secret", "A_FIRST": "1"},
+        launcher=["python"],
+        baseline_id="p0",
+    )
     return PlannedPoint(**{**base, **kw})
 
 
 def _result(**kw):
     from sweep.core.record import PointResult
 
-    reaped = {"killed": [{"pid": 11, "name": "python", "cmdline": "python -m sglang", "reason": "stopped after the point"}],
-              "foreign": [{"pid": 12, "name": "x", "cmdline": "x", "reason": "holds 900 MiB on GPU 1", "gpu": 1}],
-              "gpu_free": True, "port_free": True, "waited_s": 0.25}
+    reaped = {
+        "killed": [{"pid": 11, "name": "python", "cmdline": "python -m sglang", "reason": "stopped after the point"}],
+        "foreign": [{"pid": 12, "name": "x", "cmdline": "x", "reason": "holds 900 MiB on GPU 1", "gpu": 1}],
+        "gpu_free": True,
+        "port_free": True,
+        "waited_s": 0.25,
+    }
     return PointResult("p1", "gpu-1", "n1", "ok", reaped=reaped, **kw)
 
 
-SCALE = {"fake_speed": 5.0, "fake_startup_speed": 300.0, "stream_interval": 8, "max_tokens_scale": 0.125,
-         "single_stream": [2048, 256], "concurrency_max_tokens": [512, 64], "rounds": [2, 1],
-         "single_stream_runs": [5, 3], "levels": [1, 8]}
+SCALE = {
+    "fake_speed": 5.0,
+    "fake_startup_speed": 300.0,
+    "stream_interval": 8,
+    "max_tokens_scale": 0.125,
+    "single_stream": [2048, 256],
+    "concurrency_max_tokens": [512, 64],
+    "rounds": [2, 1],
+    "single_stream_runs": [5, 3],
+    "levels": [1, 8],
+}
 
 
 def test_a_launched_point_row():
-    t = point_row(_planned(), "exp", axes=["drafter", "steps", "nccl", "model"], argv=["python", "--api-key", "k"],
-                  result=_result(attempts=2), mode="dry-run", bench_scale=SCALE)
+    t = point_row(
+        _planned(),
+        "exp",
+        axes=["drafter", "steps", "nccl", "model"],
+        argv=["python", "--api-key", "k"],
+        result=_result(attempts=2),
+        mode="dry-run",
+        bench_scale=SCALE,
+    )
     assert t.schema.field("param_roles").type == POINTS.field("param_roles").type
     assert t.schema.field("reaped").type == REAPED and t.schema.field("bench_scale").type == BENCH_SCALE
     assert "params" not in t.column_names
     # the axis values, once, in the grid's order (null where the point has none)
-    assert [c for c in t.column_names if c.startswith("axis_")] == ["axis_drafter", "axis_steps", "axis_nccl",
-                                                                    "axis_model"]
+    assert [c for c in t.column_names if c.startswith("axis_")] == [
+        "axis_drafter",
+        "axis_steps",
+        "axis_nccl",
+        "axis_model",
+    ]
     row = t.to_pylist()[0]
     assert (row["axis_drafter"], row["axis_steps"], row["axis_nccl"], row["axis_model"]) == ("d1", "2", "tuned", None)
     assert row["param_roles"] == [("drafter", "drafter"), ("steps", "steps"), ("nccl", "env")]  # arrow: pairs
@@ -67,7 +97,15 @@ def test_a_launched_point_row():
 
 
 def test_an_invalid_point_row_and_an_unscaled_run():
-    t = point_row(_planned(errors=["draft tree too small"]), "exp", axes=["drafter"], argv=[], result=None, mode="real", bench_scale={})
+    t = point_row(
+        _planned(errors=["draft tree too small"]),
+        "exp",
+        axes=["drafter"],
+        argv=[],
+        result=None,
+        mode="real",
+        bench_scale={},
+    )
     row = t.to_pylist()[0]
     assert row["status"] == "invalid" and row["failure_phase"] == "plan"
     assert row["reaped"] is None and row["bench_scale"] is None and not row["dry_run"]
@@ -107,9 +145,17 @@ def test_a_pruned_point_row_names_no_sglang_version():
     from sweep.core.record import Failure, PointResult
 
     pruned = PointResult("p1", "", "", "pruned", Failure("search", "within noise of ..."), attempts=0)
-    row = point_row(_planned(), "exp", axes=["drafter"], argv=[], result=pruned, mode="dry-run",
-                    bench_scale=SCALE).to_pylist()[0]
+    row = point_row(
+        _planned(), "exp", axes=["drafter"], argv=[], result=pruned, mode="dry-run", bench_scale=SCALE
+    ).to_pylist()[0]
     assert row["status"] == "pruned" and row["sglang_version"] is None
-    ran = point_row(_planned(), "exp", axes=["drafter"], argv=[], result=_result(sglang_version="0.5.10"),
-                    mode="dry-run", bench_scale=SCALE).to_pylist()[0]
+    ran = point_row(
+        _planned(),
+        "exp",
+        axes=["drafter"],
+        argv=[],
+        result=_result(sglang_version="0.5.10"),
+        mode="dry-run",
+        bench_scale=SCALE,
+    ).to_pylist()[0]
     assert ran["sglang_version"] == "0.5.10"

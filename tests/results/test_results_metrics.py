@@ -29,8 +29,9 @@ def _scrape(name: str) -> lm.Scrape:
 def _write_point(rd: ResultsDir, pid: str, *, with_metrics: bool = True) -> None:
     before, after = _scrape("metrics_eagle3_before.txt"), _scrape("metrics_eagle3_after.txt")
     cols = lm.columns(before, [after], after)
-    levels = from_rows([{"point_id": pid, "concurrency": c, "requests": 2 * c, "ok": 2 * c, **cols}
-                        for c in (1, 8)], "levels")
+    levels = from_rows(
+        [{"point_id": pid, "concurrency": c, "requests": 2 * c, "ok": 2 * c, **cols} for c in (1, 8)], "levels"
+    )
     metrics = from_rows([r for c in (1, 8) for r in lm.rows(pid, c, before, [after], after)], "metrics")
     point = from_rows([{"point_id": pid, "label": f"drafter={pid}", "status": "ok"}], "points")
     rd.write_point(pid, point, {"levels": levels, "metrics": metrics if with_metrics else None})
@@ -49,10 +50,17 @@ def test_written_with_the_point_loaded_and_queried(tmp_path):
     assert gen["delta"].sum() == 114 - 8
     assert tables["levels"].collect()["metrics_generation_tokens"].to_list() == [106] * 4
 
-    sql = ("SELECT p.label, m.concurrency, SUM(m.delta) AS tokens FROM metrics m JOIN points p USING (point_id) "
-           "WHERE m.name = 'sglang:generation_tokens_total' GROUP BY p.label, m.concurrency ORDER BY m.concurrency")
-    proc = subprocess.run([sys.executable, "-m", "sweep", "query", str(tmp_path / "res"), sql, "--format", "csv"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    sql = (
+        "SELECT p.label, m.concurrency, SUM(m.delta) AS tokens FROM metrics m JOIN points p USING (point_id) "
+        "WHERE m.name = 'sglang:generation_tokens_total' GROUP BY p.label, m.concurrency ORDER BY m.concurrency"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "query", str(tmp_path / "res"), sql, "--format", "csv"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["label,concurrency,tokens", "drafter=aaaa,1,106.0", "drafter=aaaa,8,106.0"]
 

@@ -10,7 +10,16 @@ import pytest
 
 from sweep.core.errors import ResultsError
 from sweep.results.schema import (
-    AXIS_PREFIX, BENCH_SCALE, ENV, PARAM_ROLES, POINTS, REAPED, REQUESTS, TABLES, check, from_rows,
+    AXIS_PREFIX,
+    BENCH_SCALE,
+    ENV,
+    PARAM_ROLES,
+    POINTS,
+    REAPED,
+    REQUESTS,
+    TABLES,
+    check,
+    from_rows,
 )
 
 
@@ -34,21 +43,35 @@ def test_no_column_holds_json_text():
 
 
 def test_from_rows_fills_nulls_and_keeps_axis_order():
-    t = from_rows([{"point_id": "p", "label": "x", "axis_steps": "2", "axis_drafter": "d"},
-                   {"point_id": "q", "axis_nccl": "tuned"}], "points")
-    assert t.column_names[len(POINTS.names):] == ["axis_steps", "axis_drafter", "axis_nccl"]  # as given
+    t = from_rows(
+        [
+            {"point_id": "p", "label": "x", "axis_steps": "2", "axis_drafter": "d"},
+            {"point_id": "q", "axis_nccl": "tuned"},
+        ],
+        "points",
+    )
+    assert t.column_names[len(POINTS.names) :] == ["axis_steps", "axis_drafter", "axis_nccl"]  # as given
     assert t.column("status").to_pylist() == [None, None]
     assert t.column("axis_nccl").to_pylist() == [None, "tuned"]
     assert t.schema.field("axis_steps").type == pa.string()
 
 
 def test_nested_values_round_trip_through_parquet_and_polars(tmp_path):
-    row = {"point_id": "p", "param_roles": {"drafter": "drafter", "nccl": "env"},
-           "env": {"NCCL_ALGO": "Ring", "API_TOKEN": "<redacted>"},
-           "reaped": {"killed": [{"pid": 7, "name": "python", "cmdline": "python -m x", "reason": "left over"}],
-                      "foreign": [{"pid": 9, "name": "other", "cmdline": "", "reason": "holds 900 MiB", "gpu": 3}],
-                      "gpu_free": True, "port_free": True, "waited_s": 0.5},
-           "bench_scale": {"fake_speed": 5.0, "levels": [1, 8]}, "axis_drafter": "d1", "axis_nccl": "tuned"}
+    row = {
+        "point_id": "p",
+        "param_roles": {"drafter": "drafter", "nccl": "env"},
+        "env": {"NCCL_ALGO": "Ring", "API_TOKEN": "<redacted>"},
+        "reaped": {
+            "killed": [{"pid": 7, "name": "python", "cmdline": "python -m x", "reason": "left over"}],
+            "foreign": [{"pid": 9, "name": "other", "cmdline": "", "reason": "holds 900 MiB", "gpu": 3}],
+            "gpu_free": True,
+            "port_free": True,
+            "waited_s": 0.5,
+        },
+        "bench_scale": {"fake_speed": 5.0, "levels": [1, 8]},
+        "axis_drafter": "d1",
+        "axis_nccl": "tuned",
+    }
     pq.write_table(from_rows([row], "points"), tmp_path / "p.parquet")
     back = pl.read_parquet(tmp_path / "p.parquet").row(0, named=True)
     roles = back["param_roles"]

@@ -17,10 +17,20 @@ from sweep.results.writer import MANIFEST, ResultsDir
 
 
 def _point(pid: str, status: str = "ok") -> pa.Table:
-    return from_rows([{"point_id": pid, "label": f"drafter={pid}", "status": status, "param_roles": {"drafter": "drafter"},
-                       "env": {"NCCL_ALGO": "Ring"}, "axis_drafter": pid,
-                       "reaped": {"killed": [], "foreign": [], "gpu_free": True, "port_free": True, "waited_s": 0.0}}],
-                     "points")
+    return from_rows(
+        [
+            {
+                "point_id": pid,
+                "label": f"drafter={pid}",
+                "status": status,
+                "param_roles": {"drafter": "drafter"},
+                "env": {"NCCL_ALGO": "Ring"},
+                "axis_drafter": pid,
+                "reaped": {"killed": [], "foreign": [], "gpu_free": True, "port_free": True, "waited_s": 0.0},
+            }
+        ],
+        "points",
+    )
 
 
 def _levels(pid: str) -> pa.Table:
@@ -36,8 +46,10 @@ def test_open_creates_the_layout_and_the_manifest(tmp_path):
     assert json.loads((rd.path / MANIFEST).read_text()) == meta
 
 
-@pytest.mark.parametrize("experiment, mode, match", [("other", "dry-run", "belongs to experiment 'exp'"),
-                                                     ("exp", "real", "holds dry-run results")])
+@pytest.mark.parametrize(
+    "experiment, mode, match",
+    [("other", "dry-run", "belongs to experiment 'exp'"), ("exp", "real", "holds dry-run results")],
+)
 def test_a_directory_of_another_experiment_or_mode_is_refused(tmp_path, experiment, mode, match):
     ResultsDir(tmp_path / "res", "exp", "dry-run").open()
     with pytest.raises(ResultsError, match=match) as e:
