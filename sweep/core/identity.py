@@ -80,7 +80,7 @@ def default_of(f: Field[Any]) -> Any:
 def identity(settings: Any, skip: Collection[str] = (), where: str = "") -> dict[str, Any]:
     """The fields of the dataclass ``settings`` that are part of a point's id, by their marks, as plain
     data (dataclasses as dicts, lists as lists), for a canonical JSON dump. ``skip``: dotted paths
-    (``concurrency.baseline_curve``) left out whatever their mark; ``where``: the path of ``settings``."""
+    (``concurrency.slo_time_scale``) left out whatever their mark; ``where``: the path of ``settings``."""
     out: dict[str, Any] = {}
     for f in fields(settings):
         path = f"{where}{f.name}"

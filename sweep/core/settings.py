@@ -249,7 +249,7 @@ class WorkloadSettings:
     # tokens a request may take, input + output (None: the server's, where known)
     max_context: Optional[int] = always(None)
     # multiplies every output length the workload gives (at least 1 token); a dry run sets its max_tokens_scale
-    output_scale: float = 1.0
+    output_scale: float = always(1.0)
 
     def problems(self) -> list[tuple[str, object, str]]:
         """Like ``BenchSettings.problems``, keys under ``workload``; files are checked by their loaders."""

@@ -215,19 +215,10 @@ def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> st
     return _digest(_server_identity(exp, flags, env))
 
 
-# Run-time values the sweep sets in the user's benchmark settings (not the user): how the host judges
-# SLOs and whom it compares with; no part of a point's id
-
-
 def bench_identity(bench: BenchSettings) -> dict[str, Any]:
     """What of the benchmark settings is part of a point's id: the fields their marks hash
-    (``sweep.core.identity``), but the run-time ones. A workload's ``output_scale`` (a dry run's
-    ``max_tokens_scale``, else 1) is a run-time value too, but hashed with the workload as every id
-    with a workload has been: it stays in the id at the value it had, wherever it comes from."""
-    out = identity(bench)
-    if bench.workload is not None:
-        out["workload"]["output_scale"] = bench.workload.output_scale
-    return out
+    (``sweep.core.identity``)."""
+    return identity(bench)
 
 
 def point_id(
