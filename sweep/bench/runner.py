@@ -200,7 +200,7 @@ def refinement(
     added = 0
     while added < cc.refine_max:
         measured = [
-            refine.Measured(
+            refine.MeasuredLevel(
                 r["concurrency"],
                 {n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], scale) for n, lim in zip(names, slos)},
                 r.get("output_throughput"),

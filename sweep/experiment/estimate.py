@@ -90,7 +90,7 @@ class SpeedModel:
 
 
 @dataclass(frozen=True)
-class History:
+class PriorRuns:
     """What earlier results say about this model: startup per kind, speeds, overhead."""
 
     startup_s: Mapping[str, float] = field(default_factory=dict)  # "baseline" / "speculative" -> median s
@@ -197,7 +197,7 @@ def estimate_sweep(
     bench,
     *,
     hosts: int,
-    history: History | None = None,
+    history: PriorRuns | None = None,
     speed_factor: float = 1.0,
     startup_factor: float = 1.0,
     span: int = 1,
@@ -209,7 +209,7 @@ def estimate_sweep(
     experiment's BenchSettings; ``speed_factor`` / ``startup_factor``: how
     much faster than the defaults the servers run (a dry run's fake speeds), applied to the
     defaults only."""
-    history = history or History()
+    history = history or PriorRuns()
     notes = []
     speed = history.speed or SpeedModel().scaled(speed_factor)
     speed_from = history.speed.source if history.speed else "default"
@@ -298,7 +298,7 @@ def fmt_s(seconds: float) -> str:
 
 def load_history(
     roots: Iterable[Path], *, model_path: str, dry_run: bool, sglang_version: Optional[str] = None
-) -> History:
+) -> PriorRuns:
     """Earlier results of the same model from the results directories under ``roots`` (each a
     folder of results directories, or one itself): ok points whose argv names ``model_path``,
     of the same kind (dry run or not), preferring ``sglang_version`` when some match it."""
@@ -329,7 +329,7 @@ def load_history(
         if pts.height:
             frames.append(pts.with_columns(dir=pl.lit(str(d))))
     if not frames:
-        return History()
+        return PriorRuns()
     pts = pl.concat(frames, how="diagonal_relaxed").filter(
         (pl.col("status") == "ok")
         & (pl.col("dry_run").fill_null(False) == dry_run)
@@ -338,7 +338,7 @@ def load_history(
     if sglang_version and pts.filter(pl.col("sglang_version") == sglang_version).height:
         pts = pts.filter(pl.col("sglang_version") == sglang_version)
     if pts.is_empty():
-        return History()
+        return PriorRuns()
     startup = {
         ("baseline" if b else "speculative"): float(v)
         for b, v in pts.group_by("baseline").agg(pl.col("startup_s").median()).iter_rows()
@@ -399,10 +399,10 @@ def load_history(
         )
         if rest.len():
             overhead = max(0.0, float(cast(float, rest.median())))  # of a Float64 column with rows, nulls dropped
-    return History(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
+    return PriorRuns(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
 
 
-def describe(est: SweepEstimate, history: History) -> list[str]:
+def describe(est: SweepEstimate, history: PriorRuns) -> list[str]:
     """The estimate as lines for ``--plan``."""
     n = len(est.points)
     if not n:
@@ -431,7 +431,9 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
     return lines
 
 
-def _for_experiment(exp, points, *, mode: RunMode, scale: Mapping | None, hosts: int) -> tuple[SweepEstimate, History]:
+def _for_experiment(
+    exp, points, *, mode: RunMode, scale: Mapping | None, hosts: int
+) -> tuple[SweepEstimate, PriorRuns]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
     history = load_history(
