@@ -13,15 +13,14 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
+from sweep.core.flags import ServerFlags
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
 # -march=x86-64-v4) need: AVX-512 with BF16. AMX itself is not needed: on a CPU without it the
@@ -163,7 +162,7 @@ def check_nodes(nnodes: int, engine: CpuEngine | None, report_checks: list[Check
     report_checks.append(Check.ok(f"--nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts"))
 
 
-def required_flags(flags: Mapping[str, Any], extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+def required_flags(flags: ServerFlags, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The CPU flags a server's flags need: intel_amx's unless another attention backend is named."""
     backend = str(flags.get("attention-backend") or "intel_amx")
     need = list(AMX_BACKEND_FLAGS) if backend == "intel_amx" else []
