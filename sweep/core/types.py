@@ -1,5 +1,5 @@
 """The vocabulary that crosses the layers: what a point's status, state and failure phase can be, the
-stages a host reports, and the modes a sweep runs in (as strings, and as ``RunKind`` data). A point's
+stages a host reports, and the modes a sweep runs in (as strings, and as ``RunKind`` data), and ``JSON`` (a value as JSON holds it). A point's
 record is ``sweep.core.record``; the events of a sweep are ``sweep.core.events``.
 
 Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may import this module.
@@ -9,7 +9,11 @@ Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may impo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, Union, get_args
+
+JSON: TypeAlias = Union[None, bool, int, float, str, list["JSON"], dict[str, "JSON"]]
+"""A value as JSON holds it (``json.loads`` gives one, ``json.dumps`` takes one): what plan.json,
+sweep.json, an adaptive config or an HTTP body is, where no narrower type says more."""
 
 PointStatus = Literal["ok", "failed", "invalid", "pruned"]
 """A recorded point (``points.status``): ``ok``; ``failed`` (on its host: crash, hang, pre-flight...);

@@ -180,7 +180,7 @@ class Launch:
         return self.first.launcher
 
     @property
-    def flags(self) -> Any:
+    def flags(self) -> ServerFlags:
         return self.first.flags
 
     @property
