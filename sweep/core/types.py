@@ -1,6 +1,7 @@
 """The vocabulary that crosses the layers: what a point's status, state and failure phase can be, the
-stages a host reports, and the modes a sweep runs in (as strings, and as ``RunKind`` data), and ``JSON`` (a value as JSON holds it). A point's
-record is ``sweep.core.record``; the events of a sweep are ``sweep.core.events``.
+stages a host reports, the modes a sweep runs in (as strings, and as ``RunKind`` data), and ``JSON``
+(a value as JSON holds it). A point's record is ``sweep.core.record``; the events of a sweep are
+``sweep.core.events``.
 
 Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may import this module.
 ``get_args`` of a ``Literal`` gives its values at run time (``POINT_STATUSES``, ``FAILURE_PHASES``...).
