@@ -43,12 +43,16 @@ Launched = Literal["dry-run", "local", "fake"]
 ``local`` (local Ray, the real launcher), ``fake`` (the fake server on the cluster's hosts)."""
 
 Mode = Literal["plan", Launched, "cluster"]
-"""``sweep.run``'s modes (and the command line's): ``plan`` (launch nothing), the ``Launched`` ones,
-``cluster`` (the real sweep on the Ray cluster)."""
+"""What the user asks ``sweep.run`` (and the command line) to do: ``plan`` (launch nothing), the
+``Launched`` ones, ``cluster`` (the real sweep on the Ray cluster). A request, read at the API's door
+only: below it every layer reads the kind of run, ``RunMode``."""
 
 RunMode = Literal["real", Launched]
-"""The same modes as a results directory records them (``sweep.json``; ``real`` is ``cluster``, and
-a plan records the mode it plans for): modes never mix. ``run_mode`` maps one to the other."""
+"""Which kind of run a results directory holds, as ``sweep.json`` stores it (``real`` is the real
+sweep, asked for as ``cluster``; a plan records the run it plans): what the events, the records, the
+estimate and the orchestration read. Two ideas, not two spellings of one: a ``Mode`` may launch
+nothing (``plan``), a ``RunMode`` is always a run; ``run_mode`` is the one mapping, ``kind`` reads
+either."""
 
 Stage = Literal[
     "start",
