@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sweep.core import redact
 from sweep.core.console import plural
@@ -418,6 +418,28 @@ def confirmation_point(
     return pp
 
 
+class ConfirmablePolicy(Protocol):
+    """What the confirmation reads of a policy (``sweep.analysis.policy.Policy``, which the plan may
+    not import): its group's label, step axis and member points, and the flags its server launches with."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def step_axis(self) -> str: ...
+    @property
+    def member_ids(self) -> tuple[str, ...]: ...
+    def launch_flags(self) -> dict[str, Any]: ...
+
+
+class ChosenPolicy(Protocol):
+    """A policy chosen to confirm, and why (``sweep.analysis.confirmation.Chosen``)."""
+
+    @property
+    def policy(self) -> ConfirmablePolicy: ...
+    @property
+    def why(self) -> tuple[str, ...]: ...
+
+
 @dataclass
 class ConfirmPlan:
     """The confirmation phase's points (valid or not: an invalid one is recorded as such), the chosen
@@ -425,11 +447,13 @@ class ConfirmPlan:
     on what is not confirmed, and why."""
 
     points: list[PlannedPoint] = field(default_factory=list)
-    chosen: dict[str, Any] = field(default_factory=dict)
+    chosen: dict[str, ChosenPolicy] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
-def confirmation_points(plan: Plan, chosen: list[Any], labels: dict[str, str] | None = None) -> ConfirmPlan:
+def confirmation_points(
+    plan: Plan, chosen: Sequence[ChosenPolicy], labels: dict[str, str] | None = None
+) -> ConfirmPlan:
     """The confirmation point of each chosen policy (``chosen``: items with ``.policy``, whose
     ``member_ids``, ``step_axis``, ``group`` and ``launch_flags()`` are read), built on a member of its
     group found in ``plan`` by id, else by label (``labels``: the recorded label of each id, for a plan
