@@ -28,7 +28,7 @@ from sweep.core.identity import identity
 from sweep.core.settings import BenchSettings
 from sweep.core.types import PlanStatus
 from sweep.experiment.config import Experiment
-from sweep.experiment.grid import BenchScale, build_axes, expand
+from sweep.experiment.grid import Axis, BenchScale, GridPoint, build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
 
@@ -355,7 +355,7 @@ def target_of(exp: Experiment, points_flags: list[Mapping[str, Any]]) -> tuple[r
     ), warnings
 
 
-def _sources(exp: Experiment, axes: list, gp: Any) -> dict[str, str]:
+def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]:
     """Where the experiment sets each of a point's flags, for the fixes of its findings: the server
     section, the axis value that sets it, or grid.derived (the later wins, as in the point's flags)."""
     out = {k: f"server.flags.{k}" for k in exp.server.flags}
