@@ -37,7 +37,10 @@ from typing import Optional, cast
 
 from sweep.core.console import plural
 from sweep.core.flags import ServerFlags
+from sweep.core.settings import BenchSettings
 from sweep.core.types import RunMode, kind
+from sweep.experiment.config import Experiment
+from sweep.experiment.plan import Plan
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
 # SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
@@ -130,7 +133,7 @@ class SweepEstimate:
         return {p.label: p.total_s for p in self.points}
 
 
-def requests_sent(bench, c: int) -> int:
+def requests_sent(bench: BenchSettings, c: int) -> int:
     """Requests a level is expected to send: its fixed count, or the stop rule's first chance."""
     planned = bench.requests_at(c)
     stop = bench.concurrency.stop
@@ -141,7 +144,7 @@ def requests_sent(bench, c: int) -> int:
     return min(planned, waves * c)
 
 
-def bench_seconds(bench, speed: SpeedModel) -> float:
+def bench_seconds(bench: BenchSettings, speed: SpeedModel) -> float:
     """Seconds of one point's benchmark (single stream and every level) under ``speed``."""
     ss = bench.single_stream
     total = (ss.runs + ss.warmup) * ss.max_tokens / speed.single_tok_s if ss.runs + ss.warmup else 0.0
@@ -157,7 +160,7 @@ def bench_seconds(bench, speed: SpeedModel) -> float:
     return total + sum(rate_level_s(bench, r, speed) for r in getattr(bench, "rates", None) or [])
 
 
-def rate_level_s(bench, rate: float, speed: SpeedModel) -> float:
+def rate_level_s(bench: BenchSettings, rate: float, speed: SpeedModel) -> float:
     """Seconds of one open-loop level: its arrivals (``open_loop.requests`` at ``rate``, or its
     ``duration_s``, whichever ends first) and the drain of the last request (one request's latency
     alone: a server that keeps up; one that does not takes longer)."""
@@ -194,7 +197,7 @@ def point_device(flags: Mapping) -> Optional[str]:
 
 def estimate_sweep(
     points: Iterable[tuple],
-    bench,
+    bench: BenchSettings,
     *,
     hosts: int,
     history: PriorRuns | None = None,
@@ -432,7 +435,7 @@ def describe(est: SweepEstimate, history: PriorRuns) -> list[str]:
 
 
 def _for_experiment(
-    exp, points, *, mode: RunMode, scale: Mapping | None, hosts: int
+    exp: Experiment, points, *, mode: RunMode, scale: Mapping | None, hosts: int
 ) -> tuple[SweepEstimate, PriorRuns]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
@@ -465,14 +468,16 @@ def _for_experiment(
     return est, history
 
 
-def point_estimates(exp, points, *, mode: RunMode, scale: Mapping | None = None, hosts: int = 1) -> dict[str, float]:
+def point_estimates(
+    exp: Experiment, points, *, mode: RunMode, scale: Mapping | None = None, hosts: int = 1
+) -> dict[str, float]:
     """label -> estimated seconds of each of ``points`` (PlannedPoints): the live view's ETA model
     (``SweepProgress(..., estimates=...)``)."""
     est, _ = _for_experiment(exp, points, mode=mode, scale=scale, hosts=hosts)
     return est.by_label()
 
 
-def plan_lines(plan, *, mode: RunMode, scale: Mapping | None = None, hosts: Optional[int] = None) -> list[str]:
+def plan_lines(plan: Plan, *, mode: RunMode, scale: Mapping | None = None, hosts: Optional[int] = None) -> list[str]:
     """What ``--plan`` prints about the sweep's cost: ``describe`` of the estimate for the plan's
     valid points, with the history found beside the experiment's results directory. ``mode``:
     real | dry-run | local | fake; ``hosts``: how many there will be (default: the dry run's or
