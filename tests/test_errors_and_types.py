@@ -188,6 +188,17 @@ def test_one_vocabulary_per_idea_status_and_mode():
     assert [run_mode(m) for m in get_args(Mode) if m != "plan"] == [*get_args(Launched), "real"]
 
 
+def test_no_class_name_is_defined_twice():
+    """One name per idea: a maintainer reading ``Failure`` or ``Outcome`` knows which one it is."""
+    homes: dict[str, list[str]] = {}
+    for p in sorted(SWEEP.rglob("*.py")):
+        for n in ast.parse(p.read_text()).body:
+            if isinstance(n, ast.ClassDef):
+                homes.setdefault(n.name, []).append(str(p.relative_to(SWEEP.parent)))
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert not twice, f"give each idea its own name: {twice}"
+
+
 def test_a_hosts_progress_is_a_union_of_small_typed_events():
     """One small frozen event per kind of stage (the power transport its own), every stage covered
     once; the driver's PointStage carries one and reads its fields through."""

@@ -161,7 +161,7 @@ def test_the_estimate_counts_in_the_right_number(tmp_path):
     lines = e.plan_lines(planning.build(config.load(exp_file)), mode="real", hosts=1)
     assert lines[0].startswith("estimate: 1 point, ") and any(line.startswith("  host 1: 1 point, ") for line in lines)
     assert any(line.startswith("  whole sweep on 1 host:") for line in lines)
-    h = e.History(startup_s={"baseline": 10.0}, points=1, sources=("results/old",))
+    h = e.PriorRuns(startup_s={"baseline": 10.0}, points=1, sources=("results/old",))
     assert (
         "startup from 1 earlier point (old)"
         in e.describe(e.estimate_sweep([("b", True)], bench(), hosts=1, history=h), h)[0]

@@ -123,7 +123,7 @@ def test_the_estimate_counts_one_startup_per_launch(write_yaml):
     est, _ = estimate._for_experiment(shared.experiment, shared.points, mode="real", scale=None, hosts=1)
     assert est.launches == 2 and sum(p.startup_s > 0 for p in est.points) == 2
     assert est.points[1].bench_s > 0 and est.points[1].overhead_s == 0
-    assert "8 points in 2 server launches" in estimate.describe(est, estimate.History())[0]
+    assert "8 points in 2 server launches" in estimate.describe(est, estimate.PriorRuns())[0]
     text = AXES.replace("code: {benchmark: {prompts: coding}}", "code: {benchmark: {prompts: coding}, env: {W: c}}")
     apart, _ = estimate._for_experiment(
         build(write_yaml, text).experiment, build(write_yaml, text).points, mode="real", scale=None, hosts=1

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+if TYPE_CHECKING:  # for the annotations only: policy and findings import the analysis this module is part of
+    from sweep.analysis.findings import Findings
+    from sweep.analysis.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class Chosen:
     """A policy to confirm (``sweep.analysis.policy.Policy``) and why: the SLOs whose pick is in its
     group, or "best at N of M levels"."""
 
-    policy: Any
+    policy: Policy
     why: tuple[str, ...]
 
 
@@ -42,7 +46,7 @@ def without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.LazyF
     return {name: frame.filter(~pl.col("point_id").is_in(drop)) for name, frame in tables.items()}
 
 
-def derive(tables: dict[str, pl.LazyFrame], slos: list) -> tuple[list, Any]:
+def derive(tables: dict[str, pl.LazyFrame], slos: list) -> tuple[list, Findings]:
     """The policies of the grid in ``tables`` (confirmation points left out) and its findings (the
     SLO picks, the best per level), judged by ``slos``."""
     from sweep.analysis import analyze, policy, realspeed
@@ -56,7 +60,7 @@ def derive(tables: dict[str, pl.LazyFrame], slos: list) -> tuple[list, Any]:
     return found, f
 
 
-def choose(policies: list, findings: Any) -> tuple[list[Chosen], list[str]]:
+def choose(policies: list[Policy], findings: Findings) -> tuple[list[Chosen], list[str]]:
     """The policies to confirm (see the module docstring), and notes on the picks no policy holds."""
     member = {pid: i for i, p in enumerate(policies) for pid in (*p.member_ids, *getattr(p, "confirmation_ids", ()))}
     why: dict[int, list[str]] = {}

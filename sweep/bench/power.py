@@ -31,7 +31,10 @@ import bisect
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PowerSource = Callable[[], Optional[Sequence[float]]]
 POWER_EVERY_S = 0.5  # NVML's own figure is an average over about a second
@@ -217,8 +220,8 @@ def _tokens_of(row: Mapping[str, Any]) -> int:
 
 
 def with_nodes(
-    levels: Any, node0: Series, others: Mapping[int, Series], nnodes: int, every_s: float = POWER_EVERY_S
-) -> Any:
+    levels: pa.Table | None, node0: Series, others: Mapping[int, Series], nnodes: int, every_s: float = POWER_EVERY_S
+) -> pa.Table | None:
     """A ``levels`` Arrow table with its power columns over every node (``node_columns`` per row)."""
     import pyarrow as pa
 

@@ -27,7 +27,7 @@ DEFAULT_MAX_RUNNING = 256  # ``levels: auto`` on a server that does not say its 
 
 
 @dataclass(frozen=True)
-class Measured:
+class MeasuredLevel:
     """One level measured so far: its SLO verdicts (SLO name -> met) and output throughput (tok/s)."""
 
     concurrency: int
@@ -55,7 +55,7 @@ def middle(lo: int, hi: int, ratio: float) -> Optional[int]:
     return min(hi - 1, max(lo + 1, round(math.sqrt(lo * hi))))
 
 
-def slo_bracket(levels: Sequence[Measured], name: str) -> Optional[tuple[int, int]]:
+def slo_bracket(levels: Sequence[MeasuredLevel], name: str) -> Optional[tuple[int, int]]:
     """(last level meeting SLO ``name``, the next one, which misses it), walking upwards from the
     lowest level that meets it; None when none meets it or every level from there on does."""
     rows = sorted((m for m in levels if name in m.met), key=lambda m: m.concurrency)
@@ -82,7 +82,9 @@ def interpolate(curve: Sequence[tuple[float, float]], c: float) -> Optional[floa
     return pts[0][1]  # a curve of one point, at that point
 
 
-def crossover_brackets(levels: Sequence[Measured], baseline: Sequence[tuple[float, float]]) -> list[tuple[int, int]]:
+def crossover_brackets(
+    levels: Sequence[MeasuredLevel], baseline: Sequence[tuple[float, float]]
+) -> list[tuple[int, int]]:
     """Adjacent measured levels between which throughput minus the baseline's changes sign."""
     diffs = []
     for m in sorted(levels, key=lambda m: m.concurrency):
@@ -93,7 +95,7 @@ def crossover_brackets(levels: Sequence[Measured], baseline: Sequence[tuple[floa
 
 
 def next_levels(
-    levels: Sequence[Measured],
+    levels: Sequence[MeasuredLevel],
     slos: Iterable[str] = (),
     *,
     baseline: Sequence[tuple[float, float]] = (),

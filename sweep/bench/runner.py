@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -68,7 +68,7 @@ class BenchResult:
     single_summary: dict = field(default_factory=dict)  # overall single-stream figures
     metrics: pa.Table = field(default_factory=METRICS.empty_table)  # the raw /metrics around each level
     # per levels row, in order: what ``run_benchmark``'s ``window`` returned as the level began and ended
-    windows: list[tuple[Any, Any]] = field(default_factory=list)
+    windows: list[tuple[int | None, int | None]] = field(default_factory=list)
 
     def write(self, directory: str | Path) -> dict[str, Path]:
         """Write ``requests.parquet``, ``single_stream.parquet``, ``levels.parquet`` and
@@ -200,7 +200,7 @@ def refinement(
     added = 0
     while added < cc.refine_max:
         measured = [
-            refine.Measured(
+            refine.MeasuredLevel(
                 r["concurrency"],
                 {n: slo_rule.level_meets(lim, rows_at[r["concurrency"]], scale) for n, lim in zip(names, slos)},
                 r.get("output_throughput"),
@@ -224,7 +224,7 @@ async def run_benchmark(
     metrics_every_s: float = METRICS_EVERY_S,
     power: pw.PowerSource | None = None,
     power_every_s: float = pw.POWER_EVERY_S,
-    window: Callable[[], Any] | None = None,
+    window: Callable[[], int] | None = None,
     context: RunContext = NO_CONTEXT,
 ) -> BenchResult:
     """Benchmark ``server`` (an ``Endpoint``: its URL and keys; or a URL, for a server that wants no
@@ -249,7 +249,7 @@ async def run_benchmark(
     levels = list(settings.concurrency.levels)
     sent: list[Sent] = []
     level_rows: list[dict] = []
-    windows: list[tuple[Any, Any]] = []  # window()'s marks per level row
+    windows: list[tuple[int | None, int | None]] = []  # window()'s marks per level row
     metric_rows: list[dict] = []
     admin = endpoint.admin_headers()  # /flush_cache is an admin route
     async with Clients(settings.request_timeout_s, api_key=endpoint.api_key) as clients:
@@ -435,8 +435,8 @@ async def _open_level(
     metrics_every_s: float,
     power: pw.PowerSource | None,
     power_every_s: float,
-    window: Callable[[], Any] | None = None,
-    windows: list[tuple[Any, Any]] | None = None,
+    window: Callable[[], int] | None = None,
+    windows: list[tuple[int | None, int | None]] | None = None,
 ) -> tuple[list[Sent], dict, list[dict]]:
     """Run one open-loop level with the closed loop's flush, scrapes and power; its requests, its
     levels row and its metrics rows (``offered_rate`` set, concurrency 0)."""
@@ -507,7 +507,7 @@ def run(
     progress: Callable[[HostProgress], None] | None = None,
     metrics_every_s: float = METRICS_EVERY_S,
     power: pw.PowerSource | None = None,
-    window: Callable[[], Any] | None = None,
+    window: Callable[[], int] | None = None,
     context: RunContext = NO_CONTEXT,
 ) -> BenchResult:
     """``run_benchmark`` from synchronous code (its own event loop)."""

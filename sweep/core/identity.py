@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 KEY = "identity"  # the metadata key of a field's mark
 
@@ -77,7 +80,7 @@ def default_of(f: Field[Any]) -> Any:
     return MISSING
 
 
-def identity(settings: Any, skip: Collection[str] = (), where: str = "") -> dict[str, Any]:
+def identity(settings: DataclassInstance, skip: Collection[str] = (), where: str = "") -> dict[str, Any]:
     """The fields of the dataclass ``settings`` that are part of a point's id, by their marks, as plain
     data (dataclasses as dicts, lists as lists), for a canonical JSON dump. ``skip``: dotted paths
     (``concurrency.slo_time_scale``) left out whatever their mark; ``where``: the path of ``settings``."""
@@ -90,7 +93,7 @@ def identity(settings: Any, skip: Collection[str] = (), where: str = "") -> dict
     return out
 
 
-def _hashed(mark: Mark, value: Any, default: Any, owner: Any) -> bool:
+def _hashed(mark: Mark, value: Any, default: Any, owner: DataclassInstance) -> bool:
     if mark.rule == "never":
         return False
     if mark.siblings and not any(getattr(owner, s) for s in mark.siblings):

@@ -71,7 +71,7 @@ def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (REDACTED if is_secret_name(k) and v not in (None, "") else v) for k, v in env.items()}
 
 
-def redact_argv(argv: Iterable[Any], values: Iterable[str] = ()) -> list[str]:
+def redact_argv(argv: Iterable[object], values: Iterable[str] = ()) -> list[str]:
     """``--api-key X`` -> ``--api-key <redacted>``, ``--api-key=X`` -> ``--api-key=<redacted>``, for every
     flag with a secret name; then each known secret value in what is left (``values``)."""
     known = _searchable(values)

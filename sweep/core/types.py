@@ -1,6 +1,7 @@
 """The vocabulary that crosses the layers: what a point's status, state and failure phase can be, the
-stages a host reports, and the modes a sweep runs in (as strings, and as ``RunKind`` data). A point's
-record is ``sweep.core.record``; the events of a sweep are ``sweep.core.events``.
+stages a host reports, the modes a sweep runs in (as strings, and as ``RunKind`` data), and ``JSON``
+(a value as JSON holds it). A point's record is ``sweep.core.record``; the events of a sweep are
+``sweep.core.events``.
 
 Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may import this module.
 ``get_args`` of a ``Literal`` gives its values at run time (``POINT_STATUSES``, ``FAILURE_PHASES``...).
@@ -9,7 +10,11 @@ Plain ``Literal``s and frozen dataclasses, no dependencies: every layer may impo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, Union, get_args
+
+JSON: TypeAlias = Union[None, bool, int, float, str, list["JSON"], dict[str, "JSON"]]
+"""A value as JSON holds it (``json.loads`` gives one, ``json.dumps`` takes one): what plan.json,
+sweep.json, an adaptive config or an HTTP body is, where no narrower type says more."""
 
 PointStatus = Literal["ok", "failed", "invalid", "pruned"]
 """A recorded point (``points.status``): ``ok``; ``failed`` (on its host: crash, hang, pre-flight...);
@@ -38,12 +43,16 @@ Launched = Literal["dry-run", "local", "fake"]
 ``local`` (local Ray, the real launcher), ``fake`` (the fake server on the cluster's hosts)."""
 
 Mode = Literal["plan", Launched, "cluster"]
-"""``sweep.run``'s modes (and the command line's): ``plan`` (launch nothing), the ``Launched`` ones,
-``cluster`` (the real sweep on the Ray cluster)."""
+"""What the user asks ``sweep.run`` (and the command line) to do: ``plan`` (launch nothing), the
+``Launched`` ones, ``cluster`` (the real sweep on the Ray cluster). A request, read at the API's door
+only: below it every layer reads the kind of run, ``RunMode``."""
 
 RunMode = Literal["real", Launched]
-"""The same modes as a results directory records them (``sweep.json``; ``real`` is ``cluster``, and
-a plan records the mode it plans for): modes never mix. ``run_mode`` maps one to the other."""
+"""Which kind of run a results directory holds, as ``sweep.json`` stores it (``real`` is the real
+sweep, asked for as ``cluster``; a plan records the run it plans): what the events, the records, the
+estimate and the orchestration read. Two ideas, not two spellings of one: a ``Mode`` may launch
+nothing (``plan``), a ``RunMode`` is always a run; ``run_mode`` is the one mapping, ``kind`` reads
+either."""
 
 Stage = Literal[
     "start",

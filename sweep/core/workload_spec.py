@@ -74,7 +74,7 @@ def _int(text: str, what: str, where: str) -> int:
     return int(value)
 
 
-def parse_length(text: Any, where: str = "length") -> dict:
+def parse_length(text: object, where: str = "length") -> dict:
     """A compact length (``200``, ``uniform(100,400)``, ...) as a ``LengthSettings`` mapping."""
     if isinstance(text, bool):
         raise ConfigError(f"{where}: {text!r} is not a length", fix="e.g. 200 or uniform(100,400)")
@@ -183,7 +183,7 @@ def normalize(value: Any, where: str = "benchmark.workload") -> Any:
     return value
 
 
-def settings(value: Any) -> WorkloadSettings:
+def settings(value: object) -> WorkloadSettings:
     """A ``WorkloadSettings`` from a compact string or a mapping (as ``python -m sweep bench`` builds it)."""
     tree = normalize(value)
     if not isinstance(tree, dict):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
 from sweep.core.run_context import RunContext
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import DryRunConfig, Experiment
+from sweep.experiment.grid import BenchScale
 from sweep.sglang import serverargs
 
 FAKE_LAUNCHER_MODULE = "sweep.fake"
@@ -87,7 +88,7 @@ def run_context(exp: Experiment) -> RunContext:
     return RunContext(slo_time_scale=float(exp.dry_run.fake_speed))
 
 
-def bench_scaler(exp: Experiment) -> Callable[[Mapping[str, Any], str], dict[str, Any]]:
+def bench_scaler(exp: Experiment) -> BenchScale:
     """What scales a client-side axis value's benchmark settings (``{concurrency: {max_tokens: 512}}``,
     ``{rates: [4, 8]}``) as ``scaled`` scales the experiment's: its own keys only, each at the dry
     run's scale (merged over the defaults, scaled whole, and its keys picked back), so an axis value

@@ -37,7 +37,10 @@ from typing import Optional, cast
 
 from sweep.core.console import plural
 from sweep.core.flags import ServerFlags
+from sweep.core.settings import BenchSettings
 from sweep.core.types import RunMode, kind
+from sweep.experiment.config import Experiment
+from sweep.experiment.plan import Plan
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
 # SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
@@ -90,7 +93,7 @@ class SpeedModel:
 
 
 @dataclass(frozen=True)
-class History:
+class PriorRuns:
     """What earlier results say about this model: startup per kind, speeds, overhead."""
 
     startup_s: Mapping[str, float] = field(default_factory=dict)  # "baseline" / "speculative" -> median s
@@ -130,7 +133,7 @@ class SweepEstimate:
         return {p.label: p.total_s for p in self.points}
 
 
-def requests_sent(bench, c: int) -> int:
+def requests_sent(bench: BenchSettings, c: int) -> int:
     """Requests a level is expected to send: its fixed count, or the stop rule's first chance."""
     planned = bench.requests_at(c)
     stop = bench.concurrency.stop
@@ -141,7 +144,7 @@ def requests_sent(bench, c: int) -> int:
     return min(planned, waves * c)
 
 
-def bench_seconds(bench, speed: SpeedModel) -> float:
+def bench_seconds(bench: BenchSettings, speed: SpeedModel) -> float:
     """Seconds of one point's benchmark (single stream and every level) under ``speed``."""
     ss = bench.single_stream
     total = (ss.runs + ss.warmup) * ss.max_tokens / speed.single_tok_s if ss.runs + ss.warmup else 0.0
@@ -157,7 +160,7 @@ def bench_seconds(bench, speed: SpeedModel) -> float:
     return total + sum(rate_level_s(bench, r, speed) for r in getattr(bench, "rates", None) or [])
 
 
-def rate_level_s(bench, rate: float, speed: SpeedModel) -> float:
+def rate_level_s(bench: BenchSettings, rate: float, speed: SpeedModel) -> float:
     """Seconds of one open-loop level: its arrivals (``open_loop.requests`` at ``rate``, or its
     ``duration_s``, whichever ends first) and the drain of the last request (one request's latency
     alone: a server that keeps up; one that does not takes longer)."""
@@ -194,10 +197,10 @@ def point_device(flags: Mapping) -> Optional[str]:
 
 def estimate_sweep(
     points: Iterable[tuple],
-    bench,
+    bench: BenchSettings,
     *,
     hosts: int,
-    history: History | None = None,
+    history: PriorRuns | None = None,
     speed_factor: float = 1.0,
     startup_factor: float = 1.0,
     span: int = 1,
@@ -209,7 +212,7 @@ def estimate_sweep(
     experiment's BenchSettings; ``speed_factor`` / ``startup_factor``: how
     much faster than the defaults the servers run (a dry run's fake speeds), applied to the
     defaults only."""
-    history = history or History()
+    history = history or PriorRuns()
     notes = []
     speed = history.speed or SpeedModel().scaled(speed_factor)
     speed_from = history.speed.source if history.speed else "default"
@@ -298,7 +301,7 @@ def fmt_s(seconds: float) -> str:
 
 def load_history(
     roots: Iterable[Path], *, model_path: str, dry_run: bool, sglang_version: Optional[str] = None
-) -> History:
+) -> PriorRuns:
     """Earlier results of the same model from the results directories under ``roots`` (each a
     folder of results directories, or one itself): ok points whose argv names ``model_path``,
     of the same kind (dry run or not), preferring ``sglang_version`` when some match it."""
@@ -329,7 +332,7 @@ def load_history(
         if pts.height:
             frames.append(pts.with_columns(dir=pl.lit(str(d))))
     if not frames:
-        return History()
+        return PriorRuns()
     pts = pl.concat(frames, how="diagonal_relaxed").filter(
         (pl.col("status") == "ok")
         & (pl.col("dry_run").fill_null(False) == dry_run)
@@ -338,7 +341,7 @@ def load_history(
     if sglang_version and pts.filter(pl.col("sglang_version") == sglang_version).height:
         pts = pts.filter(pl.col("sglang_version") == sglang_version)
     if pts.is_empty():
-        return History()
+        return PriorRuns()
     startup = {
         ("baseline" if b else "speculative"): float(v)
         for b, v in pts.group_by("baseline").agg(pl.col("startup_s").median()).iter_rows()
@@ -399,10 +402,10 @@ def load_history(
         )
         if rest.len():
             overhead = max(0.0, float(cast(float, rest.median())))  # of a Float64 column with rows, nulls dropped
-    return History(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
+    return PriorRuns(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
 
 
-def describe(est: SweepEstimate, history: History) -> list[str]:
+def describe(est: SweepEstimate, history: PriorRuns) -> list[str]:
     """The estimate as lines for ``--plan``."""
     n = len(est.points)
     if not n:
@@ -431,7 +434,9 @@ def describe(est: SweepEstimate, history: History) -> list[str]:
     return lines
 
 
-def _for_experiment(exp, points, *, mode: RunMode, scale: Mapping | None, hosts: int) -> tuple[SweepEstimate, History]:
+def _for_experiment(
+    exp: Experiment, points, *, mode: RunMode, scale: Mapping | None, hosts: int
+) -> tuple[SweepEstimate, PriorRuns]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
     history = load_history(
@@ -463,14 +468,16 @@ def _for_experiment(exp, points, *, mode: RunMode, scale: Mapping | None, hosts:
     return est, history
 
 
-def point_estimates(exp, points, *, mode: RunMode, scale: Mapping | None = None, hosts: int = 1) -> dict[str, float]:
+def point_estimates(
+    exp: Experiment, points, *, mode: RunMode, scale: Mapping | None = None, hosts: int = 1
+) -> dict[str, float]:
     """label -> estimated seconds of each of ``points`` (PlannedPoints): the live view's ETA model
     (``SweepProgress(..., estimates=...)``)."""
     est, _ = _for_experiment(exp, points, mode=mode, scale=scale, hosts=hosts)
     return est.by_label()
 
 
-def plan_lines(plan, *, mode: RunMode, scale: Mapping | None = None, hosts: Optional[int] = None) -> list[str]:
+def plan_lines(plan: Plan, *, mode: RunMode, scale: Mapping | None = None, hosts: Optional[int] = None) -> list[str]:
     """What ``--plan`` prints about the sweep's cost: ``describe`` of the estimate for the plan's
     valid points, with the history found beside the experiment's results directory. ``mode``:
     real | dry-run | local | fake; ``hosts``: how many there will be (default: the dry run's or

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sweep.core import redact
 from sweep.core.console import plural
@@ -28,7 +28,7 @@ from sweep.core.identity import identity
 from sweep.core.settings import BenchSettings
 from sweep.core.types import PlanStatus
 from sweep.experiment.config import Experiment
-from sweep.experiment.grid import BenchScale, build_axes, expand
+from sweep.experiment.grid import Axis, BenchScale, GridPoint, build_axes, expand
 from sweep.sglang import rules, serverargs
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
 
@@ -180,7 +180,7 @@ class Launch:
         return self.first.launcher
 
     @property
-    def flags(self) -> Any:
+    def flags(self) -> ServerFlags:
         return self.first.flags
 
     @property
@@ -346,7 +346,7 @@ def target_of(exp: Experiment, points_flags: list[Mapping[str, Any]]) -> tuple[r
     ), warnings
 
 
-def _sources(exp: Experiment, axes: list, gp: Any) -> dict[str, str]:
+def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]:
     """Where the experiment sets each of a point's flags, for the fixes of its findings: the server
     section, the axis value that sets it, or grid.derived (the later wins, as in the point's flags)."""
     out = {k: f"server.flags.{k}" for k in exp.server.flags}
@@ -409,6 +409,28 @@ def confirmation_point(
     return pp
 
 
+class ConfirmablePolicy(Protocol):
+    """What the confirmation reads of a policy (``sweep.analysis.policy.Policy``, which the plan may
+    not import): its group's label, step axis and member points, and the flags its server launches with."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def step_axis(self) -> str: ...
+    @property
+    def member_ids(self) -> tuple[str, ...]: ...
+    def launch_flags(self) -> dict[str, Any]: ...
+
+
+class ChosenPolicy(Protocol):
+    """A policy chosen to confirm, and why (``sweep.analysis.confirmation.Chosen``)."""
+
+    @property
+    def policy(self) -> ConfirmablePolicy: ...
+    @property
+    def why(self) -> tuple[str, ...]: ...
+
+
 @dataclass
 class ConfirmPlan:
     """The confirmation phase's points (valid or not: an invalid one is recorded as such), the chosen
@@ -416,11 +438,13 @@ class ConfirmPlan:
     on what is not confirmed, and why."""
 
     points: list[PlannedPoint] = field(default_factory=list)
-    chosen: dict[str, Any] = field(default_factory=dict)
+    chosen: dict[str, ChosenPolicy] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
-def confirmation_points(plan: Plan, chosen: list[Any], labels: dict[str, str] | None = None) -> ConfirmPlan:
+def confirmation_points(
+    plan: Plan, chosen: Sequence[ChosenPolicy], labels: dict[str, str] | None = None
+) -> ConfirmPlan:
     """The confirmation point of each chosen policy (``chosen``: items with ``.policy``, whose
     ``member_ids``, ``step_axis``, ``group`` and ``launch_flags()`` are read), built on a member of its
     group found in ``plan`` by id, else by label (``labels``: the recorded label of each id, for a plan

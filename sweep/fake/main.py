@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Optional, Sequence
 
 from sweep.core.ledger import ledger_dir, ledger_remove
@@ -245,7 +246,7 @@ def follow(children: list[procs.Child], life: procs.Lifecycle, log: Log, node_ra
     """A node of rank > 0: its schedulers are up; wait for SIGTERM (or a rank's failure, SIGQUIT)."""
     log.info(f"Node {node_rank} is ready; node 0 serves the HTTP API.")
 
-    def on_term(signum: int, frame: Any) -> None:
+    def on_term(signum: int, frame: FrameType | None) -> None:
         procs.kill_children(children, life)
         os._exit(0)
 
@@ -284,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     life = procs.Lifecycle(os.getpid(), ns.fake_zombie, ns.fake_zombie_lifetime)
     tree = procs.Tree([], life)
 
-    def on_sigquit(signum: int, frame: Any) -> None:  # SGLang's launch-phase handler
+    def on_sigquit(signum: int, frame: FrameType | None) -> None:  # SGLang's launch-phase handler
         log.error("Received sigquit from a child process. It usually means the child failed.")
         tree.kill_process_tree(log.info)
 

@@ -194,7 +194,7 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
     return out
 
 
-def _adaptive(a: dict[str, Any], out: Resolved, o: serverargs.Outcome) -> None:
+def _adaptive(a: dict[str, Any], out: Resolved, o: serverargs.RuleOutcome) -> None:
     """What SGLang made of ``--speculative-adaptive`` (``serverargs``: its fallback, with the warning already
     logged, or the config it loaded and the steps it starts with). The config the plan could not read
     (a path) is read here, the server's own machine, failing as SGLang's ``open`` / ``json.load`` do."""

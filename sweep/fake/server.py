@@ -162,11 +162,11 @@ MODEL_TYPES = {
 }
 
 
-def dumps(obj: Any) -> str:
+def dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def json_response(obj: Any, status: int = 200) -> web.Response:
+def json_response(obj: object, status: int = 200) -> web.Response:
     return web.Response(text=dumps(obj), status=status, content_type="application/json")
 
 

@@ -13,15 +13,14 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from sweep.core.checks import Check
 from sweep.core.errors import PointFailure
+from sweep.core.flags import ServerFlags
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
 # -march=x86-64-v4) need: AVX-512 with BF16. AMX itself is not needed: on a CPU without it the
@@ -32,7 +31,7 @@ INSTALLER = "cluster/sglang-cpu-x86/install.sh"
 
 
 @dataclass(frozen=True)
-class Engine:
+class CpuEngine:
     """SGLang's CPU engine as one interpreter sees it: what decides which attention backend serves."""
 
     torch: str
@@ -69,7 +68,11 @@ DEFAULT_ATTENTION_BACKEND = "intel_amx"  # SGLang's --attention-backend on x86 C
 
 
 def check_speculation(
-    algorithm: str | None, backend: str, engine: Engine | None, report_checks: list[Check], have: set[str] | None = None
+    algorithm: str | None,
+    backend: str,
+    engine: CpuEngine | None,
+    report_checks: list[Check],
+    have: set[str] | None = None,
 ) -> None:
     """Speculative decoding on a CPU host, decided as the server's own interpreter decides it.
 
@@ -125,7 +128,7 @@ def check_speculation(
     )
 
 
-def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[Check]) -> None:
+def check_nodes(nnodes: int, engine: CpuEngine | None, report_checks: list[Check]) -> None:
     """A server over several hosts (``--nnodes`` > 1) on SGLang's CPU engine, as its interpreter sees AMX.
 
     Where SGLang sees AMX (real, or the installer's claim) it reduces TP over shared memory only: it sets
@@ -159,7 +162,7 @@ def check_nodes(nnodes: int, engine: Engine | None, report_checks: list[Check]) 
     report_checks.append(Check.ok(f"--nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts"))
 
 
-def required_flags(flags: Mapping[str, Any], extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+def required_flags(flags: ServerFlags, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The CPU flags a server's flags need: intel_amx's unless another attention backend is named."""
     backend = str(flags.get("attention-backend") or "intel_amx")
     need = list(AMX_BACKEND_FLAGS) if backend == "intel_amx" else []
@@ -230,7 +233,7 @@ def _probe(python: str, env: tuple[tuple[str, str], ...], timeout_s: float) -> t
     return out.returncode, (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
 
 
-def check_kernels(python: str, env: dict[str, str], report_checks: list[Check], timeout_s: float = 120.0) -> Engine:
+def check_kernels(python: str, env: dict[str, str], report_checks: list[Check], timeout_s: float = 120.0) -> CpuEngine:
     """Import SGLang's CPU kernels and SGLang in the server's interpreter and environment: kernels
     built for another CPU die here with SIGILL in seconds, instead of at the server's first import.
     What SGLang sees there (AMX or not, the installer's path) decides its attention backend."""
@@ -251,9 +254,9 @@ def check_kernels(python: str, env: dict[str, str], report_checks: list[Check], 
         )
     try:
         seen = json.loads(last)
-        engine = Engine(str(seen.get("torch", "")), bool(seen.get("amx")), seen.get("path"))
+        engine = CpuEngine(str(seen.get("torch", "")), bool(seen.get("amx")), seen.get("path"))
     except (ValueError, AttributeError):
-        engine = Engine("", False, None)
+        engine = CpuEngine("", False, None)
     path = f", path {engine.path}" if engine.path else ""
     report_checks.append(
         Check.ok(f"CPU kernels load (sgl_kernel; SGLang sees AMX: {'yes' if engine.amx else 'no'}{path})")

@@ -13,9 +13,8 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sweep.core import atomic
 from sweep.core.checks import Check
@@ -231,7 +230,7 @@ def check_dist_init(addr: str | None, node_rank: int, host: str, report: Preflig
 
 
 def check_rules(
-    flags: Mapping[str, Any],
+    flags: ServerFlags,
     bench,
     report: PreflightReport,
     architecture: str | None = None,

@@ -38,7 +38,7 @@ def _holder_text(rec: dict[str, Any]) -> str:
     return f"pid {rec.get('pid', '?')} on {rec.get('host', '?')}, started {when}: {cmd}"
 
 
-def _alive(pid: Any) -> bool:
+def _alive(pid: object) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:

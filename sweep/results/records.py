@@ -138,7 +138,7 @@ def benchmark_row(
     return from_rows([row], "points")
 
 
-def flags_value(flags: Mapping[str, Any], argv: Sequence[str], port: int | None = None) -> dict[str, str]:
+def flags_value(flags: ServerFlags, argv: Sequence[str], port: int | None = None) -> dict[str, str]:
     """The ``flags`` column's value of a point: its flags as the argv shows them (``ServerFlags.text``),
     with the port its host ran it on where the result says (a simulated host chooses it), secrets
     redacted as in its argv."""

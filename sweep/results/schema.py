@@ -353,7 +353,7 @@ BENCH_SCALE = pa.struct(
 )
 
 RESOLVED = pa.struct(
-    [  # sweep.sglang.serverargs.Outcome.summary(): the plan's resolution of SGLang's arguments
+    [  # sweep.sglang.serverargs.RuleOutcome.summary(): the plan's resolution of SGLang's arguments
         ("verdict", pa.string()),  # ok | error | later (fails at load) | depends (on the GPU or the target)
         ("steps", pa.int64()),  # the speculative settings SGLang ends up with (topk 1: draft tokens = steps + 1)
         ("topk", pa.int64()),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from sweep.core.flags import json_text
+from sweep.core.types import JSON
 
 FLAG = "speculative-adaptive"
 CONFIG_FLAG = "speculative-adaptive-config"
@@ -105,12 +106,12 @@ def config_text(value: Mapping[str, Any]) -> str:
     return json_text(value)
 
 
-def as_json(value: Mapping[str, Any]) -> Any:
+def as_json(value: Mapping[str, Any]) -> JSON:
     """A mapping flag value as SGLang will read the file the host writes: through JSON (keys as text)."""
     return json.loads(config_text(value))
 
 
-def read(path: str) -> Any:
+def read(path: str) -> JSON:
     """The parsed JSON of a config file, raising what SGLang's ``open`` / ``json.load`` raise."""
     with open(path) as fh:
         return json.load(fh)

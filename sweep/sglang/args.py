@@ -9,7 +9,7 @@ against the launcher's ``--help`` of the installed version; this list catches ty
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Optional
 
 from sweep.core.flags import ServerFlags, given, value_text
 from sweep.core.flags import arg_values as _values
@@ -87,7 +87,7 @@ def flags_in_argv(argv: Iterable[str]) -> list[str]:
     return [a[2:].split("=", 1)[0] for a in argv if a.startswith("--")]
 
 
-def flag_value(flags: Mapping[str, Any], name: str, *aliases: str) -> Optional[str]:
+def flag_value(flags: ServerFlags, name: str, *aliases: str) -> Optional[str]:
     """The value of a flag (or of one of its aliases) in a ``{name: value}`` map, as its argv shows
     it (``flag_args``); None when it is absent, ``False`` or ``None``. Of two aliases the later in
     the map wins, as the later flag of an argv does in argparse."""
@@ -102,7 +102,7 @@ def flag_value(flags: Mapping[str, Any], name: str, *aliases: str) -> Optional[s
 NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
 
 
-def with_node_flags(flags: Mapping[str, Any], nnodes: int, rank: int, dist_init_addr: str) -> ServerFlags:
+def with_node_flags(flags: ServerFlags, nnodes: int, rank: int, dist_init_addr: str) -> ServerFlags:
     """The flags of node ``rank`` of a server over ``nnodes`` hosts: any node flags an earlier
     attempt set (on hosts now gone) replaced by these."""
     kept = {k: v for k, v in flags.items() if k not in NODE_FLAGS}

@@ -31,7 +31,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Mapping
+from typing import Final
 
 from sweep.core.checks import Check, CheckLevel
 from sweep.core.console import plural
@@ -846,7 +846,7 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
         check_weights(cfg, tensors, arch, report)
 
 
-def from_flags(flags: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def from_flags(flags: ServerFlags) -> tuple[str, str, str] | None:
     """(target, drafter, algorithm) of a server's flags ({name: value}; ``ServerFlags``), or None when
     it has no drafter to check."""
     typed = ServerFlags(flags)
@@ -856,7 +856,7 @@ def from_flags(flags: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return target, drafter, algorithm
 
 
-def check_flags(flags: Mapping[str, Any]) -> DrafterReport | None:
+def check_flags(flags: ServerFlags) -> DrafterReport | None:
     """The checks for a server's flags when they name a drafter and both folders are here; else None."""
     found = from_flags(flags)
     if found is None:

@@ -69,7 +69,7 @@ class Target:
 @dataclass
 class Evaluation:
     findings: list[Check]
-    outcome: Optional[sa.Outcome]  # SGLang's verdict and final values; None without speculation
+    outcome: Optional[sa.RuleOutcome]  # SGLang's verdict and final values; None without speculation
     flags: dict[str, Any]  # the flags as argparse reads them (unique prefixes expanded)
 
 
@@ -234,7 +234,7 @@ _ADAPTIVE_ELSEWHERE = (
 # --- the speculative rules, from SGLang's modelled resolution ---
 
 
-def _from_outcome(o: sa.Outcome, flags: Flags, target: Target) -> list[Check]:
+def _from_outcome(o: sa.RuleOutcome, flags: Flags, target: Target) -> list[Check]:
     version = o.version
     out: list[Check] = []
     if "gpu" in o.depends_on or "architecture" in o.depends_on or "algorithm" in o.depends_on:
@@ -402,7 +402,7 @@ def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> lis
     return []
 
 
-def _running_cap(o: Optional[sa.Outcome], flags: Flags, bench: BenchSettings) -> list[Check]:
+def _running_cap(o: Optional[sa.RuleOutcome], flags: Flags, bench: BenchSettings) -> list[Check]:
     if (
         o is None
         or _int(flags, "max-running-requests") is not None

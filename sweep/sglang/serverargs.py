@@ -90,7 +90,7 @@ def at_least(version: str, release: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class GpuKind:
     name: str
     sm: int  # compute capability x 10; 0 for no GPU (device cpu)
     mem_gib: float = 0.0
@@ -112,40 +112,40 @@ class Gpu:
 GPUS = {
     g.name.lower(): g
     for g in (
-        Gpu("H200", 90, 141),
-        Gpu("H100", 90, 80),
-        Gpu("H20", 90, 96),
-        Gpu("H800", 90, 80),
-        Gpu("GH200", 90, 96),
-        Gpu("B200", 100, 180),
-        Gpu("GB200", 100, 186),
-        Gpu("B300", 103, 288),
-        Gpu("GB300", 103, 288),
-        Gpu("RTX PRO 6000", 120, 96),
-        Gpu("A100", 80, 80),
-        Gpu("A800", 80, 80),
-        Gpu("A10", 86, 24),
-        Gpu("L40S", 89, 48),
-        Gpu("L4", 89, 24),
-        Gpu("cpu", 0),
+        GpuKind("H200", 90, 141),
+        GpuKind("H100", 90, 80),
+        GpuKind("H20", 90, 96),
+        GpuKind("H800", 90, 80),
+        GpuKind("GH200", 90, 96),
+        GpuKind("B200", 100, 180),
+        GpuKind("GB200", 100, 186),
+        GpuKind("B300", 103, 288),
+        GpuKind("GB300", 103, 288),
+        GpuKind("RTX PRO 6000", 120, 96),
+        GpuKind("A100", 80, 80),
+        GpuKind("A800", 80, 80),
+        GpuKind("A10", 86, 24),
+        GpuKind("L40S", 89, 48),
+        GpuKind("L4", 89, 24),
+        GpuKind("cpu", 0),
     )
 }
 GENERATIONS = {
-    "hopper": Gpu("Hopper", 90),
-    "blackwell": Gpu("Blackwell", 100),
-    "ampere": Gpu("Ampere", 80),
-    "ada": Gpu("Ada", 89),
+    "hopper": GpuKind("Hopper", 90),
+    "blackwell": GpuKind("Blackwell", 100),
+    "ampere": GpuKind("Ampere", 80),
+    "ada": GpuKind("Ada", 89),
     "cpu": GPUS["cpu"],
-    "sm90": Gpu("SM90", 90),
-    "sm100": Gpu("SM100", 100),
-    "sm80": Gpu("SM80", 80),
+    "sm90": GpuKind("SM90", 90),
+    "sm100": GpuKind("SM100", 100),
+    "sm80": GpuKind("SM80", 80),
 }
 # what an unknown GPU could be, for the verdicts that depend on it
 CANDIDATE_GPUS = (GPUS["h200"], GPUS["b200"], GPUS["a100"])
 
 
-def gpu_info(name: Optional[str]) -> Optional[Gpu]:
-    """``H200``, ``NVIDIA H200``, ``hopper``, ``sm90``, ``cpu`` -> a Gpu; None for unknown or unset."""
+def gpu_info(name: Optional[str]) -> Optional[GpuKind]:
+    """``H200``, ``NVIDIA H200``, ``hopper``, ``sm90``, ``cpu`` -> a GpuKind; None for unknown or unset."""
     if not name:
         return None
     key = str(name).strip().lower().replace("nvidia ", "").replace("-", " ")
@@ -259,7 +259,7 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Failure:
+class RuleFailure:
     rule: str  # the plan's rule name
     exception: str  # what SGLang raises, ``ValueError: ...`` (the traceback's last line)
     fix: str
@@ -293,7 +293,7 @@ class Adjustment:
 
 
 @dataclass
-class Outcome:
+class RuleOutcome:
     """SGLang's verdict on one server's speculative flags, and the values it runs with."""
 
     verdict: str  # ok | adjusted | error
@@ -305,8 +305,8 @@ class Outcome:
     attention_backend: Optional[str] = None
     page_size: Optional[int] = None
     draft_model_path: Optional[str] = None
-    error: Optional[Failure] = None  # what SGLang raises while resolving the arguments
-    later: Optional[Failure] = None  # what it raises after them (load, capture, first request)
+    error: Optional[RuleFailure] = None  # what SGLang raises while resolving the arguments
+    later: Optional[RuleFailure] = None  # what it raises after them (load, capture, first request)
     adjustments: list[Adjustment] = field(default_factory=list)  # what it changes silently
     warnings: list[str] = field(default_factory=list)  # what SGLang logs while resolving (its wording)
     depends_on: list[str] = field(default_factory=list)  # unknowns that change the verdict: gpu, architecture
@@ -361,7 +361,7 @@ class Outcome:
 
 
 class _Raise(Exception):
-    def __init__(self, failure: Failure):
+    def __init__(self, failure: RuleFailure):
         self.failure = failure
 
 
@@ -375,7 +375,7 @@ def _int(flags: Mapping[str, Any], name: str) -> Optional[int]:
         return int(v)
     except (TypeError, ValueError):
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "bad-value",
                 f"argument --{name}: invalid int value: '{v}'",
                 f"give --{name} an integer",
@@ -384,8 +384,8 @@ def _int(flags: Mapping[str, Any], name: str) -> Optional[int]:
         ) from None
 
 
-def _type_error_none() -> Failure:
-    return Failure(
+def _type_error_none() -> RuleFailure:
+    return RuleFailure(
         "steps-without-topk",
         "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
         "add speculative-eagle-topk (1 for a chain drafter)",
@@ -394,7 +394,7 @@ def _type_error_none() -> Failure:
     )
 
 
-def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
+def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> RuleOutcome:
     """SGLang's verdict on ``flags`` (names without dashes, as the sweep spells them) in ``ctx``.
 
     With the GPU or the architecture unknown, every candidate is resolved; the outcome is the first
@@ -406,7 +406,7 @@ def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
     if ServerFlags(flags).is_cpu:
         gpus = [GPUS["cpu"]]
     archs = [ctx.architecture] if ctx.architecture else None
-    outcomes: list[tuple[str, str, Outcome]] = []
+    outcomes: list[tuple[str, str, RuleOutcome]] = []
     for gpu in gpus or CANDIDATE_GPUS:
         for arch in archs or CANDIDATE_ARCHITECTURES:
             outcomes.append((gpu.name, arch, _resolve_one(flags, version, arch, gpu, ctx)))
@@ -429,15 +429,15 @@ def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> Outcome:
     return out
 
 
-def _brief(o: Outcome) -> str:
+def _brief(o: RuleOutcome) -> str:
     if o.error:
         return f"error ({o.error.exception.split(':')[0]})"
     text = f"{o.verdict} (steps {o.steps}, topk {o.topk}, draft tokens {o.draft_tokens})" if o.algorithm else o.verdict
     return text + (f", fails {o.later.stage_words}" if o.later else "")
 
 
-def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: Context) -> Outcome:
-    out = Outcome("ok", version=version, architecture=arch, gpu=gpu.name)
+def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, ctx: Context) -> RuleOutcome:
+    out = RuleOutcome("ok", version=version, architecture=arch, gpu=gpu.name)
     try:
         _pipeline(flags, version, arch, gpu, ctx, out)
     except _Raise as exc:
@@ -455,7 +455,7 @@ def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ct
     return out
 
 
-def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: Context, out: Outcome) -> None:
+def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, ctx: Context, out: RuleOutcome) -> None:
     new = at_least(version, "0.5.23")
     # 1. argparse
     raw_algo = flags.get("speculative-algorithm")
@@ -464,7 +464,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
         if not new and algo not in ALGORITHMS_0510:
             choices = ", ".join(f"'{a}'" for a in ALGORITHMS_0510)
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "unknown-algorithm",
                     f"argument --speculative-algorithm: invalid choice: '{algo}' (choose from {choices})",
                     f"use {algo.upper()}"
@@ -477,7 +477,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
             algo = algo.upper()
             if algo not in ALGORITHMS_0523:
                 raise _Raise(
-                    Failure(
+                    RuleFailure(
                         "unknown-algorithm",
                         f"ValueError: Unknown speculative algorithm name: {algo}",
                         "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM",
@@ -518,7 +518,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
     if "trtllm_mla" in (backend, decode_backend):
         if gpu.sm not in (100, 103, 120):
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "backend-gpu",
                     "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs "
                     "(SM100/SM12x). Please use a different backend.",
@@ -537,7 +537,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
         if prefill == "trtllm_mha" and (gpu.sm not in (100, 103) if not new else gpu.sm not in (90, 100, 103, 120)):
             where = "Blackwell GPUs (SM100)" if not new else "Hopper (SM90), Blackwell (SM100), or SM120 GPUs"
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "backend-gpu",
                     f"ValueError: TRTLLM MHA backend for prefill is only supported on "
                     f"{where}. Please use a different prefill backend.",
@@ -610,7 +610,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: Gpu, ctx: 
     if algo is not None and pp > 1:
         if not new:
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "spec-with-pipeline-parallel",
                     "AssertionError: Pipeline parallelism is not compatible "
                     "with overlap schedule, speculative decoding, mixed chunked prefill.",
@@ -625,7 +625,7 @@ def adaptive_given(flags: Mapping[str, Any]) -> bool:
     return any(flags.get(n) not in (None, False) for n in (ad.FLAG, ad.CONFIG_FLAG))
 
 
-def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> Failure:
+def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> RuleFailure:
     """0.5.10's argparse: no adaptive flags (``sglang serve: error: unrecognized arguments: ...``)."""
     words = []
     for name in (ad.FLAG, ad.CONFIG_FLAG):
@@ -637,7 +637,7 @@ def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> Failure:
             if value is True
             else f"--{name} {value if isinstance(value, str) else '<the config file the host writes>'}"
         )
-    return Failure(
+    return RuleFailure(
         "unknown-flag",
         "unrecognized arguments: " + " ".join(words),
         f"run SGLang {ad.SINCE} or newer, which has them (server.sglang_version), or drop them and deploy "
@@ -648,7 +648,7 @@ def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> Failure:
 
 
 def _adaptive(
-    out: Outcome,
+    out: RuleOutcome,
     flags: Mapping[str, Any],
     ctx: Context,
     algo: str,
@@ -696,7 +696,7 @@ def _adaptive(
         )
     if steps not in union:
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "adaptive-steps-not-candidate",
                 f"ValueError: --speculative-num-steps={steps} is not in the adaptive config candidate_steps "
                 f"{list(union)}. Pass one of those values.",
@@ -716,7 +716,7 @@ def _adaptive(
     return steps, topk, steps + 1
 
 
-def _adaptive_config(out: Outcome, value: Any, ctx: Context) -> Optional[ad.Config]:
+def _adaptive_config(out: RuleOutcome, value: Any, ctx: Context) -> Optional[ad.Config]:
     """The config SGLang loads: its own default, a mapping (as the file the host writes), or a path read here; None
     for a path this machine cannot read (a note, not a verdict). Raises SGLang's refusals."""
     try:
@@ -744,10 +744,10 @@ def _adaptive_config(out: Outcome, value: Any, ctx: Context) -> Optional[ad.Conf
             if name == "JSONDecodeError"
             else "SGLang's adaptive config loader refuses the config"
         )
-        raise _Raise(Failure("adaptive-config-refused", f"{name}: {exc}", _CONFIG_FIX, what=what)) from None
+        raise _Raise(RuleFailure("adaptive-config-refused", f"{name}: {exc}", _CONFIG_FIX, what=what)) from None
     except (AttributeError, TypeError) as exc:  # not an object, or a tier that is not one
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "adaptive-config-refused",
                 f"{type(exc).__name__}: {exc}",
                 _CONFIG_FIX,
@@ -783,7 +783,7 @@ def decode_graph_disabled(flags: Mapping[str, Any]) -> bool:
     return bool(flags.get("disable-decode-cuda-graph") or flags.get("disable-cuda-graph"))
 
 
-def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: Gpu) -> None:
+def _adaptive_after(out: RuleOutcome, flags: Mapping[str, Any], ctx: Context, gpu: GpuKind) -> None:
     """What adaptive speculation meets after its own step: the HiSparse hook (0.5.23, not the CPU build) refuses it;
     on CPU, building its runtime states captures a decode graph per step count (eagle_worker_v2
     build_adaptive_runtime_state: DecodeCudaGraphRunner unless the decode graph backend is disabled), which the CPU
@@ -792,7 +792,7 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
     --disable-cuda-graph, --disable-decode-cuda-graph and --cuda-graph-backend-decode disabled each let it start."""
     if flags.get("enable-hisparse") and not (ctx.version and ad.CPU_BUILD in ctx.version):
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "adaptive-hisparse",
                 "ValueError: HiSparse speculative decoding uses statically sized swap "
                 "state; --speculative-adaptive is not supported.",
@@ -800,7 +800,7 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
             )
         )
     if gpu.sm == 0 and out.later is None and not decode_graph_disabled(flags):
-        out.later = Failure(
+        out.later = RuleFailure(
             "adaptive-cuda-graph-cpu",
             "NotImplementedError",
             "add disable-cuda-graph: true (or disable-decode-cuda-graph: true, or "
@@ -812,14 +812,14 @@ def _adaptive_after(out: Outcome, flags: Mapping[str, Any], ctx: Context, gpu: G
         )
 
 
-def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
+def _lora(out: RuleOutcome, ctx: Context, algo: str, new: bool) -> None:
     """LoRA with speculation: 0.5.10 and the CPU build take NGRAM only (ServerArgs' LoRA checks); 0.5.23 takes EAGLE /
     EAGLE3 (NEXTN is EAGLE), NGRAM, DFLASH and DSPARK, and refuses adaptive speculation that stays on
     (arg_groups/lora_hook.py check_lora_speculative_compatibility)."""
     if not new or (ctx.version and ad.CPU_BUILD in ctx.version):
         if algo != "NGRAM":
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "lora-speculative",
                     "ValueError: Currently LoRA is only compatible with NGRAM speculative decoding.",
                     "drop enable-lora / lora-paths, or speculate with NGRAM",
@@ -828,7 +828,7 @@ def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
         return
     if algo not in ("NGRAM", "EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "lora-speculative",
                 "ValueError: LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, "
                 f"DFLASH, or DSPARK speculative decoding, not {algo}.",
@@ -837,7 +837,7 @@ def _lora(out: Outcome, ctx: Context, algo: str, new: bool) -> None:
         )
     if out.adaptive:
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "adaptive-lora",
                 "ValueError: LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does not "
                 "support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, and "
@@ -864,7 +864,7 @@ def _pipeline_parallel_0523(
     if algo == "DSPARK":
         if mode != "prefill":
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "spec-with-pipeline-parallel",
                     "AssertionError: Pipeline parallel DSPARK requires disaggregation-mode=prefill",
                     "drop pp-size, or run DSPARK on a prefill node",
@@ -873,7 +873,7 @@ def _pipeline_parallel_0523(
             )
         if pp_spec:
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "spec-with-pipeline-parallel",
                     "AssertionError: SGLANG_ENABLE_PP_SPEC does not support DSPARK PD prefill",
                     "unset SGLANG_ENABLE_PP_SPEC",
@@ -883,7 +883,7 @@ def _pipeline_parallel_0523(
         return
     if algo != "EAGLE" or flags.get("enable-multi-layer-eagle"):
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "spec-with-pipeline-parallel",
                 "AssertionError: Pipeline parallelism currently only "
                 "supports EAGLE (non-multi-layer) speculative decoding",
@@ -911,12 +911,12 @@ def _pipeline_parallel_0523(
         ):
             if bad:
                 raise _Raise(
-                    Failure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix, source="assert (")
+                    RuleFailure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix, source="assert (")
                 )
         return
     if mode != "prefill":
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "pp-spec-prefill-only",
                 "AssertionError: PP + speculative decoding (MTP) is only supported "
                 "on prefill nodes (disaggregation-mode=prefill)",
@@ -931,7 +931,7 @@ def _pipeline_parallel_0523(
         )
 
 
-def _forced_page(out: Outcome, page: Optional[int], to: int, message: str) -> int:
+def _forced_page(out: RuleOutcome, page: Optional[int], to: int, message: str) -> int:
     if (page or 1) != to:
         out.adjustments.append(Adjustment("page-size-forced", message))
     out.warnings.append(message)
@@ -939,7 +939,7 @@ def _forced_page(out: Outcome, page: Optional[int], to: int, message: str) -> in
 
 
 def _default_backend(
-    arch: str, gpu: Gpu, algo: Optional[str], topk: Optional[int], page: Optional[int], any_given: bool
+    arch: str, gpu: GpuKind, algo: Optional[str], topk: Optional[int], page: Optional[int], any_given: bool
 ) -> str:
     if gpu.sm == 0:
         return "intel_amx"  # SGLang's CPU backend; torch_native on a CPU without AMX (the same verdicts)
@@ -956,10 +956,10 @@ def _default_backend(
 
 
 def _eagle_family(
-    out: Outcome,
+    out: RuleOutcome,
     version: str,
     arch: str,
-    gpu: Gpu,
+    gpu: GpuKind,
     ctx: Context,
     algo: str,
     steps: Optional[int],
@@ -973,7 +973,7 @@ def _eagle_family(
 ) -> None:
     if algo == "STANDALONE" and dp_attention:
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "dp-attention-unsupported",
                 "ValueError: Currently standalone speculative decoding does not support dp attention.",
                 "drop enable-dp-attention for this drafter",
@@ -996,7 +996,7 @@ def _eagle_family(
                 if v is not None
             )
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "topk-or-draft-without-steps",
                     "AssertionError",
                     "give speculative-num-steps too, or none of the three (SGLang then picks them: "
@@ -1018,7 +1018,7 @@ def _eagle_family(
             raise _Raise(_type_error_none())
         if topk > 1:
             raise _Raise(
-                Failure(
+                RuleFailure(
                     "topk-trtllm-mha",
                     "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding.",
                     "use topk 1, or attention-backend fa3/flashinfer",
@@ -1047,7 +1047,7 @@ def _eagle_family(
             else f"{out.attention_backend} (SGLang's choice on {gpu.name} for {arch}: none given)"
         )
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "topk-page-size-backend",
                 "ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported on "
                 f"{ok}; got attention_backend={out.attention_backend!r}"
@@ -1063,7 +1063,7 @@ def _eagle_family(
 
 
 def _later_eagle(
-    out: Outcome,
+    out: RuleOutcome,
     version: str,
     arch: str,
     ctx: Context,
@@ -1075,7 +1075,7 @@ def _later_eagle(
 ) -> None:
     """Failures past the arguments: SGLang accepts these, then dies at load, capture or the first request."""
     if steps < 1 and not out.adaptive:  # adaptive: steps 0 is its no-drafting tier, which the worker serves
-        out.later = Failure(
+        out.later = RuleFailure(
             "steps-zero",
             "RuntimeError: the drafter runs no step",
             "use speculative-num-steps >= 1",
@@ -1091,7 +1091,7 @@ def _later_eagle(
         # (srt/speculative/eagle_utils.py:27 / :110); a negative topk at fast_topk's torch.topk
         # (srt/utils/common.py:2656 / :3947).
         reshape = topk == 0 and steps >= 2
-        out.later = Failure(
+        out.later = RuleFailure(
             "topk-below-one",
             "RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0] because the "
             "unspecified dimension size -1 can be any value and is ambiguous"
@@ -1105,7 +1105,7 @@ def _later_eagle(
         )
         return
     if topk > 1 and draft is None:
-        out.later = Failure(
+        out.later = RuleFailure(
             "tree-without-draft-tokens",
             "TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
             "set speculative-num-draft-tokens for a tree drafter",
@@ -1116,7 +1116,7 @@ def _later_eagle(
     if draft is not None and topk > 1:
         capacity = topk + (steps - 1) * topk * topk
         if draft - 1 > capacity:
-            out.later = Failure(
+            out.later = RuleFailure(
                 "draft-tree-too-small",
                 "RuntimeError: selected index k out of range",
                 f"lower speculative-num-draft-tokens to <= {capacity + 1} or raise steps/topk",
@@ -1129,7 +1129,7 @@ def _later_eagle(
             # seen on a live server (real tier, CPU 7f8f030, steps 3, topk 4, 1 draft token: "... existing
             # size (4) at non-singleton dimension 1.  Target sizes: [1, 1].  Tensor sizes: [4]"); the
             # sizes follow the tree, so only the words are kept
-            out.later = Failure(
+            out.later = RuleFailure(
                 "draft-tokens-too-few",
                 "RuntimeError: The expanded size of the tensor (1) must match the existing size",
                 "use at least 2",
@@ -1141,7 +1141,7 @@ def _later_eagle(
     if out.draft_model_path is None:
         # no draft path, and a target without its own MTP layers: the drafter loads the target's path
         if algo == "EAGLE3":
-            out.later = Failure(
+            out.later = RuleFailure(
                 "draft-model-missing",
                 "AttributeError: the drafter defines no hot_token_id",
                 "add speculative-draft-model-path (an EAGLE-3 drafter)",
@@ -1160,7 +1160,7 @@ def _later_eagle(
     if model_path and out.draft_model_path == str(model_path) and drafter_arch is None:
         drafter_arch = arch if algo == "EAGLE3" else None
     if algo == "EAGLE3" and drafter_arch and "eagle3" not in drafter_arch.lower():
-        out.later = Failure(
+        out.later = RuleFailure(
             "drafter-not-eagle3",
             "AttributeError: the drafter defines no hot_token_id",
             "use an EAGLE-3 drafter, or the algorithm that fits this one",
@@ -1172,7 +1172,7 @@ def _later_eagle(
         config = ctx.draft_config if ctx.draft_config is not None else ctx.target_config
         layers = (config or {}).get("num_nextn_predict_layers")
         if layers is not None and int(layers) != 1:
-            out.later = Failure(
+            out.later = RuleFailure(
                 "nextn-layers",
                 "AssertionError: Only 1 nextn layer is supported",
                 "use a NextN drafter with exactly one MTP layer",
@@ -1181,7 +1181,7 @@ def _later_eagle(
             )
 
 
-def _running_cap(out: Outcome, cap: Optional[int]) -> int:
+def _running_cap(out: RuleOutcome, cap: Optional[int]) -> int:
     """Speculation without --max-running-requests: SGLang caps running requests at 48, and says so."""
     if cap is not None:
         return cap
@@ -1196,7 +1196,7 @@ def _running_cap(out: Outcome, cap: Optional[int]) -> int:
 
 
 def _ngram(
-    out: Outcome,
+    out: RuleOutcome,
     new: bool,
     device: str,
     steps: Optional[int],
@@ -1210,7 +1210,7 @@ def _ngram(
 ) -> None:
     if not new and device != "cuda":
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "ngram-device",
                 "ValueError: Ngram speculative decoding only supports CUDA device.",
                 "NGRAM needs SGLang 0.5.23 or newer on CPU",
@@ -1237,7 +1237,7 @@ def _ngram(
     out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
     if topk > 1 and page > 1 and backend != "flashinfer":
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "topk-page-size-backend",
                 f"ValueError: speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable "
                 "and produces incorrect results for paged attention backends. This combination is only "
@@ -1249,7 +1249,7 @@ def _ngram(
         )
     if dp_attention:
         raise _Raise(
-            Failure(
+            RuleFailure(
                 "dp-attention-unsupported",
                 "ValueError: Currently ngram speculative decoding does not support dp attention.",
                 "drop enable-dp-attention for NGRAM",

@@ -16,7 +16,7 @@ from sweep.core.errors import ConfigError
 from sweep.core.settings import AUTO_LEVELS, BenchSettings, ConcurrencySettings, SLOSettings
 from sweep.experiment.config import auto_levels
 
-M = refine.Measured
+M = refine.MeasuredLevel
 
 
 def walk(levels, boundary: int, *, ratio=1.2, cap=10) -> list[int]:

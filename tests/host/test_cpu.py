@@ -78,8 +78,8 @@ def test_kernels_missing_and_present(tmp_path):
 
 def test_speculation_is_decided_as_the_servers_interpreter_sees_it():
     assert cpu.DEFAULT_ATTENTION_BACKEND == "intel_amx"  # SGLang's default on x86 (no --attention-backend)
-    xeon, zen4 = cpu.Engine("2.13", True, "amx"), cpu.Engine("2.13", True, "avx512-bf16")
-    zen3, shipped = cpu.Engine("2.13", False, "avx2"), cpu.Engine("2.13", False, None)
+    xeon, zen4 = cpu.CpuEngine("2.13", True, "amx"), cpu.CpuEngine("2.13", True, "avx512-bf16")
+    zen3, shipped = cpu.CpuEngine("2.13", False, "avx2"), cpu.CpuEngine("2.13", False, None)
     checks: list[Check] = []
     cpu.check_speculation(None, "intel_amx", shipped, checks)  # a baseline runs anywhere
     assert lines(checks) == []
@@ -112,9 +112,9 @@ def test_a_server_over_hosts_needs_sglang_to_see_no_amx():
     """Where SGLang sees AMX it reduces TP over this host's /dev/shm only: --nnodes 2 would hang (seen in
     CI on a Zen 4); SWEEP_SGLANG_AMX=0 makes it reduce over gloo."""
     xeon, zen4, zen3 = (
-        cpu.Engine("2.13", True, "amx"),
-        cpu.Engine("2.13", True, "avx512-bf16"),
-        cpu.Engine("2.13", False, "avx2"),
+        cpu.CpuEngine("2.13", True, "amx"),
+        cpu.CpuEngine("2.13", True, "avx512-bf16"),
+        cpu.CpuEngine("2.13", False, "avx2"),
     )
     checks: list[Check] = []
     cpu.check_nodes(1, xeon, checks)  # one host: shared memory is right
@@ -134,5 +134,5 @@ def test_the_probe_reads_what_sglang_sees(tmp_path):
     seen = '{"torch": "2.13.0+cpu", "amx": true, "path": "avx512-bf16"}'
     checks: list[Check] = []
     engine = cpu.check_kernels(_fake_python(tmp_path, f"print({seen!r})"), {}, checks)
-    assert engine == cpu.Engine("2.13.0+cpu", True, "avx512-bf16")
+    assert engine == cpu.CpuEngine("2.13.0+cpu", True, "avx512-bf16")
     assert lines(checks) == ["ok: CPU kernels load (sgl_kernel; SGLang sees AMX: yes, path avx512-bf16)"]
