@@ -23,7 +23,7 @@ _API = ("run", "history", "confirm", "SweepResult")
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from sweep import api
+        from sweep import api  # lazy: `import sweep` and the command line load a room only when it is used
 
         return getattr(api, name)
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")

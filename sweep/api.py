@@ -31,14 +31,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast, get_args
 
-from sweep.core.errors import ConfigError, ResultsError
-from sweep.core.events import SweepEvent
-from sweep.core.record import Failure, FailureParts, PointResult
-from sweep.core.types import (
+from sweep.core import (
+    ConfigError,
+    Failure,
+    FailureParts,
     Mode,
+    PointResult,
     PointState,
     PointStatus,
+    ResultsError,
     RunMode,
+    SweepEvent,
     kind,
     run_mode,
 )
@@ -48,14 +51,13 @@ if TYPE_CHECKING:
     import polars as pl
     from rich.console import Console
 
-    from sweep.analysis import Findings
-    from sweep.analysis.history import History
-    from sweep.experiment.plan import ConfirmPlan, Plan
-    from sweep.sglang.drafter import DrafterReport
+    from sweep.analysis import Findings, History
+    from sweep.experiment import ConfirmPlan, Plan
+    from sweep.sglang import DrafterReport
 
 
 @dataclass(frozen=True)
-class PointRecord(FailureParts):
+class _PointRecord(FailureParts):
     """One point of the sweep as it stands: planned, recorded ok, failed (its ``failure``: phase,
     reason, fix), invalid (the rule it breaks, phase ``plan``). A point this call ran keeps its record
     (``result``: the host's ``PointResult`` without its tables); an earlier run's is read from the
@@ -74,7 +76,7 @@ class PointRecord(FailureParts):
 
 
 @dataclass(frozen=True)
-class BestAt:
+class _BestAt:
     """The best configuration at one concurrency level, against its baseline."""
 
     concurrency: int
@@ -92,7 +94,7 @@ class BestAt:
 
     def vs_runner_up(self) -> str:
         """'+3% (95% interval -6% .. +13%) over X', or 'within noise of X (...)'; '-' without one."""
-        from sweep.analysis import render
+        from sweep.analysis import render  # lazy: `import sweep` and the command line load a room only when it is used
 
         if self.runner_up is None or self.margin is None:
             return "-"
@@ -112,7 +114,7 @@ class Summary:
 
     path: Path
     headlines: list[str] = field(default_factory=list)
-    best: list[BestAt] = field(default_factory=list)
+    best: list[_BestAt] = field(default_factory=list)
     error: str | None = None
 
     def lines(self) -> list[str]:
@@ -147,7 +149,7 @@ class SweepResult:
     mode: Mode
     path: Path  # the results directory (for a plan: where the run would write)
     plan: Plan
-    points: list[PointRecord]
+    points: list[_PointRecord]
     ran: list[str] = field(default_factory=list)  # ids of the points this call ran
     scale: dict = field(default_factory=dict)  # the dry run's (or fake's) benchmark scale
     drafter_checks: dict[str, DrafterReport] = field(default_factory=dict)  # plan: drafters readable here
@@ -158,16 +160,16 @@ class SweepResult:
     _findings: Findings | None = field(default=None, repr=False, compare=False)
 
     # --- the points ---------------------------------------------------------------------------
-    def by_status(self, *status: PointState) -> list[PointRecord]:
+    def by_status(self, *status: PointState) -> list[_PointRecord]:
         return [p for p in self.points if p.status in status]
 
     @property
-    def failed(self) -> list[PointRecord]:
+    def failed(self) -> list[_PointRecord]:
         """Points whose recorded result is a failure (its phase and reason in the record)."""
         return self.by_status("failed")
 
     @property
-    def invalid(self) -> list[PointRecord]:
+    def invalid(self) -> list[_PointRecord]:
         """Points that break SGLang's rules (never launched)."""
         return self.by_status("invalid")
 
@@ -183,7 +185,7 @@ class SweepResult:
             )
         return not self.failed
 
-    def point(self, label_or_id: str) -> PointRecord:
+    def point(self, label_or_id: str) -> _PointRecord:
         for p in self.points:
             if label_or_id in (p.point_id, p.label):
                 return p
@@ -194,10 +196,13 @@ class SweepResult:
         """The points as a polars DataFrame: point_id, label, status, failure_phase, failure_reason,
         failure_fix, baseline, baseline_id, ran, and one ``axis_<name>`` column per grid axis (a
         numeric axis as numbers, as in the points table)."""
-        import polars as pl
-        import pyarrow as pa
+        import polars as pl  # lazy: polars is slow to import; only this path needs it
+        import pyarrow as pa  # lazy: pyarrow is slow to import; only this path needs it
 
-        from sweep.results.schema import axis_type, axis_value
+        from sweep.results import (  # lazy: `import sweep` and the command line load a room only when it is used
+            axis_type,
+            axis_value,
+        )
 
         axes = list(self.experiment.grid.axes)
         kinds = {a: axis_type(p.params.get(a) for p in self.points) for a in axes}  # as the points table has them
@@ -238,13 +243,13 @@ class SweepResult:
         """``{"points", "single_stream", "levels", "requests", "metrics"}`` as polars LazyFrames
         (``sweep.results.load``; read afresh on each access). A directory not written yet (a plan)
         gives empty frames with every column."""
-        from sweep.results import load
+        from sweep.results import load  # lazy: `import sweep` and the command line load a room only when it is used
 
         if self.path.is_dir():
             return load(self.path)
-        import polars as pl
+        import polars as pl  # lazy: polars is slow to import; only this path needs it
 
-        from sweep.results.schema import TABLES
+        from sweep.results import TABLES  # lazy: `import sweep` and the command line load a room only when it is used
 
         # pl.from_arrow of a Table is a DataFrame (polars types it DataFrame | Series)
         return {
@@ -256,7 +261,7 @@ class SweepResult:
         """Every frame of the report (``sweep.analysis.analyze``: speedups, levels, best, crossover,
         failures...; a dry run's at the real system's speed, as the report shows them). Computed
         once per result."""
-        from sweep.analysis import analyze
+        from sweep.analysis import analyze  # lazy: `import sweep` and the command line load a room only when it is used
 
         if self._findings is None:
             self._findings = analyze(self.tables)
@@ -270,16 +275,20 @@ class SweepResult:
         value = output tok/s, speedup over its baseline, verdict, runner_up, margin...); empty while
         no level is measured."""
         if not self.path.is_dir():
-            from sweep.analysis import best_per_level
+            from sweep.analysis import (
+                best_per_level,  # lazy: `import sweep` and the command line load a room only when it is used
+            )
 
             return best_per_level(self.tables)  # no level yet: the empty frame, every column
         return self.findings().best
 
     def summary(self) -> Summary:
         """The end-of-sweep summary (what the command line prints after a run)."""
-        import polars as pl
+        import polars as pl  # lazy: polars is slow to import; only this path needs it
 
-        from sweep.analysis import headlines
+        from sweep.analysis import (
+            headlines,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         if not self.path.is_dir():
             return Summary(self.path, error="nothing recorded yet")
@@ -288,13 +297,13 @@ class SweepResult:
             lines = headlines(f)
         except Exception as e:  # noqa: BLE001 - everything is on disk already; the report says more
             return Summary(self.path, error=f"{type(e).__name__}: {e}")
-        best: list[BestAt] = []
+        best: list[_BestAt] = []
         for (workload,), mine in f.best.group_by("workload", maintain_order=True):
             levels = mine["concurrency"].unique().sort()
             for c in sorted({levels[0], levels[-1]}):
                 b = mine.filter(pl.col("concurrency") == c).row(0, named=True)
                 best.append(
-                    BestAt(
+                    _BestAt(
                         int(c),
                         b["label"],
                         float(b["value"]),
@@ -323,9 +332,13 @@ class SweepResult:
         ``report.md`` and ``report.html`` into ``out_dir`` (default DIR/report), with the PNG plots and
         the page's charts unless ``plots=False``;
         ``slos``: judge by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``) instead of the experiment's."""
-        from sweep.analysis import report as report_mod
-        from sweep.core.errors import ResultsError
-        from sweep.core.slo_rule import parse_slo
+        from sweep.analysis import (
+            report as report_mod,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
+        from sweep.core import (
+            ResultsError,  # lazy: `import sweep` and the command line load a room only when it is used
+            parse_slo,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         if not self.path.is_dir():
             raise ResultsError(
@@ -373,9 +386,13 @@ def plan_for(
     """The plan of a run in ``mode`` (a dry run's is scaled), launching nothing: a ``SweepResult``
     whose points are ``pending`` or ``invalid`` (with the rule in ``failure_reason``). ``drafter_checks``:
     check the drafters whose files are readable here (as ``--plan`` does)."""
-    from sweep.experiment import plan as planning
-    from sweep.orchestrate.sweep import results_path
-    from sweep.results.writer import ResultsDir
+    from sweep.experiment import (
+        plan as planning,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.orchestrate import (
+        results_path,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.results import ResultsDir  # lazy: `import sweep` and the command line load a room only when it is used
 
     _check_mode(mode)
     target: Mode = "cluster" if mode == "plan" else mode
@@ -383,11 +400,16 @@ def plan_for(
     scale: dict = {}
     bench_scale = None
     if kind(target).scaled:
-        from sweep.experiment.dryrun import bench_scaler, scaled
+        from sweep.experiment import (  # lazy: `import sweep` and the command line load a room only when it is used
+            bench_scaler,
+            scaled,
+        )
 
         exp, scale = scaled(exp)
         bench_scale = bench_scaler(exp)
-    from sweep.bench.workloads import check_experiment
+    from sweep.bench import (
+        check_experiment,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
 
     check_experiment(exp.benchmark, exp.server.model_path, exp.server.flags)  # a bad workload file: nothing runs
     plan = planning.build(exp, bench_scale)
@@ -395,7 +417,7 @@ def plan_for(
         check_experiment(bench, exp.server.model_path, exp.server.flags)  # the client-side axes' workloads too
     checks = {}
     if drafter_checks:
-        from sweep.sglang import drafter
+        from sweep.sglang import drafter  # lazy: `import sweep` and the command line load a room only when it is used
 
         checks = {
             p.id: r for p in plan.points if (r := drafter.check_flags(p.flags)) is not None
@@ -406,7 +428,7 @@ def plan_for(
         path, exp.name, run_mode(target), create_parents=default
     ).check()  # what the run would refuse, refused now
     points = [
-        PointRecord(
+        _PointRecord(
             p.id,
             p.label,
             "invalid" if p.errors else "pending",
@@ -423,9 +445,9 @@ def plan_for(
 def _recorded(path: Path, skip: Sequence[str] = ()) -> dict[str, tuple[str, PointStatus, Failure | None]]:
     """``{point_id: (label, status, failure)}`` of the points recorded in ``path`` by earlier runs
     (``skip``: those this call ran, whose records it has)."""
-    import polars as pl
+    import polars as pl  # lazy: polars is slow to import; only this path needs it
 
-    from sweep.results import load
+    from sweep.results import load  # lazy: `import sweep` and the command line load a room only when it is used
 
     if not path.is_dir():
         return {}
@@ -478,9 +500,12 @@ def run(
         return plan_for(experiment, "cluster", overrides, results_dir=results_dir)
     planned = plan_for(experiment, mode, overrides, results_dir=results_dir, drafter_checks=False)
     planned.plan.require_valid(skip_invalid=skip_invalid)
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich is imported only where output is drawn
 
-    from sweep.orchestrate.sweep import RunOptions, run_sweep
+    from sweep.orchestrate import (  # lazy: `import sweep` and the command line load a room only when it is used
+        RunOptions,
+        run_sweep,
+    )
 
     on_event = progress if callable(progress) else None
     if console is None:
@@ -498,8 +523,12 @@ def run(
     )
     after = []
     if planned.experiment.policy.confirm:  # after the grid: the policies' own servers
-        from sweep.analysis.confirmation import to_confirm
-        from sweep.orchestrate import confirm as confirm_mod
+        from sweep.analysis import (
+            to_confirm,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
+        from sweep.orchestrate import (
+            confirm as confirm_mod,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         after.append(confirm_mod.Phase(to_confirm))
     done = run_sweep(planned.plan, opts, bench_scale=planned.scale, console=console, after=after)
@@ -517,7 +546,7 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
     planned = list(result.points)
     if result.confirmation is not None:
         planned += [
-            PointRecord(
+            _PointRecord(
                 p.id,
                 p.label,
                 "invalid" if p.errors else "pending",
@@ -528,7 +557,7 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
             )
             for p in result.confirmation.points
         ]
-    points: list[PointRecord] = []
+    points: list[_PointRecord] = []
     for p in planned:
         if (r := results.get(p.point_id)) is not None:  # run now: its record
             points.append(replace(p, status=r.status, failure=r.failure, ran=True, result=r))
@@ -540,7 +569,7 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
     in_plan = {p.point_id for p in planned}
     for pid, (label, status, failure) in earlier.items():  # an earlier run's points that this plan no longer has
         if pid not in in_plan:
-            points.append(PointRecord(pid, label, status, failure=failure, in_plan=False))
+            points.append(_PointRecord(pid, label, status, failure=failure, in_plan=False))
     return replace(result, points=points)
 
 
@@ -560,11 +589,18 @@ def confirm(
     directory, in its mode (a dry run's with the fake server). The same call again resumes (a recorded
     confirmation point is not run again; ``retry_failed``, ``force``, ``only`` as for ``run``).
     Returns the sweep's ``SweepResult``: every recorded point, and ``confirmation``."""
-    from sweep.analysis.confirmation import to_confirm
-    from sweep.orchestrate import confirm as confirm_mod
-    from sweep.orchestrate.sweep import RunOptions
-    from sweep.results.meta import experiment_path, read_manifest
-    from sweep.results.store import check_sweep_dir
+    from sweep.analysis import to_confirm  # lazy: `import sweep` and the command line load a room only when it is used
+    from sweep.orchestrate import (
+        RunOptions,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.orchestrate import (
+        confirm as confirm_mod,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.results import (  # lazy: `import sweep` and the command line load a room only when it is used
+        check_sweep_dir,  # lazy: `import sweep` and the command line load a room only when it is used
+        experiment_path,
+        read_manifest,
+    )
 
     path = Path(directory)
     check_sweep_dir(path)
@@ -578,7 +614,7 @@ def confirm(
             "a bench --out directory has no grid",
         )
     exp = config_mod.load(experiment_path(path))
-    from sweep.core.redact import REDACTED
+    from sweep.core import REDACTED  # lazy: `import sweep` and the command line load a room only when it is used
 
     if REDACTED in experiment_path(path).read_text():
         raise ConfigError(
@@ -591,7 +627,7 @@ def confirm(
     mode: Mode = "cluster" if rm == "real" else rm
     planned = _stored_plan(exp, mode, path)
     if console is None:
-        from rich.console import Console
+        from rich.console import Console  # lazy: rich is imported only where output is drawn
 
         console = Console(highlight=False) if progress is True else Console(quiet=True)
     opts = RunOptions(
@@ -613,22 +649,26 @@ def _stored_plan(exp: config_mod.Experiment, mode: Mode, path: Path) -> SweepRes
     """The plan of the experiment a results directory recorded, as its sweep planned it: a dry run's
     recorded experiment is already at the dry run's scale (only the client-side axes' settings are
     scaled where they merge), and the scale is the one its points recorded."""
-    import polars as pl
+    import polars as pl  # lazy: polars is slow to import; only this path needs it
 
-    from sweep.experiment import plan as planning
-    from sweep.results import load
+    from sweep.experiment import (
+        plan as planning,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.results import load  # lazy: `import sweep` and the command line load a room only when it is used
 
     bench_scale = None
     scale: dict = {}
     if kind(mode).scaled:
-        from sweep.experiment.dryrun import bench_scaler
+        from sweep.experiment import (
+            bench_scaler,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         bench_scale = bench_scaler(exp)
         rows = load(path)["points"].filter(pl.col("bench_scale").is_not_null()).select("bench_scale").head(1).collect()
         scale = dict(rows["bench_scale"][0]) if rows.height else {}
     plan = planning.build(exp, bench_scale)
     points = [
-        PointRecord(
+        _PointRecord(
             p.id,
             p.label,
             "invalid" if p.errors else "pending",
@@ -656,8 +696,10 @@ def history(
     polars DataFrames (``regressions()``, ``improvements()``; ``str()``: the Markdown the command prints).
     ``experiment``: its runs only; ``slos``: pick by these (``'chat: ttft_p90<=2s,tpot_p90<=50ms'``)
     instead of each experiment's; ``min_change``: flag only changes at least this large (0.05: 5 %)."""
-    from sweep.analysis import history as history_mod
-    from sweep.core.slo_rule import parse_slo
+    from sweep.analysis import (
+        history as history_mod,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.core import parse_slo  # lazy: `import sweep` and the command line load a room only when it is used
 
     given = [roots] if isinstance(roots, (str, Path)) else list(roots)
     return history_mod.build(

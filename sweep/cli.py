@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import os
 import platform
@@ -37,17 +38,14 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 from rich.markup import escape
 
-from sweep.core.checks import lines
-from sweep.core.console import output_console
-from sweep.core.errors import BUG_EXIT_CODE, ConfigError, SweepError
-from sweep.core.types import kind
+from sweep.core import BUG_EXIT_CODE, ConfigError, SweepError, kind, lines, output_console
 
 if TYPE_CHECKING:
     from sweep.api import Summary, SweepResult
 
 SUBCOMMANDS = ("bench", "confirm", "report", "query", "history", "hosts", "check-drafter")
-READER_GONE_EXIT_CODE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
-REPORT_BUGS_AT = "the sweep project's issue tracker (README: Reporting a bug)"
+_READER_GONE_EXIT_CODE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
+_REPORT_BUGS_AT = "the sweep project's issue tracker (README: Reporting a bug)"
 _results_logs: list[Path] = []  # the running sweep's DIR/logs, once known: where an internal error's traceback goes
 
 
@@ -142,33 +140,45 @@ def _print_error(e: SweepError) -> None:
 
 def _subcommand(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
     if name == "bench":
-        from sweep.bench import cli as bench_cli
+        from sweep.bench import (
+            cli as bench_cli,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         def run_bench(args: argparse.Namespace) -> int:
-            from sweep.host.gpu import power_source  # --power: the GPU probes are the host layer's
+            from sweep.host import power_source  # --power: the GPU probes are the host layer's
 
             return bench_cli.run_cli(args, power=power_source(getattr(args, "power", None)))
 
         return bench_cli.add_arguments, run_bench
     if name == "confirm":
-        return _confirm_arguments, run_confirm
+        return _confirm_arguments, _run_confirm
     if name == "report":
-        from sweep.analysis import cli as a
+        from sweep.analysis import (
+            cli as a,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         return a.add_report_arguments, a.run_report
     if name == "query":
-        from sweep.analysis import cli as a
+        from sweep.analysis import (
+            cli as a,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         return a.add_query_arguments, a.run_query
     if name == "history":
-        from sweep.analysis import cli as a
+        from sweep.analysis import (
+            cli as a,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         return a.add_history_arguments, a.run_history
     if name == "check-drafter":
-        from sweep.sglang import drafter_cli
+        from sweep.sglang import (
+            drafter_cli,  # lazy: `import sweep` and the command line load a room only when it is used
+        )
 
         return drafter_cli.add_arguments, drafter_cli.run_cli
-    from sweep.orchestrate import hosts_cli
+    from sweep.orchestrate import (
+        hosts_cli,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
 
     return hosts_cli.add_arguments, hosts_cli.run_cli
 
@@ -196,11 +206,11 @@ def _confirm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or auto)")
 
 
-def run_confirm(args: argparse.Namespace) -> int:
+def _run_confirm(args: argparse.Namespace) -> int:
     """``confirm DIR``: 0 when every recorded point is ok, 1 when one failed (a confirmation's
     failure is recorded as data), as a sweep's exit code."""
-    from sweep import api
-    from sweep.results.meta import LOGS
+    from sweep import api  # lazy: `import sweep` and the command line load a room only when it is used
+    from sweep.results import LOGS  # lazy: `import sweep` and the command line load a room only when it is used
 
     _results_logs[:] = [Path(args.directory) / LOGS]
     console = output_console(highlight=False)
@@ -213,12 +223,12 @@ def run_confirm(args: argparse.Namespace) -> int:
         address=args.address,
         console=console,
     )
-    for line in confirmation_lines(result):
+    for line in _confirmation_lines(result):
         console.print(escape(line), soft_wrap=True)
     return exit_code(result)
 
 
-def confirmation_lines(result: SweepResult) -> list[str]:
+def _confirmation_lines(result: SweepResult) -> list[str]:
     """What the confirmation phase came to: each confirmation point, its status and the policy it ran."""
     c = result.confirmation
     if c is None or not c.points:
@@ -265,8 +275,10 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
                 p["drafter_checks"] = lines(drafters[p["id"]].findings)
         print(json.dumps(out, indent=2))
         return
-    from sweep.experiment.estimate import plan_lines
-    from sweep.experiment.render import print_plan
+    from sweep.experiment import (
+        plan_lines,  # lazy: `import sweep` and the command line load a room only when it is used
+        print_plan,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
 
     print_plan(plan, Console(highlight=False))
     for line in plan_lines(plan, mode=result.run_mode, scale=result.scale):
@@ -291,8 +303,12 @@ def _print_plan(result: SweepResult, as_json: bool) -> None:
 def _adaptive_lines(plan, result: SweepResult) -> list[str]:
     """What ``--plan`` says of an adaptive search: the points it runs whatever they measure, and
     those it may skip, with their share of the estimated time."""
-    from sweep.experiment.estimate import point_estimates
-    from sweep.search.adaptive import AdaptiveSearch
+    from sweep.experiment import (
+        point_estimates,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.search import (
+        AdaptiveSearch,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
 
     valid = [p for p in plan.points if not p.errors]
     must, may = AdaptiveSearch(valid, valid).outline()
@@ -312,7 +328,10 @@ def _confirm_lines(plan, result: SweepResult) -> list[str]:
     """What ``--plan`` says of ``policy.confirm``: the confirmation points come after the grid (how
     many is known only then; each costs about a speculative point of its group), and SGLang's rules
     on the launch each step group's policy may ask for."""
-    from sweep.experiment.estimate import fmt_s, point_estimates
+    from sweep.experiment import (  # lazy: `import sweep` and the command line load a room only when it is used
+        fmt_s,
+        point_estimates,
+    )
 
     groups = plan.confirm_probes
     each = point_estimates(plan.experiment, groups, mode=result.run_mode, scale=result.scale) if groups else {}
@@ -331,10 +350,10 @@ def _confirm_lines(plan, result: SweepResult) -> list[str]:
     return out
 
 
-def print_summary(summary: Summary, console: Console) -> None:
+def _print_summary(summary: Summary, console: Console) -> None:
     """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
     against its baseline."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich is imported only where output is drawn
 
     if summary.error:
         console.print(f"(no summary: {escape(summary.error)})", soft_wrap=True)
@@ -352,9 +371,9 @@ def print_summary(summary: Summary, console: Console) -> None:
     console.print(f"full report: python -m sweep report {escape(str(summary.path))}", soft_wrap=True)
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from sweep import api
-    from sweep.experiment import config
+def _run_command(args: argparse.Namespace) -> int:
+    from sweep import api  # lazy: `import sweep` and the command line load a room only when it is used
+    from sweep.experiment import config  # lazy: `import sweep` and the command line load a room only when it is used
 
     if args.json and not args.plan:
         raise ConfigError(
@@ -382,27 +401,30 @@ def run_command(args: argparse.Namespace) -> int:
         console=console,
     )
     if result.ran:
-        print_summary(result.summary(), console)
-    for line in confirmation_lines(result):
+        _print_summary(result.summary(), console)
+    for line in _confirmation_lines(result):
         console.print(escape(line), soft_wrap=True)
     return exit_code(result)
 
 
 def _logs_of(exp, mode: str) -> Path:
     """The logs folder of the results directory this run writes (it may not exist yet)."""
-    from sweep.core.types import run_mode
-    from sweep.results.meta import LOGS
+    from sweep.core import run_mode  # lazy: `import sweep` and the command line load a room only when it is used
+    from sweep.results import LOGS  # lazy: `import sweep` and the command line load a room only when it is used
 
     suffix = kind(run_mode(mode)).suffix  # type: ignore[arg-type]
     return (Path(exp.results_dir) if exp.results_dir else Path("results") / f"{exp.name}{suffix}") / LOGS
 
 
-def save_traceback(e: BaseException, argv: list[str]) -> Path:
+def _save_traceback(e: BaseException, argv: list[str]) -> Path:
     """The traceback of ``e`` with the command and versions, in a new file: in the sweep's results
     directory's logs folder when it exists (a reading command never writes there), else in the temp
     folder; returns its path."""
-    from sweep import __version__
-    from sweep.core.redact import redact_argv, redact_text
+    from sweep import __version__  # lazy: `import sweep` and the command line load a room only when it is used
+    from sweep.core import (  # lazy: `import sweep` and the command line load a room only when it is used
+        redact_argv,
+        redact_text,
+    )
 
     text = (
         f"command: python -m sweep {' '.join(redact_argv(argv))}\n"
@@ -422,16 +444,16 @@ def save_traceback(e: BaseException, argv: list[str]) -> Path:
     raise OSError("no folder to write the traceback in")
 
 
-def internal_error(e: BaseException, argv: list[str]) -> int:
+def _internal_error(e: BaseException, argv: list[str]) -> int:
     """An exception the sweep did not expect (a bug): one line on stderr, the traceback in a file;
     returns BUG_EXIT_CODE."""
     said = " ".join(str(e).split())
     said = f"{type(e).__name__}: {said[:300]}{'...' if len(said) > 300 else ''}" if said else type(e).__name__
     try:
-        where = f"the traceback is in {save_traceback(e, argv)}; please report it with that file at {REPORT_BUGS_AT}"
+        where = f"the traceback is in {_save_traceback(e, argv)}; please report it with that file at {_REPORT_BUGS_AT}"
     except OSError:  # nowhere to write: the traceback on stderr, as Python would
         traceback.print_exception(e, file=sys.stderr)
-        where = f"the traceback is above; please report it at {REPORT_BUGS_AT}"
+        where = f"the traceback is above; please report it at {_REPORT_BUGS_AT}"
     print(f"internal error: {said} (a bug in sweep, not in your input); {where}", file=sys.stderr, flush=True)
     return BUG_EXIT_CODE
 
@@ -443,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             add, run = _subcommand(argv[0])
             return run(_command_parser(argv[0], add).parse_args(argv[1:]))
-        return run_command(_run_parser().parse_intermixed_args(argv))
+        return _run_command(_run_parser().parse_intermixed_args(argv))
     except SweepError as e:
         _print_error(e)
         return e.exit_code
@@ -453,13 +475,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - anything else is a bug: its own exit code, not 1 ("a point failed")
         if _broken_pipe(e):  # `| head` closed the output: no bug, nothing more to say
             return _reader_gone()
-        return internal_error(e, argv)
+        return _internal_error(e, argv)
 
 
 def _broken_pipe(e: BaseException) -> bool:
     """Whether ``e`` is a write to an output whose reader went away (Python's BrokenPipeError, or
     polars' OSError "Broken pipe (os error 32)")."""
-    import errno
 
     return isinstance(e, BrokenPipeError) or (
         isinstance(e, OSError) and (e.errno == errno.EPIPE or "Broken pipe" in str(e))
@@ -475,4 +496,4 @@ def _reader_gone() -> int:
         os.close(devnull)
     except (OSError, ValueError):
         pass
-    return READER_GONE_EXIT_CODE
+    return _READER_GONE_EXIT_CODE

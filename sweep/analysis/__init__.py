@@ -18,10 +18,13 @@ The report itself (``sweep.analysis.report``) and the plots import matplotlib; t
 top level does not.
 """
 
+from sweep.analysis.acceptance import position_rates
 from sweep.analysis.compare import compare_table
+from sweep.analysis.confirmation import to_confirm
 from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import configurations
 from sweep.analysis.health import failures, plan_warnings, request_failures, startup_phases, sweep_summary
+from sweep.analysis.history import History
 from sweep.analysis.query import run_sql
 from sweep.analysis.speedups import (
     best_per_level,
@@ -32,22 +35,34 @@ from sweep.analysis.speedups import (
     speedup_table,
 )
 
+# cli, history, noise, realspeed, render, report, speedups: modules other rooms use as namespaces, imported on first use
+
 __all__ = [
     "Findings",
+    "History",
     "analyze",
     "best_per_level",
+    "cli",
     "compare_table",
     "configurations",
     "crossover",
     "env_effect",
     "failures",
     "headlines",
+    "history",
     "level_speedups",
+    "noise",
     "plan_warnings",
+    "position_rates",
+    "realspeed",
+    "render",
+    "report",
     "request_failures",
     "run_sql",
     "single_stream_summary",
     "speedup_table",
+    "speedups",
     "startup_phases",
     "sweep_summary",
+    "to_confirm",
 ]

@@ -22,15 +22,14 @@ from __future__ import annotations
 import polars as pl
 
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.core.console import plural
-from sweep.core.flags import ServerFlags
-from sweep.results.records import server_flags
+from sweep.core import ServerFlags, plural
+from sweep.results import server_flags
 
 NEAR_ZERO = 0.05  # accept rate (accepted / proposed drafts) under which a drafter is "broken"
 FAR_BELOW = 0.5  # accepted drafts per verify under this share of the first position's prediction: "low"
-DRAFTER_ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+_DRAFTER_ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 
-CAUSES = (
+_CAUSES = (
     "weights SGLang did not load (layers.0.* vs midlayer.*, a module./_orig_mod. prefix: dropped without "
     "a word, left uninitialized), the wrong target layers (eagle_aux_hidden_state_layer_ids, or SGLang's "
     "default when absent), a drafter trained for another target (hidden size, vocabulary, d2t/t2d), or an "
@@ -168,7 +167,7 @@ def acceptance(tables: Tables) -> pl.DataFrame:
     rows = []
     for p in points.iter_rows(named=True):
         shape = spec_shape(server_flags(p), p.get("resolved"))
-        if p.get("baseline") or shape["algorithm"] not in DRAFTER_ALGORITHMS:
+        if p.get("baseline") or shape["algorithm"] not in _DRAFTER_ALGORITHMS:
             continue
         length, rate = lengths.get(p["point_id"], (None, None))
         source = "levels" if length is not None else "single stream"
@@ -256,7 +255,7 @@ def _verdict(r: dict) -> tuple[str | None, str | None]:
     if r["accepted"] is None:
         return None, None
     said = [c for c in r["drafter_checks"] if c.startswith(("warning", "error"))]
-    why = (f"the pre-flight warned: {'; '.join(said)}; other likely causes: " if said else "likely causes: ") + CAUSES
+    why = (f"the pre-flight warned: {'; '.join(said)}; other likely causes: " if said else "likely causes: ") + _CAUSES
     if r["aux_layers"] is not None:
         why += f" (this drafter reads target layers {list(r['aux_layers'])})"
     if r["accept_rate"] is not None and r["accept_rate"] < NEAR_ZERO:

@@ -17,20 +17,20 @@ import polars as pl
 
 from sweep.analysis import render
 from sweep.analysis.render import Section
-from sweep.core.achieved import SHORT, cell
+from sweep.core import SHORT, cell
 
 NOT_COMPARABLE = "not comparable"  # history's verdict for a change between levels that achieved different loads
 # the history table's columns beside sweep.analysis.history.HISTORY_SCHEMA's: a level's load in the run and its reference
 HISTORY_COLUMNS = {"achieved": pl.Float64, "previous_achieved": pl.Float64}
-JUDGED = ("regression", "improvement", "within noise", "shared shift")  # the verdicts a load mismatch overrides
+_JUDGED = ("regression", "improvement", "within noise", "shared shift")  # the verdicts a load mismatch overrides
 
 
-def margin_text() -> str:
+def _margin_text() -> str:
     """The margin in words, as the report and the docs state it."""
     return f"{SHORT:.0%}"
 
 
-def short_expr() -> pl.Expr:
+def _short_expr() -> pl.Expr:
     """``is_short`` over a frame's ``concurrency`` and ``achieved_concurrency`` columns."""
     c = pl.col("concurrency")
     return (c > 0) & pl.col("achieved_concurrency").is_not_null() & (pl.col("achieved_concurrency") < SHORT * c)
@@ -40,7 +40,7 @@ def short_levels(levels: pl.DataFrame) -> pl.DataFrame:
     """The levels (of ``level_speedups``: label, concurrency, achieved_concurrency...) that fell short."""
     if "achieved_concurrency" not in levels.columns or not levels.height:
         return levels.clear()
-    return levels.filter(short_expr())
+    return levels.filter(_short_expr())
 
 
 def note(levels: pl.DataFrame, shown: int = 6) -> list[str]:
@@ -56,7 +56,7 @@ def note(levels: pl.DataFrame, shown: int = 6) -> list[str]:
     ]
     more = f" and {short.height - shown} more" if short.height > shown else ""
     return [
-        f"Short of the level: {short.height} level(s) kept fewer than {margin_text()} of their C in flight on "
+        f"Short of the level: {short.height} level(s) kept fewer than {_margin_text()} of their C in flight on "
         f"average ({'; '.join(parts)}{more}). Their figures are those of the load achieved, not of C: "
         "per-request speed rises as the load falls, so compare them with care (table 'Achieved concurrency')."
     ]
@@ -83,19 +83,19 @@ def history_verdicts(history: pl.DataFrame, achieved: pl.DataFrame) -> pl.DataFr
         & (pl.min_horizontal(a, b) / pl.max_horizontal(a, b) < SHORT)
     )
     return out.with_columns(
-        verdict=pl.when(apart & pl.col("verdict").is_in(JUDGED))
+        verdict=pl.when(apart & pl.col("verdict").is_in(_JUDGED))
         .then(pl.lit(NOT_COMPARABLE))
         .otherwise(pl.col("verdict"))
     )
 
 
-RUN_LEVELS = {"run": pl.String, "point_id": pl.String, "concurrency": pl.Int64, "achieved_concurrency": pl.Float64}
+_RUN_LEVELS = {"run": pl.String, "point_id": pl.String, "concurrency": pl.Int64, "achieved_concurrency": pl.Float64}
 
 
-def run_levels(run: str, levels: pl.DataFrame) -> pl.DataFrame:
+def _run_levels(run: str, levels: pl.DataFrame) -> pl.DataFrame:
     """One run's ``run, point_id, concurrency, achieved_concurrency`` (for ``history_verdicts``)."""
     if not levels.height or "achieved_concurrency" not in levels.columns:
-        return pl.DataFrame(schema=RUN_LEVELS)
+        return pl.DataFrame(schema=_RUN_LEVELS)
     return levels.select(
         run=pl.lit(run),
         point_id="point_id",
@@ -105,8 +105,8 @@ def run_levels(run: str, levels: pl.DataFrame) -> pl.DataFrame:
 
 
 def runs_levels(runs) -> pl.DataFrame:
-    """``run_levels`` of every run (``sweep.analysis.history.Run``: its ``run`` and ``findings.levels``)."""
-    return pl.concat([pl.DataFrame(schema=RUN_LEVELS)] + [run_levels(r.run, r.findings.levels) for r in runs])
+    """``_run_levels`` of every run (``sweep.analysis.history.Run``: its ``run`` and ``findings.levels``)."""
+    return pl.concat([pl.DataFrame(schema=_RUN_LEVELS)] + [_run_levels(r.run, r.findings.levels) for r in runs])
 
 
 def section(levels: pl.DataFrame) -> list[Section]:
@@ -130,7 +130,7 @@ def section(levels: pl.DataFrame) -> list[Section]:
             [
                 "Requests in flight at each level, time-weighted over its wall time (from the requests' send and end "
                 "times; a closed loop keeps C in flight until its last requests drain). A level below "
-                f"{margin_text()} of its C is marked 'short' (in brackets its share of C): its figures are those of "
+                f"{_margin_text()} of its C is marked 'short' (in brackets its share of C): its figures are those of "
                 "the load it achieved, not of C. "
                 + (f"{short} level(s) fell short." if short else "Every level kept at least that share.")
             ],

@@ -27,7 +27,7 @@ from sweep.analysis import labels, plots, render
 from sweep.analysis.frames import natural_key
 from sweep.analysis.speedups import reference_profile
 
-SYMBOLS = {
+_SYMBOLS = {
     "o": "circle",
     "s": "square",
     "^": "triangle-up",
@@ -37,9 +37,9 @@ SYMBOLS = {
     "X": "x",
     "*": "star",
 }
-TEMPLATE = "plotly_white"
+_TEMPLATE = "plotly_white"
 CONFIG = {"displaylogo": False, "responsive": True}  # no link out of the page in the mode bar
-ALL_PANELS = "all panels"
+_ALL_PANELS = "all panels"
 
 
 def script() -> str:
@@ -60,7 +60,7 @@ def _line(style: dict, config: str, label: str, panel: str, baseline: bool, firs
         showlegend=first,
         line=dict(color=to_hex(style["color"]), width=style["linewidth"] * 1.2, dash="dash" if baseline else "solid"),
         marker=dict(
-            symbol=SYMBOLS.get(style["marker"], "circle"),
+            symbol=_SYMBOLS.get(style["marker"], "circle"),
             size=style.get("markersize", 5) + 3,
             color=to_hex(style["color"]),
         ),
@@ -87,7 +87,7 @@ def _panel_buttons(fig: go.Figure, panels: list[str]) -> None:
     if len(panels) < 2:
         return
     trace_panels = [t.meta for t in fig.data]
-    buttons = [dict(label=ALL_PANELS, method="restyle", args=[{"visible": [True] * len(trace_panels)}])]
+    buttons = [dict(label=_ALL_PANELS, method="restyle", args=[{"visible": [True] * len(trace_panels)}])]
     buttons += [
         dict(label=p or "all points", method="restyle", args=[{"visible": [tp in (p, None) for tp in trace_panels]}])
         for p in panels
@@ -111,7 +111,7 @@ def _panel_buttons(fig: go.Figure, panels: list[str]) -> None:
 
 def _finish(fig: go.Figure, title: str, height: int, panels: list[str]) -> go.Figure:
     fig.update_layout(
-        template=TEMPLATE,
+        template=_TEMPLATE,
         title=dict(text=title, x=0, y=0.995, yanchor="top"),
         height=height,
         hovermode="closest",
@@ -180,7 +180,7 @@ def _level_hover(r: dict) -> list[str]:
     ]
 
 
-LEVEL_LINES = (
+_LEVEL_LINES = (
     "<b>%{customdata[0]}</b>",
     "C=%{customdata[1]}",
     "output throughput %{customdata[2]} tok/s",
@@ -208,7 +208,7 @@ def chart_concurrency(levels: pl.DataFrame) -> go.Figure | None:
     )
     seen: set[str] = set()
     for row, metric in ((1, "output_throughput"), (2, "per_request_tok_s")):
-        _level_lines(fig, data, panels, metric, _level_hover, LEVEL_LINES, row=_const(row), seen=seen)
+        _level_lines(fig, data, panels, metric, _level_hover, _LEVEL_LINES, row=_const(row), seen=seen)
     _log_x(fig, ticks, None, row=1)
     _log_x(fig, ticks, row=2)
     fig.update_yaxes(rangemode="tozero", row=1)
@@ -231,7 +231,7 @@ def chart_speedup_curves(levels: pl.DataFrame, crossover: pl.DataFrame) -> go.Fi
         horizontal_spacing=0.04,
         subplot_titles=[p or "all points" for p in panels],
     )
-    _level_lines(fig, data, panels, "throughput_ratio", _level_hover, LEVEL_LINES, by=("config", "point_id"))
+    _level_lines(fig, data, panels, "throughput_ratio", _level_hover, _LEVEL_LINES, by=("config", "point_id"))
     est = (
         data.join(crossover.select("point_id", "crossover_est"), on="point_id", how="inner")
         .filter(pl.col("crossover_est").is_not_null())
@@ -483,28 +483,28 @@ def chart_startup(startup: pl.DataFrame) -> go.Figure | None:
     return _finish(fig, "Startup phases per point", 180 + 26 * data.height, [])
 
 
-FRONTIER_HEIGHT = 600
-PANEL_PX = (
+_FRONTIER_HEIGHT = 600
+_PANEL_PX = (
     700,
     430,
 )  # the plotting area the labels are placed for, shared by the panels (a ~1000 px page less its legend; smaller: safer)
-LABEL_FONT = 10
+_LABEL_FONT = 10
 
 
-def frontier_annotations(front: list[dict], x_range: list[float], y_range: list[float], panels: int) -> list[dict]:
+def _frontier_annotations(front: list[dict], x_range: list[float], y_range: list[float], panels: int) -> list[dict]:
     """Each frontier point's label (its configuration and C: ``plots.frontier_label``) as a plotly
     annotation, placed clear of the others and of the points (``labels.place``, in the pixels of a
-    panel ``PANEL_PX`` wide shared by ``panels``), a thin line to its point."""
+    panel ``_PANEL_PX`` wide shared by ``panels``), a thin line to its point."""
     if not front:
         return []
-    w, h = PANEL_PX[0] / max(panels, 1), PANEL_PX[1]
+    w, h = _PANEL_PX[0] / max(panels, 1), _PANEL_PX[1]
     span_x, span_y = (x_range[1] - x_range[0]) or 1.0, (y_range[1] - y_range[0]) or 1.0
     at = [
         ((math.log10(r["user_tok_s"]) - x_range[0]) / span_x * w, (r["tok_s_gpu"] - y_range[0]) / span_y * h)
         for r in front
     ]
     texts = [plots.frontier_label(r) for r in front]
-    boxes = labels.place(at, [labels.text_size(t, LABEL_FONT) for t in texts], bounds=(0.0, 0.0, w, h), marker=6.0)
+    boxes = labels.place(at, [labels.text_size(t, _LABEL_FONT) for t in texts], bounds=(0.0, 0.0, w, h), marker=6.0)
     out = []
     for r, (x, y), text, box in zip(front, at, texts, boxes):
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
@@ -520,7 +520,7 @@ def frontier_annotations(front: list[dict], x_range: list[float], y_range: list[
                 arrowwidth=0.8,
                 arrowcolor="crimson",
                 standoff=6,
-                font=dict(color="crimson", size=LABEL_FONT),
+                font=dict(color="crimson", size=_LABEL_FONT),
             )
         )
     return out
@@ -603,7 +603,7 @@ def chart_frontier(frontier: pl.DataFrame) -> go.Figure | None:
             row=1,
             col=col,
         )
-        for a in frontier_annotations(front, x_range, y_range, len(panels)):
+        for a in _frontier_annotations(front, x_range, y_range, len(panels)):
             fig.add_annotation(a, row=1, col=col)
     fig.update_xaxes(
         type="log", range=x_range, title_text="per-user speed, tok/s per request (output tokens / latency; log)"
@@ -613,6 +613,6 @@ def chart_frontier(frontier: pl.DataFrame) -> go.Figure | None:
     return _finish(
         fig,
         "Throughput-interactivity frontier: every configuration and level; red = the Pareto frontier (labelled)",
-        FRONTIER_HEIGHT,
+        _FRONTIER_HEIGHT,
         panels,
     )

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from sweep.analysis import query, render
-from sweep.core.console import output_console, plural
-from sweep.core.errors import ConfigError, SLOError
+from sweep.analysis import history, query, render
+from sweep.core import ConfigError, SLOError, atomic, output_console, parse_slo, plural
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +100,6 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _slos(texts: list[str] | None) -> list | None:
     """``--slo`` texts as SLOs (None when none given); a bad or twice-named one is an SLOError (exit 7)."""
-    from sweep.core.slo_rule import parse_slo
 
     try:
         slos = None if not texts else [parse_slo(text) for text in texts]
@@ -193,8 +191,6 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_history(args: argparse.Namespace) -> int:
     """Print the history of the runs under the roots (and write it to --out); returns 0."""
-    from sweep.analysis import history
-    from sweep.core import atomic
 
     built = history.build(
         args.roots, experiment=args.experiment, slos=_slos(args.slo), min_change=args.min_change / 100

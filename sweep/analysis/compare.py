@@ -17,10 +17,9 @@ from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
 from sweep.analysis.speedups import level_samples, single_samples
-from sweep.results.records import server_flags
-from sweep.results.store import FLAGS
+from sweep.results import FLAGS, server_flags
 
-LEVEL_FIGURES = ("output_throughput", "per_request_tok_s")
+_LEVEL_FIGURES = ("output_throughput", "per_request_tok_s")
 
 
 def figures(f: Findings) -> pl.DataFrame:
@@ -88,7 +87,7 @@ def compare_findings(this: Findings, other: Findings, this_tables: Tables, other
     found = joined.join(intervals, on=["label", "figure", "concurrency"], how="left", nulls_equal=True)
     # a level's figure in two runs is two levels, each measured once: judged by the one rule of every
     # verdict at a level (the requests' interval widened by the level-wide noise, at least its floor)
-    at_level = pl.col("concurrency").is_not_null() & pl.col("figure").is_in(LEVEL_FIGURES)
+    at_level = pl.col("concurrency").is_not_null() & pl.col("figure").is_in(_LEVEL_FIGURES)
     sigma = max((s for s in (this.level_noise, other.level_noise) if s is not None), default=None)
     levels = noise.judged(
         found.filter(at_level).with_columns(_ratio=pl.col("this") / pl.col("other")), "_ratio", sigma
@@ -119,7 +118,7 @@ def _change_cell(change: float | None, within_noise: bool | None, this: float | 
     return render.marked(change, within_noise, render.change)
 
 
-CHANGE = ("change", "within_noise", "this", "other")
+_CHANGE = ("change", "within_noise", "this", "other")
 
 
 def _servers(tables: Tables) -> dict[str, set[str]]:
@@ -197,7 +196,7 @@ def compare_sections(
                     **{
                         "tok/s here": render.cell(render.num, "this"),
                         "tok/s there": render.cell(render.num, "other"),
-                        "change": render.cell(_change_cell, *CHANGE),
+                        "change": render.cell(_change_cell, *_CHANGE),
                         "speedup here": render.cell(render.ratio, "speedup_this"),
                         "speedup there": render.cell(render.ratio, "speedup_other"),
                     },
@@ -209,7 +208,7 @@ def compare_sections(
     if levels.height:
         concurrencies = sorted(levels["concurrency"].unique().to_list())
         wide = (
-            levels.with_columns(cell=render.cell(_change_cell, *CHANGE), c=pl.format("C={}", "concurrency"))
+            levels.with_columns(cell=render.cell(_change_cell, *_CHANGE), c=pl.format("C={}", "concurrency"))
             .pivot(on="c", index="label", values="cell")
             .join(order, on="label", how="left")
             .sort("order", nulls_last=True)

@@ -21,6 +21,12 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from sweep.analysis import policy, realspeed
+from sweep.analysis.findings import analyze
+from sweep.analysis.policy import is_confirmation
+from sweep.analysis.slo import from_experiment
+from sweep.results import load
+
 if TYPE_CHECKING:  # for the annotations only: policy and findings import the analysis this module is part of
     from sweep.analysis.findings import Findings
     from sweep.analysis.policy import Policy
@@ -35,9 +41,8 @@ class Chosen:
     why: tuple[str, ...]
 
 
-def without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
+def _without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
     """The tables without the confirmation points (a policy is derived from the grid alone)."""
-    from sweep.analysis.policy import is_confirmation
 
     points = tables["points"].collect()
     drop = [r["point_id"] for r in points.iter_rows(named=True) if is_confirmation(r)]
@@ -49,9 +54,8 @@ def without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.LazyF
 def derive(tables: dict[str, pl.LazyFrame], slos: list) -> tuple[list, Findings]:
     """The policies of the grid in ``tables`` (confirmation points left out) and its findings (the
     SLO picks, the best per level), judged by ``slos``."""
-    from sweep.analysis import analyze, policy, realspeed
 
-    tables = without_confirmations(tables)
+    tables = _without_confirmations(tables)
     f = analyze(tables, slos=slos)
     found = getattr(f, "policies", None)  # the report's own, where the findings carry them
     if found is None:
@@ -137,8 +141,6 @@ def to_confirm(path: str | Path) -> tuple[list[Chosen], list[str], dict[str, str
     """For the results directory ``path``: the policies to confirm, notes (the groups that got no
     policy, the picks no policy holds), and the recorded label of every point id (a plan rebuilt from
     the directory finds a group's members by it)."""
-    from sweep.analysis.slo import from_experiment
-    from sweep.results import load
 
     tables = load(path)
     policies, findings = derive(tables, from_experiment(path))

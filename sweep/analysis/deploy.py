@@ -26,13 +26,13 @@ from sweep.analysis.render import Section
 SHOWN = 2  # policies on the first screen; the rest in the Speculative policy section
 
 
-def config_name(p: policy_mod.Policy) -> str:
+def _config_name(p: policy_mod.Policy) -> str:
     return f"policy-{p.slug()}.json"
 
 
 def config_files(policies: list[policy_mod.Policy]) -> dict[str, str]:
     """{file name: SGLang's adaptive config as JSON} for every policy (written beside report.md)."""
-    return {config_name(p): p.config_json() for p in policies}
+    return {_config_name(p): p.config_json() for p in policies}
 
 
 def preferred(f: Findings) -> list[policy_mod.Policy]:
@@ -67,7 +67,7 @@ def _range(lo: int, to: int | None) -> str:
     return f"C={lo}" if lo == to else f"C={lo}-{to}"
 
 
-def tiers_text(p: policy_mod.Policy) -> str:
+def _tiers_text(p: policy_mod.Policy) -> str:
     """'C=1-4: 3 (2/3) · C=5-29: 2 (1/2/3) · C>=70: none': per tier its best and the candidates."""
     parts = []
     for i, t in enumerate(p.tiers):
@@ -78,7 +78,7 @@ def tiers_text(p: policy_mod.Policy) -> str:
     return " · ".join(parts)
 
 
-def plain_text(p: policy_mod.Policy) -> str:
+def _plain_text(p: policy_mod.Policy) -> str:
     return " · ".join(
         f"{_range(r['lo'], r['to'])}: " + (f"steps={r['steps']}" if r["steps"] else "no speculation")
         for r in p.plain_table()
@@ -128,7 +128,7 @@ def _predicted(p: policy_mod.Policy) -> str:
     )
 
 
-def policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -> list[str]:
+def _policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -> list[str]:
     """A policy in a few lines: its tiers, the break-even (and, with ``predicted``, its gain over the
     best static setup), the file and flags, the plain table."""
     where = f" [{p.workload}]" if p.workload else ""
@@ -141,14 +141,14 @@ def policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -
             else "no break-even measured"
         )
     )
-    lines = [f"- Policy {p.group}{where}: steps {tiers_text(p)}; {be}." + (_predicted(p) if predicted else "")]
-    flags = {**p.launch_flags(), policy_mod.CONFIG_FLAG: config_name(p)}
+    lines = [f"- Policy {p.group}{where}: steps {_tiers_text(p)}; {be}." + (_predicted(p) if predicted else "")]
+    flags = {**p.launch_flags(), policy_mod.CONFIG_FLAG: _config_name(p)}
     lines.append(f"  Run: `{policy_mod.flags_text(flags)}` (the file is beside report.md).")
     need = policy_mod.needs_text(p.sglang_version)
     if need:
-        lines.append(f"  {need[0].upper() + need[1:]}: {plain_text(p)}.")
+        lines.append(f"  {need[0].upper() + need[1:]}: {_plain_text(p)}.")
     else:
-        lines.append(f"  Without adaptive speculation (plain table): {plain_text(p)}.")
+        lines.append(f"  Without adaptive speculation (plain table): {_plain_text(p)}.")
     return lines
 
 
@@ -172,7 +172,7 @@ def _mark(v: float | None, lo: float | None, hi: float | None) -> str:
     return _vs(v, lo, hi).split(" (")[0]
 
 
-def confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy, *, intervals: bool = False) -> pl.DataFrame:
+def _confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy, *, intervals: bool = False) -> pl.DataFrame:
     """The confirmation as the report shows it: per level, the policy's measured output tok/s, the
     best single static setup's, the envelope's (the group's best there, named) and the baseline's, with
     the policy's margin over each (95% interval; '~' within noise, SHORT: below the envelope beyond it)."""
@@ -203,7 +203,7 @@ def confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy, *, intervals: b
     )
 
 
-def confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
+def _confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
     """Where the policy's own server falls short of the envelope beyond noise, in one sentence."""
     short = table.filter(pl.col("short"))
     static = f", against the best static setup {p.step_axis}={p.static_steps}" if p.static_steps else ""
@@ -231,7 +231,7 @@ def deploy_section(f: Findings) -> Section:
             break
     shown = [confirmed] if confirmed is not None else ranked[:SHOWN]
     for p in shown:
-        lines += policy_lines(p, f, predicted=False)
+        lines += _policy_lines(p, f, predicted=False)
     more = len(f.policies) - len(shown)
     if more > 0:
         lines.append(f"- {more} more {'policy' if more == 1 else 'policies'} under 'Speculative policy' below.")
@@ -247,8 +247,8 @@ def deploy_section(f: Findings) -> Section:
             "(SGLang's candidate_steps; none: no speculation). Evidence below; noise: see Method."
         )
     if confirmed is not None and table is not None:
-        lines.append(confirmation_line(confirmed, table))
-        return Section("Deploy", lines, confirmation_rows(table, confirmed))
+        lines.append(_confirmation_line(confirmed, table))
+        return Section("Deploy", lines, _confirmation_rows(table, confirmed))
     if not lines and f.levels.is_empty():
         lines.append("Nothing measured yet: no point has finished its benchmark.")
     elif not lines:  # measured, but no SLO to answer and no step group ahead of its baseline beyond noise
@@ -280,7 +280,7 @@ def policy_sections(f: Findings) -> list[Section]:
     text += [f"- {x}" for x in phantom.lines(f.phantoms)]
     out = [Section("Speculative policy", text)]
     for p in f.policies:
-        lines = policy_lines(p, f) + [f"  Config {config_name(p)}: {json.dumps(p.config(), separators=(',', ':'))}"]
+        lines = _policy_lines(p, f) + [f"  Config {_config_name(p)}: {json.dumps(p.config(), separators=(',', ':'))}"]
         lines += [f"  Note: {n}" for n in p.notes]
         rows = [
             {
@@ -309,8 +309,8 @@ def policy_sections(f: Findings) -> list[Section]:
                 out.append(
                     Section(
                         f"Confirmation of {p.label()}",
-                        [confirmation_line(p, t)],
-                        confirmation_rows(t, p, intervals=True),
+                        [_confirmation_line(p, t)],
+                        _confirmation_rows(t, p, intervals=True),
                         level=3,
                     )
                 )

@@ -29,7 +29,7 @@ from sweep.analysis import energy as energy_mod
 from sweep.analysis import policy as policy_mod
 from sweep.analysis import slo as slo_mod
 from sweep.analysis.frames import Tables, configurations, natural_key, points_frame
-from sweep.core.console import plural
+from sweep.core import plural
 
 
 @dataclass(frozen=True)

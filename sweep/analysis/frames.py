@@ -24,16 +24,16 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from sweep.results.schema import AXIS_PREFIX as AXIS
+from sweep.results import AXIS_PREFIX as AXIS
 
 Tables = Mapping[str, pl.LazyFrame]
 
 DRAFTER = "drafter"
-SPEC_ROLES = ("steps", "topk", "draft_tokens")
+_SPEC_ROLES = ("steps", "topk", "draft_tokens")
 ENV = "env"
 BENCHMARK = "benchmark"
 
-POINT_COLUMNS = ["point_id", "label", "status", "baseline", "baseline_id"]
+_POINT_COLUMNS = ["point_id", "label", "status", "baseline", "baseline_id"]
 
 
 def natural_key(text: str | None) -> tuple:
@@ -82,7 +82,7 @@ def _describe(row: dict) -> dict:
     return {
         "point_id": row["point_id"],
         "drafter": ",".join(drafters) or None,
-        "spec": _pairs(params, by_role(*SPEC_ROLES)),
+        "spec": _pairs(params, by_role(*_SPEC_ROLES)),
         "profile": _pairs(params, by_role(ENV)),
         "group": _pairs(params, by_role("other")),
         "config": _pairs(params, [a for a in axes if roles.get(a) != ENV]) or (row["label"] or ""),
@@ -114,14 +114,14 @@ def configurations(tables: Tables) -> pl.DataFrame:
         "setup": pl.String,
     }
     described = pl.DataFrame([_describe(r) for r in points.iter_rows(named=True)], schema=schema)
-    frame = points.select(POINT_COLUMNS + axis_cols).join(described, on="point_id", how="left")
+    frame = points.select(_POINT_COLUMNS + axis_cols).join(described, on="point_id", how="left")
     base = frame.select(baseline_id="point_id", baseline_label="label", baseline_status="status")
     frame = frame.join(base, on="baseline_id", how="left")
     ranked = sorted(frame.iter_rows(named=True), key=_sort_key)
     order = {r["point_id"]: rank for rank, r in enumerate(ranked)}
     frame = frame.with_columns(order=pl.col("point_id").replace_strict(order, return_dtype=pl.Int64))
     return frame.sort("order").select(
-        POINT_COLUMNS
+        _POINT_COLUMNS
         + [
             "baseline_label",
             "baseline_status",

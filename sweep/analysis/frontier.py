@@ -26,7 +26,7 @@ import polars as pl
 from sweep.analysis.energy import level_energy
 from sweep.analysis.frames import Tables, configurations, natural_key
 from sweep.analysis.slo import gpus_frame
-from sweep.core.errors import ConfigError
+from sweep.core import ConfigError
 
 ALL = ("all", "none", "")
 

@@ -121,7 +121,7 @@ def _distinct(points: pl.DataFrame, column: str) -> list:
     return sorted(v for v in points[column].unique().to_list() if v not in (None, ""))
 
 
-NEVER_RAN = ("pruned", "invalid")  # statuses of points that never reached a host
+_NEVER_RAN = ("pruned", "invalid")  # statuses of points that never reached a host
 
 
 class SweepSummary(TypedDict):
@@ -155,7 +155,7 @@ def sweep_summary(tables: Tables) -> SweepSummary:
     )
     levels = tables["levels"].select(pl.col("concurrency").unique().sort()).collect()["concurrency"]
     span = points.select(pl.col("started_at").min(), pl.col("ended_at").max()).row(0) if points.height else (None, None)
-    ran = points.filter(~pl.col("status").is_in(NEVER_RAN)) if points.height else points
+    ran = points.filter(~pl.col("status").is_in(_NEVER_RAN)) if points.height else points
     return SweepSummary(
         experiments=_distinct(points, "experiment"),
         points=points.height,

@@ -42,16 +42,16 @@ without repeats is judged by the intervals alone (``within run``), which the out
 
 Reference. A run is compared with the run before it and, where that one repeats the runs before it,
 with those too (the earlier runs with the settings the previous run had, at most
-``REFERENCE_RUNS``): each figure's reference is the median of their values (``previous_value``),
+``_REFERENCE_RUNS``): each figure's reference is the median of their values (``previous_value``),
 its interval that of the run nearest the median, moved by their ratio. With two or more reference
 runs, their own scatter of that configuration's figure (largest over smallest, widened by
 ``MARGIN``) is its run-to-run noise where it is larger than the repeats' (``noise_from``
 ``reference runs``); with one, the noise above.
 
 Shared shifts. Where (nearly) every configuration's figure at a level moved the same way by a
-similar amount between a run and its reference (``shared_shift``: at least ``SHARED_MIN``
-configurations, ``SHARED_FRACTION`` of them the same way, their scatter at most ``SHARED_SPREAD`` of
-the shift, the shift beyond ``SHARED_MIN_SHIFT`` and the run-to-run noise), e.g. a new SGLang or a
+similar amount between a run and its reference (``shared_shift``: at least ``_SHARED_MIN``
+configurations, ``_SHARED_FRACTION`` of them the same way, their scatter at most ``_SHARED_SPREAD`` of
+the shift, the shift beyond ``_SHARED_MIN_SHIFT`` and the run-to-run noise), e.g. a new SGLang or a
 setting every point shares, the output says so in one line with what changed, and each
 configuration is judged by its change relative to the shift (beyond twice the scatter too).
 """
@@ -74,13 +74,10 @@ from sweep.analysis.compare import compare_findings, figures
 from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
-from sweep.core.errors import ResultsError
-from sweep.core.redact import REDACTED
-from sweep.results import load
-from sweep.results.meta import read_experiment, read_manifest, read_plan
-from sweep.results.store import read_columns, sweep_dirs
+from sweep.core import REDACTED, ResultsError
+from sweep.results import load, read_columns, read_experiment, read_manifest, read_plan, sweep_dirs
 
-STATUSES = ("ok", "failed", "invalid", "pruned")
+_STATUSES = ("ok", "failed", "invalid", "pruned")
 FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures with an interval
 FIGURE_NAMES = {
     "tok_s": "single-stream tok/s",
@@ -90,16 +87,16 @@ FIGURE_NAMES = {
     "per_request_tok_s": "per-request tok/s",
     "startup_s": "startup s",
 }
-NOT_SETTINGS = ("name", "description", "results_dir", "source")  # experiment keys that say nothing of a run
+_NOT_SETTINGS = ("name", "description", "results_dir", "source")  # experiment keys that say nothing of a run
 MARGIN = 1.5  # the run-to-run noise: the repeats' largest change, widened (one repeat says little of the next)
-REFERENCE_RUNS = 5  # a run's reference: the median of at most this many earlier runs with its settings
-SHARED_MIN = 3  # configurations that must have a figure (at a level) for a shift of it to be shared
-SHARED_FRACTION = 0.8  # of them, at least this share moved the shift's way ...
-SHARED_SPREAD = 0.5  # ... by a similar amount: their scatter (MAD) at most this fraction of the shift ...
-SHARED_MIN_SHIFT = 0.02  # ... and the shift at least this large (relative), and beyond the run-to-run noise
+_REFERENCE_RUNS = 5  # a run's reference: the median of at most this many earlier runs with its settings
+_SHARED_MIN = 3  # configurations that must have a figure (at a level) for a shift of it to be shared
+_SHARED_FRACTION = 0.8  # of them, at least this share moved the shift's way ...
+_SHARED_SPREAD = 0.5  # ... by a similar amount: their scatter (MAD) at most this fraction of the shift ...
+_SHARED_MIN_SHIFT = 0.02  # ... and the shift at least this large (relative), and beyond the run-to-run noise
 VIEWS = ("runs", "picks", "history", "changes")  # also sweep.analysis.query.HISTORY_VIEWS
 
-RUNS_SCHEMA = {
+_RUNS_SCHEMA = {
     "run": pl.String,
     "name": pl.String,
     "experiment": pl.String,
@@ -110,9 +107,9 @@ RUNS_SCHEMA = {
     "sglang_version": pl.String,
     "planned": pl.Int64,
     "points": pl.Int64,
-    **{s: pl.Int64 for s in STATUSES},
+    **{s: pl.Int64 for s in _STATUSES},
 }
-PICKS_SCHEMA = {
+_PICKS_SCHEMA = {
     "run": pl.String,
     "experiment": pl.String,
     "mode": pl.String,
@@ -125,7 +122,7 @@ PICKS_SCHEMA = {
     "tok_s_gpu": pl.Float64,
     "reason": pl.String,
 }
-HISTORY_SCHEMA = {
+_HISTORY_SCHEMA = {
     "experiment": pl.String,
     "mode": pl.String,
     "step": pl.Int64,
@@ -150,7 +147,7 @@ HISTORY_SCHEMA = {
     "verdict": pl.String,
     "order": pl.Int64,
 }
-CHANGES_SCHEMA = {
+_CHANGES_SCHEMA = {
     "experiment": pl.String,
     "mode": pl.String,
     "run": pl.String,
@@ -223,7 +220,7 @@ def identity(directory: str | Path) -> tuple[str, str]:
     )
 
 
-def load_run(directory: str | Path, *, slos: list | None = None) -> Run:
+def _load_run(directory: str | Path, *, slos: list | None = None) -> Run:
     """One results directory as a ``Run``: its tables (``load``: old files upgraded), its findings with
     the SLOs given, else the experiment's own, and its ``identity``."""
     d = Path(directory)
@@ -253,7 +250,7 @@ def _plan_labels(directory: Path) -> frozenset[str] | None:
     return frozenset(labels)
 
 
-def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None, slos: list | None = None) -> list[Run]:
+def _load_runs(roots: Iterable[str | Path], *, experiment: str | None = None, slos: list | None = None) -> list[Run]:
     """Every results directory under ``roots`` (each a results directory or a folder of them), of
     ``experiment`` only when given; a ResultsError when there is none."""
     paths = [Path(r) for r in roots]
@@ -277,7 +274,7 @@ def load_runs(roots: Iterable[str | Path], *, experiment: str | None = None, slo
                 f"no run of experiment {experiment!r} under {', '.join(map(str, paths))}",
                 fix=f"the experiments there: {', '.join(sorted(set(names.values())))}",
             )
-    return [load_run(d, slos=slos) for d in dirs]
+    return [_load_run(d, slos=slos) for d in dirs]
 
 
 def series(runs: Sequence[Run]) -> list[list[Run]]:
@@ -289,7 +286,7 @@ def series(runs: Sequence[Run]) -> list[list[Run]]:
 
 
 # --- the tables -----------------------------------------------------------------------------
-def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
+def _runs_table(runs: Sequence[Run]) -> pl.DataFrame:
     rows = []
     for r in runs:
         status = r.points["status"].to_list() if r.points.height else []
@@ -306,13 +303,13 @@ def runs_table(runs: Sequence[Run]) -> pl.DataFrame:
                 "sglang_version": ", ".join(versions) or None,
                 "planned": r.planned,
                 "points": len(status),
-                **{s: status.count(s) for s in STATUSES},
+                **{s: status.count(s) for s in _STATUSES},
             }
         )
-    return pl.DataFrame(rows, schema=RUNS_SCHEMA)
+    return pl.DataFrame(rows, schema=_RUNS_SCHEMA)
 
 
-def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
+def _picks_table(runs: Sequence[Run]) -> pl.DataFrame:
     """One row per run, SLO and workload (the client-side benchmark axes, "" without any): a pick is
     made within one workload; ``label`` is the point's, ``setup`` the same without the workload."""
     rows = []
@@ -334,7 +331,7 @@ def picks_table(runs: Sequence[Run]) -> pl.DataFrame:
                     "reason": rec["reason"],
                 }
             )
-    return pl.DataFrame(rows, schema=PICKS_SCHEMA)
+    return pl.DataFrame(rows, schema=_PICKS_SCHEMA)
 
 
 def verdict(min_change: float = 0.0) -> pl.Expr:
@@ -388,12 +385,12 @@ def verdict(min_change: float = 0.0) -> pl.Expr:
 def references(runs: Sequence[Run], repeated: set[str]) -> list[list[Run]]:
     """For each run of one series (in order), the runs its figures are compared with: the run before
     it and, where that one repeats the run before it, those repeats back to the last change (the
-    earlier runs with the settings the previous run had; at most ``REFERENCE_RUNS``, the latest)."""
+    earlier runs with the settings the previous run had; at most ``_REFERENCE_RUNS``, the latest)."""
     out: list[list[Run]] = []
     for i in range(len(runs)):
         chain: list[Run] = []
         j = i - 1
-        while j >= 0 and len(chain) < REFERENCE_RUNS:
+        while j >= 0 and len(chain) < _REFERENCE_RUNS:
             chain.append(runs[j])
             if runs[j].run not in repeated:
                 break
@@ -494,7 +491,7 @@ def _pair(run: Run, refs: Sequence[Run], step: int) -> pl.DataFrame:
         verdict=pl.when(pending).then(pl.lit("pending")).otherwise(pl.lit(None, pl.String)),
         order=pl.col("label").replace_strict(order, default=None, return_dtype=pl.Int64),
         _scatter=pl.col("_scatter"),
-    ).cast({**HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[dict-item]
+    ).cast({**_HISTORY_SCHEMA, "_scatter": pl.Float64})  # type: ignore[dict-item]
 
 
 def repeats(changes: pl.DataFrame, runs: Sequence[Run]) -> set[str]:
@@ -546,18 +543,18 @@ def shared_shift(log_changes: Sequence[float], run_noise: float | None = None) -
     same way by a similar amount (``SHARED_*``): the median of their log changes and its MAD (scaled
     to a standard deviation); None otherwise. Pure."""
     n = len(log_changes)
-    if n < SHARED_MIN:
+    if n < _SHARED_MIN:
         return None
     m = statistics.median(log_changes)
     spread = 1.4826 * statistics.median(abs(x - m) for x in log_changes)
     same_way = sum(1 for x in log_changes if x * m > 0) / n
-    floor = max(math.log1p(SHARED_MIN_SHIFT), math.log1p(run_noise) if run_noise else 0.0)
-    if same_way >= SHARED_FRACTION and abs(m) >= floor and spread <= SHARED_SPREAD * abs(m):
+    floor = max(math.log1p(_SHARED_MIN_SHIFT), math.log1p(run_noise) if run_noise else 0.0)
+    if same_way >= _SHARED_FRACTION and abs(m) >= floor and spread <= _SHARED_SPREAD * abs(m):
         return math.expm1(m), math.expm1(spread)
     return None
 
 
-SHIFT_KEYS = ["experiment", "mode", "run", "figure", "concurrency"]
+_SHIFT_KEYS = ["experiment", "mode", "run", "figure", "concurrency"]
 
 
 def shifts_of(history: pl.DataFrame) -> pl.DataFrame:
@@ -567,19 +564,21 @@ def shifts_of(history: pl.DataFrame) -> pl.DataFrame:
         (pl.col("step") > 0) & pl.col("figure").is_in(FLAGGED) & (pl.col("value") > 0) & (pl.col("previous_value") > 0)
     ).with_columns(_lr=(pl.col("value") / pl.col("previous_value")).log())
     found = []
-    for *key, lrs, noise_ in rows.group_by(SHIFT_KEYS).agg(pl.col("_lr"), pl.col("run_noise").max()).iter_rows():
+    for *key, lrs, noise_ in rows.group_by(_SHIFT_KEYS).agg(pl.col("_lr"), pl.col("run_noise").max()).iter_rows():
         shift = shared_shift(lrs, noise_)
         if shift is not None:
             found.append((*key, *shift))
-    schema = {**{k: HISTORY_SCHEMA[k] for k in SHIFT_KEYS}, "shared_shift": pl.Float64, "shift_spread": pl.Float64}
+    schema = {**{k: _HISTORY_SCHEMA[k] for k in _SHIFT_KEYS}, "shared_shift": pl.Float64, "shift_spread": pl.Float64}
     return pl.DataFrame(found, orient="row", schema=schema)
 
 
-def history_table(runs: Sequence[Run], *, min_change: float = 0.0, changes: pl.DataFrame | None = None) -> pl.DataFrame:
-    repeated = repeats(changes_table(runs) if changes is None else changes, runs)
+def _history_table(
+    runs: Sequence[Run], *, min_change: float = 0.0, changes: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    repeated = repeats(_changes_table(runs) if changes is None else changes, runs)
     parts = [_pair(r, refs, i) for s in series(runs) for i, (r, refs) in enumerate(zip(s, references(s, repeated)))]
     if not parts:
-        return pl.DataFrame(schema={**HISTORY_SCHEMA, **achieved.HISTORY_COLUMNS})
+        return pl.DataFrame(schema={**_HISTORY_SCHEMA, **achieved.HISTORY_COLUMNS})
     table = pl.concat(parts)
     noise_ = _run_noise(table, repeated)
     if noise_:
@@ -587,7 +586,7 @@ def history_table(runs: Sequence[Run], *, min_change: float = 0.0, changes: pl.D
         found = pl.DataFrame(
             [(*k, v, src) for k, (v, src) in noise_.items()],
             orient="row",
-            schema={**{k: HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String},
+            schema={**{k: _HISTORY_SCHEMA[k] for k in keys}, "_noise": pl.Float64, "_from": pl.String},
         )
         table = (
             table.join(found, on=keys, how="left", nulls_equal=True)
@@ -604,10 +603,10 @@ def history_table(runs: Sequence[Run], *, min_change: float = 0.0, changes: pl.D
     )
     shifts = shifts_of(table)
     if shifts.height:
-        table = table.drop("shared_shift", "shift_spread").join(shifts, on=SHIFT_KEYS, how="left", nulls_equal=True)
+        table = table.drop("shared_shift", "shift_spread").join(shifts, on=_SHIFT_KEYS, how="left", nulls_equal=True)
     table = table.with_columns(verdict=verdict(min_change))
     return achieved.history_verdicts(table, achieved.runs_levels(runs)).select(
-        [*HISTORY_SCHEMA, *achieved.HISTORY_COLUMNS]
+        [*_HISTORY_SCHEMA, *achieved.HISTORY_COLUMNS]
     )
 
 
@@ -627,7 +626,7 @@ def _flat(data: Any, prefix: str = "") -> dict[str, str]:
 def settings(directory: str | Path) -> dict[str, str]:
     """The run's resolved experiment (``experiment.yaml``) as {dotted key: value}, less its name,
     description, results directory and source (the file it was read from)."""
-    exp = {k: v for k, v in read_experiment(directory).items() if k not in NOT_SETTINGS}
+    exp = {k: v for k, v in read_experiment(directory).items() if k not in _NOT_SETTINGS}
     return _flat(exp)
 
 
@@ -647,7 +646,7 @@ def _distinct(points: pl.DataFrame, column: str) -> str:
     return ", ".join(values) or render.MISSING
 
 
-def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
+def _changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
     """What differs between two runs (rows of the ``changes`` table, without the run columns)."""
     rows: list[dict[str, Any]] = []
     before, after = settings(previous.path), settings(run.path)
@@ -690,15 +689,15 @@ def changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def changes_table(runs: Sequence[Run]) -> pl.DataFrame:
+def _changes_table(runs: Sequence[Run]) -> pl.DataFrame:
     rows = [
         {"experiment": r.experiment, "mode": r.mode, "run": r.run, "previous": s[i - 1].run, **c}
         for s in series(runs)
         for i, r in enumerate(s)
         if i
-        for c in changes_between(r, s[i - 1])
+        for c in _changes_between(r, s[i - 1])
     ]
-    return pl.DataFrame(rows, schema=CHANGES_SCHEMA)
+    return pl.DataFrame(rows, schema=_CHANGES_SCHEMA)
 
 
 @dataclass
@@ -744,15 +743,15 @@ def build(
 ) -> History:
     """The ``History`` of every results directory under ``roots`` (of one experiment when given);
     ``slos``: the SLOs to pick by (default each run's experiment's ``benchmark.slo``); ``runs``:
-    already loaded ones (``load_runs``)."""
+    already loaded ones (``_load_runs``)."""
     paths = [Path(r) for r in roots]
-    runs = list(runs) if runs is not None else load_runs(paths, experiment=experiment, slos=slos)
-    changes = changes_table(runs)
+    runs = list(runs) if runs is not None else _load_runs(paths, experiment=experiment, slos=slos)
+    changes = _changes_table(runs)
     return History(
         roots=paths,
-        runs=runs_table(runs),
-        picks=picks_table(runs),
-        history=history_table(runs, min_change=min_change, changes=changes),
+        runs=_runs_table(runs),
+        picks=_picks_table(runs),
+        history=_history_table(runs, min_change=min_change, changes=changes),
         changes=changes,
         min_change=min_change,
     )

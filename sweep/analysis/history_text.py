@@ -12,7 +12,7 @@ import polars as pl
 from sweep.analysis import achieved, render
 from sweep.analysis.history import FIGURE_NAMES, FLAGGED, MARGIN, History, shifts_of
 from sweep.analysis.render import Section
-from sweep.core.console import plural
+from sweep.core import plural
 
 SHOWN = 30  # flagged figures listed per pair of runs; the table has them all
 

@@ -19,22 +19,22 @@ from sweep.analysis import slo as slo_mod
 from sweep.analysis.frames import Tables, configurations
 
 OPEN_PHASE = "rate"  # the requests' phase (sweep.bench.openloop.OPEN_PHASE)
-RATE_KEY = 1_000_000  # offered rates as integer keys (micro-requests/s): what rates are matched on, never raw floats
+_RATE_KEY = 1_000_000  # offered rates as integer keys (micro-requests/s): what rates are matched on, never raw floats
 
 
-def rate_key(column: str = "offered_rate") -> pl.Expr:
-    """An offered rate as an integer key (``RATE_KEY`` per request/s, rounded): what open-loop rows
+def _rate_key(column: str = "offered_rate") -> pl.Expr:
+    """An offered rate as an integer key (``_RATE_KEY`` per request/s, rounded): what open-loop rows
     are matched on. Two computations of one rate need not give the same float (a dry run's 5.0 / 5
     against 1e6 / 1e6 * 0.2), so no join is ever on the float itself."""
-    return (pl.col(column) * RATE_KEY).round(0).cast(pl.Int64)
+    return (pl.col(column) * _RATE_KEY).round(0).cast(pl.Int64)
 
 
 def join_on_rate(left: pl.DataFrame, right: pl.DataFrame, how: str = "left") -> pl.DataFrame:
     """``left`` joined with ``right`` on ``point_id`` and offered rate (by :func:`rate_key`; ``left``'s
     ``offered_rate`` kept, ``right``'s dropped)."""
     key = "__rate_key"
-    joined = left.with_columns(rate_key().alias(key)).join(
-        right.with_columns(rate_key().alias(key)).drop("offered_rate"),
+    joined = left.with_columns(_rate_key().alias(key)).join(
+        right.with_columns(_rate_key().alias(key)).drop("offered_rate"),
         on=["point_id", key],
         how=how,  # type: ignore[arg-type]
         maintain_order="left",
@@ -137,7 +137,7 @@ def rate_slo(tables: Tables, slos: list) -> pl.DataFrame:
     if not slos or "levels" not in tables or not _has(tables["levels"], "arrival"):
         return empty
     tables = realspeed.scaled(tables)  # first: the keys are the real-speed rates rate_levels shows
-    key = rate_key()
+    key = _rate_key()
     view = dict(tables)
     view["levels"] = tables["levels"].filter(_is_open(tables["levels"])).with_columns(concurrency=key)
     view["requests"] = (
@@ -154,7 +154,7 @@ def rate_slo(tables: Tables, slos: list) -> pl.DataFrame:
     )
     return (
         out.join(rates, on=["point_id", "concurrency"], how="left", maintain_order="left")
-        .with_columns(pl.col("offered_rate").fill_null(pl.col("concurrency").cast(pl.Float64) / RATE_KEY))
+        .with_columns(pl.col("offered_rate").fill_null(pl.col("concurrency").cast(pl.Float64) / _RATE_KEY))
         .drop("concurrency")
         .select(["offered_rate" if c == "concurrency" else c for c in out.columns])
     )

@@ -48,7 +48,7 @@ def is_builtin(name: str | None) -> bool:
     return name is not None and name in BUILTIN_PROMPTS
 
 
-def user_workloads(tables: Tables) -> set[str]:
+def _user_workloads(tables: Tables) -> set[str]:
     """The workloads (as the requests name them) that are not a built-in prompt set."""
     return {w for w in workloads.point_workloads(tables).values() if not is_builtin(w)}
 

@@ -28,7 +28,7 @@ from sweep.analysis.frames import natural_key
 from sweep.analysis.speedups import reference_profile
 
 FAMILIES = ["Blues", "Oranges", "Greens", "Purples", "Reds", "YlOrBr", "PuRd", "Greys"]
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 BASELINE = {"color": "black", "linestyle": "--", "linewidth": 2.4, "marker": "s", "zorder": 5}
 DPI = 110
 
@@ -47,24 +47,24 @@ def styles(frame: pl.DataFrame) -> dict[str, dict]:
             shade = 0.55 if len(specs) == 1 else 0.4 + 0.55 * s_index / (len(specs) - 1)
             by_shape[(drafter, spec)] = {
                 "color": cmap(shade),
-                "marker": MARKERS[s_index % len(MARKERS)],
+                "marker": _MARKERS[s_index % len(_MARKERS)],
                 "linewidth": 1.6,
                 "markersize": 5,
             }
     return {r["config"]: dict(BASELINE) if r["baseline"] else by_shape[(r["drafter"] or "", r["spec"])] for r in rows}
 
 
-def panel_key() -> pl.Expr:
+def _panel_key() -> pl.Expr:
     """A panel per group (other axes: model, tp...) and NCCL profile."""
     return pl.concat_str("group", "profile", separator="  ").str.strip_chars()
 
 
 def panel_keys(frame: pl.DataFrame) -> list[str]:
-    return sorted(frame.select(key=panel_key())["key"].unique().to_list(), key=natural_key)
+    return sorted(frame.select(key=_panel_key())["key"].unique().to_list(), key=natural_key)
 
 
 def panel_of(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    return frame.filter(panel_key() == key)
+    return frame.filter(_panel_key() == key)
 
 
 def _width(panels: int, per_panel: float = 5.0) -> float:
@@ -388,7 +388,7 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
                 [r["user_tok_s"]],
                 [r["tok_s_gpu"]],
                 marker=style[r["config"]]["marker"],
-                markersize=FRONT_MARKER,
+                markersize=_FRONT_MARKER,
                 color=style[r["config"]]["color"],
                 markeredgecolor="crimson",
                 markeredgewidth=1.5,
@@ -416,8 +416,8 @@ def plot_frontier(frontier: pl.DataFrame, path: Path) -> Path | None:
     return path
 
 
-LABEL_SIZE = 7  # points
-FRONT_MARKER = 8  # points: a frontier point's marker
+_LABEL_SIZE = 7  # points
+_FRONT_MARKER = 8  # points: a frontier point's marker
 
 
 def frontier_label(r: dict) -> str:
@@ -436,8 +436,8 @@ def _label_frontier(ax, front: pl.DataFrame, dpi: float) -> None:
     px = 72.0 / dpi  # points per pixel
     at = [(float(x), float(y)) for x, y in (ax.transData.transform((r["user_tok_s"], r["tok_s_gpu"])) for r in rows)]
     texts = [frontier_label(r) for r in rows]
-    sizes = [(w / px, h / px) for w, h in (labels.text_size(t, LABEL_SIZE) for t in texts)]
-    marker = FRONT_MARKER / 2 / px  # the frontier's markers, half their size in pixels
+    sizes = [(w / px, h / px) for w, h in (labels.text_size(t, _LABEL_SIZE) for t in texts)]
+    marker = _FRONT_MARKER / 2 / px  # the frontier's markers, half their size in pixels
     x0, y0, x1, y1 = (float(v) for v in ax.bbox.extents)
     boxes = labels.place(at, sizes, bounds=(x0, y0, x1, y1), marker=marker)
     for r, (x, y), text, box in zip(rows, at, texts, boxes):
@@ -449,7 +449,7 @@ def _label_frontier(ax, front: pl.DataFrame, dpi: float) -> None:
             textcoords="offset points",
             ha="left",
             va="bottom",
-            fontsize=LABEL_SIZE,
+            fontsize=_LABEL_SIZE,
             color="crimson",
             zorder=5,
             annotation_clip=False,

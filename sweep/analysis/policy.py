@@ -42,30 +42,30 @@ from typing import Any
 
 import polars as pl
 
-from sweep.analysis import noise
+from sweep.analysis import noise, speedups
 from sweep.analysis.acceptance import spec_shape
-from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, natural_key
-from sweep.results.records import server_flags
+from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, configurations, natural_key, points_frame
+from sweep.results import server_flags
 
 ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
-ADAPTIVE_FLAG = "speculative-adaptive"
+_ADAPTIVE_FLAG = "speculative-adaptive"
 CONFIG_FLAG = "speculative-adaptive-config"
-ADAPTIVE_SINCE = "0.5.23"  # the first release with --speculative-adaptive (sweep/sglang/flagnames.py)
-ADAPTIVE_BUILDS = {"7f8f030": True}  # builds named by commit: the CPU build has the flags
-STEP_ROLES = ("steps",)
+_ADAPTIVE_SINCE = "0.5.23"  # the first release with --speculative-adaptive (sweep/sglang/flagnames.py)
+_ADAPTIVE_BUILDS = {"7f8f030": True}  # builds named by commit: the CPU build has the flags
+_STEP_ROLES = ("steps",)
 
 
 def has_adaptive(version: str | None) -> bool | None:
     """Whether SGLang ``version`` has ``--speculative-adaptive`` (None: unknown version)."""
     if not version:
         return None
-    for commit, has in ADAPTIVE_BUILDS.items():  # "7f8f030", "0.0.0.dev0+g7f8f030"
+    for commit, has in _ADAPTIVE_BUILDS.items():  # "7f8f030", "0.0.0.dev0+g7f8f030"
         if commit in version:
             return has
     m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
     if not m:
         return None
-    since = tuple(int(x) for x in ADAPTIVE_SINCE.split("."))
+    since = tuple(int(x) for x in _ADAPTIVE_SINCE.split("."))
     return tuple(int(x) for x in m.groups()) >= since
 
 
@@ -73,7 +73,7 @@ def needs_text(version: str | None) -> str | None:
     """What the report says where the sweep's SGLang lacks the flags (None where it has them)."""
     if has_adaptive(version) is False:
         return (
-            f"needs SGLang >= {ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
+            f"needs SGLang >= {_ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
             "deploy the plain table"
         )
     return None
@@ -94,7 +94,7 @@ class Tier:
 
 
 @dataclass(frozen=True)
-class BreakEven:
+class _BreakEven:
     """Where speculation stops paying: above ``concurrency`` (an estimate: where the best step
     count's ratio to the baseline crosses 1, linearly in log C) no step count beats the baseline;
     ``low``: the last level where one is ahead beyond noise; ``high``: the first level from which the
@@ -136,7 +136,7 @@ class Policy:
     step_axis: str
     workload: str
     tiers: tuple[Tier, ...]
-    break_even: BreakEven | None
+    break_even: _BreakEven | None
     member_ids: tuple[str, ...]
     steps: dict[int, str] = field(default_factory=dict)  # step count -> the member's point id
     labels: dict[int, str] = field(default_factory=dict)  # step count -> the member's label
@@ -167,7 +167,7 @@ class Policy:
         tokens (steps + 1), topk 1, and the config as a mapping (the host writes it to a file)."""
         k = self.largest()
         return {
-            ADAPTIVE_FLAG: True,
+            _ADAPTIVE_FLAG: True,
             CONFIG_FLAG: self.config(),
             "speculative-num-steps": k,
             "speculative-num-draft-tokens": k + 1,
@@ -188,7 +188,7 @@ class Policy:
             r["to"] = rows[i + 1]["lo"] - 1 if i + 1 < len(rows) else None
             k = r["steps"]
             r["label"] = self.labels.get(k) if k else self.baseline_label
-            r["flags"] = static_flags(k)
+            r["flags"] = _static_flags(k)
         return rows
 
     def slug(self) -> str:
@@ -204,7 +204,7 @@ class Policy:
         return ",".join(f"{a}={values[a]}" for a in order)
 
 
-def static_flags(steps: int) -> dict[str, Any]:
+def _static_flags(steps: int) -> dict[str, Any]:
     """The speculative flags of a static chain of ``steps`` (0: no speculation)."""
     if not steps:
         return {}
@@ -242,7 +242,7 @@ def is_confirmation(row: dict) -> bool:
 def _step_axis(row: dict) -> str | None:
     roles = as_dict(row.get("param_roles"))
     for a, role in roles.items():
-        if role in STEP_ROLES:
+        if role in _STEP_ROLES:
             return a
     return None
 
@@ -439,7 +439,7 @@ def _tiers(levels: list[Level]) -> tuple[Tier, ...]:
     return tuple(out)
 
 
-def _break_even(rows: list[dict]) -> BreakEven | None:
+def _break_even(rows: list[dict]) -> _BreakEven | None:
     """From per level {c, ahead (a step count faster than the baseline beyond noise), behind (the
     baseline faster than every step count beyond noise), ratio (the best step count's over the
     baseline)}: None when no level is ahead (never pays) or the highest is (never stops paying)."""
@@ -456,7 +456,7 @@ def _break_even(rows: list[dict]) -> BreakEven | None:
             frac = (r0 - 1) / (r0 - r1)
             est = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
             break
-    return BreakEven(est, rows[last]["c"], None if high is None else rows[high]["c"], rows[-1]["c"])
+    return _BreakEven(est, rows[last]["c"], None if high is None else rows[high]["c"], rows[-1]["c"])
 
 
 def _version(points: pl.DataFrame) -> str | None:
@@ -605,8 +605,6 @@ def derive(
 def from_tables(tables, *, level_noise: float | None = None, confidence: float = 0.95) -> Policies:
     """``derive`` on a results directory's tables (``sweep.results.load``), its figures at real speed
     as the report reads them (``level_noise``: by default the curves' own, ``noise.curve_noise``)."""
-    from sweep.analysis import speedups
-    from sweep.analysis.frames import configurations, points_frame
 
     levels = speedups.level_speedups(tables)
     return derive(
@@ -619,12 +617,12 @@ def from_tables(tables, *, level_noise: float | None = None, confidence: float =
     )
 
 
-def for_point(policies: list[Policy], point_id: str) -> Policy | None:
+def _for_point(policies: list[Policy], point_id: str) -> Policy | None:
     """The policy whose group holds the point (a step count of it), if any."""
     return next((p for p in policies if point_id in p.member_ids), None)
 
 
-CONFIRMATION = {
+_CONFIRMATION = {
     "concurrency": pl.Int64,
     "policy_tok_s": pl.Float64,
     "static_tok_s": pl.Float64,
@@ -658,7 +656,7 @@ def confirmation(
     level: any of its step counts or its baseline) and the baseline. Each ``vs_*`` is the policy's
     throughput over the other's - 1, with its interval (the report's rule: the two levels' per-request
     interval as a relative width, widened by the level-wide noise); ``short``: below the envelope
-    beyond noise. Empty without a measured confirmation point (``CONFIRMATION``)."""
+    beyond noise. Empty without a measured confirmation point (``_CONFIRMATION``)."""
     sigma = noise.level_sigma(level_noise)
     rows_of: dict[str, dict[int, dict]] = {}
     for r in levels.filter(pl.col("concurrency") > 0).iter_rows(named=True):
@@ -667,7 +665,7 @@ def confirmation(
     mine = next((rows_of[c] for c in p.confirmation_ids if c in rows_of), None)
     cid = next((c for c in p.confirmation_ids if c in rows_of), None)
     if mine is None or cid is None:
-        return pl.DataFrame(schema=CONFIRMATION)
+        return pl.DataFrame(schema=_CONFIRMATION)
     ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
     label = {k: f"{p.step_axis}={k}" for k in p.steps} | {0: "none"}  # within the group
     out, pairs = [], []
@@ -720,4 +718,4 @@ def confirmation(
             ).row(0, named=True)
             row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
         row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
-    return pl.DataFrame(out, schema=CONFIRMATION)
+    return pl.DataFrame(out, schema=_CONFIRMATION)

@@ -32,10 +32,9 @@ from typing import Any, BinaryIO
 
 import polars as pl
 
-from sweep.analysis import openloop, realspeed, speedups
+from sweep.analysis import history, openloop, realspeed, speedups
 from sweep.analysis.frames import Tables
-from sweep.core import atomic
-from sweep.core.errors import OutputError, QueryError, UnknownFormatError
+from sweep.core import OutputError, QueryError, UnknownFormatError, atomic
 from sweep.results import load
 
 
@@ -52,7 +51,7 @@ VIEWS: dict[str, Callable[[Tables], pl.DataFrame]] = {
     "rate_levels": openloop.rate_levels,  # the open-loop levels, per point and offered rate
 }
 FORMATS = ("table", "csv", "json", "ndjson", "parquet", "markdown")
-SUFFIXES = {
+_SUFFIXES = {
     ".txt": "table",
     ".csv": "csv",
     ".json": "json",
@@ -73,8 +72,8 @@ def output_format(fmt: str | None, output: str | Path | None) -> str:
     if fmt is not None and fmt not in FORMATS:
         raise UnknownFormatError(f"unknown output format {fmt!r}", fix=f"use one of {known}")
     suffix = Path(output).suffix.lower() if output is not None else ""
-    by_suffix = SUFFIXES.get(suffix)
-    suffixes = ", ".join(f"{s} ({f})" for s, f in SUFFIXES.items())
+    by_suffix = _SUFFIXES.get(suffix)
+    suffixes = ", ".join(f"{s} ({f})" for s, f in _SUFFIXES.items())
     if fmt is None:
         if suffix and by_suffix is None:
             raise UnknownFormatError(
@@ -86,7 +85,7 @@ def output_format(fmt: str | None, output: str | Path | None) -> str:
         raise UnknownFormatError(
             f"--format {fmt} but --output {output} says {by_suffix} ({suffix})",
             fix=f"drop --format (the suffix decides), or name the file for {fmt}: "
-            + ", ".join(s for s, f in SUFFIXES.items() if f == fmt),
+            + ", ".join(s for s, f in _SUFFIXES.items() if f == fmt),
         )
     return fmt
 
@@ -98,7 +97,7 @@ def run_sql(tables: Tables, sql: str) -> pl.DataFrame:
 
 
 HISTORY_VIEWS = ("runs", "picks", "history", "changes")  # sweep.analysis.history.VIEWS
-RESULTS_DIR = "results_dir"  # over several directories: the column naming each row's directory
+_RESULTS_DIR = "results_dir"  # over several directories: the column naming each row's directory
 
 
 def _named(name: str, sql: str) -> bool:
@@ -110,11 +109,11 @@ def _named(name: str, sql: str) -> bool:
     return re.search(rf"\b{name}\b", sql, re.IGNORECASE) is not None
 
 
-Views = dict[str, Callable[[], pl.DataFrame]]
+_Views = dict[str, Callable[[], pl.DataFrame]]
 """A view's name and what builds it (only when a query names it)."""
 
 
-def _run(tables: Tables, sql: str, views: Views | None = None) -> pl.DataFrame:
+def _run(tables: Tables, sql: str, views: _Views | None = None) -> pl.DataFrame:
     """``sql`` over ``tables`` and the views it names: the report's over ``tables`` unless ``views``
     gives each view's own builder (several directories, the history)."""
     views = {name: partial(view, tables) for name, view in VIEWS.items()} if views is None else views
@@ -165,7 +164,7 @@ def write(frame: pl.DataFrame, fmt: str, out: BinaryIO, *, max_rows: int = 100) 
         raise UnknownFormatError(f"unknown output format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
 
 
-def write_file(frame: pl.DataFrame, fmt: str, output: str | Path, *, max_rows: int = 100) -> None:
+def _write_file(frame: pl.DataFrame, fmt: str, output: str | Path, *, max_rows: int = 100) -> None:
     """``write`` to the file ``output``, whole or not at all (a temporary beside it, renamed); a
     folder that cannot be written is an OutputError (exit 7) naming it."""
     try:
@@ -186,16 +185,15 @@ def cannot_write(path: Path, e: OSError) -> OutputError:
 
 def _with_run(frames: Sequence[tuple[str, pl.LazyFrame]]) -> pl.LazyFrame:
     """The frames of several directories as one, a first column ``results_dir`` naming each one's directory."""
-    return pl.concat([f.select(pl.lit(run).alias(RESULTS_DIR), pl.all()) for run, f in frames], how="diagonal_relaxed")
+    return pl.concat([f.select(pl.lit(run).alias(_RESULTS_DIR), pl.all()) for run, f in frames], how="diagonal_relaxed")
 
 
 def _per_run(view: Callable[[Tables], pl.DataFrame], scaled: Sequence[tuple[str, Tables]]) -> pl.DataFrame:
     return _with_run([(run, view(t).lazy()) for run, t in scaled]).collect()
 
 
-def history_views(directories: Sequence[str | Path]) -> Views:
+def _history_views(directories: Sequence[str | Path]) -> _Views:
     """The history's tables (``sweep.analysis.history``) over ``directories``, built once, when named."""
-    from sweep.analysis import history
 
     built: list[history.History] = []
 
@@ -207,15 +205,15 @@ def history_views(directories: Sequence[str | Path]) -> Views:
     return {name: partial(table, name) for name in history.VIEWS}
 
 
-def several(directories: Sequence[str | Path]) -> tuple[Tables, Views, list[realspeed.Speed]]:
+def several(directories: Sequence[str | Path]) -> tuple[Tables, _Views, list[realspeed.Speed]]:
     """The tables of several results directories (each at real speed), every one with a first column
     ``results_dir``; the views, the report's built per directory, the history's over them all; and the speeds
     of the directories."""
     scaled = [(str(d), *realspeed.at_real_speed(load(d))) for d in directories]
     tables = {name: _with_run([(run, t[name]) for run, t, _ in scaled]) for name in scaled[0][1]}
     runs = [(run, t) for run, t, _ in scaled]
-    views: Views = {name: partial(_per_run, view, runs) for name, view in VIEWS.items()}
-    return tables, {**views, **history_views(directories)}, [speed for _, _, speed in scaled]
+    views: _Views = {name: partial(_per_run, view, runs) for name, view in VIEWS.items()}
+    return tables, {**views, **_history_views(directories)}, [speed for _, _, speed in scaled]
 
 
 def query(
@@ -231,8 +229,8 @@ def query(
     fmt = output_format(fmt, output)
     if isinstance(directory, (str, Path)):
         tables, speed = realspeed.at_real_speed(load(directory))
-        views: Views = {name: partial(view, tables) for name, view in VIEWS.items()}
-        views.update(history_views([directory]))
+        views: _Views = {name: partial(view, tables) for name, view in VIEWS.items()}
+        views.update(_history_views([directory]))
         frame, speeds = _run(tables, sql, views), [speed]
     else:
         many, views, speeds = several(directory)
@@ -240,7 +238,7 @@ def query(
     for note in dict.fromkeys(s.query_note() for s in speeds if s.scaled):  # stderr: the result on stdout
         print(note, file=sys.stderr, flush=True)  # stays clean CSV, JSON or Parquet
     if output is not None:
-        write_file(frame, fmt, output, max_rows=max_rows)
+        _write_file(frame, fmt, output, max_rows=max_rows)
         return frame
     if fmt == "parquet" and sys.stdout.isatty():
         raise UnknownFormatError(

@@ -27,7 +27,7 @@ import polars as pl
 from sweep.analysis.frames import Tables, points_frame
 
 # per table: columns in seconds (multiplied by the speed) and in per-second rates (divided by it)
-TIMES = {
+_TIMES = {
     "single_stream": ("latency_s", "ttft_s"),
     "levels": (
         "wall_s",
@@ -62,9 +62,9 @@ RATES = {
     ),  # an open-loop level's (sweep/bench/openloop.py)
     "requests": ("offered_rate",),
 }
-TIME_LISTS = {"requests": ("chunk_times_s",)}
-MEASURED = "_measured"  # suffix of the column that keeps a scaled column's measured values
-DIVIDED = "fake_speed_divided"  # points column: the factor divided out of each point (1: none)
+_TIME_LISTS = {"requests": ("chunk_times_s",)}
+_MEASURED = "_measured"  # suffix of the column that keeps a scaled column's measured values
+_DIVIDED = "fake_speed_divided"  # points column: the factor divided out of each point (1: none)
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Speed:
                 f"DRY RUN at {self.factor:g}x: the fake served {self.factor:g} times faster than the real system "
                 f"it models; every benchmark time and rate below is divided back by {self.factor:g} (real "
                 "speed). Startup times are the fake's own (its startup is compressed separately). The Parquet "
-                f"files keep what was measured (`sweep query`: the *{MEASURED} columns)."
+                f"files keep what was measured (`sweep query`: the *{_MEASURED} columns)."
             )
             if self.scaled
             else ""
@@ -97,7 +97,7 @@ class Speed:
             (
                 f"DRY RUN at {self.factor:g}x: times and rates in these tables and views are at real speed (the "
                 f"fake's divided back by {self.factor:g}, as in the report); what the fake measured is in the "
-                f"*{MEASURED} columns of single_stream, levels and requests."
+                f"*{_MEASURED} columns of single_stream, levels and requests."
             )
             if self.scaled
             else ""
@@ -107,7 +107,7 @@ class Speed:
 def speeds(tables: Tables) -> pl.DataFrame:
     """``point_id, speed`` of every point that ran on the fake at a speed other than 1 (none when the
     tables are already at real speed)."""
-    if DIVIDED in tables["points"].collect_schema().names():
+    if _DIVIDED in tables["points"].collect_schema().names():
         return pl.DataFrame(schema={"point_id": pl.String, "speed": pl.Float64})
     pts = points_frame(tables)
     if not pts.height or "bench_scale" not in pts.columns:
@@ -128,7 +128,7 @@ def _speed(factors: list[float], points: int) -> Speed:
 def scaled(tables: Tables) -> dict[str, pl.LazyFrame]:
     """``tables`` at real speed, for a caller that needs only the tables: those already scaled come
     back at once (no read of the points to say how), anything else through :func:`at_real_speed`."""
-    if DIVIDED in tables["points"].collect_schema().names():
+    if _DIVIDED in tables["points"].collect_schema().names():
         return dict(tables)
     return at_real_speed(tables)[0]
 
@@ -138,29 +138,29 @@ def at_real_speed(tables: Tables) -> tuple[dict[str, pl.LazyFrame], Speed]:
     values kept as ``<column>_measured``), and how. Tables already at real speed come back as they are,
     with the same ``Speed``."""
     out = dict(tables)
-    if DIVIDED in tables["points"].collect_schema().names():  # scaled already
-        done = tables["points"].select(DIVIDED).collect()[DIVIDED].drop_nulls()
+    if _DIVIDED in tables["points"].collect_schema().names():  # scaled already
+        done = tables["points"].select(_DIVIDED).collect()[_DIVIDED].drop_nulls()
         done = done.filter(done != 1.0)
         return out, _speed(done.to_list(), done.len())
     per_point = speeds(tables)
     if not per_point.height:
         return out, Speed()
     lazy = per_point.lazy()
-    for table in TIMES:
+    for table in _TIMES:
         if table not in out:
             continue
         names = set(out[table].collect_schema().names())
         k = pl.col("__speed").fill_null(1.0)
-        times = [c for c in TIMES[table] + TIME_LISTS.get(table, ()) if c in names]
+        times = [c for c in _TIMES[table] + _TIME_LISTS.get(table, ()) if c in names]
         rates = [c for c in RATES[table] if c in names]
-        kept = [pl.col(c).alias(c + MEASURED) for c in times + rates]
+        kept = [pl.col(c).alias(c + _MEASURED) for c in times + rates]
         exprs = [pl.col(c) * k for c in times] + [pl.col(c) / k for c in rates]
         frame = out[table].join(lazy.rename({"speed": "__speed"}), on="point_id", how="left", maintain_order="left")
         frame = frame.with_columns(kept).with_columns(exprs)
         out[table] = frame.drop("__speed")
     out["points"] = (
         out["points"]
-        .join(lazy.rename({"speed": DIVIDED}), on="point_id", how="left", maintain_order="left")
-        .with_columns(pl.col(DIVIDED).fill_null(1.0))
+        .join(lazy.rename({"speed": _DIVIDED}), on="point_id", how="left", maintain_order="left")
+        .with_columns(pl.col(_DIVIDED).fill_null(1.0))
     )
     return out, _speed(per_point["speed"].to_list(), per_point.height)

@@ -134,7 +134,7 @@ def terminal(sections: list[Section], console: Console, image_dir: str = "") -> 
             console.print(Text(f"plot: {image_dir}{image}", style="dim"))
 
 
-PAGE_STYLE = """
+_PAGE_STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em auto; max-width: 1500px;
        padding: 0 1.5em; color: #222; line-height: 1.45; }
 h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
@@ -177,7 +177,7 @@ def _paragraphs(paragraphs: list[str]) -> list[str]:
     return out
 
 
-def html_table(frame: pl.DataFrame) -> str:
+def _html_table(frame: pl.DataFrame) -> str:
     """A table of strings (as ``strings`` makes them) as an HTML table."""
     text = strings(frame)
     head = "".join(f"<th>{html_mod.escape(c)}</th>" for c in text.columns)
@@ -203,7 +203,7 @@ def html(sections: list[Section], charts: Mapping[str, str] | None = None, scrip
             toc.append(f'<a href="#{anchor}">{html_mod.escape(s.title)}</a>')
         body = [f'<section><h{level} id="{anchor}">{html_mod.escape(s.title)}</h{level}>', *_paragraphs(s.paragraphs)]
         if s.table is not None and s.table.height:
-            body.append(html_table(s.table))
+            body.append(_html_table(s.table))
         body += [
             f'<div class="chart" data-image="{html_mod.escape(image)}">{charts[image]}</div>'
             for image in s.images
@@ -217,6 +217,6 @@ def html(sections: list[Section], charts: Mapping[str, str] | None = None, scrip
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html_mod.escape(title)}</title><style>{PAGE_STYLE}</style>{js}</head>\n"
+        f"<title>{html_mod.escape(title)}</title><style>{_PAGE_STYLE}</style>{js}</head>\n"
         "<body>\n" + "\n".join(parts) + "\n</body></html>\n"
     )

@@ -27,11 +27,11 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from sweep.results.schema import LEVELS
+from sweep.results import LEVELS
 
 REPEATS = "repeats"  # the pooled levels' column: how many measurements a row pools
 KEYS = ("point_id", "concurrency")
-SUMMED = {
+_SUMMED = {
     "requests",
     "ok",
     "failed",
@@ -46,7 +46,7 @@ SUMMED = {
     "power_samples",
     "precision_batches",
 }
-FROM_REQUESTS = {
+_FROM_REQUESTS = {
     "latency_p50_s": ("latency_s", 0.50),
     "latency_p90_s": ("latency_s", 0.90),
     "latency_p99_s": ("latency_s", 0.99),
@@ -55,7 +55,7 @@ FROM_REQUESTS = {
     "tpot_p50_s": ("tpot_s", 0.50),
     "tpot_p99_s": ("tpot_s", 0.99),
 }
-FIRST_ONLY = {"level_started_at"}  # the first repeat's start; level_ended_at: the last's end
+_FIRST_ONLY = {"level_started_at"}  # the first repeat's start; level_ended_at: the last's end
 
 
 def has_repeats(tables: Mapping[str, pl.LazyFrame]) -> bool:
@@ -85,7 +85,7 @@ def pooled(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
             continue
         dtype = closed.schema[name]
         col = pl.col(name)
-        if name in SUMMED:
+        if name in _SUMMED:
             aggs.append(col.sum().cast(dtype).alias(name))
         elif name == "repeat":
             aggs.append(col.fill_null(0).max().cast(dtype).alias(name))
@@ -94,7 +94,7 @@ def pooled(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
         elif name == "per_request_tok_s":
             ok = pl.col("ok").fill_null(0).cast(pl.Float64)
             aggs.append(((col * ok).sum() / ok.filter(col.is_not_null()).sum()).cast(dtype).alias(name))
-        elif dtype.is_float() and name not in FIRST_ONLY:
+        elif dtype.is_float() and name not in _FIRST_ONLY:
             present = col.is_not_null()
             aggs.append(
                 pl.when(present.any())
@@ -129,11 +129,11 @@ def _percentiles(merged: pl.DataFrame, requests: pl.LazyFrame) -> pl.DataFrame:
         requests.filter((pl.col("phase") == "level") & pl.col("ok").fill_null(False))
         .join(again.lazy(), on=list(KEYS), how="inner")
         .group_by(*KEYS)
-        .agg([pl.col(src).quantile(q, "linear").alias(name) for name, (src, q) in FROM_REQUESTS.items()])
+        .agg([pl.col(src).quantile(q, "linear").alias(name) for name, (src, q) in _FROM_REQUESTS.items()])
         .collect()
     )
     found = found.with_columns([pl.col(c).cast(merged.schema[c]) for c in KEYS])
-    cols = list(FROM_REQUESTS)
+    cols = list(_FROM_REQUESTS)
     return (
         merged.join(found.rename({c: f"_{c}" for c in cols}), on=list(KEYS), how="left")
         .with_columns([pl.coalesce(f"_{c}", c).alias(c) for c in cols])
@@ -141,7 +141,7 @@ def _percentiles(merged: pl.DataFrame, requests: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def repeats_of(levels: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def _repeats_of(levels: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """``point_id, concurrency, repeats`` of pooled levels (1 everywhere for levels never re-measured)."""
     frame = levels.collect() if isinstance(levels, pl.LazyFrame) else levels
     if REPEATS not in frame.columns:
@@ -149,10 +149,10 @@ def repeats_of(levels: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return frame.select(*KEYS, REPEATS).unique(list(KEYS))
 
 
-assert set(FROM_REQUESTS) <= set(LEVELS.names) and SUMMED <= set(LEVELS.names)
+assert set(_FROM_REQUESTS) <= set(LEVELS.names) and _SUMMED <= set(LEVELS.names)
 
 
-MIN_DF = 8  # repeats (beyond each level's first) before their spread stands for the level-wide noise
+_MIN_DF = 8  # repeats (beyond each level's first) before their spread stands for the level-wide noise
 
 
 def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throughput") -> tuple[float | None, int]:
@@ -160,7 +160,7 @@ def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throu
     between the repeats of each re-measured level (point, concurrency), as a relative SD, and its
     degrees of freedom (measurements beyond each level's first). ``noise.curve_noise`` infers the same
     quantity from the scatter of the curves about smooth ones, and errs wide where a curve bends; a
-    level measured again on a fresh launch shows it as it is. None under ``MIN_DF`` degrees of freedom.
+    level measured again on a fresh launch shows it as it is. None under ``_MIN_DF`` degrees of freedom.
     Raw levels (before :func:`pooled`)."""
     frame = levels.collect() if isinstance(levels, pl.LazyFrame) else levels
     if "repeat" not in frame.columns or not frame.height:
@@ -173,6 +173,6 @@ def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throu
         .filter(pl.col("n") > 1)
     )
     df = int(groups["n"].sum() - groups.height) if groups.height else 0
-    if df < MIN_DF:
+    if df < _MIN_DF:
         return None, df
     return float(groups["ss"].sum() / df) ** 0.5, df

@@ -8,7 +8,13 @@ yet are listed from plan.json when it names them), failed points, missing baseli
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import signal
+import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +32,8 @@ from sweep.analysis.findings import Findings, analyze, headlines
 from sweep.analysis.frames import natural_key
 from sweep.analysis.health import PHASES
 from sweep.analysis.render import Section
-from sweep.core import atomic
-from sweep.core.console import plural
-from sweep.results import load
-from sweep.results.meta import read_plan
+from sweep.core import OutputError, atomic, plural
+from sweep.results import check_sweep_dir, decisions, load, read_columns, read_plan
 
 
 @dataclass
@@ -41,7 +45,7 @@ class Report:
     files: dict[str, str] = field(default_factory=dict)  # beside report.md: {name: text} (policy-*.json)
 
 
-def planned_points(plan: dict) -> list[dict]:
+def _planned_points(plan: dict) -> list[dict]:
     """The plan's points as {point_id, label} (empty when the plan does not list them)."""
     points = plan.get("points")
     if not isinstance(points, list):
@@ -59,7 +63,7 @@ def _when(epoch: float | None) -> str:
 
 def header(directory: Path, f: Findings, plan: dict) -> Section:
     """The report's title and the two lines that place it (what was written, on what); the rest of
-    what the sweep was (its directory, a partial sweep, a dry run's scaling) is ``about_section``,
+    what the sweep was (its directory, a partial sweep, a dry run's scaling) is ``_about_section``,
     below the answer (``deploy.deploy_section``)."""
     s = f.summary
     title = f"Sweep report: {', '.join(s['experiments']) or directory.name}"
@@ -77,11 +81,11 @@ def header(directory: Path, f: Findings, plan: dict) -> Section:
     return Section(title, lines, level=1)
 
 
-def about_section(directory: Path, f: Findings, plan: dict) -> Section:
+def _about_section(directory: Path, f: Findings, plan: dict) -> Section:
     """Where the results are, what is not written yet, and how a dry run's figures came to be."""
     s = f.summary
     lines = [f"Directory: {directory}"]
-    planned = planned_points(plan)
+    planned = _planned_points(plan)
     written = set(f.single["point_id"].to_list())
     if planned:
         pending = [p for p in planned if p["point_id"] not in written]
@@ -101,7 +105,7 @@ def about_section(directory: Path, f: Findings, plan: dict) -> Section:
     return Section("This sweep", lines)
 
 
-def summary_section(f: Findings) -> Section:
+def _summary_section(f: Findings) -> Section:
     measured = f.levels.height > 0 or f.single.filter(pl.col("tok_s").is_not_null()).height > 0
     lines = headlines(f) or [
         "Only baselines were measured: no speculative point finished its benchmark (see Failures)."
@@ -120,7 +124,7 @@ Columns = dict[str, str | pl.Expr]
 expression (the headings that are no identifiers, passed as ``**columns``)."""
 
 
-COUNTED = (
+_COUNTED = (
     "Tokens counted: output (completion) tokens only, prompt tokens not; per GPU = the level's "
     "output tok/s divided by the GPUs the server uses (tp x pp, x dp for data-parallel replicas, from "
     "its argv; over every host it spans), not by the host's GPUs"
@@ -135,7 +139,7 @@ def _per_note(frame: pl.DataFrame) -> str:
         labels = sorted(rows["label"].unique().to_list())
         return ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
 
-    text = COUNTED
+    text = _COUNTED
     if frame.height and "per" in frame.columns:
         hosts = frame.filter(pl.col("per") == "host")
         if hosts.height:
@@ -150,7 +154,7 @@ def _per_note(frame: pl.DataFrame) -> str:
     return text + "."
 
 
-def frontier_section(f: Findings, images: list[str]) -> list[Section]:
+def _frontier_section(f: Findings, images: list[str]) -> list[Section]:
     fr = f.frontier
     if fr.is_empty():
         return []
@@ -220,7 +224,7 @@ def _vs_baseline_cell(vs: float | None, baseline: bool, tok: float, base_tok: fl
     return render.change(vs)
 
 
-def slo_sections(f: Findings) -> list[Section]:
+def _slo_sections(f: Findings) -> list[Section]:
     if not f.slos:
         return [
             Section(
@@ -375,7 +379,7 @@ def open_loop_sections(f: Findings) -> list[Section]:
     return [Section("Open loop: goodput against offered rate", text, frame.select(**columns))]
 
 
-def energy_section(f: Findings, tables=None) -> Section:
+def _energy_section(f: Findings, tables=None) -> Section:
     """Joules per output token and output tok/s per kW at each level, or why there are none
     (``tables``: to name the points whose power covers other GPUs than the server's)."""
     title = "Energy per token"
@@ -433,7 +437,7 @@ def _runs_cell(ok: int | None, failed: int | None, status: str | None) -> str:
     return f"{ok} ({failed} failed)" if failed else str(ok)
 
 
-def single_stream_section(f: Findings, images: list[str]) -> Section:
+def _single_stream_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(1), "tok_s"),
         "min-max": render.cell(
@@ -484,7 +488,7 @@ def _throughput_cell(value: float | None, ratio: float | None, noisy: bool | Non
     return render.num(value, 0) + ("" if ratio is None else f" ({render.marked(ratio, noisy)})")
 
 
-def stop_note(tables) -> list[str]:
+def _stop_note(tables) -> list[str]:
     """How the levels ended, when a stop rule ended some early (empty otherwise)."""
     lv = tables["levels"].select("stopped_early", "requests", "planned_requests", "throughput_precision").collect()
     stopped = lv.filter(pl.col("stopped_early").fill_null(False))
@@ -499,7 +503,7 @@ def stop_note(tables) -> list[str]:
     ]
 
 
-def concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = ()) -> Section:
+def _concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = ()) -> Section:
     cell = render.cell(_throughput_cell, "output_throughput", "throughput_ratio", "within_noise")
     return Section(
         "Concurrency",
@@ -516,7 +520,7 @@ def concurrency_section(f: Findings, images: list[str], notes: Sequence[str] = (
     )
 
 
-def best_section(f: Findings) -> Section:
+def _best_section(f: Findings) -> Section:
     columns: Columns = {
         "tok/s": render.cell(_n(0), "value"),
         "vs its baseline": render.cell(lambda r, v: render.marked(r, v == "within noise"), "speedup", "verdict"),
@@ -558,16 +562,14 @@ def best_section(f: Findings) -> Section:
     )
 
 
-def decisions_section(directory: Path) -> list[Section]:
+def _decisions_section(directory: Path) -> list[Section]:
     """How ``decide`` ended each pick it measured again (``decisions.parquet``): none without it."""
-    from sweep.results.store import decisions
 
     d = decisions(directory)
     if not d.height:
         return []
     pct = lambda v: render.MISSING if v is None else ("inf" if v == float("inf") else render.change(v))  # noqa: E731
     counts = {o: int((d["outcome"] == o).sum()) for o in ("decided", "equal", "budget")}
-    from sweep.results.store import read_columns
 
     again = read_columns(directory, "levels", ["repeat", "wall_s"]).filter(pl.col("repeat").fill_null(0) > 0)
     bench = float(again["wall_s"].sum() or 0.0)  # each re-measured level once (decisions may share one)
@@ -606,7 +608,7 @@ def decisions_section(directory: Path) -> list[Section]:
     ]
 
 
-def crossover_section(f: Findings, images: list[str]) -> Section:
+def _crossover_section(f: Findings, images: list[str]) -> Section:
     columns: Columns = {
         "ahead up to C": "ahead_up_to",
         "first behind at C": "first_behind",
@@ -634,7 +636,7 @@ def crossover_section(f: Findings, images: list[str]) -> Section:
     )
 
 
-def grid_sections(f: Findings, images: list[str]) -> list[Section]:
+def _grid_sections(f: Findings, images: list[str]) -> list[Section]:
     """The speedup grid: drafter (rows) by speculative shape (columns), a table per NCCL profile,
     at single stream and at the highest concurrency level."""
     sources = [
@@ -690,7 +692,7 @@ def grid_sections(f: Findings, images: list[str]) -> list[Section]:
     return out
 
 
-def env_section(f: Findings, images: list[str]) -> Section:
+def _env_section(f: Findings, images: list[str]) -> Section:
     table = f.env.select(
         configuration=pl.when("baseline").then(pl.col("config") + " (baseline)").otherwise("config"),
         profile="profile",
@@ -714,7 +716,7 @@ def env_section(f: Findings, images: list[str]) -> Section:
     )
 
 
-def acceptance_section(f: Findings) -> Section:
+def _acceptance_section(f: Findings) -> Section:
     a = f.acceptance
     if not a.height:
         return Section("Drafter acceptance", ["No speculative point with a drafter."])
@@ -756,7 +758,7 @@ def acceptance_section(f: Findings) -> Section:
     )
 
 
-def workload_sections(f: Findings, tables) -> list[Section]:
+def _workload_sections(f: Findings, tables) -> list[Section]:
     """Each drafter's accept length and speedup across workloads; none unless the results hold several."""
     frame = workloads_mod.by_workload(tables, f.single, f.levels)
     if not frame.height:
@@ -794,7 +796,7 @@ def workload_sections(f: Findings, tables) -> list[Section]:
     ]
 
 
-def startup_section(f: Findings, images: list[str]) -> Section:
+def _startup_section(f: Findings, images: list[str]) -> Section:
     s = f.startup
     cols = [*PHASES, "other_s", "startup_s"]
     table = s.select(point="label", status="status", **{c.removesuffix("_s"): render.cell(_n(1), c) for c in cols})
@@ -816,7 +818,7 @@ def _last_line(text: str | None, width: int = 120) -> str:
     return render.MISSING if not lines else lines[-1].strip()[:width]
 
 
-def failures_section(f: Findings, plan: dict) -> list[Section]:
+def _failures_section(f: Findings, plan: dict) -> list[Section]:
     out: list[Section] = []
     if f.failures.height:
         out.append(
@@ -881,7 +883,7 @@ def failures_section(f: Findings, plan: dict) -> list[Section]:
     return out
 
 
-def method_section(f: Findings) -> Section:
+def _method_section(f: Findings) -> Section:
     return Section(
         "Method",
         [
@@ -963,7 +965,7 @@ PLOTS = {
 }
 
 
-CHARTS = {
+_CHARTS = {
     "single_stream.png": lambda f: charts.chart_single_stream(f.single),
     "concurrency.png": lambda f: charts.chart_concurrency(f.levels),
     "speedup_vs_concurrency.png": lambda f: charts.chart_speedup_curves(f.levels, f.crossover),
@@ -977,15 +979,15 @@ CHARTS = {
 """The HTML chart in place of each PNG plot (same name, same frames)."""
 
 
-def chart_id(name: str) -> str:
+def _chart_id(name: str) -> str:
     """The HTML id of the chart in place of the plot ``name`` (``concurrency.png`` -> ``chart-concurrency``)."""
     return "chart-" + name.removesuffix(".png")
 
 
 def html_charts(f: Findings) -> dict[str, str]:
     """Every chart there is data for, as HTML fragments by plot name (plotly.js left out)."""
-    drawn = {name: fn(f) for name, fn in CHARTS.items()}
-    return {name: charts.fragment(fig, chart_id(name)) for name, fig in drawn.items() if fig is not None}
+    drawn = {name: fn(f) for name, fn in _CHARTS.items()}
+    return {name: charts.fragment(fig, _chart_id(name)) for name, fig in drawn.items() if fig is not None}
 
 
 def draw(f: Findings, out_dir: Path) -> dict[str, Path]:
@@ -1020,27 +1022,27 @@ def build(
     sections = [
         header(directory, f, plan),
         deploy.deploy_section(f),
-        about_section(directory, f, plan),
-        summary_section(f),
+        _about_section(directory, f, plan),
+        _summary_section(f),
         *deploy.policy_sections(f),
-        *frontier_section(f, img("frontier.png")),
-        *slo_sections(f),
+        *_frontier_section(f, img("frontier.png")),
+        *_slo_sections(f),
         *open_loop_sections(f),
-        energy_section(f, tables),
-        single_stream_section(f, img("single_stream.png")),
-        concurrency_section(
-            f, img("concurrency.png"), stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)
+        _energy_section(f, tables),
+        _single_stream_section(f, img("single_stream.png")),
+        _concurrency_section(
+            f, img("concurrency.png"), _stop_note(openloop.closed_loop(tables)) + achieved.note(f.levels)
         ),
         *achieved.section(f.levels),
-        best_section(f),
-        *decisions_section(directory),
-        crossover_section(f, img("speedup_vs_concurrency.png")),
-        *grid_sections(f, img("speedup_grid.png")),
-        env_section(f, img("nccl_effect.png")),
-        acceptance_section(f),
-        *workload_sections(f, tables),
-        startup_section(f, img("startup.png")),
-        *failures_section(f, plan),
+        _best_section(f),
+        *_decisions_section(directory),
+        _crossover_section(f, img("speedup_vs_concurrency.png")),
+        *_grid_sections(f, img("speedup_grid.png")),
+        _env_section(f, img("nccl_effect.png")),
+        _acceptance_section(f),
+        *_workload_sections(f, tables),
+        _startup_section(f, img("startup.png")),
+        *_failures_section(f, plan),
     ]
     if vs is not None:
         other, other_tables = Path(vs), load(vs)
@@ -1052,7 +1054,7 @@ def build(
             directory,
             other,
         )
-    sections.append(method_section(f))
+    sections.append(_method_section(f))
     fragments = html_charts(f) if with_plots else {}
     page = render.html(sections, fragments, charts.script() if fragments else "", nav_after=2)  # after Deploy
     return Report(
@@ -1075,12 +1077,12 @@ def write(report: Report, out_dir: Path) -> Path:
 
 # --- where the report's files go, and how they get there whole ------------------------------------
 
-REPORT_FILES = ("report.md", "report.html", *PLOTS)  # what a report folder holds; nothing else is touched
+_REPORT_FILES = ("report.md", "report.html", *PLOTS)  # what a report folder holds; nothing else is touched
 
 
-def is_report_file(name: str) -> bool:
-    """A file a report writes: one of ``REPORT_FILES``, or a policy's config (``policy-<slug>.json``)."""
-    return name in REPORT_FILES or (name.startswith("policy-") and name.endswith(".json"))
+def _is_report_file(name: str) -> bool:
+    """A file a report writes: one of ``_REPORT_FILES``, or a policy's config (``policy-<slug>.json``)."""
+    return name in _REPORT_FILES or (name.startswith("policy-") and name.endswith(".json"))
 
 
 @dataclass
@@ -1093,11 +1095,9 @@ class Written:
     moved: Optional[str] = None
 
 
-def fallback_dir(directory: Path) -> Path:
+def _fallback_dir(directory: Path) -> Path:
     """Where the report of a results directory that cannot be written goes: the user's cache
     (``$XDG_CACHE_HOME``, else ``~/.cache``), ``sweep/reports/<name>-<hash of its path>``."""
-    import hashlib
-    import os
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     resolved = directory.resolve()
@@ -1107,7 +1107,6 @@ def fallback_dir(directory: Path) -> Path:
 def _scratch(target: Path) -> Path:
     """A new empty folder beside ``target`` (same filesystem: renamed onto it at the end), hidden and
     ending in .tmp; OSError where that folder cannot be written."""
-    import tempfile
 
     if target.exists() and not target.is_dir():
         raise NotADirectoryError(20, "a file is in the way", str(target))
@@ -1121,15 +1120,13 @@ def _swap(scratch: Path, target: Path) -> None:
     (or none) is replaced by one rename, so it is the old report or the new one, never a mix; a
     folder with other files too (``--out`` at a shared folder) gets each file by its own rename, and
     loses the plots the new report does not have. Ctrl-C waits for the renames."""
-    import shutil
-    import signal
 
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         if not target.exists():
             scratch.rename(target)
             return
-        if not target.is_symlink() and all(is_report_file(p.name) and p.is_file() for p in target.iterdir()):
+        if not target.is_symlink() and all(_is_report_file(p.name) and p.is_file() for p in target.iterdir()):
             old = Path(_scratch_name(target, "old"))
             target.rename(old)
             try:
@@ -1142,7 +1139,7 @@ def _swap(scratch: Path, target: Path) -> None:
         new = {p.name for p in scratch.iterdir()}
         for p in scratch.iterdir():
             p.replace(target / p.name)
-        for name in REPORT_FILES:
+        for name in _REPORT_FILES:
             if name not in new:
                 (target / name).unlink(missing_ok=True)
         for old in target.glob("policy-*.json"):  # an earlier report's policies that are no more
@@ -1156,7 +1153,6 @@ def _swap(scratch: Path, target: Path) -> None:
 def _remove_stale(target: Path, age_s: float = 86_400) -> None:
     """The temporaries of reports killed (kill -9) more than ``age_s`` ago beside ``target``; younger
     ones may be another report's at work."""
-    import shutil
 
     for p in target.parent.glob(f".{target.name}.*{atomic.TMP_SUFFIX}"):
         try:
@@ -1170,7 +1166,6 @@ def _remove_stale(target: Path, age_s: float = 86_400) -> None:
 
 
 def _scratch_name(target: Path, what: str) -> str:
-    import uuid
 
     return str(target.parent / f".{target.name}.{what}-{uuid.uuid4().hex[:8]}{atomic.TMP_SUFFIX}")
 
@@ -1179,11 +1174,9 @@ def publish(directory: str | Path, out_dir: str | Path | None = None, **options)
     """``build`` and ``write`` the report of ``directory`` (``options``: build's) into ``out_dir``
     (default DIR/report) whole: it is built in a folder beside it and swapped in at the end, so an
     interrupted report leaves the old one as it was and no temporary behind. Where DIR cannot be
-    written (a colleague's read-only share), the default goes to ``fallback_dir`` instead and
+    written (a colleague's read-only share), the default goes to ``_fallback_dir`` instead and
     ``moved`` says so; an ``out_dir`` given that cannot be written is an OutputError (exit 7),
     raised before anything is built."""
-    from sweep.core.errors import OutputError
-    from sweep.results.store import check_sweep_dir
 
     directory = Path(directory)
     check_sweep_dir(directory)  # a missing or wrong directory: its own error (exit 5), and nothing created
@@ -1197,7 +1190,7 @@ def publish(directory: str | Path, out_dir: str | Path | None = None, **options)
             raise OutputError(
                 f"cannot write the report in {target}: {why}", fix="pass --out a folder you can write"
             ) from None
-        fallback = fallback_dir(directory)
+        fallback = _fallback_dir(directory)
         moved = f"{target} cannot be written ({why}): the report went to {fallback} (--out DIR to choose)"
         target = fallback
         try:
@@ -1212,8 +1205,6 @@ def publish(directory: str | Path, out_dir: str | Path | None = None, **options)
         write(built, scratch)
         _swap(scratch, target)
     except BaseException:
-        import shutil
-
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     built.images = [target / p.name for p in built.images]

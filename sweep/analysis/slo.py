@@ -39,23 +39,12 @@ import polars as pl
 
 from sweep.analysis import realspeed
 from sweep.analysis.frames import Tables, configurations, points_frame
-from sweep.core.errors import ConfigError
-from sweep.core.slo_rule import (
-    FAILED,
-    SLO,
-    Limit,
-    amount,
-    failed_value,
-    from_settings,
-    holds,
-    meets,
-)
+from sweep.core import FAILED, SLO, ConfigError, Limit, SLOSettings, amount, failed_value, from_settings, holds, meets
 
 # the SLO's grammar lives with its type and rule in the core; named here too, where it has always been
-from sweep.core.slo_rule import parse_limit as parse_limit
-from sweep.core.slo_rule import parse_slo as parse_slo
-from sweep.results.records import server_flags
-from sweep.results.store import FLAGS
+from sweep.core import parse_limit as parse_limit
+from sweep.core import parse_slo as parse_slo
+from sweep.results import FLAGS, experiment_slos, server_flags
 
 _amount = amount
 
@@ -63,8 +52,6 @@ _amount = amount
 def from_experiment(directory) -> list[SLO]:
     """The ``benchmark.slo`` of a results directory's experiment ([] if none or unreadable; an entry
     that is no valid SLO is left out), as ``sweep.results.meta.experiment_slos`` reads it."""
-    from sweep.core.settings import SLOSettings
-    from sweep.results.meta import experiment_slos
 
     out = []
     for item in experiment_slos(directory):
@@ -360,7 +347,7 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
                     "binding": h.binding,
                     "last_met": h.last_met,
                     "first_missed": h.first_missed,
-                    "boundary": boundary_text(h),
+                    "boundary": _boundary_text(h),
                 }
             )
     if not rows:
@@ -401,7 +388,7 @@ def slo_table(tables: Tables, slos: list[SLO], per_level: pl.DataFrame | None = 
     return frame.select(list(schema))
 
 
-def boundary_text(h: Reach) -> str | None:
+def _boundary_text(h: Reach) -> str | None:
     """Where the boundary lies, from :func:`highest_meeting`: the two levels it was interpolated
     between, and whether the host's bisection (``concurrency.refine``) put one of them there."""
     if h.bound != "=":

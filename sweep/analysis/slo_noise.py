@@ -176,7 +176,7 @@ def _throughputs(point: _Point, slo: slo_mod.SLO, levels: list[dict]) -> np.ndar
     return out
 
 
-UNBOUNDED = 1e12  # stands for an infinite ratio (the other meets the SLO nowhere in a resample)
+_UNBOUNDED = 1e12  # stands for an infinite ratio (the other meets the SLO nowhere in a resample)
 
 
 def _interval(
@@ -190,9 +190,9 @@ def _interval(
     a = np.full(resamples, a_measured) if a is None else a
     b = np.full(resamples, b_measured) if b is None else b
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.where(a > 0, UNBOUNDED, 1.0))
+        ratio = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.where(a > 0, _UNBOUNDED, 1.0))
     lo, hi = noise.percentile_interval(ratio, confidence)
-    return (lo - 1 if lo < UNBOUNDED / 10 else float("inf")), (hi - 1 if hi < UNBOUNDED / 10 else float("inf"))
+    return (lo - 1 if lo < _UNBOUNDED / 10 else float("inf")), (hi - 1 if hi < _UNBOUNDED / 10 else float("inf"))
 
 
 def _pick(

@@ -18,9 +18,9 @@ import polars as pl
 
 from sweep.analysis import noise, realspeed, repeats
 from sweep.analysis.frames import Tables, configurations, natural_key, note_expr
-from sweep.core.errors import UnknownMetricError
+from sweep.core import UnknownMetricError
 
-ID_COLUMNS = [
+_ID_COLUMNS = [
     "point_id",
     "label",
     "baseline",
@@ -34,7 +34,7 @@ ID_COLUMNS = [
     "setup",
     "order",
 ]
-LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
+_LEVEL_METRICS = ("output_throughput", "per_request_tok_s")
 
 
 def single_stream_summary(tables: Tables) -> pl.DataFrame:
@@ -98,7 +98,7 @@ def speedup_table(tables: Tables, *, confidence: float = 0.95, resamples: int = 
         )
     )
     return frame.sort("order").select(
-        *ID_COLUMNS,
+        *_ID_COLUMNS,
         "status",
         "baseline_id",
         "runs",
@@ -284,7 +284,7 @@ def level_speedups(
         )
     )
     return frame.sort("order", "concurrency").select(
-        *ID_COLUMNS,
+        *_ID_COLUMNS,
         "status",
         "baseline_id",
         "concurrency",
@@ -318,8 +318,8 @@ def _levels(source: Tables | pl.DataFrame) -> pl.DataFrame:
 
 
 def _check_metric(metric: str) -> str:
-    if metric not in LEVEL_METRICS:
-        raise UnknownMetricError(f"unknown level metric {metric!r}", fix=f"use one of {', '.join(LEVEL_METRICS)}")
+    if metric not in _LEVEL_METRICS:
+        raise UnknownMetricError(f"unknown level metric {metric!r}", fix=f"use one of {', '.join(_LEVEL_METRICS)}")
     return metric
 
 
@@ -585,7 +585,7 @@ def crossover(source: Tables | pl.DataFrame, *, metric: str = "output_throughput
     return pl.DataFrame(rows, schema=schema).select(list(schema))
 
 
-REFERENCE_NAMES = ("default", "none", "off", "baseline", "base", "stock", "vanilla")
+_REFERENCE_NAMES = ("default", "none", "off", "baseline", "base", "stock", "vanilla")
 
 
 def reference_profile(profiles: list[str]) -> str | None:
@@ -593,7 +593,7 @@ def reference_profile(profiles: list[str]) -> str | None:
     else the first in natural order."""
     candidates = sorted({p for p in profiles if p}, key=natural_key)
     for p in candidates:
-        if all(pair.partition("=")[2].lower() in REFERENCE_NAMES for pair in p.split(",")):
+        if all(pair.partition("=")[2].lower() in _REFERENCE_NAMES for pair in p.split(",")):
             return p
     return candidates[0] if candidates else None
 

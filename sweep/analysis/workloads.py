@@ -7,7 +7,7 @@ configuration is its grid axes without any axis that chooses the workload (a cli
 recorded role ``benchmark``), else its label: so points that differ only in workload, whether by a
 grid axis or by separate experiments written to one directory, line up as one configuration. A
 point written before client-side axes (no ``launch_id``: its roles have no ``benchmark``) has its
-workload axis known by its name instead, ``workload`` or ``prompts`` (``chooses_workload``).
+workload axis known by its name instead, ``workload`` or ``prompts`` (``_chooses_workload``).
 
 Figures per point: the accept length (tokens per verify step), the server's where it was measured
 (``/server_info`` after a flush, else ``/metrics``), else the requests' (tokens over verify steps),
@@ -27,7 +27,7 @@ from sweep.analysis.frames import BENCHMARK, Tables, as_dict, axes_of, configura
 
 SERVER_FIRST = ("accept_length_server", "metrics_spec_accept_length", "accept_length_metrics", "accept_length_requests")
 # the name of an axis that chose the workload in a directory written before the role benchmark (and launch ids)
-CHOOSES_WORKLOAD = re.compile(r"workload|prompts", re.IGNORECASE)
+_CHOOSES_WORKLOAD = re.compile(r"workload|prompts", re.IGNORECASE)
 SCHEMA: dict[str, type[pl.DataType]] = {
     "configuration": pl.String,
     "workload": pl.String,
@@ -64,16 +64,16 @@ def point_workloads(tables: Tables) -> dict[str, str]:
     return {r["point_id"]: r["workload"] for r in counts.unique("point_id", keep="first").iter_rows(named=True)}
 
 
-def chooses_workload(row: dict, axis: str) -> bool:
+def _chooses_workload(row: dict, axis: str) -> bool:
     """Whether a points row's ``axis`` chooses its workload: its recorded role ``benchmark``; in a
     directory written before that role (and launch ids, which came with it), its name."""
     if as_dict(row.get("param_roles")).get(axis) == BENCHMARK:
         return True
-    return row.get("launch_id") is None and CHOOSES_WORKLOAD.search(axis) is not None
+    return row.get("launch_id") is None and _CHOOSES_WORKLOAD.search(axis) is not None
 
 
 def _configuration(row: dict) -> str:
-    axes = {a: v for a, v in axes_of(row).items() if not chooses_workload(row, a) and v is not None}
+    axes = {a: v for a, v in axes_of(row).items() if not _chooses_workload(row, a) and v is not None}
     return " ".join(f"{a}={v}" for a, v in axes.items()) or (row.get("label") or row["point_id"])
 
 

@@ -17,19 +17,29 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sweep.bench.client import APIS
+import httpx
+
+from sweep.bench.client import APIS, Endpoint, auth_headers
 from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
-from sweep.core import workload_spec
-from sweep.core.console import output_console
-from sweep.core.errors import BenchError, ConfigError
-from sweep.core.events import HostProgress, LevelProgress, RunProgress
-from sweep.core.flags import ServerFlags
-from sweep.core.settings import BenchSettings
+from sweep.bench.report import print_report
+from sweep.bench.runner import TABLE_NAMES, run
+from sweep.core import (
+    BenchError,
+    BenchSettings,
+    ConfigError,
+    HostProgress,
+    LevelProgress,
+    RunProgress,
+    ServerFlags,
+    output_console,
+    workload_spec,
+)
+from sweep.results import check_benchmark_dir, records, writer
 
 _D = BenchSettings()
-API_KEY_ENV = "SGLANG_API_KEY"  # SGLang itself reads no variable for its key; this one is the benchmark's
-ADMIN_KEY_ENV = "SGLANG_ADMIN_API_KEY"  # the same for the server's --admin-api-key
+_API_KEY_ENV = "SGLANG_API_KEY"  # SGLang itself reads no variable for its key; this one is the benchmark's
+_ADMIN_KEY_ENV = "SGLANG_ADMIN_API_KEY"  # the same for the server's --admin-api-key
 
 
 def _levels(text: str) -> list[int]:
@@ -62,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key",
         default=None,
         metavar="KEY",
-        help=f"the server's --api-key, sent as Authorization: Bearer KEY (default: ${API_KEY_ENV}; "
+        help=f"the server's --api-key, sent as Authorization: Bearer KEY (default: ${_API_KEY_ENV}; "
         "the variable keeps the key out of the process list)",
     )
     parser.add_argument(
@@ -70,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="KEY",
         help=f"the server's --admin-api-key, which its admin routes (/flush_cache) want instead "
-        f"(default: ${ADMIN_KEY_ENV})",
+        f"(default: ${_ADMIN_KEY_ENV})",
     )
     g = parser.add_argument_group("single stream")
     g.add_argument(
@@ -174,7 +184,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--power",
         metavar="SOURCE",
-        type=power_source_arg,
+        type=_power_source_arg,
         help="sample GPU power during each level (the levels' power_*/energy_* columns): "
         "nvml (this machine's GPUs; nvml:0,1 for some of them) or ledger:DIR "
         "(the fake server's GPU ledger)",
@@ -229,7 +239,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     return s
 
 
-def power_source_arg(text: str) -> str:
+def _power_source_arg(text: str) -> str:
     """``--power``'s value, checked for its form (the source opens in ``sweep.host.gpu.power_source``)."""
     kind, _, rest = text.partition(":")
     if kind == "nvml" and (not rest or all(x.strip().isdigit() for x in rest.split(","))):
@@ -253,13 +263,10 @@ def _describe(info: HostProgress) -> str:
     return info.stage
 
 
-def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
+def _check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
     """Fail at once, before any measurement, when the server refuses the key (or wants one):
     ``GET /v1/models``, which SGLang guards with its ``--api-key``. Anything else (no such route,
     not reachable) is left to the benchmark's own probe."""
-    import httpx
-
-    from sweep.bench.client import auth_headers
 
     try:
         r = httpx.get(url.rstrip("/") + "/v1/models", headers=auth_headers(key), timeout=timeout_s, trust_env=False)
@@ -270,7 +277,7 @@ def check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
         sent = "refuses the key given" if key else "wants an API key and none was given"
         raise BenchError(
             f"the server at {url} answered {what} to GET /v1/models: it {sent}",
-            fix=f"pass the server's --api-key with --api-key KEY or in ${API_KEY_ENV}",
+            fix=f"pass the server's --api-key with --api-key KEY or in ${_API_KEY_ENV}",
         )
 
 
@@ -284,7 +291,7 @@ def span(requests) -> tuple[float | None, float | None]:
     return min((a for a, _ in ends), default=None), max((b for _, b in ends), default=None)
 
 
-SIZE_FLAGS = (
+_SIZE_FLAGS = (
     ("tp_size", "tp-size"),
     ("pp_size", "pp-size"),
     ("dp_size", "dp-size"),
@@ -296,7 +303,7 @@ SIZE_FLAGS = (
 def server_flags(info: dict) -> ServerFlags:
     """The server's parallelism and device as its flags (``tp-size: 8`` ...), from its ``/server_info``."""
     flags: dict[str, Any] = {}
-    for key, flag in SIZE_FLAGS:
+    for key, flag in _SIZE_FLAGS:
         value = info.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             flags[flag] = value
@@ -322,8 +329,6 @@ def write_out(out: str, result, *, url: str) -> dict[str, Path]:
     DIR as a results directory (``sweep.results.load``, ``query``, ``report``): the same tables in
     DIR/<table>/ and a points row for the run, from its first send to its last answer
     (``sweep.results.writer.write_benchmark``)."""
-    from sweep.bench.runner import TABLE_NAMES
-    from sweep.results import records, writer
 
     info = result.server_info or {}
     version = info.get("version") if isinstance(info.get("version"), str) else None
@@ -351,19 +356,14 @@ def run_cli(args: argparse.Namespace, power: PowerSource | None = None) -> int:
     """Run the benchmark the options describe; 0 when every request succeeded, 1 otherwise.
     ``power``: what ``--power`` names, opened by the caller (``sweep.host.gpu.power_source``: the
     GPU probes live in the host layer, above this one)."""
-    from sweep.bench.client import Endpoint
-    from sweep.bench.report import print_report
-    from sweep.bench.runner import run
 
     settings = settings_from_args(args)
     if args.out:  # a sweep's results directory is refused before the benchmark, not after it
-        from sweep.results.writer import check_benchmark_dir
-
         check_benchmark_dir(args.out)
     console = output_console(highlight=False)
-    key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
-    admin = getattr(args, "admin_api_key", None) or os.environ.get(ADMIN_KEY_ENV) or None
-    check_auth(args.url, key)
+    key = getattr(args, "api_key", None) or os.environ.get(_API_KEY_ENV) or None
+    admin = getattr(args, "admin_api_key", None) or os.environ.get(_ADMIN_KEY_ENV) or None
+    _check_auth(args.url, key)
     server = Endpoint(args.url, api_key=key, admin_key=admin)  # every request sends the key, /flush_cache the admin one
     if args.quiet or not console.is_terminal:
         result = run(server, settings, power=power)

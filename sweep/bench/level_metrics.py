@@ -32,7 +32,7 @@ from typing import Optional
 
 from sweep.bench.server_metrics import Sample
 
-RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "pid"})
+_RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "pid"})
 
 Scrape = dict[tuple[str, str], Sample]  # (sample name, labels text) -> sample
 
@@ -52,7 +52,7 @@ def _rank(value: str) -> tuple[int, str]:
     return (int(value), "") if value.isdigit() else (1 << 30, value)
 
 
-def per_dp_rank(
+def _per_dp_rank(
     scrape: Optional[Scrape], name: str, where: Callable[[dict], bool] = lambda labels: True
 ) -> list[tuple[dict, float]]:
     """``(labels, value)`` of ``name``: one series per DP rank and set of non-rank labels (the
@@ -64,7 +64,7 @@ def per_dp_rank(
         labels = dict(s.labels)
         if labels.get("priority", "") != "" or not where(labels):
             continue
-        key = tuple((k, v) for k, v in s.labels if k not in RANK_LABELS)
+        key = tuple((k, v) for k, v in s.labels if k not in _RANK_LABELS)
         rank = (_rank(labels.get("pp_rank", "0")), _rank(labels.get("tp_rank", "0")))
         if key not in best or rank < best[key][0]:
             best[key] = (rank, labels, s.value)
@@ -73,13 +73,13 @@ def per_dp_rank(
 
 def total(scrape: Optional[Scrape], name: str, where: Callable[[dict], bool] = lambda labels: True) -> Optional[float]:
     """Sum over DP ranks (and other labels) of ``name``; None when the scrape has no such series."""
-    series = per_dp_rank(scrape, name, where)
+    series = _per_dp_rank(scrape, name, where)
     return sum(v for _, v in series) if series else None
 
 
 def mean(scrape: Optional[Scrape], name: str, positive: bool = False) -> Optional[float]:
     """Mean over DP ranks of ``name`` (only values > 0 with ``positive``); None without one."""
-    values = [v for _, v in per_dp_rank(scrape, name) if v > 0 or not positive]
+    values = [v for _, v in _per_dp_rank(scrape, name) if v > 0 or not positive]
     return sum(values) / len(values) if values else None
 
 

@@ -24,8 +24,7 @@ from sweep.bench.client import Clients, RequestRecord, send
 from sweep.bench.prompts import PromptSet
 from sweep.bench.stop import LevelMonitor, Precision
 from sweep.bench.workloads import Workload
-from sweep.core.events import HostProgress, LevelProgress, RunProgress
-from sweep.core.settings import StopSettings
+from sweep.core import HostProgress, LevelProgress, RunProgress, StopSettings
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +90,7 @@ def tokens_for(opts: RequestOptions, index: int, max_tokens: int) -> int:
     return own if own is not None else max_tokens
 
 
-async def _one(client, opts: RequestOptions, index: int, max_tokens: int) -> RequestRecord:
+async def one_request(client, opts: RequestOptions, index: int, max_tokens: int) -> RequestRecord:
     r = opts.workload.requests[index]
     ids = r.input_ids if opts.api != "chat" else None  # chat takes text (the ids spelt as words)
     return await send(
@@ -120,7 +119,7 @@ async def single_stream(
         for seq, idx in enumerate(indices):
             notify(RunProgress(phase, run=seq + 1, of=count))
             n = tokens_for(opts, idx, max_tokens)
-            rec = await _one(clients.slot(0), opts, idx, n)
+            rec = await one_request(clients.slot(0), opts, idx, n)
             out.append(Sent(phase, 1, seq, idx, n, rec))
     return out
 
@@ -190,7 +189,7 @@ async def closed_loop_until(
                     return
                 monitor.sent(seq, time.perf_counter())
                 n = tokens_for(opts, indices[seq], max_tokens)
-                task = asyncio.ensure_future(_one(client, opts, indices[seq], n))
+                task = asyncio.ensure_future(one_request(client, opts, indices[seq], n))
                 in_flight[seq] = task
                 try:
                     rec = await task

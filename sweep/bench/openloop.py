@@ -11,7 +11,7 @@ whose time has come waits for a slot first (``bench_serving --max-concurrency``:
 the send, also outside its TTFT); that wait, and any lateness of the event loop, is recorded per
 request (``wait_s``: actual send minus scheduled arrival), so the client-side queue is not hidden.
 
-What the level records besides the requests (``OpenRun``): the arrival times, the requests
+What the level records besides the requests (``_OpenRun``): the arrival times, the requests
 outstanding (arrived, not answered: waiting for a slot or at the server) at each arrival, and the
 most in flight at the server at once. ``kept_up`` (``sweep.bench.stats``-like, pure) judges from
 them whether the server kept up with the rate.
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from sweep.bench.client import Clients
-from sweep.bench.load import Notifier, RequestOptions, Sent, _one, tokens_for
-from sweep.core.events import LevelProgress
+from sweep.bench.load import Notifier, RequestOptions, Sent, one_request, tokens_for
+from sweep.core import LevelProgress
 
 OPEN_PHASE = "rate"  # the requests table's phase of an open-loop level's requests
 
 
 @dataclass
-class OpenRun:
+class _OpenRun:
     """One open-loop level: what completed, and how the arrivals went."""
 
     sent: list[Sent]
@@ -55,7 +55,7 @@ async def open_loop(
     concurrency: int = 0,
     max_in_flight: Optional[int] = None,
     rate: Optional[float] = None,
-) -> OpenRun:
+) -> _OpenRun:
     """Send request ``indices[k]`` at ``arrivals[k]`` seconds after the start (at most
     ``max_in_flight`` unanswered at once, the rest waiting in arrival order for a slot), and wait
     for every answer. ``concurrency`` is what the requests' ``Sent.concurrency`` holds (0: an
@@ -91,7 +91,7 @@ async def open_loop(
                 idx = indices[k]
                 mt = tokens_for(opts, idx, max_tokens)
                 try:
-                    rec = await _one(clients.slot(slot), opts, idx, mt)
+                    rec = await one_request(clients.slot(slot), opts, idx, mt)
                 finally:
                     in_flight -= 1
                     heapq.heappush(free, slot)
@@ -118,19 +118,19 @@ async def open_loop(
         for t in tasks:
             t.cancel()
         raise
-    return OpenRun([s for s in results if s is not None], list(arrivals), waits, outstanding, peak)
+    return _OpenRun([s for s in results if s is not None], list(arrivals), waits, outstanding, peak)
 
 
-def settle_s(run: OpenRun) -> float:
+def _settle_s(run: _OpenRun) -> float:
     """How long the backlog takes to fill from empty to its steady level: the latency of an
     unqueued request, the median of the first five requests' (sent into an idle server)."""
     first = sorted(s.record.latency_s or 0.0 for s in run.sent if s.seq < 5)
     return first[len(first) // 2] if first else 0.0
 
 
-def unqueued_s(run: OpenRun) -> float:
+def _unqueued_s(run: _OpenRun) -> float:
     """The latency of a request that did not queue: the level's shortest (no queued request is
-    faster than an unqueued one). Not the first five's median (``settle_s``): where they arrive as a
+    faster than an unqueued one). Not the first five's median (``_settle_s``): where they arrive as a
     burst at a server that takes fewer at once, that is a queued one's, and it moves with the order
     the server takes them in and with a slow first connection."""
     done = [s.record.latency_s for s in run.sent if s.record.latency_s]
@@ -163,7 +163,7 @@ def growth_noise(outstanding: list[int]) -> float:
     return 3 * math.sqrt(mean + 1) + 1
 
 
-def drain_s(run: OpenRun) -> Optional[float]:
+def _drain_s(run: _OpenRun) -> Optional[float]:
     """From the last send to the last answer (None without an answer)."""
     ends = [s.record.end_mono for s in run.sent]
     starts = [s.record.start_mono for s in run.sent]
@@ -176,7 +176,7 @@ def kept_up(
     """Whether the server kept up with the arrivals: the backlog did not grow beyond chance
     (``growth_noise``). A level too short to fit a growth (fewer than 10 arrivals after the
     settling, e.g. a burst) is judged by its drain instead: kept up unless the last request took
-    more than 3 unqueued latencies (``settle``: ``unqueued_s``) to answer after the last send. None
+    more than 3 unqueued latencies (``settle``: ``_unqueued_s``) to answer after the last send. None
     where neither can say."""
     if growth is not None:
         return growth <= growth_noise(outstanding)
@@ -186,7 +186,7 @@ def kept_up(
 
 
 def level_columns(
-    run: OpenRun,
+    run: _OpenRun,
     *,
     offered_rate: Optional[float],
     arrival: str,
@@ -199,7 +199,7 @@ def level_columns(
     (a trace): the trace's own mean rate."""
     a = run.arrivals
     span = a[-1] - a[0] if len(a) > 1 else 0.0
-    settle = settle_s(run)
+    settle = _settle_s(run)
     growth = queue_growth(a, run.outstanding, settle)
     waits = sorted(w for w in run.waits if w is not None)
     return {
@@ -212,7 +212,7 @@ def level_columns(
         "max_in_flight_seen": run.max_in_flight_seen,
         "outstanding_mean": sum(run.outstanding) / len(run.outstanding) if run.outstanding else None,
         "queue_growth": growth,
-        "kept_up": kept_up(growth, run.outstanding, drain_s(run), unqueued_s(run)),
+        "kept_up": kept_up(growth, run.outstanding, _drain_s(run), _unqueued_s(run)),
         "wait_mean_s": sum(waits) / len(waits) if waits else None,
         "wait_max_s": waits[-1] if waits else None,
     }

@@ -223,7 +223,7 @@ def with_nodes(
     levels: pa.Table | None, node0: Series, others: Mapping[int, Series], nnodes: int, every_s: float = POWER_EVERY_S
 ) -> pa.Table | None:
     """A ``levels`` Arrow table with its power columns over every node (``node_columns`` per row)."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow is slow to import; only this path needs it
 
     if levels is None or levels.num_rows == 0 or nnodes <= 1:
         return levels

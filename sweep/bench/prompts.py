@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from sweep.core.errors import BenchError
+from sweep.core import BenchError
 
 BUILTIN = ("coding", "encyclopedic")
 
@@ -45,7 +45,7 @@ class PromptSet:
         return out
 
 
-def parse_jsonl(text: str, source: str) -> tuple[str, ...]:
+def _parse_jsonl(text: str, source: str) -> tuple[str, ...]:
     """The prompts of a JSONL document; errors name the file and line."""
     prompts: list[str] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -76,11 +76,11 @@ def load_prompts(spec: str) -> PromptSet:
     """A built-in set by name, else a JSONL file by path."""
     if spec in BUILTIN:
         text = resources.files("sweep.bench").joinpath("prompts", f"{spec}.jsonl").read_text("utf-8")
-        return PromptSet(spec, parse_jsonl(text, f"<built-in {spec}>"))
+        return PromptSet(spec, _parse_jsonl(text, f"<built-in {spec}>"))
     path = Path(spec).expanduser()
     if not path.is_file():
         raise BenchError(
             f"prompt set {spec!r} is neither a built-in set nor a file",
             fix=f"use one of {', '.join(BUILTIN)}, or the path of a JSONL file",
         )
-    return PromptSet(spec, parse_jsonl(path.read_text("utf-8"), str(path)))
+    return PromptSet(spec, _parse_jsonl(path.read_text("utf-8"), str(path)))

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-DEFAULT_MAX_RUNNING = 256  # ``levels: auto`` on a server that does not say its max_running_requests
+_DEFAULT_MAX_RUNNING = 256  # ``levels: auto`` on a server that does not say its max_running_requests
 
 
 @dataclass(frozen=True)

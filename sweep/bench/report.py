@@ -11,6 +11,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
+from sweep.analysis import position_rates
 from sweep.core import achieved
 
 
@@ -22,7 +23,7 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value * 1000:,.1f}"
 
 
-def single_stream_table(single: pa.Table, summary: Optional[dict] = None) -> Table:
+def _single_stream_table(single: pa.Table, summary: Optional[dict] = None) -> Table:
     """One row per run (tokens, seconds, tok/s, prompt tokens, TTFT, accept length) + overall."""
     t = Table(title="Single stream", title_justify="left")
     for col in ("run", "tokens", "seconds", "tok/s", "prompt tok", "TTFT ms", "accept len", "status"):
@@ -130,7 +131,7 @@ def levels_table(levels: pa.Table) -> Optional[Table]:
     return t
 
 
-def open_loop_table(levels: pa.Table) -> Optional[Table]:
+def _open_loop_table(levels: pa.Table) -> Optional[Table]:
     """One row per open-loop level (None without one): offered against achieved rate, whether the
     server kept up (its backlog did not grow beyond chance), and the latencies."""
     rows = [r for r in levels.to_pylist() if _open(r)]
@@ -233,7 +234,6 @@ def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optiona
     """Accept rate per draft position, single stream and per level, from the ok requests'
     ``spec_accept_histogram`` (SGLang's meta_info: /generate only); None when no request has one.
     ``steps`` (the server's speculative_num_steps) shows the positions no verify reached too."""
-    from sweep.analysis.acceptance import position_rates
 
     sums: dict[str, list[int]] = {}
     for r in requests.select(["phase", "concurrency", "offered_rate", "ok", "spec_accept_histogram"]).to_pylist():
@@ -263,7 +263,7 @@ def acceptance_table(requests: pa.Table, steps: Optional[int] = None) -> Optiona
     return t
 
 
-def errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
+def _errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
     """The most frequent request errors with their counts, or None when every request was ok."""
     counts: dict[tuple[str, str], int] = {}
     for r in requests.select(["phase", "concurrency", "offered_rate", "error", "ok"]).to_pylist():
@@ -281,7 +281,7 @@ def errors_table(requests: pa.Table, limit: int = 10) -> Optional[Table]:
     return t
 
 
-def server_line(info: Optional[dict]) -> Optional[str]:
+def _server_line(info: Optional[dict]) -> Optional[str]:
     """One line naming what was benchmarked (version, model, speculative settings)."""
     if not info:
         return None
@@ -303,13 +303,13 @@ def server_line(info: Optional[dict]) -> Optional[str]:
 def print_report(result, console: Optional[Console] = None) -> None:
     """Print the server line and every table of a ``BenchResult`` that has rows."""
     console = console or Console()
-    line = server_line(result.server_info)
+    line = _server_line(result.server_info)
     if line:
         console.print(line, style="bold")
     if result.single_stream.num_rows:
-        console.print(single_stream_table(result.single_stream, result.single_summary))
+        console.print(_single_stream_table(result.single_stream, result.single_summary))
     if result.levels.num_rows:
-        for table in (levels_table(result.levels), open_loop_table(result.levels)):
+        for table in (levels_table(result.levels), _open_loop_table(result.levels)):
             if table is not None:
                 console.print(table)
         metrics = server_metrics_table(result.levels)
@@ -318,6 +318,6 @@ def print_report(result, console: Optional[Console] = None) -> None:
     accepted = acceptance_table(result.requests, (result.server_info or {}).get("speculative_num_steps"))
     if accepted is not None:
         console.print(accepted)
-    errors = errors_table(result.requests)
+    errors = _errors_table(result.requests)
     if errors is not None:
         console.print(errors)

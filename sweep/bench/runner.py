@@ -45,13 +45,8 @@ from sweep.bench.client import Clients, Endpoint
 from sweep.bench.load import LevelRun, Notifier, RequestOptions, Sent, closed_loop_until, single_stream
 from sweep.bench.workloads import Workload
 from sweep.bench.workloads.fit import fit
-from sweep.core import slo_rule
-from sweep.core.errors import BenchError
-from sweep.core.events import HostProgress
-from sweep.core.run_context import NO_CONTEXT, RunContext
-from sweep.core.settings import BenchSettings
-from sweep.results.schema import METRICS, from_rows
-from sweep.results.writer import write_tables
+from sweep.core import NO_CONTEXT, BenchError, BenchSettings, HostProgress, RunContext, slo_rule
+from sweep.results import METRICS, from_rows, write_tables
 
 TABLE_NAMES = ("requests", "single_stream", "levels", "metrics")
 METRICS_EVERY_S = 2.0  # /metrics scrapes during a level: at 1 s, then every 2 s (SGLang renders one in ~15 ms)
@@ -157,7 +152,7 @@ def single_row(point_id: str, s: Sent) -> dict:
     }
 
 
-def stop_columns(run: LevelRun) -> dict:
+def _stop_columns(run: LevelRun) -> dict:
     """The levels columns that say how a level ended and how precisely it measured throughput."""
     p = run.precision
     return {
@@ -335,7 +330,7 @@ async def run_benchmark(
                     "accept_length_server": sm.accept_length_of(after_info),
                     "flushed": flushed,
                     "refined": refined if settings.concurrency.refine else None,
-                    **stop_columns(run),
+                    **_stop_columns(run),
                     **columns,
                 }
             )
@@ -377,7 +372,7 @@ async def run_benchmark(
 
 
 @dataclass(frozen=True)
-class OpenLevel:
+class _OpenLevel:
     """One open-loop level to run: its arrival times and the requests sent at them."""
 
     offered_rate: Optional[float]  # requests/s; None: a trace at its own timing
@@ -387,7 +382,7 @@ class OpenLevel:
     indices: list[int]
 
 
-def open_levels(settings: BenchSettings, workload: Workload) -> list[OpenLevel]:
+def open_levels(settings: BenchSettings, workload: Workload) -> list[_OpenLevel]:
     """The open-loop levels ``settings`` ask for: one per ``rates`` entry (arrival times drawn,
     ``sweep.bench.arrivals``; requests drawn from the workload as a closed-loop level's), then with
     ``open_loop.replay`` the trace's requests at their own ``arrival_s`` (times the workload's
@@ -405,7 +400,7 @@ def open_levels(settings: BenchSettings, workload: Workload) -> list[OpenLevel]:
             ramp_up_s=o.ramp_up_s,
         )
         out.append(
-            OpenLevel(
+            _OpenLevel(
                 float(rate),
                 o.arrival,
                 o.burstiness,
@@ -419,7 +414,7 @@ def open_levels(settings: BenchSettings, workload: Workload) -> list[OpenLevel]:
             for i, r in enumerate(workload.requests)
             if o.duration_s is None or (r.arrival_s or 0.0) < o.duration_s
         ]
-        out.append(OpenLevel(None, "trace", None, [t for t, _ in pairs], [i for _, i in pairs]))
+        out.append(_OpenLevel(None, "trace", None, [t for t, _ in pairs], [i for _, i in pairs]))
     return out
 
 
@@ -427,7 +422,7 @@ async def _open_level(
     clients: Clients,
     opts: RequestOptions,
     settings: BenchSettings,
-    level: OpenLevel,
+    level: _OpenLevel,
     *,
     point_id: str,
     notify: Notifier,

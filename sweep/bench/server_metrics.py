@@ -14,10 +14,10 @@ from typing import NamedTuple, Optional
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from sweep.core.errors import BenchError
+from sweep.core import BenchError
 
-INFO_ROUTES = ("/server_info", "/get_server_info")  # new name first, then the pre-0.5 one
-SIDE_TIMEOUT_S = 30.0  # side requests must not wait as long as a generation may
+_INFO_ROUTES = ("/server_info", "/get_server_info")  # new name first, then the pre-0.5 one
+_SIDE_TIMEOUT_S = 30.0  # side requests must not wait as long as a generation may
 
 
 async def probe(client: httpx.AsyncClient, url: str) -> Optional[dict]:
@@ -37,8 +37,8 @@ async def probe(client: httpx.AsyncClient, url: str) -> Optional[dict]:
 
 
 async def _server_info(client: httpx.AsyncClient, url: str) -> Optional[dict]:
-    for route in INFO_ROUTES:
-        resp = await client.get(url.rstrip("/") + route, timeout=SIDE_TIMEOUT_S)
+    for route in _INFO_ROUTES:
+        resp = await client.get(url.rstrip("/") + route, timeout=_SIDE_TIMEOUT_S)
         if resp.status_code == 200:
             try:
                 info = resp.json()
@@ -100,7 +100,7 @@ async def flush_cache(
     """
     for attempt in range(tries):
         try:
-            resp = await client.post(url.rstrip("/") + "/flush_cache", timeout=SIDE_TIMEOUT_S, headers=headers)
+            resp = await client.post(url.rstrip("/") + "/flush_cache", timeout=_SIDE_TIMEOUT_S, headers=headers)
         except httpx.HTTPError:
             return False
         if resp.status_code == 200:
@@ -139,7 +139,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def parse_samples(text: str) -> list[Sample]:
+def _parse_samples(text: str) -> list[Sample]:
     """Prometheus exposition text -> its samples (ValueError if it is not that format)."""
     return [
         Sample(s.name, tuple(sorted(s.labels.items())), family.name, family.type, float(s.value))
@@ -152,32 +152,32 @@ def _keyed(samples: list[Sample]) -> dict[str, tuple[str, float]]:
     return {f"{s.name}{{{s.labels_text}}}" if s.labels else s.name: (s.kind, s.value) for s in samples}
 
 
-def parse_prometheus(text: str) -> dict[str, tuple[str, float]]:
+def _parse_prometheus(text: str) -> dict[str, tuple[str, float]]:
     """Prometheus text -> ``{'name{label="v",...}': (family type, value)}``."""
-    return _keyed(parse_samples(text))
+    return _keyed(_parse_samples(text))
 
 
 async def scrape_text(client: httpx.AsyncClient, url: str) -> Optional[str]:
     """The server's ``/metrics`` text, or None (no metrics enabled, unreachable)."""
     try:
-        resp = await client.get(url.rstrip("/") + "/metrics", timeout=SIDE_TIMEOUT_S)
+        resp = await client.get(url.rstrip("/") + "/metrics", timeout=_SIDE_TIMEOUT_S)
     except httpx.HTTPError:
         return None
     return resp.text if resp.status_code == 200 else None
 
 
 def samples_of(text: Optional[str]) -> Optional[list[Sample]]:
-    """``parse_samples``, None for no text or text that does not parse."""
+    """``_parse_samples``, None for no text or text that does not parse."""
     if text is None:
         return None
     try:
-        return parse_samples(text)
+        return _parse_samples(text)
     except ValueError:
         return None
 
 
 async def scrape(client: httpx.AsyncClient, url: str) -> Optional[dict[str, tuple[str, float]]]:
-    """The server's ``/metrics`` parsed by ``parse_prometheus``, or None (no metrics, unparsable)."""
+    """The server's ``/metrics`` parsed by ``_parse_prometheus``, or None (no metrics, unparsable)."""
     samples = samples_of(await scrape_text(client, url))
     return None if samples is None else _keyed(samples)
 

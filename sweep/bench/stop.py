@@ -13,7 +13,7 @@ requests are in flight. Two things make it uncertain, and both are counted:
   batches are merged pairwise while the lag-1 autocorrelation of the batch means is significant
   (the classic batch-means test), the standard error of what remains is widened by the AR(1)
   factor sqrt((1 + r) / (1 - r)) of the lag-1 correlation r still left, and the interval is
-  Student's t; with fewer than ``MIN_BATCHES`` batches left there is no interval. (Checked by
+  Student's t; with fewer than ``_MIN_BATCHES`` batches left there is no interval. (Checked by
   tests/bench/test_stop.py: 95 % intervals hold the true rate about 95 % of the time for
   independent windows and about 90 % for windows correlated over twice their width, where the
   naive interval holds it 75 % of the time.)
@@ -35,9 +35,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-INITIAL_BATCHES = 32  # time windows the known stream is cut into before merging
-MIN_BATCHES = 8  # fewer than this after merging: no interval
-CHUNKS_PER_BATCH = 2  # a window spans at least this many chunk intervals of one request
+_INITIAL_BATCHES = 32  # time windows the known stream is cut into before merging
+_MIN_BATCHES = 8  # fewer than this after merging: no interval
+_CHUNKS_PER_BATCH = 2  # a window spans at least this many chunk intervals of one request
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -72,7 +72,7 @@ class Precision:
         return self.half_width is not None and self.half_width <= precision
 
 
-def lag1(values: np.ndarray) -> float:
+def _lag1(values: np.ndarray) -> float:
     """Lag-1 autocorrelation of a series (0 for a constant one)."""
     d = values - values.mean()
     denom = float(d @ d)
@@ -111,8 +111,8 @@ def batch_means(
     *,
     confidence: float,
     min_width: float = 0.0,
-    initial: int = INITIAL_BATCHES,
-    minimum: int = MIN_BATCHES,
+    initial: int = _INITIAL_BATCHES,
+    minimum: int = _MIN_BATCHES,
 ) -> tuple[Optional[float], Optional[float], int]:
     """(mean rate, relative half-width, batches) of the token stream over ``[start, end)``.
 
@@ -132,18 +132,18 @@ def batch_means(
     k = minimum * 2 ** int(math.log2(k / minimum))
     rates = token_counts(np.linspace(start, end, k + 1), spikes, segments) / (span / k)
     z = NormalDist().inv_cdf(confidence)
-    while rates.size >= 2 * minimum and lag1(rates) > z / math.sqrt(rates.size):
+    while rates.size >= 2 * minimum and _lag1(rates) > z / math.sqrt(rates.size):
         rates = rates.reshape(-1, 2).mean(axis=1)
     mean = float(rates.mean())
     if mean <= 0:
         return None, None, int(rates.size)
     se = float(rates.std(ddof=1)) / math.sqrt(rates.size)
-    rho = min(max(lag1(rates), 0.0), 0.9)  # what correlation is left: the AR(1) variance factor
+    rho = min(max(_lag1(rates), 0.0), 0.9)  # what correlation is left: the AR(1) variance factor
     se *= math.sqrt((1 + rho) / (1 - rho))
     return mean, t_quantile((1 + confidence) / 2, rates.size - 1) * se / mean, int(rates.size)
 
 
-def request_spread(speeds: Sequence[float], *, confidence: float) -> Optional[float]:
+def _request_spread(speeds: Sequence[float], *, confidence: float) -> Optional[float]:
     """Relative half-width of the mean of per-request decode speeds (None under 2 requests)."""
     s = np.asarray([v for v in speeds if v is not None and v > 0], dtype=float)
     if s.size < 2:
@@ -151,7 +151,7 @@ def request_spread(speeds: Sequence[float], *, confidence: float) -> Optional[fl
     return t_quantile((1 + confidence) / 2, s.size - 1) * float(s.std(ddof=1)) / math.sqrt(s.size) / float(s.mean())
 
 
-def decode_speed(
+def _decode_speed(
     completion_tokens: Optional[int], latency_s: Optional[float], ttft_s: Optional[float]
 ) -> Optional[float]:
     """A request's decode speed: tokens after the first over the time after the first."""
@@ -173,11 +173,11 @@ def precision(
 ) -> Precision:
     """The level's throughput estimate over ``[start, end)`` (see the module docstring and
     ``token_counts`` for ``spikes`` and ``segments``). ``chunk_gap_s``: the typical time between
-    two chunks of one request; windows are at least ``CHUNKS_PER_BATCH`` of them wide."""
+    two chunks of one request; windows are at least ``_CHUNKS_PER_BATCH`` of them wide."""
     rate, time_hw, k = batch_means(
-        spikes, segments, start, end, confidence=confidence, min_width=CHUNKS_PER_BATCH * chunk_gap_s
+        spikes, segments, start, end, confidence=confidence, min_width=_CHUNKS_PER_BATCH * chunk_gap_s
     )
-    req_hw = request_spread(speeds, confidence=confidence)
+    req_hw = _request_spread(speeds, confidence=confidence)
     n = sum(1 for v in speeds if v is not None and v > 0)
     hw = math.hypot(time_hw, req_hw) if time_hw is not None and req_hw is not None else None
     return Precision(rate, hw, k, n, time_hw, req_hw)
@@ -247,7 +247,7 @@ class LevelMonitor:
         self._cache = None
         if times.size >= 2:
             self._gaps.append(float(np.median(np.diff(times))))
-        speed = decode_speed(rec.completion_tokens, rec.latency_s, rec.ttft_s)
+        speed = _decode_speed(rec.completion_tokens, rec.latency_s, rec.ttft_s)
         if speed is not None:
             self._speeds.append(speed)
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Union
 
-FILE_MODE = 0o666  # what open() asks for; the umask takes its share
+_FILE_MODE = 0o666  # what open() asks for; the umask takes its share
 TMP_SUFFIX = ".tmp"  # readers of a folder skip names ending in this (a writer died half way)
 PathLike = Union[str, os.PathLike]
 
@@ -31,7 +31,7 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     tmp = Path(name)
     try:
         try:
-            os.fchmod(fd, FILE_MODE & ~current_umask())
+            os.fchmod(fd, _FILE_MODE & ~current_umask())
         finally:
             os.close(fd)
         yield tmp

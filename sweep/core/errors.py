@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sweep.core.record import Failure
+
 if TYPE_CHECKING:
     from sweep.core.record import Failure
     from sweep.core.types import FailurePhase
@@ -104,7 +106,6 @@ class PointFailure(SweepError):
     @property
     def failure(self) -> Failure:
         """As the point's record keeps it."""
-        from sweep.core.record import Failure
 
         return Failure(self.phase, self.reason, self.fix)
 

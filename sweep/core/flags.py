@@ -32,9 +32,9 @@ PARALLEL = {  # SGLang's spellings of each size
     "dp": ("dp-size", "data-parallel-size"),
 }
 MODEL = ("model-path", "model")  # a server's flags name one of these: its sizes default to 1
-DRAFT_MODEL = ("speculative-draft-model-path", "speculative-draft-model")  # SGLang's two spellings
-ATTENTION_DP = ("attn-dp-size", "attention-data-parallel-size")
-DEFAULT_DEVICE = "cuda"  # SGLang detects the device where --device is not given; the sweep's hosts have GPUs
+_DRAFT_MODEL = ("speculative-draft-model-path", "speculative-draft-model")  # SGLang's two spellings
+_ATTENTION_DP = ("attn-dp-size", "attention-data-parallel-size")
+_DEFAULT_DEVICE = "cuda"  # SGLang detects the device where --device is not given; the sweep's hosts have GPUs
 ADAPTIVE = "speculative-adaptive"
 ADAPTIVE_CONFIG = "speculative-adaptive-config"
 TRUE = "true"  # a bare switch's value as the flags column holds it
@@ -168,7 +168,7 @@ class ServerFlags(Mapping[str, Any]):
     @property
     def device(self) -> str:
         value = self._flags.get("device")
-        return str(value) if given(value) and value != "" else DEFAULT_DEVICE
+        return str(value) if given(value) and value != "" else _DEFAULT_DEVICE
 
     @property
     def is_cpu(self) -> bool:
@@ -199,7 +199,7 @@ class ServerFlags(Mapping[str, Any]):
     @property
     def dp_attention(self) -> bool:
         """Attention DP (``--enable-dp-attention``, or an attention DP size): it runs inside the TP group."""
-        return self.is_set("enable-dp-attention") or bool(self.value(*ATTENTION_DP))
+        return self.is_set("enable-dp-attention") or bool(self.value(*_ATTENTION_DP))
 
     @property
     def gpus(self) -> Optional[int]:
@@ -230,7 +230,7 @@ class ServerFlags(Mapping[str, Any]):
 
     @property
     def draft_model_path(self) -> Optional[str]:
-        return self.value(*DRAFT_MODEL) or None
+        return self.value(*_DRAFT_MODEL) or None
 
     @property
     def algorithm(self) -> Optional[str]:

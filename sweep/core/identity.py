@@ -38,7 +38,7 @@ class Mark:
     siblings: tuple[str, ...] = ()
 
 
-UNMARKED = Mark("changed")  # a field without a mark: hashed only where it differs from its default
+_UNMARKED = Mark("changed")  # a field without a mark: hashed only where it differs from its default
 
 
 def always(default: Any = MISSING, *, factory: Callable[[], Any] | None = None) -> Any:
@@ -66,12 +66,12 @@ def _marked(mark: Mark, default: Any, factory: Callable[[], Any] | None) -> Any:
 
 
 def mark_of(f: Field[Any]) -> Mark:
-    """A field's mark (``UNMARKED`` for a plain default)."""
+    """A field's mark (``_UNMARKED`` for a plain default)."""
     mark = f.metadata.get(KEY)
-    return mark if isinstance(mark, Mark) else UNMARKED
+    return mark if isinstance(mark, Mark) else _UNMARKED
 
 
-def default_of(f: Field[Any]) -> Any:
+def _default_of(f: Field[Any]) -> Any:
     """A field's default value (a fresh one from its factory); MISSING where it has none."""
     if f.default is not MISSING:
         return f.default
@@ -88,7 +88,7 @@ def identity(settings: DataclassInstance, skip: Collection[str] = (), where: str
     for f in fields(settings):
         path = f"{where}{f.name}"
         value = getattr(settings, f.name)
-        if path not in skip and _hashed(mark_of(f), value, default_of(f), settings):
+        if path not in skip and _hashed(mark_of(f), value, _default_of(f), settings):
             out[f.name] = _plain(value, skip, f"{path}.")
     return out
 

@@ -31,15 +31,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
-MIN_VALUE_LEN = 6
+_MIN_VALUE_LEN = 6
 
-LAST_WORDS = frozenset(
+_LAST_WORDS = frozenset(
     {"key", "apikey", "token", "secret", "password", "passwd", "passphrase", "auth", "credential", "credentials", "pat"}
 )
-ANY_WORDS = frozenset({"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey"})
+_ANY_WORDS = frozenset({"secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey"})
 # SGLang flags that end in a secret word without holding a secret (checked against every flag
 # SGLang knows in tests/test_redact.py)
-NOT_SECRET = frozenset(
+_NOT_SECRET = frozenset(
     {
         "bucket-time-to-first-token",
         "kt-max-deferred-experts-per-token",
@@ -60,10 +60,10 @@ def words(name: str) -> list[str]:
 
 def is_secret_name(name: str) -> bool:
     bare = str(name).lstrip("-").split("=", 1)[0]
-    if bare.replace("_", "-").lower() in NOT_SECRET:
+    if bare.replace("_", "-").lower() in _NOT_SECRET:
         return False
     ws = words(bare)
-    return bool(ws) and (ws[-1] in LAST_WORDS or any(w in ANY_WORDS for w in ws))
+    return bool(ws) and (ws[-1] in _LAST_WORDS or any(w in _ANY_WORDS for w in ws))
 
 
 def redact_env(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,7 +114,8 @@ def secret_values(
 def _searchable(values: Iterable[str]) -> list[str]:
     vs = {str(v) for v in values if v is not None}
     return sorted(
-        (v for v in vs if len(v) >= MIN_VALUE_LEN and not _PLAIN.match(v) and v != REDACTED), key=lambda v: (-len(v), v)
+        (v for v in vs if len(v) >= _MIN_VALUE_LEN and not _PLAIN.match(v) and v != REDACTED),
+        key=lambda v: (-len(v), v),
     )
 
 

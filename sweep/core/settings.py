@@ -17,7 +17,7 @@ API_NAMES = ("generate", "completions", "chat")  # SGLang's native /generate, /v
 # what ``benchmark.workload.kind`` can be (sweep/bench/workloads/: one loader each)
 WORKLOAD_KINDS = ("prompts", "sharegpt", "synthetic", "shared-prefix", "trace")
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "empirical")  # what a length is drawn from
-ARRIVALS = ("poisson", "gamma")  # how an open-loop level's arrival gaps are drawn (sweep/bench/arrivals.py)
+_ARRIVALS = ("poisson", "gamma")  # how an open-loop level's arrival gaps are drawn (sweep/bench/arrivals.py)
 
 
 @dataclass
@@ -119,7 +119,7 @@ class OpenLoopSettings:
             if not ok:
                 out.append((f"open_loop.{key}", value, use))
 
-        want(self.arrival in ARRIVALS, "arrival", self.arrival, "one of " + ", ".join(ARRIVALS))
+        want(self.arrival in _ARRIVALS, "arrival", self.arrival, "one of " + ", ".join(_ARRIVALS))
         want(self.burstiness > 0, "burstiness", self.burstiness, "a positive gamma shape, e.g. 1 (Poisson)")
         want(
             self.arrival == "gamma" or self.burstiness == 1,

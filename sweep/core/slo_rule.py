@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Metric:
+class _Metric:
     name: str
     title: str
     upper: bool  # a limit is an upper bound (times) or a lower bound (speeds)
@@ -37,10 +37,10 @@ class Metric:
 
 
 METRICS = {
-    "ttft": Metric("ttft", "TTFT", True, "s"),
-    "tpot": Metric("tpot", "TPOT", True, "s"),
-    "latency": Metric("latency", "latency", True, "s"),
-    "tok_s": Metric("tok_s", "per-user speed", False, "tok/s"),
+    "ttft": _Metric("ttft", "TTFT", True, "s"),
+    "tpot": _Metric("tpot", "TPOT", True, "s"),
+    "latency": _Metric("latency", "latency", True, "s"),
+    "tok_s": _Metric("tok_s", "per-user speed", False, "tok/s"),
 }
 FAILED = 1e18  # the time a failed request "took" (finite: percentiles interpolate through it)
 
@@ -99,8 +99,8 @@ def limits_of(s: SLOSettings) -> tuple[Limit, ...]:
 # --- an SLO: its limits, named; the command line's grammar and the experiment's section -------
 
 
-TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_SPEED_UNITS = {"": 1.0, "tok/s": 1.0, "tps": 1.0}
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class SLO:
         return "; ".join(limit.describe() for limit in self.limits)
 
 
-LIMIT_RE = re.compile(
+_LIMIT_RE = re.compile(
     r"^(?P<metric>[a-z_]+?)_p(?P<pct>\d+(?:\.\d+)?)\s*(?P<op><=|>=|<|>|=)\s*"
     r"(?P<value>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)\s*(?P<unit>[a-zµ/]*)$"
 )
@@ -127,7 +127,7 @@ LIMIT_RE = re.compile(
 def parse_limit(text: str, *, where: str = "--slo") -> Limit:
     """One limit, e.g. ``ttft_p90<=2s`` (see the module docstring)."""
     raw = text.strip()
-    m = LIMIT_RE.match(raw.lower())
+    m = _LIMIT_RE.match(raw.lower())
     if not m:
         raise ConfigError(
             f"{where}: {raw!r} is not a limit",
@@ -149,7 +149,7 @@ def parse_limit(text: str, *, where: str = "--slo") -> Limit:
         raise ConfigError(
             f"{where}: {raw!r}: {name} is {kind}", fix=f"write {name}_p{m['pct']}{want}{m['value']}{unit}"
         )
-    units = TIME_UNITS if metric.upper else SPEED_UNITS
+    units = _TIME_UNITS if metric.upper else _SPEED_UNITS
     if metric.upper and not unit:
         raise ConfigError(
             f"{where}: {raw!r}: {name} needs a unit", fix=f"e.g. {name}_p{m['pct']}<={m['value']}s or ...ms"
@@ -204,7 +204,7 @@ def holds(limit: Limit, value: float | None) -> bool:
     return value <= limit.value if limit.upper else value >= limit.value
 
 
-def request_value(metric: str, row: Mapping[str, Any], time_scale: float = 1.0) -> Optional[float]:
+def _request_value(metric: str, row: Mapping[str, Any], time_scale: float = 1.0) -> Optional[float]:
     """One request's value of ``metric`` (a requests-table row: ok, ttft_s, tpot_s, latency_s,
     completion_tokens) at real speed; see the module docstring for failed and undefined ones."""
     if not row.get("ok"):
@@ -233,7 +233,7 @@ def level_values(
     limits: Sequence[Limit], rows: Sequence[Mapping[str, Any]], time_scale: float = 1.0
 ) -> list[Optional[float]]:
     """Each limit's percentile value over one level's requests, at real speed."""
-    return [quantile((request_value(lim.metric, r, time_scale) for r in rows), lim.percentile / 100) for lim in limits]
+    return [quantile((_request_value(lim.metric, r, time_scale) for r in rows), lim.percentile / 100) for lim in limits]
 
 
 def meets(limits: Sequence[Limit], values: Sequence[Optional[float]]) -> bool:

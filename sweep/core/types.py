@@ -76,9 +76,9 @@ host was lost under the point, which runs again as ``attempt`` on another host) 
 follower's batch of GPU power samples, which the driver keeps for the point and shows nowhere)."""
 
 POINT_STATUSES: tuple[str, ...] = get_args(PointStatus)
-POINT_STATES: tuple[str, ...] = get_args(PointState)
+_POINT_STATES: tuple[str, ...] = get_args(PointState)
 FAILURE_PHASES: tuple[str, ...] = get_args(FailurePhase)
-MODES: tuple[str, ...] = get_args(Mode)
+_MODES: tuple[str, ...] = get_args(Mode)
 STAGES: tuple[str, ...] = get_args(Stage)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from sweep.core.errors import ConfigError
 from sweep.core.settings import DISTRIBUTIONS, WORKLOAD_KINDS, LengthSettings, WorkloadSettings
 
-ALIASES = {
+_ALIASES = {
     "in": "input_len",
     "out": "output_len",
     "prefix": "prefix_len",
@@ -34,10 +34,10 @@ ALIASES = {
     "file": "path",
 }
 FLAGS = ("multiturn", "answer_lengths")  # bare words that set a boolean
-BUILTIN_SETS = ("coding", "encyclopedic")
+_BUILTIN_SETS = ("coding", "encyclopedic")
 LENGTH_KEYS = ("input_len", "output_len")
 _INT_KEYS = ("requests", "groups", "prefix_len", "questions", "max_context")
-EXAMPLES = (
+_EXAMPLES = (
     "sharegpt:FILE, sharegpt-multiturn:FILE, synthetic:in=uniform(100,400),out=200, "
     "shared-prefix:groups=8,prefix=1024,questions=16,in=64, trace:FILE,scale=0.5"
 )
@@ -141,16 +141,18 @@ def parse(text: str) -> dict:
     where = f"workload {text!r}"
     head, sep, rest = s.partition(":")
     if not sep or head not in (*WORKLOAD_KINDS, "sharegpt-multiturn"):
-        if s in BUILTIN_SETS or (s and not sep):  # a prompt set, as benchmark.prompts names it
+        if s in _BUILTIN_SETS or (s and not sep):  # a prompt set, as benchmark.prompts names it
             return {"kind": "prompts", "path": s}
-        raise ConfigError(f"{where}: unknown kind {head!r}", fix=f"one of {', '.join(WORKLOAD_KINDS)}, e.g. {EXAMPLES}")
+        raise ConfigError(
+            f"{where}: unknown kind {head!r}", fix=f"one of {', '.join(WORKLOAD_KINDS)}, e.g. {_EXAMPLES}"
+        )
     out: dict[str, Any] = {"kind": "sharegpt" if head == "sharegpt-multiturn" else head}
     if head == "sharegpt-multiturn":
         out["multiturn"] = True
     fields = set(WorkloadSettings.__dataclass_fields__)
     for item in _split(rest):
         key, eq, value = item.partition("=")
-        key = ALIASES.get(key.strip(), key.strip())
+        key = _ALIASES.get(key.strip(), key.strip())
         if not eq:
             if key in FLAGS:
                 out[key] = True
@@ -158,12 +160,12 @@ def parse(text: str) -> dict:
                 out["path"] = item
             else:
                 raise ConfigError(
-                    f"{where}: {item!r} is neither key=value nor a flag", fix=f"write key=value, e.g. {EXAMPLES}"
+                    f"{where}: {item!r} is neither key=value nor a flag", fix=f"write key=value, e.g. {_EXAMPLES}"
                 )
             continue
         if key not in fields or key == "kind":
             raise ConfigError(
-                f"{where}: unknown key {key!r}", fix=f"keys: {', '.join(sorted((fields - {'kind'}) | set(ALIASES)))}"
+                f"{where}: unknown key {key!r}", fix=f"keys: {', '.join(sorted((fields - {'kind'}) | set(_ALIASES)))}"
             )
         out[key] = _value(key, value.strip(), where)
     return out
@@ -187,7 +189,7 @@ def settings(value: object) -> WorkloadSettings:
     """A ``WorkloadSettings`` from a compact string or a mapping (as ``python -m sweep bench`` builds it)."""
     tree = normalize(value)
     if not isinstance(tree, dict):
-        raise ConfigError(f"workload {value!r} is neither a string nor a mapping", fix=f"e.g. {EXAMPLES}")
+        raise ConfigError(f"workload {value!r} is neither a string nor a mapping", fix=f"e.g. {_EXAMPLES}")
     tree = dict(tree)
     for key in LENGTH_KEYS:
         if isinstance(tree.get(key), dict):

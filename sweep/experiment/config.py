@@ -17,10 +17,17 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.core import workload_spec
-from sweep.core.errors import ConfigError
-from sweep.core.flags import ServerFlags, normalize_flag
-from sweep.core.settings import AUTO_LEVELS, BenchSettings, DecideSettings
+from sweep.core import (
+    AUTO_LEVELS,
+    REDACTED,
+    BenchSettings,
+    ConfigError,
+    DecideSettings,
+    ServerFlags,
+    normalize_flag,
+    redact,
+    workload_spec,
+)
 
 
 @dataclass
@@ -99,7 +106,7 @@ class AxisConfig:
 
 
 @dataclass
-class GridConfig:
+class _GridConfig:
     axes: dict[str, AxisConfig] = field(default_factory=dict)
     zip: list[list[str]] = field(default_factory=list)  # axes that vary together, not as a product
     exclude: list[dict[str, Any]] = field(default_factory=list)  # {axis: value name or glob}
@@ -128,7 +135,7 @@ class DryRunConfig:
 
 
 @dataclass
-class LocalConfig:
+class _LocalConfig:
     """How ``--local`` runs the real plan on this machine: a local Ray cluster whose hosts share this
     machine, each point launching the experiment's own launcher (real SGLang), nothing scaled."""
 
@@ -138,11 +145,11 @@ class LocalConfig:
     setup: list[str] = field(default_factory=list)
 
 
-SEARCH_STRATEGIES = ("grid", "adaptive")
+_SEARCH_STRATEGIES = ("grid", "adaptive")
 
 
 @dataclass
-class SearchConfig:
+class _SearchConfig:
     """``search``: which points of the plan the sweep runs. ``grid`` runs every one; ``adaptive``
     (sweep/search/adaptive.py) runs the baselines, probes each group of points that differ only in
     the speculative steps, predicts the rest from what the probes measured (accept length per draft
@@ -154,10 +161,10 @@ class SearchConfig:
     tolerance: float = 0.05
 
     def __post_init__(self) -> None:
-        if self.strategy not in SEARCH_STRATEGIES:
+        if self.strategy not in _SEARCH_STRATEGIES:
             raise ConfigError(
                 f"search.strategy = {self.strategy!r} is not a strategy",
-                fix="one of " + ", ".join(SEARCH_STRATEGIES) + " (grid runs every point)",
+                fix="one of " + ", ".join(_SEARCH_STRATEGIES) + " (grid runs every point)",
             )
         if not 0 <= self.tolerance < 1:
             raise ConfigError(
@@ -166,7 +173,7 @@ class SearchConfig:
 
 
 @dataclass
-class PolicyConfig:
+class _PolicyConfig:
     """``policy``: the speculative policy across load (``sweep.analysis.policy``: per group of points
     that differ only in their step count, SGLang's adaptive config). With ``confirm``, after the grid
     the sweep derives the policies and runs each one's own server (``--speculative-adaptive``) for the
@@ -183,13 +190,13 @@ class Experiment:
     description: str = ""  # free text for the reader; the sweep does not read it
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
-    grid: GridConfig = field(default_factory=GridConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    grid: _GridConfig = field(default_factory=_GridConfig)
+    search: _SearchConfig = field(default_factory=_SearchConfig)
+    policy: _PolicyConfig = field(default_factory=_PolicyConfig)
     decide: DecideSettings = field(default_factory=DecideSettings)  # re-measure picks within noise
     benchmark: BenchSettings = field(default_factory=BenchSettings)
     dry_run: DryRunConfig = field(default_factory=DryRunConfig)
-    local: LocalConfig = field(default_factory=LocalConfig)
+    local: _LocalConfig = field(default_factory=_LocalConfig)
     results_dir: Optional[str] = None  # default: results/<name> (-dryrun, -local or -fake by mode)
     source: str = ""  # the file it was loaded from (set by load)
 
@@ -275,7 +282,7 @@ def _config_error(e: OmegaConfBaseException, path: Path, origin: str) -> ConfigE
     return ConfigError(f"{where}: key {key!r}: {first}", fix=fix)
 
 
-def without_run_time_keys(concurrency: dict[str, Any], path: Path) -> dict[str, Any]:
+def _without_run_time_keys(concurrency: dict[str, Any], path: Path) -> dict[str, Any]:
     """``benchmark.concurrency`` without ``baseline_curve``: a results directory's experiment.yaml
     written before the baseline's curve left the settings for the sweep's run context
     (``sweep.core.run_context``) has it, always empty; a curve given by hand is refused."""
@@ -320,7 +327,7 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Exper
             line = _line_of(path, "benchmark.workload")
             raise ConfigError(f"{path}, line {line or '?'}: benchmark.{e.message}", fix=e.fix) from None
     if isinstance(bench, dict) and isinstance(bench.get("concurrency"), dict):
-        concurrency = without_run_time_keys(bench["concurrency"], path)
+        concurrency = _without_run_time_keys(bench["concurrency"], path)
         raw["benchmark"] = {**raw["benchmark"], "concurrency": auto_levels(concurrency)}
     for key, value in raw.items():  # a section given one value: OmegaConf's error names no key
         _check_section(str(key), value, lambda k: f"{path}, line {_line_of(path, k) or '?'}")
@@ -425,7 +432,7 @@ def _merge_override(cfg: Any, ov: str) -> Any:
     return OmegaConf.merge(cfg, OmegaConf.from_dotlist([ov]))
 
 
-SECTION_EXAMPLES = {"policy": "policy: {confirm: true}", "search": "search: {strategy: adaptive}"}
+_SECTION_EXAMPLES = {"policy": "policy: {confirm: true}", "search": "search: {strategy: adaptive}"}
 
 
 def _check_section(key: str, value: Any, where) -> None:
@@ -438,7 +445,7 @@ def _check_section(key: str, value: Any, where) -> None:
     if not hasattr(f.default_factory, "__dataclass_fields__"):  # a scalar key (name, results_dir...)
         return
     valid = ", ".join(sorted(f.default_factory.__dataclass_fields__))
-    example = SECTION_EXAMPLES.get(key, f"{key}: {{...}}")
+    example = _SECTION_EXAMPLES.get(key, f"{key}: {{...}}")
     at = where(key)
     raise ConfigError(
         f"{at + ': ' if at else ''}{key} is a section, not one value (got {value!r})",
@@ -515,7 +522,7 @@ def _check_values(exp: Experiment, path: Path, overrides: tuple[str, ...] = ()) 
         )
 
 
-def device_of(exp: Experiment) -> str:
+def _device_of(exp: Experiment) -> str:
     """Where the server computes: SGLang's own ``--device`` flag (``ServerFlags.device``)."""
     return ServerFlags(exp.server.flags).device
 
@@ -530,7 +537,6 @@ def to_yaml(exp: Experiment) -> str:
     sweep/core/redact.py) becomes ``<redacted>``, or stays the interpolation the experiment file wrote
     there (``${oc.env:HF_TOKEN}``, a reference with no secret in it); a secret value anywhere else
     (a launcher, ``local.setup``) is hidden too."""
-    from sweep.core import redact
 
     tree = OmegaConf.to_container(OmegaConf.structured(exp), resolve=False)
     tree = redact.redact_tree(tree)
@@ -548,7 +554,6 @@ def _source_tree(source: str) -> Any:
 
 def _keep_references(tree: Any, raw: Any) -> None:
     """Where a value was redacted and the file had an interpolation there, put the interpolation back."""
-    from sweep.core.redact import REDACTED
 
     if isinstance(tree, dict) and isinstance(raw, dict):
         for k, v in tree.items():

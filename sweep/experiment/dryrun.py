@@ -15,17 +15,16 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from sweep.core.run_context import RunContext
-from sweep.core.settings import BenchSettings
+from sweep.core import BenchSettings, RunContext
 from sweep.experiment.config import DryRunConfig, Experiment
-from sweep.experiment.grid import BenchScale
+from sweep.experiment.grid import BenchScale, merged_bench
 from sweep.sglang import serverargs
 
-FAKE_LAUNCHER_MODULE = "sweep.fake"
+_FAKE_LAUNCHER_MODULE = "sweep.fake"
 
 
 def fake_launcher() -> list[str]:
-    return [sys.executable, "-m", FAKE_LAUNCHER_MODULE]
+    return [sys.executable, "-m", _FAKE_LAUNCHER_MODULE]
 
 
 def fake_args(exp: Experiment) -> list[str]:
@@ -96,7 +95,6 @@ def bench_scaler(exp: Experiment) -> BenchScale:
     d = exp.dry_run
 
     def scale(override: Mapping[str, Any], where: str) -> dict[str, Any]:
-        from sweep.experiment.grid import merged_bench
 
         whole = asdict(_scale(merged_bench(BenchSettings(), [override], where), d))
         return _picked(whole, override)

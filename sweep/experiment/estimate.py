@@ -35,21 +35,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, cast
 
-from sweep.core.console import plural
-from sweep.core.flags import ServerFlags
-from sweep.core.settings import BenchSettings
-from sweep.core.types import RunMode, kind
+from sweep.core import BenchSettings, RunMode, ServerFlags, kind, plural
 from sweep.experiment.config import Experiment
 from sweep.experiment.plan import Plan
+from sweep.results import store
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
 # SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
 # are ready in about 50 s (a drafter's load and its own warmup: about 10 s more) on 2 cores
 CPU_STARTUP_S = {"baseline": 50.0, "speculative": 60.0}
 DEFAULT_OVERHEAD_S = 30.0
-DEFAULT_SINGLE_TOK_S = 62.0
-DEFAULT_CAPACITY_TOK_S = 750.0
-DEFAULT_HALF_C = 11.0
+_DEFAULT_SINGLE_TOK_S = 62.0
+_DEFAULT_CAPACITY_TOK_S = 750.0
+_DEFAULT_HALF_C = 11.0
 LEVEL_OVERHEAD_S = 0.5  # flush, /metrics scrapes, /server_info around a level
 
 
@@ -57,9 +55,9 @@ LEVEL_OVERHEAD_S = 0.5  # flush, /metrics scrapes, /server_info around a level
 class SpeedModel:
     """Per-request tok/s against concurrency."""
 
-    single_tok_s: float = DEFAULT_SINGLE_TOK_S
-    capacity_tok_s: float = DEFAULT_CAPACITY_TOK_S
-    half_c: float = DEFAULT_HALF_C
+    single_tok_s: float = _DEFAULT_SINGLE_TOK_S
+    capacity_tok_s: float = _DEFAULT_CAPACITY_TOK_S
+    half_c: float = _DEFAULT_HALF_C
     measured: tuple[tuple[int, float], ...] = ()  # (C, per-request tok/s), sorted by C
     source: str = "default"
 
@@ -104,7 +102,7 @@ class PriorRuns:
 
 
 @dataclass(frozen=True)
-class PointEstimate:
+class _PointEstimate:
     label: str
     baseline: bool
     startup_s: float
@@ -119,8 +117,8 @@ class PointEstimate:
 
 
 @dataclass(frozen=True)
-class SweepEstimate:
-    points: tuple[PointEstimate, ...]
+class _SweepEstimate:
+    points: tuple[_PointEstimate, ...]
     hosts: int
     per_host_s: tuple[float, ...]  # busy seconds of each host in the schedule
     per_host_points: tuple[int, ...]
@@ -185,12 +183,12 @@ def schedule(durations: Sequence[float], hosts: int, span: int = 1) -> tuple[lis
     return busy, count, max((t for t, _ in heap), default=0.0)
 
 
-def default_startup_s(kind: str, device: Optional[str] = None) -> float:
+def _default_startup_s(kind: str, device: Optional[str] = None) -> float:
     """The default startup of a point of ``kind`` (baseline / speculative) on ``device``."""
     return (CPU_STARTUP_S if device == "cpu" else DEFAULT_STARTUP_S)[kind]
 
 
-def point_device(flags: Mapping) -> Optional[str]:
+def _point_device(flags: Mapping) -> Optional[str]:
     """``"cpu"`` for a server on SGLang's CPU backend (``ServerFlags.is_cpu``), else None (a GPU)."""
     return "cpu" if ServerFlags(flags).is_cpu else None
 
@@ -204,7 +202,7 @@ def estimate_sweep(
     speed_factor: float = 1.0,
     startup_factor: float = 1.0,
     span: int = 1,
-) -> SweepEstimate:
+) -> _SweepEstimate:
     """The sweep's estimate. ``points``: (label, baseline), (label, baseline, device) or (label,
     baseline, device, launch id, the point's own BenchSettings or None) in the order they will run
     (baselines first; device "cpu" for SGLang's CPU backend, its own default startup; the points of
@@ -227,7 +225,7 @@ def estimate_sweep(
         kind = "baseline" if baseline else "speculative"
         seconds = bench_seconds(own, speed) if own is not None else bench_s
         if launch in launch_s:  # the launch's server is up already: only the benchmark
-            out.append(PointEstimate(label, baseline, 0.0, seconds, 0.0, "launch", device))
+            out.append(_PointEstimate(label, baseline, 0.0, seconds, 0.0, "launch", device))
             launch_s[launch] += seconds
             continue
         if kind in history.startup_s:
@@ -235,8 +233,8 @@ def estimate_sweep(
         elif history.startup_s:  # only the other kind measured: better than the default
             startup, src = next(iter(history.startup_s.values())), "history"
         else:
-            startup, src = default_startup_s(kind, device) / startup_factor, "default"
-        out.append(PointEstimate(label, baseline, startup, seconds, overhead, src, device))
+            startup, src = _default_startup_s(kind, device) / startup_factor, "default"
+        out.append(_PointEstimate(label, baseline, startup, seconds, overhead, src, device))
         launch_s[launch] = out[-1].total_s
     if not history.startup_s:
         for device in dict.fromkeys(p.device for p in out):
@@ -249,7 +247,7 @@ def estimate_sweep(
     if bench.concurrency.stop is not None:
         notes.append("levels with the stop rule counted at its first chance (one wave, or min_requests)")
     busy, count, makespan = schedule(list(launch_s.values()), hosts, span)
-    return SweepEstimate(
+    return _SweepEstimate(
         tuple(out),
         max(1, hosts // max(span, 1)),
         tuple(busy),
@@ -305,9 +303,7 @@ def load_history(
     """Earlier results of the same model from the results directories under ``roots`` (each a
     folder of results directories, or one itself): ok points whose argv names ``model_path``,
     of the same kind (dry run or not), preferring ``sglang_version`` when some match it."""
-    import polars as pl
-
-    from sweep.results import store
+    import polars as pl  # lazy: polars is slow to import; only this path needs it
 
     frames = []
     for d in store.sweep_dirs(roots):
@@ -405,7 +401,7 @@ def load_history(
     return PriorRuns(startup, speed, overhead, pts.height, tuple(sorted(set(pts["dir"].to_list()))))
 
 
-def describe(est: SweepEstimate, history: PriorRuns) -> list[str]:
+def describe(est: _SweepEstimate, history: PriorRuns) -> list[str]:
     """The estimate as lines for ``--plan``."""
     n = len(est.points)
     if not n:
@@ -436,7 +432,7 @@ def describe(est: SweepEstimate, history: PriorRuns) -> list[str]:
 
 def _for_experiment(
     exp: Experiment, points, *, mode: RunMode, scale: Mapping | None, hosts: int
-) -> tuple[SweepEstimate, PriorRuns]:
+) -> tuple[_SweepEstimate, PriorRuns]:
     scale = dict(scale or {})
     root = Path(exp.results_dir).parent if exp.results_dir else Path("results")
     history = load_history(
@@ -452,7 +448,7 @@ def _for_experiment(
             (
                 p.label,
                 p.baseline,
-                point_device(p.flags),
+                _point_device(p.flags),
                 getattr(p, "launch_id", "") or p.label,
                 getattr(p, "bench", None),
             )

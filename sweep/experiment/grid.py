@@ -23,12 +23,9 @@ from typing import Any, Mapping, cast
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.core import workload_spec
-from sweep.core.errors import ConfigError
-from sweep.core.flags import ServerFlags
-from sweep.core.settings import BenchSettings
+from sweep.core import BenchSettings, ConfigError, ServerFlags, workload_spec
 from sweep.experiment.config import AxisConfig, Experiment, NotANumber, normalized_flags
-from sweep.sglang.args import SPECULATIVE_PREFIX
+from sweep.sglang import SPECULATIVE_PREFIX
 
 ROLES = ("drafter", "steps", "topk", "draft_tokens", "env", "benchmark", "other")
 _ROLE_OF_FLAG = {
@@ -38,7 +35,7 @@ _ROLE_OF_FLAG = {
 }
 _SPEC_ONLY_ROLES = ("steps", "topk", "draft_tokens")
 _BUNDLE_KEYS = ("flags", "env", "benchmark")
-BENCH_PREFIX = "benchmark."
+_BENCH_PREFIX = "benchmark."
 
 
 # a dry run's scale of an axis value's benchmark settings: (the settings, where they are) -> scaled
@@ -46,7 +43,7 @@ BenchScale = Callable[[Mapping[str, Any], str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class AxisValue:
+class _AxisValue:
     name: str  # how the value appears in labels and results ("k26_100k", "2", "tuned")
     flags: Mapping[str, Any]
     env: Mapping[str, str]
@@ -58,7 +55,7 @@ class AxisValue:
 class Axis:
     name: str
     role: str
-    values: tuple[AxisValue, ...]
+    values: tuple[_AxisValue, ...]
 
     @property
     def client_side(self) -> bool:
@@ -94,7 +91,7 @@ def _bad(msg: str, fix: str) -> ConfigError:
     return ConfigError(msg, fix=fix)
 
 
-def _bundle(axis: str, name: str, spec: Any) -> AxisValue:
+def _bundle(axis: str, name: str, spec: Any) -> _AxisValue:
     if spec is None:
         spec = {}
     if not isinstance(spec, Mapping):
@@ -116,7 +113,7 @@ def _bundle(axis: str, name: str, spec: Any) -> AxisValue:
             f"grid.axes.{axis}.values.{name}.benchmark must be a map of benchmark settings, got {bench!r}",
             "write e.g. benchmark: {api: chat, concurrency: {max_tokens: 256}}",
         )
-    return AxisValue(str(name), flags, env, str(name), dict(bench))
+    return _AxisValue(str(name), flags, env, str(name), dict(bench))
 
 
 def _nested(dotted: str, value: Any) -> dict[str, Any]:
@@ -173,7 +170,7 @@ def merged_bench(base: BenchSettings, overrides: list[Mapping[str, Any]], where:
     return bench
 
 
-def _infer_role(values: tuple[AxisValue, ...], flag: str | None) -> str:
+def _infer_role(values: tuple[_AxisValue, ...], flag: str | None) -> str:
     if flag is not None:
         return _ROLE_OF_FLAG.get(flag, "other")
     names = {f for v in values for f in v.flags}
@@ -184,7 +181,7 @@ def _infer_role(values: tuple[AxisValue, ...], flag: str | None) -> str:
     return "other"
 
 
-def build_axis(name: str, cfg: AxisConfig) -> Axis:
+def _build_axis(name: str, cfg: AxisConfig) -> Axis:
     """Validate one axis of the experiment file and turn it into values."""
     where = f"grid.axes.{name}"
     if cfg.values is None:
@@ -194,13 +191,13 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
         raise _bad(f"{where} has both flag: and key:", "an axis sweeps one server flag or one benchmark setting")
     bench_key = None
     if cfg.key is not None:
-        if not cfg.key.startswith(BENCH_PREFIX) or len(cfg.key) == len(BENCH_PREFIX):
+        if not cfg.key.startswith(_BENCH_PREFIX) or len(cfg.key) == len(_BENCH_PREFIX):
             raise _bad(
                 f"{where}: key {cfg.key!r} is not a benchmark setting",
                 "key: names a setting under benchmark, e.g. key: benchmark.concurrency.max_tokens "
                 "(use flag: for a server flag)",
             )
-        bench_key = cfg.key[len(BENCH_PREFIX) :]
+        bench_key = cfg.key[len(_BENCH_PREFIX) :]
     if cfg.flag is not None or bench_key is not None:
         flag = cfg.flag  # normalised by config.load
         if isinstance(values_cfg, str | int | float):
@@ -222,9 +219,9 @@ def build_axis(name: str, cfg: AxisConfig) -> Axis:
                 raise _bad(f"{where}: value {v!r} is not a scalar", "scalar axes take numbers, strings or booleans")
             shown = "unset" if v is None else ("-".join(map(str, v)) if isinstance(v, list) else str(v))
             if bench_key is not None:  # a list is one value here: concurrency.levels: [[1, 8], [64]]
-                vals.append(AxisValue(shown, {}, {}, v, _nested(bench_key, v) if v is not None else {}))
+                vals.append(_AxisValue(shown, {}, {}, v, _nested(bench_key, v) if v is not None else {}))
             else:
-                vals.append(AxisValue(shown, {flag: v} if v is not None and flag else {}, {}, v))
+                vals.append(_AxisValue(shown, {flag: v} if v is not None and flag else {}, {}, v))
         values = tuple(vals)
     else:
         if not isinstance(values_cfg, Mapping):
@@ -267,7 +264,7 @@ def build_axes(exp: Experiment) -> list[Axis]:
     bad = [n for n in exp.grid.axes if not n.isidentifier()]
     if bad:
         raise _bad(f"grid axis name {bad[0]!r} is not an identifier", "use letters, digits and _ (it becomes a column)")
-    return [build_axis(n, a) for n, a in exp.grid.axes.items()]
+    return [_build_axis(n, a) for n, a in exp.grid.axes.items()]
 
 
 def _groups(axes: list[Axis], zips: list[list[str]]) -> list[list[Axis]]:
@@ -377,7 +374,7 @@ def expand(exp: Experiment, bench_scale: BenchScale | None = None) -> list[GridP
     points: list[GridPoint] = []
     seen: set[tuple] = set()
     for combo in itertools.product(*[range(len(g[0].values)) for g in groups]):
-        chosen: dict[str, tuple[Axis, AxisValue]] = {}
+        chosen: dict[str, tuple[Axis, _AxisValue]] = {}
         for g, i in zip(groups, combo):
             for a in g:
                 chosen[a.name] = (a, a.values[i])

@@ -20,17 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sweep.core import redact
-from sweep.core.console import plural
-from sweep.core.errors import ConfigError, PlanError
-from sweep.core.flags import ServerFlags
-from sweep.core.identity import identity
-from sweep.core.settings import BenchSettings
-from sweep.core.types import PlanStatus
+from sweep.core import BenchSettings, ConfigError, PlanError, PlanStatus, ServerFlags, identity, plural, redact
 from sweep.experiment.config import Experiment
 from sweep.experiment.grid import Axis, BenchScale, GridPoint, build_axes, expand
-from sweep.sglang import rules, serverargs
-from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args
+from sweep.sglang import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, rules, serverargs
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
 PLACEMENT_FLAGS = frozenset({"host", "port"})
@@ -215,7 +208,7 @@ def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> st
     return _digest(_server_identity(exp, flags, env))
 
 
-def bench_identity(bench: BenchSettings) -> dict[str, Any]:
+def _bench_identity(bench: BenchSettings) -> dict[str, Any]:
     """What of the benchmark settings is part of a point's id: the fields their marks hash
     (``sweep.core.identity``)."""
     return identity(bench)
@@ -225,8 +218,8 @@ def point_id(
     exp: Experiment, flags: dict[str, Any], env: dict[str, str], bench_settings: BenchSettings | None = None
 ) -> str:
     """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON: what the server
-    runs and the benchmark (``bench_settings``, else the experiment's; ``bench_identity``)."""
-    bench = bench_identity(bench_settings if bench_settings is not None else exp.benchmark)
+    runs and the benchmark (``bench_settings``, else the experiment's; ``_bench_identity``)."""
+    bench = _bench_identity(bench_settings if bench_settings is not None else exp.benchmark)
     return _digest({**_server_identity(exp, flags, env), "benchmark": bench})
 
 
@@ -361,10 +354,10 @@ def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]
 
 ADAPTIVE = "adaptive"  # a confirmation point's value of its step axis (sweep.analysis.policy.ADAPTIVE)
 # the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
-STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
+_STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
 
 
-def confirmation_point(
+def _confirmation_point(
     exp: Experiment,
     member: PlannedPoint,
     step_axis: str,
@@ -373,11 +366,11 @@ def confirmation_point(
 ) -> PlannedPoint:
     """The point that runs a policy's own server: a member of its step group (``member``: any point of
     the group, its bench and workload the policy's) with the step axis set to ``adaptive`` and its
-    static chain's flags (``STEP_FLAGS``) replaced by the policy's ``launch_flags``
+    static chain's flags (``_STEP_FLAGS``) replaced by the policy's ``launch_flags``
     (``--speculative-adaptive``, the config as a mapping, steps and draft tokens for the largest
     candidate, topk 1). Same baseline, same benchmark (levels, workload); checked by SGLang's rules
     against ``target`` (default: the experiment's). Pure."""
-    flags = {k: v for k, v in member.flags.items() if k not in STEP_FLAGS}
+    flags = {k: v for k, v in member.flags.items() if k not in _STEP_FLAGS}
     flags.update(launch_flags)
     params = {a: (ADAPTIVE if a == step_axis else v) for a, v in member.params.items()}
     if step_axis not in params:
@@ -409,7 +402,7 @@ def confirmation_point(
     return pp
 
 
-class ConfirmablePolicy(Protocol):
+class _ConfirmablePolicy(Protocol):
     """What the confirmation reads of a policy (``sweep.analysis.policy.Policy``, which the plan may
     not import): its group's label, step axis and member points, and the flags its server launches with."""
 
@@ -422,11 +415,11 @@ class ConfirmablePolicy(Protocol):
     def launch_flags(self) -> dict[str, Any]: ...
 
 
-class ChosenPolicy(Protocol):
+class _ChosenPolicy(Protocol):
     """A policy chosen to confirm, and why (``sweep.analysis.confirmation.Chosen``)."""
 
     @property
-    def policy(self) -> ConfirmablePolicy: ...
+    def policy(self) -> _ConfirmablePolicy: ...
     @property
     def why(self) -> tuple[str, ...]: ...
 
@@ -438,12 +431,12 @@ class ConfirmPlan:
     on what is not confirmed, and why."""
 
     points: list[PlannedPoint] = field(default_factory=list)
-    chosen: dict[str, ChosenPolicy] = field(default_factory=dict)
+    chosen: dict[str, _ChosenPolicy] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
 def confirmation_points(
-    plan: Plan, chosen: Sequence[ChosenPolicy], labels: dict[str, str] | None = None
+    plan: Plan, chosen: Sequence[_ChosenPolicy], labels: dict[str, str] | None = None
 ) -> ConfirmPlan:
     """The confirmation point of each chosen policy (``chosen``: items with ``.policy``, whose
     ``member_ids``, ``step_axis``, ``group`` and ``launch_flags()`` are read), built on a member of its
@@ -461,7 +454,7 @@ def confirmation_points(
         if not members:
             out.notes.append(f"{pol.group}: none of its points is in the experiment's plan any more: not confirmed")
             continue
-        pp = confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target)
+        pp = _confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target)
         if pp.id not in out.chosen:
             out.points.append(pp)
             out.chosen[pp.id] = c
@@ -472,7 +465,7 @@ def _steps(p: PlannedPoint) -> int | None:
     return p.flags.steps
 
 
-def step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint]]]:
+def _step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint]]]:
     """The plan's groups of speculative chains (topk 1) that differ only in their step count, as
     (step axis, members): the axis of role ``steps``, else the one axis whose values alone tell apart
     points of different step counts (a bundle setting steps and draft tokens). Groups of one step
@@ -506,7 +499,7 @@ def confirm_probes(
     one tier, steps and draft tokens for the largest): SGLang's rules on the adaptive flags (the
     release that has them, topk 1, the conditions under which SGLang disables it)."""
     out = []
-    for axis, members in step_groups(points):
+    for axis, members in _step_groups(points):
         top = max(members, key=lambda m: _steps(m) or 0)
         steps = sorted({s for m in members if (s := _steps(m)) is not None})
         k = steps[-1]
@@ -517,7 +510,7 @@ def confirm_probes(
             "speculative-num-draft-tokens": k + 1,
             "speculative-eagle-topk": 1,
         }
-        out.append(confirmation_point(exp, top, axis, flags, target))
+        out.append(_confirmation_point(exp, top, axis, flags, target))
     return out
 
 

@@ -7,12 +7,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sweep.core.console import fit_to_pipe, plural
-from sweep.core.redact import redact_argv
+from sweep.core import fit_to_pipe, plural, redact_argv
 from sweep.experiment.plan import Plan
 
 
-def plan_table(plan: Plan) -> Table:
+def _plan_table(plan: Plan) -> Table:
     exp = plan.experiment
     launches = plan.launches
     shared = len(launches) != len(plan.points) - len(plan.invalid)  # client-side axes: points share launches
@@ -54,7 +53,7 @@ def plan_table(plan: Plan) -> Table:
 def print_plan(plan: Plan, console: Console) -> None:
     """The plan's table, then one line per error and warning (whole: never wrapped, even in a pipe)."""
     console = fit_to_pipe(console)
-    console.print(plan_table(plan))
+    console.print(_plan_table(plan))
     for p in plan.points:
         for e in p.errors:
             console.print(f"[red]error[/red] {escape(f'{p.label} [{p.id}]: {e}')}", highlight=False, soft_wrap=True)

@@ -15,6 +15,6 @@ fake keeps (CUDA graph capture, TP-rank prefixes and titles with tp > 1).
 
 from sweep.fake.args import DEFAULT_VERSION, SUPPORTED_VERSIONS
 
-SGLANG_VERSION = DEFAULT_VERSION  # the version imitated unless --fake-version says otherwise
+__all__ = ["DEFAULT_VERSION", "SGLANG_VERSION", "SUPPORTED_VERSIONS"]
 
-__all__ = ["SGLANG_VERSION", "SUPPORTED_VERSIONS"]
+SGLANG_VERSION = DEFAULT_VERSION  # the version imitated unless --fake-version says otherwise

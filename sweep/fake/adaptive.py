@@ -30,11 +30,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from sweep.sglang.adaptive import Config
+from sweep.sglang import Config
 
 
 # --- SGLang's log lines ---
-def initialized_line(steps: int, candidates: list[int]) -> str:
+def _initialized_line(steps: int, candidates: list[int]) -> str:
     return f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps={candidates}"
 
 
@@ -42,11 +42,11 @@ def built_line(steps: int, elapsed_s: float, mem_gb: float) -> str:
     return f"Built adaptive runtime state steps={steps}: elapsed={elapsed_s:.2f}s, mem={mem_gb:.2f}GB"
 
 
-def updated_line(old: int, new: int, ema: float) -> str:
+def _updated_line(old: int, new: int, ema: float) -> str:
     return f"Adaptive spec params updated: steps {old} -> {new} (ema_accept_len={ema:.2f})"
 
 
-def switch_line(old: int, new: int) -> str:
+def _switch_line(old: int, new: int) -> str:
     return f"Switch adaptive runtime state: steps {old} -> {new}, draft_tokens {old + 1} -> {new + 1}"
 
 
@@ -134,7 +134,7 @@ class StepSlot:
     def _apply(self, old: int, target: int) -> bool:
         if target != old:
             self.current_steps = target
-            self.log(updated_line(old, target, self.ema_accept_len))
+            self.log(_updated_line(old, target, self.ema_accept_len))
             return True
         return False
 
@@ -161,7 +161,7 @@ class Params:
     def initialized(self) -> str:
         """SGLang's ``AdaptiveSpeculativeParams initialized`` line (the first tier's steps and candidates)."""
         first = self.slots[self.keys[0]]
-        return initialized_line(first.current_steps, first.candidate_steps)
+        return _initialized_line(first.current_steps, first.candidate_steps)
 
     @property
     def candidate_steps(self) -> list[int]:
@@ -193,7 +193,7 @@ class Controller:
 
     def _activate(self, steps: int) -> None:
         if steps != self.steps:
-            self.log(switch_line(self.steps, steps))
+            self.log(_switch_line(self.steps, steps))
             self.steps = steps
             self.switches += 1
 

@@ -9,6 +9,7 @@ usage error (exit 2), as SGLang gives.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -19,8 +20,8 @@ DEFAULT_VERSION = "0.5.10"
 DEFAULT_GPU = "H200"  # the GPU the fake's hosts have, for SGLang's GPU-dependent choices
 SUPPORTED_VERSIONS = ("0.5.10", "0.5.23")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-FAULT_PHASES_FAIL = ("load", "capture", "serve")
-FAULT_PHASES_HANG = ("load", "capture")
+_FAULT_PHASES_FAIL = ("load", "capture", "serve")
+_FAULT_PHASES_HANG = ("load", "capture")
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -259,7 +260,6 @@ def _rate(text: str) -> float:
 
 
 def _accept_map(text: str) -> dict[str, float]:
-    import json
 
     try:
         data = json.loads(text)
@@ -271,7 +271,7 @@ def _accept_map(text: str) -> dict[str, float]:
 
 
 # The fake's own flags. dest names start with fake_ so they never collide with SGLang's.
-FAKE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+_FAKE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     (
         "--fake-version",
         dict(
@@ -331,11 +331,11 @@ FAKE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ),
     (
         "--fake-fail-at",
-        dict(choices=FAULT_PHASES_FAIL, default=None, help="Fail with SGLang's real error at this phase."),
+        dict(choices=_FAULT_PHASES_FAIL, default=None, help="Fail with SGLang's real error at this phase."),
     ),
     (
         "--fake-hang-at",
-        dict(choices=FAULT_PHASES_HANG, default=None, help="Stop logging at this phase and never serve."),
+        dict(choices=_FAULT_PHASES_HANG, default=None, help="Stop logging at this phase and never serve."),
     ),
     (
         "--fake-crash-after-requests",
@@ -419,7 +419,7 @@ def build_parser(version: str = DEFAULT_VERSION) -> argparse.ArgumentParser:
             kw["nargs"] = flag.nargs
         parser.add_argument(*names, **kw)
     fake = parser.add_argument_group("fake server (not SGLang)")
-    for name, kw in FAKE_FLAGS:
+    for name, kw in _FAKE_FLAGS:
         fake.add_argument(name, **kw)
     return parser
 

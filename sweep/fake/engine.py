@@ -18,9 +18,9 @@ from typing import Callable, Mapping, Optional
 from sweep.fake import adaptive, metrics, model, text
 from sweep.fake.cache import PrefixCache
 from sweep.fake.log import Log
-from sweep.sglang.adaptive import Config
+from sweep.sglang import Config
 
-MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
+_MAX_CATCH_UP_S = 0.25  # a loop that fell further behind than this restarts its clock instead of bursting
 
 
 @dataclass
@@ -195,7 +195,7 @@ _LENGTH_BUCKETS = (
 
 
 @dataclass
-class Stats:
+class _Stats:
     """Counters the server reports: lifetime, since /flush_cache, and since the last decode log."""
 
     prompt_tokens_total: int = 0
@@ -240,7 +240,7 @@ class Engine:
         self.on_batch = on_batch  # called before each prefill (fail-at-serve)
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
-        self.stats = Stats()
+        self.stats = _Stats()
         self._wake = asyncio.Event()
         self._decode_steps = 0
         self.last_output_at = 0.0  # perf_counter of the last step that produced tokens (health checks)
@@ -328,7 +328,7 @@ class Engine:
             await asyncio.sleep(deadline - now)
             return deadline
         await asyncio.sleep(0)  # behind schedule: run back to back, but let the handlers write
-        return deadline if now - deadline < MAX_CATCH_UP_S else now
+        return deadline if now - deadline < _MAX_CATCH_UP_S else now
 
     def _admit(self) -> tuple[list[Req], int]:
         batch: list[Req] = []

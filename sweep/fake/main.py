@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Optional, Sequence
 
-from sweep.core.ledger import ledger_dir, ledger_remove
+from sweep.core import ledger_dir, ledger_remove
 from sweep.fake import args as fake_args
 from sweep.fake import model, procs, rules, startup, tracebacks
 from sweep.fake.log import Log, rank_prefix
 
-LOOPBACK = "127.0.0.1"
+_LOOPBACK = "127.0.0.1"
 
 
-def is_loopback(host: str) -> bool:
+def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -117,7 +117,7 @@ def wait_ready(children: list[procs.Child], log: Log) -> Optional[list[dict[str,
     return [ready[r] for r in sorted(ready)]
 
 
-def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.StartupPlan:
+def _startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.StartupPlan:
     ns = parsed.ns
     return startup.StartupPlan(
         args=resolved.args,
@@ -136,13 +136,13 @@ def startup_plan(parsed: fake_args.Parsed, resolved: rules.Resolved) -> startup.
     )
 
 
-def node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
+def _node_ranks(tp_size: int, nnodes: int, node_rank: int) -> range:
     """The TP ranks this node runs: a multi-node server splits them evenly, node by node."""
     per_node = max(1, tp_size // max(1, nnodes))
     return range(node_rank * per_node, (node_rank + 1) * per_node)
 
 
-def launch_children(
+def _launch_children(
     plan: startup.StartupPlan, life: procs.Lifecycle, ranks: range, detokenizer: bool = True
 ) -> list[procs.Child]:
     """Fork one scheduler per TP rank of this node (each walks the startup) and the detokenizer."""
@@ -237,7 +237,7 @@ def serve(
         startup_time={**ready.get("timings", {}), "tokenizer_e2e": tokenizer_e2e},
         memory_usage=ready.get("memory_usage", {}),
         ledger_dir=plan.ledger_dir,
-        gpus=tuple(startup.gpu_index(r, resolved.args) for r in node_ranks(int(ns.tp_size), int(ns.nnodes or 1), 0)),
+        gpus=tuple(startup.gpu_index(r, resolved.args) for r in _node_ranks(int(ns.tp_size), int(ns.nnodes or 1), 0)),
     )
     return asyncio.run(server.serve(cfg, eng, tree))
 
@@ -268,9 +268,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for flag in parsed.unknown:
         log.warning(f"Unrecognized argument {flag}: not used by this fake SGLang server, ignored.")
     host = ns.host
-    if not is_loopback(host):
-        log.warning(f"--host {host} is not a loopback address; this fake server binds {LOOPBACK} only.")
-        host = LOOPBACK
+    if not _is_loopback(host):
+        log.warning(f"--host {host} is not a loopback address; this fake server binds {_LOOPBACK} only.")
+        host = _LOOPBACK
 
     try:
         # 0.5.10 logged these before logging was set up (bare); the real build timestamps them
@@ -281,7 +281,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     resolved.args["host"] = host
     log.info("server_args=" + rules.server_args_repr(resolved.args))
 
-    plan = startup_plan(parsed, resolved)
+    plan = _startup_plan(parsed, resolved)
     life = procs.Lifecycle(os.getpid(), ns.fake_zombie, ns.fake_zombie_lifetime)
     tree = procs.Tree([], life)
 
@@ -292,8 +292,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGQUIT, on_sigquit)  # before forking: a rank may fail at once
     node_rank = int(ns.node_rank or 0)
     tree.children.extend(
-        launch_children(
-            plan, life, node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank), detokenizer=node_rank == 0
+        _launch_children(
+            plan, life, _node_ranks(int(ns.tp_size), int(ns.nnodes or 1), node_rank), detokenizer=node_rank == 0
         )
     )
     tree.tracker_pid = procs.start_resource_tracker()  # after the fork: no rank holds its pipe

@@ -224,8 +224,8 @@ FAMILIES: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("routing_keys_active", "gauge", "none", (), "Number of unique routing keys with active requests"),
     ("http_requests_active", "gauge", "none", ("endpoint", "method"), "Number of currently active HTTP requests"),
 )
-SPEC_ONLY = frozenset({"spec_verify_calls_total"})
-ROUTING_BUCKETS = (
+_SPEC_ONLY = frozenset({"spec_verify_calls_total"})
+_ROUTING_BUCKETS = (
     ("0", "1"),
     ("1", "2"),
     ("2", "3"),
@@ -280,7 +280,7 @@ def render(model_name: str, values: Mapping[str, Any], speculative: bool, pid: i
     tok = {"engine_type": "unified", "model_name": model_name}
     out: list[str] = []
     for name, kind, labels_kind, extra, help_ in FAMILIES:
-        if name in SPEC_ONLY and not speculative:
+        if name in _SPEC_ONLY and not speculative:
             continue
         full = "sglang:" + name
         base = sched if labels_kind == "sched" else tok if labels_kind == "tok" else {}
@@ -308,7 +308,7 @@ def render(model_name: str, values: Mapping[str, Any], speculative: bool, pid: i
 def _zero_series(name: str, extra: Iterable[str], pid: int) -> Series:
     extra = tuple(extra)
     if extra == ("gt",) or set(extra) == {"gt"}:
-        return [({"gt": gt, "le": le}, 0.0) for gt, le in ROUTING_BUCKETS]
+        return [({"gt": gt, "le": le}, 0.0) for gt, le in _ROUTING_BUCKETS]
     if "pid" in extra:
         return [({"pid": str(pid)}, 0.0)]
     if not extra:
@@ -323,8 +323,8 @@ def series(label: str, values: Mapping[str, float]) -> Series:
 
 def family_names(speculative: bool) -> list[str]:
     """Every family the fake exports (``sglang:...``)."""
-    return ["sglang:" + n for n, *_ in FAMILIES if speculative or n not in SPEC_ONLY]
+    return ["sglang:" + n for n, *_ in FAMILIES if speculative or n not in _SPEC_ONLY]
 
 
-def histogram_of(labels: Optional[dict[str, str]], h: Histogram) -> list[tuple[dict[str, str], Histogram]]:
+def _histogram_of(labels: Optional[dict[str, str]], h: Histogram) -> list[tuple[dict[str, str], Histogram]]:
     return [(labels or {}, h)]

@@ -40,8 +40,8 @@ saturation. The exponent below 1 stands for grouped expert GEMMs growing more ef
 expert gets more tokens (which is why a 16-token tree still reaches ~314 tok/s at C=250). The draft
 round is one extend forward over the accepted tokens plus one decode forward per further step.
 
-All-reduce: ``allreduce(n) = latency + AR_TOKEN * n``. The latency goes from ``AR_LATENCY_DEFAULT``
-(stock NCCL) down to ``AR_LATENCY_TUNED`` as the server's environment matches the tuned settings
+All-reduce: ``allreduce(n) = latency + AR_TOKEN * n``. The latency goes from ``_AR_LATENCY_DEFAULT``
+(stock NCCL) down to ``_AR_LATENCY_TUNED`` as the server's environment matches the tuned settings
 (:data:`TUNED_NCCL`). Partial settings count by weight (:data:`NCCL_WEIGHTS`, summing to 1): each
 variable set exactly to its tuned value earns its weight, anything else (unset, or another value)
 earns nothing. So ``NCCL_PROTO=LL`` alone recovers 40% of the gap.
@@ -72,7 +72,7 @@ tokens (SGLang's budget, 16384 by default), each costing ``P_FIXED + P_TOKEN * t
 the prefill yields the request's first token. SGLang runs waiting prefills before decoding.
 
 Without CUDA graphs (``--disable-cuda-graph``, or a batch above ``cuda_graph_max_bs``) every step
-pays ``EAGER_OVERHEAD`` more, for kernel launches.
+pays ``_EAGER_OVERHEAD`` more, for kernel launches.
 
 Power (watts per GPU; every TP rank's GPU draws the same): a GPU draws ``IDLE_W`` with nothing
 running, and during a forward over ``n`` tokens (a decode step's ``batch * verify_tokens``, a prefill
@@ -96,18 +96,18 @@ from typing import Mapping, Optional
 CALIBRATION_TOLERANCE = 0.15
 
 # --- target model (seconds) ---
-NUM_EXPERTS = 384
-EXPERTS_PER_TOKEN = 8
-T_FIXED = 7.20004e-3  # attention, dense layers, sampling: paid once per forward
-T_EXPERT = 0.3e-3  # reading one expert's weights (all layers, all ranks in parallel)
-T_TOKEN = 2.82695e-3  # compute of the forward: T_TOKEN * n^T_TOKEN_EXPONENT for n tokens
-T_TOKEN_EXPONENT = 0.85
-EAGER_OVERHEAD = 6.0e-3  # kernel-launch cost of a step that runs without a CUDA graph
+_NUM_EXPERTS = 384
+_EXPERTS_PER_TOKEN = 8
+_T_FIXED = 7.20004e-3  # attention, dense layers, sampling: paid once per forward
+_T_EXPERT = 0.3e-3  # reading one expert's weights (all layers, all ranks in parallel)
+_T_TOKEN = 2.82695e-3  # compute of the forward: T_TOKEN * n^T_TOKEN_EXPONENT for n tokens
+_T_TOKEN_EXPONENT = 0.85
+_EAGER_OVERHEAD = 6.0e-3  # kernel-launch cost of a step that runs without a CUDA graph
 
 # --- all-reduce (seconds) ---
-AR_LATENCY_TUNED = 1.2e-3
-AR_LATENCY_DEFAULT = AR_LATENCY_TUNED + (1 / 63 - 1 / 89)  # the 89 vs 63 tok/s single-stream gap
-AR_TOKEN = 0.009e-3  # bandwidth term, the same for both settings
+_AR_LATENCY_TUNED = 1.2e-3
+_AR_LATENCY_DEFAULT = _AR_LATENCY_TUNED + (1 / 63 - 1 / 89)  # the 89 vs 63 tok/s single-stream gap
+_AR_TOKEN = 0.009e-3  # bandwidth term, the same for both settings
 
 TUNED_NCCL: Mapping[str, str] = {
     "NCCL_PROTO": "LL",
@@ -127,25 +127,25 @@ NCCL_WEIGHTS: Mapping[str, float] = {
 }
 
 # --- drafter (seconds) ---
-D_EXTEND = 5.65857e-3  # the draft extend forward after each verify (the first draft step)
-D_STEP = 2.0e-3  # each further EAGLE draft forward (one small layer + head)
-D_TOKEN = 0.01e-3  # per drafted token in those forwards
+_D_EXTEND = 5.65857e-3  # the draft extend forward after each verify (the first draft step)
+_D_STEP = 2.0e-3  # each further EAGLE draft forward (one small layer + head)
+_D_TOKEN = 0.01e-3  # per drafted token in those forwards
 
 # --- acceptance ---
 DEFAULT_ACCEPT_RATE = 0.7  # per-token chain acceptance of a drafter nobody configured
 DEFAULT_NGRAM_ACCEPT_RATE = 0.35  # n-gram lookup guesses far worse than a trained drafter
-TREE_GAIN = 0.8
+_TREE_GAIN = 0.8
 
 # --- power (watts per GPU) ---
 IDLE_W = 75.0  # memory held, nothing running (the host's FakeGpus shows this on a GPU nobody reports on)
 TDP_W = 700.0  # an H200 SXM's board power limit
-ACTIVE_FLOOR = 0.45  # share of the idle..TDP span any forward draws (clocks up, weights streamed)
-N_HALF = 32  # tokens per forward at which the compute share is half its most
+_ACTIVE_FLOOR = 0.45  # share of the idle..TDP span any forward draws (clocks up, weights streamed)
+_N_HALF = 32  # tokens per forward at which the compute share is half its most
 POWER_EVERY_S = 0.25  # how often the server reports its GPUs' power (wall seconds)
 
 # --- prefill (seconds) ---
-P_FIXED = 20e-3
-P_TOKEN = 0.05e-3
+_P_FIXED = 20e-3
+_P_TOKEN = 0.05e-3
 DEFAULT_MAX_PREFILL_TOKENS = 16384
 DEFAULT_PROMPT_TOKENS = 200  # what the closed-loop formulas assume when not told
 
@@ -181,13 +181,13 @@ def nccl_tuning(nccl_env: Optional[Mapping[str, str]]) -> float:
 
 def allreduce_s(tokens: int, nccl_env: Optional[Mapping[str, str]]) -> float:
     """All-reduce time of one forward over ``tokens`` tokens (every layer's reductions together)."""
-    latency = AR_LATENCY_DEFAULT - (AR_LATENCY_DEFAULT - AR_LATENCY_TUNED) * nccl_tuning(nccl_env)
-    return latency + AR_TOKEN * tokens
+    latency = _AR_LATENCY_DEFAULT - (_AR_LATENCY_DEFAULT - _AR_LATENCY_TUNED) * nccl_tuning(nccl_env)
+    return latency + _AR_TOKEN * tokens
 
 
-def experts_touched(tokens: int) -> float:
+def _experts_touched(tokens: int) -> float:
     """Expected distinct experts a forward over ``tokens`` tokens reads (uniform routing)."""
-    return NUM_EXPERTS * (1.0 - (1.0 - EXPERTS_PER_TOKEN / NUM_EXPERTS) ** max(tokens, 0))
+    return _NUM_EXPERTS * (1.0 - (1.0 - _EXPERTS_PER_TOKEN / _NUM_EXPERTS) ** max(tokens, 0))
 
 
 def verify_tokens(spec: Optional[Spec]) -> int:
@@ -202,11 +202,11 @@ def step_time_s(
     if batch <= 0:
         return 0.0
     n = batch * verify_tokens(spec)
-    t = T_FIXED + max(T_EXPERT * experts_touched(n), T_TOKEN * n**T_TOKEN_EXPONENT) + allreduce_s(n, nccl_env)
+    t = _T_FIXED + max(_T_EXPERT * _experts_touched(n), _T_TOKEN * n**_T_TOKEN_EXPONENT) + allreduce_s(n, nccl_env)
     if spec and not spec.ngram:
-        t += D_EXTEND + (spec.steps - 1) * D_STEP + spec.steps * D_TOKEN * batch * spec.topk
+        t += _D_EXTEND + (spec.steps - 1) * _D_STEP + spec.steps * _D_TOKEN * batch * spec.topk
     if not cuda_graph:
-        t += EAGER_OVERHEAD
+        t += _EAGER_OVERHEAD
     return t
 
 
@@ -214,12 +214,12 @@ def forward_power_w(tokens: int) -> float:
     """Watts one GPU draws during a forward over ``tokens`` tokens (see the module docstring)."""
     if tokens <= 0:
         return IDLE_W
-    return IDLE_W + (TDP_W - IDLE_W) * (ACTIVE_FLOOR + (1.0 - ACTIVE_FLOOR) * tokens / (tokens + N_HALF))
+    return IDLE_W + (TDP_W - IDLE_W) * (_ACTIVE_FLOOR + (1.0 - _ACTIVE_FLOOR) * tokens / (tokens + _N_HALF))
 
 
 def prefill_time_s(tokens: int, nccl_env: Optional[Mapping[str, str]]) -> float:
     """Time of one prefill forward over ``tokens`` prompt tokens (one chunk, <= max_prefill_tokens)."""
-    return P_FIXED + P_TOKEN * tokens + allreduce_s(tokens, nccl_env)
+    return _P_FIXED + _P_TOKEN * tokens + allreduce_s(tokens, nccl_env)
 
 
 def effective_accept_rate(spec: Spec) -> float:
@@ -228,7 +228,7 @@ def effective_accept_rate(spec: Spec) -> float:
     if spec.topk <= 1 or spec.ngram:
         return p
     branching = min(float(spec.topk), max(1.0, (spec.draft_tokens - 1) / spec.steps))
-    return p + (1.0 - p) * TREE_GAIN * (1.0 - 1.0 / branching)
+    return p + (1.0 - p) * _TREE_GAIN * (1.0 - 1.0 / branching)
 
 
 def max_accepted(spec: Spec) -> int:
@@ -244,7 +244,7 @@ def expected_accept_length(spec: Optional[Spec]) -> float:
     return sum(p**i for i in range(max_accepted(spec) + 1))
 
 
-tokens_per_step = expected_accept_length  # the name the scheduler reads it by
+_tokens_per_step = expected_accept_length  # the name the scheduler reads it by
 
 
 def expected_accept_rate(spec: Optional[Spec]) -> float:
@@ -318,7 +318,7 @@ def single_stream_tok_s(spec: Optional[Spec], nccl_env: Optional[Mapping[str, st
 
 
 @dataclass(frozen=True)
-class ClosedLoopRun:
+class _ClosedLoopRun:
     """What a closed-loop benchmark of ``requests`` requests at ``concurrency`` takes, per the model."""
 
     requests: int
@@ -357,7 +357,7 @@ def closed_loop_run(
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
     max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS,
     cuda_graph_max_bs: Optional[int] = None,
-) -> ClosedLoopRun:
+) -> _ClosedLoopRun:
     """A closed loop (each finished request replaced at once) with every request ``max_tokens`` long
     (ignore_eos) and ``prompt_tokens`` of prompt. Requests then run in lock-step waves of
     ``min(concurrency, max_running)``, the last wave holding what is left over."""
@@ -368,7 +368,7 @@ def closed_loop_run(
     )
     if rest:
         duration += _wave_time_s(rest, max_tokens, spec, nccl_env, prompt_tokens, max_prefill_tokens, cuda_graph_max_bs)
-    return ClosedLoopRun(requests, cap, duration / speed, requests * max_tokens)
+    return _ClosedLoopRun(requests, cap, duration / speed, requests * max_tokens)
 
 
 def closed_loop_throughput_tok_s(

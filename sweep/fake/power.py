@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from sweep.core.ledger import ledger_power_record
+from sweep.core import ledger_power_record
 from sweep.fake import model
 
 
-class Busy(Protocol):
+class _Busy(Protocol):
     excess_j: float  # per GPU: joules above idle of the forwards so far
 
 
@@ -31,7 +31,7 @@ def interval_power_w(excess_j: float, seconds: float) -> float:
     return min(model.TDP_W, model.IDLE_W + max(excess_j, 0.0) / seconds)
 
 
-async def report(engine: Busy, ledger_dir: Path, gpus: Sequence[int], every_s: float = model.POWER_EVERY_S) -> None:
+async def report(engine: _Busy, ledger_dir: Path, gpus: Sequence[int], every_s: float = model.POWER_EVERY_S) -> None:
     """Write the GPUs' draw into the ledger now (idle) and after every ``every_s``, forever."""
     pid = os.getpid()
     ledger_power_record(ledger_dir, pid, {g: model.IDLE_W for g in gpus})

@@ -24,10 +24,11 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from typing import Callable, Optional
 
 PR_SET_PDEATHSIG = 1
-PR_SET_NAME = 15
+_PR_SET_NAME = 15
 POLL_S = 0.5
 
 
@@ -68,7 +69,7 @@ def _prctl(option: int, arg: int | bytes) -> bool:
         return False  # not Linux: the getppid poll still ends orphans
 
 
-def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
+def _set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     return _prctl(PR_SET_PDEATHSIG, int(sig))
 
 
@@ -84,12 +85,12 @@ def _argv_area() -> Optional[tuple[int, int]]:
     return (start, end) if 0 < start < end else None
 
 
-def set_process_name(name: str) -> None:
+def _set_process_name(name: str) -> None:
     """What setproctitle does for SGLang's children: the kernel's short name (15 bytes) and the argv
     area overwritten with the title (NUL-padded), so ``/proc/PID/cmdline`` is the title and psutil's
     ``name()`` the whole title, e.g. ``sglang::detokenizer`` (not its 15-byte ``sglang::detoken``).
     Python keeps its own copy of argv, so overwriting the original strings is safe."""
-    _prctl(PR_SET_NAME, name.encode()[:15])
+    _prctl(_PR_SET_NAME, name.encode()[:15])
     area = _argv_area()
     if area is None:
         return
@@ -123,10 +124,10 @@ def _become_child(name: str, life: Lifecycle) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_IGN if life.zombie else signal.SIG_DFL)
     if not life.zombie:
-        set_parent_death_signal(signal.SIGKILL)
+        _set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != life.parent_pid:  # the parent died before prctl took effect
             os._exit(0)
-    set_process_name(name)
+    _set_process_name(name)
 
 
 def fork_child(
@@ -195,8 +196,6 @@ def start_resource_tracker() -> Optional[int]:
     (``python -B -c from multiprocessing.resource_tracker import main;main(8)``). Start it after the
     ranks are forked, so that no rank holds its pipe: it exits when the launcher dies."""
     try:
-        from multiprocessing import resource_tracker
-
         resource_tracker.ensure_running()
         return getattr(resource_tracker._resource_tracker, "_pid", None)  # private: no public accessor
     except Exception:  # cosmetic: a fake without one still serves

@@ -9,7 +9,7 @@ Weight loading uses SGLang's ``BAR_FORMAT``; CUDA-graph capture uses tqdm's defa
 when stderr is not a terminal) and renames it before each batch size:
 ``Capturing batches (bs=256 avail_mem=20.51 GB):   3%|▎         | 1/36 [00:01<00:45,  1.30s/it]``.
 As tqdm does, a bar redraws on creation, on ``set_description``, on close, and on ``update`` only
-once ``MININTERVAL_S`` of wall time has passed since its last redraw.
+once ``_MININTERVAL_S`` of wall time has passed since its last redraw.
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from sweep.fake.log import write_stderr
 
 SGLANG_BAR_FORMAT = "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
 DEFAULT_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
-MININTERVAL_S = 0.1  # tqdm's default
-BAR_CELLS = 10  # tqdm's bar width when it cannot ask the terminal
+_MININTERVAL_S = 0.1  # tqdm's default
+_BAR_CELLS = 10  # tqdm's bar width when it cannot ask the terminal
 _CHARSET = " " + "".join(chr(c) for c in range(0x258F, 0x2587, -1))  # " ▏▎▍▌▋▊▉█"
 
 
-def format_interval(seconds: float) -> str:
+def _format_interval(seconds: float) -> str:
     """tqdm's ``MM:SS`` (``H:MM:SS`` past an hour)."""
     minutes, s = divmod(int(seconds), 60)
     h, m = divmod(minutes, 60)
     return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-def rate_text(n: int, elapsed: float) -> str:
+def _rate_text(n: int, elapsed: float) -> str:
     """tqdm's rate: ``5.10it/s``, or inverted below one item a second, `` 1.30s/it``."""
     rate = n / elapsed if n and elapsed > 0 else None
     if rate is None:
@@ -41,7 +41,7 @@ def rate_text(n: int, elapsed: float) -> str:
     return f"{1 / rate:5.2f}s/it" if rate < 1 else f"{rate:5.2f}it/s"
 
 
-def bar_cells(frac: float, cells: int = BAR_CELLS) -> str:
+def _bar_cells(frac: float, cells: int = _BAR_CELLS) -> str:
     """tqdm's unicode bar: full blocks, one partial block, spaces."""
     nsyms = len(_CHARSET) - 1
     full, part = divmod(int(max(0.0, min(frac, 1.0)) * cells * nsyms), nsyms)
@@ -53,18 +53,18 @@ def bar_cells(frac: float, cells: int = BAR_CELLS) -> str:
 
 def render(desc: str, n: int, total: int, elapsed: float, fmt: str) -> str:
     frac = n / total if total else 0.0
-    remaining = format_interval((total - n) * elapsed / n) if n and elapsed > 0 else "?"
+    remaining = _format_interval((total - n) * elapsed / n) if n and elapsed > 0 else "?"
     l_bar = f"{desc}: {frac * 100:3.0f}%|" if desc else f"{frac * 100:3.0f}%|"
     return fmt.format(
         desc=desc,
         percentage=frac * 100,
         n_fmt=n,
         total_fmt=total,
-        elapsed=format_interval(elapsed),
+        elapsed=_format_interval(elapsed),
         remaining=remaining,
-        rate_fmt=rate_text(n, elapsed),
+        rate_fmt=_rate_text(n, elapsed),
         l_bar=l_bar,
-        bar=bar_cells(frac),
+        bar=_bar_cells(frac),
     )
 
 
@@ -103,7 +103,7 @@ class Bar:
 
     def update(self, n: int = 1) -> None:
         self.n += n
-        if self._last_draw is None or self._clock() - self._last_draw >= MININTERVAL_S:
+        if self._last_draw is None or self._clock() - self._last_draw >= _MININTERVAL_S:
             self.display()
 
     def close(self) -> None:

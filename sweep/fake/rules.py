@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from sweep.core.flags import ServerFlags
+from sweep.core import ServerFlags
 from sweep.fake import tracebacks
 from sweep.fake.args import DEFAULT_GPU
 from sweep.sglang import adaptive as ad
@@ -26,9 +26,9 @@ from sweep.sglang import serverargs
 LLAMA_LIKE = serverargs.LLAMA_LIKE_AUTO
 EAGLE_FAMILY = serverargs.EAGLE_FAMILY
 SPEC_RUNNING_CAP = serverargs.SPEC_RUNNING_CAP
-DEFAULT_MEM_FRACTION_STATIC = 0.88  # what SGLang picks on a ~140 GB GPU
-DEFAULT_CHUNKED_PREFILL_SIZE = 8192
-DEFAULT_CUDA_GRAPH_MAX_BS = 256
+_DEFAULT_MEM_FRACTION_STATIC = 0.88  # what SGLang picks on a ~140 GB GPU
+_DEFAULT_CHUNKED_PREFILL_SIZE = 8192
+_DEFAULT_CUDA_GRAPH_MAX_BS = 256
 DEFAULT_CONTEXT_LENGTH = 131072
 
 # name substring (lower case) -> architecture, for model paths with no config.json to read
@@ -89,7 +89,7 @@ def architecture(model_path: str, override: Optional[str] = None) -> str:
     return "LlamaForCausalLM"
 
 
-def auto_speculative_params(algorithm: str, arch: str) -> tuple[int, int, int]:
+def _auto_speculative_params(algorithm: str, arch: str) -> tuple[int, int, int]:
     """SGLang's auto_choose_speculative_params: (steps, topk, draft tokens)."""
     return serverargs.auto_params(algorithm, arch)
 
@@ -104,7 +104,7 @@ def cuda_graph_max_bs(args: dict[str, Any]) -> int:
             return int(args[key])
     if args.get("cuda_graph_bs"):
         return max(int(b) for b in args["cuda_graph_bs"])
-    return DEFAULT_CUDA_GRAPH_MAX_BS
+    return _DEFAULT_CUDA_GRAPH_MAX_BS
 
 
 def resolve(ns: argparse.Namespace, version: str, warn: Optional[Callable[[str], None]] = None) -> Resolved:
@@ -132,9 +132,9 @@ def _resolve(a: dict[str, Any], out: Resolved, warn: Callable[[str], None], vers
     a["served_model_name"] = a["served_model_name"] or a["model_path"]
     a["tokenizer_path"] = a.get("tokenizer_path") or a["model_path"]
     if a.get("mem_fraction_static") is None:
-        a["mem_fraction_static"] = DEFAULT_MEM_FRACTION_STATIC
+        a["mem_fraction_static"] = _DEFAULT_MEM_FRACTION_STATIC
     if a.get("chunked_prefill_size") is None:
-        a["chunked_prefill_size"] = DEFAULT_CHUNKED_PREFILL_SIZE
+        a["chunked_prefill_size"] = _DEFAULT_CHUNKED_PREFILL_SIZE
     a.setdefault("disable_overlap_schedule", False)
 
     draft_path = a.get("speculative_draft_model_path")

@@ -55,21 +55,21 @@ from sweep.fake.engine import Engine, Req
 from sweep.fake.log import Log
 from sweep.fake.startup import GRAPH_PHASES, real_wording
 
-SAMPLING_KEYS = frozenset(
+_SAMPLING_KEYS = frozenset(
     "max_new_tokens min_new_tokens temperature top_p top_k min_p frequency_penalty presence_penalty "
     "repetition_penalty stop stop_token_ids ignore_eos skip_special_tokens spaces_between_special_tokens "
     "no_stop_trim n json_schema regex ebnf structural_tag custom_params stream_interval logit_bias "
     "sampling_seed".split()
 )
-DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
-WARMUP_PROMPT = "The capital city of France is"
-HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLang's HEALTH_CHECK_TIMEOUT
-WATCHDOG_INTERVAL_S = 1.0  # SGLang's SubprocessWatchdog poll
-DRAIN_INTERVAL_S = 5.0  # SGLang's sigterm_watchdog poll
+_DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's SamplingParams default
+_WARMUP_PROMPT = "The capital city of France is"
+_HEALTH_CHECK_TIMEOUT_S = 20.0  # SGLang's HEALTH_CHECK_TIMEOUT
+_WATCHDOG_INTERVAL_S = 1.0  # SGLang's SubprocessWatchdog poll
+_DRAIN_INTERVAL_S = 5.0  # SGLang's sigterm_watchdog poll
 CRASH_DIAGNOSTICS_S = 5.0  # "Sleeping 5 seconds before crash diagnostics"
-MIN_POLL_S = 0.02  # the fastest the fake polls, whatever its speed
+_MIN_POLL_S = 0.02  # the fastest the fake polls, whatever its speed
 # /model_info's "embedding" block, as the real server answers it for a generation model
-MODEL_INFO_EMBEDDING = {
+_MODEL_INFO_EMBEDDING = {
     "family": "none",
     "task": "none",
     "execution": "none",
@@ -141,7 +141,7 @@ MODEL_INFO_EMBEDDING = {
     "cache": {"kv_cache_disabled": False, "radix_cache_disabled": False, "chunked_prefill_disabled": False},
 }
 # the scheduler's internal state keys beside its server args (``internal_states[i]``)
-INTERNAL_STATE_EXTRAS = {
+_INTERNAL_STATE_EXTRAS = {
     "_resolved_overrides": [],
     "grpc_worker_threads": 4,
     "_quantization_explicitly_unset": False,
@@ -150,7 +150,7 @@ INTERNAL_STATE_EXTRAS = {
     "_mx_config_cache": {},
 }
 # model_type of the HF configs of the architectures the fake meets (else derived from the name)
-MODEL_TYPES = {
+_MODEL_TYPES = {
     "LlamaForCausalLM": "llama",
     "DeepseekV3ForCausalLM": "deepseek_v3",
     "DeepseekV32ForCausalLM": "deepseek_v32",
@@ -172,12 +172,12 @@ def json_response(obj: object, status: int = 200) -> web.Response:
 
 # The routes of the fake that SGLang marks ``AuthLevel.ADMIN_OPTIONAL`` (``@auth_level`` in
 # sglang/srt/entrypoints/http_server.py, 0.5.10 and 0.5.23 alike).
-ADMIN_OPTIONAL_ROUTES = frozenset({"/flush_cache", "/freeze_gc"})
+_ADMIN_OPTIONAL_ROUTES = frozenset({"/flush_cache", "/freeze_gc"})
 
 
-def route_key(path: str, api_key: Optional[str], admin_api_key: Optional[str]) -> Optional[str]:
+def _route_key(path: str, api_key: Optional[str], admin_api_key: Optional[str]) -> Optional[str]:
     """The key a route wants: an admin route the admin key where there is one, else the api key."""
-    return (admin_api_key or api_key) if path in ADMIN_OPTIONAL_ROUTES else api_key
+    return (admin_api_key or api_key) if path in _ADMIN_OPTIONAL_ROUTES else api_key
 
 
 def bearer(key: Optional[str]) -> dict[str, str]:
@@ -195,7 +195,7 @@ def authorized(
 ) -> bool:
     """SGLang's ``decide_request_auth`` for the fake's routes. OPTIONS and the probe routes
     (``/health*``, ``/metrics*``; from 0.5.23 ``/ready*``) always pass. An admin route
-    (``ADMIN_OPTIONAL_ROUTES``) wants the ``--admin-api-key`` when one is set (the ``--api-key`` is
+    (``_ADMIN_OPTIONAL_ROUTES``) wants the ``--admin-api-key`` when one is set (the ``--api-key`` is
     then refused there), else the ``--api-key``; any other path, known or not, wants the
     ``--api-key``. A key is ``Authorization: Bearer <key>`` (scheme in any case, compared in constant
     time); no key configured: everything passes."""
@@ -204,14 +204,14 @@ def authorized(
     open_prefixes = ("/health", "/metrics", "/ready") if real_wording(version) else ("/health", "/metrics")
     if path.startswith(open_prefixes):
         return True
-    want = route_key(path, api_key, admin_api_key)
+    want = _route_key(path, api_key, admin_api_key)
     if not want:
         return True
     parts = (authorization or "").split(" ", 1)
     return len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1].encode(), want.encode())
 
 
-class UvicornAccessLogger(AbstractAccessLogger):
+class _UvicornAccessLogger(AbstractAccessLogger):
     """``INFO:     127.0.0.1:PORT - "POST /generate HTTP/1.1" 200 OK`` on stdout, as uvicorn logs."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
@@ -220,18 +220,18 @@ class UvicornAccessLogger(AbstractAccessLogger):
         Log.access(client, request.method, request.path_qs, response.status, response.reason or "")
 
 
-def check_sampling(params: Any) -> tuple[int, bool]:
+def _check_sampling(params: Any) -> tuple[int, bool]:
     """SamplingParams' checks, with SGLang's messages. Returns (max_new_tokens, ignore_eos)."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
         raise ValueError(f"sampling_params must be a dict, got {type(params).__name__}")
     for key in params:
-        if key not in SAMPLING_KEYS:
+        if key not in _SAMPLING_KEYS:
             raise ValueError(f"SamplingParams.__init__() got an unexpected keyword argument '{key}'")
     try:
-        max_new = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
-        max_new = DEFAULT_MAX_NEW_TOKENS if max_new is None else int(max_new)
+        max_new = params.get("max_new_tokens", _DEFAULT_MAX_NEW_TOKENS)
+        max_new = _DEFAULT_MAX_NEW_TOKENS if max_new is None else int(max_new)
         temperature = float(params.get("temperature", 1.0))
         top_p = float(params.get("top_p", 1.0))
         top_k = int(params.get("top_k", -1))
@@ -291,8 +291,8 @@ class FakeServerConfig:
 
 def model_type(architecture: str) -> str:
     """The HF ``model_type`` of an architecture (``LlamaForCausalLM`` -> ``llama``)."""
-    if architecture in MODEL_TYPES:
-        return MODEL_TYPES[architecture]
+    if architecture in _MODEL_TYPES:
+        return _MODEL_TYPES[architecture]
     stem = architecture
     for suffix in ("ForCausalLM", "ForConditionalGeneration"):
         stem = stem.removesuffix(suffix)
@@ -325,7 +325,7 @@ class FakeServer:
     @property
     def poll_s(self) -> float:
         """The launcher's watchdog poll (SGLang: 1 s), at the startup speed."""
-        return max(WATCHDOG_INTERVAL_S / self.cfg.startup_speed, MIN_POLL_S)
+        return max(_WATCHDOG_INTERVAL_S / self.cfg.startup_speed, _MIN_POLL_S)
 
     # --- faults ---
     def crash(self) -> None:
@@ -381,7 +381,7 @@ class FakeServer:
     async def drain(self) -> None:
         """SGLang's sigterm_watchdog: wait for the running requests, then kill the tree."""
         while True:
-            await asyncio.sleep(DRAIN_INTERVAL_S * self.poll_s)
+            await asyncio.sleep(_DRAIN_INTERVAL_S * self.poll_s)
             if self.check_children():  # the schedulers died too (SIGTERM to the group)
                 return
             rids = [r.rid for r in [*self.engine.running, *self.engine.waiting] if r.external and not r.finished]
@@ -487,7 +487,7 @@ class FakeServer:
         tic = time.perf_counter()
         req = self._new_req([0], 1, ignore_eos=True, external=False, log_metrics=False)
         self.engine.submit(req)
-        while time.perf_counter() < tic + HEALTH_CHECK_TIMEOUT_S:
+        while time.perf_counter() < tic + _HEALTH_CHECK_TIMEOUT_S:
             await asyncio.sleep(max(1.0 / self.cfg.speed, 0.001))
             if self.engine.last_output_at > tic:
                 self.engine.abort(req)
@@ -641,7 +641,7 @@ class FakeServer:
         }
 
     def _generate_reqs(self, body: dict[str, Any]) -> tuple[list[Req], bool]:
-        max_new, ignore_eos = check_sampling(body.get("sampling_params"))
+        max_new, ignore_eos = _check_sampling(body.get("sampling_params"))
         prompt = body.get("text")
         if prompt is None:
             prompt = body.get("input_ids")
@@ -748,7 +748,7 @@ class FakeServer:
             return json_response(openai_api.error_body(f"JSON decode error: {exc}"), 400)
         try:
             o = openai_api.parse(body, chat, self.cfg.served_model_name)
-            check_sampling(o.sampling)
+            _check_sampling(o.sampling)
             reqs = [self._new_req(p, o.max_tokens, o.ignore_eos, streaming=o.stream) for p in o.prompts]
         except ValueError as exc:
             return json_response(openai_api.error_body(str(exc)), 400)
@@ -834,7 +834,7 @@ class FakeServer:
                 "has_audio_understanding": False,
                 "model_type": model_type(self.cfg.architecture),
                 "architectures": [self.cfg.architecture],
-                "embedding": MODEL_INFO_EMBEDDING,
+                "embedding": _MODEL_INFO_EMBEDDING,
             }
         )
 
@@ -852,7 +852,7 @@ class FakeServer:
         args = self.cfg.server_args
         state = {
             **args,
-            **INTERNAL_STATE_EXTRAS,
+            **_INTERNAL_STATE_EXTRAS,
             "last_gen_throughput": self.engine.stats.last_gen_throughput,
             "memory_usage": {**self.cfg.memory_usage, "token_capacity": self.engine.cfg.max_total_tokens},
             "startup_time": self._startup_time(False),
@@ -958,12 +958,12 @@ class FakeServer:
             async with session.get(f"{base}{info}") as r:
                 r.raise_for_status()
             await asyncio.sleep(self.cfg.warmup_s)
-            payload = {"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+            payload = {"text": _WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
             async with session.post(f"{base}/generate", json=payload) as r:
                 r.raise_for_status()
                 await r.read()
             if self.cfg.real_wording:  # with the admin key if there is one, as SGLang's warmup does
-                auth = bearer(route_key("/freeze_gc", self.cfg.api_key, self.cfg.admin_api_key))
+                auth = bearer(_route_key("/freeze_gc", self.cfg.api_key, self.cfg.admin_api_key))
                 async with session.post(f"{base}/freeze_gc", headers=auth) as r:
                     r.raise_for_status()
         self.ready = True
@@ -982,7 +982,7 @@ async def serve(cfg: FakeServerConfig, engine: Engine, tree: Optional[procs.Tree
     Log.uvicorn(f"Started server process [{pid}]")
     Log.uvicorn("Waiting for application startup.")
     Log.uvicorn("Application startup complete.")
-    runner = web.AppRunner(server.app(), access_log_class=UvicornAccessLogger, handle_signals=False)
+    runner = web.AppRunner(server.app(), access_log_class=_UvicornAccessLogger, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True, backlog=2048)
     try:

@@ -31,26 +31,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from sweep.core.ledger import ledger_record
+from sweep.core import ledger_record
 from sweep.fake import adaptive, progress, rules, tracebacks
 from sweep.fake.args import version_tuple
 from sweep.fake.log import Log, rank_prefix
 from sweep.sglang import adaptive as ad
 
 GB = 1e9
-CONTEXT_GB = 0.79  # CUDA context + NCCL buffers after init
-TARGET_GRAPH_GB = 1.62
-DRAFT_WEIGHTS_GB = 2.31
-DRAFT_GRAPH_GB = 0.35
-DRAFT_EXTEND_GRAPH_GB = 0.21
-KV_BYTES_PER_TOKEN = 70272  # MLA: 61 layers x 576 x bf16
-DRAFT_KV_SHARE = 1 / 61  # the drafter's KV cache: one layer against the target's 61
-SHARD_GB = 5.0  # checkpoint shard size (Hugging Face's default max_shard_size)
-MAX_SHARDS = 64  # the big targets (Kimi K2: 64 shards)
-SYNC_TIMEOUT_S = 5.0  # the longest a rank waits for another at a bar phase (see RankSync)
-REAL_WORDING = (0, 5, 23)  # from this version on: the real build's wording and order (module doc)
+_CONTEXT_GB = 0.79  # CUDA context + NCCL buffers after init
+_TARGET_GRAPH_GB = 1.62
+_DRAFT_WEIGHTS_GB = 2.31
+_DRAFT_GRAPH_GB = 0.35
+_DRAFT_EXTEND_GRAPH_GB = 0.21
+_KV_BYTES_PER_TOKEN = 70272  # MLA: 61 layers x 576 x bf16
+_DRAFT_KV_SHARE = 1 / 61  # the drafter's KV cache: one layer against the target's 61
+_SHARD_GB = 5.0  # checkpoint shard size (Hugging Face's default max_shard_size)
+_MAX_SHARDS = 64  # the big targets (Kimi K2: 64 shards)
+_SYNC_TIMEOUT_S = 5.0  # the longest a rank waits for another at a bar phase (see RankSync)
+_REAL_WORDING = (0, 5, 23)  # from this version on: the real build's wording and order (module doc)
 GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
-CUDA_GRAPH_BS = (
+_CUDA_GRAPH_BS = (
     1,
     2,
     4,
@@ -127,7 +127,7 @@ class Durations:
 
 
 # Log wording that changed between versions: name -> (0.5.10, 0.5.23 = the real build's).
-WORDING: dict[str, tuple[str, str]] = {
+_WORDING: dict[str, tuple[str, str]] = {
     "load_end": (
         "Load weight end. elapsed={t:.2f} s, type={arch}, dtype=torch.bfloat16, avail mem={avail:.2f} GB, "
         "mem usage={m:.2f} GB.",
@@ -170,7 +170,7 @@ WORDING: dict[str, tuple[str, str]] = {
 
 def real_wording(version: str) -> bool:
     """Whether ``version`` speaks like the real build in shared/sglang-cpu (0.5.23 on)."""
-    return version_tuple(version) >= REAL_WORDING
+    return version_tuple(version) >= _REAL_WORDING
 
 
 def engine_timings_line(timings: dict[str, Any], tokenizer_e2e: float) -> str:
@@ -226,25 +226,25 @@ class StartupPlan:
         return int(self.args.get("tp_size") or 1)
 
     def word(self, name: str, **kw: Any) -> str:
-        return WORDING[name][1 if self.real_wording else 0].format(**kw)
+        return _WORDING[name][1 if self.real_wording else 0].format(**kw)
 
     def graph_bs(self, max_running: int) -> list[int]:
         if self.args.get("cuda_graph_bs"):
             return sorted(int(b) for b in self.args["cuda_graph_bs"] if int(b) <= max_running) or [1]
         cap = min(rules.cuda_graph_max_bs(self.args), max_running)
-        return [b for b in CUDA_GRAPH_BS if b <= cap] or [1]
+        return [b for b in _CUDA_GRAPH_BS if b <= cap] or [1]
 
     def shards(self) -> int:
         """Checkpoint shards of the target: its whole size (every rank's share) in 5 GB files, at
         most 64 (a 580 GB target has 64, an 8B model 4)."""
         total_gb = self.weights_gb * self.tp_size
-        return max(1, min(MAX_SHARDS, -(-int(total_gb * 1000) // int(SHARD_GB * 1000))))
+        return max(1, min(_MAX_SHARDS, -(-int(total_gb * 1000) // int(_SHARD_GB * 1000))))
 
 
 class RankSync:
     """Pipes between rank 0 and the other ranks of a node, made before the fork: each other rank
     tells rank 0 it has arrived at a bar phase (its begin line is out); rank 0 tells them its bar is
-    closed. Waits time out (``SYNC_TIMEOUT_S``): a rank that died or hung is the parent's business."""
+    closed. Waits time out (``_SYNC_TIMEOUT_S``): a rank that died or hung is the parent's business."""
 
     def __init__(self, ranks: range):
         self.up = {r: os.pipe() for r in ranks if r != 0}
@@ -292,12 +292,12 @@ def gpu_index(rank: int, args: dict[str, Any]) -> int:
     return logical
 
 
-def default_max_running(max_total_tokens: int, context_len: int) -> int:
+def _default_max_running(max_total_tokens: int, context_len: int) -> int:
     """SGLang's default running cap without speculation, from the KV pool size."""
     return min(max(int(max_total_tokens / context_len * 512), 2048), 4096)
 
 
-class RankFailed(Exception):
+class _RankFailed(Exception):
     """Raised after a rank logged its exception and signalled the parent: the child exits 1."""
 
 
@@ -341,7 +341,7 @@ class Rank:
             os.kill(self.parent_pid, signal.SIGQUIT)
         except ProcessLookupError:
             pass
-        raise RankFailed(exception)
+        raise _RankFailed(exception)
 
     def _maybe_hang(self, phase: str) -> None:
         if self.plan.hang_at == phase:
@@ -368,10 +368,10 @@ class Rank:
                 sync.arrive(self.rank)
             self.pause(seconds * (stop_at if stop_at is not None else 1.0))
             if sync is not None and stop_at is None:
-                sync.wait_released(self.rank, seconds / self.plan.speed + SYNC_TIMEOUT_S)
+                sync.wait_released(self.rank, seconds / self.plan.speed + _SYNC_TIMEOUT_S)
             return time.monotonic() - t0
         if sync is not None:
-            sync.wait_arrivals(SYNC_TIMEOUT_S)
+            sync.wait_arrivals(_SYNC_TIMEOUT_S)
         b = bar()
         per_item = seconds / max(len(items), 1)
         for i, item in enumerate(items):
@@ -399,8 +399,8 @@ class Rank:
         t_start = time.monotonic()
         self.log.info("Init torch distributed begin.")
         t = self.pause(d.init)
-        self.hold(CONTEXT_GB)
-        self.log.info(f"Init torch distributed ends. elapsed={t:.2f} s, mem usage={CONTEXT_GB:.2f} GB")
+        self.hold(_CONTEXT_GB)
+        self.log.info(f"Init torch distributed ends. elapsed={t:.2f} s, mem usage={_CONTEXT_GB:.2f} GB")
 
         load_s = self._load_target()
         if p.real_wording and p.speculative:  # the drafter loads before either KV cache
@@ -412,12 +412,12 @@ class Rank:
         if p.fail_at == "load" or tokens <= 0:
             self.fail("kv", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
             tokens = max(tokens, 1)  # ranks other than 0 carry on until the parent kills them
-        self._kv_pool(tokens, tokens * KV_BYTES_PER_TOKEN / GB)
+        self._kv_pool(tokens, tokens * _KV_BYTES_PER_TOKEN / GB)
         if p.real_wording and p.speculative:
-            self._kv_pool(tokens, tokens * KV_BYTES_PER_TOKEN * DRAFT_KV_SHARE / GB)
+            self._kv_pool(tokens, tokens * _KV_BYTES_PER_TOKEN * _DRAFT_KV_SHARE / GB)
         kv_s = time.monotonic() - t0
 
-        max_running = int(a.get("max_running_requests") or default_max_running(tokens, p.context_len))
+        max_running = int(a.get("max_running_requests") or _default_max_running(tokens, p.context_len))
         if p.graphs:
             self._capture_target(max_running)
         if p.speculative:
@@ -481,7 +481,7 @@ class Rank:
     def _kv_tokens(self) -> int:
         a = self.plan.args
         rest_gb = self.avail - self.plan.gpu_mem_gb * (1 - float(a["mem_fraction_static"]))
-        tokens = int(rest_gb * GB / KV_BYTES_PER_TOKEN)
+        tokens = int(rest_gb * GB / _KV_BYTES_PER_TOKEN)
         if a.get("max_total_tokens"):
             tokens = min(tokens, int(a["max_total_tokens"]))
         return tokens
@@ -537,7 +537,7 @@ class Rank:
                 "target_end",
                 phase,
                 p.durations.capture,
-                TARGET_GRAPH_GB,
+                _TARGET_GRAPH_GB,
                 bs,
                 True,
                 stop_at=0.4,
@@ -555,7 +555,7 @@ class Rank:
                 cause=oom,
             )
         self._capture(
-            "target_begin", "target_end", phase, p.durations.capture, TARGET_GRAPH_GB, bs, True, mode=mode, tpb=tpb
+            "target_begin", "target_end", phase, p.durations.capture, _TARGET_GRAPH_GB, bs, True, mode=mode, tpb=tpb
         )
 
     def _load_drafter(self) -> float:
@@ -574,9 +574,9 @@ class Rank:
         if p.check_paths and draft_path and not os.path.exists(draft_path):
             self.fail("draft_load", tracebacks.missing_model_error(draft_path))
         t = self._load_weights(d.draft_weights, 1, a.get("speculative_draft_load_format") or a.get("load_format"))
-        self.hold(DRAFT_WEIGHTS_GB)
-        self.weights_used_gb += DRAFT_WEIGHTS_GB
-        self.log.info(p.word("load_end", t=t, arch=self._draft_architecture(), avail=self.avail, m=DRAFT_WEIGHTS_GB))
+        self.hold(_DRAFT_WEIGHTS_GB)
+        self.weights_used_gb += _DRAFT_WEIGHTS_GB
+        self.log.info(p.word("load_end", t=t, arch=self._draft_architecture(), avail=self.avail, m=_DRAFT_WEIGHTS_GB))
         if p.adaptive is not None and self.rank == 0:  # EAGLEWorkerV2.__init__ makes its AdaptiveController
             self.log.info(self._adaptive().initialized())
         return t
@@ -597,7 +597,7 @@ class Rank:
             before = self.avail
             t = self.pause((p.durations.draft_capture + p.durations.draft_extend_capture) / 2 if p.graphs else 0.01)
             if p.graphs:
-                self.hold(DRAFT_GRAPH_GB + DRAFT_EXTEND_GRAPH_GB)
+                self.hold(_DRAFT_GRAPH_GB + _DRAFT_EXTEND_GRAPH_GB)
             if self.rank == 0:
                 self.log.info(adaptive.built_line(steps, t, before - self.avail))
 
@@ -618,7 +618,7 @@ class Rank:
                     self.log.info(p.word("draft_begin", avail=self.avail, tpb=topk, bs=bs))
                 self.fail("draft_capture", tree_too_small.exception)
             self._capture(
-                "draft_begin", "draft_end", "draft_decode", d.draft_capture, DRAFT_GRAPH_GB, bs, all_ranks, tpb=topk
+                "draft_begin", "draft_end", "draft_decode", d.draft_capture, _DRAFT_GRAPH_GB, bs, all_ranks, tpb=topk
             )
         if tree_too_small:
             if all_ranks or self.rank == 0:
@@ -631,7 +631,7 @@ class Rank:
             "extend_end",
             "draft_extend",
             d.draft_extend_capture,
-            DRAFT_EXTEND_GRAPH_GB,
+            _DRAFT_EXTEND_GRAPH_GB,
             bs,
             all_ranks,
             tpb=a.get("speculative_num_draft_tokens"),
@@ -650,7 +650,7 @@ def run_rank(plan: StartupPlan, rank: int, parent_pid: int, ready_fd: Optional[i
     """A scheduler child's body: walk the startup, report ready, then hold (via ``hang``)."""
     try:
         ready = Rank(plan, rank, parent_pid, hang).run()
-    except RankFailed:
+    except _RankFailed:
         raise SystemExit(1) from None
     if ready_fd is not None:
         try:

@@ -12,7 +12,7 @@ import zlib
 from typing import Sequence, Union
 
 EOS_TOKEN_ID = 163586  # Kimi-K2's <|im_end|>; any id outside VOCAB would do
-VOCAB_OFFSET = 1000
+_VOCAB_OFFSET = 1000
 _WORDS = (
     "the of and to a in is that for it as with was on be by this are from or at an not have which but "
     "function return value if else while def class import self data list dict string number result "
@@ -24,8 +24,8 @@ _WORDS = (
 ).split()
 VOCAB: tuple[str, ...] = tuple(" " + w for w in _WORDS) + (".", ",", ":", "\n", " (", ")", " =", " +", "\n\n")
 _V = len(VOCAB)
-MIN_NATURAL_LENGTH = 64
-MAX_NATURAL_LENGTH = 512
+_MIN_NATURAL_LENGTH = 64
+_MAX_NATURAL_LENGTH = 512
 
 PromptLike = Union[str, Sequence[int]]
 
@@ -42,7 +42,7 @@ def prompt_ids(prompt: PromptLike) -> tuple[int, ...]:
     ``prompt_tokens`` of text is the length of its ids, and text that repeats a prefix repeats its ids)."""
     if isinstance(prompt, str):
         return tuple(
-            VOCAB_OFFSET + zlib.crc32(prompt[i : i + 4].encode("utf-8", "replace")) % 100000
+            _VOCAB_OFFSET + zlib.crc32(prompt[i : i + 4].encode("utf-8", "replace")) % 100000
             for i in range(0, max(len(prompt), 1), 4)
         )
     return tuple(prompt) if prompt else (0,)
@@ -55,19 +55,19 @@ def seed_of(prompt: PromptLike) -> int:
 
 def natural_length(seed: int) -> int:
     """How many tokens the fake model says before its EOS (when EOS is not ignored)."""
-    return MIN_NATURAL_LENGTH + (seed * 2654435761 >> 7) % (MAX_NATURAL_LENGTH - MIN_NATURAL_LENGTH + 1)
+    return _MIN_NATURAL_LENGTH + (seed * 2654435761 >> 7) % (_MAX_NATURAL_LENGTH - _MIN_NATURAL_LENGTH + 1)
 
 
-def token_index(seed: int, position: int) -> int:
+def _token_index(seed: int, position: int) -> int:
     return (seed + position * 40503 + (position * position) * 7) % _V
 
 
 def token_ids(seed: int, start: int, stop: int) -> list[int]:
-    return [VOCAB_OFFSET + token_index(seed, i) for i in range(start, stop)]
+    return [_VOCAB_OFFSET + _token_index(seed, i) for i in range(start, stop)]
 
 
 def token_text(seed: int, start: int, stop: int) -> str:
-    return "".join(VOCAB[token_index(seed, i)] for i in range(start, stop))
+    return "".join(VOCAB[_token_index(seed, i)] for i in range(start, stop))
 
 
 def chat_prompt(messages: Sequence[dict]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-SGLANG_ROOT = "/usr/local/lib/python3.12/dist-packages/sglang"
+_SGLANG_ROOT = "/usr/local/lib/python3.12/dist-packages/sglang"
 
 Frame = tuple[str, int, str, str]  # (file under SGLANG_ROOT or absolute, line, function, source line)
 
@@ -167,21 +167,21 @@ _SERVE: tuple[Frame, ...] = (
 def _render(frames: Sequence[Frame]) -> str:
     out = []
     for path, line, func, code in frames:
-        full = path if path.startswith(("/", "<")) else f"{SGLANG_ROOT}/{path}"
+        full = path if path.startswith(("/", "<")) else f"{_SGLANG_ROOT}/{path}"
         out.append(f'  File "{full}", line {line}, in {func}\n')
         if code:
             out.append(f"    {code}\n")
     return "".join(out)
 
 
-def traceback_text(frames: Sequence[Frame], exception: str) -> str:
+def _traceback_text(frames: Sequence[Frame], exception: str) -> str:
     return "Traceback (most recent call last):\n" + _render(frames) + exception.rstrip("\n") + "\n"
 
 
 def server_args_error(exception: str, source_line: str) -> str:
     """What ``python -m sglang.launch_server`` prints when ServerArgs rejects its arguments."""
     frames = (*_LAUNCH, ("srt/server_args.py", 1187, "_handle_speculative_decoding", source_line))
-    return traceback_text(frames, exception)
+    return _traceback_text(frames, exception)
 
 
 # Where a scheduler (TP rank) fails during initialization -> its frames.
@@ -201,14 +201,14 @@ def scheduler_exception(where: str, exception: str, cause: str | None = None) ->
     """The message after ``Scheduler hit an exception: `` (a traceback, optionally chained)."""
     frames = INIT_STACKS[where]
     if cause is None:
-        return traceback_text(frames, exception)
-    first = traceback_text(frames, cause)
+        return _traceback_text(frames, exception)
+    first = _traceback_text(frames, cause)
     # the capture's own frame catches it and raises again (cuda_graph_runner.__init__)
     rethrow = (("srt/model_executor/cuda_graph_runner.py", 383, "__init__", "raise Exception("),)
     return (
         first
         + "\nDuring handling of the above exception, another exception occurred:\n\n"
-        + traceback_text((*frames[:-4], *rethrow), exception)
+        + _traceback_text((*frames[:-4], *rethrow), exception)
     )
 
 

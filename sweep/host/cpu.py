@@ -18,16 +18,14 @@ from pathlib import Path
 
 import psutil
 
-from sweep.core.checks import Check
-from sweep.core.errors import PointFailure
-from sweep.core.flags import ServerFlags
+from sweep.core import Check, PointFailure, ServerFlags
 
 # What SGLang's intel_amx attention backend and its prebuilt CPU kernels (sgl_kernel, built with
 # -march=x86-64-v4) need: AVX-512 with BF16. AMX itself is not needed: on a CPU without it the
 # installer (cluster/sglang-cpu-x86/install.sh) claims AMX for SGLang, and oneDNN's bf16 brgemm runs
 # on AVX512-BF16 (measured on an AMD EPYC Zen 4). torch_native needs none of them.
 AMX_BACKEND_FLAGS = ("avx512f", "avx512_bf16")
-INSTALLER = "cluster/sglang-cpu-x86/install.sh"
+_INSTALLER = "cluster/sglang-cpu-x86/install.sh"
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,7 @@ def check_speculation(
     if not algorithm:
         return
     fix = (
-        f"install SGLang for this CPU with {INSTALLER}, which picks the path for it (AMX, AVX512-BF16 "
+        f"install SGLang for this CPU with {_INSTALLER}, which picks the path for it (AMX, AVX512-BF16 "
         "or AVX2) and serves speculative decoding on each, and point server.launcher at its interpreter"
     )
     if engine is None:
@@ -156,7 +154,7 @@ def check_nodes(nnodes: int, engine: CpuEngine | None, report_checks: list[Check
             "size), so it would hang after 'Init torch distributed begin.' waiting for "
             "the other hosts' ranks",
             fix="set env SWEEP_SGLANG_AMX: '0' for these points (an install by "
-            f"{INSTALLER}: SGLang then sees no AMX, serves with torch_native, speculation "
+            f"{_INSTALLER}: SGLang then sees no AMX, serves with torch_native, speculation "
             "included, and reduces over gloo), or keep the server on one host (nnodes 1)",
         )
     report_checks.append(Check.ok(f"--nnodes {nnodes}: SGLang sees no AMX here, so TP reduces over gloo across hosts"))
@@ -180,7 +178,7 @@ def check_cpu_flags(need: list[str], report_checks: list[Check], have: set[str] 
             "preflight",
             f"this host's CPU lacks {', '.join(missing)}, which SGLang's "
             "intel_amx backend and its prebuilt CPU kernels need",
-            fix=f"set attention-backend: torch_native with SGLang installed for this CPU by {INSTALLER} "
+            fix=f"set attention-backend: torch_native with SGLang installed for this CPU by {_INSTALLER} "
             "(its AVX2 path serves speculative decoding too), or run on a CPU with AVX512-BF16 "
             "or AMX",
         )
@@ -243,7 +241,7 @@ def check_kernels(python: str, env: dict[str, str], report_checks: list[Check], 
             "preflight",
             "SGLang's CPU kernels (sgl_kernel) die with SIGILL (illegal "
             "instruction) on this host's CPU: they were built for another one",
-            fix=f"install them for this CPU with {INSTALLER} (it builds them for AVX2 CPUs), or "
+            fix=f"install them for this CPU with {_INSTALLER} (it builds them for AVX2 CPUs), or "
             "REBUILD_KERNELS=1 with the shared installer",
         )
     if code != 0:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from sweep.core.errors import ConfigError
-from sweep.core.ledger import ledger_power, ledger_read
+from sweep.core import ConfigError, ledger_power, ledger_read
 
 
 @dataclass(frozen=True)

@@ -17,36 +17,47 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from sweep.bench.power import POWER_EVERY_S, Recorder
-from sweep.bench.power import only as only_gpus
-from sweep.core import redact
-from sweep.core.atomic import write_text as atomic_write_text
-from sweep.core.checks import Check
-from sweep.core.console import plural
-from sweep.core.errors import PointFailure, SweepError
-from sweep.core.events import (
+from sweep.bench import POWER_EVERY_S, Recorder
+from sweep.bench import only as only_gpus
+from sweep.bench import run as run_bench
+from sweep.core import (
+    BenchSettings,
+    Check,
+    FailurePhase,
     HostEvent,
     HostProgress,
+    LaunchResult,
     NodeJoined,
+    PointFailure,
     PointMeasured,
+    PointResult,
     PowerSamples,
+    RunContext,
+    ServerFlags,
     StartupProgress,
     StepStarted,
+    SweepError,
+    plural,
+    redact,
 )
-from sweep.core.flags import ServerFlags
-from sweep.core.record import LaunchResult, PointResult
-from sweep.core.run_context import RunContext
-from sweep.core.settings import BenchSettings
-from sweep.core.types import FailurePhase
-from sweep.experiment.config import CpuConfig, ReapConfig, Timeouts
+from sweep.core import write_text as atomic_write_text
+from sweep.experiment import CpuConfig, ReapConfig, Timeouts
 from sweep.host import cpu as cpu_host
 from sweep.host import ports, reaper
 from sweep.host import preflight as pf
 from sweep.host.gpu import GpuProbe
 from sweep.host.server import ServerProcess
-from sweep.sglang import adaptive
-from sweep.sglang.args import flag_args, flag_value, flags_in_argv, with_node_flags
-from sweep.sglang.logs import AdaptiveLog, find_failure
+from sweep.results import LEVELS
+from sweep.sglang import (
+    AdaptiveLog,
+    adaptive,
+    drafter,
+    find_failure,
+    flag_args,
+    flag_value,
+    flags_in_argv,
+    with_node_flags,
+)
 
 OnProgress = Callable[[HostEvent], None]
 
@@ -262,7 +273,6 @@ def _preflight(
 
 def _check_drafter(spec: LaunchSpec, report: _Preflight) -> None:
     """The drafter's weight names, aux layers and sizes against the target (headers only: milliseconds)."""
-    from sweep.sglang import drafter
 
     found = drafter.check_flags(spec.server_flags)
     if found is None:  # no drafter, or its folders are not here (a hub id)
@@ -279,20 +289,20 @@ def _check_drafter(spec: LaunchSpec, report: _Preflight) -> None:
 ADAPTIVE_CONFIG = adaptive.CONFIG_FLAG
 
 
-def adaptive_config_path(log_path: Path) -> Path:
+def _adaptive_config_path(log_path: Path) -> Path:
     """Where the host writes a point's adaptive config given as a mapping: beside its log (the point's own
     space on the host), ``<log name>.adaptive-config.json``."""
     return log_path.with_name(f"{log_path.stem}.adaptive-config.json")
 
 
-def launch_argv(spec: LaunchSpec, log_path: Path) -> list[str]:
+def _launch_argv(spec: LaunchSpec, log_path: Path) -> list[str]:
     """The server's argv at launch: ``spec.argv``, but a ``speculative-adaptive-config`` given as the config
     itself (a mapping, SGLang's JSON shape) is written to a JSON file first (sorted keys; see
-    ``adaptive_config_path``) and that path passed, as SGLang reads the flag as a path."""
+    ``_adaptive_config_path``) and that path passed, as SGLang reads the flag as a path."""
     cfg = spec.server_flags.get(ADAPTIVE_CONFIG)
     if not isinstance(cfg, Mapping):
         return spec.argv
-    path = adaptive_config_path(log_path)
+    path = _adaptive_config_path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(adaptive.as_json(cfg), sort_keys=True, indent=1) + "\n")
     return [*spec.launcher, *flag_args({**spec.server_flags, ADAPTIVE_CONFIG: str(path)}), *spec.launcher_args]
@@ -303,7 +313,7 @@ def _launch(spec: LaunchSpec, host: HostContext, log_path: Path) -> ServerProces
     marker = reaper.Marker(spec.sweep, host.name)
     env = {**spec.env, **host.extra_env, **marker.env(spec.key)}
     server = ServerProcess(
-        launch_argv(spec, log_path),
+        _launch_argv(spec, log_path),
         env,
         log_path,
         port=spec.port,
@@ -474,7 +484,6 @@ def run_launch(spec: LaunchSpec, host: HostContext, progress: OnProgress | None 
     (each benchmark flushes the cache first). The result holds one record per point, saying what
     happened, whatever happened. A benchmark failure of one point, the server still up and more
     points in the launch, fails that one alone; a server that dies fails the rest with its failure."""
-    from sweep.bench.runner import run as run_bench
 
     subs = spec.points
     ids = [s.point_id for s in subs]
@@ -517,7 +526,7 @@ def run_launch(spec: LaunchSpec, host: HostContext, progress: OnProgress | None 
                         emit(PointMeasured(_measured(at, ids, part, power)))
                     continue
                 part.requests, part.single_stream = bench.requests, bench.single_stream
-                part.levels = with_adaptive(bench.levels, server.adaptive, bench.windows)
+                part.levels = _with_adaptive(bench.levels, server.adaptive, bench.windows)
                 part.metrics, part.ended_at = bench.metrics, time.time()
                 if not server.alive():
                     raise server.died("benchmark")
@@ -530,15 +539,13 @@ def run_launch(spec: LaunchSpec, host: HostContext, progress: OnProgress | None 
     return LaunchResult(_points(at.result, ids, parts))
 
 
-def with_adaptive(levels: Any, log: AdaptiveLog, windows: list[tuple[Any, Any]]) -> Any:
+def _with_adaptive(levels: Any, log: AdaptiveLog, windows: list[tuple[Any, Any]]) -> Any:
     """The levels table with each level's adaptive-speculation columns (``AdaptiveLog.level`` between the
     marks taken as it began and ended, ``windows``); unchanged for a server that does not run adaptive
     speculation (the columns stay null)."""
     if levels is None or not log.running or levels.num_rows == 0 or len(windows) != levels.num_rows:
         return levels
-    import pyarrow as pa
-
-    from sweep.results.schema import LEVELS
+    import pyarrow as pa  # lazy: pyarrow is slow to import; only this path needs it
 
     rows = [log.level(begin, end) for begin, end in windows]
     for name in ("adaptive_switches", "adaptive_steps", "adaptive_steps_final"):
@@ -617,7 +624,7 @@ def run_follower(
     and keep them up until the point ends (the orchestrator cancels this call: leaving the attempt
     stops and reaps) or they die (a failed result, with the reason from this node's log). Meanwhile
     it samples this host's GPU power every ``POWER_EVERY_S`` and posts the samples as ``power``
-    events every ``POWER_POST_S`` (and as it leaves): node 0's levels sum them (``with_nodes``)."""
+    events every ``_POWER_POST_S`` (and as it leaves): node 0's levels sum them (``with_nodes``)."""
     with _Attempt(spec, host, progress, node_rank=node_rank) as at:
         at.preflight()  # only node rank 0 listens
         at.emit(NodeJoined(node_rank))
@@ -631,7 +638,7 @@ def run_follower(
                 if power is not None and now - sampled >= POWER_EVERY_S:
                     power.sample()
                     sampled = now
-                if power is not None and now - posted >= POWER_POST_S:
+                if power is not None and now - posted >= _POWER_POST_S:
                     _post_power(at.emit, node_rank, power)
                     posted = now
                 time.sleep(0.2)
@@ -642,7 +649,7 @@ def run_follower(
     return at.result
 
 
-POWER_POST_S = 1.0  # how often a follower sends its power samples to the driver
+_POWER_POST_S = 1.0  # how often a follower sends its power samples to the driver
 
 
 def _post_power(emit: OnProgress, node_rank: int, power: Recorder) -> None:

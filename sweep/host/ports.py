@@ -42,7 +42,7 @@ def free_port(host: str = "127.0.0.1", avoid: Iterable[int] = ()) -> int:
 
 
 @dataclass(frozen=True)
-class Holder:
+class _Holder:
     """A process listening on (or bound to) a port: its pid (None where this user may not see it),
     name, and the sweep whose marker it carries (``SWEEP_SWEEP``; None: not a sweep's server)."""
 
@@ -61,14 +61,14 @@ class Holder:
         )
 
 
-def holders(port: int) -> list[Holder]:
+def holders(port: int) -> list[_Holder]:
     """The processes bound to TCP ``port`` on any address, listeners first (psutil's
     ``net_connections``: every pid where this user may read them, others' as pid None)."""
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):
         return []
-    found: dict[int | None, tuple[bool, Holder]] = {}
+    found: dict[int | None, tuple[bool, _Holder]] = {}
     for c in conns:
         if not c.laddr or c.laddr.port != port:
             continue
@@ -79,16 +79,16 @@ def holders(port: int) -> list[Holder]:
     return [h for _, h in sorted(found.values(), key=lambda lh: not lh[0])]
 
 
-def _holder(pid: int | None) -> Holder:
+def _holder(pid: int | None) -> _Holder:
     if pid is None:
-        return Holder(None, "?")
+        return _Holder(None, "?")
     try:
         proc = psutil.Process(pid)
         name = proc.name()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return Holder(pid, "?")
+        return _Holder(pid, "?")
     try:
         sweep = proc.environ().get(reaper.MARK_SWEEP)
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
         sweep = None
-    return Holder(pid, name, sweep or None)
+    return _Holder(pid, name, sweep or None)

@@ -7,6 +7,7 @@ version); paths that exist only on real hosts are then reported as skipped, not 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -16,12 +17,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sweep.core import atomic
-from sweep.core.checks import Check
-from sweep.core.errors import PointFailure
-from sweep.core.flags import ServerFlags
+from sweep.core import Check, PointFailure, ServerFlags, atomic
 from sweep.host import ports, reaper
 from sweep.host.gpu import Gpu, GpuProbe
+from sweep.sglang import rules, serverargs
 
 HELP_TIMEOUT_S = 120.0  # the real launcher imports torch before printing --help
 
@@ -74,7 +73,7 @@ def sglang_version(launcher: list[str], timeout: float = 60.0, launcher_args: Se
     return out.stdout.strip().splitlines()[-1]
 
 
-def accepted_flags(launcher: list[str], version: str, host: str, launcher_args: Sequence[str] = ()) -> set[str]:
+def _accepted_flags(launcher: list[str], version: str, host: str, launcher_args: Sequence[str] = ()) -> set[str]:
     """The flags the launcher's ``--help`` lists, cached per host, launcher (with its own options) and version."""
     key = hashlib.sha256(
         json.dumps([host, launcher, version, *([list(launcher_args)] if launcher_args else [])]).encode()
@@ -113,7 +112,7 @@ def check_flags(
 ) -> None:
     """Every flag name the server gets (no dashes) is one its launcher's ``--help`` lists (asked with the
     launcher's own options: the fake's ``--fake-version`` names the SGLang whose flags it takes)."""
-    known = accepted_flags(launcher, version, host, launcher_args)
+    known = _accepted_flags(launcher, version, host, launcher_args)
     unknown = [f for f in names if f not in known and f.replace("_", "-") not in known]
     if unknown:
         raise PointFailure(
@@ -201,7 +200,6 @@ def check_dist_init(addr: str | None, node_rank: int, host: str, report: Preflig
     """Node rank 0 of a server that spans hosts: its ``--dist-init-addr IP:PORT`` must be an address
     of this host (the other nodes connect to it there) and its port free on it. A wrong IP would
     otherwise leave the other nodes waiting for a rendezvous that never comes."""
-    import errno
 
     if not addr or node_rank != 0:
         return
@@ -239,7 +237,6 @@ def check_rules(
     """SGLang's speculative rules again, with what only the host knows: its SGLang version, its GPU and
     the target's (and drafter's) config.json as this host has them. An error here is one SGLang
     would hit after minutes of loading; warnings are kept with the checks."""
-    from sweep.sglang import rules, serverargs
 
     typed = ServerFlags(flags)
     configs = {}

@@ -24,13 +24,12 @@ from pathlib import Path
 
 import psutil
 
-from sweep.core import atomic
-from sweep.core.redact import redact_argv, redact_text, redact_tree
+from sweep.core import atomic, redact_argv, redact_text, redact_tree
 from sweep.host.gpu import GpuProbe
 
 MARK_SWEEP = "SWEEP_SWEEP"
-MARK_HOST = "SWEEP_HOST"
-MARK_POINT = "SWEEP_POINT"
+_MARK_HOST = "SWEEP_HOST"
+_MARK_POINT = "SWEEP_POINT"
 
 
 @dataclass
@@ -39,14 +38,14 @@ class Marker:
     host: str
 
     def env(self, point_id: str) -> dict[str, str]:
-        return {MARK_SWEEP: self.sweep, MARK_HOST: self.host, MARK_POINT: point_id}
+        return {MARK_SWEEP: self.sweep, _MARK_HOST: self.host, _MARK_POINT: point_id}
 
     def owns(self, proc: psutil.Process) -> bool:
         try:
             env = proc.environ()
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, OSError):
             return False
-        return env.get(MARK_SWEEP) == self.sweep and env.get(MARK_HOST) == self.host
+        return env.get(MARK_SWEEP) == self.sweep and env.get(_MARK_HOST) == self.host
 
 
 @dataclass
@@ -236,7 +235,7 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return bind_error(port, host) is None
 
 
-def gpus_free(probe: GpuProbe, threshold_mib: int) -> bool:
+def _gpus_free(probe: GpuProbe, threshold_mib: int) -> bool:
     return all(g.mem_used_mib <= threshold_mib for g in probe.gpus())
 
 
@@ -291,7 +290,7 @@ def reap(
     wait_gpu = not report.foreign
     start = time.monotonic()
     while True:
-        report.gpu_free = gpus_free(probe, gpu_free_mib)
+        report.gpu_free = _gpus_free(probe, gpu_free_mib)
         if not wait_gpu and not report.gpu_free:
             report.port_free = port is None or port_free(port)
             break

@@ -4,7 +4,7 @@ Launch: an argv list (never a shell), the point's env plus the sweep's marker, s
 the point's log file, in a session of its own (so stop can signal its whole group) and leashed to
 the launching process (``die_with_parent``), so that a killed Ray worker takes its server along.
 A point with secrets (``--api-key``, a secret-named env variable: sweep/core/redact.py) writes its log
-through a ``LogPump`` that hides them as the lines arrive (SGLang prints ``api_key='...'`` in its
+through a ``_LogPump`` that hides them as the lines arrive (SGLang prints ``api_key='...'`` in its
 ``server_args=`` line); other points' output goes to the file directly.
 
 Waiting: the log is read as it grows and each startup event is timed; the process is polled every
@@ -30,15 +30,12 @@ from typing import Callable, Literal
 
 import httpx
 
-from sweep.bench.client import Endpoint, auth_headers, send_one
-from sweep.core import redact
-from sweep.core.errors import PointFailure
-from sweep.core.events import HostProgress, StartupProgress
-from sweep.core.types import FailurePhase
-from sweep.experiment.config import Timeouts
+from sweep.bench import Endpoint, auth_headers, send_one
+from sweep.core import FailurePhase, HostProgress, PointFailure, StartupProgress, redact
+from sweep.experiment import Timeouts
 from sweep.host import ports, reaper
-from sweep.results.schema import ENGINE_COLUMNS, engine_column
-from sweep.sglang.logs import (
+from sweep.results import ENGINE_COLUMNS, engine_column
+from sweep.sglang import (
     AdaptiveLog,
     EngineTimings,
     Progress,
@@ -51,16 +48,16 @@ from sweep.sglang.logs import (
 
 POLL_S = 0.1
 TAIL_LINES = 60
-PARTIAL_MAX = 64 * 1024  # bytes kept of a line that never ends (no newline and no \r)
-PROGRESS_EVERY_S = 1.0  # at most one progress event a second (each is a message to the driver)
+_PARTIAL_MAX = 64 * 1024  # bytes kept of a line that never ends (no newline and no \r)
+_PROGRESS_EVERY_S = 1.0  # at most one progress event a second (each is a message to the driver)
 
-StartupPhase = Literal["load", "capture", "ready"]
+_StartupPhase = Literal["load", "capture", "ready"]
 """The startup phase a server is in (``Startup.phase``): a ``Stage`` of its point, and the
 ``FailurePhase`` of a failure in it."""
 
 
 @dataclass
-class LogRead:
+class _LogRead:
     """What one read of the log brought, in order: complete log lines (``str``, bar updates taken
     out) and progress-bar updates (``Progress``); and how many bytes arrived (any byte is a sign of
     life)."""
@@ -91,17 +88,17 @@ class LogFollower:
         self._tail_bar: dict[str, str] = {}  # kind -> the update of that bar now in the tail
         self.tail: list[str] = []
 
-    def read(self) -> LogRead:
+    def read(self) -> _LogRead:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
                 data = f.read()
         except FileNotFoundError:
-            return LogRead()
+            return _LogRead()
         if not data:
-            return LogRead()
+            return _LogRead()
         self._offset += len(data)
-        out = LogRead(nbytes=len(data))
+        out = _LogRead(nbytes=len(data))
         *complete, rest = (self._partial + data).split(b"\n")
         for c in complete:
             self._take(split_progress(c.decode("utf-8", "replace").rstrip("\r")), out, line_ends=True)
@@ -113,10 +110,10 @@ class LogFollower:
             if drawn and isinstance(drawn[0], Progress) and drawn[0].raw != self._last_bar:
                 out.items.append(drawn[0])
                 self._last_bar = drawn[0].raw
-        self._partial = rest[-PARTIAL_MAX:]
+        self._partial = rest[-_PARTIAL_MAX:]
         return out
 
-    def _take(self, pieces: list[Progress | str], out: LogRead, *, line_ends: bool) -> None:
+    def _take(self, pieces: list[Progress | str], out: _LogRead, *, line_ends: bool) -> None:
         bar: Progress | None = None
         for piece in pieces:
             if isinstance(piece, Progress):
@@ -159,7 +156,7 @@ class LogFollower:
         return "\n".join(self.tail + [r for r in rest if r.strip()])
 
 
-class LogPump(threading.Thread):
+class _LogPump(threading.Thread):
     """Copies a server's output (stdout and stderr, one pipe) into its log file with its secrets
     hidden (``redact.redact_text``: the known values, and ``api_key='...'``-like assignments),
     every other byte as it came. Complete lines (``\\n``, and a progress bar's ``\\r`` updates) are
@@ -193,7 +190,7 @@ class LogPump(threading.Thread):
     def _feed(self, data: bytes) -> None:
         buf = self._pending + data
         cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
-        if len(buf) - cut > PARTIAL_MAX:  # a line that never ends: written as it is
+        if len(buf) - cut > _PARTIAL_MAX:  # a line that never ends: written as it is
             cut = len(buf)
         self._write(buf[:cut])
         self._pending = buf[cut:]
@@ -276,7 +273,7 @@ class Startup:
         return self.events[event][-1] if event in self.events else None
 
     @property
-    def phase(self) -> StartupPhase:
+    def phase(self) -> _StartupPhase:
         """load (weights), capture (KV cache, CUDA graphs, drafter), ready (HTTP up, warmup).
 
         The server is only as far as its slowest rank: a rank that dies allocating its KV cache
@@ -395,7 +392,7 @@ class ServerProcess:
         self.env = dict(env)
         self.secrets = redact.secret_values(argv, env) if secrets is None else list(secrets)
         self.api_key, self.admin_api_key = api_key, admin_api_key
-        self._pump: LogPump | None = None
+        self._pump: _LogPump | None = None
         self.log_path = Path(log_path)
         self.port = port
         self.host = host
@@ -403,7 +400,7 @@ class ServerProcess:
         self.started: float = 0.0
         self.log = LogFollower(self.log_path)
         self.startup = Startup()
-        self._progress_pending: tuple[Progress, StartupPhase] | None = None  # (update, its phase) not reported yet
+        self._progress_pending: tuple[Progress, _StartupPhase] | None = None  # (update, its phase) not reported yet
         self._progress_sent = float("-inf")
         self._progress_kind = ""
         self.grace_s = grace_s
@@ -443,7 +440,7 @@ class ServerProcess:
                 close_fds=True,
             )
             assert self.proc.stdout is not None
-            self._pump = LogPump(self.proc.stdout.fileno(), self.log_path, self.secrets)
+            self._pump = _LogPump(self.proc.stdout.fileno(), self.log_path, self.secrets)
             self._pump.start()
         else:
             with open(self.log_path, "ab") as log:
@@ -534,7 +531,7 @@ class ServerProcess:
         if self._progress_pending is None:
             return
         p, stage = self._progress_pending
-        if force or now - self._progress_sent >= PROGRESS_EVERY_S or p.kind != self._progress_kind:
+        if force or now - self._progress_sent >= _PROGRESS_EVERY_S or p.kind != self._progress_kind:
             self._progress_pending, self._progress_sent, self._progress_kind = None, now, p.kind
             if progress:
                 progress(StartupProgress(stage, elapsed_s=round(now, 1), progress=p.summary(), progress_kind=p.kind))

@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import replace
 from typing import Any, Optional
 
-from sweep.experiment.config import Experiment
-from sweep.experiment.plan import PlannedPoint
-from sweep.host.point import LaunchSpec
-from sweep.search.strategy import Search, Tables
+from sweep.experiment import Experiment, PlannedPoint
+from sweep.host import LaunchSpec
+from sweep.results import store
+from sweep.search import Search, Tables
 
 
 def curve_of(levels: Any) -> list[list[float]]:
@@ -40,7 +40,7 @@ def curve_of(levels: Any) -> list[list[float]]:
     return [[float(c), out[c]] for c in sorted(out)]
 
 
-def with_curve(spec: LaunchSpec, curve: list[list[float]]) -> LaunchSpec:
+def _with_curve(spec: LaunchSpec, curve: list[list[float]]) -> LaunchSpec:
     """``spec`` (a point's own: ``specs``) whose points' run context carries ``curve`` as their
     baseline's (their benchmark settings, the user's, left as they are)."""
     given = tuple((float(c), float(t)) for c, t in curve)
@@ -75,7 +75,7 @@ class BaselineGate(Search[PlannedPoint]):
     def _release(self, p: PlannedPoint) -> PlannedPoint:
         bid = self._baseline.get(p.id)
         if bid is not None and self._curves.get(bid):
-            self.specs[p.id] = with_curve(self.specs[p.id], self._curves[bid])
+            self.specs[p.id] = _with_curve(self.specs[p.id], self._curves[bid])
         return p
 
     def take(self, n: int) -> list[PlannedPoint]:
@@ -118,9 +118,7 @@ def gate(
 def recorded_levels(directory: Any, statuses: Mapping[str, str]) -> Callable[[str], Optional[Any]]:
     """``earlier`` for :class:`BaselineGate`: a point's levels table from the results directory,
     where an earlier run recorded it ok; None otherwise."""
-    import polars as pl
-
-    from sweep.results import store
+    import polars as pl  # lazy: polars is slow to import; only this path needs it
 
     def levels(point_id: str) -> Optional[Any]:
         if statuses.get(point_id) != "ok":

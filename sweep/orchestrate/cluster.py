@@ -7,17 +7,21 @@ cluster/). Hosts are keyed by node id: in a dry run every simulated host shares 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import ray
 
-from sweep.core.errors import ClusterError
+from sweep.core import ClusterError
+from sweep.host import free_port
 
-SIM_PREFIX = "sim_host_"
+_SIM_PREFIX = "sim_host_"
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,6 @@ def connect(address: str | None) -> None:
 
 def _require_reachable(addr: str, timeout_s: float = 5.0) -> None:
     """Fail in seconds, not minutes: ray.init retries an unreachable GCS for a long time."""
-    import socket
 
     target = addr.removeprefix("ray://")
     if "://" in target:  # e.g. a dashboard http:// address: let Ray judge it
@@ -80,7 +83,7 @@ def node_names(nodes: list[dict]) -> dict[str, str]:
     share the IP too (several raylets on one machine) get their node id's prefix as well."""
 
     def base(n: dict) -> str:
-        sim = sorted(k for k in n.get("Resources", {}) if k.startswith(SIM_PREFIX))
+        sim = sorted(k for k in n.get("Resources", {}) if k.startswith(_SIM_PREFIX))
         return sim[0].replace("_", "-") if sim else n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or "?"
 
     live = [n for n in nodes if n.get("Alive")]
@@ -145,13 +148,10 @@ def require_hosts(resource: str, gpus_per_host: int) -> list[Host]:
     return hs
 
 
-def reap_dead_simulation(state_file: Path) -> list[int]:
+def _reap_dead_simulation(state_file: Path) -> list[int]:
     """Kill what a dry run whose driver was killed outright (``kill -9``) left running: Ray's agent
     processes outlive the local cluster's driver. They are found by the dead driver's process group,
     recorded in ``state_file``, and only if orphaned (parent is init) and Ray's own."""
-    import json
-
-    import psutil
 
     try:
         old = json.loads(state_file.read_text())
@@ -181,12 +181,11 @@ class SimulatedCluster:
     what a killed driver left behind."""
 
     def __init__(self, n: int, resource: str, gpus_per_host: int, state_file: Path | None = None):
-        import json
 
-        from ray.cluster_utils import Cluster
+        from ray.cluster_utils import Cluster  # lazy: Ray takes about a second to import; only this path needs it
 
         if state_file is not None:
-            reap_dead_simulation(state_file)
+            _reap_dead_simulation(state_file)
             state_file.parent.mkdir(parents=True, exist_ok=True)
             state_file.write_text(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0)}))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -208,7 +207,7 @@ class SimulatedCluster:
                     num_cpus=2,
                     num_gpus=gpus_per_host,
                     object_store_memory=100 * 2**20,
-                    resources={resource: 1, f"{SIM_PREFIX}{i}": 1},
+                    resources={resource: 1, f"{_SIM_PREFIX}{i}": 1},
                 )
         ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
         self.cluster.wait_for_nodes()
@@ -235,10 +234,8 @@ def _ports_of_its_own() -> Iterator[None]:
     there and deletes the file when it shuts down, which would take it over from, then remove it
     for, a cluster started with ``ray start`` on this machine or another sweep's dry run. This driver
     connects by the cluster's address and reads no such file."""
-    import ray._common.utils as common_utils
-    import ray._private.utils as private_utils
-
-    from sweep.host.ports import free_port
+    import ray._common.utils as common_utils  # lazy: Ray takes about a second to import; only this path needs it
+    import ray._private.utils as private_utils  # lazy: Ray takes about a second to import; only this path needs it
 
     set_here = [k for k in _FIXED_PORT_ENV if k not in os.environ]
     for k in set_here:

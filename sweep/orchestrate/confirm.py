@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from sweep.experiment.plan import ConfirmPlan, Plan, confirmation_points
+from sweep.experiment import ConfirmPlan, Plan, confirmation_points
+from sweep.orchestrate.sweep import run_phase, run_sweep
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,10 +30,10 @@ if TYPE_CHECKING:
     from sweep.orchestrate.sweep import Prepared, RunOptions, Session, SweepRun
 
 # a results directory -> (the policies to confirm, notes, {point id: label}): analysis.confirmation.to_confirm
-Chooser = Callable[[Path], "tuple[list[Any], list[str], dict[str, str]]"]
+_Chooser = Callable[[Path], "tuple[list[Any], list[str], dict[str, str]]"]
 
 
-def plan_confirmation(plan: Plan, path: Path, choose: Chooser) -> ConfirmPlan:
+def _plan_confirmation(plan: Plan, path: Path, choose: _Chooser) -> ConfirmPlan:
     """The confirmation points of the grid ``plan`` recorded in ``path``."""
     chosen, notes, labels = choose(path)
     cp = confirmation_points(plan, chosen, labels)
@@ -57,14 +58,13 @@ class Phase:
     """The confirmation as a phase after the grid, on the grid's directory, lock and cluster session.
     ``planned``: its confirmation plan, once it ran."""
 
-    def __init__(self, choose: Chooser) -> None:
+    def __init__(self, choose: _Chooser) -> None:
         self.choose = choose
         self.planned: ConfirmPlan | None = None
 
     def __call__(self, sweep: Prepared, session: Session, console: Console) -> SweepRun | None:
-        from sweep.orchestrate.sweep import run_phase
 
-        self.planned = cp = plan_confirmation(sweep.plan, sweep.rd.path, self.choose)
+        self.planned = cp = _plan_confirmation(sweep.plan, sweep.rd.path, self.choose)
         announce(cp, console)
         if not cp.points:
             return None
@@ -72,16 +72,15 @@ class Phase:
 
 
 def run(
-    plan: Plan, opts: RunOptions, choose: Chooser, *, bench_scale: dict, console: Console
+    plan: Plan, opts: RunOptions, choose: _Chooser, *, bench_scale: dict, console: Console
 ) -> tuple[ConfirmPlan, SweepRun | None]:
     """The confirmation phase alone on the results directory ``opts.results_dir`` whose grid ``plan``
     is. Returns the confirmation plan and what ran (None when there was nothing to confirm)."""
-    from sweep.orchestrate.sweep import run_sweep
 
     path = Path(opts.results_dir) if opts.results_dir else None
     if path is None or not path.is_dir():
         return ConfirmPlan(notes=["nothing recorded yet"]), None
-    cp = plan_confirmation(plan, path, choose)
+    cp = _plan_confirmation(plan, path, choose)
     announce(cp, console)
     if not cp.points:
         return cp, None

@@ -22,13 +22,12 @@ import pyarrow as pa
 from rich.console import Console
 from rich.markup import escape
 
-from sweep.core.console import plural
-from sweep.core.record import LaunchResult
-from sweep.experiment.plan import launches_of
-from sweep.host.point import LaunchPoint, LaunchSpec
-from sweep.results import store
-from sweep.results.schema import DECISIONS_SCHEMA
-from sweep.results.writer import sweep_id
+from sweep.core import LaunchResult, plural
+from sweep.experiment import launches_of
+from sweep.host import LaunchPoint, LaunchSpec
+from sweep.orchestrate.ray_runner import HostSetup, Runner
+from sweep.orchestrate.sweep import launch_spec
+from sweep.results import DECISIONS_SCHEMA, store, sweep_id
 from sweep.search import decide
 
 if TYPE_CHECKING:
@@ -176,12 +175,13 @@ def charge(launch: LaunchResult, startup: Mapping[str, float]) -> tuple[float, f
 
 
 def _specs(sweep: Prepared) -> dict[str, LaunchSpec]:
-    from sweep.orchestrate.sweep import _spec
 
     how = sweep.kind
     name = sweep_id(sweep.rd.path)
     return {
-        p.id: _spec(p, sweep.experiment, sweep.rd, how, name, sweep.nnodes) for p in sweep.plan.points if not p.errors
+        p.id: launch_spec(p, sweep.experiment, sweep.rd, how, name, sweep.nnodes)
+        for p in sweep.plan.points
+        if not p.errors
     }
 
 
@@ -210,7 +210,6 @@ def _launches(
 
 
 def _runner(sweep: Prepared, hosts: list[Host], run_fn):
-    from sweep.orchestrate.ray_runner import HostSetup, Runner
 
     exp, how = sweep.experiment, sweep.kind
     ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_id(sweep.rd.path)

@@ -14,14 +14,12 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rich.console import Console
 from rich.table import Table
 
-from sweep.core.console import plural
+from sweep.core import PointFailure, plural
+from sweep.host import real_probe, sglang_version
 from sweep.orchestrate import cluster
 
 
 def _probe_host() -> dict:
-    from sweep.core.errors import PointFailure
-    from sweep.host.gpu import real_probe
-    from sweep.host.preflight import sglang_version
 
     probe = real_probe()
     gpus = probe.gpus()

@@ -29,20 +29,19 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from sweep.core.events import HostProgress, PointFinished, PointStage, StartupProgress, SweepEvent
-from sweep.core.types import PointStatus
+from sweep.core import HostProgress, PointFinished, PointStage, PointStatus, StartupProgress, SweepEvent
 from sweep.experiment import estimate
 
 
 @dataclass
-class HostLine:
+class _HostLine:
     label: str = "idle"
     stage: str = ""
     since: float = field(default_factory=time.monotonic)
     detail: str = ""
 
 
-PLAIN_PROGRESS_EVERY_S = 30.0  # plain output: a host's progress-bar line at most this often per kind
+_PLAIN_PROGRESS_EVERY_S = 30.0  # plain output: a host's progress-bar line at most this often per kind
 
 
 class SweepProgress:
@@ -58,7 +57,7 @@ class SweepProgress:
         self.hosts_n = max(hosts, 1)
         self.done = self.failed = self.pruned = 0  # pruned: decided by the adaptive search, never run
         self.durations: list[float] = []
-        self.hosts: dict[str, HostLine] = {}
+        self.hosts: dict[str, _HostLine] = {}
         self._bar = Progress(
             TextColumn("[bold]sweep"),
             BarColumn(),
@@ -147,7 +146,7 @@ class SweepProgress:
             )
 
     def host_event(self, host: str, label: str, ev: HostProgress) -> None:
-        h = self.hosts.setdefault(host, HostLine())
+        h = self.hosts.setdefault(host, _HostLine())
         stage = ev.title
         self._started.setdefault(label, time.monotonic())
         if h.label != label:
@@ -165,7 +164,7 @@ class SweepProgress:
         """Plain output gets a bar's first update of each kind, then one every PLAIN_PROGRESS_EVERY_S."""
         now = time.monotonic()
         last = self._last_progress_log.get(key)
-        if last is None or last[0] != kind or now - last[1] >= PLAIN_PROGRESS_EVERY_S:
+        if last is None or last[0] != kind or now - last[1] >= _PLAIN_PROGRESS_EVERY_S:
             self._last_progress_log[key] = (kind, now)
             self._log(text)
 
@@ -187,7 +186,7 @@ class SweepProgress:
         if label in self.estimates:
             self._finished.append((self.estimates[label], seconds))
         if host and host in self.hosts and self.hosts[host].label == label:
-            self.hosts[host] = HostLine()
+            self.hosts[host] = _HostLine()
         self._log(
             f"{label}: {status} in {seconds:.0f}s"
             + (f" ({reason})" if reason else "")

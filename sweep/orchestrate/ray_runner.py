@@ -26,24 +26,31 @@ import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
-from sweep.bench.power import POWER_EVERY_S, with_nodes
-from sweep.core.errors import Cancelled
-from sweep.core.events import HostEvent, PointMeasured, PowerSamples, Retrying, TaskStarted
-from sweep.core.record import Failure, LaunchResult, PointResult
-from sweep.core.types import FailurePhase
-from sweep.host.point import HostContext, LaunchSpec
-from sweep.host.ports import free_port
-from sweep.orchestrate.cluster import Host
+from sweep.bench import POWER_EVERY_S, with_nodes
+from sweep.core import (
+    Cancelled,
+    Failure,
+    FailurePhase,
+    HostEvent,
+    LaunchResult,
+    PointMeasured,
+    PointResult,
+    PowerSamples,
+    Retrying,
+    TaskStarted,
+)
+from sweep.host import FakeGpus, HostContext, LaunchSpec, free_port, real_probe, run_follower
+from sweep.orchestrate.cluster import Host, node_names
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass
 
-RunFn = Callable[[LaunchSpec, HostContext, Callable[[HostEvent], None]], LaunchResult]
+_RunFn = Callable[[LaunchSpec, HostContext, Callable[[HostEvent], None]], LaunchResult]
 # (point id, host, what it said): its progress, or a point of a shared launch measured (PointMeasured)
-OnEvent = Callable[[str, str, HostEvent], None]
+_OnEvent = Callable[[str, str, HostEvent], None]
 # what a pending Ray reference is: a one-host point, a placement group being reserved, the leader
 # (node rank 0) or a follower of a point that spans hosts
-PendingKind = Literal["point", "group-ready", "leader", "follower"]
+_PendingKind = Literal["point", "group-ready", "leader", "follower"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,6 @@ class HostSetup:
     choose_port: bool = False
 
     def context(self) -> HostContext:
-        from sweep.host.gpu import FakeGpus, real_probe
 
         if self.ledger_dir:
             return HostContext(
@@ -73,7 +79,7 @@ class HostSetup:
 
 
 @ray.remote(num_cpus=0)
-class ProgressBoard:
+class _ProgressBoard:
     """Where tasks post what they are doing (point id, host, task id, ``PointProgress``) and each point
     of a shared launch as it is measured (``PointMeasured``); the driver reads it to draw the live
     view, to know which task runs where, and to record those points at once."""
@@ -115,7 +121,6 @@ def _late_setup(node: str, spec: LaunchSpec, setups: dict[str, HostSetup]) -> Ho
     """A host the driver did not know when the sweep started (a host restarted mid-sweep comes back
     with a new node id): named as the cluster names it, so a rejoined host keeps its name, with the
     sweep's port, its GPU count and, for the fake server, a GPU ledger beside the other hosts'."""
-    from sweep.orchestrate.cluster import node_names
 
     name = node_names(ray.nodes()).get(node, node[:12])
     like = next(iter(setups.values()), None)
@@ -126,18 +131,17 @@ def _late_setup(node: str, spec: LaunchSpec, setups: dict[str, HostSetup]) -> Ho
     )
 
 
-def _run_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, run_fn: RunFn | None) -> LaunchResult:
+def _run_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, run_fn: _RunFn | None) -> LaunchResult:
     spec, ctx, progress = _on_host(spec, setups, board)
     progress(TaskStarted(ctx.node_id))
     if run_fn is None:
-        from sweep.host.point import run_launch  # imported where it runs
+        from sweep.host import run_launch  # imported where it runs
 
         run_fn = run_launch
     return run_fn(spec, ctx, progress)
 
 
 def _follow_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, node_rank: int) -> PointResult:
-    from sweep.host.point import run_follower
 
     spec, ctx, progress = _on_host(spec, setups, board)
     progress(TaskStarted(ctx.node_id))  # the driver fails it if its node is declared dead
@@ -167,8 +171,8 @@ class Group:
 
 
 @dataclass
-class Pending:
-    kind: PendingKind
+class _Pending:
+    kind: _PendingKind
     spec: LaunchSpec
     attempt: int
     t0: float
@@ -188,7 +192,7 @@ class Runner:
     gpus_per_host: int
     setups: dict[str, HostSetup]
     max_host_failures: int = 2
-    run_fn: RunFn | None = None  # tests and benchmarks swap in a stand-in for run_launch
+    run_fn: _RunFn | None = None  # tests and benchmarks swap in a stand-in for run_launch
     # A new worker process per point (max_calls=1) costs a worker start per point (0.6-1.6 s on
     # 2 cores, tests/perf/scheduling.py); run_launch keeps no state between points, so workers are reused.
     fresh_workers: bool = False
@@ -198,7 +202,7 @@ class Runner:
     _follower: Any = None
     _opts: dict = field(default_factory=dict)
     _board: Any = None
-    _pending: dict[Any, Pending] = field(default_factory=dict)
+    _pending: dict[Any, _Pending] = field(default_factory=dict)
     _where: dict[str, str] = field(default_factory=dict)  # point id -> host it last reported from
     node_check_s: float = 1.0  # how often the driver looks for nodes the cluster declared dead
     _task_node: dict[str, str] = field(default_factory=dict)  # task id -> node id it reported from
@@ -230,13 +234,13 @@ class Runner:
         t0 = time.monotonic()
         if spec.nnodes <= 1:
             ref = self._on(self._task, "sweep-point").remote(spec, self.setups, self._board, self.run_fn)
-            self._pending[ref] = Pending("point", spec, attempt, t0)
+            self._pending[ref] = _Pending("point", spec, attempt, t0)
             return
         bundle = {self.resource: 1, "GPU": self.gpus_per_host}
         pg = placement_group([dict(bundle) for _ in range(spec.nnodes)], strategy="STRICT_SPREAD")
-        self._pending[pg.ready()] = Pending("group-ready", spec, attempt, t0, Group(pg))
+        self._pending[pg.ready()] = _Pending("group-ready", spec, attempt, t0, Group(pg))
 
-    def _start_group(self, p: Pending) -> None:
+    def _start_group(self, p: _Pending) -> None:
         """The hosts are held: start the leader and the followers, each on its bundle's host."""
         g = p.the_group()
         self._power[p.spec.key] = {}  # a retry's followers start afresh
@@ -258,18 +262,18 @@ class Runner:
         g.leader = self._on(self._task, "sweep-point", (g.pg, 0)).remote(
             rank_spec(0), self.setups, self._board, self.run_fn
         )
-        self._pending[g.leader] = Pending("leader", rank_spec(0), p.attempt, p.t0, g)
+        self._pending[g.leader] = _Pending("leader", rank_spec(0), p.attempt, p.t0, g)
         for r in range(1, p.spec.nnodes):
             ref = self._on(self._follower, "sweep-point-node", (g.pg, r)).remote(
                 rank_spec(r), self.setups, self._board, r
             )
             g.followers.append(ref)
-            self._pending[ref] = Pending("follower", p.spec, p.attempt, p.t0, g, r)
+            self._pending[ref] = _Pending("follower", p.spec, p.attempt, p.t0, g, r)
 
-    def run(self, specs: list[LaunchSpec], on_event: OnEvent) -> Iterator[Outcome]:
+    def run(self, specs: list[LaunchSpec], on_event: _OnEvent) -> Iterator[Outcome]:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
         receives the tasks' progress."""
-        board = cast("ActorClass[ProgressBoard]", ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
+        board = cast("ActorClass[_ProgressBoard]", _ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
         self._board = board.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         ).remote()
@@ -292,7 +296,7 @@ class Runner:
         search hands points out as it learns."""
         self._submit(spec, 1)
 
-    def _handle(self, ref: Any, p: Pending) -> Outcome | None:
+    def _handle(self, ref: Any, p: _Pending) -> Outcome | None:
         if p.kind == "point":
             return self._collect(ref, p.spec, p.attempt, p.t0)
         if p.kind == "group-ready":
@@ -341,7 +345,7 @@ class Runner:
             self._pending.pop(f, None)
         remove_placement_group(g.pg)
 
-    def _pump(self, on_event: OnEvent) -> None:
+    def _pump(self, on_event: _OnEvent) -> None:
         try:
             events = ray.get(self._board.drain.remote(), timeout=5)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
@@ -363,7 +367,7 @@ class Runner:
         if self._held:
             self._release_held(on_event)
 
-    def _measured_point(self, host: str, task_id: str, ev: PointMeasured, on_event: OnEvent) -> None:
+    def _measured_point(self, host: str, task_id: str, ev: PointMeasured, on_event: _OnEvent) -> None:
         """A point of a shared launch measured before its launch ended: handed on at once with the
         task's attempt count; on a server over several hosts, once the other nodes' power samples
         cover its end (their levels' power is every node's, as the launch's final result has it)."""
@@ -375,7 +379,7 @@ class Runner:
         self._measured.add(ev.point_id)
         on_event(ev.point_id, host, ev)
 
-    def _release_held(self, on_event: OnEvent, end_of: str | None = None) -> None:
+    def _release_held(self, on_event: _OnEvent, end_of: str | None = None) -> None:
         """Hand on the held points whose end the other nodes' samples cover, and every one of launch
         ``end_of`` (it ended, or its host was lost: what samples there are is all there will be)."""
         keep = []

@@ -1,7 +1,7 @@
 """``python -m sweep CONFIG`` and ``sweep.run``: the whole sweep, from a validated plan to a results directory.
 
 Three steps: ``prepare`` (picks the results directory, decides which points still need running:
-resume; records the experiment, the plan and the invalid points), ``cluster_session`` (joins the
+resume; records the experiment, the plan and the invalid points), ``_cluster_session`` (joins the
 cluster, or starts simulated hosts for ``--dry-run``, and lets go of it at the end) and ``drive``
 (runs the points on Ray and writes each result as it arrives). ``run_sweep`` takes its options as a ``RunOptions`` (or keywords) and returns a ``SweepRun``:
 what ran and every recorded point's status. The caller (``sweep.api``, the command line over it)
@@ -13,6 +13,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,28 +27,39 @@ import polars as pl
 from rich.console import Console
 from rich.markup import escape
 
-from sweep.core.console import output_console, plural
-from sweep.core.errors import ClusterError, ConfigError, Interrupted, ResultsError
-from sweep.core.events import HostEvent, PointFinished, PointMeasured, PointStage, SweepEvent, SweepStarted
-from sweep.core.flags import ServerFlags
-from sweep.core.record import Failure, PointResult
-from sweep.core.redact import redact_argv
-from sweep.core.run_context import RunContext
-from sweep.core.types import PointStatus, RunKind, RunMode, kind
+from sweep.core import (
+    ClusterError,
+    ConfigError,
+    Failure,
+    HostEvent,
+    Interrupted,
+    PointFinished,
+    PointMeasured,
+    PointResult,
+    PointStage,
+    PointStatus,
+    ResultsError,
+    RunContext,
+    RunKind,
+    RunMode,
+    ServerFlags,
+    SweepEvent,
+    SweepStarted,
+    kind,
+    output_console,
+    plural,
+    redact_argv,
+)
+from sweep.experiment import Plan, PlannedPoint, estimate, fake_args, fake_launcher, launches_of
 from sweep.experiment import config as config_mod
-from sweep.experiment.dryrun import fake_args, fake_launcher
-from sweep.experiment.dryrun import run_context as dry_run_context
-from sweep.experiment.plan import Plan, PlannedPoint, launches_of
-from sweep.host.point import LaunchPoint, LaunchSpec, Placement
-from sweep.orchestrate import baseline_curve
+from sweep.experiment import run_context as dry_run_context
+from sweep.host import LaunchPoint, LaunchSpec, Placement
+from sweep.orchestrate import baseline_curve, cluster
+from sweep.orchestrate.progress import SweepProgress
+from sweep.orchestrate.ray_runner import HostSetup, Runner
+from sweep.results import DECISIONS, ResultsDir, axis_types, point_row, read_plan, store, sweep_id
 from sweep.results import lock as dir_lock
-from sweep.results import store
-from sweep.results.meta import read_plan
-from sweep.results.records import axis_types, point_row
-from sweep.results.writer import ResultsDir, sweep_id
-from sweep.search.adaptive import AdaptiveSearch
-from sweep.search.grid import GridOrder
-from sweep.search.strategy import Search
+from sweep.search import AdaptiveSearch, GridOrder, Search
 
 if TYPE_CHECKING:  # Ray is imported only once a sweep runs
     from sweep.orchestrate.cluster import Host
@@ -144,7 +158,7 @@ def run_context(exp: config_mod.Experiment, run: RunKind) -> RunContext:
     return dry_run_context(exp) if run.scaled else RunContext()
 
 
-def _spec(
+def launch_spec(
     pp: PlannedPoint, exp: config_mod.Experiment, rd: ResultsDir, run: RunKind, sweep_name: str, nnodes: int = 1
 ) -> LaunchSpec:
     """Point ``pp``'s launch of its own (``launches`` groups them: a launch's server is its first
@@ -242,7 +256,7 @@ def run_sweep(
     console = console or output_console(highlight=False)
     sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
     try:
-        decide = opts.part == "grid" and (bool(sweep.todo) or wants_decide(sweep))  # after the grid only
+        decide = opts.part == "grid" and (bool(sweep.todo) or _wants_decide(sweep))  # after the grid only
         if not sweep.todo and not after and not decide:
             return sweep.run
         with contextlib.ExitStack() as stack:
@@ -250,13 +264,13 @@ def run_sweep(
 
             def session() -> list[Host]:  # the cluster, started once, when a phase first needs it
                 if not started:
-                    started.append(stack.enter_context(cluster_session(sweep, console)))
+                    started.append(stack.enter_context(_cluster_session(sweep, console)))
                 return started[0]
 
             if sweep.todo:
                 drive(sweep, session(), console, run_fn)
             if decide:
-                decide_after_grid(sweep, session(), console, run_fn)
+                _decide_after_grid(sweep, session(), console, run_fn)
             for phase in after:
                 ran = phase(sweep, session, console)
                 if ran is not None:
@@ -292,7 +306,6 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
     ``Prepared.lock``) and opened, the points to run now selected (resume), the cluster reached where
     it is not a local one (fails fast, before anything is written), the experiment, the plan and the
     invalid points recorded."""
-    from sweep.orchestrate import cluster
 
     exp, mode = plan.experiment, opts.mode
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
@@ -311,9 +324,7 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
 def _prepare(
     plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: ResultsDir, held: dir_lock.DirLock
 ) -> Prepared:
-    import ray
-
-    from sweep.orchestrate import cluster
+    import ray  # lazy: Ray takes about a second to import; only this path needs it
 
     exp, mode = plan.experiment, opts.mode
     if opts.part == "grid" and (note := held.takeover_note()) is not None:
@@ -344,7 +355,7 @@ def _prepare(
         cluster.connect(opts.address)
     rd.open()
     if opts.part == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
-        rd.write_plan(with_points(read_plan(rd.path), plan.to_json()))
+        rd.write_plan(_with_points(read_plan(rd.path), plan.to_json()))
     else:
         rd.write_experiment(config_mod.to_yaml(exp))
         rd.write_plan(plan.to_json())
@@ -357,13 +368,11 @@ def _prepare(
 
 
 @contextlib.contextmanager
-def cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
+def _cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
     """The sweep's cluster for as long as it runs: a local one with simulated hosts started (after
     ``local.setup``), or the cluster joined; its hosts checked against what a point needs; shut down
     (a local one) or left at the end, whatever happened."""
-    import ray
-
-    from sweep.orchestrate import cluster
+    import ray  # lazy: Ray takes about a second to import; only this path needs it
 
     exp, how = sweep.experiment, sweep.kind
     sim = None
@@ -397,9 +406,6 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     and tables written (or rescued elsewhere if the directory fails), its record kept in the
     ``SweepRun``, the events told to the live view and the caller. Cancels what runs on the way out
     of an error or Ctrl-C."""
-    from sweep.experiment import estimate
-    from sweep.orchestrate.progress import SweepProgress
-    from sweep.orchestrate.ray_runner import HostSetup, Runner
 
     exp, how, rd, opts = sweep.experiment, sweep.kind, sweep.rd, sweep.opts
     sweep_name = sweep_id(rd.path)
@@ -418,7 +424,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
         )
         for h in hosts
     }
-    specs = {p.id: _spec(p, exp, rd, how, sweep_name, sweep.nnodes) for p in sweep.todo}
+    specs = {p.id: launch_spec(p, exp, rd, how, sweep_name, sweep.nnodes) for p in sweep.todo}
     planned = {p.id: p for p in sweep.todo}
 
     def launches(handed: Sequence[PlannedPoint]) -> list[LaunchSpec]:
@@ -448,7 +454,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
 
     def on_event(pid: str, host: str, ev: HostEvent) -> None:
         if isinstance(ev, PointMeasured):  # a point of a shared launch, measured: on disk now
-            finished(ev.result, ran_argv(specs[pid], ev.result))
+            finished(ev.result, _ran_argv(specs[pid], ev.result))
             return
         tell(PointStage.at(pid, planned[pid].label, host, ev))
 
@@ -492,7 +498,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             for out in runner.run(first, on_event):
                 for r in out.result.points:  # those measured early (PointMeasured) are kept as recorded
                     r = replace(r, attempts=out.attempts)  # the driver's count of its hosts
-                    finished(r, ran_argv(out.spec, r))
+                    finished(r, _ran_argv(out.spec, r))
                 in_flight -= 1
                 for spec in launches(search.take(slots - in_flight)):
                     runner.submit(spec)
@@ -508,7 +514,7 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
                     "",
                     "",
                     "pruned",
-                    Failure("search", reason, PRUNED_FIX),
+                    Failure("search", reason, _PRUNED_FIX),
                     started_at=now,
                     ended_at=now,
                     attempts=0,
@@ -517,23 +523,22 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
             )
 
 
-def wants_decide(sweep: Prepared) -> bool:
+def _wants_decide(sweep: Prepared) -> bool:
     """Whether ``decide`` has work on a sweep with no point left to run: it is on and has not ended
     its decisions on these results yet (``decisions.parquet``)."""
-    from sweep.results.schema import DECISIONS
 
     return sweep.experiment.decide.enabled and not (sweep.rd.path / DECISIONS).is_file()
 
 
-def decide_after_grid(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> None:
+def _decide_after_grid(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> None:
     """The ``decide`` phase (``sweep.orchestrate.decide``): the picks within noise measured again."""
-    from sweep.orchestrate.decide import decide_phase
+    from sweep.orchestrate.decide import decide_phase  # lazy: at the top it makes a circle at import time
 
     if sweep.experiment.decide.enabled:
         decide_phase(sweep, hosts, console, run_fn)
 
 
-def ran_argv(spec: LaunchSpec, result: PointResult) -> list[str]:
+def _ran_argv(spec: LaunchSpec, result: PointResult) -> list[str]:
     """The server's command line as its host ran it: with the port it used (``result.port``: a
     simulated host chooses it at launch), else as the driver planned it."""
     if result.port is None or result.port == spec.port:
@@ -541,7 +546,7 @@ def ran_argv(spec: LaunchSpec, result: PointResult) -> list[str]:
     return replace(spec, placement=replace(spec.placement, port=result.port)).argv
 
 
-PRUNED_FIX = (
+_PRUNED_FIX = (
     "to measure it anyway: run again with --only LABEL, or search.strategy=grid (the points already measured are kept)"
 )
 
@@ -571,7 +576,7 @@ def searcher(sweep: Prepared) -> Search[PlannedPoint]:
     return search
 
 
-def with_points(recorded: dict, more: dict) -> dict:
+def _with_points(recorded: dict, more: dict) -> dict:
     """The results' plan.json ``recorded`` with the points of ``more`` (a plan's ``to_json``) added, a
     point already there replaced by its new record."""
     if not recorded:
@@ -585,9 +590,6 @@ def run_setup(argv: list[str], console: Console) -> None:
     """``local.setup``: run once before a local sweep (e.g. create its models). "python" is this
     interpreter; the sweep package is importable under any interpreter. A failure stops the sweep
     before anything is launched."""
-    import os
-    import subprocess
-    import sys
 
     argv = [sys.executable if a in ("python", "python3") and i == 0 else a for i, a in enumerate(argv)]
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the sweep package

@@ -4,6 +4,59 @@
 as polars LazyFrames.
 """
 
-from sweep.results.store import load
+from sweep.results.meta import LOGS, experiment_path, experiment_slos, read_experiment, read_manifest, read_plan
+from sweep.results.records import axis_types, point_row, server_flags
+from sweep.results.schema import (
+    AXIS_PREFIX,
+    DECISIONS,
+    DECISIONS_SCHEMA,
+    ENGINE_COLUMNS,
+    LEVELS,
+    METRICS,
+    TABLES,
+    axis_type,
+    axis_value,
+    engine_column,
+    from_rows,
+)
+from sweep.results.store import FLAGS, check_sweep_dir, decisions, load, read_columns, sweep_dirs
+from sweep.results.writer import ResultsDir, check_benchmark_dir, sweep_id, write_tables
 
-__all__ = ["load"]
+# lock, records, store, writer: modules other rooms use as namespaces, imported on first use
+
+__all__ = [
+    "AXIS_PREFIX",
+    "DECISIONS",
+    "DECISIONS_SCHEMA",
+    "ENGINE_COLUMNS",
+    "FLAGS",
+    "LEVELS",
+    "LOGS",
+    "METRICS",
+    "ResultsDir",
+    "TABLES",
+    "axis_type",
+    "axis_types",
+    "axis_value",
+    "check_benchmark_dir",
+    "check_sweep_dir",
+    "decisions",
+    "engine_column",
+    "experiment_path",
+    "experiment_slos",
+    "from_rows",
+    "load",
+    "lock",
+    "point_row",
+    "read_columns",
+    "read_experiment",
+    "read_manifest",
+    "read_plan",
+    "records",
+    "server_flags",
+    "store",
+    "sweep_dirs",
+    "sweep_id",
+    "write_tables",
+    "writer",
+]

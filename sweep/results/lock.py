@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sweep.core.errors import ResultsError
-from sweep.core.redact import redact_argv
+from sweep.core import ResultsError, redact_argv
 
 LOCK = ".sweep.lock"
 

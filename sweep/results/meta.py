@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from sweep.core.errors import ResultsError
+from sweep.core import ResultsError
 from sweep.results.schema import MANIFEST
 
 EXPERIMENT = "experiment.yaml"
@@ -73,7 +73,7 @@ def read_plan(directory: str | Path) -> dict:
 def read_experiment(directory: str | Path) -> dict:
     """``experiment.yaml`` as plain data (``${...}`` references left as text), or {} when it is
     absent, unreadable or not a mapping."""
-    import yaml
+    import yaml  # lazy: PyYAML is imported only where YAML is written
 
     try:
         exp = yaml.safe_load(experiment_path(directory).read_text())

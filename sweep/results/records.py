@@ -7,17 +7,12 @@ from typing import TYPE_CHECKING, Any, Union
 
 import pyarrow as pa
 
-from sweep.core import __version__, redact
-from sweep.core.checks import lines
-from sweep.core.errors import ResultsError
-from sweep.core.flags import ServerFlags
-from sweep.core.record import PointResult
-from sweep.core.types import RunMode
-from sweep.core.types import kind as run_kind
+from sweep.core import PointResult, ResultsError, RunMode, ServerFlags, __version__, lines, redact
+from sweep.core import kind as run_kind
 from sweep.results.schema import AXIS_PREFIX, BENCH_SCALE, REAPED, RESOLVED, axis_type, axis_value, from_rows
 
 if TYPE_CHECKING:  # a row's planned point: the plan's own class, named here only (results sits below the plan)
-    from sweep.experiment.plan import PlannedPoint
+    from sweep.experiment import PlannedPoint
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -63,7 +58,7 @@ def point_row(
         "bench_key": pp.bench_key,
         "param_roles": dict(pp.roles),
         "argv": redact_argv(argv),
-        "flags": flags_value(pp.flags, argv, result.port if result else None),
+        "flags": _flags_value(pp.flags, argv, result.port if result else None),
         "env": dict(sorted(redact.redact_env(pp.env).items())),
         "errors": list(pp.errors),
         "warnings": list(pp.warnings),
@@ -138,7 +133,7 @@ def benchmark_row(
     return from_rows([row], "points")
 
 
-def flags_value(flags: ServerFlags, argv: Sequence[str], port: int | None = None) -> dict[str, str]:
+def _flags_value(flags: ServerFlags, argv: Sequence[str], port: int | None = None) -> dict[str, str]:
     """The ``flags`` column's value of a point: its flags as the argv shows them (``ServerFlags.text``),
     with the port its host ran it on where the result says (a simulated host chooses it), secrets
     redacted as in its argv."""

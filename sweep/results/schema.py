@@ -39,7 +39,7 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from sweep.core.errors import ResultsError
+from sweep.core import ResultsError
 
 REQUESTS = pa.schema(
     [
@@ -102,7 +102,7 @@ REQUESTS = pa.schema(
     ]
 )
 
-SINGLE_STREAM = pa.schema(
+_SINGLE_STREAM = pa.schema(
     [
         ("point_id", pa.string()),
         ("run", pa.int32()),
@@ -290,7 +290,7 @@ ENGINE_COLUMNS: tuple[str, ...] = tuple(engine_column(k) for k in ENGINE_TIMINGS
 # description; n of total done after elapsed_s, eta_s left, at rate items/s (null where tqdm printed
 # "?"); seen_s is when it was seen (seconds since launch); summary as the live view showed it. For a
 # point that hung, it says how far it got: "load 27/64 shards, 5.1 s/it, ETA 02:30".
-STARTUP_PROGRESS = pa.list_(
+_STARTUP_PROGRESS = pa.list_(
     pa.struct(
         [
             ("kind", pa.string()),
@@ -429,7 +429,7 @@ POINTS = pa.schema(
         ("startup_s", pa.float64()),  # launch to ready
         # SGLang's own numbers (0.5.23-era "Engine startup timings (s): ..."), null when not printed
         *((engine_column(key), pa.float64()) for key in ENGINE_TIMINGS),
-        ("startup_progress", STARTUP_PROGRESS),  # last progress-bar update of each kind seen in startup
+        ("startup_progress", _STARTUP_PROGRESS),  # last progress-bar update of each kind seen in startup
         ("started_at", pa.float64()),
         ("ended_at", pa.float64()),
         ("attempts", pa.int32()),
@@ -500,20 +500,20 @@ MANIFEST = "sweep.json"  # what makes a directory a sweep's: its experiment and 
 
 TABLES: dict[str, pa.Schema] = {
     "points": POINTS,
-    "single_stream": SINGLE_STREAM,
+    "single_stream": _SINGLE_STREAM,
     "levels": LEVELS,
     "requests": REQUESTS,
     "metrics": METRICS,
 }
 
 AXIS_PREFIX = "axis_"
-AXIS_TYPES = (pa.int64(), pa.float64(), pa.string())  # what an axis column may be
+_AXIS_TYPES = (pa.int64(), pa.float64(), pa.string())  # what an axis column may be
 _INT = re.compile(r"-?(0|[1-9][0-9]*)")
-INT64_MAX = 2**63 - 1
+_INT64_MAX = 2**63 - 1
 
 
 def _is_int(name: str) -> bool:
-    return bool(_INT.fullmatch(name)) and abs(int(name)) <= INT64_MAX
+    return bool(_INT.fullmatch(name)) and abs(int(name)) <= _INT64_MAX
 
 
 def _is_number(name: str) -> bool:
@@ -552,7 +552,7 @@ def axis_value(name: Optional[str], kind: pa.DataType) -> Any:
 
 
 def _axis_field(name: str, kind: pa.DataType) -> pa.Field:
-    return pa.field(name, kind if kind in AXIS_TYPES else pa.string())
+    return pa.field(name, kind if kind in _AXIS_TYPES else pa.string())
 
 
 def check(table: pa.Table, name: str) -> pa.Table:

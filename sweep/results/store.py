@@ -39,18 +39,16 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.core.argv import flags_of_argv
-from sweep.core.console import plural
-from sweep.core.errors import ResultsError
-from sweep.results.schema import AXIS_PREFIX, MANIFEST, POINTS, TABLES, axis_type
+from sweep.core import ResultsError, flags_of_argv, plural
+from sweep.results.schema import AXIS_PREFIX, DECISIONS, DECISIONS_SCHEMA, MANIFEST, POINTS, TABLES, axis_type
 
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns
 # also vary with the experiment)
-DRIFTING = ("points", "levels")
+_DRIFTING = ("points", "levels")
 # points columns that versions before the typed columns wrote as JSON text; ``params`` ({axis: value})
 # is gone: the axis values live in the axis_* columns only
-LEGACY_JSON = ("param_roles", "env", "reaped", "bench_scale")
-LEGACY_PARAMS = "params"
+_LEGACY_JSON = ("param_roles", "env", "reaped", "bench_scale")
+_LEGACY_PARAMS = "params"
 FLAGS = "flags"  # points column: the server's flags; files before it have their argv read once (with_flags)
 
 
@@ -62,7 +60,7 @@ def table_files(directory: str | Path, table: str) -> list[Path]:
     return sorted(p for p in folder.glob("*.parquet") if p.is_file())
 
 
-def is_sweep_dir(d: Path) -> bool:
+def _is_sweep_dir(d: Path) -> bool:
     """Whether ``d`` is a directory a sweep (or ``bench --out``) wrote: its ``sweep.json``, or tables."""
     return (d / MANIFEST).is_file() or any(table_files(d, name) for name in TABLES)
 
@@ -72,10 +70,10 @@ def sweep_dirs(roots: Iterable[str | Path]) -> list[Path]:
     (``results/``: the ones directly inside it, by name), once each, in the order found."""
     out: list[Path] = []
     for root in map(Path, roots):
-        if is_sweep_dir(root):
+        if _is_sweep_dir(root):
             out.append(root)
         elif root.is_dir():
-            out += sorted(d for d in root.iterdir() if d.is_dir() and is_sweep_dir(d))
+            out += sorted(d for d in root.iterdir() if d.is_dir() and _is_sweep_dir(d))
     return list(dict.fromkeys(out))
 
 
@@ -87,7 +85,7 @@ def check_sweep_dir(d: Path) -> None:
         raise ResultsError(f"{str(d)!r} is a file, not a results directory", fix=example)
     if not d.is_dir():
         raise ResultsError(f"results directory {str(d)!r} does not exist", fix=example)
-    if is_sweep_dir(d):
+    if _is_sweep_dir(d):
         return
     sweeps = sorted(str(c) for c in d.iterdir() if (c / MANIFEST).is_file())
     where = (
@@ -123,12 +121,12 @@ def table(directory: str | Path, name: str) -> pl.LazyFrame:
     files = table_files(directory, name)
     if not files:
         return pl.LazyFrame(schema=_frame(schema.empty_table()).schema)
-    if name not in DRIFTING:
+    if name not in _DRIFTING:
         return _scan_all(files, schema)
     scan = _points_file if name == "points" else pl.scan_parquet
     frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
     if name == "points":  # one small row per point: read at once, its flags filled where written before them
-        frame = with_flags(numeric_axes(frame).collect()).lazy()
+        frame = with_flags(_numeric_axes(frame).collect()).lazy()
     return _with_every_column(frame, schema)
 
 
@@ -143,7 +141,7 @@ def read_columns(
     return frame.select(columns).collect()
 
 
-def numeric_axes(frame: pl.LazyFrame) -> pl.LazyFrame:
+def _numeric_axes(frame: pl.LazyFrame) -> pl.LazyFrame:
     """``frame`` with each text ``axis_*`` column whose every value is a number cast to int64 or
     float64: points files of an older writer (every axis as text), or of two writers mixed (text and
     numbers concatenate as text). The axis columns are small: one value per point."""
@@ -186,7 +184,7 @@ def _frame(table: pa.Table) -> pl.DataFrame:
 def _points_file(path: Path) -> pl.LazyFrame:
     """One points file; one written before the typed columns is converted (see ``upgrade_points``)."""
     have = pl.read_parquet_schema(path)
-    if LEGACY_PARAMS not in have and not any(have.get(c) == pl.String for c in LEGACY_JSON):
+    if _LEGACY_PARAMS not in have and not any(have.get(c) == pl.String for c in _LEGACY_JSON):
         return pl.scan_parquet(path)
     try:
         table = upgrade_points(pq.read_table(path))
@@ -218,15 +216,15 @@ def with_flags(points: pl.DataFrame) -> pl.DataFrame:
 def upgrade_points(table: pa.Table) -> pa.Table:
     """A points table of the JSON-text era in today's types: ``params`` becomes the axis_* columns it
     lacks (then goes), and each JSON column its map or struct (``{}`` -> null for the structs)."""
-    if LEGACY_PARAMS in table.column_names:
-        params = [_json(v) or {} for v in table.column(LEGACY_PARAMS).to_pylist()]
+    if _LEGACY_PARAMS in table.column_names:
+        params = [_json(v) or {} for v in table.column(_LEGACY_PARAMS).to_pylist()]
         axes = list(dict.fromkeys(a for p in params for a in p))
         for axis in axes:
             if f"{AXIS_PREFIX}{axis}" not in table.column_names:
                 values = [None if p.get(axis) is None else str(p[axis]) for p in params]
                 table = table.append_column(f"{AXIS_PREFIX}{axis}", pa.array(values, pa.string()))
-        table = table.drop_columns([LEGACY_PARAMS])
-    for name in LEGACY_JSON:
+        table = table.drop_columns([_LEGACY_PARAMS])
+    for name in _LEGACY_JSON:
         if name not in table.column_names or not pa.types.is_string(table.schema.field(name).type):
             continue
         kind = POINTS.field(name).type
@@ -261,7 +259,6 @@ def _fit(value: Any, kind: pa.DataType) -> Any:
 def decisions(directory: str | Path) -> pl.DataFrame:
     """How each decision ``decide`` took on ended (``decisions.parquet``); empty, in its schema, where
     decide did not run."""
-    from sweep.results.schema import DECISIONS, DECISIONS_SCHEMA
 
     path = Path(directory) / DECISIONS
     if not path.is_file():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,8 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.core import __version__, atomic
-from sweep.core.errors import ResultsError
+from sweep.core import ResultsError, __version__, atomic
 from sweep.results.lock import LOCK
 from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
 from sweep.results.schema import DECISIONS, MANIFEST, REPEAT_MARK, TABLES, check, check_decisions, repeat_stem
@@ -213,7 +213,6 @@ class ResultsDir:
 
     def rescue(self, point_id: str, tables: dict[str, pa.Table | None]) -> Path:
         """Write a point that could not be written here to a directory in the system's temp dir."""
-        import tempfile
 
         where = Path(tempfile.gettempdir()) / "sweep-rescue" / self.path.resolve().name / point_id
         where.mkdir(parents=True, exist_ok=True)
@@ -237,7 +236,7 @@ class ResultsDir:
 
 # --- a benchmark run on its own: python -m sweep bench --out DIR ---------------------------------
 
-BENCH_NAME = "bench"  # its files in DIR/<table>/ (its rows' point_id is "", as outside any sweep)
+_BENCH_NAME = "bench"  # its files in DIR/<table>/ (its rows' point_id is "", as outside any sweep)
 
 
 def write_tables(directory: str | Path, tables: Mapping[str, pa.Table]) -> dict[str, Path]:
@@ -273,5 +272,5 @@ def write_benchmark(directory: str | Path, tables: Mapping[str, pa.Table], row: 
     out = {}
     for name, table in checked.items():
         (d / name).mkdir(parents=True, exist_ok=True)
-        out[name] = write_parquet(d / name / f"{BENCH_NAME}.parquet", table)
+        out[name] = write_parquet(d / name / f"{_BENCH_NAME}.parquet", table)
     return out

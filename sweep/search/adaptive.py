@@ -57,9 +57,9 @@ from sweep.search.measured import SINGLE, Figures, Measured, from_tables
 from sweep.search.strategy import Search, Tables
 
 if TYPE_CHECKING:  # what the search reads of a point: the plan's own (tests hand in look-alikes)
-    from sweep.experiment.plan import PlannedPoint
+    from sweep.experiment import PlannedPoint
 
-ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes a group's points differ in
+_ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes a group's points differ in
 Z = 1.96  # the report's 95 % intervals
 
 
@@ -90,7 +90,7 @@ def tree_steps(p: PlannedPoint) -> int | None:
     return int(r["steps"])
 
 
-def tree_depth(p: PlannedPoint) -> int:
+def _tree_depth(p: PlannedPoint) -> int:
     """The most drafts one verify of a tree point can accept: its steps, at most its draft tokens - 1."""
     r = p.resolved or {}
     k = int(r["steps"])
@@ -124,7 +124,7 @@ def tree_accept_bound(f: Figures, depth: int, deeper: int) -> float | None:
 
 def group_key(p: PlannedPoint) -> tuple:
     """What a group's points share: every axis value but the ordered ones."""
-    return tuple(sorted((a, v) for a, v in p.params.items() if p.roles.get(a) not in ORDERED_ROLES))
+    return tuple(sorted((a, v) for a, v in p.params.items() if p.roles.get(a) not in _ORDERED_ROLES))
 
 
 def level_name(level: int) -> str:
@@ -238,7 +238,7 @@ class AdaptiveSearch(Search["PlannedPoint"]):
 
         depth = self.steps.get(point_id)
         if point_id in self.tree_steps:
-            depth = tree_depth(self.points[point_id])
+            depth = _tree_depth(self.points[point_id])
         return from_tables(point_id, frame("levels"), frame("requests"), frame("single_stream"), depth=depth)
 
     def outline(self) -> tuple[list[str], list[str]]:
@@ -349,7 +349,7 @@ class AdaptiveSearch(Search["PlannedPoint"]):
         anchor = self._tree_anchor(pid)
         if anchor is None:
             return None
-        da, d = tree_depth(self.points[anchor]), tree_depth(self.points[pid])
+        da, d = _tree_depth(self.points[anchor]), _tree_depth(self.points[pid])
         out = []
         for lv, fa in self.measured[anchor].levels.items():
             al_a, bound = _accept(fa, da), tree_accept_bound(fa, da, d)

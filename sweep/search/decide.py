@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from sweep.analysis import speedups
+from sweep.analysis import analyze, realspeed, speedups
 from sweep.core import slo_rule
 
 DECIDED, EQUAL, BUDGET = "decided", "equal", "budget"
@@ -38,7 +38,7 @@ OUTCOMES = (DECIDED, EQUAL, BUDGET)
 
 
 @dataclass(frozen=True)
-class Candidate:
+class _Candidate:
     point_id: str
     label: str
     levels: tuple[int, ...]  # its deciding levels (concurrency)
@@ -53,8 +53,8 @@ class Decision:
     kind: str  # slo | level | pair
     subject: str  # in words
     workload: str
-    pick: Candidate
-    other: Candidate
+    pick: _Candidate
+    other: _Candidate
     margin: float | None
     low: float | None
     high: float | None
@@ -89,7 +89,7 @@ def _suffix(workload: str) -> str:
     return f"@{workload}" if workload else ""
 
 
-def slo_decisions(slo_table: pl.DataFrame) -> list[Decision]:
+def _slo_decisions(slo_table: pl.DataFrame) -> list[Decision]:
     """Each SLO's pick against its runner-up, per workload, where both meet the SLO somewhere and the
     margin has an interval (``slo_noise.margins``'s ``margin_low``/``margin_high``)."""
     out: list[Decision] = []
@@ -103,9 +103,9 @@ def slo_decisions(slo_table: pl.DataFrame) -> list[Decision]:
         if best.get("margin_low") is None or best.get("margin_high") is None:
             continue
 
-        def cand(r: dict) -> Candidate:
+        def cand(r: dict) -> _Candidate:
             levels = tuple(sorted({int(c) for c in (r.get("last_met"), r.get("first_missed")) if c is not None}))
-            return Candidate(r["point_id"], r.get("setup") or r["label"], levels)
+            return _Candidate(r["point_id"], r.get("setup") or r["label"], levels)
 
         out.append(
             Decision(
@@ -123,7 +123,7 @@ def slo_decisions(slo_table: pl.DataFrame) -> list[Decision]:
     return out
 
 
-def level_decisions(best: pl.DataFrame) -> list[Decision]:
+def _level_decisions(best: pl.DataFrame) -> list[Decision]:
     """Each level's best against the second (``speedups.best_per_level``), where the margin has an
     interval."""
     out: list[Decision] = []
@@ -139,8 +139,8 @@ def level_decisions(best: pl.DataFrame) -> list[Decision]:
                 "level",
                 f"the best at C={c}",
                 w,
-                Candidate(r["point_id"], r["label"], (c,)),
-                Candidate(r["runner_up_id"], r["runner_up"], (c,)),
+                _Candidate(r["point_id"], r["label"], (c,)),
+                _Candidate(r["runner_up_id"], r["runner_up"], (c,)),
                 r.get("margin"),
                 r["margin_low"],
                 r["margin_high"],
@@ -178,15 +178,15 @@ def pair_decision(
         "pair",
         subject or f"{row['label']} or {row['runner_up']} at C={level}",
         "",
-        Candidate(row["point_id"], row["label"], (level,)),
-        Candidate(row["runner_up_id"], row["runner_up"], (level,)),
+        _Candidate(row["point_id"], row["label"], (level,)),
+        _Candidate(row["runner_up_id"], row["runner_up"], (level,)),
         row.get("margin"),
         row.get("margin_low"),
         row.get("margin_high"),
     )
 
 
-def assess(
+def _assess(
     slo_table: pl.DataFrame,
     best: pl.DataFrame,
     levels: pl.DataFrame | None = None,
@@ -197,7 +197,7 @@ def assess(
 ) -> dict[str, Decision]:
     """Every decision the analysis has an interval for, by key: the SLO picks first, then each level's
     best, then the ``pairs`` asked for (point, point, level)."""
-    found = [*slo_decisions(slo_table), *level_decisions(best)]
+    found = [*_slo_decisions(slo_table), *_level_decisions(best)]
     if levels is not None:
         found += [
             d
@@ -325,7 +325,7 @@ def rows(
         d, f = t.now, t.first
         levels = sorted({lv for c in (d.pick, d.other, f.pick, f.other) for lv in c.levels})
 
-        def reps(c: Candidate) -> int:
+        def reps(c: _Candidate) -> int:
             return min((counts.get((c.point_id, lv), 1) for lv in c.levels), default=1)
 
         spent = sum(bench_s.get((c.point_id, lv), 0.0) for c in {d.pick, d.other, f.pick, f.other} for lv in c.levels)
@@ -376,9 +376,7 @@ def evaluate(
     """Every decision of a results directory's tables (every measurement pooled), as the report judges
     it: the analysis run over them (``findings.analyze``), its SLO picks (``slo_settings``: the
     experiment's ``benchmark.slo``), its best per level, and the ``pairs`` asked for."""
-    from sweep.analysis import realspeed
-    from sweep.analysis.findings import analyze
 
     f = analyze(tables, slos=[slo_rule.from_settings(s) for s in slo_settings])
     samples = speedups.level_samples(realspeed.scaled(tables)) if pairs else None
-    return assess(f.slo_table, f.best, f.levels, pairs, samples=samples, level_noise=f.level_noise)
+    return _assess(f.slo_table, f.best, f.levels, pairs, samples=samples, level_noise=f.level_noise)

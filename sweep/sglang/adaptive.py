@@ -20,15 +20,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from sweep.core.flags import json_text
-from sweep.core.types import JSON
+from sweep.core import JSON, json_text
 
 FLAG = "speculative-adaptive"
 CONFIG_FLAG = "speculative-adaptive-config"
 SINCE = "0.5.23"  # the first release with the flags (0.5.10 has none)
 
 # the EMA's knobs and their defaults (AdaptiveStepSlot.__init__)
-KNOBS: dict[str, float] = {
+_KNOBS: dict[str, float] = {
     "ema_alpha": 0.2,
     "update_interval": 5,
     "warmup_batches": 10,
@@ -43,19 +42,19 @@ def _tier(steps: list[int], down: float) -> dict[str, Any]:
 
 
 # DEFAULT_ADAPTIVE_CONFIG: 0.5.23's, and the CPU build's (its first tier lacks 5)
-DEFAULT_0523: dict[str, dict[str, Any]] = {
+_DEFAULT_0523: dict[str, dict[str, Any]] = {
     "1": _tier([1, 3, 5, 7], -0.25),
     "8": _tier([0, 1, 3], 0.0),
     "32": _tier([0, 1], 0.0),
     "64": _tier([0], 0.0),
 }
-DEFAULT_7F8F030: dict[str, dict[str, Any]] = {**DEFAULT_0523, "1": _tier([1, 3, 7], -0.25)}
+_DEFAULT_7F8F030: dict[str, dict[str, Any]] = {**_DEFAULT_0523, "1": _tier([1, 3, 7], -0.25)}
 CPU_BUILD = "7f8f030"
 
 
 def default_config(version: Optional[str]) -> dict[str, dict[str, Any]]:
     """SGLang's own config (no ``--speculative-adaptive-config``) for that version string."""
-    return DEFAULT_7F8F030 if version and CPU_BUILD in version else DEFAULT_0523
+    return _DEFAULT_7F8F030 if version and CPU_BUILD in version else _DEFAULT_0523
 
 
 @dataclass(frozen=True)
@@ -97,18 +96,18 @@ def load(raw: Any) -> Config:
     for bs, entry in sorted(bs_entries.items()):
         merged = {**raw, **entry}
         tiers[bs] = tuple(int(s) for s in sorted(set(entry["candidate_steps"])))
-        knobs[bs] = {k: merged.get(k, d) for k, d in KNOBS.items()}
+        knobs[bs] = {k: merged.get(k, d) for k, d in _KNOBS.items()}
     return Config(tiers, knobs)
 
 
-def config_text(value: Mapping[str, Any]) -> str:
+def _config_text(value: Mapping[str, Any]) -> str:
     """A mapping flag value as JSON text, keys sorted (the argv's value; what the host's file holds)."""
     return json_text(value)
 
 
 def as_json(value: Mapping[str, Any]) -> JSON:
     """A mapping flag value as SGLang will read the file the host writes: through JSON (keys as text)."""
-    return json.loads(config_text(value))
+    return json.loads(_config_text(value))
 
 
 def read(path: str) -> JSON:
@@ -157,7 +156,7 @@ def disabled_warning(reason: str) -> str:
 
 
 # the fix for each of SGLang's reasons (by its first words)
-REASON_FIXES = (
+_REASON_FIXES = (
     (
         "speculative_algorithm=",
         "use speculative-algorithm EAGLE or EAGLE3 (NEXTN is EAGLE), or drop speculative-adaptive",
@@ -172,4 +171,4 @@ REASON_FIXES = (
 
 
 def reason_fix(reason: str) -> str:
-    return next((fix for start, fix in REASON_FIXES if reason.startswith(start)), "drop speculative-adaptive")
+    return next((fix for start, fix in _REASON_FIXES if reason.startswith(start)), "drop speculative-adaptive")

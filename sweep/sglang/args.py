@@ -11,9 +11,11 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Optional
 
-from sweep.core.flags import ServerFlags, given, value_text
-from sweep.core.flags import arg_values as _values
-from sweep.core.flags import flag_args as flag_args  # rendered in the core, named here as ever
+from sweep.core import ServerFlags, given, value_text
+from sweep.core import arg_values as _values
+from sweep.core import flag_args as flag_args  # rendered in the core, named here as ever
+from sweep.sglang.flagnames import FLAGS
+from sweep.sglang.serverargs import KNOWN_BUILDS, rules_version
 
 # Flags of `python -m sglang.launch_server` the sweep meets (0.5.10 and 0.5.23, see
 # shared/sglang-surface.md), plus common ones users put in base flags.
@@ -47,8 +49,6 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 def version_flags(version: Optional[str]) -> Optional[frozenset[str]]:
     """Every flag of that SGLang version's launch_server (sweep.sglang.flagnames), None if unknown."""
-    from sweep.sglang.flagnames import FLAGS
-    from sweep.sglang.serverargs import KNOWN_BUILDS, rules_version
 
     if not version:
         return None
@@ -99,11 +99,11 @@ def flag_value(flags: ServerFlags, name: str, *aliases: str) -> Optional[str]:
 
 
 # Flags the orchestrator sets per node of a server that spans hosts (a retry on other hosts replaces them).
-NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
+_NODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
 
 
 def with_node_flags(flags: ServerFlags, nnodes: int, rank: int, dist_init_addr: str) -> ServerFlags:
     """The flags of node ``rank`` of a server over ``nnodes`` hosts: any node flags an earlier
     attempt set (on hosts now gone) replaced by these."""
-    kept = {k: v for k, v in flags.items() if k not in NODE_FLAGS}
+    kept = {k: v for k, v in flags.items() if k not in _NODE_FLAGS}
     return ServerFlags({**kept, "nnodes": nnodes, "node-rank": rank, "dist-init-addr": dist_init_addr})

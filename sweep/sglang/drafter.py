@@ -33,15 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from sweep.core.checks import Check, CheckLevel
-from sweep.core.console import plural
-from sweep.core.flags import ServerFlags
+from sweep.core import Check, CheckLevel, ServerFlags, plural
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
 
 # bytes per element of each safetensors dtype
-DTYPE_BYTES = {
+_DTYPE_BYTES = {
     "BOOL": 1,
     "U8": 1,
     "I8": 1,
@@ -58,10 +56,10 @@ DTYPE_BYTES = {
     "U64": 8,
     "F64": 8,
 }
-MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
+_MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 
-EAGLE3_CLASSES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"}
-EAGLE_CLASSES = {
+_EAGLE3_CLASSES = {"LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"}
+_EAGLE_CLASSES = {
     "LlamaForCausalLMEagle",
     "MistralForCausalLMEagle",
     "Qwen2ForCausalLMEagle",
@@ -69,14 +67,14 @@ EAGLE_CLASSES = {
 }
 # target classes whose set_eagle3_layers_to_capture keeps the ids as they are unless the first is 1
 # (deepseek_v2.py, glm4_moe_lite.py; Kimi-K2.x wraps a DeepseekV3 language model)
-AS_IS_UNLESS_FIRST_IS_ONE = {
+_AS_IS_UNLESS_FIRST_IS_ONE = {
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
     "DeepseekV32ForCausalLM",
     "KimiK25ForConditionalGeneration",
     "Glm4MoeLiteForCausalLM",
 }
-AS_IS_IF_MAX_IS_N = {"GptOssForCausalLM"}  # gpt_oss.py: as they are when max(ids) == n, else +1
+_AS_IS_IF_MAX_IS_N = {"GptOssForCausalLM"}  # gpt_oss.py: as they are when max(ids) == n, else +1
 # targets whose decoder loop adds ``hidden_states + residual`` with residual None before layer 0
 # (llama.py and the models built like it): capturing before layer 0 is a TypeError
 LLAMA_LIKE = ("Llama", "Mistral", "Phi3", "Apertus", "Exaone", "Glm4Moe", "Longcat")  # (Qwen2, gpt-oss, Bailing
@@ -84,7 +82,7 @@ LLAMA_LIKE = ("Llama", "Mistral", "Phi3", "Apertus", "Exaone", "Glm4Moe", "Longc
 ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}  # the ones with a drafter checkpoint checked here
 
 
-class DrafterFileError(Exception):
+class _DrafterFileError(Exception):
     """A file of the checkpoint could not be read (the message says which and why)."""
 
 
@@ -144,21 +142,21 @@ def read_header(path: str | Path) -> dict[str, Tensor]:
         with open(p, "rb") as f:
             raw = f.read(8)
             if len(raw) < 8:
-                raise DrafterFileError(f"{p} is not a safetensors file: {len(raw)} bytes")
+                raise _DrafterFileError(f"{p} is not a safetensors file: {len(raw)} bytes")
             (n,) = struct.unpack("<Q", raw)
-            if n > MAX_HEADER:
-                raise DrafterFileError(f"{p} is not a safetensors file: header length {n}")
+            if n > _MAX_HEADER:
+                raise _DrafterFileError(f"{p} is not a safetensors file: header length {n}")
             text = f.read(n)
     except OSError as e:
-        raise DrafterFileError(f"cannot read {p}: {e.strerror or e}") from e
+        raise _DrafterFileError(f"cannot read {p}: {e.strerror or e}") from e
     if len(text) < n:
-        raise DrafterFileError(f"{p} is truncated: header of {n} bytes, {len(text)} there")
+        raise _DrafterFileError(f"{p} is truncated: header of {n} bytes, {len(text)} there")
     try:
         header = json.loads(text)
     except ValueError as e:
-        raise DrafterFileError(f"{p} has an unreadable safetensors header: {e}") from e
+        raise _DrafterFileError(f"{p} has an unreadable safetensors header: {e}") from e
     if not isinstance(header, dict):
-        raise DrafterFileError(f"{p} has an unreadable safetensors header")
+        raise _DrafterFileError(f"{p} has an unreadable safetensors header")
     out = {}
     for name, info in header.items():
         if name == "__metadata__" or not isinstance(info, dict):
@@ -172,15 +170,15 @@ def read_config(folder: str | Path) -> dict:
     try:
         cfg = json.loads(f.read_text())
     except OSError as e:
-        raise DrafterFileError(f"cannot read {f}: {e.strerror or e}") from e
+        raise _DrafterFileError(f"cannot read {f}: {e.strerror or e}") from e
     except ValueError as e:
-        raise DrafterFileError(f"{f} is not valid JSON: {e}") from e
+        raise _DrafterFileError(f"{f} is not valid JSON: {e}") from e
     if not isinstance(cfg, dict):
-        raise DrafterFileError(f"{f} is not a JSON object")
+        raise _DrafterFileError(f"{f} is not a JSON object")
     return cfg
 
 
-def read_checkpoint(folder: str | Path, report: DrafterReport) -> dict[str, Tensor] | None:
+def _read_checkpoint(folder: str | Path, report: DrafterReport) -> dict[str, Tensor] | None:
     """Every tensor of the checkpoint in ``folder`` (its index's shards where there is one, as
     SGLang picks them); None when it has no safetensors at all. Missing shards are errors."""
     d = Path(folder)
@@ -190,7 +188,7 @@ def read_checkpoint(folder: str | Path, report: DrafterReport) -> dict[str, Tens
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise DrafterFileError(f"{index} is unreadable: {e}") from e
+            raise _DrafterFileError(f"{index} is unreadable: {e}") from e
         shards = sorted(set(weight_map.values()))
         missing = [s for s in shards if not (d / s).is_file()]
         if missing:
@@ -237,7 +235,7 @@ def _eagle_config(cfg: dict) -> dict:
 
 
 @dataclass
-class Param:
+class _Param:
     shape: tuple[int, ...]
     shards: dict | None = None  # stacked parameters: shard id -> the shape of that shard's weight
     required: bool = True  # False: SGLang fills it from the target (embeddings, a shared lm_head)
@@ -273,41 +271,41 @@ def _aux_count(cfg: dict) -> int:
 
 def _decoder_layer(params: dict, prefix: str, d: dict, in_dim: int, *, norms: tuple[str, ...], o_bias: bool) -> None:
     q, kv = d["heads"] * d["hd"], d["kv"] * d["hd"]
-    params[f"{prefix}.self_attn.qkv_proj.weight"] = Param(
+    params[f"{prefix}.self_attn.qkv_proj.weight"] = _Param(
         (q + 2 * kv, in_dim), {"q": (q, in_dim), "k": (kv, in_dim), "v": (kv, in_dim)}, split=0
     )
-    params[f"{prefix}.self_attn.o_proj.weight"] = Param((d["h"], q), split=1)
+    params[f"{prefix}.self_attn.o_proj.weight"] = _Param((d["h"], q), split=1)
     if o_bias:
-        params[f"{prefix}.self_attn.o_proj.bias"] = Param((d["h"],))
-    params[f"{prefix}.mlp.gate_up_proj.weight"] = Param(
+        params[f"{prefix}.self_attn.o_proj.bias"] = _Param((d["h"],))
+    params[f"{prefix}.mlp.gate_up_proj.weight"] = _Param(
         (2 * d["inter"], d["h"]), {0: (d["inter"], d["h"]), 1: (d["inter"], d["h"])}, split=0
     )
-    params[f"{prefix}.mlp.down_proj.weight"] = Param((d["h"], d["inter"]), split=1)
+    params[f"{prefix}.mlp.down_proj.weight"] = _Param((d["h"], d["inter"]), split=1)
     for n in norms:
-        params[f"{prefix}.{n}.weight"] = Param((d["h"],))
+        params[f"{prefix}.{n}.weight"] = _Param((d["h"],))
 
 
-def eagle3_params(cfg: dict) -> dict[str, Param]:
+def _eagle3_params(cfg: dict) -> dict[str, _Param]:
     """The parameters of SGLang's LlamaForCausalLMEagle3 built from this config, with their shapes."""
     d = _dims(cfg)
     e = _eagle_config(cfg)
     h, t_h = d["h"], int(cfg.get("target_hidden_size") or d["h"])
     n_aux = _aux_count(cfg)
     shared_embed = cfg.get("target_hidden_size") is None or cfg.get("target_hidden_size") == h
-    p: dict[str, Param] = {
-        "model.embed_tokens.weight": Param(
+    p: dict[str, _Param] = {
+        "model.embed_tokens.weight": _Param(
             (d["vocab"], h), required=not shared_embed, why_optional="SGLang gives the drafter the target's embeddings"
         ),
-        "model.fc.weight": Param((h, t_h * n_aux)),
-        "model.norm.weight": Param((h,)),
+        "model.fc.weight": _Param((h, t_h * n_aux)),
+        "model.norm.weight": _Param((h,)),
     }
     if cfg.get("bias"):
-        p["model.fc.bias"] = Param((h,))
+        p["model.fc.bias"] = _Param((h,))
     if e.get("norm_before_fc", cfg.get("norm_before_fc", False)):
-        p["model.input_norm.weight"] = Param((t_h * n_aux,))
+        p["model.input_norm.weight"] = _Param((t_h * n_aux,))
     if cfg.get("fc_norm") or cfg.get("use_aux_norm"):
         for i in range(n_aux):
-            p[f"model.fc_norm.{i}.weight"] = Param((t_h,))
+            p[f"model.fc_norm.{i}.weight"] = _Param((t_h,))
     o_bias = bool(cfg.get("attention_bias") or cfg.get("bias"))
     for i in range(d["layers"]):
         _decoder_layer(
@@ -320,7 +318,7 @@ def eagle3_params(cfg: dict) -> dict[str, Param]:
         )
     if not cfg.get("tie_word_embeddings"):
         from_target = cfg.get("draft_vocab_size") is None
-        p["lm_head.weight"] = Param(
+        p["lm_head.weight"] = _Param(
             (int(cfg.get("draft_vocab_size") or d["vocab"]), h),
             required=not from_target,
             why_optional="no draft_vocab_size: SGLang uses the target's lm_head",
@@ -328,13 +326,13 @@ def eagle3_params(cfg: dict) -> dict[str, Param]:
     return p
 
 
-EAGLE3_LEGACY = {
+_EAGLE3_LEGACY = {
     "midlayer": "layers.0",
     "aux_norm_low": "fc_norm.0",
     "aux_norm_mid": "fc_norm.1",
     "aux_norm_high": "fc_norm.2",
 }
-STACKED = [
+_STACKED = [
     (".qkv_proj", ".q_proj", "q"),
     (".qkv_proj", ".k_proj", "k"),
     (".qkv_proj", ".v_proj", "v"),
@@ -343,17 +341,17 @@ STACKED = [
 ]
 
 
-def eagle3_map(name: str, params: dict) -> tuple[str | None, object]:
+def _eagle3_map(name: str, params: dict) -> tuple[str | None, object]:
     """Where LlamaForCausalLMEagle3.load_weights puts a checkpoint tensor: (parameter, shard id),
     ("d2t"/"t2d", None) for the vocabulary maps, (None, None) where it drops it without a word."""
-    for legacy, new in EAGLE3_LEGACY.items():
+    for legacy, new in _EAGLE3_LEGACY.items():
         if legacy in name:
             name = name.replace(legacy, new)
     if "d2t" in name:
         return "d2t", None
     if "t2d" in name:
         return "t2d", None
-    for param_name, weight_name, shard in STACKED:
+    for param_name, weight_name, shard in _STACKED:
         if weight_name not in name:
             continue
         name = name.replace(weight_name, param_name)
@@ -363,17 +361,17 @@ def eagle3_map(name: str, params: dict) -> tuple[str | None, object]:
     return (target, None) if target in params else (None, None)
 
 
-def eagle_params(cfg: dict) -> dict[str, Param]:
+def _eagle_params(cfg: dict) -> dict[str, _Param]:
     """SGLang's LlamaForCausalLMEagle (EAGLE-1/2): layer 0 without input_layernorm, fc(2h -> h) with a bias,
     the target's embeddings and lm_head."""
     d = _dims(cfg)
     h = d["h"]
-    p: dict[str, Param] = {
-        "model.embed_tokens.weight": Param(
+    p: dict[str, _Param] = {
+        "model.embed_tokens.weight": _Param(
             (d["vocab"], h), required=False, why_optional="SGLang gives the drafter the target's embeddings"
         ),
-        "model.fc.weight": Param((h, 2 * h)),
-        "model.fc.bias": Param((h,)),
+        "model.fc.weight": _Param((h, 2 * h)),
+        "model.fc.bias": _Param((h,)),
     }
     o_bias = bool(cfg.get("attention_bias") or cfg.get("bias"))
     for i in range(d["layers"]):
@@ -388,7 +386,7 @@ def eagle_params(cfg: dict) -> dict[str, Param]:
     return p
 
 
-def eagle_map(name: str, params: dict) -> tuple[str | None, object]:
+def _eagle_map(name: str, params: dict) -> tuple[str | None, object]:
     """LlamaForCausalLMEagle.load_weights: lm_head skipped, the rest under ``model.`` through
     LlamaForCausalLM's loader (which logs 'Parameter ... not found in params_dict' for the rest)."""
     if "lm_head" in name:
@@ -396,14 +394,17 @@ def eagle_map(name: str, params: dict) -> tuple[str | None, object]:
     name = "model." + name
     if "rotary_emb.inv_freq" in name:
         return "skip", None
-    for param_name, weight_name, shard in STACKED:
+    for param_name, weight_name, shard in _STACKED:
         if weight_name in name:
             name = name.replace(weight_name, param_name)
             return (name, shard) if name in params else (None, None)
     return (name, None) if name in params else (None, None)
 
 
-CLASSES = {"LlamaForCausalLMEagle3": (eagle3_params, eagle3_map), "LlamaForCausalLMEagle": (eagle_params, eagle_map)}
+_CLASSES = {
+    "LlamaForCausalLMEagle3": (_eagle3_params, _eagle3_map),
+    "LlamaForCausalLMEagle": (_eagle_params, _eagle_map),
+}
 
 
 # --- the checks ---------------------------------------------------------------------------------
@@ -439,14 +440,14 @@ def _strip_prefix(names: list[str], params: dict, mapper) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: DrafterReport) -> None:
-    if arch not in CLASSES:
+def _check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: DrafterReport) -> None:
+    if arch not in _CLASSES:
         if arch == "Eagle3DeepseekV2ForCausalLM":
             _check_mla_names(tensors, report)
         else:
             report.notes.append(f"weight names not checked: sweep/sglang/drafter.py does not model {arch}'s loader")
         return
-    make, mapper = CLASSES[arch]
+    make, mapper = _CLASSES[arch]
     try:
         params = make(cfg)
     except (KeyError, TypeError, ValueError) as e:
@@ -531,7 +532,7 @@ def check_weights(cfg: dict, tensors: dict[str, Tensor], arch: str, report: Draf
         )
 
 
-MLA_PREFIXES = ("midlayer.", "fc.", "fc_norm.", "norm.", "lm_head.", "embed_tokens.", "input_norm.")
+_MLA_PREFIXES = ("midlayer.", "fc.", "fc_norm.", "norm.", "lm_head.", "embed_tokens.", "input_norm.")
 
 
 def _check_mla_names(tensors: dict[str, Tensor], report: DrafterReport) -> None:
@@ -542,7 +543,7 @@ def _check_mla_names(tensors: dict[str, Tensor], report: DrafterReport) -> None:
         if name in ("d2t", "t2d") or name.endswith((".d2t", ".t2d")):
             continue
         mapped = re.sub(r"^layers\.0\.", "midlayer.", name)
-        if not mapped.startswith(MLA_PREFIXES):
+        if not mapped.startswith(_MLA_PREFIXES):
             odd.append(name)
     if odd:
         report.add(
@@ -572,16 +573,16 @@ def capture_indices(target_cfg: dict, ids: list[int] | None) -> list[int]:
     arch = _arch(target_cfg) or ""
     if ids is None:
         return [2, n // 2, n - 3]
-    if arch in AS_IS_UNLESS_FIRST_IS_ONE:
+    if arch in _AS_IS_UNLESS_FIRST_IS_ONE:
         return [i + 1 for i in ids] if ids and ids[0] == 1 else list(ids)
-    if arch in AS_IS_IF_MAX_IS_N:
+    if arch in _AS_IS_IF_MAX_IS_N:
         return list(ids) if ids and max(ids) == n else [i + 1 for i in ids]
     return [i + 1 for i in ids]
 
 
 def _id_meaning(target_cfg: dict, n: int) -> str:
     arch = _arch(target_cfg) or ""
-    if arch in AS_IS_UNLESS_FIRST_IS_ONE:
+    if arch in _AS_IS_UNLESS_FIRST_IS_ONE:
         return (
             f"on {arch} an id k is the input of layer k (valid 1..{n - 1}), except that a list starting "
             "with 1 is shifted by one"
@@ -589,7 +590,7 @@ def _id_meaning(target_cfg: dict, n: int) -> str:
     return f"on {arch or 'this target'} an id k is the output of layer k (valid 0..{n - 2})"
 
 
-def check_aux_layers(target_cfg: dict, cfg: dict, report: DrafterReport) -> None:
+def _check_aux_layers(target_cfg: dict, cfg: dict, report: DrafterReport) -> None:
     e = cfg.get("eagle_config")
     if isinstance(e, dict) and e.get("use_aux_hidden_state") is False:
         return
@@ -643,7 +644,7 @@ def check_aux_layers(target_cfg: dict, cfg: dict, report: DrafterReport) -> None
         )
         return
     if 0 in capture:
-        if arch.startswith(LLAMA_LIKE) and arch not in AS_IS_UNLESS_FIRST_IS_ONE:
+        if arch.startswith(LLAMA_LIKE) and arch not in _AS_IS_UNLESS_FIRST_IS_ONE:
             report.add(
                 ERROR,
                 "aux-layers",
@@ -685,7 +686,7 @@ def _vocab_map(tensors: dict[str, Tensor] | None, which: str) -> Tensor | None:
     return None
 
 
-def check_sizes(
+def _check_sizes(
     target_cfg: dict, cfg: dict, tensors: dict[str, Tensor] | None, arch: str, eagle3: bool, report: DrafterReport
 ) -> None:
     tc = _text_config(target_cfg)
@@ -757,7 +758,7 @@ def check_sizes(
         )
 
 
-def check_algorithm(arch: str | None, algorithm: str, report: DrafterReport) -> bool:
+def _check_algorithm(arch: str | None, algorithm: str, report: DrafterReport) -> bool:
     """False when the class does not fit the algorithm so badly that the rest means nothing."""
     if arch is None:
         report.add(
@@ -767,7 +768,7 @@ def check_algorithm(arch: str | None, algorithm: str, report: DrafterReport) -> 
             'add "architectures": ["LlamaForCausalLMEagle3"] (or the class it was trained as)',
         )
         return False
-    if algorithm == "EAGLE3" and arch in EAGLE_CLASSES:
+    if algorithm == "EAGLE3" and arch in _EAGLE_CLASSES:
         report.add(
             ERROR,
             "algorithm",
@@ -777,7 +778,7 @@ def check_algorithm(arch: str | None, algorithm: str, report: DrafterReport) -> 
             "use --speculative-algorithm EAGLE for it, or an EAGLE-3 drafter",
         )
         return False
-    if algorithm == "EAGLE" and arch in EAGLE3_CLASSES:
+    if algorithm == "EAGLE" and arch in _EAGLE3_CLASSES:
         report.add(
             WARNING,
             "algorithm",
@@ -787,15 +788,15 @@ def check_algorithm(arch: str | None, algorithm: str, report: DrafterReport) -> 
             "use --speculative-algorithm EAGLE3",
         )
         return False
-    if algorithm == "EAGLE3" and arch not in EAGLE3_CLASSES:
+    if algorithm == "EAGLE3" and arch not in _EAGLE3_CLASSES:
         report.add(
             WARNING,
             "algorithm",
-            f"{arch} is not an EAGLE-3 drafter class known here ({', '.join(sorted(EAGLE3_CLASSES))})",
+            f"{arch} is not an EAGLE-3 drafter class known here ({', '.join(sorted(_EAGLE3_CLASSES))})",
             "check that SGLang has an EAGLE-3 class of that name",
         )
         return False
-    if algorithm == "STANDALONE" and (arch in EAGLE_CLASSES or arch in EAGLE3_CLASSES):
+    if algorithm == "STANDALONE" and (arch in _EAGLE_CLASSES or arch in _EAGLE3_CLASSES):
         report.add(
             ERROR,
             "algorithm",
@@ -814,7 +815,7 @@ def check(target: str | Path, drafter: str | Path, algorithm: str = "EAGLE3") ->
     report = DrafterReport(str(target), str(drafter), algorithm)
     try:
         _check(Path(target), Path(drafter), algorithm, report)
-    except DrafterFileError as e:
+    except _DrafterFileError as e:
         report.add(ERROR, "files", str(e), "fix or re-download the checkpoint")
     report.seconds = time.perf_counter() - t0
     return report
@@ -824,7 +825,7 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
     cfg = read_config(drafter)
     target_cfg = read_config(target)
     arch = report.architecture = _arch(cfg)
-    tensors = read_checkpoint(drafter, report)
+    tensors = _read_checkpoint(drafter, report)
     if tensors is None:
         if any(drafter.glob("*.bin")) or any(drafter.glob("*.pt")):
             report.notes.append(f"weight names not checked: {drafter} has no safetensors (only .bin/.pt)")
@@ -837,13 +838,13 @@ def _check(target: Path, drafter: Path, algorithm: str, report: DrafterReport) -
             )
     else:
         report.tensors = len(tensors)
-    fits = check_algorithm(arch, algorithm, report)
-    eagle3 = arch in EAGLE3_CLASSES and algorithm == "EAGLE3"
+    fits = _check_algorithm(arch, algorithm, report)
+    eagle3 = arch in _EAGLE3_CLASSES and algorithm == "EAGLE3"
     if eagle3:
-        check_aux_layers(target_cfg, cfg, report)
-    check_sizes(target_cfg, cfg, tensors, arch or "", eagle3, report)
+        _check_aux_layers(target_cfg, cfg, report)
+    _check_sizes(target_cfg, cfg, tensors, arch or "", eagle3, report)
     if tensors is not None and arch is not None and fits and not any(f.rule == "shards" for f in report.findings):
-        check_weights(cfg, tensors, arch, report)
+        _check_weights(cfg, tensors, arch, report)
 
 
 def from_flags(flags: ServerFlags) -> tuple[str, str, str] | None:

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from sweep.core.errors import ConfigError
+from sweep.core import ConfigError
 from sweep.sglang import drafter as dr
 
 

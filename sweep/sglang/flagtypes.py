@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from sweep.sglang.args import arg_values
+from sweep.sglang.serverargs import KNOWN_BUILDS, rules_version
 
 KINDS = ("int", "float", "switch", "int-list", "float-list", "str-list", "optional")
 
@@ -1555,12 +1556,11 @@ CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
     "7f8f030": {**_COMMON_CHOICES, **_ONLY_7F8F030_CHOICES},
 }
 # what every known version agrees on: checked for a version this tool does not know
-COMMON_TYPES: dict[str, str] = _merge(_COMMON)
+_COMMON_TYPES: dict[str, str] = _merge(_COMMON)
 
 
-def version_key(version: Optional[str]) -> Optional[str]:
+def _version_key(version: Optional[str]) -> Optional[str]:
     """The key of ``TYPES`` for an SGLang version (a known build's commit, a known release), else None."""
-    from sweep.sglang.serverargs import KNOWN_BUILDS, rules_version
 
     if not version:
         return None
@@ -1579,8 +1579,8 @@ def refusal(name: str, value: Any, version: Optional[str], takes_one_value: bool
     is not known here. ``takes_one_value``: the flag is one of the version's with no listed type (it
     takes any one value, so a bare ``--name`` or a list is refused). The algorithm's spelling is left
     to the speculative rules (``sweep.sglang.serverargs``)."""
-    key = version_key(version)
-    types = TYPES[key] if key else COMMON_TYPES
+    key = _version_key(version)
+    types = TYPES[key] if key else _COMMON_TYPES
     if name not in types and not takes_one_value:
         return None
     choices = CHOICES[key].get(name, ()) if key and name != "speculative-algorithm" else ()

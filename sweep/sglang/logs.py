@@ -35,7 +35,7 @@ EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # Failure signatures, most specific first: (kind, pattern, what the sweep reports, how to fix).
-FAILURES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+_FAILURES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     # uvicorn's own line when the server's port is taken (real SGLang and the fake print it alike):
     # ``ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use``
     (
@@ -120,7 +120,7 @@ def event_of(line: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class LogFailure:
+class _LogFailure:
     kind: str  # port_in_use | bind_failed | bad_argument | jit_build_failed | oom | not_enough_memory |
     #   capture_failed | model_not_found | scheduler_died | watchdog_timeout | exception | fatal_signal |
     #   child_crashed | child_failed | terminated | killed | exited
@@ -202,7 +202,7 @@ def _flag(names: str) -> str:
     return names.split("/")[0]  # "--model-path/--model" -> "--model-path"
 
 
-def _argparse_failure(text: str) -> LogFailure | None:
+def _argparse_failure(text: str) -> _LogFailure | None:
     found = [
         m
         for m in _ARGPARSE_ERROR.finditer(text)
@@ -245,7 +245,7 @@ def _argparse_failure(text: str) -> LogFailure | None:
         fix = f"correct {_flag(msg.split()[1].rstrip(':'))} as the message says"
     else:
         fix = "correct the server args as the message says (SGLang's own check while it parses its command line)"
-    return LogFailure("bad_argument", reason, fix + " (argparse exits 2 before the server starts anything)")
+    return _LogFailure("bad_argument", reason, fix + " (argparse exits 2 before the server starts anything)")
 
 
 # A JIT-compiled kernel that does not build (SGLang compiles some kernels with ninja at startup): the
@@ -254,7 +254,7 @@ _NINJA_STOPPED = re.compile(r"ninja: build stopped: subcommand failed\.?")
 _COMPILER_ERROR = re.compile(r"^\S+:\d+(?::\d+)?: (?:fatal )?error: .*$", re.M)
 
 
-def _jit_failure(text: str) -> LogFailure | None:
+def _jit_failure(text: str) -> _LogFailure | None:
     if not _NINJA_STOPPED.search(text):
         return None
     errors = _COMPILER_ERROR.findall(text)
@@ -263,7 +263,7 @@ def _jit_failure(text: str) -> LogFailure | None:
         if errors
         else "a kernel's JIT build failed: " + ("ninja: build stopped: subcommand failed.")
     )
-    return LogFailure(
+    return _LogFailure(
         "jit_build_failed",
         reason,
         "SGLang compiles this kernel at startup: check the host's compiler and headers (the compiler's "
@@ -295,7 +295,7 @@ def _in_argument_resolution(path: str) -> bool:
     return path.endswith("server_args.py") or "/arg_groups/" in path
 
 
-def _exception_failure(lines: list[str], raised: str) -> LogFailure:
+def _exception_failure(lines: list[str], raised: str) -> _LogFailure:
     stripped = [_strip(raw) for raw in lines]
     at = max((i for i, line in enumerate(stripped) if line == raised or line.endswith("." + raised)), default=None)
     frame = _frame_of(stripped, at) if at is not None else None
@@ -318,7 +318,7 @@ def _exception_failure(lines: list[str], raised: str) -> LogFailure:
             )
         elif raised == "AssertionError":
             fix = f"an assert in SGLang failed without a message: read the check at {where} in SGLang's source"
-    return LogFailure("exception", reason, fix)
+    return _LogFailure("exception", reason, fix)
 
 
 _CHILD_FAILED = re.compile(
@@ -354,24 +354,24 @@ def _signal_of(exit_code: int | None) -> int | None:
     return None
 
 
-def find_failure(lines: list[str], exit_code: int | None = None) -> LogFailure:
+def find_failure(lines: list[str], exit_code: int | None = None) -> _LogFailure:
     """Why a server died, from the tail of its log: the most specific signature wins (a port taken,
     argparse's rejection, a kernel's build, then SGLang's own fatal lines), then the last exception
     line of a traceback, then a native crash, then what the launcher said of its children, then the
     exit code (a signal named)."""
     text = "\n".join(_strip(line) for line in lines)
-    patterns = list(FAILURES)
+    patterns = list(_FAILURES)
     for kind, pattern, fix in patterns[:2]:  # the bind errors: uvicorn's line says it all
         found = list(pattern.finditer(text))
         if found:
-            return LogFailure(kind, found[-1].group(0).strip(), fix)
+            return _LogFailure(kind, found[-1].group(0).strip(), fix)
     special = _argparse_failure(text) or _jit_failure(text)
     if special:
         return special
     for kind, pattern, fix in patterns[2:]:
         found = list(pattern.finditer(text))
         if found:
-            return LogFailure(kind, found[-1].group(0).strip(), fix)
+            return _LogFailure(kind, found[-1].group(0).strip(), fix)
     raised = exception_lines(lines)
     if raised:
         return _exception_failure(lines, raised[-1])
@@ -379,7 +379,7 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> LogFailure:
     children = [m for m in _CHILD_CRASHED.finditer(text) if m.group(2) != "-15"]  # -15: the group's own SIGTERM
     if fatal:
         who = f" ({children[0].group(1)} crashed with exit code {children[0].group(2)})" if children else ""
-        return LogFailure(
+        return _LogFailure(
             "fatal_signal",
             f"Fatal Python error: {fatal[-1].group(1)}{who}",
             "a native kernel crashed: read the point's log (Python's faulthandler stack names the "
@@ -389,21 +389,21 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> LogFailure:
         child = children[0]
         sig = _signal_of(int(child.group(2)))
         name = f" ({_SIGNALS.get(sig, f'signal {sig}')})" if sig else ""
-        return LogFailure(
+        return _LogFailure(
             "child_crashed",
             f"{child.group(0)}{name}, and the launcher stopped the server",
             _KILLED_FIX if sig == 9 else "read the point's log above this line for the child's own output",
         )
     sig = _signal_of(exit_code)
     if _SIGTERM_RECEIVED.search(text) or sig == 15:
-        return LogFailure(
+        return _LogFailure(
             "terminated",
             f"the server got SIGTERM (exit code {exit_code}) while the sweep still needed it",
             "something outside the sweep stopped it: a job scheduler's time limit, a person, another "
             "sweep's reaper on this host",
         )
     if _CHILD_FAILED.search(text):
-        return LogFailure(
+        return _LogFailure(
             "child_failed",
             'a child process failed (SGLang: "'
             + _CHILD_FAILED.findall(text)[-1]
@@ -414,17 +414,17 @@ def find_failure(lines: list[str], exit_code: int | None = None) -> LogFailure:
         )
     code = f"exit code {exit_code}" if exit_code is not None else "no exit code"
     if sig == 9:
-        return LogFailure(
+        return _LogFailure(
             "killed", f"the server was killed with SIGKILL ({code}) and its log names no error", _KILLED_FIX
         )
     if sig is not None:
-        return LogFailure(
+        return _LogFailure(
             "killed",
             f"the server was killed by signal {sig} ({_SIGNALS.get(sig, 'unnamed')}, {code}) "
             "and its log names no error",
             "read the point's log; " + _KILLED_FIX.split(": ", 1)[1],
         )
-    return LogFailure(
+    return _LogFailure(
         "exited",
         f"server exited with {code} and no error in its log",
         "read the point's log; the process may have been killed from outside",
@@ -473,7 +473,7 @@ _BAR_NO_TOTAL = re.compile(  # tqdm without a total: "desc: 27it [02:10, 5.10s/i
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DESC_VALUES = re.compile(r"(\w+)=([\d.]+)")
 _SI = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
-PROGRESS_KINDS = ("load", "capture", "other")
+_PROGRESS_KINDS = ("load", "capture", "other")
 
 
 @dataclass(frozen=True)

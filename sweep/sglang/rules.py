@@ -16,9 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Mapping, Optional
 
-from sweep.core.checks import Check
-from sweep.core.flags import ServerFlags
-from sweep.core.settings import BenchSettings
+from sweep.core import BenchSettings, Check, ServerFlags
 from sweep.sglang import adaptive as ad
 from sweep.sglang import flagtypes
 from sweep.sglang import serverargs as sa
@@ -95,7 +93,7 @@ def _algo(flags: Flags) -> str | None:
 # --- flag names: what argparse makes of them ---
 
 
-def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check]]:
+def _read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check]]:
     """The flags under the names argparse gives them (SGLang's parser takes a unique prefix of a
     flag), and the findings about names: typos, ambiguous prefixes, flags the version lacks."""
     version = target.checked_version
@@ -190,11 +188,11 @@ def read_names(flags: Flags, target: Target) -> tuple[dict[str, Any], list[Check
 # --- flag values: what argparse makes of them ---
 
 
-def read_values(named: Flags, target: Target, sources: Optional[Mapping[str, str]] = None) -> list[Check]:
+def _read_values(named: Flags, target: Target, sources: Optional[Mapping[str, str]] = None) -> list[Check]:
     """Every flag value SGLang's argparse would refuse (``invalid int value``, ``invalid choice``, a
     value after a switch, a switch's missing value), by the types of the target's version (those every
     known version agrees on for a version this tool does not know); ``named``: the flags under the
-    names argparse reads (``read_names``); ``sources``: where the experiment sets each flag
+    names argparse reads (``_read_names``); ``sources``: where the experiment sets each flag
     (``server.flags.X``, an axis, ``grid.derived.X``), named in the fix. The algorithm's spelling is
     the speculative rules' (below)."""
     every = version_flags(target.checked_version) or ()
@@ -373,7 +371,7 @@ def _from_outcome(o: sa.RuleOutcome, flags: Flags, target: Target) -> list[Check
     return out
 
 
-def rule_adaptive_config_unused(flags: Flags, bench: BenchSettings) -> list[Check]:
+def _rule_adaptive_config_unused(flags: Flags, bench: BenchSettings) -> list[Check]:
     """--speculative-adaptive-config without --speculative-adaptive: SGLang never reads it."""
     if flags.get(ad.CONFIG_FLAG) not in (None, False, "") and not flags.get(ad.FLAG) and _algo(flags) is not None:
         return [
@@ -387,7 +385,7 @@ def rule_adaptive_config_unused(flags: Flags, bench: BenchSettings) -> list[Chec
     return []
 
 
-def rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> list[Check]:
+def _rule_spec_flags_without_algorithm(flags: Flags, bench: BenchSettings) -> list[Check]:
     if _algo(flags) is None:
         spec = [n for n in flags if n.startswith("speculative-") and flags[n] not in (None, False)]
         if spec:
@@ -423,7 +421,7 @@ def _running_cap(o: Optional[sa.RuleOutcome], flags: Flags, bench: BenchSettings
     return []
 
 
-def rule_requests_per_level(flags: Flags, bench: BenchSettings) -> list[Check]:
+def _rule_requests_per_level(flags: Flags, bench: BenchSettings) -> list[Check]:
     short = [c for c in bench.concurrency.levels if bench.requests_at(c) < c]
     if short:
         return [
@@ -437,7 +435,7 @@ def rule_requests_per_level(flags: Flags, bench: BenchSettings) -> list[Check]:
     return []
 
 
-def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Check]:
+def _rule_metrics(flags: Flags, bench: BenchSettings) -> list[Check]:
     if bench.server_metrics and not flags.get("enable-metrics"):
         return [
             Check(
@@ -451,11 +449,11 @@ def rule_metrics(flags: Flags, bench: BenchSettings) -> list[Check]:
 
 
 # Rules of flags and benchmark settings alone; the speculative ones come from serverargs.resolve.
-RULES: tuple[Rule, ...] = (
-    rule_spec_flags_without_algorithm,
-    rule_requests_per_level,
-    rule_metrics,
-    rule_adaptive_config_unused,
+_RULES: tuple[Rule, ...] = (
+    _rule_spec_flags_without_algorithm,
+    _rule_requests_per_level,
+    _rule_metrics,
+    _rule_adaptive_config_unused,
 )
 
 
@@ -471,15 +469,15 @@ def evaluate(
     ``env``: the server's environment, where SGLang's checks read a variable (SGLANG_ENABLE_PP_SPEC);
     ``sources``: where the experiment sets each flag, for the fixes."""
     target = target or Target()
-    named, findings = read_names(flags, target)
-    bad_values = read_values(named, target, sources)
+    named, findings = _read_names(flags, target)
+    bad_values = _read_values(named, target, sources)
     findings += bad_values
     outcome = None
     if _algo(named) is not None and not bad_values:  # argparse dies first: nothing else of SGLang's runs
         outcome = sa.resolve(named, target.context(named, env))
         findings += _from_outcome(outcome, named, target)
     findings += _running_cap(outcome, named, bench)
-    for rule in RULES:
+    for rule in _RULES:
         findings += rule(named, bench)
     return Evaluation(findings, outcome, named)
 

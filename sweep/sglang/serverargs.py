@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from sweep.core.flags import ServerFlags
+from sweep.core import ServerFlags
 from sweep.sglang import adaptive as ad
 
 # --- versions ---
@@ -90,7 +90,7 @@ def at_least(version: str, release: str) -> bool:
 
 
 @dataclass(frozen=True)
-class GpuKind:
+class _GpuKind:
     name: str
     sm: int  # compute capability x 10; 0 for no GPU (device cpu)
     mem_gib: float = 0.0
@@ -112,45 +112,45 @@ class GpuKind:
 GPUS = {
     g.name.lower(): g
     for g in (
-        GpuKind("H200", 90, 141),
-        GpuKind("H100", 90, 80),
-        GpuKind("H20", 90, 96),
-        GpuKind("H800", 90, 80),
-        GpuKind("GH200", 90, 96),
-        GpuKind("B200", 100, 180),
-        GpuKind("GB200", 100, 186),
-        GpuKind("B300", 103, 288),
-        GpuKind("GB300", 103, 288),
-        GpuKind("RTX PRO 6000", 120, 96),
-        GpuKind("A100", 80, 80),
-        GpuKind("A800", 80, 80),
-        GpuKind("A10", 86, 24),
-        GpuKind("L40S", 89, 48),
-        GpuKind("L4", 89, 24),
-        GpuKind("cpu", 0),
+        _GpuKind("H200", 90, 141),
+        _GpuKind("H100", 90, 80),
+        _GpuKind("H20", 90, 96),
+        _GpuKind("H800", 90, 80),
+        _GpuKind("GH200", 90, 96),
+        _GpuKind("B200", 100, 180),
+        _GpuKind("GB200", 100, 186),
+        _GpuKind("B300", 103, 288),
+        _GpuKind("GB300", 103, 288),
+        _GpuKind("RTX PRO 6000", 120, 96),
+        _GpuKind("A100", 80, 80),
+        _GpuKind("A800", 80, 80),
+        _GpuKind("A10", 86, 24),
+        _GpuKind("L40S", 89, 48),
+        _GpuKind("L4", 89, 24),
+        _GpuKind("cpu", 0),
     )
 }
-GENERATIONS = {
-    "hopper": GpuKind("Hopper", 90),
-    "blackwell": GpuKind("Blackwell", 100),
-    "ampere": GpuKind("Ampere", 80),
-    "ada": GpuKind("Ada", 89),
+_GENERATIONS = {
+    "hopper": _GpuKind("Hopper", 90),
+    "blackwell": _GpuKind("Blackwell", 100),
+    "ampere": _GpuKind("Ampere", 80),
+    "ada": _GpuKind("Ada", 89),
     "cpu": GPUS["cpu"],
-    "sm90": GpuKind("SM90", 90),
-    "sm100": GpuKind("SM100", 100),
-    "sm80": GpuKind("SM80", 80),
+    "sm90": _GpuKind("SM90", 90),
+    "sm100": _GpuKind("SM100", 100),
+    "sm80": _GpuKind("SM80", 80),
 }
 # what an unknown GPU could be, for the verdicts that depend on it
-CANDIDATE_GPUS = (GPUS["h200"], GPUS["b200"], GPUS["a100"])
+_CANDIDATE_GPUS = (GPUS["h200"], GPUS["b200"], GPUS["a100"])
 
 
-def gpu_info(name: Optional[str]) -> Optional[GpuKind]:
+def gpu_info(name: Optional[str]) -> Optional[_GpuKind]:
     """``H200``, ``NVIDIA H200``, ``hopper``, ``sm90``, ``cpu`` -> a GpuKind; None for unknown or unset."""
     if not name:
         return None
     key = str(name).strip().lower().replace("nvidia ", "").replace("-", " ")
-    if key in GENERATIONS:
-        return GENERATIONS[key]
+    if key in _GENERATIONS:
+        return _GENERATIONS[key]
     for known in sorted(GPUS, key=len, reverse=True):
         if key == known or key.startswith(known + " ") or key.startswith(known):
             return GPUS[known]
@@ -160,7 +160,7 @@ def gpu_info(name: Optional[str]) -> Optional[GpuKind]:
 # --- architectures ---
 
 LLAMA_LIKE_AUTO = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")  # auto (5, 4, 8)
-MLA_ARCHITECTURES = (
+_MLA_ARCHITECTURES = (
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
     "DeepseekV32ForCausalLM",
@@ -192,16 +192,16 @@ _MTP_SELF_DRAFT_0523 = (
 # trtllm_mla is DeepSeek-V3's default on Blackwell when no backend is given
 _BLACKWELL_TRTLLM_MLA = ("DeepseekV3ForCausalLM",)
 # candidates for an unknown target: one MHA (Llama), one MLA + MTP (DeepSeek-V3), one other MHA
-CANDIDATE_ARCHITECTURES = ("LlamaForCausalLM", "DeepseekV3ForCausalLM", "Qwen3MoeForCausalLM")
+_CANDIDATE_ARCHITECTURES = ("LlamaForCausalLM", "DeepseekV3ForCausalLM", "Qwen3MoeForCausalLM")
 
 
-def mtp_self_draft(architecture: str, version: str) -> bool:
+def _mtp_self_draft(architecture: str, version: str) -> bool:
     extra = _MTP_SELF_DRAFT_0523 if at_least(version, "0.5.23") else ()
     return architecture in _MTP_SELF_DRAFT + extra
 
 
-def is_mla(architecture: str) -> bool:
-    return architecture in MLA_ARCHITECTURES
+def _is_mla(architecture: str) -> bool:
+    return architecture in _MLA_ARCHITECTURES
 
 
 def auto_params(algorithm: str, architecture: str) -> tuple[int, int, int]:
@@ -231,14 +231,14 @@ def config_architecture(config: Optional[Mapping[str, Any]]) -> Optional[str]:
 # --- algorithms ---
 
 ALGORITHMS_0510 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-ALGORITHMS_0523 = ALGORITHMS_0510 + ("DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP")
+_ALGORITHMS_0523 = ALGORITHMS_0510 + ("DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP")
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")  # after NEXTN -> EAGLE
 SPEC_RUNNING_CAP = 48
-NGRAM_BFS_BREADTH = 10
-NGRAM_DRAFT_TOKENS = 12
+_NGRAM_BFS_BREADTH = 10
+_NGRAM_DRAFT_TOKENS = 12
 
 
-def paged_tree_backends(version: str) -> tuple[str, ...]:
+def _paged_tree_backends(version: str) -> tuple[str, ...]:
     return ("flashinfer", "fa3", "triton") if at_least(version, "0.5.23") else ("flashinfer", "fa3")
 
 
@@ -259,7 +259,7 @@ class Context:
 
 
 @dataclass(frozen=True)
-class RuleFailure:
+class _RuleFailure:
     rule: str  # the plan's rule name
     exception: str  # what SGLang raises, ``ValueError: ...`` (the traceback's last line)
     fix: str
@@ -273,10 +273,10 @@ class RuleFailure:
 
     @property
     def stage_words(self) -> str:
-        return STAGE_WORDS.get(self.stage, self.stage)
+        return _STAGE_WORDS.get(self.stage, self.stage)
 
 
-STAGE_WORDS = {
+_STAGE_WORDS = {
     "args": "while checking its arguments",
     "load": "at model load",
     "draft_init": "while starting the drafter",
@@ -287,7 +287,7 @@ STAGE_WORDS = {
 
 
 @dataclass(frozen=True)
-class Adjustment:
+class _Adjustment:
     rule: str
     message: str
 
@@ -305,9 +305,9 @@ class RuleOutcome:
     attention_backend: Optional[str] = None
     page_size: Optional[int] = None
     draft_model_path: Optional[str] = None
-    error: Optional[RuleFailure] = None  # what SGLang raises while resolving the arguments
-    later: Optional[RuleFailure] = None  # what it raises after them (load, capture, first request)
-    adjustments: list[Adjustment] = field(default_factory=list)  # what it changes silently
+    error: Optional[_RuleFailure] = None  # what SGLang raises while resolving the arguments
+    later: Optional[_RuleFailure] = None  # what it raises after them (load, capture, first request)
+    adjustments: list[_Adjustment] = field(default_factory=list)  # what it changes silently
     warnings: list[str] = field(default_factory=list)  # what SGLang logs while resolving (its wording)
     depends_on: list[str] = field(default_factory=list)  # unknowns that change the verdict: gpu, architecture
     alternatives: dict[str, str] = field(default_factory=dict)
@@ -361,7 +361,7 @@ class RuleOutcome:
 
 
 class _Raise(Exception):
-    def __init__(self, failure: RuleFailure):
+    def __init__(self, failure: _RuleFailure):
         self.failure = failure
 
 
@@ -375,7 +375,7 @@ def _int(flags: Mapping[str, Any], name: str) -> Optional[int]:
         return int(v)
     except (TypeError, ValueError):
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "bad-value",
                 f"argument --{name}: invalid int value: '{v}'",
                 f"give --{name} an integer",
@@ -384,8 +384,8 @@ def _int(flags: Mapping[str, Any], name: str) -> Optional[int]:
         ) from None
 
 
-def _type_error_none() -> RuleFailure:
-    return RuleFailure(
+def _type_error_none() -> _RuleFailure:
+    return _RuleFailure(
         "steps-without-topk",
         "TypeError: '>' not supported between instances of 'NoneType' and 'int'",
         "add speculative-eagle-topk (1 for a chain drafter)",
@@ -407,8 +407,8 @@ def resolve(flags: Mapping[str, Any], ctx: Context = Context()) -> RuleOutcome:
         gpus = [GPUS["cpu"]]
     archs = [ctx.architecture] if ctx.architecture else None
     outcomes: list[tuple[str, str, RuleOutcome]] = []
-    for gpu in gpus or CANDIDATE_GPUS:
-        for arch in archs or CANDIDATE_ARCHITECTURES:
+    for gpu in gpus or _CANDIDATE_GPUS:
+        for arch in archs or _CANDIDATE_ARCHITECTURES:
             outcomes.append((gpu.name, arch, _resolve_one(flags, version, arch, gpu, ctx)))
     out = outcomes[0][2]
     key = lambda o: (o.verdict, o.final, o.later is not None)  # noqa: E731
@@ -436,7 +436,7 @@ def _brief(o: RuleOutcome) -> str:
     return text + (f", fails {o.later.stage_words}" if o.later else "")
 
 
-def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, ctx: Context) -> RuleOutcome:
+def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: _GpuKind, ctx: Context) -> RuleOutcome:
     out = RuleOutcome("ok", version=version, architecture=arch, gpu=gpu.name)
     try:
         _pipeline(flags, version, arch, gpu, ctx, out)
@@ -455,7 +455,7 @@ def _resolve_one(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind
     return out
 
 
-def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, ctx: Context, out: RuleOutcome) -> None:
+def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: _GpuKind, ctx: Context, out: RuleOutcome) -> None:
     new = at_least(version, "0.5.23")
     # 1. argparse
     raw_algo = flags.get("speculative-algorithm")
@@ -464,7 +464,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, c
         if not new and algo not in ALGORITHMS_0510:
             choices = ", ".join(f"'{a}'" for a in ALGORITHMS_0510)
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "unknown-algorithm",
                     f"argument --speculative-algorithm: invalid choice: '{algo}' (choose from {choices})",
                     f"use {algo.upper()}"
@@ -475,17 +475,17 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, c
             )
         if new:
             algo = algo.upper()
-            if algo not in ALGORITHMS_0523:
+            if algo not in _ALGORITHMS_0523:
                 raise _Raise(
-                    RuleFailure(
+                    _RuleFailure(
                         "unknown-algorithm",
                         f"ValueError: Unknown speculative algorithm name: {algo}",
                         "pick one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM",
                     )
                 )
-    if not new and adaptive_given(flags):
+    if not new and _adaptive_given(flags):
         if rules_version(ctx.version)[1] is None:  # a version whose flags are known: 0.5.10 has none
-            raise _Raise(adaptive_unrecognized(flags, version))
+            raise _Raise(_adaptive_unrecognized(flags, version))
         out.depends_on.append("adaptive-version")  # between 0.5.10 (none) and 0.5.23 (both): the host's --help knows
         out.notes.append(
             f"SGLang {ctx.version} may lack --{ad.FLAG} (0.5.10 has none, {ad.SINCE} has it): the host's "
@@ -518,7 +518,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, c
     if "trtllm_mla" in (backend, decode_backend):
         if gpu.sm not in (100, 103, 120):
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "backend-gpu",
                     "ValueError: TRTLLM MLA backend is only supported on Blackwell GPUs "
                     "(SM100/SM12x). Please use a different backend.",
@@ -537,7 +537,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, c
         if prefill == "trtllm_mha" and (gpu.sm not in (100, 103) if not new else gpu.sm not in (90, 100, 103, 120)):
             where = "Blackwell GPUs (SM100)" if not new else "Hopper (SM90), Blackwell (SM100), or SM120 GPUs"
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "backend-gpu",
                     f"ValueError: TRTLLM MHA backend for prefill is only supported on "
                     f"{where}. Please use a different prefill backend.",
@@ -610,7 +610,7 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, c
     if algo is not None and pp > 1:
         if not new:
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "spec-with-pipeline-parallel",
                     "AssertionError: Pipeline parallelism is not compatible "
                     "with overlap schedule, speculative decoding, mixed chunked prefill.",
@@ -621,11 +621,11 @@ def _pipeline(flags: Mapping[str, Any], version: str, arch: str, gpu: GpuKind, c
         _pipeline_parallel_0523(flags, ctx, algo, dp_attention, out.adaptive)
 
 
-def adaptive_given(flags: Mapping[str, Any]) -> bool:
+def _adaptive_given(flags: Mapping[str, Any]) -> bool:
     return any(flags.get(n) not in (None, False) for n in (ad.FLAG, ad.CONFIG_FLAG))
 
 
-def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> RuleFailure:
+def _adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> _RuleFailure:
     """0.5.10's argparse: no adaptive flags (``sglang serve: error: unrecognized arguments: ...``)."""
     words = []
     for name in (ad.FLAG, ad.CONFIG_FLAG):
@@ -637,7 +637,7 @@ def adaptive_unrecognized(flags: Mapping[str, Any], version: str) -> RuleFailure
             if value is True
             else f"--{name} {value if isinstance(value, str) else '<the config file the host writes>'}"
         )
-    return RuleFailure(
+    return _RuleFailure(
         "unknown-flag",
         "unrecognized arguments: " + " ".join(words),
         f"run SGLang {ad.SINCE} or newer, which has them (server.sglang_version), or drop them and deploy "
@@ -688,7 +688,7 @@ def _adaptive(
     if steps is None:
         steps = config.initial_steps(None)
         out.adjustments.append(
-            Adjustment(
+            _Adjustment(
                 "adaptive-initial-steps",
                 f"no --speculative-num-steps: adaptive SGLang "
                 f"starts at steps {steps}, the middle of the candidates {list(union)}",
@@ -696,7 +696,7 @@ def _adaptive(
         )
     if steps not in union:
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "adaptive-steps-not-candidate",
                 f"ValueError: --speculative-num-steps={steps} is not in the adaptive config candidate_steps "
                 f"{list(union)}. Pass one of those values.",
@@ -706,7 +706,7 @@ def _adaptive(
         )
     if draft is not None and draft != steps + 1:
         out.adjustments.append(
-            Adjustment(
+            _Adjustment(
                 "adaptive-draft-tokens-overridden",
                 f"--speculative-num-draft-tokens {draft} with adaptive speculation: SGLang "
                 f"silently uses steps+1 = {steps + 1} (and steps+1 of each step count it "
@@ -744,10 +744,10 @@ def _adaptive_config(out: RuleOutcome, value: Any, ctx: Context) -> Optional[ad.
             if name == "JSONDecodeError"
             else "SGLang's adaptive config loader refuses the config"
         )
-        raise _Raise(RuleFailure("adaptive-config-refused", f"{name}: {exc}", _CONFIG_FIX, what=what)) from None
+        raise _Raise(_RuleFailure("adaptive-config-refused", f"{name}: {exc}", _CONFIG_FIX, what=what)) from None
     except (AttributeError, TypeError) as exc:  # not an object, or a tier that is not one
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "adaptive-config-refused",
                 f"{type(exc).__name__}: {exc}",
                 _CONFIG_FIX,
@@ -764,7 +764,7 @@ _CONFIG_FIX = (
 )
 
 
-def decode_graph_disabled(flags: Mapping[str, Any]) -> bool:
+def _decode_graph_disabled(flags: Mapping[str, Any]) -> bool:
     """Whether the decode phase's CUDA graph is off (ServerArgs._resolve_cuda_graph_config of the CPU build: the JSON
     of --cuda-graph-config wins over --cuda-graph-backend-decode, which wins over --disable-decode-cuda-graph and
     --disable-cuda-graph)."""
@@ -783,7 +783,7 @@ def decode_graph_disabled(flags: Mapping[str, Any]) -> bool:
     return bool(flags.get("disable-decode-cuda-graph") or flags.get("disable-cuda-graph"))
 
 
-def _adaptive_after(out: RuleOutcome, flags: Mapping[str, Any], ctx: Context, gpu: GpuKind) -> None:
+def _adaptive_after(out: RuleOutcome, flags: Mapping[str, Any], ctx: Context, gpu: _GpuKind) -> None:
     """What adaptive speculation meets after its own step: the HiSparse hook (0.5.23, not the CPU build) refuses it;
     on CPU, building its runtime states captures a decode graph per step count (eagle_worker_v2
     build_adaptive_runtime_state: DecodeCudaGraphRunner unless the decode graph backend is disabled), which the CPU
@@ -792,15 +792,15 @@ def _adaptive_after(out: RuleOutcome, flags: Mapping[str, Any], ctx: Context, gp
     --disable-cuda-graph, --disable-decode-cuda-graph and --cuda-graph-backend-decode disabled each let it start."""
     if flags.get("enable-hisparse") and not (ctx.version and ad.CPU_BUILD in ctx.version):
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "adaptive-hisparse",
                 "ValueError: HiSparse speculative decoding uses statically sized swap "
                 "state; --speculative-adaptive is not supported.",
                 "drop speculative-adaptive (or enable-hisparse)",
             )
         )
-    if gpu.sm == 0 and out.later is None and not decode_graph_disabled(flags):
-        out.later = RuleFailure(
+    if gpu.sm == 0 and out.later is None and not _decode_graph_disabled(flags):
+        out.later = _RuleFailure(
             "adaptive-cuda-graph-cpu",
             "NotImplementedError",
             "add disable-cuda-graph: true (or disable-decode-cuda-graph: true, or "
@@ -819,7 +819,7 @@ def _lora(out: RuleOutcome, ctx: Context, algo: str, new: bool) -> None:
     if not new or (ctx.version and ad.CPU_BUILD in ctx.version):
         if algo != "NGRAM":
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "lora-speculative",
                     "ValueError: Currently LoRA is only compatible with NGRAM speculative decoding.",
                     "drop enable-lora / lora-paths, or speculate with NGRAM",
@@ -828,7 +828,7 @@ def _lora(out: RuleOutcome, ctx: Context, algo: str, new: bool) -> None:
         return
     if algo not in ("NGRAM", "EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "lora-speculative",
                 "ValueError: LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, "
                 f"DFLASH, or DSPARK speculative decoding, not {algo}.",
@@ -837,7 +837,7 @@ def _lora(out: RuleOutcome, ctx: Context, algo: str, new: bool) -> None:
         )
     if out.adaptive:
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "adaptive-lora",
                 "ValueError: LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does not "
                 "support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, and "
@@ -847,7 +847,7 @@ def _lora(out: RuleOutcome, ctx: Context, algo: str, new: bool) -> None:
         )
 
 
-def env_true(value: Any) -> bool:
+def _env_true(value: Any) -> bool:
     """SGLang's EnvBool: true, 1, yes, y (any case)."""
     return str(value or "").strip().lower() in ("true", "1", "yes", "y")
 
@@ -860,11 +860,11 @@ def _pipeline_parallel_0523(
     speculation with pp > 1 is EAGLE (NEXTN) only, and only on a prefill node of a disaggregated
     deployment unless SGLANG_ENABLE_PP_SPEC=1 (its experimental aggregated PP speculation)."""
     mode = str(flags.get("disaggregation-mode") or "null")
-    pp_spec = env_true(ctx.env.get("SGLANG_ENABLE_PP_SPEC"))
+    pp_spec = _env_true(ctx.env.get("SGLANG_ENABLE_PP_SPEC"))
     if algo == "DSPARK":
         if mode != "prefill":
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "spec-with-pipeline-parallel",
                     "AssertionError: Pipeline parallel DSPARK requires disaggregation-mode=prefill",
                     "drop pp-size, or run DSPARK on a prefill node",
@@ -873,7 +873,7 @@ def _pipeline_parallel_0523(
             )
         if pp_spec:
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "spec-with-pipeline-parallel",
                     "AssertionError: SGLANG_ENABLE_PP_SPEC does not support DSPARK PD prefill",
                     "unset SGLANG_ENABLE_PP_SPEC",
@@ -883,7 +883,7 @@ def _pipeline_parallel_0523(
         return
     if algo != "EAGLE" or flags.get("enable-multi-layer-eagle"):
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "spec-with-pipeline-parallel",
                 "AssertionError: Pipeline parallelism currently only "
                 "supports EAGLE (non-multi-layer) speculative decoding",
@@ -911,12 +911,12 @@ def _pipeline_parallel_0523(
         ):
             if bad:
                 raise _Raise(
-                    RuleFailure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix, source="assert (")
+                    _RuleFailure("spec-with-pipeline-parallel", f"AssertionError: {exception}", fix, source="assert (")
                 )
         return
     if mode != "prefill":
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "pp-spec-prefill-only",
                 "AssertionError: PP + speculative decoding (MTP) is only supported "
                 "on prefill nodes (disaggregation-mode=prefill)",
@@ -933,20 +933,20 @@ def _pipeline_parallel_0523(
 
 def _forced_page(out: RuleOutcome, page: Optional[int], to: int, message: str) -> int:
     if (page or 1) != to:
-        out.adjustments.append(Adjustment("page-size-forced", message))
+        out.adjustments.append(_Adjustment("page-size-forced", message))
     out.warnings.append(message)
     return to
 
 
 def _default_backend(
-    arch: str, gpu: GpuKind, algo: Optional[str], topk: Optional[int], page: Optional[int], any_given: bool
+    arch: str, gpu: _GpuKind, algo: Optional[str], topk: Optional[int], page: Optional[int], any_given: bool
 ) -> str:
     if gpu.sm == 0:
         return "intel_amx"  # SGLang's CPU backend; torch_native on a CPU without AMX (the same verdicts)
     chain_or_none = topk is None or (topk == 1 and page in (None, 1))
     if arch in _BLACKWELL_TRTLLM_MLA and gpu.sm in (100, 103) and not any_given:
         return "trtllm_mla"
-    if is_mla(arch):
+    if _is_mla(arch):
         return "fa3" if gpu.sm == 90 else "flashinfer" if gpu.sm in (100, 103) else "triton"
     if gpu.sm == 90 and chain_or_none:
         return "fa3"
@@ -959,7 +959,7 @@ def _eagle_family(
     out: RuleOutcome,
     version: str,
     arch: str,
-    gpu: GpuKind,
+    gpu: _GpuKind,
     ctx: Context,
     algo: str,
     steps: Optional[int],
@@ -973,7 +973,7 @@ def _eagle_family(
 ) -> None:
     if algo == "STANDALONE" and dp_attention:
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "dp-attention-unsupported",
                 "ValueError: Currently standalone speculative decoding does not support dp attention.",
                 "drop enable-dp-attention for this drafter",
@@ -983,7 +983,7 @@ def _eagle_family(
     if out.adaptive and steps is None:  # the config could not be read here: its steps are the host's to check
         out.topk, out.max_running_requests = topk, cap
         return
-    self_draft = mtp_self_draft(arch, version)
+    self_draft = _mtp_self_draft(arch, version)
     if self_draft and out.draft_model_path is None:
         out.draft_model_path = str(model_path) if model_path else None
     elif self_draft and arch not in ("MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"):
@@ -996,7 +996,7 @@ def _eagle_family(
                 if v is not None
             )
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "topk-or-draft-without-steps",
                     "AssertionError",
                     "give speculative-num-steps too, or none of the three (SGLang then picks them: "
@@ -1007,7 +1007,7 @@ def _eagle_family(
             )
         steps, topk, draft = auto_params(algo, arch)
         out.adjustments.append(
-            Adjustment(
+            _Adjustment(
                 "auto-speculative-params",
                 f"no steps, topk or draft tokens given: SGLang picks ({steps}, {topk}, {draft}) for {algo} on {arch}",
             )
@@ -1018,7 +1018,7 @@ def _eagle_family(
             raise _Raise(_type_error_none())
         if topk > 1:
             raise _Raise(
-                RuleFailure(
+                _RuleFailure(
                     "topk-trtllm-mha",
                     "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding.",
                     "use topk 1, or attention-backend fa3/flashinfer",
@@ -1026,7 +1026,7 @@ def _eagle_family(
             )
     if topk == 1 and draft != steps + 1:
         out.adjustments.append(
-            Adjustment(
+            _Adjustment(
                 "topk1-draft-tokens-overridden",
                 f"topk=1 with {draft if draft is not None else 'no'} draft tokens: SGLang "
                 f"silently uses steps+1 = {steps + 1}",
@@ -1039,7 +1039,7 @@ def _eagle_family(
     out.steps, out.topk, out.draft_tokens = steps, topk, draft
     if topk is None:
         raise _Raise(_type_error_none())
-    ok = paged_tree_backends(version)
+    ok = _paged_tree_backends(version)
     if topk > 1 and page > 1 and out.attention_backend not in ok:
         chosen = (
             str(out.attention_backend)
@@ -1047,7 +1047,7 @@ def _eagle_family(
             else f"{out.attention_backend} (SGLang's choice on {gpu.name} for {arch}: none given)"
         )
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "topk-page-size-backend",
                 "ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported on "
                 f"{ok}; got attention_backend={out.attention_backend!r}"
@@ -1075,7 +1075,7 @@ def _later_eagle(
 ) -> None:
     """Failures past the arguments: SGLang accepts these, then dies at load, capture or the first request."""
     if steps < 1 and not out.adaptive:  # adaptive: steps 0 is its no-drafting tier, which the worker serves
-        out.later = RuleFailure(
+        out.later = _RuleFailure(
             "steps-zero",
             "RuntimeError: the drafter runs no step",
             "use speculative-num-steps >= 1",
@@ -1091,7 +1091,7 @@ def _later_eagle(
         # (srt/speculative/eagle_utils.py:27 / :110); a negative topk at fast_topk's torch.topk
         # (srt/utils/common.py:2656 / :3947).
         reshape = topk == 0 and steps >= 2
-        out.later = RuleFailure(
+        out.later = _RuleFailure(
             "topk-below-one",
             "RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0, 0] because the "
             "unspecified dimension size -1 can be any value and is ambiguous"
@@ -1105,7 +1105,7 @@ def _later_eagle(
         )
         return
     if topk > 1 and draft is None:
-        out.later = RuleFailure(
+        out.later = _RuleFailure(
             "tree-without-draft-tokens",
             "TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
             "set speculative-num-draft-tokens for a tree drafter",
@@ -1116,7 +1116,7 @@ def _later_eagle(
     if draft is not None and topk > 1:
         capacity = topk + (steps - 1) * topk * topk
         if draft - 1 > capacity:
-            out.later = RuleFailure(
+            out.later = _RuleFailure(
                 "draft-tree-too-small",
                 "RuntimeError: selected index k out of range",
                 f"lower speculative-num-draft-tokens to <= {capacity + 1} or raise steps/topk",
@@ -1129,7 +1129,7 @@ def _later_eagle(
             # seen on a live server (real tier, CPU 7f8f030, steps 3, topk 4, 1 draft token: "... existing
             # size (4) at non-singleton dimension 1.  Target sizes: [1, 1].  Tensor sizes: [4]"); the
             # sizes follow the tree, so only the words are kept
-            out.later = RuleFailure(
+            out.later = _RuleFailure(
                 "draft-tokens-too-few",
                 "RuntimeError: The expanded size of the tensor (1) must match the existing size",
                 "use at least 2",
@@ -1141,7 +1141,7 @@ def _later_eagle(
     if out.draft_model_path is None:
         # no draft path, and a target without its own MTP layers: the drafter loads the target's path
         if algo == "EAGLE3":
-            out.later = RuleFailure(
+            out.later = _RuleFailure(
                 "draft-model-missing",
                 "AttributeError: the drafter defines no hot_token_id",
                 "add speculative-draft-model-path (an EAGLE-3 drafter)",
@@ -1151,7 +1151,7 @@ def _later_eagle(
             )
         else:
             out.adjustments.append(
-                Adjustment(
+                _Adjustment(
                     "drafter-is-target",
                     f"no --speculative-draft-model-path: {algo} loads the target ({arch}) as its own drafter",
                 )
@@ -1160,7 +1160,7 @@ def _later_eagle(
     if model_path and out.draft_model_path == str(model_path) and drafter_arch is None:
         drafter_arch = arch if algo == "EAGLE3" else None
     if algo == "EAGLE3" and drafter_arch and "eagle3" not in drafter_arch.lower():
-        out.later = RuleFailure(
+        out.later = _RuleFailure(
             "drafter-not-eagle3",
             "AttributeError: the drafter defines no hot_token_id",
             "use an EAGLE-3 drafter, or the algorithm that fits this one",
@@ -1168,11 +1168,11 @@ def _later_eagle(
             what=f"the EAGLE3 drafter's architecture is {drafter_arch}, not an EAGLE-3 one",
         )
         return
-    if algo == "EAGLE" and arch.startswith("Deepseek") and mtp_self_draft(arch, version):
+    if algo == "EAGLE" and arch.startswith("Deepseek") and _mtp_self_draft(arch, version):
         config = ctx.draft_config if ctx.draft_config is not None else ctx.target_config
         layers = (config or {}).get("num_nextn_predict_layers")
         if layers is not None and int(layers) != 1:
-            out.later = RuleFailure(
+            out.later = _RuleFailure(
                 "nextn-layers",
                 "AssertionError: Only 1 nextn layer is supported",
                 "use a NextN drafter with exactly one MTP layer",
@@ -1186,7 +1186,7 @@ def _running_cap(out: RuleOutcome, cap: Optional[int]) -> int:
     if cap is not None:
         return cap
     out.adjustments.append(
-        Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative decoding.")
+        _Adjustment("spec-running-cap", "Max running requests is reset to 48 for speculative decoding.")
     )
     out.warnings.append(
         "Max running requests is reset to 48 for speculative decoding. You can override this "
@@ -1210,24 +1210,24 @@ def _ngram(
 ) -> None:
     if not new and device != "cuda":
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "ngram-device",
                 "ValueError: Ngram speculative decoding only supports CUDA device.",
                 "NGRAM needs SGLang 0.5.23 or newer on CPU",
             )
         )
     cap = _running_cap(out, cap)
-    new_topk = breadth if breadth is not None else NGRAM_BFS_BREADTH
+    new_topk = breadth if breadth is not None else _NGRAM_BFS_BREADTH
     if topk is not None and topk != new_topk:
         out.adjustments.append(
-            Adjustment(
+            _Adjustment(
                 "ngram-topk-overridden",
                 f"NGRAM sets topk to its BFS breadth {new_topk} (--speculative-eagle-topk {topk} is ignored)",
             )
         )
     topk = new_topk
     if draft is None:
-        draft = NGRAM_DRAFT_TOKENS
+        draft = _NGRAM_DRAFT_TOKENS
         out.warnings.append(
             "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
             "You can override this by explicitly setting --speculative-num-draft-tokens."
@@ -1237,7 +1237,7 @@ def _ngram(
     out.steps, out.topk, out.draft_tokens, out.max_running_requests = steps, topk, draft, cap
     if topk > 1 and page > 1 and backend != "flashinfer":
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "topk-page-size-backend",
                 f"ValueError: speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable "
                 "and produces incorrect results for paged attention backends. This combination is only "
@@ -1249,7 +1249,7 @@ def _ngram(
         )
     if dp_attention:
         raise _Raise(
-            RuleFailure(
+            _RuleFailure(
                 "dp-attention-unsupported",
                 "ValueError: Currently ngram speculative decoding does not support dp attention.",
                 "drop enable-dp-attention for NGRAM",

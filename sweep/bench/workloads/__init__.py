@@ -24,16 +24,17 @@ experiment), with the file, line, what is wrong and the fix (``ConfigError``, ex
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Optional
 
 from sweep.bench.prompts import PromptSet, load_prompts
 from sweep.bench.workloads import tokens
-from sweep.core.errors import ConfigError
-from sweep.core.settings import BenchSettings, WorkloadSettings
+from sweep.core import BenchSettings, ConfigError, WorkloadSettings
 
 ORDERS = ("shuffle", "conversations", "file")
 
@@ -136,7 +137,7 @@ def load(settings: BenchSettings) -> Workload:
     w = settings.workload
     if w is None or w.kind == "prompts":
         return Workload.from_prompts(load_prompts(w.path if w is not None and w.path else settings.prompts))
-    from sweep.bench.workloads import sharegpt, synthetic, trace
+    from sweep.bench.workloads import sharegpt, synthetic, trace  # lazy: at the top it makes a circle at import time
 
     if w.kind == "sharegpt":
         out = _cached(w, sharegpt.load)
@@ -222,8 +223,6 @@ def model_context(model_path: str, flags: dict) -> Optional[int]:
     """The context a server of ``model_path`` will have, where it can be known here: its
     ``--context-length`` flag, else ``max_position_embeddings`` of the model's config.json (or its
     ``text_config``'s) where this machine has the file; None otherwise."""
-    import json
-    from pathlib import Path
 
     flag = flags.get("context-length")
     if isinstance(flag, int) and not isinstance(flag, bool):

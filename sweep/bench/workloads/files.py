@@ -9,16 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sweep.core.errors import ConfigError
+from sweep.core import ConfigError
 
 
-class Loc(int):
+class _Loc(int):
     """Where a record starts: its line (the int), and for an item of a JSON array its place in the
     array (``record``, from 1), since a whole array may sit on one line."""
 
     record: int | None
 
-    def __new__(cls, line: int, record: int | None = None) -> "Loc":
+    def __new__(cls, line: int, record: int | None = None) -> "_Loc":
         loc = super().__new__(cls, line)
         loc.record = record
         return loc
@@ -112,11 +112,11 @@ def _array(text: str, pos: int, source: str, example: str) -> Iterator[tuple[int
         except json.JSONDecodeError as e:
             raise bad(
                 source,
-                Loc(_line(e.pos), record),
+                _Loc(_line(e.pos), record),
                 f"not JSON ({e.msg})",
                 fix=f"a JSON array of objects, e.g. [{example}]",
             ) from None
-        yield Loc(_line(pos), record), value
+        yield _Loc(_line(pos), record), value
         pos = skip(end)
         if pos < n and text[pos] == ",":
             pos += 1
@@ -127,7 +127,7 @@ def _array(text: str, pos: int, source: str, example: str) -> Iterator[tuple[int
             return
         raise bad(
             source,
-            Loc(_line(min(pos, n - 1) if n else 0), record),
+            _Loc(_line(min(pos, n - 1) if n else 0), record),
             "expected , or ] in the array",
             fix=f"a JSON array of objects, e.g. [{example}]",
         )

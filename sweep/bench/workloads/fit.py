@@ -32,10 +32,10 @@ from sweep.bench.workloads import Request, Workload, tokens
 
 log = logging.getLogger(__name__)
 
-ROUTE = "/v1/tokenize"
+_ROUTE = "/v1/tokenize"
 BATCH = 256  # texts per /v1/tokenize call
 ROUNDS = 4  # add/drop words at most this often per text
-TIMEOUT_S = 60.0
+_TIMEOUT_S = 60.0
 
 
 async def count(client: httpx.AsyncClient, url: str, texts: list[str]) -> Optional[dict[str, int]]:
@@ -47,7 +47,7 @@ async def count(client: httpx.AsyncClient, url: str, texts: list[str]) -> Option
         part = todo[i : i + BATCH]
         try:
             resp = await client.post(
-                url.rstrip("/") + ROUTE, json={"prompt": part, "add_special_tokens": False}, timeout=TIMEOUT_S
+                url.rstrip("/") + _ROUTE, json={"prompt": part, "add_special_tokens": False}, timeout=_TIMEOUT_S
             )
             counts = resp.json().get("count") if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
@@ -110,7 +110,7 @@ async def fit(client: httpx.AsyncClient, url: str, workload: Workload, api: str,
     guessed = sum(1 for r in reqs if r.lengths_exact is False)
     if guessed:
         why = (
-            f"no count from {ROUTE} at {url}: an older server has no such route, and SGLang answers 500 "
+            f"no count from {_ROUTE} at {url}: an older server has no such route, and SGLang answers 500 "
             "where the tokenizer's model_max_length is unbounded"
             if not ok
             else f"{guessed} text(s) did not come to their length in {ROUNDS} rounds"

@@ -18,11 +18,11 @@ from typing import Any, Optional
 
 from sweep.bench.workloads import Request, Workload, tokens
 from sweep.bench.workloads.files import at, bad, read_text, records
-from sweep.core.settings import WorkloadSettings
+from sweep.core import WorkloadSettings
 
 USER = ("human", "user")
-ASSISTANT = ("gpt", "chatgpt", "bard", "bing", "model", "assistant")
-SYSTEM = ("system",)
+_ASSISTANT = ("gpt", "chatgpt", "bard", "bing", "model", "assistant")
+_SYSTEM = ("system",)
 EXAMPLE = '{"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello!"}]}'
 LABEL = {"user": "User", "assistant": "Assistant", "system": "System"}
 
@@ -46,13 +46,13 @@ def _turns(obj: Any, source: str, line: int) -> list[tuple[str, str]]:
         if not isinstance(turn, dict) or "from" not in turn or "value" not in turn:
             raise bad(source, line, f'turn {k} has no "from" and "value"', fix=f"every turn as in {EXAMPLE}")
         who, value = str(turn["from"]).lower(), turn["value"]
-        role = "user" if who in USER else "assistant" if who in ASSISTANT else "system" if who in SYSTEM else None
+        role = "user" if who in USER else "assistant" if who in _ASSISTANT else "system" if who in _SYSTEM else None
         if role is None:
             raise bad(
                 source,
                 line,
                 f"turn {k} is from {turn['from']!r}",
-                fix=f"from one of {', '.join(USER + ASSISTANT + SYSTEM)}",
+                fix=f"from one of {', '.join(USER + _ASSISTANT + _SYSTEM)}",
             )
         if not isinstance(value, str):
             raise bad(source, line, f'turn {k}\'s "value" is not a string', fix="text in every turn's value")

@@ -10,7 +10,7 @@ import random
 from typing import Optional
 
 from sweep.bench.workloads import Request, Workload, tokens
-from sweep.core.settings import LengthSettings, WorkloadSettings
+from sweep.core import LengthSettings, WorkloadSettings
 
 
 def draw(length: LengthSettings, rng: random.Random) -> int:

@@ -18,9 +18,9 @@ from typing import Any
 
 from sweep.bench.workloads import Request, Workload, tokens
 from sweep.bench.workloads.files import at, bad, read_text, records
-from sweep.core.settings import WorkloadSettings
+from sweep.core import WorkloadSettings
 
-BLOCK = 512  # tokens per hash id in Mooncake's traces
+_BLOCK = 512  # tokens per hash id in Mooncake's traces
 EXAMPLE = '{"timestamp": 0, "input_length": 512, "output_length": 64, "hash_ids": [0]}'
 
 
@@ -43,7 +43,7 @@ def _ids(obj: dict, n_in: int, source: str, line: int, i: int) -> tuple[tuple[in
     if hashes is not None:
         if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
             raise bad(source, line, "hash_ids is not a list of integers", fix=f"e.g. {EXAMPLE}")
-        ids = tuple(t for h in hashes for t in tokens.draw_ids(f"block/{h}", BLOCK))[:n_in]
+        ids = tuple(t for h in hashes for t in tokens.draw_ids(f"block/{h}", _BLOCK))[:n_in]
         return ids + own[len(ids) :], (hashes[0] if hashes else None)
     group = _int(obj, ("group",), source, line, required=False, low=0)
     if group is None:
