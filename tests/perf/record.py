@@ -119,7 +119,11 @@ def write(name: str, args: argparse.Namespace, tables: list[dict[str, Any]], sou
     ``docs/measured/<name>.json``; its path, or None without ``--record``."""
     if getattr(args, "record", None) is None:
         return None
-    command = "python " + shlex.join([str(Path(sys.argv[0]).resolve().relative_to(REPO)), *sys.argv[1:]])
+    argv = [a for a in sys.argv[1:] if not a.startswith("--record=")]  # what measured, not how it was recorded
+    if "--record" in argv:
+        at = argv.index("--record")
+        del argv[at : at + (2 if args.record and argv[at + 1 :][:1] == [args.record] else 1)]
+    command = "python " + shlex.join([str(Path(sys.argv[0]).resolve().relative_to(REPO)), *argv])
     rec = make(command, tables, sources, note=args.record or "")
     problems = check(rec)
     if problems:
