@@ -267,6 +267,17 @@ def test_a_record_without_its_provenance_is_found():
     assert record.check(bad) == ["no commit", "no machine cores", "source sweep/nothing.py does not exist"]
 
 
+def test_a_record_says_whether_the_code_it_measures_changed_since_and_fails_nothing():
+    """The fingerprint is of the sources' meaning: the page says the code changed (and how to measure
+    again) where it did, and nothing fails."""
+    record = _record_module()
+    now = record.make("python tests/perf/x.py", [record.table("t", ["a"], [[1]])], ["sweep/core/errors.py"])
+    assert now["fingerprint"] == record.fingerprint(["sweep/core/errors.py"]) != record.fingerprint(["sweep/core"])
+    assert "is the same since" in record.render(now)
+    before = {**now, "fingerprint": "0" * 16}
+    assert record.check(before) == [] and "has changed since" in record.render(before)
+
+
 def _tables(text: str) -> list[list[str]]:
     """Every Markdown table row's cells, header and rule rows left out."""
     rows, previous = [], ""

@@ -7,10 +7,12 @@ and re-measuring is running the script again with ``--record``, never a hand edi
 
 - ``command``: what measured it (``python tests/perf/adaptive.py --only reference``);
 - ``date`` (UTC, ISO 8601), ``machine`` (``cpu``: the CPU model, ``cores``: what the OS offers),
-  ``commit`` (the checkout's, ``+dirty`` with uncommitted changes);
-- ``sources``: what the figures come from, the modules the script measures (``sweep/search/adaptive.py``):
-  the record's staleness is read against them, as ``measured at <commit>``; the suite never fails
-  because they changed since (perf figures are not measured in CI);
+  ``commit`` (the checkout's, ``+dirty`` where the sources below have uncommitted changes);
+- ``sources``: what the figures come from, the modules the script measures (``sweep/search/adaptive.py``),
+  and ``fingerprint``: a digest of their meaning when measured (``docs/generate.py``'s ``meaning``: a
+  module's syntax tree without docstrings, so a comment or a docstring edit keeps it); the page says
+  whether the code it measures changed since, beside ``measured at <commit>``, and the suite never
+  fails because it did (perf figures are not measured in CI); a record copied by hand has none;
 - ``by``: ``"--record"`` where the script wrote it, or the words saying it was copied from a page by
   hand before ``--record`` existed;
 - ``note`` (optional): what the reader must know to read them (a busy machine, one run);
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -89,6 +93,24 @@ def commit(sources: list[str]) -> str:
     return head + ("+dirty" if dirty else "")
 
 
+def fingerprint(sources: list[str]) -> str:
+    """A digest of what ``sources`` (files or folders) mean: their syntax trees without docstrings,
+    as ``docs/generate.py`` reads the sources of the reference dry run."""
+    spec = importlib.util.spec_from_file_location("sweep_docs_generate", REPO / "docs" / "generate.py")
+    assert spec and spec.loader
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    h = hashlib.sha256()
+    for source in sources:
+        p = REPO / source
+        files = sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts) if p.is_dir() else [p]
+        for f in files:
+            content = generate.meaning(f)
+            if content is not None:
+                h.update(str(f.relative_to(REPO)).encode() + b"\0" + content + b"\0")
+    return h.hexdigest()[:16]
+
+
 def make(
     command: str,
     tables: list[dict[str, Any]],
@@ -108,6 +130,7 @@ def make(
         "machine": machine or {"cpu": cpu_model(), "cores": os.cpu_count()},
         "commit": at or commit(sources),
         "sources": list(sources),
+        "fingerprint": "" if at else fingerprint(sources),
         "by": by,
         "note": note,
         "tables": tables,
@@ -186,6 +209,13 @@ def render(record: dict[str, Any]) -> str:
         f"Measured at `{record['commit']}`, {record['date'][:10]}, on {machine['cores']} cores of "
         f"{machine['cpu']}: `{record['command']}`; {by}. From {sources}."
     )
+    if record.get("fingerprint"):
+        changed = fingerprint(record["sources"]) != record["fingerprint"]
+        line += (
+            f" **The code it measures has changed since**: `{record['command']} --record` measures it again."
+            if changed
+            else " The code it measures is the same since (comments and docstrings aside)."
+        )
     if record.get("note"):
         note = record["note"].rstrip(".")
         line += f" Note: {note[0].upper()}{note[1:]}."
