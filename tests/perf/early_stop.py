@@ -146,7 +146,7 @@ def main() -> None:
                 name,
                 f"{t_fixed:.1f} s",
                 f"{t_stop:.1f} s",
-                f"{(1 - t_stop / t_fixed) * 100:.0f} %",
+                f"{1 - t_stop / t_fixed:.0%}",
                 f"{sum(bool(s['stopped_early']) for s in stopped)} of {len(stopped)}",
                 f"{max(diffs):.1%}",
                 f"{max(floor):.1%}" if floor else "-",
