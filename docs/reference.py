@@ -12,7 +12,10 @@ place, what ``GENERATED[NAME]()`` renders from live objects, so no reference can
 - ``floors``: the layering drawing, from the floors ``tests/test_layering.py`` computes from the
   imports (the same function the test checks);
 - ``api``: mkdocstrings' blocks for ``sweep.__all__`` and the modules of its errors, events and records;
-- ``bench-readme``: ``sweep/bench/README.md``, its headings one level down.
+- ``bench-readme``: ``sweep/bench/README.md``, its headings one level down;
+- ``measured/<name>``: the record ``docs/measured/<name>.json`` of measured figures, with where, when
+  and at which commit they were measured (``tests/perf/record.py``; a perf script writes it with
+  ``--record``), so a page quotes measured figures only through a record.
 
 Nothing here writes a file; ``python docs/reference.py NAME`` prints one part.
 """
@@ -43,7 +46,7 @@ from sweep.experiment.config import Experiment
 from sweep.results import schema
 
 REPO = Path(__file__).resolve().parents[1]
-MARK = re.compile(r"<!-- generated: ([a-z-]+) -->")
+MARK = re.compile(r"<!-- generated: ([a-z_/-]+) -->")
 
 # What each room of the package is, for the drawing of the floors (their floors come from the imports).
 ROOMS = {
@@ -300,7 +303,11 @@ def results_columns() -> str:
 
 
 def _layering() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("sweep_docs_layering", REPO / "tests" / "test_layering.py")
+    return _module("sweep_docs_layering", REPO / "tests" / "test_layering.py")
+
+
+def _module(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -355,6 +362,15 @@ def bench_readme() -> str:
     return re.sub(r"(?m)^(#{1,5}) ", r"#\1# ", text)
 
 
+# ---- measured figures --------------------------------------------------------------------------------
+
+
+def measured(name: str) -> str:
+    """The record ``docs/measured/<name>.json`` as Markdown (``tests/perf/record.py``)."""
+    record = _module("sweep_docs_record", REPO / "tests" / "perf" / "record.py")
+    return str(record.render(record.load(name)))
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "experiment-file": experiment_file,
     "cli": cli,
@@ -369,6 +385,8 @@ def render(markdown: str) -> str:
     """``markdown`` with every ``<!-- generated: NAME -->`` replaced by what ``NAME`` renders."""
 
     def one(m: re.Match[str]) -> str:
+        if m.group(1).startswith("measured/"):
+            return measured(m.group(1).removeprefix("measured/"))
         if m.group(1) not in GENERATED:
             raise LookupError(f"no generated part {m.group(1)!r}: one of {', '.join(GENERATED)} ({__file__})")
         return GENERATED[m.group(1)]()
@@ -382,4 +400,4 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 
 if __name__ == "__main__":
-    print(GENERATED[sys.argv[1]]())
+    print(render(f"<!-- generated: {sys.argv[1]} -->"))

@@ -219,3 +219,92 @@ def test_a_wrong_module_in_a_docstring_is_found():
         "sweep/core/nothing.py",
     ]
     assert _wrong_references("``sweep.core.events.SweepStarted``, sweep/core/events.py, ``sweep.json``") == []
+
+
+# ---- measured figures: records (tests/perf/record.py), included by the pages ----------------------------
+
+_RECORDS = REPO / "docs" / "measured"
+_INCLUDE = re.compile(r"<!-- generated: measured/([a-z_-]+) -->")
+_UNIT = r"\s*(?:%|s|ms|MB|tok/s|x|host-s)"
+_NUMBER = rf"~?(?:\d+\.\d+(?:{_UNIT})?|\d[\d,]*{_UNIT})"  # a decimal, or a number with its unit
+_FIGURE = re.compile(rf"^\s*{_NUMBER}(?:\s*/\s*[\d.,]+\s*(?:%|s|ms)?)?\s*$|^\s*\d+\s*/\s*\d+\s*(?:%|s|ms)\s*$")
+
+
+def _record_module():
+    spec = importlib.util.spec_from_file_location("perf_record", REPO / "tests" / "perf" / "record.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _pages() -> dict[Path, str]:
+    return {p: p.read_text() for p in sorted((REPO / "docs").rglob("*.md")) if p.name != "reference-dryrun.md"}
+
+
+def test_every_record_has_its_provenance_and_a_page_that_includes_it():
+    """A record says what measured it, when, where, at which commit and from what; a page includes it, and
+    every page's include names a record. A record measured before the code changed stays (perf figures are
+    not measured in CI): the page shows the commit and the date it was measured at."""
+    record = _record_module()
+    records = sorted(p.stem for p in _RECORDS.glob("*.json"))
+    assert records, f"no record in {_RECORDS}"
+    included = {name for text in _pages().values() for name in _INCLUDE.findall(text)}
+    for name in records:
+        problems = record.check(record.load(name))
+        assert not problems, f"docs/measured/{name}.json: {'; '.join(problems)}"
+        assert name in included, (
+            f"docs/measured/{name}.json is included by no page: add <!-- generated: measured/{name} -->"
+        )
+    assert not included - set(records), f"pages include records that do not exist: {sorted(included - set(records))}"
+
+
+def test_a_record_without_its_provenance_is_found():
+    record = _record_module()
+    good = record.make("python tests/perf/x.py", [record.table("t", ["a", "b"], [[1, "2 s"]])], ["sweep/core"])
+    assert record.check(good) == []
+    assert "Measured at" in record.render(good) and "| 1 | 2 s |" in record.render(good)
+    bad = {**good, "commit": "", "machine": {"cpu": "x"}, "sources": ["sweep/nothing.py"]}
+    assert record.check(bad) == ["no commit", "no machine cores", "source sweep/nothing.py does not exist"]
+
+
+def test_a_record_says_whether_the_code_it_measures_changed_since_and_fails_nothing():
+    """The fingerprint is of the sources' meaning: the page says the code changed (and how to measure
+    again) where it did, and nothing fails."""
+    record = _record_module()
+    now = record.make("python tests/perf/x.py", [record.table("t", ["a"], [[1]])], ["sweep/core/errors.py"])
+    assert now["fingerprint"] == record.fingerprint(["sweep/core/errors.py"]) != record.fingerprint(["sweep/core"])
+    assert "is the same since" in record.render(now)
+    before = {**now, "fingerprint": "0" * 16}
+    assert record.check(before) == [] and "has changed since" in record.render(before)
+
+
+def _tables(text: str) -> list[list[str]]:
+    """Every Markdown table row's cells, header and rule rows left out."""
+    rows, previous = [], ""
+    for line in text.splitlines():
+        if line.startswith("|") and not re.match(r"^\|[\s:|-]+\|$", line):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if previous.startswith("|"):  # not a header: a header is the first row
+                rows.append(cells)
+        previous = line
+    return rows
+
+
+def test_pages_quote_measured_figures_only_through_records():
+    """No page holds a table of measured figures (a cell that is only a number, a time or a percentage), and
+    a paragraph that says what was measured includes its record: re-measuring is running a script with
+    ``--record``, never a hand edit of a page."""
+    for page, text in _pages().items():
+        figures = [row for row in _tables(text) if any(_FIGURE.match(c) for c in row if c)]
+        assert not figures, f"{page.relative_to(REPO)} types measured figures into a table: {figures[:3]}"
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("Measured"):  # what was measured, and its figures: a record within a few lines
+                near = "\n".join(lines[i : i + 12])
+                assert _INCLUDE.search(near), f"{page.relative_to(REPO)}:{i + 1}: {line[:80]!r}... quotes no record"
+
+
+def test_a_table_of_figures_is_found():
+    assert _tables("| a | b |\n|---|---|\n| x | 56 / 108 s |\n| 0.1 % | y |\n") == [["x", "56 / 108 s"], ["0.1 %", "y"]]
+    assert all(_FIGURE.match(c) for c in ("56 / 108 s", "0.1 %", "1.005", "130.65", "45 s"))
+    assert not any(_FIGURE.match(c) for c in ("`k26_eagle.yaml`", "C=250", "no decision", "x", "2"))  # an exit code

@@ -36,6 +36,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from sweep.analysis import slo as slo_mod  # noqa: E402
 from sweep.analysis.findings import analyze  # noqa: E402
 from sweep.results import load  # noqa: E402
+from tests.perf import record  # noqa: E402
 
 
 def wide_experiment(path: Path) -> Path:
@@ -149,7 +150,9 @@ def main() -> None:
     ap.add_argument("--only", default="reference,glm5,wide")
     ap.add_argument("--out", default=None)
     ap.add_argument("--tolerance", type=float, default=0.05)
+    record.add_flag(ap)
     args = ap.parse_args()
+    rows = []
     out = Path(args.out or tempfile.mkdtemp(prefix="sweep-adaptive-"))
     out.mkdir(parents=True, exist_ok=True)
     exps = {
@@ -171,7 +174,21 @@ def main() -> None:
             mine = a["picks"].get(key)
             same = "same" if mine == pick else f"DIFFERS: {gap(g, a, key, mine)}"
             print(f"  {key:>16}: grid {pick} | adaptive {mine} -> {same}")
+        picks = [k for k, pick in g["picks"].items() if a["picks"].get(k) == pick]
+        rows.append(
+            [
+                f"`{exp.name}` ({name})",
+                g["points"],
+                f"{a['ran']} / {g['ran']} ({a['ran'] / g['ran']:.0%})",
+                f"{a['span']:.0f} / {g['span']:.0f} s ({a['span'] / g['span']:.0%})",
+                f"{len(picks)} of {len(g['picks'])} the same",
+            ]
+        )
     print(f"\nresults in {out}")
+    columns = ["experiment", "points", "benchmarked (adaptive / grid)", "makespan (adaptive / grid)", "picks"]
+    title = f"each experiment as the grid and as the adaptive search, 3 simulated hosts, tolerance {args.tolerance}"
+    sources = ["sweep/search/adaptive.py", "sweep/orchestrate/sweep.py", "sweep/analysis/findings.py"]
+    record.write("adaptive", args, [record.table(title, columns, rows)], sources)
 
 
 if __name__ == "__main__":

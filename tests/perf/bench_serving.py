@@ -50,6 +50,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.perf import record  # noqa: E402
+
 RELEASE = Path(os.environ.get("SWEEP_SGLANG_RELEASE", Path.home() / ".cache" / "sweep-sglang-releases" / "v0.5.10"))
 TINY = Path(os.environ.get("SWEEP_TINY_MODELS", Path.home() / ".cache" / "sweep" / "tiny-models")) / "target"
 WORDS = (
@@ -185,7 +187,8 @@ def run_sweep_bench(url: str, data: Path, a, out: Path) -> dict:
     }
 
 
-def compare(name: str, url: str, data: Path, a, work: Path) -> None:
+def compare(name: str, url: str, data: Path, a, work: Path) -> list[list]:
+    """Both tools on one server; the rows printed (server, figure, theirs, ours, ours over theirs)."""
     if a.warm:  # a fresh server's first requests of each prompt length pay one-off costs (CPU kernels)
         run_sweep_bench(url, data, argparse.Namespace(**{**vars(a), "rate": max(a.rate, 8.0)}), work / f"{name}-warm")
     if a.sweep_first:
@@ -200,6 +203,7 @@ def compare(name: str, url: str, data: Path, a, work: Path) -> None:
     )
     print(f"\n{name}: {a.requests} requests, Poisson {a.rate:g} req/s, seed {a.seed}, {a.out_len} output tokens")
     print(f"{'':28}{'bench_serving':>15}{'sweep bench':>15}{'sweep/theirs':>14}")
+    rows = []
     for key, label, fmt in (
         ("completed", "completed requests", "{:.0f}"),
         ("output_throughput", "output throughput tok/s", "{:.2f}"),
@@ -214,7 +218,9 @@ def compare(name: str, url: str, data: Path, a, work: Path) -> None:
         print(
             f"{label + (' + drain)' if key == 'duration_s' else ''):28}{fmt.format(t):>15}{fmt.format(o):>15}{ratio:>14}"
         )
+        rows.append([name, label + (" + drain)" if key == "duration_s" else ""), fmt.format(t), fmt.format(o), ratio])
     print(f"sweep bench judged the level kept up: {ours['kept_up']}")
+    return rows
 
 
 def main() -> None:
@@ -228,7 +234,9 @@ def main() -> None:
     p.add_argument("--no-fake", action="store_true")
     p.add_argument("--sweep-first", action="store_true", help="run sweep bench before bench_serving")
     p.add_argument("--warm", action="store_true", help="first one unmeasured pass over the file (sweep bench)")
+    record.add_flag(p)
     a = p.parse_args()
+    rows: list[list] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = sharegpt_file(work / "sharegpt.json", a.requests)
@@ -237,7 +245,7 @@ def main() -> None:
 
             server = start_fake(work, speed=a.speed)
             try:
-                compare("fake", server.url, data, a, work)
+                rows += compare("fake", server.url, data, a, work)
             finally:
                 server.kill()
         if a.real:
@@ -247,9 +255,17 @@ def main() -> None:
             real, why = find_real_sglang()
             if real is None:
                 print(f"\nreal: skipped ({why})")
-                return
-            with live_server(real, work / "real.log") as live:
-                compare("real CPU SGLang (tiny model)", live.url, data, a, work)
+            else:
+                with live_server(real, work / "real.log") as live:
+                    rows += compare("real CPU SGLang (tiny model)", live.url, data, a, work)
+    title = (
+        f"{a.requests} requests, Poisson {a.rate:g} req/s, seed {a.seed}, {a.out_len} output tokens, the same server"
+    )
+    columns = ["server", "figure", "bench_serving", "sweep bench", "sweep/theirs"]
+    sources = ["sweep/bench/load.py", "sweep/bench/arrivals.py", "sweep/bench/client.py"]
+    record.write(
+        "bench_serving", a, [record.table(title, columns, rows)], sources + ["sweep/bench/workloads/sharegpt.py"]
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ many times as --repeat says, and prints for each figure the model's value, the m
 their ratio (1.00 = the model exactly; above 1 would be a bug: the fake sleeps at least its model
 time). On an idle machine every ratio is within 3 % of 1; a loaded one shows below 1.
 
-    python tests/perf/bench_vs_model.py [--speed 8] [--repeat 3]
+    python tests/perf/bench_vs_model.py [--speed 8] [--repeat 3] [--record [NOTE]]
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ sys.path.insert(0, str(REPO))
 from sweep.bench.runner import run  # noqa: E402
 from tests.bench.bench_fake_server import start_fake  # noqa: E402
 from tests.bench.test_bench_fake import SPEC_ARGS, level_expected, settings, single_stream_expected  # noqa: E402
+from tests.perf import record  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--speed", type=float, default=8.0, help="the fake's --fake-speed (the test's: 8)")
     p.add_argument("--repeat", type=int, default=3)
+    record.add_flag(p)
     a = p.parse_args()
+    recorded = []
     print(f"{'run':>3}  {'figure':<28} {'model':>10} {'measured':>10} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         server = start_fake(Path(tmp), *SPEC_ARGS, speed=a.speed)
@@ -65,8 +68,15 @@ def main() -> None:
                 ]
                 for name, model_value, measured in rows:
                     print(f"{i:>3}  {name:<28} {model_value:>10.1f} {measured:>10.1f} {measured / model_value:>6.3f}")
+                    recorded.append(
+                        [i, name, round(model_value, 1), round(measured, 1), round(measured / model_value, 3)]
+                    )
         finally:
             server.kill()
+    columns = ["run", "figure", "model", "measured", "ratio"]
+    title = f"the benchmark against the fake's model, --fake-speed {a.speed:g}"
+    sources = ["sweep/bench/runner.py", "sweep/bench/load.py", "sweep/bench/client.py", "sweep/fake/model.py"]
+    record.write("bench_vs_model", a, [record.table(title, columns, recorded)], sources)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 from sweep.bench.runner import run  # noqa: E402
 from sweep.core.settings import BenchSettings, ConcurrencySettings, SingleStreamSettings, StopSettings  # noqa: E402
 from tests.bench.bench_fake_server import start_fake  # noqa: E402
+from tests.perf import record  # noqa: E402
 
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
 TUNED_ENV = {
@@ -102,7 +103,9 @@ def main() -> None:
     ap.add_argument("--min-requests", type=int, default=None)
     ap.add_argument("--repeat", action="store_true", help="run the fixed rounds twice (the noise floor)")
     ap.add_argument("--only", choices=list(CONFIGS), action="append", help="configurations to run (default: all)")
+    record.add_flag(ap)
     opts = ap.parse_args()
+    rows = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the finally below kills the fake
     stop = StopSettings(precision=opts.precision, confidence=opts.confidence, min_requests=opts.min_requests)
     log_dir = Path(tempfile.mkdtemp(prefix="early-stop-"))
@@ -136,6 +139,19 @@ def main() -> None:
             + (f" {'fixed again':>12} {'diff':>7}" if opts.repeat else "")
         )
         again = measured["fixed again"][1] if opts.repeat else [None] * len(fixed)
+        diffs = [abs(s["output_throughput"] / f["output_throughput"] - 1) for f, s in zip(fixed, stopped)]
+        floor = [abs(a["output_throughput"] / f["output_throughput"] - 1) for f, a in zip(fixed, again) if a]
+        rows.append(
+            [
+                name,
+                f"{t_fixed:.1f} s",
+                f"{t_stop:.1f} s",
+                f"{1 - t_stop / t_fixed:.0%}",
+                f"{sum(bool(s['stopped_early']) for s in stopped)} of {len(stopped)}",
+                f"{max(diffs):.1%}",
+                f"{max(floor):.1%}" if floor else "-",
+            ]
+        )
         for f, s, a in zip(fixed, stopped, again):
             hw = s["throughput_precision"]
             d = s["output_throughput"] / f["output_throughput"] - 1
@@ -154,6 +170,12 @@ def main() -> None:
         f"{saving:.0%} less benchmark time; largest level throughput difference {worst:.1%} "
         f"(target: at least 40% less, at most 2%)"
     )
+    columns = ["configuration", "fixed rounds", "stop rule", "less time", "levels stopped early"]
+    columns += ["largest level throughput difference", "two fixed runs differ by"]
+    rows.append(["all", f"{totals['fixed']:.1f} s", f"{totals['stop']:.1f} s", f"{saving:.0%}", "", f"{worst:.1%}", ""])
+    title = f"the stop rule (+-{opts.precision:.0%} at {opts.confidence:.0%}) against the fixed rounds, speed {opts.speed:g}"
+    sources = ["sweep/bench/stop.py", "sweep/bench/runner.py", "sweep/bench/load.py"]
+    record.write("early_stop", opts, [record.table(title, columns, rows)], sources)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from sweep.host import reaper  # noqa: E402
 from sweep.host.gpu import FakeGpus  # noqa: E402
 from sweep.host.point import HostContext, LaunchPoint, LaunchSpec, run_launch  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
+from tests.perf import record  # noqa: E402
 
 FAKE = [sys.executable, "-m", "sweep.fake"]
 SPEC_FLAGS = {
@@ -234,7 +235,9 @@ def drafter_figures(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
+    record.add_flag(ap)
     opts = ap.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory(prefix="failure-timings-") as d:
         tmp = Path(d)
         print(f"{'figure':<56} {'measured':<38} claim")
@@ -243,6 +246,16 @@ def main() -> None:
             sub.mkdir()
             for name, measured, claim in part(sub, opts.repeat):
                 print(f"{name:<56} {measured:<38} {claim}", flush=True)
+                rows.append([name, measured, claim])
+    sources = [
+        "sweep/host/point.py",
+        "sweep/host/preflight.py",
+        "sweep/host/server.py",
+        "sweep/fake/server.py",
+        "sweep/sglang/drafter.py",
+    ]
+    table = record.table(f"failures noticed, {opts.repeat} times each", ["figure", "measured", "claim"], rows)
+    record.write("failure_timings", opts, [table], sources)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from sweep.fake import model  # noqa: E402
+from tests.perf import record  # noqa: E402
 
 TUNED = dict(model.TUNED_NCCL)
 EAGLE3_2 = [
@@ -207,7 +208,9 @@ def main() -> None:
     ap.add_argument("--c250-requests", type=int, default=250)
     ap.add_argument("--single-tokens", type=int, default=256, help="max_tokens of the single-stream runs")
     ap.add_argument("--single-runs", type=int, default=2)
+    record.add_flag(ap)
     opts = ap.parse_args()
+    recorded = []
 
     tree = model.Spec(5, 4, 16)
     chain = model.Spec(2, 1, 3)
@@ -231,6 +234,7 @@ def main() -> None:
         how = f"speed 1, {opts.single_runs} x {opts.single_tokens}-token streams, decode rate"
         lines.append(row(name, target, model.single_stream_tok_s(spec, nccl), rate, how))
         print(lines[-1], flush=True)
+        recorded.append([name, target, round(model.single_stream_tok_s(spec, nccl), 1), round(rate, 1), how])
 
     s, n, c = opts.c250_speed, opts.c250_tokens, opts.c250_requests
     loops = [
@@ -249,6 +253,11 @@ def main() -> None:
         )
         lines.append(row(name, target, model_512, scaled, how))
         print(lines[-1], flush=True)
+        recorded.append([name, target, round(model_512, 1), round(scaled, 1), how])
+    columns = ["figure (tok/s)", "target", "model at speed 1", "measured", "how measured"]
+    title = f"the fake against the calibration targets (the model within {model.CALIBRATION_TOLERANCE:.0%} of each)"
+    sources = ["sweep/fake/model.py", "sweep/fake/engine.py", "sweep/fake/server.py"]
+    record.write("fake_calibration", opts, [record.table(title, columns, recorded)], sources)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ file (the plan checks the experiment's workload and each axis value's). The plan
 once (a cache by path, size and modification time) and counts line numbers incrementally; before,
 every record counted the lines from the file's start: 34-50 s for 20 MB on 2 cores.
 
-    python tests/perf/plan_workload.py [--mb 20] [--repeat 3] [--keep DIR]
+    python tests/perf/plan_workload.py [--mb 20] [--repeat 3] [--keep DIR] [--record [NOTE]]
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.perf import record  # noqa: E402
+
 WORDS = "the quick brown fox jumps over lazy dog speculative decoding server throughput latency token".split()
 
 
@@ -80,9 +84,11 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="write the files here and keep them")
+    record.add_flag(ap)
     a = ap.parse_args()
     tmp = a.keep or Path(tempfile.mkdtemp(prefix="plan-workload-"))
     tmp.mkdir(parents=True, exist_ok=True)
+    rows = []
     try:
         for name, mb in (("small", 0.2), ("big", a.mb)):
             data = tmp / f"sharegpt-{name}.json"
@@ -92,6 +98,10 @@ def main() -> None:
                 f"{name:5s} {data.stat().st_size / 1e6:6.1f} MB {n:6d} conversations: --plan {secs:5.2f} s "
                 f"(best of {a.repeat})"
             )
+            rows.append([name, f"{data.stat().st_size / 1e6:.1f} MB", n, f"{secs:.2f} s"])
+        columns = ["workload", "size", "conversations", f"--plan (best of {a.repeat})"]
+        sources = ["sweep/bench/prompts.py", "sweep/experiment/plan.py", "sweep/bench/workloads/sharegpt.py"]
+        record.write("plan_workload", a, [record.table("--plan on the reference experiment", columns, rows)], sources)
     finally:
         if a.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)

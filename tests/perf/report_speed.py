@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from sweep.results.schema import TABLES, check  # noqa: E402
+from tests.perf import record  # noqa: E402
 
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
 DRAFTERS = ["d1", "d2", "d3", "d4"]
@@ -221,6 +222,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="request rows to generate")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None, help="write the sweep there and keep it")
+    record.add_flag(parser)
     args = parser.parse_args()
 
     import polars as pl
@@ -281,6 +283,18 @@ def main() -> int:
         )
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak RSS of this process (generation included): {peak:.0f} MiB; polars {pl.__version__}")
+        title = (
+            f"{counts['requests']:,} request rows, {counts['points']} points; best of {args.repeat}; "
+            f"polars {pl.__version__}, peak RSS {peak:.0f} MiB"
+        )
+        table = record.table(title, ["what", "how", "seconds"], [[w, h, round(t, 2)] for w, h, t in rows])
+        checked = record.table(
+            "polars against pandas on the level speedup table",
+            ["rows compared", "largest difference", "same noise marks"],
+            [[f"{same_method.sum()} of {same_method.size}", f"{max(diffs.values()):.2e}", str(bool(same_marks))]],
+        )
+        sources = ["sweep/analysis/speedups.py", "sweep/analysis/report.py", "sweep/analysis/charts.py"]
+        record.write("report_speed", args, [table, checked], sources)
         return 0 if same_marks and max(diffs.values()) < 1e-6 else 1
     finally:
         if args.keep is None:

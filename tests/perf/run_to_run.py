@@ -29,6 +29,9 @@ from pathlib import Path
 import polars as pl
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.perf import record  # noqa: E402
 
 
 def dry_run(experiment: str, out: Path) -> str:
@@ -101,6 +104,7 @@ def main() -> int:
     ap.add_argument("--experiment", default="experiments/k26_eagle.yaml")
     ap.add_argument("--keep", type=Path, help="keep the results directories under this folder")
     ap.add_argument("--reuse", action="store_true", help="with --keep: report on the runs already there, run none")
+    record.add_flag(ap)
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="sweep-run-to-run-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -153,6 +157,25 @@ def main() -> int:
         mark = "same" if h in exact else "same decision" if h in decided else "DIFFERS"
         shown = [(lambda d, x: f"{d} ({x})" if x else d)(*p[h]) if h in p else "(no such line)" for p in picks]
         print(f"  [{mark}] {h}: " + "  |  ".join(shown))
+    spreads = [
+        [r["kind"], f"{100 * r['median']:.1f} %", f"{100 * r['largest']:.1f} %"]
+        for r in overall.sort("kind").iter_rows(named=True)
+    ]
+    lines = [
+        [h, "same" if h in exact else "same decision" if h in decided else "differs", " / ".join(map(str, shown))]
+        for h in heads
+        for shown in [[p[h][0] if h in p else "(no such line)" for p in picks]]
+    ]
+    tables = [
+        record.table(f"each figure's spread over {args.runs} runs", ["figure", "median spread", "largest"], spreads),
+        record.table(
+            f"the summary's lines: {len(decided)} of {len(heads)} decide the same in every run",
+            ["line", "over the runs", "each run's decision"],
+            lines,
+        ),
+    ]
+    sources = ["sweep/fake/model.py", "sweep/fake/engine.py", "sweep/bench/load.py", "sweep/analysis/noise.py"]
+    record.write("run_to_run", args, tables, sources + ["sweep/analysis/findings.py"])
     return 0
 
 
