@@ -56,8 +56,11 @@ if TYPE_CHECKING:
     from sweep.sglang import DrafterReport
 
 
+__all__ = ["BestAt", "PointRecord", "Summary", "SweepResult", "confirm", "history", "plan_for", "run"]
+
+
 @dataclass(frozen=True)
-class _PointRecord(FailureParts):
+class PointRecord(FailureParts):
     """One point of the sweep as it stands: planned, recorded ok, failed (its ``failure``: phase,
     reason, fix), invalid (the rule it breaks, phase ``plan``). A point this call ran keeps its record
     (``result``: the host's ``PointResult`` without its tables); an earlier run's is read from the
@@ -76,7 +79,7 @@ class _PointRecord(FailureParts):
 
 
 @dataclass(frozen=True)
-class _BestAt:
+class BestAt:
     """The best configuration at one concurrency level, against its baseline."""
 
     concurrency: int
@@ -114,7 +117,7 @@ class Summary:
 
     path: Path
     headlines: list[str] = field(default_factory=list)
-    best: list[_BestAt] = field(default_factory=list)
+    best: list[BestAt] = field(default_factory=list)
     error: str | None = None
 
     def lines(self) -> list[str]:
@@ -149,7 +152,7 @@ class SweepResult:
     mode: Mode
     path: Path  # the results directory (for a plan: where the run would write)
     plan: Plan
-    points: list[_PointRecord]
+    points: list[PointRecord]
     ran: list[str] = field(default_factory=list)  # ids of the points this call ran
     scale: dict = field(default_factory=dict)  # the dry run's (or fake's) benchmark scale
     drafter_checks: dict[str, DrafterReport] = field(default_factory=dict)  # plan: drafters readable here
@@ -160,16 +163,16 @@ class SweepResult:
     _findings: Findings | None = field(default=None, repr=False, compare=False)
 
     # --- the points ---------------------------------------------------------------------------
-    def by_status(self, *status: PointState) -> list[_PointRecord]:
+    def by_status(self, *status: PointState) -> list[PointRecord]:
         return [p for p in self.points if p.status in status]
 
     @property
-    def failed(self) -> list[_PointRecord]:
+    def failed(self) -> list[PointRecord]:
         """Points whose recorded result is a failure (its phase and reason in the record)."""
         return self.by_status("failed")
 
     @property
-    def invalid(self) -> list[_PointRecord]:
+    def invalid(self) -> list[PointRecord]:
         """Points that break SGLang's rules (never launched)."""
         return self.by_status("invalid")
 
@@ -185,7 +188,7 @@ class SweepResult:
             )
         return not self.failed
 
-    def point(self, label_or_id: str) -> _PointRecord:
+    def point(self, label_or_id: str) -> PointRecord:
         for p in self.points:
             if label_or_id in (p.point_id, p.label):
                 return p
@@ -297,13 +300,13 @@ class SweepResult:
             lines = headlines(f)
         except Exception as e:  # noqa: BLE001 - everything is on disk already; the report says more
             return Summary(self.path, error=f"{type(e).__name__}: {e}")
-        best: list[_BestAt] = []
+        best: list[BestAt] = []
         for (workload,), mine in f.best.group_by("workload", maintain_order=True):
             levels = mine["concurrency"].unique().sort()
             for c in sorted({levels[0], levels[-1]}):
                 b = mine.filter(pl.col("concurrency") == c).row(0, named=True)
                 best.append(
-                    _BestAt(
+                    BestAt(
                         int(c),
                         b["label"],
                         float(b["value"]),
@@ -428,7 +431,7 @@ def plan_for(
         path, exp.name, run_mode(target), create_parents=default
     ).check()  # what the run would refuse, refused now
     points = [
-        _PointRecord(
+        PointRecord(
             p.id,
             p.label,
             "invalid" if p.errors else "pending",
@@ -546,7 +549,7 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
     planned = list(result.points)
     if result.confirmation is not None:
         planned += [
-            _PointRecord(
+            PointRecord(
                 p.id,
                 p.label,
                 "invalid" if p.errors else "pending",
@@ -557,7 +560,7 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
             )
             for p in result.confirmation.points
         ]
-    points: list[_PointRecord] = []
+    points: list[PointRecord] = []
     for p in planned:
         if (r := results.get(p.point_id)) is not None:  # run now: its record
             points.append(replace(p, status=r.status, failure=r.failure, ran=True, result=r))
@@ -569,7 +572,7 @@ def _with_records(result: SweepResult, results: dict[str, PointResult]) -> Sweep
     in_plan = {p.point_id for p in planned}
     for pid, (label, status, failure) in earlier.items():  # an earlier run's points that this plan no longer has
         if pid not in in_plan:
-            points.append(_PointRecord(pid, label, status, failure=failure, in_plan=False))
+            points.append(PointRecord(pid, label, status, failure=failure, in_plan=False))
     return replace(result, points=points)
 
 
@@ -668,7 +671,7 @@ def _stored_plan(exp: config_mod.Experiment, mode: Mode, path: Path) -> SweepRes
         scale = dict(rows["bench_scale"][0]) if rows.height else {}
     plan = planning.build(exp, bench_scale)
     points = [
-        _PointRecord(
+        PointRecord(
             p.id,
             p.label,
             "invalid" if p.errors else "pending",

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from sweep.bench.client import APIS, Endpoint, auth_headers
 from sweep.bench.power import PowerSource
 from sweep.bench.prompts import BUILTIN
@@ -267,6 +265,7 @@ def _check_auth(url: str, key: str | None, timeout_s: float = 30.0) -> None:
     """Fail at once, before any measurement, when the server refuses the key (or wants one):
     ``GET /v1/models``, which SGLang guards with its ``--api-key``. Anything else (no such route,
     not reachable) is left to the benchmark's own probe."""
+    import httpx  # lazy: only this path needs it
 
     try:
         r = httpx.get(url.rstrip("/") + "/v1/models", headers=auth_headers(key), timeout=timeout_s, trust_env=False)

@@ -38,7 +38,6 @@ from typing import Optional, cast
 from sweep.core import BenchSettings, RunMode, ServerFlags, kind, plural
 from sweep.experiment.config import Experiment
 from sweep.experiment.plan import Plan
-from sweep.results import store
 
 DEFAULT_STARTUP_S = {"baseline": 600.0, "speculative": 780.0}  # a 1T-parameter model on one 8-GPU host
 # SGLang's CPU backend (device: cpu): a tiny model, no CUDA graphs to capture; cpu_tiny_spec's servers
@@ -304,6 +303,10 @@ def load_history(
     folder of results directories, or one itself): ok points whose argv names ``model_path``,
     of the same kind (dry run or not), preferring ``sglang_version`` when some match it."""
     import polars as pl  # lazy: polars is slow to import; only this path needs it
+
+    from sweep.results import (
+        store,  # lazy: at the top every importer of this module would load numpy and polars and pyarrow
+    )
 
     frames = []
     for d in store.sweep_dirs(roots):

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 import ray
 
 from sweep.core import ClusterError
@@ -152,6 +151,8 @@ def _reap_dead_simulation(state_file: Path) -> list[int]:
     """Kill what a dry run whose driver was killed outright (``kill -9``) left running: Ray's agent
     processes outlive the local cluster's driver. They are found by the dead driver's process group,
     recorded in ``state_file``, and only if orphaned (parent is init) and Ray's own."""
+
+    import psutil  # lazy: only this path needs it
 
     try:
         old = json.loads(state_file.read_text())

@@ -25,7 +25,6 @@ from rich.markup import escape
 from sweep.core import LaunchResult, plural
 from sweep.experiment import launches_of
 from sweep.host import LaunchPoint, LaunchSpec
-from sweep.orchestrate.ray_runner import HostSetup, Runner
 from sweep.orchestrate.sweep import launch_spec
 from sweep.results import DECISIONS_SCHEMA, store, sweep_id
 from sweep.search import decide
@@ -210,6 +209,10 @@ def _launches(
 
 
 def _runner(sweep: Prepared, hosts: list[Host], run_fn):
+    from sweep.orchestrate.ray_runner import (  # lazy: at the top every importer of this module would load ray
+        HostSetup,
+        Runner,
+    )
 
     exp, how = sweep.experiment, sweep.kind
     ledger_root = Path(tempfile.gettempdir()) / "sweep-fake-gpus" / sweep_id(sweep.rd.path)

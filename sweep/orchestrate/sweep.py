@@ -54,9 +54,8 @@ from sweep.experiment import Plan, PlannedPoint, estimate, fake_args, fake_launc
 from sweep.experiment import config as config_mod
 from sweep.experiment import run_context as dry_run_context
 from sweep.host import LaunchPoint, LaunchSpec, Placement
-from sweep.orchestrate import baseline_curve, cluster
+from sweep.orchestrate import baseline_curve
 from sweep.orchestrate.progress import SweepProgress
-from sweep.orchestrate.ray_runner import HostSetup, Runner
 from sweep.results import DECISIONS, ResultsDir, axis_types, point_row, read_plan, store, sweep_id
 from sweep.results import lock as dir_lock
 from sweep.search import AdaptiveSearch, GridOrder, Search
@@ -306,6 +305,7 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
     ``Prepared.lock``) and opened, the points to run now selected (resume), the cluster reached where
     it is not a local one (fails fast, before anything is written), the experiment, the plan and the
     invalid points recorded."""
+    from sweep.orchestrate import cluster  # lazy: at the top every importer of this module would load ray
 
     exp, mode = plan.experiment, opts.mode
     rd = ResultsDir(Path(opts.results_dir) if opts.results_dir else results_path(exp, mode), exp.name, mode).check()
@@ -325,6 +325,8 @@ def _prepare(
     plan: Plan, opts: RunOptions, scale: dict, console: Console, rd: ResultsDir, held: dir_lock.DirLock
 ) -> Prepared:
     import ray  # lazy: Ray takes about a second to import; only this path needs it
+
+    from sweep.orchestrate import cluster  # lazy: at the top every importer of this module would load ray
 
     exp, mode = plan.experiment, opts.mode
     if opts.part == "grid" and (note := held.takeover_note()) is not None:
@@ -374,6 +376,8 @@ def _cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
     (a local one) or left at the end, whatever happened."""
     import ray  # lazy: Ray takes about a second to import; only this path needs it
 
+    from sweep.orchestrate import cluster  # lazy: at the top every importer of this module would load ray
+
     exp, how = sweep.experiment, sweep.kind
     sim = None
     if how.local_cluster and not how.fake_server and exp.local.setup:
@@ -406,6 +410,10 @@ def drive(sweep: Prepared, hosts: list[Host], console: Console, run_fn=None) -> 
     and tables written (or rescued elsewhere if the directory fails), its record kept in the
     ``SweepRun``, the events told to the live view and the caller. Cancels what runs on the way out
     of an error or Ctrl-C."""
+    from sweep.orchestrate.ray_runner import (  # lazy: at the top every importer of this module would load ray
+        HostSetup,
+        Runner,
+    )
 
     exp, how, rd, opts = sweep.experiment, sweep.kind, sweep.rd, sweep.opts
     sweep_name = sweep_id(rd.path)

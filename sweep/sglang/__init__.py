@@ -1,3 +1,8 @@
+"""What the sweep knows of SGLang without importing it: its flags (``args``, ``flagnames``, ``flagtypes``),
+its ServerArgs rules as data (``serverargs``, ``rules``: what a launch would do, or why it would fail),
+adaptive speculation's config (``adaptive``), its log lines (``logs``) and drafter checkpoints
+(``drafter``). Real SGLang is the arbiter: tests/real/test_rules_differential.py holds these to it."""
+
 from sweep.sglang.adaptive import Config
 from sweep.sglang.args import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, flag_value, flags_in_argv, with_node_flags
 from sweep.sglang.drafter import DrafterReport
