@@ -1,4 +1,5 @@
-from sweep.core.argv import argv_value, flags_of_argv
+from sweep.core.argv import flags_of_argv
+from tests.argvs import argv_value
 
 
 def test_argv_value_forms_and_last_wins():

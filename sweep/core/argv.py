@@ -13,22 +13,6 @@ from typing import Any
 from sweep.core.flags import TRUE
 
 
-def argv_value(argv: Iterable[Any] | None, flag: str, *aliases: str) -> str | None:
-    """The value of ``--flag`` (or of one of its aliases) in an argv: ``--flag X`` or ``--flag=X``;
-    the last one wins, as in argparse. None when it is not there."""
-    argv = [str(a) for a in argv or ()]
-    names = (flag, *aliases)
-    found = None
-    for i, a in enumerate(argv):
-        key, eq, value = a.partition("=")
-        if key in names:
-            if eq:
-                found = value
-            elif i + 1 < len(argv):
-                found = argv[i + 1]
-    return found
-
-
 def flags_of_argv(argv: Iterable[Any] | None) -> dict[str, str]:
     """``{name: value}`` of every ``--name`` in an argv, as the points table's ``flags`` column holds
     them: ``--name X`` or ``--name=X`` (several values up to the next ``--``: joined by spaces), a

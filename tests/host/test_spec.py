@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from sweep.core.argv import argv_value
 from sweep.core.settings import BenchSettings
 from sweep.experiment.config import CpuConfig
 from sweep.host.cpu import AMX_BACKEND_FLAGS
 from sweep.host.point import LaunchPoint, LaunchSpec, Placement
 from sweep.sglang.args import flag_value, with_node_flags
+from tests.argvs import argv_value
 
 LAUNCHER = ["python", "-m", "sglang.launch_server"]
 
