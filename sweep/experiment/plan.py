@@ -208,18 +208,13 @@ def launch_id(exp: Experiment, flags: dict[str, Any], env: dict[str, str]) -> st
     return _digest(_server_identity(exp, flags, env))
 
 
-def _bench_identity(bench: BenchSettings) -> dict[str, Any]:
-    """What of the benchmark settings is part of a point's id: the fields their marks hash
-    (``sweep.core.identity``)."""
-    return identity(bench)
-
-
 def point_id(
     exp: Experiment, flags: dict[str, Any], env: dict[str, str], bench_settings: BenchSettings | None = None
 ) -> str:
     """12 hex digits of SHA-256 over what changes a point's result, in canonical JSON: what the server
-    runs and the benchmark (``bench_settings``, else the experiment's; ``_bench_identity``)."""
-    bench = _bench_identity(bench_settings if bench_settings is not None else exp.benchmark)
+    runs and the benchmark settings that are part of a point's identity, as each field of them is marked
+    (``sweep.core.identity``; ``bench_settings``, else the experiment's)."""
+    bench = identity(bench_settings if bench_settings is not None else exp.benchmark)
     return _digest({**_server_identity(exp, flags, env), "benchmark": bench})
 
 
