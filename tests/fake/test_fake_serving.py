@@ -142,13 +142,15 @@ def test_ngram_serves_without_a_drafter(start_fake):
 def test_batches_beyond_the_graphs_run_eager(start_fake):
     server = start_fake("--cuda-graph-max-bs", "16", "--decode-log-interval", "1")
     server.wait_ready()
-    burst(server, 30, 8)
-    graph = {
-        line.split("cuda graph: ")[1].split(",")[0]
-        for line in server.log().splitlines()
-        if "Decode batch, #running-req: 30," in line
-    }
-    assert graph == {"False"}
+    burst(server, 30, 32)
+    # by batch size: above the largest captured one (16) eager, at or below it a graph. The requests
+    # arrive over a moment on a busy machine, so the batch sizes seen vary; no one size is awaited
+    graph: dict[bool, set[str]] = {True: set(), False: set()}
+    for line in server.log().splitlines():
+        m = re.search(r"Decode batch, #running-req: (\d+),.*cuda graph: (\w+),", line)
+        if m:
+            graph[int(m.group(1)) > 16].add(m.group(2))
+    assert graph[True] == {"False"} and graph[False] <= {"True"}, graph
     assert "Capture cuda graph bs [1, 2, 4, 8, 12, 16]" in server.log()
 
 
