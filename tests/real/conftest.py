@@ -196,6 +196,17 @@ def real_avx2_sglang(real_sglang) -> RealSGLang:
     return sglang
 
 
+@pytest.fixture(scope="session")
+def emulated_avx2_sglang(real_sglang, request) -> RealSGLang:
+    """The AVX2 path as a second install beside this CPU's own (``real_avx2_sglang``), for the tests
+    that repeat a check of this CPU's path on it. On an AVX2-only CPU both are the same install, so
+    such a test would start the same servers for the same check a second time: it is skipped there,
+    saying which test checked it (on a Zen 1 or Zen 3 that is minutes of the real tier)."""
+    if real_sglang.path == "avx2":
+        pytest.skip("this CPU's own path is avx2: the same check ran on this very install, as this CPU's path")
+    return request.getfixturevalue("real_avx2_sglang")
+
+
 @pytest.fixture(scope="module")
 def shared_servers(tmp_path_factory):
     """Real servers shared by the tests of a module that only read from them (tests/real/servers.py

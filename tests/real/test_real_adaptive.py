@@ -164,7 +164,7 @@ def test_the_policy_is_lossless_and_switches_tiers(
 ):
     out, r = policy_sweep
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-4000:])
-    real = real_spec_sglang if path == "this CPU's" else request.getfixturevalue("real_avx2_sglang")
+    real = real_spec_sglang if path == "this CPU's" else request.getfixturevalue("emulated_avx2_sglang")
     if real.path is None:
         pytest.skip(
             "SGLang as shipped (not cluster/sglang-cpu-x86/install.sh): no adaptive_cpu.py edit, a "

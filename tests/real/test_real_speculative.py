@@ -129,17 +129,19 @@ def lossless_and_benchmarked(real, name: str, tmp_path, tmp_path_factory, shared
 def test_every_algorithm_is_lossless_and_benchmarked(
     real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers
 ):
+    if real_spec_sglang.path == "avx2":  # this CPU is an AVX2 one: test_the_avx2_path_is_lossless is this test
+        assert real_spec_sglang.attention_backend == "torch_native"
     out = lossless_and_benchmarked(real_spec_sglang, name, tmp_path, tmp_path_factory, shared_servers)
     if name == "eagle3-chain":  # the trained drafter predicts its target (a random one accepts nothing)
         assert sum(out["accept"]) / len(out["accept"]) > 1.5, out["accept"]
 
 
 @pytest.mark.parametrize("name", ["ngram", "eagle3-chain", "eagle3-tree", "standalone"])
-def test_the_avx2_path_is_lossless(real_avx2_sglang, name, tmp_path, tmp_path_factory):
+def test_the_avx2_path_is_lossless(emulated_avx2_sglang, name, tmp_path, tmp_path_factory):
     """Kernels without AVX-512, torch at AVX2, torch_native taught the speculative passes: the path of
-    an AVX2-only CPU, on this one or emulated on a newer one."""
-    assert real_avx2_sglang.attention_backend == "torch_native"
-    lossless_and_benchmarked(real_avx2_sglang, name, tmp_path, tmp_path_factory)
+    an AVX2-only CPU, emulated on a newer one (on an AVX2-only CPU the test above is this one)."""
+    assert emulated_avx2_sglang.attention_backend == "torch_native"
+    lossless_and_benchmarked(emulated_avx2_sglang, name, tmp_path, tmp_path_factory)
 
 
 def test_accept_figures_are_the_servers_own(real_spec_sglang, tmp_path, shared_servers):
