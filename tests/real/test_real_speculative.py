@@ -273,7 +273,7 @@ def mistakes(models: Path, seen_tokens: list[int]) -> dict[str, tuple[dict, dict
     }
 
 
-def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, tmp_path_factory):
+def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, tmp_path_factory, shared_servers):
     """A wrapper prefix, no fc, no d2t with a smaller draft vocabulary: SGLang loads each without a
     word and serves, greedy output unchanged; acceptance collapses to about 1 (prefix, no d2t) or drops
     (no fc) where the trained drafter accepts well above it. The check (sweep/sglang/drafter.py) warns about
@@ -292,7 +292,12 @@ def test_drafter_mistakes_that_collapse_acceptance(real_spec_sglang, tmp_path, t
         (folder / "config.json").write_text(json.dumps(cfg, indent=1))
         write_tensors(folder / "model.safetensors", tensors)
         verdict = dr.check(real.models / "target", folder, "EAGLE3")
-        with live_server(real, tmp_path / f"{name}.log", *eagle3(folder, 3, 1, 4)) as srv:
+        with (
+            # the trained drafter as it is on disk: the eagle3-chain server the tests above read from
+            contextlib.nullcontext(shared_servers.get(real, *algorithms(real.models)["eagle3-chain"]))
+            if name == "trained"
+            else live_server(real, tmp_path / f"{name}.log", *eagle3(folder, 3, 1, 4))
+        ) as srv:
             out = greedy(srv.url)
             log = srv.text()
         assert [o["output_ids"] for o in out] == [b["output_ids"] for b in base], name  # lossless, however bad
