@@ -1,17 +1,24 @@
 """Each drafter mistake of tests/test_drafter.py served with the real SGLang: what it does with the
 checkpoint equals the pre-flight's verdict (error: SGLang stops; warning or ok: it loads).
 
-On an install that serves speculative decoding (cluster/sglang-cpu-x86/install.sh, every CPU path)
-the server comes up, or dies at its first forward pass (the warmup request) where the mistake's
-``first_forward`` says so: that is observed here. Where acceptance is the consequence (a wrapper
-prefix, no fc, no d2t), tests/real/test_real_speculative.py serves the trained drafter with the
-mistake and measures it. With SGLang's shipped torch_native (no AMX, not taught speculation) the
-server stops right after the drafter is set up ("EAGLE is not supported in decode attention backend
-torch_native"), which still means SGLang accepted the checkpoint. Run with ``-s`` to see the timings.
+A mistake SGLang decides while it starts (it loads the drafter, or refuses it) is decided by SGLang's
+own start-up of the scheduler (tests/real/sglang_scheduler_init.py: target and drafter loaded, memory
+pools and attention backends set up, by ``run_scheduler_process`` itself), many cases in one process
+of the install that imports SGLang once: a server per case spent most of its time starting the same
+Python three times (the real tier's longest part before). Where the consequence shows only at the
+first forward pass (the warmup request), on an install that serves speculative decoding
+(cluster/sglang-cpu-x86/install.sh, every CPU path), a real server is started and dies of it: that is
+observed here, as is a server that starts where the scheduler start-up is not the one the harness
+knows (every case is then served). Where acceptance is the consequence (a wrapper prefix, no fc, no
+d2t), tests/real/test_real_speculative.py serves the trained drafter with the mistake and measures it.
+With SGLang's shipped torch_native (no AMX, not taught speculation) the server stops right after the
+drafter is set up ("EAGLE is not supported in decode attention backend torch_native"), which still
+means SGLang accepted the checkpoint. Run with ``-s`` to see the timings.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -27,6 +34,7 @@ import pytest
 from sweep.sglang import drafter as dr
 from sweep.sglang.logs import exception_lines
 from tests.conftest import free_port
+from tests.real import sglang_scheduler_init as harness
 from tests.test_drafter import MISTAKES, build, eagle3_config, eagle3_tensors, verdict
 from tests.waiting import wait_until
 
@@ -35,7 +43,7 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(180
 DRAFTER_LOADED = re.compile(r"Load weight end\..*type=(\w+(?:Eagle3?|NextN|MTP)\w*)")
 NOT_SERVABLE_HERE = "not supported in decode attention backend torch_native"  # SGLang got past the drafter
 READY = "The server is fired up and ready to roll"
-PARALLEL = 3
+PARALLEL = 2  # servers at once (beside the scheduler start-ups, two at a time)
 
 
 @dataclass
@@ -46,6 +54,69 @@ class Served:
     seconds: float  # launch to SGLang's verdict
     log: str
     load_section: str  # the drafter's Load weight begin .. end (or the traceback) lines
+    how: str = "server"  # server | scheduler (sglang_scheduler_init.py's start-up, no warmup request)
+
+
+def argv_for(real, drafter: Path, algorithm: str, port: int) -> list[str]:
+    """The flags every drafter case is started with (without the launcher)."""
+    return [
+        *real.base_flags(port),
+        "--speculative-algorithm",
+        algorithm,
+        "--speculative-draft-model-path",
+        str(drafter),
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "3",
+    ]
+
+
+def classify(text: str, seconds: float, how: str = "server") -> Served:
+    """SGLang's verdict on the drafter, from what the server (or the scheduler's start-up) logged."""
+    lines = text.splitlines()
+    begins = [i for i, line in enumerate(lines) if "Load weight begin" in line]
+    section = "\n".join(lines[begins[1] :] if len(begins) > 1 else lines[-40:])[:6000]
+    exc = exception_lines(lines)
+    exception = exc[-1] if exc else ""
+    m = DRAFTER_LOADED.search(text)
+    if READY in text or harness.READY in text or NOT_SERVABLE_HERE in exception:
+        kind = "loads"
+    elif m is None:
+        kind = "load-error"
+    else:
+        kind = "startup-error"
+    return Served(kind, exception, m.group(1) if m else None, seconds, text, section, how)
+
+
+def init_schedulers(real, drafters: dict[str, tuple[Path, str]], root: Path) -> dict[str, Served] | None:
+    """SGLang's scheduler start-up for each drafter (name: (folder, algorithm)), in one process of the
+    install (sglang_scheduler_init.py); None where that install's start-up is not the one it knows."""
+    root.mkdir(parents=True, exist_ok=True)
+    cases = "".join(
+        json.dumps({"id": n, "argv": argv_for(real, d, a, free_port()), "log": str(root / f"{n}.log")}) + "\n"
+        for n, (d, a) in drafters.items()
+    )
+    run = subprocess.run(
+        [real.python, harness.__file__, "2"],
+        input=cases,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **real.env},
+        cwd="/",
+        timeout=1200,
+    )
+    out = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    if not out or not out[0].get("ready"):
+        print(f"\nthe scheduler start-up harness does not run on {real.python}: {out[:1] or run.stderr[-2000:]}")
+        return None
+    done = {o["id"]: o for o in out[1:]}
+    assert set(done) == set(drafters), (run.returncode, run.stderr[-3000:])
+    return {
+        n: classify((root / f"{n}.log").read_text(errors="replace"), done[n]["seconds"], "scheduler") for n in drafters
+    }
 
 
 def serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float = 600) -> Served:
@@ -61,21 +132,7 @@ def serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float 
 def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float) -> Served:
     """Launch the real server with this drafter and follow its log until SGLang has made up its mind
     about the checkpoint: a traceback, or (AMX) ready. The server's whole process group is killed."""
-    port = free_port()
-    argv = [
-        *real.launcher,
-        *real.base_flags(port),
-        "--speculative-algorithm",
-        algorithm,
-        "--speculative-draft-model-path",
-        str(drafter),
-        "--speculative-num-steps",
-        "2",
-        "--speculative-eagle-topk",
-        "1",
-        "--speculative-num-draft-tokens",
-        "3",
-    ]
+    argv = [*real.launcher, *argv_for(real, drafter, algorithm, free_port())]
     t0 = time.monotonic()
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
@@ -106,20 +163,7 @@ def _serve(real, drafter: Path, algorithm: str, log_path: Path, timeout_s: float
         except ProcessLookupError:
             pass
         proc.wait(timeout=60)
-    text = log_path.read_text(errors="replace")
-    lines = text.splitlines()
-    begins = [i for i, line in enumerate(lines) if "Load weight begin" in line]
-    section = "\n".join(lines[begins[1] :] if len(begins) > 1 else lines[-40:])[:6000]
-    exc = exception_lines(lines)
-    exception = exc[-1] if exc else ""
-    m = DRAFTER_LOADED.search(text)
-    if READY in text or NOT_SERVABLE_HERE in exception:
-        kind = "loads"
-    elif m is None:
-        kind = "load-error"
-    else:
-        kind = "startup-error"
-    return Served(kind, exception, m.group(1) if m else None, seconds, text, section)
+    return classify(log_path.read_text(errors="replace"), seconds)
 
 
 @pytest.fixture(scope="session")
@@ -135,19 +179,29 @@ def served(real_sglang, tmp_path_factory, request) -> dict[str, tuple[Served, dr
     ]
     root = tmp_path_factory.mktemp("drafters")
     target = real_sglang.models / "target"
+    folders = {n: build(root / n, MISTAKES[n]) for n in names}
+    reports = {n: dr.check(target, folders[n], MISTAKES[n].algorithm) for n in names}
+    # the first forward pass is a server's (its warmup request): those cases are served, the rest
+    # decided by SGLang's scheduler start-up, both at once
+    live = [n for n in names if real_sglang.speculates and MISTAKES[n].first_forward]
+    started = {n: (folders[n], MISTAKES[n].algorithm) for n in names if n not in live}
 
-    def one(name: str):
-        m = MISTAKES[name]
-        folder = build(root / name, m)
-        report = dr.check(target, folder, m.algorithm)
-        return name, (serve(real_sglang, folder, m.algorithm, root / f"{name}.log"), report)
+    def one(name: str) -> tuple[str, Served]:
+        return name, serve(real_sglang, folders[name], MISTAKES[name].algorithm, root / f"{name}.log")
 
     with ThreadPoolExecutor(PARALLEL) as pool:
-        out = dict(pool.map(one, names))
-    print("\nmistake                  pre-flight  (ms)   real SGLang      after (s)  says")
+        served_live = pool.map(one, live)
+        by_scheduler = init_schedulers(real_sglang, started, root / "scheduler") if started else {}
+        got = dict(served_live)
+        if by_scheduler is None:  # not the start-up the harness knows: every case on a server
+            got.update(pool.map(one, started))
+        else:
+            got.update(by_scheduler)
+    out = {n: (got[n], reports[n]) for n in names}
+    print("\nmistake                  pre-flight  (ms)   real SGLang      how        after (s)  says")
     for name, (s, r) in out.items():
         print(
-            f"{name:24} {verdict(r):10} {r.seconds * 1000:5.1f}   {s.kind:15} {s.seconds:8.1f}   "
+            f"{name:24} {verdict(r):10} {r.seconds * 1000:5.1f}   {s.kind:15} {s.how:9} {s.seconds:8.1f}   "
             f"{(s.exception if s.kind != 'loads' else MISTAKES[name].after or 'serves, no message')[:90]}"
         )
     return out
