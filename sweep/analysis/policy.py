@@ -45,6 +45,7 @@ import polars as pl
 from sweep.analysis import noise, speedups
 from sweep.analysis.acceptance import spec_shape
 from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, configurations, natural_key, points_frame
+from sweep.core import ConfigError, speculation
 from sweep.results import server_flags
 
 ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
@@ -81,16 +82,23 @@ def needs_text(version: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Tier:
-    """One batch-size tier of SGLang's adaptive config: from ``lo`` (its key) to ``hi`` (the last
-    measured level in it; the tier holds up to the next key). ``candidate_steps``: within noise of
-    the best at every level of the tier, sorted (0: no speculation); ``best_steps``: the best at its
-    levels (the most frequent best, the larger on a tie)."""
+    """One batch-size tier of SGLang's adaptive config: its key ``lo`` (the smallest padded batch size
+    it serves), its measured levels (``hi`` the last), ``best_steps``: the step count its levels chose
+    (``Level.choice``: one, adjacent levels with the same choice merged), ``candidate_steps``: what
+    the config gives SGLang (the choice alone; with ``policy.candidates: within_noise``, every positive
+    step count within noise of the best at all its levels), ``batches``: the decode batch sizes it
+    serves, before padding ((first, last); last None: and above)."""
 
     lo: int
     hi: int
     best_steps: int
     candidate_steps: tuple[int, ...]
     levels: tuple[int, ...] = ()
+    batches: tuple[int, int | None] = (1, None)
+
+    def batches_text(self) -> str:
+        a, b = self.batches
+        return f"batches >= {a}" if b is None else (f"batch {a}" if a == b else f"batches {a}-{b}")
 
 
 @dataclass(frozen=True)
@@ -118,15 +126,38 @@ class _BreakEven:
 @dataclass(frozen=True)
 class Level:
     """One measured level of a policy: the options' figures (output tok/s, at real speed where the
-    report reads them so) and which of them the policy runs."""
+    report reads them so) and what the policy runs there.
+
+    ``best_steps``: the fastest option (0: the no-speculation baseline); ``candidate_steps``: every
+    option within noise of it (0 among them where the baseline is); ``choice``: the step count the
+    adaptive server runs at this level, by the written rule (``CHOICE_RULE``): the fewest steps within
+    noise of the fastest step count (less verify work and memory for the same speed), never 0 from the
+    baseline's figure (an adaptive server's step 0 still runs the drafter's extend: it is not the
+    no-speculation server); ``within_noise``: the positive step counts within noise of the fastest one
+    (what ``policy.candidates: within_noise`` gives SGLang to pick among); ``plain_steps``: the plain
+    table's (the fewest steps within noise of the fastest option, 0 counting as the fewest);
+    ``batch``/``batch_max``: the running requests the level recorded (mean, largest; None: not
+    recorded)."""
 
     concurrency: int
     best_steps: int
     candidate_steps: tuple[int, ...]
     tok_s: dict[int, float]  # steps -> output tok/s measured (0: the baseline)
-    policy_tok_s: float | None  # the best candidate's (an upper bound of the EMA rule's, for several)
+    policy_tok_s: float | None  # the choice's static figure here (the policy's prediction)
     static_tok_s: float | None  # the group's best single static setup's
     baseline_tok_s: float | None
+    choice: int = 0
+    within_noise: tuple[int, ...] = ()
+    plain_steps: int = 0
+    batch: float | None = None
+    batch_max: float | None = None
+
+
+CHOICE_RULE = (
+    "per level the fewest steps within noise of the fastest step count (fewer steps: less verify work and "
+    "draft memory for the same speed)"
+)
+CANDIDATE_MODES = ("one", "within_noise")  # policy.candidates: one step count per tier (the default), or SGLang's pick
 
 
 @dataclass(frozen=True)
@@ -148,6 +179,9 @@ class Policy:
     notes: tuple[str, ...] = ()
     confirmation_ids: tuple[str, ...] = ()  # measured points of this policy's own server
     axis_order: tuple[str, ...] = ()  # the grid's axes in its order (the step axis among them)
+    candidates: str = "one"  # policy.candidates: "one" step count per tier, or "within_noise" (SGLang picks)
+    revision: int = 1  # 1: derived from the grid; 2...: revised after a confirmation fell short
+    revised: tuple[str, ...] = ()  # what each revision changed, and why (measured)
 
     def config(self) -> dict[str, dict]:
         """SGLang's adaptive config (``--speculative-adaptive-config``): integer-string batch-size keys."""
@@ -176,14 +210,15 @@ class Policy:
 
     def plain_table(self) -> list[dict]:
         """For engines without adaptive speculation: per concurrency range (measured levels, adjacent
-        ones with the same best merged) the best static step count (0: no speculation), its label and
-        flags. ``to`` is the range's last level (None for the last range: and above)."""
+        ones with the same answer merged) the static step count to run (``Level.plain_steps``: the
+        fewest steps within noise of the fastest option, 0: no speculation), its label and flags.
+        ``to`` is the range's last level (None for the last range: and above)."""
         rows: list[dict] = []
         for lv in self.levels:
-            if rows and rows[-1]["steps"] == lv.best_steps:
+            if rows and rows[-1]["steps"] == lv.plain_steps:
                 rows[-1]["hi"] = lv.concurrency
                 continue
-            rows.append({"lo": lv.concurrency, "hi": lv.concurrency, "steps": lv.best_steps})
+            rows.append({"lo": lv.concurrency, "hi": lv.concurrency, "steps": lv.plain_steps})
         for i, r in enumerate(rows):
             r["to"] = rows[i + 1]["lo"] - 1 if i + 1 < len(rows) else None
             k = r["steps"]
@@ -196,10 +231,14 @@ class Policy:
         text = ",".join(x for x in (self.group, self.workload) if x) or "all"
         return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.replace("=", "-").replace(",", "_")).strip("-") or "all"
 
+    def step_value(self) -> str:
+        """The step axis's value of this policy's confirmation point: 'adaptive', 'adaptive-r2' for a revision."""
+        return ADAPTIVE if self.revision <= 1 else f"{ADAPTIVE}-r{self.revision}"
+
     def label(self) -> str:
-        """The confirmation point's label: the group's params with the step axis set to 'adaptive', in
-        the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
-        values = {**self.params, self.step_axis: ADAPTIVE}
+        """The confirmation point's label: the group's params with the step axis set to 'adaptive' (a
+        revision: 'adaptive-r2'), in the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
+        values = {**self.params, self.step_axis: self.step_value()}
         order = [a for a in self.axis_order if a in values] + [a for a in values if a not in self.axis_order]
         return ",".join(f"{a}={values[a]}" for a in order)
 
@@ -234,9 +273,14 @@ class Policies(list):
 
 def is_confirmation(row: dict) -> bool:
     """A point of a policy's own server: a step axis valued 'adaptive', or --speculative-adaptive."""
-    if any(str(v) == ADAPTIVE for v in axes_of(row).values() if v is not None):
+    if any(_is_adaptive_value(v) for v in axes_of(row).values() if v is not None):
         return True
     return server_flags(row).adaptive
+
+
+def _is_adaptive_value(v: Any) -> bool:
+    """'adaptive', or a revision's 'adaptive-r2'."""
+    return str(v) == ADAPTIVE or re.fullmatch(rf"{ADAPTIVE}-r\d+", str(v)) is not None
 
 
 def _step_axis(row: dict) -> str | None:
@@ -335,7 +379,7 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
     for r in rows:
         axis = _step_axis(r) or inferred.get(r["point_id"])
         if axis is None and is_confirmation(r):
-            axis = next((a for a, v in axes_of(r).items() if str(v) == ADAPTIVE), None)
+            axis = next((a for a, v in axes_of(r).items() if _is_adaptive_value(v)), None)
         if axis is None:
             continue
         params = {a: v for a, v in axes_of(r).items() if a != axis and v is not None}
@@ -419,24 +463,100 @@ def _within(
     return bool(_judge([{"ratio": ratio, "ci_low": lo, "ci_high": hi}], sigma, confidence)[0])
 
 
-def _tiers(levels: list[Level]) -> tuple[Tier, ...]:
-    tiers: list[Tier] = []
+def _graph_bs(rows: list[dict]) -> list[int] | None:
+    """The decode CUDA-graph batch sizes an adaptive server of these points pads its batches to
+    (``speculation.decode_graph_bs``: --cuda-graph-bs, else SGLang's speculative list up to
+    --cuda-graph-max-bs(-decode), 256 where not given); None where graphs are off (a CPU server, or
+    --disable-cuda-graph): SGLang then routes the batch as it is."""
+    if not rows:
+        return None
+    flags = server_flags(rows[0])
+    if flags.is_cpu or flags.get("disable-cuda-graph") in (True, "true", "True"):
+        return None
+    given = flags.get("cuda-graph-bs")
+    if isinstance(given, str):
+        given = [int(x) for x in given.split()]
+    top = flags.get("cuda-graph-max-bs-decode") or flags.get("cuda-graph-max-bs") or 256
+    try:
+        top = int(top)
+    except (TypeError, ValueError):
+        top = 256
+    return speculation.decode_graph_bs(top, speculative=True, given=given)
+
+
+def _tiers(levels: list[Level], graph_bs: list[int] | None, mode: str = "one") -> tuple[tuple[Tier, ...], list[str]]:
+    """Tiers where SGLang routes: adjacent levels with the same choice (``within_noise``: the same set)
+    merged; each later tier's key the smallest padded batch size above every batch its lower neighbour
+    ran (the next graph size above its padded largest batch, or that batch + 1 without graphs), at most
+    the padded batch its own first level mostly ran, so that a level's batches land in its own tier;
+    where the two levels' batches overlap so that no key tells them apart, the upper level joins the
+    lower tier (and a note says so). The first key is 1. Also returns those notes."""
+
+    def same(a: Level, b: Level) -> bool:
+        return a.within_noise == b.within_noise if mode == "within_noise" else a.choice == b.choice
+
+    def top(lv: Level) -> int:
+        return int(math.ceil(lv.batch_max)) if lv.batch_max else lv.concurrency
+
+    def typical(lv: Level) -> int:
+        return max(1, int(round(lv.batch))) if lv.batch else lv.concurrency
+
+    segments: list[list[Level]] = []
+    keys: list[int] = []
+    notes: list[str] = []
     for lv in levels:
-        if tiers and tiers[-1].candidate_steps == lv.candidate_steps:
-            t = tiers[-1]
-            tiers[-1] = Tier(t.lo, lv.concurrency, t.best_steps, t.candidate_steps, t.levels + (lv.concurrency,))
+        if segments and same(segments[-1][-1], lv):
+            segments[-1].append(lv)
             continue
-        tiers.append(
-            Tier(
-                1 if not tiers else lv.concurrency, lv.concurrency, lv.best_steps, lv.candidate_steps, (lv.concurrency,)
+        if not segments:
+            segments.append([lv])
+            keys.append(1)
+            continue
+        low = speculation.padded(top(segments[-1][-1]), graph_bs)
+        above = next((g for g in graph_bs or () if g > low), low + 1)
+        key = min(above, speculation.padded(typical(lv), graph_bs))
+        if key <= keys[-1]:
+            notes.append(
+                f"C={lv.concurrency} ran batches ({typical(lv)} running, padded to "
+                f"{speculation.padded(typical(lv), graph_bs)}) that SGLang routes with C="
+                f"{segments[-1][-1].concurrency}'s (up to {top(segments[-1][-1])}): one tier holds both, its "
+                "lower level's choice"
             )
-        )
+            segments[-1].append(lv)
+            continue
+        segments.append([lv])
+        keys.append(key)
+    tops = max((top(lv) for lv in levels), default=1)
+    spans = speculation.served(keys, graph_bs, max(tops, keys[-1] if keys else 1))
     out = []
-    for t in tiers:  # the tier's best: the most frequent best over its levels, the larger on a tie
-        bests = [lv.best_steps for lv in levels if lv.concurrency in t.levels]
-        best = max(set(bests), key=lambda s: (bests.count(s), s))
-        out.append(Tier(t.lo, t.hi, best, t.candidate_steps, t.levels))
-    return tuple(out)
+    for key, seg in zip(keys, segments):
+        choice = seg[0].choice
+        if mode == "within_noise":
+            common = set(seg[0].within_noise)
+            for lv in seg[1:]:
+                common &= set(lv.within_noise)
+            cands = tuple(sorted(common)) or (choice,)
+        else:
+            cands = (choice,)
+        out.append(
+            Tier(key, seg[-1].concurrency, choice, cands, tuple(lv.concurrency for lv in seg), spans.get(key, (key, None)))
+        )
+    return tuple(out), notes
+
+
+def level_batches(tables) -> dict[tuple[str, int], tuple[float | None, float | None]]:
+    """{(point id, concurrency): (mean running requests, largest)} from a results directory's levels
+    table (``metrics_running_reqs``, ``metrics_running_reqs_max``: what SGLang batched there)."""
+    frame = tables["levels"]
+    frame = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+    cols = ("metrics_running_reqs", "metrics_running_reqs_max")
+    if not all(c in frame.columns for c in cols) or not frame.height:
+        return {}
+    out: dict[tuple[str, int], tuple[float | None, float | None]] = {}
+    for r in frame.select("point_id", "concurrency", *cols).iter_rows(named=True):
+        if r["concurrency"] and r["concurrency"] > 0:
+            out[(r["point_id"], int(r["concurrency"]))] = (r[cols[0]], r[cols[1]])
+    return out
 
 
 def _break_even(rows: list[dict]) -> _BreakEven | None:
@@ -479,13 +599,20 @@ def derive(
     samples: pl.LazyFrame | None = None,
     level_noise: float | None = None,
     confidence: float = 0.95,
+    batches: dict[tuple[str, int], tuple[float | None, float | None]] | None = None,
+    candidates: str = "one",
 ) -> Policies:
     """One ``Policy`` per group of points that differ only in their step count (``groups``), from
     ``levels`` (``speedups.level_speedups``: output_throughput, per_request_tok_s and the matched
     baseline's, per point and level) and ``points`` (the points table: roles, axes, argv, resolved,
     status). ``samples``: the per-request tok/s (``speedups.level_samples``) for the intervals;
     without it, the level-wide noise alone. ``level_noise``: ``noise.curve_noise`` (at least the
-    floor). None for a group that never beats its baseline beyond noise (``notes`` says so)."""
+    floor). None for a group that never beats its baseline beyond noise (``notes`` says so).
+    ``batches``: ``level_batches`` (the running requests each level recorded; without it a level of C is
+    taken to run batches of C); ``candidates``: ``policy.candidates`` ("one": one step count per tier,
+    by ``CHOICE_RULE``; "within_noise": every step count within noise, for SGLang to pick among)."""
+    check_candidates(candidates)
+    batches = batches or {}
     sigma = noise.level_sigma(level_noise)
     found, notes = groups(points, configurations)
     lv = levels.filter(pl.col("concurrency") > 0) if levels.height else levels
@@ -524,15 +651,16 @@ def derive(
         rows, judged = [], []
         for c in concurrencies:
             at = options[c]
-            if not at:
+            spec = {k: v for k, v in at.items() if k}
+            if not spec:
                 continue
             best_k = max(at, key=lambda k: (at[k][1], -k))
             cands = tuple(sorted(k for k in at if _within(at[best_k], at[k], c, intervals, sigma, confidence)))
-            spec = {k: v for k, v in at.items() if k}
-            top_spec = max(spec, key=lambda k: spec[k][1]) if spec else None
+            top_spec = max(spec, key=lambda k: (spec[k][1], -k))
+            near = tuple(sorted(k for k in spec if _within(spec[top_spec], spec[k], c, intervals, sigma, confidence)))
             ahead = behind = False
             ratio = None
-            if 0 in at and top_spec is not None:
+            if 0 in at:
                 ratio = spec[top_spec][1] / at[0][1]
                 ahead = any(
                     v[1] > at[0][1] and not _within(v, at[0], c, intervals, sigma, confidence) for v in spec.values()
@@ -541,7 +669,11 @@ def derive(
                     at[0][1] > v[1] and not _within(at[0], v, c, intervals, sigma, confidence) for v in spec.values()
                 )
             judged.append({"c": c, "ahead": ahead, "behind": behind, "ratio": ratio})
-            rows.append((c, best_k, cands, {k: v[1] for k, v in at.items()}))
+            ran = [batches[(pid, c)] for pid in member_ids.values() if (pid, c) in batches]
+            means = sorted(m for m, _ in ran if m)
+            tops = [x for _, x in ran if x]
+            batch = means[len(means) // 2] if means else None
+            rows.append((c, best_k, cands, {k: v[1] for k, v in at.items()}, near, batch, max(tops) if tops else None))
         if not any(j["ahead"] for j in judged) and any(j["ratio"] is not None for j in judged):
             out.notes.append(
                 f"{name}: no policy: no step count is faster than its baseline beyond noise at any "
@@ -550,23 +682,29 @@ def derive(
             continue
         # the group's best single static setup: the best mean rank over the levels (then geomean)
         ranks: dict[int, list[int]] = {}
-        for _, _, _, tok in rows:
+        for _, _, _, tok, _, _, _ in rows:
             for i, k in enumerate(sorted((k for k in tok if k), key=lambda k: -tok[k])):
                 ranks.setdefault(k, []).append(i)
         static = min(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), -len(ranks[k]), k)) if ranks else None
         level_rows = []
-        for c, best_k, cands, tok in rows:
+        for c, best_k, cands, tok, near, batch, batch_max in rows:
             level_rows.append(
                 Level(
                     c,
                     best_k,
                     cands,
                     tok,
-                    max((tok[k] for k in cands if k in tok), default=None),
+                    tok.get(near[0]),
                     tok.get(static) if static is not None else None,
                     tok.get(0),
+                    choice=near[0],
+                    within_noise=near,
+                    plain_steps=cands[0],
+                    batch=batch,
+                    batch_max=batch_max,
                 )
             )
+        tiers, tier_notes = _tiers(level_rows, _graph_bs(list(g.members.values())), candidates)
         policy_notes = []
         if g.pruned:
             policy_notes.append(
@@ -574,6 +712,7 @@ def derive(
                 f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
                 "out of the candidates, which hold measured step counts only"
             )
+        policy_notes += tier_notes
         if base_id is None or all(0 not in options[c] for c in concurrencies):
             policy_notes.append(
                 "no matched baseline measured: 0 (no speculation) is never a candidate, and there is no break-even"
@@ -584,7 +723,7 @@ def derive(
                 params=g.params,
                 step_axis=g.step_axis,
                 workload=g.workload,
-                tiers=_tiers(level_rows),
+                tiers=tiers,
                 break_even=_break_even(judged),
                 member_ids=tuple(member_ids.values()),
                 steps=member_ids,
@@ -597,12 +736,25 @@ def derive(
                 notes=tuple(policy_notes),
                 confirmation_ids=tuple(g.confirmations),
                 axis_order=g.order,
+                candidates=candidates,
             )
         )
     return out
 
 
-def from_tables(tables, *, level_noise: float | None = None, confidence: float = 0.95) -> Policies:
+def check_candidates(mode: str) -> None:
+    """Refuse a ``policy.candidates`` that is no mode, naming the fix."""
+    if mode not in CANDIDATE_MODES:
+        raise ConfigError(
+            f"policy.candidates = {mode!r} is not a mode",
+            fix="one of " + ", ".join(CANDIDATE_MODES) + " (one: one step count per tier, chosen by speed; "
+            "within_noise: every step count within noise of the best, for SGLang's acceptance rule to pick among)",
+        )
+
+
+def from_tables(
+    tables, *, level_noise: float | None = None, confidence: float = 0.95, candidates: str = "one"
+) -> Policies:
     """``derive`` on a results directory's tables (``sweep.results.load``), its figures at real speed
     as the report reads them (``level_noise``: by default the curves' own, ``noise.curve_noise``)."""
 
@@ -614,6 +766,8 @@ def from_tables(tables, *, level_noise: float | None = None, confidence: float =
         samples=speedups.level_samples(tables),
         level_noise=noise.curve_noise(levels) if level_noise is None else level_noise,
         confidence=confidence,
+        batches=level_batches(tables),
+        candidates=candidates,
     )
 
 

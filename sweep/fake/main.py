@@ -205,6 +205,7 @@ def serve(
             max_prefill_tokens=int(ns.max_prefill_tokens),
             max_total_tokens=int(ready["max_total_num_tokens"]),
             cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
+            cuda_graph_bs=tuple(plan.graph_bs(max_running)) if plan.graphs else None,
             decode_log_interval=int(ns.decode_log_interval),
             stream_interval=max(1, int(ns.stream_interval)),
             real_wording=plan.real_wording,

@@ -23,6 +23,7 @@ def _frames(
     pruned: tuple[int, ...] = (),
     drafter: str = "d1",
     extra: list | None = None,
+    more_argv: tuple[str, ...] = (),
 ):
     """Points and levels of one drafter with step counts ``curves`` ({"1": {C: tok/s}}) against the
     baseline ``base``; ``pruned``: step counts the adaptive search did not run."""
@@ -54,6 +55,7 @@ def _frames(
             steps,
             "--speculative-eagle-topk",
             str(topk),
+            *more_argv,
         ]
         points.append(
             {
@@ -121,25 +123,25 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     assert p.group == "drafter=d1" and p.step_axis == "steps" and p.params == {"drafter": "d1"}
     by_level = {lv.concurrency: (lv.best_steps, lv.candidate_steps) for lv in p.levels}
     assert by_level == {1: (3, (2, 3)), 2: (3, (2, 3)), 8: (1, (1,)), 32: (0, (0, 1)), 64: (0, (0,)), 128: (0, (0,))}
-    # SGLang routes a batch to the closest lower key: one tier per change of the candidates, the first at 1
-    assert [(t.lo, t.hi, t.best_steps, t.candidate_steps) for t in p.tiers] == [
-        (1, 2, 3, (2, 3)),
-        (8, 8, 1, (1,)),
-        (32, 32, 0, (0, 1)),
-        (64, 128, 0, (0,)),
+    # each level's choice: the fewest steps within noise of the fastest step count, never 0 (the
+    # baseline's figure is not an adaptive server's step 0): 2 for 3 at C<=2, the fastest step count above
+    assert {lv.concurrency: lv.choice for lv in p.levels} == {1: 2, 2: 2, 8: 1, 32: 1, 64: 1, 128: 1}
+    assert {lv.concurrency: lv.within_noise for lv in p.levels}[1] == (2, 3)
+    # one step count per tier, adjacent equal choices merged; the second key the next graph batch size
+    # above C=2's batches (no running requests recorded: a level of C runs batches of C), so that C=8's
+    # drain (batches 3-7) stays in its tier
+    assert [(t.lo, t.hi, t.best_steps, t.candidate_steps, t.levels) for t in p.tiers] == [
+        (1, 2, 2, (2,), (1, 2)),
+        (3, 128, 1, (1,), (8, 32, 64, 128)),
     ]
-    assert p.config() == {
-        "1": {"candidate_steps": [2, 3]},
-        "8": {"candidate_steps": [1]},
-        "32": {"candidate_steps": [0, 1]},
-        "64": {"candidate_steps": [0]},
-    }
+    assert [t.batches_text() for t in p.tiers] == ["batches 1-2", "batches >= 3"]
+    assert p.config() == {"1": {"candidate_steps": [2]}, "3": {"candidate_steps": [1]}}
     json.loads(p.config_json())  # a file SGLang's loader reads
     assert p.launch_flags() == {
         "speculative-adaptive": True,
         "speculative-adaptive-config": p.config(),
-        "speculative-num-steps": 3,
-        "speculative-num-draft-tokens": 4,
+        "speculative-num-steps": 2,
+        "speculative-num-draft-tokens": 3,
         "speculative-eagle-topk": 1,
     }
     # ahead beyond noise up to C=8, within noise at 32, behind beyond noise from 64: off between 8 and 64,
@@ -149,16 +151,17 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     assert be.text().startswith("speculation off above C~") and "(between C=8 and C=64)" in be.text()
     assert p.static_steps == 1  # the best single static setup by mean rank over the levels
     plain = p.plain_table()
-    assert [(r["lo"], r["to"], r["steps"]) for r in plain] == [(1, 7, 3), (8, 31, 1), (32, None, 0)]
+    # the plain table: the fewest steps within noise of the fastest option (0, no speculation, the fewest)
+    assert [(r["lo"], r["to"], r["steps"]) for r in plain] == [(1, 7, 2), (8, 31, 1), (32, None, 0)]
     assert plain[-1]["label"] == "drafter=none" and plain[-1]["flags"] == {}
     assert plain[0]["flags"] == {
-        "speculative-num-steps": 3,
-        "speculative-num-draft-tokens": 4,
+        "speculative-num-steps": 2,
+        "speculative-num-draft-tokens": 3,
         "speculative-eagle-topk": 1,
     }
     at = {lv.concurrency: lv for lv in p.levels}
-    assert at[1].policy_tok_s == 76 and at[1].static_tok_s == 60 and at[1].baseline_tok_s == 50
-    assert at[32].policy_tok_s == 1010  # the best of its candidates: the baseline's there
+    assert at[1].policy_tok_s == 73 and at[1].static_tok_s == 60 and at[1].baseline_tok_s == 50
+    assert at[32].policy_tok_s == 1000  # the choice's own figure, never the baseline's
     assert p.label() == "drafter=d1,steps=adaptive"
 
 
@@ -276,3 +279,28 @@ def test_the_sglang_of_the_policy_is_the_oldest_the_points_ran():
         sglang_version=pl.when(pl.col("point_id") == "d1-2").then(pl.lit("0.5.10")).otherwise(pl.col("sglang_version"))
     )
     assert policy.derive(levels, mixed)[0].sglang_version == "0.5.10"  # the flags must be in every one
+
+
+def test_tier_keys_follow_the_batches_the_levels_ran_padded_as_sglang_pads_them():
+    levels, points = _frames(CURVES, base=BASE)
+    # C=2 ran up to 2 at once, C=8 mostly 7 (its drain): SGLang pads 7 to the graph size 7 and routes it to
+    # the largest key at or below it; a key of 8 (the level's C) would send C=8's batches of 3-7 to C=2's tier
+    ran = {(f"d1-{k}", c): (c * 0.9, float(c)) for k in CURVES for c in LEVELS}
+    [p] = policy.derive(levels, points, batches=ran)
+    assert [t.lo for t in p.tiers] == [1, 3]
+    # with graphs for 1, 2, 4, 8 only (--cuda-graph-bs), a batch of 3 pads to 4: the key is the graph size 4
+    levels, graphs = _frames(CURVES, base=BASE, more_argv=("--cuda-graph-bs", "1", "2", "4", "8"))
+    [p] = policy.derive(levels, graphs, batches=ran)
+    assert [t.lo for t in p.tiers] == [1, 4]
+    assert [t.batches_text() for t in p.tiers] == ["batches 1-2", "batches >= 3"]
+
+
+def test_several_candidates_only_when_asked_and_a_misspelled_mode_is_refused():
+    from sweep.core import ConfigError
+
+    levels, points = _frames(CURVES, base=BASE)
+    [p] = policy.derive(levels, points, candidates="within_noise")
+    assert p.config()["1"] == {"candidate_steps": [2, 3]} and p.candidates == "within_noise"
+    with pytest.raises(ConfigError, match="policy.candidates = 'within-noise' is not a mode") as e:
+        policy.derive(levels, points, candidates="within-noise")
+    assert "within_noise" in e.value.fix
