@@ -130,12 +130,12 @@ class Level:
 
     ``best_steps``: the fastest option (0: the no-speculation baseline); ``candidate_steps``: every
     option within noise of it (0 among them where the baseline is); ``choice``: the step count the
-    adaptive server runs at this level, by the written rule (``CHOICE_RULE``): the fewest steps within
-    noise of the fastest step count (less verify work and memory for the same speed), never 0 from the
-    baseline's figure (an adaptive server's step 0 still runs the drafter's extend: it is not the
-    no-speculation server); ``within_noise``: the positive step counts within noise of the fastest one
-    (what ``policy.candidates: within_noise`` gives SGLang to pick among); ``plain_steps``: the plain
-    table's (the fewest steps within noise of the fastest option, 0 counting as the fewest);
+    adaptive server runs at this level, by the written rule (``CHOICE_RULE``): the fastest step count
+    measured, or one of fewer steps in a tie with it (within ``CHOICE_TIE``: less verify work and memory
+    for the same speed), never 0 from the baseline's figure (an adaptive server's step 0 still runs the
+    drafter's extend: it is not the no-speculation server); ``within_noise``: the positive step counts
+    within noise of the fastest one (what ``policy.candidates: within_noise`` gives SGLang to pick
+    among); ``plain_steps``: the plain table's (the same rule over every option, 0 the fewest steps);
     ``batch``/``batch_max``: the running requests the level recorded (mean, largest; None: not
     recorded)."""
 
@@ -153,9 +153,10 @@ class Level:
     batch_max: float | None = None
 
 
+CHOICE_TIE = 0.01  # figures this close are a tie: the fewer steps win it (AutoSpec's and vLLM's tuners' 1 %)
 CHOICE_RULE = (
-    "per level the fewest steps within noise of the fastest step count (fewer steps: less verify work and "
-    "draft memory for the same speed)"
+    "per level the fastest step count measured; a step count with fewer steps within 1 % of it (a tie) is "
+    "taken instead (less verify work and draft memory for the same speed)"
 )
 CANDIDATE_MODES = ("one", "within_noise")  # policy.candidates: one step count per tier (the default), or SGLang's pick
 
@@ -539,7 +540,14 @@ def _tiers(levels: list[Level], graph_bs: list[int] | None, mode: str = "one") -
         else:
             cands = (choice,)
         out.append(
-            Tier(key, seg[-1].concurrency, choice, cands, tuple(lv.concurrency for lv in seg), spans.get(key, (key, None)))
+            Tier(
+                key,
+                seg[-1].concurrency,
+                choice,
+                cands,
+                tuple(lv.concurrency for lv in seg),
+                spans.get(key, (key, None)),
+            )
         )
     return tuple(out), notes
 
@@ -658,6 +666,8 @@ def derive(
             cands = tuple(sorted(k for k in at if _within(at[best_k], at[k], c, intervals, sigma, confidence)))
             top_spec = max(spec, key=lambda k: (spec[k][1], -k))
             near = tuple(sorted(k for k in spec if _within(spec[top_spec], spec[k], c, intervals, sigma, confidence)))
+            choice = min(k for k in spec if spec[k][1] >= spec[top_spec][1] * (1 - CHOICE_TIE))
+            plain = min(k for k in at if at[k][1] >= at[best_k][1] * (1 - CHOICE_TIE))
             ahead = behind = False
             ratio = None
             if 0 in at:
@@ -673,7 +683,19 @@ def derive(
             means = sorted(m for m, _ in ran if m)
             tops = [x for _, x in ran if x]
             batch = means[len(means) // 2] if means else None
-            rows.append((c, best_k, cands, {k: v[1] for k, v in at.items()}, near, batch, max(tops) if tops else None))
+            rows.append(
+                (
+                    c,
+                    best_k,
+                    cands,
+                    {k: v[1] for k, v in at.items()},
+                    near,
+                    batch,
+                    max(tops) if tops else None,
+                    choice,
+                    plain,
+                )
+            )
         if not any(j["ahead"] for j in judged) and any(j["ratio"] is not None for j in judged):
             out.notes.append(
                 f"{name}: no policy: no step count is faster than its baseline beyond noise at any "
@@ -682,24 +704,24 @@ def derive(
             continue
         # the group's best single static setup: the best mean rank over the levels (then geomean)
         ranks: dict[int, list[int]] = {}
-        for _, _, _, tok, _, _, _ in rows:
+        for _, _, _, tok, *_ in rows:
             for i, k in enumerate(sorted((k for k in tok if k), key=lambda k: -tok[k])):
                 ranks.setdefault(k, []).append(i)
         static = min(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), -len(ranks[k]), k)) if ranks else None
         level_rows = []
-        for c, best_k, cands, tok, near, batch, batch_max in rows:
+        for c, best_k, cands, tok, near, batch, batch_max, choice, plain in rows:
             level_rows.append(
                 Level(
                     c,
                     best_k,
                     cands,
                     tok,
-                    tok.get(near[0]),
+                    tok.get(choice),
                     tok.get(static) if static is not None else None,
                     tok.get(0),
-                    choice=near[0],
+                    choice=choice,
                     within_noise=near,
-                    plain_steps=cands[0],
+                    plain_steps=plain,
                     batch=batch,
                     batch_max=batch_max,
                 )

@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from sweep.fake import model
 from sweep.sglang import Config
 
 
@@ -241,3 +242,52 @@ class Controller:
         new = self.params.on_verify_complete(accepted_per_req, batch_size)
         if new is not None:
             self._activate(new)
+
+
+def closed_loop_tok_s(
+    config: Optional[Config],
+    concurrency: int,
+    *,
+    steps: int,
+    accept_rate: float,
+    max_tokens: int = 512,
+    waves: int = 2,
+    nccl_env: Optional[Mapping[str, Any]] = None,
+    cuda_graph_bs: Optional[Sequence[int]] = None,
+    prompt_tokens: int = model.DEFAULT_PROMPT_TOKENS,
+) -> float:
+    """What the fake's model says a closed loop of ``concurrency`` (``waves`` lock-step waves of
+    ``max_tokens`` each) serves in output tok/s: with ``config`` an adaptive server launched at
+    ``steps`` (its controller over every decode step: routing with padding, the EMA, step 0 with its
+    draft extend), without it a static chain of ``steps`` (0: the no-speculation server). The truth a
+    policy is checked against (tests); the server runs the same pieces step by step."""
+    ctl = Controller(steps, config, cuda_graph_bs=cuda_graph_bs) if config is not None else None
+    specs: dict[int, Optional[model.Spec]] = {0: None}
+
+    def spec_of(k: int) -> Optional[model.Spec]:
+        if k not in specs:
+            specs[k] = model.Spec(k, 1, k + 1, accept_rate)
+        return specs[k]
+
+    top = max([steps, *(config.candidate_steps if config is not None else ())])
+    total_s, tokens = 0.0, 0
+    for _ in range(waves):
+        acceptors = [model.Acceptor(spec_of(top) if top else None) for _ in range(concurrency)]
+        produced = [1] * concurrency
+        total_s += sum(model.prefill_time_s(t, nccl_env) for t in model.prefill_chunks(concurrency, prompt_tokens))
+        running = list(range(concurrency))
+        while running:
+            n = len(running)
+            k = ctl.before_batch(n) if ctl is not None else steps
+            spec = spec_of(k) if k else None
+            total_s += model.step_time_s(n, spec, nccl_env, zero_step=ctl is not None and k == 0)
+            accepted = []
+            for i in running:
+                a = acceptors[i].next(k)
+                accepted.append(a)
+                produced[i] = min(max_tokens, produced[i] + 1 + a)
+            if ctl is not None:
+                ctl.after_verify(accepted, n)
+            running = [i for i in running if produced[i] < max_tokens]
+        tokens += concurrency * max_tokens
+    return tokens / total_s

@@ -123,25 +123,25 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     assert p.group == "drafter=d1" and p.step_axis == "steps" and p.params == {"drafter": "d1"}
     by_level = {lv.concurrency: (lv.best_steps, lv.candidate_steps) for lv in p.levels}
     assert by_level == {1: (3, (2, 3)), 2: (3, (2, 3)), 8: (1, (1,)), 32: (0, (0, 1)), 64: (0, (0,)), 128: (0, (0,))}
-    # each level's choice: the fewest steps within noise of the fastest step count, never 0 (the
-    # baseline's figure is not an adaptive server's step 0): 2 for 3 at C<=2, the fastest step count above
-    assert {lv.concurrency: lv.choice for lv in p.levels} == {1: 2, 2: 2, 8: 1, 32: 1, 64: 1, 128: 1}
+    # each level's choice: the fastest step count (fewer steps in a tie, within 1 %), never 0 (the
+    # baseline's figure is not an adaptive server's step 0)
+    assert {lv.concurrency: lv.choice for lv in p.levels} == {1: 3, 2: 3, 8: 1, 32: 1, 64: 1, 128: 1}
     assert {lv.concurrency: lv.within_noise for lv in p.levels}[1] == (2, 3)
     # one step count per tier, adjacent equal choices merged; the second key the next graph batch size
     # above C=2's batches (no running requests recorded: a level of C runs batches of C), so that C=8's
     # drain (batches 3-7) stays in its tier
     assert [(t.lo, t.hi, t.best_steps, t.candidate_steps, t.levels) for t in p.tiers] == [
-        (1, 2, 2, (2,), (1, 2)),
+        (1, 2, 3, (3,), (1, 2)),
         (3, 128, 1, (1,), (8, 32, 64, 128)),
     ]
     assert [t.batches_text() for t in p.tiers] == ["batches 1-2", "batches >= 3"]
-    assert p.config() == {"1": {"candidate_steps": [2]}, "3": {"candidate_steps": [1]}}
+    assert p.config() == {"1": {"candidate_steps": [3]}, "3": {"candidate_steps": [1]}}
     json.loads(p.config_json())  # a file SGLang's loader reads
     assert p.launch_flags() == {
         "speculative-adaptive": True,
         "speculative-adaptive-config": p.config(),
-        "speculative-num-steps": 2,
-        "speculative-num-draft-tokens": 3,
+        "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 4,
         "speculative-eagle-topk": 1,
     }
     # ahead beyond noise up to C=8, within noise at 32, behind beyond noise from 64: off between 8 and 64,
@@ -151,16 +151,16 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     assert be.text().startswith("speculation off above C~") and "(between C=8 and C=64)" in be.text()
     assert p.static_steps == 1  # the best single static setup by mean rank over the levels
     plain = p.plain_table()
-    # the plain table: the fewest steps within noise of the fastest option (0, no speculation, the fewest)
-    assert [(r["lo"], r["to"], r["steps"]) for r in plain] == [(1, 7, 2), (8, 31, 1), (32, None, 0)]
+    # the plain table: the fastest option, fewer steps in a tie (at C=32 the baseline's 1010 against 1000)
+    assert [(r["lo"], r["to"], r["steps"]) for r in plain] == [(1, 7, 3), (8, 31, 1), (32, None, 0)]
     assert plain[-1]["label"] == "drafter=none" and plain[-1]["flags"] == {}
     assert plain[0]["flags"] == {
-        "speculative-num-steps": 2,
-        "speculative-num-draft-tokens": 3,
+        "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 4,
         "speculative-eagle-topk": 1,
     }
     at = {lv.concurrency: lv for lv in p.levels}
-    assert at[1].policy_tok_s == 73 and at[1].static_tok_s == 60 and at[1].baseline_tok_s == 50
+    assert at[1].policy_tok_s == 76 and at[1].static_tok_s == 60 and at[1].baseline_tok_s == 50
     assert at[32].policy_tok_s == 1000  # the choice's own figure, never the baseline's
     assert p.label() == "drafter=d1,steps=adaptive"
 
@@ -301,6 +301,15 @@ def test_several_candidates_only_when_asked_and_a_misspelled_mode_is_refused():
     levels, points = _frames(CURVES, base=BASE)
     [p] = policy.derive(levels, points, candidates="within_noise")
     assert p.config()["1"] == {"candidate_steps": [2, 3]} and p.candidates == "within_noise"
+    assert p.tiers[0].best_steps == 3
     with pytest.raises(ConfigError, match="policy.candidates = 'within-noise' is not a mode") as e:
         policy.derive(levels, points, candidates="within-noise")
     assert "within_noise" in e.value.fix
+
+
+def test_a_tie_goes_to_the_fewer_steps():
+    levels, points = _frames({"1": {1: 100}, "2": {1: 100.5}, "3": {1: 99}}, base={1: 60})
+    [p] = policy.derive(levels, points)
+    assert p.levels[0].best_steps == 2 and p.levels[0].choice == 1 and p.config() == {"1": {"candidate_steps": [1]}}
+    levels, points = _frames({"1": {1: 100}, "2": {1: 102}}, base={1: 60})
+    assert policy.derive(levels, points)[0].levels[0].choice == 2  # 2 % is no tie: the fastest
