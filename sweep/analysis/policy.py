@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -183,10 +183,15 @@ class Policy:
     candidates: str = "one"  # policy.candidates: "one" step count per tier, or "within_noise" (SGLang picks)
     revision: int = 1  # 1: derived from the grid; 2...: revised after a confirmation fell short
     revised: tuple[str, ...] = ()  # what each revision changed, and why (measured)
+    confirmation_configs: dict[str, str] = field(default_factory=dict)  # confirmation id -> its config (canonical)
 
     def config(self) -> dict[str, dict]:
         """SGLang's adaptive config (``--speculative-adaptive-config``): integer-string batch-size keys."""
         return {str(t.lo): {"candidate_steps": list(t.candidate_steps)} for t in self.tiers}
+
+    def config_key(self) -> str:
+        """The config as canonical JSON: what a recorded confirmation point's config is matched by."""
+        return _canonical(self.config())
 
     def config_json(self) -> str:
         """The config as the file SGLang reads: one tier a line."""
@@ -242,6 +247,21 @@ class Policy:
         values = {**self.params, self.step_axis: self.step_value()}
         order = [a for a in self.axis_order if a in values] + [a for a in values if a not in self.axis_order]
         return ",".join(f"{a}={values[a]}" for a in order)
+
+
+def _canonical(config: Any) -> str:
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def _config_of(row: dict) -> str | None:
+    """A confirmation point's adaptive config as canonical JSON (None: not recorded as a mapping)."""
+    value = server_flags(row).get(CONFIG_FLAG)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return _canonical(value) if isinstance(value, dict) else None
 
 
 def _static_flags(steps: int) -> dict[str, Any]:
@@ -361,6 +381,7 @@ class _Group:
     members: dict[int, dict] = field(default_factory=dict)  # steps -> points row
     pruned: list[str] = field(default_factory=list)
     confirmations: list[str] = field(default_factory=list)
+    configs: dict[str, str] = field(default_factory=dict)  # confirmation point id -> its config (canonical JSON)
 
 
 def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> tuple[list[_Group], list[str]]:
@@ -388,6 +409,9 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
         g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], ""), tuple(axes_of(r))))
         if is_confirmation(r):
             g.confirmations.append(r["point_id"])
+            cfg = _config_of(r)
+            if cfg is not None:
+                g.configs[r["point_id"]] = cfg
             continue
         if _topk(r) > 1:
             trees.add(_pairs(params))
@@ -757,6 +781,7 @@ def derive(
                 sglang_version=version,
                 notes=tuple(policy_notes),
                 confirmation_ids=tuple(g.confirmations),
+                confirmation_configs=dict(g.configs),
                 axis_order=g.order,
                 candidates=candidates,
             )
@@ -816,7 +841,24 @@ _CONFIRMATION = {
     "vs_baseline": pl.Float64,
     "vs_baseline_low": pl.Float64,
     "vs_baseline_high": pl.Float64,
+    "envelope_steps": pl.Int64,
+    "static_short": pl.Boolean,  # the best static setup below the envelope beyond noise (the grid's figures)
 }
+
+
+def _option(row: dict) -> tuple[str, float, float | None]:
+    return (row["point_id"], row["output_throughput"], row.get("per_request_tok_s"))
+
+
+def confirmation_id(p: Policy, rows_of: dict[str, Any]) -> str | None:
+    """The measured confirmation point of exactly this policy's config (a revision's own); for points
+    recorded without their config, the first measured one."""
+    key = p.config_key()
+    measured = [c for c in p.confirmation_ids if c in rows_of]
+    exact = next((c for c in measured if p.confirmation_configs.get(c) == key), None)
+    if exact is not None or p.confirmation_configs:
+        return exact
+    return measured[0] if measured else None
 
 
 def confirmation(
@@ -838,8 +880,8 @@ def confirmation(
     for r in levels.filter(pl.col("concurrency") > 0).iter_rows(named=True):
         if r.get("output_throughput"):
             rows_of.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
-    mine = next((rows_of[c] for c in p.confirmation_ids if c in rows_of), None)
-    cid = next((c for c in p.confirmation_ids if c in rows_of), None)
+    cid = confirmation_id(p, rows_of)
+    mine = rows_of.get(cid) if cid is not None else None
     if mine is None or cid is None:
         return pl.DataFrame(schema=_CONFIRMATION)
     ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
@@ -862,7 +904,14 @@ def confirmation(
             "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
             "envelope_label": label.get(env_k) if env_k is not None else None,
             "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None,
+            "envelope_steps": env_k,
         }
+        if env_k is not None and p.static_steps in opts and p.static_steps != env_k:
+            row["static_short"] = not _within(
+                _option(opts[env_k]), _option(opts[p.static_steps]), c, {}, sigma, confidence
+            ) and (opts[p.static_steps]["output_throughput"] < opts[env_k]["output_throughput"])
+        else:
+            row["static_short"] = False
         for name, k in (("envelope", env_k), ("static", p.static_steps), ("baseline", 0)):
             other = opts.get(k) if k is not None else None
             if other is None:
@@ -895,3 +944,174 @@ def confirmation(
             row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
         row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
     return pl.DataFrame(out, schema=_CONFIRMATION)
+
+
+# --- the verdict on a confirmation, and the revision it may call for ---
+
+SIGN_ALPHA = 0.05  # levels together: below the envelope at so many levels that chance (a fair coin) is ruled out
+
+
+def _sign_short(below: int, n: int) -> bool:
+    """A one-sided sign test: ``below`` of ``n`` levels below, each equally likely above or below were
+    the two equal (7 of 8: p = 0.035, a shortfall; 6 of 8: p = 0.14, not)."""
+    if n < 3:
+        return False
+    p = sum(math.comb(n, k) for k in range(below, n + 1)) / 2**n
+    return p < SIGN_ALPHA
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a confirmation says, levels alone and together. ``winner``: what to deploy by measurement
+    (``policy``: the adaptive server, not short of the envelope nor of the best static setup beyond
+    noise at any level, nor below the envelope at so many levels together that chance is ruled out;
+    ``static``: else the best single static setup, where it is within noise of the envelope at every
+    level; ``plain``: else the plain table, one server per load range, the envelope by construction)."""
+
+    winner: str
+    short: tuple[int, ...]  # levels where the policy is below the envelope beyond noise
+    short_static: tuple[int, ...]  # levels where it is below the best static setup beyond noise
+    below: int  # levels where it is below the envelope by more than a tie (CHOICE_TIE)
+    below_static: int
+    levels: int
+    together: bool  # below the envelope at so many levels that chance is ruled out (sign test)
+    together_static: bool
+    static_short: tuple[int, ...]  # levels where the best static setup is below the envelope beyond noise
+    off_wins: tuple[int, ...]  # levels where the policy is short and the envelope is the no-speculation server
+
+    @property
+    def policy_ok(self) -> bool:
+        return not (self.short or self.short_static or self.together or self.together_static)
+
+
+def verdict(table: pl.DataFrame) -> Verdict | None:
+    """The verdict of a confirmation table (``confirmation``); None when it is empty. Levels together:
+    a sign test over the levels where the policy is below the envelope (the best static setup) by more
+    than a tie, so that a policy a little below at nearly every level is a shortfall even where each
+    level alone is within noise."""
+    if table.is_empty():
+        return None
+    rows = list(table.iter_rows(named=True))
+    short = tuple(r["concurrency"] for r in rows if r["short"])
+    short_static = tuple(
+        r["concurrency"] for r in rows if r.get("vs_static_high") is not None and r["vs_static_high"] < 0
+    )
+    env = [r for r in rows if r.get("vs_envelope") is not None]
+    stat = [r for r in rows if r.get("vs_static") is not None]
+    below = sum(r["vs_envelope"] < -CHOICE_TIE for r in env)
+    below_static = sum(r["vs_static"] < -CHOICE_TIE for r in stat)
+    static_short = tuple(r["concurrency"] for r in rows if r.get("static_short"))
+    off = tuple(r["concurrency"] for r in rows if r["short"] and r.get("envelope_steps") == 0)
+    v = Verdict(
+        winner="policy",
+        short=short,
+        short_static=short_static,
+        below=below,
+        below_static=below_static,
+        levels=len(rows),
+        together=_sign_short(below, len(env)),
+        together_static=_sign_short(below_static, len(stat)),
+        static_short=static_short,
+        off_wins=off,
+    )
+    if v.policy_ok:
+        return v
+    static_ok = not static_short and any(r.get("static_tok_s") for r in rows)
+    return replace(v, winner="static" if static_ok else "plain")
+
+
+def _merged(tiers: list[Tier]) -> tuple[Tier, ...]:
+    out: list[Tier] = []
+    for t in tiers:
+        if out and out[-1].candidate_steps == t.candidate_steps:
+            u = out[-1]
+            out[-1] = Tier(
+                u.lo, t.hi, u.best_steps, u.candidate_steps, u.levels + t.levels, (u.batches[0], t.batches[1])
+            )
+            continue
+        out.append(t)
+    return tuple(out)
+
+
+def revise(p: Policy, table: pl.DataFrame) -> Policy | None:
+    """The policy revised after its confirmation (``table``) fell short: each tier holding a level where
+    it is short of the best static setup beyond noise takes the static step count; one holding a level
+    short of the envelope beyond noise, where the envelope is a step count, takes that step count (the
+    envelope's no-speculation server no adaptive server can run: its step 0 still drafts). None where
+    nothing is to revise, or where every tier would take the best static step count (the policy
+    collapses to the best static setup: that server is the answer, no adaptive one to confirm)."""
+    v = verdict(table)
+    if v is None or v.policy_ok:
+        return None
+    by_level = {r["concurrency"]: r for r in table.iter_rows(named=True)}
+    wants: dict[int, int] = {}  # tier index -> the step count it takes
+    why: list[str] = []
+    for i, t in enumerate(p.tiers):
+        for c in t.levels:
+            r = by_level.get(c)
+            if r is None:
+                continue
+            if c in v.short_static and p.static_steps:
+                wants[i] = p.static_steps
+                why.append(
+                    f"C={c}: {render_pct(r['vs_static'])} against the best static {p.step_axis}={p.static_steps}"
+                )
+                break
+            if c in v.short and (r.get("envelope_steps") or 0) > 0:
+                wants[i] = int(r["envelope_steps"])
+                why.append(f"C={c}: {render_pct(r['vs_envelope'])} against {p.step_axis}={r['envelope_steps']}")
+                break
+    if not wants and v.together_static and p.static_steps:
+        wants = {i: p.static_steps for i in range(len(p.tiers))}
+        why.append(f"below the best static {p.step_axis}={p.static_steps} at {v.below_static} of {v.levels} levels")
+    if not wants:
+        return None
+    tiers = [
+        replace(t, best_steps=wants[i], candidate_steps=(wants[i],)) if i in wants else t for i, t in enumerate(p.tiers)
+    ]
+    if all(t.candidate_steps == (p.static_steps,) for t in tiers):
+        return None
+    merged = _merged(tiers)
+    if merged == p.tiers:
+        return None
+    n = p.revision + 1
+    text = f"revision {n}: " + "; ".join(why) + " (its confirmation)"
+    return replace(p, tiers=merged, revision=n, revised=p.revised + (text,))
+
+
+def render_pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:+.0f}%"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One confirmation round: the policy, its confirmation table (empty: not measured yet) and verdict."""
+
+    policy: Policy
+    table: pl.DataFrame
+    verdict: Verdict | None
+
+
+def settle(
+    p: Policy,
+    levels: pl.DataFrame,
+    *,
+    samples: pl.LazyFrame | None = None,
+    level_noise: float | None = None,
+    confidence: float = 0.95,
+    rounds: int | None = None,
+) -> list[Round]:
+    """The confirmation rounds of the grid's policy ``p``: its confirmation, the revision that called
+    for (``revise``) and its confirmation, and so on while each is recorded, at most ``rounds``
+    revisions (None: as many as were recorded). The last round's table is empty where its policy
+    awaits its confirmation."""
+    out: list[Round] = []
+    while True:
+        table = confirmation(p, levels, samples=samples, level_noise=level_noise, confidence=confidence)
+        out.append(Round(p, table, verdict(table)))
+        if table.is_empty():
+            return out
+        nxt = revise(p, table)
+        if nxt is None or (rounds is not None and nxt.revision > rounds + 1):
+            return out
+        p = nxt
