@@ -1058,7 +1058,7 @@ def build(
     fragments = html_charts(f) if with_plots else {}
     page = render.html(sections, fragments, charts.script() if fragments else "", nav_after=2)  # after Deploy
     return Report(
-        sections, render.markdown(sections), list(drawn.values()), page, files=deploy.config_files(f.policies)
+        sections, render.markdown(sections), list(drawn.values()), page, files=deploy.config_files(f.policies, f)
     )
 
 

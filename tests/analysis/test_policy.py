@@ -313,3 +313,104 @@ def test_a_tie_goes_to_the_fewer_steps():
     assert p.levels[0].best_steps == 2 and p.levels[0].choice == 1 and p.config() == {"1": {"candidate_steps": [1]}}
     levels, points = _frames({"1": {1: 100}, "2": {1: 102}}, base={1: 60})
     assert policy.derive(levels, points)[0].levels[0].choice == 2  # 2 % is no tie: the fastest
+
+
+EIGHT = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def _confirming(curves, base, runs: dict[str, tuple[dict, dict[int, float]]]):
+    """Frames with confirmation points: ``runs`` {axis value: (its config, {C: tok/s})}."""
+    extra, rows = [], []
+    for value, (config, figures) in runs.items():
+        pid = f"confirm-{value}"
+        extra.append(
+            {
+                "point_id": pid,
+                "label": f"drafter=d1,steps={value}",
+                "status": "ok",
+                "baseline": False,
+                "baseline_id": "base",
+                "param_roles": {"drafter": "drafter", "steps": "steps"},
+                "axis_drafter": "d1",
+                "axis_steps": value,
+                "argv": ["python", "--speculative-adaptive", "--speculative-adaptive-config", json.dumps(config)],
+                "sglang_version": "0.5.23",
+            }
+        )
+        for c, tok in figures.items():
+            rows.append(
+                {
+                    "point_id": pid,
+                    "label": f"drafter=d1,steps={value}",
+                    "concurrency": c,
+                    "output_throughput": tok,
+                    "per_request_tok_s": tok / c,
+                    "baseline_output_throughput": base[c],
+                    "baseline_per_request_tok_s": base[c] / c,
+                    "baseline_label": "drafter=none",
+                }
+            )
+    levels, points = _frames(curves, base=base, extra=extra)
+    return pl.concat([levels, pl.DataFrame(rows)], how="diagonal_relaxed"), points
+
+
+def test_below_the_envelope_at_7_of_8_levels_is_a_shortfall_though_each_is_within_noise():
+    curves = {"1": {c: 100.0 * c for c in EIGHT}, "2": {c: 104.0 * c for c in EIGHT}}
+    base = {c: 80.0 * c for c in EIGHT}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.config() == {"1": {"candidate_steps": [2]}}
+    ours = {c: 104.0 * c * (0.97 if c != 8 else 1.01) for c in EIGHT}  # 3 % below at 7 levels
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), ours)})
+    [p] = policy.derive(levels, points)
+    v = policy.verdict(policy.confirmation(p, levels))
+    assert v.short == () and v.below == 7 and v.together and v.winner != "policy"
+    six = {c: 104.0 * c * (0.97 if c not in (8, 16) else 1.01) for c in EIGHT}  # 6 of 8: chance
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), six)})
+    [p] = policy.derive(levels, points)
+    v = policy.verdict(policy.confirmation(p, levels))
+    assert v.below == 6 and not v.together and v.winner == "policy"
+
+
+def test_a_confirmation_short_of_the_best_static_setup_is_revised_and_confirmed_again():
+    curves = {
+        "1": {1: 60, 2: 118, 8: 430, 32: 1000},
+        "2": {1: 74, 2: 143, 8: 435, 32: 995},
+        "3": {1: 76, 2: 144, 8: 380, 32: 820},
+    }
+    base = {1: 50, 2: 100, 8: 300, 32: 700}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.static_steps == 2  # the best mean rank over the levels
+    assert p.config() == {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [2]}, "10": {"candidate_steps": [1]}}
+    # its own server: well short of the static 2 steps at C=1 (the EMA's warm-up, say), fine above
+    first = {1: 62, 2: 142, 8: 433, 32: 998}
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), first)})
+    [p] = policy.derive(levels, points)
+    rounds = policy.settle(p, levels)
+    assert [r.policy.revision for r in rounds] == [1, 2]
+    assert rounds[0].verdict.short_static == (1,) and rounds[0].verdict.winner != "policy"
+    r2 = rounds[1].policy
+    assert rounds[1].table.is_empty()  # awaits its confirmation
+    # the short tier takes the best static step count, and merges with its equal neighbour
+    assert r2.config() == {"1": {"candidate_steps": [2]}, "10": {"candidate_steps": [1]}}
+    assert r2.label() == "drafter=d1,steps=adaptive-r2" and r2.revised[0].startswith("revision 2: C=1: -16%")
+    # confirmed: the second round is measured, matched by its config, and wins
+    levels, points = _confirming(
+        curves, base, {"adaptive": (p.config(), first), "adaptive-r2": (r2.config(), {1: 74, 2: 143, 8: 434, 32: 999})}
+    )
+    [p] = policy.derive(levels, points)
+    rounds = policy.settle(p, levels)
+    assert [r.policy.revision for r in rounds] == [1, 2] and rounds[1].verdict.winner == "policy"
+    assert len(policy.settle(p, levels, rounds=0)) == 1  # no revision allowed
+
+
+def test_rounds_are_bounded_and_a_policy_that_only_loses_collapses_to_the_static_setup():
+    curves = {"1": {1: 100, 8: 500}, "2": {1: 120, 8: 450}}
+    base = {1: 50, 8: 300}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.config() == {"1": {"candidate_steps": [2]}, "2": {"candidate_steps": [1]}}
+    # short of the best static setup at every level: every tier would take it, so no revision
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), {1: 80, 8: 400})})
+    [p] = policy.derive(levels, points)
+    rounds = policy.settle(p, levels)
+    assert len(rounds) == 1 and rounds[0].verdict.winner in ("static", "plain")
+    assert policy.revise(p, rounds[0].table) is None
