@@ -433,6 +433,11 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
     return sorted(found.values(), key=lambda g: (natural_key(g.workload), natural_key(_pairs(g.params)))), notes
 
 
+def group_name(g: _Group) -> str:
+    """A group's label as its policy carries it (``Policy.group``)."""
+    return _pairs(g.params)
+
+
 def _judge(rows: list[dict], sigma: float, confidence: float) -> list[bool | None]:
     """Within noise, per row of {ratio, ci_low, ci_high} (the requests' interval of the ratio, or
     None): ``noise.judged``'s rule."""
@@ -787,6 +792,13 @@ def derive(
             )
         )
     return out
+
+
+def candidates_of(experiment: dict) -> str:
+    """An experiment's ``policy.candidates`` as its experiment.yaml holds it ("one" where not given or no mode)."""
+    section = experiment.get("policy") if isinstance(experiment, dict) else None
+    mode = section.get("candidates", "one") if isinstance(section, dict) else "one"
+    return mode if mode in CANDIDATE_MODES else "one"
 
 
 def check_candidates(mode: str) -> None:

@@ -358,6 +358,7 @@ def _confirmation_point(
     step_axis: str,
     launch_flags: dict[str, Any],
     target: rules.Target | None = None,
+    value: str = ADAPTIVE,
 ) -> PlannedPoint:
     """The point that runs a policy's own server: a member of its step group (``member``: any point of
     the group, its bench and workload the policy's) with the step axis set to ``adaptive`` and its
@@ -367,9 +368,9 @@ def _confirmation_point(
     against ``target`` (default: the experiment's). Pure."""
     flags = {k: v for k, v in member.flags.items() if k not in _STEP_FLAGS}
     flags.update(launch_flags)
-    params = {a: (ADAPTIVE if a == step_axis else v) for a, v in member.params.items()}
+    params = {a: (value if a == step_axis else v) for a, v in member.params.items()}
     if step_axis not in params:
-        params[step_axis] = ADAPTIVE
+        params[step_axis] = value
     label = ",".join(f"{k}={v}" for k, v in params.items())
     roles = {a: member.roles.get(a, "steps") for a in params}
     pp = PlannedPoint(
@@ -449,7 +450,8 @@ def confirmation_points(
         if not members:
             out.notes.append(f"{pol.group}: none of its points is in the experiment's plan any more: not confirmed")
             continue
-        pp = _confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target)
+        value = pol.step_value() if hasattr(pol, "step_value") else ADAPTIVE  # a revision: adaptive-r2
+        pp = _confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target, value)
         if pp.id not in out.chosen:
             out.points.append(pp)
             out.chosen[pp.id] = c
