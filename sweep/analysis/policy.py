@@ -44,37 +44,21 @@ import polars as pl
 
 from sweep.analysis import noise, speedups
 from sweep.analysis.acceptance import spec_shape
-from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, configurations, natural_key, points_frame
+from sweep.analysis.frames import as_dict, axes_of, configurations, natural_key, points_frame
 from sweep.core import ConfigError, speculation
 from sweep.results import server_flags
 
 ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
-_ADAPTIVE_FLAG = "speculative-adaptive"
-CONFIG_FLAG = "speculative-adaptive-config"
-_ADAPTIVE_SINCE = "0.5.23"  # the first release with --speculative-adaptive (sweep/sglang/flagnames.py)
-_ADAPTIVE_BUILDS = {"7f8f030": True}  # builds named by commit: the CPU build has the flags
-_STEP_ROLES = ("steps",)
-
-
-def has_adaptive(version: str | None) -> bool | None:
-    """Whether SGLang ``version`` has ``--speculative-adaptive`` (None: unknown version)."""
-    if not version:
-        return None
-    for commit, has in _ADAPTIVE_BUILDS.items():  # "7f8f030", "0.0.0.dev0+g7f8f030"
-        if commit in version:
-            return has
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
-    if not m:
-        return None
-    since = tuple(int(x) for x in _ADAPTIVE_SINCE.split("."))
-    return tuple(int(x) for x in m.groups()) >= since
+_ADAPTIVE_FLAG = speculation.ADAPTIVE_FLAG  # the names and the version gate: sweep/core/speculation.py
+CONFIG_FLAG = speculation.CONFIG_FLAG
+has_adaptive = speculation.has_adaptive  # whether an SGLang version has --speculative-adaptive (None: unknown)
 
 
 def needs_text(version: str | None) -> str | None:
     """What the report says where the sweep's SGLang lacks the flags (None where it has them)."""
     if has_adaptive(version) is False:
         return (
-            f"needs SGLang >= {_ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
+            f"needs SGLang >= {speculation.SINCE} (--speculative-adaptive); on this version ({version}) "
             "deploy the plain table"
         )
     return None
@@ -306,10 +290,7 @@ def _is_adaptive_value(v: Any) -> bool:
 
 def _step_axis(row: dict) -> str | None:
     roles = as_dict(row.get("param_roles"))
-    for a, role in roles.items():
-        if role in _STEP_ROLES:
-            return a
-    return None
+    return next((a for a, role in roles.items() if role == speculation.STEPS_ROLE), None)
 
 
 def _steps_of(row: dict, axis: str | None) -> int | None:
@@ -335,28 +316,20 @@ def _topk(row: dict) -> int:
 
 
 def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
-    """{point_id: its step axis} for speculative points with no axis of role steps: the axis (not the
-    drafter's, an env's or a workload's) whose value tells points apart that share every other axis
-    and differ in their step count (a bundle axis setting steps and draft tokens)."""
-    out: dict[str, str] = {}
+    """{point_id: its step axis} for speculative points with no axis of role steps
+    (``speculation.step_axis_of``: the axis whose values alone tell apart points of different step counts)."""
     loose = [r for r in rows if _step_axis(r) is None]
-    if not loose:
-        return out
+    out: dict[str, str] = {}
     for r in loose:
-        roles = as_dict(r.get("param_roles"))
-        params = axes_of(r)
-        for a in params:
-            if roles.get(a) in (DRAFTER, ENV, BENCHMARK) or params[a] is None:
-                continue
-            rest = {b: v for b, v in params.items() if b != a}
-            mates = [
-                q
-                for q in loose
-                if {b: v for b, v in axes_of(q).items() if b != a} == rest and q["point_id"] != r["point_id"]
-            ]
-            if any(_steps_of(q, None) != _steps_of(r, None) for q in mates):
-                out[r["point_id"]] = a
-                break
+        axis = speculation.step_axis_of(
+            r,
+            loose,
+            roles=lambda q: as_dict(q.get("param_roles")),
+            params=axes_of,
+            steps=lambda q: _steps_of(q, None),
+        )
+        if axis is not None:
+            out[r["point_id"]] = axis
     return out
 
 
@@ -405,7 +378,7 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
         if axis is None:
             continue
         params = {a: v for a, v in axes_of(r).items() if a != axis and v is not None}
-        key = (tuple(sorted((a, str(v)) for a, v in params.items())), axis)
+        key = speculation.step_group_key(axes_of(r), axis)
         g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], ""), tuple(axes_of(r))))
         if is_confirmation(r):
             g.confirmations.append(r["point_id"])

@@ -33,6 +33,7 @@ SINCE = "0.5.23"  # the first release with --speculative-adaptive (0.5.10 has no
 CPU_BUILD = "7f8f030"
 KNOWN_BUILDS = {CPU_BUILD: SINCE}  # builds named by commit -> the release their tree is (for the rules)
 STEPS_ROLE = "steps"
+ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes the points of a speculative family differ in
 _NOT_STEP_ROLES = ("drafter", "env", "benchmark")  # axes that never carry the step count
 
 
@@ -126,3 +127,9 @@ def step_axis_of(
 def step_group_key(params: Mapping[str, Any], step_axis: str) -> tuple:
     """A step group's key: the step axis and every other axis's value (as text, sorted)."""
     return (step_axis, tuple(sorted((a, str(v)) for a, v in params.items() if a != step_axis and v is not None)))
+
+
+def shared_axes(params: Mapping[str, Any], roles: Mapping[str, Any]) -> tuple:
+    """What the points of one speculative family share (the adaptive search's group): every axis value
+    but the ordered ones (steps, topk, draft tokens), sorted."""
+    return tuple(sorted((a, v) for a, v in params.items() if roles.get(a) not in ORDERED_ROLES))
