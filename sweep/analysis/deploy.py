@@ -392,14 +392,15 @@ def policy_sections(f: Findings) -> list[Section]:
         return []
     text = [
         "Per group of points that differ only in their step count (a drafter with its other settings): at each "
-        "level the best step count by output throughput, and the candidates within noise of it (the report's rule "
-        "for two levels' figures, see Method); 0 (no speculation) where the matched baseline wins or is within "
-        "noise of the best. Tiers start where the candidates change (SGLang routes a batch size to the closest "
-        "lower key of its adaptive config); the break-even is the concurrency above which no step count beats "
-        "the baseline: the last level one is ahead beyond noise, the first from which the baseline is ahead of "
-        "every step count beyond noise, and where the best ratio crosses 1 between them (log C). 'policy' is "
-        "the best candidate's measured figure: where a tier has several, an upper bound of what SGLang's EMA "
-        "rule (it follows the acceptance, not the throughput) picks. Trees (topk > 1) are left out: SGLang's "
+        "level the best option by output throughput, and the candidates within noise of it (the report's rule "
+        f"for two levels' figures, see Method). One step count per tier: {policy_mod.CHOICE_RULE}; never 0 from "
+        "the baseline's figure (inside an adaptive server 0 is SGLang's step 0, which still runs the drafter's "
+        "extend: not the no-speculation server). Tiers are keyed where SGLang routes a decode batch (padded to "
+        "its CUDA-graph batch size, then the largest key at or below it), from the batch sizes the levels ran. "
+        "The break-even is the concurrency above which no step count beats the baseline: the last level one is "
+        "ahead beyond noise, the first from which the baseline is ahead of every step count beyond noise, and "
+        "where the best ratio crosses 1 between them (log C); above it the plain table's non-speculative server "
+        "is the answer. 'policy' is the choice's measured static figure. Trees (topk > 1) are left out: SGLang's "
         "adaptive speculation runs topk 1 only."
     ]
     text += [f"- {n}" for n in f.policies.notes]
@@ -411,9 +412,11 @@ def policy_sections(f: Findings) -> list[Section]:
         rows = [
             {
                 "C": lv.concurrency,
-                "best steps": "none" if lv.best_steps == 0 else str(lv.best_steps),
-                "candidates": _steps(lv.candidate_steps),
-                "policy tok/s": render.num(lv.policy_tok_s, 0),
+                "best": "none" if lv.best_steps == 0 else str(lv.best_steps),
+                "within noise": _steps(lv.candidate_steps),
+                "choice": str(lv.choice),
+                "running": render.num(lv.batch, 1) if lv.batch is not None else render.MISSING,
+                "choice tok/s": render.num(lv.policy_tok_s, 0),
                 "best static tok/s": render.num(lv.static_tok_s, 0),
                 "baseline tok/s": render.num(lv.baseline_tok_s, 0),
                 **{("none" if k == 0 else f"steps={k}"): render.num(v, 0) for k, v in sorted(lv.tok_s.items())},

@@ -2,32 +2,42 @@
 the best step count changes with the load (k steps at C=1, fewer above, none past the break-even).
 
 A **group** is the points that differ only in their step count (a drafter with every other setting:
-NCCL profile, the other axes, the workload). Per group and measured level, from the levels'
-output throughput (the Concurrency table's figures):
+NCCL profile, the other axes, the workload; ``speculation.step_axis_of``). Per group and measured
+level, from the levels' output throughput (the Concurrency table's figures):
 
-- the best option: a step count of the group, or ``0`` (no speculation: the matched baseline);
-- the **candidates**: every option within noise of the best (the report's one rule for a ratio of
-  two levels' figures, ``noise.judged``: the two levels' per-request interval as a relative width,
-  widened by the level-wide noise, at least ``noise.LEVEL_NOISE_FLOOR``). ``0`` is a candidate where
-  the baseline wins, or is within noise of the best;
-- **tiers**: SGLang routes a batch size to the closest *lower* key of its adaptive config
-  (``AdaptiveSpeculativeParams._find_closest_bs``), so a tier starts at each measured level where the
-  candidate set changes (adjacent equal sets merged; the first key is 1) and holds up to the next;
+- the best option (a step count of the group, or ``0``: the matched baseline) and the options within
+  noise of it (the report's one rule for a ratio of two levels' figures, ``noise.judged``);
+- the **choice** (``CHOICE_RULE``): the fastest step count, or one of fewer steps in a tie with it
+  (within ``CHOICE_TIE``): less verify work and draft memory for the same speed. Never ``0`` from the
+  baseline's figure: inside an adaptive server ``0`` is SGLang's step 0, which still runs the drafter's
+  extend after each verify and probes its next candidate at every update; it is not the
+  no-speculation server (measured on the CPU build: 24-36 % below it);
+- **tiers**: one step count each (adjacent levels with the same choice merged; ``policy.candidates:
+  within_noise`` gives every step count within noise instead, for SGLang's acceptance rule to pick
+  among), keyed where SGLang routes: it pads a decode batch to the next CUDA-graph batch size and
+  takes the largest key at or below it, so a tier's key is the smallest padded batch size above every
+  batch its lower neighbour ran (``metrics_running_reqs`` and its maximum), and each tier says which
+  batch sizes it serves;
 - the **break-even**: the concurrency above which no step count beats the baseline, bracketed by
   the last level where one is ahead beyond noise and the first from which the baseline is ahead
   beyond noise of every step count (levels within noise between them widen the bracket), its
-  estimate where the best step count's ratio to the baseline crosses 1, linearly in log C.
+  estimate where the best step count's ratio to the baseline crosses 1, linearly in log C. Above it
+  the answer is a non-speculative server (the plain table), which no adaptive server can match.
 
-Written as SGLang's adaptive config (``Policy.config``: ``{"1": {"candidate_steps": [...]}, ...}``,
-for ``--speculative-adaptive-config``), its launch flags (``Policy.launch_flags``), and a plain table
-(concurrency range -> the best static step count) for engines without adaptive speculation.
+Written as SGLang's adaptive config (``Policy.config``: ``{"1": {"candidate_steps": [k]}, ...}``, for
+``--speculative-adaptive-config``), its launch flags (``Policy.launch_flags``), and a plain table
+(concurrency range -> the static step count to run, 0: no speculation) for engines without adaptive
+speculation, or for the load where no speculation wins.
 
-What it does not model: SGLang's EMA rule picks among a tier's candidates by the acceptance it sees
-(``AdaptiveStepSlot``: about one step beyond the accepted drafts), not by throughput, so for a tier
-of several candidates the policy's throughput here (the best candidate's measured figure) is an upper
-bound of what the rule picks. Trees (topk > 1) are left out: SGLang's adaptive speculation runs topk 1
-only. Points the adaptive search pruned were not measured: their prediction said they are the best
-at no level, so they are no tier's best; they are left out of the candidates, and the notes say so.
+**The confirmation** (``confirmation``, ``verdict``, ``revise``, ``settle``): the policy's own server,
+measured, against the best static setup, the envelope and the baseline per level, with the levels
+judged together too (a sign test); where it fell short, a revision (the short tier takes the best
+static step count, or the envelope's), confirmed again up to ``policy.revise`` rounds; the verdict
+names the winner by measurement (the policy, the best static setup or the plain table).
+
+Trees (topk > 1) are left out: SGLang's adaptive speculation runs topk 1 only. Points the adaptive
+search pruned were not measured: their prediction said they are the best at no level, so they are no
+tier's choice; the notes say so.
 
 Pure: polars frames in (``speedups.level_speedups`` and the points table), dataclasses out.
 """
