@@ -288,7 +288,7 @@ def _winner_line(p: policy_mod.Policy, r: policy_mod.Round) -> str:
     best static setup and the plain table; a policy that lost is never offered first."""
     v = r.verdict
     q = r.policy
-    rev = f", revision {q.revision} ({'; '.join(q.revised)})" if q.revision > 1 else ""
+    rev = f", {'; '.join(q.revised)}" if q.revision > 1 else ""
     if v.winner == "policy":
         return (
             f"Deploy: the speculative policy {q.label()} ({_config_name(p)}): its own server measured within noise "
