@@ -42,6 +42,9 @@ def test_every_room_reads_the_version_gate_and_the_names_from_it():
     assert (sglang_adaptive.FLAG, sglang_adaptive.CONFIG_FLAG) == (speculation.ADAPTIVE_FLAG, speculation.CONFIG_FLAG)
     assert (flags.ADAPTIVE, flags.ADAPTIVE_CONFIG) == (speculation.ADAPTIVE_FLAG, speculation.CONFIG_FLAG)
     assert (policy.CONFIG_FLAG, policy._ADAPTIVE_FLAG) == (speculation.CONFIG_FLAG, speculation.ADAPTIVE_FLAG)
+    assert policy.ADAPTIVE == plan.ADAPTIVE == speculation.confirm_value(1) == "adaptive"
+    assert speculation.confirm_value(2) == "adaptive-r2" and speculation.is_confirm_value("adaptive-r2")
+    assert not speculation.is_confirm_value("adaptive-x") and not speculation.is_confirm_value("2")
 
 
 def test_the_step_groups_are_computed_by_its_rule():

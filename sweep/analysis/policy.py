@@ -58,7 +58,7 @@ from sweep.analysis.frames import as_dict, axes_of, configurations, natural_key,
 from sweep.core import ConfigError, speculation
 from sweep.results import server_flags
 
-ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
+ADAPTIVE = speculation.CONFIRM_VALUE  # the step axis's value of a confirmation point (the policy's own server)
 _ADAPTIVE_FLAG = speculation.ADAPTIVE_FLAG  # the names and the version gate: sweep/core/speculation.py
 CONFIG_FLAG = speculation.CONFIG_FLAG
 has_adaptive = speculation.has_adaptive  # whether an SGLang version has --speculative-adaptive (None: unknown)
@@ -233,7 +233,7 @@ class Policy:
 
     def step_value(self) -> str:
         """The step axis's value of this policy's confirmation point: 'adaptive', 'adaptive-r2' for a revision."""
-        return ADAPTIVE if self.revision <= 1 else f"{ADAPTIVE}-r{self.revision}"
+        return speculation.confirm_value(self.revision)
 
     def label(self) -> str:
         """The confirmation point's label: the group's params with the step axis set to 'adaptive' (a
@@ -295,7 +295,7 @@ def is_confirmation(row: dict) -> bool:
 
 def _is_adaptive_value(v: Any) -> bool:
     """'adaptive', or a revision's 'adaptive-r2'."""
-    return str(v) == ADAPTIVE or re.fullmatch(rf"{ADAPTIVE}-r\d+", str(v)) is not None
+    return speculation.is_confirm_value(v)
 
 
 def _step_axis(row: dict) -> str | None:

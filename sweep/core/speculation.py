@@ -33,6 +33,7 @@ SINCE = "0.5.23"  # the first release with --speculative-adaptive (0.5.10 has no
 CPU_BUILD = "7f8f030"
 KNOWN_BUILDS = {CPU_BUILD: SINCE}  # builds named by commit -> the release their tree is (for the rules)
 STEPS_ROLE = "steps"
+CONFIRM_VALUE = "adaptive"  # a policy's own server: its step axis's value ("adaptive-r2" for a revision)
 ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes the points of a speculative family differ in
 _NOT_STEP_ROLES = ("drafter", "env", "benchmark")  # axes that never carry the step count
 
@@ -133,3 +134,13 @@ def shared_axes(params: Mapping[str, Any], roles: Mapping[str, Any]) -> tuple:
     """What the points of one speculative family share (the adaptive search's group): every axis value
     but the ordered ones (steps, topk, draft tokens), sorted."""
     return tuple(sorted((a, v) for a, v in params.items() if roles.get(a) not in ORDERED_ROLES))
+
+
+def confirm_value(revision: int = 1) -> str:
+    """The step axis's value of a policy's confirmation point: 'adaptive', 'adaptive-r2' for its revision."""
+    return CONFIRM_VALUE if revision <= 1 else f"{CONFIRM_VALUE}-r{revision}"
+
+
+def is_confirm_value(value: Any) -> bool:
+    """Whether an axis value marks a policy's confirmation point ('adaptive', 'adaptive-r2', ...)."""
+    return re.fullmatch(rf"{CONFIRM_VALUE}(-r\d+)?", str(value)) is not None

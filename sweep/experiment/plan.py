@@ -357,7 +357,7 @@ def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]
     return out
 
 
-ADAPTIVE = "adaptive"  # a confirmation point's value of its step axis (sweep.analysis.policy.ADAPTIVE)
+ADAPTIVE = speculation.CONFIRM_VALUE  # a confirmation point's value of its step axis (a revision's: adaptive-r2)
 # the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
 _STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
 
