@@ -85,7 +85,7 @@ def _with_confirmations(policies: list, tables: dict[str, pl.LazyFrame]) -> list
     return out
 
 
-def settled(tables: dict[str, pl.LazyFrame], policies: list, level_noise: float | None, rounds: int) -> list[list]:
+def _settled(tables: dict[str, pl.LazyFrame], policies: list, level_noise: float | None, rounds: int) -> list[list]:
     """Per policy, its confirmation rounds as recorded in ``tables`` (``policy.settle``, at most ``rounds``
     revisions), the figures at real speed as the report reads them."""
     real, _ = realspeed.at_real_speed(tables)
@@ -211,7 +211,7 @@ def _next_rounds(
     if not chosen:
         return chosen, []
     index = {id(p): i for i, p in enumerate(policies)}
-    all_rounds = settled(tables, list(policies), level_noise, rounds)
+    all_rounds = _settled(tables, list(policies), level_noise, rounds)
     out, notes = [], []
     for c in chosen:
         i = index.get(id(c.policy))

@@ -173,7 +173,7 @@ def _policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) 
     return lines
 
 
-def confirmation_table(p: policy_mod.Policy, f: Findings) -> pl.DataFrame:
+def _confirmation_table(p: policy_mod.Policy, f: Findings) -> pl.DataFrame:
     return policy_mod.confirmation(p, f.levels, samples=f.level_samples, level_noise=f.level_noise)
 
 
@@ -255,6 +255,8 @@ def _shortfall(p: policy_mod.Policy, r: policy_mod.Round) -> str:
     """Why the policy's own server lost, measured: the levels short of the best static setup and of the
     envelope beyond noise, and the levels together."""
     v, t = r.verdict, r.table
+    if v is None:
+        return ""
     parts = []
     if v.short_static:
         parts.append(
@@ -276,7 +278,7 @@ def _shortfall(p: policy_mod.Policy, r: policy_mod.Round) -> str:
 def _off_wins(r: policy_mod.Round) -> str:
     """Where the no-speculation server beats everything an adaptive server runs, with the figures."""
     at = {x["concurrency"]: x for x in r.table.iter_rows(named=True)}
-    cs = [c for c in r.verdict.off_wins if c in at]
+    cs = [c for c in (r.verdict.off_wins if r.verdict is not None else ()) if c in at]
     if not cs:
         return ""
     figures = ", ".join(f"C={c}: {at[c]['baseline_tok_s']:,.0f} against {at[c]['policy_tok_s']:,.0f}" for c in cs)
@@ -288,6 +290,8 @@ def _winner_line(p: policy_mod.Policy, r: policy_mod.Round) -> str:
     best static setup and the plain table; a policy that lost is never offered first."""
     v = r.verdict
     q = r.policy
+    if v is None:  # not measured: no winner to name
+        return ""
     rev = f", {'; '.join(q.revised)}" if q.revision > 1 else ""
     if v.winner == "policy":
         return (
@@ -433,7 +437,7 @@ def policy_sections(f: Findings) -> list[Section]:
             )
         )
         if p.confirmation_ids:
-            t = confirmation_table(p, f)
+            t = _confirmation_table(p, f)
             if t.height:
                 out.append(
                     Section(

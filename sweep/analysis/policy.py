@@ -631,7 +631,7 @@ def derive(
     ``batches``: ``level_batches`` (the running requests each level recorded; without it a level of C is
     taken to run batches of C); ``candidates``: ``policy.candidates`` ("one": one step count per tier,
     by ``CHOICE_RULE``; "within_noise": every step count within noise, for SGLang to pick among)."""
-    check_candidates(candidates)
+    _check_candidates(candidates)
     batches = batches or {}
     sigma = noise.level_sigma(level_noise)
     found, notes = groups(points, configurations)
@@ -784,7 +784,7 @@ def candidates_of(experiment: dict) -> str:
     return mode if mode in CANDIDATE_MODES else "one"
 
 
-def check_candidates(mode: str) -> None:
+def _check_candidates(mode: str) -> None:
     """Refuse a ``policy.candidates`` that is no mode, naming the fix."""
     if mode not in CANDIDATE_MODES:
         raise ConfigError(
@@ -943,7 +943,7 @@ def confirmation(
 
 # --- the verdict on a confirmation, and the revision it may call for ---
 
-SIGN_ALPHA = 0.05  # levels together: below the envelope at so many levels that chance (a fair coin) is ruled out
+_SIGN_ALPHA = 0.05  # levels together: below the envelope at so many levels that chance (a fair coin) is ruled out
 
 
 def _sign_short(below: int, n: int) -> bool:
@@ -952,7 +952,7 @@ def _sign_short(below: int, n: int) -> bool:
     if n < 3:
         return False
     p = sum(math.comb(n, k) for k in range(below, n + 1)) / 2**n
-    return p < SIGN_ALPHA
+    return p < _SIGN_ALPHA
 
 
 @dataclass(frozen=True)
@@ -1048,13 +1048,11 @@ def revise(p: Policy, table: pl.DataFrame) -> Policy | None:
                 continue
             if c in v.short_static and p.static_steps:
                 wants[i] = p.static_steps
-                why.append(
-                    f"C={c}: {render_pct(r['vs_static'])} against the best static {p.step_axis}={p.static_steps}"
-                )
+                why.append(f"C={c}: {_pct_text(r['vs_static'])} against the best static {p.step_axis}={p.static_steps}")
                 break
             if c in v.short and (r.get("envelope_steps") or 0) > 0:
                 wants[i] = int(r["envelope_steps"])
-                why.append(f"C={c}: {render_pct(r['vs_envelope'])} against {p.step_axis}={r['envelope_steps']}")
+                why.append(f"C={c}: {_pct_text(r['vs_envelope'])} against {p.step_axis}={r['envelope_steps']}")
                 break
     if not wants and v.together_static and p.static_steps:
         wants = {i: p.static_steps for i in range(len(p.tiers))}
@@ -1074,7 +1072,7 @@ def revise(p: Policy, table: pl.DataFrame) -> Policy | None:
     return replace(p, tiers=merged, revision=n, revised=p.revised + (text,))
 
 
-def render_pct(v: float | None) -> str:
+def _pct_text(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:+.0f}%"
 
 

@@ -34,7 +34,7 @@ CPU_BUILD = "7f8f030"
 KNOWN_BUILDS = {CPU_BUILD: SINCE}  # builds named by commit -> the release their tree is (for the rules)
 STEPS_ROLE = "steps"
 CONFIRM_VALUE = "adaptive"  # a policy's own server: its step axis's value ("adaptive-r2" for a revision)
-ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes the points of a speculative family differ in
+_ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes the points of a speculative family differ in
 _NOT_STEP_ROLES = ("drafter", "env", "benchmark")  # axes that never carry the step count
 
 
@@ -133,7 +133,7 @@ def step_group_key(params: Mapping[str, Any], step_axis: str) -> tuple:
 def shared_axes(params: Mapping[str, Any], roles: Mapping[str, Any]) -> tuple:
     """What the points of one speculative family share (the adaptive search's group): every axis value
     but the ordered ones (steps, topk, draft tokens), sorted."""
-    return tuple(sorted((a, v) for a, v in params.items() if roles.get(a) not in ORDERED_ROLES))
+    return tuple(sorted((a, v) for a, v in params.items() if roles.get(a) not in _ORDERED_ROLES))
 
 
 def confirm_value(revision: int = 1) -> str:

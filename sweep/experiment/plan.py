@@ -359,7 +359,7 @@ def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]
 
 ADAPTIVE = speculation.CONFIRM_VALUE  # a confirmation point's value of its step axis (a revision's: adaptive-r2)
 # the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
-_STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
+_STEP_FLAGS = speculation.STEP_FLAGS  # a static chain's flags, which a policy's launch flags replace
 
 
 def _confirmation_point(
