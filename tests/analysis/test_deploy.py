@@ -223,3 +223,21 @@ def test_an_adaptive_server_is_not_judged_against_a_chain_of_its_launch_steps(tm
     acc = analyze(load(sd.write())).acceptance
     verdicts = dict(zip(acc["label"].to_list(), acc["verdict"].to_list()))
     assert verdicts["drafter=d1,steps=adaptive,nccl=default"] == "ok"
+
+
+def test_the_break_even_and_the_plain_table_tell_one_story():
+    """Where the baseline is never ahead beyond noise and speculation still measures faster at the top,
+    the plain table keeps speculation: the text does not say 'off above C~N' beside it."""
+    from tests.analysis.test_policy import _frames
+
+    curves = {"1": {1: 60, 8: 430, 64: 1030}, "2": {1: 75, 8: 400, 64: 960}}
+    base = {1: 50, 8: 380, 64: 1000}  # within noise of the best at C=64, 3 % slower
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.break_even is not None and p.plain_table()[-1]["steps"] == 1
+    from sweep.analysis import deploy
+
+    text = deploy._off_text(p)
+    assert "speculation off above" not in text and "within noise of no speculation (to C=64)" in text
+    base = {1: 50, 8: 380, 64: 1200}  # ahead beyond noise at C=64: the plain table ends without speculation
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.plain_table()[-1]["steps"] == 0 and "Break-even: speculation off above C~" in deploy._off_text(p)
