@@ -1099,12 +1099,14 @@ def settle(
     revisions (None: as many as were recorded). The last round's table is empty where its policy
     awaits its confirmation."""
     out: list[Round] = []
+    seen: set[str] = set()
     while True:
         table = confirmation(p, levels, samples=samples, level_noise=level_noise, confidence=confidence)
         out.append(Round(p, table, verdict(table)))
+        seen.add(p.config_key())
         if table.is_empty():
             return out
         nxt = revise(p, table)
-        if nxt is None or (rounds is not None and nxt.revision > rounds + 1):
-            return out
+        if nxt is None or (rounds is not None and nxt.revision > rounds + 1) or nxt.config_key() in seen:
+            return out  # nothing to revise, no rounds left, or a config already confirmed (no circle)
         p = nxt
