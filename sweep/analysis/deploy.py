@@ -147,9 +147,18 @@ def _off_text(p: policy_mod.Policy) -> str:
     be = p.break_even
     plain = p.plain_table()
     if plain and plain[-1]["steps"] == 0:
+        top = p.levels[-1] if p.levels else None
+        spec = {k: v for k, v in (top.tok_s if top else {}).items() if k}
+        figures = ""
+        if top is not None and spec and top.baseline_tok_s:
+            k = max(spec, key=lambda s: spec[s])
+            figures = (
+                f" (C={top.concurrency}: {top.baseline_tok_s:,.0f} tok/s without speculation against "
+                f"{spec[k]:,.0f} of {p.step_axis}={k})"
+            )
         return (
-            f" Break-even: {be.text()}: there a non-speculative server (an adaptive one cannot switch off: "
-            "its step 0 still drafts)."
+            f" Break-even: {be.text()}: there a non-speculative server{figures} (an adaptive one cannot switch "
+            "off: its step 0 still drafts)."
         )
     # the baseline never ahead beyond noise, and speculation still the faster measured at the top: one story
     return (

@@ -80,7 +80,7 @@ def test_with_sglang_0_5_23_the_policy_needs_no_plain_table(tmp_path):
     assert "Plain table (one server per load range): C=1-7: steps=3 · C=8-63: steps=1 · C>=64: no speculation." in text
     # one step count per tier, never 0 from the baseline's figure; C=8's tier from batch 2 (above C=1's)
     assert "one adaptive server, C=1 (batch 1): steps=3 · C>=8 (batches >= 2): steps=1." in text
-    assert "there a non-speculative server (an adaptive one cannot switch off" in text
+    assert "there a non-speculative server (C=64: 3,000 tok/s without speculation against 2,600 of steps=1)" in text
     assert json.loads(built.files["policy-drafter-d1_nccl-default.json"]) == {
         "1": {"candidate_steps": [3]},
         "2": {"candidate_steps": [1]},
@@ -241,3 +241,4 @@ def test_the_break_even_and_the_plain_table_tell_one_story():
     base = {1: 50, 8: 380, 64: 1200}  # ahead beyond noise at C=64: the plain table ends without speculation
     [p] = policy.derive(*_frames(curves, base=base))
     assert p.plain_table()[-1]["steps"] == 0 and "Break-even: speculation off above C~" in deploy._off_text(p)
+    assert "(C=64: 1,200 tok/s without speculation against 1,030 of steps=1)" in deploy._off_text(p)
