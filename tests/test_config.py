@@ -218,6 +218,21 @@ def test_policy_confirm_setting(write_yaml):
         config.load(write_yaml(MINIMAL), ["policy.confirm=maybe"])
 
 
+def test_policy_candidates_and_revise_settings(write_yaml):
+    from sweep.analysis import policy
+
+    loaded = config.load(write_yaml(MINIMAL)).policy
+    assert (loaded.candidates, loaded.revise) == ("one", 2)  # one step count per tier; two revision rounds
+    asked = config.load(write_yaml(MINIMAL + "policy: {candidates: within_noise, revise: 0}\n")).policy
+    assert (asked.candidates, asked.revise) == ("within_noise", 0)
+    with pytest.raises(ConfigError, match=r"policy.candidates = 'within-noise' is not a mode") as e:
+        config.load(write_yaml(MINIMAL + "policy: {candidates: within-noise}\n"))
+    assert "one of one, within_noise" in e.value.fix
+    with pytest.raises(ConfigError, match=r"policy.revise = -1 is out of range"):
+        config.load(write_yaml(MINIMAL), ["policy.revise=-1"])
+    assert config._POLICY_CANDIDATES == policy.CANDIDATE_MODES  # the experiment's modes are the policy's
+
+
 @pytest.mark.parametrize("device", ["CPU", "cpu:0"])
 def test_a_cpu_device_sglang_would_not_take_for_its_cpu_is_named(write_yaml, device):
     """SGLang runs its CPU paths where --device is 'cpu' exactly (sweep.core.flags.ServerFlags.is_cpu)."""

@@ -9,23 +9,29 @@ counts are the best at the most levels; and where no such best is in a policy's 
 best of the policies derived (ahead of the others at the most levels). A pick that is a baseline means "no speculation": nothing to
 confirm, and the notes say so.
 
+A confirmation that revises: where a chosen policy's own server was measured and fell short
+(``policy.settle``: short of the best static setup, or of the envelope where it is a step count,
+beyond noise; or below the envelope at most levels together), its revision is what to confirm next
+(``<step axis>=adaptive-r2``...), up to the experiment's ``policy.revise`` rounds; a policy whose last
+round was measured is done (the report's Deploy section names the winner by measurement).
+
 Pure over the results tables (``sweep.results.load``); the points themselves are built by the plan
 (``sweep.experiment.plan.confirmation_points``) and run by ``sweep.orchestrate.confirm``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from sweep.analysis import policy, realspeed
+from sweep.analysis import policy, realspeed, speedups
 from sweep.analysis.findings import analyze
 from sweep.analysis.policy import is_confirmation
 from sweep.analysis.slo import from_experiment
-from sweep.results import load
+from sweep.results import load, read_experiment
 
 if TYPE_CHECKING:  # for the annotations only: policy and findings import the analysis this module is part of
     from sweep.analysis.findings import Findings
@@ -51,17 +57,44 @@ def _without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.Lazy
     return {name: frame.filter(~pl.col("point_id").is_in(drop)) for name, frame in tables.items()}
 
 
-def derive(tables: dict[str, pl.LazyFrame], slos: list) -> tuple[list, Findings]:
+def derive(tables: dict[str, pl.LazyFrame], slos: list, candidates: str = "one") -> tuple[list, Findings]:
     """The policies of the grid in ``tables`` (confirmation points left out) and its findings (the
-    SLO picks, the best per level), judged by ``slos``."""
+    SLO picks, the best per level), judged by ``slos``; ``candidates``: ``policy.candidates``."""
 
     tables = _without_confirmations(tables)
-    f = analyze(tables, slos=slos)
+    f = analyze(tables, slos=slos, policy_candidates=candidates)
     found = getattr(f, "policies", None)  # the report's own, where the findings carry them
     if found is None:
         real, _ = realspeed.at_real_speed(tables)
-        found = policy.from_tables(real, level_noise=f.level_noise)
+        found = policy.from_tables(real, level_noise=f.level_noise, candidates=candidates)
     return found, f
+
+
+def _with_confirmations(policies: list, tables: dict[str, pl.LazyFrame]) -> list:
+    """The grid's policies with the confirmation points recorded for their groups (ids and configs)."""
+    points = tables["points"].collect()
+    groups, _ = policy.groups(points)
+    by = {(policy.group_name(g), g.step_axis): g for g in groups}
+    out = []
+    for p in policies:
+        g = by.get((p.group, p.step_axis))
+        if g is None or not g.confirmations:
+            out.append(p)
+            continue
+        out.append(replace(p, confirmation_ids=tuple(g.confirmations), confirmation_configs=dict(g.configs)))
+    return out
+
+
+def _settled(tables: dict[str, pl.LazyFrame], policies: list, level_noise: float | None, rounds: int) -> list[list]:
+    """Per policy, its confirmation rounds as recorded in ``tables`` (``policy.settle``, at most ``rounds``
+    revisions), the figures at real speed as the report reads them."""
+    real, _ = realspeed.at_real_speed(tables)
+    levels = speedups.level_speedups(real)
+    samples = speedups.level_samples(real)
+    return [
+        policy.settle(p, levels, samples=samples, level_noise=level_noise, rounds=rounds)
+        for p in _with_confirmations(policies, tables)
+    ]
 
 
 def choose(policies: list[Policy], findings: Findings) -> tuple[list[Chosen], list[str]]:
@@ -143,12 +176,61 @@ def to_confirm(path: str | Path) -> tuple[list[Chosen], list[str], dict[str, str
     the directory finds a group's members by it)."""
 
     tables = load(path)
-    policies, findings = derive(tables, from_experiment(path))
+    candidates, rounds = settings(path)
+    policies, findings = derive(tables, from_experiment(path), candidates)
     chosen, notes = choose(policies, findings)
     notes = list(getattr(policies, "notes", [])) + notes
+    chosen, more = _next_rounds(chosen, tables, policies, findings.level_noise, rounds)
+    notes += more
     if not policies:
         notes.append("no policy: no group of step counts was measured, or the baseline wins at every level")
     labels = {
         r["point_id"]: r["label"] for r in tables["points"].select("point_id", "label").collect().iter_rows(named=True)
     }
     return chosen, notes, labels
+
+
+def settings(path: str | Path) -> tuple[str, int]:
+    """The experiment's ``policy.candidates`` and ``policy.revise`` (defaults where not given or unreadable)."""
+    experiment = read_experiment(path)
+    section = experiment.get("policy")
+    section = section if isinstance(section, dict) else {}
+    try:
+        rounds = int(section.get("revise", 2))
+    except (TypeError, ValueError):
+        rounds = 2
+    return policy.candidates_of(experiment), max(0, rounds)
+
+
+def _next_rounds(
+    chosen: list[Chosen], tables: dict[str, pl.LazyFrame], policies: list, level_noise: float | None, rounds: int
+) -> tuple[list[Chosen], list[str]]:
+    """Each chosen policy replaced by the round to confirm next: itself where its own server was never
+    measured, its revision where that one fell short (``policy.settle``); none where its last round was
+    measured (the notes say how it did)."""
+    if not chosen:
+        return chosen, []
+    index = {id(p): i for i, p in enumerate(policies)}
+    all_rounds = _settled(tables, list(policies), level_noise, rounds)
+    out, notes = [], []
+    for c in chosen:
+        i = index.get(id(c.policy))
+        if i is None:
+            out.append(c)
+            continue
+        last = all_rounds[i][-1]
+        if last.table.is_empty():
+            why = c.why if last.policy.revision <= 1 else (*c.why, *last.policy.revised[-1:])
+            out.append(Chosen(last.policy, tuple(why)))
+            continue
+        v = last.verdict
+        notes.append(
+            f"{c.policy.group}: confirmed ({len(all_rounds[i])} round{'s' if len(all_rounds[i]) > 1 else ''}): "
+            + (
+                "within noise of the best measured at every level"
+                if v.winner == "policy"
+                else f"short; the answer by measurement is the {'best static setup' if v.winner == 'static' else 'plain table'}"
+                + (" (revisions spent)" if last.policy.revision > rounds else "")
+            )
+        )
+    return out, notes

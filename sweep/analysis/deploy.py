@@ -30,9 +30,14 @@ def _config_name(p: policy_mod.Policy) -> str:
     return f"policy-{p.slug()}.json"
 
 
-def config_files(policies: list[policy_mod.Policy]) -> dict[str, str]:
-    """{file name: SGLang's adaptive config as JSON} for every policy (written beside report.md)."""
-    return {_config_name(p): p.config_json() for p in policies}
+def config_files(policies: list[policy_mod.Policy], f: Findings | None = None) -> dict[str, str]:
+    """{file name: SGLang's adaptive config as JSON} for every policy (written beside report.md); with
+    the findings, a policy whose revision was measured gets the revision's config (what Deploy names)."""
+    out = {}
+    for p in policies:
+        r = _proven(p, f) if f is not None and p.confirmation_ids else None
+        out[_config_name(p)] = (r.policy if r is not None else p).config_json()
+    return out
 
 
 def preferred(f: Findings) -> list[policy_mod.Policy]:
@@ -68,13 +73,15 @@ def _range(lo: int, to: int | None) -> str:
 
 
 def _tiers_text(p: policy_mod.Policy) -> str:
-    """'C=1-4: 3 (2/3) · C=5-29: 2 (1/2/3) · C>=70: none': per tier its best and the candidates."""
+    """'C=1-2 (batches 1-2): steps=3 · C>=8 (batches >= 3): steps=1': per tier its levels, the decode
+    batch sizes SGLang routes to it, and its step count (several: SGLang's candidates)."""
     parts = []
     for i, t in enumerate(p.tiers):
-        to = p.tiers[i + 1].lo - 1 if i + 1 < len(p.tiers) else None
-        best = "none" if t.best_steps == 0 else str(t.best_steps)
-        cands = "" if len(t.candidate_steps) == 1 else f" ({_steps(t.candidate_steps)})"
-        parts.append(f"{_range(t.lo, to)}: {best}{cands}")
+        last = i + 1 == len(p.tiers)
+        levels = t.levels or (t.lo,)
+        where = f"C>={levels[0]}" if last else _range(levels[0], levels[-1])
+        steps = "/".join(str(k) for k in t.candidate_steps)
+        parts.append(f"{where} ({t.batches_text()}): {p.step_axis}={steps}")
     return " · ".join(parts)
 
 
@@ -128,31 +135,62 @@ def _predicted(p: policy_mod.Policy) -> str:
     )
 
 
-def _policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -> list[str]:
-    """A policy in a few lines: its tiers, the break-even (and, with ``predicted``, its gain over the
-    best static setup), the file and flags, the plain table."""
-    where = f" [{p.workload}]" if p.workload else ""
-    be = (
-        p.break_even.text()
-        if p.break_even
-        else (
-            "speculation pays at every level measured"
+def _off_text(p: policy_mod.Policy) -> str:
+    """The break-even as the plain table's story: above it the no-speculation server, which no adaptive
+    server can match (its step 0 still drafts)."""
+    if p.break_even is None:
+        return (
+            " Speculation pays at every level measured."
             if p.levels and 0 not in p.levels[-1].candidate_steps
-            else "no break-even measured"
+            else " No break-even measured."
         )
+    be = p.break_even
+    plain = p.plain_table()
+    if plain and plain[-1]["steps"] == 0:
+        top = p.levels[-1] if p.levels else None
+        spec = {k: v for k, v in (top.tok_s if top else {}).items() if k}
+        figures = ""
+        if top is not None and spec and top.baseline_tok_s:
+            k = max(spec, key=lambda s: spec[s])
+            figures = (
+                f" (C={top.concurrency}: {top.baseline_tok_s:,.0f} tok/s without speculation against "
+                f"{spec[k]:,.0f} of {p.step_axis}={k})"
+            )
+        return (
+            f" Break-even: {be.text()}: there a non-speculative server{figures} (an adaptive one cannot switch "
+            "off: its step 0 still drafts)."
+        )
+    # the baseline never ahead beyond noise, and speculation still the faster measured at the top: one story
+    return (
+        f" Above C={be.low} speculation is within noise of no speculation (to C={be.top}): the table keeps the "
+        "faster measured; a non-speculative server serves as well there."
     )
-    lines = [f"- Policy {p.group}{where}: steps {_tiers_text(p)}; {be}." + (_predicted(p) if predicted else "")]
+
+
+def _policy_lines(p: policy_mod.Policy, f: Findings, *, predicted: bool = True) -> list[str]:
+    """A policy in a few lines: one adaptive server's tiers (with the batch sizes each serves), its
+    file and flags, and the plain table (one server per load range) with the break-even."""
+    where = f" [{p.workload}]" if p.workload else ""
+    mode = (
+        " (several candidates per tier, as policy.candidates asks: SGLang picks among them by acceptance, not by speed)"
+        if p.candidates == "within_noise"
+        else ""
+    )
+    lines = [
+        f"- Policy {p.group}{where}: one adaptive server, {_tiers_text(p)}{mode}."
+        + (_predicted(p) if predicted else "")
+    ]
     flags = {**p.launch_flags(), policy_mod.CONFIG_FLAG: _config_name(p)}
     lines.append(f"  Run: `{policy_mod.flags_text(flags)}` (the file is beside report.md).")
     need = policy_mod.needs_text(p.sglang_version)
     if need:
-        lines.append(f"  {need[0].upper() + need[1:]}: {_plain_text(p)}.")
+        lines.append(f"  {need[0].upper() + need[1:]}: {_plain_text(p)}.{_off_text(p)}")
     else:
-        lines.append(f"  Without adaptive speculation (plain table): {_plain_text(p)}.")
+        lines.append(f"  Plain table (one server per load range): {_plain_text(p)}.{_off_text(p)}")
     return lines
 
 
-def confirmation_table(p: policy_mod.Policy, f: Findings) -> pl.DataFrame:
+def _confirmation_table(p: policy_mod.Policy, f: Findings) -> pl.DataFrame:
     return policy_mod.confirmation(p, f.levels, samples=f.level_samples, level_noise=f.level_noise)
 
 
@@ -215,23 +253,132 @@ def _confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
     return head + f": short of the envelope beyond noise at {where}" + tail
 
 
+def rounds(p: policy_mod.Policy, f: Findings) -> list[policy_mod.Round]:
+    """The policy's confirmation rounds as recorded (``policy.settle``: its own server, the revisions)."""
+    return policy_mod.settle(p, f.levels, samples=f.level_samples, level_noise=f.level_noise)
+
+
+def _proven(p: policy_mod.Policy, f: Findings) -> policy_mod.Round | None:
+    """The last measured round of the policy's confirmations (None: none measured)."""
+    return next((r for r in reversed(rounds(p, f)) if not r.table.is_empty()), None)
+
+
+def _levels_text(cs, table: pl.DataFrame, column: str) -> str:
+    at = {r["concurrency"]: r for r in table.iter_rows(named=True)}
+    return ", ".join(f"C={c} ({render.percent(at[c][column])})" for c in cs if c in at)
+
+
+def _shortfall(p: policy_mod.Policy, r: policy_mod.Round) -> str:
+    """Why the policy's own server lost, measured: the levels short of the best static setup and of the
+    envelope beyond noise, and the levels together."""
+    v, t = r.verdict, r.table
+    if v is None:
+        return ""
+    parts = []
+    if v.short_static:
+        parts.append(
+            f"below the best static {p.step_axis}={p.static_steps} beyond noise at "
+            + _levels_text(v.short_static, t, "vs_static")
+        )
+    if v.short:
+        parts.append("below the envelope beyond noise at " + _levels_text(v.short, t, "vs_envelope"))
+    if v.together and not v.short:
+        parts.append(
+            f"below the envelope by more than 1 % at {v.below} of {v.levels} levels (within noise at each, "
+            "a shortfall together)"
+        )
+    elif v.together_static and not v.short_static:
+        parts.append(f"below the best static setup at {v.below_static} of {v.levels} levels (a shortfall together)")
+    return "; ".join(parts)
+
+
+def _off_wins(r: policy_mod.Round) -> str:
+    """Where the no-speculation server beats everything an adaptive server runs, with the figures."""
+    at = {x["concurrency"]: x for x in r.table.iter_rows(named=True)}
+    cs = [c for c in (r.verdict.off_wins if r.verdict is not None else ()) if c in at]
+    if not cs:
+        return ""
+    figures = ", ".join(f"C={c}: {at[c]['baseline_tok_s']:,.0f} against {at[c]['policy_tok_s']:,.0f}" for c in cs)
+    return f" The no-speculation server beats any adaptive server at {figures} tok/s: run it there."
+
+
+def _winner_line(p: policy_mod.Policy, r: policy_mod.Round) -> str:
+    """The Deploy section's first line: the winner by measurement among the policy's own server, the
+    best static setup and the plain table; a policy that lost is never offered first."""
+    v = r.verdict
+    q = r.policy
+    if v is None:  # not measured: no winner to name
+        return ""
+    rev = f", {'; '.join(q.revised)}" if q.revision > 1 else ""
+    if v.winner == "policy":
+        return (
+            f"Deploy: the speculative policy {q.label()} ({_config_name(p)}): its own server measured within noise "
+            f"of the best the grid measured, or above it, at every level ({v.levels} levels{rev})."
+        )
+    static = p.labels.get(p.static_steps) if p.static_steps else None
+    why = _shortfall(q, r)
+    if v.winner == "static" and static:
+        return (
+            f"Deploy: the best static setup {static}: the policy's own server {q.label()} fell short ({why}); "
+            f"the static setup is within noise of the best measured at every level."
+        )
+    static_too = (
+        f"; the best static {static} is short too at " + ", ".join(f"C={c}" for c in v.static_short)
+        if static and v.static_short
+        else ""
+    )
+    return (
+        f"Deploy: the plain table, one server per load range: {_plain_text(p)}. The policy's own server "
+        f"{q.label()} fell short ({why}){static_too}.{_off_wins(r)}"
+    )
+
+
+def _pick_policy(rec: slo_mod.Recommendation, f: Findings) -> str:
+    """Each SLO's pick with the policy of its own group, or why its group has none."""
+    b = rec.get("best")
+    if b is None:
+        return ""
+    p = next((q for q in f.policies if b["point_id"] in (*q.member_ids, *q.confirmation_ids)), None)
+    if p is not None:
+        return f" Its group's policy: {p.group}" + (f" [{p.workload}]" if p.workload else "") + "."
+    if b["baseline"]:
+        return " No speculation: no policy."
+    label = b.get("label") or ""
+    pairs = set(label.split(","))
+    for n in f.policies.notes:
+        group = n.split(":", 1)[0]
+        if group and set(group.split(",")) <= pairs:
+            return f" Its group has no policy ({n.split(': ', 1)[-1]})."
+    return " Its group has no policy (its drafter was measured at one step count)."
+
+
 def deploy_section(f: Findings) -> Section:
-    """What to run, up to which load, how sure: the report's first screen."""
+    """What to run, up to which load, how sure: the report's first screen. Where a policy's own server
+    was measured, the first line names the winner by measurement (``_winner_line``)."""
     lines: list[str] = []
-    if f.slos and f.slo_table.height:
-        lines += [_slo_line(rec) for rec in slo_mod.recommendations(f.slo_table, f.slos)]
     ranked = preferred(f)
     # the policy whose own server was measured (a confirmation point) comes with its table per level:
     # then it alone is shown here, to keep the answer on one screen
-    table, confirmed = None, None
+    proven, confirmed = None, None
     for p in ranked[:SHOWN]:
-        t = confirmation_table(p, f) if p.confirmation_ids else None
-        if t is not None and t.height:
-            table, confirmed = t, p
+        r = _proven(p, f) if p.confirmation_ids else None
+        if r is not None:
+            proven, confirmed = r, p
             break
-    shown = [confirmed] if confirmed is not None else ranked[:SHOWN]
+    if proven is not None and confirmed is not None:
+        lines.append(_winner_line(confirmed, proven))
+    if f.slos and f.slo_table.height:
+        lines += [_slo_line(rec) + _pick_policy(rec, f) for rec in slo_mod.recommendations(f.slo_table, f.slos)]
+    shown = [proven.policy] if proven is not None else ranked[:SHOWN]
     for p in shown:
         lines += _policy_lines(p, f, predicted=False)
+    if proven is not None and confirmed is not None:
+        pending = rounds(confirmed, f)[-1]
+        if pending.table.is_empty() and pending.policy.revision > proven.policy.revision:
+            lines.append(
+                f"- Revision {pending.policy.revision} derived, not yet confirmed ({'; '.join(pending.policy.revised[-1:])}):"
+                " python -m sweep confirm DIR runs it."
+            )
     more = len(f.policies) - len(shown)
     if more > 0:
         lines.append(f"- {more} more {'policy' if more == 1 else 'policies'} under 'Speculative policy' below.")
@@ -243,12 +390,12 @@ def deploy_section(f: Findings) -> Section:
         lines.append(f"- {len(flagged) - 2} more phantom speedups under 'Speculative policy'.")
     if f.policies:
         lines.append(
-            "Steps by load: the best step count from each C, in brackets those within noise of it "
-            "(SGLang's candidate_steps; none: no speculation). Evidence below; noise: see Method."
+            "Steps by load: one step count per tier, the fastest (fewer steps in a 1 % tie); never 0 (SGLang's "
+            "step 0 still drafts). Evidence below; noise: see Method."
         )
-    if confirmed is not None and table is not None:
-        lines.append(_confirmation_line(confirmed, table))
-        return Section("Deploy", lines, _confirmation_rows(table, confirmed))
+    if proven is not None and confirmed is not None:
+        lines.append(_confirmation_line(proven.policy, proven.table))
+        return Section("Deploy", lines, _confirmation_rows(proven.table, proven.policy))
     if not lines and f.levels.is_empty():
         lines.append("Nothing measured yet: no point has finished its benchmark.")
     elif not lines:  # measured, but no SLO to answer and no step group ahead of its baseline beyond noise
@@ -266,14 +413,15 @@ def policy_sections(f: Findings) -> list[Section]:
         return []
     text = [
         "Per group of points that differ only in their step count (a drafter with its other settings): at each "
-        "level the best step count by output throughput, and the candidates within noise of it (the report's rule "
-        "for two levels' figures, see Method); 0 (no speculation) where the matched baseline wins or is within "
-        "noise of the best. Tiers start where the candidates change (SGLang routes a batch size to the closest "
-        "lower key of its adaptive config); the break-even is the concurrency above which no step count beats "
-        "the baseline: the last level one is ahead beyond noise, the first from which the baseline is ahead of "
-        "every step count beyond noise, and where the best ratio crosses 1 between them (log C). 'policy' is "
-        "the best candidate's measured figure: where a tier has several, an upper bound of what SGLang's EMA "
-        "rule (it follows the acceptance, not the throughput) picks. Trees (topk > 1) are left out: SGLang's "
+        "level the best option by output throughput, and the candidates within noise of it (the report's rule "
+        f"for two levels' figures, see Method). One step count per tier: {policy_mod.CHOICE_RULE}; never 0 from "
+        "the baseline's figure (inside an adaptive server 0 is SGLang's step 0, which still runs the drafter's "
+        "extend: not the no-speculation server). Tiers are keyed where SGLang routes a decode batch (padded to "
+        "its CUDA-graph batch size, then the largest key at or below it), from the batch sizes the levels ran. "
+        "The break-even is the concurrency above which no step count beats the baseline: the last level one is "
+        "ahead beyond noise, the first from which the baseline is ahead of every step count beyond noise, and "
+        "where the best ratio crosses 1 between them (log C); above it the plain table's non-speculative server "
+        "is the answer. 'policy' is the choice's measured static figure. Trees (topk > 1) are left out: SGLang's "
         "adaptive speculation runs topk 1 only."
     ]
     text += [f"- {n}" for n in f.policies.notes]
@@ -285,9 +433,11 @@ def policy_sections(f: Findings) -> list[Section]:
         rows = [
             {
                 "C": lv.concurrency,
-                "best steps": "none" if lv.best_steps == 0 else str(lv.best_steps),
-                "candidates": _steps(lv.candidate_steps),
-                "policy tok/s": render.num(lv.policy_tok_s, 0),
+                "best": "none" if lv.best_steps == 0 else str(lv.best_steps),
+                "within noise": _steps(lv.candidate_steps),
+                "choice": str(lv.choice),
+                "running": render.num(lv.batch, 1) if lv.batch is not None else render.MISSING,
+                "choice tok/s": render.num(lv.policy_tok_s, 0),
                 "best static tok/s": render.num(lv.static_tok_s, 0),
                 "baseline tok/s": render.num(lv.baseline_tok_s, 0),
                 **{("none" if k == 0 else f"steps={k}"): render.num(v, 0) for k, v in sorted(lv.tok_s.items())},
@@ -304,7 +454,7 @@ def policy_sections(f: Findings) -> list[Section]:
             )
         )
         if p.confirmation_ids:
-            t = confirmation_table(p, f)
+            t = _confirmation_table(p, f)
             if t.height:
                 out.append(
                     Section(

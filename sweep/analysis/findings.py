@@ -70,11 +70,17 @@ class Findings:
 
 
 def analyze(
-    tables: Tables, *, env_reference: str | None = None, slos: list | None = None, frontier_by: str | None = None
+    tables: Tables,
+    *,
+    env_reference: str | None = None,
+    slos: list | None = None,
+    frontier_by: str | None = None,
+    policy_candidates: str = "one",
 ) -> Findings:
     """All the report's frames for one results directory, a dry run's at real speed
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
-    ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile)."""
+    ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile);
+    ``policy_candidates``: the experiment's ``policy.candidates`` (``sweep.analysis.policy.derive``)."""
     measured_noise, repeats_df = repeats.repeat_noise(tables["levels"]) if repeats.has_repeats(tables) else (None, 0)
     tables, speed = realspeed.at_real_speed(repeats.pooled(tables))  # decide's repeats: one row per level
     slos = list(slos or [])
@@ -91,7 +97,13 @@ def analyze(
     samples = speedups.level_samples(tables)
     conf = configurations(tables)
     policies = policy_mod.derive(
-        levels, points_frame(tables), configurations=conf, samples=samples, level_noise=level_noise
+        levels,
+        points_frame(tables),
+        configurations=conf,
+        samples=samples,
+        level_noise=level_noise,
+        batches=policy_mod.level_batches(tables),  # the batch sizes each level ran: where its tier's key goes
+        candidates=policy_candidates,
     )
     return Findings(
         summary=health.sweep_summary(tables),

@@ -2,32 +2,42 @@
 the best step count changes with the load (k steps at C=1, fewer above, none past the break-even).
 
 A **group** is the points that differ only in their step count (a drafter with every other setting:
-NCCL profile, the other axes, the workload). Per group and measured level, from the levels'
-output throughput (the Concurrency table's figures):
+NCCL profile, the other axes, the workload; ``speculation.step_axis_of``). Per group and measured
+level, from the levels' output throughput (the Concurrency table's figures):
 
-- the best option: a step count of the group, or ``0`` (no speculation: the matched baseline);
-- the **candidates**: every option within noise of the best (the report's one rule for a ratio of
-  two levels' figures, ``noise.judged``: the two levels' per-request interval as a relative width,
-  widened by the level-wide noise, at least ``noise.LEVEL_NOISE_FLOOR``). ``0`` is a candidate where
-  the baseline wins, or is within noise of the best;
-- **tiers**: SGLang routes a batch size to the closest *lower* key of its adaptive config
-  (``AdaptiveSpeculativeParams._find_closest_bs``), so a tier starts at each measured level where the
-  candidate set changes (adjacent equal sets merged; the first key is 1) and holds up to the next;
+- the best option (a step count of the group, or ``0``: the matched baseline) and the options within
+  noise of it (the report's one rule for a ratio of two levels' figures, ``noise.judged``);
+- the **choice** (``CHOICE_RULE``): the fastest step count, or one of fewer steps in a tie with it
+  (within ``CHOICE_TIE``): less verify work and draft memory for the same speed. Never ``0`` from the
+  baseline's figure: inside an adaptive server ``0`` is SGLang's step 0, which still runs the drafter's
+  extend after each verify and probes its next candidate at every update; it is not the
+  no-speculation server (measured on the CPU build: 24-36 % below it);
+- **tiers**: one step count each (adjacent levels with the same choice merged; ``policy.candidates:
+  within_noise`` gives every step count within noise instead, for SGLang's acceptance rule to pick
+  among), keyed where SGLang routes: it pads a decode batch to the next CUDA-graph batch size and
+  takes the largest key at or below it, so a tier's key is the smallest padded batch size above every
+  batch its lower neighbour ran (``metrics_running_reqs`` and its maximum), and each tier says which
+  batch sizes it serves;
 - the **break-even**: the concurrency above which no step count beats the baseline, bracketed by
   the last level where one is ahead beyond noise and the first from which the baseline is ahead
   beyond noise of every step count (levels within noise between them widen the bracket), its
-  estimate where the best step count's ratio to the baseline crosses 1, linearly in log C.
+  estimate where the best step count's ratio to the baseline crosses 1, linearly in log C. Above it
+  the answer is a non-speculative server (the plain table), which no adaptive server can match.
 
-Written as SGLang's adaptive config (``Policy.config``: ``{"1": {"candidate_steps": [...]}, ...}``,
-for ``--speculative-adaptive-config``), its launch flags (``Policy.launch_flags``), and a plain table
-(concurrency range -> the best static step count) for engines without adaptive speculation.
+Written as SGLang's adaptive config (``Policy.config``: ``{"1": {"candidate_steps": [k]}, ...}``, for
+``--speculative-adaptive-config``), its launch flags (``Policy.launch_flags``), and a plain table
+(concurrency range -> the static step count to run, 0: no speculation) for engines without adaptive
+speculation, or for the load where no speculation wins.
 
-What it does not model: SGLang's EMA rule picks among a tier's candidates by the acceptance it sees
-(``AdaptiveStepSlot``: about one step beyond the accepted drafts), not by throughput, so for a tier
-of several candidates the policy's throughput here (the best candidate's measured figure) is an upper
-bound of what the rule picks. Trees (topk > 1) are left out: SGLang's adaptive speculation runs topk 1
-only. Points the adaptive search pruned were not measured: their prediction said they are the best
-at no level, so they are no tier's best; they are left out of the candidates, and the notes say so.
+**The confirmation** (``confirmation``, ``verdict``, ``revise``, ``settle``): the policy's own server,
+measured, against the best static setup, the envelope and the baseline per level, with the levels
+judged together too (a sign test); where it fell short, a revision (the short tier takes the best
+static step count, or the envelope's), confirmed again up to ``policy.revise`` rounds; the verdict
+names the winner by measurement (the policy, the best static setup or the plain table).
+
+Trees (topk > 1) are left out: SGLang's adaptive speculation runs topk 1 only. Points the adaptive
+search pruned were not measured: their prediction said they are the best at no level, so they are no
+tier's choice; the notes say so.
 
 Pure: polars frames in (``speedups.level_speedups`` and the points table), dataclasses out.
 """
@@ -37,43 +47,28 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
 
 from sweep.analysis import noise, speedups
 from sweep.analysis.acceptance import spec_shape
-from sweep.analysis.frames import BENCHMARK, DRAFTER, ENV, as_dict, axes_of, configurations, natural_key, points_frame
+from sweep.analysis.frames import as_dict, axes_of, configurations, natural_key, points_frame
+from sweep.core import ConfigError, speculation
 from sweep.results import server_flags
 
-ADAPTIVE = "adaptive"  # the step axis's value of a confirmation point (the policy's own server)
-_ADAPTIVE_FLAG = "speculative-adaptive"
-CONFIG_FLAG = "speculative-adaptive-config"
-_ADAPTIVE_SINCE = "0.5.23"  # the first release with --speculative-adaptive (sweep/sglang/flagnames.py)
-_ADAPTIVE_BUILDS = {"7f8f030": True}  # builds named by commit: the CPU build has the flags
-_STEP_ROLES = ("steps",)
-
-
-def has_adaptive(version: str | None) -> bool | None:
-    """Whether SGLang ``version`` has ``--speculative-adaptive`` (None: unknown version)."""
-    if not version:
-        return None
-    for commit, has in _ADAPTIVE_BUILDS.items():  # "7f8f030", "0.0.0.dev0+g7f8f030"
-        if commit in version:
-            return has
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
-    if not m:
-        return None
-    since = tuple(int(x) for x in _ADAPTIVE_SINCE.split("."))
-    return tuple(int(x) for x in m.groups()) >= since
+ADAPTIVE = speculation.CONFIRM_VALUE  # the step axis's value of a confirmation point (the policy's own server)
+_ADAPTIVE_FLAG = speculation.ADAPTIVE_FLAG  # the names and the version gate: sweep/core/speculation.py
+CONFIG_FLAG = speculation.CONFIG_FLAG
+has_adaptive = speculation.has_adaptive  # whether an SGLang version has --speculative-adaptive (None: unknown)
 
 
 def needs_text(version: str | None) -> str | None:
     """What the report says where the sweep's SGLang lacks the flags (None where it has them)."""
     if has_adaptive(version) is False:
         return (
-            f"needs SGLang >= {_ADAPTIVE_SINCE} (--speculative-adaptive); on this version ({version}) "
+            f"needs SGLang >= {speculation.SINCE} (--speculative-adaptive); on this version ({version}) "
             "deploy the plain table"
         )
     return None
@@ -81,16 +76,23 @@ def needs_text(version: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Tier:
-    """One batch-size tier of SGLang's adaptive config: from ``lo`` (its key) to ``hi`` (the last
-    measured level in it; the tier holds up to the next key). ``candidate_steps``: within noise of
-    the best at every level of the tier, sorted (0: no speculation); ``best_steps``: the best at its
-    levels (the most frequent best, the larger on a tie)."""
+    """One batch-size tier of SGLang's adaptive config: its key ``lo`` (the smallest padded batch size
+    it serves), its measured levels (``hi`` the last), ``best_steps``: the step count its levels chose
+    (``Level.choice``: one, adjacent levels with the same choice merged), ``candidate_steps``: what
+    the config gives SGLang (the choice alone; with ``policy.candidates: within_noise``, every positive
+    step count within noise of the best at all its levels), ``batches``: the decode batch sizes it
+    serves, before padding ((first, last); last None: and above)."""
 
     lo: int
     hi: int
     best_steps: int
     candidate_steps: tuple[int, ...]
     levels: tuple[int, ...] = ()
+    batches: tuple[int, int | None] = (1, None)
+
+    def batches_text(self) -> str:
+        a, b = self.batches
+        return f"batches >= {a}" if b is None else (f"batch {a}" if a == b else f"batches {a}-{b}")
 
 
 @dataclass(frozen=True)
@@ -118,15 +120,39 @@ class _BreakEven:
 @dataclass(frozen=True)
 class Level:
     """One measured level of a policy: the options' figures (output tok/s, at real speed where the
-    report reads them so) and which of them the policy runs."""
+    report reads them so) and what the policy runs there.
+
+    ``best_steps``: the fastest option (0: the no-speculation baseline); ``candidate_steps``: every
+    option within noise of it (0 among them where the baseline is); ``choice``: the step count the
+    adaptive server runs at this level, by the written rule (``CHOICE_RULE``): the fastest step count
+    measured, or one of fewer steps in a tie with it (within ``CHOICE_TIE``: less verify work and memory
+    for the same speed), never 0 from the baseline's figure (an adaptive server's step 0 still runs the
+    drafter's extend: it is not the no-speculation server); ``within_noise``: the positive step counts
+    within noise of the fastest one (what ``policy.candidates: within_noise`` gives SGLang to pick
+    among); ``plain_steps``: the plain table's (the same rule over every option, 0 the fewest steps);
+    ``batch``/``batch_max``: the running requests the level recorded (mean, largest; None: not
+    recorded)."""
 
     concurrency: int
     best_steps: int
     candidate_steps: tuple[int, ...]
     tok_s: dict[int, float]  # steps -> output tok/s measured (0: the baseline)
-    policy_tok_s: float | None  # the best candidate's (an upper bound of the EMA rule's, for several)
+    policy_tok_s: float | None  # the choice's static figure here (the policy's prediction)
     static_tok_s: float | None  # the group's best single static setup's
     baseline_tok_s: float | None
+    choice: int = 0
+    within_noise: tuple[int, ...] = ()
+    plain_steps: int = 0
+    batch: float | None = None
+    batch_max: float | None = None
+
+
+CHOICE_TIE = 0.01  # figures this close are a tie: the fewer steps win it (AutoSpec's and vLLM's tuners' 1 %)
+CHOICE_RULE = (
+    "per level the fastest step count measured; a step count with fewer steps within 1 % of it (a tie) is "
+    "taken instead (less verify work and draft memory for the same speed)"
+)
+CANDIDATE_MODES = ("one", "within_noise")  # policy.candidates: one step count per tier (the default), or SGLang's pick
 
 
 @dataclass(frozen=True)
@@ -148,10 +174,18 @@ class Policy:
     notes: tuple[str, ...] = ()
     confirmation_ids: tuple[str, ...] = ()  # measured points of this policy's own server
     axis_order: tuple[str, ...] = ()  # the grid's axes in its order (the step axis among them)
+    candidates: str = "one"  # policy.candidates: "one" step count per tier, or "within_noise" (SGLang picks)
+    revision: int = 1  # 1: derived from the grid; 2...: revised after a confirmation fell short
+    revised: tuple[str, ...] = ()  # what each revision changed, and why (measured)
+    confirmation_configs: dict[str, str] = field(default_factory=dict)  # confirmation id -> its config (canonical)
 
     def config(self) -> dict[str, dict]:
         """SGLang's adaptive config (``--speculative-adaptive-config``): integer-string batch-size keys."""
         return {str(t.lo): {"candidate_steps": list(t.candidate_steps)} for t in self.tiers}
+
+    def config_key(self) -> str:
+        """The config as canonical JSON: what a recorded confirmation point's config is matched by."""
+        return _canonical(self.config())
 
     def config_json(self) -> str:
         """The config as the file SGLang reads: one tier a line."""
@@ -176,14 +210,15 @@ class Policy:
 
     def plain_table(self) -> list[dict]:
         """For engines without adaptive speculation: per concurrency range (measured levels, adjacent
-        ones with the same best merged) the best static step count (0: no speculation), its label and
-        flags. ``to`` is the range's last level (None for the last range: and above)."""
+        ones with the same answer merged) the static step count to run (``Level.plain_steps``: the
+        fewest steps within noise of the fastest option, 0: no speculation), its label and flags.
+        ``to`` is the range's last level (None for the last range: and above)."""
         rows: list[dict] = []
         for lv in self.levels:
-            if rows and rows[-1]["steps"] == lv.best_steps:
+            if rows and rows[-1]["steps"] == lv.plain_steps:
                 rows[-1]["hi"] = lv.concurrency
                 continue
-            rows.append({"lo": lv.concurrency, "hi": lv.concurrency, "steps": lv.best_steps})
+            rows.append({"lo": lv.concurrency, "hi": lv.concurrency, "steps": lv.plain_steps})
         for i, r in enumerate(rows):
             r["to"] = rows[i + 1]["lo"] - 1 if i + 1 < len(rows) else None
             k = r["steps"]
@@ -196,12 +231,31 @@ class Policy:
         text = ",".join(x for x in (self.group, self.workload) if x) or "all"
         return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.replace("=", "-").replace(",", "_")).strip("-") or "all"
 
+    def step_value(self) -> str:
+        """The step axis's value of this policy's confirmation point: 'adaptive', 'adaptive-r2' for a revision."""
+        return speculation.confirm_value(self.revision)
+
     def label(self) -> str:
-        """The confirmation point's label: the group's params with the step axis set to 'adaptive', in
-        the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
-        values = {**self.params, self.step_axis: ADAPTIVE}
+        """The confirmation point's label: the group's params with the step axis set to 'adaptive' (a
+        revision: 'adaptive-r2'), in the grid's order (``drafter=k26_100k,steps=adaptive,nccl=tuned``)."""
+        values = {**self.params, self.step_axis: self.step_value()}
         order = [a for a in self.axis_order if a in values] + [a for a in values if a not in self.axis_order]
         return ",".join(f"{a}={values[a]}" for a in order)
+
+
+def _canonical(config: Any) -> str:
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def _config_of(row: dict) -> str | None:
+    """A confirmation point's adaptive config as canonical JSON (None: not recorded as a mapping)."""
+    value = server_flags(row).get(CONFIG_FLAG)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return _canonical(value) if isinstance(value, dict) else None
 
 
 def _static_flags(steps: int) -> dict[str, Any]:
@@ -234,17 +288,19 @@ class Policies(list):
 
 def is_confirmation(row: dict) -> bool:
     """A point of a policy's own server: a step axis valued 'adaptive', or --speculative-adaptive."""
-    if any(str(v) == ADAPTIVE for v in axes_of(row).values() if v is not None):
+    if any(_is_adaptive_value(v) for v in axes_of(row).values() if v is not None):
         return True
     return server_flags(row).adaptive
 
 
+def _is_adaptive_value(v: Any) -> bool:
+    """'adaptive', or a revision's 'adaptive-r2'."""
+    return speculation.is_confirm_value(v)
+
+
 def _step_axis(row: dict) -> str | None:
     roles = as_dict(row.get("param_roles"))
-    for a, role in roles.items():
-        if role in _STEP_ROLES:
-            return a
-    return None
+    return next((a for a, role in roles.items() if role == speculation.STEPS_ROLE), None)
 
 
 def _steps_of(row: dict, axis: str | None) -> int | None:
@@ -270,28 +326,20 @@ def _topk(row: dict) -> int:
 
 
 def _infer_step_axis(rows: list[dict]) -> dict[str, str]:
-    """{point_id: its step axis} for speculative points with no axis of role steps: the axis (not the
-    drafter's, an env's or a workload's) whose value tells points apart that share every other axis
-    and differ in their step count (a bundle axis setting steps and draft tokens)."""
-    out: dict[str, str] = {}
+    """{point_id: its step axis} for speculative points with no axis of role steps
+    (``speculation.step_axis_of``: the axis whose values alone tell apart points of different step counts)."""
     loose = [r for r in rows if _step_axis(r) is None]
-    if not loose:
-        return out
+    out: dict[str, str] = {}
     for r in loose:
-        roles = as_dict(r.get("param_roles"))
-        params = axes_of(r)
-        for a in params:
-            if roles.get(a) in (DRAFTER, ENV, BENCHMARK) or params[a] is None:
-                continue
-            rest = {b: v for b, v in params.items() if b != a}
-            mates = [
-                q
-                for q in loose
-                if {b: v for b, v in axes_of(q).items() if b != a} == rest and q["point_id"] != r["point_id"]
-            ]
-            if any(_steps_of(q, None) != _steps_of(r, None) for q in mates):
-                out[r["point_id"]] = a
-                break
+        axis = speculation.step_axis_of(
+            r,
+            loose,
+            roles=lambda q: as_dict(q.get("param_roles")),
+            params=axes_of,
+            steps=lambda q: _steps_of(q, None),
+        )
+        if axis is not None:
+            out[r["point_id"]] = axis
     return out
 
 
@@ -316,6 +364,7 @@ class _Group:
     members: dict[int, dict] = field(default_factory=dict)  # steps -> points row
     pruned: list[str] = field(default_factory=list)
     confirmations: list[str] = field(default_factory=list)
+    configs: dict[str, str] = field(default_factory=dict)  # confirmation point id -> its config (canonical JSON)
 
 
 def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> tuple[list[_Group], list[str]]:
@@ -335,14 +384,17 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
     for r in rows:
         axis = _step_axis(r) or inferred.get(r["point_id"])
         if axis is None and is_confirmation(r):
-            axis = next((a for a, v in axes_of(r).items() if str(v) == ADAPTIVE), None)
+            axis = next((a for a, v in axes_of(r).items() if _is_adaptive_value(v)), None)
         if axis is None:
             continue
         params = {a: v for a, v in axes_of(r).items() if a != axis and v is not None}
-        key = (tuple(sorted((a, str(v)) for a, v in params.items())), axis)
+        key = speculation.step_group_key(axes_of(r), axis)
         g = found.setdefault(key, _Group(key, params, axis, workload.get(r["point_id"], ""), tuple(axes_of(r))))
         if is_confirmation(r):
             g.confirmations.append(r["point_id"])
+            cfg = _config_of(r)
+            if cfg is not None:
+                g.configs[r["point_id"]] = cfg
             continue
         if _topk(r) > 1:
             trees.add(_pairs(params))
@@ -362,6 +414,11 @@ def groups(points: pl.DataFrame, configurations: pl.DataFrame | None = None) -> 
             "('only topk=1 is supported')"
         )
     return sorted(found.values(), key=lambda g: (natural_key(g.workload), natural_key(_pairs(g.params)))), notes
+
+
+def group_name(g: _Group) -> str:
+    """A group's label as its policy carries it (``Policy.group``)."""
+    return _pairs(g.params)
 
 
 def _judge(rows: list[dict], sigma: float, confidence: float) -> list[bool | None]:
@@ -419,24 +476,107 @@ def _within(
     return bool(_judge([{"ratio": ratio, "ci_low": lo, "ci_high": hi}], sigma, confidence)[0])
 
 
-def _tiers(levels: list[Level]) -> tuple[Tier, ...]:
-    tiers: list[Tier] = []
+def _graph_bs(rows: list[dict]) -> list[int] | None:
+    """The decode CUDA-graph batch sizes an adaptive server of these points pads its batches to
+    (``speculation.decode_graph_bs``: --cuda-graph-bs, else SGLang's speculative list up to
+    --cuda-graph-max-bs(-decode), 256 where not given); None where graphs are off (a CPU server, or
+    --disable-cuda-graph): SGLang then routes the batch as it is."""
+    if not rows:
+        return None
+    flags = server_flags(rows[0])
+    if flags.is_cpu or flags.get("disable-cuda-graph") in (True, "true", "True"):
+        return None
+    given = flags.get("cuda-graph-bs")
+    if isinstance(given, str):
+        given = [int(x) for x in given.split()]
+    top = flags.get("cuda-graph-max-bs-decode") or flags.get("cuda-graph-max-bs") or 256
+    try:
+        top = int(top)
+    except (TypeError, ValueError):
+        top = 256
+    return speculation.decode_graph_bs(top, speculative=True, given=given)
+
+
+def _tiers(levels: list[Level], graph_bs: list[int] | None, mode: str = "one") -> tuple[tuple[Tier, ...], list[str]]:
+    """Tiers where SGLang routes: adjacent levels with the same choice (``within_noise``: the same set)
+    merged; each later tier's key the smallest padded batch size above every batch its lower neighbour
+    ran (the next graph size above its padded largest batch, or that batch + 1 without graphs), at most
+    the padded batch its own first level mostly ran, so that a level's batches land in its own tier;
+    where the two levels' batches overlap so that no key tells them apart, the upper level joins the
+    lower tier (and a note says so). The first key is 1. Also returns those notes."""
+
+    def same(a: Level, b: Level) -> bool:
+        return a.within_noise == b.within_noise if mode == "within_noise" else a.choice == b.choice
+
+    def top(lv: Level) -> int:
+        return int(math.ceil(lv.batch_max)) if lv.batch_max else lv.concurrency
+
+    def typical(lv: Level) -> int:
+        return max(1, int(round(lv.batch))) if lv.batch else lv.concurrency
+
+    segments: list[list[Level]] = []
+    keys: list[int] = []
+    notes: list[str] = []
     for lv in levels:
-        if tiers and tiers[-1].candidate_steps == lv.candidate_steps:
-            t = tiers[-1]
-            tiers[-1] = Tier(t.lo, lv.concurrency, t.best_steps, t.candidate_steps, t.levels + (lv.concurrency,))
+        if segments and same(segments[-1][-1], lv):
+            segments[-1].append(lv)
             continue
-        tiers.append(
+        if not segments:
+            segments.append([lv])
+            keys.append(1)
+            continue
+        low = speculation.padded(top(segments[-1][-1]), graph_bs)
+        above = next((g for g in graph_bs or () if g > low), low + 1)
+        key = min(above, speculation.padded(typical(lv), graph_bs))
+        if key <= keys[-1]:
+            notes.append(
+                f"C={lv.concurrency} ran batches ({typical(lv)} running, padded to "
+                f"{speculation.padded(typical(lv), graph_bs)}) that SGLang routes with C="
+                f"{segments[-1][-1].concurrency}'s (up to {top(segments[-1][-1])}): one tier holds both, its "
+                "lower level's choice"
+            )
+            segments[-1].append(lv)
+            continue
+        segments.append([lv])
+        keys.append(key)
+    tops = max((top(lv) for lv in levels), default=1)
+    spans = speculation.served(keys, graph_bs, max(tops, keys[-1] if keys else 1))
+    out = []
+    for key, seg in zip(keys, segments):
+        choice = seg[0].choice
+        if mode == "within_noise":
+            common = set(seg[0].within_noise)
+            for lv in seg[1:]:
+                common &= set(lv.within_noise)
+            cands = tuple(sorted(common)) or (choice,)
+        else:
+            cands = (choice,)
+        out.append(
             Tier(
-                1 if not tiers else lv.concurrency, lv.concurrency, lv.best_steps, lv.candidate_steps, (lv.concurrency,)
+                key,
+                seg[-1].concurrency,
+                choice,
+                cands,
+                tuple(lv.concurrency for lv in seg),
+                spans.get(key, (key, None)),
             )
         )
-    out = []
-    for t in tiers:  # the tier's best: the most frequent best over its levels, the larger on a tie
-        bests = [lv.best_steps for lv in levels if lv.concurrency in t.levels]
-        best = max(set(bests), key=lambda s: (bests.count(s), s))
-        out.append(Tier(t.lo, t.hi, best, t.candidate_steps, t.levels))
-    return tuple(out)
+    return tuple(out), notes
+
+
+def level_batches(tables) -> dict[tuple[str, int], tuple[float | None, float | None]]:
+    """{(point id, concurrency): (mean running requests, largest)} from a results directory's levels
+    table (``metrics_running_reqs``, ``metrics_running_reqs_max``: what SGLang batched there)."""
+    frame = tables["levels"]
+    frame = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+    cols = ("metrics_running_reqs", "metrics_running_reqs_max")
+    if not all(c in frame.columns for c in cols) or not frame.height:
+        return {}
+    out: dict[tuple[str, int], tuple[float | None, float | None]] = {}
+    for r in frame.select("point_id", "concurrency", *cols).iter_rows(named=True):
+        if r["concurrency"] and r["concurrency"] > 0:
+            out[(r["point_id"], int(r["concurrency"]))] = (r[cols[0]], r[cols[1]])
+    return out
 
 
 def _break_even(rows: list[dict]) -> _BreakEven | None:
@@ -479,13 +619,20 @@ def derive(
     samples: pl.LazyFrame | None = None,
     level_noise: float | None = None,
     confidence: float = 0.95,
+    batches: dict[tuple[str, int], tuple[float | None, float | None]] | None = None,
+    candidates: str = "one",
 ) -> Policies:
     """One ``Policy`` per group of points that differ only in their step count (``groups``), from
     ``levels`` (``speedups.level_speedups``: output_throughput, per_request_tok_s and the matched
     baseline's, per point and level) and ``points`` (the points table: roles, axes, argv, resolved,
     status). ``samples``: the per-request tok/s (``speedups.level_samples``) for the intervals;
     without it, the level-wide noise alone. ``level_noise``: ``noise.curve_noise`` (at least the
-    floor). None for a group that never beats its baseline beyond noise (``notes`` says so)."""
+    floor). None for a group that never beats its baseline beyond noise (``notes`` says so).
+    ``batches``: ``level_batches`` (the running requests each level recorded; without it a level of C is
+    taken to run batches of C); ``candidates``: ``policy.candidates`` ("one": one step count per tier,
+    by ``CHOICE_RULE``; "within_noise": every step count within noise, for SGLang to pick among)."""
+    _check_candidates(candidates)
+    batches = batches or {}
     sigma = noise.level_sigma(level_noise)
     found, notes = groups(points, configurations)
     lv = levels.filter(pl.col("concurrency") > 0) if levels.height else levels
@@ -524,15 +671,18 @@ def derive(
         rows, judged = [], []
         for c in concurrencies:
             at = options[c]
-            if not at:
+            spec = {k: v for k, v in at.items() if k}
+            if not spec:
                 continue
             best_k = max(at, key=lambda k: (at[k][1], -k))
             cands = tuple(sorted(k for k in at if _within(at[best_k], at[k], c, intervals, sigma, confidence)))
-            spec = {k: v for k, v in at.items() if k}
-            top_spec = max(spec, key=lambda k: spec[k][1]) if spec else None
+            top_spec = max(spec, key=lambda k: (spec[k][1], -k))
+            near = tuple(sorted(k for k in spec if _within(spec[top_spec], spec[k], c, intervals, sigma, confidence)))
+            choice = min(k for k in spec if spec[k][1] >= spec[top_spec][1] * (1 - CHOICE_TIE))
+            plain = min(k for k in at if at[k][1] >= at[best_k][1] * (1 - CHOICE_TIE))
             ahead = behind = False
             ratio = None
-            if 0 in at and top_spec is not None:
+            if 0 in at:
                 ratio = spec[top_spec][1] / at[0][1]
                 ahead = any(
                     v[1] > at[0][1] and not _within(v, at[0], c, intervals, sigma, confidence) for v in spec.values()
@@ -541,7 +691,23 @@ def derive(
                     at[0][1] > v[1] and not _within(at[0], v, c, intervals, sigma, confidence) for v in spec.values()
                 )
             judged.append({"c": c, "ahead": ahead, "behind": behind, "ratio": ratio})
-            rows.append((c, best_k, cands, {k: v[1] for k, v in at.items()}))
+            ran = [batches[(pid, c)] for pid in member_ids.values() if (pid, c) in batches]
+            means = sorted(m for m, _ in ran if m)
+            tops = [x for _, x in ran if x]
+            batch = means[len(means) // 2] if means else None
+            rows.append(
+                (
+                    c,
+                    best_k,
+                    cands,
+                    {k: v[1] for k, v in at.items()},
+                    near,
+                    batch,
+                    max(tops) if tops else None,
+                    choice,
+                    plain,
+                )
+            )
         if not any(j["ahead"] for j in judged) and any(j["ratio"] is not None for j in judged):
             out.notes.append(
                 f"{name}: no policy: no step count is faster than its baseline beyond noise at any "
@@ -550,23 +716,29 @@ def derive(
             continue
         # the group's best single static setup: the best mean rank over the levels (then geomean)
         ranks: dict[int, list[int]] = {}
-        for _, _, _, tok in rows:
+        for _, _, _, tok, *_ in rows:
             for i, k in enumerate(sorted((k for k in tok if k), key=lambda k: -tok[k])):
                 ranks.setdefault(k, []).append(i)
         static = min(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), -len(ranks[k]), k)) if ranks else None
         level_rows = []
-        for c, best_k, cands, tok in rows:
+        for c, best_k, cands, tok, near, batch, batch_max, choice, plain in rows:
             level_rows.append(
                 Level(
                     c,
                     best_k,
                     cands,
                     tok,
-                    max((tok[k] for k in cands if k in tok), default=None),
+                    tok.get(choice),
                     tok.get(static) if static is not None else None,
                     tok.get(0),
+                    choice=choice,
+                    within_noise=near,
+                    plain_steps=plain,
+                    batch=batch,
+                    batch_max=batch_max,
                 )
             )
+        tiers, tier_notes = _tiers(level_rows, _graph_bs(list(g.members.values())), candidates)
         policy_notes = []
         if g.pruned:
             policy_notes.append(
@@ -574,6 +746,7 @@ def derive(
                 f"of a measured point at every level, never the best): {'; '.join(g.pruned)}; left "
                 "out of the candidates, which hold measured step counts only"
             )
+        policy_notes += tier_notes
         if base_id is None or all(0 not in options[c] for c in concurrencies):
             policy_notes.append(
                 "no matched baseline measured: 0 (no speculation) is never a candidate, and there is no break-even"
@@ -584,7 +757,7 @@ def derive(
                 params=g.params,
                 step_axis=g.step_axis,
                 workload=g.workload,
-                tiers=_tiers(level_rows),
+                tiers=tiers,
                 break_even=_break_even(judged),
                 member_ids=tuple(member_ids.values()),
                 steps=member_ids,
@@ -596,13 +769,34 @@ def derive(
                 sglang_version=version,
                 notes=tuple(policy_notes),
                 confirmation_ids=tuple(g.confirmations),
+                confirmation_configs=dict(g.configs),
                 axis_order=g.order,
+                candidates=candidates,
             )
         )
     return out
 
 
-def from_tables(tables, *, level_noise: float | None = None, confidence: float = 0.95) -> Policies:
+def candidates_of(experiment: dict) -> str:
+    """An experiment's ``policy.candidates`` as its experiment.yaml holds it ("one" where not given or no mode)."""
+    section = experiment.get("policy") if isinstance(experiment, dict) else None
+    mode = section.get("candidates", "one") if isinstance(section, dict) else "one"
+    return mode if mode in CANDIDATE_MODES else "one"
+
+
+def _check_candidates(mode: str) -> None:
+    """Refuse a ``policy.candidates`` that is no mode, naming the fix."""
+    if mode not in CANDIDATE_MODES:
+        raise ConfigError(
+            f"policy.candidates = {mode!r} is not a mode",
+            fix="one of " + ", ".join(CANDIDATE_MODES) + " (one: one step count per tier, chosen by speed; "
+            "within_noise: every step count within noise of the best, for SGLang's acceptance rule to pick among)",
+        )
+
+
+def from_tables(
+    tables, *, level_noise: float | None = None, confidence: float = 0.95, candidates: str = "one"
+) -> Policies:
     """``derive`` on a results directory's tables (``sweep.results.load``), its figures at real speed
     as the report reads them (``level_noise``: by default the curves' own, ``noise.curve_noise``)."""
 
@@ -614,6 +808,8 @@ def from_tables(tables, *, level_noise: float | None = None, confidence: float =
         samples=speedups.level_samples(tables),
         level_noise=noise.curve_noise(levels) if level_noise is None else level_noise,
         confidence=confidence,
+        batches=level_batches(tables),
+        candidates=candidates,
     )
 
 
@@ -640,7 +836,24 @@ _CONFIRMATION = {
     "vs_baseline": pl.Float64,
     "vs_baseline_low": pl.Float64,
     "vs_baseline_high": pl.Float64,
+    "envelope_steps": pl.Int64,
+    "static_short": pl.Boolean,  # the best static setup below the envelope beyond noise (the grid's figures)
 }
+
+
+def _option(row: dict) -> tuple[str, float, float | None]:
+    return (row["point_id"], row["output_throughput"], row.get("per_request_tok_s"))
+
+
+def confirmation_id(p: Policy, rows_of: dict[str, Any]) -> str | None:
+    """The measured confirmation point of exactly this policy's config (a revision's own); for points
+    recorded without their config, the first measured one."""
+    key = p.config_key()
+    measured = [c for c in p.confirmation_ids if c in rows_of]
+    exact = next((c for c in measured if p.confirmation_configs.get(c) == key), None)
+    if exact is not None or p.confirmation_configs:
+        return exact
+    return measured[0] if measured else None
 
 
 def confirmation(
@@ -662,8 +875,8 @@ def confirmation(
     for r in levels.filter(pl.col("concurrency") > 0).iter_rows(named=True):
         if r.get("output_throughput"):
             rows_of.setdefault(r["point_id"], {})[int(r["concurrency"])] = r
-    mine = next((rows_of[c] for c in p.confirmation_ids if c in rows_of), None)
-    cid = next((c for c in p.confirmation_ids if c in rows_of), None)
+    cid = confirmation_id(p, rows_of)
+    mine = rows_of.get(cid) if cid is not None else None
     if mine is None or cid is None:
         return pl.DataFrame(schema=_CONFIRMATION)
     ids = {**p.steps, **({0: p.baseline_id} if p.baseline_id else {})}
@@ -686,7 +899,14 @@ def confirmation(
             "envelope_tok_s": opts[env_k]["output_throughput"] if env_k is not None else None,
             "envelope_label": label.get(env_k) if env_k is not None else None,
             "baseline_tok_s": opts[0]["output_throughput"] if 0 in opts else None,
+            "envelope_steps": env_k,
         }
+        if env_k is not None and p.static_steps in opts and p.static_steps != env_k:
+            row["static_short"] = not _within(
+                _option(opts[env_k]), _option(opts[p.static_steps]), c, {}, sigma, confidence
+            ) and (opts[p.static_steps]["output_throughput"] < opts[env_k]["output_throughput"])
+        else:
+            row["static_short"] = False
         for name, k in (("envelope", env_k), ("static", p.static_steps), ("baseline", 0)):
             other = opts.get(k) if k is not None else None
             if other is None:
@@ -719,3 +939,174 @@ def confirmation(
             row[f"vs_{name}_low"], row[f"vs_{name}_high"] = judged["ci_low"] - 1, judged["ci_high"] - 1
         row["short"] = row.get("vs_envelope_high") is not None and row["vs_envelope_high"] < 0
     return pl.DataFrame(out, schema=_CONFIRMATION)
+
+
+# --- the verdict on a confirmation, and the revision it may call for ---
+
+_SIGN_ALPHA = 0.05  # levels together: below the envelope at so many levels that chance (a fair coin) is ruled out
+
+
+def _sign_short(below: int, n: int) -> bool:
+    """A one-sided sign test: ``below`` of ``n`` levels below, each equally likely above or below were
+    the two equal (7 of 8: p = 0.035, a shortfall; 6 of 8: p = 0.14, not)."""
+    if n < 3:
+        return False
+    p = sum(math.comb(n, k) for k in range(below, n + 1)) / 2**n
+    return p < _SIGN_ALPHA
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a confirmation says, levels alone and together. ``winner``: what to deploy by measurement
+    (``policy``: the adaptive server, not short of the envelope nor of the best static setup beyond
+    noise at any level, nor below the envelope at so many levels together that chance is ruled out;
+    ``static``: else the best single static setup, where it is within noise of the envelope at every
+    level; ``plain``: else the plain table, one server per load range, the envelope by construction)."""
+
+    winner: str
+    short: tuple[int, ...]  # levels where the policy is below the envelope beyond noise
+    short_static: tuple[int, ...]  # levels where it is below the best static setup beyond noise
+    below: int  # levels where it is below the envelope by more than a tie (CHOICE_TIE)
+    below_static: int
+    levels: int
+    together: bool  # below the envelope at so many levels that chance is ruled out (sign test)
+    together_static: bool
+    static_short: tuple[int, ...]  # levels where the best static setup is below the envelope beyond noise
+    off_wins: tuple[int, ...]  # levels where the policy is short and the envelope is the no-speculation server
+
+    @property
+    def policy_ok(self) -> bool:
+        return not (self.short or self.short_static or self.together or self.together_static)
+
+
+def verdict(table: pl.DataFrame) -> Verdict | None:
+    """The verdict of a confirmation table (``confirmation``); None when it is empty. Levels together:
+    a sign test over the levels where the policy is below the envelope (the best static setup) by more
+    than a tie, so that a policy a little below at nearly every level is a shortfall even where each
+    level alone is within noise."""
+    if table.is_empty():
+        return None
+    rows = list(table.iter_rows(named=True))
+    short = tuple(r["concurrency"] for r in rows if r["short"])
+    short_static = tuple(
+        r["concurrency"] for r in rows if r.get("vs_static_high") is not None and r["vs_static_high"] < 0
+    )
+    env = [r for r in rows if r.get("vs_envelope") is not None]
+    stat = [r for r in rows if r.get("vs_static") is not None]
+    below = sum(r["vs_envelope"] < -CHOICE_TIE for r in env)
+    below_static = sum(r["vs_static"] < -CHOICE_TIE for r in stat)
+    static_short = tuple(r["concurrency"] for r in rows if r.get("static_short"))
+    off = tuple(r["concurrency"] for r in rows if r["short"] and r.get("envelope_steps") == 0)
+    v = Verdict(
+        winner="policy",
+        short=short,
+        short_static=short_static,
+        below=below,
+        below_static=below_static,
+        levels=len(rows),
+        together=_sign_short(below, len(env)),
+        together_static=_sign_short(below_static, len(stat)),
+        static_short=static_short,
+        off_wins=off,
+    )
+    if v.policy_ok:
+        return v
+    static_ok = not static_short and any(r.get("static_tok_s") for r in rows)
+    return replace(v, winner="static" if static_ok else "plain")
+
+
+def _merged(tiers: list[Tier]) -> tuple[Tier, ...]:
+    out: list[Tier] = []
+    for t in tiers:
+        if out and out[-1].candidate_steps == t.candidate_steps:
+            u = out[-1]
+            out[-1] = Tier(
+                u.lo, t.hi, u.best_steps, u.candidate_steps, u.levels + t.levels, (u.batches[0], t.batches[1])
+            )
+            continue
+        out.append(t)
+    return tuple(out)
+
+
+def revise(p: Policy, table: pl.DataFrame) -> Policy | None:
+    """The policy revised after its confirmation (``table``) fell short: each tier holding a level where
+    it is short of the best static setup beyond noise takes the static step count; one holding a level
+    short of the envelope beyond noise, where the envelope is a step count, takes that step count (the
+    envelope's no-speculation server no adaptive server can run: its step 0 still drafts). None where
+    nothing is to revise, or where every tier would take the best static step count (the policy
+    collapses to the best static setup: that server is the answer, no adaptive one to confirm)."""
+    v = verdict(table)
+    if v is None or v.policy_ok:
+        return None
+    by_level = {r["concurrency"]: r for r in table.iter_rows(named=True)}
+    wants: dict[int, int] = {}  # tier index -> the step count it takes
+    why: list[str] = []
+    for i, t in enumerate(p.tiers):
+        for c in t.levels:
+            r = by_level.get(c)
+            if r is None:
+                continue
+            if c in v.short_static and p.static_steps:
+                wants[i] = p.static_steps
+                why.append(f"C={c}: {_pct_text(r['vs_static'])} against the best static {p.step_axis}={p.static_steps}")
+                break
+            if c in v.short and (r.get("envelope_steps") or 0) > 0:
+                wants[i] = int(r["envelope_steps"])
+                why.append(f"C={c}: {_pct_text(r['vs_envelope'])} against {p.step_axis}={r['envelope_steps']}")
+                break
+    if not wants and v.together_static and p.static_steps:
+        wants = {i: p.static_steps for i in range(len(p.tiers))}
+        why.append(f"below the best static {p.step_axis}={p.static_steps} at {v.below_static} of {v.levels} levels")
+    if not wants:
+        return None
+    tiers = [
+        replace(t, best_steps=wants[i], candidate_steps=(wants[i],)) if i in wants else t for i, t in enumerate(p.tiers)
+    ]
+    if all(t.candidate_steps == (p.static_steps,) for t in tiers):
+        return None
+    merged = _merged(tiers)
+    if merged == p.tiers:
+        return None
+    n = p.revision + 1
+    text = f"revision {n}: " + "; ".join(why) + " (its confirmation)"
+    return replace(p, tiers=merged, revision=n, revised=p.revised + (text,))
+
+
+def _pct_text(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:+.0f}%"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One confirmation round: the policy, its confirmation table (empty: not measured yet) and verdict."""
+
+    policy: Policy
+    table: pl.DataFrame
+    verdict: Verdict | None
+
+
+def settle(
+    p: Policy,
+    levels: pl.DataFrame,
+    *,
+    samples: pl.LazyFrame | None = None,
+    level_noise: float | None = None,
+    confidence: float = 0.95,
+    rounds: int | None = None,
+) -> list[Round]:
+    """The confirmation rounds of the grid's policy ``p``: its confirmation, the revision that called
+    for (``revise``) and its confirmation, and so on while each is recorded, at most ``rounds``
+    revisions (None: as many as were recorded). The last round's table is empty where its policy
+    awaits its confirmation."""
+    out: list[Round] = []
+    seen: set[str] = set()
+    while True:
+        table = confirmation(p, levels, samples=samples, level_noise=level_noise, confidence=confidence)
+        out.append(Round(p, table, verdict(table)))
+        seen.add(p.config_key())
+        if table.is_empty():
+            return out
+        nxt = revise(p, table)
+        if nxt is None or (rounds is not None and nxt.revision > rounds + 1) or nxt.config_key() in seen:
+            return out  # nothing to revise, no rounds left, or a config already confirmed (no circle)
+        p = nxt

@@ -25,6 +25,7 @@ import polars as pl
 from sweep.analysis import acceptance, achieved, charts, deploy, noise, openloop, plots, render, slo_noise
 from sweep.analysis import energy as energy_mod
 from sweep.analysis import frontier as frontier_mod
+from sweep.analysis import policy as policy_mod
 from sweep.analysis import slo as slo_mod
 from sweep.analysis import workloads as workloads_mod
 from sweep.analysis.compare import compare_sections
@@ -33,7 +34,7 @@ from sweep.analysis.frames import natural_key
 from sweep.analysis.health import PHASES
 from sweep.analysis.render import Section
 from sweep.core import OutputError, atomic, plural
-from sweep.results import check_sweep_dir, decisions, load, read_columns, read_plan
+from sweep.results import check_sweep_dir, decisions, load, read_columns, read_experiment, read_plan
 
 
 @dataclass
@@ -1014,7 +1015,13 @@ def build(
     directory = Path(directory)
     tables = load(directory)
     slos = slo_mod.from_experiment(directory) if slos is None else slos
-    f = analyze(tables, env_reference=env_reference, slos=slos, frontier_by=frontier_by)
+    f = analyze(
+        tables,
+        env_reference=env_reference,
+        slos=slos,
+        frontier_by=frontier_by,
+        policy_candidates=policy_mod.candidates_of(read_experiment(directory)),
+    )
     out = Path(out_dir) if out_dir else directory / "report"
     drawn = draw(f, out) if with_plots else {}
     img = lambda *names: [n for n in names if n in drawn]  # noqa: E731
@@ -1058,7 +1065,7 @@ def build(
     fragments = html_charts(f) if with_plots else {}
     page = render.html(sections, fragments, charts.script() if fragments else "", nav_after=2)  # after Deploy
     return Report(
-        sections, render.markdown(sections), list(drawn.values()), page, files=deploy.config_files(f.policies)
+        sections, render.markdown(sections), list(drawn.values()), page, files=deploy.config_files(f.policies, f)
     )
 
 

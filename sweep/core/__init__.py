@@ -83,7 +83,8 @@ from sweep.core.types import (
     run_mode,
 )
 
-# achieved, atomic, redact, slo_rule, workload_spec: modules other rooms use as namespaces, imported on first use
+# achieved, atomic, redact, slo_rule, speculation, workload_spec: modules other rooms use as namespaces, imported
+# on first use
 
 __all__ = [
     "AUTO_LEVELS",
@@ -180,6 +181,7 @@ __all__ = [
     "redact_tree",
     "run_mode",
     "slo_rule",
+    "speculation",
     "value_text",
     "workload_spec",
     "write_text",

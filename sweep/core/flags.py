@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from sweep.core.errors import ConfigError
+from sweep.core.speculation import ADAPTIVE_FLAG, CONFIG_FLAG
 
 PARALLEL = {  # SGLang's spellings of each size
     "tp": ("tp-size", "tensor-parallel-size"),
@@ -35,8 +36,8 @@ MODEL = ("model-path", "model")  # a server's flags name one of these: its sizes
 _DRAFT_MODEL = ("speculative-draft-model-path", "speculative-draft-model")  # SGLang's two spellings
 _ATTENTION_DP = ("attn-dp-size", "attention-data-parallel-size")
 _DEFAULT_DEVICE = "cuda"  # SGLang detects the device where --device is not given; the sweep's hosts have GPUs
-ADAPTIVE = "speculative-adaptive"
-ADAPTIVE_CONFIG = "speculative-adaptive-config"
+ADAPTIVE = ADAPTIVE_FLAG  # the adaptive flags: sweep/core/speculation.py owns their names
+ADAPTIVE_CONFIG = CONFIG_FLAG
 TRUE = "true"  # a bare switch's value as the flags column holds it
 
 

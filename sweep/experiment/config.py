@@ -172,6 +172,9 @@ class _SearchConfig:
             )
 
 
+_POLICY_CANDIDATES = ("one", "within_noise")  # sweep.analysis.policy.CANDIDATE_MODES (tests keep them equal)
+
+
 @dataclass
 class _PolicyConfig:
     """``policy``: the speculative policy across load (``sweep.analysis.policy``: per group of points
@@ -179,9 +182,28 @@ class _PolicyConfig:
     the sweep derives the policies and runs each one's own server (``--speculative-adaptive``) for the
     pick of each SLO (no SLO: the best group's) over the group's levels and workloads, as ordinary
     points of the sweep labelled ``<step axis>=adaptive`` (sweep/orchestrate/confirm.py);
-    ``python -m sweep confirm DIR`` does that second part on an existing results directory."""
+    ``python -m sweep confirm DIR`` does that second part on an existing results directory.
+    ``candidates``: what each tier of the policy's config holds: ``one`` step count (the level's
+    choice, the default) or ``within_noise`` (every step count within noise of the best: SGLang's own
+    rule then picks among them by acceptance, not by speed). ``revise``: where a confirmation is short
+    of the best static setup (or of the envelope) beyond noise, the policy is revised and confirmed
+    again, up to this many more rounds (0: never)."""
 
     confirm: bool = False  # after the grid, run each chosen policy's own server as more points
+    candidates: str = "one"  # one step count per tier, or within_noise (SGLang picks by acceptance)
+    revise: int = 2  # revision rounds after a confirmation that fell short
+
+    def __post_init__(self) -> None:
+        if self.candidates not in _POLICY_CANDIDATES:
+            raise ConfigError(
+                f"policy.candidates = {self.candidates!r} is not a mode",
+                fix="one of " + ", ".join(_POLICY_CANDIDATES) + " (one: one step count per tier, chosen by speed; "
+                "within_noise: every step count within noise of the best, for SGLang's acceptance rule to pick among)",
+            )
+        if not 0 <= self.revise <= 10:
+            raise ConfigError(
+                f"policy.revise = {self.revise!r} is out of range", fix="a number of rounds from 0 (never) to 10"
+            )
 
 
 @dataclass

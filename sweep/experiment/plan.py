@@ -20,7 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sweep.core import BenchSettings, ConfigError, PlanError, PlanStatus, ServerFlags, identity, plural, redact
+from sweep.core import (
+    BenchSettings,
+    ConfigError,
+    PlanError,
+    PlanStatus,
+    ServerFlags,
+    identity,
+    plural,
+    redact,
+    speculation,
+)
 from sweep.experiment.config import Experiment
 from sweep.experiment.grid import Axis, BenchScale, GridPoint, build_axes, expand
 from sweep.sglang import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, rules, serverargs
@@ -347,9 +357,9 @@ def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]
     return out
 
 
-ADAPTIVE = "adaptive"  # a confirmation point's value of its step axis (sweep.analysis.policy.ADAPTIVE)
+ADAPTIVE = speculation.CONFIRM_VALUE  # a confirmation point's value of its step axis (a revision's: adaptive-r2)
 # the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
-_STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
+_STEP_FLAGS = speculation.STEP_FLAGS  # a static chain's flags, which a policy's launch flags replace
 
 
 def _confirmation_point(
@@ -358,6 +368,7 @@ def _confirmation_point(
     step_axis: str,
     launch_flags: dict[str, Any],
     target: rules.Target | None = None,
+    value: str = ADAPTIVE,
 ) -> PlannedPoint:
     """The point that runs a policy's own server: a member of its step group (``member``: any point of
     the group, its bench and workload the policy's) with the step axis set to ``adaptive`` and its
@@ -367,9 +378,9 @@ def _confirmation_point(
     against ``target`` (default: the experiment's). Pure."""
     flags = {k: v for k, v in member.flags.items() if k not in _STEP_FLAGS}
     flags.update(launch_flags)
-    params = {a: (ADAPTIVE if a == step_axis else v) for a, v in member.params.items()}
+    params = {a: (value if a == step_axis else v) for a, v in member.params.items()}
     if step_axis not in params:
-        params[step_axis] = ADAPTIVE
+        params[step_axis] = value
     label = ",".join(f"{k}={v}" for k, v in params.items())
     roles = {a: member.roles.get(a, "steps") for a in params}
     pp = PlannedPoint(
@@ -449,7 +460,8 @@ def confirmation_points(
         if not members:
             out.notes.append(f"{pol.group}: none of its points is in the experiment's plan any more: not confirmed")
             continue
-        pp = _confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target)
+        value = pol.step_value() if hasattr(pol, "step_value") else ADAPTIVE  # a revision: adaptive-r2
+        pp = _confirmation_point(exp, members[0], pol.step_axis, pol.launch_flags(), target, value)
         if pp.id not in out.chosen:
             out.points.append(pp)
             out.chosen[pp.id] = c
@@ -462,27 +474,15 @@ def _steps(p: PlannedPoint) -> int | None:
 
 def _step_groups(points: list[PlannedPoint]) -> list[tuple[str, list[PlannedPoint]]]:
     """The plan's groups of speculative chains (topk 1) that differ only in their step count, as
-    (step axis, members): the axis of role ``steps``, else the one axis whose values alone tell apart
-    points of different step counts (a bundle setting steps and draft tokens). Groups of one step
-    count are left out: there is no policy to derive there."""
+    (step axis, members): ``speculation.step_axis_of`` and ``step_group_key``, the analysis's rule.
+    Groups of one step count are left out: there is no policy to derive there."""
     chains = [p for p in points if not p.baseline and _steps(p) is not None and (p.flags.topk or 1) == 1]
     found: dict[tuple, tuple[str, list[PlannedPoint]]] = {}
     for p in chains:
-        axis = next((a for a, r in p.roles.items() if r == "steps"), None)
-        if axis is None:
-            for a, r in p.roles.items():
-                if r in ("drafter", "env", "benchmark"):
-                    continue
-                rest = {b: v for b, v in p.params.items() if b != a}
-                if any(
-                    {b: v for b, v in q.params.items() if b != a} == rest and _steps(q) != _steps(p) for q in chains
-                ):
-                    axis = a
-                    break
+        axis = speculation.step_axis_of(p, chains, roles=lambda q: q.roles, params=lambda q: q.params, steps=_steps)
         if axis is None:
             continue
-        key = (axis, tuple(sorted((a, v) for a, v in p.params.items() if a != axis)))
-        found.setdefault(key, (axis, []))[1].append(p)
+        found.setdefault(speculation.step_group_key(p.params, axis), (axis, []))[1].append(p)
     return [(axis, members) for axis, members in found.values() if len({_steps(m) for m in members}) > 1]
 
 
@@ -499,8 +499,8 @@ def confirm_probes(
         steps = sorted({s for m in members if (s := _steps(m)) is not None})
         k = steps[-1]
         flags = {
-            "speculative-adaptive": True,
-            "speculative-adaptive-config": {"1": {"candidate_steps": steps}},
+            speculation.ADAPTIVE_FLAG: True,
+            speculation.CONFIG_FLAG: {"1": {"candidate_steps": steps}},
             "speculative-num-steps": k,
             "speculative-num-draft-tokens": k + 1,
             "speculative-eagle-topk": 1,

@@ -8,7 +8,10 @@ same rule with ``[1, 3, 7]`` for batch size 1 in its default config) and of the 
   batch-size tiers, each with its ``candidate_steps`` (``0`` = no speculation in that tier) and its knobs
   ``ema_alpha`` (0.2), ``update_interval`` (5), ``warmup_batches`` (10), ``down_hysteresis`` (-0.25),
   ``up_hysteresis`` (0.0), ``ceiling_coeff`` (0);
-- a batch goes to the tier of the closest lower key (the smallest key below the smallest);
+- a batch goes to the tier of the closest lower key (the smallest key below the smallest), after its
+  size is padded up to the next CUDA-graph batch size where the graphs are captured
+  (``_pad_to_cuda_graph_bs``: a batch of 3 with graphs for 1, 2, 4, 8 routes as 4; a batch above the
+  largest graph routes as itself);
 - each tier (:class:`StepSlot`) keeps its own step count and an EMA of the accepted draft tokens per
   request, and moves it only after ``warmup_batches`` and then every ``update_interval`` of its
   batches: down while the EMA is at or below the next lower candidate's threshold
@@ -17,7 +20,13 @@ same rule with ``[1, 3, 7]`` for batch size 1 in its default config) and of the 
   ``ceil(ema * coeff)``; from 0 steps it probes the smallest positive candidate (the EMA, which does
   not move at 0 steps, restarts at that step's neutral ``steps - 1`` if it was negative);
 - the worker (:class:`Controller`) switches its runtime state to the tier's step count before each
-  decode batch and to a tier's new step count after its verify, logging SGLang's lines.
+  decode batch and to a tier's new step count after its verify, logging SGLang's lines;
+- step 0 is not "no speculation": the worker still runs the drafter's extend after each verify (a
+  trivial one-token verify, then ``_draft_extend_for_decode``, keeping the draft KV warm;
+  ``eagle_worker_v2.py``), so a batch at step 0 pays the target's plain decode *and* the draft extend
+  (sweep/fake/model.py ``step_time_s(..., zero_step=True)``); its verify still counts toward the
+  tier's update interval (the EMA stands still), so every ``update_interval`` batches after the
+  warm-up a tier at 0 probes its next candidate.
 
 SGLang's log lines (``log_info_on_rank0``), exact: :func:`initialized_line`, :func:`built_line`,
 :func:`updated_line`, :func:`switch_line`.
@@ -28,8 +37,9 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
+from sweep.fake import model
 from sweep.sglang import Config
 
 
@@ -140,14 +150,15 @@ class StepSlot:
 
 
 class Params:
-    """``AdaptiveSpeculativeParams`` (CUDA-graph padding left out: SGLang pads a batch to its graph's
-    size before routing only where the graph sizes straddle a tier key; the fake routes the batch)."""
+    """``AdaptiveSpeculativeParams``: routes a batch size (padded to the CUDA-graph batch sizes, where
+    set) to its tier."""
 
     def __init__(
         self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None, announce: bool = True
     ):
         """``config``: as SGLang loaded it; ``announce``: log SGLang's ``initialized`` line now (as its
         constructor does)."""
+        self.cuda_graph_bs: Optional[list[int]] = None
         self.keys = sorted(config.tiers)
         self.slots = {
             bs: StepSlot.create(
@@ -167,9 +178,24 @@ class Params:
     def candidate_steps(self) -> list[int]:
         return sorted({s for slot in self.slots.values() for s in slot.candidate_steps})
 
+    def set_cuda_graph_bs(self, cuda_graph_bs: Optional[Sequence[int]]) -> None:
+        """The decode CUDA-graph batch sizes (None: graphs disabled; ``init_states`` sets them)."""
+        self.cuda_graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else None
+
+    def padded(self, batch_size: int) -> int:
+        """``_pad_to_cuda_graph_bs``: the smallest graph batch size >= the batch (itself above the largest)."""
+        if self.cuda_graph_bs is None:
+            return batch_size
+        idx = bisect.bisect_left(self.cuda_graph_bs, batch_size)
+        return self.cuda_graph_bs[idx] if idx < len(self.cuda_graph_bs) else batch_size
+
+    def key_for(self, batch_size: int) -> int:
+        """The tier key a batch routes to: the closest lower key of its padded size (the smallest key below it)."""
+        idx = bisect.bisect_right(self.keys, self.padded(batch_size)) - 1
+        return self.keys[max(0, idx)]
+
     def route(self, batch_size: int) -> StepSlot:
-        idx = bisect.bisect_right(self.keys, batch_size) - 1
-        return self.slots[self.keys[max(0, idx)]]
+        return self.slots[self.key_for(batch_size)]
 
     def steps_for_batch(self, batch_size: int) -> int:
         return self.route(batch_size).current_steps
@@ -184,12 +210,20 @@ class Controller:
     and :meth:`after_verify` (``on_verify_complete``) switch it, logging ``Switch adaptive runtime state``."""
 
     def __init__(
-        self, initial_steps: int, config: Config, log: Callable[[str], None] = lambda line: None, announce: bool = True
+        self,
+        initial_steps: int,
+        config: Config,
+        log: Callable[[str], None] = lambda line: None,
+        announce: bool = True,
+        cuda_graph_bs: Optional[Sequence[int]] = None,
     ):
+        """``cuda_graph_bs``: the decode graphs' batch sizes (``init_states``; None: graphs disabled)."""
         self.log = log
         self.params = Params(initial_steps, config, log, announce)
+        self.params.set_cuda_graph_bs(cuda_graph_bs)
         self.steps = initial_steps
         self.switches = 0
+        self.batches: dict[int, int] = {}  # tier key -> decode batches routed there (what a level ran)
 
     def _activate(self, steps: int) -> None:
         if steps != self.steps:
@@ -199,10 +233,61 @@ class Controller:
 
     def before_batch(self, batch_size: int) -> int:
         """The step count the batch runs with."""
-        self._activate(self.params.steps_for_batch(batch_size))
+        key = self.params.key_for(batch_size)
+        self.batches[key] = self.batches.get(key, 0) + 1
+        self._activate(self.params.slots[key].current_steps)
         return self.steps
 
     def after_verify(self, accepted_per_req: list[int], batch_size: int) -> None:
         new = self.params.on_verify_complete(accepted_per_req, batch_size)
         if new is not None:
             self._activate(new)
+
+
+def closed_loop_tok_s(
+    config: Optional[Config],
+    concurrency: int,
+    *,
+    steps: int,
+    accept_rate: float,
+    max_tokens: int = 512,
+    waves: int = 2,
+    nccl_env: Optional[Mapping[str, Any]] = None,
+    cuda_graph_bs: Optional[Sequence[int]] = None,
+    prompt_tokens: int = model.DEFAULT_PROMPT_TOKENS,
+) -> float:
+    """What the fake's model says a closed loop of ``concurrency`` (``waves`` lock-step waves of
+    ``max_tokens`` each) serves in output tok/s: with ``config`` an adaptive server launched at
+    ``steps`` (its controller over every decode step: routing with padding, the EMA, step 0 with its
+    draft extend), without it a static chain of ``steps`` (0: the no-speculation server). The truth a
+    policy is checked against (tests); the server runs the same pieces step by step."""
+    ctl = Controller(steps, config, cuda_graph_bs=cuda_graph_bs) if config is not None else None
+    specs: dict[int, Optional[model.Spec]] = {0: None}
+
+    def spec_of(k: int) -> Optional[model.Spec]:
+        if k not in specs:
+            specs[k] = model.Spec(k, 1, k + 1, accept_rate)
+        return specs[k]
+
+    top = max([steps, *(config.candidate_steps if config is not None else ())])
+    total_s, tokens = 0.0, 0
+    for _ in range(waves):
+        acceptors = [model.Acceptor(spec_of(top) if top else None) for _ in range(concurrency)]
+        produced = [1] * concurrency
+        total_s += sum(model.prefill_time_s(t, nccl_env) for t in model.prefill_chunks(concurrency, prompt_tokens))
+        running = list(range(concurrency))
+        while running:
+            n = len(running)
+            k = ctl.before_batch(n) if ctl is not None else steps
+            spec = spec_of(k) if k else None
+            total_s += model.step_time_s(n, spec, nccl_env, zero_step=ctl is not None and k == 0)
+            accepted = []
+            for i in running:
+                a = acceptors[i].next(k)
+                accepted.append(a)
+                produced[i] = min(max_tokens, produced[i] + 1 + a)
+            if ctl is not None:
+                ctl.after_verify(accepted, n)
+            running = [i for i in running if produced[i] < max_tokens]
+        tokens += concurrency * max_tokens
+    return tokens / total_s

@@ -39,6 +39,9 @@ class EngineConfig:
     # step count (sweep/fake/adaptive.py), ``spec`` being the launch's (its steps the starting ones)
     adaptive: Optional[Config] = None
     adaptive_start: Optional[int] = None  # the step count it starts with (default spec.steps)
+    # the decode CUDA-graph batch sizes the server captured (None: graphs disabled): SGLang pads a batch to
+    # them before routing it to an adaptive tier
+    cuda_graph_bs: Optional[tuple[int, ...]] = None
 
 
 class Req:
@@ -248,7 +251,7 @@ class Engine:
         # adaptive speculation: SGLang's controller (its "initialized" line is the startup's, not logged here)
         start = cfg.adaptive_start if cfg.adaptive_start is not None else cfg.spec.steps if cfg.spec else 0
         self.adaptive = (
-            adaptive.Controller(start, cfg.adaptive, self.log.info, announce=False)
+            adaptive.Controller(start, cfg.adaptive, self.log.info, announce=False, cuda_graph_bs=cfg.cuda_graph_bs)
             if cfg.adaptive is not None and cfg.spec is not None
             else None
         )
@@ -316,7 +319,8 @@ class Engine:
                 n = len(self.running)
                 graph = self.cfg.cuda_graph_max_bs is not None and n <= self.cfg.cuda_graph_max_bs
                 spec = self.spec_now(n)
-                step = model.step_time_s(n, spec, self.cfg.nccl_env, cuda_graph=graph) / speed
+                zero = self.adaptive is not None and spec is None  # SGLang's step 0: the draft extend still runs
+                step = model.step_time_s(n, spec, self.cfg.nccl_env, cuda_graph=graph, zero_step=zero) / speed
                 deadline = await self._sleep_until(loop, deadline + step)
                 self.excess_j += (model.forward_power_w(n * model.verify_tokens(spec)) - model.IDLE_W) * step
                 self._decode_step(graph, spec)

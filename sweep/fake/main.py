@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Optional, Sequence
 
-from sweep.core import ledger_dir, ledger_remove
+from sweep.core import ledger_dir, ledger_remove, speculation
 from sweep.fake import args as fake_args
 from sweep.fake import model, procs, rules, startup, tracebacks
 from sweep.fake.log import Log, rank_prefix
@@ -205,6 +205,14 @@ def serve(
             max_prefill_tokens=int(ns.max_prefill_tokens),
             max_total_tokens=int(ready["max_total_num_tokens"]),
             cuda_graph_max_bs=max(plan.graph_bs(max_running)) if plan.graphs else None,
+            # SGLang's adaptive routing pads to the speculative server's decode graphs (its own list)
+            cuda_graph_bs=tuple(
+                speculation.decode_graph_bs(
+                    max(plan.graph_bs(max_running)), speculative=True, given=resolved.args.get("cuda_graph_bs")
+                )
+            )
+            if plan.graphs
+            else None,
             decode_log_interval=int(ns.decode_log_interval),
             stream_interval=max(1, int(ns.stream_interval)),
             real_wording=plan.real_wording,

@@ -64,7 +64,9 @@ so over any run its measured accept length equals the model's value to within on
 
 Adaptive speculation (``--speculative-adaptive``, sweep/fake/adaptive.py): each decode step runs with
 the step count SGLang's controller holds for its batch's size tier, as a chain of that depth (topk 1,
-``steps + 1`` draft tokens: its time and its acceptance above); 0 steps is a plain decode. Each request's
+``steps + 1`` draft tokens: its time and its acceptance above); 0 steps is a plain decode plus the
+drafter's extend (SGLang keeps the draft KV warm at step 0: ``step_time_s(zero_step=True)``), so an
+adaptive server held at 0 is slower than the no-speculation server. Each request's
 :class:`Acceptor` keeps one accumulator per depth, so a step count that changes keeps its rates exact.
 
 Prefill: a request's prompt is processed in prefill forwards of at most ``max_prefill_tokens``
@@ -196,15 +198,26 @@ def verify_tokens(spec: Optional[Spec]) -> int:
 
 
 def step_time_s(
-    batch: int, spec: Optional[Spec], nccl_env: Optional[Mapping[str, str]], *, cuda_graph: bool = True
+    batch: int,
+    spec: Optional[Spec],
+    nccl_env: Optional[Mapping[str, str]],
+    *,
+    cuda_graph: bool = True,
+    zero_step: bool = False,
 ) -> float:
-    """Time of one decode step (one verify round with speculation) over ``batch`` running requests."""
+    """Time of one decode step (one verify round with speculation) over ``batch`` running requests.
+    ``zero_step``: an adaptive server's step 0 (``spec`` None): SGLang verifies one token per request
+    (a plain decode) and still runs the drafter's extend after it (``eagle_worker_v2``: "_draft_extend
+    below still runs, keeping draft KV warm"), so the step pays ``_D_EXTEND`` more than the
+    no-speculation server's."""
     if batch <= 0:
         return 0.0
     n = batch * verify_tokens(spec)
     t = _T_FIXED + max(_T_EXPERT * _experts_touched(n), _T_TOKEN * n**_T_TOKEN_EXPONENT) + allreduce_s(n, nccl_env)
     if spec and not spec.ngram:
         t += _D_EXTEND + (spec.steps - 1) * _D_STEP + spec.steps * _D_TOKEN * batch * spec.topk
+    elif zero_step and spec is None:
+        t += _D_EXTEND
     if not cuda_graph:
         t += _EAGER_OVERHEAD
     return t

@@ -54,21 +54,48 @@ def announce(cp: ConfirmPlan, console: Console) -> None:
         )
 
 
+_MAX_ROUNDS = 11  # a bound beside the experiment's own (policy.revise, at most 10): one round, then revisions
+
+
+def _merged(plans: list[ConfirmPlan]) -> ConfirmPlan:
+    """Every round's confirmation plan as one (its points, the policies they run, the notes)."""
+    out = ConfirmPlan()
+    for cp in plans:
+        out.notes += [n for n in cp.notes if n not in out.notes]
+        for pp in cp.points:
+            if pp.id not in out.chosen:
+                out.points.append(pp)
+                out.chosen[pp.id] = cp.chosen[pp.id]
+    return out
+
+
 class Phase:
-    """The confirmation as a phase after the grid, on the grid's directory, lock and cluster session.
-    ``planned``: its confirmation plan, once it ran."""
+    """The confirmation as a phase after the grid, on the grid's directory, lock and cluster session:
+    rounds until nothing new is to confirm (a confirmation that fell short gives a revision to confirm
+    next, up to the experiment's ``policy.revise``). ``planned``: its confirmation plan (every round's
+    points), once it ran."""
 
     def __init__(self, choose: _Chooser) -> None:
         self.choose = choose
         self.planned: ConfirmPlan | None = None
 
     def __call__(self, sweep: Prepared, session: Session, console: Console) -> SweepRun | None:
-
-        self.planned = cp = _plan_confirmation(sweep.plan, sweep.rd.path, self.choose)
-        announce(cp, console)
-        if not cp.points:
-            return None
-        return run_phase(sweep, Plan(sweep.plan.experiment, cp.points, []), session, console, phase="confirm")
+        plans: list[ConfirmPlan] = []
+        done: SweepRun | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_ROUNDS):
+            cp = _plan_confirmation(sweep.plan, sweep.rd.path, self.choose)
+            fresh = [pp for pp in cp.points if pp.id not in seen]
+            if plans and not fresh:  # nothing new: every round's point ran (or failed: not again)
+                break
+            plans.append(cp)
+            announce(cp, console)
+            if not fresh:
+                break
+            seen.update(pp.id for pp in fresh)
+            done = run_phase(sweep, Plan(sweep.plan.experiment, fresh, []), session, console, phase="confirm")
+        self.planned = _merged(plans)
+        return done
 
 
 def run(
@@ -80,11 +107,20 @@ def run(
     path = Path(opts.results_dir) if opts.results_dir else None
     if path is None or not path.is_dir():
         return ConfirmPlan(notes=["nothing recorded yet"]), None
-    cp = _plan_confirmation(plan, path, choose)
-    announce(cp, console)
-    if not cp.points:
-        return cp, None
-    done = run_sweep(
-        Plan(plan.experiment, cp.points, []), replace(opts, part="confirm"), bench_scale=bench_scale, console=console
-    )
-    return cp, done
+    plans: list[ConfirmPlan] = []
+    done: SweepRun | None = None
+    seen: set[str] = set()
+    for _ in range(_MAX_ROUNDS):  # a confirmation that fell short: its revision next (policy.revise rounds)
+        cp = _plan_confirmation(plan, path, choose)
+        fresh = [pp for pp in cp.points if pp.id not in seen]
+        if plans and not fresh:
+            break
+        plans.append(cp)
+        announce(cp, console)
+        if not fresh:
+            break
+        seen.update(pp.id for pp in fresh)
+        done = run_sweep(
+            Plan(plan.experiment, fresh, []), replace(opts, part="confirm"), bench_scale=bench_scale, console=console
+        )
+    return _merged(plans), done

@@ -53,13 +53,13 @@ import polars as pl
 import pyarrow as pa
 
 from sweep.analysis import noise
+from sweep.core import speculation
 from sweep.search.measured import SINGLE, Figures, Measured, from_tables
 from sweep.search.strategy import Search, Tables
 
 if TYPE_CHECKING:  # what the search reads of a point: the plan's own (tests hand in look-alikes)
     from sweep.experiment import PlannedPoint
 
-_ORDERED_ROLES = ("steps", "topk", "draft_tokens")  # the axes a group's points differ in
 Z = 1.96  # the report's 95 % intervals
 
 
@@ -123,8 +123,8 @@ def tree_accept_bound(f: Figures, depth: int, deeper: int) -> float | None:
 
 
 def group_key(p: PlannedPoint) -> tuple:
-    """What a group's points share: every axis value but the ordered ones."""
-    return tuple(sorted((a, v) for a, v in p.params.items() if p.roles.get(a) not in _ORDERED_ROLES))
+    """What a group's points share: every axis value but the ordered ones (``speculation.shared_axes``)."""
+    return speculation.shared_axes(p.params, p.roles)
 
 
 def level_name(level: int) -> str:

@@ -20,11 +20,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from sweep.core import JSON, json_text
+from sweep.core import JSON, json_text, speculation
 
-FLAG = "speculative-adaptive"
-CONFIG_FLAG = "speculative-adaptive-config"
-SINCE = "0.5.23"  # the first release with the flags (0.5.10 has none)
+FLAG = speculation.ADAPTIVE_FLAG  # the names and the version gate: sweep/core/speculation.py
+CONFIG_FLAG = speculation.CONFIG_FLAG
+SINCE = speculation.SINCE  # the first release with the flags (0.5.10 has none)
 
 # the EMA's knobs and their defaults (AdaptiveStepSlot.__init__)
 _KNOBS: dict[str, float] = {
@@ -49,7 +49,7 @@ _DEFAULT_0523: dict[str, dict[str, Any]] = {
     "64": _tier([0], 0.0),
 }
 _DEFAULT_7F8F030: dict[str, dict[str, Any]] = {**_DEFAULT_0523, "1": _tier([1, 3, 7], -0.25)}
-CPU_BUILD = "7f8f030"
+CPU_BUILD = speculation.CPU_BUILD
 
 
 def default_config(version: Optional[str]) -> dict[str, dict[str, Any]]:

@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from sweep.core import ServerFlags
+from sweep.core import ServerFlags, speculation
 from sweep.sglang import adaptive as ad
 
 # --- versions ---
@@ -58,7 +58,7 @@ from sweep.sglang import adaptive as ad
 KNOWN_VERSIONS = ("0.5.10", "0.5.23")
 NEWEST = KNOWN_VERSIONS[-1]
 # development builds whose rules are a release's (measured by the differential test)
-KNOWN_BUILDS = {"7f8f030": "0.5.23"}
+KNOWN_BUILDS = speculation.KNOWN_BUILDS  # builds named by commit -> their release (sweep/core/speculation.py)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -77,13 +77,13 @@ def test_with_sglang_0_5_23_the_policy_needs_no_plain_table(tmp_path):
     built = report.build(sd.write(), with_plots=False)
     text = "\n".join(built.sections[1].paragraphs)
     assert "Needs SGLang" not in text
-    assert (
-        "Without adaptive speculation (plain table): C=1-7: steps=3 · C=8-63: steps=1 · C>=64: no speculation." in text
-    )
+    assert "Plain table (one server per load range): C=1-7: steps=3 · C=8-63: steps=1 · C>=64: no speculation." in text
+    # one step count per tier, never 0 from the baseline's figure; C=8's tier from batch 2 (above C=1's)
+    assert "one adaptive server, C=1 (batch 1): steps=3 · C>=8 (batches >= 2): steps=1." in text
+    assert "there a non-speculative server (C=64: 3,000 tok/s without speculation against 2,600 of steps=1)" in text
     assert json.loads(built.files["policy-drafter-d1_nccl-default.json"]) == {
         "1": {"candidate_steps": [3]},
-        "8": {"candidate_steps": [1]},
-        "64": {"candidate_steps": [0]},
+        "2": {"candidate_steps": [1]},
     }
 
 
@@ -127,7 +127,14 @@ def test_the_policys_own_server_against_the_envelope_per_level(tmp_path):
     # its own point is no step count of the policy, and the other findings take it as one more setup
     [p] = policy.from_tables(load(tmp_path / "c"))
     assert set(p.steps) == {1, 3} and len(p.confirmation_ids) == 1
-    assert p.config() == {"1": {"candidate_steps": [3]}, "8": {"candidate_steps": [1]}, "64": {"candidate_steps": [0]}}
+    assert p.config() == {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [1]}}
+    # the first line: the winner by measurement; the policy lost at C=64 to the no-speculation server,
+    # which beats the best static steps=1 there too: the plain table, with the figures
+    first = deploy.paragraphs[0]
+    assert first.startswith("Deploy: the plain table, one server per load range: C=1-7: steps=3 · C=8-63: steps=1")
+    assert "below the envelope beyond noise at C=64 (-17%)" in first
+    assert "the best static drafter=d1,steps=1,nccl=default is short too at C=1, C=64" in first
+    assert "The no-speculation server beats any adaptive server at C=64: 3,000 against 2,500 tok/s" in first
     assert "Confirmation of drafter=d1,steps=adaptive,nccl=default" in built.markdown
     assert _screen_lines(built.sections[0]) + _screen_lines(deploy) <= SCREEN
 
@@ -216,3 +223,22 @@ def test_an_adaptive_server_is_not_judged_against_a_chain_of_its_launch_steps(tm
     acc = analyze(load(sd.write())).acceptance
     verdicts = dict(zip(acc["label"].to_list(), acc["verdict"].to_list()))
     assert verdicts["drafter=d1,steps=adaptive,nccl=default"] == "ok"
+
+
+def test_the_break_even_and_the_plain_table_tell_one_story():
+    """Where the baseline is never ahead beyond noise and speculation still measures faster at the top,
+    the plain table keeps speculation: the text does not say 'off above C~N' beside it."""
+    from tests.analysis.test_policy import _frames
+
+    curves = {"1": {1: 60, 8: 430, 64: 1030}, "2": {1: 75, 8: 400, 64: 960}}
+    base = {1: 50, 8: 380, 64: 1000}  # within noise of the best at C=64, 3 % slower
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.break_even is not None and p.plain_table()[-1]["steps"] == 1
+    from sweep.analysis import deploy
+
+    text = deploy._off_text(p)
+    assert "speculation off above" not in text and "within noise of no speculation (to C=64)" in text
+    base = {1: 50, 8: 380, 64: 1200}  # ahead beyond noise at C=64: the plain table ends without speculation
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.plain_table()[-1]["steps"] == 0 and "Break-even: speculation off above C~" in deploy._off_text(p)
+    assert "(C=64: 1,200 tok/s without speculation against 1,030 of steps=1)" in deploy._off_text(p)

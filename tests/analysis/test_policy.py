@@ -23,6 +23,7 @@ def _frames(
     pruned: tuple[int, ...] = (),
     drafter: str = "d1",
     extra: list | None = None,
+    more_argv: tuple[str, ...] = (),
 ):
     """Points and levels of one drafter with step counts ``curves`` ({"1": {C: tok/s}}) against the
     baseline ``base``; ``pruned``: step counts the adaptive search did not run."""
@@ -54,6 +55,7 @@ def _frames(
             steps,
             "--speculative-eagle-topk",
             str(topk),
+            *more_argv,
         ]
         points.append(
             {
@@ -121,19 +123,19 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     assert p.group == "drafter=d1" and p.step_axis == "steps" and p.params == {"drafter": "d1"}
     by_level = {lv.concurrency: (lv.best_steps, lv.candidate_steps) for lv in p.levels}
     assert by_level == {1: (3, (2, 3)), 2: (3, (2, 3)), 8: (1, (1,)), 32: (0, (0, 1)), 64: (0, (0,)), 128: (0, (0,))}
-    # SGLang routes a batch to the closest lower key: one tier per change of the candidates, the first at 1
-    assert [(t.lo, t.hi, t.best_steps, t.candidate_steps) for t in p.tiers] == [
-        (1, 2, 3, (2, 3)),
-        (8, 8, 1, (1,)),
-        (32, 32, 0, (0, 1)),
-        (64, 128, 0, (0,)),
+    # each level's choice: the fastest step count (fewer steps in a tie, within 1 %), never 0 (the
+    # baseline's figure is not an adaptive server's step 0)
+    assert {lv.concurrency: lv.choice for lv in p.levels} == {1: 3, 2: 3, 8: 1, 32: 1, 64: 1, 128: 1}
+    assert {lv.concurrency: lv.within_noise for lv in p.levels}[1] == (2, 3)
+    # one step count per tier, adjacent equal choices merged; the second key the next graph batch size
+    # above C=2's batches (no running requests recorded: a level of C runs batches of C), so that C=8's
+    # drain (batches 3-7) stays in its tier
+    assert [(t.lo, t.hi, t.best_steps, t.candidate_steps, t.levels) for t in p.tiers] == [
+        (1, 2, 3, (3,), (1, 2)),
+        (3, 128, 1, (1,), (8, 32, 64, 128)),
     ]
-    assert p.config() == {
-        "1": {"candidate_steps": [2, 3]},
-        "8": {"candidate_steps": [1]},
-        "32": {"candidate_steps": [0, 1]},
-        "64": {"candidate_steps": [0]},
-    }
+    assert [t.batches_text() for t in p.tiers] == ["batches 1-2", "batches >= 3"]
+    assert p.config() == {"1": {"candidate_steps": [3]}, "3": {"candidate_steps": [1]}}
     json.loads(p.config_json())  # a file SGLang's loader reads
     assert p.launch_flags() == {
         "speculative-adaptive": True,
@@ -149,6 +151,7 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     assert be.text().startswith("speculation off above C~") and "(between C=8 and C=64)" in be.text()
     assert p.static_steps == 1  # the best single static setup by mean rank over the levels
     plain = p.plain_table()
+    # the plain table: the fastest option, fewer steps in a tie (at C=32 the baseline's 1010 against 1000)
     assert [(r["lo"], r["to"], r["steps"]) for r in plain] == [(1, 7, 3), (8, 31, 1), (32, None, 0)]
     assert plain[-1]["label"] == "drafter=none" and plain[-1]["flags"] == {}
     assert plain[0]["flags"] == {
@@ -158,7 +161,7 @@ def test_a_drafter_ahead_at_low_load_and_behind_at_saturation():
     }
     at = {lv.concurrency: lv for lv in p.levels}
     assert at[1].policy_tok_s == 76 and at[1].static_tok_s == 60 and at[1].baseline_tok_s == 50
-    assert at[32].policy_tok_s == 1010  # the best of its candidates: the baseline's there
+    assert at[32].policy_tok_s == 1000  # the choice's own figure, never the baseline's
     assert p.label() == "drafter=d1,steps=adaptive"
 
 
@@ -276,3 +279,138 @@ def test_the_sglang_of_the_policy_is_the_oldest_the_points_ran():
         sglang_version=pl.when(pl.col("point_id") == "d1-2").then(pl.lit("0.5.10")).otherwise(pl.col("sglang_version"))
     )
     assert policy.derive(levels, mixed)[0].sglang_version == "0.5.10"  # the flags must be in every one
+
+
+def test_tier_keys_follow_the_batches_the_levels_ran_padded_as_sglang_pads_them():
+    levels, points = _frames(CURVES, base=BASE)
+    # C=2 ran up to 2 at once, C=8 mostly 7 (its drain): SGLang pads 7 to the graph size 7 and routes it to
+    # the largest key at or below it; a key of 8 (the level's C) would send C=8's batches of 3-7 to C=2's tier
+    ran = {(f"d1-{k}", c): (c * 0.9, float(c)) for k in CURVES for c in LEVELS}
+    [p] = policy.derive(levels, points, batches=ran)
+    assert [t.lo for t in p.tiers] == [1, 3]
+    # with graphs for 1, 2, 4, 8 only (--cuda-graph-bs), a batch of 3 pads to 4: the key is the graph size 4
+    levels, graphs = _frames(CURVES, base=BASE, more_argv=("--cuda-graph-bs", "1", "2", "4", "8"))
+    [p] = policy.derive(levels, graphs, batches=ran)
+    assert [t.lo for t in p.tiers] == [1, 4]
+    assert [t.batches_text() for t in p.tiers] == ["batches 1-2", "batches >= 3"]
+
+
+def test_several_candidates_only_when_asked_and_a_misspelled_mode_is_refused():
+    from sweep.core import ConfigError
+
+    levels, points = _frames(CURVES, base=BASE)
+    [p] = policy.derive(levels, points, candidates="within_noise")
+    assert p.config()["1"] == {"candidate_steps": [2, 3]} and p.candidates == "within_noise"
+    assert p.tiers[0].best_steps == 3
+    with pytest.raises(ConfigError, match="policy.candidates = 'within-noise' is not a mode") as e:
+        policy.derive(levels, points, candidates="within-noise")
+    assert "within_noise" in e.value.fix
+
+
+def test_a_tie_goes_to_the_fewer_steps():
+    levels, points = _frames({"1": {1: 100}, "2": {1: 100.5}, "3": {1: 99}}, base={1: 60})
+    [p] = policy.derive(levels, points)
+    assert p.levels[0].best_steps == 2 and p.levels[0].choice == 1 and p.config() == {"1": {"candidate_steps": [1]}}
+    levels, points = _frames({"1": {1: 100}, "2": {1: 102}}, base={1: 60})
+    assert policy.derive(levels, points)[0].levels[0].choice == 2  # 2 % is no tie: the fastest
+
+
+EIGHT = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def _confirming(curves, base, runs: dict[str, tuple[dict, dict[int, float]]]):
+    """Frames with confirmation points: ``runs`` {axis value: (its config, {C: tok/s})}."""
+    extra, rows = [], []
+    for value, (config, figures) in runs.items():
+        pid = f"confirm-{value}"
+        extra.append(
+            {
+                "point_id": pid,
+                "label": f"drafter=d1,steps={value}",
+                "status": "ok",
+                "baseline": False,
+                "baseline_id": "base",
+                "param_roles": {"drafter": "drafter", "steps": "steps"},
+                "axis_drafter": "d1",
+                "axis_steps": value,
+                "argv": ["python", "--speculative-adaptive", "--speculative-adaptive-config", json.dumps(config)],
+                "sglang_version": "0.5.23",
+            }
+        )
+        for c, tok in figures.items():
+            rows.append(
+                {
+                    "point_id": pid,
+                    "label": f"drafter=d1,steps={value}",
+                    "concurrency": c,
+                    "output_throughput": tok,
+                    "per_request_tok_s": tok / c,
+                    "baseline_output_throughput": base[c],
+                    "baseline_per_request_tok_s": base[c] / c,
+                    "baseline_label": "drafter=none",
+                }
+            )
+    levels, points = _frames(curves, base=base, extra=extra)
+    return pl.concat([levels, pl.DataFrame(rows)], how="diagonal_relaxed"), points
+
+
+def test_below_the_envelope_at_7_of_8_levels_is_a_shortfall_though_each_is_within_noise():
+    curves = {"1": {c: 100.0 * c for c in EIGHT}, "2": {c: 104.0 * c for c in EIGHT}}
+    base = {c: 80.0 * c for c in EIGHT}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.config() == {"1": {"candidate_steps": [2]}}
+    ours = {c: 104.0 * c * (0.97 if c != 8 else 1.01) for c in EIGHT}  # 3 % below at 7 levels
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), ours)})
+    [p] = policy.derive(levels, points)
+    v = policy.verdict(policy.confirmation(p, levels))
+    assert v.short == () and v.below == 7 and v.together and v.winner != "policy"
+    six = {c: 104.0 * c * (0.97 if c not in (8, 16) else 1.01) for c in EIGHT}  # 6 of 8: chance
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), six)})
+    [p] = policy.derive(levels, points)
+    v = policy.verdict(policy.confirmation(p, levels))
+    assert v.below == 6 and not v.together and v.winner == "policy"
+
+
+def test_a_confirmation_short_of_the_best_static_setup_is_revised_and_confirmed_again():
+    curves = {
+        "1": {1: 60, 2: 118, 8: 430, 32: 1000},
+        "2": {1: 74, 2: 143, 8: 435, 32: 995},
+        "3": {1: 76, 2: 144, 8: 380, 32: 820},
+    }
+    base = {1: 50, 2: 100, 8: 300, 32: 700}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.static_steps == 2  # the best mean rank over the levels
+    assert p.config() == {"1": {"candidate_steps": [3]}, "2": {"candidate_steps": [2]}, "10": {"candidate_steps": [1]}}
+    # its own server: well short of the static 2 steps at C=1 (the EMA's warm-up, say), fine above
+    first = {1: 62, 2: 142, 8: 433, 32: 998}
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), first)})
+    [p] = policy.derive(levels, points)
+    rounds = policy.settle(p, levels)
+    assert [r.policy.revision for r in rounds] == [1, 2]
+    assert rounds[0].verdict.short_static == (1,) and rounds[0].verdict.winner != "policy"
+    r2 = rounds[1].policy
+    assert rounds[1].table.is_empty()  # awaits its confirmation
+    # the short tier takes the best static step count, and merges with its equal neighbour
+    assert r2.config() == {"1": {"candidate_steps": [2]}, "10": {"candidate_steps": [1]}}
+    assert r2.label() == "drafter=d1,steps=adaptive-r2" and r2.revised[0].startswith("revision 2: C=1: -16%")
+    # confirmed: the second round is measured, matched by its config, and wins
+    levels, points = _confirming(
+        curves, base, {"adaptive": (p.config(), first), "adaptive-r2": (r2.config(), {1: 74, 2: 143, 8: 434, 32: 999})}
+    )
+    [p] = policy.derive(levels, points)
+    rounds = policy.settle(p, levels)
+    assert [r.policy.revision for r in rounds] == [1, 2] and rounds[1].verdict.winner == "policy"
+    assert len(policy.settle(p, levels, rounds=0)) == 1  # no revision allowed
+
+
+def test_rounds_are_bounded_and_a_policy_that_only_loses_collapses_to_the_static_setup():
+    curves = {"1": {1: 100, 8: 500}, "2": {1: 120, 8: 450}}
+    base = {1: 50, 8: 300}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.config() == {"1": {"candidate_steps": [2]}, "2": {"candidate_steps": [1]}}
+    # short of the best static setup at every level: every tier would take it, so no revision
+    levels, points = _confirming(curves, base, {"adaptive": (p.config(), {1: 80, 8: 400})})
+    [p] = policy.derive(levels, points)
+    rounds = policy.settle(p, levels)
+    assert len(rounds) == 1 and rounds[0].verdict.winner in ("static", "plain")
+    assert policy.revise(p, rounds[0].table) is None

@@ -18,6 +18,8 @@ from sweep.sglang import adaptive as ad
 RELEASE = Path.home() / ".cache/sweep-sglang-releases/v0.5.23/lib/python3.11/site-packages/sglang"
 CPU = Path.home() / ".cache/sweep-sglang-cpu/venv/lib/python3.11/site-packages/sglang"
 SOURCE = "srt/speculative/adaptive_spec_params.py"
+# the CPU build's source as the project keeps it (../shared beside the checkout)
+TARBALLS = Path(__file__).resolve().parents[3] / "shared/sglang-cpu/sglang-src-*-python.tar.gz"
 
 
 def controller(cfg, steps=None):
@@ -95,11 +97,27 @@ def test_hysteresis_and_the_ceiling():
 # --- the rule, against SGLang's own classes ---
 
 
-def _sglang_module(root: Path):
+def _source(root) -> tuple[str, str]:
+    """SGLang's adaptive_spec_params.py: from an install, or from the CPU build's source tarball."""
+    if root == "tarball":
+        import tarfile
+
+        found = sorted(TARBALLS.parent.glob(TARBALLS.name)) if TARBALLS.parent.is_dir() else []
+        if not found:
+            pytest.skip(f"no SGLang source tarball at {TARBALLS}")
+        with tarfile.open(found[-1]) as tar:
+            member = next((m for m in tar.getmembers() if m.name.endswith("sglang/" + SOURCE)), None)
+            if member is None:
+                pytest.skip(f"{found[-1]} holds no {SOURCE}")
+            return tar.extractfile(member).read().decode(), f"{found[-1]}:{member.name}"
     path = root / SOURCE
     if not path.is_file():
         pytest.skip(f"SGLang's source is not installed here ({path})")
-    src = path.read_text()
+    return path.read_text(), str(path)
+
+
+def _sglang_module(root):
+    src, path = _source(root)
     src = re.sub(r"^from sglang\.[^\n]*\([^)]*\)\n", "", src, flags=re.M)  # none is used by the rule
     src = re.sub(r"^from sglang\.[^\n]*\n", "", src, flags=re.M)
     module = types.ModuleType("sglang_adaptive_spec_params")
@@ -112,8 +130,9 @@ def _sglang_module(root: Path):
 class _SGLangController:
     """eagle_worker_v2's use of AdaptiveController: activate by batch, then verify; its switch line."""
 
-    def __init__(self, module, steps, path, lines):
+    def __init__(self, module, steps, path, lines, graphs=None):
         self.params = module.AdaptiveSpeculativeParams(initial_steps=steps, cfg_path=path)
+        self.params.set_cuda_graph_bs(graphs)  # init_states: the decode graphs' batch sizes
         self.steps, self.lines = steps, lines
 
     def _activate(self, steps):
@@ -149,9 +168,10 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("root", [RELEASE, CPU], ids=["0.5.23", "cpu-build"])
+@pytest.mark.parametrize("graphs", [None, [1, 2, 4, 8, 12, 16, 24, 32, 40]], ids=["no-graphs", "padded"])
+@pytest.mark.parametrize("root", [RELEASE, CPU, "tarball"], ids=["0.5.23", "cpu-build", "cpu-build-source"])
 @pytest.mark.parametrize("which", range(len(CONFIGS)))
-def test_the_same_batches_give_sglang_s_steps_and_lines(tmp_path, root, which):
+def test_the_same_batches_give_sglang_s_steps_and_lines(tmp_path, root, which, graphs):
     module, theirs = _sglang_module(root)
     cfg = CONFIGS[which]
     path = None
@@ -162,8 +182,8 @@ def test_the_same_batches_give_sglang_s_steps_and_lines(tmp_path, root, which):
     start = module.resolve_candidate_steps_from_config(path)[-1]
     assert list(ours_cfg.candidate_steps) == module.resolve_candidate_steps_from_config(path)
     ours_lines: list[str] = []
-    ours = adaptive.Controller(start, ours_cfg, ours_lines.append)
-    sg = _SGLangController(module, start, path, theirs)
+    ours = adaptive.Controller(start, ours_cfg, ours_lines.append, cuda_graph_bs=graphs)
+    sg = _SGLangController(module, start, path, theirs, graphs)
     rng = random.Random(which)
     for i in range(3000):
         bs = rng.choice([1, 1, 2, 3, 4, 8, 20, 40, 80]) if i % 300 < 150 else rng.choice([1, 2])
@@ -380,3 +400,65 @@ def test_on_cpu_adaptive_needs_the_graphs_off_as_sglang_does():
     parsed = fake_args.parse([*argv, "--disable-cuda-graph"])
     resolved = rules.resolve(parsed.ns, parsed.version)
     assert resolved.deferred is None and resolved.adaptive_config is not None
+
+
+# --- the fake's truth: what SGLang's runtime rule makes of a policy's config ---
+
+_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
+_P = 0.75  # the reference experiment's trained drafter
+_WIDE = 0.15  # the old sets' width: the reference dry run wrote "5": [0, 1, 2, 3, 5], "250": [0, 1, 2, 3] (issue 43)
+_TIE = 0.01  # the policy's tie: fewer steps within 1 % of the fastest
+_NOISE = 0.05  # a confirmation's noise: short beyond it is a loss
+
+
+def _static(c: int, k: int) -> float:
+    return adaptive.closed_loop_tok_s(None, c, steps=k, accept_rate=_P)
+
+
+def _served(cfg: dict, c: int) -> float:
+    config = ad.load(cfg)
+    return adaptive.closed_loop_tok_s(config, c, steps=max(config.candidate_steps), accept_rate=_P)
+
+
+def test_the_old_all_within_noise_config_falls_short_and_one_step_per_tier_does_not():
+    """The policy of before (each tier every option within noise of the best, 0 the baseline's) lost
+    live to the best static setup; so it does on the fake, whose SGLang rule climbs by acceptance to a
+    tier's largest candidate. One step count per tier (the fewest within noise of the fastest) serves
+    what its step count serves statically, at every level."""
+    old, one = {}, {}
+    for c in _LEVELS:
+        figures = {k: _static(c, k) for k in (0, 1, 2, 3, 5)}
+        best = max(figures.values())
+        old[str(c)] = {"candidate_steps": sorted(k for k, v in figures.items() if v >= best * (1 - _WIDE))}
+        spec = {k: v for k, v in figures.items() if k}
+        top = max(spec.values())
+        one[str(c)] = {"candidate_steps": [min(k for k, v in spec.items() if v >= top * (1 - _TIE))]}
+    assert old["5"]["candidate_steps"] == [0, 1, 2, 3, 5] and old["250"]["candidate_steps"] == [0, 1, 2, 3]
+    short_old, short_one = [], []
+    for c in _LEVELS:
+        static = max(_static(c, k) for k in (1, 2, 3, 5))  # what one static chain serves at best there
+        if _served(old, c) < static * (1 - _NOISE):
+            short_old.append(c)
+        if _served(one, c) < static * (1 - _NOISE):
+            short_one.append(c)
+    assert short_old, "the old config kept up with the best static setup"
+    assert short_one == []
+
+
+def test_step_0_runs_the_draft_extend_and_is_slower_than_no_speculation():
+    """SGLang's step 0 is not the no-speculation server: a tier held at [0] still runs the drafter's
+    extend after each verify, so it serves less than the plain server at every load (the real CPU build
+    measured 24-36 % less at C=8-16)."""
+    for c in (1, 8, 64):
+        zero = _served({"1": {"candidate_steps": [0]}}, c)
+        assert zero < _static(c, 0) * 0.99, c
+
+
+def test_a_batch_is_padded_to_its_cuda_graph_size_before_it_is_routed():
+    c, _ = controller({"1": {"candidate_steps": [1]}, "5": {"candidate_steps": [2]}}, 2)
+    assert c.params.key_for(4) == 1  # no graphs: routed as it is
+    c = adaptive.Controller(
+        2, ad.load({"1": {"candidate_steps": [1]}, "5": {"candidate_steps": [2]}}), cuda_graph_bs=[1, 2, 4, 8]
+    )
+    assert [c.params.key_for(b) for b in (1, 2, 3, 4, 5, 8, 9, 300)] == [1, 1, 1, 1, 5, 5, 5, 5]
+    assert c.before_batch(3) == 1 and c.before_batch(5) == 2

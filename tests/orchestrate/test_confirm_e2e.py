@@ -55,7 +55,9 @@ def test_grid_then_confirmation_resumed_and_a_failure_kept_as_data(tmp_path):
     assert conf["baseline_id"] == grid.filter(pl.col("baseline"))["point_id"][0]
     i = conf["argv"].index("--speculative-adaptive-config")
     config = json.loads(conf["argv"][i + 1])
-    assert set(config) <= {"1", "4"} and "1" in config  # tiers keyed by the measured levels
+    # tiers keyed where SGLang routes the levels' batches (C=4's from above C=1's: 2 to 4), one step count each
+    assert set(config) <= {"1", "2", "3", "4"} and "1" in config
+    assert all(len(tier["candidate_steps"]) == 1 for tier in config.values()), config
     assert f"drafter=d1,steps=adaptive [{conf['point_id']}]" in out and "failed" in out
     # the plan the directory keeps names it too
     plan = json.loads((res / "plan.json").read_text())
