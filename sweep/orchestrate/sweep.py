@@ -54,7 +54,7 @@ from sweep.experiment import Plan, PlannedPoint, estimate, fake_args, fake_launc
 from sweep.experiment import config as config_mod
 from sweep.experiment import run_context as dry_run_context
 from sweep.host import LaunchPoint, LaunchSpec, Placement
-from sweep.orchestrate import baseline_curve
+from sweep.orchestrate import baseline_curve, versions
 from sweep.orchestrate.progress import SweepProgress
 from sweep.results import DECISIONS, ResultsDir, axis_types, point_row, read_plan, store, sweep_id
 from sweep.results import lock as dir_lock
@@ -334,6 +334,7 @@ def _prepare(
     rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
+    _check_versions(plan, opts, rd.path, recorded, todo)  # before anything is said or written
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
     what = "confirmation " if opts.part == "confirm" else ""
     console.print(
@@ -355,6 +356,8 @@ def _prepare(
     sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
+    if not todo and all(recorded.get(p.id) == "invalid" for p in plan.invalid):
+        return sweep  # a resume that runs nothing writes nothing: the record of what ran stays as it is
     rd.open()
     if opts.part == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
         rd.write_plan(_with_points(read_plan(rd.path), plan.to_json()))
@@ -367,6 +370,25 @@ def _prepare(
         rd.write_point(pp.id, sweep.row(pp, pp.argv, None), {})
         sweep.run.statuses[pp.id] = "invalid"
     return sweep
+
+
+def _check_versions(
+    plan: Plan, opts: RunOptions, path: Path, recorded: Mapping[str, PointStatus], todo: Sequence[PlannedPoint]
+) -> None:
+    """Refuse to keep recorded points measured under another SGLang than the hosts run now
+    (``sweep.orchestrate.versions``): those of the plan that this run does not measure again (a
+    phase after the grid: every point it is compared with)."""
+    running_now = {p.id for p in todo}
+    in_plan = {p.id: p.label for p in plan.points}
+    kept = [
+        pid
+        for pid, status in recorded.items()
+        if status in ("ok", "failed") and pid not in running_now and (opts.part != "grid" or pid in in_plan)
+    ]
+    ran = versions.recorded_versions(path, kept)
+    if ran:
+        now = versions.running(plan.experiment, kind(opts.mode), opts.address)
+        versions.check_reuse(path, ran, now)
 
 
 @contextlib.contextmanager
