@@ -242,6 +242,7 @@ def run_sweep(
     console: Console | None = None,
     run_fn=None,
     after: Sequence[Phase] = (),
+    lock: dir_lock.DirLock | None = None,
     **option_overrides,
 ) -> SweepRun:
     """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
@@ -250,10 +251,11 @@ def run_sweep(
     the session, drive the points through it; then each phase of ``after`` in turn, on the same
     directory (its lock held throughout) and cluster session (what they ran joins the ``SweepRun``).
     Raises ``Interrupted`` on Ctrl-C (exit 130), and the ``ClusterError`` / ``ResultsError`` /
-    ``ConfigError`` that stop a sweep."""
+    ``ConfigError`` that stop a sweep. ``lock``: the directory's lock, held by the caller (``confirm``
+    takes it before it reads anything), who releases it; else taken here, and released at the end."""
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
-    sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
+    sweep = prepare(plan, opts, bench_scale or {}, console, lock)  # holds the directory's lock from here
     try:
         decide = opts.part == "grid" and (bool(sweep.todo) or _wants_decide(sweep))  # after the grid only
         if not sweep.todo and not after and not decide:
@@ -286,7 +288,8 @@ def run_sweep(
             fix="run the same command again to resume",
         ) from None
     finally:
-        sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
+        if lock is None:
+            sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
     return sweep.run
 
 
@@ -300,11 +303,14 @@ def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *
     return sub.run
 
 
-def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prepared:
+def prepare(
+    plan: Plan, opts: RunOptions, scale: dict, console: Console, lock: dir_lock.DirLock | None = None
+) -> Prepared:
     """The results directory checked, locked (``sweep.results.lock``: one writer; the caller releases
     ``Prepared.lock``) and opened, the points to run now selected (resume), the cluster reached where
     it is not a local one (fails fast, before anything is written), the experiment, the plan and the
-    invalid points recorded."""
+    invalid points recorded. ``lock``: the directory's lock where the caller holds it already (and
+    releases it)."""
     from sweep.orchestrate import cluster  # lazy: at the top every importer of this module would load ray
 
     exp, mode = plan.experiment, opts.mode
@@ -313,11 +319,13 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
         plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed, only=opts.only
     ):
         cluster.connect(opts.address)  # fails fast, before anything is written (the lock file included)
-    held = dir_lock.acquire(rd.path)  # one writer: a second sweep into it is refused here, before it reads or writes
+    # one writer: a second sweep into it is refused here, before it reads or writes
+    held = lock if lock is not None else dir_lock.acquire(rd.path)
     try:
         return _prepare(plan, opts, scale, console, rd, held)
     except BaseException:
-        held.release()
+        if lock is None:
+            held.release()
         raise
 
 

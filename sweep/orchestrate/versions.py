@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.core import ClusterError, PointFailure, ResultsError, RunKind, plural
-from sweep.experiment import fake_args, fake_launcher
 from sweep.experiment import config as config_mod
+from sweep.experiment import fake_args, fake_launcher
 from sweep.host import sglang_version
 from sweep.results import store
 from sweep.sglang import serverargs
@@ -75,7 +75,7 @@ def _on_a_host(exp: config_mod.Experiment, how: RunKind, address: str | None) ->
     """The version one of the cluster's hosts answers for the experiment's launcher (the fake's with
     ``--fake``); the cluster joined if it is not yet."""
     import ray  # lazy: Ray takes about a second to import; only this path needs it
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # lazy: as ray
 
     from sweep.orchestrate import cluster  # lazy: at the top every importer of this module would load ray
 

@@ -2,8 +2,8 @@
 server runs the grid, derives the policy and runs its own server as one more point of the sweep, in
 the same directory; ``python -m sweep confirm DIR`` resumes it without running it again; a failed
 confirmation is recorded as data (a fake of SGLang 0.5.10, which has no adaptive flags: the plan was
-checked against 0.5.23, the host runs another release); ``--only`` with ``--retry-failed`` runs the
-confirmation alone again, on a fake of 0.5.23 that serves it."""
+checked against 0.5.23, the host runs another release); on a fake of 0.5.23 the confirmation alone is
+refused (the grid ran 0.5.10), and with ``--force`` the grid and the confirmation run again under it."""
 
 from __future__ import annotations
 
@@ -67,18 +67,16 @@ def test_grid_then_confirmation_resumed_and_a_failure_kept_as_data(tmp_path):
     assert "1 confirmation point, 0 to run, 1 already recorded" in again.stdout, again.stdout[-3000:]
     assert _points(res).height == 4
 
-    # --only selects it by label; on a fake of SGLang 0.5.23 the policy's server serves every level
-    fixed = run_sweep_cli(
-        str(exp),
-        "--dry-run",
-        "--retry-failed",
-        "--only",
-        "*steps=adaptive",
-        "dry_run.fake_args=[--fake-version,0.5.23]",
-        timeout=120,
-    )
+    # the confirmation alone on a fake of SGLang 0.5.23 (--only selects it by label) is refused: the
+    # grid it is compared with ran 0.5.10, and nothing is run or written
+    upgraded = ("--dry-run", "dry_run.fake_args=[--fake-version,0.5.23]")
+    alone = run_sweep_cli(str(exp), *upgraded, "--retry-failed", "--only", "*steps=adaptive", timeout=120)
+    assert alone.returncode == 5, alone.stdout[-3000:] + alone.stderr[-3000:]
+    assert "4 points measured under SGLang 0.5.10" in alone.stderr and _points(res).height == 4
+    # measured again under 0.5.23 (--force): the grid, then the policy's server, which serves every level
+    fixed = run_sweep_cli(str(exp), *upgraded, "--force", timeout=150)
     assert "1 confirmation point, 1 to run" in fixed.stdout, fixed.stdout[-3000:] + fixed.stderr[-3000:]
-    assert "3 points, 0 to run" in fixed.stdout
+    assert "3 points, 3 to run" in fixed.stdout
     pts = _points(res)
     conf2 = pts.filter(pl.col("axis_steps") == "adaptive").row(0, named=True)
     assert conf2["point_id"] == conf["point_id"] and pts.height == 4
