@@ -416,7 +416,7 @@ def plan_for(
     )
 
     check_experiment(exp.benchmark, exp.server.model_path, exp.server.flags)  # a bad workload file: nothing runs
-    plan = planning.build(exp, bench_scale)
+    plan = planning.build(exp, bench_scale, files_here=kind(target).local_cluster)  # a local run's files are here
     for bench in {repr(p.bench): p.bench for p in plan.points if p.bench is not exp.benchmark}.values():
         check_experiment(bench, exp.server.model_path, exp.server.flags)  # the client-side axes' workloads too
     checks = {}
@@ -700,7 +700,7 @@ def _stored_plan(exp: config_mod.Experiment, mode: Mode, path: Path) -> SweepRes
         bench_scale = bench_scaler(exp)
         rows = load(path)["points"].filter(pl.col("bench_scale").is_not_null()).select("bench_scale").head(1).collect()
         scale = dict(rows["bench_scale"][0]) if rows.height else {}
-    plan = planning.build(exp, bench_scale)
+    plan = planning.build(exp, bench_scale, files_here=kind(mode).local_cluster)  # a local run's files are here
     points = [
         PointRecord(
             p.id,
