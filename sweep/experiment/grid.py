@@ -36,6 +36,9 @@ _ROLE_OF_FLAG = {
 _SPEC_ONLY_ROLES = ("steps", "topk", "draft_tokens")
 _BUNDLE_KEYS = ("flags", "env", "benchmark")
 _BENCH_PREFIX = "benchmark."
+# a confirmation point's value of its step axis (the policy's own server, policy.confirm): reserved, since
+# the analysis reads an axis valued so as a confirmation (sweep.analysis.policy.ADAPTIVE)
+ADAPTIVE = "adaptive"
 
 
 # a dry run's scale of an axis value's benchmark settings: (the settings, where they are) -> scaled
@@ -245,6 +248,14 @@ def _build_axis(name: str, cfg: AxisConfig) -> Axis:
                 else "a flag's value cannot hold ',' or '=' here; several values are a list in brackets, "
                 "e.g. values: [1, 2]",
             )
+    if any(v.name == ADAPTIVE for v in values):
+        raise _bad(
+            f"{where}: value {ADAPTIVE!r} is reserved: it marks a policy's confirmation point "
+            f"(steps={ADAPTIVE}: the policy's own --speculative-adaptive server, run after the grid)",
+            "to measure adaptive speculation, turn on policy.confirm (policy: {confirm: true}; or python -m "
+            "sweep confirm DIR after the grid); for a bundle of your own adaptive flags, name the value "
+            "otherwise, e.g. adaptive_fixed",
+        )
     dupes = sorted({v.name for v in values if [w.name for w in values].count(v.name) > 1})
     if dupes:
         raise _bad(f"{where}: value {dupes[0]!r} appears twice", "each value of an axis must be distinct")

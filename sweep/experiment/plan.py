@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from sweep.core import BenchSettings, ConfigError, PlanError, PlanStatus, ServerFlags, identity, plural, redact
 from sweep.experiment.config import Experiment
-from sweep.experiment.grid import Axis, BenchScale, GridPoint, build_axes, expand
+from sweep.experiment.grid import ADAPTIVE, Axis, BenchScale, GridPoint, build_axes, expand
 from sweep.sglang import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, rules, serverargs
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
@@ -351,7 +351,6 @@ def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]
     return out
 
 
-ADAPTIVE = "adaptive"  # a confirmation point's value of its step axis (sweep.analysis.policy.ADAPTIVE)
 # the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
 _STEP_FLAGS = ("speculative-num-steps", "speculative-num-draft-tokens", "speculative-eagle-topk")
 
