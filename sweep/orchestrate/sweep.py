@@ -56,7 +56,7 @@ from sweep.experiment import run_context as dry_run_context
 from sweep.host import LaunchPoint, LaunchSpec, Placement
 from sweep.orchestrate import baseline_curve, versions
 from sweep.orchestrate.progress import SweepProgress
-from sweep.results import DECISIONS, ResultsDir, axis_types, point_row, read_plan, store, sweep_id
+from sweep.results import DECISIONS, ResultsDir, as_measured, axis_types, point_row, read_plan, store, sweep_id
 from sweep.results import lock as dir_lock
 from sweep.search import AdaptiveSearch, GridOrder, Search
 
@@ -364,6 +364,8 @@ def _prepare(
     sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
+    if kind(mode).scaled:  # a dry run's figures are written at real speed, what was measured beside them
+        rd.speed = float(scale.get("fake_speed") or 1.0)
     if not todo and all(recorded.get(p.id) == "invalid" for p in plan.invalid):
         return sweep  # a resume that runs nothing writes nothing: the record of what ran stays as it is
     rd.open()
@@ -606,7 +608,8 @@ def searcher(sweep: Prepared) -> Search[PlannedPoint]:
     ok = [pid for pid, st in sweep.run.statuses.items() if st == "ok" and pid in search.points]
     if ok:
         tables = {
-            name: store.table(sweep.rd.path, name).filter(pl.col("point_id").is_in(ok)).collect()
+            # as measured: the search compares them with what the hosts measure now
+            name: as_measured(store.table(sweep.rd.path, name)).filter(pl.col("point_id").is_in(ok)).collect()
             for name in ("levels", "requests", "single_stream")
         }
         for pid in ok:
