@@ -56,6 +56,7 @@ from sweep.experiment import run_context as dry_run_context
 from sweep.host import LaunchPoint, LaunchSpec, Placement
 from sweep.orchestrate import baseline_curve, versions
 from sweep.orchestrate.progress import SweepProgress
+from sweep.orchestrate.signals import StopSignals
 from sweep.results import DECISIONS, ResultsDir, as_measured, axis_types, point_row, read_plan, store, sweep_id
 from sweep.results import lock as dir_lock
 from sweep.search import AdaptiveSearch, GridOrder, Search
@@ -255,7 +256,25 @@ def run_sweep(
     takes it before it reads anything), who releases it; else taken here, and released at the end."""
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
-    sweep = prepare(plan, opts, bench_scale or {}, console, lock)  # holds the directory's lock from here
+    stop = StopSignals().arm()  # SIGINT and SIGTERM stop it as Ctrl-C does, wherever it was started
+    try:
+        return _run_sweep(plan, opts, bench_scale or {}, console, run_fn, after, lock, stop)
+    finally:
+        stop.disarm()
+
+
+def _run_sweep(
+    plan: Plan,
+    opts: RunOptions,
+    bench_scale: dict,
+    console: Console,
+    run_fn,
+    after: Sequence[Phase],
+    lock: dir_lock.DirLock | None,
+    stop: StopSignals,
+) -> SweepRun:
+    sweep = prepare(plan, opts, bench_scale, console, lock)  # holds the directory's lock from here
+    stop.arm()  # again: joining the cluster (ray.init) set a SIGTERM handler of Ray's
     try:
         decide = opts.part == "grid" and (bool(sweep.todo) or _wants_decide(sweep))  # after the grid only
         if not sweep.todo and not after and not decide:
@@ -266,6 +285,7 @@ def run_sweep(
             def session() -> list[Host]:  # the cluster, started once, when a phase first needs it
                 if not started:
                     started.append(stack.enter_context(_cluster_session(sweep, console)))
+                    stop.arm()  # again: ray.init set a SIGTERM handler of Ray's
                 return started[0]
 
             if sweep.todo:
@@ -280,7 +300,7 @@ def run_sweep(
                     sweep.run.selected += ran.selected
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = sweep.run.statuses
-        why = e.message if isinstance(e, Interrupted) else "interrupted"
+        why = e.message if isinstance(e, Interrupted) else stop.why()
         raise Interrupted(
             f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
             f"{sum(s == 'failed' for s in done.values())} failed are kept in {sweep.rd.path}; "
