@@ -54,10 +54,13 @@ def running(exp: config_mod.Experiment, how: RunKind, address: str | None) -> Ru
             v = sglang_version(fake_launcher(), launcher_args=fake_args(exp))
             return Running(v, "the dry run's fake server speaks")
         if how.local_cluster:  # --local: the experiment's launcher on this machine
-            v = sglang_version(_here(list(exp.server.launcher)))
-            return Running(v if v not in _UNKNOWN else None, f"{exp.server.launcher[0]} here runs")
-        v = _on_a_host(exp, how, address)
-        return Running(v, "the cluster's hosts run")
+            here = sglang_version(_here(list(exp.server.launcher)))
+            if here not in _UNKNOWN:
+                return Running(here, f"{exp.server.launcher[0]} here runs")
+        else:
+            on_host = _on_a_host(exp, how, address)
+            if on_host is not None:
+                return Running(on_host, "the cluster's hosts run")
     except (PointFailure, ClusterError):  # not learned: the experiment's pin, if any, speaks for the hosts
         pass
     return Running(pinned, "server.sglang_version pins") if pinned else Running(None, "")

@@ -549,7 +549,7 @@ MEASURED = "_measured"  # the suffix of the column beside a scaled one: what the
 FAKE_SPEED_DIVIDED = "fake_speed_divided"  # the points column: the speed a point's figures were divided by
 
 
-def scaled_columns(name: str) -> tuple[str, ...]:
+def _scaled_columns(name: str) -> tuple[str, ...]:
     """The columns of table ``name`` that a dry run writes at real speed (``*_measured`` beside each)."""
     return SCALED_TIMES.get(name, ()) + SCALED_RATES.get(name, ()) + SCALED_TIME_LISTS.get(name, ())
 
@@ -569,7 +569,7 @@ def dry_run_fields(name: str) -> dict[str, pa.Field]:
     if name == "points":
         return {FAKE_SPEED_DIVIDED: pa.field(FAKE_SPEED_DIVIDED, pa.float64())}
     schema = TABLES.get(name)
-    return {c + MEASURED: pa.field(c + MEASURED, schema.field(c).type) for c in scaled_columns(name)} if schema else {}
+    return {c + MEASURED: pa.field(c + MEASURED, schema.field(c).type) for c in _scaled_columns(name)} if schema else {}
 
 
 AXIS_PREFIX = "axis_"
