@@ -406,14 +406,14 @@ def _check_versions(
     plan: Plan, opts: RunOptions, path: Path, recorded: Mapping[str, PointStatus], todo: Sequence[PlannedPoint]
 ) -> None:
     """Refuse to keep recorded points measured under another SGLang than the hosts run now
-    (``sweep.orchestrate.versions``): those of the plan that this run does not measure again (a
-    phase after the grid: every point it is compared with)."""
+    (``sweep.orchestrate.versions``): those of the plan that this run does not measure again, and
+    the baselines its points are compared with (a phase after the grid: its points' baselines)."""
     running_now = {p.id for p in todo}
-    in_plan = {p.id: p.label for p in plan.points}
+    scope = {p.id for p in plan.points} | {p.baseline_id for p in plan.points if p.baseline_id}
     kept = [
         pid
         for pid, status in recorded.items()
-        if status in ("ok", "failed") and pid not in running_now and (opts.part != "grid" or pid in in_plan)
+        if status in ("ok", "failed") and pid not in running_now and pid in scope
     ]
     ran = versions.recorded_versions(path, kept)
     if ran:
