@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
     from sweep.analysis import Findings, History
     from sweep.experiment import ConfirmPlan, Plan
+    from sweep.results import lock as dir_lock
     from sweep.sglang import DrafterReport
 
 
@@ -415,7 +416,7 @@ def plan_for(
     )
 
     check_experiment(exp.benchmark, exp.server.model_path, exp.server.flags)  # a bad workload file: nothing runs
-    plan = planning.build(exp, bench_scale)
+    plan = planning.build(exp, bench_scale, files_here=kind(target).local_cluster)  # a local run's files are here
     for bench in {repr(p.bench): p.bench for p in plan.points if p.bench is not exp.benchmark}.values():
         check_experiment(bench, exp.server.model_path, exp.server.flags)  # the client-side axes' workloads too
     checks = {}
@@ -591,19 +592,16 @@ def confirm(
     benchmarked over the group's levels and workloads as ordinary points of that sweep, in that
     directory, in its mode (a dry run's with the fake server). The same call again resumes (a recorded
     confirmation point is not run again; ``retry_failed``, ``force``, ``only`` as for ``run``).
-    Returns the sweep's ``SweepResult``: every recorded point, and ``confirmation``."""
-    from sweep.analysis import to_confirm  # lazy: `import sweep` and the command line load a room only when it is used
-    from sweep.orchestrate import (
-        RunOptions,  # lazy: `import sweep` and the command line load a room only when it is used
-    )
-    from sweep.orchestrate import (
-        confirm as confirm_mod,  # lazy: `import sweep` and the command line load a room only when it is used
-    )
+    Returns the sweep's ``SweepResult``: every recorded point, and ``confirmation``. The directory's
+    lock is taken before anything is read or decided (a running sweep: refused, its holder named)."""
     from sweep.results import (  # lazy: `import sweep` and the command line load a room only when it is used
-        check_sweep_dir,  # lazy: `import sweep` and the command line load a room only when it is used
+        check_sweep_dir,
         experiment_path,
         read_manifest,
     )
+    from sweep.results import (
+        lock as dir_lock,
+    )  # lazy: `import sweep` and the command line load a room only when it is used
 
     path = Path(directory)
     check_sweep_dir(path)
@@ -616,6 +614,38 @@ def confirm(
             fix="confirm a directory a sweep wrote (python -m sweep EXP.yaml wrote it); "
             "a bench --out directory has no grid",
         )
+    held = dir_lock.acquire(path)  # before anything is read, decided or said: a running sweep's holder is named
+    try:
+        return _confirm_locked(
+            path, cast(RunMode, recorded), held, progress, force, retry_failed, tuple(only), address, console
+        )
+    finally:
+        held.release()
+
+
+def _confirm_locked(
+    path: Path,
+    rm: RunMode,
+    held: dir_lock.DirLock,
+    progress: bool | Callable[[SweepEvent], None],
+    force: bool,
+    retry_failed: bool,
+    only: tuple[str, ...],
+    address: str | None,
+    console: Console | None,
+) -> SweepResult:
+    """``confirm`` on the directory ``path`` (its mode ``rm``) whose lock it holds (``held``)."""
+    from sweep.analysis import to_confirm  # lazy: `import sweep` and the command line load a room only when it is used
+    from sweep.orchestrate import (
+        RunOptions,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.orchestrate import (
+        confirm as confirm_mod,  # lazy: `import sweep` and the command line load a room only when it is used
+    )
+    from sweep.results import (
+        experiment_path,
+    )  # lazy: `import sweep` and the command line load a room only when it is used
+
     exp = config_mod.load(experiment_path(path))
     from sweep.core import REDACTED  # lazy: `import sweep` and the command line load a room only when it is used
 
@@ -626,7 +656,6 @@ def confirm(
             fix="run the experiment file itself with policy.confirm=true (python -m sweep EXP.yaml "
             "policy.confirm=true ...): it resumes, and only the confirmation runs",
         )
-    rm = cast(RunMode, recorded)
     mode: Mode = "cluster" if rm == "real" else rm
     planned = _stored_plan(exp, mode, path)
     if console is None:
@@ -637,13 +666,15 @@ def confirm(
         mode=rm,
         force=force,
         retry_failed=retry_failed,
-        only=tuple(only),
+        only=only,
         address=address,
         results_dir=path,
         on_event=progress if callable(progress) else None,
         live=progress is True,
     )
-    confirmation, done = confirm_mod.run(planned.plan, opts, to_confirm, bench_scale=planned.scale, console=console)
+    confirmation, done = confirm_mod.run(
+        planned.plan, opts, to_confirm, bench_scale=planned.scale, console=console, lock=held
+    )
     results = dict(done.results) if done is not None else {}
     return _with_records(replace(planned, mode=mode, ran=list(results), confirmation=confirmation), results)
 
@@ -669,7 +700,7 @@ def _stored_plan(exp: config_mod.Experiment, mode: Mode, path: Path) -> SweepRes
         bench_scale = bench_scaler(exp)
         rows = load(path)["points"].filter(pl.col("bench_scale").is_not_null()).select("bench_scale").head(1).collect()
         scale = dict(rows["bench_scale"][0]) if rows.height else {}
-    plan = planning.build(exp, bench_scale)
+    plan = planning.build(exp, bench_scale, files_here=kind(mode).local_cluster)  # a local run's files are here
     points = [
         PointRecord(
             p.id,

@@ -147,3 +147,25 @@ def test_a_derived_value_over_a_non_numeric_axis_value_names_the_value_and_the_k
 def test_an_axis_value_with_a_comma_or_equals_sign_is_refused(write_yaml, old, new, value):
     with pytest.raises(ConfigError, match=rf"grid.axes.(steps|nccl): value {value} holds .* ambiguous"):
         expand(write_yaml, BASE.replace(old, new))
+
+
+def test_the_confirmations_marker_is_a_reserved_value_on_every_axis(write_yaml):
+    """``adaptive`` is the step axis's value of a policy's confirmation point (and the analysis reads any
+    axis valued so as one): a grid value of that name, scalar or bundle, is refused with a pointer to
+    policy.confirm."""
+    with pytest.raises(ConfigError, match="'adaptive' is reserved") as e:
+        expand(write_yaml, BASE.replace("values: [1, 2, 3]", "values: [1, 2, adaptive]"))
+    assert "grid.axes.steps" in e.value.message and "policy.confirm" in e.value.fix
+    with pytest.raises(ConfigError, match="grid.axes.nccl: value 'adaptive' is reserved"):
+        expand(write_yaml, BASE.replace("tuned: {env:", "adaptive: {env:"))
+
+
+def test_a_reserved_value_stops_a_skip_invalid_dry_run_with_exit_2_and_nothing_written(write_yaml, tmp_path):
+    from tests.conftest import run_sweep_cli
+
+    exp = write_yaml(BASE.replace("values: [1, 2, 3]", "values: [1, adaptive]"))
+    res = tmp_path / "res"
+    r = run_sweep_cli(str(exp), "--dry-run", "--skip-invalid", f"results_dir={res}", timeout=60)
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "reserved" in r.stderr and "policy.confirm" in r.stderr
+    assert not res.exists()

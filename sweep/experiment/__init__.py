@@ -6,7 +6,7 @@
 from sweep.experiment.config import CpuConfig, Experiment, ReapConfig, Timeouts
 from sweep.experiment.dryrun import bench_scaler, fake_args, fake_launcher, run_context, scaled
 from sweep.experiment.estimate import fmt_s, plan_lines, point_estimates
-from sweep.experiment.plan import ConfirmPlan, Plan, PlannedPoint, confirmation_points, launches_of
+from sweep.experiment.plan import ConfirmPlan, Plan, PlannedPoint, confirm_probes, confirmation_points, launches_of
 from sweep.experiment.render import print_plan
 
 # config, estimate, plan: modules other rooms use as namespaces, imported on first use
@@ -21,6 +21,7 @@ __all__ = [
     "Timeouts",
     "bench_scaler",
     "config",
+    "confirm_probes",
     "confirmation_points",
     "estimate",
     "fake_args",

@@ -356,7 +356,8 @@ def load_history(
             ("requests", spans, ["point_id", "start_at", "latency_s"]),
         ):
             try:
-                bucket.append(store.read_columns(d, table, cols, point_ids=ids))
+                # as measured: a dry run's estimate is of the fake's own times (its files hold real speed)
+                bucket.append(store.read_columns(d, table, cols, point_ids=ids, measured=dry_run))
             except Exception:  # noqa: BLE001 - an unreadable table is no history
                 continue
     speed = None

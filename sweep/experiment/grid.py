@@ -23,7 +23,7 @@ from typing import Any, Mapping, cast
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.core import BenchSettings, ConfigError, ServerFlags, workload_spec
+from sweep.core import BenchSettings, ConfigError, ServerFlags, speculation, workload_spec
 from sweep.experiment.config import AxisConfig, Experiment, NotANumber, normalized_flags
 from sweep.sglang import SPECULATIVE_PREFIX
 
@@ -36,6 +36,10 @@ _ROLE_OF_FLAG = {
 _SPEC_ONLY_ROLES = ("steps", "topk", "draft_tokens")
 _BUNDLE_KEYS = ("flags", "env", "benchmark")
 _BENCH_PREFIX = "benchmark."
+# a confirmation point's value of its step axis (the policy's own server, policy.confirm): reserved, since
+# the analysis reads an axis valued so as a confirmation ('adaptive', a revision's 'adaptive-r2': the
+# speculation model's is_confirm_value), so no axis of the grid may hold such a value
+ADAPTIVE = speculation.CONFIRM_VALUE
 
 
 # a dry run's scale of an axis value's benchmark settings: (the settings, where they are) -> scaled
@@ -245,6 +249,15 @@ def _build_axis(name: str, cfg: AxisConfig) -> Axis:
                 else "a flag's value cannot hold ',' or '=' here; several values are a list in brackets, "
                 "e.g. values: [1, 2]",
             )
+    reserved = [v.name for v in values if speculation.is_confirm_value(v.name)]
+    if reserved:
+        raise _bad(
+            f"{where}: value {reserved[0]!r} is reserved: it marks a policy's confirmation point "
+            f"(steps={ADAPTIVE}: the policy's own --speculative-adaptive server, run after the grid)",
+            "to measure adaptive speculation, turn on policy.confirm (policy: {confirm: true}; or python -m "
+            "sweep confirm DIR after the grid); for a bundle of your own adaptive flags, name the value "
+            "otherwise, e.g. adaptive_fixed",
+        )
     dupes = sorted({v.name for v in values if [w.name for w in values].count(v.name) > 1})
     if dupes:
         raise _bad(f"{where}: value {dupes[0]!r} appears twice", "each value of an axis must be distinct")

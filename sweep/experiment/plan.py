@@ -32,7 +32,7 @@ from sweep.core import (
     speculation,
 )
 from sweep.experiment.config import Experiment
-from sweep.experiment.grid import Axis, BenchScale, GridPoint, build_axes, expand
+from sweep.experiment.grid import ADAPTIVE, Axis, BenchScale, GridPoint, build_axes, expand
 from sweep.sglang import RESERVED_FLAGS, SPECULATIVE_PREFIX, flag_args, rules, serverargs
 
 # Flags that place a server, not what it computes: left out of the point id and baseline matching.
@@ -293,10 +293,14 @@ def _match_baselines(points: list[PlannedPoint]) -> list[str]:
     return []
 
 
-def target_of(exp: Experiment, points_flags: list[Mapping[str, Any]]) -> tuple[rules.Target, list[str]]:
+def target_of(
+    exp: Experiment, points_flags: list[Mapping[str, Any]], files_here: bool = False
+) -> tuple[rules.Target, list[str]]:
     """What the rules are checked against: the SGLang version (``server.sglang_version``, else the
     newest known), the target's architecture (its config.json here, else ``server.architecture``,
-    else unknown) and the GPU (``server.gpu``; cpu with ``device: cpu``); and the plan's warnings."""
+    else unknown) and the GPU (``server.gpu``; cpu with ``device: cpu``); and the plan's warnings.
+    ``files_here``: the hosts are this machine (a dry run, ``--local``): a file a flag names is read
+    here as the server will read it, and one missing is an error of the plan."""
     warnings: list[str] = []
     configs: dict[str, dict[str, Any]] = {}
     every = [ServerFlags(f) for f in points_flags]
@@ -340,7 +344,7 @@ def target_of(exp: Experiment, points_flags: list[Mapping[str, Any]]) -> tuple[r
             "your hosts run; their pre-flight checks that one again)"
         )
     return rules.Target(
-        version=version, architecture=arch, gpu=gpu, configs=configs, version_given=bool(version)
+        version=version, architecture=arch, gpu=gpu, configs=configs, version_given=bool(version), files_here=files_here
     ), warnings
 
 
@@ -357,7 +361,6 @@ def _sources(exp: Experiment, axes: list[Axis], gp: GridPoint) -> dict[str, str]
     return out
 
 
-ADAPTIVE = speculation.CONFIRM_VALUE  # a confirmation point's value of its step axis (a revision's: adaptive-r2)
 # the flags of a point's static chain, replaced by the policy's launch flags in a confirmation point
 _STEP_FLAGS = speculation.STEP_FLAGS  # a static chain's flags, which a policy's launch flags replace
 
@@ -509,14 +512,15 @@ def confirm_probes(
     return out
 
 
-def build(exp: Experiment, bench_scale: BenchScale | None = None) -> Plan:
+def build(exp: Experiment, bench_scale: BenchScale | None = None, *, files_here: bool = False) -> Plan:
     """Expand the grid and validate every point; never raises for a point's errors (see require_valid).
-    ``bench_scale``: a dry run's scale of the client-side axes' benchmark settings (grid.expand)."""
+    ``bench_scale``: a dry run's scale of the client-side axes' benchmark settings (grid.expand);
+    ``files_here``: the hosts are this machine (``target_of``)."""
     axes = build_axes(exp)
     roles = {a.name: a.role for a in axes}
     base_flags = _server_flags(exp)
     grid = list(expand(exp, bench_scale))
-    target, target_warnings = target_of(exp, [{**base_flags, **gp.flags} for gp in grid])
+    target, target_warnings = target_of(exp, [{**base_flags, **gp.flags} for gp in grid], files_here)
     points: list[PlannedPoint] = []
     for gp in grid:
         flags = {**base_flags, **gp.flags}

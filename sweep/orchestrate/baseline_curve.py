@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from sweep.experiment import Experiment, PlannedPoint
 from sweep.host import LaunchSpec
-from sweep.results import store
+from sweep.results import as_measured, store
 from sweep.search import Search, Tables
 
 
@@ -123,6 +123,7 @@ def recorded_levels(directory: Any, statuses: Mapping[str, str]) -> Callable[[st
     def levels(point_id: str) -> Optional[Any]:
         if statuses.get(point_id) != "ok":
             return None
-        return store.table(directory, "levels").filter(pl.col("point_id") == point_id).collect()
+        # as measured: the host compares the curve with what it measures now (a dry run's files: real speed)
+        return as_measured(store.table(directory, "levels")).filter(pl.col("point_id") == point_id).collect()
 
     return levels

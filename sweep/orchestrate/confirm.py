@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from sweep.experiment import ConfirmPlan, Plan, confirmation_points
+from sweep.core import PlanError
+from sweep.experiment import ConfirmPlan, Plan, PlannedPoint, confirm_probes, confirmation_points
 from sweep.orchestrate.sweep import run_phase, run_sweep
+from sweep.results import lock as dir_lock
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -98,29 +100,65 @@ class Phase:
         return done
 
 
+def _refuse_invalid(path: Path, probes: list[PlannedPoint], points: list[PlannedPoint]) -> None:
+    """Refuse (``PlanError``, exit 3, as a sweep with ``policy.confirm`` refuses its plan) where the
+    launch a step group's policy could ask for (``probes``: the plan's check) or a chosen policy's
+    own point (``points``) breaks SGLang's rules: nothing launched, nothing written."""
+    bad = [f"  {p.label} [policy launch]: {e}" for p in probes for e in p.errors]
+    bad += [f"  {p.label} [{p.id}]: {e}" for p in points for e in p.errors]
+    if bad:
+        raise PlanError(
+            f"confirm {path}: the policy's server would fail in SGLang; nothing was launched or written:\n"
+            + "\n".join(dict.fromkeys(bad)),
+            fix="confirm needs the SGLang the rules above name (--speculative-adaptive: 0.5.23): measure the "
+            "grid under it (server.sglang_version=0.5.23, results_dir=... a new directory) with "
+            "policy.confirm=true; without it, the report still writes the policy (python -m sweep report DIR)",
+        )
+
+
 def run(
-    plan: Plan, opts: RunOptions, choose: _Chooser, *, bench_scale: dict, console: Console
+    plan: Plan,
+    opts: RunOptions,
+    choose: _Chooser,
+    *,
+    bench_scale: dict,
+    console: Console,
+    lock: dir_lock.DirLock | None = None,
 ) -> tuple[ConfirmPlan, SweepRun | None]:
     """The confirmation phase alone on the results directory ``opts.results_dir`` whose grid ``plan``
-    is. Returns the confirmation plan and what ran (None when there was nothing to confirm)."""
+    is, under its lock (``lock``, held by the caller; else taken here, before anything is read or
+    said: a running sweep's holder is named), its launches checked by SGLang's rules as a sweep's
+    plan is (``_refuse_invalid``). Returns the confirmation plan and what ran (None when there was
+    nothing to confirm)."""
 
     path = Path(opts.results_dir) if opts.results_dir else None
     if path is None or not path.is_dir():
         return ConfirmPlan(notes=["nothing recorded yet"]), None
-    plans: list[ConfirmPlan] = []
-    done: SweepRun | None = None
-    seen: set[str] = set()
-    for _ in range(_MAX_ROUNDS):  # a confirmation that fell short: its revision next (policy.revise rounds)
-        cp = _plan_confirmation(plan, path, choose)
-        fresh = [pp for pp in cp.points if pp.id not in seen]
-        if plans and not fresh:
-            break
-        plans.append(cp)
-        announce(cp, console)
-        if not fresh:
-            break
-        seen.update(pp.id for pp in fresh)
-        done = run_sweep(
-            Plan(plan.experiment, fresh, []), replace(opts, part="confirm"), bench_scale=bench_scale, console=console
-        )
+    held = lock if lock is not None else dir_lock.acquire(path)
+    try:
+        _refuse_invalid(path, confirm_probes(plan.experiment, plan.points), [])
+        plans: list[ConfirmPlan] = []
+        done: SweepRun | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_ROUNDS):  # a confirmation that fell short: its revision next (policy.revise rounds)
+            cp = _plan_confirmation(plan, path, choose)
+            _refuse_invalid(path, [], cp.points)
+            fresh = [pp for pp in cp.points if pp.id not in seen]
+            if plans and not fresh:
+                break
+            plans.append(cp)
+            announce(cp, console)
+            if not fresh:
+                break
+            seen.update(pp.id for pp in fresh)
+            done = run_sweep(
+                Plan(plan.experiment, fresh, []),
+                replace(opts, part="confirm"),
+                bench_scale=bench_scale,
+                console=console,
+                lock=held,
+            )
+    finally:
+        if lock is None:
+            held.release()
     return _merged(plans), done

@@ -26,7 +26,7 @@ from sweep.core import LaunchResult, plural
 from sweep.experiment import launches_of
 from sweep.host import LaunchPoint, LaunchSpec
 from sweep.orchestrate.sweep import launch_spec
-from sweep.results import DECISIONS_SCHEMA, store, sweep_id
+from sweep.results import DECISIONS_SCHEMA, as_measured, store, sweep_id
 from sweep.search import decide
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def decide_phase(
     specs = _specs(sweep)
     runner = None
     while any(t.open for t in tracked.values()):
-        raw = store.table(rd.path, "levels").collect()
+        raw = as_measured(store.table(rd.path, "levels")).collect()  # host seconds
         counts = decide.counts_of(raw)
         walls = {
             (str(p), int(c)): float(w or 0.0)
@@ -116,7 +116,7 @@ def decide_phase(
                 pid = next(p for p in t.now.points if p in failed)
                 t.outcome, t.detail = decide.BUDGET, f"re-measuring {planned[pid].label} failed: {failed[pid]}"
     decide.close(tracked, "the time budget ran out (decide.budget_s / budget_share)")
-    raw = store.table(rd.path, "levels").collect()
+    raw = as_measured(store.table(rd.path, "levels")).collect()  # host seconds
     bench_s = {
         (str(p), int(c)): float(w or 0.0)
         for p, c, w in raw.filter(pl.col("repeat").fill_null(0) > 0)

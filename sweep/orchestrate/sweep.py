@@ -54,9 +54,10 @@ from sweep.experiment import Plan, PlannedPoint, estimate, fake_args, fake_launc
 from sweep.experiment import config as config_mod
 from sweep.experiment import run_context as dry_run_context
 from sweep.host import LaunchPoint, LaunchSpec, Placement
-from sweep.orchestrate import baseline_curve
+from sweep.orchestrate import baseline_curve, versions
 from sweep.orchestrate.progress import SweepProgress
-from sweep.results import DECISIONS, ResultsDir, axis_types, point_row, read_plan, store, sweep_id
+from sweep.orchestrate.signals import StopSignals
+from sweep.results import DECISIONS, ResultsDir, as_measured, axis_types, point_row, read_plan, store, sweep_id
 from sweep.results import lock as dir_lock
 from sweep.search import AdaptiveSearch, GridOrder, Search
 
@@ -242,6 +243,7 @@ def run_sweep(
     console: Console | None = None,
     run_fn=None,
     after: Sequence[Phase] = (),
+    lock: dir_lock.DirLock | None = None,
     **option_overrides,
 ) -> SweepRun:
     """Run the plan's points that need running (``options``, or its fields as keywords: ``mode``,
@@ -250,10 +252,29 @@ def run_sweep(
     the session, drive the points through it; then each phase of ``after`` in turn, on the same
     directory (its lock held throughout) and cluster session (what they ran joins the ``SweepRun``).
     Raises ``Interrupted`` on Ctrl-C (exit 130), and the ``ClusterError`` / ``ResultsError`` /
-    ``ConfigError`` that stop a sweep."""
+    ``ConfigError`` that stop a sweep. ``lock``: the directory's lock, held by the caller (``confirm``
+    takes it before it reads anything), who releases it; else taken here, and released at the end."""
     opts = replace(options or RunOptions(), **option_overrides)
     console = console or output_console(highlight=False)
-    sweep = prepare(plan, opts, bench_scale or {}, console)  # holds the directory's lock from here
+    stop = StopSignals().arm()  # SIGINT and SIGTERM stop it as Ctrl-C does, wherever it was started
+    try:
+        return _run_sweep(plan, opts, bench_scale or {}, console, run_fn, after, lock, stop)
+    finally:
+        stop.disarm()
+
+
+def _run_sweep(
+    plan: Plan,
+    opts: RunOptions,
+    bench_scale: dict,
+    console: Console,
+    run_fn,
+    after: Sequence[Phase],
+    lock: dir_lock.DirLock | None,
+    stop: StopSignals,
+) -> SweepRun:
+    sweep = prepare(plan, opts, bench_scale, console, lock)  # holds the directory's lock from here
+    stop.arm()  # again: joining the cluster (ray.init) set a SIGTERM handler of Ray's
     try:
         decide = opts.part == "grid" and (bool(sweep.todo) or _wants_decide(sweep))  # after the grid only
         if not sweep.todo and not after and not decide:
@@ -264,6 +285,7 @@ def run_sweep(
             def session() -> list[Host]:  # the cluster, started once, when a phase first needs it
                 if not started:
                     started.append(stack.enter_context(_cluster_session(sweep, console)))
+                    stop.arm()  # again: ray.init set a SIGTERM handler of Ray's
                 return started[0]
 
             if sweep.todo:
@@ -278,7 +300,7 @@ def run_sweep(
                     sweep.run.selected += ran.selected
     except (KeyboardInterrupt, Interrupted) as e:  # Ctrl-C, or a point cancelled from outside (Cancelled)
         done = sweep.run.statuses
-        why = e.message if isinstance(e, Interrupted) else "interrupted"
+        why = e.message if isinstance(e, Interrupted) else stop.why()
         raise Interrupted(
             f"{why}: {sum(s == 'ok' for s in done.values())} points ok and "
             f"{sum(s == 'failed' for s in done.values())} failed are kept in {sweep.rd.path}; "
@@ -286,7 +308,8 @@ def run_sweep(
             fix="run the same command again to resume",
         ) from None
     finally:
-        sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
+        if lock is None:
+            sweep.lock.release()  # whatever ended the sweep (a kill -9: the kernel drops it)
     return sweep.run
 
 
@@ -300,11 +323,14 @@ def run_phase(sweep: Prepared, plan: Plan, session: Session, console: Console, *
     return sub.run
 
 
-def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prepared:
+def prepare(
+    plan: Plan, opts: RunOptions, scale: dict, console: Console, lock: dir_lock.DirLock | None = None
+) -> Prepared:
     """The results directory checked, locked (``sweep.results.lock``: one writer; the caller releases
     ``Prepared.lock``) and opened, the points to run now selected (resume), the cluster reached where
     it is not a local one (fails fast, before anything is written), the experiment, the plan and the
-    invalid points recorded."""
+    invalid points recorded. ``lock``: the directory's lock where the caller holds it already (and
+    releases it)."""
     from sweep.orchestrate import cluster  # lazy: at the top every importer of this module would load ray
 
     exp, mode = plan.experiment, opts.mode
@@ -313,11 +339,13 @@ def prepare(plan: Plan, opts: RunOptions, scale: dict, console: Console) -> Prep
         plan, rd.statuses(), force=opts.force, retry_failed=opts.retry_failed, only=opts.only
     ):
         cluster.connect(opts.address)  # fails fast, before anything is written (the lock file included)
-    held = dir_lock.acquire(rd.path)  # one writer: a second sweep into it is refused here, before it reads or writes
+    # one writer: a second sweep into it is refused here, before it reads or writes
+    held = lock if lock is not None else dir_lock.acquire(rd.path)
     try:
         return _prepare(plan, opts, scale, console, rd, held)
     except BaseException:
-        held.release()
+        if lock is None:
+            held.release()
         raise
 
 
@@ -334,6 +362,7 @@ def _prepare(
     rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
+    _check_versions(plan, opts, rd.path, recorded, todo)  # before anything is said or written
     skipped = len([p for p in plan.points if not p.errors]) - len(todo)
     what = "confirmation " if opts.part == "confirm" else ""
     console.print(
@@ -355,6 +384,10 @@ def _prepare(
     sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
+    if kind(mode).scaled:  # a dry run's figures are written at real speed, what was measured beside them
+        rd.speed = float(scale.get("fake_speed") or 1.0)
+    if not todo and all(recorded.get(p.id) == "invalid" for p in plan.invalid):
+        return sweep  # a resume that runs nothing writes nothing: the record of what ran stays as it is
     rd.open()
     if opts.part == "confirm":  # the grid's experiment and plan stay; the confirmation points join the plan
         rd.write_plan(_with_points(read_plan(rd.path), plan.to_json()))
@@ -367,6 +400,25 @@ def _prepare(
         rd.write_point(pp.id, sweep.row(pp, pp.argv, None), {})
         sweep.run.statuses[pp.id] = "invalid"
     return sweep
+
+
+def _check_versions(
+    plan: Plan, opts: RunOptions, path: Path, recorded: Mapping[str, PointStatus], todo: Sequence[PlannedPoint]
+) -> None:
+    """Refuse to keep recorded points measured under another SGLang than the hosts run now
+    (``sweep.orchestrate.versions``): those of the plan that this run does not measure again, and
+    the baselines its points are compared with (a phase after the grid: its points' baselines)."""
+    running_now = {p.id for p in todo}
+    scope = {p.id for p in plan.points} | {p.baseline_id for p in plan.points if p.baseline_id}
+    kept = [
+        pid
+        for pid, status in recorded.items()
+        if status in ("ok", "failed") and pid not in running_now and pid in scope
+    ]
+    ran = versions.recorded_versions(path, kept)
+    if ran:
+        now = versions.running(plan.experiment, kind(opts.mode), opts.address)
+        versions.check_reuse(path, ran, now)
 
 
 @contextlib.contextmanager
@@ -576,7 +628,8 @@ def searcher(sweep: Prepared) -> Search[PlannedPoint]:
     ok = [pid for pid, st in sweep.run.statuses.items() if st == "ok" and pid in search.points]
     if ok:
         tables = {
-            name: store.table(sweep.rd.path, name).filter(pl.col("point_id").is_in(ok)).collect()
+            # as measured: the search compares them with what the hosts measure now
+            name: as_measured(store.table(sweep.rd.path, name)).filter(pl.col("point_id").is_in(ok)).collect()
             for name in ("levels", "requests", "single_stream")
         }
         for pid in ok:

@@ -11,14 +11,20 @@ from sweep.results.schema import (
     DECISIONS,
     DECISIONS_SCHEMA,
     ENGINE_COLUMNS,
+    FAKE_SPEED_DIVIDED,
     LEVELS,
+    MEASURED,
     METRICS,
+    SCALED_RATES,
+    SCALED_TIME_LISTS,
+    SCALED_TIMES,
     TABLES,
     axis_type,
     axis_value,
     engine_column,
     from_rows,
 )
+from sweep.results.speed import as_measured
 from sweep.results.store import FLAGS, check_sweep_dir, decisions, load, read_columns, sweep_dirs
 from sweep.results.writer import ResultsDir, check_benchmark_dir, sweep_id, write_tables
 
@@ -26,6 +32,11 @@ from sweep.results.writer import ResultsDir, check_benchmark_dir, sweep_id, writ
 
 __all__ = [
     "AXIS_PREFIX",
+    "FAKE_SPEED_DIVIDED",
+    "MEASURED",
+    "SCALED_RATES",
+    "SCALED_TIMES",
+    "SCALED_TIME_LISTS",
     "DECISIONS",
     "DECISIONS_SCHEMA",
     "ENGINE_COLUMNS",
@@ -35,6 +46,7 @@ __all__ = [
     "METRICS",
     "ResultsDir",
     "TABLES",
+    "as_measured",
     "axis_type",
     "axis_types",
     "axis_value",

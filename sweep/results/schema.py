@@ -498,6 +498,62 @@ def check_decisions(table: pa.Table) -> pa.Table:
 
 MANIFEST = "sweep.json"  # what makes a directory a sweep's: its experiment and mode
 
+# A dry run's figures at real speed (sweep/experiment/dryrun.py: the fake serves dry_run.fake_speed
+# times faster than the system it models). Per table, the columns in seconds (multiplied by the speed)
+# and in per-second rates (divided by it), and lists of seconds. A dry run writes each of them at real
+# speed, under its own name, and what the fake measured beside it as ``<column>_measured`` (a column of
+# a dry run's files only), so that DuckDB on the files, polars, ``sweep.results.load`` and ``sweep query``
+# read one figure under one name; its points rows say by how much (``fake_speed_divided``, float64: the
+# fake's speed the figures were divided by). A dry run's directory written before holds what the fake
+# measured under the plain names and neither column: its readers divide it back
+# (sweep/analysis/realspeed.py). Counts and ratios (tokens, requests, accept lengths, speedups) and
+# power do not depend on the speed; energy (watts x seconds) is scaled as a time. Startup phases are
+# the fake's own (compressed apart): not scaled.
+SCALED_TIMES: dict[str, tuple[str, ...]] = {
+    "single_stream": ("latency_s", "ttft_s"),
+    "levels": (
+        "wall_s",
+        "latency_mean_s",
+        "latency_p50_s",
+        "latency_p90_s",
+        "latency_p99_s",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
+        "itl_p50_s",
+        "itl_p99_s",
+        "energy_j",
+        "energy_per_token_j",  # watts x seconds: the fake's watts are real, its seconds not
+        "wait_mean_s",
+        "wait_max_s",
+    ),
+    "requests": ("ttft_s", "latency_s", "tpot_s", "itl_p50_s", "itl_p99_s", "wait_s"),
+}
+SCALED_RATES: dict[str, tuple[str, ...]] = {
+    "single_stream": ("tok_per_s",),
+    "levels": (
+        "output_throughput",
+        "request_throughput",
+        "per_request_tok_s",
+        "steady_throughput",
+        "metrics_gen_throughput",
+        "offered_rate",  # an open-loop level's (sweep/bench/openloop.py)
+        "arrival_rate",
+        "achieved_rate",
+    ),
+    "requests": ("offered_rate",),
+}
+SCALED_TIME_LISTS: dict[str, tuple[str, ...]] = {"requests": ("chunk_times_s",)}
+MEASURED = "_measured"  # the suffix of the column beside a scaled one: what the fake measured
+FAKE_SPEED_DIVIDED = "fake_speed_divided"  # the points column: the speed a point's figures were divided by
+
+
+def _scaled_columns(name: str) -> tuple[str, ...]:
+    """The columns of table ``name`` that a dry run writes at real speed (``*_measured`` beside each)."""
+    return SCALED_TIMES.get(name, ()) + SCALED_RATES.get(name, ()) + SCALED_TIME_LISTS.get(name, ())
+
+
 TABLES: dict[str, pa.Schema] = {
     "points": POINTS,
     "single_stream": _SINGLE_STREAM,
@@ -505,6 +561,16 @@ TABLES: dict[str, pa.Schema] = {
     "requests": REQUESTS,
     "metrics": METRICS,
 }
+
+
+def dry_run_fields(name: str) -> dict[str, pa.Field]:
+    """The columns only a dry run's files of table ``name`` hold, by name: each scaled column's
+    ``<column>_measured`` (of its type), and the points' ``fake_speed_divided``."""
+    if name == "points":
+        return {FAKE_SPEED_DIVIDED: pa.field(FAKE_SPEED_DIVIDED, pa.float64())}
+    schema = TABLES.get(name)
+    return {c + MEASURED: pa.field(c + MEASURED, schema.field(c).type) for c in _scaled_columns(name)} if schema else {}
+
 
 AXIS_PREFIX = "axis_"
 _AXIS_TYPES = (pa.int64(), pa.float64(), pa.string())  # what an axis column may be
@@ -558,13 +624,15 @@ def _axis_field(name: str, kind: pa.DataType) -> pa.Field:
 def check(table: pa.Table, name: str) -> pa.Table:
     """Return ``table`` cast to the schema of ``name``; raise ResultsError if it does not fit.
 
-    Columns must be exactly the schema's (in any order); ``points`` may add ``axis_*`` columns
+    Columns must be exactly the schema's (in any order), and may add those a dry run writes
+    (``dry_run_fields``: ``*_measured``, ``fake_speed_divided``); ``points`` may add ``axis_*`` columns
     (int64, float64 or string; any other type is cast to string).
     """
     schema = TABLES[name]
     expected = set(schema.names)
+    dry = dry_run_fields(name)
     got = set(table.column_names)
-    extra = got - expected
+    extra = got - expected - set(dry)
     if name == "points":
         extra = {c for c in extra if not c.startswith(AXIS_PREFIX)}
     missing = expected - got
@@ -573,7 +641,7 @@ def check(table: pa.Table, name: str) -> pa.Table:
             f"table {name!r} does not match its schema: missing {sorted(missing)}, unexpected {sorted(extra)}",
             fix="this is a bug in the writer; sweep/results/schema.py is the definition",
         )
-    fields = [schema.field(c) for c in schema.names]
+    fields = [schema.field(c) for c in schema.names] + [dry[c] for c in table.column_names if c in dry]
     if name == "points":
         fields += [_axis_field(c, table.schema.field(c).type) for c in table.column_names if c.startswith(AXIS_PREFIX)]
     target = pa.schema(fields)

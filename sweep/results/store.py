@@ -40,7 +40,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweep.core import ResultsError, flags_of_argv, plural
-from sweep.results.schema import AXIS_PREFIX, DECISIONS, DECISIONS_SCHEMA, MANIFEST, POINTS, TABLES, axis_type
+from sweep.results.meta import read_manifest
+from sweep.results.schema import (
+    AXIS_PREFIX,
+    DECISIONS,
+    DECISIONS_SCHEMA,
+    MANIFEST,
+    POINTS,
+    TABLES,
+    axis_type,
+    dry_run_fields,
+)
+from sweep.results.speed import as_measured
 
 # tables read file by file, so that files of an older schema still read (points: the axis_* columns
 # also vary with the experiment)
@@ -122,6 +133,9 @@ def table(directory: str | Path, name: str) -> pl.LazyFrame:
     if not files:
         return pl.LazyFrame(schema=_frame(schema.empty_table()).schema)
     if name not in _DRIFTING:
+        dry = dry_run_fields(name)
+        if dry and (read_manifest(Path(directory)) or {}).get("mode") == "dry-run":  # what was measured too
+            schema = pa.schema([*schema, *dry.values()])
         return _scan_all(files, schema)
     scan = _points_file if name == "points" else pl.scan_parquet
     frame = pl.concat([scan(f) for f in files], how="diagonal_relaxed")
@@ -131,11 +145,17 @@ def table(directory: str | Path, name: str) -> pl.LazyFrame:
 
 
 def read_columns(
-    directory: str | Path, name: str, columns: Sequence[str], *, point_ids: Optional[Iterable[str]] = None
+    directory: str | Path,
+    name: str,
+    columns: Sequence[str],
+    *,
+    point_ids: Optional[Iterable[str]] = None,
+    measured: bool = False,
 ) -> pl.DataFrame:
     """The ``columns`` of one table, read as ``load`` reads them (an older file's missing columns
-    null, points of the JSON era upgraded), of the points in ``point_ids`` when given."""
-    frame = table(directory, name)
+    null, points of the JSON era upgraded), of the points in ``point_ids`` when given; ``measured``:
+    a dry run's times and rates as the fake measured them (``speed.as_measured``), not at real speed."""
+    frame = as_measured(table(directory, name)) if measured else table(directory, name)
     if point_ids is not None:
         frame = frame.filter(pl.col("point_id").is_in(list(point_ids)))
     return frame.select(columns).collect()

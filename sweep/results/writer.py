@@ -22,7 +22,17 @@ import pyarrow.parquet as pq
 from sweep.core import ResultsError, __version__, atomic
 from sweep.results.lock import LOCK
 from sweep.results.meta import EXPERIMENT, LOGS, PLAN, log_path, read_manifest
-from sweep.results.schema import DECISIONS, MANIFEST, REPEAT_MARK, TABLES, check, check_decisions, repeat_stem
+from sweep.results.schema import (
+    DECISIONS,
+    FAKE_SPEED_DIVIDED,
+    MANIFEST,
+    REPEAT_MARK,
+    TABLES,
+    check,
+    check_decisions,
+    repeat_stem,
+)
+from sweep.results.speed import to_real_speed
 from sweep.results.store import table_files
 
 
@@ -83,6 +93,9 @@ class ResultsDir:
         self.mode = mode
         self.create_parents = create_parents
         self.set_aside: list[str] = []  # unreadable files of an earlier run, renamed *.corrupt
+        # a dry run's fake speed: its points' times and rates are written at real speed (divided by it),
+        # what was measured beside them (sweep/results/speed.py); 1: written as measured
+        self.speed = 1.0
 
     def check(self) -> "ResultsDir":
         """Refuse a directory that belongs to another experiment or mode (writes nothing)."""
@@ -187,7 +200,9 @@ class ResultsDir:
         self.drop_repeats(point_id)
         for name, t in tables.items():
             if t is not None:
-                self.write_table(name, point_id, t)
+                self.write_table(name, point_id, to_real_speed(name, t, self.speed))
+        if self.speed != 1.0 and FAKE_SPEED_DIVIDED not in row.column_names:
+            row = row.append_column(FAKE_SPEED_DIVIDED, pa.array([self.speed] * row.num_rows, pa.float64()))
         self.write_table("points", point_id, row)
 
     def write_repeat(self, point_id: str, round_: int, tables: Mapping[str, pa.Table]) -> None:
@@ -196,7 +211,8 @@ class ResultsDir:
         files, which stay as they are."""
         for name in ("requests", "levels"):  # the levels row last: a reader pools a level once it is there
             if name in tables and tables[name] is not None:
-                self.write_table(name, point_id, tables[name], stem=repeat_stem(point_id, round_))
+                t = to_real_speed(name, tables[name], self.speed)
+                self.write_table(name, point_id, t, stem=repeat_stem(point_id, round_))
 
     def drop_repeats(self, point_id: str) -> None:
         for name in TABLES:

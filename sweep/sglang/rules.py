@@ -46,6 +46,7 @@ class Target:
     gpu: Optional[str] = None
     configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False, compare=False)
     version_given: bool = False  # from the experiment or the host, not assumed
+    files_here: bool = False  # the files flags name are read here as the server reads them (the host; a local run)
 
     @property
     def checked_version(self) -> str:
@@ -61,6 +62,7 @@ class Target:
             target_config=self.configs.get(str(typed.model_path)),
             draft_config=self.configs.get(draft) if draft else None,
             env={str(k): str(v) for k, v in (env or {}).items()},
+            files_here=self.files_here,
         )
 
 
@@ -504,7 +506,14 @@ def host_check(
     return check(
         flags,
         bench,
-        Target(version=version, architecture=architecture, gpu=gpu, configs=configs or {}, version_given=True),
+        Target(
+            version=version,
+            architecture=architecture,
+            gpu=gpu,
+            configs=configs or {},
+            version_given=True,
+            files_here=True,
+        ),
         env,
     )
 

@@ -256,6 +256,9 @@ class Context:
     draft_config: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
     # the server's environment, for the few variables SGLang's argument checks read (SGLANG_ENABLE_PP_SPEC)
     env: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # whether the files a flag names are read here as the server will read them (the host's pre-flight;
+    # the plan of a run whose hosts are this machine): a file missing here is SGLang's error, not a note
+    files_here: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -730,6 +733,17 @@ def _adaptive_config(out: RuleOutcome, value: Any, ctx: Context) -> Optional[ad.
         try:
             raw = ad.read(path)
         except OSError as exc:
+            if ctx.files_here:  # read where the server reads it: SGLang's ServerArgs opens it before anything loads
+                raise _Raise(
+                    _RuleFailure(
+                        "adaptive-config-missing",
+                        f"{type(exc).__name__}: {exc}",
+                        f"fix speculative-adaptive-config: {path} is not a readable file where the server runs; "
+                        "give the path of a JSON file of batch-size tiers, or the config itself as a mapping",
+                        what="the adaptive config file cannot be read",
+                        source="with open(cfg_path) as f:",
+                    )
+                ) from None
             out.depends_on.append("adaptive-config")
             out.notes.append(
                 f"the adaptive config {path} cannot be read here ({type(exc).__name__}: {exc}): the host "

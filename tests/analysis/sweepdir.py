@@ -282,6 +282,27 @@ class SweepDir:
         ]
         return {"single_stream": single, "requests": requests, "levels": levels, "metrics": metrics}
 
+    def write_as_sweep(self, speed: float) -> Path:
+        """Write every point marked ``written`` as a sweep's writer does (``ResultsDir.write_point``),
+        a dry run's at the fake's ``speed``: its files at real speed, what was measured beside."""
+        from sweep.results import ResultsDir, from_rows
+
+        rd = ResultsDir(self.path, self.experiment, "dry-run")
+        rd.speed = speed
+        for name in ("points", "single_stream", "levels", "requests", "metrics"):
+            (self.path / name).mkdir(parents=True, exist_ok=True)
+        for p in self.points:
+            if p.written:
+                tables = {n: from_rows(rows, n) for n, rows in self._tables(p).items() if rows}
+                rd.write_point(p.point_id, from_rows([self._point_row(p)], "points"), tables)
+        return self.write_manifest()
+
+    def write_manifest(self) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.manifest is not None:
+            (self.path / MANIFEST).write_text(json.dumps({"experiment": self.experiment, **self.manifest}))
+        return self.path
+
     def write(self) -> Path:
         """Write every point marked ``written`` (one Parquet file per point and table)."""
         for p in self.points:

@@ -2,8 +2,8 @@
 server runs the grid, derives the policy and runs its own server as one more point of the sweep, in
 the same directory; ``python -m sweep confirm DIR`` resumes it without running it again; a failed
 confirmation is recorded as data (a fake of SGLang 0.5.10, which has no adaptive flags: the plan was
-checked against 0.5.23, the host runs another release); ``--only`` with ``--retry-failed`` runs the
-confirmation alone again, on a fake of 0.5.23 that serves it."""
+checked against 0.5.23, the host runs another release); on a fake of 0.5.23 the confirmation alone is
+refused (the grid ran 0.5.10), and in a directory of its own the grid and the confirmation run under it."""
 
 from __future__ import annotations
 
@@ -69,27 +69,29 @@ def test_grid_then_confirmation_resumed_and_a_failure_kept_as_data(tmp_path):
     assert "1 confirmation point, 0 to run, 1 already recorded" in again.stdout, again.stdout[-3000:]
     assert _points(res).height == 4
 
-    # --only selects it by label; on a fake of SGLang 0.5.23 the policy's server serves every level
-    fixed = run_sweep_cli(
-        str(exp),
-        "--dry-run",
-        "--retry-failed",
-        "--only",
-        "*steps=adaptive",
-        "dry_run.fake_args=[--fake-version,0.5.23]",
-        timeout=120,
-    )
+    # the confirmation alone on a fake of SGLang 0.5.23 (--only selects it by label) is refused: the
+    # grid it is compared with ran 0.5.10, and nothing is run or written
+    upgraded = ("--dry-run", "dry_run.fake_args=[--fake-version,0.5.23]")
+    alone = run_sweep_cli(str(exp), *upgraded, "--retry-failed", "--only", "*steps=adaptive", timeout=120)
+    assert alone.returncode == 5, alone.stdout[-3000:] + alone.stderr[-3000:]
+    assert "3 points measured under SGLang 0.5.10" in alone.stderr and _points(res).height == 4
+    # measured under 0.5.23 in a directory of its own, as the refusal says: the grid, then the policy's
+    # server, which serves every level
+    res23 = tmp_path / "res-0.5.23"
+    fixed = run_sweep_cli(str(exp), *upgraded, f"results_dir={res23}", timeout=240)
     assert "1 confirmation point, 1 to run" in fixed.stdout, fixed.stdout[-3000:] + fixed.stderr[-3000:]
-    assert "3 points, 0 to run" in fixed.stdout
-    pts = _points(res)
+    assert "3 points, 3 to run" in fixed.stdout and _points(res).height == 4
+    pts = _points(res23)
     conf2 = pts.filter(pl.col("axis_steps") == "adaptive").row(0, named=True)
-    assert conf2["point_id"] == conf["point_id"] and pts.height == 4
     assert conf2["status"] == "ok", (conf2["failure_phase"], conf2["failure_reason"])
+    assert conf2["sglang_version"] == "0.5.23" and pts.height == 4
     assert fixed.returncode == 0
-    levels = load(res)["levels"].filter(pl.col("point_id") == conf["point_id"]).collect()
+    levels = load(res23)["levels"].filter(pl.col("point_id") == conf2["point_id"]).collect()
     assert sorted(levels["concurrency"].to_list()) == [1, 4]  # the group's levels
     # the server ran SGLang's adaptive speculation (not its fallback to static), its step counts per level
     assert conf2["adaptive"] is True and conf2["adaptive_disabled_reason"] is None
     assert levels["adaptive_steps_final"].null_count() == 0 and levels["adaptive_switches"].null_count() == 0
+    i = conf2["argv"].index("--speculative-adaptive-config")
+    config2 = json.loads(conf2["argv"][i + 1])
     ran = {s for steps in levels["adaptive_steps"].to_list() for s in steps}
-    assert ran <= {k for tier in config.values() for k in tier["candidate_steps"]}, (ran, config)
+    assert ran <= {k for tier in config2.values() for k in tier["candidate_steps"]}, (ran, config2)

@@ -96,7 +96,11 @@ def test_crash_recorded_rest_completes_then_resume(tmp_path):
     )
 
 
-def _start_driver(exp: Path) -> subprocess.Popen:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a job started with & from a script inherits
+
+
+def _start_driver(exp: Path, ignore_sigint: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "sweep", str(exp), "--dry-run"],
         cwd=REPO,
@@ -104,6 +108,7 @@ def _start_driver(exp: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_ignore_sigint if ignore_sigint else None,
     )
 
 
@@ -128,18 +133,27 @@ def _resume_and_check(tmp_path, exp, before: pl.DataFrame):
     assert not our_processes(tmp_path / "res")
 
 
-def test_ctrl_c_then_resume(tmp_path):
+@pytest.mark.parametrize(
+    ("sig", "ignored", "said"),
+    [
+        (signal.SIGINT, False, "interrupted"),  # Ctrl-C
+        (signal.SIGINT, True, "interrupted"),  # kill -INT on a sweep started with & from a script
+        (signal.SIGTERM, False, "stopped by SIGTERM"),  # kill, a scheduler's stop
+    ],
+    ids=["ctrl-c", "sigint-ignored-at-start", "sigterm"],
+)
+def test_ctrl_c_then_resume(tmp_path, sig, ignored, said):
     exp = experiment(tmp_path, 32300, speed=1, faults=False)
-    proc = _start_driver(exp)
+    proc = _start_driver(exp, ignore_sigint=ignored)
     try:
         _wait_for_first_point(tmp_path, proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    assert "interrupted" in err and "run the same command again" in err
+    assert said in err and "run the same command again" in err
     assert not our_processes(tmp_path / "res"), "Ctrl-C left a server running"
     before = points(tmp_path)
     assert 1 <= before.height < 3

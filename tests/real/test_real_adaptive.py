@@ -74,7 +74,7 @@ def policy_sweep(real_spec_sglang, tmp_path_factory):
           single_stream: {{runs: 1, warmup: 1, max_tokens: 32}}
           concurrency: {{levels: {list(LEVELS)}, rounds: 2, max_tokens: 32}}
           request_timeout_s: 180
-        policy: {{confirm: true}}
+        policy: {{confirm: true, revise: 1}}
         local: {{hosts: 1}}
         results_dir: {out}
         """)
@@ -94,7 +94,9 @@ def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-4000:])
     # through the store: the step axis holds numbers and the confirmation's "adaptive"
     points = store.table(out, "points").collect()
-    assert points.height == 4, points.select("label", "status")
+    # the grid's 3 points and the policy's confirmation, and at most one revision of it (policy.revise: 1)
+    # where the confirmation fell short of the best static setup beyond noise
+    assert points.height in (4, 5), points.select("label", "status")
     assert (points["status"] == "ok").all(), points.select("label", "status", "failure_reason").rows()
     p = _policy(out)
     print(

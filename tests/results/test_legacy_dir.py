@@ -47,6 +47,15 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for t in TABLES for p in sorted((directory / t).glob("*"))}
 
 
+def _everything(directory: Path) -> dict[str, bytes]:
+    """Every file of the directory but the lock (its record is emptied at each end), by content."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != ".sweep.lock"
+    }
+
+
 def test_the_fixture_is_what_the_old_code_wrote():
     pts = _points(LEGACY / "legacy-dryrun")
     assert {r["label"]: (r["point_id"], r["launch_id"]) for r in pts.iter_rows(named=True)} == RECORDED
@@ -65,17 +74,38 @@ def test_the_plan_today_gives_the_ids_recorded_then(legacy):
     }
 
 
-def test_a_resume_runs_nothing_again(legacy):
-    before_points, before_files = _points(legacy), _files(legacy)
+def test_a_resume_runs_nothing_again_and_writes_nothing(legacy):
+    """Its points ran under SGLang 0.5.10, the version the experiment pins and the dry run's fake
+    speaks: all are kept, and a resume that runs nothing leaves the record of what ran as it was
+    (experiment.yaml and plan.json included)."""
+    before_points, before_files, before_all = _points(legacy), _files(legacy), _everything(legacy)
     r = run_sweep_cli(str(EXPERIMENT), "--dry-run", f"results_dir={legacy}", timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "0 to run, 4 already recorded" in r.stdout
     assert _files(legacy) == before_files, "a recorded point was run (or written) again"
     after = _points(legacy)
     assert after.select("point_id", "launch_id", "status", "started_at").equals(
         before_points.select("point_id", "launch_id", "status", "started_at")
     )
-    recorded_plan = json.loads((legacy / "plan.json").read_text())  # rewritten by the resume: today's ids
+    assert _everything(legacy) == before_all, "a resume that ran nothing rewrote the directory's record"
+    recorded_plan = json.loads((legacy / "plan.json").read_text())
     assert {p["label"]: (p["id"], p["launch_id"]) for p in recorded_plan["points"]} == RECORDED
+
+
+def test_a_resume_under_another_sglang_is_refused_with_nothing_written(legacy):
+    """The same experiment with SGLang 0.5.23 on a directory of 0.5.10's points: the dry run's fake
+    would speak 0.5.23, so keeping the recorded points would report 0.5.10's numbers as 0.5.23's.
+    Refused (exit 5: the directory is unusable for this run) before anything is said or written,
+    the versions named, a new directory or --force offered."""
+    before = _everything(legacy)
+    r = run_sweep_cli(
+        str(EXPERIMENT), "--dry-run", f"results_dir={legacy}", "server.sglang_version=0.5.23", timeout=120
+    )
+    assert r.returncode == 5, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "4 points measured under SGLang 0.5.10" in r.stderr, r.stderr
+    assert "fake server speaks 0.5.23" in r.stderr and "--force" in r.stderr and "-sglang-0.5.23" in r.stderr
+    assert "to run" not in r.stdout, "it said what it would run before refusing"
+    assert _everything(legacy) == before
 
 
 def test_report_reads_it_with_its_figures(legacy, tmp_path):
