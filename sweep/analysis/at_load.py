@@ -152,7 +152,7 @@ def _slo_lines(f: Findings, c: float, workload: str) -> list[str]:
         name = b.get("setup") or b["label"]
         if b["bound"] == "=":
             holds = "within it" if c <= b["c"] else "beyond it: no configuration measured meets the SLO there"
-            out.append(f"- SLO {rec['slo'].name}: {name} meets it up to C{b['c_text']}; C={c:g} is {holds}.")
+            out.append(f"- SLO {rec['slo'].name}: {name} meets it {slo_mod.reach_text(b)}; C={c:g} is {holds}.")
         else:
             out.append(f"- SLO {rec['slo'].name}: {name} meets it at every level measured (C{b['c_text']}).")
     return out

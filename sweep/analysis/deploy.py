@@ -103,8 +103,11 @@ def _slo_line(rec: slo_mod.Recommendation) -> str:
         return f"- {head}: {rec['reason']}."
     b, r = rec["best"], rec["runner_up"]
     name = b.get("setup") or b["label"]
-    where = f"up to C{b['c_text']}" if b["bound"] == "=" else f"at every level (C{b['c_text']})"
-    text = f"- {head}: {name}{' (no speculation)' if b['baseline'] else ''}, {where}, {b['tok_s_gpu']:,.0f} tok/s per {b['per']}"
+    where = slo_mod.reach_text(b, every="at every level")  # an interpolated boundary said to be one
+    text = (
+        f"- {head}: {name}{' (no speculation)' if b['baseline'] else ''}, {where}, "
+        f"{slo_mod.at_reach(b)}{b['tok_s_gpu']:,.0f} tok/s per {b['per']}"
+    )
     if r is not None and r["tok_s_gpu"]:
         sure = "no decision: within noise of" if b.get("margin_within_noise") else "ahead of"
         text += (

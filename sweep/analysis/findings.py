@@ -213,7 +213,7 @@ def slo_headlines(f: Findings) -> list[str]:
             lines.append(f"{head}: {rec['reason']}.")
             continue
         b, r = rec["best"], rec["runner_up"]
-        where = f"up to C{b['c_text']}" if b["bound"] == "=" else f"at every level measured (C{b['c_text']})"
+        where = slo_mod.reach_text(b)  # an interpolated boundary said to be one
         tied = b.get("margin_within_noise") and r is not None and r["tok_s_gpu"]
         if tied and r is not None:  # (tied has a runner-up: said again for the type checker)
             high = b.get("margin_high")
@@ -232,13 +232,13 @@ def slo_headlines(f: Findings) -> list[str]:
                 f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
                 f"the highest of them, {b['label']}"
                 + (" (a baseline)" if b["baseline"] else "")
-                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}"
+                + f", {where}: {slo_mod.at_reach(b)}{_per(b['tok_s_gpu'], b['per'])}"
             )
         else:
             text = (
                 f"{head}: deploy {b['label']}"
                 + (" (a baseline)" if b["baseline"] else "")
-                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}"
+                + f", {where}: {slo_mod.at_reach(b)}{_per(b['tok_s_gpu'], b['per'])}"
             )
         if r is not None and r["tok_s_gpu"]:
             text += (
