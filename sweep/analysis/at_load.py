@@ -16,7 +16,8 @@ A rate (requests/s, an open-loop arrival rate) is met by a configuration at the 
 its measured request throughput reaches it (Little's law, read off its own curve); every
 configuration that keeps up serves the same requests, so the better one is the faster per user there
 (per-request output tok/s), and one that does not keep up at any level measured is named as such.
-Pure: frames in, lines out.
+Where the sweep offered that very rate open loop (``benchmark.workload`` arrivals), what each
+configuration did there comes first: measured, not read off a curve. Pure: frames in, lines out.
 """
 
 from __future__ import annotations
@@ -219,21 +220,22 @@ def at_rate(f: Findings, rates: pl.DataFrame, rate: float) -> list[str]:
     speed = _curves(levels, "per_request_tok_s")
     if not thr:
         return ["Nothing measured yet: no point has finished its benchmark."]
-    out: list[str] = []
+    out: list[str] = _open_loop_lines(f, rate)
     for workload, mine in thr.items():
         head = f"[{workload}] " if workload else ""
         speeds = {cv.label: cv for cv in speed.get(workload, [])}
-        rows, short, measured_at = [], [], []
+        rows: list[tuple[float, str, tuple[int, int] | None, float, bool]] = []
+        short = []
         for cv in mine:
-            if max(cv.values) < rate:
-                short.append(
-                    f"{cv.label} (at most {max(cv.values):.2f} req/s, at C={cv.levels[cv.values.index(max(cv.values))]})"
-                )
+            top = max(cv.values)
+            if top < rate:
+                short.append(f"{cv.label} (at most {top:.2f} req/s, at C={cv.levels[cv.values.index(top)]})")
                 continue
-            if rate <= cv.values[0]:  # below its lowest level's: the lowest level is the nearest measured
-                rows.append(
-                    (speeds[cv.label].values[0] if cv.label in speeds else None, cv.label, None, cv.levels[0], True)
-                )
+            curve = speeds.get(cv.label)
+            if curve is None:
+                continue
+            if rate <= cv.values[0]:  # its lowest level serves more already: the nearest level measured
+                rows.append((curve.values[0], cv.label, None, float(cv.levels[0]), True))
                 continue
             i = next(i for i in range(1, len(cv.values)) if cv.values[i] >= rate)
             (c0, r0), (c1, r1) = (cv.levels[i - 1], cv.values[i - 1]), (cv.levels[i], cv.values[i])
@@ -242,31 +244,51 @@ def at_rate(f: Findings, rates: pl.DataFrame, rate: float) -> list[str]:
             else:  # the concurrency where it reaches the rate, linear in log C between the two levels
                 frac = (rate - r0) / (r1 - r0)
                 c, between = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0))), (c0, c1)
-            s = _interp(c, speeds[cv.label].levels, speeds[cv.label].values)[0] if cv.label in speeds else None
-            rows.append((s, cv.label, between, c, False))
-            measured_at.append(between is None)
+            s = _interp(c, curve.levels, curve.values)[0]
+            if s is not None:
+                rows.append((s, cv.label, between, c, False))
         out.append(
-            f"{head}At {rate:g} requests/s (closed-loop levels read by Little's law: the concurrency at which each configuration's measured request throughput reaches the rate):"
+            f"{head}At {rate:g} requests/s: each configuration at the concurrency where its measured request "
+            "throughput reaches the rate (closed-loop levels; between two levels, interpolated in log C), "
+            "the faster per user first:"
         )
-        ranked = sorted((r for r in rows if r[0] is not None), key=lambda r: -r[0])
-        for s, label, between, c, below in ranked[:5]:
+        ranked = sorted(rows, key=lambda r: -r[0])
+        for s, label, between, c, below in ranked[:_SHOWN]:
             if below:
-                where = f"below its lowest level: C={c} already serves more, so at least its per-user speed there"
+                where = f"below its lowest level (C={c:g} serves more): at least its per-user speed there"
             elif between is None:
                 where = f"at C={c:g}, measured"
             else:
                 where = f"at C≈{c:.3g}, between the measured levels C={between[0]} and C={between[1]} (interpolated)"
             out.append(f"- {label}: {render.num(s, 1)} tok/s per user, {where}.")
+        if len(ranked) > _SHOWN:
+            out.append(f"- {len(ranked) - _SHOWN} more that keep up, slower per user.")
         if ranked:
+            how = "interpolated between levels" if any(r[2] for r in ranked[:2]) else "each from one level"
             out.append(
-                f"- Best: {ranked[0][1]} (every configuration listed keeps up with the rate; the faster per user wins; "
-                "no interval: the figures "
-                + (
-                    "are interpolated between levels)."
-                    if any(r[2] for r in ranked[:2])
-                    else "come from single levels)."
-                )
+                f"- Best: {ranked[0][1]}: every configuration listed keeps up with the rate, so the faster per "
+                f"user wins (no interval: the figures are {how})."
             )
         if short:
             out.append(f"- Cannot keep up at any level measured: {', '.join(short)}.")
+    return out
+
+
+_SHOWN = 5  # configurations listed at a rate
+
+
+def _open_loop_lines(f: Findings, rate: float) -> list[str]:
+    """Where the sweep offered this very rate open loop (benchmark.workload arrivals), what each
+    configuration did there: measured, not read off a curve."""
+    if f.open_levels.is_empty():
+        return []
+    at = f.open_levels.filter((pl.col("offered_rate") - rate).abs() <= 1e-6 * rate)
+    if at.is_empty():
+        offered = sorted(set(f.open_levels["offered_rate"].drop_nulls().to_list()))
+        return [f"Open-loop rates measured: {', '.join(f'{r:g}' for r in offered)} req/s; {rate:g} is not one of them."]
+    out = [f"Measured open loop at {rate:g} requests/s:"]
+    for r in at.sort(pl.col("kept_up").not_(), "tpot_p50_s").iter_rows(named=True):
+        kept = "kept up" if r["kept_up"] else "fell behind (its queue grew)"
+        tpot = "-" if r["tpot_p50_s"] is None else f"{r['tpot_p50_s'] * 1000:.0f} ms"
+        out.append(f"- {r['label']}: {kept}, TPOT p50 {tpot}, {render.num(r['output_throughput'], 0)} output tok/s.")
     return out
