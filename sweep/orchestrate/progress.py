@@ -219,7 +219,8 @@ class SweepProgress:
             st.last_line = now
         elif now - st.last_line >= _PLAIN_EVERY_S:  # a heartbeat: where it is now
             since = st.stage_since.get(ev.stage)
-            for_s = f" (for {_secs(now - since)})" if since is not None and ev.stage in ("load", "capture") else ""
+            long = since is not None and now - since >= 1 and ev.stage in ("load", "capture")
+            for_s = f" (for {_secs(now - since)})" if long and since is not None else ""
             self._log(f"{who}: {ev.title} {ev.detail}".rstrip() + for_s)
             st.last_line = now
 
