@@ -270,12 +270,15 @@ class SweepResult:
 
     def findings(self) -> Findings:
         """Every frame of the report (``sweep.analysis.analyze``: speedups, levels, best, crossover,
-        failures...; a dry run's at the real system's speed, as the report shows them). Computed
-        once per result."""
-        from sweep.analysis import analyze  # lazy: `import sweep` and the command line load a room only when it is used
+        the SLO picks by the experiment's ``benchmark.slo``, the policies, failures...; a dry run's
+        at the real system's speed, as the report shows them). Computed once per result."""
+        from sweep.analysis import (  # lazy: `import sweep` and the command line load a room only when it is used
+            analyze,
+            slo,
+        )
 
         if self._findings is None:
-            self._findings = analyze(self.tables)
+            self._findings = analyze(self.tables, slos=slo.from_experiment(self.path))
         return self._findings
 
     @property

@@ -32,6 +32,7 @@ EXPERIMENT = experiment(
         "exclude": [{"drafter": "none", "fault": "oom"}],
     },
     dry_run={"hosts": 2},
+    benchmark={"slo": [{"name": "loose", "tpot_s": 10.0}]},  # met everywhere: the summary's Deploy answers it
 )
 
 OOM = "drafter=d1,steps=1,fault=oom"
@@ -169,6 +170,7 @@ def test_dry_run_tables_best_summary_report(dry_run):
 
     assert summary.deploy == deploy.deploy_section(result.findings()).paragraphs and summary.deploy
     assert str(summary).startswith("Deploy:\n" + summary.deploy[0])
+    assert summary.deploy[0].startswith("- SLO loose: ")  # judged by the experiment's SLO, as the report is
     assert summary.policies == list(result.policies)
     assert [p.group for p in summary.policies] in ([], ["drafter=d1,fault=none"])
     for policy in summary.policies:

@@ -35,8 +35,8 @@ from sweep.analysis.speedups import (
     speedup_table,
 )
 
-# at_load, cli, deploy, history, noise, policy, realspeed, render, report, speedups: modules other rooms use as
-# namespaces, imported on first use
+# cli, deploy, history, noise, policy, realspeed, render, report, slo, speedups: modules other rooms use
+# as namespaces, imported on first use
 
 __all__ = [
     "Findings",
@@ -63,6 +63,7 @@ __all__ = [
     "request_failures",
     "run_sql",
     "single_stream_summary",
+    "slo",
     "speedup_table",
     "speedups",
     "startup_phases",
