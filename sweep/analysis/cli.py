@@ -119,17 +119,17 @@ def run_report(args: argparse.Namespace) -> int:
 
 def _run_at_load(args: argparse.Namespace, slos: list | None) -> int:
     """``report DIR --at C=40`` / ``--rate 3/s``: the answer at one load (sweep/analysis/at_load.py)."""
-    from sweep.analysis import at_load, slo  # lazy: the analysis is loaded only when the command runs
-    from sweep.analysis.findings import analyze
-    from sweep.results import check_sweep_dir, load
+    from sweep.analysis import at_load, findings, slo  # lazy: the analysis loads only when the command runs
+    from sweep.results import check_sweep_dir, load  # lazy: as the line above
 
     directory = Path(args.directory)
     check_sweep_dir(directory)  # a missing or wrong directory: exit 5, nothing created
-    c = None if args.at is None else at_load.parse_concurrency(args.at)  # a bad value: exit 7 before reading
-    rate = None if args.rate is None else at_load.parse_rate(args.rate)
+    # a bad value: exit 7 before anything is read
+    c = at_load.parse_concurrency(args.at) if args.at is not None else None
+    rate = at_load.parse_rate(args.rate) if c is None else 0.0
     tables = load(directory)
     judged = slo.from_experiment(directory) if slos is None else slos
-    f = analyze(tables, env_reference=args.env_reference, slos=judged)
+    f = findings.analyze(tables, env_reference=args.env_reference, slos=judged)
     lines = at_load.at_concurrency(f, c) if c is not None else at_load.at_rate(f, at_load.request_rates(tables), rate)
     console = output_console()
     for line in lines:
