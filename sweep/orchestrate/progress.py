@@ -1,9 +1,10 @@
 """The live view of a sweep: one line per host (its point, stage and elapsed time) and a bar for the
 sweep (done, failed, remaining, ETA). Plain log lines when the output is not a terminal (CI,
-``ray job submit``, a pipe), a few per point: its start on a host; while it runs, a line at most
-every ``_PLAIN_EVERY_S`` saying where it is (``load 27/64 shards``, ``level C=30 120/200``: a level
-always with its C); the server's startup where it was long; and its end with what it measured
-(``drafter=d1: ok in 41s on gpu-1 (server up in 12s; single stream, C=1, 2, 4)``).
+``ray job submit``, a pipe), three per point: its start on a host; its benchmark's, with how long
+the server took to come up (``benchmark, server up in 12s (load 8s, capture 4s)``); its end with
+what it measured (``drafter=d1: ok in 41s on gpu-1 (single stream, C=1, 2, 4)``); and while it
+runs, a line at most every ``_PLAIN_EVERY_S`` saying where it is (``load 27/64 shards``, ``level
+C=30 120/200``: a level always with its C).
 
 The ETA is ``sweep.experiment.estimate``'s model, the one ``--plan`` prints: given each point's estimate
 (``estimates``: label -> seconds), the points still to run are scheduled on the hosts after the
@@ -40,6 +41,7 @@ from sweep.core import (
     PointStatus,
     RunProgress,
     StartupProgress,
+    StepStarted,
     SweepEvent,
     TaskStarted,
 )
@@ -67,6 +69,7 @@ class _Plain:
     last_line: float  # when a line about it was last printed
     stage_since: dict[str, float] = field(default_factory=dict)  # stage -> when it began
     startup_s: float | None = None  # launch to ready
+    phases: str = ""  # ' (load 8s, capture 4s)'
     single_runs: int = 0
     levels: dict[str, list[str]] = field(default_factory=dict)  # point id ('' the launch's) -> "C=1", ...
     stopped: dict[str, list[str]] = field(default_factory=dict)  # the levels its stop rule ended early
@@ -186,9 +189,9 @@ class SweepProgress:
         self.refresh()
 
     def _plain_event(self, key: str, who: str, ev: HostProgress, point_id: str) -> None:
-        """Plain output: a line for what a person must hear at once (the point started, a node joined,
-        a host lost), the startup where it was long, and otherwise a line on where the point is at
-        most every _PLAIN_EVERY_S; what it measured waits for its end (``point_finished``)."""
+        """Plain output: a line for what a person must hear at once (the point started, its server up
+        and its benchmark begun, a node joined, a host lost), and otherwise a line on where the point
+        is at most every _PLAIN_EVERY_S; what it measured waits for its end (``point_finished``)."""
         now = time.monotonic()
         new_stage = self._last_stage.get(key) != ev.title
         self._last_stage[key] = ev.title
@@ -210,11 +213,13 @@ class SweepProgress:
         if isinstance(ev, StartupProgress) and ev.stage == "ready" and new_stage:
             began = st.stage_since.get("load", st.stage_since.get("start", now))
             st.startup_s = now - began
-            if st.startup_s >= _PLAIN_EVERY_S:  # a long startup is news; a short one is said at the end
-                self._log(f"{who}: server up in {_secs(st.startup_s)}{_phases(st.stage_since, now)}")
-                st.last_line = now
+            st.phases = _phases(st.stage_since, now)
             return
-        if new_stage and ev.stage not in _QUIET_STAGES:  # start, a node joined, a host lost
+        if isinstance(ev, StepStarted) and ev.stage == "benchmark" and new_stage:  # the server is up
+            up = f", server up in {_secs(st.startup_s)}{st.phases}" if st.startup_s is not None else ""
+            self._log(f"{who}: benchmark{up}")
+            st.last_line = now
+        elif new_stage and ev.stage not in _QUIET_STAGES:  # start, a node joined, a host lost
             self._log(f"{who}: {ev.title}")
             st.last_line = now
         elif now - st.last_line >= _PLAIN_EVERY_S:  # a heartbeat: where it is now
@@ -225,13 +230,13 @@ class SweepProgress:
             st.last_line = now
 
     def _measured(self, host: str | None, label: str, point_id: str) -> str:
-        """'server up in 12s; single stream, C=1, 2, 4': what plain output kept of the point's run."""
+        """'single stream, C=1, 2, 4': what plain output kept of the point's run."""
         st = self._plain.get(f"{host}:{label}") if host else None
         if st is None:  # a point of a shared launch: the launch's state holds it
             st = next((s for s in self._plain.values() if point_id and point_id in s.levels), None)
         if st is None:
             return ""
-        parts = [f"server up in {_secs(st.startup_s)}"] if st.startup_s is not None else []
+        parts = []
         levels = st.levels.get(point_id, [])
         measured = (["single stream"] if st.single_runs else []) + (_levels_text(levels) if levels else [])
         if measured:

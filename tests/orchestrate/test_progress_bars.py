@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from sweep.core.events import StartupProgress, TaskStarted
+from sweep.core.events import StartupProgress, StepStarted, TaskStarted
 from sweep.orchestrate import progress as progress_mod
 from sweep.orchestrate.progress import SweepProgress
 from sweep.results.schema import ENGINE_COLUMNS
@@ -42,7 +42,8 @@ def test_live_line_per_host_shows_the_bar():
 
 def test_plain_output_says_where_a_long_startup_is_every_30_s(monkeypatch):
     """A startup's bar is not a line per update, nor a line per phase: a line every 30 s of the point,
-    saying the bar and how long the phase has lasted, then one for the server up (it took long)."""
+    saying the bar and how long the phase has lasted, then one as its benchmark begins, with how long
+    the server took to come up and each phase."""
     buf = io.StringIO()
     sp = SweepProgress(1, 1, Console(file=buf, width=200, force_terminal=False))
     now = [1000.0]
@@ -55,12 +56,13 @@ def test_plain_output_says_where_a_long_startup_is_every_30_s(monkeypatch):
         sp.host_event("gpu-1", "p", CAPTURE)
         now[0] += 1.0
     sp.host_event("gpu-1", "p", StartupProgress("ready"))
+    sp.host_event("gpu-1", "p", StepStarted("benchmark"))
     lines = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
     assert lines == [
         "gpu-1: p: start",
         "gpu-1: p: load 30/64 shards (for 30s)",
         "gpu-1: p: capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45 (for 10s)",
-        "gpu-1: p: server up in 70s (load 50s, capture 20s)",
+        "gpu-1: p: benchmark, server up in 70s (load 50s, capture 20s)",
     ]
 
 

@@ -43,8 +43,9 @@ def test_a_pruned_point_is_neither_failed_nor_pending():
 
 
 def test_plain_output_is_a_line_at_a_points_start_and_one_at_its_end_naming_its_levels(monkeypatch):
-    """Not a line per stage (12 a point, 'level' without its C): a point that runs briskly has two,
-    and its end says what it measured, each level by its C, and where the stop rule ended one."""
+    """Not a line per stage (12 a point, 'level' without its C): a point that runs briskly has three
+    (its start, its benchmark's with the server's startup, its end), and its end says what it
+    measured, each level by its C, and where the stop rule ended one."""
     buf = io.StringIO()
     sp = SweepProgress(1, 1, Console(file=buf, width=300, force_terminal=False))
     now = [100.0]
@@ -62,8 +63,9 @@ def test_plain_output_is_a_line_at_a_points_start_and_one_at_its_end_naming_its_
     lines = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
     assert lines == [
         "gpu-1: drafter=d1: start",
-        "drafter=d1: ok in 12s on gpu-1 (server up in 1s; single stream, C=1, 4, 8; stopped early (measured "
-        "enough) at C=8) | 1 ok, 0 failed, 0 to go",
+        "gpu-1: drafter=d1: benchmark, server up in 1s (load 0s, capture 0s)",
+        "drafter=d1: ok in 12s on gpu-1 (single stream, C=1, 4, 8; stopped early (measured enough) at C=8) | 1 ok, "
+        "0 failed, 0 to go",
     ]
 
 
