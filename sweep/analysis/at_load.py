@@ -9,7 +9,8 @@ speed) and says, for that load:
   said so), or lies outside them (nothing extrapolated: the nearest level measured is named instead);
 - the setup with the most output tok/s there, and its runner-up; its 95% interval over the runner-up
   where a level measured it (``best_per_level``), else the intervals at the two levels around it;
-- each speculative policy's tier there (the step count it runs, and those within noise of it);
+- each speculative policy there: what its plain table runs at that load, and the adaptive server's
+  tier (keyed by batch size) for the measured level at or below it;
 - each SLO's pick and up to which load it meets the SLO (whether this load is within it).
 
 A rate (requests/s, an open-loop arrival rate) is met by a configuration at the concurrency where
@@ -121,21 +122,28 @@ def _where(c: float, levels: list[int], around: tuple[int, int] | None) -> str:
 
 
 def _policy_lines(f: Findings, c: float, workload: str) -> list[str]:
+    """Per policy: what its plain table runs at ``c`` (concurrency ranges), and the adaptive server's
+    tier that serves the batches of the measured level at or below ``c`` (tiers are keyed by batch
+    size, not by concurrency)."""
     out = []
     for p in preferred(f):
-        if (p.workload or "") != workload or not p.tiers:
+        plain = p.plain_table()
+        if (p.workload or "") != workload or not plain:
             continue
-        tier = next((t for t in reversed(p.tiers) if t.lo <= c), None)
-        if tier is None:
-            out.append(f"- Policy {p.group}: its first tier starts at C={p.tiers[0].lo}, above C={c:g}.")
+        row = next((r for r in reversed(plain) if r["lo"] <= c), None)
+        if row is None:
+            out.append(f"- Policy {p.group}: its plain table starts at C={plain[0]['lo']}, above C={c:g}.")
             continue
-        i = p.tiers.index(tier)
-        span = f"C={tier.lo}-{p.tiers[i + 1].lo - 1}" if i + 1 < len(p.tiers) else f"C>={tier.lo}"
-        runs = "no speculation" if tier.best_steps == 0 else f"{p.step_axis}={tier.best_steps}"
-        cands = [("none" if k == 0 else str(k)) for k in tier.candidate_steps]
-        within = f" (within noise of it: {'/'.join(cands)})" if len(cands) > 1 else ""
-        beyond = f"; its tiers were measured up to C={p.tiers[-1].hi}" if c > p.tiers[-1].hi else ""
-        out.append(f"- Policy {p.group}: C={c:g} is in its tier {span}, which runs {runs}{within}{beyond}.")
+        span = f"C>={row['lo']}" if row["to"] is None else f"C={row['lo']}-{row['to']}"
+        runs = "no speculation" if row["steps"] == 0 else f"{p.step_axis}={row['steps']}"
+        beyond = f"; measured up to C={p.levels[-1].concurrency}" if p.levels and c > p.levels[-1].concurrency else ""
+        text = f"- Policy {p.group}: at C={c:g} its plain table runs {runs} (its range {span}{beyond})"
+        level = max((lv for t in p.tiers for lv in t.levels if lv <= c), default=None)
+        tier = next((t for t in p.tiers if level in t.levels), None)
+        if tier is not None:
+            steps = "/".join(str(k) for k in tier.candidate_steps)
+            text += f"; its adaptive server serves C={level}'s {tier.batches_text()} with {p.step_axis} {steps}"
+        out.append(text + ".")
     return out
 
 
@@ -152,7 +160,7 @@ def _slo_lines(f: Findings, c: float, workload: str) -> list[str]:
             continue
         name = b.get("setup") or b["label"]
         if b["bound"] == "=":
-            holds = "within it" if c <= b["c"] else "beyond it: no configuration measured meets the SLO there"
+            holds = "within its reach" if c <= b["c"] else "beyond its reach"
             out.append(f"- SLO {rec['slo'].name}: {name} meets it {slo_mod.reach_text(b)}; C={c:g} is {holds}.")
         else:
             out.append(f"- SLO {rec['slo'].name}: {name} meets it at every level measured (C{b['c_text']}).")

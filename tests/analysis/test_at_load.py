@@ -80,11 +80,13 @@ def test_the_policys_tier_at_the_load(tmp_path):
     assert f.policies
     lines = at_load.at_concurrency(f, 40)
     for p in f.policies:
-        tier = [t for t in p.tiers if t.lo <= 40][-1]
-        runs = "no speculation" if tier.best_steps == 0 else f"steps={tier.best_steps}"
+        row = [r for r in p.plain_table() if r["lo"] <= 40][-1]  # the plain table: concurrency ranges
+        runs = "no speculation" if row["steps"] == 0 else f"steps={row['steps']}"
+        span = f"C>={row['lo']}" if row["to"] is None else f"C={row['lo']}-{row['to']}"
         (line,) = [x for x in lines if x.startswith(f"- Policy {p.group}: ")]
-        span = f"C>={tier.lo}" if tier is p.tiers[-1] else f"C={tier.lo}-"
-        assert f"C=40 is in its tier {span}" in line and f"which runs {runs}" in line, line
+        assert f"at C=40 its plain table runs {runs} (its range {span})" in line, line
+        tier = next(t for t in p.tiers if 30 in t.levels)  # the adaptive server: C=30's batches
+        assert f"its adaptive server serves C=30's {tier.batches_text()}" in line, line
 
 
 @pytest.mark.parametrize("text", ["x", "C=0", "-3", "C=40 rps"])
