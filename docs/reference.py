@@ -159,8 +159,17 @@ def _text(text: str) -> str:
 
 
 def _cell(text: str) -> str:
-    """Prose for a table cell: ``_text`` with its pipes escaped."""
-    return _text(text).replace("|", "\\|")
+    """Prose for a table cell: ``_text`` with its pipes escaped outside code spans (Python-Markdown's
+    tables split no cell at a pipe inside one, and print a ``\\|`` there as it is: ``str \\| None``)."""
+    parts = _text(text).split("`")
+    for i in range(0, len(parts), 2):  # outside code spans
+        parts[i] = parts[i].replace("|", "\\|")
+    return "`".join(parts)
+
+
+def _code(text: str) -> str:
+    """A table cell's code span: as it is, pipes included (see ``_cell``)."""
+    return f"`{text}`"
 
 
 def experiment_file() -> str:
@@ -193,7 +202,7 @@ def experiment_file() -> str:
                 doc = (doc + ": " if doc else "") + f"see [`{inner}`](#{_anchor(inner)})"
                 if sub[0] not in seen:
                     nested.append((sub[0], inner))
-            out.append(f"| `{key}` | `{_cell(_type_name(f.type))}` | `{_cell(shown)}` | {_cell(doc)} |")
+            out.append(f"| `{key}` | {_code(_type_name(f.type))} | {_code(shown)} | {_cell(doc)} |")
         out.append("")
         for sub, key in nested:
             section(sub, key)
@@ -239,7 +248,7 @@ def cli() -> str:
             positional = not action.option_strings
             required = action.nargs not in ("*", "?") if positional else action.required
             shown = shown or ("required" if required else "")
-            out.append(f"| `{_cell(_option(action))}` | {_cell(shown)} | {_cell(' '.join(helped.split()))} |")
+            out.append(f"| {_code(_option(action))} | {_cell(shown)} | {_cell(' '.join(helped.split()))} |")
         out.append("")
     return "\n".join(out)
 
@@ -294,7 +303,7 @@ def results_columns() -> str:
         out.append(f"## `{table}`\n\n`{where}` (`sweep.results.schema.{attr}`)\n")
         out.append("| column | Arrow type | what it is |\n|---|---|---|")
         for f in arrow:
-            out.append(f"| `{f.name}` | `{_cell(str(f.type))}` | {_cell(docs.get(f.name, ''))} |")
+            out.append(f"| `{f.name}` | {_code(str(f.type))} | {_cell(docs.get(f.name, ''))} |")
         out.append("")
     return "\n".join(out)
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sweep.analysis import Findings, History
+    from sweep.analysis import policy as analysis_policy
     from sweep.experiment import ConfirmPlan, Plan
     from sweep.results import lock as dir_lock
     from sweep.sglang import DrafterReport
@@ -112,19 +113,26 @@ class BestAt:
 
 @dataclass(frozen=True)
 class Summary:
-    """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
-    (the lowest and highest levels measured), per workload where the results hold several (a pick is
-    made within one workload, never across two). ``error``: why there is none (the report says more)."""
+    """The end-of-sweep summary: what to deploy (``deploy``: the report's Deploy section, a line per
+    SLO's pick and per speculative policy, with the policy's launch flags and its plain table), the
+    speculative policies themselves (``policies``: ``sweep.analysis.policy.Policy``, each with its
+    tiers, ``config_json()`` for SGLang's ``--speculative-adaptive-config``, ``launch_flags()``,
+    ``plain_table()``; ``SweepResult.policies`` has their notes too), the headlines, and the best
+    configuration at C=1 and at saturation (the lowest and highest levels measured), per workload
+    where the results hold several (a pick is made within one workload, never across two).
+    ``error``: why there is none (the report says more)."""
 
     path: Path
     headlines: list[str] = field(default_factory=list)
     best: list[BestAt] = field(default_factory=list)
     error: str | None = None
+    deploy: list[str] = field(default_factory=list)
+    policies: list[analysis_policy.Policy] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         if self.error:
             return [f"(no summary: {self.error})"]
-        out = [f"- {line}" for line in self.headlines]
+        out = (["Deploy:", *self.deploy, "Summary:"] if self.deploy else []) + [f"- {line}" for line in self.headlines]
         for b in self.best:
             vs = (
                 ""
@@ -263,12 +271,15 @@ class SweepResult:
 
     def findings(self) -> Findings:
         """Every frame of the report (``sweep.analysis.analyze``: speedups, levels, best, crossover,
-        failures...; a dry run's at the real system's speed, as the report shows them). Computed
-        once per result."""
-        from sweep.analysis import analyze  # lazy: `import sweep` and the command line load a room only when it is used
+        the SLO picks by the experiment's ``benchmark.slo``, the policies, failures...; a dry run's
+        at the real system's speed, as the report shows them). Computed once per result."""
+        from sweep.analysis import (  # lazy: `import sweep` and the command line load a room only when it is used
+            analyze,
+            slo,
+        )
 
         if self._findings is None:
-            self._findings = analyze(self.tables)
+            self._findings = analyze(self.tables, slos=slo.from_experiment(self.path))
         return self._findings
 
     @property
@@ -290,8 +301,9 @@ class SweepResult:
         """The end-of-sweep summary (what the command line prints after a run)."""
         import polars as pl  # lazy: polars is slow to import; only this path needs it
 
-        from sweep.analysis import (
-            headlines,  # lazy: `import sweep` and the command line load a room only when it is used
+        from sweep.analysis import (  # lazy: `import sweep` and the command line load a room only when it is used
+            deploy,
+            headlines,
         )
 
         if not self.path.is_dir():
@@ -299,6 +311,7 @@ class SweepResult:
         try:
             f = self.findings()
             lines = headlines(f)
+            answer = deploy.deploy_section(f).paragraphs
         except Exception as e:  # noqa: BLE001 - everything is on disk already; the report says more
             return Summary(self.path, error=f"{type(e).__name__}: {e}")
         best: list[BestAt] = []
@@ -322,7 +335,19 @@ class SweepResult:
                         b["verdict"],
                     )
                 )
-        return Summary(self.path, lines, best)
+        return Summary(self.path, lines, best, deploy=list(answer), policies=list(f.policies))
+
+    @property
+    def policies(self) -> analysis_policy.Policies:
+        """The speculative policies across load (``sweep.analysis.policy``: per group of points that
+        differ only in their step count, the best step count per concurrency tier, SGLang's adaptive
+        config, the break-even), as the report's Deploy and Speculative policy sections give them;
+        ``.notes``: the groups that got none, and why. Empty while nothing is measured."""
+        from sweep.analysis import policy  # lazy: `import sweep` and the command line load a room only when it is used
+
+        if not self.path.is_dir():
+            return policy.Policies()
+        return self.findings().policies
 
     def report(
         self,
@@ -492,7 +517,7 @@ def run(
       nothing printed; a function: it gets every event (``sweep.core.events``: ``SweepStarted``,
       ``PointStage``, whose ``event`` is one of a host's small progress events, ``HostProgress``:
       ``LevelProgress``, ``StartupProgress``..., and ``PointFinished``) and nothing is printed unless a
-      ``console`` is given.
+      ``console`` is given (then the progress too, as ``True`` prints it there).
     - ``force``, ``retry_failed``, ``only`` (label globs), ``skip_invalid``, ``address``: the command
       line's ``--force``, ``--retry-failed``, ``--only``, ``--skip-invalid``, ``--address``.
     - ``results_dir``: where the results go (default ``results/<name>`` plus ``-dryrun`` etc.).
@@ -512,6 +537,7 @@ def run(
     )
 
     on_event = progress if callable(progress) else None
+    console_given = console is not None
     if console is None:
         console = Console(highlight=False) if progress is True else Console(quiet=True)
     rm: RunMode = run_mode(mode)
@@ -523,7 +549,7 @@ def run(
         address=address,
         results_dir=planned.path,
         on_event=on_event,
-        live=progress is True,
+        live=progress is True or (callable(progress) and console_given),
     )
     after = []
     if planned.experiment.policy.confirm:  # after the grid: the policies' own servers
@@ -658,6 +684,7 @@ def _confirm_locked(
         )
     mode: Mode = "cluster" if rm == "real" else rm
     planned = _stored_plan(exp, mode, path)
+    console_given = console is not None
     if console is None:
         from rich.console import Console  # lazy: rich is imported only where output is drawn
 
@@ -670,7 +697,7 @@ def _confirm_locked(
         address=address,
         results_dir=path,
         on_event=progress if callable(progress) else None,
-        live=progress is True,
+        live=progress is True or (callable(progress) and console_given),
     )
     confirmation, done = confirm_mod.run(
         planned.plan, opts, to_confirm, bench_scale=planned.scale, console=console, lock=held

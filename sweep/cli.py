@@ -351,13 +351,18 @@ def _confirm_lines(plan, result: SweepResult) -> list[str]:
 
 
 def _print_summary(summary: Summary, console: Console) -> None:
-    """The end-of-sweep summary: the headlines, and the best configuration at C=1 and at saturation
-    against its baseline."""
+    """The end-of-sweep summary: what to deploy (the report's Deploy section), the headlines, and the
+    best configuration at C=1 and at saturation against its baseline."""
     from rich.table import Table  # lazy: rich is imported only where output is drawn
 
     if summary.error:
         console.print(f"(no summary: {escape(summary.error)})", soft_wrap=True)
         return
+    if summary.deploy:
+        console.print("[bold]deploy[/bold]")
+        for line in summary.deploy:
+            console.print(escape(line), soft_wrap=True)
+        console.print("[bold]summary[/bold]")
     for line in summary.headlines:
         console.print(f"- {escape(line)}", soft_wrap=True)
     if summary.best:

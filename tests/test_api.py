@@ -5,17 +5,20 @@ and the report; the typed progress events; resume; the command line's exit code 
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
 
 import polars as pl
 import pytest
+from rich.console import Console
 
 import sweep
 from sweep.cli import exit_code
 from sweep.core.errors import ConfigError, PlanError
-from sweep.core.events import PointFinished, PointStage, SweepStarted
+from sweep.core.events import ClusterReady, ClusterStarting, PointFinished, PointStage, SweepStarted
 from sweep.core.types import STAGES
 from tests.conftest import REPO
 from tests.experiments import D1, DRAFT_TOKENS, DRAFTERS, FAULTS, experiment, write
@@ -29,6 +32,7 @@ EXPERIMENT = experiment(
         "exclude": [{"drafter": "none", "fault": "oom"}],
     },
     dry_run={"hosts": 2},
+    benchmark={"slo": [{"name": "loose", "tpot_s": 10.0}]},  # met everywhere: the summary's Deploy answers it
 )
 
 OOM = "drafter=d1,steps=1,fault=oom"
@@ -111,8 +115,10 @@ def dry_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("api")
     exp = _experiment(tmp)
     events: list = []
-    first = sweep.run(exp, mode="dry-run", progress=events.append)
+    printed = io.StringIO()  # not a terminal: the plain progress lines, as in CI or a pipe
+    first = sweep.run(exp, mode="dry-run", progress=events.append, console=Console(file=printed, width=400))
     again = sweep.run(exp, mode="dry-run", progress=False)
+    first.printed = printed.getvalue()  # type: ignore[attr-defined]
     return first, events, again
 
 
@@ -158,6 +164,19 @@ def test_dry_run_tables_best_summary_report(dry_run):
     assert all(b.margin_low is not None and "(95% interval " in b.vs_runner_up() for b in summary.best)
     assert all(b.vs_runner_up() in str(summary) for b in summary.best)
     assert f"python -m sweep report {result.path}" in str(summary)
+    # the answer first, as the report has it: its Deploy section, and the policy (steps 1 against none)
+    # where steps 1 is ahead of its baseline beyond noise at some level (the fake's noise decides)
+    from sweep.analysis import deploy
+
+    assert summary.deploy == deploy.deploy_section(result.findings()).paragraphs and summary.deploy
+    assert str(summary).startswith("Deploy:\n" + summary.deploy[0])
+    assert summary.deploy[0].startswith("- SLO loose: ")  # judged by the experiment's SLO, as the report is
+    assert summary.policies == list(result.policies)
+    assert [p.group for p in summary.policies] in ([], ["drafter=d1,fault=none"])
+    for policy in summary.policies:
+        assert any(line.startswith(f"- Policy {policy.group}: ") for line in summary.deploy), summary.deploy
+    if not summary.policies:
+        assert result.policies.notes and "no policy" in result.policies.notes[0]  # why there is none
     report = result.report()
     assert report.startswith("#") and OOM in report  # the failure is in the report's failures section
     assert not (result.path / "report").exists()  # not written unless asked
@@ -167,6 +186,11 @@ def test_dry_run_tables_best_summary_report(dry_run):
 def test_dry_run_progress_events_are_typed(dry_run):
     _, events, _ = dry_run
     assert isinstance(events[0], SweepStarted) and events[0].to_run == 3 and events[0].mode == "dry-run"
+    assert events[0].phase == "grid"
+    # the seconds while the local Ray cluster starts are announced, then its hosts
+    assert events[1] == ClusterStarting(local=True, hosts=2)
+    assert isinstance(events[2], ClusterReady) and len(events[2].hosts) == 2
+    assert not any(isinstance(e, PointStage) for e in events[:3])
     stages = [e for e in events if isinstance(e, PointStage)]
     assert stages and {e.stage for e in stages} <= set(STAGES)
     assert {"preflight", "load", "benchmark", "level"} <= {e.stage for e in stages}
@@ -187,3 +211,21 @@ def test_the_same_call_again_resumes(dry_run):
     assert {p.point_id: p.status for p in again.points} == {p.point_id: p.status for p in first.points}
     assert not any(p.ran for p in again.points)
     assert again.failed[0].failure_reason == first.failed[0].failure_reason
+
+
+@pytest.mark.slow
+def test_plain_progress_is_a_few_lines_a_point_each_level_by_its_c(dry_run):
+    """Not a line per stage of each point ('...: level', without its C): a line as a point starts on a
+    host, one as its benchmark begins, and one as it ends, saying what it measured (the levels by
+    their C) or why it failed."""
+    result, _, _ = dry_run
+    stamped = [line for line in result.printed.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
+    # start, benchmark (ok points), end; a 30 s heartbeat or two at most, on a slow machine
+    assert len(stamped) <= 3 * len(result.ran) + 2, "\n".join(stamped)
+    for p in result.points:
+        (end,) = [line for line in stamped if f"] {p.label}: {p.status} in " in line]
+        if p.status == "ok":
+            assert "single stream, C=1, 4" in end
+        else:
+            assert "capture: " in end and "fix: " in end
+    assert not any(line.endswith(": level") for line in stamped)

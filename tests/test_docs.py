@@ -136,12 +136,19 @@ def test_the_site_builds_strict(tmp_path):
     keys = (site / "reference" / "experiment-file" / "index.html").read_text()
     assert "benchmark.concurrency.levels" in keys and "server.timeouts.stall_s" in keys
     assert "results/&lt;name&gt;" in keys  # a comment's <name> is text, not an HTML tag that swallows it
+    # a type in a table cell as it is, not 'str \\| None' (a pipe in a code span splits no cell there)
+    assert "<code>str | None</code>" in keys and "\\|" not in keys
     columns = (site / "reference" / "results-columns" / "index.html").read_text()
     assert "output_throughput" in columns and "point_id" in columns
     commands = (site / "reference" / "cli" / "index.html").read_text()
     assert "--dry-run" in commands and "python -m sweep check-drafter" in commands
     assert "floor 1" in (site / "architecture" / "index.html").read_text()
     assert "SweepResult" in (site / "python-api" / "index.html").read_text()
+    walk = (site / "one-gpu-host" / "index.html").read_text()  # from the dry run to one real host, linked
+    assert (
+        "ray start --head" in walk
+        and 'href="../one-gpu-host/"' in (site / "getting-started" / "index.html").read_text()
+    )
 
 
 def test_sections_are_taken_whole_and_in_order():

@@ -258,7 +258,7 @@ def test_the_live_view_takes_typed_events():
     sp.on(
         PointFinished("drafter=none", PointResult("p1", "gpu-1", "n", "failed", Failure("load", "oom"), ended_at=12.0))
     )
-    assert (sp.done, sp.failed) == (0, 1) and "failed in 12s (load: oom)" in out.getvalue()
+    assert (sp.done, sp.failed) == (0, 1) and "failed in 12s on gpu-1 (load: oom)" in out.getvalue()
 
 
 def test_nvml_own_error_text_is_kept(monkeypatch):

@@ -151,6 +151,20 @@ def test_a_cpu_point_is_estimated_with_a_cpu_servers_startup(tmp_path):
     assert "h" not in whole.split(":")[-1]  # minutes, not 1h32m
 
 
+def test_a_dry_runs_default_startup_note_names_both_figures():
+    """'default 600 s (baseline) / 780 s (speculative) / 300' read as a third kind of point: the real
+    figures, then the dry run's, with what divides them."""
+    est = e.estimate_sweep([("b", True), ("s", False)], bench(), hosts=1, startup_factor=300)
+    (note,) = [n for n in est.notes if n.startswith("startup:")]
+    base, spec = e.DEFAULT_STARTUP_S["baseline"], e.DEFAULT_STARTUP_S["speculative"]
+    assert note == (
+        f"startup: no earlier results of this model, default {base:.0f} s (baseline) / {spec:.0f} s (speculative) "
+        f"at the real system's speed; {base / 300:.2g} s / {spec / 300:.2g} s here, the fake starting 300x faster "
+        "(dry_run.fake_startup_speed)"
+    )
+    assert [p.startup_s for p in est.points] == [base / 300, spec / 300]
+
+
 def test_the_estimate_counts_in_the_right_number(tmp_path):
     exp_file = tmp_path / "exp.yaml"
     exp_file.write_text(

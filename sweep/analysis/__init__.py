@@ -35,7 +35,8 @@ from sweep.analysis.speedups import (
     speedup_table,
 )
 
-# cli, history, noise, realspeed, render, report, speedups: modules other rooms use as namespaces, imported on first use
+# cli, deploy, history, noise, policy, realspeed, render, report, slo, speedups: modules other rooms use
+# as namespaces, imported on first use
 
 __all__ = [
     "Findings",
@@ -46,6 +47,7 @@ __all__ = [
     "compare_table",
     "configurations",
     "crossover",
+    "deploy",
     "env_effect",
     "failures",
     "headlines",
@@ -53,6 +55,7 @@ __all__ = [
     "level_speedups",
     "noise",
     "plan_warnings",
+    "policy",
     "position_rates",
     "realspeed",
     "render",
@@ -60,6 +63,7 @@ __all__ = [
     "request_failures",
     "run_sql",
     "single_stream_summary",
+    "slo",
     "speedup_table",
     "speedups",
     "startup_phases",

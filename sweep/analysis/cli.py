@@ -63,13 +63,32 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="the frontier's panels: one per value of this grid axis, or 'all' for one (default: one per NCCL profile)",
     )
     parser.add_argument("--quiet", action="store_true", help="write the files and print only where they are")
+    at = parser.add_mutually_exclusive_group()
+    at.add_argument(
+        "--at",
+        metavar="C=N",
+        default=None,
+        help="the answer at your load instead of the report: the setup to run at this concurrency "
+        "(requests in flight, e.g. C=40) with its interval, each policy's tier there and each SLO's "
+        "pick, saying whether a level measured it or it is interpolated between two; writes nothing",
+    )
+    at.add_argument(
+        "--rate",
+        metavar="R/s",
+        default=None,
+        help="as --at, for a request rate (e.g. 3/s, 180/min): each configuration at the concurrency "
+        "where its measured request throughput reaches the rate, the fastest per user first",
+    )
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """Build the report, write DIR/report/report.md (plots beside it) and report.html, print it; returns 0."""
+    """Build the report, write DIR/report/report.md (plots beside it) and report.html, print it; returns 0.
+    With ``--at`` or ``--rate``: print the answer at that load only, writing nothing."""
     from sweep.analysis import report  # matplotlib: only the report needs it, not `query`
 
     slos = _slos(args.slo)
+    if getattr(args, "at", None) is not None or getattr(args, "rate", None) is not None:
+        return _run_at_load(args, slos)
     written = report.publish(
         args.directory,
         args.out,
@@ -95,6 +114,26 @@ def run_report(args: argparse.Namespace) -> int:
         highlight=False,
         soft_wrap=True,
     )
+    return 0
+
+
+def _run_at_load(args: argparse.Namespace, slos: list | None) -> int:
+    """``report DIR --at C=40`` / ``--rate 3/s``: the answer at one load (sweep/analysis/at_load.py)."""
+    from sweep.analysis import at_load, findings, slo  # lazy: the analysis loads only when the command runs
+    from sweep.results import check_sweep_dir, load  # lazy: as the line above
+
+    directory = Path(args.directory)
+    check_sweep_dir(directory)  # a missing or wrong directory: exit 5, nothing created
+    # a bad value: exit 7 before anything is read
+    c = at_load.parse_concurrency(args.at) if args.at is not None else None
+    rate = at_load.parse_rate(args.rate) if c is None else 0.0
+    tables = load(directory)
+    judged = slo.from_experiment(directory) if slos is None else slos
+    f = findings.analyze(tables, env_reference=args.env_reference, slos=judged)
+    lines = at_load.at_concurrency(f, c) if c is not None else at_load.at_rate(f, at_load.request_rates(tables), rate)
+    console = output_console()
+    for line in lines:
+        console.print(escape(line), highlight=False, soft_wrap=True)
     return 0
 
 

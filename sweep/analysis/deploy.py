@@ -103,8 +103,11 @@ def _slo_line(rec: slo_mod.Recommendation) -> str:
         return f"- {head}: {rec['reason']}."
     b, r = rec["best"], rec["runner_up"]
     name = b.get("setup") or b["label"]
-    where = f"up to C{b['c_text']}" if b["bound"] == "=" else f"at every level (C{b['c_text']})"
-    text = f"- {head}: {name}{' (no speculation)' if b['baseline'] else ''}, {where}, {b['tok_s_gpu']:,.0f} tok/s per {b['per']}"
+    where = slo_mod.reach_text(b, every="at every level")  # an interpolated boundary said to be one
+    text = (
+        f"- {head}: {name}{' (no speculation)' if b['baseline'] else ''}, {where}, "
+        f"{slo_mod.at_reach(b)}{b['tok_s_gpu']:,.0f} tok/s per {b['per']}"
+    )
     if r is not None and r["tok_s_gpu"]:
         sure = "no decision: within noise of" if b.get("margin_within_noise") else "ahead of"
         text += (
@@ -122,9 +125,9 @@ def _predicted(p: policy_mod.Policy) -> str:
             g = lv.policy_tok_s / lv.static_tok_s - 1
             if best is None or g > best[0]:
                 best = (g, lv.concurrency)
-    if best is None or not p.static_steps:
+    if best is None or p.static_steps is None:
         return ""
-    static = f"{p.step_axis}={p.static_steps}"
+    static = _static_text(p)
     if best[0] <= 0.005:
         return f" Predicted: no gain over the best static {static}."
     multi = any(len(t.candidate_steps) > 1 for t in p.tiers)
@@ -133,6 +136,12 @@ def _predicted(p: policy_mod.Policy) -> str:
         + (" (an upper bound)" if multi else "")
         + "."
     )
+
+
+def _static_text(p: policy_mod.Policy) -> str:
+    """The best single static setup of a policy's group, after 'the best static': 'steps=3', or
+    'setup (no speculation)' (the baseline)."""
+    return "setup (no speculation)" if p.static_steps == 0 else f"{p.step_axis}={p.static_steps}"
 
 
 def _off_text(p: policy_mod.Policy) -> str:
@@ -244,7 +253,11 @@ def _confirmation_rows(table: pl.DataFrame, p: policy_mod.Policy, *, intervals: 
 def _confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
     """Where the policy's own server falls short of the envelope beyond noise, in one sentence."""
     short = table.filter(pl.col("short"))
-    static = f", against the best static setup {p.step_axis}={p.static_steps}" if p.static_steps else ""
+    static = (
+        ""
+        if p.static_steps is None
+        else ", against the best static " + (_static_text(p) if p.static_steps == 0 else f"setup {_static_text(p)}")
+    )
     head = f"The policy's own server, {p.label()}, measured (output tok/s{static})"
     tail = " ('~': within noise; 95% intervals; the group's best at each level is the envelope)."
     if not short.height:
@@ -277,8 +290,7 @@ def _shortfall(p: policy_mod.Policy, r: policy_mod.Round) -> str:
     parts = []
     if v.short_static:
         parts.append(
-            f"below the best static {p.step_axis}={p.static_steps} beyond noise at "
-            + _levels_text(v.short_static, t, "vs_static")
+            f"below the best static {_static_text(p)} beyond noise at " + _levels_text(v.short_static, t, "vs_static")
         )
     if v.short:
         parts.append("below the envelope beyond noise at " + _levels_text(v.short, t, "vs_envelope"))
@@ -315,7 +327,11 @@ def _winner_line(p: policy_mod.Policy, r: policy_mod.Round) -> str:
             f"Deploy: the speculative policy {q.label()} ({_config_name(p)}): its own server measured within noise "
             f"of the best the grid measured, or above it, at every level ({v.levels} levels{rev})."
         )
-    static = p.labels.get(p.static_steps) if p.static_steps else None
+    static = (
+        f"{p.baseline_label or 'the baseline'} (no speculation)"
+        if p.static_steps == 0
+        else (p.labels.get(p.static_steps) if p.static_steps else None)
+    )
     why = _shortfall(q, r)
     if v.winner == "static" and static:
         return (

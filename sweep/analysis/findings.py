@@ -213,7 +213,7 @@ def slo_headlines(f: Findings) -> list[str]:
             lines.append(f"{head}: {rec['reason']}.")
             continue
         b, r = rec["best"], rec["runner_up"]
-        where = f"up to C{b['c_text']}" if b["bound"] == "=" else f"at every level measured (C{b['c_text']})"
+        where = slo_mod.reach_text(b)  # an interpolated boundary said to be one
         tied = b.get("margin_within_noise") and r is not None and r["tok_s_gpu"]
         if tied and r is not None:  # (tied has a runner-up: said again for the type checker)
             high = b.get("margin_high")
@@ -232,13 +232,13 @@ def slo_headlines(f: Findings) -> list[str]:
                 f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
                 f"the highest of them, {b['label']}"
                 + (" (a baseline)" if b["baseline"] else "")
-                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}"
+                + f", {where}: {slo_mod.at_reach(b)}{_per(b['tok_s_gpu'], b['per'])}"
             )
         else:
             text = (
                 f"{head}: deploy {b['label']}"
                 + (" (a baseline)" if b["baseline"] else "")
-                + f", {where}: {_per(b['tok_s_gpu'], b['per'])}"
+                + f", {where}: {slo_mod.at_reach(b)}{_per(b['tok_s_gpu'], b['per'])}"
             )
         if r is not None and r["tok_s_gpu"]:
             text += (
@@ -442,9 +442,21 @@ def _profile_line(profile: str, reference: str, g: pl.DataFrame) -> str:
     the shift, single stream, lowest and highest level, so that a lift that fades with load (NCCL
     tuning: all-reduce latency matters most to small batches) reads as such."""
     lifted = g.filter(pl.col("min_ratio") > 1).height
-    verb = (
-        "lifts every curve" if lifted == g.height else f"lifts {lifted} of {plural(g.height, 'curve')} at every level"
-    )
+    not_lifted = g.filter(pl.col("min_ratio") <= 1)["min_ratio"]
+    if lifted == g.height:
+        verb = "lifts every curve"
+    elif lifted == 0:  # "lifts 0 of 9 curves at every level: ... 1.05x to 1.40x" read as a contradiction
+        one = g.height == 1
+        verb = (
+            f"{'does not lift the curve' if one else 'lifts no curve'} at every level ({'it is' if one else 'each is'} "
+            f"at or below 1.00x at one level or more, lowest {_range(not_lifted)})"
+        )
+    else:
+        verb = (
+            f"lifts {lifted} of {plural(g.height, 'curve')} at every level (the other {not_lifted.len()} "
+            f"{'is' if not_lifted.len() == 1 else 'are'} at or below 1.00x at one level or more, lowest "
+            f"{_range(not_lifted)})"
+        )
     parts = []
     if g["single_stream_ratio"].drop_nulls().len():
         parts.append(f"single stream {_range(g['single_stream_ratio'])}")

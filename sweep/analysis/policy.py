@@ -169,7 +169,7 @@ class Policy:
     baseline_id: str | None = None
     baseline_label: str | None = None
     levels: tuple[Level, ...] = ()
-    static_steps: int | None = None  # the group's best single static setup (by mean rank over levels)
+    static_steps: int | None = None  # the group's best single static setup (by mean rank over levels; 0: none)
     sglang_version: str | None = None
     notes: tuple[str, ...] = ()
     confirmation_ids: tuple[str, ...] = ()  # measured points of this policy's own server
@@ -714,10 +714,12 @@ def derive(
                 "level (no speculation)"
             )
             continue
-        # the group's best single static setup: the best mean rank over the levels (then geomean)
+        # the group's best single static setup: the best mean rank over the levels (then geomean);
+        # no speculation (0, the baseline) is one of them: a policy that turns it off at high load is
+        # not "+19 % over the best static" there when running none all along would do as well
         ranks: dict[int, list[int]] = {}
         for _, _, _, tok, *_ in rows:
-            for i, k in enumerate(sorted((k for k in tok if k), key=lambda k: -tok[k])):
+            for i, k in enumerate(sorted(tok, key=lambda k: -tok[k])):
                 ranks.setdefault(k, []).append(i)
         static = min(ranks, key=lambda k: (sum(ranks[k]) / len(ranks[k]), -len(ranks[k]), k)) if ranks else None
         level_rows = []

@@ -397,6 +397,21 @@ def _boundary_text(h: Reach) -> str | None:
     return f"between C={h.last_met} and C={h.first_missed}, {how}"
 
 
+def reach_text(row: dict[str, Any], *, every: str = "at every level measured") -> str:
+    """Where an slo_table row meets its SLO, said so that an interpolated boundary does not read as
+    measured: 'up to C≈1.61 (interpolated between the measured levels C=1 and C=2)', or ``every`` with
+    the highest level ('at every level measured (C>=250)')."""
+    if row["bound"] != "=":
+        return f"{every} (C{row['c_text']})"
+    how = "found by bisection" if "bisection" in (row.get("boundary") or "") else "interpolated"
+    return f"up to C{row['c_text']} ({how} between the measured levels C={row['last_met']} and C={row['first_missed']})"
+
+
+def at_reach(row: dict[str, Any]) -> str:
+    """'≈' before a figure at an interpolated boundary (none where a level measured it)."""
+    return "≈" if row["bound"] == "=" else ""
+
+
 def c_text(c: float | None, bound: str | None) -> str:
     if c is None or bound is None:
         return "-"

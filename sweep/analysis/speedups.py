@@ -521,6 +521,13 @@ def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]
         )
     elif behind_from == 0:
         out["outcome"] = f"slower at every concurrency from {levels[0]}"
+    elif not out["mixed"] and out["crossover"] is None:  # behind, then within noise again up to the highest
+        out["outcome"] = (
+            f"behind at {_levels_text([c for c, b in zip(levels, behind) if b])}"
+            + (f" (crosses 1 near {out['crossover_est']:.0f})" if out["crossover_est"] else "")
+            + f", not beyond noise at the highest level measured (C={levels[-1]})"
+            + level_at
+        )
     elif not out["mixed"]:
         out["outcome"] = (
             f"slower from concurrency {out['crossover']} on"

@@ -27,6 +27,8 @@ from sweep.core.errors import (
     UnknownMetricError,
 )
 from sweep.core.events import (
+    ClusterReady,
+    ClusterStarting,
     HostEvent,
     HostProgress,
     LevelProgress,
@@ -40,6 +42,7 @@ from sweep.core.events import (
     StartupProgress,
     StepStarted,
     SweepEvent,
+    SweepPhase,
     SweepStarted,
     TaskStarted,
 )
@@ -95,6 +98,8 @@ __all__ = [
     "Check",
     "CheckLevel",
     "ClusterError",
+    "ClusterReady",
+    "ClusterStarting",
     "ConfigError",
     "DecideSettings",
     "FAILED",
@@ -141,6 +146,7 @@ __all__ = [
     "StopSettings",
     "SweepError",
     "SweepEvent",
+    "SweepPhase",
     "SweepStarted",
     "TaskStarted",
     "UnknownFormatError",

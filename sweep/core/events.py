@@ -1,5 +1,8 @@
-"""The events of a sweep, in order: one ``SweepStarted``; then, as the points go, ``PointStage`` (a
-host's ``PointProgress`` with its point and host) and ``PointFinished`` (a point's record is on disk).
+"""The events of a sweep, in order: one ``SweepStarted`` per phase (``phase``: the grid, then the
+confirmation of the policies where ``policy.confirm`` asks for it); ``ClusterStarting`` as the
+cluster is started or joined (a local one takes seconds), ``ClusterReady`` with its hosts; then, as
+the points go, ``PointStage`` (a host's ``PointProgress`` with its point and host) and
+``PointFinished`` (a point's record is on disk).
 A host's ``PointMeasured`` (a point of a shared launch measured early) reaches the driver alone,
 which records it and tells ``PointFinished``.
 What ``sweep.run(progress=callback)`` receives and the live view draws. Frozen dataclasses,
@@ -14,10 +17,16 @@ from typing import Literal
 from sweep.core.record import Failure, PointResult
 from sweep.core.types import PointStatus, RunMode, Stage
 
+SweepPhase = Literal["grid", "confirm"]
+"""A part of a sweep: the experiment's grid, or the confirmation of its policies after it (their own
+servers measured as more points of the sweep: ``policy.confirm``, ``python -m sweep confirm``)."""
+
 
 @dataclass(frozen=True)
 class SweepStarted:
-    """The sweep knows what it will run: ``to_run`` of ``points`` (``recorded`` already have a result)."""
+    """A phase of the sweep knows what it will run: ``to_run`` of its ``points`` (``recorded``
+    already have a result). ``phase``: ``grid`` (the experiment's points), ``confirm`` (the
+    policies' own servers, after the grid; its ``points`` count the confirmation points only)."""
 
     experiment: str
     mode: RunMode
@@ -25,6 +34,25 @@ class SweepStarted:
     points: int
     to_run: int
     recorded: int
+    phase: SweepPhase = "grid"
+
+
+@dataclass(frozen=True)
+class ClusterStarting:
+    """The cluster is being started (``local``: a local Ray cluster of ``hosts`` simulated hosts, some
+    seconds) or joined (``address``: the one given, None: the one ``ray start`` left on this machine),
+    before any point can run."""
+
+    local: bool
+    hosts: int | None = None  # a local cluster's simulated hosts
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterReady:
+    """The cluster is up and its hosts checked: their names, each with its GPUs (``(name, gpus)``)."""
+
+    hosts: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -253,6 +281,8 @@ class PointFinished:
         return str(self.failure) if self.failure else ""
 
 
-SweepEvent = SweepStarted | PointStage | PointFinished
-"""What ``sweep.run(progress=callback)`` receives, in order: one ``SweepStarted``, then ``PointStage``
-and ``PointFinished`` events as the points go."""
+SweepEvent = SweepStarted | ClusterStarting | ClusterReady | PointStage | PointFinished
+"""What ``sweep.run(progress=callback)`` receives, in order: ``SweepStarted`` (its ``phase``),
+``ClusterStarting`` and ``ClusterReady`` (once a sweep, when its first phase with points to run starts
+the cluster), then ``PointStage`` and ``PointFinished`` events as the points go; a confirmation phase
+(``policy.confirm``) then has its own ``SweepStarted`` (``phase="confirm"``) and points."""

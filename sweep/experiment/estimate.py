@@ -241,7 +241,13 @@ def estimate_sweep(
             notes.append(
                 f"startup: no earlier results of this model, default{' for a CPU server' if device else ''} "
                 f"{defaults['baseline']:.0f} s (baseline) / {defaults['speculative']:.0f} s (speculative)"
-                + (f" / {startup_factor:g}" if startup_factor != 1 else "")
+                + (  # a dry run's fake starts that much faster: both figures, each named
+                    f" at the real system's speed; {defaults['baseline'] / startup_factor:.2g} s / "
+                    f"{defaults['speculative'] / startup_factor:.2g} s here, the fake starting "
+                    f"{startup_factor:g}x faster (dry_run.fake_startup_speed)"
+                    if startup_factor != 1
+                    else ""
+                )
             )
     if bench.concurrency.stop is not None:
         notes.append("levels with the stop rule counted at its first chance (one wave, or min_requests)")

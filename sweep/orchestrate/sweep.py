@@ -29,6 +29,8 @@ from rich.markup import escape
 
 from sweep.core import (
     ClusterError,
+    ClusterReady,
+    ClusterStarting,
     ConfigError,
     Failure,
     HostEvent,
@@ -44,6 +46,7 @@ from sweep.core import (
     RunMode,
     ServerFlags,
     SweepEvent,
+    SweepPhase,
     SweepStarted,
     kind,
     output_console,
@@ -381,7 +384,8 @@ def _prepare(
         axis_types(plan.points, list(exp.grid.axes)),
         held,
     )
-    sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped))
+    phase: SweepPhase = "confirm" if opts.part == "confirm" else "grid"
+    sweep.emit(SweepStarted(exp.name, mode, str(rd.path), len(plan.points), len(todo), skipped, phase))
     if todo and not sweep.kind.local_cluster and not ray.is_initialized():  # none was to run before the lock
         cluster.connect(opts.address)
     if kind(mode).scaled:  # a dry run's figures are written at real speed, what was measured beside them
@@ -436,10 +440,13 @@ def _cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
         run_setup(exp.local.setup, console)
     if how.local_cluster:
         n = exp.dry_run.hosts if how.fake_server else exp.local.hosts
+        sweep.emit(ClusterStarting(local=True, hosts=n))  # some seconds before anything else is heard
         console.print(f"starting a local Ray cluster with {plural(n, 'simulated host')}...")
         sim = cluster.SimulatedCluster(
             n, exp.cluster.host_resource, exp.cluster.gpus_per_host, state_file=sweep.rd.path / ".sim" / "driver.json"
         )
+    else:
+        sweep.emit(ClusterStarting(local=False, address=sweep.opts.address))
     try:
         hosts = cluster.require_hosts(exp.cluster.host_resource, exp.cluster.gpus_per_host)
         if sweep.nnodes > len(hosts):
@@ -449,6 +456,7 @@ def _cluster_session(sweep: Prepared, console: Console) -> Iterator[list[Host]]:
                 fix="add hosts, or lower server.tp_size" + (" (dry_run.hosts for a dry run)" if sim else ""),
             )
         console.print("hosts: " + ", ".join(f"{escape(h.name)} ({plural(h.gpus, 'GPU')})" for h in hosts))
+        sweep.emit(ClusterReady(tuple((h.name, h.gpus) for h in hosts)))
         yield hosts
     finally:
         if sim is not None:

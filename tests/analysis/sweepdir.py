@@ -241,6 +241,7 @@ class SweepDir:
                     failed=0,
                     wall_s=TOKENS * len(rates) / throughput,
                     output_throughput=throughput,
+                    request_throughput=throughput / TOKENS,  # every request TOKENS long
                     per_request_tok_s=sum(rates) / len(rates),
                     accept_length_server=p.accept_length,
                     flushed=True,

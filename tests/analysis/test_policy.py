@@ -414,3 +414,17 @@ def test_rounds_are_bounded_and_a_policy_that_only_loses_collapses_to_the_static
     rounds = policy.settle(p, levels)
     assert len(rounds) == 1 and rounds[0].verdict.winner in ("static", "plain")
     assert policy.revise(p, rounds[0].table) is None
+
+
+def test_the_best_static_setup_may_be_no_speculation():
+    """The baseline ahead at every level but C=1: the best single static setup is no speculation, and
+    the policy's gain over it is where it speculates (C=1), not '+50% over the best static steps=1' at
+    C=128, where the policy runs none and running none all along does as well."""
+    from sweep.analysis import deploy
+
+    curves = {"1": {1: 120, 2: 205, 8: 380, 32: 700, 64: 1000, 128: 1100}}
+    base = {1: 100, 2: 200, 8: 420, 32: 1000, 64: 1400, 128: 1650}
+    [p] = policy.derive(*_frames(curves, base=base))
+    assert p.static_steps == 0
+    assert [lv.static_tok_s for lv in p.levels] == [base[c] for c in LEVELS]
+    assert deploy._predicted(p).startswith(" Predicted: up to +20% over the best static setup (no speculation) at C=1")

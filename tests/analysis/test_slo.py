@@ -172,6 +172,20 @@ def test_a_dry_run_is_judged_at_real_speed(tmp_path):
     assert "100.0" in single and "500.0" not in single
 
 
+def test_an_interpolated_reach_reads_as_interpolated_not_measured(tmp_path):
+    """'up to C≈2.83, 90 tok/s per GPU' read as measured, where no level was run at C=2.83: the answer
+    names the two measured levels it lies between, and the throughput there carries its '≈'."""
+    sd = SweepDir(tmp_path)
+    sd.point(drafter="none", nccl="default", baseline=True, tok_s=[100], levels={1: 100, 2: 180, 4: 320}, jitter=0.0)
+    directory = sd.write()
+    assert run_report(report_args(str(directory), "--slo", "s: tok_s_p10>=85", "--no-plots", "--quiet")) == 0
+    md = (directory / "report" / "report.md").read_text()
+    deploy = md.split("## Deploy")[1].split("\n## ")[0]
+    assert "up to C≈2.83 (interpolated between the measured levels C=2 and C=4), ≈" in deploy, deploy
+    summary = md.split("## Summary")[1].split("\n## ")[0]
+    assert "up to C≈2.83 (interpolated between the measured levels C=2 and C=4): ≈" in summary, summary
+
+
 def report_args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_report_arguments(parser)

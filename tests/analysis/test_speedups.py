@@ -196,6 +196,21 @@ def test_a_curve_that_dips_within_noise_is_neither_behind_nor_mixed(tmp_path):
     assert row["outcome"] == "never behind beyond noise: ahead at C=1; within noise at C=10, 100, 250"
 
 
+def test_a_curve_behind_then_within_noise_at_the_top_has_no_crossover_and_says_so(tmp_path):
+    """1.30x at C=1, 0.70x at C=10 (behind beyond noise), then 0.99x and 1.01x (within noise): behind at
+    C=10 only; not 'slower from concurrency None on' (the reference dry run had 4 such rows)."""
+    sd = SweepDir(tmp_path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, levels={1: 100, 10: 1000, 100: 5000, 250: 6000})
+    sd.point(drafter="d1", steps="1", nccl="default", baseline_of=base, levels={1: 130, 10: 700, 100: 4950, 250: 6060})
+    row = crossover(load(sd.write())).row(0, named=True)
+    assert row["first_behind"] == 10 and row["crossover"] is None and not row["mixed"]
+    assert row["outcome"] == (
+        f"behind at C=10 (crosses 1 near {row['crossover_est']:.0f}), not beyond noise at the highest level "
+        "measured (C=250); within noise at C=100, 250"
+    )
+    assert "None" not in row["outcome"]
+
+
 def test_best_per_level_ratio_and_verdict_are_of_the_same_figure(tmp_path):
     """1.10x the baseline's throughput while each request is 12 % slower (the server queues): the best is
     ranked by throughput, so its ratio (1.10x) and its verdict (faster) are the throughput's; the

@@ -12,6 +12,8 @@ import json
 import polars as pl
 import pytest
 
+import sweep
+from sweep.core.events import SweepStarted
 from sweep.results import load
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import DRAFT_TOKENS, DRAFTERS, experiment, write
@@ -68,6 +70,10 @@ def test_grid_then_confirmation_resumed_and_a_failure_kept_as_data(tmp_path):
     assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
     assert "1 confirmation point, 0 to run, 1 already recorded" in again.stdout, again.stdout[-3000:]
     assert _points(res).height == 4
+    # from Python, the same: its events say they are the confirmation's (not a second grid)
+    events: list = []
+    sweep.confirm(res, progress=events.append)
+    assert [(e.phase, e.points, e.to_run) for e in events if isinstance(e, SweepStarted)] == [("confirm", 1, 0)]
 
     # the confirmation alone on a fake of SGLang 0.5.23 (--only selects it by label) is refused: the
     # grid it is compared with ran 0.5.10, and nothing is run or written

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from sweep.core.events import StartupProgress
+from sweep.core.events import StartupProgress, StepStarted, TaskStarted
 from sweep.orchestrate import progress as progress_mod
 from sweep.orchestrate.progress import SweepProgress
 from sweep.results.schema import ENGINE_COLUMNS
@@ -40,18 +40,30 @@ def test_live_line_per_host_shows_the_bar():
     assert sp.hosts["gpu-1"].detail == ""
 
 
-def test_plain_output_logs_a_bar_once_per_kind_then_every_30_s(monkeypatch):
+def test_plain_output_says_where_a_long_startup_is_every_30_s(monkeypatch):
+    """A startup's bar is not a line per update, nor a line per phase: a line every 30 s of the point,
+    saying the bar and how long the phase has lasted, then one as its benchmark begins, with how long
+    the server took to come up and each phase."""
     buf = io.StringIO()
     sp = SweepProgress(1, 1, Console(file=buf, width=200, force_terminal=False))
     now = [1000.0]
     monkeypatch.setattr(progress_mod.time, "monotonic", lambda: now[0])
+    sp.host_event("gpu-1", "p", TaskStarted())
     for i in range(50):  # a second apart
         sp.host_event("gpu-1", "p", replace(LOAD, progress=f"load {i}/64 shards"))
         now[0] += 1.0
-    sp.host_event("gpu-1", "p", CAPTURE)
-    lines = [line for line in buf.getvalue().splitlines() if "shards" in line or "batch sizes" in line]
-    assert [line.split("load ")[-1] for line in lines if "shards" in line] == ["0/64 shards", "30/64 shards"]
-    assert "capture capture" not in buf.getvalue() and sum("batch sizes" in line for line in lines) == 1
+    for _ in range(20):
+        sp.host_event("gpu-1", "p", CAPTURE)
+        now[0] += 1.0
+    sp.host_event("gpu-1", "p", StartupProgress("ready"))
+    sp.host_event("gpu-1", "p", StepStarted("benchmark"))
+    lines = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
+    assert lines == [
+        "gpu-1: p: start",
+        "gpu-1: p: load 30/64 shards (for 30s)",
+        "gpu-1: p: capture 1/36 batch sizes (bs=256, 20.51 GB free), 1.3 s/it, ETA 00:45 (for 10s)",
+        "gpu-1: p: benchmark, server up in 70s (load 50s, capture 20s)",
+    ]
 
 
 def test_a_reason_with_brackets_is_printed_as_it_is():
