@@ -42,6 +42,12 @@ COLUMNS = {
     "vs_baseline_low": pl.Float64,
     "vs_baseline_high": pl.Float64,
     "vs_baseline_within_noise": pl.Boolean,
+    # on every other row that meets the SLO: the pick's margin over this row (pick / this - 1), its
+    # interval and whether it is within noise: the one judgement of that pair (the runner-up's row
+    # repeats the pick's margin, the baseline's its vs_baseline)
+    "vs_pick_low": pl.Float64,
+    "vs_pick_high": pl.Float64,
+    "vs_pick_within_noise": pl.Boolean,
 }
 
 METHOD = (
@@ -199,18 +205,21 @@ def _pick(
     slo: slo_mod.SLO,
     best: dict,
     runner: dict | None,
+    others: list[dict],
     points: dict[str, _Point],
     per_level: pl.DataFrame,
     measured: dict[str, float],
     *,
     resamples: int,
     confidence: float,
-) -> dict:
-    """One SLO's rank-1 row of intervals: over the runner-up and over the pick's baseline."""
+) -> list[dict]:
+    """One SLO's rows of intervals: the rank-1 row's over the runner-up and over the pick's baseline,
+    and each of ``others``' (rows meeting the SLO, rank 2 on) the pick's over it."""
     needed = {
         best["point_id"],
         *([runner["point_id"]] if runner is not None else []),
         *([best["baseline_id"]] if best["vs_baseline"] is not None else []),
+        *[o["point_id"] for o in others],
     }
     draws = {
         pid: _throughputs(points[pid], slo, per_level.filter(pl.col("point_id") == pid).to_dicts()) for pid in needed
@@ -224,7 +233,13 @@ def _pick(
         row["margin_low"], row["margin_high"] = between(best["point_id"], runner["point_id"])
     if best["vs_baseline"] is not None:
         row["vs_baseline_low"], row["vs_baseline_high"] = between(best["point_id"], best["baseline_id"])
-    return row
+    rows = [row]
+    for o in others:
+        low, high = between(best["point_id"], o["point_id"])
+        rows.append(
+            {"slo": slo.name, "workload": row["workload"], "rank": o["rank"], "vs_pick_low": low, "vs_pick_high": high}
+        )
+    return rows
 
 
 def margins(
@@ -254,15 +269,17 @@ def margins(
             if mine.height and mine["tok_s_gpu"][0]:
                 best = mine.row(0, named=True)
                 runner = mine.row(1, named=True) if mine.height > 1 and mine["tok_s_gpu"][1] else None
-                picks.append((slo, best, runner))
+                others = [r for r in mine.slice(1).iter_rows(named=True) if r["tok_s_gpu"]]
+                picks.append((slo, best, runner, others))
     wanted = sorted(
         {
             pid
-            for _, b, r in picks
+            for _, b, r, others in picks
             for pid in (
                 b["point_id"],
                 r["point_id"] if r else None,
                 b["baseline_id"] if b["vs_baseline"] is not None else None,
+                *[o["point_id"] for o in others],
             )
             if pid
         }
@@ -283,10 +300,13 @@ def margins(
             counts.setdefault(pid, {})[int(c)] = int(r or 1)
     points = {pid: _Point(pid, requests[pid], sigma, resamples, seed, counts.get(pid)) for pid in wanted}
     rows = [
-        _pick(
+        row
+        for slo, best, runner, others in picks
+        for row in _pick(
             slo,
             best,
             runner,
+            others,
             points,
             per_level.filter(pl.col("slo") == slo.name),
             dict(
@@ -297,7 +317,6 @@ def margins(
             resamples=resamples,
             confidence=confidence,
         )
-        for slo, best, runner in picks
     ]
     found = pl.DataFrame(
         rows,
@@ -314,5 +333,6 @@ def margins(
     found = found.with_columns(
         margin_within_noise=within("margin_low", "margin_high"),
         vs_baseline_within_noise=within("vs_baseline_low", "vs_baseline_high"),
+        vs_pick_within_noise=within("vs_pick_low", "vs_pick_high"),
     )
     return table.join(found, on=["slo", "workload", "rank"], how="left").select(*table.columns, *COLUMNS)
