@@ -265,24 +265,29 @@ sweep's curves do not show it (``curve_noise``: fewer than 5 levels) or show les
 in. Two figures at +-2 % each make a ratio's 95 % interval at least about +-5.5 %."""
 
 
+class Measured(float):
+    """A level-wide noise measured directly: the spread between repeated measurements of the same levels
+    (``benchmark.repeats``, decide's re-measurements; ``repeats.repeat_noise``), with enough degrees of
+    freedom. The floor stands in for noise nobody measured; this one was, and the verdicts take it as
+    it is (:func:`level_sigma`)."""
+
+
 def level_sigma(measured: float | None) -> float:
-    """The level-wide noise every verdict at a level uses: the sweep's own (``curve_noise``), at least
+    """The level-wide noise every verdict at a level uses: measured directly between repeats
+    (:class:`Measured`) as it is; else the sweep's curves' own (``curve_noise``), at least
     ``LEVEL_NOISE_FLOOR``."""
+    if isinstance(measured, Measured):
+        return float(measured)
     return max(measured or 0.0, LEVEL_NOISE_FLOOR)
 
 
 def describe_level_noise(measured: float | None, repeats: int = 0) -> str:
     """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made).
     ``repeats``: it was measured from levels measured again (``decide``), with these degrees of freedom."""
-    if repeats and measured is not None and measured >= LEVEL_NOISE_FLOOR:
-        return (
-            f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
-            f"repeated measurements of the same levels, {repeats} degrees of freedom)"
-        )
     if repeats and measured is not None:
         return (
-            f"the level-wide noise measured between repeated measurements of the same levels, {measured:.1%}, "
-            f"is under the floor of {LEVEL_NOISE_FLOOR:.0%} per level, which stands in"
+            f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
+            f"repeated measurements of the same levels, {repeats} degrees of freedom; no floor stands in)"
         )
     if measured is None:
         return (
