@@ -336,14 +336,14 @@ async def run_benchmark(
                     "refined": refined if settings.concurrency.refine else None,
                     **_stop_columns(run),
                     **columns,
-                    **({"repeat": repeat} if settings.repeats > 1 else {}),
+                    **({"repeat": repeat} if context.repeats(settings.repeats) > 1 else {}),
                 }
             )
 
         if settings.concurrency.auto:
             levels = refine.auto_levels(levels, refine.max_running_of(info))
         for c in levels:
-            for repeat in range(settings.repeats):  # back to back, nothing between (benchmark.repeats)
+            for repeat in range(context.repeats(settings.repeats)):  # back to back, nothing between
                 await run_level(c, False, repeat)
         for c in refinement(settings, level_rows, rows_at, context):  # asks again once a round's levels ran
             await run_level(c, True)

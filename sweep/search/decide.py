@@ -329,6 +329,7 @@ def rows(
             return min((counts.get((c.point_id, lv), 1) for lv in c.levels), default=1)
 
         spent = sum(bench_s.get((c.point_id, lv), 0.0) for c in {d.pick, d.other, f.pick, f.other} for lv in c.levels)
+        first = _as_pair(f, d.pick.point_id, d.other.point_id)  # the first figures of the pair named, or none
         out.append(
             {
                 "decision": key,
@@ -340,9 +341,9 @@ def rows(
                 "other_id": d.other.point_id,
                 "other_label": d.other.label,
                 "levels": levels,
-                "margin_first": f.margin,
-                "low_first": f.low,
-                "high_first": f.high,
+                "margin_first": first[0],
+                "low_first": first[1],
+                "high_first": first[2],
                 "margin": d.margin,
                 "low": d.low,
                 "high": d.high,
@@ -356,6 +357,21 @@ def rows(
             }
         )
     return out
+
+
+def _as_pair(d: Decision, pick: str, other: str) -> tuple[float | None, float | None, float | None]:
+    """``d``'s margin and interval as the margin of ``pick`` over ``other``: as they are where ``d`` is
+    of that pick and other, inverted (1 / (1 + x) - 1, the bounds swapped) where it is of the two the
+    other way round, none where ``d`` is of another pair (the runner-up changed since)."""
+    if (d.pick.point_id, d.other.point_id) == (pick, other):
+        return d.margin, d.low, d.high
+    if (d.pick.point_id, d.other.point_id) != (other, pick):
+        return None, None, None
+
+    def inv(x: float | None) -> float | None:
+        return None if x is None or x <= -1 else 1 / (1 + x) - 1
+
+    return inv(d.margin), inv(d.high), inv(d.low)
 
 
 def restricted(bench, levels: Sequence[int]):
