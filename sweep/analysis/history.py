@@ -696,6 +696,26 @@ def _resolved(points: pl.DataFrame) -> dict[str, dict[str, str]]:
     return out
 
 
+_PLACEMENT_FLAGS = frozenset({"host", "port", "dist-init-addr", "nccl-port", "node-rank"})  # where, not what
+
+
+def _servers(points: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """{label: {flags.NAME / env.NAME: value}}: what each point's server ran with (a policy's adaptive
+    config, inlined in its flags, included), less where it ran (host, ports)."""
+    out: dict[str, dict[str, str]] = {}
+    have = set(points.columns)
+    for r in points.iter_rows(named=True):
+        mine: dict[str, str] = {}
+        for column in ("flags", "env"):
+            if column not in have:
+                continue
+            value = r.get(column) or {}
+            items = value.items() if isinstance(value, dict) else ((e["key"], e["value"]) for e in value)
+            mine.update({f"{column}.{k}": str(v) for k, v in items if k not in _PLACEMENT_FLAGS})
+        out[r["label"]] = mine
+    return out
+
+
 def _distinct(points: pl.DataFrame, column: str) -> str:
     values = sorted({v for v in points[column].to_list() if v}) if column in points.columns else []
     return ", ".join(values) or render.MISSING
@@ -712,13 +732,17 @@ def _changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
         a, b = _distinct(previous.points, column), _distinct(run.points, column)
         if render.MISSING not in (a, b) and a != b:  # unknown on one side (no point written yet): no change
             rows.append({"what": what, "before": a, "after": b, "points": None})
-    old, new = _resolved(previous.points), _resolved(run.points)
     counted: dict[tuple[str, str | None, str | None], int] = {}
-    for label in sorted(set(old) & set(new)):
-        for key in sorted(set(old[label]) | set(new[label])):
-            x, y = old[label].get(key), new[label].get(key)
-            if x != y:
-                counted[(key, x, y)] = counted.get((key, x, y), 0) + 1
+    # what the plan resolved, and what each server ran with (a policy's config is a change too)
+    for old, new in (
+        (_resolved(previous.points), _resolved(run.points)),
+        (_servers(previous.points), _servers(run.points)),
+    ):
+        for label in sorted(set(old) & set(new)):
+            for key in sorted(set(old[label]) | set(new[label])):
+                x, y = old[label].get(key), new[label].get(key)
+                if x != y:
+                    counted[(key, x, y)] = counted.get((key, x, y), 0) + 1
     rows += [{"what": key, "before": x, "after": y, "points": n} for (key, x, y), n in counted.items()]
     labels_a = set(previous.points["label"].to_list()) if previous.points.height else set()
     labels_b = set(run.points["label"].to_list()) if run.points.height else set()
