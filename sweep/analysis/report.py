@@ -505,7 +505,7 @@ def _level_pivot(levels: pl.DataFrame, cell: pl.Expr) -> pl.DataFrame:
 
 def _throughput_cell(value: float | None, ratio: float | None, noisy: bool | None) -> str:
     """'1,234 (0.93x)': throughput, and its ratio to the baseline when there is one."""
-    return render.num(value, 0) + ("" if ratio is None else f" ({render.marked(ratio, noisy)})")
+    return render.num(value, 0) + ("" if ratio is None else f" ({render.judged_mark(ratio, noisy)})")
 
 
 def _stop_note(tables) -> list[str]:
@@ -674,7 +674,7 @@ def _grid_sections(f: Findings, images: list[str]) -> list[Section]:
             (
                 f"C={top}, output throughput",
                 f.levels.filter(~pl.col("baseline") & (pl.col("concurrency") == top)).with_columns(
-                    value=render.cell(render.marked, "throughput_ratio", "within_noise")
+                    value=render.cell(render.judged_mark, "throughput_ratio", "within_noise")
                 ),
             )
         )

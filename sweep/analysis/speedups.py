@@ -610,14 +610,19 @@ def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]
         c0, c1, r0, r1 = levels[j], levels[j + 1], ratios[j], ratios[j + 1]
         frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
         out["crossover_est"] = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-    noisy = [c for c, a, b in zip(levels, ahead, behind) if not a and not b]
-    level_at = f"; within noise at {_levels_text(noisy)}" if noisy else ""
+    noisy = [c for c, v in zip(levels, verdicts) if v == "within noise"]
+    unjudged = [c for c, a, b, v in zip(levels, ahead, behind, verdicts) if not a and not b and v != "within noise"]
+    level_at = (f"; within noise at {_levels_text(noisy)}" if noisy else "") + (
+        f"; no verdict at {_levels_text(unjudged)} (no interval)" if unjudged else ""
+    )
     if first is None:
         ahead_at = [c for c, a in zip(levels, ahead) if a]
         out["outcome"] = (
             f"within noise of its baseline at every level ({_levels_text(levels)})"
-            if not ahead_at
+            if not ahead_at and not unjudged
             else f"never behind beyond noise: ahead at {_levels_text(ahead_at)}{level_at}"
+            if ahead_at
+            else f"never behind beyond noise{level_at}"
         )
     elif behind_from == 0:
         out["outcome"] = f"slower at every concurrency from {levels[0]}"

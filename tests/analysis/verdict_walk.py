@@ -37,9 +37,10 @@ def _by_interval(low: str, high: str) -> str:
 
 
 def _ratio_cell(cell: str) -> str | None:
-    """'~1.15x' within noise, '1.33x' ahead, '0.78x' behind (a ratio against 1); None: no ratio."""
-    m = re.search(r"(~?)(\d+\.\d+)x", cell)
-    if not m:
+    """'~1.15x' within noise, '1.33x' ahead, '0.78x' behind (a ratio against 1); None: no ratio, or
+    '?0.00x' (no verdict)."""
+    m = re.search(r"([~?]?)(\d+\.\d+)x", cell)
+    if not m or m.group(1) == "?":  # no ratio, or one without a verdict
         return None
     if m.group(1):
         return "within noise"
