@@ -79,6 +79,7 @@ class _Point:
         self.resamples, self.seed = resamples, seed
         self.repeats = repeats or {}  # measurements a level pools (decide's repeats): its level noise / sqrt(R)
         self._drawn: dict[int, tuple[np.ndarray | None, np.ndarray]] = {}
+        self._found: dict[tuple[int, str, float], np.ndarray] = {}  # a level's resampled percentiles, by metric and q
 
     def spread(self, level: int) -> bool:
         return self.level_noise > 0 or self.levels[level]["rate"].size >= 2
@@ -107,9 +108,18 @@ class _Point:
     def percentile(self, level: int, limit: slo_mod.Limit) -> np.ndarray:
         """Per resample, the limit's percentile at the level (NaN: undefined for every request); speeds
         move with the level-wide factor, times against it, a failed request's value not at all."""
-        values = self.levels[level][limit.metric]
         idx, factor = self._draw(level)
-        q = limit.percentile / 100
+        found = self._resampled(level, limit.metric, limit.percentile / 100, idx)
+        moved = found * factor if limit.metric == "tok_s" else found / factor
+        return np.where(found >= slo_mod.FAILED / 10, found, moved)
+
+    def _resampled(self, level: int, metric: str, q: float, idx: np.ndarray | None) -> np.ndarray:
+        """The ``q`` quantile of ``metric`` over each resample of the level's requests (drawn once: every
+        SLO and comparison with the same percentile reads the same)."""
+        key = (level, metric, q)
+        if key in self._found:
+            return self._found[key]
+        values = self.levels[level][metric]
         if idx is None:
             finite = values[~np.isnan(values)]
             found = np.full(self.resamples, float(np.quantile(finite, q)) if finite.size else np.nan)
@@ -119,8 +129,8 @@ class _Point:
                 found = np.nanquantile(values[idx], q, axis=1)
         else:
             found = np.quantile(values[idx], q, axis=1)
-        moved = found * factor if limit.metric == "tok_s" else found / factor
-        return np.where(found >= slo_mod.FAILED / 10, found, moved)
+        self._found[key] = found
+        return found
 
 
 def _requests(tables: Tables, point_ids: list[str], metrics: set[str]) -> dict[str, dict[int, dict[str, np.ndarray]]]:
@@ -150,36 +160,56 @@ def _requests(tables: Tables, point_ids: list[str], metrics: set[str]) -> dict[s
 def _throughputs(point: _Point, slo: slo_mod.SLO, levels: list[dict]) -> np.ndarray | None:
     """Per resample, the point's throughput under ``slo`` (0 where it meets it at no level), from its
     ``slo.level_slo`` rows; None when no level of it has a spread (every resample would be the
-    measured figure)."""
-    rows = [r for r in levels if r["concurrency"] in point.levels]
+    measured figure). ``slo.highest_meeting``'s rule, over every resample at once."""
+    rows = sorted((r for r in levels if r["concurrency"] in point.levels), key=lambda r: r["concurrency"])
     if not any(point.spread(r["concurrency"]) for r in rows):
         return None
-    columns = []  # per level: its concurrency and, per resample, each limit's value, met, throughput
-    for r in rows:
+    n, size = len(rows), point.resamples
+    values = np.empty((len(slo.limits), n, size))  # per limit, level and resample: its percentile (NaN: none)
+    met = np.ones((n, size), dtype=bool)
+    tok = np.full((n, size), np.nan)
+    for j, r in enumerate(rows):
         c = r["concurrency"]
-        values = [point.percentile(c, limit) for limit in slo.limits]
-        met = np.ones(point.resamples, dtype=bool)
-        for limit, v in zip(slo.limits, values):
-            met &= np.isnan(v) | ((v <= limit.value) if limit.upper else (v >= limit.value))
-        tok = (
-            [None] * point.resamples
-            if r["throughput_tok_s_gpu"] is None
-            else (r["throughput_tok_s_gpu"] * point.speed_factor(c)).tolist()
-        )
-        columns.append((c, [[None if x != x else x for x in v.tolist()] for v in values], met.tolist(), tok))
-    out = np.zeros(point.resamples)
-    for i in range(point.resamples):
-        resampled = [
-            {
-                "concurrency": c,
-                "met": met[i],
-                "throughput_tok_s_gpu": tok[i],
-                **{f"v{k}": v[i] for k, v in enumerate(values)},
-            }
-            for c, values, met, tok in columns
-        ]
-        out[i] = slo_mod.highest_meeting(slo, resampled).tok_s_gpu or 0.0
-    return out
+        for k, limit in enumerate(slo.limits):
+            v = point.percentile(c, limit)
+            values[k, j] = v
+            met[j] &= np.isnan(v) | ((v <= limit.value) if limit.upper else (v >= limit.value))
+        if r["throughput_tok_s_gpu"] is not None:
+            tok[j] = r["throughput_tok_s_gpu"] * point.speed_factor(c)
+    idx = np.arange(size)
+    any_met = met.any(axis=0)
+    first = np.argmax(met, axis=0)  # the first level meeting it (0 where none does: masked below)
+    # the last of the run of met levels from the first: the first unmet level after it, less one
+    after = np.arange(n)[:, None] >= first[None, :]
+    unmet_after = after & ~met
+    last = np.where(unmet_after.any(axis=0), np.argmax(unmet_after, axis=0) - 1, n - 1)
+    out = np.zeros(size)
+    top = any_met & (last == n - 1)
+    out[top] = tok[last[top], idx[top]]
+    mid = any_met & (last < n - 1)
+    if mid.any():
+        lo_i, hi_i, cols = last[mid], last[mid] + 1, idx[mid]
+        frac = np.ones(cols.size)
+        for k, limit in enumerate(slo.limits):
+            lo, hi = values[k, lo_i, cols], values[k, hi_i, cols]
+            holds = (hi <= limit.value) if limit.upper else (hi >= limit.value)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cross = np.clip((limit.value - lo) / (hi - lo), 0.0, 1.0)
+            cross = np.where(
+                np.isnan(hi),
+                1.0,
+                np.where(
+                    np.isnan(lo),
+                    0.0,
+                    np.where(
+                        holds, 1.0, np.where((hi >= slo_mod.FAILED / 10) | ~np.isfinite(hi) | (hi == lo), 0.0, cross)
+                    ),
+                ),
+            )
+            frac = np.minimum(frac, cross)
+        t0, t1 = tok[lo_i, cols], tok[hi_i, cols]
+        out[mid] = t0 + frac * (t1 - t0)
+    return np.nan_to_num(out, nan=0.0)
 
 
 _UNBOUNDED = 1e12  # stands for an infinite ratio (the other meets the SLO nowhere in a resample)
