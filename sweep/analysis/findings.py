@@ -126,11 +126,11 @@ def analyze(
         policy_workloads={"user": _user_workloads(tables, conf)},
         phantoms=phantom.phantoms(tables, single, levels),
         level_samples=samples,
-        pairs=level_pairs(levels, best, samples, level_noise),
+        pairs=_level_pairs(levels, best, samples, level_noise),
     )
 
 
-def level_pairs(
+def _level_pairs(
     levels: pl.DataFrame, best: pl.DataFrame, samples: pl.LazyFrame | None, level_noise: float | None
 ) -> pl.DataFrame:
     """Every pair the report compares at a level, judged once (``speedups.judge_pairs``): each level's

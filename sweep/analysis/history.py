@@ -16,7 +16,7 @@ when their first point started. Four tables, each a polars DataFrame (``History`
   configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
   configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none), and how sure the
   pick is: runner_up, margin (over it), margin_low / margin_high (its interval), state (decided,
-  equal, within noise, budget, only: ``pick_state``).
+  equal, within noise, budget, only: ``_pick_state``).
 - ``history``: per run, configuration (label), figure and level: the run's value, its reference's
   (``previous_value``: the median over ``reference_runs`` earlier runs), their change, the interval of
   the ratio, the run-to-run noise it is judged by (``run_noise``, a relative change, and
@@ -63,7 +63,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,7 +125,7 @@ _PICKS_SCHEMA = {
     "reason": pl.String,
     # how sure the pick is (a script gates on these): its runner-up, the margin over it (pick /
     # runner-up - 1) and the margin's interval, and ``state``: decided (ahead beyond noise), equal
-    # (within noise and within +-``EQUAL_MARGIN``), within noise, budget (decide took it on and its
+    # (within noise and within +-``_EQUAL_MARGIN``), within noise, budget (decide took it on and its
     # budget ran out first), only (no runner-up meets the SLO), null (no pick)
     "runner_up": pl.String,
     "margin": pl.Float64,
@@ -344,13 +344,13 @@ def _picks_table(runs: Sequence[Run]) -> pl.DataFrame:
                     "c_text": best.get("c_text"),
                     "tok_s_gpu": best.get("tok_s_gpu"),
                     "reason": rec["reason"],
-                    **pick_state(rec, budget_ended.get(f"slo:{rec['slo'].name}" + _at(rec.get("workload")))),
+                    **_pick_state(rec, budget_ended.get(f"slo:{rec['slo'].name}" + _at(rec.get("workload")))),
                 }
             )
     return pl.DataFrame(rows, schema=_PICKS_SCHEMA)
 
 
-EQUAL_MARGIN = 0.03
+_EQUAL_MARGIN = 0.03
 """Two candidates whose margin's whole interval lies within +-this are equal for any practical
 purpose (decide's default ``decide.margin``)."""
 
@@ -359,7 +359,7 @@ def _at(workload: str | None) -> str:
     return f"@{workload}" if workload else ""
 
 
-def pick_state(rec: dict, budget: bool | None = None) -> dict[str, Any]:
+def _pick_state(rec: Mapping[str, Any], budget: bool | None = None) -> dict[str, Any]:
     """An SLO pick's runner-up, margin, its interval and decision state (``_PICKS_SCHEMA``), from one
     ``slo.recommendations`` entry; ``budget``: decide took this pick on and ended it on its budget."""
     best, runner = rec.get("best"), rec.get("runner_up")
@@ -372,7 +372,7 @@ def pick_state(rec: dict, budget: bool | None = None) -> dict[str, Any]:
         1 + best["margin"] if best.get("margin") is not None else None,
         None if low is None else 1 + low,
         None if high is None else 1 + high,
-        equal_within=EQUAL_MARGIN,
+        equal_within=_EQUAL_MARGIN,
     )
     state = {
         noise.Verdict.AHEAD: "decided",

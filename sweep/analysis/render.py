@@ -81,7 +81,7 @@ def marked(value: float | None, within_noise: bool | None, fmt: Callable[[float 
     return MISSING if value is None else (NOISE_MARK if within_noise else "") + fmt(value)
 
 
-UNKNOWN_MARK = "?"  # prefixed to a ratio that carries no verdict (no interval: e.g. a level whose requests all failed)
+_UNKNOWN_MARK = "?"  # prefixed to a ratio that carries no verdict (no interval: e.g. a level whose requests all failed)
 
 
 def judged_mark(value: float | None, within_noise: bool | None) -> str:
@@ -89,7 +89,7 @@ def judged_mark(value: float | None, within_noise: bool | None) -> str:
     (no interval), bare beyond noise."""
     if value is None:
         return MISSING
-    return (UNKNOWN_MARK if within_noise is None else NOISE_MARK if within_noise else "") + ratio(value)
+    return (_UNKNOWN_MARK if within_noise is None else NOISE_MARK if within_noise else "") + ratio(value)
 
 
 def cell(fn: Callable[..., str], *columns: str) -> pl.Expr:

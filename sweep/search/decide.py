@@ -327,7 +327,7 @@ def measurements_to_decide(d: Decision, measured: int) -> int | None:
 
 
 @dataclass(frozen=True)
-class Outlook:
+class _Outlook:
     """Before any round: per open decision, the measurements that would decide it at the noise measured
     (``measurements_to_decide``; None: none would), and what deciding every one that can be decided
     within ``max_repeats`` would cost (host-seconds, whole rounds), against the budget."""
@@ -364,8 +364,8 @@ def outlook(
     budget_s: float,
     cost: Mapping[str, float],
     per_level_s: Mapping[tuple[str, int], float],
-) -> Outlook:
-    """The plan before spending (:class:`Outlook`): each open decision's measurements to decide, and the
+) -> _Outlook:
+    """The plan before spending (:class:`_Outlook`): each open decision's measurements to decide, and the
     cost of the rounds that takes (each round: a relaunch of each candidate plus its deciding levels)."""
     needed: dict[str, int | None] = {}
     beyond: list[str] = []
@@ -382,7 +382,7 @@ def outlook(
             continue
         per_round = sum(cost.get(p, 0.0) for p in {p for p, _ in wanted}) + sum(per_level_s.get(w, 0.0) for w in wanted)
         total += (n - have) * per_round
-    return Outlook(needed, total, budget_s, tuple(beyond))
+    return _Outlook(needed, total, budget_s, tuple(beyond))
 
 
 def close(tracked: Mapping[str, Tracked], why: str) -> None:
