@@ -516,3 +516,19 @@ def test_a_policys_config_is_a_change(tmp_path):
         )
     ]
     assert b not in history.repeats(h.changes, history._load_runs([r]))
+
+
+def test_the_picks_carry_their_margin_interval_and_state(root):
+    """A script gates on a pick: its runner-up, margin over it, the margin's interval and whether it is
+    decided (issue 44); the state is the margin's one verdict."""
+    h = history.build([root], slos=[parse_slo(SLO[0])])
+    rows = h.picks.filter(pl.col("slo") == "chat").to_dicts()
+    assert rows and all(r["state"] in {"decided", "equal", "within noise", "budget", "only"} for r in rows)
+    assert any(r["state"] != "only" for r in rows)
+    for r in rows:
+        if r["state"] == "only":
+            assert r["runner_up"] is None and r["margin"] is None
+            continue
+        assert r["runner_up"] and r["margin"] is not None and r["margin_low"] <= r["margin"] <= r["margin_high"]
+        decided = r["margin_low"] > 0 or r["margin_high"] < 0
+        assert (r["state"] == "decided") == decided
