@@ -72,7 +72,14 @@ def test_no_verdict_beyond_noise_contradicts_the_fakes_model(dry):
         "concurrency", "label", "other_label", "ratio", "ci_low", "ci_high", "model_ratio"
     )
     assert wrong.is_empty(), wrong
-    # and it decides: at least half the pairs the model separates by more than 5 %
+
+
+@pytest.mark.skipif(not os.environ.get("SWEEP_DRYRUN_DIR"), reason="the whole reference dry run: SWEEP_DRYRUN_DIR")
+def test_the_reference_dry_run_decides_what_the_model_separates(dry):
+    """At least half the pairs the fake's model separates by more than 5 % are decided (ahead or behind
+    beyond noise) by the whole reference dry run (its levels measured ``dry_run.repeats`` times)."""
+    f = analyze(load(dry))
+    judged = against_model(f.pairs, model_levels(dry)).filter(pl.col("model_ratio").is_not_null())
     apart = judged.filter((pl.col("model_ratio") - 1).abs() > 0.05)
     decided = apart.filter(pl.col("verdict").is_in(["ahead", "behind"]))
     assert apart.height and decided.height >= apart.height / 2, (decided.height, apart.height)
