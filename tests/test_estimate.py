@@ -35,6 +35,11 @@ def test_benchmark_seconds_from_tokens_levels_and_speeds():
     # C=10: 20 requests x 50 tokens over 10 in flight at 20 tok/s each
     expected = 4 * 100 / 50 + 2 * 50 / 50 + 20 * 50 / (10 * 20) + 2 * e.LEVEL_OVERHEAD_S
     assert math.isclose(e.bench_seconds(bench(), speed), expected)
+    # benchmark.repeats: every level measured that many times (the single stream once)
+    again = bench()
+    again.repeats = 3
+    levels = expected - 4 * 100 / 50
+    assert math.isclose(e.bench_seconds(again, speed), 4 * 100 / 50 + 3 * levels)
     # the stop rule at its first chance: one wave at C=10, still 2 requests at C=1 (a spread needs 2)
     stopped = bench(stop=StopSettings())
     assert (e.requests_sent(stopped, 1), e.requests_sent(stopped, 10)) == (2, 10)

@@ -56,6 +56,8 @@ def old_point_id(exp, flags: dict[str, Any], env: dict[str, str], bench_settings
         bench.pop("rates", None)
     if bench.get("open_loop") == asdict(OpenLoopSettings()):
         bench.pop("open_loop", None)
+    if bench.get("repeats") == 1:  # each level once: the same points as before repeats existed
+        bench.pop("repeats", None)
     cc = bench["concurrency"]
     for key in ("slo_time_scale", "baseline_curve"):  # how the host judges and whom it compares with: no new point
         cc.pop(key, None)
@@ -224,7 +226,11 @@ def test_what_the_marks_say():
     assert _point_id(BenchSettings(open_loop=OpenLoopSettings())) == base
     assert _point_id(BenchSettings(open_loop=OpenLoopSettings(ramp_up_s=1))) != base
     tree = identity(BenchSettings(), skip={"concurrency.slo_time_scale", "concurrency.baseline_curve"})
-    assert set(tree) == {f for f in asdict(BenchSettings()) if f not in ("slo", "workload", "rates", "open_loop")}
+    assert set(tree) == {
+        f for f in asdict(BenchSettings()) if f not in ("slo", "workload", "rates", "open_loop", "repeats")
+    }
+    assert _point_id(BenchSettings(repeats=1)) == base  # each level once: no id moves
+    assert _point_id(BenchSettings(repeats=3)) != base  # measured three times: another point
     assert set(tree["concurrency"]) == {"levels", "requests_per_level", "rounds", "max_tokens"}
     marks = {f.name: mark_of(f) for f in fields(ConcurrencySettings)}
     assert marks["levels"] == Mark("always") and marks["refine_max"].siblings == ("refine", "auto")

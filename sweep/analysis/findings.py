@@ -67,6 +67,9 @@ class Findings:
     )  # {"user": [frames' workloads run on the user's workload]}
     phantoms: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=phantom.SCHEMA))  # phantom.phantoms
     level_samples: pl.LazyFrame | None = None  # speedups.level_samples: per-request tok/s per point and level
+    # THE judgement of every pair compared at a level (speedups.judge_pairs): each level's best against
+    # every other configuration of its workload there, and each configuration against its baseline
+    pairs: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def analyze(
@@ -89,7 +92,7 @@ def analyze(
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
     # a level's run-to-run noise: measured by decide's repeats where they are enough, else from the curves
-    level_noise = measured_noise if measured_noise is not None else noise.curve_noise(levels)
+    level_noise = noise.Measured(measured_noise) if measured_noise is not None else noise.curve_noise(levels)
     slo_levels = slo_mod.level_slo(tables, slos)
     slo_table = slo_noise.margins(
         tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels, level_noise=level_noise
@@ -105,11 +108,12 @@ def analyze(
         batches=policy_mod.level_batches(tables),  # the batch sizes each level ran: where its tier's key goes
         candidates=policy_candidates,
     )
+    best = speedups.best_per_level(levels, samples=samples, level_noise=level_noise)
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
         levels=levels,
-        best=speedups.best_per_level(levels, samples=samples, level_noise=level_noise),
+        best=best,
         crossover=speedups.crossover(levels),
         env=speedups.env_effect(levels, reference=env_reference, single=single),
         startup=health.startup_phases(tables),
@@ -134,7 +138,78 @@ def analyze(
         policy_workloads={"user": _user_workloads(tables, conf)},
         phantoms=phantom.phantoms(tables, single, levels),
         level_samples=samples,
+        pairs=_level_pairs(levels, best, samples, level_noise),
     )
+
+
+def _level_pairs(
+    levels: pl.DataFrame, best: pl.DataFrame, samples: pl.LazyFrame | None, level_noise: float | None
+) -> pl.DataFrame:
+    """Every pair the report compares at a level, judged once (``speedups.judge_pairs``): each level's
+    best (``best``) against every other configuration of its workload there, and each configuration
+    against its baseline (as ``levels`` has it). Columns: workload, concurrency, point_id, other_id,
+    label, other_label, ratio, ci_low, ci_high, verdict (``noise.Verdict``, of point against other)."""
+    if levels.is_empty():
+        return pl.DataFrame()
+    w = pl.col("workload").fill_null("") if "workload" in levels.columns else pl.lit("")
+    cols = levels.select("point_id", "concurrency", "baseline_id", "setup", "output_throughput", _w=w)
+    picked = best.select(
+        "concurrency",
+        _w=pl.col("workload").fill_null("") if "workload" in best.columns else pl.lit(""),
+        _pick="point_id",
+    )
+    wanted = pl.concat(
+        [
+            cols.join(picked, on=["_w", "concurrency"], how="inner")
+            .filter(pl.col("point_id") != pl.col("_pick"))
+            .select("_w", "concurrency", point_id="_pick", other_id="point_id"),
+            cols.filter(
+                pl.col("baseline_id").is_not_null()
+                & (pl.col("point_id") != pl.col("baseline_id"))
+                & pl.col("output_throughput").is_not_null()
+            ).select("_w", "concurrency", "point_id", other_id="baseline_id"),
+        ]
+    ).unique(maintain_order=True)
+    if not wanted.height:
+        return pl.DataFrame()
+    judged = speedups.judge_pairs(levels, wanted.select("point_id", "other_id", "concurrency"), samples, level_noise)
+    names = cols.select("point_id", "concurrency", "_w", _label="setup")
+    return (
+        wanted.join(judged, on=["point_id", "other_id", "concurrency"], how="left")
+        .join(names.drop("_w"), on=["point_id", "concurrency"], how="left")
+        .join(
+            names.drop("_w").rename({"point_id": "other_id", "_label": "_other"}),
+            on=["other_id", "concurrency"],
+            how="left",
+        )
+        .unique(["_w", "concurrency", "point_id", "other_id"], maintain_order=True)
+        .select(
+            workload="_w",
+            concurrency="concurrency",
+            point_id="point_id",
+            other_id="other_id",
+            label="_label",
+            other_label="_other",
+            ratio="ratio",
+            ci_low="ci_low",
+            ci_high="ci_high",
+            verdict="verdict",
+        )
+    )
+
+
+def pair_verdict(f: Findings, a: str, b: str, concurrency: int) -> noise.Verdict:
+    """The one verdict of point ``a`` against point ``b`` at a level, as every part of the report says it
+    (``Findings.pairs``; flipped where the pair was judged the other way round); unknown where the
+    report compares them nowhere."""
+    if f.pairs.is_empty():
+        return noise.Verdict.UNKNOWN
+    at = f.pairs.filter(pl.col("concurrency") == concurrency)
+    row = at.filter((pl.col("point_id") == a) & (pl.col("other_id") == b))
+    if row.height:
+        return noise.Verdict.of(row["verdict"][0])
+    row = at.filter((pl.col("point_id") == b) & (pl.col("other_id") == a))
+    return noise.Verdict.of(row["verdict"][0]).flipped() if row.height else noise.Verdict.UNKNOWN
 
 
 def _adaptive_acceptance(frame: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
@@ -216,23 +291,10 @@ def slo_headlines(f: Findings) -> list[str]:
         where = slo_mod.reach_text(b)  # an interpolated boundary said to be one
         tied = b.get("margin_within_noise") and r is not None and r["tok_s_gpu"]
         if tied and r is not None:  # (tied has a runner-up: said again for the type checker)
-            high = b.get("margin_high")
-            floor = b["tok_s_gpu"] / (1 + high) if high is not None and high > -1 else 0.0
-            same = (
-                f.slo_table.filter(
-                    (pl.col("slo") == slo.name)
-                    & (pl.col("tok_s_gpu") > 0)
-                    & (pl.col("tok_s_gpu") >= floor - 1e-9)
-                    & (pl.col("workload") == (b.get("workload") or ""))
-                )
-                .sort("rank")["label"]
-                .to_list()
-            )
+            same = _slo_within_noise(f.slo_table, slo.name, b.get("workload") or "") or [r["label"]]
             text = (
-                f"{head}: {_equivalent(same if len(same) >= 2 else [b['label'], r['label']], '')}; "
-                f"the highest of them, {b['label']}"
-                + (" (a baseline)" if b["baseline"] else "")
-                + f", {where}: {slo_mod.at_reach(b)}{_per(b['tok_s_gpu'], b['per'])}"
+                f"{head}: {_within_noise_of(b['label'] + (' (a baseline)' if b['baseline'] else ''), same, '')}; "
+                f"{where}: {slo_mod.at_reach(b)}{_per(b['tok_s_gpu'], b['per'])}"
             )
         else:
             text = (
@@ -263,6 +325,20 @@ def slo_headlines(f: Findings) -> list[str]:
         text = text.removesuffix(";")
         lines.append(text + ".")
     return lines
+
+
+def _slo_within_noise(table: pl.DataFrame, slo: str, workload: str) -> list[str]:
+    """The configurations within noise of an SLO's pick (each by its own judgement against the pick,
+    ``slo_noise.margins``' ``vs_pick_*``), best first."""
+    if "vs_pick_within_noise" not in table.columns:
+        return []
+    return (
+        table.filter(
+            (pl.col("slo") == slo) & (pl.col("workload") == workload) & pl.col("vs_pick_within_noise").fill_null(False)
+        )
+        .sort("rank")["label"]
+        .to_list()
+    )
 
 
 def workloads(f: Findings) -> list[str]:
@@ -324,9 +400,11 @@ def headlines(f: Findings) -> list[str]:
     return lines
 
 
-def _equivalent(labels: list[str], what: str) -> str:
-    shown = ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
-    return f"no decision{what}: these {len(labels)} are equivalent (within noise): {shown}"
+def _within_noise_of(pick: str, others: list[str], what: str) -> str:
+    """'no decision there: PICK measured highest, within noise of A, B': a claim about each pair (the pick and
+    one other), none about two others between themselves (they may be apart beyond noise)."""
+    shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return f"no decision{what}: {pick} measured highest, within noise of {shown}"
 
 
 def _headlines(f: Findings) -> list[str]:
@@ -373,8 +451,8 @@ def _headlines(f: Findings) -> list[str]:
             b = best_there.row(0, named=True)
             if b["runner_up"] is not None and b["margin_within_noise"]:
                 margin = render.margin(b["margin"], b["margin_low"], b["margin_high"])
-                tied = _tied(f.levels.filter(pl.col("concurrency") == top_c), b)
-                who = f"; {_equivalent(tied, ' there')} ({b['label']} {margin} over {b['runner_up']})"
+                tied = _tied(f, top_c, b)
+                who = f"; {_within_noise_of(b['label'], tied, ' there')} ({margin} over {b['runner_up']})"
             else:
                 who = f"; the best there is {b['label']}" + (" (a baseline)" if b["baseline"] else "")
                 if b["runner_up"] is not None:
@@ -418,17 +496,28 @@ def _headlines(f: Findings) -> list[str]:
     return lines
 
 
-def _tied(level: pl.DataFrame, b: dict) -> list[str]:
-    """The configurations at one level within the pick's interval over its runner-up: the pick, and
-    every one whose output throughput is at least the pick's over the interval's upper end."""
-    floor = (
-        b["value"] / (1 + b["margin_high"]) if b["margin_high"] is not None and b["margin_high"] > -1 else b["value"]
+def _tied(f: Findings, c: int, b: dict) -> list[str]:
+    """The configurations at one level within noise of the pick there (their own judgement against it,
+    ``Findings.pairs``), best first; the pick's runner-up where none is recorded."""
+    workload = b.get("workload") or ""
+    mine = (
+        f.pairs.filter(
+            (pl.col("concurrency") == c)
+            & (pl.col("workload") == workload)
+            & (pl.col("point_id") == b["point_id"])
+            & (pl.col("verdict") == noise.Verdict.WITHIN_NOISE.value)
+        )
+        .join(
+            f.levels.select(other_id="point_id", concurrency="concurrency", _v="output_throughput"),
+            on=["other_id", "concurrency"],
+            how="left",
+        )
+        .sort("_v", descending=True)
+        if not f.pairs.is_empty()
+        else pl.DataFrame({"other_label": []}, schema={"other_label": pl.String})
     )
-    rows = level.filter(pl.col("output_throughput") >= floor - 1e-9).sort(
-        ["output_throughput", "order"], descending=[True, False]
-    )
-    names = rows["setup" if "setup" in rows.columns else "label"].to_list()
-    return names if len(names) >= 2 else [b["label"], b["runner_up"]]
+    names = mine["other_label"].to_list()
+    return names or [b["runner_up"]]
 
 
 def _range(values: pl.Series) -> str:

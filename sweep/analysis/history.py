@@ -14,7 +14,9 @@ when their first point started. Four tables, each a polars DataFrame (``History`
   that status).
 - ``picks``: per run and SLO (the experiment's ``benchmark.slo``, or the ones given), the
   configuration to deploy (rank 1 of the report's SLO table): run, slo, label (null when no
-  configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none).
+  configuration meets it), baseline, c_text, tok_s_gpu, reason (why there is none), and how sure the
+  pick is: runner_up, margin (over it), margin_low / margin_high (its interval), state (decided,
+  equal, within noise, budget, only: ``_pick_state``).
 - ``history``: per run, configuration (label), figure and level: the run's value, its reference's
   (``previous_value``: the median over ``reference_runs`` earlier runs), their change, the interval of
   the ratio, the run-to-run noise it is judged by (``run_noise``, a relative change, and
@@ -61,7 +63,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +77,7 @@ from sweep.analysis.findings import Findings, analyze
 from sweep.analysis.frames import Tables, points_frame
 from sweep.analysis.render import Section
 from sweep.core import REDACTED, ResultsError
-from sweep.results import load, read_columns, read_experiment, read_manifest, read_plan, sweep_dirs
+from sweep.results import decisions, load, read_columns, read_experiment, read_manifest, read_plan, sweep_dirs
 
 _STATUSES = ("ok", "failed", "invalid", "pruned")
 FLAGGED = ("tok_s", "output_throughput", "per_request_tok_s")  # the figures with an interval
@@ -121,6 +123,15 @@ _PICKS_SCHEMA = {
     "c_text": pl.String,
     "tok_s_gpu": pl.Float64,
     "reason": pl.String,
+    # how sure the pick is (a script gates on these): its runner-up, the margin over it (pick /
+    # runner-up - 1) and the margin's interval, and ``state``: decided (ahead beyond noise), equal
+    # (within noise and within +-``_EQUAL_MARGIN``), within noise, budget (decide took it on and its
+    # budget ran out first), only (no runner-up meets the SLO), null (no pick)
+    "runner_up": pl.String,
+    "margin": pl.Float64,
+    "margin_low": pl.Float64,
+    "margin_high": pl.Float64,
+    "state": pl.String,
 }
 _HISTORY_SCHEMA = {
     "experiment": pl.String,
@@ -314,6 +325,10 @@ def _picks_table(runs: Sequence[Run]) -> pl.DataFrame:
     made within one workload; ``label`` is the point's, ``setup`` the same without the workload."""
     rows = []
     for r in runs:
+        ended = decisions(r.path)
+        budget_ended = (
+            {k: True for k in ended.filter(pl.col("outcome") == "budget")["decision"].to_list()} if ended.height else {}
+        )
         for rec in slo_mod.recommendations(r.findings.slo_table, r.findings.slos):
             best = rec["best"] or {}
             rows.append(
@@ -329,9 +344,49 @@ def _picks_table(runs: Sequence[Run]) -> pl.DataFrame:
                     "c_text": best.get("c_text"),
                     "tok_s_gpu": best.get("tok_s_gpu"),
                     "reason": rec["reason"],
+                    **_pick_state(rec, budget_ended.get(f"slo:{rec['slo'].name}" + _at(rec.get("workload")))),
                 }
             )
     return pl.DataFrame(rows, schema=_PICKS_SCHEMA)
+
+
+_EQUAL_MARGIN = 0.03
+"""Two candidates whose margin's whole interval lies within +-this are equal for any practical
+purpose (decide's default ``decide.margin``)."""
+
+
+def _at(workload: str | None) -> str:
+    return f"@{workload}" if workload else ""
+
+
+def _pick_state(rec: Mapping[str, Any], budget: bool | None = None) -> dict[str, Any]:
+    """An SLO pick's runner-up, margin, its interval and decision state (``_PICKS_SCHEMA``), from one
+    ``slo.recommendations`` entry; ``budget``: decide took this pick on and ended it on its budget."""
+    best, runner = rec.get("best"), rec.get("runner_up")
+    if best is None:
+        return {"runner_up": None, "margin": None, "margin_low": None, "margin_high": None, "state": None}
+    if runner is None or not runner.get("tok_s_gpu"):
+        return {"runner_up": None, "margin": None, "margin_low": None, "margin_high": None, "state": "only"}
+    low, high = best.get("margin_low"), best.get("margin_high")
+    verdict = noise.pair_verdict(
+        1 + best["margin"] if best.get("margin") is not None else None,
+        None if low is None else 1 + low,
+        None if high is None else 1 + high,
+        equal_within=_EQUAL_MARGIN,
+    )
+    state = {
+        noise.Verdict.AHEAD: "decided",
+        noise.Verdict.BEHIND: "decided",
+        noise.Verdict.EQUAL: "equal",
+        noise.Verdict.WITHIN_NOISE: "budget" if budget else "within noise",
+    }.get(verdict)
+    return {
+        "runner_up": runner.get("setup") or runner.get("label"),
+        "margin": best.get("margin"),
+        "margin_low": low,
+        "margin_high": high,
+        "state": state,
+    }
 
 
 def verdict(min_change: float = 0.0) -> pl.Expr:
@@ -641,6 +696,26 @@ def _resolved(points: pl.DataFrame) -> dict[str, dict[str, str]]:
     return out
 
 
+_PLACEMENT_FLAGS = frozenset({"host", "port", "dist-init-addr", "nccl-port", "node-rank"})  # where, not what
+
+
+def _servers(points: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """{label: {flags.NAME / env.NAME: value}}: what each point's server ran with (a policy's adaptive
+    config, inlined in its flags, included), less where it ran (host, ports)."""
+    out: dict[str, dict[str, str]] = {}
+    have = set(points.columns)
+    for r in points.iter_rows(named=True):
+        mine: dict[str, str] = {}
+        for column in ("flags", "env"):
+            if column not in have:
+                continue
+            value = r.get(column) or {}
+            items = value.items() if isinstance(value, dict) else ((e["key"], e["value"]) for e in value)
+            mine.update({f"{column}.{k}": str(v) for k, v in items if k not in _PLACEMENT_FLAGS})
+        out[r["label"]] = mine
+    return out
+
+
 def _distinct(points: pl.DataFrame, column: str) -> str:
     values = sorted({v for v in points[column].to_list() if v}) if column in points.columns else []
     return ", ".join(values) or render.MISSING
@@ -657,13 +732,17 @@ def _changes_between(run: Run, previous: Run) -> list[dict[str, Any]]:
         a, b = _distinct(previous.points, column), _distinct(run.points, column)
         if render.MISSING not in (a, b) and a != b:  # unknown on one side (no point written yet): no change
             rows.append({"what": what, "before": a, "after": b, "points": None})
-    old, new = _resolved(previous.points), _resolved(run.points)
     counted: dict[tuple[str, str | None, str | None], int] = {}
-    for label in sorted(set(old) & set(new)):
-        for key in sorted(set(old[label]) | set(new[label])):
-            x, y = old[label].get(key), new[label].get(key)
-            if x != y:
-                counted[(key, x, y)] = counted.get((key, x, y), 0) + 1
+    # what the plan resolved, and what each server ran with (a policy's config is a change too)
+    for old, new in (
+        (_resolved(previous.points), _resolved(run.points)),
+        (_servers(previous.points), _servers(run.points)),
+    ):
+        for label in sorted(set(old) & set(new)):
+            for key in sorted(set(old[label]) | set(new[label])):
+                x, y = old[label].get(key), new[label].get(key)
+                if x != y:
+                    counted[(key, x, y)] = counted.get((key, x, y), 0) + 1
     rows += [{"what": key, "before": x, "after": y, "points": n} for (key, x, y), n in counted.items()]
     labels_a = set(previous.points["label"].to_list()) if previous.points.height else set()
     labels_b = set(run.points["label"].to_list()) if run.points.height else set()

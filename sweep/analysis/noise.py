@@ -18,6 +18,7 @@ The bootstrap is seeded per pair, so the report is reproducible and independent 
 
 from __future__ import annotations
 
+from enum import StrEnum
 from statistics import NormalDist
 from typing import Literal
 
@@ -25,6 +26,65 @@ import numpy as np
 import polars as pl
 
 Stat = Literal["mean", "median"]
+
+
+class Verdict(StrEnum):
+    """THE judgement of one pair (A against B, at one level, for one figure): what every sentence,
+    table, pick, policy tier, history line and API row that compares the two says. ``pair_verdict``
+    computes it from the pair's ratio and interval; the frames carry it as the strings below (their
+    older spellings, ``faster``/``slower``/``no interval``, read as ``ahead``/``behind``/``unknown``
+    through :meth:`of`)."""
+
+    AHEAD = "ahead"  # A ahead of B beyond noise (the interval of A / B lies above 1)
+    BEHIND = "behind"  # A behind B beyond noise (the interval lies below 1)
+    WITHIN_NOISE = "within noise"  # the interval contains 1: no decision
+    EQUAL = "equal"  # the interval contains 1 and lies within +-the practical margin: either will do
+    UNKNOWN = "unknown"  # no interval (a side with no spread and no level-wide noise)
+
+    @classmethod
+    def of(cls, text: str | None) -> Verdict:
+        """A verdict from a frame's string (either spelling); null: unknown."""
+        return _SPELLINGS.get(text or "", cls.UNKNOWN)
+
+    @property
+    def decided(self) -> bool:
+        """One of the two is ahead beyond noise."""
+        return self in (Verdict.AHEAD, Verdict.BEHIND)
+
+    @property
+    def settled(self) -> bool:
+        """Decided, or equal within the practical margin: nothing left to measure."""
+        return self.decided or self is Verdict.EQUAL
+
+    def flipped(self) -> Verdict:
+        """The verdict of B against A."""
+        return {Verdict.AHEAD: Verdict.BEHIND, Verdict.BEHIND: Verdict.AHEAD}.get(self, self)
+
+
+_SPELLINGS = {
+    **{v.value: v for v in Verdict},
+    "faster": Verdict.AHEAD,
+    "slower": Verdict.BEHIND,
+    "no interval": Verdict.UNKNOWN,
+}
+
+
+def pair_verdict(
+    ratio: float | None, low: float | None, high: float | None, *, equal_within: float | None = None
+) -> Verdict:
+    """The verdict of a ratio A / B with its interval [low, high] (of the ratio, not of the margin):
+    beyond noise where the interval excludes 1, ``equal`` where it contains 1 and lies within
+    1 +- ``equal_within`` (a practical margin; None: never equal), else within noise."""
+    if ratio is None or low is None or high is None or any(x != x for x in (ratio, low, high)):
+        return Verdict.UNKNOWN
+    if low > 1:
+        return Verdict.AHEAD
+    if high < 1:
+        return Verdict.BEHIND
+    if equal_within is not None and low >= 1 - equal_within and high <= 1 + equal_within:
+        return Verdict.EQUAL
+    return Verdict.WITHIN_NOISE
+
 
 METHOD = (
     "{pct:g}% interval of the ratio: percentile bootstrap ({resamples} resamples of each "
@@ -75,8 +135,47 @@ def ratio_intervals(
     """``pairs`` (columns ``key``, ``base_key``) with ``ci_low`` and ``ci_high`` added.
 
     ``samples`` holds the observations as (``key``, ``value``) rows; non-positive values are
-    ignored (a ratio of tok/s is only defined for positive ones).
+    ignored (a ratio of tok/s is only defined for positive ones). A pair's interval does not depend
+    on which side is asked first: it is computed with its two keys in sorted order and inverted for
+    the other order, so that A against B and B against A are one judgement (1 / each other's bounds).
     """
+    if pairs.height:
+        swap = pl.col("key") > pl.col("base_key")
+        canonical = pairs.with_columns(
+            _swap=swap.fill_null(False),
+            _k=pl.when(swap).then("base_key").otherwise("key"),
+            _b=pl.when(swap).then("key").otherwise("base_key"),
+        )
+        found = _ratio_intervals(
+            canonical.select(key="_k", base_key="_b").unique(maintain_order=True),
+            samples,
+            stat=stat,
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
+            normal_from=normal_from,
+        ).rename({"key": "_k", "base_key": "_b"})
+        joined = canonical.join(found, on=["_k", "_b"], how="left", nulls_equal=True)
+        return joined.with_columns(
+            ci_low=pl.when("_swap").then(1 / pl.col("ci_high")).otherwise("ci_low"),
+            ci_high=pl.when("_swap").then(1 / pl.col("ci_low")).otherwise("ci_high"),
+        ).select(*pairs.columns, "ci_low", "ci_high")
+    return _ratio_intervals(
+        pairs, samples, stat=stat, confidence=confidence, resamples=resamples, seed=seed, normal_from=normal_from
+    )
+
+
+def _ratio_intervals(
+    pairs: pl.DataFrame,
+    samples: pl.LazyFrame,
+    *,
+    stat: Stat,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    normal_from: int,
+) -> pl.DataFrame:
+    """``ratio_intervals`` of each pair in the order given."""
     wanted = pl.concat([pairs["key"], pairs["base_key"]]).drop_nulls().unique()
     kept = samples.filter(pl.col("key").is_in(wanted.implode()) & (pl.col("value") > 0))
     stats = kept.group_by("key").agg(n=pl.len(), mean=pl.col("value").mean(), sd=pl.col("value").std()).collect()
@@ -166,24 +265,29 @@ sweep's curves do not show it (``curve_noise``: fewer than 5 levels) or show les
 in. Two figures at +-2 % each make a ratio's 95 % interval at least about +-5.5 %."""
 
 
+class Measured(float):
+    """A level-wide noise measured directly: the spread between repeated measurements of the same levels
+    (``benchmark.repeats``, decide's re-measurements; ``repeats.repeat_noise``), with enough degrees of
+    freedom. The floor stands in for noise nobody measured; this one was, and the verdicts take it as
+    it is (:func:`level_sigma`)."""
+
+
 def level_sigma(measured: float | None) -> float:
-    """The level-wide noise every verdict at a level uses: the sweep's own (``curve_noise``), at least
+    """The level-wide noise every verdict at a level uses: measured directly between repeats
+    (:class:`Measured`) as it is; else the sweep's curves' own (``curve_noise``), at least
     ``LEVEL_NOISE_FLOOR``."""
+    if isinstance(measured, Measured):
+        return float(measured)
     return max(measured or 0.0, LEVEL_NOISE_FLOOR)
 
 
 def describe_level_noise(measured: float | None, repeats: int = 0) -> str:
     """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made).
     ``repeats``: it was measured from levels measured again (``decide``), with these degrees of freedom."""
-    if repeats and measured is not None and measured >= LEVEL_NOISE_FLOOR:
-        return (
-            f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
-            f"repeated measurements of the same levels, {repeats} degrees of freedom)"
-        )
     if repeats and measured is not None:
         return (
-            f"the level-wide noise measured between repeated measurements of the same levels, {measured:.1%}, "
-            f"is under the floor of {LEVEL_NOISE_FLOOR:.0%} per level, which stands in"
+            f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "
+            f"repeated measurements of the same levels, {repeats} degrees of freedom; no floor stands in)"
         )
     if measured is None:
         return (

@@ -10,7 +10,7 @@ Over several directories (``query DIR DIR ... "SQL"``) every table and view is t
 directory's, with a first column ``results_dir`` naming the directory it came from (``single_stream``
 has a ``run`` of its own: the run's number), and the history views
 compare them (``sweep.analysis.history``): ``runs`` (one row per directory), ``picks`` (the
-configuration to deploy per SLO), ``history`` (each figure run by run, with its change and verdict
+configuration to deploy per SLO, with its margin, interval and decision state), ``history`` (each figure run by run, with its change and verdict
 against the previous run of its experiment) and ``changes`` (the settings that differ between
 consecutive runs), whose ``run`` is that ``results_dir``. The history views are there for one
 directory too (one run, nothing compared).

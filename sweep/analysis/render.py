@@ -81,6 +81,17 @@ def marked(value: float | None, within_noise: bool | None, fmt: Callable[[float 
     return MISSING if value is None else (NOISE_MARK if within_noise else "") + fmt(value)
 
 
+_UNKNOWN_MARK = "?"  # prefixed to a ratio that carries no verdict (no interval: e.g. a level whose requests all failed)
+
+
+def judged_mark(value: float | None, within_noise: bool | None) -> str:
+    """A ratio with its one verdict against 1 (``noise.Verdict``): '~' within noise, '?' no verdict
+    (no interval), bare beyond noise."""
+    if value is None:
+        return MISSING
+    return (_UNKNOWN_MARK if within_noise is None else NOISE_MARK if within_noise else "") + ratio(value)
+
+
 def cell(fn: Callable[..., str], *columns: str) -> pl.Expr:
     """A text column: ``fn`` applied to each row's values of ``columns`` (nulls included)."""
     return pl.struct(columns).map_elements(lambda row: fn(*(row[c] for c in columns)), return_dtype=pl.String)

@@ -215,14 +215,24 @@ def _margin_cell(margin: float | None, rank: int, tok: float, within_noise: bool
     return render.marked(margin, within_noise, render.change)
 
 
-def _vs_baseline_cell(vs: float | None, baseline: bool, tok: float, base_tok: float | None) -> str:
+def _vs_baseline_cell(
+    vs: float | None, baseline: bool, tok: float, base_tok: float | None, within_noise: bool | None = None
+) -> str:
     if baseline:
         return "(is one)"
     if not tok:
         return render.MISSING
     if base_tok is not None and not base_tok:
         return "its baseline meets it nowhere"
-    return render.change(vs)
+    return render.marked(vs, within_noise, render.change)
+
+
+def _pick_over_cell(low: float | None, high: float | None, within_noise: bool | None, rank: int, tok: float) -> str:
+    """The pick's margin over this row's configuration: its interval, and the one verdict of that pair
+    (``slo_noise``'s ``vs_pick_*``): '~' within noise."""
+    if rank == 1 or not tok or low is None or high is None:
+        return render.MISSING
+    return (render.NOISE_MARK if within_noise else "") + f"{render.percent(low, 1)} .. {render.percent(high, 1)}"
 
 
 def _slo_sections(f: Findings) -> list[Section]:
@@ -244,8 +254,10 @@ def _slo_sections(f: Findings) -> list[Section]:
         "does; the boundary column names those two levels, and says 'found by bisection' where the benchmark "
         "added one of them to find it: benchmark.concurrency.refine), the output tok/s per GPU there (the throughput under the SLO, ranked), and the margin over "
         "the next configuration and over its own matched baseline; the pick's margins carry their 95% "
-        f"interval in the Summary, and '{render.NOISE_MARK}' marks the pick's margin over the next one when "
-        "it is within noise (see Method). Goodput is the rate of requests that "
+        f"interval in the Summary, and '{render.NOISE_MARK}' marks the pick's margins (over the next one, over "
+        "its baseline) when they are within noise (see Method); the margins of the other rows carry no "
+        "interval and no verdict: each row's own judgement against the pick is 'the pick over it' (its "
+        f"interval, '{render.NOISE_MARK}' within noise). Goodput is the rate of requests that "
         "meet their SLO (DistServe): per level, the requests that met every limit, their output tok/s per "
         "GPU. A failed request meets no limit. " + _per_note(f.frontier)
     ]
@@ -265,7 +277,15 @@ def _slo_sections(f: Findings) -> list[Section]:
             ),
             "vs next": render.cell(_margin_cell, "margin", "rank", "tok_s_gpu", "margin_within_noise"),
             "vs its baseline": render.cell(
-                _vs_baseline_cell, "vs_baseline", "baseline", "tok_s_gpu", "baseline_tok_s_gpu"
+                _vs_baseline_cell,
+                "vs_baseline",
+                "baseline",
+                "tok_s_gpu",
+                "baseline_tok_s_gpu",
+                "vs_baseline_within_noise",
+            ),
+            "the pick over it, 95% interval": render.cell(
+                _pick_over_cell, "vs_pick_low", "vs_pick_high", "vs_pick_within_noise", "rank", "tok_s_gpu"
             ),
             "binding limit": "binding",
             "boundary": "boundary",
@@ -486,7 +506,7 @@ def _level_pivot(levels: pl.DataFrame, cell: pl.Expr) -> pl.DataFrame:
 
 def _throughput_cell(value: float | None, ratio: float | None, noisy: bool | None) -> str:
     """'1,234 (0.93x)': throughput, and its ratio to the baseline when there is one."""
-    return render.num(value, 0) + ("" if ratio is None else f" ({render.marked(ratio, noisy)})")
+    return render.num(value, 0) + ("" if ratio is None else f" ({render.judged_mark(ratio, noisy)})")
 
 
 def _stop_note(tables) -> list[str]:
@@ -655,7 +675,7 @@ def _grid_sections(f: Findings, images: list[str]) -> list[Section]:
             (
                 f"C={top}, output throughput",
                 f.levels.filter(~pl.col("baseline") & (pl.col("concurrency") == top)).with_columns(
-                    value=render.cell(render.marked, "throughput_ratio", "within_noise")
+                    value=render.cell(render.judged_mark, "throughput_ratio", "within_noise")
                 ),
             )
         )

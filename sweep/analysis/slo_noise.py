@@ -42,6 +42,12 @@ COLUMNS = {
     "vs_baseline_low": pl.Float64,
     "vs_baseline_high": pl.Float64,
     "vs_baseline_within_noise": pl.Boolean,
+    # on every other row that meets the SLO: the pick's margin over this row (pick / this - 1), its
+    # interval and whether it is within noise: the one judgement of that pair (the runner-up's row
+    # repeats the pick's margin, the baseline's its vs_baseline)
+    "vs_pick_low": pl.Float64,
+    "vs_pick_high": pl.Float64,
+    "vs_pick_within_noise": pl.Boolean,
 }
 
 METHOD = (
@@ -73,6 +79,7 @@ class _Point:
         self.resamples, self.seed = resamples, seed
         self.repeats = repeats or {}  # measurements a level pools (decide's repeats): its level noise / sqrt(R)
         self._drawn: dict[int, tuple[np.ndarray | None, np.ndarray]] = {}
+        self._found: dict[tuple[int, str, float], np.ndarray] = {}  # a level's resampled percentiles, by metric and q
 
     def spread(self, level: int) -> bool:
         return self.level_noise > 0 or self.levels[level]["rate"].size >= 2
@@ -101,9 +108,18 @@ class _Point:
     def percentile(self, level: int, limit: slo_mod.Limit) -> np.ndarray:
         """Per resample, the limit's percentile at the level (NaN: undefined for every request); speeds
         move with the level-wide factor, times against it, a failed request's value not at all."""
-        values = self.levels[level][limit.metric]
         idx, factor = self._draw(level)
-        q = limit.percentile / 100
+        found = self._resampled(level, limit.metric, limit.percentile / 100, idx)
+        moved = found * factor if limit.metric == "tok_s" else found / factor
+        return np.where(found >= slo_mod.FAILED / 10, found, moved)
+
+    def _resampled(self, level: int, metric: str, q: float, idx: np.ndarray | None) -> np.ndarray:
+        """The ``q`` quantile of ``metric`` over each resample of the level's requests (drawn once: every
+        SLO and comparison with the same percentile reads the same)."""
+        key = (level, metric, q)
+        if key in self._found:
+            return self._found[key]
+        values = self.levels[level][metric]
         if idx is None:
             finite = values[~np.isnan(values)]
             found = np.full(self.resamples, float(np.quantile(finite, q)) if finite.size else np.nan)
@@ -113,8 +129,8 @@ class _Point:
                 found = np.nanquantile(values[idx], q, axis=1)
         else:
             found = np.quantile(values[idx], q, axis=1)
-        moved = found * factor if limit.metric == "tok_s" else found / factor
-        return np.where(found >= slo_mod.FAILED / 10, found, moved)
+        self._found[key] = found
+        return found
 
 
 def _requests(tables: Tables, point_ids: list[str], metrics: set[str]) -> dict[str, dict[int, dict[str, np.ndarray]]]:
@@ -144,36 +160,56 @@ def _requests(tables: Tables, point_ids: list[str], metrics: set[str]) -> dict[s
 def _throughputs(point: _Point, slo: slo_mod.SLO, levels: list[dict]) -> np.ndarray | None:
     """Per resample, the point's throughput under ``slo`` (0 where it meets it at no level), from its
     ``slo.level_slo`` rows; None when no level of it has a spread (every resample would be the
-    measured figure)."""
-    rows = [r for r in levels if r["concurrency"] in point.levels]
+    measured figure). ``slo.highest_meeting``'s rule, over every resample at once."""
+    rows = sorted((r for r in levels if r["concurrency"] in point.levels), key=lambda r: r["concurrency"])
     if not any(point.spread(r["concurrency"]) for r in rows):
         return None
-    columns = []  # per level: its concurrency and, per resample, each limit's value, met, throughput
-    for r in rows:
+    n, size = len(rows), point.resamples
+    values = np.empty((len(slo.limits), n, size))  # per limit, level and resample: its percentile (NaN: none)
+    met = np.ones((n, size), dtype=bool)
+    tok = np.full((n, size), np.nan)
+    for j, r in enumerate(rows):
         c = r["concurrency"]
-        values = [point.percentile(c, limit) for limit in slo.limits]
-        met = np.ones(point.resamples, dtype=bool)
-        for limit, v in zip(slo.limits, values):
-            met &= np.isnan(v) | ((v <= limit.value) if limit.upper else (v >= limit.value))
-        tok = (
-            [None] * point.resamples
-            if r["throughput_tok_s_gpu"] is None
-            else (r["throughput_tok_s_gpu"] * point.speed_factor(c)).tolist()
-        )
-        columns.append((c, [[None if x != x else x for x in v.tolist()] for v in values], met.tolist(), tok))
-    out = np.zeros(point.resamples)
-    for i in range(point.resamples):
-        resampled = [
-            {
-                "concurrency": c,
-                "met": met[i],
-                "throughput_tok_s_gpu": tok[i],
-                **{f"v{k}": v[i] for k, v in enumerate(values)},
-            }
-            for c, values, met, tok in columns
-        ]
-        out[i] = slo_mod.highest_meeting(slo, resampled).tok_s_gpu or 0.0
-    return out
+        for k, limit in enumerate(slo.limits):
+            v = point.percentile(c, limit)
+            values[k, j] = v
+            met[j] &= np.isnan(v) | ((v <= limit.value) if limit.upper else (v >= limit.value))
+        if r["throughput_tok_s_gpu"] is not None:
+            tok[j] = r["throughput_tok_s_gpu"] * point.speed_factor(c)
+    idx = np.arange(size)
+    any_met = met.any(axis=0)
+    first = np.argmax(met, axis=0)  # the first level meeting it (0 where none does: masked below)
+    # the last of the run of met levels from the first: the first unmet level after it, less one
+    after = np.arange(n)[:, None] >= first[None, :]
+    unmet_after = after & ~met
+    last = np.where(unmet_after.any(axis=0), np.argmax(unmet_after, axis=0) - 1, n - 1)
+    out = np.zeros(size)
+    top = any_met & (last == n - 1)
+    out[top] = tok[last[top], idx[top]]
+    mid = any_met & (last < n - 1)
+    if mid.any():
+        lo_i, hi_i, cols = last[mid], last[mid] + 1, idx[mid]
+        frac = np.ones(cols.size)
+        for k, limit in enumerate(slo.limits):
+            lo, hi = values[k, lo_i, cols], values[k, hi_i, cols]
+            holds = (hi <= limit.value) if limit.upper else (hi >= limit.value)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cross = np.clip((limit.value - lo) / (hi - lo), 0.0, 1.0)
+            cross = np.where(
+                np.isnan(hi),
+                1.0,
+                np.where(
+                    np.isnan(lo),
+                    0.0,
+                    np.where(
+                        holds, 1.0, np.where((hi >= slo_mod.FAILED / 10) | ~np.isfinite(hi) | (hi == lo), 0.0, cross)
+                    ),
+                ),
+            )
+            frac = np.minimum(frac, cross)
+        t0, t1 = tok[lo_i, cols], tok[hi_i, cols]
+        out[mid] = t0 + frac * (t1 - t0)
+    return np.nan_to_num(out, nan=0.0)
 
 
 _UNBOUNDED = 1e12  # stands for an infinite ratio (the other meets the SLO nowhere in a resample)
@@ -199,18 +235,21 @@ def _pick(
     slo: slo_mod.SLO,
     best: dict,
     runner: dict | None,
+    others: list[dict],
     points: dict[str, _Point],
     per_level: pl.DataFrame,
     measured: dict[str, float],
     *,
     resamples: int,
     confidence: float,
-) -> dict:
-    """One SLO's rank-1 row of intervals: over the runner-up and over the pick's baseline."""
+) -> list[dict]:
+    """One SLO's rows of intervals: the rank-1 row's over the runner-up and over the pick's baseline,
+    and each of ``others``' (rows meeting the SLO, rank 2 on) the pick's over it."""
     needed = {
         best["point_id"],
         *([runner["point_id"]] if runner is not None else []),
         *([best["baseline_id"]] if best["vs_baseline"] is not None else []),
+        *[o["point_id"] for o in others],
     }
     draws = {
         pid: _throughputs(points[pid], slo, per_level.filter(pl.col("point_id") == pid).to_dicts()) for pid in needed
@@ -224,7 +263,13 @@ def _pick(
         row["margin_low"], row["margin_high"] = between(best["point_id"], runner["point_id"])
     if best["vs_baseline"] is not None:
         row["vs_baseline_low"], row["vs_baseline_high"] = between(best["point_id"], best["baseline_id"])
-    return row
+    rows = [row]
+    for o in others:
+        low, high = between(best["point_id"], o["point_id"])
+        rows.append(
+            {"slo": slo.name, "workload": row["workload"], "rank": o["rank"], "vs_pick_low": low, "vs_pick_high": high}
+        )
+    return rows
 
 
 def margins(
@@ -254,15 +299,17 @@ def margins(
             if mine.height and mine["tok_s_gpu"][0]:
                 best = mine.row(0, named=True)
                 runner = mine.row(1, named=True) if mine.height > 1 and mine["tok_s_gpu"][1] else None
-                picks.append((slo, best, runner))
+                others = [r for r in mine.slice(1).iter_rows(named=True) if r["tok_s_gpu"]]
+                picks.append((slo, best, runner, others))
     wanted = sorted(
         {
             pid
-            for _, b, r in picks
+            for _, b, r, others in picks
             for pid in (
                 b["point_id"],
                 r["point_id"] if r else None,
                 b["baseline_id"] if b["vs_baseline"] is not None else None,
+                *[o["point_id"] for o in others],
             )
             if pid
         }
@@ -283,10 +330,13 @@ def margins(
             counts.setdefault(pid, {})[int(c)] = int(r or 1)
     points = {pid: _Point(pid, requests[pid], sigma, resamples, seed, counts.get(pid)) for pid in wanted}
     rows = [
-        _pick(
+        row
+        for slo, best, runner, others in picks
+        for row in _pick(
             slo,
             best,
             runner,
+            others,
             points,
             per_level.filter(pl.col("slo") == slo.name),
             dict(
@@ -297,7 +347,6 @@ def margins(
             resamples=resamples,
             confidence=confidence,
         )
-        for slo, best, runner in picks
     ]
     found = pl.DataFrame(
         rows,
@@ -314,5 +363,6 @@ def margins(
     found = found.with_columns(
         margin_within_noise=within("margin_low", "margin_high"),
         vs_baseline_within_noise=within("vs_baseline_low", "vs_baseline_high"),
+        vs_pick_within_noise=within("vs_pick_low", "vs_pick_high"),
     )
     return table.join(found, on=["slo", "workload", "rank"], how="left").select(*table.columns, *COLUMNS)

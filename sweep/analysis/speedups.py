@@ -283,6 +283,28 @@ def level_speedups(
             )
         )
     )
+    # against its baseline: the one judgement of the pair at the level (judge_pairs), as every other
+    # comparison of two configurations at a level reads it
+    versus = frame.filter(
+        (pl.col("point_id") != pl.col("baseline_id")) & pl.col("baseline_output_throughput").is_not_null()
+    ).select("point_id", other_id="baseline_id", concurrency="concurrency")
+    if versus.height:
+        found = judge_pairs(
+            levels, versus, level_samples(tables), level_noise, confidence=confidence, resamples=resamples, seed=seed
+        ).select("point_id", "concurrency", _lo="ci_low", _hi="ci_high", _v="verdict")
+        mine = pl.col("_v").is_not_null()
+        frame = (
+            frame.join(found, on=["point_id", "concurrency"], how="left")
+            .with_columns(
+                ci_low=pl.when(mine).then("_lo").otherwise("ci_low"),
+                ci_high=pl.when(mine).then("_hi").otherwise("ci_high"),
+            )
+            .with_columns(
+                within_noise=pl.when(mine).then(noise.within_noise()).otherwise("within_noise"),
+                verdict=pl.when(mine).then(_old_spelling(pl.col("_v"))).otherwise("verdict"),
+            )
+            .drop("_lo", "_hi", "_v")
+        )
     return frame.sort("order", "concurrency").select(
         *_ID_COLUMNS,
         "status",
@@ -483,6 +505,84 @@ def _with_margin_intervals(
     )
 
 
+def judge_pairs(
+    levels: pl.DataFrame,
+    pairs: pl.DataFrame,
+    samples: pl.LazyFrame | None,
+    level_noise: float | None,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """THE judgement of two configurations at one level, for every pair the report compares there
+    (a configuration against its baseline, a level's best against the second and against every other,
+    the policy's step counts): ``pairs`` (``point_id``, ``other_id``, ``concurrency``) with ``ratio``
+    (output throughput, point / other), its interval ``ci_low``/``ci_high`` (the two levels' request
+    rows, ``noise.ratio_intervals``, as a relative width around the throughput ratio, widened by the
+    level-wide noise of each level, ``noise.level_sigma``; levels pooled over repeats count 1/R each)
+    and ``verdict`` (``noise.Verdict``: ahead / behind / within noise / unknown, of point against
+    other). One rule, one orientation-free interval: B against A is 1 / A against B, its verdict the
+    flipped one. ``levels``: ``level_speedups`` (or any frame with point_id, concurrency,
+    output_throughput and, where pooled, ``repeats``)."""
+    values = levels.select("point_id", "concurrency", _v="output_throughput").unique(["point_id", "concurrency"])
+    frame = (
+        pairs.select("point_id", "other_id", "concurrency")
+        .join(values, on=["point_id", "concurrency"], how="left")
+        .join(
+            values.rename({"point_id": "other_id", "_v": "_o"}),
+            on=["other_id", "concurrency"],
+            how="left",
+        )
+        .with_columns(margin=pl.col("_v") / pl.col("_o") - 1, runner_up_id=pl.col("other_id"))
+    )
+    judged = _with_margin_intervals(
+        frame,
+        "output_throughput",
+        samples,
+        level_noise,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        levels=levels,
+    )
+    return judged.select(
+        "point_id",
+        "other_id",
+        "concurrency",
+        ratio=pl.col("margin") + 1,
+        ci_low=pl.when(pl.col("margin").is_not_null()).then("ci_low"),
+        ci_high=pl.when(pl.col("margin").is_not_null()).then("ci_high"),
+    ).with_columns(verdict=_verdict_expr("ratio"))
+
+
+def _old_spelling(verdict: pl.Expr) -> pl.Expr:
+    """A ``noise.Verdict`` column in the spelling the level frames carry against a baseline
+    (faster | slower | within noise | no interval)."""
+    return verdict.replace_strict(
+        {
+            noise.Verdict.AHEAD.value: "faster",
+            noise.Verdict.BEHIND.value: "slower",
+            noise.Verdict.WITHIN_NOISE.value: "within noise",
+            noise.Verdict.UNKNOWN.value: "no interval",
+        },
+        default=None,
+    )
+
+
+def _verdict_expr(ratio: str) -> pl.Expr:
+    """``noise.Verdict`` of a ratio column and its ``ci_low``/``ci_high``, as a string column."""
+    return (
+        pl.when(pl.col(ratio).is_null() | pl.col("ci_low").is_null() | pl.col("ci_high").is_null())
+        .then(pl.lit(noise.Verdict.UNKNOWN.value))
+        .when(pl.col("ci_low") > 1)
+        .then(pl.lit(noise.Verdict.AHEAD.value))
+        .when(pl.col("ci_high") < 1)
+        .then(pl.lit(noise.Verdict.BEHIND.value))
+        .otherwise(pl.lit(noise.Verdict.WITHIN_NOISE.value))
+    )
+
+
 def _levels_text(levels: list[int]) -> str:
     return "C=" + ", ".join(str(c) for c in levels)
 
@@ -510,14 +610,19 @@ def _crossing(levels: list[int], ratios: list[float], verdicts: list[str | None]
         c0, c1, r0, r1 = levels[j], levels[j + 1], ratios[j], ratios[j + 1]
         frac = (r0 - 1) / (r0 - r1)  # r0 >= 1 > r1, so 0 <= frac < 1
         out["crossover_est"] = math.exp(math.log(c0) + frac * (math.log(c1) - math.log(c0)))
-    noisy = [c for c, a, b in zip(levels, ahead, behind) if not a and not b]
-    level_at = f"; within noise at {_levels_text(noisy)}" if noisy else ""
+    noisy = [c for c, v in zip(levels, verdicts) if v == "within noise"]
+    unjudged = [c for c, a, b, v in zip(levels, ahead, behind, verdicts) if not a and not b and v != "within noise"]
+    level_at = (f"; within noise at {_levels_text(noisy)}" if noisy else "") + (
+        f"; no verdict at {_levels_text(unjudged)} (no interval)" if unjudged else ""
+    )
     if first is None:
         ahead_at = [c for c, a in zip(levels, ahead) if a]
         out["outcome"] = (
             f"within noise of its baseline at every level ({_levels_text(levels)})"
-            if not ahead_at
+            if not ahead_at and not unjudged
             else f"never behind beyond noise: ahead at {_levels_text(ahead_at)}{level_at}"
+            if ahead_at
+            else f"never behind beyond noise{level_at}"
         )
     elif behind_from == 0:
         out["outcome"] = f"slower at every concurrency from {levels[0]}"

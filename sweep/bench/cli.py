@@ -112,6 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-tokens", type=int, help=f"tokens per request in the sweep (default {_D.concurrency.max_tokens})"
     )
+    g.add_argument(
+        "--repeats",
+        type=int,
+        help=f"measure each level this many times, back to back (default {_D.repeats}: once)",
+    )
     g = parser.add_argument_group("open loop (requests at drawn arrival times, after the concurrency sweep)")
     g.add_argument(
         "--rates",
@@ -201,6 +206,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         (cc, "requests_per_level", args.requests_per_level),
         (cc, "rounds", args.rounds),
         (cc, "max_tokens", args.max_tokens),
+        (s, "repeats", getattr(args, "repeats", None)),
         (s, "prompts", args.prompts),
         (s, "api", args.api),
         (s, "model", args.model),

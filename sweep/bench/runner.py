@@ -201,6 +201,7 @@ def refinement(
                 r.get("output_throughput"),
             )
             for r in level_rows
+            if not r.get("repeat")
         ]
         todo = refine.next_levels(measured, names, baseline=baseline, ratio=cc.refine_ratio)[: cc.refine_max - added]
         if not todo:
@@ -287,7 +288,7 @@ async def run_benchmark(
             )
         rows_at: dict[int, list[dict]] = {}  # each level's requests rows, for the refinement's SLO verdicts
 
-        async def run_level(c: int, refined: bool) -> None:
+        async def run_level(c: int, refined: bool, repeat: int = 0) -> None:
             nonlocal metric_rows
             flushed = await sm.flush_cache(side, url, headers=admin) if settings.flush_between_levels else False
             before = await sm.scrape_text(side, url) if settings.server_metrics else None
@@ -313,8 +314,11 @@ async def run_benchmark(
             columns, rows = await _level_metrics(side, url, point_id, c, before, during)
             after_info = await sm.server_info(side, url) if flushed else None
             level_requests = record(run.sent)
+            if repeat:  # a level measured again back to back (benchmark.repeats): its rows say which time
+                for row in level_requests:
+                    row["repeat"] = repeat
             metric_rows += rows
-            if settings.concurrency.refine:
+            if settings.concurrency.refine and not repeat:  # the refinement judges each level's first measurement
                 rows_at[c] = level_requests
             figures = stats.level_figures([s.record for s in run.sent])
             tokens = sum(s.record.completion_tokens or 0 for s in run.sent if s.record.ok)
@@ -332,13 +336,15 @@ async def run_benchmark(
                     "refined": refined if settings.concurrency.refine else None,
                     **_stop_columns(run),
                     **columns,
+                    **({"repeat": repeat} if context.repeats(settings.repeats) > 1 else {}),
                 }
             )
 
         if settings.concurrency.auto:
             levels = refine.auto_levels(levels, refine.max_running_of(info))
         for c in levels:
-            await run_level(c, False)
+            for repeat in range(context.repeats(settings.repeats)):  # back to back, nothing between
+                await run_level(c, False, repeat)
         for c in refinement(settings, level_rows, rows_at, context):  # asks again once a round's levels ran
             await run_level(c, True)
         for level in open_levels(settings, workload):

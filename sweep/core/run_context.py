@@ -18,10 +18,18 @@ class RunContext:
     """A point's run-time inputs: ``slo_time_scale`` (what a measured second is in real seconds when
     judging SLOs: a dry run's fake speed; None: the settings' own ``concurrency.slo_time_scale``) and
     ``baseline_curve`` (the baseline's output throughput per level, ``((C, tok/s), ...)`` ascending C,
-    at the same speed as this point; empty: none to cross)."""
+    at the same speed as this point; empty: none to cross) and ``level_repeats`` (a dry run's least
+    measurements per level)."""
 
     slo_time_scale: float | None = None
     baseline_curve: tuple[tuple[float, float], ...] = ()
+    # a dry run's measurements of each level (``dry_run.repeats``): at least this many, back to back,
+    # whatever ``benchmark.repeats`` says (0: the settings' own); the scale of a run, not a setting
+    level_repeats: int = 0
+
+    def repeats(self, own: int) -> int:
+        """How many times each level is measured: the settings' ``repeats``, at least this context's."""
+        return max(own, self.level_repeats)
 
     def time_scale(self, own: float) -> float:
         """The time scale SLOs are judged at: this context's, else the settings' own (``own``)."""

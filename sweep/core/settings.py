@@ -317,6 +317,10 @@ class BenchSettings:
     # ``open_loop`` (``open_loop.replay``: a trace at its own timing).
     rates: list[float] = field(default_factory=list)
     open_loop: OpenLoopSettings = field(default_factory=OpenLoopSettings)
+    # measurements of each concurrency level, back to back on the same server (repeat 0, 1, ...),
+    # before the next level: the report pools them and measures the level-wide noise from their
+    # spread, so that picks can be decided without relaunching (1: each level once)
+    repeats: int = 1
     # the service-level objectives the report judges every configuration by (they change no
     # measurement; the report reads them from the results directory's experiment.yaml)
     slo: list[SLOSettings] = never(factory=list)
@@ -341,6 +345,12 @@ class BenchSettings:
                 out.append((key, value, use))
 
         want(self.api in API_NAMES, "api", self.api, "one of " + ", ".join(API_NAMES))
+        want(
+            isinstance(self.repeats, int) and self.repeats >= 1,
+            "repeats",
+            self.repeats,
+            "a count >= 1 (1: each level once)",
+        )
         want(ss.runs >= 0, "single_stream.runs", ss.runs, "a count >= 0 (0 skips the single stream)")
         want(ss.warmup >= 0, "single_stream.warmup", ss.warmup, "a count >= 0")
         want(ss.max_tokens >= 1, "single_stream.max_tokens", ss.max_tokens, "at least 1 token")

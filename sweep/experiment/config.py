@@ -126,6 +126,9 @@ class DryRunConfig:
     max_tokens_scale: float = 0.125  # every max_tokens (and a workload's output lengths) times this
     min_max_tokens: int = 32  # but never below this
     rounds: int = 1  # requests per level = rounds * concurrency
+    # each level measured this many times, back to back (as benchmark.repeats, at least): the
+    # report measures the level-wide noise from their spread and decides on the pooled figures
+    repeats: int = 3
     single_stream_runs: int = 3  # benchmark.single_stream.runs at most this
     single_stream_warmup: int = 1  # benchmark.single_stream.warmup at most this
     # SGLang's --stream-interval for the fake: a chunk every N decode steps keeps three simulated

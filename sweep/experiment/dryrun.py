@@ -83,8 +83,9 @@ def scaled(exp: Experiment) -> tuple[Experiment, dict]:
 def run_context(exp: Experiment) -> RunContext:
     """What a dry run's points are benchmarked with beside their settings: SLOs judged at real speed,
     a measured second being ``dry_run.fake_speed`` real ones (as the report does,
-    sweep.analysis.realspeed)."""
-    return RunContext(slo_time_scale=float(exp.dry_run.fake_speed))
+    sweep.analysis.realspeed), and each level measured ``dry_run.repeats`` times back to back (so that
+    its verdicts rest on a level-wide noise measured, not on a floor; the points' ids do not move)."""
+    return RunContext(slo_time_scale=float(exp.dry_run.fake_speed), level_repeats=int(exp.dry_run.repeats))
 
 
 def bench_scaler(exp: Experiment) -> BenchScale:

@@ -151,7 +151,7 @@ def bench_seconds(bench: BenchSettings, speed: SpeedModel) -> float:
         return requests_sent(bench, c) * tokens / (c * speed.per_request(c)) + LEVEL_OVERHEAD_S
 
     levels = sorted(bench.concurrency.levels)
-    total += sum(level_s(c) for c in levels)
+    total += max(1, getattr(bench, "repeats", 1)) * sum(level_s(c) for c in levels)  # each level, repeats times
     if bench.concurrency.refine and levels:  # at most refine_max more, counted at the middle level's cost
         total += bench.concurrency.refine_max * level_s(levels[len(levels) // 2])
     return total + sum(rate_level_s(bench, r, speed) for r in getattr(bench, "rates", None) or [])

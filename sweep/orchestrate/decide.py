@@ -67,6 +67,7 @@ def decide_phase(
     planned = {p.id: p for p in sweep.plan.points if not p.errors}
     specs = _specs(sweep)
     runner = None
+    told = False
     while any(t.open for t in tracked.values()):
         raw = as_measured(store.table(rd.path, "levels")).collect()  # host seconds
         counts = decide.counts_of(raw)
@@ -80,6 +81,13 @@ def decide_phase(
         # a launch: its startup, plus what the last rounds' launches took beyond startup and levels
         # (pre-flight, warmup, reaps; 2 s before any was seen)
         cost = {pid: startup.get(pid, 0.0) + (sum(overheads) / len(overheads) if overheads else 2.0) for pid in planned}
+        if not told:  # before anything is spent: what deciding them takes at the noise measured
+            told = True
+            ahead = decide.outlook(
+                tracked, counts, max_repeats=s.max_repeats, budget_s=budget, cost=cost, per_level_s=walls
+            )
+            for line in ahead.lines(tracked):
+                console.print(f"decide: {escape(line)}")
         rnd = decide.plan_round(
             tracked, counts, max_repeats=s.max_repeats, left_s=budget - spent, cost=cost, per_level_s=walls
         )

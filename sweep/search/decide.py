@@ -306,6 +306,85 @@ def plan_round(
     return Round({p: tuple(sorted(lvs)) for p, lvs in chosen.items()}, tuple(serving), spent)
 
 
+def measurements_to_decide(d: Decision, measured: int) -> int | None:
+    """How many measurements of each candidate's deciding levels (the first included) would make the
+    interval of ``d``'s margin exclude 0, were the margin to stay as it is and the interval to narrow
+    as 1/sqrt(measurements) (the level-wide noise averaging out, as the pooled figures do); ``measured``:
+    how many it has now. None where the margin is 0 or there is no interval (no measurement decides it)."""
+    if d.margin is None or d.low is None or d.high is None or d.margin <= -1 or d.low <= -1:
+        return None
+    if d.low > 0 or d.high < 0:  # decided already
+        return measured
+    if math.isinf(d.high) or math.isinf(d.low):
+        return None
+    m = abs(math.log1p(d.margin))
+    half = (math.log1p(d.high) - math.log1p(d.low)) / 2
+    if m <= 0:
+        return None
+    if half < m:
+        return measured
+    return max(measured, math.ceil(measured * (half / m) ** 2 + 1e-9))
+
+
+@dataclass(frozen=True)
+class _Outlook:
+    """Before any round: per open decision, the measurements that would decide it at the noise measured
+    (``measurements_to_decide``; None: none would), and what deciding every one that can be decided
+    within ``max_repeats`` would cost (host-seconds, whole rounds), against the budget."""
+
+    needed: dict[str, int | None]
+    cost_s: float
+    budget_s: float
+    beyond: tuple[str, ...]  # decisions that ``max_repeats`` cannot decide at the noise measured
+
+    def lines(self, tracked: Mapping[str, Tracked]) -> list[str]:
+        out = []
+        if self.cost_s > self.budget_s:
+            out.append(
+                f"at the noise measured, deciding them takes about {self.cost_s:,.0f} host-s, over the budget of "
+                f"{self.budget_s:,.0f}: the budget that would is decide.budget_s={math.ceil(self.cost_s)} "
+                "(and budget_share to match); those it cannot buy end undecided (budget), the grid's pick standing"
+            )
+        for key in self.beyond:
+            n = self.needed.get(key)
+            subject = tracked[key].first.subject
+            out.append(
+                f"{subject}: no measurement count decides it (its margin is 0 or unbounded)"
+                if n is None
+                else f"{subject}: needs about {n} measurements of each level, more than decide.max_repeats"
+            )
+        return out
+
+
+def outlook(
+    tracked: Mapping[str, Tracked],
+    counts: Mapping[tuple[str, int], int],
+    *,
+    max_repeats: int,
+    budget_s: float,
+    cost: Mapping[str, float],
+    per_level_s: Mapping[tuple[str, int], float],
+) -> _Outlook:
+    """The plan before spending (:class:`_Outlook`): each open decision's measurements to decide, and the
+    cost of the rounds that takes (each round: a relaunch of each candidate plus its deciding levels)."""
+    needed: dict[str, int | None] = {}
+    beyond: list[str] = []
+    total = 0.0
+    for key, t in tracked.items():
+        if not t.open:
+            continue
+        wanted = t.now.wanted()
+        have = min((counts.get(w, 1) for w in wanted), default=1)
+        n = measurements_to_decide(t.now, have)
+        needed[key] = n
+        if n is None or n > max_repeats:
+            beyond.append(key)
+            continue
+        per_round = sum(cost.get(p, 0.0) for p in {p for p, _ in wanted}) + sum(per_level_s.get(w, 0.0) for w in wanted)
+        total += (n - have) * per_round
+    return _Outlook(needed, total, budget_s, tuple(beyond))
+
+
 def close(tracked: Mapping[str, Tracked], why: str) -> None:
     """End every decision still open (the budget: the sweep stopped deciding)."""
     for t in tracked.values():
@@ -329,6 +408,7 @@ def rows(
             return min((counts.get((c.point_id, lv), 1) for lv in c.levels), default=1)
 
         spent = sum(bench_s.get((c.point_id, lv), 0.0) for c in {d.pick, d.other, f.pick, f.other} for lv in c.levels)
+        first = _as_pair(f, d.pick.point_id, d.other.point_id)  # the first figures of the pair named, or none
         out.append(
             {
                 "decision": key,
@@ -340,9 +420,9 @@ def rows(
                 "other_id": d.other.point_id,
                 "other_label": d.other.label,
                 "levels": levels,
-                "margin_first": f.margin,
-                "low_first": f.low,
-                "high_first": f.high,
+                "margin_first": first[0],
+                "low_first": first[1],
+                "high_first": first[2],
                 "margin": d.margin,
                 "low": d.low,
                 "high": d.high,
@@ -356,6 +436,21 @@ def rows(
             }
         )
     return out
+
+
+def _as_pair(d: Decision, pick: str, other: str) -> tuple[float | None, float | None, float | None]:
+    """``d``'s margin and interval as the margin of ``pick`` over ``other``: as they are where ``d`` is
+    of that pick and other, inverted (1 / (1 + x) - 1, the bounds swapped) where it is of the two the
+    other way round, none where ``d`` is of another pair (the runner-up changed since)."""
+    if (d.pick.point_id, d.other.point_id) == (pick, other):
+        return d.margin, d.low, d.high
+    if (d.pick.point_id, d.other.point_id) != (other, pick):
+        return None, None, None
+
+    def inv(x: float | None) -> float | None:
+        return None if x is None or x <= -1 else 1 / (1 + x) - 1
+
+    return inv(d.margin), inv(d.high), inv(d.low)
 
 
 def restricted(bench, levels: Sequence[int]):

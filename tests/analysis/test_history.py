@@ -474,3 +474,61 @@ def test_a_shift_every_configuration_shares_is_said_once_and_each_is_judged_rela
     assert "- output tok/s: every configuration -12." in text and "a shared shift, with SGLang version changed" in text
     assert "relative to the shared shift) in d" in text
     assert "compared with the median of the 3 earlier runs" in text
+
+
+def test_a_policys_config_is_a_change(tmp_path):
+    """Two runs alike in every setting whose policy server ran another adaptive config (inlined in its
+    flags, as a confirmation point's): the changes table says so, and the second is no repeat of the
+    first; placement (host, port) is no change (issue 44)."""
+    r = tmp_path / "results"
+    for name, when, config, port in (
+        ("p-a", 1000.0, '{"1": {"candidate_steps": [1]}}', "30001"),
+        ("p-b", 2000.0, '{"1": {"candidate_steps": [0, 1]}}', "30002"),
+    ):
+        sd = SweepDir(r / name, experiment="pol", started_at=when, manifest={"mode": "dry-run"}, settings=SETTINGS)
+        base = sd.point(
+            drafter="none",
+            nccl="default",
+            baseline=True,
+            tok_s=[100, 101, 99],
+            levels={1: 100, 16: 1200},
+            flags=[("port", port)],
+        )
+        sd.point(
+            drafter="d1",
+            steps="adaptive",
+            nccl="default",
+            baseline_of=base,
+            tok_s=[150, 151, 149],
+            levels={1: 150, 16: 1320},
+            flags=[("speculative-adaptive-config", config), ("port", port)],
+        )
+        sd.write()
+    h = history.build([r])
+    a, b = h.runs.sort("started_at")["run"].to_list()
+    changed = h.changes.filter(pl.col("run") == b)
+    assert changed.select("what", "before", "after", "points").rows() == [
+        (
+            "flags.speculative-adaptive-config",
+            '{"1": {"candidate_steps": [1]}}',
+            '{"1": {"candidate_steps": [0, 1]}}',
+            1,
+        )
+    ]
+    assert b not in history.repeats(h.changes, history._load_runs([r]))
+
+
+def test_the_picks_carry_their_margin_interval_and_state(root):
+    """A script gates on a pick: its runner-up, margin over it, the margin's interval and whether it is
+    decided (issue 44); the state is the margin's one verdict."""
+    h = history.build([root], slos=[parse_slo(SLO[0])])
+    rows = h.picks.filter(pl.col("slo") == "chat").to_dicts()
+    assert rows and all(r["state"] in {"decided", "equal", "within noise", "budget", "only"} for r in rows)
+    assert any(r["state"] != "only" for r in rows)
+    for r in rows:
+        if r["state"] == "only":
+            assert r["runner_up"] is None and r["margin"] is None
+            continue
+        assert r["runner_up"] and r["margin"] is not None and r["margin_low"] <= r["margin"] <= r["margin_high"]
+        decided = r["margin_low"] > 0 or r["margin_high"] < 0
+        assert (r["state"] == "decided") == decided

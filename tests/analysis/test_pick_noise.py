@@ -12,7 +12,7 @@ import pytest
 
 from sweep.analysis import analyze, best_per_level, noise, slo_noise
 from sweep.analysis.findings import headlines, slo_headlines
-from sweep.analysis.slo import level_slo, parse_slo, slo_table
+from sweep.analysis.slo import highest_meeting, level_slo, parse_slo, slo_table
 from sweep.results import load
 from tests.analysis.sweepdir import SweepDir
 
@@ -87,10 +87,7 @@ def test_a_runner_up_within_noise_is_named_on_the_line(tmp_path):
     f = analyze(load(sweep_of(tmp_path, 0.995).write()), slos=SLOS)
     for line in slo_headlines(f):  # no "deploy X" where the pick is within noise: both named, neither picked
         assert f"deploy {BEST}" not in line
-        assert (
-            f": no decision: these 2 are equivalent (within noise): {BEST}, {NEXT}; the highest of them, {BEST}, "
-            in line
-        )
+        assert f": no decision: {BEST} measured highest, within noise of {NEXT}; " in line
         low, high = (float(x) for x in line.split("(95% interval ")[1].split(")")[0].replace("%", "").split(" .. "))
         assert low < 0 < high  # the interval on the line is the one that contains 0
     assert f.slo_table.filter(pl.col("rank") == 1)["margin_within_noise"].all()
@@ -98,7 +95,7 @@ def test_a_runner_up_within_noise_is_named_on_the_line(tmp_path):
     assert best["margin_within_noise"] is True and best["margin_low"] < 0 < best["margin_high"]
     top = next(line for line in headlines(f) if line.startswith("At the highest concurrency"))
     assert (
-        f"no decision there: these 2 are equivalent (within noise): {BEST}, {NEXT} ({BEST} +1% (95% interval" in top
+        f"no decision there: {BEST} measured highest, within noise of {NEXT} (+1% (95% interval" in top
     ) and "the best there is" not in top
     single = next(line for line in headlines(f) if line.startswith("Single stream"))  # 120 against 119.4 tok/s
     assert (
@@ -170,3 +167,59 @@ def test_curve_noise_is_the_scatter_about_a_smooth_curve():
     )
     assert noise.curve_noise(smooth) < 0.02  # a smooth curve's bends the cubic misses: small
     assert noise.curve_noise(frame.filter(pl.col("concurrency") <= 5)) is None  # 3 levels: too few to tell
+
+
+def throughputs_loop(point, slo, levels):
+    """``slo_noise._throughputs`` resample by resample through ``slo.highest_meeting`` (what the vectorized one
+    is checked against)."""
+    rows = [r for r in levels if r["concurrency"] in point.levels]
+    if not any(point.spread(r["concurrency"]) for r in rows):
+        return None
+    columns = []  # per level: its concurrency and, per resample, each limit's value, met, throughput
+    for r in rows:
+        c = r["concurrency"]
+        values = [point.percentile(c, limit) for limit in slo.limits]
+        met = np.ones(point.resamples, dtype=bool)
+        for limit, v in zip(slo.limits, values):
+            met &= np.isnan(v) | ((v <= limit.value) if limit.upper else (v >= limit.value))
+        tok = (
+            [None] * point.resamples
+            if r["throughput_tok_s_gpu"] is None
+            else (r["throughput_tok_s_gpu"] * point.speed_factor(c)).tolist()
+        )
+        columns.append((c, [[None if x != x else x for x in v.tolist()] for v in values], met.tolist(), tok))
+    out = np.zeros(point.resamples)
+    for i in range(point.resamples):
+        resampled = [
+            {
+                "concurrency": c,
+                "met": met[i],
+                "throughput_tok_s_gpu": tok[i],
+                **{f"v{k}": v[i] for k, v in enumerate(values)},
+            }
+            for c, values, met, tok in columns
+        ]
+        out[i] = highest_meeting(slo, resampled).tok_s_gpu or 0.0
+    return out
+
+
+def test_the_resampled_throughputs_are_highest_meetings_rule(tmp_path):
+    """The SLO intervals' resampled throughputs, computed over every resample at once, are what
+    ``slo.highest_meeting`` gives resample by resample (issue 44: every configuration is now judged
+    against the pick, so this runs for each)."""
+    tables = load(sweep_of(tmp_path, 0.995).write())
+    slos = SLOS + [parse_slo("both: ttft_p90<=2s,tpot_p90<=60ms"), parse_slo("fast: tok_s_p10>=30")]
+    per = level_slo(tables, slos)
+    pids = per["point_id"].unique().to_list()
+    req = slo_noise._requests(tables, pids, {lim.metric for s in slos for lim in s.limits})
+    compared = 0
+    for pid in pids:
+        for s in slos:
+            point = slo_noise._Point(pid, req[pid], 0.03, 500, 0)
+            rows = per.filter((pl.col("slo") == s.name) & (pl.col("point_id") == pid)).to_dicts()
+            a, b = slo_noise._throughputs(point, s, rows), throughputs_loop(point, s, rows)
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert np.allclose(a, b, rtol=1e-12, atol=1e-9)
+                compared += 1
+    assert compared >= 4

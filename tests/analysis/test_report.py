@@ -34,7 +34,7 @@ def test_dry_run_report_tells_the_story(tmp_path, capsys):
     assert "12 of 12 speculative configurations are faster than their baseline" in md  # C=1
     assert "(C=250), 12 of 12 speculative configurations are slower" in md  # saturation
     assert (
-        "no decision there: these 2 are equivalent (within noise): drafter=none,nccl=tuned, drafter=none,nccl=default"
+        "no decision there: drafter=none,nccl=tuned measured highest, within noise of drafter=none,nccl=default"
     ) in md  # the two baselines, 2 % apart at C=250
     assert "deploy" not in md.split("## Summary")[1].split("\n## ")[0]
     assert "nccl=tuned against nccl=default lifts every curve" in md

@@ -81,15 +81,16 @@ def summary_lines(markdown: str) -> list[str]:
 
 def decision(line: str) -> tuple[str, str, str]:
     """What a summary line decides, as (its subject, the decision, a detail): the setup it names first
-    after 'deploy'/'fastest is'/'best there is', 'no decision' (the detail: how many are equivalent),
+    after 'deploy'/'fastest is'/'best there is', 'no decision' (the detail: how many are within noise of the pick, the pick included),
     the span of 'stops paying', or for any other line its count ('3 of 9') as the detail."""
     text = line[2:]
     head, _, rest = text.partition(": ")
     if len(head) > 50:  # a sentence, not a subject: its first words are
         head, rest = " ".join([w for w in text.split() if not any(c.isdigit() for c in w)][:4]), text
     if "no decision" in rest:
-        m = re.search(r"no decision[^:]*: these (\d+)", rest)
-        return head, "no decision", f"{m.group(1) if m else 2} equivalent"
+        m = re.search(r"within noise of (.+?)(?: and (\d+) more)?(?:;| \(|$)", rest)
+        n = (len(m.group(1).split(", drafter=")) + int(m.group(2) or 0) + 1) if m else 2
+        return head, "no decision", f"{n} within noise"
     if m := re.search(r"stops paying ((?:from|between|at) C=\d+(?: (?:to|and) C=\d+)?)", rest):
         return head, m.group(1), ""
     if m := re.search(r"(?:deploy|fastest is|best there is|best is)\s+(\S+)", rest):
@@ -151,7 +152,7 @@ def main() -> int:
     exact = [h for h in decided if len({p.get(h) for p in picks}) == 1]
     print(
         f"\nsummary lines: {len(decided)} of {len(heads)} decide the same in every run ({len(exact)} with the "
-        "same detail too: how many are equivalent, a count); a line missing from a run differs"
+        "same detail too: how many are within noise of the pick, a count); a line missing from a run differs"
     )
     for h in heads:
         mark = "same" if h in exact else "same decision" if h in decided else "DIFFERS"

@@ -4,6 +4,7 @@ sweep/search/decide.py (a decision that separates, one equal within the margin, 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -201,3 +202,47 @@ def test_a_relaunch_is_charged_its_whole_host_time_not_its_first_points():
     assert launch.seconds == 70.0
     assert charge(launch, {"a": 5.0, "b": 5.0}) == (70.0, 15.0)  # 70 - 50 s of levels - 5 s of startup
     assert charge(LaunchResult([point("a", 100.0, 130.0, [10.0, 10.0])]), {"a": 5.0}) == (30.0, 5.0)
+
+
+def test_the_first_figures_are_of_the_pair_named():
+    """'first' is the margin of the pick over the other named in the row: inverted where the first
+    look had the two the other way round, none where it was of another pair (issue 44)."""
+    C = decide._Candidate
+
+    def dec(pick: str, other: str, m: float, lo: float, hi: float) -> decide.Decision:
+        return decide.Decision(
+            "level:C=8", "level", "the best at C=8", "", C(pick, pick, (8,)), C(other, other, (8,)), m, lo, hi
+        )
+
+    flipped = decide.Tracked(dec("a", "b", 0.10, -0.05, 0.25), dec("b", "a", 0.02, 0.01, 0.03), decide.DECIDED)
+    other = decide.Tracked(dec("a", "c", 0.10, -0.05, 0.25), dec("a", "b", 0.02, 0.01, 0.03), decide.DECIDED)
+    same = decide.Tracked(dec("a", "b", 0.10, -0.05, 0.25), dec("a", "b", 0.02, 0.01, 0.03), decide.DECIDED)
+    rows = {r["pick_id"] + r["other_id"] + str(i): r for i, r in enumerate(decide.rows({"x": flipped}, {}, {}, 0.03))}
+    (r,) = rows.values()
+    assert r["margin_first"] == pytest.approx(1 / 1.1 - 1)
+    assert r["low_first"] == pytest.approx(1 / 1.25 - 1) and r["high_first"] == pytest.approx(1 / 0.95 - 1)
+    (r,) = decide.rows({"x": other}, {}, {}, 0.03)
+    assert r["margin_first"] is None and r["low_first"] is None
+    (r,) = decide.rows({"x": same}, {}, {}, 0.03)
+    assert (r["margin_first"], r["low_first"], r["high_first"]) == (0.10, -0.05, 0.25)
+
+
+def test_the_plan_says_before_spending_what_deciding_takes():
+    """A margin of +5 % with an interval of +-10 % (in log terms about twice as wide as the margin)
+    needs about 4x the measurements: the outlook says so, and the budget that would (issue 44)."""
+    C = decide._Candidate
+    d = decide.Decision(
+        "level:C=8", "level", "the best at C=8", "", C("a", "a", (8,)), C("b", "b", (8,)), 0.05, -0.05, 0.155
+    )
+    assert decide.measurements_to_decide(d, 1) == 5
+    assert decide.measurements_to_decide(replace(d, low=0.01), 1) == 1
+    assert decide.measurements_to_decide(replace(d, margin=0.0), 1) is None
+    tracked = {"k": decide.Tracked(d, d)}
+    cost = {"a": 100.0, "b": 100.0}
+    levels = {("a", 8): 5.0, ("b", 8): 5.0}
+    o = decide.outlook(tracked, {}, max_repeats=8, budget_s=300.0, cost=cost, per_level_s=levels)
+    assert o.needed == {"k": 5} and o.cost_s == pytest.approx(4 * 210.0) and not o.beyond
+    (line,) = o.lines(tracked)
+    assert "over the budget of 300" in line and "decide.budget_s=840" in line
+    o = decide.outlook(tracked, {}, max_repeats=4, budget_s=1e9, cost=cost, per_level_s=levels)
+    assert o.beyond == ("k",) and "more than decide.max_repeats" in o.lines(tracked)[0]
