@@ -266,12 +266,12 @@ def _confirmation_line(p: policy_mod.Policy, table: pl.DataFrame) -> str:
     return head + f": short of the envelope beyond noise at {where}" + tail
 
 
-def rounds(p: policy_mod.Policy, f: Findings) -> list[policy_mod.Round]:
+def rounds(p: policy_mod.Policy, f: Findings) -> list[policy_mod.ConfirmationRound]:
     """The policy's confirmation rounds as recorded (``policy.settle``: its own server, the revisions)."""
     return policy_mod.settle(p, f.levels, samples=f.level_samples, level_noise=f.level_noise)
 
 
-def _proven(p: policy_mod.Policy, f: Findings) -> policy_mod.Round | None:
+def _proven(p: policy_mod.Policy, f: Findings) -> policy_mod.ConfirmationRound | None:
     """The last measured round of the policy's confirmations (None: none measured)."""
     return next((r for r in reversed(rounds(p, f)) if not r.table.is_empty()), None)
 
@@ -281,7 +281,7 @@ def _levels_text(cs, table: pl.DataFrame, column: str) -> str:
     return ", ".join(f"C={c} ({render.percent(at[c][column])})" for c in cs if c in at)
 
 
-def _shortfall(p: policy_mod.Policy, r: policy_mod.Round) -> str:
+def _shortfall(p: policy_mod.Policy, r: policy_mod.ConfirmationRound) -> str:
     """Why the policy's own server lost, measured: the levels short of the best static setup and of the
     envelope beyond noise, and the levels together."""
     v, t = r.verdict, r.table
@@ -304,7 +304,7 @@ def _shortfall(p: policy_mod.Policy, r: policy_mod.Round) -> str:
     return "; ".join(parts)
 
 
-def _off_wins(r: policy_mod.Round) -> str:
+def _off_wins(r: policy_mod.ConfirmationRound) -> str:
     """Where the no-speculation server beats everything an adaptive server runs, with the figures."""
     at = {x["concurrency"]: x for x in r.table.iter_rows(named=True)}
     cs = [c for c in (r.verdict.off_wins if r.verdict is not None else ()) if c in at]
@@ -314,7 +314,7 @@ def _off_wins(r: policy_mod.Round) -> str:
     return f" The no-speculation server beats any adaptive server at {figures} tok/s: run it there."
 
 
-def _winner_line(p: policy_mod.Policy, r: policy_mod.Round) -> str:
+def _winner_line(p: policy_mod.Policy, r: policy_mod.ConfirmationRound) -> str:
     """The Deploy section's first line: the winner by measurement among the policy's own server, the
     best static setup and the plain table; a policy that lost is never offered first."""
     v = r.verdict

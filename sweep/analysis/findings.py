@@ -92,7 +92,7 @@ def analyze(
     single = speedups.speedup_table(tables)
     levels = speedups.level_speedups(tables)
     # a level's run-to-run noise: measured by decide's repeats where they are enough, else from the curves
-    level_noise = noise.Measured(measured_noise) if measured_noise is not None else noise.curve_noise(levels)
+    level_noise = noise.MeasuredNoise(measured_noise) if measured_noise is not None else noise.curve_noise(levels)
     slo_levels = slo_mod.level_slo(tables, slos)
     slo_table = slo_noise.margins(
         tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels, level_noise=level_noise

@@ -265,7 +265,7 @@ sweep's curves do not show it (``curve_noise``: fewer than 5 levels) or show les
 in. Two figures at +-2 % each make a ratio's 95 % interval at least about +-5.5 %."""
 
 
-class Measured(float):
+class MeasuredNoise(float):
     """A level-wide noise measured directly: the spread between repeated measurements of the same levels
     (``benchmark.repeats``, decide's re-measurements; ``repeats.repeat_noise``), with enough degrees of
     freedom. The floor stands in for noise nobody measured; this one was, and the verdicts take it as
@@ -274,9 +274,9 @@ class Measured(float):
 
 def level_sigma(measured: float | None) -> float:
     """The level-wide noise every verdict at a level uses: measured directly between repeats
-    (:class:`Measured`) as it is; else the sweep's curves' own (``curve_noise``), at least
+    (:class:`MeasuredNoise`) as it is; else the sweep's curves' own (``curve_noise``), at least
     ``LEVEL_NOISE_FLOOR``."""
-    if isinstance(measured, Measured):
+    if isinstance(measured, MeasuredNoise):
         return float(measured)
     return max(measured or 0.0, LEVEL_NOISE_FLOOR)
 

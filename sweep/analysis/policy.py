@@ -958,7 +958,7 @@ def _sign_short(below: int, n: int) -> bool:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class _ConfirmationVerdict:
     """What a confirmation says, levels alone and together. ``winner``: what to deploy by measurement
     (``policy``: the adaptive server, not short of the envelope nor of the best static setup beyond
     noise at any level, nor below the envelope at so many levels together that chance is ruled out;
@@ -981,7 +981,7 @@ class Verdict:
         return not (self.short or self.short_static or self.together or self.together_static)
 
 
-def verdict(table: pl.DataFrame) -> Verdict | None:
+def verdict(table: pl.DataFrame) -> _ConfirmationVerdict | None:
     """The verdict of a confirmation table (``confirmation``); None when it is empty. Levels together:
     a sign test over the levels where the policy is below the envelope (the best static setup) by more
     than a tie, so that a policy a little below at nearly every level is a shortfall even where each
@@ -999,7 +999,7 @@ def verdict(table: pl.DataFrame) -> Verdict | None:
     below_static = sum(r["vs_static"] < -CHOICE_TIE for r in stat)
     static_short = tuple(r["concurrency"] for r in rows if r.get("static_short"))
     off = tuple(r["concurrency"] for r in rows if r["short"] and r.get("envelope_steps") == 0)
-    v = Verdict(
+    v = _ConfirmationVerdict(
         winner="policy",
         short=short,
         short_static=short_static,
@@ -1079,12 +1079,12 @@ def _pct_text(v: float | None) -> str:
 
 
 @dataclass(frozen=True)
-class Round:
+class ConfirmationRound:
     """One confirmation round: the policy, its confirmation table (empty: not measured yet) and verdict."""
 
     policy: Policy
     table: pl.DataFrame
-    verdict: Verdict | None
+    verdict: _ConfirmationVerdict | None
 
 
 def settle(
@@ -1095,16 +1095,16 @@ def settle(
     level_noise: float | None = None,
     confidence: float = 0.95,
     rounds: int | None = None,
-) -> list[Round]:
+) -> list[ConfirmationRound]:
     """The confirmation rounds of the grid's policy ``p``: its confirmation, the revision that called
     for (``revise``) and its confirmation, and so on while each is recorded, at most ``rounds``
     revisions (None: as many as were recorded). The last round's table is empty where its policy
     awaits its confirmation."""
-    out: list[Round] = []
+    out: list[ConfirmationRound] = []
     seen: set[str] = set()
     while True:
         table = confirmation(p, levels, samples=samples, level_noise=level_noise, confidence=confidence)
-        out.append(Round(p, table, verdict(table)))
+        out.append(ConfirmationRound(p, table, verdict(table)))
         seen.add(p.config_key())
         if table.is_empty():
             return out

@@ -38,7 +38,9 @@ class StopSignals:
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self.received = signal.Signals(signum).name
-        raise KeyboardInterrupt
+        # Python's own Ctrl-C handler: SIGTERM (and a SIGINT that a shell's & had ignored) take the
+        # path Ctrl-C takes, not one of this module's making
+        signal.default_int_handler(signum, frame)
 
     def disarm(self) -> None:
         if threading.current_thread() is threading.main_thread():
