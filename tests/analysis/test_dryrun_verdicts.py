@@ -22,7 +22,7 @@ from tests.analysis.model_truth import against_model, model_levels
 from tests.analysis.verdict_walk import claims, contradictions
 from tests.conftest import run_sweep_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]  # a whole dry run of the reference: the scenario tier
 
 
 @pytest.fixture(scope="module")
