@@ -49,9 +49,17 @@ def model_levels(directory) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"point_id": pl.String, "concurrency": pl.Int64, "model_tok_s": pl.Float64})
 
 
+# how far apart the model must put two setups before a verdict on the other side contradicts it: the
+# fake serves its model in real time, and its own figures sit up to 1.8 % below the model's
+# (docs/measured/bench_vs_model.json: single-stream decode 620.8 against 632.0), so a pair the model
+# puts within 2 % of each other is one no measurement can be held to
+MODEL_APART = 0.02
+
+
 def against_model(pairs: pl.DataFrame, truth: pl.DataFrame) -> pl.DataFrame:
     """``Findings.pairs`` with ``model_ratio`` (point / other, by the model) and ``contradicts`` (a verdict
-    beyond noise on the other side of 1 than the model's ratio)."""
+    beyond noise on the other side of 1 than the model's ratio, where the model puts them more than
+    ``MODEL_APART`` apart)."""
     t = truth.with_columns(pl.col("concurrency").cast(pl.Int64))
     return (
         pairs.with_columns(pl.col("concurrency").cast(pl.Int64))
@@ -59,8 +67,8 @@ def against_model(pairs: pl.DataFrame, truth: pl.DataFrame) -> pl.DataFrame:
         .join(t.rename({"point_id": "other_id", "model_tok_s": "_b"}), on=["other_id", "concurrency"], how="left")
         .with_columns(model_ratio=pl.col("_a") / pl.col("_b"))
         .with_columns(
-            contradicts=((pl.col("verdict") == "ahead") & (pl.col("model_ratio") < 1))
-            | ((pl.col("verdict") == "behind") & (pl.col("model_ratio") > 1))
+            contradicts=((pl.col("verdict") == "ahead") & (pl.col("model_ratio") < 1 - MODEL_APART))
+            | ((pl.col("verdict") == "behind") & (pl.col("model_ratio") > 1 / (1 - MODEL_APART)))
         )
         .drop("_a", "_b")
     )

@@ -9,6 +9,7 @@ one instead."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -71,7 +72,10 @@ def test_no_verdict_beyond_noise_contradicts_the_fakes_model(dry):
     wrong = judged.filter("contradicts").select(
         "concurrency", "label", "other_label", "ratio", "ci_low", "ci_high", "model_ratio"
     )
-    assert wrong.is_empty(), wrong
+    # a 95 % interval misses on each side 2.5 % of the time by construction: more than that many
+    # verdicts on the wrong side of the model is a judgement that claims more than it measured (seen on
+    # runs under load 20: 1 of 65 and 1 of 258 pairs, each within this bound)
+    assert wrong.height <= math.ceil(0.025 * judged.height), wrong
 
 
 @pytest.mark.skipif(not os.environ.get("SWEEP_DRYRUN_DIR"), reason="the whole reference dry run: SWEEP_DRYRUN_DIR")
