@@ -93,7 +93,7 @@ def _plain_text(p: policy_mod.Policy) -> str:
 
 
 def _pct(lo: float | None, hi: float | None) -> str:
-    return "no interval" if lo is None or hi is None else f"95% interval {render.percent(lo)} .. {render.percent(hi)}"
+    return "no interval" if lo is None or hi is None else f"95% interval {render.bound(lo)} .. {render.bound(hi)}"
 
 
 def _slo_line(rec: slo_mod.Recommendation) -> str:
@@ -210,7 +210,7 @@ def _vs(v: float | None, lo: float | None, hi: float | None) -> str:
     if lo is None or hi is None:
         return render.percent(v)
     mark = render.NOISE_MARK if lo <= 0 <= hi else ""
-    return f"{mark}{render.percent(v)} ({lo * 100:+.0f}..{hi * 100:+.0f})"
+    return f"{mark}{render.percent(v)} ({render.bound(lo).removesuffix('%')}..{render.bound(hi).removesuffix('%')})"
 
 
 def _mark(v: float | None, lo: float | None, hi: float | None) -> str:

@@ -52,6 +52,16 @@ def percent(value: float, digits: int = 0) -> str:
     return "unbounded" if value == float("inf") else f"{value * 100:+.{digits}f}%"
 
 
+def bound(value: float, digits: int = 0) -> str:
+    """An interval's bound as a signed percentage, with up to two more digits where ``digits`` would
+    round a bound that is not zero to 0 ('+0.3%', not '+0%'): which side of zero a bound lies on is
+    the verdict, and the text must not hide it."""
+    for d in range(digits, digits + 3):
+        if value == 0 or value == float("inf") or round(value * 100, d) != 0:
+            return percent(value, d)
+    return percent(value, digits + 2)
+
+
 def margin(
     value: float,
     low: float | None,
@@ -67,8 +77,8 @@ def margin(
         return f"{percent(value, digits)} (no interval)"
     noisy = ", within noise" if within_noise else ""
     return (
-        f"{percent(value, digits)} ({confidence * 100:g}% interval {percent(low, digits)} .. "
-        f"{percent(high, digits)}{noisy})"
+        f"{percent(value, digits)} ({confidence * 100:g}% interval {bound(low, digits)} .. "
+        f"{bound(high, digits)}{noisy})"
     )
 
 

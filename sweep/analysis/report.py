@@ -232,7 +232,7 @@ def _pick_over_cell(low: float | None, high: float | None, within_noise: bool | 
     (``slo_noise``'s ``vs_pick_*``): '~' within noise."""
     if rank == 1 or not tok or low is None or high is None:
         return render.MISSING
-    return (render.NOISE_MARK if within_noise else "") + f"{render.percent(low, 1)} .. {render.percent(high, 1)}"
+    return (render.NOISE_MARK if within_noise else "") + f"{render.bound(low, 1)} .. {render.bound(high, 1)}"
 
 
 def _slo_sections(f: Findings) -> list[Section]:

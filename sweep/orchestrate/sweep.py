@@ -363,6 +363,9 @@ def _prepare(
     if opts.part == "grid" and (note := held.takeover_note()) is not None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     rd.check()  # again, under the lock: what a sweep that held it wrote is settled now
+    rd.clean_crash_leftovers()  # before anything recorded is read (statuses, versions)
+    for f in rd.set_aside:
+        console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     recorded: dict[str, PointStatus] = rd.statuses()  # type: ignore[assignment]
     todo = select(plan, recorded, force=opts.force, retry_failed=opts.retry_failed, only=opts.only)
     _check_versions(plan, opts, rd.path, recorded, todo)  # before anything is said or written
@@ -398,8 +401,6 @@ def _prepare(
     else:
         rd.write_experiment(config_mod.to_yaml(exp))
         rd.write_plan(plan.to_json())
-    for f in rd.set_aside:
-        console.print(f"[yellow]set aside an unreadable file from an earlier run:[/yellow] {escape(f'{f}.corrupt')}")
     for pp in plan.invalid:  # recorded as data with --skip-invalid (the CLI stopped otherwise)
         rd.write_point(pp.id, sweep.row(pp, pp.argv, None), {})
         sweep.run.statuses[pp.id] = "invalid"

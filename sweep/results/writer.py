@@ -149,24 +149,34 @@ class ResultsDir:
                         indent=2,
                     ).encode(),
                 )
-            self._clean_temporaries()
+            self.clean_crash_leftovers()
         except OSError as e:
             raise _unwritable(self.path, e) from None
         return self
 
-    def _clean_temporaries(self) -> None:
+    def clean_crash_leftovers(self) -> None:
         """Half-written files of a crashed run: temporaries (never read) are removed, and a Parquet
         file that does not read back (a crash mid-copy, a full disk) is set aside as ``*.corrupt``,
-        so its point runs again and readers never trip on it."""
+        so its point runs again and readers never trip on it. A directory not yet made: nothing.
+        Call it under the directory's lock, before reading what earlier runs recorded."""
+        if not self.path.is_dir():
+            return
         for t in TABLES:
             for tmp in (self.path / t).glob(f"*{atomic.TMP_SUFFIX}"):
-                tmp.unlink(missing_ok=True)
+                try:
+                    tmp.unlink(missing_ok=True)
+                except OSError as e:
+                    raise _unwritable(tmp, e) from None
             for f in table_files(self.path, t):
                 try:
                     pq.read_metadata(f)
                 except Exception:  # ArrowInvalid, OSError: any file that does not read back
-                    f.rename(f.with_name(f.name + ".corrupt"))
-                    self.set_aside.append(str(f))
+                    try:
+                        f.rename(f.with_name(f.name + ".corrupt"))
+                    except OSError as e:
+                        raise _unwritable(f, e) from None
+                    if str(f) not in self.set_aside:
+                        self.set_aside.append(str(f))
 
     def log_path(self, point_id: str) -> Path:
         return log_path(self.path, point_id)

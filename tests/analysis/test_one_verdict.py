@@ -102,3 +102,15 @@ def test_typed_verdicts():
     assert noise.pair_verdict(1.0, None, None) is V.UNKNOWN
     assert V.of("faster") is V.AHEAD and V.of("slower") is V.BEHIND and V.of("no interval") is V.UNKNOWN
     assert V.AHEAD.flipped() is V.BEHIND and V.EQUAL.settled and not V.WITHIN_NOISE.settled
+
+
+def test_a_bound_beside_zero_keeps_its_side_in_the_text():
+    """An interval whose low bound is +0.3 % is a verdict (ahead); printed at whole percents it read
+    '+0% .. +9%', which says within noise (seen in CI's reference dry run: the summary's margin and the
+    SLO table gave one pair two verdicts). A bound that is not zero keeps its sign and a digit."""
+    from sweep.analysis import render
+
+    assert render.margin(0.04, 0.003, 0.09) == "+4% (95% interval +0.3% .. +9%)"
+    assert render.margin(-0.04, -0.09, -0.0004) == "-4% (95% interval -9% .. -0.04%)"
+    assert render.bound(0.0, 1) == "+0.0%" and render.bound(float("inf")) == "unbounded"
+    assert render.bound(0.031, 1) == "+3.1%"  # a bound away from zero: the digits asked for

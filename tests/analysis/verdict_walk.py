@@ -141,7 +141,7 @@ def claims(text: str, baselines: dict[str, str]) -> list[tuple[tuple, str, str, 
                 line,
             )
             if b:
-                say(scope, b.group(1), b.group(7), _by_interval(b.group(3), b.group(4)), "summary: C line")
+                say(scope, b.group(1), b.group(6), _by_interval(b.group(3), b.group(4)), "summary: C line")
 
     # the tables
     for heading, header, rows in _tables(text):
