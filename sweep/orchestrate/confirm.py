@@ -82,22 +82,38 @@ class Phase:
         self.planned: ConfirmPlan | None = None
 
     def __call__(self, sweep: Prepared, session: Session, console: Console) -> SweepRun | None:
-        plans: list[ConfirmPlan] = []
-        done: SweepRun | None = None
-        seen: set[str] = set()
-        for _ in range(_MAX_ROUNDS):
-            cp = _plan_confirmation(sweep.plan, sweep.rd.path, self.choose)
-            fresh = [pp for pp in cp.points if pp.id not in seen]
-            if plans and not fresh:  # nothing new: every round's point ran (or failed: not again)
-                break
-            plans.append(cp)
-            announce(cp, console)
-            if not fresh:
-                break
-            seen.update(pp.id for pp in fresh)
-            done = run_phase(sweep, Plan(sweep.plan.experiment, fresh, []), session, console, phase="confirm")
-        self.planned = _merged(plans)
+        self.planned, done = _rounds(
+            lambda: _plan_confirmation(sweep.plan, sweep.rd.path, self.choose),
+            lambda fresh: run_phase(sweep, Plan(sweep.plan.experiment, fresh, []), session, console, phase="confirm"),
+            console,
+        )
         return done
+
+
+def _rounds(
+    plan_round: Callable[[], ConfirmPlan],
+    run_points: Callable[[list[PlannedPoint]], SweepRun | None],
+    console: Console,
+) -> tuple[ConfirmPlan, SweepRun | None]:
+    """Confirmation rounds until nothing new is to confirm: each round's plan (``plan_round``, read
+    from what the earlier rounds recorded: a confirmation that fell short gives its revision, up to
+    ``policy.revise``) announced, and its points not yet run run (``run_points``). Returns every
+    round's plan as one and what the last round ran."""
+    plans: list[ConfirmPlan] = []
+    done: SweepRun | None = None
+    seen: set[str] = set()
+    for _ in range(_MAX_ROUNDS):
+        cp = plan_round()
+        fresh = [pp for pp in cp.points if pp.id not in seen]
+        if plans and not fresh:  # nothing new: every round's point ran (or failed: not again)
+            break
+        plans.append(cp)
+        announce(cp, console)
+        if not fresh:
+            break
+        seen.update(pp.id for pp in fresh)
+        done = run_points(fresh)
+    return _merged(plans), done
 
 
 def _refuse_invalid(path: Path, probes: list[PlannedPoint], points: list[PlannedPoint]) -> None:
@@ -137,28 +153,22 @@ def run(
     held = lock if lock is not None else dir_lock.acquire(path)
     try:
         _refuse_invalid(path, confirm_probes(plan.experiment, plan.points), [])
-        plans: list[ConfirmPlan] = []
-        done: SweepRun | None = None
-        seen: set[str] = set()
-        for _ in range(_MAX_ROUNDS):  # a confirmation that fell short: its revision next (policy.revise rounds)
+
+        def plan_round() -> ConfirmPlan:
             cp = _plan_confirmation(plan, path, choose)
             _refuse_invalid(path, [], cp.points)
-            fresh = [pp for pp in cp.points if pp.id not in seen]
-            if plans and not fresh:
-                break
-            plans.append(cp)
-            announce(cp, console)
-            if not fresh:
-                break
-            seen.update(pp.id for pp in fresh)
-            done = run_sweep(
+            return cp
+
+        def run_points(fresh: list[PlannedPoint]) -> SweepRun | None:
+            return run_sweep(
                 Plan(plan.experiment, fresh, []),
                 replace(opts, part="confirm"),
                 bench_scale=bench_scale,
                 console=console,
                 lock=held,
             )
+
+        return _rounds(plan_round, run_points, console)
     finally:
         if lock is None:
             held.release()
-    return _merged(plans), done
