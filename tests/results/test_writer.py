@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.core.errors import ResultsError
-from sweep.results import load
+from sweep.results import load, store
 from sweep.results.schema import TABLES, from_rows
 from sweep.results.writer import MANIFEST, ResultsDir
 
@@ -101,6 +101,24 @@ def test_reopening_cleans_what_a_crash_left(tmp_path):
     assert (rd.path / "points" / "p2.parquet.corrupt").exists()
     assert again.statuses() == {"p1": "ok"}  # p2 runs again
     assert load(rd.path)["points"].collect()["point_id"].to_list() == ["p1"]
+
+
+def test_a_crashs_leftovers_are_set_aside_before_anything_recorded_is_read(tmp_path):
+    """A resume reads what was recorded (statuses, the SGLang version each point ran under) before it
+    opens the directory for writing: what a crash left is set aside first (``clean_crash_leftovers``,
+    under the lock), or the read trips on a truncated file (a resume crashed so in CI)."""
+    rd = ResultsDir(tmp_path / "res", "exp", "dry-run").open()
+    rd.write_point("p1", _point("p1"), {"levels": _levels("p1")})
+    rd.write_point("p2", _point("p2"), {"levels": _levels("p2")})
+    cut = rd.path / "points" / "p2.parquet"
+    cut.write_bytes(cut.read_bytes()[:40])
+    again = ResultsDir(tmp_path / "res", "exp", "dry-run").check()
+    again.clean_crash_leftovers()
+    assert again.set_aside == [str(cut)]
+    assert store.read_columns(rd.path, "points", ["point_id"], point_ids=["p1", "p2"])["point_id"].to_list() == ["p1"]
+    never = ResultsDir(tmp_path / "new", "exp", "dry-run").check()
+    never.clean_crash_leftovers()  # a directory not yet made: nothing, and nothing made
+    assert not (tmp_path / "new").exists()
 
 
 def test_rescue_writes_elsewhere(tmp_path, monkeypatch):
