@@ -47,7 +47,7 @@ class Timeouts:
     capture_s: float = 1200.0  # weights loaded to all CUDA graphs captured
     ready_s: float = 600.0  # graphs captured to ready (HTTP up, warmup generate answered)
     total_s: float = 3600.0  # launch to ready
-    stall_s: float = 600.0  # no log output at all (a progress bar's \r update counts) this long while starting
+    stall_s: float = 600.0  # no log output at all (a progress bar's \r update counts) this long while starting, once it said its first line
     stop_grace_s: float = 30.0  # SIGTERM to SIGKILL
     benchmark_s: float = 7200.0  # accepted, but no limit is applied to the benchmark today (nothing reads it)
 

@@ -553,9 +553,12 @@ class ServerProcess:
     ) -> Startup:
         """Block until the server is ready (``/health`` 200 and one generate answered); raise
         PointFailure with the phase and the reason when it dies or hangs. A hang is no output at
-        all (not one byte: a progress bar's update counts) for ``stall_s``, or a phase past its limit."""
+        all (not one byte: a progress bar's update counts) for ``stall_s`` once the server has said
+        its first word, or a phase past its limit. The silence before the first word is the
+        interpreter importing (SGLang and torch: seconds, a minute from a cold disk, longer on a
+        loaded machine), bounded by ``load_s`` and ``total_s``, not taken for a stuck rank."""
         assert self.proc is not None, "start() first"
-        last_output_at = 0.0
+        last_output_at: float | None = None
         next_http_try = 0.0
         with httpx.Client(timeout=httpx.Timeout(10.0, connect=1.0), headers=auth_headers(self.api_key)) as client:
             while True:
@@ -579,7 +582,7 @@ class ServerProcess:
                         f"hang: not ready after {timeouts.total_s:.0f} s (server.timeouts.total_s)",
                         fix="raise server.timeouts.total_s if startup is just slow (a large model, a cold disk)",
                     )
-                if now - last_output_at > timeouts.stall_s and phase != "ready":
+                if last_output_at is not None and now - last_output_at > timeouts.stall_s and phase != "ready":
                     raise PointFailure(
                         phase,
                         f"hang: no log output for {timeouts.stall_s:.0f} s in {phase} "

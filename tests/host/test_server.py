@@ -260,7 +260,7 @@ def servers():
         assert not s.alive() and not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
 
 
-STALL = 1.5  # seconds; the child's start (two interpreters) must fit in it on a loaded machine
+STALL = 1.5  # seconds; counted from the child's first line (its interpreters' start before it is not a stall)
 
 
 @pytest.mark.slow
@@ -282,6 +282,25 @@ def test_progress_bar_longer_than_stall_s_is_not_a_hang(tmp_path, servers):
     (rec,) = startup.progress_records()
     assert rec["kind"] == "load" and rec["total"] == 64 and rec["n"] >= 20 and rec["rate"] == pytest.approx(10)
     assert server.log.tail_text().count("Loading safetensors") == 1
+
+
+@pytest.mark.slow
+def test_the_silence_before_the_first_line_is_the_import_not_a_hang(tmp_path, servers):
+    """Nothing at all for 2x stall_s (an interpreter importing torch and SGLang on a loaded machine),
+    then one line and silence: cut as a stall counted from that line, not from the launch."""
+    port = free_port()
+    script = (
+        f"import time; time.sleep({2 * STALL}); "
+        "print('[2026-12-01 07:20:59] Load weight begin. avail mem=21.35 GB', flush=True); time.sleep(3600)"
+    )
+    server = ServerProcess([sys.executable, "-c", script], {}, tmp_path / "server.log", port=port)
+    server.start()
+    servers.append(server)
+    with pytest.raises(PointFailure) as e:
+        server.wait_ready(Timeouts(stall_s=STALL, load_s=30, capture_s=30, ready_s=30, total_s=60))
+    assert e.value.reason.startswith(f"hang: no log output for {STALL:.0f} s in load")
+    assert "last log line: [2026-12-01 07:20:59] Load weight begin" in e.value.reason  # it waited for the word
+    assert server.elapsed() > 2 * STALL + STALL
 
 
 @pytest.mark.slow
