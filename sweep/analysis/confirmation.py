@@ -89,7 +89,7 @@ def _settled(tables: dict[str, pl.LazyFrame], policies: list, level_noise: float
     """Per policy, its confirmation rounds as recorded in ``tables`` (``policy.settle``, at most ``rounds``
     revisions), the figures at real speed as the report reads them."""
     real, _ = realspeed.at_real_speed(tables)
-    levels = speedups.level_speedups(real)
+    levels = speedups.level_speedups(real, level_noise=level_noise)
     samples = speedups.level_samples(real)
     return [
         policy.settle(p, levels, samples=samples, level_noise=level_noise, rounds=rounds)

@@ -90,9 +90,11 @@ def analyze(
     open_levels, open_slo = openloop.rate_levels(tables), openloop.rate_slo(tables, slos)
     tables = openloop.closed_loop(tables)  # the concurrency analysis never sees an open-loop level
     single = speedups.speedup_table(tables)
-    levels = speedups.level_speedups(tables)
-    # a level's run-to-run noise: measured by decide's repeats where they are enough, else from the curves
-    level_noise = noise.MeasuredNoise(measured_noise) if measured_noise is not None else noise.curve_noise(levels)
+    # a level's run-to-run noise: measured between repeats where they are enough, else from the curves;
+    # the levels' own verdicts against their baselines are judged with it too (one noise, one voice)
+    measured = noise.MeasuredNoise(measured_noise) if measured_noise is not None else None
+    levels = speedups.level_speedups(tables, level_noise=measured)
+    level_noise = measured if measured is not None else noise.curve_noise(levels)
     slo_levels = slo_mod.level_slo(tables, slos)
     slo_table = slo_noise.margins(
         tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels, level_noise=level_noise

@@ -800,9 +800,12 @@ def from_tables(
     tables, *, level_noise: float | None = None, confidence: float = 0.95, candidates: str = "one"
 ) -> Policies:
     """``derive`` on a results directory's tables (``sweep.results.load``), its figures at real speed
-    as the report reads them (``level_noise``: by default the curves' own, ``noise.curve_noise``)."""
+    as the report reads them (``level_noise``: by default measured between repeats where there are
+    enough, else the curves' own: ``speedups.measured_level_noise``, ``noise.curve_noise``)."""
 
-    levels = speedups.level_speedups(tables)
+    if level_noise is None:
+        level_noise = speedups.measured_level_noise(tables)
+    levels = speedups.level_speedups(tables, level_noise=level_noise)
     return derive(
         levels,
         points_frame(tables),

@@ -199,6 +199,18 @@ def level_samples(tables: Tables) -> pl.LazyFrame:
     )
 
 
+def measured_level_noise(tables: Tables) -> noise.MeasuredNoise | None:
+    """The level-wide noise measured between repeats of the same levels (``repeats.repeat_noise``: the
+    grid's ``benchmark.repeats``, decide's re-measurements), where there are enough of them; None
+    otherwise (then every verdict takes the curves' own, ``noise.curve_noise``). Raw tables, before
+    ``repeats.pooled``. Every judgement at a level takes its noise from here or from the curves: one
+    rule, so that no two parts of a report judge one pair with two noises."""
+    if not repeats.has_repeats(tables):
+        return None
+    measured, _ = repeats.repeat_noise(tables["levels"])
+    return None if measured is None else noise.MeasuredNoise(measured)
+
+
 def level_speedups(
     tables: Tables, *, level_noise: float | None = None, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> pl.DataFrame:
@@ -216,6 +228,8 @@ def level_speedups(
     (``noise.judged``: ``level_noise``, by default ``noise.curve_noise`` of these levels, at least
     ``noise.LEVEL_NOISE_FLOOR``), so that a level's verdict is never made on its requests' spread alone.
     """
+    if level_noise is None:  # measured between repeats where there are enough (read before pooling)
+        level_noise = measured_level_noise(tables)
     tables = realspeed.scaled(repeats.pooled(tables))  # a level measured again by decide: one pooled row
     conf = configurations(tables).with_columns(note=note_expr())
     pooled = repeats.REPEATS in tables["levels"].collect_schema().names()

@@ -4,6 +4,7 @@ calling it within noise while a table marks it beyond noise, or the other way ro
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from sweep.analysis import analyze, noise
 from sweep.analysis.findings import pair_verdict
@@ -114,3 +115,33 @@ def test_a_bound_beside_zero_keeps_its_side_in_the_text():
     assert render.margin(-0.04, -0.09, -0.0004) == "-4% (95% interval -9% .. -0.04%)"
     assert render.bound(0.0, 1) == "+0.0%" and render.bound(float("inf")) == "unbounded"
     assert render.bound(0.031, 1) == "+3.1%"  # a bound away from zero: the digits asked for
+
+
+def test_the_levels_verdicts_take_the_noise_measured_between_repeats(tmp_path):
+    """A sweep whose levels were measured five times: its measured level noise (7.5 %) is what every
+    verdict at a level takes, the Concurrency table's against a baseline as the pairs' (the Concurrency
+    table judged with the curves' 2 % floor once, calling +8 % ahead where the pairs said within
+    noise: one pair, two verdicts, in CI's reference dry run)."""
+    from tests.search.test_decide import remeasure
+
+    sd = SweepDir(tmp_path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[50] * 3, levels={1: 50, 8: 1000}, jitter=0.01)
+    d1 = sd.point(
+        drafter="d1", steps="2", nccl="default", baseline_of=base, tok_s=[80] * 3, levels={1: 80, 8: 1080}, jitter=0.01
+    )
+    sd.write()
+    for k, moved in enumerate([1.1, 0.9, 1.0, 1.05], 1):  # each repeat moves a whole level, both points alike
+        for i, (lv, b, d) in enumerate(((1, 50, 80), (8, 1000, 1080))):
+            remeasure(sd, base, lv, b * moved, 2 * k + i, k)
+            remeasure(sd, d1, lv, d * moved, 2 * k + i, k)
+    f = analyze(load(tmp_path))
+    assert isinstance(f.level_noise, noise.MeasuredNoise) and float(f.level_noise) > 0.05
+    row = f.levels.filter((pl.col("point_id") == d1) & (pl.col("concurrency") == 8)).row(0, named=True)
+    pair = f.pairs.filter((pl.col("point_id") == d1) & (pl.col("other_id") == base) & (pl.col("concurrency") == 8)).row(
+        0, named=True
+    )
+    assert row["throughput_ratio"] == pytest.approx(1.08, abs=0.005)
+    assert pair["verdict"] == "within noise"  # +8 % with 7.5 % of level noise on each side: not decided
+    assert row["verdict"] == "within noise" and (row["ci_low"], row["ci_high"]) == pytest.approx(
+        (pair["ci_low"], pair["ci_high"])
+    )
