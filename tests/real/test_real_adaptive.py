@@ -6,6 +6,11 @@ point; then that policy's config is served again on every CPU path, greedy outpu
 baseline's token for token, with the tier switches the policy implies seen in the server's log at low
 and at high concurrency.
 
+Where the grid measures no step count ahead of its baseline at any level (the tiny drafter on the
+AVX2 torch_native path: its verify costs more than it saves), the answer that wins when served is no
+speculation: the first test checks that the sweep confirms nothing and the report's Deploy says why,
+and the serving test skips with the measured figures.
+
 Run with ``-s`` to see the policy, the switches and the figures per level.
 """
 
@@ -83,10 +88,33 @@ def policy_sweep(real_spec_sglang, tmp_path_factory):
     return out, r
 
 
+NOTHING_PAYS = "no step count is faster than its baseline beyond noise at any level"
+
+
 def _policy(out) -> pol.Policy:
     policies = pol.from_tables(store.load(out))
     assert len(policies) == 1, (policies, policies.notes)
     return policies[0]
+
+
+def _grid_figures(out) -> str:
+    """Each grid point's output tok/s per level, for a message."""
+    levels = store.table(out, "levels").collect()
+    labels = dict(store.table(out, "points").collect().select("point_id", "label").iter_rows())
+    return "; ".join(
+        f"{labels.get(pid, pid)} C={c}: {v:.0f} tok/s"
+        for pid, c, v in levels.sort("point_id", "concurrency")
+        .select("point_id", "concurrency", "output_throughput")
+        .iter_rows()
+    )
+
+
+def _nothing_pays(out) -> bool:
+    """The grid measured no step count ahead of its baseline beyond noise at any level: the tiny drafter
+    on a CPU path whose verify costs more than it saves (measured on an AVX2-only Zen 3, torch_native:
+    steps=1 126 against 134 tok/s at C=1, 238 against 315 at C=8). Then the right answer is no policy."""
+    policies = pol.from_tables(store.load(out))
+    return not len(policies) and any(NOTHING_PAYS in n for n in policies.notes)
 
 
 def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
@@ -94,6 +122,17 @@ def test_a_real_sweep_derives_its_policy_and_serves_it(policy_sweep):
     assert r.returncode == 0, (r.stdout[-4000:], r.stderr[-4000:])
     # through the store: the step axis holds numbers and the confirmation's "adaptive"
     points = store.table(out, "points").collect()
+    if _nothing_pays(out):  # the answer that wins when served is no speculation: nothing to confirm, said so
+        assert points.height == 3 and (points["status"] == "ok").all(), points.select("label", "status")
+        rep = run_sweep_cli("report", str(out), timeout=300)
+        assert rep.returncode == 0, rep.stderr[-3000:]
+        md = (out / "report" / "report.md").read_text()
+        deploy = md[md.index("\n## Deploy") : md.index("\n## ", md.index("\n## Deploy") + 1)]
+        assert "no speculative policy: no step count is ahead of its baseline beyond noise at any level" in deploy, (
+            deploy
+        )
+        print(f"\nno policy, as measured: {_grid_figures(out)}")
+        return
     # the grid's 3 points and the policy's confirmation, and at most one revision of it (policy.revise: 1)
     # where the confirmation fell short of the best static setup beyond noise
     assert points.height in (4, 5), points.select("label", "status")
@@ -172,6 +211,8 @@ def test_the_policy_is_lossless_and_switches_tiers(
             "SGLang as shipped (not cluster/sglang-cpu-x86/install.sh): no adaptive_cpu.py edit, a "
             "0-step tier stops its scheduler"
         )
+    if _nothing_pays(out):
+        pytest.skip(f"no policy to serve: speculation does not pay on this CPU path ({_grid_figures(out)})")
     p = _policy(out)
     base = reference(real, tmp_path_factory)
     got = _serve_policy(real, p, tmp_path, path)
