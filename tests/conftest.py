@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -13,6 +14,28 @@ REPO = Path(__file__).resolve().parents[1]
 # plain clone has none; the tests that read it skip with the reason (``needs_shared``).
 SHARED = REPO.parent / "shared"
 TRANSCRIPTS = SHARED / "sglang-cpu" / "transcripts"
+
+
+# The default suite runs side by side (pytest-xdist, ``-n auto`` in pyproject.toml); each worker is a
+# process of its own, and every test that holds a machine-wide name (a port, a Ray cluster, a results
+# lock) takes a free one or a tmp_path of its own. xdist hands its workers COLUMNS=80 from the
+# controller's terminal, which the consoles read as a width the user chose (sweep/core/console.py):
+# the tests read the output as a pipe gives it, so a worker drops it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
+_TIERS = re.compile(r"(?<!not )\b(scenario|real_sglang|netns|gpu)\b")
+MAX_WORKERS = 4  # beyond it the suite's few long tests, not the cores, set its time
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: a worker per core, at most MAX_WORKERS, for the default suite; none (one process,
+    as before) for a tier (``-m scenario``, ``real_sglang``, ``netns``, ``gpu``): its tests start Ray
+    clusters, namespaces or SGLang servers that take every core, and time each other out side by side."""
+    if _TIERS.search(config.option.markexpr or ""):
+        return 0
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
 def needs_shared(path: Path = TRANSCRIPTS) -> pytest.MarkDecorator:
