@@ -156,19 +156,44 @@ def real_verdicts(python: str, cases: list[C.Case], models: Path) -> dict[str, d
     return out
 
 
-_DUMP_FLAGS = """
+_DUMP_PARSER = """
 import argparse, json, logging, warnings
 warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
 from sglang.srt.server_args import ServerArgs
 p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)
-print(json.dumps(sorted({o[2:] for a in p._actions for o in a.option_strings if o.startswith("--")})))
+flags, types = set(), {}
+for a in p._actions:
+    longs = [o[2:] for o in a.option_strings if o.startswith("--")]
+    flags.update(longs)
+    if isinstance(a, argparse._HelpAction):
+        continue
+    if a.nargs == 0:
+        kind = "switch"
+    elif a.nargs in ("+", "*"):
+        kind = {int: "int", float: "float"}.get(a.type, "str") + "-list"
+    elif a.nargs == "?":
+        kind = "optional"
+    else:
+        kind = {int: "int", float: "float"}.get(a.type, "str")
+    choices = sorted(str(c) for c in a.choices) if a.choices is not None and a.nargs != 0 else []
+    for o in longs:
+        types[o] = [kind, choices]
+print(json.dumps({"flags": sorted(flags), "types": types}))
 """
+_PARSERS: dict[str, dict[str, Any]] = {}
+
+
+def _parser(python: str) -> dict[str, Any]:
+    """An install's launch_server parser, read once (an import of SGLang takes a while)."""
+    if python not in _PARSERS:
+        r = subprocess.run([python, "-c", _DUMP_PARSER], capture_output=True, text=True, timeout=300, cwd="/")
+        _PARSERS[python] = json.loads(r.stdout.strip().splitlines()[-1])
+    return _PARSERS[python]
 
 
 def dump_flags(python: str) -> list[str]:
     """Every flag of an install's launch_server parser (what sweep/sglang/flagnames.py holds)."""
-    r = subprocess.run([python, "-c", _DUMP_FLAGS], capture_output=True, text=True, timeout=300, cwd="/")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _parser(python)["flags"]
 
 
 def test_flag_lists_match_the_installs():
@@ -187,36 +212,10 @@ def test_flag_lists_match_the_installs():
         pytest.skip("no SGLang install to read flags from")
 
 
-_DUMP_FLAG_TYPES = """
-import argparse, json, logging, warnings
-warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
-from sglang.srt.server_args import ServerArgs
-p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)
-out = {}
-for a in p._actions:
-    if isinstance(a, argparse._HelpAction):
-        continue
-    if a.nargs == 0:
-        kind = "switch"
-    elif a.nargs in ("+", "*"):
-        kind = {int: "int", float: "float"}.get(a.type, "str") + "-list"
-    elif a.nargs == "?":
-        kind = "optional"
-    else:
-        kind = {int: "int", float: "float"}.get(a.type, "str")
-    choices = sorted(str(c) for c in a.choices) if a.choices is not None and a.nargs != 0 else []
-    for o in a.option_strings:
-        if o.startswith("--"):
-            out[o[2:]] = [kind, choices]
-print(json.dumps(out))
-"""
-
-
 def dump_flag_types(python: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every flag of an install's launch_server parser with its kind and choices (what
     sweep/sglang/flagtypes.py holds: ``str`` is any one value)."""
-    r = subprocess.run([python, "-c", _DUMP_FLAG_TYPES], capture_output=True, text=True, timeout=300, cwd="/")
-    return {k: (v[0], tuple(v[1])) for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+    return {k: (v[0], tuple(v[1])) for k, v in _parser(python)["types"].items()}
 
 
 def test_flag_types_match_the_installs():
