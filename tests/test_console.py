@@ -33,6 +33,7 @@ def test_fit_to_pipe_widens_a_plain_console_only(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     assert fit_to_pipe(Console(file=io.StringIO())).width == PIPE_WIDTH
     assert fit_to_pipe(Console(file=io.StringIO(), width=100)).width == 100  # a width given wins
+    monkeypatch.setenv("TERM", "xterm")  # rich holds a "dumb" terminal (TERM=dumb, as CI may have) to 80 columns
     assert fit_to_pipe(Console(file=io.StringIO(), force_terminal=True, width=90)).width == 90
     monkeypatch.setenv("COLUMNS", "120")  # the user's own width wins
     assert fit_to_pipe(Console(file=io.StringIO())).width == 120
