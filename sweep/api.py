@@ -252,21 +252,25 @@ class SweepResult:
     # --- the measurements ---------------------------------------------------------------------
     @property
     def tables(self) -> dict[str, pl.LazyFrame]:
-        """``{"points", "single_stream", "levels", "requests", "metrics"}`` as polars LazyFrames
-        (``sweep.results.load``; read afresh on each access). A directory not written yet (a plan)
-        gives empty frames with every column."""
+        """``{"points", "single_stream", "levels", "requests", "metrics", "decisions"}`` as polars
+        LazyFrames (``sweep.results.load``; read afresh on each access; ``decisions``: how ``decide``
+        ended each pick it measured again). A directory not written yet (a plan) gives empty frames
+        with every column."""
         from sweep.results import load  # lazy: `import sweep` and the command line load a room only when it is used
 
         if self.path.is_dir():
             return load(self.path)
         import polars as pl  # lazy: polars is slow to import; only this path needs it
 
-        from sweep.results import TABLES  # lazy: `import sweep` and the command line load a room only when it is used
+        from sweep.results import (  # lazy: `import sweep` and the command line load a room only when it is used
+            DECISIONS_SCHEMA,
+            TABLES,
+        )
 
         # pl.from_arrow of a Table is a DataFrame (polars types it DataFrame | Series)
         return {
             name: pl.LazyFrame(schema=cast(pl.DataFrame, pl.from_arrow(schema.empty_table())).schema)
-            for name, schema in TABLES.items()
+            for name, schema in {**TABLES, "decisions": DECISIONS_SCHEMA}.items()
         }
 
     def findings(self) -> Findings:

@@ -146,7 +146,7 @@ def test_dry_run_points_with_status_and_failure(dry_run):
 def test_dry_run_tables_best_summary_report(dry_run):
     result, _, _ = dry_run
     tables = result.tables
-    assert set(tables) == {"points", "single_stream", "levels", "requests", "metrics"}
+    assert set(tables) == {"points", "single_stream", "levels", "requests", "metrics", "decisions"}
     assert all(isinstance(t, pl.LazyFrame) for t in tables.values())
     levels = tables["levels"].select("point_id", "concurrency").collect()
     ok_ids = {p.point_id for p in result.points if p.status == "ok"}

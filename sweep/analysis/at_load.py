@@ -205,7 +205,7 @@ def at_concurrency(f: Findings, c: float) -> list[str]:
 
 def request_rates(tables: Tables) -> pl.DataFrame:
     """point_id, concurrency, request_throughput (requests/s, at the real system's speed as the
-    findings are; decide's repeats pooled as there): what ``at_rate`` reads a rate off."""
+    findings are; a level's repeats pooled as there): what ``at_rate`` reads a rate off."""
     real, _ = realspeed.at_real_speed(repeats.pooled(tables))
     return (
         real["levels"]

@@ -54,7 +54,10 @@ def _without_confirmations(tables: dict[str, pl.LazyFrame]) -> dict[str, pl.Lazy
     drop = [r["point_id"] for r in points.iter_rows(named=True) if is_confirmation(r)]
     if not drop:
         return tables
-    return {name: frame.filter(~pl.col("point_id").is_in(drop)) for name, frame in tables.items()}
+    return {
+        name: frame.filter(~pl.col("point_id").is_in(drop)) if "point_id" in frame.collect_schema().names() else frame
+        for name, frame in tables.items()
+    }
 
 
 def derive(tables: dict[str, pl.LazyFrame], slos: list, candidates: str = "one") -> tuple[list, Findings]:

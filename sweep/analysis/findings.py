@@ -14,6 +14,7 @@ import polars as pl
 
 from sweep.analysis import (
     acceptance,
+    decided,
     frontier,
     health,
     noise,
@@ -52,7 +53,7 @@ class Findings:
     slo_levels: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.level_slo
     slo_table: pl.DataFrame = field(default_factory=pl.DataFrame)  # slo.slo_table, with slo_noise.margins
     level_noise: float | None = None  # noise.curve_noise of the levels: a level's run-to-run noise
-    # > 0: level_noise was measured from decide's repeats (their degrees of freedom), not from the curves
+    # > 0: level_noise was measured from the levels' repeats (their degrees of freedom), not from the curves
     level_noise_repeats: int = 0
     fastest: pl.DataFrame = field(default_factory=pl.DataFrame)  # speedups.fastest_single
     pruned: pl.DataFrame = field(default_factory=pl.DataFrame)  # health.pruned: what the adaptive search skipped
@@ -84,8 +85,10 @@ def analyze(
     (:mod:`sweep.analysis.realspeed`). ``slos``: the SLOs to judge by (``sweep.analysis.slo.SLO``);
     ``frontier_by``: the frontier's panels (an axis name, 'all'; default the NCCL profile);
     ``policy_candidates``: the experiment's ``policy.candidates`` (``sweep.analysis.policy.derive``)."""
+    ended = tables["decisions"].collect() if "decisions" in tables else None  # decide's, judged in pairs
+    verdicts = decided.level_verdicts(ended)
     measured_noise, repeats_df = repeats.repeat_noise(tables["levels"]) if repeats.has_repeats(tables) else (None, 0)
-    tables, speed = realspeed.at_real_speed(repeats.pooled(tables))  # decide's repeats: one row per level
+    tables, speed = realspeed.at_real_speed(repeats.pooled(tables))  # a level's repeats: one row (decide's left out)
     slos = list(slos or [])
     open_levels, open_slo = openloop.rate_levels(tables), openloop.rate_slo(tables, slos)
     tables = openloop.closed_loop(tables)  # the concurrency analysis never sees an open-loop level
@@ -93,11 +96,18 @@ def analyze(
     # a level's run-to-run noise: measured between repeats where they are enough, else from the curves;
     # the levels' own verdicts against their baselines are judged with it too (one noise, one voice)
     measured = noise.MeasuredNoise(measured_noise) if measured_noise is not None else None
-    levels = speedups.level_speedups(tables, level_noise=measured)
+    levels = decided.on_levels(speedups.level_speedups(tables, level_noise=measured), verdicts)
     level_noise = measured if measured is not None else noise.curve_noise(levels)
     slo_levels = slo_mod.level_slo(tables, slos)
-    slo_table = slo_noise.margins(
-        tables, slos, slo_mod.slo_table(tables, slos, slo_levels), slo_levels, level_noise=level_noise
+    slo_table = decided.on_slo(
+        slo_noise.margins(
+            tables,
+            slos,
+            decided.rerank_slo(slo_mod.slo_table(tables, slos, slo_levels), ended),
+            slo_levels,
+            level_noise=level_noise,
+        ),
+        ended,
     )
     samples = speedups.level_samples(tables)
     conf = configurations(tables)
@@ -110,7 +120,7 @@ def analyze(
         batches=policy_mod.level_batches(tables),  # the batch sizes each level ran: where its tier's key goes
         candidates=policy_candidates,
     )
-    best = speedups.best_per_level(levels, samples=samples, level_noise=level_noise)
+    best = decided.on_best(speedups.best_per_level(levels, samples=samples, level_noise=level_noise), ended, levels)
     return Findings(
         summary=health.sweep_summary(tables),
         single=single,
@@ -140,7 +150,7 @@ def analyze(
         policy_workloads={"user": _user_workloads(tables, conf)},
         phantoms=phantom.phantoms(tables, single, levels),
         level_samples=samples,
-        pairs=_level_pairs(levels, best, samples, level_noise),
+        pairs=decided.on_pairs(_level_pairs(levels, best, samples, level_noise), verdicts),
     )
 
 

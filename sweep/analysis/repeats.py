@@ -1,8 +1,9 @@
-"""A level measured more than once, as one level: the analysis pools the repeats ``decide`` made.
+"""A level measured more than once, as one level: the analysis pools a level's repeats.
 
-``decide`` (sweep/search/decide.py) re-measures the deciding levels of a pick within noise; each
-re-measurement is a ``levels`` row of its own with its ``repeat`` index (0, or null in older results:
-the grid's), and its requests carry the same index. Every figure, interval and pick of the report uses
+A level is measured more than once by the grid itself (``benchmark.repeats``: back to back in one
+launch) and, in results written before decide measured in pairs, by ``decide``'s relaunches; each
+measurement is a ``levels`` row of its own with its ``repeat`` index (0, or null in older results:
+the first), and its requests carry the same index. Every figure, interval and pick of the report uses
 all of them: :func:`pooled` turns the tables into ones with one ``levels`` row per (point, level), so
 that nothing downstream needs to know about repeats:
 
@@ -18,6 +19,8 @@ that nothing downstream needs to know about repeats:
 
 The requests need no pooling: a level's requests are its rows of every repeat. Tables without a
 repeat come back as they are (the same frames), so a sweep that never re-measured reads as before.
+What decide measures now, in paired rounds (``decide_round``), is not pooled: :func:`grid_only`
+leaves it out, and the decisions carry its verdicts (``sweep.analysis.decided``).
 Open-loop levels (concurrency 0) are never re-measured and pass through.
 """
 
@@ -58,9 +61,37 @@ _FROM_REQUESTS = {
 _FIRST_ONLY = {"level_started_at"}  # the first repeat's start; level_ended_at: the last's end
 
 
+DECIDE_ROUND = "decide_round"  # levels measured in decide's paired rounds: judged in pairs, never pooled here
+
+
+def grid_only(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
+    """``tables`` without what ``decide`` measured in its paired rounds (``levels`` rows with a
+    ``decide_round``, and their requests): those are judged in their pairs (sweep/search/decide.py)
+    and reach the report through the decisions, never pooled with the grid's figures, which were taken
+    under other load. Unchanged (the same frames) where decide measured nothing in pairs."""
+    out = dict(tables)
+    levels = tables.get("levels")
+    if levels is None or DECIDE_ROUND not in levels.collect_schema().names():
+        return out
+    paired = levels.filter(pl.col(DECIDE_ROUND).is_not_null()).select(*KEYS, "repeat").collect()
+    if not paired.height:
+        return out
+    out["levels"] = levels.filter(pl.col(DECIDE_ROUND).is_null())
+    requests = tables.get("requests")
+    if requests is not None:
+        drop = paired.with_columns(pl.col("repeat").fill_null(0), _drop=pl.lit(True)).unique()
+        out["requests"] = (
+            requests.with_columns(_rep=pl.col("repeat").fill_null(0).cast(drop.schema["repeat"]))
+            .join(drop.lazy().rename({"repeat": "_rep"}), on=[*KEYS, "_rep"], how="left")
+            .filter(pl.col("_drop").is_null() | (pl.col("phase") != "level"))
+            .drop("_rep", "_drop")
+        )
+    return out
+
+
 def has_repeats(tables: Mapping[str, pl.LazyFrame]) -> bool:
     """Whether any level of these tables was measured more than once."""
-    levels = tables.get("levels")
+    levels = grid_only(tables).get("levels")
     if levels is None or "repeat" not in levels.collect_schema().names():
         return False
     top = levels.select(pl.col("repeat").max()).collect().item()
@@ -71,6 +102,7 @@ def pooled(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
     """``tables`` with each re-measured level pooled into one ``levels`` row (module docstring), and a
     ``repeats`` column on ``levels``; unchanged (no ``repeats`` column either) when nothing was
     re-measured."""
+    tables = grid_only(tables)  # decide's paired rounds are judged in their pairs, never pooled
     out = dict(tables)
     if REPEATS in tables["levels"].collect_schema().names() or not has_repeats(tables):  # pooled already, or no repeat
         return out
@@ -163,6 +195,8 @@ def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throu
     level measured again on a fresh launch shows it as it is. None under ``_MIN_DF`` degrees of freedom.
     Raw levels (before :func:`pooled`)."""
     frame = levels.collect() if isinstance(levels, pl.LazyFrame) else levels
+    if DECIDE_ROUND in frame.columns:  # decide's paired rounds: the noise of those pairs is theirs
+        frame = frame.filter(pl.col(DECIDE_ROUND).is_null())
     if "repeat" not in frame.columns or not frame.height:
         return None, 0
     groups = (

@@ -592,7 +592,7 @@ def _decisions_section(directory: Path) -> list[Section]:
     pct = lambda v: render.MISSING if v is None else ("inf" if v == float("inf") else render.change(v))  # noqa: E731
     counts = {o: int((d["outcome"] == o).sum()) for o in ("decided", "equal", "budget")}
 
-    again = read_columns(directory, "levels", ["repeat", "wall_s"]).filter(pl.col("repeat").fill_null(0) > 0)
+    again = read_columns(directory, "levels", ["decide_round", "wall_s"]).filter(pl.col("decide_round").is_not_null())
     bench = float(again["wall_s"].sum() or 0.0)  # each re-measured level once (decisions may share one)
     margin = float(d["practical_margin"][0])
     table = d.select(
@@ -616,13 +616,17 @@ def _decisions_section(directory: Path) -> list[Section]:
         Section(
             "Decisions measured again (decide)",
             [
-                f"{plural(d.height, 'pick')} within noise after the grid had their deciding levels measured again "
-                f"(every measurement pooled): {counts['decided']} decided (the margin's 95% interval excludes 0), "
+                f"{plural(d.height, 'pick')} within noise after the grid had their two candidates measured again "
+                "in pairs (back to back on one host, their order reversed every other round, A B B A) and judged "
+                "on those pairs alone (the mean of log(pick / other) over the rounds, its 95% t interval; never "
+                f"pooled with the grid's figures): {counts['decided']} decided (the interval excludes 0), "
                 f"{counts['equal']} equal (the interval within +-{margin:.0%}: either will do), {counts['budget']} "
-                f"undecided when the budget ran out; {plural(again.height, 'level')} measured again, {bench:,.1f} s of "
-                "benchmark (as measured; 'bench_s': a decision's own, shared ones counted in each). "
-                "'first': the pick's margin over the other and its interval before; 'now': after, as every table "
-                "here reads it; 'measurements': of the pick's and the other's deciding levels."
+                f"undecided when the budget ran out (the grid's pick stands); {plural(again.height, 'level')} "
+                f"measured again, {bench:,.1f} s of benchmark (as measured; 'bench_s': a decision's own, shared ones "
+                "counted in each). 'first': the pick's margin over the other and its interval from the grid; "
+                "'now': from the pairs, as every table here reads a decided or equal one (a pick changes only "
+                "where it was decided the other way); 'measurements': of the pick's and the other's levels, "
+                "the grid's included."
             ],
             table,
         )

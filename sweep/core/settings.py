@@ -417,19 +417,20 @@ class BenchSettings:
 @dataclass
 class DecideSettings:
     """``decide``: after the grid, spend measurement on the picks that are within noise (an SLO's pick
-    against its runner-up, a level's best against the second; sweep/search/decide.py). Each open
-    decision's two candidates have their deciding levels measured again (a relaunch measuring only
-    those levels; every measurement kept as a ``repeat`` of the level) until the interval of their
-    difference excludes zero (decided), lies within +-``margin`` (equal), or the budget runs out:
-    ``budget_s`` host-seconds of relaunches, at most ``budget_share`` of the host time the grid's points
-    took, and at most ``max_repeats`` measurements of one level of one point (the first included).
-    Off unless ``enabled``."""
+    against its runner-up, a level's best against the second; sweep/search/decide.py). Each round, an
+    open decision's two candidates are relaunched back to back on one host, in alternating order
+    (A B, then B A), measuring only the levels their figures are read at (every measurement kept as a
+    ``repeat`` of the level, with its ``decide_round``), until the interval of their paired difference
+    excludes zero (decided), lies within +-``margin`` (equal), or the budget runs out: ``budget_s``
+    host-seconds of relaunches, at most ``budget_share`` of the host time the grid's points took, and at
+    most ``max_repeats`` measurements of one level of one point (the grid's included: ``max_repeats - 1``
+    paired rounds). An undecided pick stays the grid's. Off unless ``enabled``."""
 
     enabled: bool = False  # run the decide phase after the grid (false: the grid's picks stand as measured)
     margin: float = 0.03  # relative: two candidates closer than this are equal for any practical purpose
     budget_s: Optional[float] = None  # host-seconds of re-measurement (launch + benchmark); None: no cap of its own
     budget_share: float = 0.25  # of the host time the grid's points took: the cap that keeps a sweep's size
-    max_repeats: int = 4  # measurements of one level of one point, the grid's first included
+    max_repeats: int = 4  # measurements of one level of one point, the grid's first included (3 paired rounds)
 
     def __post_init__(self) -> None:
         if not 0 < self.margin < 1:
@@ -447,8 +448,8 @@ class DecideSettings:
                 f"decide.budget_share = {self.budget_share!r} is out of range",
                 fix="a share of the grid's host time in (0, 10], e.g. 0.25",
             )
-        if self.max_repeats < 2:
+        if self.max_repeats < 3:
             raise ConfigError(
                 f"decide.max_repeats = {self.max_repeats!r} is out of range",
-                fix="at least 2 measurements of a level (the grid's and one more), e.g. 4",
+                fix="at least 3 measurements of a level (the grid's and two paired rounds: a pair's spread needs two), e.g. 4",
             )

@@ -1,11 +1,15 @@
-"""The ``decide`` phase of a sweep, after the grid: the picks within noise measured again until each is
-decided, equal, or out of budget (the rules: ``sweep.search.decide``).
+"""The ``decide`` phase of a sweep, after the grid: the picks within noise measured again, in pairs,
+until each is decided, equal, or out of budget (the rules: ``sweep.search.decide``).
 
-Each round relaunches the points an open decision needs (one launch for points of the same launch,
-as the grid ran them), measuring only their deciding levels, and writes each measurement as a repeat
-of its level (``ResultsDir.write_repeat``: new ``levels`` and ``requests`` rows with their ``repeat``
-index, never over the first). The analysis then pools every measurement, and the decisions are
-judged again. At the end ``decisions.parquet`` says how each one ended, and the report shows it.
+Each round, the open decisions that share a candidate form a block, and each block's points are
+relaunched back to back on one host (one Ray task holds it for all of them), measuring only the
+levels their figures are read at, in the block's order on odd rounds and the reverse on even ones:
+over two rounds a pair runs A B B A, so that what drifts on the host cancels. Each measurement is
+written as a repeat of its level with its round (``ResultsDir.write_repeat``: new ``levels`` and
+``requests`` rows, ``decide_round`` set, never over the first); a decision is judged on the log ratios
+of its pairs alone, never pooled with the grid's figures (taken beside other launches). The report's
+picks change only where a decision is decided. At the end ``decisions.parquet`` says how each one
+ended, and the report shows it.
 """
 
 from __future__ import annotations
@@ -64,8 +68,14 @@ def decide_phase(
     spent, round_no = 0.0, 0
     overheads: list[float] = []
     startup = {pid: float(v or 0.0) for pid, v in points.select("point_id", "startup_s").iter_rows()}
+    gpus = (
+        {pid: float(g or 1) for pid, g in points.select("point_id", "gpus").iter_rows()}
+        if "gpus" in points.columns
+        else {}
+    )
     planned = {p.id: p for p in sweep.plan.points if not p.errors}
     specs = _specs(sweep)
+    max_rounds = s.max_repeats - 1  # measurements of a level, the grid's included
     runner = None
     told = False
     while any(t.open for t in tracked.values()):
@@ -79,55 +89,63 @@ def decide_phase(
             .iter_rows()
         }
         # a launch: its startup, plus what the last rounds' launches took beyond startup and levels
-        # (pre-flight, warmup, reaps; 2 s before any was seen)
+        # (pre-flight, warmup, reaps; 2 s before any was seen); a level: its back-to-back repeats
+        reps = max(1, exp.benchmark.repeats)
+        walls = {k: v * reps for k, v in walls.items()}
         cost = {pid: startup.get(pid, 0.0) + (sum(overheads) / len(overheads) if overheads else 2.0) for pid in planned}
-        if not told:  # before anything is spent: what deciding them takes at the noise measured
+        if not told:  # before anything is spent: what settling them takes at the noise measured
             told = True
             ahead = decide.outlook(
-                tracked, counts, max_repeats=s.max_repeats, budget_s=budget, cost=cost, per_level_s=walls
+                tracked, max_rounds=max_rounds, margin=s.margin, budget_s=budget, cost=cost, per_level_s=walls
             )
             for line in ahead.lines(tracked):
                 console.print(f"decide: {escape(line)}")
         rnd = decide.plan_round(
-            tracked, counts, max_repeats=s.max_repeats, left_s=budget - spent, cost=cost, per_level_s=walls
+            tracked, round_no=round_no + 1, max_rounds=max_rounds, left_s=budget - spent, cost=cost, per_level_s=walls
         )
         if not rnd.levels:
             break
         round_no += 1
         if runner is None:
             runner = _runner(sweep, hosts, run_fn)
-        launches = _launches(rnd, planned, specs, rd.path, round_no)
+        sequences = [_launches(seq, rnd, planned, specs, round_no) for seq in rnd.sequences]
         console.print(
             f"decide: round {round_no}: {plural(len(rnd.decisions), 'decision')}, "
             f"{plural(sum(len(v) for v in rnd.levels.values()), 'level')} of "
-            f"{plural(len(rnd.levels), 'point')} measured again ({plural(len(launches), 'launch', 'launches')})"
+            f"{plural(len(rnd.levels), 'point')} measured again, back to back on one host per block "
+            f"({plural(sum(map(len, sequences)), 'launch', 'launches')} in {plural(len(sequences), 'block')}, "
+            f"{'in order' if round_no % 2 else 'in reverse order'})"
         )
         failed: dict[str, str] = {}
         try:
-            for out in runner.run(launches, lambda *_: None):
-                cost_s, overhead_s = charge(out.result, startup)
-                spent += cost_s
-                overheads.append(overhead_s)
-                for r in out.result.points:
-                    if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
-                        failed[r.point_id] = str(r.failure or "no level measured")
-                        continue
-                    rd.write_repeat(r.point_id, round_no, _stamped(r, counts))
+            for _, results in _in_order(runner, sequences):
+                for result in results:
+                    cost_s, overhead_s = charge(result, startup)
+                    spent += cost_s
+                    overheads.append(overhead_s)
+                    for r in result.points:
+                        if r.status != "ok" or r.levels is None or r.levels.num_rows == 0:
+                            failed[r.point_id] = str(r.failure or "no level measured")
+                            continue
+                        rd.write_repeat(r.point_id, round_no, _stamped(r, counts, round_no))
         except BaseException:
             runner.cancel_all()
             raise
         for key in rnd.decisions:
             tracked[key].rounds += 1
-        decide.update(tracked, decide.evaluate(store.load(rd.path), slos, pairs), s.margin)
+        decide.update(tracked, store.table(rd.path, "levels").collect(), s.margin, gpus=gpus)
         for t in tracked.values():
             if t.open and failed.keys() & set(t.now.points):
                 pid = next(p for p in t.now.points if p in failed)
-                t.outcome, t.detail = decide.BUDGET, f"re-measuring {planned[pid].label} failed: {failed[pid]}"
+                t.outcome, t.detail = (
+                    decide.BUDGET,
+                    f"re-measuring {planned[pid].label} failed: {failed[pid]}; the grid's pick stands",
+                )
     decide.close(tracked, "the time budget ran out (decide.budget_s / budget_share)")
     raw = as_measured(store.table(rd.path, "levels")).collect()  # host seconds
     bench_s = {
         (str(p), int(c)): float(w or 0.0)
-        for p, c, w in raw.filter(pl.col("repeat").fill_null(0) > 0)
+        for p, c, w in raw.filter(pl.col("decide_round").is_not_null())
         .group_by("point_id", "concurrency")
         .agg(pl.col("wall_s").sum())
         .iter_rows()
@@ -153,14 +171,17 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else ("inf" if math.isinf(v) else f"{v:+.1%}")
 
 
-def _stamped(r, counts: dict[tuple[str, int], int]) -> dict[str, pa.Table]:
-    """A re-measurement's levels and requests, each level's rows with its repeat index (the number of
-    measurements of it so far: the grid's is 0)."""
+def _stamped(r, counts: dict[tuple[str, int], int], round_no: int) -> dict[str, pa.Table]:
+    """A paired round's levels and requests, each level's rows with its repeat index (the measurements
+    of it so far, the grid's from 0, then its back-to-back repeats in this launch in turn) and, on the
+    levels, the round (``decide_round``: judged in pairs, never pooled with the grid's)."""
     levels = pl.DataFrame(pl.from_arrow(r.levels))
     index = {int(c): counts.get((r.point_id, int(c)), 1) for c in levels["concurrency"].to_list()}
     top = max(index.values(), default=1)
-    rep = lambda c: pl.col(c).cast(pl.Int64).replace_strict(index, default=top).cast(pl.Int32)  # noqa: E731
-    out = {"levels": levels.with_columns(repeat=rep("concurrency")).to_arrow()}
+    rep = lambda c: (  # noqa: E731
+        pl.col(c).cast(pl.Int64).replace_strict(index, default=top) + pl.col("repeat").fill_null(0).cast(pl.Int64)
+    ).cast(pl.Int32)
+    out = {"levels": levels.with_columns(repeat=rep("concurrency"), decide_round=pl.lit(round_no, pl.Int32)).to_arrow()}
     if r.requests is not None:
         req = pl.DataFrame(pl.from_arrow(r.requests))
         out["requests"] = req.with_columns(
@@ -193,12 +214,12 @@ def _specs(sweep: Prepared) -> dict[str, LaunchSpec]:
 
 
 def _launches(
-    rnd: decide.Round, planned: dict, specs: dict[str, LaunchSpec], path: Path, round_no: int
+    order: Sequence[str], rnd: decide.Round, planned: dict, specs: dict[str, LaunchSpec], round_no: int
 ) -> list[LaunchSpec]:
-    """The round's launches: points of one launch share it, each measuring only its levels."""
+    """One block's launches this round, in ``order``: points of one launch share it, each measuring
+    only its levels (in-launch repeats as the grid measured them)."""
     out = []
-    points = [planned[pid] for pid in rnd.levels]
-    for launch in launches_of(points):
+    for launch in launches_of([planned[pid] for pid in order]):
 
         def point(pid: str) -> LaunchPoint:  # its levels only
             [p] = specs[pid].points
@@ -214,6 +235,23 @@ def _launches(
             )
         )
     return out
+
+
+def _in_order(runner, sequences: list[list[LaunchSpec]]):
+    """Each block's launches back to back on one host (``Runner.run_in_order``); a block with a server
+    over several hosts cannot be held on one: its launches run one after the other, wherever Ray puts
+    them (still in their order, nothing of theirs between them)."""
+    single = [i for i, seq in enumerate(sequences) if all(spec.nnodes <= 1 for spec in seq)]
+    if single:
+        for j, results in runner.run_in_order([sequences[i] for i in single]):
+            yield single[j], results
+    for i, seq in enumerate(sequences):
+        if i in single:
+            continue
+        results = []
+        for spec in seq:
+            results += [out.result for out in runner.run([spec], lambda *_: None)]
+        yield i, results
 
 
 def _runner(sweep: Prepared, hosts: list[Host], run_fn):

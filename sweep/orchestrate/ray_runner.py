@@ -141,6 +141,14 @@ def _run_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, run
     return run_fn(spec, ctx, progress)
 
 
+def _run_in_order_on_host(
+    specs: list[LaunchSpec], setups: dict[str, HostSetup], board: Any, run_fn: _RunFn | None
+) -> list[LaunchResult]:
+    """Launches back to back on the one host this task holds (``decide``'s paired rounds): nothing else
+    runs there between them."""
+    return [_run_on_host(spec, setups, board, run_fn) for spec in specs]
+
+
 def _follow_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, node_rank: int) -> PointResult:
 
     spec, ctx, progress = _on_host(spec, setups, board)
@@ -495,6 +503,42 @@ class Runner:
             )
         except ray.exceptions.RayError as e:  # the worker or its node died under the point
             return self._retry_or_fail(spec, attempt, t0, f"{self._where.get(spec.key, '?')} ({type(e).__name__})")
+
+    def run_in_order(self, sequences: list[list[LaunchSpec]]) -> Iterator[tuple[int, list[LaunchResult]]]:
+        """Each sequence of one-host launches as one task holding one host for all of them, back to back
+        in their order (``decide``'s paired rounds); the sequences side by side on the hosts there are.
+        Yields (the sequence's index, its results) as each ends; a sequence whose task died yields each
+        of its launches failed (a result like any other: nothing raises here but Ctrl-C)."""
+        board = cast("ActorClass[_ProgressBoard]", _ProgressBoard)
+        if self._board is None:
+            self._board = board.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            ).remote()
+        task = ray.remote(max_calls=1 if self.fresh_workers else 0)(_run_in_order_on_host)
+        t0 = time.monotonic()
+        refs = {
+            task.options(name="sweep-pairs", **self._opts).remote(seq, self.setups, self._board, self.run_fn): i
+            for i, seq in enumerate(sequences)
+        }
+        for ref in refs:
+            self._pending[ref] = _Pending("point", sequences[refs[ref]][0], 1, t0)  # cancel_all reaches it
+        waiting = list(refs)
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1, timeout=0.5)
+            self._board.drain.remote()  # their progress is not shown: a round's line says what runs
+            for ref in ready:
+                self._pending.pop(ref, None)
+                i = refs[ref]
+                try:
+                    yield i, ray.get(ref)
+                except ray.exceptions.RayError as e:  # the worker or its node died under the sequence
+                    yield (
+                        i,
+                        [
+                            _failed(spec, None, "host", f"its host was lost ({type(e).__name__})", t0)
+                            for spec in sequences[i]
+                        ],
+                    )
 
     def cancel_all(self) -> None:
         """Cancel running points: politely first (their cleanup stops the servers), then by force."""

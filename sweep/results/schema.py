@@ -11,7 +11,8 @@ Tables:
 - ``levels``: one row per concurrency level, then one per open-loop level (``benchmark.rates``,
   a trace replayed at its timing): those have ``concurrency`` 0 and ``arrival`` set.
 - ``levels`` and ``requests`` of a re-measured level (``decide``): one more row per repeat, with its
-  ``repeat`` index, in ``<table>/<point_id>~r<round>.parquet`` beside the point's own file.
+  ``repeat`` index (and, on ``levels``, its ``decide_round``), in ``<table>/<point_id>~r<round>.parquet``
+  beside the point's own file.
 - ``decisions`` (``decisions.parquet``, not per point): how each decision ``decide`` took on ended.
 - ``metrics``: one row per Prometheus sample and level: the server's raw ``/metrics`` around it.
 - ``points``: one row per grid point, written by the sweep (plus one ``axis_<name>`` column per grid
@@ -233,6 +234,10 @@ LEVELS = pa.schema(
         # own with its requests (theirs carry the same index); the analysis pools them
         # (sweep/analysis/repeats.py), never overwriting the first
         ("repeat", pa.int32()),
+        # null: measured by the grid; k: measured in ``decide``'s k-th paired round (its candidates back
+        # to back on one host, their order alternating between rounds: sweep/search/decide.py). Those
+        # rows are judged in their pairs and never pooled into the grid's figures
+        ("decide_round", pa.int32()),
     ]
 )
 
@@ -462,11 +467,14 @@ DECISIONS_SCHEMA = pa.schema(
         ("pick_label", pa.string()),
         ("other_id", pa.string()),  # the other candidate (the runner-up)
         ("other_label", pa.string()),
-        ("levels", pa.list_(pa.int32())),  # the deciding levels re-measured
+        ("levels", pa.list_(pa.int32())),  # the levels re-measured in pairs (where each candidate is read)
+        ("pick_level", pa.int32()),  # the level the pick's figure is read at (an SLO's: the highest meeting it)
+        ("other_level", pa.int32()),
+        ("pairs", pa.int32()),  # paired rounds judged (both candidates measured in the same round)
         ("margin_first", pa.float64()),  # pick over other - 1, and its interval, before any re-measurement
         ("low_first", pa.float64()),
         ("high_first", pa.float64()),
-        ("margin", pa.float64()),  # the same at the end, from every measurement pooled
+        ("margin", pa.float64()),  # the same at the end: from decide's paired rounds (their mean log ratio)
         ("low", pa.float64()),
         ("high", pa.float64()),
         ("outcome", pa.string()),  # decided | equal | budget

@@ -115,6 +115,7 @@ def check_sweep_dir(d: Path) -> None:
 def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
     """The tables of a results directory as polars LazyFrames, keyed by table name.
 
+    ``decisions`` (one file, ``decide``'s) comes with them: empty where decide did not run.
     A table with no file yet (a sweep still running, or no point got that far) is an empty frame
     with the right schema, so queries over partial sweeps work. ``points`` and ``levels`` (one
     small file per point) also read files written by an older version: columns they lack are
@@ -122,7 +123,7 @@ def load(directory: str | Path) -> dict[str, pl.LazyFrame]:
     """
     d = Path(directory)
     check_sweep_dir(d)
-    return {name: table(d, name) for name in TABLES}
+    return {**{name: table(d, name) for name in TABLES}, "decisions": decisions(d).lazy()}
 
 
 def table(directory: str | Path, name: str) -> pl.LazyFrame:
@@ -278,9 +279,13 @@ def _fit(value: Any, kind: pa.DataType) -> Any:
 
 def decisions(directory: str | Path) -> pl.DataFrame:
     """How each decision ``decide`` took on ended (``decisions.parquet``); empty, in its schema, where
-    decide did not run."""
+    decide did not run; a file written before a column existed has it null."""
 
     path = Path(directory) / DECISIONS
     if not path.is_file():
         return _frame(DECISIONS_SCHEMA.empty_table())
-    return _frame(pq.read_table(path))
+    frame = _frame(pq.read_table(path))
+    types = _frame(DECISIONS_SCHEMA.empty_table()).schema
+    return frame.with_columns(
+        [pl.lit(None, types[n]).alias(n) for n in DECISIONS_SCHEMA.names if n not in frame.columns]
+    )

@@ -10,16 +10,20 @@ A **decision** is a pick the report makes between two candidates whose margin's 
 - a pair a caller asks about (:func:`pair_decision`: two point ids and a level; the policy's tier
   candidates): the same rule as a level's best.
 
-Each round the driver measures every open decision's deciding levels once more (both candidates, a
-relaunch each, or one launch for points of the same launch) and recomputes the analysis over all the
-measurements pooled (``sweep.analysis.repeats``): the margin's interval narrows as the repeats
-average the level-wide noise out. A decision ends, by :func:`judge`:
+Each round the driver measures every open decision's candidates again at the level each one's figure
+is read at, in pairs: the decisions that share a candidate form a block (:func:`blocks`), and a block's
+points run back to back on one host, in order on odd rounds and reversed on even ones (A B, then B A).
+A decision is judged on its paired rounds alone (:func:`paired_rounds`: log(pick / other) per round;
+``noise.paired_ratio``: their mean and its t interval), never on the grid's figures pooled with them,
+which were taken beside other launches. It ends, by :func:`judge`:
 
-- **decided**: the interval excludes 0 (the one ahead now is the pick, which may have changed);
+- **decided**: the interval excludes 0 (the one ahead is the pick: where that is the other, the pick
+  changes; it changes nowhere else);
 - **equal**: the interval lies within +-``margin`` (``decide.margin``): either will do;
 - **budget**: the budget ran out first: ``decide.budget_s`` / ``budget_share`` of the grid's host
-  time (:func:`plan_round` keeps a round within what is left), or a candidate's level was measured
-  ``max_repeats`` times.
+  time (:func:`plan_round` plans whole rounds of whole blocks within what is left), or it took
+  ``max_repeats - 1`` rounds; the grid's pick stands. :func:`outlook` says before anything is spent
+  how many rounds settling each would take at the noise the grid measured, and the budget that buys them.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 
 import polars as pl
 
-from sweep.analysis import analyze, realspeed, speedups
+from sweep.analysis import analyze, noise, realspeed, speedups
 from sweep.core import slo_rule
 
 DECIDED, EQUAL, BUDGET = "decided", "equal", "budget"
@@ -42,12 +47,17 @@ class _Candidate:
     point_id: str
     label: str
     levels: tuple[int, ...]  # its deciding levels (concurrency)
+    read: int = 0  # the level its figure is read at (an SLO's: the highest meeting it), measured in pairs
+
+    @property
+    def at(self) -> int:
+        return self.read or (self.levels[0] if self.levels else 0)
 
 
 @dataclass(frozen=True)
 class Decision:
-    """One pick between two candidates, as the analysis sees it now: the margin of ``pick`` over
-    ``other`` (pick / other - 1, from every measurement pooled) and its interval."""
+    """One pick between two candidates: the margin of ``pick`` over ``other`` (pick / other - 1) and its
+    interval, as the grid measured them (:func:`evaluate`) or as its paired rounds do (:func:`paired`)."""
 
     key: str  # what is being decided, stable while the candidates change: slo:NAME@W, level:C=N@W, pair:A|B@C=N
     kind: str  # slo | level | pair
@@ -64,8 +74,16 @@ class Decision:
         return self.pick.point_id, self.other.point_id
 
     def wanted(self) -> list[tuple[str, int]]:
-        """(point, level) of the measurements one more round of this decision takes."""
-        return [(c.point_id, lv) for c in (self.pick, self.other) for lv in c.levels]
+        """(point, level) of the measurements one more round of this decision takes: each candidate at
+        the level its figure is read at."""
+        return list(dict.fromkeys((c.point_id, c.at) for c in (self.pick, self.other)))
+
+    def swapped(self) -> Decision:
+        """The same decision with the other candidate as the pick (the margin inverted)."""
+        inv = lambda x: None if x is None or x <= -1 else 1 / (1 + x) - 1  # noqa: E731
+        return replace(
+            self, pick=self.other, other=self.pick, margin=inv(self.margin), low=inv(self.high), high=inv(self.low)
+        )
 
 
 def judge(low: float | None, high: float | None, margin: float) -> str | None:
@@ -105,7 +123,8 @@ def _slo_decisions(slo_table: pl.DataFrame) -> list[Decision]:
 
         def cand(r: dict) -> _Candidate:
             levels = tuple(sorted({int(c) for c in (r.get("last_met"), r.get("first_missed")) if c is not None}))
-            return _Candidate(r["point_id"], r.get("setup") or r["label"], levels)
+            read = int(r["last_met"]) if r.get("last_met") is not None else (levels[0] if levels else 0)
+            return _Candidate(r["point_id"], r.get("setup") or r["label"], levels, read)
 
         out.append(
             Decision(
@@ -139,8 +158,8 @@ def _level_decisions(best: pl.DataFrame) -> list[Decision]:
                 "level",
                 f"the best at C={c}",
                 w,
-                _Candidate(r["point_id"], r["label"], (c,)),
-                _Candidate(r["runner_up_id"], r["runner_up"], (c,)),
+                _Candidate(r["point_id"], r["label"], (c,), c),
+                _Candidate(r["runner_up_id"], r["runner_up"], (c,), c),
                 r.get("margin"),
                 r["margin_low"],
                 r["margin_high"],
@@ -178,8 +197,8 @@ def pair_decision(
         "pair",
         subject or f"{row['label']} or {row['runner_up']} at C={level}",
         "",
-        _Candidate(row["point_id"], row["label"], (level,)),
-        _Candidate(row["runner_up_id"], row["runner_up"], (level,)),
+        _Candidate(row["point_id"], row["label"], (level,), level),
+        _Candidate(row["runner_up_id"], row["runner_up"], (level,), level),
         row.get("margin"),
         row.get("margin_low"),
         row.get("margin_high"),
@@ -216,6 +235,7 @@ class Tracked:
     outcome: str | None = None
     detail: str = ""
     rounds: int = 0
+    pairs: int = 0  # paired rounds judged (both candidates measured in the same round)
 
     @property
     def open(self) -> bool:
@@ -227,27 +247,76 @@ def take_on(decisions: Mapping[str, Decision], margin: float) -> dict[str, Track
     return {k: Tracked(d, d) for k, d in decisions.items() if judge(d.low, d.high, margin) is None}
 
 
-def update(tracked: Mapping[str, Tracked], decisions: Mapping[str, Decision], margin: float) -> None:
-    """After a round: each open decision as the analysis sees it now, ended where it is decided or
-    equal. A decision the analysis no longer has an interval for (a candidate failed on its relaunch)
-    keeps its last figures."""
-    for key, t in tracked.items():
-        if not t.open or key not in decisions:
-            continue
-        t.now = decisions[key]
-        verdict = judge(t.now.low, t.now.high, margin)
-        if verdict is not None:
-            t.outcome = verdict
-            changed = t.now.pick.point_id != t.first.pick.point_id
-            t.detail = (
-                (
-                    f"the pick changed: {t.now.pick.label} is ahead of {t.first.pick.label}"
-                    if changed
-                    else f"{t.now.pick.label} is ahead"
-                )
-                if verdict == DECIDED
-                else f"within +-{margin:.0%}: either will do"
+def paired_rounds(levels: pl.DataFrame, d: Decision, gpus: Mapping[str, float] | None = None) -> list[float]:
+    """log(pick / other) of every paired round of ``d``: ``levels`` is the raw ``levels`` table (every
+    measurement), of which the rows with a ``decide_round`` are decide's; a round pairs the two
+    candidates' figures at their read levels measured in it (output throughput per GPU, ``gpus``: a
+    point's GPU count, 1 where not given; the mean over a launch's back-to-back repeats). The grid's
+    figures never enter: they were taken beside other launches, under other load."""
+    if levels.is_empty() or "decide_round" not in levels.columns:
+        return []
+    gpus = gpus or {}
+    sides = []
+    for c in (d.pick, d.other):
+        mine = (
+            levels.filter(
+                (pl.col("point_id") == c.point_id)
+                & (pl.col("concurrency") == c.at)
+                & pl.col("decide_round").is_not_null()
+                & (pl.col("output_throughput") > 0)
             )
+            .group_by("decide_round")
+            .agg(v=pl.col("output_throughput").log().mean())
+        )
+        sides.append({int(r): float(v) - math.log(gpus.get(c.point_id) or 1.0) for r, v in mine.iter_rows()})
+    a, b = sides
+    return [a[r] - b[r] for r in sorted(a.keys() & b.keys())]
+
+
+def paired(d: Decision, log_ratios: Sequence[float]) -> Decision:
+    """``d`` with its margin and interval from its paired rounds (``noise.paired_ratio``: the mean log
+    ratio, the t interval of the pairs' own spread); as it was (the grid's figures) under two rounds."""
+    judged = noise.paired_ratio(list(log_ratios))
+    if judged is None:
+        return d
+    ratio, low, high = judged
+    return replace(d, margin=ratio - 1, low=low - 1, high=high - 1)
+
+
+def update(
+    tracked: Mapping[str, Tracked],
+    levels: pl.DataFrame,
+    margin: float,
+    *,
+    gpus: Mapping[str, float] | None = None,
+) -> None:
+    """After a round: each open decision judged on its paired rounds alone (:func:`paired_rounds`),
+    ended where decided (the interval excludes 0) or equal (within +-``margin``). The pick changes only
+    where the decision is decided the other way: an open or undecided one keeps the grid's pick."""
+    for t in tracked.values():
+        if not t.open:
+            continue
+        ratios = paired_rounds(levels, t.first, gpus)
+        t.pairs = len(ratios)
+        if len(ratios) < 2:
+            continue
+        now = paired(t.first, ratios)
+        verdict = judge(now.low, now.high, margin)
+        changed = verdict == DECIDED and now.margin is not None and now.margin < 0
+        t.now = now.swapped() if changed else now
+        if verdict is None:
+            continue
+        t.outcome = verdict
+        t.detail = (
+            (
+                f"the pick changed: {t.now.pick.label} is ahead of {t.first.pick.label}"
+                if changed
+                else f"{t.now.pick.label} is ahead"
+            )
+            + f" ({len(ratios)} paired rounds)"
+            if verdict == DECIDED
+            else f"within +-{margin:.0%}: either will do ({len(ratios)} paired rounds)"
+        )
 
 
 def counts_of(levels: pl.DataFrame) -> dict[tuple[str, int], int]:
@@ -258,131 +327,169 @@ def counts_of(levels: pl.DataFrame) -> dict[tuple[str, int], int]:
     return {(str(p), int(c)): int(n) for p, c, n in grouped.iter_rows()}
 
 
+def blocks(tracked: Mapping[str, Tracked]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The open decisions in blocks that share a candidate (transitively), in order (SLO picks first),
+    each as (its decisions' keys, its points in the order they are first named): a block's points are
+    measured back to back on one host each round, so that every pair in it is a pair."""
+    out: list[tuple[list[str], list[str]]] = []
+    for key, t in tracked.items():
+        if not t.open:
+            continue
+        mine = [p for p, _ in t.first.wanted()]
+        joined = [b for b in out if set(b[1]) & set(mine)]
+        keys: list[str] = []
+        points: list[str] = []
+        for b in joined:  # in their order: the earliest block's place is the merged one's
+            keys, points = [*keys, *b[0]], [*points, *b[1]]
+        at = out.index(joined[0]) if joined else len(out)
+        out = [b for b in out if b not in joined]
+        out.insert(at, ([*keys, key], list(dict.fromkeys([*points, *mine]))))
+    return [(tuple(k), tuple(p)) for k, p in out]
+
+
 @dataclass(frozen=True)
 class Round:
-    """What one round measures: per point, the levels to measure once more (in order), and the
-    decisions it serves; ``cost_s`` the host-seconds it is expected to take."""
+    """What one round measures: per point, the levels to measure once more, the decisions it serves,
+    the blocks (points in their order this round: forward on odd rounds, reversed on even ones, so
+    that over two rounds each pair runs A B B A) and ``cost_s``, the host-seconds it is expected to take."""
 
     levels: dict[str, tuple[int, ...]] = field(default_factory=dict)
     decisions: tuple[str, ...] = ()
     cost_s: float = 0.0
+    sequences: tuple[tuple[str, ...], ...] = ()
+
+
+def _block_cost(
+    tracked: Mapping[str, Tracked], keys: Sequence[str], cost: Mapping[str, float], per_level_s: Mapping
+) -> tuple[dict[str, list[int]], float]:
+    wanted: dict[str, list[int]] = {}
+    for k in keys:
+        for p, lv in tracked[k].first.wanted():
+            if lv not in wanted.setdefault(p, []):
+                wanted[p].append(lv)
+    return wanted, sum(cost.get(p, 0.0) for p in wanted) + sum(
+        per_level_s.get((p, lv), 0.0) for p, lvs in wanted.items() for lv in lvs
+    )
 
 
 def plan_round(
     tracked: Mapping[str, Tracked],
-    counts: Mapping[tuple[str, int], int],
     *,
-    max_repeats: int,
+    round_no: int,
+    max_rounds: int,
     left_s: float,
     cost: Mapping[str, float],
     per_level_s: Mapping[tuple[str, int], float],
 ) -> Round:
-    """The next round: each open decision, in order (SLO picks first), gets its candidates' deciding
-    levels measured once more, while the round's expected cost stays within ``left_s`` (a point's
-    relaunch ``cost[point]`` once, plus ``per_level_s[(point, level)]`` per level). A decision whose
-    candidate level was measured ``max_repeats`` times, or that does not fit, ends here (budget)."""
-    chosen: dict[str, list[int]] = {}
+    """The next round (``round_no``, from 1): every block of open decisions (:func:`blocks`), in order,
+    gets its candidates' read levels measured once more, back to back, while the round's expected cost
+    stays within ``left_s`` (each point's relaunch ``cost[point]``, plus ``per_level_s[(point, level)]``
+    per level). A decision that took ``max_rounds`` rounds, or whose block does not fit, ends here
+    (budget): an undecided decision leaves the grid's pick."""
+    for t in tracked.values():
+        if t.open and t.rounds >= max_rounds:
+            t.outcome, t.detail = (
+                BUDGET,
+                f"{t.rounds} paired rounds (decide.max_repeats) and still within noise: the grid's pick stands",
+            )
+    chosen: dict[str, tuple[int, ...]] = {}
     serving: list[str] = []
+    sequences: list[tuple[str, ...]] = []
     spent = 0.0
-    for key, t in tracked.items():
-        if not t.open:
-            continue
-        wanted = t.now.wanted()
-        full = [(p, lv) for p, lv in wanted if counts.get((p, lv), 1) >= max_repeats]
-        if full:
-            t.outcome, t.detail = BUDGET, f"measured {max_repeats} times (decide.max_repeats) and still within noise"
-            continue
-        extra = sum(cost.get(p, 0.0) for p in {p for p, _ in wanted} if p not in chosen) + sum(
-            per_level_s.get((p, lv), 0.0) for p, lv in wanted if lv not in chosen.get(p, [])
-        )
+    for keys, points in blocks(tracked):
+        wanted, extra = _block_cost(tracked, keys, cost, per_level_s)
         if spent + extra > left_s:
-            t.outcome, t.detail = BUDGET, "the time budget ran out (decide.budget_s / budget_share)"
+            for k in keys:
+                tracked[k].outcome, tracked[k].detail = (
+                    BUDGET,
+                    "the time budget ran out (decide.budget_s / budget_share): the grid's pick stands",
+                )
             continue
         spent += extra
-        serving.append(key)
-        for p, lv in wanted:
-            if lv not in chosen.setdefault(p, []):
-                chosen[p].append(lv)
-    return Round({p: tuple(sorted(lvs)) for p, lvs in chosen.items()}, tuple(serving), spent)
+        serving += keys
+        chosen.update({p: tuple(lvs) for p, lvs in wanted.items()})
+        sequences.append(points if round_no % 2 else tuple(reversed(points)))
+    return Round(chosen, tuple(serving), spent, tuple(sequences))
 
 
-def measurements_to_decide(d: Decision, measured: int) -> int | None:
-    """How many measurements of each candidate's deciding levels (the first included) would make the
-    interval of ``d``'s margin exclude 0, were the margin to stay as it is and the interval to narrow
-    as 1/sqrt(measurements) (the level-wide noise averaging out, as the pooled figures do); ``measured``:
-    how many it has now. None where the margin is 0 or there is no interval (no measurement decides it)."""
+def rounds_to_settle(d: Decision, margin: float, *, confidence: float = 0.95) -> int | None:
+    """How many paired rounds would settle ``d`` (decided, or equal within +-``margin``), were its margin
+    to stay as the grid measured it and the noise of a pair's log ratio to be the grid's (the half-width
+    of its interval, over z: the interval of two figures measured once each); None where the grid gave
+    no interval, or no count up to 64 would."""
     if d.margin is None or d.low is None or d.high is None or d.margin <= -1 or d.low <= -1:
         return None
-    if d.low > 0 or d.high < 0:  # decided already
-        return measured
     if math.isinf(d.high) or math.isinf(d.low):
         return None
     m = abs(math.log1p(d.margin))
-    half = (math.log1p(d.high) - math.log1p(d.low)) / 2
-    if m <= 0:
-        return None
-    if half < m:
-        return measured
-    return max(measured, math.ceil(measured * (half / m) ** 2 + 1e-9))
+    sd = (math.log1p(d.high) - math.log1p(d.low)) / 2 / NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    for n in range(2, 65):
+        half = noise.t_quantile(n - 1, confidence) * sd / math.sqrt(n)
+        if half < m or m + half <= math.log1p(margin):
+            return n
+    return None
 
 
 @dataclass(frozen=True)
 class _Outlook:
-    """Before any round: per open decision, the measurements that would decide it at the noise measured
-    (``measurements_to_decide``; None: none would), and what deciding every one that can be decided
-    within ``max_repeats`` would cost (host-seconds, whole rounds), against the budget."""
+    """Before any round: per open decision, the paired rounds that would settle it at the noise the grid
+    measured (``rounds_to_settle``; None: none would), and what settling every one that can be within
+    ``max_rounds`` would cost (host-seconds, whole rounds of whole blocks), against the budget."""
 
     needed: dict[str, int | None]
     cost_s: float
     budget_s: float
-    beyond: tuple[str, ...]  # decisions that ``max_repeats`` cannot decide at the noise measured
+    beyond: tuple[str, ...]  # decisions that ``max_rounds`` cannot settle at the noise measured
+    rounds: int = 0  # the rounds that cost
 
     def lines(self, tracked: Mapping[str, Tracked]) -> list[str]:
         out = []
         if self.cost_s > self.budget_s:
             out.append(
-                f"at the noise measured, deciding them takes about {self.cost_s:,.0f} host-s, over the budget of "
-                f"{self.budget_s:,.0f}: the budget that would is decide.budget_s={math.ceil(self.cost_s)} "
-                "(and budget_share to match); those it cannot buy end undecided (budget), the grid's pick standing"
+                f"at the noise measured, settling them takes about {self.rounds} paired rounds, "
+                f"{self.cost_s:,.0f} host-s, over the budget of {self.budget_s:,.0f}: the budget that would is "
+                f"decide.budget_s={math.ceil(self.cost_s)} (and budget_share to match); those it cannot buy end "
+                "undecided (budget), the grid's pick standing"
             )
         for key in self.beyond:
             n = self.needed.get(key)
             subject = tracked[key].first.subject
             out.append(
-                f"{subject}: no measurement count decides it (its margin is 0 or unbounded)"
+                f"{subject}: no count of paired rounds settles it at the noise measured (its interval is unbounded)"
                 if n is None
-                else f"{subject}: needs about {n} measurements of each level, more than decide.max_repeats"
+                else f"{subject}: needs about {n} paired rounds, more than decide.max_repeats allows"
             )
         return out
 
 
 def outlook(
     tracked: Mapping[str, Tracked],
-    counts: Mapping[tuple[str, int], int],
     *,
-    max_repeats: int,
+    max_rounds: int,
+    margin: float,
     budget_s: float,
     cost: Mapping[str, float],
     per_level_s: Mapping[tuple[str, int], float],
 ) -> _Outlook:
-    """The plan before spending (:class:`_Outlook`): each open decision's measurements to decide, and the
-    cost of the rounds that takes (each round: a relaunch of each candidate plus its deciding levels)."""
+    """The plan before spending (:class:`_Outlook`): each open decision's paired rounds to settle, and
+    the cost of the rounds that takes: each block runs as many rounds as its neediest decision (up to
+    ``max_rounds``), each round a relaunch of each of its points plus its levels."""
     needed: dict[str, int | None] = {}
     beyond: list[str] = []
-    total = 0.0
-    for key, t in tracked.items():
-        if not t.open:
-            continue
-        wanted = t.now.wanted()
-        have = min((counts.get(w, 1) for w in wanted), default=1)
-        n = measurements_to_decide(t.now, have)
-        needed[key] = n
-        if n is None or n > max_repeats:
-            beyond.append(key)
-            continue
-        per_round = sum(cost.get(p, 0.0) for p in {p for p, _ in wanted}) + sum(per_level_s.get(w, 0.0) for w in wanted)
-        total += (n - have) * per_round
-    return _Outlook(needed, total, budget_s, tuple(beyond))
+    total, most = 0.0, 0
+    for keys, _ in blocks(tracked):
+        n_block = 0
+        for key in keys:
+            n = rounds_to_settle(tracked[key].first, margin)
+            needed[key] = n
+            if n is None or n > max_rounds:
+                beyond.append(key)
+                n = max_rounds
+            n_block = max(n_block, n)
+        _, per_round = _block_cost(tracked, keys, cost, per_level_s)
+        total += n_block * per_round
+        most = max(most, n_block)
+    return _Outlook(needed, total, budget_s, tuple(beyond), most)
 
 
 def close(tracked: Mapping[str, Tracked], why: str) -> None:
@@ -402,12 +509,12 @@ def rows(
     out = []
     for key, t in tracked.items():
         d, f = t.now, t.first
-        levels = sorted({lv for c in (d.pick, d.other, f.pick, f.other) for lv in c.levels})
+        levels = sorted({c.at for c in (d.pick, d.other, f.pick, f.other)})  # the levels measured in pairs
 
-        def reps(c: _Candidate) -> int:
-            return min((counts.get((c.point_id, lv), 1) for lv in c.levels), default=1)
+        def reps(c: _Candidate) -> int:  # of the level measured in pairs (the grid's included)
+            return counts.get((c.point_id, c.at), 1)
 
-        spent = sum(bench_s.get((c.point_id, lv), 0.0) for c in {d.pick, d.other, f.pick, f.other} for lv in c.levels)
+        spent = sum(bench_s.get((c.point_id, c.at), 0.0) for c in {d.pick, d.other, f.pick, f.other})
         first = _as_pair(f, d.pick.point_id, d.other.point_id)  # the first figures of the pair named, or none
         out.append(
             {
@@ -420,6 +527,9 @@ def rows(
                 "other_id": d.other.point_id,
                 "other_label": d.other.label,
                 "levels": levels,
+                "pick_level": d.pick.at,
+                "other_level": d.other.at,
+                "pairs": t.pairs,
                 "margin_first": first[0],
                 "low_first": first[1],
                 "high_first": first[2],
@@ -468,7 +578,7 @@ def restricted(bench, levels: Sequence[int]):
 def evaluate(
     tables: Mapping[str, pl.LazyFrame], slo_settings: Sequence = (), pairs: Sequence[tuple[str, str, int]] = ()
 ) -> dict[str, Decision]:
-    """Every decision of a results directory's tables (every measurement pooled), as the report judges
+    """Every decision of a results directory's tables (the grid's figures: decide's paired rounds left out), as the report judges
     it: the analysis run over them (``findings.analyze``), its SLO picks (``slo_settings``: the
     experiment's ``benchmark.slo``), its best per level, and the ``pairs`` asked for."""
 

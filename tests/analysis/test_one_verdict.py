@@ -132,8 +132,8 @@ def test_the_levels_verdicts_take_the_noise_measured_between_repeats(tmp_path):
     sd.write()
     for k, moved in enumerate([1.1, 0.9, 1.0, 1.05], 1):  # each repeat moves a whole level, both points alike
         for i, (lv, b, d) in enumerate(((1, 50, 80), (8, 1000, 1080))):
-            remeasure(sd, base, lv, b * moved, 2 * k + i, k)
-            remeasure(sd, d1, lv, d * moved, 2 * k + i, k)
+            remeasure(sd, base, lv, b * moved, 2 * k + i, k, paired=False)
+            remeasure(sd, d1, lv, d * moved, 2 * k + i, k, paired=False)
     f = analyze(load(tmp_path))
     assert isinstance(f.level_noise, noise.MeasuredNoise) and float(f.level_noise) > 0.05
     row = f.levels.filter((pl.col("point_id") == d1) & (pl.col("concurrency") == 8)).row(0, named=True)

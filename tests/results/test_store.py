@@ -13,7 +13,7 @@ import pytest
 from sweep.analysis.frames import configurations
 from sweep.core.errors import ResultsError
 from sweep.results import load, store
-from sweep.results.schema import POINTS, REQUESTS, TABLES, from_rows
+from sweep.results.schema import DECISIONS_SCHEMA, POINTS, REQUESTS, TABLES, from_rows
 from sweep.results.store import upgrade_points
 from sweep.results.writer import ResultsDir
 
@@ -87,8 +87,8 @@ def test_a_missing_directory_is_an_error_that_says_what_to_pass(tmp_path):
 def test_a_sweep_that_measured_nothing_has_every_table_empty_with_its_schema(tmp_path):
     (tmp_path / "sweep.json").write_text('{"experiment": "x", "mode": "dry-run"}')  # opened, nothing written yet
     tables = load(tmp_path)
-    assert set(tables) == set(TABLES)
-    for name, schema in TABLES.items():
+    assert set(tables) == {*TABLES, "decisions"}  # decide's decisions come with the tables
+    for name, schema in {**TABLES, "decisions": DECISIONS_SCHEMA}.items():
         frame = tables[name].collect()
         assert frame.height == 0 and frame.columns == schema.names
 

@@ -1,9 +1,12 @@
-"""``decide`` without a cluster: decisions read from results directories with known numbers, repeats
-written as the driver writes them, and the rounds planned and ended by the pure rules of
-sweep/search/decide.py (a decision that separates, one equal within the margin, one out of budget)."""
+"""``decide`` without a cluster: decisions read from results directories with known numbers, paired
+rounds written as the driver writes them (each round moving both candidates alike, as a host does),
+and the rounds planned and ended by the pure rules of sweep/search/decide.py (a decision that
+separates, one decided the other way that changes the pick everywhere, one equal within the margin,
+one out of budget that changes nothing)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,12 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sweep.analysis import repeats
+from sweep.analysis import findings, noise, repeats
+from sweep.core import slo_rule
 from sweep.core.record import LaunchResult, PointResult
 from sweep.core.settings import SLOSettings
 from sweep.orchestrate.decide import charge
 from sweep.results import store
-from sweep.results.schema import from_rows, repeat_stem
+from sweep.results.schema import DECISIONS, DECISIONS_SCHEMA, from_rows, repeat_stem
 from sweep.search import decide
 from tests.analysis.sweepdir import SweepDir
 
@@ -40,18 +44,35 @@ def sweep(path: Path, a: float, b: float) -> tuple[SweepDir, str, str]:
     return sd, pa_, pb
 
 
-def remeasure(sd: SweepDir, point_id: str, level: int, value: float, round_: int, index: int) -> None:
+def remeasure(
+    sd: SweepDir, point_id: str, level: int, value: float, round_: int, index: int, paired: bool = True
+) -> None:
     """A re-measurement of one level as the driver writes it: new levels and requests rows with their
-    repeat index, in <table>/<point>~r<round>.parquet (the point's own files untouched)."""
+    repeat index (and, measured in a paired round, the round), in <table>/<point>~r<round>.parquet
+    (the point's own files untouched)."""
     p = next(p for p in sd.points if p.point_id == point_id)
     tables = sd._tables(type(p)(**{**p.__dict__, "levels": {level: value}, "tok_s": [], "lost": []}))
     for name in ("requests", "levels"):
         rows = [dict(r, repeat=index) for r in tables[name] if r.get("phase", "level") == "level"]
+        if name == "levels" and paired:
+            rows = [dict(r, decide_round=round_) for r in rows]
         pq.write_table(from_rows(rows, name), sd.path / name / f"{repeat_stem(point_id, round_)}.parquet")
+
+
+def write_decisions(path: Path, tracked: dict[str, decide.Tracked], margin: float) -> None:
+    """decisions.parquet as the driver writes it at the end."""
+    rows = decide.rows(tracked, decide.counts_of(store.table(path, "levels").collect()), {}, margin)
+    pq.write_table(pa.Table.from_pylist(rows, schema=DECISIONS_SCHEMA), path / DECISIONS)
 
 
 def level_decision(path: Path) -> decide.Decision:
     return decide.evaluate(store.load(path), SLO)[f"level:C={C}"]
+
+
+# what moves a whole round on the host (both candidates alike): +-10 %, far more than their 4 % apart
+DRIFT = [1.10, 0.90, 1.00, 1.05, 0.95, 1.08, 0.93, 1.02]
+# what moves one measurement on its own: +-0.4 %, alternating with the round and the candidate
+JITTER = 0.004
 
 
 def run_rounds(
@@ -63,16 +84,17 @@ def run_rounds(
     left_s: float = 1e9,
     round_cost_s: float = 10.0,
 ) -> dict[str, decide.Tracked]:
-    """The driver's loop, with each re-measurement giving the point's true figure: take on what is within
-    noise, plan a round, measure, judge again, until nothing is open or the plan is empty."""
+    """The driver's loop, each round moving both candidates alike (``DRIFT``, the host) and each
+    measurement a little on its own (``JITTER``): take on what is within noise, plan a round of paired
+    measurements, measure, judge the pairs again, until nothing is open or the plan is empty."""
     tracked = decide.take_on(decide.evaluate(store.load(sd.path), SLO), margin)
     spent, round_ = 0.0, 0
     while any(t.open for t in tracked.values()):
         counts = decide.counts_of(store.table(sd.path, "levels").collect())
         rnd = decide.plan_round(
             tracked,
-            counts,
-            max_repeats=max_repeats,
+            round_no=round_ + 1,
+            max_rounds=max_repeats - 1,
             left_s=left_s - spent,
             cost={pid: round_cost_s for pid in truth},
             per_level_s={},
@@ -80,13 +102,16 @@ def run_rounds(
         if not rnd.levels:
             break
         round_ += 1
-        for pid, levels in rnd.levels.items():
-            for lv in levels:
-                remeasure(sd, pid, lv, truth[pid], round_, counts.get((pid, lv), 1))
+        names = list(truth)
+        for order in rnd.sequences:
+            for pid in order:
+                wobble = 1 + JITTER * (-1) ** (round_ + names.index(pid))  # one side up, the other down, in turn
+                for lv in rnd.levels[pid]:
+                    remeasure(sd, pid, lv, truth[pid] * DRIFT[round_ - 1] * wobble, round_, counts.get((pid, lv), 1))
         spent += rnd.cost_s
         for key in rnd.decisions:
             tracked[key].rounds += 1
-        decide.update(tracked, decide.evaluate(store.load(sd.path), SLO), margin)
+        decide.update(tracked, store.table(sd.path, "levels").collect(), margin)
     decide.close(tracked, "budget")
     return tracked
 
@@ -100,25 +125,102 @@ def test_judge_reads_the_three_endings():
 
 
 def test_a_decision_that_separates(tmp_path):
-    """4 % apart: within noise after one measurement each; repeats average the level-wide noise out
-    until the margin's interval excludes 0, and every figure reads the pooled measurements."""
+    """4 % apart: within noise after the grid's one measurement each; the host moves each round by up to
+    10 % (both alike), and the pairs' own spread (+-0.8 %), not that, decides it in three rounds. The grid's
+    figures stay the grid's: nothing measured in pairs is pooled into them."""
     sd, a, b = sweep(tmp_path, 1000.0, 960.0)
     first = level_decision(tmp_path)
     assert first.points == (a, b) and first.low < 0 < first.high
     tracked = run_rounds(sd, {a: 1000.0, b: 960.0}, margin=0.01)
     t = tracked[f"level:C={C}"]
-    assert t.outcome == decide.DECIDED and t.now.low > 0, t
-    assert t.now.high - t.now.low < first.high - first.low
+    assert t.outcome == decide.DECIDED and t.now.low > 0 and t.now.pick.point_id == a, t
+    assert t.rounds == t.pairs == 3 and "3 paired rounds" in t.detail  # two pairs' t interval is too wide
+    assert t.now.margin == pytest.approx(1000 / 960 - 1, abs=0.005)
     assert tracked["slo:any"].outcome == decide.DECIDED  # the SLO's pick is read from the same level
     raw = store.table(tmp_path, "levels").collect().filter(pl.col("point_id") == a, pl.col("concurrency") == C)
     assert raw.height == t.rounds + 1 and raw["repeat"].fill_null(0).sort().to_list() == list(range(raw.height))
-    pooled = (
+    assert raw["decide_round"].drop_nulls().sort().to_list() == [1, 2, 3]
+    grid = (
         repeats.pooled(store.load(tmp_path))["levels"]
         .collect()
         .filter(pl.col("point_id") == a, pl.col("concurrency") == C)
     )
-    assert pooled.height == 1 and pooled["repeats"][0] == raw.height
-    assert pooled["requests"][0] == raw["requests"].sum()
+    assert grid.height == 1 and grid["output_throughput"][0] == pytest.approx(1000.0, rel=0.01)  # the grid's alone
+
+
+def test_the_same_measurements_pooled_would_not_decide(tmp_path):
+    """Why pairs: the rounds above, read as repeats pooled with the grid's (their host's drift left in),
+    leave the margin's interval across 0 where the pairs decide it."""
+    sd, a, b = sweep(tmp_path, 1000.0, 960.0)
+    for k in (1, 2):
+        for pid, v in ((a, 1000.0), (b, 960.0)):
+            remeasure(sd, pid, C, v * DRIFT[k - 1] * (1 + JITTER * (-1) ** k), k, k, paired=False)
+    pooled = level_decision(tmp_path)
+    assert pooled.low < 0 < pooled.high
+    ratios = [math.log(1000 * (1 + JITTER * (-1) ** k) / (960 * (1 + JITTER * (-1) ** k))) for k in (1, 2)]
+    assert decide.paired(pooled, ratios).low > 0
+
+
+def test_a_decision_the_other_way_changes_the_pick_everywhere(tmp_path):
+    """The grid had a 1 % ahead of b (within noise); measured in pairs, b is 4 % ahead: decided, the pick
+    changes, and every part of the report that compares the two says so (the best at the level, the
+    SLO's pick, the pair's verdict), with the pair's margin; the grid's figures stay."""
+    sd, a, b = sweep(tmp_path, 1000.0, 990.0)
+    tracked = run_rounds(sd, {a: 960.0, b: 1000.0}, margin=0.01)
+    t = tracked[f"level:C={C}"]
+    assert t.outcome == decide.DECIDED and t.now.pick.point_id == b and "the pick changed" in t.detail, t
+    write_decisions(tmp_path, tracked, 0.01)
+    f = findings.analyze(store.load(tmp_path), slos=[slo_rule.from_settings(s) for s in SLO])
+    best = f.best.filter(pl.col("concurrency") == C).row(0, named=True)
+    assert best["point_id"] == b and best["runner_up_id"] == a
+    assert best["margin_low"] > 0 and best["margin"] == pytest.approx(1000 / 960 - 1, abs=0.005)
+    assert best["value"] == pytest.approx(990.0, rel=0.01)  # the grid's figure, as measured
+    pick = f.slo_table.filter(pl.col("rank") == 1).row(0, named=True)
+    assert pick["point_id"] == b and pick["margin_low"] > 0
+    assert findings.pair_verdict(f, b, a, C) is noise.Verdict.AHEAD
+    assert findings.pair_verdict(f, a, b, C) is noise.Verdict.BEHIND
+
+
+def test_a_decision_against_the_baseline_is_the_concurrency_tables_verdict_too(tmp_path):
+    """The best at C=8 against the runner-up that is its own baseline: decided in pairs, the Concurrency
+    table's verdict of the drafter against its baseline there is the decision's (one pair, one voice)."""
+    sd = SweepDir(tmp_path)
+    base = sd.point(drafter="none", nccl="default", baseline=True, tok_s=[50] * 3, levels={1: 50, C: 1000.0})
+    d1 = sd.point(
+        drafter="d1",
+        steps="2",
+        nccl="default",
+        baseline_of=base,
+        tok_s=[80] * 3,
+        levels={1: 80, C: 1010.0},
+        jitter=0.01,
+    )
+    sd.write()
+    before = findings.analyze(store.load(tmp_path))
+    row = before.levels.filter((pl.col("point_id") == d1) & (pl.col("concurrency") == C)).row(0, named=True)
+    assert row["verdict"] == "within noise"
+    tracked = run_rounds(sd, {base: 1000.0, d1: 1060.0}, margin=0.01)
+    assert tracked[f"level:C={C}"].outcome == decide.DECIDED
+    write_decisions(tmp_path, tracked, 0.01)
+    f = findings.analyze(store.load(tmp_path))
+    row = f.levels.filter((pl.col("point_id") == d1) & (pl.col("concurrency") == C)).row(0, named=True)
+    assert row["verdict"] == "faster" and row["throughput_ratio"] == pytest.approx(1.06, abs=0.01)
+    assert row["ci_low"] > 1 and not row["within_noise"]
+    assert findings.pair_verdict(f, d1, base, C) is noise.Verdict.AHEAD
+
+
+def test_an_undecided_decision_leaves_the_grids_pick(tmp_path):
+    """Out of budget after one round: nothing judged in pairs, the grid's pick and its interval stand."""
+    sd, a, b = sweep(tmp_path, 1000.0, 990.0)
+    before = findings.analyze(store.load(tmp_path), slos=[slo_rule.from_settings(s) for s in SLO])
+    tracked = run_rounds(sd, {a: 960.0, b: 1000.0}, margin=0.01, left_s=25.0)
+    t = tracked[f"level:C={C}"]
+    assert t.outcome == decide.BUDGET and t.now.pick.point_id == a, t
+    write_decisions(tmp_path, tracked, 0.01)
+    after = findings.analyze(store.load(tmp_path), slos=[slo_rule.from_settings(s) for s in SLO])
+    cols = ["point_id", "runner_up_id", "value", "margin", "margin_low", "margin_high"]
+    assert after.best.select(cols).equals(before.best.select(cols))
+    assert after.slo_table.equals(before.slo_table)
 
 
 def test_a_decision_equal_within_the_margin(tmp_path):
@@ -131,20 +233,40 @@ def test_a_decision_equal_within_the_margin(tmp_path):
     assert "either will do" in t.detail
 
 
-@pytest.mark.parametrize("limit", ["time", "repeats"])
+@pytest.mark.parametrize("limit", ["time", "rounds"])
 def test_a_decision_that_runs_out_of_budget(tmp_path, limit):
-    """Too close to call with the margin asked: the budget (time, or measurements of a level) ends it,
-    with the measurements it got kept."""
-    sd, a, b = sweep(tmp_path, 1000.0, 985.0)
+    """Too close to call with the margin asked: the budget (time, or rounds) ends it, the grid's pick
+    standing, with the measurements it got kept."""
+    sd, a, b = sweep(tmp_path, 1000.0, 997.0)
     budget = {"left_s": 25.0, "round_cost_s": 10.0} if limit == "time" else {"max_repeats": 3}
-    tracked = run_rounds(sd, {a: 1000.0, b: 985.0}, margin=0.005, **budget)
+    tracked = run_rounds(sd, {a: 1000.0, b: 997.0}, margin=0.001, **budget)
     t = tracked[f"level:C={C}"]
-    assert t.outcome == decide.BUDGET and t.now.low < 0 < t.now.high, t
-    assert ("time budget" if limit == "time" else "max_repeats") in t.detail
+    assert t.outcome == decide.BUDGET and t.now.pick.point_id == a, t
+    assert ("time budget" if limit == "time" else "max_repeats") in t.detail and "grid's pick stands" in t.detail
     counts = decide.counts_of(store.table(tmp_path, "levels").collect())
     assert counts[(a, C)] == (2 if limit == "time" else 3)  # time: 2 launches of 10 s fit in 25 s, one round
-    rows = decide.rows(tracked, counts, {}, 0.005)
+    rows = decide.rows(tracked, counts, {}, 0.001)
     assert {r["outcome"] for r in rows} == {decide.BUDGET}
+
+
+def test_decisions_that_share_a_candidate_run_in_one_block_reversed_every_other_round():
+    """Two decisions naming b: one block, its points back to back on one host, A B C then C B A; a
+    decision of its own is a block of its own."""
+    Cd = decide._Candidate
+
+    def dec(key: str, pick: str, other: str) -> decide.Decision:
+        return decide.Decision(
+            key, "level", key, "", Cd(pick, pick, (8,), 8), Cd(other, other, (8,), 8), 0.02, -0.05, 0.09
+        )
+
+    tracked = {
+        k: decide.Tracked(d, d)
+        for k, d in (("x", dec("x", "a", "b")), ("y", dec("y", "c", "d")), ("z", dec("z", "b", "e")))
+    }
+    assert decide.blocks(tracked) == [(("x", "z"), ("a", "b", "e")), (("y",), ("c", "d"))]
+    kw = dict(max_rounds=3, left_s=1e9, cost={}, per_level_s={})
+    assert decide.plan_round(tracked, round_no=1, **kw).sequences == (("a", "b", "e"), ("c", "d"))
+    assert decide.plan_round(tracked, round_no=2, **kw).sequences == (("e", "b", "a"), ("d", "c"))
 
 
 def test_tables_without_repeats_are_read_as_before(tmp_path):
@@ -164,13 +286,14 @@ def test_the_pair_hook_takes_two_points_and_a_level(tmp_path):
 
 def test_the_repeats_measure_the_level_wide_noise_themselves(tmp_path):
     """Levels measured again show what moves a level as a whole: their pooled spread (log throughput,
-    between the repeats of each level) is the level noise, once there are enough of them."""
+    between the repeats of each level) is the level noise, once there are enough of them (repeats
+    written before decide measured in pairs, or the grid's own: no ``decide_round``)."""
     sd, a, b = sweep(tmp_path, 1000.0, 960.0)
     assert repeats.repeat_noise(store.table(tmp_path, "levels"))[0] is None  # nothing measured twice
     for k, (va, vb) in enumerate([(1100.0, 1056.0), (900.0, 864.0), (1000.0, 960.0), (1050.0, 1008.0)], 1):
         for i, (lv, fa, fb) in enumerate(((1, 80 / 1000, 70 / 960), (C, 1.0, 1.0))):  # each level as the grid's, moved
-            remeasure(sd, a, lv, va * fa, 2 * k + i, k)  # a file per level here (the driver: one per launch)
-            remeasure(sd, b, lv, vb * fb, 2 * k + i, k)
+            remeasure(sd, a, lv, va * fa, 2 * k + i, k, paired=False)  # a file per level here
+            remeasure(sd, b, lv, vb * fb, 2 * k + i, k, paired=False)
     sigma, df = repeats.repeat_noise(store.table(tmp_path, "levels"))
     assert df == 16 and sigma == pytest.approx(0.0746, abs=0.001)  # the SD of log([1, 1.1, 0.9, 1, 1.05])
     # it is the noise every verdict uses: a and b moved together (4 % apart each time), and the
@@ -228,21 +351,22 @@ def test_the_first_figures_are_of_the_pair_named():
 
 
 def test_the_plan_says_before_spending_what_deciding_takes():
-    """A margin of +5 % with an interval of +-10 % (in log terms about twice as wide as the margin)
-    needs about 4x the measurements: the outlook says so, and the budget that would (issue 44)."""
-    C = decide._Candidate
+    """A margin of +5 % with the grid's interval of about +-10 %: a pair's log ratio has an SD of about
+    5 %, and the t interval of its mean clears 5 % after 7 paired rounds; the outlook says so, and the
+    budget that buys them (issue 44)."""
+    Cd = decide._Candidate
     d = decide.Decision(
-        "level:C=8", "level", "the best at C=8", "", C("a", "a", (8,)), C("b", "b", (8,)), 0.05, -0.05, 0.155
+        "level:C=8", "level", "the best at C=8", "", Cd("a", "a", (8,), 8), Cd("b", "b", (8,), 8), 0.05, -0.05, 0.155
     )
-    assert decide.measurements_to_decide(d, 1) == 5
-    assert decide.measurements_to_decide(replace(d, low=0.01), 1) == 1
-    assert decide.measurements_to_decide(replace(d, margin=0.0), 1) is None
+    assert decide.rounds_to_settle(d, 0.01) == 7
+    assert decide.rounds_to_settle(replace(d, margin=0.0, low=-0.01, high=0.01), 0.03) == 3  # equal soon
+    assert decide.rounds_to_settle(replace(d, high=math.inf), 0.03) is None
     tracked = {"k": decide.Tracked(d, d)}
     cost = {"a": 100.0, "b": 100.0}
     levels = {("a", 8): 5.0, ("b", 8): 5.0}
-    o = decide.outlook(tracked, {}, max_repeats=8, budget_s=300.0, cost=cost, per_level_s=levels)
-    assert o.needed == {"k": 5} and o.cost_s == pytest.approx(4 * 210.0) and not o.beyond
+    o = decide.outlook(tracked, max_rounds=8, margin=0.01, budget_s=300.0, cost=cost, per_level_s=levels)
+    assert o.needed == {"k": 7} and o.cost_s == pytest.approx(7 * 210.0) and not o.beyond
     (line,) = o.lines(tracked)
-    assert "over the budget of 300" in line and "decide.budget_s=840" in line
-    o = decide.outlook(tracked, {}, max_repeats=4, budget_s=1e9, cost=cost, per_level_s=levels)
+    assert "7 paired rounds" in line and "over the budget of 300" in line and "decide.budget_s=1470" in line
+    o = decide.outlook(tracked, max_rounds=3, margin=0.01, budget_s=1e9, cost=cost, per_level_s=levels)
     assert o.beyond == ("k",) and "more than decide.max_repeats" in o.lines(tracked)[0]

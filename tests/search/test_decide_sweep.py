@@ -1,6 +1,6 @@
 """``decide`` as part of a whole sweep: a dry run on local Ray with the fake server, two drafters whose
-picks are close. After the grid, the picks within noise get their deciding levels measured again (a
-relaunch measuring only those levels), each measurement kept as a repeat beside the grid's rows; every
+picks are close. After the grid, the picks within noise get their candidates measured again in pairs
+(back to back on one host, A B then B A), each measurement kept as a repeat beside the grid's rows; every
 decision ends decided, equal or out of budget in ``decisions.parquet``; the report says which; the
 grid's own rows stay as they were."""
 
@@ -45,7 +45,7 @@ def test_the_picks_within_noise_are_measured_again_and_each_decision_ends(tmp_pa
             "slo": [{"name": "any", "percentile": 90, "tok_s": 1}],
         },
         dry_run={"hosts": 2, "fake_args": ["--fake-accept-map", json.dumps({"da": 0.7, "db": 0.69})]},
-        decide={"enabled": True, "budget_share": 3.0, "max_repeats": 2},
+        decide={"enabled": True, "budget_share": 3.0, "max_repeats": 3},
     )
     path = write(tmp_path / "decide.yaml", exp, results_dir=tmp_path / "res")
     res = tmp_path / "res"
@@ -63,6 +63,18 @@ def test_the_picks_within_noise_are_measured_again_and_each_decision_ends(tmp_pa
     levels = pl.read_parquet(str(res / "levels" / "*.parquet"))
     again = levels.filter(pl.col("repeat").fill_null(0) > 0)
     assert again.height >= 2  # both candidates of a decision, measured again
+    # in pairs: each round measured both candidates, back to back, the second round in reverse order
+    d = measured.row(0, named=True)
+    for k in (1, 2):
+        starts = {
+            pid: again.filter((pl.col("point_id") == pid) & (pl.col("decide_round") == k))["level_started_at"].min()
+            for pid in (d["pick_id"], d["other_id"])
+        }
+        assert None not in starts.values(), (k, starts, again.select("point_id", "concurrency", "decide_round").rows())
+        if k == 1:
+            first = min(starts, key=starts.get)
+        else:
+            assert min(starts, key=starts.get) != first  # A B, then B A
     # the grid's rows are all there, one per (point, level), and each repeat has its requests
     assert levels.filter(pl.col("repeat").is_null()).group_by("point_id", "concurrency").len()["len"].max() == 1
     requests = pl.read_parquet(str(res / "requests" / "*.parquet"))
