@@ -394,14 +394,32 @@ def t_quantile(df: int, confidence: float = 0.95) -> float:
     )
 
 
-def paired_ratio(log_ratios: list[float], confidence: float = 0.95) -> tuple[float, float, float] | None:
+def paired_ratio(
+    log_ratios: list[float], confidence: float = 0.95, *, pooled: tuple[float, int] | None = None
+) -> tuple[float, float, float] | None:
     """The ratio A / B and its interval from paired measurements: ``log_ratios`` holds log(A / B) of each
-    pair (A and B measured back to back), the mean's t interval over the pairs (their own spread, so
-    whatever moved both of a pair cancels). None under two pairs (no spread to judge by)."""
+    pair (A and B measured back to back), the mean's t interval over the pairs (their spread, so
+    whatever moved both of a pair cancels). ``pooled``: (SD, degrees of freedom) of a pair's log ratio
+    pooled over several comparisons measured the same way (:func:`pooled_spread`), used in place of
+    these pairs' own spread. None under two pairs (no spread to judge by)."""
     n = len(log_ratios)
     if n < 2:
         return None
     mean = sum(log_ratios) / n
-    sd = (sum((x - mean) ** 2 for x in log_ratios) / (n - 1)) ** 0.5
-    half = t_quantile(n - 1, confidence) * sd / n**0.5
+    if pooled is not None and pooled[1] >= n - 1:
+        sd, df = pooled
+    else:
+        sd, df = (sum((x - mean) ** 2 for x in log_ratios) / (n - 1)) ** 0.5, n - 1
+    half = t_quantile(df, confidence) * sd / n**0.5
     return float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half))
+
+
+def pooled_spread(groups: list[list[float]]) -> tuple[float, int] | None:
+    """The SD of one observation about its group's mean, pooled over ``groups`` (each a comparison's
+    paired log ratios), and its degrees of freedom (the observations beyond each group's first): the
+    residual of a one-way layout. None without a group of two."""
+    df = sum(len(g) - 1 for g in groups if len(g) > 1)
+    if df < 1:
+        return None
+    ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups if len(g) > 1)
+    return (ss / df) ** 0.5, df

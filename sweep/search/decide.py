@@ -273,10 +273,11 @@ def paired_rounds(levels: pl.DataFrame, d: Decision, gpus: Mapping[str, float] |
     return [a[r] - b[r] for r in sorted(a.keys() & b.keys())]
 
 
-def paired(d: Decision, log_ratios: Sequence[float]) -> Decision:
+def paired(d: Decision, log_ratios: Sequence[float], pooled: tuple[float, int] | None = None) -> Decision:
     """``d`` with its margin and interval from its paired rounds (``noise.paired_ratio``: the mean log
-    ratio, the t interval of the pairs' own spread); as it was (the grid's figures) under two rounds."""
-    judged = noise.paired_ratio(list(log_ratios))
+    ratio, the t interval of the pairs' spread, ``pooled`` where given); as it was (the grid's figures)
+    under two rounds."""
+    judged = noise.paired_ratio(list(log_ratios), pooled=pooled)
     if judged is None:
         return d
     ratio, low, high = judged
@@ -292,15 +293,26 @@ def update(
 ) -> None:
     """After a round: each open decision judged on its paired rounds alone (:func:`paired_rounds`),
     ended where decided (the interval excludes 0) or equal (within +-``margin``). The pick changes only
-    where the decision is decided the other way: an open or undecided one keeps the grid's pick."""
-    for t in tracked.values():
+    where the decision is decided the other way: an open or undecided one keeps the grid's pick.
+
+    The noise of a pair is the spread of every decision's paired log ratios about its own mean, pooled
+    (``noise.pooled_spread``): the decisions of one decide phase are measured the same way, on the
+    same hosts, in the same rounds, and two or three rounds of one pair alone say little of it (a t
+    interval on one degree of freedom is 12.7 SDs wide); the pooled one has as many degrees of freedom
+    as the decisions have rounds beyond their first."""
+    ratios_of = {key: paired_rounds(levels, t.first, gpus) for key, t in tracked.items()}
+    # each comparison once: an SLO's pick and a level's best may compare the same two at the same levels
+    same = {frozenset(((t.first.pick.point_id, t.first.pick.at), (t.first.other.point_id, t.first.other.at))): key
+            for key, t in tracked.items()}  # fmt: skip
+    pooled = noise.pooled_spread([ratios_of[key] for key in same.values()])
+    for key, t in tracked.items():
         if not t.open:
             continue
-        ratios = paired_rounds(levels, t.first, gpus)
+        ratios = ratios_of[key]
         t.pairs = len(ratios)
         if len(ratios) < 2:
             continue
-        now = paired(t.first, ratios)
+        now = paired(t.first, ratios, pooled)
         verdict = judge(now.low, now.high, margin)
         changed = verdict == DECIDED and now.margin is not None and now.margin < 0
         t.now = now.swapped() if changed else now
@@ -412,11 +424,12 @@ def plan_round(
     return Round(chosen, tuple(serving), spent, tuple(sequences))
 
 
-def rounds_to_settle(d: Decision, margin: float, *, confidence: float = 0.95) -> int | None:
+def rounds_to_settle(d: Decision, margin: float, *, comparisons: int = 1, confidence: float = 0.95) -> int | None:
     """How many paired rounds would settle ``d`` (decided, or equal within +-``margin``), were its margin
     to stay as the grid measured it and the noise of a pair's log ratio to be the grid's (the half-width
-    of its interval, over z: the interval of two figures measured once each); None where the grid gave
-    no interval, or no count up to 64 would."""
+    of its interval, over z: the interval of two figures measured once each), pooled over
+    ``comparisons`` measured alike (:func:`update`: the t quantile on ``comparisons * (rounds - 1)``
+    degrees of freedom); None where the grid gave no interval, or no count up to 64 would."""
     if d.margin is None or d.low is None or d.high is None or d.margin <= -1 or d.low <= -1:
         return None
     if math.isinf(d.high) or math.isinf(d.low):
@@ -424,7 +437,7 @@ def rounds_to_settle(d: Decision, margin: float, *, confidence: float = 0.95) ->
     m = abs(math.log1p(d.margin))
     sd = (math.log1p(d.high) - math.log1p(d.low)) / 2 / NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     for n in range(2, 65):
-        half = noise.t_quantile(n - 1, confidence) * sd / math.sqrt(n)
+        half = noise.t_quantile(comparisons * (n - 1), confidence) * sd / math.sqrt(n)
         if half < m or m + half <= math.log1p(margin):
             return n
     return None
@@ -477,10 +490,14 @@ def outlook(
     needed: dict[str, int | None] = {}
     beyond: list[str] = []
     total, most = 0.0, 0
+    comparisons = len(
+        {frozenset(((t.first.pick.point_id, t.first.pick.at), (t.first.other.point_id, t.first.other.at)))
+         for t in tracked.values() if t.open}
+    )  # fmt: skip
     for keys, _ in blocks(tracked):
         n_block = 0
         for key in keys:
-            n = rounds_to_settle(tracked[key].first, margin)
+            n = rounds_to_settle(tracked[key].first, margin, comparisons=max(1, comparisons))
             needed[key] = n
             if n is None or n > max_rounds:
                 beyond.append(key)

@@ -16,7 +16,11 @@ static setup beyond noise, its revision runs too (``spec=adaptive-r2``); every r
 verdict, and the Deploy section's first line (the winner by measurement). Levels of 8 rounds of 128
 tokens: the previous run's 4 rounds of 64 lasted under a second, and steps=2 read 0.77x at C=4 between
 steps=1 at 1.13x and steps=3 at 1.03x. ``--record`` writes ``docs/measured/policy_real.json`` with the
-previous run's figures (issue 43, before one step count per tier) beside this one's.
+previous run's figures (issue 43, before one step count per tier) beside this one's, and every setup
+of the grid per level with the spread of its repeats (``--repeats``, 2 by default: each level measured
+twice back to back, so that the record says whether the levels were long enough to judge by); where
+the grid finds no step count ahead of its baseline, there is no policy to serve, and the record says
+what Deploy names instead.
 
 About 5 minutes on 2 idle cores with the short levels (the avx512-bf16 path; the emulated AVX2 path
 takes about twice that); the default longer levels take several times that. One run: the figures move
@@ -65,6 +69,13 @@ def main() -> int:
     ap.add_argument("--levels", default="1,4,8,16")
     ap.add_argument("--rounds", type=int, default=8, help="requests per level: rounds x C")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="each level measured this many times back to back (benchmark.repeats): their agreement says "
+        "whether the levels are long enough to judge by",
+    )
     ap.add_argument("--keep", help="the results directory to write (default: a temporary one)")
     record.add_flag(ap)
     args = ap.parse_args()
@@ -85,6 +96,7 @@ def main() -> int:
         # the experiment's levels (1 round of 32 tokens) last 40-300 ms on this model: noise, not figures
         f"benchmark.concurrency.rounds={args.rounds}",
         f"benchmark.concurrency.max_tokens={args.max_tokens}",
+        f"benchmark.repeats={args.repeats}",
         "policy.confirm=true",
         f"results_dir={out}",
     ]
@@ -100,6 +112,41 @@ def main() -> int:
     recorded: list[list] = []
     deploy_line = next(iter(deploy.deploy_section(f).paragraphs), "")
     print(f"\n{deploy_line}")
+    # the same setup measured twice, back to back: whether a level is long enough to judge by
+    twice = (
+        levels.filter(pl.col("concurrency") > 0)
+        .group_by("point_id", "concurrency")
+        .agg(n=pl.len(), spread=pl.col("output_throughput").max() / pl.col("output_throughput").min() - 1)
+        .filter(pl.col("n") > 1)
+        .join(f.levels.select("point_id", "concurrency", "setup").unique(), on=["point_id", "concurrency"])
+        .sort("setup", "concurrency")
+    )
+    agreement = (
+        f"the same setup measured {args.repeats} times back to back: largest spread "
+        f"{twice['spread'].max() * 100:.1f} %, median {twice['spread'].median() * 100:.1f} % "
+        f"({twice.height} levels)"
+        if twice.height
+        else "each level measured once"
+    )
+    print(agreement)
+    static = [
+        [
+            r["setup"],
+            r["concurrency"],
+            round(r["output_throughput"], 1),
+            "-" if r["throughput_ratio"] is None else f"{r['throughput_ratio']:.2f}x",
+            r["verdict"] or "(baseline)",
+            next(
+                (f"{x * 100:.1f} %" for p, c, x in twice.select("point_id", "concurrency", "spread").iter_rows()
+                 if p == r["point_id"] and c == r["concurrency"]),
+                "-",
+            ),
+        ]
+        for r in f.levels.filter(pl.col("concurrency") > 0).sort("concurrency", "setup").iter_rows(named=True)
+    ]  # fmt: skip
+    print(f"\n{'setup':<28} {'C':>3} {'tok/s':>8} {'vs base':>8} {'verdict':<14} repeats' spread")
+    for row in static:
+        print(f"{row[0]:<28} {row[1]:>3} {row[2]:>8} {row[3]:>8} {row[4]:<14} {row[5]}")
     for p in f.policies:
         print(
             f"\npolicy {p.group}: {p.config()}  ({p.break_even.text() if p.break_even else 'no break-even measured'})"
@@ -152,26 +199,39 @@ def main() -> int:
                         f"{steps} ({sw})",
                     ]
                 )
-    if recorded:
+    if args.record is not None:
         record.write(
             "policy_real",
             args,
             [
                 record.table(
-                    f"this run: levels {args.levels}, {args.rounds} rounds of {args.max_tokens} tokens; Deploy: {deploy_line}",
-                    [
-                        "round",
-                        "config",
-                        "C",
-                        "policy",
-                        "static",
-                        "envelope",
-                        "baseline",
-                        "vs envelope",
-                        "vs static",
-                        "steps run (switches)",
-                    ],
-                    recorded,
+                    f"this run, every setup of the grid: levels {args.levels}, {args.rounds} rounds of "
+                    f"{args.max_tokens} tokens, {agreement}; Deploy: {deploy_line}",
+                    ["setup", "C", "output tok/s", "vs its baseline", "verdict", "repeats' spread"],
+                    static,
+                ),
+                *(
+                    []
+                    if not recorded
+                    else [
+                        record.table(
+                            f"the policy's own server: levels {args.levels}, {args.rounds} rounds of "
+                            f"{args.max_tokens} tokens",
+                            [
+                                "round",
+                                "config",
+                                "C",
+                                "policy",
+                                "static",
+                                "envelope",
+                                "baseline",
+                                "vs envelope",
+                                "vs static",
+                                "steps run (switches)",
+                            ],
+                            recorded,
+                        )
+                    ]
                 ),
                 record.table(
                     "previous run (issue 43, before this change; copied from the issue by hand)", ["", ""], _PREVIOUS

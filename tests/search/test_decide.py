@@ -370,3 +370,20 @@ def test_the_plan_says_before_spending_what_deciding_takes():
     assert "7 paired rounds" in line and "over the budget of 300" in line and "decide.budget_s=1470" in line
     o = decide.outlook(tracked, max_rounds=3, margin=0.01, budget_s=1e9, cost=cost, per_level_s=levels)
     assert o.beyond == ("k",) and "more than decide.max_repeats" in o.lines(tracked)[0]
+
+
+def test_the_noise_of_a_pair_is_pooled_over_the_decisions_measured_alike():
+    """Two rounds of one pair alone: a t interval on 1 degree of freedom (12.7 SDs wide) decides nothing
+    short of a huge margin; the same two rounds judged with the spread pooled over four comparisons
+    measured the same way (4 degrees of freedom) decide +3 %. A comparison counted twice (an SLO's pick
+    and a level's best of the same two at the same level) adds no degree of freedom."""
+    mine = [math.log(1.03) + 0.004, math.log(1.03) - 0.004]
+    others = [[0.01 + 0.005, 0.01 - 0.005], [-0.02 + 0.003, -0.02 - 0.003], [0.0 + 0.004, 0.0 - 0.004]]
+    alone = noise.paired_ratio(mine)
+    assert alone[1] < 1 < alone[2]  # within noise on its own
+    sd, df = noise.pooled_spread([mine, *others])
+    assert df == 4 and sd == pytest.approx(((2 * 0.004**2 + 2 * 0.005**2 + 2 * 0.003**2 + 2 * 0.004**2) / 4) ** 0.5)
+    pooled = noise.paired_ratio(mine, pooled=(sd, df))
+    assert pooled[1] > 1 and pooled[0] == pytest.approx(alone[0])
+    assert noise.pooled_spread([mine]) == (pytest.approx(0.004 * 2**0.5), 1)
+    assert noise.pooled_spread([[0.1]]) is None
