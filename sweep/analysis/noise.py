@@ -283,7 +283,8 @@ def level_sigma(measured: float | None) -> float:
 
 def describe_level_noise(measured: float | None, repeats: int = 0) -> str:
     """Which level-wide noise the verdicts used, as a clause (for the report, where verdicts are made).
-    ``repeats``: it was measured from levels measured again (``decide``), with these degrees of freedom."""
+    ``repeats``: it was measured from levels measured more than once (``benchmark.repeats``), with these
+    degrees of freedom."""
     if repeats and measured is not None:
         return (
             f"the level-wide noise is {measured:.1%} per level (measured directly: the spread between "

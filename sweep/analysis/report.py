@@ -958,7 +958,7 @@ def _method_section(f: Findings) -> Section:
 def _level_noise_text(f: Findings) -> str:
     if f.level_noise_repeats and f.level_noise is not None:
         return (
-            f"levels measured again (decide) show a level's run-to-run noise directly: the spread of log "
+            f"levels measured more than once (benchmark.repeats) show a level's run-to-run noise directly: the spread of log "
             f"throughput between repeated measurements of the same level, pooled ({f.level_noise_repeats} "
             f"degrees of freedom): {f.level_noise:.1%} here; it stands in for the scatter of the curves about "
             "smooth ones (which counts a curve's bends as noise), and a level measured R times has 1/sqrt(R) "
