@@ -1,10 +1,17 @@
+import functools
 import json
 
 from tests.conftest import run_sweep_cli
 
 
+@functools.cache
+def _plan(*args: str):
+    """``python -m sweep experiments/k26_eagle.yaml --plan *args``, run once for the tests here that read it."""
+    return run_sweep_cli("experiments/k26_eagle.yaml", "--plan", *args)
+
+
 def test_plan_table():
-    r = run_sweep_cli("experiments/k26_eagle.yaml", "--plan")
+    r = _plan()
     assert r.returncode == 0, r.stderr
     assert "18 points" in r.stdout and "k26_public" in r.stdout
 
@@ -13,18 +20,18 @@ def test_the_plan_says_a_dry_runs_ids_differ_and_how_to_see_them():
     """The scaled benchmark is part of a point's id: a dry run's log is not under a --plan id."""
 
     def ids(*args):
-        r = run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--json", *args)
+        r = _plan("--json", *args)
         return [p["id"] for p in json.loads(r.stdout)["points"]]
 
     assert set(ids()).isdisjoint(ids("--dry-run"))
-    cluster = run_sweep_cli("experiments/k26_eagle.yaml", "--plan")
+    cluster = _plan()
     assert "these ids are a real run's; a dry run's differ" in cluster.stdout
     assert "add --dry-run to --plan" in cluster.stdout
-    assert "a dry run's differ" not in run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--dry-run").stdout
+    assert "a dry run's differ" not in _plan("--dry-run").stdout
 
 
 def test_plan_json():
-    r = run_sweep_cli("experiments/k26_eagle.yaml", "--plan", "--json")
+    r = _plan("--json")
     doc = json.loads(r.stdout)
     assert doc["experiment"] == "k26_eagle" and len(doc["points"]) == 18
     assert all(p["status"] == "ok" for p in doc["points"])

@@ -3,6 +3,8 @@ placement every time (sweep/analysis/labels.py), in the PNG and the HTML chart."
 
 from __future__ import annotations
 
+import pytest
+
 from sweep.analysis import labels
 
 
@@ -24,15 +26,17 @@ def test_a_label_at_the_right_edge_goes_left():
     assert box[2] <= 600 and box[2] < 590
 
 
-def _story(tmp_path):
+@pytest.fixture(scope="module")
+def story(tmp_path_factory):
+    """The story sweep's frontier, analysed once for the module's tests (a polars frame: none changes it)."""
     from sweep.analysis.findings import analyze
     from sweep.results import load
     from tests.analysis.sweepdir import story_sweep
 
-    return analyze(load(story_sweep(tmp_path / "story").write())).frontier
+    return analyze(load(story_sweep(tmp_path_factory.mktemp("labels") / "story").write())).frontier
 
 
-def test_the_png_labels_name_configuration_and_c_and_do_not_overlap(tmp_path):
+def test_the_png_labels_name_configuration_and_c_and_do_not_overlap(story):
     import polars as pl
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -40,7 +44,7 @@ def test_the_png_labels_name_configuration_and_c_and_do_not_overlap(tmp_path):
 
     from sweep.analysis import plots
 
-    front = _story(tmp_path).filter(pl.col("on_frontier") & (pl.col("panel") == "nccl=default")).sort("user_tok_s")
+    front = story.filter(pl.col("on_frontier") & (pl.col("panel") == "nccl=default")).sort("user_tok_s")
     assert front.height >= 6
     fig = Figure(figsize=(6.5, 6.2), dpi=plots.DPI)
     FigureCanvasAgg(fig)
@@ -59,11 +63,11 @@ def test_the_png_labels_name_configuration_and_c_and_do_not_overlap(tmp_path):
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
-def test_the_html_chart_labels_every_frontier_point_with_its_configuration_and_c(tmp_path):
+def test_the_html_chart_labels_every_frontier_point_with_its_configuration_and_c(story):
     from sweep.analysis import charts
 
-    fig = charts.chart_frontier(_story(tmp_path))
+    fig = charts.chart_frontier(story)
     notes = [a for a in fig.layout.annotations if a.showarrow]  # the panels' titles are annotations too
-    front = _story(tmp_path / "again").filter("on_frontier")
+    front = story.filter("on_frontier")
     assert len(notes) == front.height and all(" C=" in a.text and "drafter=" in a.text for a in notes)
     assert fig.data[-1].mode == "lines+markers"  # the bare 'C=..' text of the frontier trace is gone

@@ -356,9 +356,12 @@ def test_a_poor_drafter_drops_a_tier_to_no_speculation_and_probes_back():
 
 
 @pytest.mark.slow
+@pytest.mark.scenario  # a whole sweep on a local Ray cluster: the scenario tier (python -m pytest -m scenario)
 def test_a_dry_run_shows_the_switches_per_level(tmp_path):
     """One adaptive point through the whole sweep (local Ray, the fake of 0.5.23): the config given inline,
-    the levels table says tier 1 kept its 3 steps at C=1 and tier 4's 1 step ran at C=8."""
+    the levels table says tier 1 kept its 3 steps at C=1 and tier 4's 1 step ran at C=8. The same point on
+    one host, in the default suite: tests/host/test_point.py's
+    test_an_adaptive_config_given_inline_is_served_and_its_switches_land_in_their_levels."""
     import sweep
     from sweep.results import load
     from tests.conftest import free_port

@@ -9,7 +9,9 @@ import pytest
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import D1, experiment, write
 
-pytestmark = pytest.mark.slow
+# a whole sweep on a local Ray cluster, as the other tests/orchestrate/*_e2e.py: the scenario tier (python -m
+# pytest -m scenario); tests/test_launches.py checks the launches a plan makes in the default suite
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]
 
 DRAFTERS = {
     "values": {"none": {}, "d1": {"flags": {**D1, "speculative-num-steps": 2, "speculative-num-draft-tokens": 3}}}

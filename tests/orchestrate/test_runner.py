@@ -1,5 +1,9 @@
-"""Scheduling on a real local multi-node Ray cluster, with stand-ins of known duration for points."""
+"""Scheduling on a real local multi-node Ray cluster, with stand-ins of known duration for points; and
+that cluster's ports: a dry run's local cluster takes none of Ray's fixed ones."""
 
+import os
+
+import psutil
 import pytest
 
 from sweep.core.events import PointMeasured, PointStage
@@ -23,6 +27,38 @@ def runner(tmp_path, run_fn=timed_point, **kw):
     hosts = cluster.require_hosts("gpu_host", 8)
     setups = {h.node_id: HostSetup(h, 31000 + h.index, str(tmp_path / h.name)) for h in hosts}
     return Runner("gpu_host", 8, setups, run_fn=run_fn, **kw), hosts
+
+
+# Ray 2.60's fixed defaults: dashboard agent HTTP, autoscaler metrics, dashboard metrics, dashboard,
+# Redis-era GCS
+FIXED = {52365, 44217, 44227, 8265, 6379}
+
+
+def test_a_local_cluster_takes_no_fixed_port_and_leaves_the_address_file(sim_cluster):
+    """A dry run's local Ray cluster (the module's, started as a dry run starts its own) takes none of
+    Ray's fixed ports, so that two on one machine never collide (sweep/orchestrate/cluster.py
+    ``_ports_of_its_own``), and leaves Ray's address file alone. Measured on Ray 2.60 before: a second
+    cluster's head found 52365 (its dashboard agent's HTTP port), 44217 (the autoscaler's metrics) and
+    44227 (the dashboard's metrics) taken, and logged ``address already in use`` for each; every cluster
+    wrote its address to ``/tmp/ray/ray_current_cluster`` and deleted the file when it stopped."""
+    from ray._common.utils import get_ray_address_file
+
+    listening = set()
+    for p in psutil.Process().children(recursive=True):  # the cluster's processes: this test's children
+        try:
+            listening |= {c.laddr.port for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+        except psutil.Error:
+            pass
+    assert listening, "psutil saw none of the cluster's ports"
+    assert not FIXED & listening, sorted(listening)
+    f = get_ray_address_file(None)
+    written = open(f).read() if os.path.exists(f) else None
+    assert written is None or sim_cluster.cluster.address not in written  # another process's Ray may write it
+    # set only while it starts
+    assert {k: os.environ.get(k) for k in ("AUTOSCALER_METRIC_PORT", "DASHBOARD_METRIC_PORT")} == {
+        "AUTOSCALER_METRIC_PORT": None,
+        "DASHBOARD_METRIC_PORT": None,
+    }
 
 
 def test_spread_one_point_per_host_at_a_time(sim_cluster, tmp_path):

@@ -13,7 +13,9 @@ import pytest
 from tests.conftest import free_port, run_sweep_cli
 from tests.experiments import DRAFT_TOKENS, experiment, write
 
-pytestmark = pytest.mark.slow
+# a whole sweep on a local Ray cluster through a resume, as the other whole-sweep tests: the scenario tier
+# (python -m pytest -m scenario); tests/search/test_adaptive.py checks the search itself in the default suite
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]
 
 STRONG = {
     "speculative-algorithm": "EAGLE3",
