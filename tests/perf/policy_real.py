@@ -206,7 +206,7 @@ def main() -> int:
             [
                 record.table(
                     f"this run, every setup of the grid: levels {args.levels}, {args.rounds} rounds of "
-                    f"{args.max_tokens} tokens, {agreement}; Deploy: {deploy_line}",
+                    f"{args.max_tokens} tokens, {agreement}; {deploy_line}",
                     ["setup", "C", "output tok/s", "vs its baseline", "verdict", "repeats' spread"],
                     static,
                 ),
