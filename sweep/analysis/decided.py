@@ -20,7 +20,7 @@ import polars as pl
 
 from sweep.analysis import noise
 
-SETTLED = ("decided", "equal")
+_SETTLED = ("decided", "equal")
 
 
 def settled(decisions: pl.DataFrame | None) -> pl.DataFrame:
@@ -40,7 +40,7 @@ def settled(decisions: pl.DataFrame | None) -> pl.DataFrame:
             }
         )
     return decisions.filter(
-        pl.col("outcome").is_in(SETTLED) & pl.col("low").is_not_null() & pl.col("high").is_not_null()
+        pl.col("outcome").is_in(_SETTLED) & pl.col("low").is_not_null() & pl.col("high").is_not_null()
     ).select(
         "decision",
         "kind",

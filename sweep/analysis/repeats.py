@@ -61,7 +61,7 @@ _FROM_REQUESTS = {
 _FIRST_ONLY = {"level_started_at"}  # the first repeat's start; level_ended_at: the last's end
 
 
-DECIDE_ROUND = "decide_round"  # levels measured in decide's paired rounds: judged in pairs, never pooled here
+_DECIDE_ROUND = "decide_round"  # levels measured in decide's paired rounds: judged in pairs, never pooled here
 
 
 def grid_only(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
@@ -71,12 +71,12 @@ def grid_only(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
     under other load. Unchanged (the same frames) where decide measured nothing in pairs."""
     out = dict(tables)
     levels = tables.get("levels")
-    if levels is None or DECIDE_ROUND not in levels.collect_schema().names():
+    if levels is None or _DECIDE_ROUND not in levels.collect_schema().names():
         return out
-    paired = levels.filter(pl.col(DECIDE_ROUND).is_not_null()).select(*KEYS, "repeat").collect()
+    paired = levels.filter(pl.col(_DECIDE_ROUND).is_not_null()).select(*KEYS, "repeat").collect()
     if not paired.height:
         return out
-    out["levels"] = levels.filter(pl.col(DECIDE_ROUND).is_null())
+    out["levels"] = levels.filter(pl.col(_DECIDE_ROUND).is_null())
     requests = tables.get("requests")
     if requests is not None:
         drop = paired.with_columns(pl.col("repeat").fill_null(0), _drop=pl.lit(True)).unique()
@@ -195,8 +195,8 @@ def repeat_noise(levels: pl.DataFrame | pl.LazyFrame, value: str = "output_throu
     level measured again on a fresh launch shows it as it is. None under ``_MIN_DF`` degrees of freedom.
     Raw levels (before :func:`pooled`)."""
     frame = levels.collect() if isinstance(levels, pl.LazyFrame) else levels
-    if DECIDE_ROUND in frame.columns:  # decide's paired rounds: the noise of those pairs is theirs
-        frame = frame.filter(pl.col(DECIDE_ROUND).is_null())
+    if _DECIDE_ROUND in frame.columns:  # decide's paired rounds: the noise of those pairs is theirs
+        frame = frame.filter(pl.col(_DECIDE_ROUND).is_null())
     if "repeat" not in frame.columns or not frame.height:
         return None, 0
     groups = (

@@ -13,7 +13,7 @@ A **decision** is a pick the report makes between two candidates whose margin's 
 Each round the driver measures every open decision's candidates again at the level each one's figure
 is read at, in pairs: the decisions that share a candidate form a block (:func:`blocks`), and a block's
 points run back to back on one host, in order on odd rounds and reversed on even ones (A B, then B A).
-A decision is judged on its paired rounds alone (:func:`paired_rounds`: log(pick / other) per round;
+A decision is judged on its paired rounds alone (:func:`_paired_rounds`: log(pick / other) per round;
 ``noise.paired_ratio``: their mean and its t interval), never on the grid's figures pooled with them,
 which were taken beside other launches. It ends, by :func:`judge`:
 
@@ -247,7 +247,7 @@ def take_on(decisions: Mapping[str, Decision], margin: float) -> dict[str, Track
     return {k: Tracked(d, d) for k, d in decisions.items() if judge(d.low, d.high, margin) is None}
 
 
-def paired_rounds(levels: pl.DataFrame, d: Decision, gpus: Mapping[str, float] | None = None) -> list[float]:
+def _paired_rounds(levels: pl.DataFrame, d: Decision, gpus: Mapping[str, float] | None = None) -> list[float]:
     """log(pick / other) of every paired round of ``d``: ``levels`` is the raw ``levels`` table (every
     measurement), of which the rows with a ``decide_round`` are decide's; a round pairs the two
     candidates' figures at their read levels measured in it (output throughput per GPU, ``gpus``: a
@@ -291,7 +291,7 @@ def update(
     *,
     gpus: Mapping[str, float] | None = None,
 ) -> None:
-    """After a round: each open decision judged on its paired rounds alone (:func:`paired_rounds`),
+    """After a round: each open decision judged on its paired rounds alone (:func:`_paired_rounds`),
     ended where decided (the interval excludes 0) or equal (within +-``margin``). The pick changes only
     where the decision is decided the other way: an open or undecided one keeps the grid's pick.
 
@@ -300,7 +300,7 @@ def update(
     same hosts, in the same rounds, and two or three rounds of one pair alone say little of it (a t
     interval on one degree of freedom is 12.7 SDs wide); the pooled one has as many degrees of freedom
     as the decisions have rounds beyond their first."""
-    ratios_of = {key: paired_rounds(levels, t.first, gpus) for key, t in tracked.items()}
+    ratios_of = {key: _paired_rounds(levels, t.first, gpus) for key, t in tracked.items()}
     # each comparison once: an SLO's pick and a level's best may compare the same two at the same levels
     same = {frozenset(((t.first.pick.point_id, t.first.pick.at), (t.first.other.point_id, t.first.other.at))): key
             for key, t in tracked.items()}  # fmt: skip

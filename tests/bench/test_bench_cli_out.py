@@ -43,6 +43,7 @@ def test_out_is_a_results_directory_that_loads_and_is_queried(tmp_path):
         "levels": 1,
         "requests": 2,
         "metrics": 0,
+        "decisions": 0,  # decide's: none here
     }
     for name in ("requests", "single_stream", "levels"):  # the same rows as the flat files
         assert tables[name].equals(pl.read_parquet(out / f"{name}.parquet")), name
