@@ -102,31 +102,43 @@ _OLD = {
 }
 
 
+def _overridden(frame: pl.DataFrame, verdicts: pl.DataFrame, other: str, ratio: str, spelling=None) -> pl.DataFrame:
+    """``frame``'s rows of a pair (point_id, ``other``, concurrency) that a settled decision compared:
+    its ratio (into the column ``ratio``), interval and verdict (through ``spelling`` where given);
+    ``_hit`` marks those rows."""
+    verdict = pl.col("verdict")
+    found = verdicts.select(
+        "point_id",
+        pl.col("other_id").alias(other),
+        concurrency=pl.col("concurrency").cast(frame.schema["concurrency"]),
+        _r="ratio",
+        _lo="ci_low",
+        _hi="ci_high",
+        _v=verdict if spelling is None else verdict.replace_strict(spelling, default="within noise"),
+    )
+    hit = pl.col("_r").is_not_null()
+    return (
+        frame.join(found, on=["point_id", other, "concurrency"], how="left")
+        .with_columns(
+            pl.when(hit).then("_r").otherwise(ratio).alias(ratio),
+            ci_low=pl.when(hit).then("_lo").otherwise("ci_low"),
+            ci_high=pl.when(hit).then("_hi").otherwise("ci_high"),
+            verdict=pl.when(hit).then("_v").otherwise("verdict"),
+            _hit=hit,
+        )
+        .drop("_r", "_lo", "_hi", "_v")
+    )
+
+
 def on_levels(levels: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
     """``speedups.level_speedups``' rows against their baseline where a settled decision compared the
     same two at that level: its ratio, interval and verdict (in the levels' spelling)."""
     if levels.is_empty() or verdicts.is_empty() or "baseline_id" not in levels.columns:
         return levels
-    found = verdicts.select(
-        "point_id",
-        baseline_id="other_id",
-        concurrency=pl.col("concurrency").cast(levels.schema["concurrency"]),
-        _r="ratio",
-        _lo="ci_low",
-        _hi="ci_high",
-        _v=pl.col("verdict").replace_strict(_OLD, default="within noise"),
-    )
-    hit = pl.col("_r").is_not_null()
     return (
-        levels.join(found, on=["point_id", "baseline_id", "concurrency"], how="left")
-        .with_columns(
-            throughput_ratio=pl.when(hit).then("_r").otherwise("throughput_ratio"),
-            ci_low=pl.when(hit).then("_lo").otherwise("ci_low"),
-            ci_high=pl.when(hit).then("_hi").otherwise("ci_high"),
-            verdict=pl.when(hit).then("_v").otherwise("verdict"),
-        )
-        .with_columns(within_noise=pl.when(hit).then(pl.col("verdict") == "within noise").otherwise("within_noise"))
-        .drop("_r", "_lo", "_hi", "_v")
+        _overridden(levels, verdicts, "baseline_id", "throughput_ratio", _OLD)
+        .with_columns(within_noise=pl.when("_hit").then(pl.col("verdict") == "within noise").otherwise("within_noise"))
+        .drop("_hit")
     )
 
 
@@ -134,26 +146,7 @@ def on_pairs(pairs: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
     """``Findings.pairs`` where a settled decision compared the same two at that level: its figures."""
     if pairs.is_empty() or verdicts.is_empty():
         return pairs
-    found = verdicts.select(
-        "point_id",
-        "other_id",
-        concurrency=pl.col("concurrency").cast(pairs.schema["concurrency"]),
-        _r="ratio",
-        _lo="ci_low",
-        _hi="ci_high",
-        _v="verdict",
-    )
-    hit = pl.col("_r").is_not_null()
-    return (
-        pairs.join(found, on=["point_id", "other_id", "concurrency"], how="left")
-        .with_columns(
-            ratio=pl.when(hit).then("_r").otherwise("ratio"),
-            ci_low=pl.when(hit).then("_lo").otherwise("ci_low"),
-            ci_high=pl.when(hit).then("_hi").otherwise("ci_high"),
-            verdict=pl.when(hit).then("_v").otherwise("verdict"),
-        )
-        .drop("_r", "_lo", "_hi", "_v")
-    )
+    return _overridden(pairs, verdicts, "other_id", "ratio").drop("_hit")
 
 
 def on_best(best: pl.DataFrame, decisions: pl.DataFrame | None, levels: pl.DataFrame) -> pl.DataFrame:
