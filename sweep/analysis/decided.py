@@ -16,29 +16,20 @@ A decision that ran out of budget changes nothing: the grid's figures and verdic
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 
 from sweep.analysis import noise
+from sweep.results import DECISIONS_SCHEMA
 
 _SETTLED = ("decided", "equal")
 
 
 def settled(decisions: pl.DataFrame | None) -> pl.DataFrame:
     """The decisions that ended decided or equal, with their ratio (pick / other) and its interval."""
-    if decisions is None or decisions.is_empty():
-        return pl.DataFrame(
-            schema={
-                "decision": pl.String,
-                "kind": pl.String,
-                "workload": pl.String,
-                "pick_id": pl.String,
-                "other_id": pl.String,
-                "outcome": pl.String,
-                "ratio": pl.Float64,
-                "low": pl.Float64,
-                "high": pl.Float64,
-            }
-        )
+    if decisions is None:  # no decisions table at all: an empty one, in its schema
+        decisions = cast(pl.DataFrame, pl.from_arrow(DECISIONS_SCHEMA.empty_table()))
     return decisions.filter(
         pl.col("outcome").is_in(_SETTLED) & pl.col("low").is_not_null() & pl.col("high").is_not_null()
     ).select(

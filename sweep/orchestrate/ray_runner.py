@@ -141,6 +141,14 @@ def _run_on_host(spec: LaunchSpec, setups: dict[str, HostSetup], board: Any, run
     return run_fn(spec, ctx, progress)
 
 
+def _new_board() -> Any:
+    """The progress board the tasks post to, on the driver's node."""
+    board = cast("ActorClass[_ProgressBoard]", _ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
+    return board.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    ).remote()
+
+
 def _run_in_order_on_host(
     specs: list[LaunchSpec], setups: dict[str, HostSetup], board: Any, run_fn: _RunFn | None
 ) -> list[LaunchResult]:
@@ -281,10 +289,7 @@ class Runner:
     def run(self, specs: list[LaunchSpec], on_event: _OnEvent) -> Iterator[Outcome]:
         """Submit every point and yield outcomes as they finish. ``on_event(point_id, host, event)``
         receives the tasks' progress."""
-        board = cast("ActorClass[_ProgressBoard]", _ProgressBoard)  # what @ray.remote made it (mypy keeps the class)
-        self._board = board.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        ).remote()
+        self._board = _new_board()
         self._on_event = on_event
         for spec in specs:
             self._submit(spec, 1)
@@ -509,11 +514,8 @@ class Runner:
         in their order (``decide``'s paired rounds); the sequences side by side on the hosts there are.
         Yields (the sequence's index, its results) as each ends; a sequence whose task died yields each
         of its launches failed (a result like any other: nothing raises here but Ctrl-C)."""
-        board = cast("ActorClass[_ProgressBoard]", _ProgressBoard)
         if self._board is None:
-            self._board = board.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-            ).remote()
+            self._board = _new_board()
         task = ray.remote(max_calls=1 if self.fresh_workers else 0)(_run_in_order_on_host)
         t0 = time.monotonic()
         refs = {

@@ -273,6 +273,11 @@ def _paired_rounds(levels: pl.DataFrame, d: Decision, gpus: Mapping[str, float] 
     return [a[r] - b[r] for r in sorted(a.keys() & b.keys())]
 
 
+def _comparison(d: Decision) -> frozenset[tuple[str, int]]:
+    """What ``d`` compares, whichever way round: (point, level) of each candidate."""
+    return frozenset(((d.pick.point_id, d.pick.at), (d.other.point_id, d.other.at)))
+
+
 def paired(d: Decision, log_ratios: Sequence[float], pooled: tuple[float, int] | None = None) -> Decision:
     """``d`` with its margin and interval from its paired rounds (``noise.paired_ratio``: the mean log
     ratio, the t interval of the pairs' spread, ``pooled`` where given); as it was (the grid's figures)
@@ -302,8 +307,7 @@ def update(
     as the decisions have rounds beyond their first."""
     ratios_of = {key: _paired_rounds(levels, t.first, gpus) for key, t in tracked.items()}
     # each comparison once: an SLO's pick and a level's best may compare the same two at the same levels
-    same = {frozenset(((t.first.pick.point_id, t.first.pick.at), (t.first.other.point_id, t.first.other.at))): key
-            for key, t in tracked.items()}  # fmt: skip
+    same = {_comparison(t.first): key for key, t in tracked.items()}
     pooled = noise.pooled_spread([ratios_of[key] for key in same.values()])
     for key, t in tracked.items():
         if not t.open:
@@ -490,10 +494,7 @@ def outlook(
     needed: dict[str, int | None] = {}
     beyond: list[str] = []
     total, most = 0.0, 0
-    comparisons = len(
-        {frozenset(((t.first.pick.point_id, t.first.pick.at), (t.first.other.point_id, t.first.other.at)))
-         for t in tracked.values() if t.open}
-    )  # fmt: skip
+    comparisons = len({_comparison(t.first) for t in tracked.values() if t.open})
     for keys, _ in blocks(tracked):
         n_block = 0
         for key in keys:
